@@ -1,0 +1,49 @@
+// Hugging Face tokenizer.json (byte-level BPE: Qwen3, Qwen2.5, Llama 3) plus tokenizer_config.json.
+// Public interface used by the engine, CLI and server. Implementation: tokenizer/*.cpp.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace nanovllm {
+
+class Tokenizer {
+ public:
+  // Loads <dir>/tokenizer.json and <dir>/tokenizer_config.json (the latter optional: chat
+  // template, bos/eos tokens). Throws TokenizerError naming the file and the problem.
+  static std::unique_ptr<Tokenizer> from_dir(const std::string& dir);
+  virtual ~Tokenizer() = default;
+
+  // Text -> ids. Special/added tokens in the text are matched before pre-tokenization.
+  // Invalid UTF-8 throws TokenizerError naming the byte offset. No BOS is added.
+  virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  // Ids -> text. Ids out of range throw TokenizerError.
+  virtual std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const = 0;
+  virtual int32_t vocab_size() const = 0;
+  virtual std::optional<int32_t> token_to_id(std::string_view token) const = 0;
+  virtual bool is_special(int32_t id) const = 0;
+  // From tokenizer_config.json (empty when absent).
+  virtual const std::string& chat_template() const = 0;
+  virtual const std::string& bos_token() const = 0;
+  virtual const std::string& eos_token() const = 0;
+};
+
+// Streaming detokenizer: push ids one at a time, get text deltas that never split a UTF-8
+// character and whose concatenation equals decode(all ids).
+class IncrementalDetokenizer {
+ public:
+  IncrementalDetokenizer(const Tokenizer& tok, bool skip_special_tokens);
+  std::string push(int32_t id);   // returns the new text (maybe empty)
+  std::string flush();            // remaining text at the end of the stream
+ private:
+  const Tokenizer& tok_;
+  bool skip_special_;
+  std::vector<int32_t> ids_;
+  size_t prefix_offset_ = 0;  // ids_[prefix_offset_..] are decoded each push
+  size_t read_offset_ = 0;    // text of ids_[prefix_offset_..read_offset_) was already emitted
+};
+
+}  // namespace nanovllm
