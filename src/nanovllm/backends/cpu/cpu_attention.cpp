@@ -1,0 +1,89 @@
+// Paged KV cache write and causal paged attention on the CPU (the reference for CUDA).
+// Caches: [num_blocks, block_size, Hkv, D]; token j of sequence b lives in slot
+// block_tables[b][j / block_size] * block_size + j % block_size.
+// Sequence b computes q tokens cu_seqlens_q[b]..cu_seqlens_q[b+1]) which are the last of its
+// context_lens[b] keys; new token i (0-based among them) sees keys [0, ctx - qlen + i].
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "nanovllm/backends/cpu/cpu_backend.h"
+#include "nanovllm/ops/checks.h"
+#include "nanovllm/utils/error.h"
+
+namespace nanovllm {
+
+void CpuBackend::store_kvcache(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, int64_t num_heads,
+                               int64_t num_kv_heads, int64_t head_dim, const AttentionMetadata& md) {
+  check_qkv(qkv, num_heads, num_kv_heads, head_dim, "store_kvcache");
+  check_kv_cache(k_cache, v_cache, num_kv_heads, head_dim);
+  check_metadata(md, qkv.size(0), k_cache.size(0) * k_cache.size(1));
+  const int64_t T = qkv.size(0), W = qkv.size(1), row = num_kv_heads * head_dim;
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t slot = md.slot_mapping[size_t(t)];
+    if (slot < 0) continue;
+    const float* src = qkv.data<float>() + t * W + num_heads * head_dim;
+    std::memcpy(k_cache.data<float>() + int64_t(slot) * row, src, size_t(row) * 4);
+    std::memcpy(v_cache.data<float>() + int64_t(slot) * row, src + row, size_t(row) * 4);
+  }
+}
+
+void CpuBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out,
+                           int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float scale,
+                           const AttentionMetadata& md) {
+  check_qkv(qkv, num_heads, num_kv_heads, head_dim, "attention");
+  check_kv_cache(k_cache, v_cache, num_kv_heads, head_dim);
+  check_metadata(md, qkv.size(0), k_cache.size(0) * k_cache.size(1));
+  const int64_t T = qkv.size(0), W = qkv.size(1), D = head_dim, bs = k_cache.size(1);
+  const int64_t group = num_heads / num_kv_heads, kv_row = num_kv_heads * D;
+  if (out.dim() != 2 || out.size(0) != T || out.size(1) != num_heads * D)
+    throw Error("attention: out must be [T, Hq*D], got " + shape_str(out.shape()));
+  // Token -> sequence index.
+  std::vector<int32_t> seq_of(static_cast<size_t>(T));
+  for (int64_t b = 0; b < md.num_seqs; ++b)
+    for (int32_t t = md.cu_seqlens_q[size_t(b)]; t < md.cu_seqlens_q[size_t(b + 1)]; ++t) seq_of[size_t(t)] = int32_t(b);
+#pragma omp parallel
+  {
+    std::vector<float> scores;
+    std::vector<int64_t> slots;
+#pragma omp for schedule(dynamic)
+    for (int64_t th = 0; th < T * num_heads; ++th) {
+      const int64_t t = th / num_heads, h = th % num_heads, kvh = h / group;
+      const int64_t b = seq_of[size_t(t)];
+      const int64_t qlen = md.cu_seqlens_q[size_t(b + 1)] - md.cu_seqlens_q[size_t(b)];
+      const int64_t ctx = md.context_lens[size_t(b)];
+      const int64_t i = t - md.cu_seqlens_q[size_t(b)];
+      const int64_t nkeys = ctx - qlen + i + 1;  // causal
+      const float* q = qkv.data<float>() + t * W + h * D;
+      const int32_t* table = md.block_tables.data() + b * md.max_blocks;
+      scores.resize(size_t(nkeys));
+      slots.resize(size_t(nkeys));
+      float m = -INFINITY;
+      for (int64_t j = 0; j < nkeys; ++j) {
+        const int64_t slot = int64_t(table[j / bs]) * bs + j % bs;
+        slots[size_t(j)] = slot;
+        const float* k = k_cache.data<float>() + slot * kv_row + kvh * D;
+        float s = 0;
+        for (int64_t d = 0; d < D; ++d) s += q[d] * k[d];
+        s *= scale;
+        scores[size_t(j)] = s;
+        m = std::max(m, s);
+      }
+      double denom = 0;
+      for (int64_t j = 0; j < nkeys; ++j) {
+        scores[size_t(j)] = std::exp(scores[size_t(j)] - m);
+        denom += scores[size_t(j)];
+      }
+      float* o = out.data<float>() + t * num_heads * D + h * D;
+      std::fill(o, o + D, 0.0f);
+      for (int64_t j = 0; j < nkeys; ++j) {
+        const float p = float(scores[size_t(j)] / denom);
+        const float* v = v_cache.data<float>() + slots[size_t(j)] * kv_row + kvh * D;
+        for (int64_t d = 0; d < D; ++d) o[d] += p * v[d];
+      }
+    }
+  }
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,102 @@
+// CPU backend: memory, embedding, norms, activation, row gather.
+#include "nanovllm/backends/cpu/cpu_backend.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "nanovllm/ops/checks.h"
+#include "nanovllm/utils/error.h"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace nanovllm {
+
+std::unique_ptr<Backend> make_cpu_backend(int num_threads) { return std::make_unique<CpuBackend>(num_threads); }
+
+CpuBackend::CpuBackend(int num_threads) {
+  if (num_threads > 0) {
+    omp_set_num_threads(num_threads);
+    openblas_set_num_threads(num_threads);
+  }
+}
+
+void CpuBackend::upload(const void* src, DType src_dtype, Tensor& dst) {
+  const size_t n = size_t(dst.numel());
+  if (dst.dtype() == src_dtype) {
+    std::memcpy(dst.raw(), src, dst.nbytes());
+  } else if (dst.dtype() == DType::F32) {
+    convert_to_f32(src, src_dtype, n, dst.data<float>());
+  } else {
+    throw Error(std::string("cpu upload: cannot convert ") + dtype_name(src_dtype) + " to " + dtype_name(dst.dtype()));
+  }
+}
+
+void CpuBackend::download(const Tensor& src, void* dst) { std::memcpy(dst, src.raw(), src.nbytes()); }
+
+std::vector<float> CpuBackend::to_host_f32(const Tensor& t) {
+  std::vector<float> out(size_t(t.numel()));
+  convert_to_f32(t.raw(), t.dtype(), out.size(), out.data());
+  return out;
+}
+
+void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
+  check_embedding(ids, table, out);
+  const int64_t T = ids.size(0), H = table.size(1), V = table.size(0);
+  const int32_t* id = ids.data<int32_t>();
+  for (int64_t t = 0; t < T; ++t)
+    if (id[t] < 0 || id[t] >= V)
+      throw InvalidRequest("prompt", "token id " + std::to_string(id[t]) + " is outside the vocabulary [0, " +
+                                         std::to_string(V) + ")");
+#pragma omp parallel for
+  for (int64_t t = 0; t < T; ++t)
+    std::memcpy(out.data<float>() + t * H, table.data<float>() + int64_t(id[t]) * H, size_t(H) * 4);
+}
+
+static void rms_norm_row(const float* x, const float* w, float eps, int64_t n, float* out) {
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+  const float inv = float(1.0 / std::sqrt(ss / double(n) + eps));
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv * w[i];
+}
+
+void CpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
+  check_rms_norm(x, w, out);
+  const int64_t T = x.size(0), H = x.size(1);
+#pragma omp parallel for
+  for (int64_t t = 0; t < T; ++t) rms_norm_row(x.data<float>() + t * H, w.data<float>(), eps, H, out.data<float>() + t * H);
+}
+
+void CpuBackend::add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) {
+  check_rms_norm(x, w, residual);
+  const int64_t T = x.size(0), H = x.size(1);
+#pragma omp parallel for
+  for (int64_t t = 0; t < T; ++t) {
+    float* xr = x.data<float>() + t * H;
+    float* rr = residual.data<float>() + t * H;
+    for (int64_t i = 0; i < H; ++i) rr[i] += xr[i];
+    rms_norm_row(rr, w.data<float>(), eps, H, xr);
+  }
+}
+
+void CpuBackend::silu_and_mul(const Tensor& x, Tensor& out) {
+  check_silu_and_mul(x, out);
+  const int64_t T = out.size(0), I = out.size(1);
+#pragma omp parallel for
+  for (int64_t t = 0; t < T; ++t) {
+    const float* g = x.data<float>() + t * 2 * I;
+    const float* u = g + I;
+    float* o = out.data<float>() + t * I;
+    for (int64_t i = 0; i < I; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  }
+}
+
+void CpuBackend::gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) {
+  check_gather_rows(x, rows, out);
+  const int64_t H = x.size(1);
+  for (size_t b = 0; b < rows.size(); ++b)
+    std::memcpy(out.data<float>() + int64_t(b) * H, x.data<float>() + int64_t(rows[b]) * H, size_t(H) * 4);
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,41 @@
+// The CPU backend: the numerical reference for every op. FP32 activations, weights and KV cache
+// (BF16/F16 checkpoints are widened at load), math in FP32 (attention softmax in FP32 with
+// online rescaling). GEMMs through OpenBLAS; other ops threaded with OpenMP over both cores.
+#pragma once
+#include "nanovllm/ops/backend.h"
+
+namespace nanovllm {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int num_threads);
+  Device device() const override { return Device::CPU; }
+  std::string name() const override { return "cpu"; }
+  DType act_dtype() const override { return DType::F32; }
+  DType weight_dtype() const override { return DType::F32; }
+
+  Tensor empty(const Shape& shape, DType dtype) override { return Tensor::host(shape, dtype); }
+  void upload(const void* src, DType src_dtype, Tensor& dst) override;
+  void download(const Tensor& src, void* dst) override;
+
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
+  void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) override;
+  void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
+  void qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
+                    int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps, float rope_theta) override;
+  void store_kvcache(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, int64_t num_heads, int64_t num_kv_heads,
+                     int64_t head_dim, const AttentionMetadata& md) override;
+  void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out, int64_t num_heads,
+                 int64_t num_kv_heads, int64_t head_dim, float scale, const AttentionMetadata& md) override;
+  void silu_and_mul(const Tensor& x, Tensor& out) override;
+  void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override;
+  std::vector<int32_t> sample(const Tensor& logits, const std::vector<SamplingRow>& rows) override;
+  std::vector<float> to_host_f32(const Tensor& t) override;
+};
+
+// Samples one row of float logits [V]; shared with tests. Implements greedy, temperature with
+// Gumbel-max (argmax p_i / E_i, E_i ~ Exp(1)), top-k, top-p, min-p.
+int32_t sample_row_cpu(const float* logits, int64_t vocab, const SamplingRow& row);
+
+}  // namespace nanovllm

@@ -1,0 +1,53 @@
+// Fused q/k RMSNorm + rotary embedding, in place on the packed qkv rows.
+// qkv row layout: [q heads (Hq x D) | k heads (Hkv x D) | v heads (Hkv x D)].
+// RoPE is the rotate-half form of Hugging Face's Qwen3: for i < D/2, with
+// angle = pos * theta^(-2i/D) computed in float32 as transformers does:
+//   out[i]       = x[i] * cos - x[i + D/2] * sin
+//   out[i + D/2] = x[i + D/2] * cos + x[i] * sin
+#include <cmath>
+#include <vector>
+
+#include "nanovllm/backends/cpu/cpu_backend.h"
+#include "nanovllm/ops/checks.h"
+#include "nanovllm/utils/error.h"
+
+namespace nanovllm {
+
+static void norm_rope_head(float* x, const float* w, float eps, int64_t D, const float* cos, const float* sin) {
+  double ss = 0;
+  for (int64_t i = 0; i < D; ++i) ss += double(x[i]) * x[i];
+  const float inv = float(1.0 / std::sqrt(ss / double(D) + eps));
+  for (int64_t i = 0; i < D; ++i) x[i] = x[i] * inv * w[i];
+  const int64_t h = D / 2;
+  for (int64_t i = 0; i < h; ++i) {
+    const float a = x[i], b = x[i + h];
+    x[i] = a * cos[i] - b * sin[i];
+    x[i + h] = b * cos[i] + a * sin[i];
+  }
+}
+
+void CpuBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
+                              int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps, float rope_theta) {
+  check_qkv(qkv, num_heads, num_kv_heads, head_dim, "qk_norm_rope");
+  if (q_norm_w.numel() != head_dim || k_norm_w.numel() != head_dim || positions.numel() != qkv.size(0))
+    throw Error("qk_norm_rope: norm weights must be [head_dim] and positions [T]");
+  const int64_t T = qkv.size(0), D = head_dim, h = D / 2, W = qkv.size(1);
+  std::vector<float> inv_freq(static_cast<size_t>(h));
+  for (int64_t i = 0; i < h; ++i) inv_freq[size_t(i)] = float(1.0 / std::pow(double(rope_theta), double(2 * i) / double(D)));
+  const int32_t* pos = positions.data<int32_t>();
+#pragma omp parallel for
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<float> cos(static_cast<size_t>(h)), sin(static_cast<size_t>(h));
+    for (int64_t i = 0; i < h; ++i) {
+      const float angle = float(pos[t]) * inv_freq[size_t(i)];
+      cos[size_t(i)] = float(std::cos(double(angle)));
+      sin[size_t(i)] = float(std::sin(double(angle)));
+    }
+    float* row = qkv.data<float>() + t * W;
+    for (int64_t hd = 0; hd < num_heads; ++hd) norm_rope_head(row + hd * D, q_norm_w.data<float>(), eps, D, cos.data(), sin.data());
+    for (int64_t hd = 0; hd < num_kv_heads; ++hd)
+      norm_rope_head(row + (num_heads + hd) * D, k_norm_w.data<float>(), eps, D, cos.data(), sin.data());
+  }
+}
+
+}  // namespace nanovllm

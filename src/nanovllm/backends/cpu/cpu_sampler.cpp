@@ -1,0 +1,78 @@
+// CPU sampling, the reference for the GPU sampler. Per row of logits [V]:
+//   greedy (temperature 0): argmax (lowest index on ties)
+//   else: p = softmax(logits / T); keep the top_k largest, then the smallest set whose mass
+//   reaches top_p (on the renormalised top-k distribution), then those with p >= min_p * max p;
+//   token = argmax_i p_i / E_i with E_i = -log(u_i) ~ Exp(1) (Gumbel-max in its exponential form),
+//   u_i = sampling_uniform(seed, position, i).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "nanovllm/backends/cpu/cpu_backend.h"
+#include "nanovllm/ops/sampling_noise.h"
+#include "nanovllm/utils/error.h"
+
+namespace nanovllm {
+
+int32_t sample_row_cpu(const float* logits, int64_t V, const SamplingRow& row) {
+  if (row.temperature <= 0.0f) {
+    return int32_t(std::max_element(logits, logits + V) - logits);
+  }
+  const float inv_t = 1.0f / row.temperature;
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < V; ++i) mx = std::max(mx, logits[i] * inv_t);
+  std::vector<float> p(static_cast<size_t>(V));
+  double sum = 0;
+  for (int64_t i = 0; i < V; ++i) sum += (p[size_t(i)] = std::exp(logits[i] * inv_t - mx));
+  for (auto& x : p) x = float(x / sum);
+  std::vector<char> keep(size_t(V), 1);
+  const bool use_k = row.top_k > 0 && row.top_k < V, use_p = row.top_p < 1.0f;
+  if (use_k || use_p) {
+    std::vector<int32_t> order(static_cast<size_t>(V));
+    std::iota(order.begin(), order.end(), 0);
+    const int64_t k = use_k ? row.top_k : V;
+    auto by_prob = [&](int32_t a, int32_t b) { return p[size_t(a)] > p[size_t(b)] || (p[size_t(a)] == p[size_t(b)] && a < b); };
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), by_prob);
+    std::fill(keep.begin(), keep.end(), 0);
+    double mass_k = 0;
+    for (int64_t r = 0; r < k; ++r) mass_k += p[size_t(order[size_t(r)])];
+    double cum = 0;
+    for (int64_t r = 0; r < k; ++r) {
+      const int32_t id = order[size_t(r)];
+      keep[size_t(id)] = 1;
+      cum += p[size_t(id)] / mass_k;
+      if (use_p && cum >= row.top_p) break;
+    }
+  }
+  if (row.min_p > 0.0f) {
+    const float pmax = *std::max_element(p.begin(), p.end());
+    for (int64_t i = 0; i < V; ++i)
+      if (p[size_t(i)] < row.min_p * pmax) keep[size_t(i)] = 0;
+  }
+  int32_t best = -1;
+  float best_score = -1.0f;
+  for (int64_t i = 0; i < V; ++i) {
+    if (!keep[size_t(i)]) continue;
+    const float e = -std::log(sampling_uniform(row.seed, uint64_t(row.position), uint64_t(i)));
+    const float s = p[size_t(i)] / e;
+    if (s > best_score) {
+      best_score = s;
+      best = int32_t(i);
+    }
+  }
+  if (best < 0) best = int32_t(std::max_element(logits, logits + V) - logits);
+  return best;
+}
+
+std::vector<int32_t> CpuBackend::sample(const Tensor& logits, const std::vector<SamplingRow>& rows) {
+  if (logits.dim() != 2 || logits.size(0) != int64_t(rows.size()) || logits.dtype() != DType::F32)
+    throw Error("sample: logits must be F32 [B, V] with one sampling row each, got " + shape_str(logits.shape()));
+  const int64_t B = logits.size(0), V = logits.size(1);
+  std::vector<int32_t> out(static_cast<size_t>(B));
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t b = 0; b < B; ++b) out[size_t(b)] = sample_row_cpu(logits.data<float>() + b * V, V, rows[size_t(b)]);
+  return out;
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,62 @@
+// Model and engine configuration.
+//  ModelConfig: what config.json / generation_config.json say about the network.
+//  EngineConfig: how we run it (nano-vllm's Config, with vLLM's flag names in the CLI).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace nanovllm {
+
+struct ModelConfig {
+  std::string architecture = "Qwen3ForCausalLM";
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;
+  int64_t head_dim = 0;
+  int64_t max_position_embeddings = 0;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  bool tie_word_embeddings = false;
+  std::string torch_dtype = "bfloat16";
+  std::vector<int32_t> eos_token_ids;  // generation_config.json wins over config.json
+  std::optional<int32_t> bos_token_id;
+
+  // Parses <dir>/config.json (+ generation_config.json if present). Throws LoadError.
+  static ModelConfig from_dir(const std::string& dir);
+  // Parses a config.json text (already read); `where` names it in errors.
+  static ModelConfig from_json_text(const std::string& text, const std::string& where);
+  // Built-in presets for benchmarks without weights: qwen3-0.6b, qwen3-1.7b, qwen3-8b.
+  static std::optional<ModelConfig> preset(const std::string& name);
+  static std::vector<std::string> preset_names();
+  static std::vector<std::string> supported_architectures();
+
+  int64_t q_size() const { return num_attention_heads * head_dim; }
+  int64_t kv_size() const { return num_key_value_heads * head_dim; }
+};
+
+struct EngineConfig {
+  std::string model;                 // directory or preset name
+  bool load_dummy = false;           // --load-format dummy
+  std::string device = "auto";       // cpu | cuda | auto
+  int64_t max_num_seqs = 512;
+  int64_t max_num_batched_tokens = 16384;
+  int64_t max_model_len = 4096;      // clamped to max_position_embeddings
+  int64_t block_size = 256;
+  double gpu_memory_utilization = 0.9;
+  int64_t kv_cache_memory = 0;       // bytes of KV cache; 0 = automatic (CPU: 4 GiB or what fits)
+  int64_t num_kvcache_blocks = 0;    // explicit block count (tests); overrides kv_cache_memory
+  bool enforce_eager = false;
+  int tensor_parallel_size = 1;
+  bool enable_prefix_caching = true;
+  uint64_t seed = 0;                 // engine seed for requests without their own
+  int num_threads = 0;               // CPU backend threads; 0 = all cores
+
+  void validate() const;             // throws UserError naming the bad field
+};
+
+}  // namespace nanovllm

@@ -1,0 +1,122 @@
+#include "nanovllm/engine/llm_engine.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "nanovllm/utils/error.h"
+
+namespace nanovllm {
+
+ModelConfig resolve_model_config(const EngineConfig& cfg) {
+  if (cfg.model.empty()) throw UserError("no model given (--model DIR or a preset such as qwen3-0.6b)");
+  if (!std::filesystem::exists(cfg.model)) {
+    if (auto p = ModelConfig::preset(cfg.model)) {
+      if (!cfg.load_dummy)
+        throw UserError("'" + cfg.model + "' is a built-in preset without weights: add --load-format dummy");
+      return *p;
+    }
+  }
+  return ModelConfig::from_dir(cfg.model);
+}
+
+std::unique_ptr<Backend> make_backend(const EngineConfig& cfg) {
+  std::string dev = cfg.device;
+  if (dev == "auto") dev = cuda_available() ? "cuda" : "cpu";
+  if (dev == "cuda") return make_cuda_backend(0);
+  return make_cpu_backend(cfg.num_threads);
+}
+
+LLMEngine::LLMEngine(EngineConfig cfg) : LLMEngine(cfg, resolve_model_config(cfg)) {}
+
+LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)), mcfg_(std::move(mcfg)) {
+  cfg_.validate();
+  cfg_.max_model_len = std::min(cfg_.max_model_len, mcfg_.max_position_embeddings);
+  if (cfg_.tensor_parallel_size != 1)
+    throw UserError("--tensor-parallel-size " + std::to_string(cfg_.tensor_parallel_size) +
+                    " is not supported by this build yet (only 1)");
+  seed_rng_.seed(cfg_.seed);
+  runner_ = std::make_unique<ModelRunner>(cfg_, mcfg_, make_backend(cfg_));
+  block_manager_ = std::make_unique<BlockManager>(runner_->num_kv_blocks(), cfg_.block_size, cfg_.enable_prefix_caching);
+  scheduler_ = std::make_unique<Scheduler>(cfg_, *block_manager_, mcfg_.eos_token_ids);
+}
+
+int64_t LLMEngine::add_request(std::vector<int32_t> prompt, const SamplingParams& params) {
+  params.validate();
+  if (prompt.empty()) throw InvalidRequest("prompt", "the prompt is empty");
+  for (size_t i = 0; i < prompt.size(); ++i)
+    if (prompt[i] < 0 || prompt[i] >= mcfg_.vocab_size)
+      throw InvalidRequest("prompt", "token id " + std::to_string(prompt[i]) + " at position " + std::to_string(i) +
+                                         " is outside the vocabulary [0, " + std::to_string(mcfg_.vocab_size) + ")");
+  const int64_t n = int64_t(prompt.size());
+  if (n >= cfg_.max_model_len)
+    throw InvalidRequest("prompt", "the prompt has " + std::to_string(n) + " tokens but max_model_len is " +
+                                       std::to_string(cfg_.max_model_len) + " (prompt plus at least one generated token)");
+  // A sequence must fit the KV pool on its own, else preemption could never make room for it.
+  const int64_t total = std::min<int64_t>(n + params.max_tokens, cfg_.max_model_len);
+  const int64_t need = (total + cfg_.block_size - 1) / cfg_.block_size;
+  if (need > block_manager_->num_blocks())
+    throw InvalidRequest("max_tokens", "prompt plus max_tokens needs " + std::to_string(need) + " KV blocks but the cache holds " +
+                                           std::to_string(block_manager_->num_blocks()) + "; lower max_tokens or enlarge the KV cache");
+  const int64_t id = next_id_++;
+  const uint64_t seed = params.seed ? *params.seed : seed_rng_();
+  auto seq = std::make_unique<Sequence>(id, std::move(prompt), params, cfg_.block_size, seed);
+  scheduler_->add(seq.get());
+  seqs_[id] = std::move(seq);
+  return id;
+}
+
+RequestOutput LLMEngine::output_of(const Sequence& s) const {
+  RequestOutput o;
+  o.request_id = s.id;
+  o.prompt_token_ids.assign(s.token_ids.begin(), s.token_ids.begin() + s.num_prompt_tokens);
+  o.token_ids = s.completion_token_ids();
+  o.finish_reason = s.finish_reason;
+  auto it = cached_prompt_tokens_.find(s.id);
+  o.num_cached_prompt_tokens = it == cached_prompt_tokens_.end() ? 0 : it->second;
+  return o;
+}
+
+StepResult LLMEngine::step() {
+  auto t0 = std::chrono::steady_clock::now();
+  StepResult r;
+  ScheduledBatch batch = scheduler_->schedule();
+  if (batch.seqs.empty()) return r;
+  r.is_prefill = batch.is_prefill;
+  r.num_tokens = batch.num_tokens;
+  if (batch.is_prefill) {
+    prefill_tokens_ += r.num_tokens;
+    for (auto* s : batch.seqs)
+      if (s->num_completion_tokens() == 0 && !cached_prompt_tokens_.count(s->id))
+        cached_prompt_tokens_[s->id] = s->num_cached_tokens;
+  }
+  std::vector<int32_t> tokens = runner_->run(batch);
+  // Remember which sequences complete their prefill (or decode) this step: they get a token.
+  std::vector<bool> gets_token;
+  for (auto* s : batch.seqs) gets_token.push_back(s->num_cached_tokens + s->num_scheduled_tokens >= s->num_tokens());
+  auto finished = scheduler_->postprocess(batch, tokens);
+  for (size_t i = 0; i < batch.seqs.size(); ++i)
+    if (gets_token[i]) r.new_tokens.emplace_back(batch.seqs[i]->id, tokens[i]);
+  for (auto* s : finished) {
+    r.finished.push_back(output_of(*s));
+    cached_prompt_tokens_.erase(s->id);
+    seqs_.erase(s->id);
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+bool LLMEngine::abort(int64_t id) {
+  if (!scheduler_->abort(id)) return false;
+  seqs_.erase(id);
+  cached_prompt_tokens_.erase(id);
+  return true;
+}
+
+std::vector<const Sequence*> LLMEngine::live_sequences() const {
+  std::vector<const Sequence*> out;
+  for (auto& [id, s] : seqs_)
+    if (!s->block_table.empty()) out.push_back(s.get());
+  return out;
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,77 @@
+// The engine loop (nano-vllm's LLMEngine): add requests, step() = schedule -> run -> postprocess.
+// Token-level only; text (tokenizer, stop strings) is layered on top in llm.cpp / the server.
+#pragma once
+#include <chrono>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "nanovllm/config.h"
+#include "nanovllm/engine/block_manager.h"
+#include "nanovllm/engine/model_runner.h"
+#include "nanovllm/engine/scheduler.h"
+#include "nanovllm/engine/sequence.h"
+
+namespace nanovllm {
+
+struct RequestOutput {
+  int64_t request_id = 0;
+  std::vector<int32_t> prompt_token_ids;
+  std::vector<int32_t> token_ids;
+  std::string text;
+  FinishReason finish_reason = FinishReason::None;
+  int64_t num_cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
+};
+
+// What one step did: which sequences got a new token, which finished.
+struct StepResult {
+  bool is_prefill = false;
+  int64_t num_tokens = 0;                          // tokens computed
+  double seconds = 0;
+  std::vector<std::pair<int64_t, int32_t>> new_tokens;  // (request id, token)
+  std::vector<RequestOutput> finished;
+};
+
+class LLMEngine {
+ public:
+  // Loads the model; the backend is chosen by cfg.device.
+  explicit LLMEngine(EngineConfig cfg);
+  LLMEngine(EngineConfig cfg, ModelConfig mcfg);
+
+  // Validates and queues a request; returns its id. Throws InvalidRequest naming the problem.
+  int64_t add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& params);
+  StepResult step();
+  bool has_unfinished() const { return !scheduler_->is_finished(); }
+  bool abort(int64_t request_id);
+
+  const EngineConfig& config() const { return cfg_; }
+  const ModelConfig& model_config() const { return mcfg_; }
+  const BlockManager& block_manager() const { return *block_manager_; }
+  const Scheduler& scheduler() const { return *scheduler_; }
+  ModelRunner& model_runner() { return *runner_; }
+  // Live sequences (waiting or running), for invariant checks.
+  std::vector<const Sequence*> live_sequences() const;
+  int64_t num_prefill_tokens_computed() const { return prefill_tokens_; }
+
+ private:
+  void init();
+  RequestOutput output_of(const Sequence& s) const;
+
+  EngineConfig cfg_;
+  ModelConfig mcfg_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<BlockManager> block_manager_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::map<int64_t, std::unique_ptr<Sequence>> seqs_;
+  std::map<int64_t, int64_t> cached_prompt_tokens_;
+  int64_t next_id_ = 0;
+  int64_t prefill_tokens_ = 0;
+  std::mt19937_64 seed_rng_;
+};
+
+// Resolves cfg.model to a ModelConfig: a directory, or a built-in preset with --load-format dummy.
+ModelConfig resolve_model_config(const EngineConfig& cfg);
+std::unique_ptr<Backend> make_backend(const EngineConfig& cfg);
+
+}  // namespace nanovllm

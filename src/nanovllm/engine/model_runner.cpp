@@ -1,0 +1,109 @@
+#include "nanovllm/engine/model_runner.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "nanovllm/utils/error.h"
+#include "nanovllm/utils/safetensors.h"
+
+namespace nanovllm {
+
+ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::unique_ptr<Backend> backend)
+    : cfg_(cfg), mcfg_(mcfg), backend_(std::move(backend)) {
+  model_ = create_model(mcfg_, *backend_);
+  auto specs = model_->weight_specs();
+  if (cfg_.load_dummy) {
+    load_dummy_weights(*backend_, specs);
+  } else {
+    SafetensorsCheckpoint ckpt(cfg_.model);
+    load_weights(*backend_, ckpt, specs);
+  }
+  model_->finalize_weights();
+
+  // KV cache budget: an explicit block count, else bytes (CPU default: 4 GiB, at least one
+  // max_model_len sequence).
+  const int64_t per_block = kv_bytes_per_block();
+  if (cfg_.num_kvcache_blocks > 0) {
+    num_kv_blocks_ = cfg_.num_kvcache_blocks;
+  } else {
+    int64_t bytes = cfg_.kv_cache_memory > 0 ? cfg_.kv_cache_memory : (int64_t(4) << 30);
+    num_kv_blocks_ = bytes / per_block;
+    if (cfg_.kv_cache_memory == 0)
+      num_kv_blocks_ = std::max(num_kv_blocks_, (cfg_.max_model_len + cfg_.block_size - 1) / cfg_.block_size);
+  }
+  if (num_kv_blocks_ <= 0)
+    throw ResourceError("KV cache budget of " + std::to_string(cfg_.kv_cache_memory) + " bytes holds no block of " +
+                        std::to_string(per_block) + " bytes; raise --kv-cache-memory or lower --block-size");
+  const int64_t L = mcfg_.num_hidden_layers;
+  kv_cache_ = backend_->empty({2, L, num_kv_blocks_, cfg_.block_size, mcfg_.num_key_value_heads, mcfg_.head_dim},
+                              backend_->act_dtype());
+  const int64_t layer_elems = num_kv_blocks_ * cfg_.block_size * mcfg_.kv_size();
+  Tensor flat = kv_cache_.view({2 * L, layer_elems});
+  for (int64_t l = 0; l < L; ++l) {
+    Shape s{num_kv_blocks_, cfg_.block_size, mcfg_.num_key_value_heads, mcfg_.head_dim};
+    layers_kv_.push_back({flat.rows(l, l + 1).view(s), flat.rows(L + l, L + l + 1).view(s)});
+  }
+}
+
+int64_t ModelRunner::kv_bytes_per_block() const {
+  return 2 * mcfg_.num_hidden_layers * cfg_.block_size * mcfg_.kv_size() * int64_t(dtype_size(backend_->act_dtype()));
+}
+
+StepInputs ModelRunner::prepare(const ScheduledBatch& batch, int64_t bs) {
+  StepInputs in;
+  auto& md = in.md;
+  md.is_prefill = batch.is_prefill;
+  md.num_seqs = int64_t(batch.seqs.size());
+  md.cu_seqlens_q.push_back(0);
+  md.cu_seqlens_k.push_back(0);
+  for (auto* s : batch.seqs) md.max_blocks = std::max<int64_t>(md.max_blocks, int64_t(s->block_table.size()));
+  for (auto* s : batch.seqs) {
+    // New tokens: [num_cached, num_cached + num_scheduled) (decode: just the last token).
+    const int64_t begin = s->num_cached_tokens, end = begin + s->num_scheduled_tokens;
+    if (end > s->num_tokens() || int64_t(s->block_table.size()) * bs < end)
+      throw Error("model runner: sequence " + std::to_string(s->id) + " is scheduled past its tokens or blocks");
+    for (int64_t p = begin; p < end; ++p) {
+      in.input_ids.push_back(s->token_ids[size_t(p)]);
+      in.positions.push_back(int32_t(p));
+      md.slot_mapping.push_back(int32_t(s->block_table[size_t(p / bs)] * bs + p % bs));
+    }
+    md.cu_seqlens_q.push_back(md.cu_seqlens_q.back() + int32_t(end - begin));
+    md.cu_seqlens_k.push_back(md.cu_seqlens_k.back() + int32_t(end));
+    md.max_seqlen_q = std::max(md.max_seqlen_q, int32_t(end - begin));
+    md.max_seqlen_k = std::max(md.max_seqlen_k, int32_t(end));
+    md.context_lens.push_back(int32_t(end));
+    in.last_rows.push_back(md.cu_seqlens_q.back() - 1);
+    for (int64_t i = 0; i < md.max_blocks; ++i)
+      md.block_tables.push_back(i < int64_t(s->block_table.size()) ? s->block_table[size_t(i)] : -1);
+  }
+  md.num_tokens = int64_t(in.input_ids.size());
+  return in;
+}
+
+Tensor ModelRunner::forward_logits(const ScheduledBatch& batch) {
+  StepInputs in = prepare(batch, cfg_.block_size);
+  const int64_t T = int64_t(in.input_ids.size());
+  Tensor ids = backend_->empty({T}, DType::I32), pos = backend_->empty({T}, DType::I32);
+  backend_->upload(in.input_ids.data(), DType::I32, ids);
+  backend_->upload(in.positions.data(), DType::I32, pos);
+  backend_->prepare_metadata(in.md);
+  Tensor hidden = model_->forward(ids, pos, layers_kv_, in.md);
+  return model_->compute_logits(hidden, in.last_rows);
+}
+
+std::vector<int32_t> ModelRunner::run(const ScheduledBatch& batch) {
+  Tensor logits = forward_logits(batch);
+  if (logits_observer) logits_observer(batch, backend_->to_host_f32(logits));
+  std::vector<SamplingRow> rows;
+  for (auto* s : batch.seqs) {
+    const auto& p = s->params;
+    rows.push_back({p.temperature, p.top_k, p.top_p, p.min_p, s->seed, s->num_tokens()});
+  }
+  return backend_->sample(logits, rows);
+}
+
+std::vector<float> ModelRunner::run_logits(const ScheduledBatch& batch) {
+  return backend_->to_host_f32(forward_logits(batch));
+}
+
+}  // namespace nanovllm

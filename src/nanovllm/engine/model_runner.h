@@ -1,0 +1,52 @@
+// Runs one scheduled batch through the model (nano-vllm's ModelRunner): builds input ids,
+// positions and AttentionMetadata from the sequences, runs forward + LM head on each sequence's
+// last token, and samples one token per sequence.
+#pragma once
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "nanovllm/config.h"
+#include "nanovllm/engine/scheduler.h"
+#include "nanovllm/models/causal_lm.h"
+#include "nanovllm/ops/backend.h"
+
+namespace nanovllm {
+
+struct StepInputs {
+  std::vector<int32_t> input_ids, positions;  // [T]
+  std::vector<int32_t> last_rows;             // [B] row of each sequence's last token
+  AttentionMetadata md;
+};
+
+class ModelRunner {
+ public:
+  // Loads the model (weights from cfg.model, or dummy ones) and allocates the KV cache.
+  ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::unique_ptr<Backend> backend);
+
+  std::vector<int32_t> run(const ScheduledBatch& batch);
+  // Logits [B, V] of the batch's last tokens, as host floats (tests, fixtures).
+  std::vector<float> run_logits(const ScheduledBatch& batch);
+
+  static StepInputs prepare(const ScheduledBatch& batch, int64_t block_size);
+  // Optional: sees the logits [B, V] (host floats) of every step before sampling (tests,
+  // debugging). Costs a device->host copy of the logits when set.
+  std::function<void(const ScheduledBatch&, const std::vector<float>&)> logits_observer;
+
+  int64_t num_kv_blocks() const { return num_kv_blocks_; }
+  int64_t kv_bytes_per_block() const;
+  Backend& backend() { return *backend_; }
+
+ private:
+  Tensor forward_logits(const ScheduledBatch& batch);
+
+  EngineConfig cfg_;
+  ModelConfig mcfg_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<CausalLM> model_;
+  Tensor kv_cache_;                   // [2, L, num_blocks, block_size, Hkv, D]
+  std::vector<LayerKVCache> layers_kv_;
+  int64_t num_kv_blocks_ = 0;
+};
+
+}  // namespace nanovllm

@@ -1,0 +1,49 @@
+// A request as the engine sees it (nano-vllm's Sequence): its tokens, how many of them have KV in
+// the cache, how many this step computes, and its block table.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "nanovllm/sampling_params.h"
+
+namespace nanovllm {
+
+enum class SequenceStatus : uint8_t { Waiting, Running, Finished };
+
+class Sequence {
+ public:
+  Sequence(int64_t id, std::vector<int32_t> prompt, SamplingParams params, int64_t block_size, uint64_t seed)
+      : id(id), token_ids(std::move(prompt)), num_prompt_tokens(int64_t(token_ids.size())),
+        params(std::move(params)), seed(seed), block_size(block_size) {}
+
+  int64_t id;
+  SequenceStatus status = SequenceStatus::Waiting;
+  std::vector<int32_t> token_ids;     // prompt followed by completion
+  int64_t num_prompt_tokens;
+  int64_t num_cached_tokens = 0;      // tokens whose K/V are in the cache
+  int64_t num_scheduled_tokens = 0;   // tokens this step computes
+  int64_t num_hashed_blocks = 0;      // leading blocks sealed into the prefix cache
+  std::vector<int32_t> block_table;   // block ids, block i holds tokens [i*bs, (i+1)*bs)
+  SamplingParams params;
+  uint64_t seed;                      // sampling noise = f(seed, position, vocab index)
+  FinishReason finish_reason = FinishReason::None;
+  int64_t num_preemptions = 0;
+  int64_t block_size;
+
+  int64_t num_tokens() const { return int64_t(token_ids.size()); }
+  int64_t num_completion_tokens() const { return num_tokens() - num_prompt_tokens; }
+  int64_t num_blocks() const { return (num_tokens() + block_size - 1) / block_size; }
+  bool is_finished() const { return status == SequenceStatus::Finished; }
+  // Tokens of block i (the last block may be partial).
+  std::span<const int32_t> block(int64_t i) const {
+    int64_t b = i * block_size, e = std::min(num_tokens(), b + block_size);
+    return {token_ids.data() + b, size_t(e - b)};
+  }
+  std::vector<int32_t> completion_token_ids() const {
+    return {token_ids.begin() + num_prompt_tokens, token_ids.end()};
+  }
+};
+
+}  // namespace nanovllm

@@ -1,0 +1,27 @@
+// Paged attention layer: writes this step's k/v into the layer's cache pages, then attends the
+// new queries to the whole context through the block tables (prefix hits and earlier prefill
+// chunks are read from the cache like any other key).
+#pragma once
+#include "nanovllm/ops/backend.h"
+
+namespace nanovllm {
+
+// One layer's view of the KV cache: k, v: [num_blocks, block_size, Hkv, D].
+struct LayerKVCache {
+  Tensor k, v;
+};
+
+struct PagedAttention {
+  int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  float scale = 1.0f;
+
+  // qkv: [T, (Hq + 2 Hkv) * D] after q/k norm and RoPE -> [T, Hq * D]
+  Tensor forward(Backend& be, const Tensor& qkv, LayerKVCache& cache, const AttentionMetadata& md) const {
+    be.store_kvcache(qkv, cache.k, cache.v, num_heads, num_kv_heads, head_dim, md);
+    Tensor out = be.empty({qkv.size(0), num_heads * head_dim}, qkv.dtype());
+    be.attention(qkv, cache.k, cache.v, out, num_heads, num_kv_heads, head_dim, scale, md);
+    return out;
+  }
+};
+
+}  // namespace nanovllm

@@ -1,0 +1,59 @@
+// Qwen3 for causal LM, shaped like the Hugging Face model so the two read side by side:
+// Qwen3Attention -> Qwen3MLP -> Qwen3DecoderLayer -> Qwen3Model -> Qwen3ForCausalLM.
+#pragma once
+#include <vector>
+
+#include "nanovllm/layers/activation.h"
+#include "nanovllm/layers/attention.h"
+#include "nanovllm/layers/embed_head.h"
+#include "nanovllm/layers/layernorm.h"
+#include "nanovllm/layers/linear.h"
+#include "nanovllm/models/causal_lm.h"
+
+namespace nanovllm {
+
+struct Qwen3Attention {
+  Linear qkv_proj;  // [(Hq + 2 Hkv) * D, H] packed from q_proj, k_proj, v_proj
+  Linear o_proj;    // [H, Hq * D]
+  RMSNorm q_norm, k_norm;  // [D], applied per head
+  PagedAttention attn;
+  float rope_theta = 10000;
+
+  Tensor forward(Backend& be, const Tensor& positions, const Tensor& x, LayerKVCache& kv, const AttentionMetadata& md);
+};
+
+struct Qwen3MLP {
+  Linear gate_up_proj;  // [2I, H] packed from gate_proj, up_proj
+  Linear down_proj;     // [H, I]
+  Tensor forward(Backend& be, const Tensor& x) const;
+};
+
+struct Qwen3DecoderLayer {
+  Qwen3Attention self_attn;
+  Qwen3MLP mlp;
+  RMSNorm input_layernorm, post_attention_layernorm;
+  // x: [T, H] in, out; residual: [T, H] running sum (undefined before the first layer).
+  void forward(Backend& be, const Tensor& positions, Tensor& x, Tensor& residual, LayerKVCache& kv,
+               const AttentionMetadata& md);
+};
+
+class Qwen3ForCausalLM final : public CausalLM {
+ public:
+  Qwen3ForCausalLM(const ModelConfig& cfg, Backend& be);
+  std::vector<WeightSpec> weight_specs() override;
+  void finalize_weights() override;
+  Tensor forward(const Tensor& ids, const Tensor& positions, std::vector<LayerKVCache>& kv,
+                 const AttentionMetadata& md) override;
+  Tensor compute_logits(const Tensor& hidden, const std::vector<int32_t>& last_rows) override;
+
+ private:
+  ModelConfig cfg_;
+  Backend& be_;
+  VocabEmbedding embed_tokens_;
+  std::vector<Qwen3DecoderLayer> layers_;
+  RMSNorm norm_;
+  LMHead lm_head_;
+  Tensor lm_head_weight_;  // own weight when untied
+};
+
+}  // namespace nanovllm

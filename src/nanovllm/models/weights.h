@@ -1,0 +1,31 @@
+// Declarative weight loading (nano-vllm's weight_loader + packed_modules_mapping): each
+// WeightSpec names a checkpoint tensor, its expected shape, and the rows of the destination
+// parameter it fills. q/k/v fill consecutive row ranges of qkv_proj, gate/up of gate_up_proj.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nanovllm/ops/backend.h"
+
+namespace nanovllm {
+
+class SafetensorsCheckpoint;
+
+struct WeightSpec {
+  std::string name;        // checkpoint tensor name, e.g. model.layers.0.self_attn.q_proj.weight
+  Shape shape;             // expected checkpoint shape
+  Tensor* dst;             // destination parameter
+  int64_t row_offset = 0;  // first row of dst this tensor fills
+  bool optional = false;   // e.g. lm_head.weight when embeddings are tied
+};
+
+// Loads every spec from the checkpoint (dtype converted to the backend's weight dtype).
+// Throws LoadError naming the missing tensor or the shape mismatch.
+void load_weights(Backend& be, const SafetensorsCheckpoint& ckpt, const std::vector<WeightSpec>& specs);
+
+// Deterministic random weights (--load-format dummy): norms (1-D weights) get 1.0, matrices
+// uniform values with std 0.02, each tensor seeded by its name.
+void load_dummy_weights(Backend& be, const std::vector<WeightSpec>& specs);
+
+}  // namespace nanovllm

@@ -1,0 +1,81 @@
+// The op interface every backend implements (CPU: the reference; CUDA: the fast one).
+// Model code calls only these; activations use the backend's act_dtype (F32 on CPU, BF16 on
+// CUDA), weights its weight dtype. Shapes: T tokens, H hidden, V vocab, B sequences,
+// Hq/Hkv heads, D head_dim, I intermediate size. Shapes are checked in ops/checks.cpp.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nanovllm/ops/attention_metadata.h"
+#include "nanovllm/utils/tensor.h"
+
+namespace nanovllm {
+
+// Per-sequence sampling inputs for one step.
+struct SamplingRow {
+  float temperature = 0;   // 0 = greedy
+  int top_k = 0;           // <= 0: off
+  float top_p = 1;
+  float min_p = 0;
+  uint64_t seed = 0;       // noise = f(seed, position, vocab index): same seed, same output
+  int64_t position = 0;    // position of the token being sampled
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;
+  virtual DType act_dtype() const = 0;
+  virtual DType weight_dtype() const = 0;
+
+  // Memory.
+  virtual Tensor empty(const Shape& shape, DType dtype) = 0;
+  // Copies n host values of src_dtype into `dst` (converting to dst's dtype, float types only
+  // or equal types).
+  virtual void upload(const void* src, DType src_dtype, Tensor& dst) = 0;
+  virtual void download(const Tensor& src, void* dst) = 0;   // raw bytes, same dtype
+  virtual void synchronize() {}
+  // The host vectors of `md` -> its device tensors (no-op on CPU).
+  virtual void prepare_metadata(AttentionMetadata& md) { (void)md; }
+
+  // out[t] = table[ids[t]]. ids: [T] I32 (host on CPU); table: [V, H]; out: [T, H].
+  virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
+  // out = x / rms(x) * w. x, out: [T, H]; w: [H].
+  virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) = 0;
+  // residual += x; x = rms_norm(residual) * w. x, residual: [T, H]. (fused add + norm)
+  virtual void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) = 0;
+  // out = x @ w^T. x: [T, K]; w: [N, K]; out: [T, N].
+  virtual void linear(const Tensor& x, const Tensor& w, Tensor& out) = 0;
+  // In place on qkv: [T, (Hq + 2 Hkv) * D]: RMSNorm each q and k head over D (weights [D]),
+  // then rotary embedding (rotate-half) at positions [T] (I32).
+  virtual void qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
+                            int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps,
+                            float rope_theta) = 0;
+  // Writes the k and v parts of qkv into the caches at md.slot_mapping (slot -1 skipped).
+  // k_cache, v_cache: [num_blocks, block_size, Hkv, D].
+  virtual void store_kvcache(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, int64_t num_heads,
+                             int64_t num_kv_heads, int64_t head_dim, const AttentionMetadata& md) = 0;
+  // Causal paged attention of the q part of qkv against the cached keys/values of each sequence
+  // (prefix hits and earlier chunks included). out: [T, Hq * D].
+  virtual void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out,
+                         int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float scale,
+                         const AttentionMetadata& md) = 0;
+  // out = silu(x[:, :I]) * x[:, I:]. x: [T, 2I]; out: [T, I].
+  virtual void silu_and_mul(const Tensor& x, Tensor& out) = 0;
+  // out[b] = x[rows[b]]. rows: host indices; x: [T, H]; out: [B, H].
+  virtual void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) = 0;
+  // One token per row of logits [B, V] (act dtype or F32). The step's only device->host sync.
+  virtual std::vector<int32_t> sample(const Tensor& logits, const std::vector<SamplingRow>& rows) = 0;
+  // Logits to host as float (tests and fixtures).
+  virtual std::vector<float> to_host_f32(const Tensor& t) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend(int num_threads);
+// Throws UserError when CUDA is not compiled in or no GPU is present.
+std::unique_ptr<Backend> make_cuda_backend(int device_index);
+bool cuda_available();
+
+}  // namespace nanovllm

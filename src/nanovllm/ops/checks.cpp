@@ -1,0 +1,78 @@
+#include "nanovllm/ops/checks.h"
+
+#include "nanovllm/utils/error.h"
+
+namespace nanovllm {
+
+[[noreturn]] static void fail(const char* op, const std::string& what) {
+  throw Error(std::string(op) + ": " + what);
+}
+
+static void want_dim(const char* op, const char* name, const Tensor& t, int64_t d) {
+  if (t.dim() != d) fail(op, std::string(name) + " must have " + std::to_string(d) + " dims, got " + shape_str(t.shape()));
+}
+
+void check_embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
+  want_dim("embedding", "ids", ids, 1);
+  want_dim("embedding", "table", table, 2);
+  want_dim("embedding", "out", out, 2);
+  if (ids.dtype() != DType::I32) fail("embedding", "ids must be I32");
+  if (out.size(0) != ids.size(0) || out.size(1) != table.size(1))
+    fail("embedding", "out " + shape_str(out.shape()) + " does not match ids " + shape_str(ids.shape()) +
+                          " x table " + shape_str(table.shape()));
+}
+
+void check_rms_norm(const Tensor& x, const Tensor& w, const Tensor& out) {
+  want_dim("rms_norm", "x", x, 2);
+  if (w.numel() != x.size(1) || out.shape() != x.shape())
+    fail("rms_norm", "x " + shape_str(x.shape()) + ", w " + shape_str(w.shape()) + ", out " + shape_str(out.shape()));
+}
+
+void check_linear(const Tensor& x, const Tensor& w, const Tensor& out) {
+  want_dim("linear", "x", x, 2);
+  want_dim("linear", "w", w, 2);
+  want_dim("linear", "out", out, 2);
+  if (x.size(1) != w.size(1) || out.size(0) != x.size(0) || out.size(1) != w.size(0))
+    fail("linear", "x " + shape_str(x.shape()) + " @ w^T " + shape_str(w.shape()) + " -> out " + shape_str(out.shape()));
+}
+
+void check_qkv(const Tensor& qkv, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, const char* op) {
+  want_dim(op, "qkv", qkv, 2);
+  if (qkv.size(1) != (num_heads + 2 * num_kv_heads) * head_dim)
+    fail(op, "qkv " + shape_str(qkv.shape()) + " does not hold " + std::to_string(num_heads) + "+2x" +
+                 std::to_string(num_kv_heads) + " heads of " + std::to_string(head_dim));
+}
+
+void check_kv_cache(const Tensor& k_cache, const Tensor& v_cache, int64_t num_kv_heads, int64_t head_dim) {
+  want_dim("kv_cache", "k_cache", k_cache, 4);
+  if (k_cache.shape() != v_cache.shape() || k_cache.size(2) != num_kv_heads || k_cache.size(3) != head_dim)
+    fail("kv_cache", "k_cache " + shape_str(k_cache.shape()) + ", v_cache " + shape_str(v_cache.shape()));
+}
+
+void check_metadata(const AttentionMetadata& md, int64_t num_tokens, int64_t num_cache_slots) {
+  const char* op = "attention";
+  if (int64_t(md.slot_mapping.size()) != num_tokens)
+    fail(op, "slot_mapping has " + std::to_string(md.slot_mapping.size()) + " entries for " + std::to_string(num_tokens) + " tokens");
+  if (int64_t(md.cu_seqlens_q.size()) != md.num_seqs + 1 || int64_t(md.cu_seqlens_k.size()) != md.num_seqs + 1 ||
+      int64_t(md.context_lens.size()) != md.num_seqs ||
+      int64_t(md.block_tables.size()) != md.num_seqs * md.max_blocks)
+    fail(op, "metadata vectors do not match num_seqs " + std::to_string(md.num_seqs));
+  if (md.cu_seqlens_q.back() != num_tokens) fail(op, "cu_seqlens_q does not end at the token count");
+  for (int32_t s : md.slot_mapping)
+    if (s >= num_cache_slots) fail(op, "slot " + std::to_string(s) + " is outside the KV cache of " + std::to_string(num_cache_slots) + " slots");
+}
+
+void check_silu_and_mul(const Tensor& x, const Tensor& out) {
+  want_dim("silu_and_mul", "x", x, 2);
+  if (out.dim() != 2 || out.size(0) != x.size(0) || out.size(1) * 2 != x.size(1))
+    fail("silu_and_mul", "x " + shape_str(x.shape()) + " -> out " + shape_str(out.shape()));
+}
+
+void check_gather_rows(const Tensor& x, const std::vector<int32_t>& rows, const Tensor& out) {
+  if (x.dim() != 2 || out.dim() != 2 || out.size(0) != int64_t(rows.size()) || out.size(1) != x.size(1))
+    fail("gather_rows", "x " + shape_str(x.shape()) + " -> out " + shape_str(out.shape()));
+  for (int32_t r : rows)
+    if (r < 0 || r >= x.size(0)) fail("gather_rows", "row " + std::to_string(r) + " out of range");
+}
+
+}  // namespace nanovllm

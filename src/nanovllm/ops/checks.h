@@ -1,0 +1,20 @@
+// Shape and dtype checks shared by every backend: each op's implementation calls its check
+// first, so a wrong shape is an Error naming the op and the shapes, never a stray write.
+#pragma once
+#include <vector>
+
+#include "nanovllm/ops/attention_metadata.h"
+#include "nanovllm/utils/tensor.h"
+
+namespace nanovllm {
+
+void check_embedding(const Tensor& ids, const Tensor& table, const Tensor& out);
+void check_rms_norm(const Tensor& x, const Tensor& w, const Tensor& out);
+void check_linear(const Tensor& x, const Tensor& w, const Tensor& out);
+void check_qkv(const Tensor& qkv, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, const char* op);
+void check_kv_cache(const Tensor& k_cache, const Tensor& v_cache, int64_t num_kv_heads, int64_t head_dim);
+void check_metadata(const AttentionMetadata& md, int64_t num_tokens, int64_t num_cache_slots);
+void check_silu_and_mul(const Tensor& x, const Tensor& out);
+void check_gather_rows(const Tensor& x, const std::vector<int32_t>& rows, const Tensor& out);
+
+}  // namespace nanovllm

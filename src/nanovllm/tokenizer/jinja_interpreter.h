@@ -1,0 +1,84 @@
+// Tree-walking interpreter for parsed templates. Scoping follows @huggingface/jinja: a for loop
+// opens one scope for all its iterations, `set` writes to the current scope, `if` opens none, and
+// a macro body runs in a scope whose parent is the CALLER's scope.
+//
+// Resource bounds (a template is user input to a server): evaluation depth, macro call depth,
+// total loop iterations + calls, range() length and output size are all capped; going past a cap
+// is a TokenizerError, never a crash.
+#pragma once
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "nanovllm/tokenizer/jinja_ast.h"
+#include "nanovllm/tokenizer/jinja_value.h"
+
+namespace nanovllm::jinja {
+
+struct Env {
+  std::shared_ptr<Env> parent;
+  std::vector<std::pair<std::string, Value>> vars;
+
+  explicit Env(std::shared_ptr<Env> p = nullptr) : parent(std::move(p)) {}
+  Value lookup(const std::string& name) const;
+  void set(const std::string& name, Value v);
+};
+using EnvPtr = std::shared_ptr<Env>;
+
+struct Limits {
+  int max_depth = 600;             // nested evaluation frames (expressions, blocks, calls)
+  int max_call_depth = 64;         // nested macro calls
+  int64_t max_steps = 5'000'000;   // loop iterations + calls, over the whole render
+  size_t max_output = 64u << 20;   // bytes of output, also the cap on any one string
+};
+
+// Globals every template sees: true/false/none (and title-case), range, namespace, dict,
+// raise_exception, strftime_now.
+void install_globals(Env& env);
+
+// Filters and tests (jinja_filters.cpp). `has_call` tells `x|f` from `x|f()`, which
+// @huggingface/jinja treats differently for a few filters.
+Value apply_filter(const std::string& name, const Value& v, const Args& args, bool has_call);
+bool apply_test(const std::string& name, const Value& v, const Args& args);
+// Attribute or method of a value: `s.upper`, `d.items`, `xs.length`, `d.key` (jinja_builtins.cpp).
+Value get_attribute(const Value& obj, const Value& key);
+
+class Interpreter {
+ public:
+  Interpreter(std::string_view source, Limits limits = {}) : src_(source), limits_(limits) {}
+  std::string render(const NodeList& program, const EnvPtr& globals);
+
+ private:
+  enum class Flow { Normal, Break, Continue };
+  struct DepthGuard;
+
+  Flow exec_block(const NodeList& body, const EnvPtr& env, std::string& out);
+  Flow exec(const Node& n, const EnvPtr& env, std::string& out);
+  void exec_for(const Node& n, const EnvPtr& env, std::string& out);
+  void exec_set(const Node& n, const EnvPtr& env);
+  void define_macro(const Node& n, const EnvPtr& env);
+  Value exec_call_block(const Node& n, const EnvPtr& env);
+  void emit(std::string& out, const std::string& s);
+  void step();
+
+  Value eval(const Node& n, const EnvPtr& env);
+  Value eval_binary(const Node& n, const EnvPtr& env);
+  Value eval_unary(const Node& n, const EnvPtr& env);
+  Value eval_member(const Node& n, const EnvPtr& env);
+  Value eval_slice(const Value& obj, const Node& n, const EnvPtr& env);
+  Value eval_call(const Node& n, const EnvPtr& env);
+  Args eval_args(const NodeList& args, const EnvPtr& env);
+  void bind_params(const NodeList& params, Args& args, const EnvPtr& scope, const std::string& name);
+
+  [[noreturn]] void fail(const Node& n, const std::string& what) const;
+
+  std::string_view src_;
+  Limits limits_;
+  int depth_ = 0;
+  int call_depth_ = 0;
+  int64_t steps_ = 0;
+};
+
+}  // namespace nanovllm::jinja

@@ -1,0 +1,80 @@
+// Element types and their conversions. BF16/F16 are stored as raw uint16_t bit patterns.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace nanovllm {
+
+enum class DType : uint8_t { F32, BF16, F16, I32, I64 };
+
+inline size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::F32: case DType::I32: return 4;
+    case DType::BF16: case DType::F16: return 2;
+    case DType::I64: return 8;
+  }
+  return 0;
+}
+
+inline const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "F32";
+    case DType::BF16: return "BF16";
+    case DType::F16: return "F16";
+    case DType::I32: return "I32";
+    case DType::I64: return "I64";
+  }
+  return "?";
+}
+
+inline float bf16_to_f32(uint16_t b) {
+  uint32_t u = uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Round-to-nearest-even, NaN stays NaN (as torch does).
+inline uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+
+inline float f16_to_f32(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, u;
+  if (exp == 0) {
+    if (mant == 0) {
+      u = sign;
+    } else {  // subnormal: normalise
+      exp = 127 - 15 + 1;
+      while (!(mant & 0x400)) { mant <<= 1; --exp; }
+      u = sign | (exp << 23) | ((mant & 0x3ff) << 13);
+    }
+  } else if (exp == 31) {
+    u = sign | 0x7f800000u | (mant << 13);
+  } else {
+    u = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Converts n elements of a float-like dtype (F32/BF16/F16) into float.
+inline void convert_to_f32(const void* src, DType t, size_t n, float* dst) {
+  if (t == DType::F32) {
+    std::memcpy(dst, src, n * 4);
+  } else if (t == DType::BF16) {
+    auto* s = static_cast<const uint16_t*>(src);
+    for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+  } else if (t == DType::F16) {
+    auto* s = static_cast<const uint16_t*>(src);
+    for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+  }
+}
+
+}  // namespace nanovllm
