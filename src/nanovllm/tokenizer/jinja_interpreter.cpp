@@ -3,6 +3,7 @@
 #include "nanovllm/tokenizer/jinja_interpreter.h"
 
 #include "nanovllm/tokenizer/jinja_lexer.h"
+#include "nanovllm/tokenizer/jinja_text.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm::jinja {
@@ -119,7 +120,7 @@ void Interpreter::exec_for(const Node& n, const EnvPtr& env, std::string& out) {
   } else if (iterable.is(Kind::Object)) {
     for (const auto& kv : iterable.object().items) items.emplace_back(kv.first);
   } else if (iterable.is(Kind::String)) {
-    for (auto& ch : split_code_points_value(iterable.str())) items.push_back(std::move(ch));
+    for (auto& ch : split_code_points(iterable.str())) items.emplace_back(std::move(ch));
   } else {
     fail(*n.a[1], std::string("cannot iterate over ") + iterable.type_name());
   }
