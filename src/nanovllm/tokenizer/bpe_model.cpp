@@ -4,6 +4,7 @@
 #include "nanovllm/tokenizer/bpe_model.h"
 
 #include <algorithm>
+#include <bit>
 #include <climits>
 
 #include "nanovllm/tokenizer/byte_level.h"

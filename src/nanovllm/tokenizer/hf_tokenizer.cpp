@@ -1,0 +1,141 @@
+// Encode/decode pipeline of HfTokenizer (component parsing lives in the component files).
+#include "nanovllm/tokenizer/hf_tokenizer.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "nanovllm/tokenizer/utf8.h"
+#include "nanovllm/utils/error.h"
+
+namespace nanovllm {
+namespace {
+
+std::string decoder_type_check(const nlohmann::json& decoder, bool* byte_level) {
+  if (decoder.is_null()) return "";
+  if (!decoder.is_object() || !decoder.contains("type") || !decoder["type"].is_string())
+    throw TokenizerError("tokenizer.json: decoder without a \"type\"");
+  const std::string type = decoder["type"];
+  if (type == "ByteLevel") {
+    *byte_level = true;
+  } else if (type == "Sequence" && decoder.contains("decoders") && decoder["decoders"].is_array()) {
+    for (const auto& d : decoder["decoders"]) decoder_type_check(d, byte_level);
+  } else {
+    throw TokenizerError("tokenizer.json: unsupported decoder type '" + type + "'");
+  }
+  return type;
+}
+
+}  // namespace
+
+struct HfTokenizer::EncodeState {
+  PreTokenizer::Scratch pre;
+  std::string normalized;
+  std::vector<std::string_view> pieces;
+};
+
+HfTokenizer::HfTokenizer(const nlohmann::json& tokenizer, const nlohmann::json& config)
+    : added_(tokenizer.value("added_tokens", nlohmann::json())),
+      normalizer_(tokenizer.value("normalizer", nlohmann::json())),
+      pre_tokenizer_(tokenizer.value("pre_tokenizer", nlohmann::json())) {
+  bool byte_level = pre_tokenizer_.has_byte_level();
+  decoder_type_check(tokenizer.value("decoder", nlohmann::json()), &byte_level);
+  if (!tokenizer.contains("model")) throw TokenizerError("tokenizer.json: no \"model\"");
+  model_ = std::make_unique<BpeModel>(tokenizer["model"], byte_level);
+  vocab_size_ = model_->id_limit();
+  for (const AddedToken& t : added_.tokens()) vocab_size_ = std::max(vocab_size_, t.id + 1);
+  read_config(config);
+}
+
+void HfTokenizer::read_config(const nlohmann::json& config) {
+  if (!config.is_object()) return;
+  if (config.contains("chat_template")) {
+    const auto& ct = config["chat_template"];
+    if (ct.is_string()) {
+      chat_template_ = ct.get<std::string>();
+    } else if (ct.is_array()) {  // [{"name": ..., "template": ...}]: take "default"
+      for (const auto& entry : ct)
+        if (entry.is_object() && entry.value("name", std::string()) == "default" && entry.contains("template") &&
+            entry["template"].is_string())
+          chat_template_ = entry["template"].get<std::string>();
+    }
+  }
+  auto token = [&](const char* key) -> std::string {
+    if (!config.contains(key)) return "";
+    const auto& v = config[key];
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+    return "";
+  };
+  bos_token_ = token("bos_token");
+  eos_token_ = token("eos_token");
+}
+
+std::vector<int32_t> HfTokenizer::encode(std::string_view text) const {
+  const size_t bad = utf8::find_invalid(text);
+  if (bad != utf8::kValid) {
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned>(static_cast<uint8_t>(text[bad])));
+    throw TokenizerError("invalid UTF-8 in input text at byte offset " + std::to_string(bad) + " (byte " +
+                         byte + ")");
+  }
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 4 + 1);
+  EncodeState st;
+  added_.raw().split(
+      text, [&](std::string_view seg) { encode_segment(seg, st, ids); },
+      [&](int32_t id) { ids.push_back(id); });
+  return ids;
+}
+
+void HfTokenizer::encode_segment(std::string_view raw, EncodeState& st, std::vector<int32_t>& ids) const {
+  const std::string_view norm = normalizer_.apply(raw, st.normalized);
+  if (added_.normalized().empty()) {
+    encode_normalized(norm, st, ids);
+    return;
+  }
+  added_.normalized().split(
+      norm, [&](std::string_view seg) { encode_normalized(seg, st, ids); },
+      [&](int32_t id) { ids.push_back(id); });
+}
+
+void HfTokenizer::encode_normalized(std::string_view text, EncodeState& st, std::vector<int32_t>& ids) const {
+  st.pieces.clear();
+  pre_tokenizer_.split(text, st.pre, st.pieces);
+  for (std::string_view piece : st.pieces) model_->encode_word(piece, ids);
+  st.pre.owned.clear();
+}
+
+void HfTokenizer::append_bytes(const int32_t* ids, size_t n, bool skip_special_tokens, std::string& out) const {
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t id = ids[i];
+    if (const AddedToken* t = added_.find(id)) {
+      if (!(skip_special_tokens && t->special)) out += t->content;
+    } else if (model_->has_id(id)) {
+      out += model_->bytes_of(id);
+    } else {
+      throw TokenizerError("token id " + std::to_string(id) + " is out of range [0, " +
+                           std::to_string(vocab_size_) + ")");
+    }
+  }
+}
+
+std::string HfTokenizer::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
+  std::string bytes;
+  append_bytes(ids.data(), ids.size(), skip_special_tokens, bytes);
+  std::string text;
+  text.reserve(bytes.size());
+  utf8::append_lossy(bytes, text);
+  return text;
+}
+
+std::optional<int32_t> HfTokenizer::token_to_id(std::string_view token) const {
+  if (auto id = added_.token_to_id(token)) return id;
+  return model_->token_to_id(token);
+}
+
+bool HfTokenizer::is_special(int32_t id) const {
+  const AddedToken* t = added_.find(id);
+  return t && t->special;
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,56 @@
+// The Tokenizer implementation for Hugging Face tokenizer.json files:
+//   raw text -> added tokens (normalized=false) -> normalizer -> added tokens (normalized=true)
+//   -> pre-tokenizer pieces -> BPE ids.
+// Decoding concatenates token bytes (added tokens as their content) and repairs invalid UTF-8
+// with U+FFFD, as Hugging Face's ByteLevel decoder does.
+#pragma once
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "nanovllm/tokenizer/added_tokens.h"
+#include "nanovllm/tokenizer/bpe_model.h"
+#include "nanovllm/tokenizer/normalizer.h"
+#include "nanovllm/tokenizer/pre_tokenizer.h"
+#include "nanovllm/tokenizer/tokenizer.h"
+
+namespace nanovllm {
+
+class HfTokenizer final : public Tokenizer {
+ public:
+  // `tokenizer` is the parsed tokenizer.json, `config` the parsed tokenizer_config.json (or null).
+  HfTokenizer(const nlohmann::json& tokenizer, const nlohmann::json& config);
+
+  std::vector<int32_t> encode(std::string_view text) const override;
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const override;
+  int32_t vocab_size() const override { return vocab_size_; }
+  std::optional<int32_t> token_to_id(std::string_view token) const override;
+  bool is_special(int32_t id) const override;
+  const std::string& chat_template() const override { return chat_template_; }
+  const std::string& bos_token() const override { return bos_token_; }
+  const std::string& eos_token() const override { return eos_token_; }
+
+  // Raw bytes of ids[begin, end) before UTF-8 repair (used by the streaming detokenizer).
+  void append_bytes(const int32_t* ids, size_t n, bool skip_special_tokens, std::string& out) const;
+
+ private:
+  struct EncodeState;
+  void encode_segment(std::string_view raw, EncodeState& st, std::vector<int32_t>& ids) const;
+  void encode_normalized(std::string_view text, EncodeState& st, std::vector<int32_t>& ids) const;
+  void read_config(const nlohmann::json& config);
+
+  AddedVocabulary added_;
+  Normalizer normalizer_;
+  PreTokenizer pre_tokenizer_;
+  std::unique_ptr<BpeModel> model_;
+  int32_t vocab_size_ = 0;
+  std::string chat_template_, bos_token_, eos_token_;
+};
+
+// Parses tokenizer.json text (and tokenizer_config.json text, empty when absent); for tests and
+// fuzzing. Throws TokenizerError.
+std::unique_ptr<Tokenizer> tokenizer_from_json(const std::string& tokenizer_json,
+                                               const std::string& config_json);
+
+}  // namespace nanovllm

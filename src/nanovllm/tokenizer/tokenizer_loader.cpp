@@ -1,0 +1,70 @@
+// Tokenizer::from_dir: reads tokenizer.json (required) and tokenizer_config.json (optional) and
+// turns every I/O or JSON problem into a TokenizerError that names the file.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "nanovllm/tokenizer/hf_tokenizer.h"
+#include "nanovllm/utils/error.h"
+
+namespace nanovllm {
+namespace {
+
+nlohmann::json parse(const std::string& text, const std::string& what) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw TokenizerError(what + ": malformed JSON: " + e.what());
+  }
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw TokenizerError(path.string() + ": cannot open file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw TokenizerError(path.string() + ": read error");
+  return ss.str();
+}
+
+// Re-throws any error of building the tokenizer with the file name in front.
+std::unique_ptr<Tokenizer> build(const nlohmann::json& tok, const nlohmann::json& cfg, const std::string& name) {
+  if (!tok.is_object()) throw TokenizerError(name + ": top level is not a JSON object");
+  try {
+    return std::make_unique<HfTokenizer>(tok, cfg);
+  } catch (const TokenizerError&) {
+    throw;
+  } catch (const nlohmann::json::exception& e) {
+    throw TokenizerError(name + ": unexpected JSON shape: " + e.what());
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> Tokenizer::from_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const fs::path tok_path = fs::path(dir) / "tokenizer.json";
+  const fs::path cfg_path = fs::path(dir) / "tokenizer_config.json";
+  std::error_code ec;
+  if (!fs::is_regular_file(tok_path, ec))
+    throw TokenizerError(tok_path.string() + ": file not found (a Hugging Face tokenizer.json is required)");
+  const nlohmann::json tok = parse(read_file(tok_path), tok_path.string());
+  nlohmann::json cfg;
+  if (fs::is_regular_file(cfg_path, ec)) cfg = parse(read_file(cfg_path), cfg_path.string());
+  try {
+    return build(tok, cfg, tok_path.string());
+  } catch (const TokenizerError& e) {
+    const std::string msg = e.what();
+    // Component errors say "tokenizer.json: ..."; give the full path instead.
+    if (msg.rfind("tokenizer.json: ", 0) == 0) throw TokenizerError(tok_path.string() + msg.substr(14));
+    throw;
+  }
+}
+
+std::unique_ptr<Tokenizer> tokenizer_from_json(const std::string& tokenizer_json, const std::string& config_json) {
+  const nlohmann::json tok = parse(tokenizer_json, "tokenizer.json");
+  const nlohmann::json cfg = config_json.empty() ? nlohmann::json() : parse(config_json, "tokenizer_config.json");
+  return build(tok, cfg, "tokenizer.json");
+}
+
+}  // namespace nanovllm
