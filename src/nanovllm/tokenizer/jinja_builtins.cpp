@@ -14,12 +14,6 @@ Value method(std::function<Value(Args&)> f) {
   return Value(Function([f = std::move(f)](Args& a, const EnvPtr&) { return f(a); }));
 }
 
-const std::string& string_arg(const Args& a, size_t i, const char* fn) {
-  if (i >= a.pos.size() || !a.pos[i].is(Kind::String))
-    throw RuntimeError(std::string(fn) + "() argument " + std::to_string(i + 1) + " must be a string");
-  return a.pos[i].str();
-}
-
 // s.startswith(x) / s.endswith(x) with x a string or a list of strings.
 Value affix_test(const std::string& s, const Args& a, bool prefix) {
   const char* fn = prefix ? "startswith" : "endswith";

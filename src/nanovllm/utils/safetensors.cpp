@@ -62,9 +62,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     nlohmann::json header;
     try {
       header = nlohmann::json::parse(bytes + 8, bytes + 8 + hlen);
-    } catch (const nlohmann::json::exception& e) {
+    } catch (const nlohmann::json::parse_error& e) {
       throw LoadError(path + ": header is not valid JSON at byte offset " +
-                      std::to_string(8) + "+: " + e.what());
+                      std::to_string(8 + (e.byte ? e.byte - 1 : 0)) + " (corrupt file)");
     }
     if (!header.is_object()) throw LoadError(path + ": header is not a JSON object");
     const size_t data_start = 8 + hlen, data_size = size_ - data_start;

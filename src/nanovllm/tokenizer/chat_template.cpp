@@ -1,0 +1,48 @@
+// ChatTemplate: parse once, render many times with a fresh scope per render.
+#include "nanovllm/tokenizer/chat_template.h"
+
+#include "nanovllm/tokenizer/jinja_interpreter.h"
+#include "nanovllm/tokenizer/jinja_lexer.h"
+#include "nanovllm/tokenizer/jinja_parser.h"
+#include "nanovllm/utils/error.h"
+
+namespace nanovllm {
+
+struct ChatTemplate::Impl {
+  std::string source;
+  jinja::NodeList program;
+};
+
+ChatTemplate::ChatTemplate(const std::string& source) : impl_(std::make_unique<Impl>()) {
+  impl_->source = source;
+  impl_->program = jinja::parse(impl_->source, jinja::tokenize(impl_->source));
+}
+
+ChatTemplate::~ChatTemplate() = default;
+ChatTemplate::ChatTemplate(ChatTemplate&&) noexcept = default;
+
+std::string ChatTemplate::render(const ChatTemplateInputs& in) const {
+  using jinja::Value;
+  auto globals = std::make_shared<jinja::Env>();
+  jinja::install_globals(*globals);
+  try {
+    // The variables transformers' apply_chat_template passes; `extra` may add or override.
+    globals->set("messages", jinja::from_json(in.messages));
+    globals->set("tools", jinja::from_json(in.tools));
+    globals->set("add_generation_prompt", Value(in.add_generation_prompt));
+    globals->set("bos_token", Value(in.bos_token));
+    globals->set("eos_token", Value(in.eos_token));
+    if (in.enable_thinking) globals->set("enable_thinking", Value(*in.enable_thinking));
+    if (in.extra.is_object())
+      for (const auto& [k, v] : in.extra.items()) globals->set(k, jinja::from_json(v));
+  } catch (const jinja::RuntimeError& e) {
+    throw TokenizerError(std::string("chat template inputs: ") + e.what());
+  }
+  jinja::Interpreter interp(impl_->source);
+  std::string out = interp.render(impl_->program, globals);
+  // Break reference cycles (a namespace holding itself) so nothing outlives the render.
+  globals->vars.clear();
+  return out;
+}
+
+}  // namespace nanovllm
