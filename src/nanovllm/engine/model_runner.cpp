@@ -21,10 +21,13 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
   model_->finalize_weights();
 
   // KV cache budget: an explicit block count, else bytes (CPU default: 4 GiB, at least one
-  // max_model_len sequence).
+  // max_model_len sequence), else on a GPU what gpu_memory_utilization leaves after weights and
+  // the peak activations of a warm-up step at full batch.
   const int64_t per_block = kv_bytes_per_block();
   if (cfg_.num_kvcache_blocks > 0) {
     num_kv_blocks_ = cfg_.num_kvcache_blocks;
+  } else if (backend_->total_memory_bytes() > 0 && cfg_.kv_cache_memory == 0) {
+    num_kv_blocks_ = gpu_kv_blocks_after_warmup();
   } else {
     int64_t bytes = cfg_.kv_cache_memory > 0 ? cfg_.kv_cache_memory : (int64_t(4) << 30);
     num_kv_blocks_ = bytes / per_block;
@@ -34,7 +37,13 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
   if (num_kv_blocks_ <= 0)
     throw ResourceError("KV cache budget of " + std::to_string(cfg_.kv_cache_memory) + " bytes holds no block of " +
                         std::to_string(per_block) + " bytes; raise --kv-cache-memory or lower --block-size");
+  allocate_kv_cache();
+}
+
+void ModelRunner::allocate_kv_cache() {
   const int64_t L = mcfg_.num_hidden_layers;
+  layers_kv_.clear();
+  kv_cache_ = Tensor();
   kv_cache_ = backend_->empty({2, L, num_kv_blocks_, cfg_.block_size, mcfg_.num_key_value_heads, mcfg_.head_dim},
                               backend_->act_dtype());
   const int64_t layer_elems = num_kv_blocks_ * cfg_.block_size * mcfg_.kv_size();
@@ -43,6 +52,46 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
     Shape s{num_kv_blocks_, cfg_.block_size, mcfg_.num_key_value_heads, mcfg_.head_dim};
     layers_kv_.push_back({flat.rows(l, l + 1).view(s), flat.rows(L + l, L + l + 1).view(s)});
   }
+}
+
+// nano-vllm's warm-up: run one prefill of max_num_batched_tokens tokens (sequences of at most
+// max_model_len) with a KV cache just big enough, read the peak activation memory, then give
+// gpu_memory_utilization * total - used - peak to the KV cache.
+int64_t ModelRunner::gpu_kv_blocks_after_warmup() {
+  const int64_t bs = cfg_.block_size, len = std::min(cfg_.max_model_len, cfg_.max_num_batched_tokens);
+  const int64_t nseq = std::max<int64_t>(1, std::min(cfg_.max_num_seqs, cfg_.max_num_batched_tokens / len));
+  num_kv_blocks_ = nseq * ((len + bs - 1) / bs);
+  allocate_kv_cache();
+  {
+    std::vector<std::unique_ptr<Sequence>> seqs;
+    ScheduledBatch batch;
+    batch.is_prefill = true;
+    int32_t next_block = 0;
+    for (int64_t i = 0; i < nseq; ++i) {
+      seqs.push_back(std::make_unique<Sequence>(-1 - i, std::vector<int32_t>(size_t(len), 0), SamplingParams{}, bs, 0));
+      for (int64_t b = 0; b < (len + bs - 1) / bs; ++b) seqs.back()->block_table.push_back(next_block++);
+      seqs.back()->num_scheduled_tokens = len;
+      batch.seqs.push_back(seqs.back().get());
+      batch.num_tokens += len;
+    }
+    run(batch);
+    backend_->synchronize();
+  }
+  const int64_t peak = backend_->peak_step_bytes();
+  layers_kv_.clear();
+  kv_cache_ = Tensor();
+  const int64_t total = backend_->total_memory_bytes(), free = backend_->free_memory_bytes();
+  const int64_t used = total - free;  // weights, arena, runtime (the warm-up KV cache is freed)
+  const int64_t budget = int64_t(double(total) * cfg_.gpu_memory_utilization) - used - peak;
+  const int64_t blocks = budget / kv_bytes_per_block();
+  if (blocks < (cfg_.max_model_len + bs - 1) / bs)
+    throw ResourceError("not enough GPU memory for the KV cache: " + std::to_string(total >> 20) + " MiB total, " +
+                        std::to_string(used >> 20) + " MiB used by weights and runtime, " + std::to_string(peak >> 20) +
+                        " MiB peak activations; one max_model_len sequence needs " +
+                        std::to_string(((cfg_.max_model_len + bs - 1) / bs * kv_bytes_per_block()) >> 20) +
+                        " MiB. Raise --gpu-memory-utilization, or lower --max-model-len, --max-num-seqs or "
+                        "--max-num-batched-tokens");
+  return blocks;
 }
 
 int64_t ModelRunner::kv_bytes_per_block() const {
@@ -81,6 +130,7 @@ StepInputs ModelRunner::prepare(const ScheduledBatch& batch, int64_t bs) {
 }
 
 Tensor ModelRunner::forward_logits(const ScheduledBatch& batch) {
+  backend_->begin_step();
   StepInputs in = prepare(batch, cfg_.block_size);
   const int64_t T = int64_t(in.input_ids.size());
   Tensor ids = backend_->empty({T}, DType::I32), pos = backend_->empty({T}, DType::I32);

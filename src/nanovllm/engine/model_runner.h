@@ -39,6 +39,8 @@ class ModelRunner {
 
  private:
   Tensor forward_logits(const ScheduledBatch& batch);
+  void allocate_kv_cache();
+  int64_t gpu_kv_blocks_after_warmup();
 
   EngineConfig cfg_;
   ModelConfig mcfg_;

@@ -38,6 +38,14 @@ class Backend {
   virtual void upload(const void* src, DType src_dtype, Tensor& dst) = 0;
   virtual void download(const Tensor& src, void* dst) = 0;   // raw bytes, same dtype
   virtual void synchronize() {}
+  // Activations live from begin_step() to the next begin_step(): a backend may hand them out
+  // from an arena that begin_step() rewinds (CUDA: no cudaMalloc on the hot path, and the same
+  // addresses for the same sequence of allocations, which CUDA graphs rely on).
+  virtual void begin_step() {}
+  // Device memory accounting for KV-cache sizing (GPU backends); -1 = unknown (CPU).
+  virtual int64_t free_memory_bytes() { return -1; }
+  virtual int64_t total_memory_bytes() { return -1; }
+  virtual int64_t peak_step_bytes() { return 0; }  // largest arena use of any step so far
   // The host vectors of `md` -> its device tensors (no-op on CPU).
   virtual void prepare_metadata(AttentionMetadata& md) { (void)md; }
 

@@ -76,7 +76,7 @@ bool parse_leading_number(const std::string& raw, bool integer, double& out) {
     if (s.size() > 1 && (s[1] == 'x' || s[1] == 'X')) s = s.substr(0, 1);  // no hex floats in JS
     p = s.c_str();
     out = std::strtod(p, &end);
-    std::string lower = to_lower(std::string(p, end));
+    std::string lower = to_lower(std::string(p, static_cast<const char*>(end)));
     if (lower.find("inf") != std::string::npos || lower.find("nan") != std::string::npos) return false;
   }
   return end != p;

@@ -25,14 +25,6 @@ void Env::set(const std::string& name, Value v) {
   vars.emplace_back(name, std::move(v));
 }
 
-struct Interpreter::DepthGuard {
-  Interpreter& in;
-  DepthGuard(Interpreter& i, const Node& n) : in(i) {
-    if (++in.depth_ > in.limits_.max_depth) in.fail(n, "template recursion too deep");
-  }
-  ~DepthGuard() { --in.depth_; }
-};
-
 void Interpreter::fail(const Node& n, const std::string& what) const {
   throw TokenizerError("chat template error: " + what + " at " + line_col(src_, n.offset));
 }

@@ -52,7 +52,14 @@ class Interpreter {
 
  private:
   enum class Flow { Normal, Break, Continue };
-  struct DepthGuard;
+  // Counts nested exec/eval frames; past limits_.max_depth the render fails cleanly.
+  struct DepthGuard {
+    Interpreter& in;
+    DepthGuard(Interpreter& i, const Node& n) : in(i) {
+      if (++in.depth_ > in.limits_.max_depth) in.fail(n, "template recursion too deep");
+    }
+    ~DepthGuard() { --in.depth_; }
+  };
 
   Flow exec_block(const NodeList& body, const EnvPtr& env, std::string& out);
   Flow exec(const Node& n, const EnvPtr& env, std::string& out);

@@ -79,8 +79,11 @@ void PreTokenizer::split(std::string_view text, Scratch& scratch,
 void PreTokenizer::apply(const Step& step, std::string_view piece, Scratch& scratch,
                          std::vector<std::string_view>& out) const {
   if (step.add_prefix_space && !piece.empty() && piece.front() != ' ') {
-    scratch.owned.push_back(" " + std::string(piece));
-    piece = scratch.owned.back();
+    std::string& spaced = scratch.owned.emplace_back();
+    spaced.reserve(piece.size() + 1);
+    spaced.push_back(' ');
+    spaced.append(piece);
+    piece = spaced;
   }
   if (!step.regex) { if (!piece.empty()) out.push_back(piece); return; }
 
