@@ -24,7 +24,19 @@ ChatTemplate::ChatTemplate(ChatTemplate&&) noexcept = default;
 std::string ChatTemplate::render(const ChatTemplateInputs& in) const {
   using jinja::Value;
   auto globals = std::make_shared<jinja::Env>();
-  jinja::install_globals(*globals);
+  auto namespaces = std::make_shared<std::vector<Value>>();
+  jinja::install_globals(*globals, namespaces);
+  // On every exit, empty the namespaces and the globals: this breaks any reference cycle the
+  // template built (`ns.me = ns`), so nothing outlives the render.
+  struct Cleanup {
+    std::shared_ptr<jinja::Env> env;
+    std::shared_ptr<std::vector<Value>> ns;
+    ~Cleanup() {
+      for (auto& v : *ns) v.object().items.clear();
+      ns->clear();
+      env->vars.clear();
+    }
+  } cleanup{globals, namespaces};
   try {
     // The variables transformers' apply_chat_template passes; `extra` may add or override.
     globals->set("messages", jinja::from_json(in.messages));
@@ -39,10 +51,7 @@ std::string ChatTemplate::render(const ChatTemplateInputs& in) const {
     throw TokenizerError(std::string("chat template inputs: ") + e.what());
   }
   jinja::Interpreter interp(impl_->source);
-  std::string out = interp.render(impl_->program, globals);
-  // Break reference cycles (a namespace holding itself) so nothing outlives the render.
-  globals->vars.clear();
-  return out;
+  return interp.render(impl_->program, globals);
 }
 
 }  // namespace nanovllm

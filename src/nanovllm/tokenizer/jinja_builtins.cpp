@@ -153,7 +153,7 @@ Value get_attribute(const Value& obj, const Value& key) {
   return Value();  // attributes of undefined/none/numbers are undefined
 }
 
-void install_globals(Env& env) {
+void install_globals(Env& env, std::shared_ptr<std::vector<Value>> namespaces) {
   env.set("true", Value(true));
   env.set("false", Value(false));
   env.set("none", Value::none());
@@ -179,7 +179,7 @@ void install_globals(Env& env) {
     }
     return Value(std::move(out));
   }));
-  env.set("namespace", method([](Args& a) {
+  env.set("namespace", method([namespaces](Args& a) {
     if (a.pos.size() > 1) throw RuntimeError("namespace() takes at most 1 positional argument");
     Object o;
     if (!a.pos.empty()) {
@@ -197,7 +197,9 @@ void install_globals(Env& env) {
       }
     }
     for (const auto& [k, v] : a.kw) o.set(k, v);
-    return Value(std::move(o), Kind::Namespace);
+    Value ns(std::move(o), Kind::Namespace);
+    namespaces->push_back(ns);
+    return ns;
   }));
   env.set("dict", method([](Args& a) {
     Object o;

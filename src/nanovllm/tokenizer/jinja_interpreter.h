@@ -30,13 +30,14 @@ using EnvPtr = std::shared_ptr<Env>;
 struct Limits {
   int max_depth = 600;             // nested evaluation frames (expressions, blocks, calls)
   int max_call_depth = 64;         // nested macro calls
-  int64_t max_steps = 5'000'000;   // loop iterations + calls, over the whole render
+  int64_t max_steps = 1'000'000;   // loop iterations + calls, over the whole render
   size_t max_output = 64u << 20;   // bytes of output, also the cap on any one string
 };
 
 // Globals every template sees: true/false/none (and title-case), range, namespace, dict,
-// raise_exception, strftime_now.
-void install_globals(Env& env);
+// raise_exception, strftime_now. Every namespace() created is appended to `namespaces`, so that
+// the caller can empty them after the render (a namespace may hold itself: `ns.me = ns`).
+void install_globals(Env& env, std::shared_ptr<std::vector<Value>> namespaces);
 
 // Filters and tests (jinja_filters.cpp). `has_call` tells `x|f` from `x|f()`, which
 // @huggingface/jinja treats differently for a few filters.

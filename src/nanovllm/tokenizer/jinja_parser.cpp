@@ -73,7 +73,7 @@ class Parser {
     NodeList body;
     while (!is_statement(ends)) {
       if (cur_ >= t_.size())
-        fail_at(std::string("unclosed '") + block + "' block (expected {% " + std::string(*ends.begin()) + " %})", opened);
+        fail_at(std::string("unclosed '") + block + "' block (expected {% end" + block + " %})", opened);
       body.push_back(parse_any());
     }
     return body;
@@ -333,7 +333,7 @@ class Parser {
 
   // True when the next token can start the single argument of `x is test arg`.
   bool starts_test_argument() const {
-    if (is(Tok::Number) || is(Tok::String)) return true;
+    if (is(Tok::Number) || is(Tok::String) || is(Tok::LBracket)) return true;
     static const std::set<std::string, std::less<>> keywords = {"and", "or", "not", "in", "is", "if", "else"};
     return is(Tok::Ident) && !keywords.count(t_[cur_].value);
   }
@@ -390,7 +390,7 @@ class Parser {
     while (is(Tok::Dot) || is(Tok::LBracket) || is(Tok::LParen)) {
       const Token& t = t_[cur_];
       if (t.type == Tok::LParen) {
-        auto call = make(NK::Call, t.offset);
+        auto call = make(NK::Call, object->offset);  // errors point at the callee
         call->a.push_back(std::move(object));
         call->b = parse_args(false);
         object = std::move(call);

@@ -1,0 +1,155 @@
+// Bad templates and hostile input: syntax errors name the construct and line:col, runtime errors
+// name the filter/test/function, raise_exception surfaces its message, and nothing crashes or
+// runs away (recursion, nesting, loops and output are bounded).
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "nanovllm/utils/error.h"
+#include "template_test_util.h"
+
+namespace nanovllm::test {
+namespace {
+
+// The TokenizerError message of parsing + rendering `source`, or "" if it succeeded.
+std::string error_of(const std::string& source, const nlohmann::json& vars = nlohmann::json::object()) {
+  try {
+    render(source, vars);
+  } catch (const TokenizerError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+#define EXPECT_ERROR_HAS(source, ...)                                              \
+  do {                                                                             \
+    std::string msg_ = error_of(source);                                           \
+    ASSERT_FALSE(msg_.empty()) << "no error for: " << source;                     \
+    for (const char* part : {__VA_ARGS__}) EXPECT_NE(msg_.find(part), std::string::npos) << msg_; \
+  } while (0)
+
+TEST(TemplateErrors, UnclosedBlockNamesBlockAndPosition) {
+  EXPECT_ERROR_HAS("ab\n  {% if x %}yes", "unclosed 'if'", "endif", "2:3");
+  EXPECT_ERROR_HAS("{% for m in xs %}{{ m }}", "unclosed 'for'", "1:1");
+  EXPECT_ERROR_HAS("{% macro f() %}x", "unclosed 'macro'");
+}
+
+TEST(TemplateErrors, UnclosedTags) {
+  EXPECT_ERROR_HAS("hello {{ name", "1:");
+  EXPECT_ERROR_HAS("{{ 'abc }}", "unterminated string", "1:4");
+  EXPECT_ERROR_HAS("x {# never closed", "unclosed comment", "1:3");
+  EXPECT_ERROR_HAS("{{ x }", "1:");
+}
+
+TEST(TemplateErrors, UnknownStatement) {
+  EXPECT_ERROR_HAS("line\n{% frobnicate x %}", "unknown statement 'frobnicate'", "2:4");
+  EXPECT_ERROR_HAS("{% endif %}", "unknown statement 'endif'", "1:4");
+}
+
+TEST(TemplateErrors, BadExpression) {
+  EXPECT_ERROR_HAS("{{ 1 + }}", "unexpected", "1:8");
+  EXPECT_ERROR_HAS("{{ (1, 2 }}", "1:");
+  EXPECT_ERROR_HAS("{{ x | }}", "filter name", "1:8");
+  EXPECT_ERROR_HAS("{{ x is }}", "test name");
+  EXPECT_ERROR_HAS("{{ 'a' @ 'b' }}", "unexpected character '@'", "1:8");
+  EXPECT_ERROR_HAS("{{ '\\q' }}", "escape");
+  EXPECT_ERROR_HAS("{% macro f(a=1, b) %}{% endmacro %}", "non-default parameter");
+}
+
+TEST(TemplateErrors, UnknownFilterAndTestAreNamed) {
+  EXPECT_ERROR_HAS("{{ 'x' | frobnicate }}", "unknown filter 'frobnicate'", "1:10");
+  EXPECT_ERROR_HAS("\n{{ 3 is prime }}", "unknown test 'prime'", "2:");
+  EXPECT_ERROR_HAS("{{ 3 | upper }}", "filter 'upper'", "IntegerValue");
+  EXPECT_ERROR_HAS("{{ nothing() }}", "cannot call 'nothing'");
+}
+
+TEST(TemplateErrors, RaiseExceptionSurfacesMessage) {
+  EXPECT_ERROR_HAS("{% if true %}{{ raise_exception('Conversation roles must alternate!') }}{% endif %}",
+                   "Conversation roles must alternate!", "1:17");
+}
+
+TEST(TemplateErrors, RuntimeTypeErrors) {
+  EXPECT_ERROR_HAS("{{ 'a' ~ missing }}", "undefined");
+  EXPECT_ERROR_HAS("{{ none + 1 }}", "none");
+  EXPECT_ERROR_HAS("{{ 1 // 0 }}", "division");
+  EXPECT_ERROR_HAS("{% for x in 3 %}{% endfor %}", "cannot iterate");
+  EXPECT_ERROR_HAS("{% set a, b = [1] %}", "unpack");
+  EXPECT_ERROR_HAS("{% set d = {} %}{% set d.x = 1 %}", "non-namespace");
+  EXPECT_ERROR_HAS("{% break %}", "outside of a loop");
+}
+
+TEST(TemplateErrors, InfiniteMacroRecursionIsBounded) {
+  EXPECT_ERROR_HAS("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "macro 'f' recursed deeper");
+}
+
+TEST(TemplateErrors, DeepNestingIsBounded) {
+  std::string parens = "{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}";
+  EXPECT_ERROR_HAS(parens, "nested too deeply");
+  std::string ifs;
+  for (int i = 0; i < 5000; ++i) ifs += "{% if true %}";
+  EXPECT_ERROR_HAS(ifs, "nested too deeply");
+  std::string nots = "{{ " ;
+  for (int i = 0; i < 50000; ++i) nots += "not ";
+  EXPECT_ERROR_HAS(nots + "x }}", "nested too deeply");
+  std::string list = "{{ " + std::string(50000, '[') + std::string(50000, ']') + " }}";
+  EXPECT_ERROR_HAS(list, "nested too deeply");
+}
+
+TEST(TemplateErrors, HugeLoopsAndOutputsAreBounded) {
+  EXPECT_ERROR_HAS("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+                   "loop iterations");
+  EXPECT_ERROR_HAS("{{ range(100000000) | length }}", "range()");
+  EXPECT_ERROR_HAS("{% set ns = namespace(s='xx') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+                   "longer than");
+}
+
+TEST(TemplateErrors, SelfReferencingNamespaceDoesNotCrash) {
+  EXPECT_ERROR_HAS("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns | tojson }}", "deeper");
+}
+
+TEST(TemplateErrors, BadInputsAreErrorsNotCrashes) {
+  ChatTemplate t("{{ messages[0].content.upper() }}");
+  ChatTemplateInputs in;
+  in.messages = nlohmann::json::array({{{"role", "user"}, {"content", 5}}});
+  EXPECT_THROW(t.render(in), TokenizerError);  // calling undefined
+  nlohmann::json deep = 1;
+  for (int i = 0; i < 1000; ++i) deep = nlohmann::json::array({deep});
+  in.messages = deep;
+  EXPECT_THROW(t.render(in), TokenizerError);
+}
+
+// Random edits of a real template: every outcome is a render or a TokenizerError.
+TEST(TemplateErrors, MutatedTemplatesNeverCrash) {
+  std::string base = read_file(source_dir() / "tests/fixtures/chat/qwen2_5_style.jinja") +
+                     read_file(source_dir() / "tests/fixtures/chat/llama3_1_style.jinja");
+  ChatTemplateInputs in;
+  in.messages = nlohmann::json::parse(R"([{"role":"system","content":"s"},{"role":"user","content":"u"},
+    {"role":"assistant","content":"","tool_calls":[{"function":{"name":"f","arguments":{"a":1}}}]},
+    {"role":"tool","content":"r"}])");
+  in.tools = nlohmann::json::parse(R"([{"type":"function","function":{"name":"f"}}])");
+  std::mt19937 rng(1234);
+  const std::string alphabet = "{}%#-()[]'\".,|~+*/ \nabcifendforsetx0123456789";
+  int rendered = 0, rejected = 0;
+  for (int iter = 0; iter < 400; ++iter) {
+    std::string s = base;
+    int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits && !s.empty(); ++e) {
+      size_t pos = rng() % s.size();
+      switch (rng() % 3) {
+        case 0: s.erase(pos, 1 + rng() % 8); break;
+        case 1: s.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
+        default: s[pos] = alphabet[rng() % alphabet.size()];
+      }
+    }
+    try {
+      ChatTemplate(s).render(in);
+      ++rendered;
+    } catch (const TokenizerError&) {
+      ++rejected;
+    }
+  }
+  EXPECT_EQ(rendered + rejected, 400);
+}
+
+}  // namespace
+}  // namespace nanovllm::test
