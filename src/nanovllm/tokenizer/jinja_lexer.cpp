@@ -233,7 +233,8 @@ struct Lexer {
   void read_fraction(std::string& num) {
     if (pos + 1 < src.size() && src[pos] == '.' && std::isdigit(static_cast<unsigned char>(src[pos + 1]))) {
       ++pos;
-      num += "." + read_digits();
+      num += '.';
+      num += read_digits();
     }
   }
 

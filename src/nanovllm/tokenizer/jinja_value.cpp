@@ -99,7 +99,10 @@ std::string Value::to_js_string() const {
     case Kind::Float: return js_number(f_);
     case Kind::Array: {
       std::string out;
-      for (size_t k = 0; k < arr_->size(); ++k) out += (k ? "," : "") + runtime_to_string((*arr_)[k]);
+      for (size_t k = 0; k < arr_->size(); ++k) {
+        if (k) out += ',';
+        out += runtime_to_string((*arr_)[k]);
+      }
       return out;
     }
     case Kind::Object: case Kind::Namespace: return "[object Map]";
