@@ -9,6 +9,51 @@
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {
+namespace {
+
+// Unicode White_Space, which is what \s means to Hugging Face tokenizers (Oniguruma) and Rust's
+// regex. PCRE2's UCP \s differs on U+180E (it also takes the "horizontal space" list).
+constexpr const char* kWhiteSpace =
+    "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
+
+// Rewrites \s and \S (outside character classes) and \s (inside them) to kWhiteSpace.
+std::string with_unicode_whitespace(const std::string& pattern) {
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      const char e = pattern[++i];
+      if (e == 'Q') {  // \Q...\E is literal text: copy it untouched
+        const size_t end = pattern.find("\\E", i);
+        const size_t stop = end == std::string::npos ? pattern.size() : end + 2;
+        out += pattern.substr(i - 1, stop - (i - 1));
+        i = stop - 1;
+      } else if (e == 's') {
+        out += in_class ? std::string(kWhiteSpace) : "[" + std::string(kWhiteSpace) + "]";
+      } else if (e == 'S' && !in_class) {
+        out += "[^" + std::string(kWhiteSpace) + "]";
+      } else {
+        out += c;
+        out += e;
+      }
+      continue;
+    }
+    if (!in_class && c == '[') {
+      in_class = true;
+      out += c;
+      // A ']' right after '[' or '[^' is a literal member, not the end of the class.
+      if (i + 1 < pattern.size() && pattern[i + 1] == '^') out += pattern[++i];
+      if (i + 1 < pattern.size() && pattern[i + 1] == ']') out += pattern[++i];
+      continue;
+    }
+    if (in_class && c == ']') in_class = false;
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
 
 struct RegexScratch::Impl {
   pcre2_match_data* data = pcre2_match_data_create(1, nullptr);
@@ -35,7 +80,8 @@ struct Regex::Impl {
 Regex::Regex(const std::string& pattern) : impl_(std::make_unique<Impl>()) {
   int err = 0;
   PCRE2_SIZE err_offset = 0;
-  impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+  const std::string rewritten = with_unicode_whitespace(pattern);
+  impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(rewritten.data()), rewritten.size(),
                               PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &err, &err_offset, nullptr);
   if (!impl_->code) {
     PCRE2_UCHAR msg[256];
