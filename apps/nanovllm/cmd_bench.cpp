@@ -1,0 +1,143 @@
+// `nanovllm bench`: throughput on nano-vllm's bench.py workload (Python random.seed(0): num_seqs
+// prompts of randint(100, max_input_len) tokens drawn from randint(0, 10000), outputs of
+// randint(100, max_output_len) tokens, temperature 0.6, ignore_eos) and a batch-1 latency mode
+// (TTFT of a 1,024-token prompt, decode tok/s at 1K context). Prints one JSON object.
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "engine_flags.h"
+#include "nanovllm/llm.h"
+#include "nanovllm/utils/error.h"
+#include "nanovllm/utils/python_random.h"
+
+namespace nanovllm::cli {
+namespace {
+
+struct BenchArgs {
+  EngineFlags engine;
+  int64_t num_seqs = 256, max_input_len = 1024, max_output_len = 1024;
+  bool latency = false;
+  int64_t latency_prompt_len = 1024, latency_output_len = 256;
+};
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Output tok/s at the DESIGN.md roofline for this workload on one H100 (Qwen3-0.6B, bf16).
+constexpr double kRooflineTokS = 24600;
+
+nlohmann::json throughput(LLMEngine& e, const BenchArgs& a) {
+  PythonRandom rng(0);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int64_t i = 0; i < a.num_seqs; ++i) {
+    std::vector<int32_t> p(size_t(rng.randint(100, a.max_input_len)));
+    for (auto& t : p) t = int32_t(rng.randint(0, 10000));
+    prompts.push_back(std::move(p));
+  }
+  std::vector<SamplingParams> params;
+  int64_t prompt_tokens = 0, output_tokens = 0;
+  for (int64_t i = 0; i < a.num_seqs; ++i) {
+    SamplingParams sp;
+    sp.temperature = 0.6f;
+    sp.ignore_eos = true;
+    sp.max_tokens = int(rng.randint(100, a.max_output_len));
+    params.push_back(sp);
+    prompt_tokens += int64_t(prompts[size_t(i)].size());
+    output_tokens += sp.max_tokens;
+  }
+  // Warm-up, as bench.py does.
+  e.add_request({1, 2, 3, 4}, SamplingParams{});
+  while (e.has_unfinished()) e.step();
+  const double t0 = now();
+  for (int64_t i = 0; i < a.num_seqs; ++i) e.add_request(prompts[size_t(i)], params[size_t(i)]);
+  int64_t generated = 0;
+  double prefill_s = 0, decode_s = 0;
+  while (e.has_unfinished()) {
+    auto r = e.step();
+    generated += int64_t(r.new_tokens.size());
+    (r.is_prefill ? prefill_s : decode_s) += r.seconds;
+  }
+  const double secs = now() - t0;
+  if (generated != output_tokens)
+    throw Error("bench: generated " + std::to_string(generated) + " tokens, expected " + std::to_string(output_tokens));
+  return {{"mode", "throughput"},
+          {"num_seqs", a.num_seqs},
+          {"prompt_tokens", prompt_tokens},
+          {"output_tokens", output_tokens},
+          {"seconds", secs},
+          {"prefill_seconds", prefill_s},
+          {"decode_seconds", decode_s},
+          {"output_tok_s", double(output_tokens) / secs},
+          {"total_tok_s", double(prompt_tokens + output_tokens) / secs},
+          {"preemptions", e.scheduler().num_preemptions()},
+          {"roofline_fraction_h100_qwen3_0_6b", double(output_tokens) / secs / kRooflineTokS}};
+}
+
+nlohmann::json latency(LLMEngine& e, const BenchArgs& a) {
+  PythonRandom rng(1);
+  std::vector<int32_t> prompt(size_t(a.latency_prompt_len));
+  for (auto& t : prompt) t = int32_t(rng.randint(0, 10000));
+  SamplingParams sp;
+  sp.temperature = 0;
+  sp.ignore_eos = true;
+  // Warm-up.
+  sp.max_tokens = 2;
+  e.add_request({5, 6, 7}, sp);
+  while (e.has_unfinished()) e.step();
+  sp.max_tokens = int(a.latency_output_len);
+  std::vector<double> ttfts;
+  double decode_tok_s = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    prompt[0] = int32_t(rep);  // no prefix-cache hits between repetitions
+    const double t0 = now();
+    e.add_request(prompt, sp);
+    double first = 0;
+    int64_t tokens = 0;
+    while (e.has_unfinished()) {
+      auto r = e.step();
+      tokens += int64_t(r.new_tokens.size());
+      if (tokens == 1 && first == 0) first = now();
+    }
+    const double t1 = now();
+    ttfts.push_back(first - t0);
+    decode_tok_s = std::max(decode_tok_s, double(tokens - 1) / (t1 - first));
+  }
+  std::sort(ttfts.begin(), ttfts.end());
+  return {{"mode", "latency"},
+          {"prompt_tokens", a.latency_prompt_len},
+          {"output_tokens", a.latency_output_len},
+          {"ttft_ms_median", ttfts[1] * 1e3},
+          {"decode_tok_s", decode_tok_s}};
+}
+
+void run(const BenchArgs& a) {
+  EngineConfig cfg = a.engine.resolve();
+  LLMEngine e(cfg);
+  nlohmann::json out = a.latency ? latency(e, a) : throughput(e, a);
+  out["model"] = cfg.model;
+  out["device"] = e.model_runner().backend().name();
+  out["enforce_eager"] = cfg.enforce_eager;
+  std::cout << out.dump() << std::endl;
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  auto* cmd = app.add_subcommand("bench", "benchmark throughput (bench.py workload) or batch-1 latency");
+  a->engine.add_to(*cmd);
+  cmd->add_option("--num-seqs", a->num_seqs, "requests in the throughput workload (bench.py: 256)");
+  cmd->add_option("--max-input-len", a->max_input_len, "longest prompt (bench.py: 1024)");
+  cmd->add_option("--max-output-len", a->max_output_len, "longest output (bench.py: 1024)");
+  cmd->add_flag("--latency", a->latency, "batch-1 latency mode instead of throughput");
+  cmd->add_option("--latency-prompt-len", a->latency_prompt_len, "latency mode: prompt tokens");
+  cmd->add_option("--latency-output-len", a->latency_output_len, "latency mode: output tokens");
+  cmd->callback([a] { run(*a); });
+}
+
+}  // namespace nanovllm::cli

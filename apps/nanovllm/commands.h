@@ -1,0 +1,11 @@
+// The subcommands of the `nanovllm` CLI; each registers its options and a callback.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace nanovllm::cli {
+
+void add_generate(CLI::App& app);
+void add_bench(CLI::App& app);
+void add_tokenize(CLI::App& app);
+
+}  // namespace nanovllm::cli

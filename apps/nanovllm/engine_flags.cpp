@@ -1,0 +1,37 @@
+#include "engine_flags.h"
+
+#include "nanovllm/utils/error.h"
+
+namespace nanovllm::cli {
+
+void EngineFlags::add_to(CLI::App& app, bool model_required) {
+  auto* m = app.add_option("--model,-m", cfg.model, "model directory, or a built-in preset (qwen3-0.6b, qwen3-1.7b, qwen3-8b)");
+  if (model_required) m->required();
+  app.add_option("--load-format", load_format, "auto (safetensors) or dummy (random weights)")
+      ->check(CLI::IsMember({"auto", "safetensors", "dummy"}));
+  app.add_option("--tokenizer", tokenizer, "tokenizer directory (default: the model's, or the Qwen3 one for presets)");
+  app.add_option("--device", cfg.device, "cpu, cuda or auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  app.add_option("--max-model-len", cfg.max_model_len, "longest prompt + output (clamped to the model's)");
+  app.add_option("--max-num-seqs", cfg.max_num_seqs, "most sequences per batch");
+  app.add_option("--max-num-batched-tokens", cfg.max_num_batched_tokens, "most tokens per step");
+  app.add_option("--block-size", cfg.block_size, "tokens per KV cache block");
+  app.add_option("--gpu-memory-utilization", cfg.gpu_memory_utilization, "fraction of GPU memory to use");
+  app.add_option("--kv-cache-memory", cfg.kv_cache_memory, "bytes of KV cache (CPU; default 4 GiB)");
+  app.add_flag("--enforce-eager", cfg.enforce_eager, "no CUDA graphs");
+  app.add_option("--tensor-parallel-size", cfg.tensor_parallel_size, "GPUs to shard over");
+  app.add_flag("--enable-prefix-caching", prefix_caching, "reuse KV blocks of shared prefixes (default on)");
+  app.add_flag("--no-enable-prefix-caching", no_prefix_caching, "turn prefix caching off");
+  app.add_option("--threads", cfg.num_threads, "CPU backend threads (default: all cores)");
+}
+
+EngineConfig EngineFlags::resolve() const {
+  EngineConfig c = cfg;
+  c.load_dummy = load_format == "dummy";
+  if (prefix_caching && no_prefix_caching)
+    throw UserError("--enable-prefix-caching and --no-enable-prefix-caching contradict each other");
+  c.enable_prefix_caching = !no_prefix_caching;
+  c.validate();
+  return c;
+}
+
+}  // namespace nanovllm::cli

