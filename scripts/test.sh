@@ -7,6 +7,6 @@ scripts/setup.sh
 scripts/build.sh
 ctest --test-dir build --output-on-failure -LE gpu -j"$(nproc)"
 if [ "${NANOVLLM_SANITIZE:-0}" = 1 ]; then
-  BUILD_DIR=build-asan scripts/build.sh -DCMAKE_BUILD_TYPE=Debug -DNANOVLLM_SANITIZE=ON
+  BUILD_DIR=build-asan scripts/build.sh -DCMAKE_BUILD_TYPE=Debug -DNANOVLLM_SANITIZE=ON -DNANOVLLM_CUDA=OFF
   ASAN_OPTIONS=detect_leaks=0 ctest --test-dir build-asan --output-on-failure -LE 'gpu|e2e' -j"$(nproc)"
 fi
