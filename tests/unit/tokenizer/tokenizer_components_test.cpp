@@ -178,6 +178,12 @@ TEST(TokenizerQwen3, ConcurrentEncodesAgree) {
 
 TEST(TokenizerQwen3, HugeWordsAndWhitespaceRunsStayFast) {
   NANOVLLM_REQUIRE_QWEN3();
+  // About 0.3 s each in a Release build; sanitizer and Debug builds are several times slower.
+#if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
+  const double limit = 5.0;
+#else
+  const double limit = 60.0;
+#endif
   const std::vector<std::string> inputs = {std::string(1 << 20, ' '), std::string(1 << 20, 'x'),
                                            std::string(1 << 20, '\n'), "a" + std::string(1 << 20, ' ') + "b",
                                            std::string(300000, '\t') + " \n"};
@@ -185,7 +191,7 @@ TEST(TokenizerQwen3, HugeWordsAndWhitespaceRunsStayFast) {
     const auto t0 = std::chrono::steady_clock::now();
     const auto ids = qwen3()->encode(s);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    EXPECT_LT(secs, 5.0) << "input of " << s.size() << " bytes";
+    EXPECT_LT(secs, limit) << "input of " << s.size() << " bytes";
     EXPECT_EQ(qwen3()->decode(ids, false), s);
   }
 }
