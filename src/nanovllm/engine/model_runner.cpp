@@ -1,5 +1,7 @@
 #include "nanovllm/engine/model_runner.h"
 
+#include "nanovllm/engine/cuda_graph_runner.h"
+
 #include <algorithm>
 #include <filesystem>
 
@@ -38,7 +40,13 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
     throw ResourceError("KV cache budget of " + std::to_string(cfg_.kv_cache_memory) + " bytes holds no block of " +
                         std::to_string(per_block) + " bytes; raise --kv-cache-memory or lower --block-size");
   allocate_kv_cache();
+  if (backend_->supports_graphs() && !cfg_.enforce_eager) {
+    graphs_ = std::make_unique<CudaGraphRunner>(*backend_, *model_, layers_kv_, cfg_);
+    graphs_->capture();
+  }
 }
+
+ModelRunner::~ModelRunner() = default;
 
 void ModelRunner::allocate_kv_cache() {
   const int64_t L = mcfg_.num_hidden_layers;
@@ -130,8 +138,9 @@ StepInputs ModelRunner::prepare(const ScheduledBatch& batch, int64_t bs) {
 }
 
 Tensor ModelRunner::forward_logits(const ScheduledBatch& batch) {
-  backend_->begin_step();
   StepInputs in = prepare(batch, cfg_.block_size);
+  if (graphs_ && !batch.is_prefill && int64_t(batch.seqs.size()) <= graphs_->max_batch()) return graphs_->run(in);
+  backend_->begin_step();
   const int64_t T = int64_t(in.input_ids.size());
   Tensor ids = backend_->empty({T}, DType::I32), pos = backend_->empty({T}, DType::I32);
   backend_->upload(in.input_ids.data(), DType::I32, ids);

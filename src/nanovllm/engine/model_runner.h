@@ -13,6 +13,8 @@
 
 namespace nanovllm {
 
+class CudaGraphRunner;
+
 struct StepInputs {
   std::vector<int32_t> input_ids, positions;  // [T]
   std::vector<int32_t> last_rows;             // [B] row of each sequence's last token
@@ -23,6 +25,7 @@ class ModelRunner {
  public:
   // Loads the model (weights from cfg.model, or dummy ones) and allocates the KV cache.
   ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::unique_ptr<Backend> backend);
+  ~ModelRunner();
 
   std::vector<int32_t> run(const ScheduledBatch& batch);
   // Logits [B, V] of the batch's last tokens, as host floats (tests, fixtures).
@@ -36,6 +39,7 @@ class ModelRunner {
   int64_t num_kv_blocks() const { return num_kv_blocks_; }
   int64_t kv_bytes_per_block() const;
   Backend& backend() { return *backend_; }
+  bool uses_cuda_graphs() const { return graphs_ != nullptr; }
 
  private:
   Tensor forward_logits(const ScheduledBatch& batch);
@@ -49,6 +53,7 @@ class ModelRunner {
   Tensor kv_cache_;                   // [2, L, num_blocks, block_size, Hkv, D]
   std::vector<LayerKVCache> layers_kv_;
   int64_t num_kv_blocks_ = 0;
+  std::unique_ptr<CudaGraphRunner> graphs_;  // decode graphs (GPU, unless enforce_eager)
 };
 
 }  // namespace nanovllm

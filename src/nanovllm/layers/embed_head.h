@@ -23,8 +23,14 @@ struct LMHead {
   Tensor weight;  // [V, H]
   // hidden: [T, H]; last_rows: [B] row of each sequence's last token -> logits [B, V]
   Tensor forward(Backend& be, const Tensor& hidden, const std::vector<int32_t>& last_rows) const {
-    Tensor last = be.empty({int64_t(last_rows.size()), hidden.size(1)}, hidden.dtype());
-    be.gather_rows(hidden, last_rows, last);
+    // Decode: every row is a last token, so no gather (and nothing host-dependent to capture).
+    bool all_rows = int64_t(last_rows.size()) == hidden.size(0);
+    for (size_t i = 0; all_rows && i < last_rows.size(); ++i) all_rows = last_rows[i] == int32_t(i);
+    Tensor last = hidden;
+    if (!all_rows) {
+      last = be.empty({int64_t(last_rows.size()), hidden.size(1)}, hidden.dtype());
+      be.gather_rows(hidden, last_rows, last);
+    }
     Tensor logits = be.empty({last.size(0), weight.size(0)}, be.act_dtype());
     be.linear(last, weight, logits);
     return logits;

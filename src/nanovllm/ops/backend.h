@@ -46,6 +46,13 @@ class Backend {
   virtual int64_t free_memory_bytes() { return -1; }
   virtual int64_t total_memory_bytes() { return -1; }
   virtual int64_t peak_step_bytes() { return 0; }  // largest arena use of any step so far
+  // CUDA graphs (decode): work enqueued between capture_begin and capture_end is recorded, not
+  // run; replay runs it again on the same buffers. Unsupported by default.
+  virtual bool supports_graphs() const { return false; }
+  virtual void graph_capture_begin() { throw_no_graphs(); }
+  virtual int64_t graph_capture_end() { throw_no_graphs(); }
+  virtual void graph_replay(int64_t handle) { (void)handle; throw_no_graphs(); }
+
   // The host vectors of `md` -> its device tensors (no-op on CPU).
   virtual void prepare_metadata(AttentionMetadata& md) { (void)md; }
 
@@ -79,6 +86,9 @@ class Backend {
   virtual std::vector<int32_t> sample(const Tensor& logits, const std::vector<SamplingRow>& rows) = 0;
   // Logits to host as float (tests and fixtures).
   virtual std::vector<float> to_host_f32(const Tensor& t) = 0;
+
+ private:
+  [[noreturn]] void throw_no_graphs() const;
 };
 
 std::unique_ptr<Backend> make_cpu_backend(int num_threads);

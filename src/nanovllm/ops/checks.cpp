@@ -1,5 +1,6 @@
 #include "nanovllm/ops/checks.h"
 
+#include "nanovllm/ops/backend.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {
@@ -74,5 +75,7 @@ void check_gather_rows(const Tensor& x, const std::vector<int32_t>& rows, const 
   for (int32_t r : rows)
     if (r < 0 || r >= x.size(0)) fail("gather_rows", "row " + std::to_string(r) + " out of range");
 }
+
+void Backend::throw_no_graphs() const { throw Error(name() + " backend: CUDA graphs are not supported"); }
 
 }  // namespace nanovllm

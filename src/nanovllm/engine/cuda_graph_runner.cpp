@@ -1,0 +1,127 @@
+#include "nanovllm/engine/cuda_graph_runner.h"
+
+#include <algorithm>
+
+#include "nanovllm/utils/error.h"
+
+namespace nanovllm {
+
+CudaGraphRunner::CudaGraphRunner(Backend& be, CausalLM& model, std::vector<LayerKVCache>& kv, const EngineConfig& cfg)
+    : be_(be), model_(model), kv_(kv), block_size_(cfg.block_size), max_model_len_(cfg.max_model_len) {
+  max_blocks_ = (max_model_len_ + block_size_ - 1) / block_size_;
+  const int64_t max_bs = std::min<int64_t>(cfg.max_num_seqs, 512);
+  for (int64_t b : {1, 2, 4, 8})
+    if (b < max_bs) buckets_.push_back(b);
+  for (int64_t b = 16; b < max_bs; b += 16) buckets_.push_back(b);
+  buckets_.push_back(max_bs);
+  const int64_t n = buckets_.back();
+  ids_ = be_.empty({n}, DType::I32);
+  pos_ = be_.empty({n}, DType::I32);
+  slot_ = be_.empty({n}, DType::I32);
+  ctx_ = be_.empty({n}, DType::I32);
+  tables_ = be_.empty({n * max_blocks_}, DType::I32);
+  cu_q_ = be_.empty({n + 1}, DType::I32);
+  cu_k_ = be_.empty({n + 1}, DType::I32);
+}
+
+int64_t CudaGraphRunner::bucket_for(int64_t b) const {
+  auto it = std::lower_bound(buckets_.begin(), buckets_.end(), b);
+  if (it == buckets_.end()) throw Error("cuda graphs: batch of " + std::to_string(b) + " exceeds the largest bucket");
+  return *it;
+}
+
+AttentionMetadata CudaGraphRunner::capture_metadata(int64_t bucket) const {
+  AttentionMetadata md;
+  md.is_prefill = false;
+  md.num_seqs = md.num_tokens = bucket;
+  md.max_seqlen_q = 1;
+  md.max_seqlen_k = int32_t(max_model_len_);
+  md.max_blocks = max_blocks_;
+  for (int64_t i = 0; i <= bucket; ++i) {
+    md.cu_seqlens_q.push_back(int32_t(i));
+    md.cu_seqlens_k.push_back(int32_t(i * max_model_len_));
+  }
+  md.slot_mapping.assign(size_t(bucket), -1);
+  md.context_lens.assign(size_t(bucket), int32_t(max_model_len_));
+  md.block_tables.assign(size_t(bucket * max_blocks_), 0);
+  return md;
+}
+
+void CudaGraphRunner::bind_device_views(AttentionMetadata& md, int64_t bucket) {
+  md.d_cu_seqlens_q = cu_q_.rows(0, bucket + 1);
+  md.d_cu_seqlens_k = cu_k_.rows(0, bucket + 1);
+  md.d_slot_mapping = slot_.rows(0, bucket);
+  md.d_context_lens = ctx_.rows(0, bucket);
+  md.d_block_tables = tables_.rows(0, bucket * max_blocks_);
+}
+
+void CudaGraphRunner::capture() {
+  std::vector<int32_t> arange;
+  // Largest first: its activations bound every smaller bucket's in the step arena.
+  for (auto it = buckets_.rbegin(); it != buckets_.rend(); ++it) {
+    const int64_t b = *it;
+    arange.resize(size_t(b));
+    for (int64_t i = 0; i < b; ++i) arange[size_t(i)] = int32_t(i);
+    // Safe inputs for the capture's own (recorded, not run) kernels and the warm-up run:
+    // context 1 reading block 0, slot -1 writing nothing.
+    StepInputs in;
+    in.md = capture_metadata(b);
+    in.input_ids.assign(size_t(b), 0);
+    in.positions.assign(size_t(b), 0);
+    in.last_rows = arange;
+    be_.upload(in.input_ids.data(), DType::I32, ids_);
+    be_.upload(in.positions.data(), DType::I32, pos_);
+    std::vector<int32_t> slots(size_t(buckets_.back()), -1), ctx(size_t(buckets_.back()), 1);
+    be_.upload(slots.data(), DType::I32, slot_);
+    be_.upload(ctx.data(), DType::I32, ctx_);
+    std::vector<int32_t> zeros(size_t(tables_.numel()), 0), cu(size_t(buckets_.back() + 1));
+    be_.upload(zeros.data(), DType::I32, tables_);
+    for (size_t i = 0; i < cu.size(); ++i) cu[i] = int32_t(i);
+    be_.upload(cu.data(), DType::I32, cu_q_);
+    be_.upload(cu.data(), DType::I32, cu_k_);
+    bind_device_views(in.md, b);
+    Tensor ids = ids_.rows(0, b), pos = pos_.rows(0, b);
+    // One eager run first (library workspaces, kernel attributes), then the capture.
+    be_.begin_step();
+    model_.compute_logits(model_.forward(ids, pos, kv_, in.md), arange);
+    be_.synchronize();
+    be_.begin_step();
+    be_.graph_capture_begin();
+    Tensor logits = model_.compute_logits(model_.forward(ids, pos, kv_, in.md), arange);
+    graph_[b] = be_.graph_capture_end();
+    logits_[b] = logits;
+  }
+  be_.synchronize();
+}
+
+Tensor CudaGraphRunner::run(const StepInputs& in) {
+  const int64_t B = in.md.num_seqs, b = bucket_for(B);
+  std::vector<int32_t> ids(size_t(b), 0), pos(size_t(b), 0), slot(size_t(b), -1), ctx(size_t(b), 1);
+  std::vector<int32_t> tables(size_t(b * max_blocks_), 0), cu_k(size_t(b + 1), 0);
+  for (int64_t i = 0; i < B; ++i) {
+    ids[size_t(i)] = in.input_ids[size_t(i)];
+    pos[size_t(i)] = in.positions[size_t(i)];
+    slot[size_t(i)] = in.md.slot_mapping[size_t(i)];
+    ctx[size_t(i)] = in.md.context_lens[size_t(i)];
+    for (int64_t j = 0; j < in.md.max_blocks && j < max_blocks_; ++j) {
+      const int32_t blk = in.md.block_tables[size_t(i * in.md.max_blocks + j)];
+      tables[size_t(i * max_blocks_ + j)] = blk < 0 ? 0 : blk;
+    }
+  }
+  for (int64_t i = 0; i < b; ++i) cu_k[size_t(i + 1)] = cu_k[size_t(i)] + ctx[size_t(i)];
+  auto put = [&](const Tensor& dst, int64_t n, const std::vector<int32_t>& v) {
+    Tensor view = dst.rows(0, n);
+    be_.upload(v.data(), DType::I32, view);
+  };
+  put(ids_, b, ids);
+  put(pos_, b, pos);
+  put(slot_, b, slot);
+  put(ctx_, b, ctx);
+  put(tables_, b * max_blocks_, tables);
+  put(cu_k_, b + 1, cu_k);
+  be_.begin_step();
+  be_.graph_replay(graph_.at(b));
+  return logits_.at(b).rows(0, B);
+}
+
+}  // namespace nanovllm
