@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Qwen3-0.6B-sized model with random weights + Hugging Face bf16 reference logits (GPU machine).
+
+    python3 scripts/make_qwen3_06b_reference.py --out DIR [--prompts 64]
+
+writes DIR/{config.json, generation_config.json, model.safetensors} (bf16), DIR/prompts.json
+({"prompts": [[ids], ...]}) and DIR/ref_logits.f32 (raw float32, [num_prompts, vocab]: the
+last-token logits of each prompt from transformers in bfloat16 on the GPU). The CUDA engine test
+tests/gpu/test_hf_qwen3_06b.cpp compares against it (NANOVLLM_HF06B_DIR=DIR).
+Embedding weights get std 0.1 (other Linears 0.02, transformers' default) so that top-1/top-2
+logit margins are not dominated by bf16 rounding.
+"""
+import argparse
+import json
+import os
+import random
+
+import torch
+from transformers import Qwen3Config, Qwen3ForCausalLM
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--prompts", type=int, default=64)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    torch.manual_seed(0)
+    cfg = Qwen3Config(vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                      num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
+                      rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=True,
+                      bos_token_id=151643, eos_token_id=151645, torch_dtype="bfloat16")
+    with torch.device("cuda"):
+        model = Qwen3ForCausalLM(cfg)
+    with torch.no_grad():
+        model.model.embed_tokens.weight.normal_(0.0, 0.1)
+    model = model.to(torch.bfloat16).eval()
+    model.save_pretrained(args.out, safe_serialization=True)
+    with open(os.path.join(args.out, "generation_config.json"), "w") as f:
+        json.dump({"eos_token_id": [151645, 151643], "bos_token_id": 151643}, f)
+    rng = random.Random(0)
+    lens = [1, 2, 3, 7, 15, 16, 17, 31, 63, 64, 65, 97, 127, 128, 129, 255, 256, 257, 300, 511, 512, 513, 700, 1000,
+            1023, 1024, 1025, 1500, 2047, 2048, 2049, 3000]
+    while len(lens) < args.prompts:
+        lens.append(rng.randint(1, 2500))
+    lens = lens[: args.prompts]
+    prompts = [[rng.randint(0, 151000) for _ in range(n)] for n in lens]
+    out = torch.empty(len(prompts), cfg.vocab_size, dtype=torch.float32)
+    with torch.no_grad():
+        for i, p in enumerate(prompts):
+            ids = torch.tensor([p], device="cuda")
+            out[i] = model(input_ids=ids).logits[0, -1].float().cpu()
+    out.numpy().tofile(os.path.join(args.out, "ref_logits.f32"))
+    with open(os.path.join(args.out, "prompts.json"), "w") as f:
+        json.dump({"prompts": prompts, "torch": torch.__version__}, f)
+    top = out.topk(2, dim=-1).values
+    print(f"wrote {len(prompts)} prompts; median top1-top2 margin {float((top[:, 0] - top[:, 1]).median()):.3f}")
+
+
+if __name__ == "__main__":
+    main()

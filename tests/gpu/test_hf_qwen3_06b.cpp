@@ -1,0 +1,70 @@
+// The CUDA engine against transformers (bf16, GPU) at Qwen3-0.6B size with random weights:
+// last-token logits of 64 prompts of lengths 1..3000, all in one batch (chunked prefill,
+// paged KV, prefix-free). Needs NANOVLLM_HF06B_DIR made by scripts/make_qwen3_06b_reference.py.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "nanovllm/engine/llm_engine.h"
+
+using namespace nanovllm;
+
+TEST(HFQwen3_06B, LastTokenLogitsMatchTransformers) {
+  const char* dir = std::getenv("NANOVLLM_HF06B_DIR");
+  ASSERT_NE(dir, nullptr) << "set NANOVLLM_HF06B_DIR (scripts/make_qwen3_06b_reference.py --out DIR)";
+  std::ifstream pin(std::string(dir) + "/prompts.json");
+  ASSERT_TRUE(pin);
+  auto prompts = nlohmann::json::parse(pin)["prompts"].get<std::vector<std::vector<int32_t>>>();
+  const int64_t V = 151936, P = int64_t(prompts.size());
+  std::vector<float> ref(size_t(P * V));
+  std::ifstream lin(std::string(dir) + "/ref_logits.f32", std::ios::binary);
+  ASSERT_TRUE(lin.read(reinterpret_cast<char*>(ref.data()), std::streamsize(ref.size() * 4)));
+
+  EngineConfig cfg;
+  cfg.model = dir;
+  cfg.device = "cuda";
+  cfg.gpu_memory_utilization = 0.5;
+  LLMEngine e(cfg);
+  std::map<int64_t, std::vector<float>> got;
+  e.model_runner().logits_observer = [&](const ScheduledBatch& b, const std::vector<float>& l) {
+    for (size_t i = 0; i < b.seqs.size(); ++i)
+      if (b.seqs[i]->num_completion_tokens() == 0 && b.seqs[i]->num_cached_tokens + b.seqs[i]->num_scheduled_tokens ==
+                                                          b.seqs[i]->num_tokens())
+        got[b.seqs[i]->id].assign(l.begin() + int64_t(i) * V, l.begin() + int64_t(i + 1) * V);
+  };
+  SamplingParams sp;
+  sp.temperature = 0;
+  sp.max_tokens = 1;
+  std::vector<int64_t> ids;
+  for (auto& p : prompts) ids.push_back(e.add_request(p, sp));
+  while (e.has_unfinished()) e.step();
+  double min_cos = 1, sum_cos = 0;
+  int agree = 0;
+  for (int64_t i = 0; i < P; ++i) {
+    const auto& g = got.at(ids[size_t(i)]);
+    const float* r = ref.data() + i * V;
+    double dot = 0, nr = 0, ng = 0;
+    int64_t ar = 0, ag = 0;
+    for (int64_t v = 0; v < V; ++v) {
+      dot += double(r[v]) * g[size_t(v)];
+      nr += double(r[v]) * r[v];
+      ng += double(g[size_t(v)]) * g[size_t(v)];
+      if (r[v] > r[ar]) ar = v;
+      if (g[size_t(v)] > g[size_t(ag)]) ag = v;
+    }
+    const double cos = dot / std::sqrt(nr * ng);
+    min_cos = std::min(min_cos, cos);
+    sum_cos += cos;
+    agree += ar == ag;
+  }
+  std::printf("Qwen3-0.6B random weights, %lld prompts: cosine min %.6f mean %.6f, top-1 agreement %d/%lld\n",
+              (long long)P, min_cos, sum_cos / double(P), agree, (long long)P);
+  EXPECT_GE(min_cos, 0.999);
+  EXPECT_GE(double(agree) / double(P), 0.99);
+}
