@@ -7,8 +7,9 @@
 namespace nanovllm {
 namespace {
 
-// Whitespace as lstrip/rstrip see it (ASCII plus the common Unicode spaces in UTF-8 are rare
-// enough in practice that ASCII is what tokenizers' own files rely on).
+// Whitespace for lstrip/rstrip and word characters for single_word. Simplification: ASCII
+// whitespace only (HF also strips Unicode spaces, which are rare next to special tokens), and every
+// non-ASCII byte counts as part of a word.
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 bool is_word_byte(char c) {
   const auto u = static_cast<unsigned char>(c);
