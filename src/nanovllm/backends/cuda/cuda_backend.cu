@@ -1,0 +1,329 @@
+// CUDA backend: device, stream, memory (persistent cudaMalloc + per-step arena), host<->device
+// copies, attention metadata upload, CUDA graph hooks. The ops live in the other .cu files.
+#include "nanovllm/backends/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "nanovllm/backends/cuda/cuda_common.cuh"
+
+namespace nanovllm {
+
+namespace cuda {
+void throw_cuda_error(cudaError_t e, const char* what, const char* file, int line) {
+  std::string msg = std::string("CUDA error: ") + cudaGetErrorString(e) + " (" + cudaGetErrorName(e) + ") in " + what +
+                    " at " + file + ":" + std::to_string(line);
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    throw ResourceError(msg);
+  }
+  throw Error(msg);
+}
+}  // namespace cuda
+
+using namespace cuda;
+
+static constexpr size_t kAlign = 256;
+static constexpr size_t kMinChunk = size_t(64) << 20;
+
+bool cuda_available() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return n > 0;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int device_index) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0) {
+    (void)cudaGetLastError();
+    throw UserError(std::string("--device cuda: no CUDA GPU is usable (") +
+                    (e != cudaSuccess ? cudaGetErrorString(e) : "no device found") + ")");
+  }
+  if (device_index < 0 || device_index >= n)
+    throw UserError("--device cuda: GPU " + std::to_string(device_index) + " does not exist (" + std::to_string(n) +
+                    " found)");
+  return std::make_unique<CudaBackend>(device_index);
+}
+
+CudaBackend::CudaBackend(int device_index) : device_(device_index) {
+  NV_CUDA_CHECK(cudaSetDevice(device_));
+  cudaDeviceProp prop{};
+  NV_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+  if (prop.major < 8)
+    throw UserError(std::string("--device cuda: ") + prop.name + " (sm_" + std::to_string(prop.major * 10 + prop.minor) +
+                    ") is too old; the CUDA backend needs sm_80 or newer (BF16)");
+  num_sms_ = prop.multiProcessorCount;
+  max_smem_optin_ = prop.sharedMemPerBlockOptin;
+  cudaStream_t s;
+  NV_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  stream_ = s;
+  cudaEvent_t ev;
+  NV_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  staging_done_ = ev;
+  staging_bytes_ = size_t(8) << 20;
+  NV_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&staging_), staging_bytes_));
+  init_gemm();
+}
+
+CudaBackend::~CudaBackend() {
+  cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
+  destroy_gemm();
+  for (auto& c : chunks_) cudaFree(c.ptr);
+  if (staging_) cudaFreeHost(staging_);
+  if (pinned_tokens_) cudaFreeHost(pinned_tokens_);
+  if (staging_done_) cudaEventDestroy(static_cast<cudaEvent_t>(staging_done_));
+  if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+}
+
+// ---------------------------------------------------------------- memory
+
+void* CudaBackend::persistent_alloc(size_t bytes, const Shape& shape) {
+  void* p = nullptr;
+  cudaError_t e = cudaMalloc(&p, bytes ? bytes : kAlign);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    throw ResourceError("out of GPU memory: allocating " + std::to_string(bytes >> 20) + " MiB (" + std::to_string(bytes) +
+                        " bytes) for a tensor of shape " + shape_str(shape) + " failed with " +
+                        std::to_string(free_b >> 20) + " MiB free of " + std::to_string(total_b >> 20) + " MiB (" +
+                        cudaGetErrorString(e) + ")");
+  }
+  NV_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, static_cast<cudaStream_t>(stream_)));
+  return p;
+}
+
+void* CudaBackend::arena_alloc(size_t bytes) {
+  bytes = (bytes + kAlign - 1) / kAlign * kAlign;
+  if (bytes == 0) bytes = kAlign;
+  while (chunk_idx_ < chunks_.size() && chunk_off_ + bytes > chunks_[chunk_idx_].bytes) {
+    step_bytes_ += chunks_[chunk_idx_].bytes - chunk_off_;  // the tail of a chunk is lost for this step
+    ++chunk_idx_;
+    chunk_off_ = 0;
+  }
+  if (chunk_idx_ == chunks_.size()) {
+    if (capturing_)
+      throw Error("cuda backend: the step arena must grow during CUDA graph capture (needs " + std::to_string(bytes) +
+                  " more bytes); run a warm-up step of the same shape before capturing");
+    size_t total = 0;
+    for (auto& c : chunks_) total += c.bytes;
+    Chunk c;
+    c.bytes = std::max({bytes, kMinChunk, total});
+    cudaError_t e = cudaMalloc(&c.ptr, c.bytes);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw ResourceError("out of GPU memory: the activation arena needs " + std::to_string(c.bytes >> 20) +
+                          " MiB more (" + cudaGetErrorString(e) + ")");
+    }
+    chunks_.push_back(c);
+  }
+  void* p = chunks_[chunk_idx_].ptr + chunk_off_;
+  chunk_off_ += bytes;
+  step_bytes_ += bytes;
+  peak_step_bytes_ = std::max(peak_step_bytes_, step_bytes_);
+  return p;
+}
+
+void CudaBackend::reserve_arena(size_t bytes) {
+  size_t total = 0;
+  for (auto& c : chunks_) total += c.bytes;
+  if (chunks_.size() == 1 && total >= bytes) return;
+  if (graphs_exist_) throw Error("cuda backend: cannot resize the arena after CUDA graphs were captured");
+  NV_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)));
+  for (auto& c : chunks_) NV_CUDA_CHECK(cudaFree(c.ptr));
+  chunks_.clear();
+  Chunk c;
+  c.bytes = std::max({bytes, total, kMinChunk});
+  c.bytes = (c.bytes + kAlign - 1) / kAlign * kAlign;
+  cudaError_t e = cudaMalloc(&c.ptr, c.bytes);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw ResourceError("out of GPU memory: the activation arena needs " + std::to_string(c.bytes >> 20) + " MiB (" +
+                        cudaGetErrorString(e) + ")");
+  }
+  chunks_.push_back(c);
+  chunk_idx_ = chunk_off_ = 0;
+}
+
+void CudaBackend::begin_step() {
+  if (capturing_) throw Error("cuda backend: begin_step() inside a CUDA graph capture");
+  // A step that spilled into several chunks: merge them (the last step's tensors are dead).
+  if (chunks_.size() > 1 && !graphs_exist_) reserve_arena(peak_step_bytes_);
+  chunk_idx_ = chunk_off_ = 0;
+  step_bytes_ = 0;
+  // The staging buffer is reused: the previous step's uploads must have been consumed.
+  NV_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(staging_done_)));
+  staging_off_ = 0;
+  in_step_ = true;
+}
+
+Tensor CudaBackend::empty(const Shape& shape, DType dtype) {
+  int64_t n = 1;
+  for (auto d : shape) {
+    if (d < 0) throw Error("cuda backend: negative dimension in shape " + shape_str(shape));
+    n *= d;
+  }
+  const size_t bytes = size_t(n) * dtype_size(dtype);
+  auto buf = std::make_shared<Buffer>();
+  buf->bytes = bytes;
+  buf->device = Device::CUDA;
+  if (in_step_) {
+    buf->ptr = arena_alloc(bytes);  // owned by the arena: no release
+  } else {
+    buf->ptr = persistent_alloc(bytes, shape);
+    buf->release = [](void* p) { cudaFree(p); };
+  }
+  return Tensor(std::move(buf), dtype, shape);
+}
+
+int64_t CudaBackend::free_memory_bytes() {
+  size_t f = 0, t = 0;
+  NV_CUDA_CHECK(cudaMemGetInfo(&f, &t));
+  return int64_t(f);
+}
+int64_t CudaBackend::total_memory_bytes() {
+  size_t f = 0, t = 0;
+  NV_CUDA_CHECK(cudaMemGetInfo(&f, &t));
+  return int64_t(t);
+}
+
+void CudaBackend::synchronize() {
+  if (capturing_) throw Error("cuda backend: synchronize() inside a CUDA graph capture");
+  NV_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)));
+  in_step_ = false;
+}
+
+// ---------------------------------------------------------------- copies
+
+void* CudaBackend::staging_alloc(size_t bytes) {
+  bytes = (bytes + 63) / 64 * 64;
+  if (staging_off_ + bytes > staging_bytes_) return nullptr;
+  void* p = staging_ + staging_off_;
+  staging_off_ += bytes;
+  return p;
+}
+
+void CudaBackend::h2d(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  auto s = static_cast<cudaStream_t>(stream_);
+  if (capturing_) throw Error("cuda backend: host->device upload inside a CUDA graph capture");
+  if (in_step_) {
+    if (void* st = staging_alloc(bytes)) {
+      std::memcpy(st, src, bytes);
+      NV_CUDA_CHECK(cudaMemcpyAsync(dst, st, bytes, cudaMemcpyHostToDevice, s));
+      NV_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(staging_done_), s));
+      return;
+    }
+  }
+  // Pageable source: cudaMemcpyAsync stages it before returning, then we wait for the copy so
+  // that callers may free `src`.
+  NV_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
+  NV_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+void CudaBackend::upload(const void* src, DType src_dtype, Tensor& dst) {
+  if (dst.device() != Device::CUDA) throw Error("cuda upload: destination is not a CUDA tensor");
+  const size_t n = size_t(dst.numel());
+  if (n == 0) return;
+  if (src_dtype == dst.dtype()) {
+    h2d(dst.raw(), src, dst.nbytes());
+    return;
+  }
+  const bool float_src = src_dtype == DType::F32 || src_dtype == DType::BF16 || src_dtype == DType::F16;
+  if (!float_src) throw Error(std::string("cuda upload: cannot convert ") + dtype_name(src_dtype) + " to " + dtype_name(dst.dtype()));
+  std::vector<float> f(n);
+  convert_to_f32(src, src_dtype, n, f.data());
+  if (dst.dtype() == DType::F32) {
+    h2d(dst.raw(), f.data(), n * 4);
+  } else if (dst.dtype() == DType::BF16) {
+    std::vector<uint16_t> b(n);
+    for (size_t i = 0; i < n; ++i) b[i] = f32_to_bf16(f[i]);
+    h2d(dst.raw(), b.data(), n * 2);
+  } else {
+    throw Error(std::string("cuda upload: cannot convert ") + dtype_name(src_dtype) + " to " + dtype_name(dst.dtype()));
+  }
+}
+
+void CudaBackend::download(const Tensor& src, void* dst) {
+  if (capturing_) throw Error("cuda backend: download inside a CUDA graph capture");
+  auto s = static_cast<cudaStream_t>(stream_);
+  if (src.nbytes() == 0) return;
+  NV_CUDA_CHECK(cudaMemcpyAsync(dst, src.raw(), src.nbytes(), cudaMemcpyDeviceToHost, s));
+  NV_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+std::vector<float> CudaBackend::to_host_f32(const Tensor& t) {
+  const size_t n = size_t(t.numel());
+  std::vector<float> out(n);
+  if (t.device() != Device::CUDA) throw Error("cuda to_host_f32: not a CUDA tensor");
+  std::vector<char> raw(t.nbytes());
+  download(t, raw.data());
+  switch (t.dtype()) {
+    case DType::F32: case DType::BF16: case DType::F16: convert_to_f32(raw.data(), t.dtype(), n, out.data()); break;
+    case DType::I32: for (size_t i = 0; i < n; ++i) out[i] = float(reinterpret_cast<int32_t*>(raw.data())[i]); break;
+    case DType::I64: for (size_t i = 0; i < n; ++i) out[i] = float(reinterpret_cast<int64_t*>(raw.data())[i]); break;
+  }
+  return out;
+}
+
+Tensor CudaBackend::device_i32(const int32_t* host, int64_t n) {
+  Tensor t = empty({n}, DType::I32);
+  h2d(t.raw(), host, size_t(n) * 4);
+  return t;
+}
+
+// All of md's vectors in one buffer and one host->device copy; the d_* tensors are views of it.
+void CudaBackend::prepare_metadata(AttentionMetadata& md) {
+  const std::vector<int32_t>* parts[] = {&md.cu_seqlens_q, &md.cu_seqlens_k, &md.slot_mapping, &md.context_lens,
+                                         &md.block_tables};
+  size_t offs[5], total = 0;
+  for (int i = 0; i < 5; ++i) {
+    offs[i] = total;
+    total += (parts[i]->size() + 15) / 16 * 16;  // 64-byte aligned sections
+  }
+  std::vector<int32_t> packed(total, 0);
+  for (int i = 0; i < 5; ++i) std::copy(parts[i]->begin(), parts[i]->end(), packed.begin() + int64_t(offs[i]));
+  Tensor all = empty({int64_t(std::max<size_t>(total, 1))}, DType::I32);
+  h2d(all.raw(), packed.data(), total * 4);
+  Tensor* outs[] = {&md.d_cu_seqlens_q, &md.d_cu_seqlens_k, &md.d_slot_mapping, &md.d_context_lens, &md.d_block_tables};
+  for (int i = 0; i < 5; ++i)
+    *outs[i] = all.rows(int64_t(offs[i]), int64_t(offs[i] + parts[i]->size()));
+  if (md.max_blocks > 0) md.d_block_tables = md.d_block_tables.view({md.num_seqs, md.max_blocks});
+}
+
+// ---------------------------------------------------------------- graphs
+
+void CudaBackend::graph_capture_begin() {
+  if (capturing_) throw Error("cuda backend: graph capture already in progress");
+  NV_CUDA_CHECK(cudaStreamBeginCapture(static_cast<cudaStream_t>(stream_), cudaStreamCaptureModeThreadLocal));
+  capturing_ = true;
+}
+
+int64_t CudaBackend::graph_capture_end() {
+  if (!capturing_) throw Error("cuda backend: graph_capture_end() without graph_capture_begin()");
+  capturing_ = false;
+  cudaGraph_t g = nullptr;
+  NV_CUDA_CHECK(cudaStreamEndCapture(static_cast<cudaStream_t>(stream_), &g));
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
+  cudaGraphDestroy(g);
+  NV_CUDA_CHECK(e);
+  graphs_exist_ = true;
+  return reinterpret_cast<int64_t>(exec);
+}
+
+void CudaBackend::graph_replay(int64_t handle) {
+  if (capturing_) throw Error("cuda backend: graph_replay() inside a CUDA graph capture");
+  NV_CUDA_CHECK(cudaGraphLaunch(reinterpret_cast<cudaGraphExec_t>(handle), static_cast<cudaStream_t>(stream_)));
+}
+
+void CudaBackend::graph_destroy(int64_t handle) {
+  if (handle) NV_CUDA_CHECK(cudaGraphExecDestroy(reinterpret_cast<cudaGraphExec_t>(handle)));
+}
+
+}  // namespace nanovllm

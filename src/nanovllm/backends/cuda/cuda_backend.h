@@ -1,0 +1,120 @@
+// The CUDA backend: BF16 weights, activations and KV cache with FP32 accumulation, every op on one
+// stream owned by the backend (so a step can be captured into a CUDA graph), GEMMs through
+// cuBLASLt, paged attention and sampling written here.
+//
+// Memory: empty() outside a step (weights, KV cache, anything allocated before the first
+// begin_step() or after a step ended) is a zero-filled cudaMalloc. Between begin_step() and the end
+// of the step (sample() or synchronize()), empty() hands out 256-byte aligned pieces of a device
+// arena that begin_step() rewinds: the same sequence of allocations gets the same addresses every
+// step, which CUDA graphs rely on. The arena grows (a new chunk) only when a step needs more; the
+// next begin_step() merges the chunks into one (unless a graph was captured: then chunks stay put).
+//
+// This header uses no CUDA types, so plain C++ (tests, the model runner) can include it.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "nanovllm/ops/backend.h"
+
+namespace nanovllm {
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device_index);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  Device device() const override { return Device::CUDA; }
+  std::string name() const override { return "cuda"; }
+  DType act_dtype() const override { return DType::BF16; }
+  DType weight_dtype() const override { return DType::BF16; }
+
+  Tensor empty(const Shape& shape, DType dtype) override;
+  void upload(const void* src, DType src_dtype, Tensor& dst) override;
+  void download(const Tensor& src, void* dst) override;
+  void synchronize() override;
+  void begin_step() override;
+  int64_t free_memory_bytes() override;
+  int64_t total_memory_bytes() override;
+  int64_t peak_step_bytes() override { return int64_t(peak_step_bytes_); }
+  void prepare_metadata(AttentionMetadata& md) override;
+
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
+  void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) override;
+  void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
+  void qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
+                    int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps, float rope_theta) override;
+  void store_kvcache(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, int64_t num_heads, int64_t num_kv_heads,
+                     int64_t head_dim, const AttentionMetadata& md) override;
+  void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out, int64_t num_heads,
+                 int64_t num_kv_heads, int64_t head_dim, float scale, const AttentionMetadata& md) override;
+  void silu_and_mul(const Tensor& x, Tensor& out) override;
+  void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override;
+  std::vector<int32_t> sample(const Tensor& logits, const std::vector<SamplingRow>& rows) override;
+  std::vector<float> to_host_f32(const Tensor& t) override;
+
+  // ---- CUDA graphs ----
+  // graph_capture_begin() starts capturing everything issued on the backend's stream. Between
+  // begin and end nothing may synchronize, allocate beyond the arena's existing capacity, or upload
+  // from the host: capture after a warm-up step of the same shapes (so the arena is large enough),
+  // inside a step whose inputs (ids, positions, prepare_metadata) were uploaded before the capture
+  // began; replays then read those same device buffers, refilled by the caller.
+  bool supports_graphs() const override { return true; }
+  void graph_capture_begin() override;
+  // Ends the capture and instantiates it; the handle is a cudaGraphExec_t.
+  int64_t graph_capture_end() override;
+  // Launches a captured graph on the backend's stream (asynchronous).
+  void graph_replay(int64_t handle) override;
+  void graph_destroy(int64_t handle);
+  // Makes sure the arena holds at least `bytes` in one chunk (call before capturing graphs).
+  void reserve_arena(size_t bytes);
+  // The cudaStream_t every op runs on.
+  void* stream() const { return stream_; }
+  // Splits of the split-KV decode kernel for a batch of `num_seqs` (fixed by the batch size alone,
+  // so a graph captured for a batch size stays valid for any context length).
+  int decode_splits(int64_t num_seqs, int64_t num_kv_heads) const;
+
+ private:
+  struct Chunk {
+    char* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  struct GemmPlan;  // cuBLASLt descriptors + algorithm for one (M, N, K)
+
+  void init_gemm();
+  void destroy_gemm();
+  void* arena_alloc(size_t bytes);
+  void* persistent_alloc(size_t bytes, const Shape& shape);
+  // Copies host bytes into device memory on the stream: through the pinned staging buffer during
+  // a step (asynchronous), else synchronously.
+  void h2d(void* dst, const void* src, size_t bytes);
+  void* staging_alloc(size_t bytes);
+  Tensor device_i32(const int32_t* host, int64_t n);  // scratch copy for the step (or persistent)
+
+  int device_ = 0;
+  int num_sms_ = 0;
+  size_t max_smem_optin_ = 0;
+  void* stream_ = nullptr;          // cudaStream_t
+  void* cublaslt_ = nullptr;        // cublasLtHandle_t
+  void* workspace_ = nullptr;       // cuBLASLt workspace (persistent)
+  size_t workspace_bytes_ = 0;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, GemmPlan*> gemm_plans_;  // owned
+
+  std::vector<Chunk> chunks_;
+  size_t chunk_idx_ = 0, chunk_off_ = 0, step_bytes_ = 0, peak_step_bytes_ = 0;
+  bool in_step_ = false, capturing_ = false, graphs_exist_ = false;
+
+  char* staging_ = nullptr;         // pinned host memory for the step's uploads
+  size_t staging_bytes_ = 0, staging_off_ = 0;
+  void* staging_done_ = nullptr;    // cudaEvent_t recorded after the last staged copy
+  int32_t* pinned_tokens_ = nullptr;  // sampler output
+  size_t pinned_tokens_n_ = 0;
+};
+
+}  // namespace nanovllm

@@ -1,0 +1,253 @@
+// Memory-bound row ops on BF16 activations (FP32 math): embedding lookup, row gather, RMSNorm,
+// fused residual-add + RMSNorm, SiLU-and-mul, KV-cache store through the slot mapping.
+// A CTA per row (token); 16-byte vector accesses where the row length allows.
+#include "nanovllm/backends/cuda/cuda_backend.h"
+#include "nanovllm/backends/cuda/cuda_common.cuh"
+#include "nanovllm/ops/checks.h"
+
+namespace nanovllm {
+
+using namespace cuda;
+
+static void want_bf16(const Tensor& t, const char* op, const char* name) {
+  if (t.device() != Device::CUDA || t.dtype() != DType::BF16)
+    throw Error(std::string(op) + ": " + name + " must be a BF16 CUDA tensor (got " + dtype_name(t.dtype()) + ")");
+}
+
+// ---------------------------------------------------------------- row copies
+// out[r] = src[idx[r]] for rows of `row_elems` 2-byte elements. idx from device memory (ids) or
+// from the parameter block (gather rows; at most kMaxParamRows).
+constexpr int kMaxParamRows = 960;
+struct RowList {
+  int32_t n;
+  int32_t rows[kMaxParamRows];
+};
+
+__global__ void copy_rows_kernel(const uint16_t* __restrict__ src, uint16_t* __restrict__ dst, const int32_t* __restrict__ idx,
+                                 int64_t row_elems, int64_t src_rows, bool vec) {
+  const int64_t r = blockIdx.x;
+  const int32_t s = idx[r];
+  uint16_t* o = dst + r * row_elems;
+  if (s < 0 || s >= src_rows) {  // out-of-vocabulary id: a zero row (validated on the host elsewhere)
+    for (int64_t i = threadIdx.x; i < row_elems; i += blockDim.x) o[i] = 0;
+    return;
+  }
+  const uint16_t* in = src + int64_t(s) * row_elems;
+  if (vec) {
+    for (int64_t i = threadIdx.x; i < row_elems / 8; i += blockDim.x)
+      reinterpret_cast<uint4*>(o)[i] = reinterpret_cast<const uint4*>(in)[i];
+  } else {
+    for (int64_t i = threadIdx.x; i < row_elems; i += blockDim.x) o[i] = in[i];
+  }
+}
+
+__global__ void copy_rows_param_kernel(const uint16_t* __restrict__ src, uint16_t* __restrict__ dst, const RowList rl,
+                                       int64_t row_elems, bool vec) {
+  const int64_t r = blockIdx.x;
+  const uint16_t* in = src + int64_t(rl.rows[r]) * row_elems;
+  uint16_t* o = dst + r * row_elems;
+  if (vec) {
+    for (int64_t i = threadIdx.x; i < row_elems / 8; i += blockDim.x)
+      reinterpret_cast<uint4*>(o)[i] = reinterpret_cast<const uint4*>(in)[i];
+  } else {
+    for (int64_t i = threadIdx.x; i < row_elems; i += blockDim.x) o[i] = in[i];
+  }
+}
+
+static bool vec_ok(const void* a, const void* b, int64_t row_elems) {
+  return row_elems % 8 == 0 && (reinterpret_cast<uintptr_t>(a) % 16) == 0 && (reinterpret_cast<uintptr_t>(b) % 16) == 0;
+}
+
+void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
+  check_embedding(ids, table, out);
+  want_bf16(table, "embedding", "table");
+  want_bf16(out, "embedding", "out");
+  if (ids.device() != Device::CUDA) throw Error("embedding: ids must be on the GPU");
+  const int64_t T = ids.size(0), H = table.size(1);
+  if (T == 0) return;
+  copy_rows_kernel<<<unsigned(T), 128, 0, static_cast<cudaStream_t>(stream_)>>>(
+      table.data<uint16_t>(), out.data<uint16_t>(), ids.data<int32_t>(), H, table.size(0), vec_ok(table.raw(), out.raw(), H));
+  NV_LAUNCH_CHECK();
+}
+
+void CudaBackend::gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) {
+  check_gather_rows(x, rows, out);
+  if (x.dtype() != out.dtype() || dtype_size(x.dtype()) != 2) throw Error("gather_rows: x and out must both be BF16");
+  const int64_t B = int64_t(rows.size()), H = x.size(1);
+  if (B == 0) return;
+  auto s = static_cast<cudaStream_t>(stream_);
+  const bool vec = vec_ok(x.raw(), out.raw(), H);
+  if (B <= kMaxParamRows) {  // rows travel in the kernel's parameters: graph-capturable
+    RowList rl;
+    rl.n = int32_t(B);
+    std::copy(rows.begin(), rows.end(), rl.rows);
+    copy_rows_param_kernel<<<unsigned(B), 128, 0, s>>>(x.data<uint16_t>(), out.data<uint16_t>(), rl, H, vec);
+  } else {
+    Tensor idx = device_i32(rows.data(), B);
+    copy_rows_kernel<<<unsigned(B), 128, 0, s>>>(x.data<uint16_t>(), out.data<uint16_t>(), idx.data<int32_t>(), H,
+                                                  x.size(0), vec);
+  }
+  NV_LAUNCH_CHECK();
+}
+
+// ---------------------------------------------------------------- RMSNorm
+// out = x * rsqrt(mean(x^2) + eps) * w, one CTA per row; with `residual`: residual += x first
+// (rounded to BF16, as a BF16 model does) and the norm is taken of the new residual.
+template <bool kResidual>
+__global__ void rms_norm_kernel(const bf16* __restrict__ x, bf16* __restrict__ residual, const bf16* __restrict__ w,
+                                bf16* __restrict__ out, int H, float eps) {
+  __shared__ float red[32];
+  const int64_t row = blockIdx.x;
+  const bf16* xr = x + row * H;
+  bf16* rr = kResidual ? residual + row * H : nullptr;
+  bf16* orow = out + row * H;
+  float ss = 0.f;
+  const bool vec = (H % 8) == 0;
+  if (vec) {
+    for (int i = threadIdx.x; i < H / 8; i += blockDim.x) {
+      float a[8];
+      unpack8(reinterpret_cast<const uint4*>(xr)[i], a);
+      if constexpr (kResidual) {
+        float r[8];
+        unpack8(reinterpret_cast<const uint4*>(rr)[i], r);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) a[k] = __bfloat162float(__float2bfloat16(a[k] + r[k]));
+        reinterpret_cast<uint4*>(rr)[i] = pack8(a);
+      }
+#pragma unroll
+      for (int k = 0; k < 8; ++k) ss += a[k] * a[k];
+    }
+  } else {
+    for (int i = threadIdx.x; i < H; i += blockDim.x) {
+      float a = __bfloat162float(xr[i]);
+      if constexpr (kResidual) {
+        bf16 s = __float2bfloat16(a + __bfloat162float(rr[i]));
+        rr[i] = s;
+        a = __bfloat162float(s);
+      }
+      ss += a * a;
+    }
+  }
+  ss = block_sum(ss, red);
+  const float inv = 1.0f / sqrtf(ss / float(H) + eps);
+  const bf16* src = kResidual ? rr : xr;  // re-read (L1/L2 hot); in the residual form x is overwritten
+  if (vec) {
+    for (int i = threadIdx.x; i < H / 8; i += blockDim.x) {
+      float a[8], ww[8];
+      unpack8(reinterpret_cast<const uint4*>(src)[i], a);
+      unpack8(reinterpret_cast<const uint4*>(w)[i], ww);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) a[k] = a[k] * inv * ww[k];
+      reinterpret_cast<uint4*>(orow)[i] = pack8(a);
+    }
+  } else {
+    for (int i = threadIdx.x; i < H; i += blockDim.x)
+      orow[i] = __float2bfloat16(__bfloat162float(src[i]) * inv * __bfloat162float(w[i]));
+  }
+}
+
+static int row_threads(int64_t H) { return H >= 4096 ? 512 : H >= 1024 ? 256 : 128; }
+
+void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
+  check_rms_norm(x, w, out);
+  want_bf16(x, "rms_norm", "x");
+  want_bf16(w, "rms_norm", "w");
+  want_bf16(out, "rms_norm", "out");
+  const int64_t T = x.size(0), H = x.size(1);
+  if (T == 0) return;
+  rms_norm_kernel<false><<<unsigned(T), row_threads(H), 0, static_cast<cudaStream_t>(stream_)>>>(
+      x.data<bf16>(), nullptr, w.data<bf16>(), out.data<bf16>(), int(H), eps);
+  NV_LAUNCH_CHECK();
+}
+
+void CudaBackend::add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) {
+  check_rms_norm(x, w, residual);
+  want_bf16(x, "add_rms_norm", "x");
+  want_bf16(residual, "add_rms_norm", "residual");
+  want_bf16(w, "add_rms_norm", "w");
+  const int64_t T = x.size(0), H = x.size(1);
+  if (T == 0) return;
+  rms_norm_kernel<true><<<unsigned(T), row_threads(H), 0, static_cast<cudaStream_t>(stream_)>>>(
+      x.data<bf16>(), residual.data<bf16>(), w.data<bf16>(), x.data<bf16>(), int(H), eps);
+  NV_LAUNCH_CHECK();
+}
+
+// ---------------------------------------------------------------- SiLU and mul
+// x: [T, 2I] = [gate | up] -> out[T, I] = silu(gate) * up. grid (ceil(I/(8*blockDim)), T).
+__global__ void silu_and_mul_kernel(const bf16* __restrict__ x, bf16* __restrict__ out, int64_t I, bool vec) {
+  const int64_t t = blockIdx.y;
+  const bf16* g = x + t * 2 * I;
+  const bf16* u = g + I;
+  bf16* o = out + t * I;
+  if (vec) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= I / 8) return;
+    float a[8], b[8];
+    unpack8(reinterpret_cast<const uint4*>(g)[i], a);
+    unpack8(reinterpret_cast<const uint4*>(u)[i], b);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) a[k] = a[k] / (1.0f + expf(-a[k])) * b[k];
+    reinterpret_cast<uint4*>(o)[i] = pack8(a);
+  } else {
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < I; i += int64_t(gridDim.x) * blockDim.x) {
+      const float a = __bfloat162float(g[i]);
+      o[i] = __float2bfloat16(a / (1.0f + expf(-a)) * __bfloat162float(u[i]));
+    }
+  }
+}
+
+void CudaBackend::silu_and_mul(const Tensor& x, Tensor& out) {
+  check_silu_and_mul(x, out);
+  want_bf16(x, "silu_and_mul", "x");
+  want_bf16(out, "silu_and_mul", "out");
+  const int64_t T = out.size(0), I = out.size(1);
+  if (T == 0 || I == 0) return;
+  const bool vec = I % 8 == 0;
+  dim3 grid(vec ? ceil_div(I / 8, 256) : std::min<unsigned>(ceil_div(I, 256), 64), unsigned(T));
+  silu_and_mul_kernel<<<grid, 256, 0, static_cast<cudaStream_t>(stream_)>>>(x.data<bf16>(), out.data<bf16>(), I, vec);
+  NV_LAUNCH_CHECK();
+}
+
+// ---------------------------------------------------------------- KV-cache store
+// k/v parts of qkv row t -> caches at slot_mapping[t] (rows of Hkv*D elements); -1 skips.
+__global__ void store_kvcache_kernel(const bf16* __restrict__ qkv, bf16* __restrict__ kc, bf16* __restrict__ vc,
+                                     const int32_t* __restrict__ slots, int64_t W, int64_t k_off, int64_t row, bool vec) {
+  const int64_t t = blockIdx.x;
+  const int64_t slot = slots[t];
+  if (slot < 0) return;
+  const bf16* k = qkv + t * W + k_off;
+  const bf16* v = k + row;
+  bf16* kd = kc + slot * row;
+  bf16* vd = vc + slot * row;
+  if (vec) {
+    for (int64_t i = threadIdx.x; i < row / 8; i += blockDim.x) {
+      reinterpret_cast<uint4*>(kd)[i] = reinterpret_cast<const uint4*>(k)[i];
+      reinterpret_cast<uint4*>(vd)[i] = reinterpret_cast<const uint4*>(v)[i];
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < row; i += blockDim.x) {
+      kd[i] = k[i];
+      vd[i] = v[i];
+    }
+  }
+}
+
+void CudaBackend::store_kvcache(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, int64_t num_heads,
+                                int64_t num_kv_heads, int64_t head_dim, const AttentionMetadata& md) {
+  check_qkv(qkv, num_heads, num_kv_heads, head_dim, "store_kvcache");
+  check_kv_cache(k_cache, v_cache, num_kv_heads, head_dim);
+  check_metadata(md, qkv.size(0), k_cache.size(0) * k_cache.size(1));
+  want_bf16(qkv, "store_kvcache", "qkv");
+  want_bf16(k_cache, "store_kvcache", "k_cache");
+  want_bf16(v_cache, "store_kvcache", "v_cache");
+  if (!md.d_slot_mapping.defined()) throw Error("store_kvcache: prepare_metadata() was not called for this batch");
+  const int64_t T = qkv.size(0), W = qkv.size(1), row = num_kv_heads * head_dim;
+  if (T == 0) return;
+  const bool vec = row % 8 == 0 && (num_heads * head_dim) % 8 == 0 && W % 8 == 0;
+  store_kvcache_kernel<<<unsigned(T), 128, 0, static_cast<cudaStream_t>(stream_)>>>(
+      qkv.data<bf16>(), k_cache.data<bf16>(), v_cache.data<bf16>(), md.d_slot_mapping.data<int32_t>(), W,
+      num_heads * head_dim, row, vec);
+  NV_LAUNCH_CHECK();
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,96 @@
+// out[T, N] = x[T, K] @ w[N, K]^T through cuBLASLt: BF16 operands, FP32 accumulation, BF16 out.
+// Row-major x/w/out are column-major x^T [K, T], w^T [K, N], out^T [N, T], so cuBLASLt computes
+// out^T = op(w^T)^T... i.e. C[N, T] = A^T B with A = w^T (K x N, ld K, transposed) and B = x^T
+// (K x T, ld K). Descriptors and the heuristic's algorithm are cached per (T, N, K); the
+// workspace is allocated once, so linear() is graph-capturable.
+#include <cublasLt.h>
+
+#include "nanovllm/backends/cuda/cuda_backend.h"
+#include "nanovllm/backends/cuda/cuda_common.cuh"
+#include "nanovllm/ops/checks.h"
+
+namespace nanovllm {
+
+#define NV_CUBLAS_CHECK(x)                                                                                    \
+  do {                                                                                                        \
+    cublasStatus_t st_ = (x);                                                                                 \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                                                         \
+      throw Error(std::string("cuBLASLt error: status ") + std::to_string(int(st_)) + " in " #x " at " __FILE__ ":" + \
+                  std::to_string(__LINE__));                                                                  \
+  } while (0)
+
+struct CudaBackend::GemmPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~GemmPlan() {
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+void CudaBackend::init_gemm() {
+  cublasLtHandle_t h;
+  NV_CUBLAS_CHECK(cublasLtCreate(&h));
+  cublaslt_ = h;
+  workspace_bytes_ = size_t(32) << 20;
+  NV_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
+}
+
+void CudaBackend::destroy_gemm() {
+  for (auto& [k, p] : gemm_plans_) delete p;
+  gemm_plans_.clear();
+  if (workspace_) cudaFree(workspace_);
+  workspace_ = nullptr;
+  if (cublaslt_) cublasLtDestroy(static_cast<cublasLtHandle_t>(cublaslt_));
+  cublaslt_ = nullptr;
+}
+
+void CudaBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
+  check_linear(x, w, out);
+  if (x.dtype() != DType::BF16 || w.dtype() != DType::BF16 || out.dtype() != DType::BF16)
+    throw Error(std::string("linear: x, w and out must be BF16 (got ") + dtype_name(x.dtype()) + ", " +
+                dtype_name(w.dtype()) + ", " + dtype_name(out.dtype()) + ")");
+  const int64_t T = x.size(0), K = x.size(1), N = w.size(0);
+  if (T == 0 || N == 0) return;
+  auto h = static_cast<cublasLtHandle_t>(cublaslt_);
+  auto key = std::make_tuple(T, N, K);
+  auto it = gemm_plans_.find(key);
+  if (it == gemm_plans_.end()) {
+    auto* p = new GemmPlan();
+    try {
+      NV_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+      cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+      NV_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+      NV_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+      NV_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, uint64_t(K), uint64_t(N), K));  // w^T
+      NV_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, uint64_t(K), uint64_t(T), K));  // x^T
+      NV_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_16BF, uint64_t(N), uint64_t(T), N));  // out^T
+      cublasLtMatmulPreference_t pref;
+      NV_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
+                                           sizeof(workspace_bytes_));
+      cublasLtMatmulHeuristicResult_t res{};
+      int found = 0;
+      cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h, p->desc, p->a, p->b, p->c, p->c, pref, 1, &res, &found);
+      cublasLtMatmulPreferenceDestroy(pref);
+      NV_CUBLAS_CHECK(st);
+      if (found == 0)
+        throw Error("linear: cuBLASLt has no algorithm for [" + std::to_string(T) + ", " + std::to_string(K) + "] x [" +
+                    std::to_string(N) + ", " + std::to_string(K) + "]^T");
+      p->algo = res.algo;
+    } catch (...) {
+      delete p;
+      throw;
+    }
+    it = gemm_plans_.emplace(key, p).first;
+  }
+  const GemmPlan& p = *it->second;
+  const float alpha = 1.0f, beta = 0.0f;
+  NV_CUBLAS_CHECK(cublasLtMatmul(h, p.desc, &alpha, w.raw(), p.a, x.raw(), p.b, &beta, out.raw(), p.c, out.raw(), p.c,
+                                 &p.algo, workspace_, workspace_bytes_, static_cast<cudaStream_t>(stream_)));
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,214 @@
+// GPU sampling: one CTA of 1024 threads per row of logits [B, V] (BF16 or F32), the same rules
+// as the CPU reference (cpu_sampler.cpp):
+//   greedy (temperature 0): argmax, lowest index on ties;
+//   else p = softmax(logits / T) (p_i = float(exp(l_i / T - max) / sum), sum in double);
+//   top-k keeps p >= the k-th largest p; top-p then keeps the largest-p prefix whose mass (over the
+//   top-k mass) reaches top_p; min-p keeps p >= min_p * max p; the token is argmax p_i / E_i,
+//   E_i = -log(sampling_uniform(seed, position, i)) (Gumbel-max, exponential form).
+// The top-k / top-p thresholds are found by bisection on the float bits of p (31 counting or
+// summing passes over the row each), which needs no sort and no scratch memory. Ties at a
+// threshold keep every tied entry (the CPU keeps the lower indices): only exact ties differ.
+// The tokens come back with one device->host copy: the step's only synchronisation.
+#include <cfloat>
+
+#include "nanovllm/backends/cuda/cuda_backend.h"
+#include "nanovllm/backends/cuda/cuda_common.cuh"
+#include "nanovllm/ops/sampling_noise.h"
+
+namespace nanovllm {
+
+using namespace cuda;
+
+constexpr int kSampleThreads = 1024;
+
+struct DevRow {
+  float temperature, top_p, min_p;
+  int top_k;
+  uint64_t seed;
+  int64_t position;
+};
+
+template <class T>
+__device__ __forceinline__ float ld(const T* p, int64_t i);
+template <>
+__device__ __forceinline__ float ld<float>(const float* p, int64_t i) { return p[i]; }
+template <>
+__device__ __forceinline__ float ld<bf16>(const bf16* p, int64_t i) { return __bfloat162float(p[i]); }
+
+// (value, index) argmax with the lowest index winning ties; every thread gets the result.
+__device__ void block_argmax(float& v, int& idx, float* sv, int* si) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float v2 = __shfl_xor_sync(0xffffffffu, v, o);
+    const int i2 = __shfl_xor_sync(0xffffffffu, idx, o);
+    if (v2 > v || (v2 == v && i2 < idx)) {
+      v = v2;
+      idx = i2;
+    }
+  }
+  __syncthreads();
+  if (lane == 0) {
+    sv[warp] = v;
+    si[warp] = idx;
+  }
+  __syncthreads();
+  v = sv[lane];
+  idx = si[lane];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float v2 = __shfl_xor_sync(0xffffffffu, v, o);
+    const int i2 = __shfl_xor_sync(0xffffffffu, idx, o);
+    if (v2 > v || (v2 == v && i2 < idx)) {
+      v = v2;
+      idx = i2;
+    }
+  }
+}
+
+__device__ double block_sum_d(double v, double* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = red[lane];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ float block_max(float v, float* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  return warp_max(red[lane]);
+}
+
+template <class T>
+__global__ void __launch_bounds__(kSampleThreads) sample_kernel(const T* __restrict__ logits, int64_t V,
+                                                                const DevRow* __restrict__ rows, int32_t* __restrict__ out) {
+  __shared__ float sv[32];
+  __shared__ int si[32];
+  __shared__ double sd[32];
+  const int64_t b = blockIdx.x;
+  const T* lg = logits + b * V;
+  const DevRow r = rows[b];
+
+  // Argmax of the logits: the greedy token, and the fallback when every entry is filtered out.
+  float bv = -INFINITY;
+  int bi = 0x7fffffff;
+  for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
+    const float x = ld(lg, i);
+    if (x > bv) {
+      bv = x;
+      bi = int(i);
+    }
+  }
+  block_argmax(bv, bi, sv, si);
+  if (r.temperature <= 0.f) {
+    if (threadIdx.x == 0) out[b] = bi;
+    return;
+  }
+
+  const float inv_t = 1.0f / r.temperature;
+  float mx = -INFINITY;
+  for (int64_t i = threadIdx.x; i < V; i += blockDim.x) mx = fmaxf(mx, ld(lg, i) * inv_t);
+  mx = block_max(mx, sv);
+  double sum = 0;
+  for (int64_t i = threadIdx.x; i < V; i += blockDim.x) sum += double(expf(ld(lg, i) * inv_t - mx));
+  sum = block_sum_d(sum, sd);
+  auto prob = [&](int64_t i) { return float(double(expf(ld(lg, i) * inv_t - mx)) / sum); };
+
+  // top-k: the bits of the k-th largest p (p >= 0, so float order = unsigned bit order).
+  const bool use_k = r.top_k > 0 && r.top_k < V, use_p = r.top_p < 1.0f;
+  uint32_t tk = 0, tp = 0;
+  if (use_k) {
+    for (int bit = 30; bit >= 0; --bit) {
+      const uint32_t cand = tk | (1u << bit);
+      float cnt = 0;
+      for (int64_t i = threadIdx.x; i < V; i += blockDim.x) cnt += __float_as_uint(prob(i)) >= cand ? 1.f : 0.f;
+      cnt = block_sum(cnt, sv);
+      if (cnt >= float(r.top_k)) tk = cand;
+    }
+  }
+  if (use_p) {
+    double mass_k = 0;
+    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
+      const float p = prob(i);
+      if (__float_as_uint(p) >= tk) mass_k += p;
+    }
+    mass_k = block_sum_d(mass_k, sd);
+    const double target = double(r.top_p) * mass_k;
+    for (int bit = 30; bit >= 0; --bit) {
+      const uint32_t cand = tp | (1u << bit);
+      double mass = 0;
+      for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
+        const float p = prob(i);
+        const uint32_t u = __float_as_uint(p);
+        if (u >= cand && u >= tk) mass += p;
+      }
+      mass = block_sum_d(mass, sd);
+      if (mass >= target) tp = cand;
+    }
+  }
+  const uint32_t thr = tk > tp ? tk : tp;
+  const float pmin = r.min_p > 0.f ? r.min_p * float(1.0 / sum) : 0.f;  // max p = exp(0) / sum
+
+  float best = -1.f;
+  int besti = 0x7fffffff;
+  for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
+    const float p = prob(i);
+    if (__float_as_uint(p) < thr || p < pmin) continue;
+    const float e = -logf(sampling_uniform(r.seed, uint64_t(r.position), uint64_t(i)));
+    const float s = p / e;
+    if (s > best) {
+      best = s;
+      besti = int(i);
+    }
+  }
+  block_argmax(best, besti, sv, si);
+  if (threadIdx.x == 0) out[b] = best < 0.f ? bi : besti;
+}
+
+std::vector<int32_t> CudaBackend::sample(const Tensor& logits, const std::vector<SamplingRow>& rows) {
+  if (logits.dim() != 2 || logits.size(0) != int64_t(rows.size()) ||
+      (logits.dtype() != DType::F32 && logits.dtype() != DType::BF16) || logits.device() != Device::CUDA)
+    throw Error("sample: logits must be F32 or BF16 [B, V] on the GPU with one sampling row each, got " +
+                shape_str(logits.shape()) + " " + dtype_name(logits.dtype()));
+  if (capturing_) throw Error("sample: cannot run inside a CUDA graph capture (it synchronizes)");
+  const int64_t B = logits.size(0), V = logits.size(1);
+  if (B == 0) return {};
+  if (V >= int64_t(0x7fffffff)) throw Error("sample: vocabulary too large");
+  auto s = static_cast<cudaStream_t>(stream_);
+  std::vector<DevRow> host(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& r = rows[size_t(b)];
+    host[size_t(b)] = {r.temperature, r.top_p, r.min_p, r.top_k, r.seed, r.position};
+  }
+  Tensor drows = empty({int64_t(B * sizeof(DevRow) / 4)}, DType::I32);
+  Tensor dout = empty({B}, DType::I32);
+  h2d(drows.raw(), host.data(), host.size() * sizeof(DevRow));
+  if (logits.dtype() == DType::F32)
+    sample_kernel<float><<<unsigned(B), kSampleThreads, 0, s>>>(logits.data<float>(), V, static_cast<const DevRow*>(drows.raw()),
+                                                                dout.data<int32_t>());
+  else
+    sample_kernel<bf16><<<unsigned(B), kSampleThreads, 0, s>>>(logits.data<bf16>(), V, static_cast<const DevRow*>(drows.raw()),
+                                                               dout.data<int32_t>());
+  NV_LAUNCH_CHECK();
+  if (pinned_tokens_n_ < size_t(B)) {
+    if (pinned_tokens_) NV_CUDA_CHECK(cudaFreeHost(pinned_tokens_));
+    pinned_tokens_ = nullptr;
+    pinned_tokens_n_ = std::max<size_t>(size_t(B), 1024);
+    NV_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned_tokens_), pinned_tokens_n_ * 4));
+  }
+  NV_CUDA_CHECK(cudaMemcpyAsync(pinned_tokens_, dout.raw(), size_t(B) * 4, cudaMemcpyDeviceToHost, s));
+  NV_CUDA_CHECK(cudaStreamSynchronize(s));
+  in_step_ = false;  // the step ends with its tokens
+  return std::vector<int32_t>(pinned_tokens_, pinned_tokens_ + B);
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,332 @@
+// CUDA ops against the CPU reference at awkward sizes. BF16 tolerances: inputs are BF16-rounded
+// for both backends, so the difference is the GPU's BF16 output rounding (2^-9 relative) plus
+// FP32 accumulation order: rel_l2 < 1e-2 throughout.
+#include "gpu_test_util.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "nanovllm/ops/checks.h"
+
+using namespace nanovllm;
+using namespace nanovllm::test;
+
+namespace {
+
+struct Backends {
+  CpuBackend cpu{16};
+  CudaBackend gpu{0};
+};
+
+TEST(CudaOps, EmbeddingAndGatherRowsExact) {
+  REQUIRE_GPU();
+  Backends be;
+  for (int64_t H : {64, 100}) {
+    const int64_t V = 37, T = 17;
+    auto table = make_pair(be.cpu, be.gpu, {V, H}, rand_bf16(size_t(V * H), 1));
+    std::vector<int32_t> ids(T);
+    for (int64_t t = 0; t < T; ++t) ids[size_t(t)] = int32_t((t * 7 + 3) % V);
+    auto id = make_i32(be.cpu, be.gpu, ids);
+    Pair out{be.cpu.empty({T, H}, DType::F32), be.gpu.empty({T, H}, DType::BF16)};
+    be.cpu.embedding(id.cpu, table.cpu, out.cpu);
+    be.gpu.embedding(id.gpu, table.gpu, out.gpu);
+    EXPECT_EQ(be.gpu.to_host_f32(out.gpu), be.cpu.to_host_f32(out.cpu)) << "embedding H=" << H;
+    std::vector<int32_t> rows{16, 0, 5, 5, 3};
+    Pair g{be.cpu.empty({5, H}, DType::F32), be.gpu.empty({5, H}, DType::BF16)};
+    be.cpu.gather_rows(out.cpu, rows, g.cpu);
+    be.gpu.gather_rows(out.gpu, rows, g.gpu);
+    EXPECT_EQ(be.gpu.to_host_f32(g.gpu), be.cpu.to_host_f32(g.cpu)) << "gather H=" << H;
+  }
+}
+
+TEST(CudaOps, RmsNormAndFusedAdd) {
+  REQUIRE_GPU();
+  Backends be;
+  for (int64_t H : {1024, 100, 4096}) {
+    for (int64_t T : {1, 17}) {
+      auto x = make_pair(be.cpu, be.gpu, {T, H}, rand_bf16(size_t(T * H), 2, -3, 3));
+      auto w = make_pair(be.cpu, be.gpu, {H}, rand_bf16(size_t(H), 3, 0.5, 1.5));
+      Pair out{be.cpu.empty({T, H}, DType::F32), be.gpu.empty({T, H}, DType::BF16)};
+      be.cpu.rms_norm(x.cpu, w.cpu, 1e-6f, out.cpu);
+      be.gpu.rms_norm(x.gpu, w.gpu, 1e-6f, out.gpu);
+      const std::string tag = " H=" + std::to_string(H) + " T=" + std::to_string(T);
+      expect_close("rms_norm" + tag, be.gpu.to_host_f32(out.gpu), be.cpu.to_host_f32(out.cpu), 1e-2, 3e-2);
+      auto r = make_pair(be.cpu, be.gpu, {T, H}, rand_bf16(size_t(T * H), 4, -3, 3));
+      be.cpu.add_rms_norm(x.cpu, r.cpu, w.cpu, 1e-6f);
+      be.gpu.add_rms_norm(x.gpu, r.gpu, w.gpu, 1e-6f);
+      expect_close("add_rms_norm residual" + tag, be.gpu.to_host_f32(r.gpu), be.cpu.to_host_f32(r.cpu), 1e-2, 5e-2);
+      expect_close("add_rms_norm out" + tag, be.gpu.to_host_f32(x.gpu), be.cpu.to_host_f32(x.cpu), 1e-2, 5e-2);
+    }
+  }
+}
+
+TEST(CudaOps, Linear) {
+  REQUIRE_GPU();
+  Backends be;
+  for (auto [T, K, N] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 256, 384}, {17, 1024, 3072}, {300, 96, 700}, {4097, 128, 64}}) {
+    auto x = make_pair(be.cpu, be.gpu, {T, K}, rand_bf16(size_t(T * K), 5));
+    auto w = make_pair(be.cpu, be.gpu, {N, K}, rand_bf16(size_t(N * K), 6, -0.1f, 0.1f));
+    Pair out{be.cpu.empty({T, N}, DType::F32), be.gpu.empty({T, N}, DType::BF16)};
+    be.cpu.linear(x.cpu, w.cpu, out.cpu);
+    be.gpu.linear(x.gpu, w.gpu, out.gpu);
+    expect_close("linear T=" + std::to_string(T) + " K=" + std::to_string(K) + " N=" + std::to_string(N),
+                 be.gpu.to_host_f32(out.gpu), be.cpu.to_host_f32(out.cpu), 1e-2, 5e-2);
+  }
+}
+
+TEST(CudaOps, SiluAndMul) {
+  REQUIRE_GPU();
+  Backends be;
+  for (int64_t I : {160, 100, 3072}) {
+    const int64_t T = 17;
+    auto x = make_pair(be.cpu, be.gpu, {T, 2 * I}, rand_bf16(size_t(T * 2 * I), 7, -4, 4));
+    Pair out{be.cpu.empty({T, I}, DType::F32), be.gpu.empty({T, I}, DType::BF16)};
+    be.cpu.silu_and_mul(x.cpu, out.cpu);
+    be.gpu.silu_and_mul(x.gpu, out.gpu);
+    expect_close("silu_and_mul I=" + std::to_string(I), be.gpu.to_host_f32(out.gpu), be.cpu.to_host_f32(out.cpu), 1e-2, 5e-2);
+  }
+}
+
+TEST(CudaOps, QkNormRope) {
+  REQUIRE_GPU();
+  Backends be;
+  struct Cfg { int64_t hq, hkv, d; float theta; };
+  for (auto c : {Cfg{16, 8, 128, 1e6f}, Cfg{4, 2, 32, 1e6f}, Cfg{6, 2, 24, 1e4f}, Cfg{4, 2, 64, 1e4f}}) {
+    const int64_t T = 17, W = (c.hq + 2 * c.hkv) * c.d;
+    auto qkv = make_pair(be.cpu, be.gpu, {T, W}, rand_bf16(size_t(T * W), 8, -2, 2));
+    auto qw = make_pair(be.cpu, be.gpu, {c.d}, rand_bf16(size_t(c.d), 9, 0.5, 1.5));
+    auto kw = make_pair(be.cpu, be.gpu, {c.d}, rand_bf16(size_t(c.d), 10, 0.5, 1.5));
+    std::vector<int32_t> pos(T);
+    for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = int32_t(t == 0 ? 0 : (t * 977) % 40000);
+    auto p = make_i32(be.cpu, be.gpu, pos);
+    be.cpu.qk_norm_rope(qkv.cpu, qw.cpu, kw.cpu, p.cpu, c.hq, c.hkv, c.d, 1e-6f, c.theta);
+    be.gpu.qk_norm_rope(qkv.gpu, qw.gpu, kw.gpu, p.gpu, c.hq, c.hkv, c.d, 1e-6f, c.theta);
+    expect_close("qk_norm_rope D=" + std::to_string(c.d), be.gpu.to_host_f32(qkv.gpu), be.cpu.to_host_f32(qkv.cpu), 1e-2, 5e-2);
+  }
+}
+
+// ---------------------------------------------------------------- paged attention
+
+struct SeqSpec {
+  int32_t ctx, qlen;  // context length (cached + new) and new tokens this step
+};
+
+// Builds a batch over shuffled blocks, fills the cached part of each sequence's keys/values
+// directly, stores the new tokens' k/v through store_kvcache and compares attention outputs.
+void run_attention_case(Backends& be, const std::string& name, const std::vector<SeqSpec>& seqs, int64_t hq,
+                        int64_t hkv, int64_t D, int64_t bs, bool is_prefill, uint32_t seed) {
+  const int64_t B = int64_t(seqs.size());
+  int64_t nblocks = 0, max_blocks = 0, T = 0;
+  for (auto& s : seqs) {
+    const int64_t nb = (s.ctx + bs - 1) / bs;
+    nblocks += nb;
+    max_blocks = std::max(max_blocks, nb);
+    T += s.qlen;
+  }
+  nblocks += 3;  // spare blocks that nobody uses
+  std::vector<int32_t> pool(static_cast<size_t>(nblocks));
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), std::mt19937(seed));
+  AttentionMetadata md;
+  md.is_prefill = is_prefill;
+  md.num_seqs = B;
+  md.num_tokens = T;
+  md.max_blocks = max_blocks;
+  md.cu_seqlens_q.push_back(0);
+  md.cu_seqlens_k.push_back(0);
+  size_t next = 0;
+  const int64_t row = hkv * D;
+  std::vector<float> kc(size_t(nblocks * bs * row), 0.f), vc(kc.size(), 0.f);
+  auto kvals = rand_bf16(kc.size(), seed + 1), vvals = rand_bf16(kc.size(), seed + 2);
+  for (auto& s : seqs) {
+    const int64_t nb = (s.ctx + bs - 1) / bs;
+    std::vector<int32_t> table(pool.begin() + int64_t(next), pool.begin() + int64_t(next + size_t(nb)));
+    next += size_t(nb);
+    for (int64_t i = 0; i < max_blocks; ++i) md.block_tables.push_back(i < nb ? table[size_t(i)] : -1);
+    for (int32_t j = 0; j < s.ctx; ++j) {
+      const int64_t slot = int64_t(table[size_t(j / bs)]) * bs + j % bs;
+      if (j < s.ctx - s.qlen) {  // cached key: written directly
+        std::copy_n(kvals.begin() + slot * row, row, kc.begin() + slot * row);
+        std::copy_n(vvals.begin() + slot * row, row, vc.begin() + slot * row);
+      } else {
+        md.slot_mapping.push_back(int32_t(slot));
+      }
+    }
+    md.cu_seqlens_q.push_back(md.cu_seqlens_q.back() + s.qlen);
+    md.cu_seqlens_k.push_back(md.cu_seqlens_k.back() + s.ctx);
+    md.max_seqlen_q = std::max(md.max_seqlen_q, s.qlen);
+    md.max_seqlen_k = std::max(md.max_seqlen_k, s.ctx);
+    md.context_lens.push_back(s.ctx);
+  }
+  const int64_t W = (hq + 2 * hkv) * D;
+  Shape cs{nblocks, bs, hkv, D};
+  auto k = make_pair(be.cpu, be.gpu, cs, kc), v = make_pair(be.cpu, be.gpu, cs, vc);
+  auto qkv = make_pair(be.cpu, be.gpu, {T, W}, rand_bf16(size_t(T * W), seed + 3, -2, 2));
+  be.gpu.prepare_metadata(md);
+  const float scale = float(1.0 / std::sqrt(double(D)));
+  be.cpu.store_kvcache(qkv.cpu, k.cpu, v.cpu, hq, hkv, D, md);
+  be.gpu.store_kvcache(qkv.gpu, k.gpu, v.gpu, hq, hkv, D, md);
+  Pair out{be.cpu.empty({T, hq * D}, DType::F32), be.gpu.empty({T, hq * D}, DType::BF16)};
+  be.cpu.attention(qkv.cpu, k.cpu, v.cpu, out.cpu, hq, hkv, D, scale, md);
+  be.gpu.attention(qkv.gpu, k.gpu, v.gpu, out.gpu, hq, hkv, D, scale, md);
+  EXPECT_EQ(be.gpu.to_host_f32(k.gpu), be.cpu.to_host_f32(k.cpu)) << name << ": k cache";
+  EXPECT_EQ(be.gpu.to_host_f32(v.gpu), be.cpu.to_host_f32(v.cpu)) << name << ": v cache";
+  expect_close(name, be.gpu.to_host_f32(out.gpu), be.cpu.to_host_f32(out.cpu), 1e-2, 3e-2);
+}
+
+struct HeadCfg { int64_t hq, hkv, d; };
+const HeadCfg kHeads[] = {{16, 8, 128}, {4, 2, 32}, {4, 2, 64}, {6, 2, 24}, {8, 1, 128}, {4, 4, 64}};
+
+std::string cfg_name(const char* what, const HeadCfg& h, int64_t bs) {
+  return std::string(what) + " " + std::to_string(h.hq) + "/" + std::to_string(h.hkv) + "x" + std::to_string(h.d) +
+         " bs" + std::to_string(bs);
+}
+
+TEST(CudaAttention, PrefillFresh) {
+  REQUIRE_GPU();
+  Backends be;
+  for (auto& h : kHeads)
+    for (int64_t bs : {16, 256})
+      for (int32_t len : {1, 97, 255, 256, 257})
+        run_attention_case(be, cfg_name("prefill", h, bs) + " len " + std::to_string(len), {{len, len}}, h.hq, h.hkv, h.d,
+                           bs, true, uint32_t(len));
+}
+
+TEST(CudaAttention, PrefillBatchWithPrefixHitsAndChunks) {
+  REQUIRE_GPU();
+  Backends be;
+  // ctx > qlen: cached prefix (prefix-cache hit or earlier chunk) read from the cache.
+  const std::vector<SeqSpec> seqs{{300, 44}, {97, 97}, {257, 1}, {256, 128}, {1, 1}, {4097, 1000}, {255, 200}};
+  for (auto& h : kHeads)
+    for (int64_t bs : {16, 256}) run_attention_case(be, cfg_name("prefill-mixed", h, bs), seqs, h.hq, h.hkv, h.d, bs, true, 11);
+}
+
+TEST(CudaAttention, Decode) {
+  REQUIRE_GPU();
+  Backends be;
+  std::vector<SeqSpec> b17;
+  const int32_t lens[] = {1, 97, 255, 256, 257, 4097, 2, 31, 32, 33, 500, 1000, 1023, 1024, 1025, 3000, 17};
+  for (int32_t l : lens) b17.push_back({l, 1});
+  for (auto& h : kHeads)
+    for (int64_t bs : {16, 256}) {
+      run_attention_case(be, cfg_name("decode B17", h, bs), b17, h.hq, h.hkv, h.d, bs, false, 12);
+      for (int32_t l : {1, 97, 256, 257, 4097})
+        run_attention_case(be, cfg_name("decode B1", h, bs) + " ctx " + std::to_string(l), {{l, 1}}, h.hq, h.hkv, h.d, bs,
+                           false, uint32_t(l));
+    }
+}
+
+TEST(CudaAttention, BlockSizeOne) {
+  REQUIRE_GPU();
+  Backends be;
+  run_attention_case(be, "prefill 4/2x32 bs1", {{30, 20}, {7, 7}}, 4, 2, 32, 1, true, 5);
+  run_attention_case(be, "decode 4/2x64 bs1", {{30, 1}, {7, 1}}, 4, 2, 64, 1, false, 6);
+}
+
+// ---------------------------------------------------------------- sampler
+
+TEST(CudaSampler, MatchesCpu) {
+  REQUIRE_GPU();
+  Backends be;
+  for (int64_t V : {1000, 151936}) {
+    const int64_t B = 17;
+    std::mt19937 g{uint32_t(V)};
+    std::normal_distribution<float> nd(0.f, 3.f);
+    std::vector<float> logits(size_t(B * V));
+    for (auto& x : logits) x = nd(g);
+    std::vector<SamplingRow> rows;
+    for (int64_t b = 0; b < B; ++b) {
+      SamplingRow r;
+      switch (b % 6) {
+        case 0: r.temperature = 0; break;
+        case 1: r.temperature = 0.7f; break;
+        case 2: r.temperature = 1.0f; r.top_k = 50; break;
+        case 3: r.temperature = 0.9f; r.top_p = 0.9f; break;
+        case 4: r.temperature = 1.2f; r.min_p = 0.05f; break;
+        case 5: r.temperature = 0.6f; r.top_k = 20; r.top_p = 0.8f; r.min_p = 0.01f; break;
+      }
+      r.seed = 1234 + uint64_t(b);
+      r.position = 100 + b;
+      rows.push_back(r);
+    }
+    for (DType dt : {DType::F32, DType::BF16}) {
+      std::vector<float> l = logits;
+      if (dt == DType::BF16)
+        for (auto& x : l) x = bf16_round(x);
+      Tensor gl = be.gpu.empty({B, V}, dt);
+      be.gpu.upload(l.data(), DType::F32, gl);
+      auto got = be.gpu.sample(gl, rows);
+      int mism = 0;
+      for (int64_t b = 0; b < B; ++b) {
+        const int32_t want = sample_row_cpu(l.data() + b * V, V, rows[size_t(b)]);
+        EXPECT_EQ(got[size_t(b)], want) << "V " << V << " dtype " << dtype_name(dt) << " row " << b;
+        mism += got[size_t(b)] != want;
+      }
+      std::printf("[gpu] sampler V=%lld %s: %d/%lld rows differ from the CPU\n", (long long)V, dtype_name(dt), mism,
+                  (long long)B);
+    }
+  }
+}
+
+TEST(CudaSampler, SeededDistribution) {
+  REQUIRE_GPU();
+  Backends be;
+  // 4 tokens with probabilities 0.1 0.2 0.3 0.4: frequencies over many seeds.
+  const int64_t V = 4, B = 512;
+  std::vector<float> logits;
+  for (int64_t b = 0; b < B; ++b)
+    for (float p : {0.1f, 0.2f, 0.3f, 0.4f}) logits.push_back(std::log(p));
+  std::vector<SamplingRow> rows(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    rows[size_t(b)].temperature = 1.0f;
+    rows[size_t(b)].seed = uint64_t(b) * 7919;
+  }
+  Tensor gl = be.gpu.empty({B, V}, DType::F32);
+  be.gpu.upload(logits.data(), DType::F32, gl);
+  auto got = be.gpu.sample(gl, rows);
+  std::vector<int> count(4, 0);
+  for (auto t : got) ++count[size_t(t)];
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(count[size_t(i)] / double(B), 0.1 * (i + 1), 0.07) << "token " << i;
+  EXPECT_EQ(be.gpu.sample(gl, rows), got);  // same seeds, same tokens
+}
+
+// ---------------------------------------------------------------- memory
+
+TEST(CudaMemory, ArenaRewindsAndPersistentSurvives) {
+  REQUIRE_GPU();
+  CudaBackend gpu(0);
+  Tensor persistent = gpu.empty({1000}, DType::F32);
+  std::vector<float> v(1000);
+  std::iota(v.begin(), v.end(), 0.f);
+  gpu.upload(v.data(), DType::F32, persistent);
+  std::vector<void*> first;
+  for (int step = 0; step < 3; ++step) {
+    gpu.begin_step();
+    std::vector<void*> ptrs;
+    for (int64_t n : {10, 1000, 100000, 7}) ptrs.push_back(gpu.empty({n}, DType::BF16).raw());
+    if (step == 0) first = ptrs;
+    EXPECT_EQ(ptrs, first) << "step " << step;
+    gpu.synchronize();
+  }
+  EXPECT_GT(gpu.peak_step_bytes(), 200000);
+  // A step larger than the arena: grows, then the next step merges the chunks.
+  gpu.begin_step();
+  Tensor big = gpu.empty({int64_t(100) << 20}, DType::BF16);
+  gpu.synchronize();
+  gpu.begin_step();
+  Tensor big2 = gpu.empty({int64_t(100) << 20}, DType::BF16);
+  gpu.synchronize();
+  EXPECT_EQ(gpu.to_host_f32(persistent), v);
+  EXPECT_GT(gpu.total_memory_bytes(), 0);
+  EXPECT_GT(gpu.free_memory_bytes(), 0);
+}
+
+TEST(CudaMemory, OutOfMemoryIsResourceError) {
+  REQUIRE_GPU();
+  CudaBackend gpu(0);
+  EXPECT_THROW(gpu.empty({int64_t(1) << 40}, DType::F32), ResourceError);
+  Tensor ok = gpu.empty({16}, DType::F32);  // still usable afterwards
+  EXPECT_EQ(gpu.to_host_f32(ok).size(), 16u);
+}
+
+}  // namespace
