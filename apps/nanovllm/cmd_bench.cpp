@@ -2,6 +2,7 @@
 // prompts of randint(100, max_input_len) tokens drawn from randint(0, 10000), outputs of
 // randint(100, max_output_len) tokens, temperature 0.6, ignore_eos) and a batch-1 latency mode
 // (TTFT of a 1,024-token prompt, decode tok/s at 1K context). Prints one JSON object.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -11,6 +12,7 @@
 #include "commands.h"
 #include "engine_flags.h"
 #include "nanovllm/llm.h"
+#include "nanovllm/ops/profiling_backend.h"
 #include "nanovllm/utils/error.h"
 #include "nanovllm/utils/python_random.h"
 
@@ -21,12 +23,16 @@ struct BenchArgs {
   EngineFlags engine;
   int64_t num_seqs = 256, max_input_len = 1024, max_output_len = 1024;
   bool latency = false;
+  int64_t profile_decode = 0;  // batch size for the per-op decode breakdown (0 = off)
   int64_t latency_prompt_len = 1024, latency_output_len = 256;
 };
 
 double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
+
+// bench.py draws ids from [0, 10000]; smaller test vocabularies are clamped.
+int64_t max_token_id(const LLMEngine& e) { return std::min<int64_t>(10000, e.model_config().vocab_size - 1); }
 
 // Output tok/s at the DESIGN.md roofline for this workload on one H100 (Qwen3-0.6B, bf16).
 constexpr double kRooflineTokS = 24600;
@@ -36,7 +42,7 @@ nlohmann::json throughput(LLMEngine& e, const BenchArgs& a) {
   std::vector<std::vector<int32_t>> prompts;
   for (int64_t i = 0; i < a.num_seqs; ++i) {
     std::vector<int32_t> p(size_t(rng.randint(100, a.max_input_len)));
-    for (auto& t : p) t = int32_t(rng.randint(0, 10000));
+    for (auto& t : p) t = int32_t(rng.randint(0, max_token_id(e)));
     prompts.push_back(std::move(p));
   }
   std::vector<SamplingParams> params;
@@ -81,7 +87,7 @@ nlohmann::json throughput(LLMEngine& e, const BenchArgs& a) {
 nlohmann::json latency(LLMEngine& e, const BenchArgs& a) {
   PythonRandom rng(1);
   std::vector<int32_t> prompt(size_t(a.latency_prompt_len));
-  for (auto& t : prompt) t = int32_t(rng.randint(0, 10000));
+  for (auto& t : prompt) t = int32_t(rng.randint(0, max_token_id(e)));
   SamplingParams sp;
   sp.temperature = 0;
   sp.ignore_eos = true;
@@ -115,10 +121,58 @@ nlohmann::json latency(LLMEngine& e, const BenchArgs& a) {
           {"decode_tok_s", decode_tok_s}};
 }
 
+// Per-op time of one decode step at batch B (ops synchronized one by one, so the sum exceeds a
+// graph-replayed step by the launch gaps): B requests of 512-token prompts, prefilled first.
+nlohmann::json profile_decode(LLMEngine& e, const BenchArgs& a) {
+  auto* prof = dynamic_cast<ProfilingBackend*>(&e.model_runner().backend());
+  if (!prof) throw Error("bench: profiling backend missing");
+  PythonRandom rng(2);
+  SamplingParams sp;
+  sp.temperature = 0.6f;
+  sp.ignore_eos = true;
+  sp.max_tokens = 64;
+  for (int64_t i = 0; i < a.profile_decode; ++i) {
+    std::vector<int32_t> p(512);
+    for (auto& t : p) t = int32_t(rng.randint(0, max_token_id(e)));
+    e.add_request(p, sp);
+  }
+  while (!e.scheduler().waiting().empty()) e.step();
+  for (int i = 0; i < 3; ++i) e.step();  // warm decode
+  prof->reset();
+  const int steps = 10;
+  double wall = 0;
+  int64_t batch = 0;
+  for (int i = 0; i < steps; ++i) {
+    auto r = e.step();
+    wall += r.seconds;
+    batch = r.num_tokens;
+  }
+  double total = 0;
+  for (auto& [op, st] : prof->stats()) total += st.seconds;
+  nlohmann::json ops = nlohmann::json::array();
+  std::vector<std::pair<double, std::string>> order;
+  for (auto& [op, st] : prof->stats()) order.emplace_back(st.seconds, op);
+  std::sort(order.rbegin(), order.rend());
+  for (auto& [secs, op] : order)
+    ops.push_back({{"op", op},
+                   {"calls_per_step", double(prof->stats().at(op).calls) / steps},
+                   {"ms_per_step", secs / steps * 1e3},
+                   {"fraction", secs / total}});
+  while (e.has_unfinished()) e.step();
+  return {{"mode", "profile_decode"}, {"batch", batch}, {"context_tokens", 512 + 3},
+          {"step_ms_profiled", wall / steps * 1e3}, {"ops", ops}};
+}
+
 void run(const BenchArgs& a) {
+  if (a.num_seqs < 1 || a.max_input_len < 100 || a.max_output_len < 100)
+    throw UserError("bench: --num-seqs must be >= 1 and --max-input-len/--max-output-len >= 100 (lengths are randint(100, max))");
   EngineConfig cfg = a.engine.resolve();
+  if (a.profile_decode > 0) {
+    cfg.profile_ops = true;
+    cfg.max_num_seqs = std::max(cfg.max_num_seqs, a.profile_decode);
+  }
   LLMEngine e(cfg);
-  nlohmann::json out = a.latency ? latency(e, a) : throughput(e, a);
+  nlohmann::json out = a.profile_decode > 0 ? profile_decode(e, a) : a.latency ? latency(e, a) : throughput(e, a);
   out["model"] = cfg.model;
   out["device"] = e.model_runner().backend().name();
   out["enforce_eager"] = cfg.enforce_eager;
@@ -135,6 +189,7 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--max-input-len", a->max_input_len, "longest prompt (bench.py: 1024)");
   cmd->add_option("--max-output-len", a->max_output_len, "longest output (bench.py: 1024)");
   cmd->add_flag("--latency", a->latency, "batch-1 latency mode instead of throughput");
+  cmd->add_option("--profile-decode", a->profile_decode, "per-op time of a decode step at this batch size");
   cmd->add_option("--latency-prompt-len", a->latency_prompt_len, "latency mode: prompt tokens");
   cmd->add_option("--latency-output-len", a->latency_output_len, "latency mode: output tokens");
   cmd->callback([a] { run(*a); });

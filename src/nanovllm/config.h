@@ -55,6 +55,7 @@ struct EngineConfig {
   bool enable_prefix_caching = true;
   uint64_t seed = 0;                 // engine seed for requests without their own
   int num_threads = 0;               // CPU backend threads; 0 = all cores
+  bool profile_ops = false;          // time every op (ProfilingBackend; implies eager)
 
   void validate() const;             // throws UserError naming the bad field
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "nanovllm/ops/profiling_backend.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {
@@ -22,8 +23,9 @@ ModelConfig resolve_model_config(const EngineConfig& cfg) {
 std::unique_ptr<Backend> make_backend(const EngineConfig& cfg) {
   std::string dev = cfg.device;
   if (dev == "auto") dev = cuda_available() ? "cuda" : "cpu";
-  if (dev == "cuda") return make_cuda_backend(0);
-  return make_cpu_backend(cfg.num_threads);
+  auto be = dev == "cuda" ? make_cuda_backend(0) : make_cpu_backend(cfg.num_threads);
+  if (cfg.profile_ops) return std::make_unique<ProfilingBackend>(std::move(be));
+  return be;
 }
 
 LLMEngine::LLMEngine(EngineConfig cfg) : LLMEngine(cfg, resolve_model_config(cfg)) {}

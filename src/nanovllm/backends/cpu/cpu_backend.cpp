@@ -13,6 +13,9 @@ extern "C" void openblas_set_num_threads(int);
 
 namespace nanovllm {
 
+// Waking the thread team costs more than small elementwise ops (decode at small batch).
+static bool parallel_worth_it(int64_t elements) { return elements >= (1 << 16); }
+
 std::unique_ptr<Backend> make_cpu_backend(int num_threads) { return std::make_unique<CpuBackend>(num_threads); }
 
 CpuBackend::CpuBackend(int num_threads) {
@@ -49,7 +52,7 @@ void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) 
     if (id[t] < 0 || id[t] >= V)
       throw InvalidRequest("prompt", "token id " + std::to_string(id[t]) + " is outside the vocabulary [0, " +
                                          std::to_string(V) + ")");
-#pragma omp parallel for
+#pragma omp parallel for if (parallel_worth_it(T * H))
   for (int64_t t = 0; t < T; ++t)
     std::memcpy(out.data<float>() + t * H, table.data<float>() + int64_t(id[t]) * H, size_t(H) * 4);
 }
@@ -64,14 +67,14 @@ static void rms_norm_row(const float* x, const float* w, float eps, int64_t n, f
 void CpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
   check_rms_norm(x, w, out);
   const int64_t T = x.size(0), H = x.size(1);
-#pragma omp parallel for
+#pragma omp parallel for if (parallel_worth_it(T * H))
   for (int64_t t = 0; t < T; ++t) rms_norm_row(x.data<float>() + t * H, w.data<float>(), eps, H, out.data<float>() + t * H);
 }
 
 void CpuBackend::add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) {
   check_rms_norm(x, w, residual);
   const int64_t T = x.size(0), H = x.size(1);
-#pragma omp parallel for
+#pragma omp parallel for if (parallel_worth_it(T * H))
   for (int64_t t = 0; t < T; ++t) {
     float* xr = x.data<float>() + t * H;
     float* rr = residual.data<float>() + t * H;
@@ -83,7 +86,7 @@ void CpuBackend::add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, floa
 void CpuBackend::silu_and_mul(const Tensor& x, Tensor& out) {
   check_silu_and_mul(x, out);
   const int64_t T = out.size(0), I = out.size(1);
-#pragma omp parallel for
+#pragma omp parallel for if (parallel_worth_it(T * I))
   for (int64_t t = 0; t < T; ++t) {
     const float* g = x.data<float>() + t * 2 * I;
     const float* u = g + I;

@@ -35,7 +35,7 @@ void CpuBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor&
   std::vector<float> inv_freq(static_cast<size_t>(h));
   for (int64_t i = 0; i < h; ++i) inv_freq[size_t(i)] = float(1.0 / std::pow(double(rope_theta), double(2 * i) / double(D)));
   const int32_t* pos = positions.data<int32_t>();
-#pragma omp parallel for
+#pragma omp parallel for if (T * num_heads * D >= (1 << 14))
   for (int64_t t = 0; t < T; ++t) {
     std::vector<float> cos(static_cast<size_t>(h)), sin(static_cast<size_t>(h));
     for (int64_t i = 0; i < h; ++i) {

@@ -1,0 +1,92 @@
+// A Backend decorator that times every op (synchronizing after each, so a time is the op's
+// kernels plus one launch) and keeps per-op totals. Used by `nanovllm bench --profile-decode` for
+// the per-kernel breakdown of a decode step; it runs eagerly (no CUDA graphs through it).
+// GEMMs are named by their (N, K) shape so q/k/v, o, gate/up, down and the LM head separate.
+#pragma once
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "nanovllm/ops/backend.h"
+
+namespace nanovllm {
+
+class ProfilingBackend final : public Backend {
+ public:
+  struct Stat {
+    int64_t calls = 0;
+    double seconds = 0;
+  };
+  explicit ProfilingBackend(std::unique_ptr<Backend> inner) : in_(std::move(inner)) {}
+
+  void reset() { stats_.clear(); }
+  const std::map<std::string, Stat>& stats() const { return stats_; }
+
+  Device device() const override { return in_->device(); }
+  std::string name() const override { return in_->name(); }
+  DType act_dtype() const override { return in_->act_dtype(); }
+  DType weight_dtype() const override { return in_->weight_dtype(); }
+  Tensor empty(const Shape& s, DType t) override { return in_->empty(s, t); }
+  void upload(const void* src, DType t, Tensor& dst) override { in_->upload(src, t, dst); }
+  void download(const Tensor& src, void* dst) override { in_->download(src, dst); }
+  void synchronize() override { in_->synchronize(); }
+  void begin_step() override { in_->begin_step(); }
+  int64_t free_memory_bytes() override { return in_->free_memory_bytes(); }
+  int64_t total_memory_bytes() override { return in_->total_memory_bytes(); }
+  int64_t peak_step_bytes() override { return in_->peak_step_bytes(); }
+  void prepare_metadata(AttentionMetadata& md) override { timed("prepare_metadata", [&] { in_->prepare_metadata(md); }); }
+
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override {
+    timed("embedding", [&] { in_->embedding(ids, table, out); });
+  }
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override {
+    timed("rms_norm", [&] { in_->rms_norm(x, w, eps, out); });
+  }
+  void add_rms_norm(Tensor& x, Tensor& r, const Tensor& w, float eps) override {
+    timed("add_rms_norm", [&] { in_->add_rms_norm(x, r, w, eps); });
+  }
+  void linear(const Tensor& x, const Tensor& w, Tensor& out) override {
+    timed("gemm N=" + std::to_string(w.size(0)) + " K=" + std::to_string(w.size(1)), [&] { in_->linear(x, w, out); });
+  }
+  void qk_norm_rope(Tensor& qkv, const Tensor& qn, const Tensor& kn, const Tensor& pos, int64_t hq, int64_t hkv,
+                    int64_t d, float eps, float theta) override {
+    timed("qk_norm_rope", [&] { in_->qk_norm_rope(qkv, qn, kn, pos, hq, hkv, d, eps, theta); });
+  }
+  void store_kvcache(const Tensor& qkv, Tensor& k, Tensor& v, int64_t hq, int64_t hkv, int64_t d,
+                     const AttentionMetadata& md) override {
+    timed("store_kvcache", [&] { in_->store_kvcache(qkv, k, v, hq, hkv, d, md); });
+  }
+  void attention(const Tensor& qkv, const Tensor& k, const Tensor& v, Tensor& out, int64_t hq, int64_t hkv, int64_t d,
+                 float scale, const AttentionMetadata& md) override {
+    timed(md.is_prefill ? "attention_prefill" : "attention_decode",
+          [&] { in_->attention(qkv, k, v, out, hq, hkv, d, scale, md); });
+  }
+  void silu_and_mul(const Tensor& x, Tensor& out) override { timed("silu_and_mul", [&] { in_->silu_and_mul(x, out); }); }
+  void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override {
+    timed("gather_rows", [&] { in_->gather_rows(x, rows, out); });
+  }
+  std::vector<int32_t> sample(const Tensor& logits, const std::vector<SamplingRow>& rows) override {
+    std::vector<int32_t> out;
+    timed("sample", [&] { out = in_->sample(logits, rows); });
+    return out;
+  }
+  std::vector<float> to_host_f32(const Tensor& t) override { return in_->to_host_f32(t); }
+
+ private:
+  template <class F>
+  void timed(const std::string& op, F&& f) {
+    in_->synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    in_->synchronize();
+    Stat& s = stats_[op];
+    ++s.calls;
+    s.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  std::unique_ptr<Backend> in_;
+  std::map<std::string, Stat> stats_;
+};
+
+}  // namespace nanovllm
