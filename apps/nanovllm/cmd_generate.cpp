@@ -34,7 +34,7 @@ struct Request {
   SamplingParams sp;
 };
 
-Prompt chat_prompt(const LLM& llm, const nlohmann::json& messages, const GenerateArgs& a) {
+Prompt chat_prompt(const LLM& llm, const nlohmann::ordered_json& messages, const GenerateArgs& a) {
   ChatTemplateInputs in;
   in.messages = messages;
   in.add_generation_prompt = true;
@@ -45,7 +45,7 @@ Prompt chat_prompt(const LLM& llm, const nlohmann::json& messages, const Generat
 std::vector<Request> read_requests(const LLM& llm, const GenerateArgs& a) {
   std::vector<Request> reqs;
   for (auto& p : a.prompts) {
-    if (a.chat) reqs.push_back({chat_prompt(llm, nlohmann::json::array({{{"role", "user"}, {"content", p}}}), a), a.sp});
+    if (a.chat) reqs.push_back({chat_prompt(llm, nlohmann::ordered_json::array({{{"role", "user"}, {"content", p}}}), a), a.sp});
     else reqs.push_back({Prompt::of_text(p), a.sp});
   }
   if (a.input.empty()) return reqs;
@@ -72,7 +72,7 @@ std::vector<Request> read_requests(const LLM& llm, const GenerateArgs& a) {
         r.prompt.text = j["prompt"].get<std::string>();
         if (r.prompt.text.empty()) throw UserError(where + "the prompt is empty");
       } else if (j.contains("messages")) {
-        r.prompt = chat_prompt(llm, j["messages"], a);
+        r.prompt = chat_prompt(llm, nlohmann::ordered_json::parse(line)["messages"], a);  // keeps key order
       } else {
         throw UserError(where + "needs 'prompt', 'prompt_token_ids' or 'messages'");
       }

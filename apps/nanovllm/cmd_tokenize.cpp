@@ -36,13 +36,13 @@ void run(const TokenizeArgs& a) {
   for (int n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = a.input + ":" + std::to_string(n) + ": ";
-    nlohmann::json j;
+    nlohmann::ordered_json j;  // key order matters: tool schemas render in the order given
     try {
-      j = nlohmann::json::parse(line);
+      j = nlohmann::ordered_json::parse(line);
     } catch (const nlohmann::json::exception& e) {
       throw UserError(where + "invalid JSON: " + e.what());
     }
-    nlohmann::json out;
+    nlohmann::ordered_json out;
     try {
       if (j.contains("text") && j["text"].is_string()) {
         out["ids"] = tok->encode(j["text"].get<std::string>());

@@ -8,20 +8,10 @@
 //
 // The variables are exactly those our C++ ChatTemplate::render sets: messages, tools (null when
 // absent), add_generation_prompt (default true), bos_token/eos_token (default ""),
-// enable_thinking only when given, then `extra` on top. Object keys are sorted first, because the
-// C++ side receives the conversation as nlohmann::json, whose objects are sorted by key.
+// enable_thinking only when given, then `extra` on top. Object keys keep their order (the C++
+// side uses nlohmann::ordered_json, as transformers keeps Python dict order).
 import { readFileSync } from "node:fs";
 import { Template } from "@huggingface/jinja";
-
-function sortKeys(v) {
-  if (Array.isArray(v)) return v.map(sortKeys);
-  if (v !== null && typeof v === "object") {
-    const out = {};
-    for (const k of Object.keys(v).sort()) out[k] = sortKeys(v[k]);
-    return out;
-  }
-  return v;
-}
 
 function contextOf(c) {
   const ctx = {
@@ -33,7 +23,7 @@ function contextOf(c) {
   };
   if (c.enable_thinking !== undefined && c.enable_thinking !== null) ctx.enable_thinking = c.enable_thinking;
   Object.assign(ctx, c.extra ?? {});
-  return sortKeys(ctx);
+  return ctx;
 }
 
 const request = JSON.parse(readFileSync(process.argv[2], "utf8"));

@@ -110,7 +110,7 @@ std::string Value::to_js_string() const {
   }
 }
 
-Value from_json(const nlohmann::json& j, int depth) {
+Value from_json(const nlohmann::ordered_json& j, int depth) {
   if (depth > kMaxValueDepth) throw RuntimeError("input nested deeper than " + std::to_string(kMaxValueDepth));
   switch (j.type()) {
     case nlohmann::json::value_t::null: return Value::none();

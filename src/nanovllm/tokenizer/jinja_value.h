@@ -99,7 +99,7 @@ class Value {
 };
 
 // JSON input -> Value. Integral numbers become Int (JSON.parse gives them no float identity).
-Value from_json(const nlohmann::json& j, int depth = 0);
+Value from_json(const nlohmann::ordered_json& j, int depth = 0);
 
 struct JsonOptions {
   int indent = 0;  // 0: single line

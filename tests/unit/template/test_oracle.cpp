@@ -14,7 +14,7 @@
 namespace nanovllm::test {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;  // conversations keep their key order, as in Python
 
 const std::vector<std::string>& template_names() {
   static const std::vector<std::string> names = {"qwen3", "llama3_1_style", "qwen2_5_style"};
