@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# One GPU session on the device machine: build, every GPU test (including transformers at
+# Qwen3-0.6B size, whose reference is generated here first), then the benchmarks of
+# bench/RESULTS.md. Logs and JSON figures land in $OUT. Run from the repository root with .deps
+# carried (see scripts/gpu_build_test.sh):   bash scripts/gpu_session.sh [quick]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/gpu-out}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0
+export NANOVLLM_HF06B_DIR=/tmp/hf06b
+(PYTHONUNBUFFERED=1 python3 scripts/make_qwen3_06b_reference.py --out "$NANOVLLM_HF06B_DIR" > "$OUT/hf06b.txt" 2>&1; echo "rc=$?" >> "$OUT/hf06b.txt") &
+ref_pid=$!
+TARGETS="gpu_tests nanovllm_cli" bash scripts/gpu_build_test.sh -E "HFQwen3|CudaEngineModes"
+wait $ref_pid
+tail -3 "$OUT/hf06b.txt"
+# The carried dev packages (openblas, ...) for the binaries built above.
+if [ -d /tmp/deps ]; then
+  export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:/tmp/deps/usr/lib/x86_64-linux-gnu/openblas-pthread:${LD_LIBRARY_PATH:-}
+fi
+ctest --test-dir build-gpu -R "HFQwen3|CudaEngineModes" --output-on-failure --timeout 600 2>&1 | tee "$OUT/ctest_hf.txt" | tail -30
+grep -h "cosine\|identical across" build-gpu/Testing/Temporary/LastTest.log | head
+[ "${1:-}" = quick ] && exit 0
+B=build-gpu/nanovllm
+M=(--model qwen3-0.6b --load-format dummy --device cuda)
+$B bench "${M[@]}" | tee "$OUT/bench_throughput.json"
+$B bench "${M[@]}" --latency | tee "$OUT/bench_latency.json"
+$B bench "${M[@]}" --profile-decode 256 | tee "$OUT/bench_profile.json"
+$B bench "${M[@]}" --enforce-eager | tee "$OUT/bench_throughput_eager.json"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
