@@ -62,6 +62,16 @@ TEST(HFQwen3_06B, LastTokenLogitsMatchTransformers) {
     min_cos = std::min(min_cos, cos);
     sum_cos += cos;
     agree += ar == ag;
+    if (ar != ag) {
+      // Where top-1 differs, show how close the call was in both.
+      float r2 = -INFINITY;
+      for (int64_t v = 0; v < V; ++v)
+        if (v != ar) r2 = std::max(r2, r[v]);
+      std::printf("prompt %lld (%zu tokens): reference top-1 %lld (%.4f, margin %.4f over the next), ours %lld "
+                  "(ours gives the reference's top-1 %.4f)\n",
+                  (long long)i, prompts[size_t(i)].size(), (long long)ar, r[ar], r[ar] - r2, (long long)ag,
+                  g[size_t(ar)]);
+    }
   }
   std::printf("Qwen3-0.6B random weights, %lld prompts: cosine min %.6f mean %.6f, top-1 agreement %d/%lld\n",
               (long long)P, min_cos, sum_cos / double(P), agree, (long long)P);
