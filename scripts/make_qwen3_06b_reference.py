@@ -5,7 +5,8 @@
 
 writes DIR/{config.json, generation_config.json, model.safetensors} (bf16), DIR/prompts.json
 ({"prompts": [[ids], ...]}) and DIR/ref_logits.f32 (raw float32, [num_prompts, vocab]: the
-last-token logits of each prompt from transformers in bfloat16 on the GPU). The CUDA engine test
+last-token logits of each prompt from transformers in bfloat16 on the GPU) and DIR/ref_logits_fp32.f32
+(the same weights run in float32). The CUDA engine test
 tests/gpu/test_hf_qwen3_06b.cpp compares against it (NANOVLLM_HF06B_DIR=DIR).
 Embedding weights get std 0.1 (other Linears 0.02, transformers' default) so that top-1/top-2
 logit margins are not dominated by bf16 rounding.
@@ -51,6 +52,14 @@ def main():
             ids = torch.tensor([p], device="cuda")
             out[i] = model(input_ids=ids).logits[0, -1].float().cpu()
     out.numpy().tofile(os.path.join(args.out, "ref_logits.f32"))
+    # The same weights computed in float32: a reference without bf16 rounding, to tell which of
+    # two bf16 implementations is closer to the exact result.
+    model = model.float()
+    out32 = torch.empty_like(out)
+    with torch.no_grad():
+        for i, p in enumerate(prompts):
+            out32[i] = model(input_ids=torch.tensor([p], device="cuda")).logits[0, -1].float().cpu()
+    out32.numpy().tofile(os.path.join(args.out, "ref_logits_fp32.f32"))
     with open(os.path.join(args.out, "prompts.json"), "w") as f:
         json.dump({"prompts": prompts, "torch": torch.__version__}, f)
     top = out.topk(2, dim=-1).values

@@ -3,6 +3,7 @@
 // paged KV, prefix-free). Needs NANOVLLM_HF06B_DIR made by scripts/make_qwen3_06b_reference.py.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +26,10 @@ TEST(HFQwen3_06B, LastTokenLogitsMatchTransformers) {
   std::vector<float> ref(size_t(P * V));
   std::ifstream lin(std::string(dir) + "/ref_logits.f32", std::ios::binary);
   ASSERT_TRUE(lin.read(reinterpret_cast<char*>(ref.data()), std::streamsize(ref.size() * 4)));
+
+  std::vector<float> ref32(size_t(P * V));
+  std::ifstream lin32(std::string(dir) + "/ref_logits_fp32.f32", std::ios::binary);
+  ASSERT_TRUE(lin32.read(reinterpret_cast<char*>(ref32.data()), std::streamsize(ref32.size() * 4)));
 
   EngineConfig cfg;
   cfg.model = dir;
@@ -75,6 +80,19 @@ TEST(HFQwen3_06B, LastTokenLogitsMatchTransformers) {
   }
   std::printf("Qwen3-0.6B random weights, %lld prompts: cosine min %.6f mean %.6f, top-1 agreement %d/%lld\n",
               (long long)P, min_cos, sum_cos / double(P), agree, (long long)P);
+  // Context: how far each bf16 implementation is from the float32 computation of the same weights.
+  auto top1_vs_fp32 = [&](auto logits_of) {
+    int n = 0;
+    for (int64_t i = 0; i < P; ++i) {
+      const float* e = ref32.data() + i * V;
+      const float* x = logits_of(i);
+      n += std::max_element(e, e + V) - e == std::max_element(x, x + V) - x;
+    }
+    return n;
+  };
+  std::printf("top-1 agreement with transformers float32: ours %d/%lld, transformers bf16 %d/%lld\n",
+              top1_vs_fp32([&](int64_t i) { return got.at(ids[size_t(i)]).data(); }), (long long)P,
+              top1_vs_fp32([&](int64_t i) { return ref.data() + i * V; }), (long long)P);
   EXPECT_GE(min_cos, 0.999);
   EXPECT_GE(double(agree) / double(P), 0.99);
 }

@@ -14,14 +14,23 @@ CudaGraphRunner::CudaGraphRunner(Backend& be, CausalLM& model, std::vector<Layer
     if (b < max_bs) buckets_.push_back(b);
   for (int64_t b = 16; b < max_bs; b += 16) buckets_.push_back(b);
   buckets_.push_back(max_bs);
+  // One static I32 buffer holds every input, so a replay needs one host->device copy:
+  // [ids n | positions n | slots n | context lens n | cu_seqlens_k n+1 | cu_seqlens_q n+1 | block tables n*max_blocks]
   const int64_t n = buckets_.back();
-  ids_ = be_.empty({n}, DType::I32);
-  pos_ = be_.empty({n}, DType::I32);
-  slot_ = be_.empty({n}, DType::I32);
-  ctx_ = be_.empty({n}, DType::I32);
-  tables_ = be_.empty({n * max_blocks_}, DType::I32);
-  cu_q_ = be_.empty({n + 1}, DType::I32);
-  cu_k_ = be_.empty({n + 1}, DType::I32);
+  inputs_ = be_.empty({6 * n + 2 + n * max_blocks_}, DType::I32);
+  auto part = [&](int64_t& at, int64_t len) {
+    Tensor t = inputs_.rows(at, at + len);
+    at += len;
+    return t;
+  };
+  int64_t at = 0;
+  ids_ = part(at, n);
+  pos_ = part(at, n);
+  slot_ = part(at, n);
+  ctx_ = part(at, n);
+  cu_k_ = part(at, n + 1);
+  cu_q_ = part(at, n + 1);
+  tables_ = part(at, n * max_blocks_);
 }
 
 int64_t CudaGraphRunner::bucket_for(int64_t b) const {
@@ -95,31 +104,37 @@ void CudaGraphRunner::capture() {
 }
 
 Tensor CudaGraphRunner::run(const StepInputs& in) {
-  const int64_t B = in.md.num_seqs, b = bucket_for(B);
-  std::vector<int32_t> ids(size_t(b), 0), pos(size_t(b), 0), slot(size_t(b), -1), ctx(size_t(b), 1);
-  std::vector<int32_t> tables(size_t(b * max_blocks_), 0), cu_k(size_t(b + 1), 0);
-  for (int64_t i = 0; i < B; ++i) {
-    ids[size_t(i)] = in.input_ids[size_t(i)];
-    pos[size_t(i)] = in.positions[size_t(i)];
-    slot[size_t(i)] = in.md.slot_mapping[size_t(i)];
-    ctx[size_t(i)] = in.md.context_lens[size_t(i)];
+  const int64_t B = in.md.num_seqs, b = bucket_for(B), n = buckets_.back();
+  // Host image of the static inputs of bucket b (the packed layout of inputs_, rows beyond b
+  // untouched). Padding rows: token 0 at position 0, slot -1 (no write), context 1 in block 0.
+  std::vector<int32_t>& h = host_inputs_;
+  h.assign(size_t(5 * n + 1), 0);
+  int32_t* ids = h.data();
+  int32_t* pos = ids + n;
+  int32_t* slot = pos + n;
+  int32_t* ctx = slot + n;
+  int32_t* cu_k = ctx + n;
+  for (int64_t i = 0; i < b; ++i) {
+    const bool real = i < B;
+    ids[i] = real ? in.input_ids[size_t(i)] : 0;
+    pos[i] = real ? in.positions[size_t(i)] : 0;
+    slot[i] = real ? in.md.slot_mapping[size_t(i)] : -1;
+    ctx[i] = real ? in.md.context_lens[size_t(i)] : 1;
+    cu_k[i + 1] = cu_k[i] + ctx[i];
+  }
+  std::vector<int32_t>& t = host_tables_;
+  t.assign(size_t(b * max_blocks_), 0);
+  for (int64_t i = 0; i < B; ++i)
     for (int64_t j = 0; j < in.md.max_blocks && j < max_blocks_; ++j) {
       const int32_t blk = in.md.block_tables[size_t(i * in.md.max_blocks + j)];
-      tables[size_t(i * max_blocks_ + j)] = blk < 0 ? 0 : blk;
+      t[size_t(i * max_blocks_ + j)] = blk < 0 ? 0 : blk;
     }
-  }
-  for (int64_t i = 0; i < b; ++i) cu_k[size_t(i + 1)] = cu_k[size_t(i)] + ctx[size_t(i)];
-  auto put = [&](const Tensor& dst, int64_t n, const std::vector<int32_t>& v) {
-    Tensor view = dst.rows(0, n);
-    be_.upload(v.data(), DType::I32, view);
-  };
-  put(ids_, b, ids);
-  put(pos_, b, pos);
-  put(slot_, b, slot);
-  put(ctx_, b, ctx);
-  put(tables_, b * max_blocks_, tables);
-  put(cu_k_, b + 1, cu_k);
+  // Inside the step, uploads go through the backend's pinned staging: asynchronous, no sync.
   be_.begin_step();
+  Tensor head = inputs_.rows(0, 5 * n + 1);
+  be_.upload(h.data(), DType::I32, head);
+  Tensor tab = tables_.rows(0, b * max_blocks_);
+  be_.upload(t.data(), DType::I32, tab);
   be_.graph_replay(graph_.at(b));
   return logits_.at(b).rows(0, B);
 }

@@ -35,8 +35,9 @@ class CudaGraphRunner {
   std::vector<LayerKVCache>& kv_;
   int64_t block_size_, max_model_len_, max_blocks_;
   std::vector<int64_t> buckets_;
-  // Static device inputs, sized for the largest bucket.
-  Tensor ids_, pos_, slot_, ctx_, tables_, cu_q_, cu_k_;
+  // Static device inputs, sized for the largest bucket: views of one buffer (inputs_).
+  Tensor inputs_, ids_, pos_, slot_, ctx_, tables_, cu_q_, cu_k_;
+  std::vector<int32_t> host_inputs_, host_tables_;  // reused host images of the inputs
   std::map<int64_t, int64_t> graph_;   // bucket -> graph handle
   std::map<int64_t, Tensor> logits_;   // bucket -> captured logits [bucket, V]
 };
