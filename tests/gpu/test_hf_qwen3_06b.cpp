@@ -35,6 +35,12 @@ TEST(HFQwen3_06B, LastTokenLogitsMatchTransformers) {
   cfg.model = dir;
   cfg.device = "cuda";
   cfg.gpu_memory_utilization = 0.5;
+  // Diagnostics (the assertions below are for the defaults): another device, token budget, or a
+  // single prompt, e.g. NANOVLLM_HF06B_DEVICE=cpu NANOVLLM_HF06B_ONLY=38.
+  if (const char* d = std::getenv("NANOVLLM_HF06B_DEVICE")) cfg.device = d;
+  if (const char* m = std::getenv("NANOVLLM_HF06B_MAX_BATCHED")) cfg.max_num_batched_tokens = std::atoll(m);
+  int64_t only = -1;
+  if (const char* o = std::getenv("NANOVLLM_HF06B_ONLY")) only = std::atoll(o);
   LLMEngine e(cfg);
   std::map<int64_t, std::vector<float>> got;
   e.model_runner().logits_observer = [&](const ScheduledBatch& b, const std::vector<float>& l) {
@@ -47,11 +53,15 @@ TEST(HFQwen3_06B, LastTokenLogitsMatchTransformers) {
   sp.temperature = 0;
   sp.max_tokens = 1;
   std::vector<int64_t> ids;
-  for (auto& p : prompts) ids.push_back(e.add_request(p, sp));
+  for (size_t i = 0; i < prompts.size(); ++i) ids.push_back(only < 0 || int64_t(i) == only ? e.add_request(prompts[i], sp) : -1);
   while (e.has_unfinished()) e.step();
   double min_cos = 1, sum_cos = 0;
   int agree = 0;
   for (int64_t i = 0; i < P; ++i) {
+    if (ids[size_t(i)] < 0) {  // not run (NANOVLLM_HF06B_ONLY)
+      got[-1 - i] = std::vector<float>(ref.begin() + i * V, ref.begin() + (i + 1) * V);
+      ids[size_t(i)] = -1 - i;
+    }
     const auto& g = got.at(ids[size_t(i)]);
     const float* r = ref.data() + i * V;
     double dot = 0, nr = 0, ng = 0;
@@ -72,10 +82,12 @@ TEST(HFQwen3_06B, LastTokenLogitsMatchTransformers) {
       float r2 = -INFINITY;
       for (int64_t v = 0; v < V; ++v)
         if (v != ar) r2 = std::max(r2, r[v]);
+      const float* e32 = ref32.data() + i * V;
+      const int64_t a32 = std::max_element(e32, e32 + V) - e32;
       std::printf("prompt %lld (%zu tokens): reference top-1 %lld (%.4f, margin %.4f over the next), ours %lld "
-                  "(ours gives the reference's top-1 %.4f)\n",
+                  "(ours gives the reference's top-1 %.4f and ours %.4f; float32 run: top-1 %lld, %.4f vs %.4f)\n",
                   (long long)i, prompts[size_t(i)].size(), (long long)ar, r[ar], r[ar] - r2, (long long)ag,
-                  g[size_t(ar)]);
+                  g[size_t(ar)], g[size_t(ag)], (long long)a32, e32[ar], e32[ag]);
     }
   }
   std::printf("Qwen3-0.6B random weights, %lld prompts: cosine min %.6f mean %.6f, top-1 agreement %d/%lld\n",

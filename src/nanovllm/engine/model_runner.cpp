@@ -161,8 +161,4 @@ std::vector<int32_t> ModelRunner::run(const ScheduledBatch& batch) {
   return backend_->sample(logits, rows);
 }
 
-std::vector<float> ModelRunner::run_logits(const ScheduledBatch& batch) {
-  return backend_->to_host_f32(forward_logits(batch));
-}
-
 }  // namespace nanovllm

@@ -28,8 +28,6 @@ class ModelRunner {
   ~ModelRunner();
 
   std::vector<int32_t> run(const ScheduledBatch& batch);
-  // Logits [B, V] of the batch's last tokens, as host floats (tests, fixtures).
-  std::vector<float> run_logits(const ScheduledBatch& batch);
 
   static StepInputs prepare(const ScheduledBatch& batch, int64_t block_size);
   // Optional: sees the logits [B, V] (host floats) of every step before sampling (tests,
