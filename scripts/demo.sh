@@ -7,5 +7,5 @@ scripts/setup.sh
 scripts/build.sh
 ./build/nanovllm generate --model qwen3-0.6b --load-format dummy --prompt "Hello, my name is" \
   --max-tokens 16 --temperature 0.6 --seed 0
-./build/nanovllm bench --model qwen3-0.6b --load-format dummy --num-seqs 4 --max-output-len 32 \
-  --max-input-len 128
+./build/nanovllm bench --model qwen3-0.6b --load-format dummy --num-seqs 2 --max-output-len 100 \
+  --max-input-len 100
