@@ -64,7 +64,7 @@ void ModelRunner::allocate_kv_cache() {
 
 // nano-vllm's warm-up: run one prefill of max_num_batched_tokens tokens (sequences of at most
 // max_model_len) with a KV cache just big enough, read the peak activation memory, then give
-// gpu_memory_utilization * total - used - peak to the KV cache.
+// gpu_memory_utilization * total - used (weights, runtime, the arena at its peak) to the KV cache.
 int64_t ModelRunner::gpu_kv_blocks_after_warmup() {
   const int64_t bs = cfg_.block_size, len = std::min(cfg_.max_model_len, cfg_.max_num_batched_tokens);
   const int64_t nseq = std::max<int64_t>(1, std::min(cfg_.max_num_seqs, cfg_.max_num_batched_tokens / len));
@@ -89,12 +89,14 @@ int64_t ModelRunner::gpu_kv_blocks_after_warmup() {
   layers_kv_.clear();
   kv_cache_ = Tensor();
   const int64_t total = backend_->total_memory_bytes(), free = backend_->free_memory_bytes();
-  const int64_t used = total - free;  // weights, arena, runtime (the warm-up KV cache is freed)
-  const int64_t budget = int64_t(double(total) * cfg_.gpu_memory_utilization) - used - peak;
+  // Used: weights, runtime, and the step arena, which stays allocated at its peak size (so the
+  // peak is already in `used`); the warm-up KV cache was freed above.
+  const int64_t used = total - free;
+  const int64_t budget = int64_t(double(total) * cfg_.gpu_memory_utilization) - used;
   const int64_t blocks = budget / kv_bytes_per_block();
   if (blocks < (cfg_.max_model_len + bs - 1) / bs)
     throw ResourceError("not enough GPU memory for the KV cache: " + std::to_string(total >> 20) + " MiB total, " +
-                        std::to_string(used >> 20) + " MiB used by weights and runtime, " + std::to_string(peak >> 20) +
+                        std::to_string(used >> 20) + " MiB used by weights, runtime and " + std::to_string(peak >> 20) +
                         " MiB peak activations; one max_model_len sequence needs " +
                         std::to_string(((cfg_.max_model_len + bs - 1) / bs * kv_bytes_per_block()) >> 20) +
                         " MiB. Raise --gpu-memory-utilization, or lower --max-model-len, --max-num-seqs or "
