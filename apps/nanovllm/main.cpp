@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   nanovllm::cli::add_generate(app);
   nanovllm::cli::add_bench(app);
   nanovllm::cli::add_tokenize(app);
+  nanovllm::cli::add_serve(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

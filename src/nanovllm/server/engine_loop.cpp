@@ -1,0 +1,173 @@
+#include "nanovllm/server/engine_loop.h"
+
+#include <cstdio>
+
+namespace nanovllm::server {
+
+EngineLoop::EngineLoop(LLM& llm, Metrics& metrics, double request_timeout_s)
+    : llm_(llm), metrics_(metrics),
+      timeout_(request_timeout_s > 0 ? request_timeout_s : 1e9),
+      thread_([this] { run(); }) {}
+
+EngineLoop::~EngineLoop() { stop(); }
+
+void EngineLoop::stop() {
+  {
+    std::lock_guard lk(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<RequestChannel> EngineLoop::submit(std::vector<std::vector<int32_t>> prompts, const SamplingParams& sp) {
+  auto ch = std::make_shared<RequestChannel>(int(prompts.size()));
+  {
+    std::lock_guard lk(mu_);
+    if (stopping_) throw ApiError(503, "the server is shutting down");
+    submits_.push_back({std::move(prompts), sp, ch, Clock::now()});
+  }
+  cv_.notify_all();
+  return ch;
+}
+
+void EngineLoop::cancel(RequestChannel& ch) {
+  ch.cancelled = true;  // polled by the loop; when it is idle there is nothing to abort
+  cv_.notify_all();
+}
+
+void EngineLoop::run() {
+  LLMEngine& engine = llm_.engine();
+  for (;;) {
+    std::deque<Job> jobs;
+    {
+      std::unique_lock lk(mu_);
+      if (live_.empty() && !engine.has_unfinished())
+        cv_.wait(lk, [&] { return stopping_ || !submits_.empty(); });
+      if (stopping_) break;
+      jobs.swap(submits_);
+    }
+    for (auto& j : jobs) admit(j);
+    drop_cancelled_and_expired();
+    if (engine.has_unfinished()) {
+      try {
+        route(engine.step());
+      } catch (const std::exception& e) {
+        // An engine failure ends the requests in flight, not the server.
+        std::fprintf(stderr, "engine error: %s\n", e.what());
+        fail_all(ApiError(500, std::string("engine error: ") + e.what()));
+      }
+    }
+    publish();
+  }
+  fail_all(ApiError(503, "the server is shutting down"));
+  std::lock_guard lk(mu_);
+  for (auto& j : submits_) j.channel->fail(ApiError(503, "the server is shutting down"));
+  submits_.clear();
+}
+
+void EngineLoop::admit(Job& job) {
+  LLMEngine& engine = llm_.engine();
+  std::vector<int64_t> added;
+  try {
+    for (size_t i = 0; i < job.prompts.size(); ++i) {
+      const int64_t n = int64_t(job.prompts[i].size());
+      const int64_t rid = engine.add_request(std::move(job.prompts[i]), job.params);
+      added.push_back(rid);
+      Live l;
+      l.channel = job.channel;
+      l.index = int(i);
+      if (const Tokenizer* tok = llm_.tokenizer())
+        l.text = std::make_unique<TextStream>(*tok, job.params.stop, job.params.skip_special_tokens);
+      l.arrival = l.last_token = job.arrival;
+      l.deadline = job.arrival + std::chrono::duration_cast<Clock::duration>(timeout_);
+      live_.emplace(rid, std::move(l));
+      metrics_.on_request_added(n);
+    }
+  } catch (const std::exception& e) {
+    // This request alone fails; the choices already queued for it are withdrawn.
+    for (int64_t rid : added) {
+      engine.abort(rid);
+      live_.erase(rid);
+    }
+    if (auto* ue = dynamic_cast<const UserError*>(&e)) job.channel->fail(ApiError::from(*ue));
+    else job.channel->fail(ApiError(500, std::string("could not add the request: ") + e.what()));
+  }
+}
+
+void EngineLoop::drop_cancelled_and_expired() {
+  const auto now = Clock::now();
+  for (auto it = live_.begin(); it != live_.end();) {
+    Live& l = it->second;
+    const bool cancelled = l.channel->cancelled.load();
+    if (!cancelled && now < l.deadline) {
+      ++it;
+      continue;
+    }
+    llm_.engine().abort(it->first);  // frees its KV blocks
+    metrics_.on_request_finished(FinishReason::Abort, std::chrono::duration<double>(now - l.arrival).count());
+    if (!cancelled)
+      l.channel->fail(ApiError(408, "the request took longer than the server's --request-timeout and was aborted", "", "timeout"));
+    it = live_.erase(it);
+  }
+}
+
+void EngineLoop::route(const StepResult& r) {
+  const auto now = Clock::now();
+  metrics_.on_tokens(int64_t(r.new_tokens.size()));
+  for (auto& [rid, tok] : r.new_tokens) {
+    auto it = live_.find(rid);
+    if (it == live_.end()) continue;
+    Live& l = it->second;
+    const double gap = std::chrono::duration<double>(now - l.last_token).count();
+    if (l.num_tokens == 0) metrics_.on_first_token(gap);
+    else metrics_.on_inter_token(gap);
+    l.last_token = now;
+    ++l.num_tokens;
+    std::string delta = l.text ? l.text->push(tok) : std::string();
+    if (l.text && l.text->stopped()) {  // a stop string: end it here, the engine forgets it
+      llm_.engine().abort(rid);
+      l.channel->push({l.index, std::move(delta), 1, FinishReason::None});
+      finish(it, FinishReason::Stop, "");
+      continue;
+    }
+    l.channel->push({l.index, std::move(delta), 1, FinishReason::None});
+  }
+  for (auto& f : r.finished) {
+    auto it = live_.find(f.request_id);
+    if (it == live_.end()) continue;
+    finish(it, f.finish_reason, it->second.text ? it->second.text->finish() : std::string());
+  }
+}
+
+void EngineLoop::finish(std::map<int64_t, Live>::iterator it, FinishReason why, std::string tail) {
+  Live& l = it->second;
+  metrics_.on_request_finished(why, std::chrono::duration<double>(Clock::now() - l.arrival).count());
+  l.channel->push({l.index, std::move(tail), 0, why});
+  live_.erase(it);
+}
+
+void EngineLoop::fail_all(const ApiError& err) {
+  for (auto& [rid, l] : live_) {
+    llm_.engine().abort(rid);
+    l.channel->fail(err);
+  }
+  live_.clear();
+}
+
+void EngineLoop::publish() {
+  const LLMEngine& engine = llm_.engine();
+  const BlockManager& bm = engine.block_manager();
+  EngineGauges g;
+  g.running = int64_t(engine.scheduler().running().size());
+  g.waiting = int64_t(engine.scheduler().waiting().size());
+  g.open_requests = int64_t(live_.size());
+  g.kv_blocks_total = bm.num_blocks();
+  g.kv_blocks_used = bm.num_blocks() - bm.num_free_blocks();
+  g.prefix_queries = bm.num_query_tokens();
+  g.prefix_hits = bm.num_hit_tokens();
+  g.preemptions = engine.scheduler().num_preemptions();
+  metrics_.set_gauges(g);
+}
+
+}  // namespace nanovllm::server

@@ -1,0 +1,79 @@
+// The engine thread (llama.cpp server's design): ONE thread owns the LLMEngine and every piece of
+// per-request engine state. HTTP handlers only submit jobs through a locked queue and read
+// outputs from their RequestChannel; cancellation is a flag on the channel that this thread
+// polls. Each loop iteration: admit new jobs, abort cancelled or timed-out requests, step the
+// engine, turn new tokens into text (TextStream: detokenization + stop strings) and push deltas
+// to the channels, then publish gauges to the metrics.
+#pragma once
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "nanovllm/llm.h"
+#include "nanovllm/server/metrics.h"
+#include "nanovllm/server/request_channel.h"
+#include "nanovllm/text_stream.h"
+
+namespace nanovllm::server {
+
+class EngineLoop {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // `llm` must outlive the loop; its engine is used only by the loop's thread from now on.
+  EngineLoop(LLM& llm, Metrics& metrics, double request_timeout_s);
+  ~EngineLoop();  // stops and joins; open requests fail with 503
+  EngineLoop(const EngineLoop&) = delete;
+  EngineLoop& operator=(const EngineLoop&) = delete;
+
+  // Queues one request with one choice per prompt (all token ids, already validated against
+  // max_model_len by the caller). Outputs and errors arrive on the returned channel.
+  std::shared_ptr<RequestChannel> submit(std::vector<std::vector<int32_t>> prompts, const SamplingParams& sp);
+  // The client went away: the loop aborts the request in the engine (freeing its KV blocks).
+  void cancel(RequestChannel& ch);
+  void stop();
+
+ private:
+  struct Job {
+    std::vector<std::vector<int32_t>> prompts;
+    SamplingParams params;
+    std::shared_ptr<RequestChannel> channel;
+    Clock::time_point arrival;
+  };
+  // One choice of a request, living in the engine.
+  struct Live {
+    std::shared_ptr<RequestChannel> channel;
+    int index = 0;
+    std::unique_ptr<TextStream> text;
+    Clock::time_point arrival, last_token, deadline;
+    int num_tokens = 0;
+  };
+
+  void run();
+  void admit(Job& job);
+  void drop_cancelled_and_expired();
+  void route(const StepResult& r);
+  void finish(std::map<int64_t, Live>::iterator it, FinishReason why, std::string tail);
+  void fail_all(const ApiError& err);
+  void publish();
+
+  LLM& llm_;
+  Metrics& metrics_;
+  std::chrono::duration<double> timeout_;
+
+  std::mutex mu_;  // guards submits_ and stopping_
+  std::condition_variable cv_;
+  std::deque<Job> submits_;
+  bool stopping_ = false;
+
+  std::map<int64_t, Live> live_;  // engine request id -> choice; engine thread only
+  std::thread thread_;            // last member: starts after everything above exists
+};
+
+}  // namespace nanovllm::server

@@ -1,0 +1,124 @@
+#include "nanovllm/server/metrics.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace nanovllm::server {
+
+namespace {
+
+std::string num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+void header(std::string& out, const std::string& name, const char* type, const std::string& help) {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+void sample(std::string& out, const std::string& name, const std::string& labels, double v) {
+  out += name + "{" + labels + "} " + num(v) + "\n";
+}
+
+}  // namespace
+
+void Histogram::observe(double v) {
+  const size_t i = size_t(std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin());
+  if (i < counts_.size()) ++counts_[i];
+  ++count_;
+  sum_ += v;
+}
+
+void Histogram::render(const std::string& name, const std::string& help, const std::string& labels, std::string& out) const {
+  header(out, name, "histogram", help);
+  uint64_t cum = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cum += counts_[i];
+    out += name + "_bucket{" + labels + ",le=\"" + num(bounds_[i]) + "\"} " + std::to_string(cum) + "\n";
+  }
+  out += name + "_bucket{" + labels + ",le=\"+Inf\"} " + std::to_string(count_) + "\n";
+  sample(out, name + "_sum", labels, sum_);
+  sample(out, name + "_count", labels, double(count_));
+}
+
+Metrics::Metrics(std::string model_name)
+    : labels_("model_name=\"" + model_name + "\""),
+      ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640}),
+      itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}),
+      e2e_({0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920}) {}
+
+void Metrics::on_request_added(int64_t n) {
+  std::lock_guard lk(mu_);
+  prompt_tokens_ += n;
+}
+void Metrics::on_tokens(int64_t n) {
+  std::lock_guard lk(mu_);
+  generation_tokens_ += n;
+}
+void Metrics::on_first_token(double s) {
+  std::lock_guard lk(mu_);
+  ttft_.observe(s);
+}
+void Metrics::on_inter_token(double s) {
+  std::lock_guard lk(mu_);
+  itl_.observe(s);
+}
+void Metrics::on_request_finished(FinishReason why, double e2e) {
+  std::lock_guard lk(mu_);
+  ++finished_[finish_reason_str(why)];
+  e2e_.observe(e2e);
+}
+void Metrics::on_http_error(int status) {
+  std::lock_guard lk(mu_);
+  ++http_errors_[status];
+}
+void Metrics::set_gauges(const EngineGauges& g) {
+  std::lock_guard lk(mu_);
+  gauges_ = g;
+}
+EngineGauges Metrics::gauges() const {
+  std::lock_guard lk(mu_);
+  return gauges_;
+}
+
+std::string Metrics::render() const {
+  std::lock_guard lk(mu_);
+  const auto& g = gauges_;
+  std::string o;
+  auto gauge = [&](const std::string& name, const std::string& help, double v) {
+    header(o, name, "gauge", help);
+    sample(o, name, labels_, v);
+  };
+  auto counter = [&](const std::string& name, const std::string& help, double v) {
+    header(o, name, "counter", help);
+    sample(o, name, labels_, v);
+  };
+  gauge("vllm:num_requests_running", "Number of requests in model execution batches.", double(g.running));
+  gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", double(g.waiting));
+  gauge("nanovllm:num_requests_open", "Requests the HTTP server is serving (queued, running or streaming).", double(g.open_requests));
+  const double usage = g.kv_blocks_total ? double(g.kv_blocks_used) / double(g.kv_blocks_total) : 0.0;
+  gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", usage);
+  gauge("nanovllm:kv_cache_blocks_used", "KV-cache blocks held by live sequences.", double(g.kv_blocks_used));
+  gauge("nanovllm:kv_cache_blocks_total", "KV-cache blocks in the pool.", double(g.kv_blocks_total));
+  counter("vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", double(g.prefix_queries));
+  counter("vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", double(g.prefix_hits));
+  gauge("nanovllm:prefix_cache_hit_rate", "Prefix-cache hits / queries over the server's life.",
+        g.prefix_queries ? double(g.prefix_hits) / double(g.prefix_queries) : 0.0);
+  counter("vllm:num_preemptions_total", "Cumulative number of preemptions.", double(g.preemptions));
+  counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", double(prompt_tokens_));
+  counter("vllm:generation_tokens_total", "Number of generation tokens processed.", double(generation_tokens_));
+  header(o, "vllm:request_success_total", "counter", "Count of finished requests by finish reason.");
+  for (const char* r : {"stop", "length", "abort"}) {
+    auto it = finished_.find(r);
+    sample(o, "vllm:request_success_total", labels_ + ",finished_reason=\"" + r + "\"", it == finished_.end() ? 0.0 : double(it->second));
+  }
+  header(o, "nanovllm:http_errors_total", "counter", "Error responses by HTTP status.");
+  for (auto& [status, n] : http_errors_) sample(o, "nanovllm:http_errors_total", labels_ + ",status=\"" + std::to_string(status) + "\"", double(n));
+  ttft_.render("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels_, o);
+  itl_.render("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", labels_, o);
+  e2e_.render("vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", labels_, o);
+  return o;
+}
+
+}  // namespace nanovllm::server

@@ -1,0 +1,242 @@
+// Request side of openai_protocol.h: parsing and validating the bodies of /v1/completions,
+// /v1/chat/completions, /tokenize and /detokenize.
+#include <limits>
+
+#include "nanovllm/request_json.h"
+#include "nanovllm/server/openai_protocol.h"
+#include "nanovllm/tokenizer/utf8.h"
+
+namespace nanovllm::server {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& param, const std::string& msg, const std::string& code = "invalid_value") {
+  throw ApiError(400, msg, param, code);
+}
+
+[[noreturn]] void wrong_type(const std::string& param, const std::string& want) {
+  bad(param, "'" + param + "' must be " + want, "invalid_type");
+}
+
+const ojson* field(const ojson& j, const char* name) {
+  auto it = j.find(name);
+  return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
+bool boolean(const ojson& j, const char* name, bool dflt) {
+  const ojson* v = field(j, name);
+  if (!v) return dflt;
+  if (!v->is_boolean()) wrong_type(name, "a boolean");
+  return v->get<bool>();
+}
+
+const Tokenizer& tokenizer_of(const ModelInfo& m) {
+  if (!m.llm->tokenizer()) bad("", "the model has no tokenizer: send prompts as token ids", "no_tokenizer");
+  return *m.llm->tokenizer();
+}
+
+std::vector<int32_t> encode(const ModelInfo& m, const std::string& text, const std::string& param) {
+  try {
+    return tokenizer_of(m).encode(text);
+  } catch (const UserError& e) {
+    bad(param, param + ": " + e.what());
+  }
+}
+
+std::vector<int32_t> token_ids(const ojson& arr, const std::string& param) {
+  std::vector<int32_t> ids;
+  for (auto& t : arr) {
+    if (!t.is_number_integer()) wrong_type(param, "a list of integer token ids");
+    const int64_t v = t.get<int64_t>();
+    if (v < 0 || v > std::numeric_limits<int32_t>::max()) bad(param, param + ": token id " + std::to_string(v) + " is out of range");
+    ids.push_back(int32_t(v));
+  }
+  return ids;
+}
+
+// Reads the fields common to both endpoints; `default_max_tokens(n)` gives max_tokens for a
+// prompt of n tokens when the client sent none.
+template <class DefaultMax>
+void read_common(const ojson& body, GenerationRequest& r, const ModelInfo& m, const std::string& prompt_param,
+                 DefaultMax default_max_tokens) {
+  if (const ojson* n = field(body, "n")) {
+    if (!n->is_number_integer()) wrong_type("n", "an integer");
+    if (n->get<int64_t>() != 1) bad("n", "only n=1 is supported (got " + n->dump() + ")");
+  }
+  for (const char* f : {"best_of", "logprobs", "top_logprobs", "suffix", "logit_bias", "response_format"}) {
+    const ojson* v = field(body, f);
+    if (v && !(v->is_boolean() && !v->get<bool>()) && !(f == std::string("best_of") && *v == 1))
+      bad(f, std::string("'") + f + "' is not supported by this server", "unsupported_parameter");
+  }
+  r.stream = boolean(body, "stream", false);
+  if (const ojson* so = field(body, "stream_options")) {
+    if (!so->is_object()) wrong_type("stream_options", "an object");
+    r.include_usage = boolean(*so, "include_usage", false);
+  }
+  const bool has_max = field(body, "max_tokens") != nullptr;
+  try {
+    read_sampling_fields(nlohmann::json(body), r.params);
+  } catch (const InvalidRequest& e) {
+    bad(e.param, e.what(), e.param == "stop" || e.param == "stop_token_ids" ? "invalid_value" : "invalid_value");
+  }
+  if (!r.params.stop.empty()) tokenizer_of(m);
+  // The context: every prompt must leave room for at least one token, and for max_tokens.
+  int64_t max_default = std::numeric_limits<int64_t>::max();
+  for (auto& p : r.prompts) {
+    const int64_t n = int64_t(p.size());
+    if (n == 0) bad(prompt_param, "the prompt is empty");
+    if (n >= m.max_model_len)
+      bad(prompt_param, "This model's maximum context length is " + std::to_string(m.max_model_len) + " tokens. However, your prompt has " +
+                            std::to_string(n) + " tokens (at least one token must be generated).", "context_length_exceeded");
+    if (has_max && n + r.params.max_tokens > m.max_model_len)
+      bad("max_tokens", "This model's maximum context length is " + std::to_string(m.max_model_len) + " tokens. However, you requested " +
+                            std::to_string(n + r.params.max_tokens) + " tokens (" + std::to_string(n) + " in the prompt, " +
+                            std::to_string(r.params.max_tokens) + " for the completion). Please reduce the prompt or max_tokens.",
+          "context_length_exceeded");
+    max_default = std::min(max_default, default_max_tokens(n));
+  }
+  if (!has_max) r.params.max_tokens = int(max_default);
+}
+
+// messages -> the template's input: content parts flattened to text, key order kept.
+ChatTemplateInputs chat_inputs(const ojson& body) {
+  const ojson* msgs = field(body, "messages");
+  if (!msgs) bad("messages", "'messages' is required", "missing_field");
+  if (!msgs->is_array() || msgs->empty()) wrong_type("messages", "a non-empty list of messages");
+  ChatTemplateInputs in;
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    ojson msg = (*msgs)[i];
+    if (!msg.is_object()) wrong_type(where, "an object");
+    if (!msg.contains("role") || !msg["role"].is_string()) bad(where + ".role", where + " needs a string 'role'", "missing_field");
+    ojson& c = msg["content"];
+    if (c.is_array()) {  // [{"type": "text", "text": ...}] -> one string, as vLLM joins them
+      std::string text;
+      for (auto& part : c) {
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+          bad(where + ".content", where + ".content: only text parts ({\"type\": \"text\", \"text\": ...}) are supported");
+        if (!text.empty()) text += "\n";
+        text += part["text"].get<std::string>();
+      }
+      c = text;
+    } else if (!c.is_string() && !c.is_null()) {
+      wrong_type(where + ".content", "a string, a list of text parts or null");
+    }
+    in.messages.push_back(std::move(msg));
+  }
+  if (const ojson* t = field(body, "tools")) {
+    if (!t->is_array()) wrong_type("tools", "a list of tools");
+    if (!t->empty()) in.tools = *t;
+  }
+  in.add_generation_prompt = boolean(body, "add_generation_prompt", true);
+  if (const ojson* kw = field(body, "chat_template_kwargs")) {
+    if (!kw->is_object()) wrong_type("chat_template_kwargs", "an object");
+    for (auto& [k, v] : kw->items()) {
+      if (k == "enable_thinking") {
+        if (!v.is_boolean()) wrong_type("chat_template_kwargs.enable_thinking", "a boolean");
+        in.enable_thinking = v.get<bool>();
+      } else {
+        in.extra[k] = v;
+      }
+    }
+  }
+  return in;
+}
+
+std::string render_chat(const ModelInfo& m, const ojson& body) {
+  ChatTemplateInputs in = chat_inputs(body);
+  tokenizer_of(m);
+  try {
+    return m.llm->apply_chat_template(in);
+  } catch (const UserError& e) {
+    bad("messages", std::string("chat template: ") + e.what());
+  }
+}
+
+}  // namespace
+
+ojson parse_body(const std::string& body) {
+  const size_t bad_at = utf8::find_invalid(body);
+  if (bad_at != utf8::kValid) bad("", "the request body is not valid UTF-8 (byte offset " + std::to_string(bad_at) + ")", "invalid_utf8");
+  ojson j;
+  try {
+    j = ojson::parse(body);
+  } catch (const nlohmann::json::parse_error& e) {
+    bad("", std::string("the request body is not valid JSON: ") + e.what(), "invalid_json");
+  }
+  if (!j.is_object()) bad("", "the request body must be a JSON object", "invalid_json");
+  return j;
+}
+
+void check_model(const ojson& body, const ModelInfo& m) {
+  const ojson* v = field(body, "model");
+  if (!v) return;
+  if (!v->is_string()) wrong_type("model", "a string");
+  if (v->get<std::string>() != m.name)
+    throw ApiError(404, "The model '" + v->get<std::string>() + "' does not exist; this server serves '" + m.name + "'", "model",
+                   "model_not_found");
+}
+
+GenerationRequest parse_completion_request(const ojson& body, const ModelInfo& m) {
+  GenerationRequest r;
+  r.endpoint = Endpoint::Completions;
+  const ojson* p = field(body, "prompt");
+  if (!p) bad("prompt", "'prompt' is required", "missing_field");
+  const std::string want = "a string, a list of strings, a list of token ids or a list of token-id lists";
+  if (p->is_string()) {
+    r.prompts.push_back(encode(m, p->get<std::string>(), "prompt"));
+  } else if (p->is_array() && !p->empty()) {
+    if ((*p)[0].is_number_integer()) {
+      r.prompts.push_back(token_ids(*p, "prompt"));
+    } else {
+      for (auto& e : *p) {
+        if (e.is_string()) r.prompts.push_back(encode(m, e.get<std::string>(), "prompt"));
+        else if (e.is_array()) r.prompts.push_back(token_ids(e, "prompt"));
+        else wrong_type("prompt", want);
+      }
+    }
+  } else {
+    wrong_type("prompt", want);
+  }
+  if (boolean(body, "echo", false)) bad("echo", "echo=true is not supported", "unsupported_parameter");
+  read_common(body, r, m, "prompt", [&](int64_t n) { return std::min<int64_t>(16, m.max_model_len - n); });
+  return r;
+}
+
+GenerationRequest parse_chat_request(const ojson& body, const ModelInfo& m) {
+  GenerationRequest r;
+  r.endpoint = Endpoint::ChatCompletions;
+  const std::string text = render_chat(m, body);
+  r.prompts.push_back(encode(m, text, "messages"));
+  ojson b = body;  // OpenAI's newer name for max_tokens
+  if (field(b, "max_completion_tokens") && !field(b, "max_tokens")) b["max_tokens"] = b["max_completion_tokens"];
+  read_common(b, r, m, "messages", [&](int64_t n) { return m.max_model_len - n; });
+  return r;
+}
+
+ojson tokenize_response(const ojson& body, const ModelInfo& m) {
+  std::vector<int32_t> ids;
+  if (field(body, "messages")) {
+    ids = encode(m, render_chat(m, body), "messages");
+  } else {
+    const ojson* p = field(body, "prompt");
+    if (!p) bad("prompt", "'prompt' or 'messages' is required", "missing_field");
+    if (!p->is_string()) wrong_type("prompt", "a string");
+    ids = encode(m, p->get<std::string>(), "prompt");
+  }
+  return {{"count", ids.size()}, {"max_model_len", m.max_model_len}, {"tokens", ids}, {"token_strs", nullptr}};
+}
+
+ojson detokenize_response(const ojson& body, const ModelInfo& m) {
+  const ojson* t = field(body, "tokens");
+  if (!t) bad("tokens", "'tokens' is required", "missing_field");
+  if (!t->is_array()) wrong_type("tokens", "a list of integer token ids");
+  const auto ids = token_ids(*t, "tokens");
+  try {
+    return {{"prompt", tokenizer_of(m).decode(ids, false)}};
+  } catch (const UserError& e) {
+    bad("tokens", std::string("tokens: ") + e.what());
+  }
+}
+
+}  // namespace nanovllm::server

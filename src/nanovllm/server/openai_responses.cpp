@@ -1,0 +1,63 @@
+// Response side of openai_protocol.h: the shapes of OpenAI's (and vLLM's) completion,
+// chat-completion, stream-chunk and model-list objects.
+#include "nanovllm/server/openai_protocol.h"
+
+namespace nanovllm::server {
+
+namespace {
+
+ojson head(const ResponseMeta& m, bool chunk) {
+  const bool chat = m.endpoint == Endpoint::ChatCompletions;
+  const char* object = chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
+  return {{"id", m.id}, {"object", object}, {"created", m.created}, {"model", m.model}};
+}
+
+ojson reason(const std::string& r) { return r.empty() ? ojson(nullptr) : ojson(r); }
+
+}  // namespace
+
+ojson usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
+  return {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion_tokens}, {"total_tokens", prompt_tokens + completion_tokens}};
+}
+
+ojson full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& choices, const ojson& usage) {
+  ojson r = head(meta, false);
+  ojson cs = ojson::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    ojson c = {{"index", i}};
+    if (meta.endpoint == Endpoint::ChatCompletions) c["message"] = {{"role", "assistant"}, {"content", choices[i].text}};
+    else c["text"] = choices[i].text;
+    c["logprobs"] = nullptr;
+    c["finish_reason"] = reason(choices[i].finish_reason);
+    cs.push_back(std::move(c));
+  }
+  r["choices"] = std::move(cs);
+  r["usage"] = usage;
+  return r;
+}
+
+ojson stream_chunk(const ResponseMeta& meta, int index, const ojson& delta, const std::string& finish_reason) {
+  ojson r = head(meta, true);
+  ojson c = {{"index", index}};
+  if (meta.endpoint == Endpoint::ChatCompletions) c["delta"] = delta;
+  else c["text"] = delta.value("content", "");
+  c["logprobs"] = nullptr;
+  c["finish_reason"] = reason(finish_reason);
+  r["choices"] = ojson::array({std::move(c)});
+  return r;
+}
+
+ojson usage_chunk(const ResponseMeta& meta, const ojson& usage) {
+  ojson r = head(meta, true);
+  r["choices"] = ojson::array();
+  r["usage"] = usage;
+  return r;
+}
+
+ojson models_response(const ModelInfo& m, int64_t created) {
+  ojson card = {{"id", m.name},     {"object", "model"}, {"created", created},
+                {"owned_by", "nanovllm"}, {"root", m.root}, {"parent", nullptr}, {"max_model_len", m.max_model_len}};
+  return {{"object", "list"}, {"data", ojson::array({card})}};
+}
+
+}  // namespace nanovllm::server

@@ -1,0 +1,45 @@
+#include "nanovllm/server/request_channel.h"
+
+namespace nanovllm::server {
+
+void RequestChannel::push(ChoiceEvent ev) {
+  {
+    std::lock_guard lk(mu_);
+    if (error_) return;
+    if (ev.finish != FinishReason::None) --remaining_;
+    // Merge with a pending delta of the same choice: a slow reader gets fewer, larger chunks.
+    if (!queue_.empty() && queue_.back().index == ev.index && queue_.back().finish == FinishReason::None) {
+      auto& b = queue_.back();
+      b.text += ev.text;
+      b.num_tokens += ev.num_tokens;
+      b.finish = ev.finish;
+    } else {
+      queue_.push_back(std::move(ev));
+    }
+  }
+  cv_.notify_all();
+}
+
+void RequestChannel::fail(const ApiError& err) {
+  {
+    std::lock_guard lk(mu_);
+    if (!error_) error_ = err;
+    queue_.clear();
+  }
+  cv_.notify_all();
+}
+
+bool RequestChannel::wait(std::vector<ChoiceEvent>& out, std::chrono::milliseconds timeout) {
+  std::unique_lock lk(mu_);
+  cv_.wait_for(lk, timeout, [&] { return !queue_.empty() || ended_locked(); });
+  for (auto& e : queue_) out.push_back(std::move(e));
+  queue_.clear();
+  return ended_locked();
+}
+
+std::optional<ApiError> RequestChannel::error() const {
+  std::lock_guard lk(mu_);
+  return error_;
+}
+
+}  // namespace nanovllm::server

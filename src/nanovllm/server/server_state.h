@@ -1,0 +1,30 @@
+// What the HTTP handlers share: the served model's description, the metrics, the engine loop and
+// the options. Created once by HttpServer; handlers only read it (the loop and metrics are
+// thread-safe), so there is no global mutable state.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "nanovllm/server/engine_loop.h"
+#include "nanovllm/server/metrics.h"
+#include "nanovllm/server/openai_protocol.h"
+#include "nanovllm/server/server_options.h"
+
+namespace nanovllm::server {
+
+struct ServerState {
+  ServerState(LLM& llm, const ServerOptions& o, ModelInfo m)
+      : opts(o), model(std::move(m)), metrics(model.name), loop(llm, metrics, o.request_timeout_s) {}
+
+  ServerOptions opts;
+  ModelInfo model;
+  Metrics metrics;
+  EngineLoop loop;
+  std::atomic<uint64_t> next_id{1};
+  int64_t started_at = 0;  // unix seconds
+
+  std::string new_id(const char* prefix) { return prefix + std::to_string(started_at) + "-" + std::to_string(next_id++); }
+};
+
+}  // namespace nanovllm::server
