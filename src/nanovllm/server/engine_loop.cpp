@@ -124,7 +124,17 @@ void EngineLoop::route(const StepResult& r) {
     else metrics_.on_inter_token(gap);
     l.last_token = now;
     ++l.num_tokens;
-    std::string delta = l.text ? l.text->push(tok) : std::string();
+    std::string delta;
+    try {
+      // Ids past the tokenizer's vocabulary (the model's embedding is padded: 151936 rows vs
+      // 151669 tokens for Qwen3) have no text; Hugging Face decodes them to "" too.
+      if (l.text && tok < llm_.tokenizer()->vocab_size()) delta = l.text->push(tok);
+    } catch (const std::exception& e) {  // this request's text failed; the others go on
+      llm_.engine().abort(rid);
+      l.channel->fail(ApiError(500, std::string("detokenization failed: ") + e.what()));
+      live_.erase(it);
+      continue;
+    }
     if (l.text && l.text->stopped()) {  // a stop string: end it here, the engine forgets it
       llm_.engine().abort(rid);
       l.channel->push({l.index, std::move(delta), 1, FinishReason::None});
