@@ -2,7 +2,7 @@
 // model, binds (loopback by default), prints the address, serves until SIGINT/SIGTERM.
 #include <csignal>
 #include <cstdio>
-#include <pthread.h>
+#include <unistd.h>
 #include <thread>
 
 #include "commands.h"
@@ -17,6 +17,12 @@
 namespace nanovllm::cli {
 namespace {
 
+// Write end of the stop pipe, for the signal handler: the one piece of process-wide state, set
+// once before the handlers are installed.
+#ifndef NANOVLLM_NO_HTTP_SERVER
+int stop_pipe_write = -1;
+#endif
+
 struct ServeArgs {
   EngineFlags engine;
   server::ServerOptions opts;
@@ -29,14 +35,17 @@ void run(const ServeArgs& a) {
 #else
   if (a.opts.max_body_bytes <= 0) throw UserError("--max-body-bytes must be positive");
   if (a.opts.http_threads < 2) throw UserError("--http-threads must be at least 2");
-  // Signals are taken by one waiting thread (sigwait), not by handlers: everything else blocks
-  // them, and that thread stops the server cleanly. A closed client socket must not kill us.
-  std::signal(SIGPIPE, SIG_IGN);
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // SIGINT/SIGTERM stop the server cleanly: the handler only writes a byte to a pipe (all it may
+  // safely do), a waiting thread reads it and stops the server. (Blocking the signals and using
+  // sigwait is not enough: OpenBLAS starts threads before main, and those would take them.)
+  std::signal(SIGPIPE, SIG_IGN);  // a closed client socket must not kill us
+  int fds[2];
+  if (pipe(fds) != 0) throw Error("serve: pipe() failed");
+  stop_pipe_write = fds[1];
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { const char c = 1; (void)!write(stop_pipe_write, &c, 1); };
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
 
   LLM llm(a.engine.resolve(), a.engine.tokenizer);
   server::HttpServer srv(llm, a.opts);
@@ -45,13 +54,13 @@ void run(const ServeArgs& a) {
               (a.opts.served_model_name.empty() ? a.engine.cfg.model : a.opts.served_model_name).c_str());
   std::fflush(stdout);
   std::thread waiter([&] {
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
-    if (sig != 0) srv.stop();
+    char c = 0;
+    if (read(fds[0], &c, 1) == 1 && c == 1) srv.stop();
   });
   srv.serve();
-  // serve() may also return on its own (listen failure): wake the waiter so it can be joined.
-  pthread_kill(waiter.native_handle(), SIGTERM);
+  // serve() may also return on its own: wake the waiter with a byte that does not stop anything.
+  const char wake = 0;
+  (void)!write(fds[1], &wake, 1);
   waiter.join();
 #endif
 }

@@ -121,10 +121,7 @@ struct HttpServer::Impl {
 
 HttpServer::HttpServer(LLM& llm, const ServerOptions& opts) : impl_(std::make_unique<Impl>(llm, opts)) { impl_->routes(); }
 
-HttpServer::~HttpServer() {
-  stop();
-  impl_->st.loop.stop();
-}
+HttpServer::~HttpServer() { stop(); }
 
 int HttpServer::bind() {
   const ServerOptions& o = impl_->st.opts;
@@ -135,6 +132,11 @@ int HttpServer::bind() {
 
 void HttpServer::serve() { impl_->http.listen_after_bind(); }
 
-void HttpServer::stop() { impl_->http.stop(); }
+// The engine loop stops first: open requests fail with 503, so streaming handlers end and
+// httplib's thread pool can be joined.
+void HttpServer::stop() {
+  impl_->st.loop.stop();
+  impl_->http.stop();
+}
 
 }  // namespace nanovllm::server

@@ -32,9 +32,9 @@ function killAll() { for (const p of live) { try { p.kill('SIGKILL'); } catch {}
 process.on('exit', killAll);
 for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => { killAll(); process.exit(1); });
 
-export async function startServer(extra = [], { apiKey } = {}) {
-  const dir = writeTinyModel();
-  const args = ['serve', '--model', dir, '--load-format', 'dummy', '--device', 'cpu', '--kv-cache-memory', '200000000',
+export async function startServer(extra = [], { apiKey, modelDir, kvBytes = 200000000 } = {}) {
+  const dir = modelDir ?? writeTinyModel();
+  const args = ['serve', '--model', dir, '--load-format', 'dummy', '--device', 'cpu', '--kv-cache-memory', String(kvBytes),
     '--served-model-name', MODEL, '--port', '0', ...extra];
   if (apiKey) args.push('--api-key', apiKey);
   const proc = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -66,7 +66,7 @@ export async function startServer(extra = [], { apiKey } = {}) {
     await exited;
     clearTimeout(t);
     live.delete(proc);
-    fs.rmSync(dir, { recursive: true, force: true });
+    if (!modelDir) fs.rmSync(dir, { recursive: true, force: true });
   };
   const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: apiKey ?? 'unused', maxRetries: 0, timeout: 60000 });
   return { base, port, proc, client, stop, log: () => log, alive: () => proc.exitCode === null };
