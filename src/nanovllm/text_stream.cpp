@@ -5,10 +5,10 @@
 namespace nanovllm {
 
 TextStream::TextStream(const Tokenizer& tok, std::vector<std::string> stop, bool skip_special_tokens)
-    : detok_(tok, skip_special_tokens), stop_(std::move(stop)) {}
+    : tok_(tok), detok_(tok, skip_special_tokens), stop_(std::move(stop)) {}
 
 std::string TextStream::push(int32_t id) {
-  if (stopped_) return "";
+  if (stopped_ || id < 0 || id >= tok_.vocab_size()) return "";
   return advance(detok_.push(id), false);
 }
 

@@ -12,7 +12,9 @@ namespace nanovllm {
 class TextStream {
  public:
   TextStream(const Tokenizer& tok, std::vector<std::string> stop, bool skip_special_tokens);
-  std::string push(int32_t id);   // new visible text (maybe empty)
+  // New visible text (maybe empty). Ids the tokenizer does not know (a model's padded vocabulary
+  // beyond the tokenizer's) have no text, as in transformers.
+  std::string push(int32_t id);
   std::string finish();           // at the end of the request: what was held back
   bool stopped() const { return stopped_; }
   const std::string& text() const { return text_; }  // visible text so far
@@ -20,6 +22,7 @@ class TextStream {
  private:
   std::string advance(std::string delta, bool final);
 
+  const Tokenizer& tok_;
   IncrementalDetokenizer detok_;
   std::vector<std::string> stop_;
   std::string text_;      // emitted

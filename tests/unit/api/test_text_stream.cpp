@@ -72,3 +72,14 @@ TEST(TextStream, HeldBackTextIsFlushedAtTheEnd) {
   EXPECT_EQ(stream(*tok, ids, {"EOF"}, &stopped), "ends with E");
   EXPECT_FALSE(stopped);
 }
+
+TEST(TextStream, IdsBeyondTheTokenizerHaveNoText) {
+  auto tok = qwen3();
+  // Qwen3's model vocabulary (151,936) is padded past the tokenizer's ids.
+  TextStream ts(*tok, {}, true);
+  std::string out = ts.push(tok->encode("Hi")[0]);
+  out += ts.push(tok->vocab_size() + 100);
+  out += ts.push(tok->encode(" there")[0]);
+  out += ts.finish();
+  EXPECT_EQ(out, "Hi there");
+}
