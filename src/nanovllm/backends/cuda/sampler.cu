@@ -35,9 +35,8 @@ __device__ __forceinline__ float ld<float>(const float* p, int64_t i) { return p
 template <>
 __device__ __forceinline__ float ld<bf16>(const bf16* p, int64_t i) { return __bfloat162float(p[i]); }
 
-// (value, index) argmax with the lowest index winning ties; every thread gets the result.
-__device__ void block_argmax(float& v, int& idx, float* sv, int* si) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+// (value, index) argmax across a warp, the lowest index winning ties; every lane gets the result.
+__device__ __forceinline__ void warp_argmax(float& v, int& idx) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     const float v2 = __shfl_xor_sync(0xffffffffu, v, o);
@@ -47,6 +46,12 @@ __device__ void block_argmax(float& v, int& idx, float* sv, int* si) {
       idx = i2;
     }
   }
+}
+
+// The same across the block (through shared sv/si, one slot per warp); every thread gets the result.
+__device__ void block_argmax(float& v, int& idx, float* sv, int* si) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  warp_argmax(v, idx);
   __syncthreads();
   if (lane == 0) {
     sv[warp] = v;
@@ -55,15 +60,7 @@ __device__ void block_argmax(float& v, int& idx, float* sv, int* si) {
   __syncthreads();
   v = sv[lane];
   idx = si[lane];
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float v2 = __shfl_xor_sync(0xffffffffu, v, o);
-    const int i2 = __shfl_xor_sync(0xffffffffu, idx, o);
-    if (v2 > v || (v2 == v && i2 < idx)) {
-      v = v2;
-      idx = i2;
-    }
-  }
+  warp_argmax(v, idx);
 }
 
 __device__ double block_sum_d(double v, double* red) {
