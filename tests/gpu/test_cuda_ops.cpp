@@ -63,7 +63,11 @@ TEST(CudaOps, RmsNormAndFusedAdd) {
 TEST(CudaOps, Linear) {
   REQUIRE_GPU();
   Backends be;
-  for (auto [T, K, N] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 256, 384}, {17, 1024, 3072}, {300, 96, 700}, {4097, 128, 64}}) {
+  // T <= 4 with K % 8 == 0 takes the skinny kernel (gemv.cu): N not a multiple of its 4 rows per
+  // CTA, K not a multiple of its 128-chunk stride; K % 8 != 0 and T = 5 take cuBLASLt.
+  for (auto [T, K, N] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {1, 256, 384}, {1, 1024, 151}, {2, 1032, 1001}, {3, 3072, 77}, {4, 2056, 4099}, {1, 100, 50},
+           {5, 1024, 512}, {17, 1024, 3072}, {300, 96, 700}, {4097, 128, 64}}) {
     auto x = make_pair(be.cpu, be.gpu, {T, K}, rand_bf16(size_t(T * K), 5));
     auto w = make_pair(be.cpu, be.gpu, {N, K}, rand_bf16(size_t(N * K), 6, -0.1f, 0.1f));
     Pair out{be.cpu.empty({T, N}, DType::F32), be.gpu.empty({T, N}, DType::BF16)};
@@ -83,7 +87,9 @@ TEST(CudaOps, SiluAndMul) {
     Pair out{be.cpu.empty({T, I}, DType::F32), be.gpu.empty({T, I}, DType::BF16)};
     be.cpu.silu_and_mul(x.cpu, out.cpu);
     be.gpu.silu_and_mul(x.gpu, out.gpu);
-    expect_close("silu_and_mul I=" + std::to_string(I), be.gpu.to_host_f32(out.gpu), be.cpu.to_host_f32(out.cpu), 1e-2, 5e-2);
+    // Two BF16 roundings (silu(gate), then the product: as a BF16 Hugging Face model rounds) on
+    // outputs up to |4 * silu(4)| = 15.7: at most 2^-9 * (3.93 * 4 + 15.7) = 0.062 from FP32.
+    expect_close("silu_and_mul I=" + std::to_string(I), be.gpu.to_host_f32(out.gpu), be.cpu.to_host_f32(out.cpu), 1e-2, 8e-2);
   }
 }
 

@@ -105,6 +105,40 @@ TEST(HFQwen3_06B, LastTokenLogitsMatchTransformers) {
   std::printf("top-1 agreement with transformers float32: ours %d/%lld, transformers bf16 %d/%lld\n",
               top1_vs_fp32([&](int64_t i) { return got.at(ids[size_t(i)]).data(); }), (long long)P,
               top1_vs_fp32([&](int64_t i) { return ref.data() + i * V; }), (long long)P);
+  // Per-prompt cosine with the float32 run, for ours and for transformers bf16: which prompts carry
+  // our error (the lowest five are printed with their lengths).
+  auto cos_vs_fp32 = [&](auto logits_of) {
+    std::vector<double> c(static_cast<size_t>(P));
+    for (int64_t i = 0; i < P; ++i) {
+      const float* e = ref32.data() + i * V;
+      const float* x = logits_of(i);
+      double dot = 0, ne = 0, nx = 0;
+      for (int64_t v = 0; v < V; ++v) {
+        dot += double(e[v]) * x[v];
+        ne += double(e[v]) * e[v];
+        nx += double(x[v]) * x[v];
+      }
+      c[size_t(i)] = dot / std::sqrt(ne * nx);
+    }
+    return c;
+  };
+  const auto ours32 = cos_vs_fp32([&](int64_t i) { return got.at(ids[size_t(i)]).data(); });
+  const auto hf32 = cos_vs_fp32([&](int64_t i) { return ref.data() + i * V; });
+  auto min_mean = [](const std::vector<double>& c) {
+    double s = 0;
+    for (double x : c) s += x;
+    return std::make_pair(*std::min_element(c.begin(), c.end()), s / double(c.size()));
+  };
+  std::printf("cosine with transformers float32 (min/mean): ours %.6f/%.6f, transformers bf16 %.6f/%.6f\n",
+              min_mean(ours32).first, min_mean(ours32).second, min_mean(hf32).first, min_mean(hf32).second);
+  std::vector<int64_t> order(static_cast<size_t>(P));
+  for (int64_t i = 0; i < P; ++i) order[size_t(i)] = i;
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ours32[size_t(a)] < ours32[size_t(b)]; });
+  for (size_t k = 0; k < 5 && k < order.size(); ++k) {
+    const int64_t i = order[k];
+    std::printf("  prompt %lld (%zu tokens): cosine with float32 ours %.6f, transformers bf16 %.6f\n", (long long)i,
+                prompts[size_t(i)].size(), ours32[size_t(i)], hf32[size_t(i)]);
+  }
   EXPECT_GE(min_cos, 0.999);
   EXPECT_GE(double(agree) / double(P), 0.99);
 }

@@ -1,12 +1,14 @@
-// SiLU-and-mul: the gated activation of Qwen3's MLP. x: [T, 2I] = [gate | up] -> [T, I].
+// The gated activation of Qwen3's MLP, with its input projection: silu(x Wg^T) * (x Wu^T), gate
+// and up packed in one weight w: [2I, K]; x: [T, K] -> [T, I]. One op (Backend::linear_silu_mul)
+// so that a backend can fuse the GEMM and the activation.
 #pragma once
 #include "nanovllm/ops/backend.h"
 
 namespace nanovllm {
 
-inline Tensor silu_and_mul(Backend& be, const Tensor& x) {
-  Tensor out = be.empty({x.size(0), x.size(1) / 2}, x.dtype());
-  be.silu_and_mul(x, out);
+inline Tensor gate_up_silu(Backend& be, const Tensor& x, const Tensor& gate_up_weight) {
+  Tensor out = be.empty({x.size(0), gate_up_weight.size(0) / 2}, be.act_dtype());
+  be.linear_silu_mul(x, gate_up_weight, out);
   return out;
 }
 

@@ -1,6 +1,7 @@
-// Paged attention layer: writes this step's k/v into the layer's cache pages, then attends the
-// new queries to the whole context through the block tables (prefix hits and earlier prefill
-// chunks are read from the cache like any other key).
+// Paged attention layer: attends the new queries to the whole context through the block tables
+// (prefix hits and earlier prefill chunks are read from the cache like any other key). The step's
+// own k/v are already in the cache: the model writes them together with q/k norm and RoPE
+// (Backend::qk_norm_rope_store), one pass instead of two.
 #pragma once
 #include "nanovllm/ops/backend.h"
 
@@ -15,9 +16,8 @@ struct PagedAttention {
   int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
   float scale = 1.0f;
 
-  // qkv: [T, (Hq + 2 Hkv) * D] after q/k norm and RoPE -> [T, Hq * D]
-  Tensor forward(Backend& be, const Tensor& qkv, LayerKVCache& cache, const AttentionMetadata& md) const {
-    be.store_kvcache(qkv, cache.k, cache.v, num_heads, num_kv_heads, head_dim, md);
+  // qkv: [T, (Hq + 2 Hkv) * D] after q/k norm and RoPE, k/v stored -> [T, Hq * D]
+  Tensor forward(Backend& be, const Tensor& qkv, const LayerKVCache& cache, const AttentionMetadata& md) const {
     Tensor out = be.empty({qkv.size(0), num_heads * head_dim}, qkv.dtype());
     be.attention(qkv, cache.k, cache.v, out, num_heads, num_kv_heads, head_dim, scale, md);
     return out;

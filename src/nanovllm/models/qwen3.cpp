@@ -9,15 +9,15 @@ namespace nanovllm {
 Tensor Qwen3Attention::forward(Backend& be, const Tensor& positions, const Tensor& x, LayerKVCache& kv,
                                const AttentionMetadata& md) {
   Tensor qkv = qkv_proj.forward(be, x);  // [T, (Hq + 2 Hkv) * D]
-  be.qk_norm_rope(qkv, q_norm.weight, k_norm.weight, positions, attn.num_heads, attn.num_kv_heads, attn.head_dim,
-                  q_norm.eps, rope_theta);
+  // q/k RMSNorm + RoPE in place, and this step's k/v into the cache pages at md.slot_mapping.
+  be.qk_norm_rope_store(qkv, q_norm.weight, k_norm.weight, positions, kv.k, kv.v, attn.num_heads, attn.num_kv_heads,
+                        attn.head_dim, q_norm.eps, rope_theta, md);
   Tensor o = attn.forward(be, qkv, kv, md);  // [T, Hq * D]
   return o_proj.forward(be, o);              // [T, H]
 }
 
 Tensor Qwen3MLP::forward(Backend& be, const Tensor& x) const {
-  Tensor gu = gate_up_proj.forward(be, x);  // [T, 2I]
-  return down_proj.forward(be, silu_and_mul(be, gu));
+  return down_proj.forward(be, gate_up_silu(be, x, gate_up_proj.weight));  // [T, I] -> [T, H]
 }
 
 void Qwen3DecoderLayer::forward(Backend& be, const Tensor& positions, Tensor& x, Tensor& residual, LayerKVCache& kv,

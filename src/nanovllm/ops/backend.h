@@ -80,6 +80,16 @@ class Backend {
                          const AttentionMetadata& md) = 0;
   // out = silu(x[:, :I]) * x[:, I:]. x: [T, 2I]; out: [T, I].
   virtual void silu_and_mul(const Tensor& x, Tensor& out) = 0;
+
+  // Fused pairs (the defaults run the two ops; a backend overrides where one pass is faster,
+  // e.g. CUDA at decode batch sizes, where each kernel launch costs more than its work).
+  // qk_norm_rope, then store_kvcache of the result.
+  virtual void qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
+                                  Tensor& k_cache, Tensor& v_cache, int64_t num_heads, int64_t num_kv_heads,
+                                  int64_t head_dim, float eps, float rope_theta, const AttentionMetadata& md);
+  // out = silu_and_mul(x @ w^T): the gated MLP's first half. x: [T, K]; w: [2I, K] (gate rows, then
+  // up rows); out: [T, I].
+  virtual void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out);
   // out[b] = x[rows[b]]. rows: host indices; x: [T, H]; out: [B, H].
   virtual void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) = 0;
   // One token per row of logits [B, V] (act dtype or F32). The step's only device->host sync.

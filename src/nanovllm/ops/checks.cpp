@@ -76,6 +76,21 @@ void check_gather_rows(const Tensor& x, const std::vector<int32_t>& rows, const 
     if (r < 0 || r >= x.size(0)) fail("gather_rows", "row " + std::to_string(r) + " out of range");
 }
 
+void Backend::qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
+                                 Tensor& k_cache, Tensor& v_cache, int64_t num_heads, int64_t num_kv_heads,
+                                 int64_t head_dim, float eps, float rope_theta, const AttentionMetadata& md) {
+  qk_norm_rope(qkv, q_norm_w, k_norm_w, positions, num_heads, num_kv_heads, head_dim, eps, rope_theta);
+  store_kvcache(qkv, k_cache, v_cache, num_heads, num_kv_heads, head_dim, md);
+}
+
+void Backend::linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) {
+  if (w.dim() != 2 || w.size(0) % 2 != 0)
+    throw Error("linear_silu_mul: w must be [2I, K] (gate and up rows), got " + shape_str(w.shape()));
+  Tensor gate_up = empty({x.size(0), w.size(0)}, out.dtype());
+  linear(x, w, gate_up);
+  silu_and_mul(gate_up, out);
+}
+
 void Backend::throw_no_graphs() const { throw Error(name() + " backend: CUDA graphs are not supported"); }
 
 }  // namespace nanovllm

@@ -63,6 +63,14 @@ class ProfilingBackend final : public Backend {
           [&] { in_->attention(qkv, k, v, out, hq, hkv, d, scale, md); });
   }
   void silu_and_mul(const Tensor& x, Tensor& out) override { timed("silu_and_mul", [&] { in_->silu_and_mul(x, out); }); }
+  void qk_norm_rope_store(Tensor& qkv, const Tensor& qn, const Tensor& kn, const Tensor& pos, Tensor& k, Tensor& v,
+                          int64_t hq, int64_t hkv, int64_t d, float eps, float theta, const AttentionMetadata& md) override {
+    timed("qk_norm_rope_store", [&] { in_->qk_norm_rope_store(qkv, qn, kn, pos, k, v, hq, hkv, d, eps, theta, md); });
+  }
+  void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) override {
+    timed("gemm+silu N=" + std::to_string(w.size(0)) + " K=" + std::to_string(w.size(1)),
+          [&] { in_->linear_silu_mul(x, w, out); });
+  }
   void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override {
     timed("gather_rows", [&] { in_->gather_rows(x, rows, out); });
   }

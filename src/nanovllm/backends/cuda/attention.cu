@@ -12,8 +12,11 @@
 //  * attn_decode_kernel (one new token per sequence, D = 64/128): a CTA per (sequence, kv head,
 //    KV split); the GQA group shares every K/V load; head_dim across D/8 lanes with 16-byte loads,
 //    each warp walking its own keys with an online softmax state per group head; states merged
-//    across lanes, warps, and (split-KV) across CTAs by log-sum-exp in attn_merge_kernel. The
-//    number of splits depends on the batch size only (graph-safe); empty splits report -inf.
+//    across lanes, warps, and (split-KV) across CTAs by log-sum-exp: the last CTA of a (sequence,
+//    kv head) to finish (an atomic counter per pair, reset by that CTA for the next launch) merges
+//    the splits itself, so split-KV costs no second kernel (attn_merge_kernel remains for batches
+//    with more pairs than counters). The number of splits depends on the batch size only
+//    (graph-safe); empty splits report -inf.
 #include <cfloat>
 
 #include "nanovllm/backends/cuda/cuda_backend.h"
@@ -50,6 +53,7 @@ struct AttnParams {
 template <int NCH>
 __global__ void __launch_bounds__(kWarps * 32) attn_tiled_kernel(const AttnParams P) {
   extern __shared__ float smem[];
+  pdl_begin();
   const int D = P.D;
   float* qs = smem;                                           // [kMaxRows][D] (pre-scaled, log2 domain)
   float* ks = qs + kMaxRows * D;                              // [D][kTileKeys + 1] transposed keys
@@ -177,6 +181,7 @@ struct DecodeParams {
   bf16* out;
   float* part_o;    // [B, Hq, S, D] normalised partial outputs (S > 1)
   float* part_lse;  // [B, Hq, S] log2-sum-exp of each split's scores
+  int* counters;    // [B, Hkv] finished splits, zero between launches; null: merge in a second kernel
   const int32_t* ctx_lens;
   const int32_t* block_tables;
   int max_blocks, Hq, Hkv, bs, G, S;
@@ -184,12 +189,30 @@ struct DecodeParams {
   float scale_log2;
 };
 
+// Element d of the merged output of (sequence, query head) row bh: sum_s w_s o_s / sum_s w_s with
+// w_s = 2^(lse_s - max lse). Reads through L2 (__ldcg): the partials were written by other CTAs.
+__device__ __forceinline__ float merge_splits(const float* __restrict__ part_o, const float* __restrict__ part_lse,
+                                              int64_t bh, int S, int D, int d) {
+  const float* lse = part_lse + bh * S;
+  float mx = -INFINITY;
+  for (int s = 0; s < S; ++s) mx = fmaxf(mx, __ldcg(lse + s));
+  float acc = 0.f, wsum = 0.f;
+  if (mx != -INFINITY)
+    for (int s = 0; s < S; ++s) {
+      const float w = exp2f(__ldcg(lse + s) - mx);
+      wsum += w;
+      acc += w * __ldcg(part_o + (bh * S + s) * D + d);
+    }
+  return wsum > 0.f ? acc / wsum : 0.f;
+}
+
 template <int D, int MAXG>
 __global__ void __launch_bounds__(kDecodeWarps * 32) attn_decode_kernel(const DecodeParams P) {
   constexpr int L = D / 8;       // lanes per key
   constexpr int KPW = 32 / L;    // keys per warp per step
   __shared__ float sm_m[kDecodeWarps][MAXG], sm_l[kDecodeWarps][MAXG];
   __shared__ float sm_o[kDecodeWarps][MAXG][D];
+  pdl_begin();
   const int b = blockIdx.x, h = blockIdx.y, split = blockIdx.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int sub = lane / L, li = lane % L;
@@ -309,25 +332,33 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) attn_decode_kernel(const De
       if (d == 0) P.part_lse[pi] = lsum > 0.f ? mx + log2f(lsum) : -INFINITY;
     }
   }
+  if (P.S == 1 || P.counters == nullptr) return;
+  // Split-KV: the last of the S CTAs of (b, h) merges (threadFenceReduction pattern: publish the
+  // partials, then count; the last reader sees every other CTA's writes).
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int* cnt = P.counters + int64_t(b) * P.Hkv + h;
+    last = atomicAdd(cnt, 1) == P.S - 1;
+    if (last) *cnt = 0;  // every CTA of this launch has counted: ready for the next launch
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int idx = threadIdx.x; idx < G * D; idx += blockDim.x) {
+    const int g = idx / D, d = idx % D;
+    const int64_t bh = int64_t(b) * P.Hq + h * G + g;
+    P.out[bh * D + d] = __float2bfloat16(merge_splits(P.part_o, P.part_lse, bh, P.S, D, d));
+  }
 }
 
 // out[b, hq] = sum_s w_s o_s / sum_s w_s, w_s = 2^(lse_s - max lse). grid B*Hq, block D threads.
 __global__ void attn_merge_kernel(const float* __restrict__ part_o, const float* __restrict__ part_lse,
                                   bf16* __restrict__ out, int S, int D) {
+  pdl_begin();
   const int64_t bh = blockIdx.x;
-  const float* lse = part_lse + bh * S;
-  float mx = -INFINITY;
-  for (int s = 0; s < S; ++s) mx = fmaxf(mx, lse[s]);
-  for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    float acc = 0.f, wsum = 0.f;
-    if (mx != -INFINITY)
-      for (int s = 0; s < S; ++s) {
-        const float w = exp2f(lse[s] - mx);
-        wsum += w;
-        acc += w * part_o[(bh * S + s) * D + d];
-      }
-    out[bh * D + d] = __float2bfloat16(wsum > 0.f ? acc / wsum : 0.f);
-  }
+  for (int d = threadIdx.x; d < D; d += blockDim.x) out[bh * D + d] = __float2bfloat16(merge_splits(part_o, part_lse, bh, S, D, d));
 }
 
 int CudaBackend::decode_splits(int64_t num_seqs, int64_t num_kv_heads) const {
@@ -337,15 +368,15 @@ int CudaBackend::decode_splits(int64_t num_seqs, int64_t num_kv_heads) const {
 }
 
 template <int D, int MAXG>
-static void launch_decode(const DecodeParams& p, int B, int Hkv, cudaStream_t s) {
+static void launch_decode(const DecodeParams& p, int B, int Hkv, Stream s) {
   dim3 grid(unsigned(B), unsigned(Hkv), unsigned(p.S));
-  attn_decode_kernel<D, MAXG><<<grid, kDecodeWarps * 32, 0, s>>>(p);
+  launch(attn_decode_kernel<D, MAXG>, grid, kDecodeWarps * 32, 0, s, p);
 }
 
 template <int NCH>
-static void launch_tiled(const AttnParams& p, unsigned gx, unsigned gy, size_t smem, cudaStream_t s) {
+static void launch_tiled(const AttnParams& p, unsigned gx, unsigned gy, size_t smem, Stream s) {
   if (smem > 48 * 1024) NV_CUDA_CHECK(cudaFuncSetAttribute(attn_tiled_kernel<NCH>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  attn_tiled_kernel<NCH><<<dim3(gx, gy), kWarps * 32, smem, s>>>(p);
+  launch(attn_tiled_kernel<NCH>, dim3(gx, gy), kWarps * 32, smem, s, p);
 }
 
 void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out,
@@ -366,7 +397,7 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
   if (G > kMaxRows) throw Error("attention: more than 16 query heads per kv head are not supported");
   if (!md.d_cu_seqlens_q.defined()) throw Error("attention: prepare_metadata() was not called for this batch");
   if (T == 0 || md.num_seqs == 0) return;
-  auto s = static_cast<cudaStream_t>(stream_);
+  const Stream s = on_stream();
   const int64_t B = md.num_seqs;
   const float scale_log2 = scale * kLog2e;
 
@@ -393,6 +424,7 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
       part_lse = empty({B * num_heads * p.S}, DType::F32);
       p.part_o = part_o.data<float>();
       p.part_lse = part_lse.data<float>();
+      if (B * num_kv_heads <= kDecodeCounters) p.counters = decode_counters_;
     }
     const int Bi = int(B), Hkv = int(num_kv_heads);
     if (D == 128) {
@@ -407,10 +439,9 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
       else launch_decode<64, 8>(p, Bi, Hkv, s);
     }
     NV_LAUNCH_CHECK();
-    if (p.S > 1) {
-      attn_merge_kernel<<<unsigned(B * num_heads), unsigned(std::min<int64_t>(D, 128)), 0, s>>>(
-          p.part_o, p.part_lse, out.data<bf16>(), p.S, int(D));
-      NV_LAUNCH_CHECK();
+    if (p.S > 1 && p.counters == nullptr) {
+      launch(attn_merge_kernel, unsigned(B * num_heads), unsigned(std::min<int64_t>(D, 128)), 0, s, p.part_o,
+             p.part_lse, out.data<bf16>(), p.S, int(D));
     }
     return;
   }

@@ -3,6 +3,7 @@
 #include "nanovllm/backends/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -58,6 +59,8 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     throw UserError(std::string("--device cuda: ") + prop.name + " (sm_" + std::to_string(prop.major * 10 + prop.minor) +
                     ") is too old; the CUDA backend needs sm_80 or newer (BF16)");
   num_sms_ = prop.multiProcessorCount;
+  const char* pdl_env = std::getenv("NANOVLLM_PDL");
+  pdl_ = prop.major >= 9 && !(pdl_env && std::string(pdl_env) == "0");
   max_smem_optin_ = prop.sharedMemPerBlockOptin;
   cudaStream_t s;
   NV_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -67,14 +70,19 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   staging_done_ = ev;
   staging_bytes_ = size_t(8) << 20;
   NV_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&staging_), staging_bytes_));
+  NV_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&decode_counters_), size_t(kDecodeCounters) * sizeof(int)));
+  NV_CUDA_CHECK(cudaMemset(decode_counters_, 0, size_t(kDecodeCounters) * sizeof(int)));
   init_gemm();
 }
+
+Stream CudaBackend::on_stream() const { return Stream{static_cast<cudaStream_t>(stream_), pdl_}; }
 
 CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
   destroy_gemm();
   for (auto& c : chunks_) cudaFree(c.ptr);
   if (staging_) cudaFreeHost(staging_);
+  if (decode_counters_) cudaFree(decode_counters_);
   if (pinned_tokens_) cudaFreeHost(pinned_tokens_);
   if (staging_done_) cudaEventDestroy(static_cast<cudaEvent_t>(staging_done_));
   if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));

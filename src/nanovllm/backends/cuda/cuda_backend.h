@@ -22,6 +22,10 @@
 
 namespace nanovllm {
 
+namespace cuda {
+struct Stream;  // cuda_common.cuh
+}
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int device_index);
@@ -55,6 +59,10 @@ class CudaBackend final : public Backend {
   void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out, int64_t num_heads,
                  int64_t num_kv_heads, int64_t head_dim, float scale, const AttentionMetadata& md) override;
   void silu_and_mul(const Tensor& x, Tensor& out) override;
+  void qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
+                          Tensor& k_cache, Tensor& v_cache, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,
+                          float eps, float rope_theta, const AttentionMetadata& md) override;
+  void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) override;
   void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override;
   std::vector<int32_t> sample(const Tensor& logits, const std::vector<SamplingRow>& rows) override;
   std::vector<float> to_host_f32(const Tensor& t) override;
@@ -76,6 +84,9 @@ class CudaBackend final : public Backend {
   void reserve_arena(size_t bytes);
   // The cudaStream_t every op runs on.
   void* stream() const { return stream_; }
+  // Kernels are launched with programmatic dependent launch (sm_90+; NANOVLLM_PDL=0 turns it off,
+  // for A/B timing).
+  bool pdl() const { return pdl_; }
   // Splits of the split-KV decode kernel for a batch of `num_seqs` (fixed by the batch size alone,
   // so a graph captured for a batch size stays valid for any context length).
   int decode_splits(int64_t num_seqs, int64_t num_kv_heads) const;
@@ -87,6 +98,7 @@ class CudaBackend final : public Backend {
   };
   struct GemmPlan;  // cuBLASLt descriptors + algorithm for one (M, N, K)
 
+  cuda::Stream on_stream() const;  // where (and how) the ops launch their kernels
   void init_gemm();
   void destroy_gemm();
   void* arena_alloc(size_t bytes);
@@ -114,6 +126,10 @@ class CudaBackend final : public Backend {
   size_t staging_bytes_ = 0, staging_off_ = 0;
   void* staging_done_ = nullptr;    // cudaEvent_t recorded after the last staged copy
   int32_t* pinned_tokens_ = nullptr;  // sampler output
+  // Split-KV decode: one finished-split counter per (sequence, kv head), zero between launches.
+  static constexpr int64_t kDecodeCounters = int64_t(1) << 16;
+  int* decode_counters_ = nullptr;
+  bool pdl_ = false;
   size_t pinned_tokens_n_ = 0;
 };
 

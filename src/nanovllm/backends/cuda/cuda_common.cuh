@@ -50,6 +50,46 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
   return warp_sum(v);
 }
 
+// Programmatic dependent launch (Hopper+). Kernels launched by launch() below may be scheduled
+// while the previous kernel of the stream is still running, so every kernel of this backend
+// begins with pdl_begin(): wait until the predecessor grid has completed and its writes are
+// visible (griddepcontrol.wait), then let our own successor be scheduled (launch_dependents).
+// What this buys: the successor's launch and CTA set-up overlap our run, instead of a gap of a
+// few microseconds between dependent kernels; that gap dominates decode at small batch, where a
+// step is ~300 kernels of a few microseconds each. Both instructions are no-ops for a kernel
+// launched without the attribute, and compile to nothing before sm_90.
+__device__ __forceinline__ void pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
+// Where a kernel runs: the backend's stream, and whether to launch with PDL (sm_90+ only).
+struct Stream {
+  cudaStream_t stream;
+  bool pdl;
+};
+
+// kernel<<<grid, block, smem, st.stream>>>(args...), with the PDL attribute when st.pdl.
+template <typename... KArgs, typename... Args>
+void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, Stream st, Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = st.stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = st.pdl ? 1 : 0;
+  NV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, KArgs(args)...));
+}
+
+// x rounded to BF16 and back: marks the points where a BF16 model rounds an intermediate.
+__device__ __forceinline__ float bf16_round(float x) { return __bfloat162float(__float2bfloat16(x)); }
+
 // 8 bf16 <-> 8 floats through one 16-byte word.
 __device__ __forceinline__ void unpack8(const uint4& u, float* f) {
   const bf162* h = reinterpret_cast<const bf162*>(&u);
@@ -67,6 +107,11 @@ __device__ __forceinline__ uint4 pack8(const float* f) {
   for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
   return u;
 }
+
+// out[M, N] = x[M, K] @ w[N, K]^T (BF16, FP32 accumulation) by the skinny kernel of gemv.cu, on
+// `st`; with silu_mul, w has 2N rows [gate; up] and out[M, N] = silu(x Wg^T) * (x Wu^T). False
+// (nothing launched) when it does not apply: M > 4, K % 8 != 0, or x/w not 16-byte aligned.
+bool gemv_bf16(const void* x, const void* w, void* out, int64_t M, int64_t N, int64_t K, Stream st, bool silu_mul = false);
 
 inline unsigned ceil_div(int64_t a, int64_t b) { return unsigned((a + b - 1) / b); }
 

@@ -25,6 +25,7 @@ struct RowList {
 
 __global__ void copy_rows_kernel(const uint16_t* __restrict__ src, uint16_t* __restrict__ dst, const int32_t* __restrict__ idx,
                                  int64_t row_elems, int64_t src_rows, bool vec) {
+  pdl_begin();
   const int64_t r = blockIdx.x;
   const int32_t s = idx[r];
   uint16_t* o = dst + r * row_elems;
@@ -43,6 +44,7 @@ __global__ void copy_rows_kernel(const uint16_t* __restrict__ src, uint16_t* __r
 
 __global__ void copy_rows_param_kernel(const uint16_t* __restrict__ src, uint16_t* __restrict__ dst, const RowList rl,
                                        int64_t row_elems, bool vec) {
+  pdl_begin();
   const int64_t r = blockIdx.x;
   const uint16_t* in = src + int64_t(rl.rows[r]) * row_elems;
   uint16_t* o = dst + r * row_elems;
@@ -65,9 +67,8 @@ void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out)
   if (ids.device() != Device::CUDA) throw Error("embedding: ids must be on the GPU");
   const int64_t T = ids.size(0), H = table.size(1);
   if (T == 0) return;
-  copy_rows_kernel<<<unsigned(T), 128, 0, static_cast<cudaStream_t>(stream_)>>>(
-      table.data<uint16_t>(), out.data<uint16_t>(), ids.data<int32_t>(), H, table.size(0), vec_ok(table.raw(), out.raw(), H));
-  NV_LAUNCH_CHECK();
+  launch(copy_rows_kernel, unsigned(T), 128, 0, on_stream(), table.data<uint16_t>(), out.data<uint16_t>(),
+         ids.data<int32_t>(), H, table.size(0), vec_ok(table.raw(), out.raw(), H));
 }
 
 void CudaBackend::gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) {
@@ -75,28 +76,28 @@ void CudaBackend::gather_rows(const Tensor& x, const std::vector<int32_t>& rows,
   if (x.dtype() != out.dtype() || dtype_size(x.dtype()) != 2) throw Error("gather_rows: x and out must both be BF16");
   const int64_t B = int64_t(rows.size()), H = x.size(1);
   if (B == 0) return;
-  auto s = static_cast<cudaStream_t>(stream_);
   const bool vec = vec_ok(x.raw(), out.raw(), H);
   if (B <= kMaxParamRows) {  // rows travel in the kernel's parameters: graph-capturable
     RowList rl;
     rl.n = int32_t(B);
     std::copy(rows.begin(), rows.end(), rl.rows);
-    copy_rows_param_kernel<<<unsigned(B), 128, 0, s>>>(x.data<uint16_t>(), out.data<uint16_t>(), rl, H, vec);
+    launch(copy_rows_param_kernel, unsigned(B), 128, 0, on_stream(), x.data<uint16_t>(), out.data<uint16_t>(), rl, H, vec);
   } else {
     Tensor idx = device_i32(rows.data(), B);
-    copy_rows_kernel<<<unsigned(B), 128, 0, s>>>(x.data<uint16_t>(), out.data<uint16_t>(), idx.data<int32_t>(), H,
-                                                  x.size(0), vec);
+    launch(copy_rows_kernel, unsigned(B), 128, 0, on_stream(), x.data<uint16_t>(), out.data<uint16_t>(),
+           idx.data<int32_t>(), H, x.size(0), vec);
   }
-  NV_LAUNCH_CHECK();
 }
 
 // ---------------------------------------------------------------- RMSNorm
 // out = x * rsqrt(mean(x^2) + eps) * w, one CTA per row; with `residual`: residual += x first
-// (rounded to BF16, as a BF16 model does) and the norm is taken of the new residual.
+// (rounded to BF16, as a BF16 model does) and the norm is taken of the new residual. Like
+// Qwen3RMSNorm in BF16, x * rsqrt(...) is rounded before the weight multiplies it.
 template <bool kResidual>
 __global__ void rms_norm_kernel(const bf16* __restrict__ x, bf16* __restrict__ residual, const bf16* __restrict__ w,
                                 bf16* __restrict__ out, int H, float eps) {
   __shared__ float red[32];
+  pdl_begin();
   const int64_t row = blockIdx.x;
   const bf16* xr = x + row * H;
   bf16* rr = kResidual ? residual + row * H : nullptr;
@@ -137,12 +138,12 @@ __global__ void rms_norm_kernel(const bf16* __restrict__ x, bf16* __restrict__ r
       unpack8(reinterpret_cast<const uint4*>(src)[i], a);
       unpack8(reinterpret_cast<const uint4*>(w)[i], ww);
 #pragma unroll
-      for (int k = 0; k < 8; ++k) a[k] = a[k] * inv * ww[k];
+      for (int k = 0; k < 8; ++k) a[k] = bf16_round(a[k] * inv) * ww[k];
       reinterpret_cast<uint4*>(orow)[i] = pack8(a);
     }
   } else {
     for (int i = threadIdx.x; i < H; i += blockDim.x)
-      orow[i] = __float2bfloat16(__bfloat162float(src[i]) * inv * __bfloat162float(w[i]));
+      orow[i] = __float2bfloat16(bf16_round(__bfloat162float(src[i]) * inv) * __bfloat162float(w[i]));
   }
 }
 
@@ -155,9 +156,8 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& 
   want_bf16(out, "rms_norm", "out");
   const int64_t T = x.size(0), H = x.size(1);
   if (T == 0) return;
-  rms_norm_kernel<false><<<unsigned(T), row_threads(H), 0, static_cast<cudaStream_t>(stream_)>>>(
-      x.data<bf16>(), nullptr, w.data<bf16>(), out.data<bf16>(), int(H), eps);
-  NV_LAUNCH_CHECK();
+  launch(rms_norm_kernel<false>, unsigned(T), row_threads(H), 0, on_stream(), x.data<bf16>(), nullptr, w.data<bf16>(),
+         out.data<bf16>(), int(H), eps);
 }
 
 void CudaBackend::add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) {
@@ -167,14 +167,16 @@ void CudaBackend::add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, flo
   want_bf16(w, "add_rms_norm", "w");
   const int64_t T = x.size(0), H = x.size(1);
   if (T == 0) return;
-  rms_norm_kernel<true><<<unsigned(T), row_threads(H), 0, static_cast<cudaStream_t>(stream_)>>>(
-      x.data<bf16>(), residual.data<bf16>(), w.data<bf16>(), x.data<bf16>(), int(H), eps);
-  NV_LAUNCH_CHECK();
+  launch(rms_norm_kernel<true>, unsigned(T), row_threads(H), 0, on_stream(), x.data<bf16>(), residual.data<bf16>(),
+         w.data<bf16>(), x.data<bf16>(), int(H), eps);
 }
 
 // ---------------------------------------------------------------- SiLU and mul
 // x: [T, 2I] = [gate | up] -> out[T, I] = silu(gate) * up. grid (ceil(I/(8*blockDim)), T).
+// silu(gate) is rounded to BF16 before the product, as act_fn(gate_proj(x)) * up_proj(x) is in a
+// BF16 model.
 __global__ void silu_and_mul_kernel(const bf16* __restrict__ x, bf16* __restrict__ out, int64_t I, bool vec) {
+  pdl_begin();
   const int64_t t = blockIdx.y;
   const bf16* g = x + t * 2 * I;
   const bf16* u = g + I;
@@ -186,12 +188,12 @@ __global__ void silu_and_mul_kernel(const bf16* __restrict__ x, bf16* __restrict
     unpack8(reinterpret_cast<const uint4*>(g)[i], a);
     unpack8(reinterpret_cast<const uint4*>(u)[i], b);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) a[k] = a[k] / (1.0f + expf(-a[k])) * b[k];
+    for (int k = 0; k < 8; ++k) a[k] = bf16_round(a[k] / (1.0f + expf(-a[k]))) * b[k];
     reinterpret_cast<uint4*>(o)[i] = pack8(a);
   } else {
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < I; i += int64_t(gridDim.x) * blockDim.x) {
       const float a = __bfloat162float(g[i]);
-      o[i] = __float2bfloat16(a / (1.0f + expf(-a)) * __bfloat162float(u[i]));
+      o[i] = __float2bfloat16(bf16_round(a / (1.0f + expf(-a))) * __bfloat162float(u[i]));
     }
   }
 }
@@ -204,14 +206,14 @@ void CudaBackend::silu_and_mul(const Tensor& x, Tensor& out) {
   if (T == 0 || I == 0) return;
   const bool vec = I % 8 == 0;
   dim3 grid(vec ? ceil_div(I / 8, 256) : std::min<unsigned>(ceil_div(I, 256), 64), unsigned(T));
-  silu_and_mul_kernel<<<grid, 256, 0, static_cast<cudaStream_t>(stream_)>>>(x.data<bf16>(), out.data<bf16>(), I, vec);
-  NV_LAUNCH_CHECK();
+  launch(silu_and_mul_kernel, grid, 256, 0, on_stream(), x.data<bf16>(), out.data<bf16>(), I, vec);
 }
 
 // ---------------------------------------------------------------- KV-cache store
 // k/v parts of qkv row t -> caches at slot_mapping[t] (rows of Hkv*D elements); -1 skips.
 __global__ void store_kvcache_kernel(const bf16* __restrict__ qkv, bf16* __restrict__ kc, bf16* __restrict__ vc,
                                      const int32_t* __restrict__ slots, int64_t W, int64_t k_off, int64_t row, bool vec) {
+  pdl_begin();
   const int64_t t = blockIdx.x;
   const int64_t slot = slots[t];
   if (slot < 0) return;
@@ -244,10 +246,8 @@ void CudaBackend::store_kvcache(const Tensor& qkv, Tensor& k_cache, Tensor& v_ca
   const int64_t T = qkv.size(0), W = qkv.size(1), row = num_kv_heads * head_dim;
   if (T == 0) return;
   const bool vec = row % 8 == 0 && (num_heads * head_dim) % 8 == 0 && W % 8 == 0;
-  store_kvcache_kernel<<<unsigned(T), 128, 0, static_cast<cudaStream_t>(stream_)>>>(
-      qkv.data<bf16>(), k_cache.data<bf16>(), v_cache.data<bf16>(), md.d_slot_mapping.data<int32_t>(), W,
-      num_heads * head_dim, row, vec);
-  NV_LAUNCH_CHECK();
+  launch(store_kvcache_kernel, unsigned(T), 128, 0, on_stream(), qkv.data<bf16>(), k_cache.data<bf16>(),
+         v_cache.data<bf16>(), md.d_slot_mapping.data<int32_t>(), W, num_heads * head_dim, row, vec);
 }
 
 }  // namespace nanovllm

@@ -2,7 +2,8 @@
 // Row-major x/w/out are column-major x^T [K, T], w^T [K, N], out^T [N, T], so cuBLASLt computes
 // out^T = op(w^T)^T... i.e. C[N, T] = A^T B with A = w^T (K x N, ld K, transposed) and B = x^T
 // (K x T, ld K). Descriptors and the heuristic's algorithm are cached per (T, N, K); the
-// workspace is allocated once, so linear() is graph-capturable.
+// workspace is allocated once, so linear() is graph-capturable. Batches of at most 4 rows go to
+// gemv.cu instead.
 #include <cublasLt.h>
 
 #include "nanovllm/backends/cuda/cuda_backend.h"
@@ -55,6 +56,8 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
                 dtype_name(w.dtype()) + ", " + dtype_name(out.dtype()) + ")");
   const int64_t T = x.size(0), K = x.size(1), N = w.size(0);
   if (T == 0 || N == 0) return;
+  // Decode at batch <= 4: our skinny kernel streams the weight faster than cuBLASLt's tiles.
+  if (cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, N, K, on_stream())) return;
   auto h = static_cast<cublasLtHandle_t>(cublaslt_);
   auto key = std::make_tuple(T, N, K);
   auto it = gemm_plans_.find(key);
@@ -72,6 +75,12 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
       NV_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
                                            sizeof(workspace_bytes_));
+      // Split-K partial sums are added in FP32 (the compute type), never in the BF16 output type
+      // (the INPLACE / OUTPUT_TYPE schemes): each of those extra BF16 roundings adds error to every
+      // output of the GEMM, and over 28 layers that showed (cosine against a float32 reference).
+      const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+      NV_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction,
+                                                           sizeof(reduction)));
       cublasLtMatmulHeuristicResult_t res{};
       int found = 0;
       cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h, p->desc, p->a, p->b, p->c, p->c, pref, 1, &res, &found);
@@ -91,6 +100,19 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
   const float alpha = 1.0f, beta = 0.0f;
   NV_CUBLAS_CHECK(cublasLtMatmul(h, p.desc, &alpha, w.raw(), p.a, x.raw(), p.b, &beta, out.raw(), p.c, out.raw(), p.c,
                                  &p.algo, workspace_, workspace_bytes_, static_cast<cudaStream_t>(stream_)));
+}
+
+void CudaBackend::linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) {
+  const int64_t T = x.size(0), K = x.size(1), I = out.dim() == 2 ? out.size(1) : -1;
+  if (x.dim() != 2 || w.dim() != 2 || w.size(0) != 2 * I || w.size(1) != K || out.size(0) != T)
+    throw Error("linear_silu_mul: want x [T, K], w [2I, K], out [T, I]; got " + shape_str(x.shape()) + ", " +
+                shape_str(w.shape()) + ", " + shape_str(out.shape()));
+  if (x.dtype() != DType::BF16 || w.dtype() != DType::BF16 || out.dtype() != DType::BF16)
+    throw Error("linear_silu_mul: x, w and out must be BF16");
+  if (T == 0 || I == 0) return;
+  // Decode at batch <= 4: GEMM and activation in one kernel; else cuBLASLt, then silu_and_mul.
+  if (cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, I, K, on_stream(), /*silu_mul=*/true)) return;
+  Backend::linear_silu_mul(x, w, out);
 }
 
 }  // namespace nanovllm

@@ -1,8 +1,16 @@
 // Fused q/k RMSNorm + rotary embedding (rotate-half), in place on the packed qkv rows
 // [T, (Hq + 2 Hkv) * D]. One CTA per token: the token's cos/sin table (D/2 entries) is computed
-// once in shared memory exactly as the CPU reference does (inv_freq = float(1 / theta^(2i/D)) in
-// double on the host, angle = float(pos) * inv_freq in FP32, cos/sin in double rounded to float),
-// then each warp normalises and rotates whole heads (q heads then k heads; v is untouched).
+// once in shared memory as the CPU reference does (inv_freq = float(1 / theta^(2i/D)) in double on
+// the host, angle = float(pos) * inv_freq in FP32, cos/sin in double rounded to float), then each
+// warp normalises and rotates whole heads (q heads then k heads; v is untouched).
+//
+// Rounding follows the BF16 Hugging Face model step by step (Qwen3RMSNorm rounds x * inv before
+// and after the weight; Qwen3RotaryEmbedding hands out cos/sin in the activation dtype; and
+// apply_rotary_pos_emb rounds q*cos, rotate_half(q)*sin and their sum), so that our q/k carry the
+// same rounding as the reference model's instead of an independent error of the same size.
+//
+// qk_norm_rope_store also writes the token's k (after norm and RoPE) and v heads into the KV cache
+// at slot_mapping[t] (rows of Hkv * D; -1 skips), which saves store_kvcache's launch per layer.
 #include <cmath>
 
 #include "nanovllm/backends/cuda/cuda_backend.h"
@@ -17,20 +25,29 @@ constexpr int kMaxHeadDim = 256;
 struct InvFreq {
   float v[kMaxHeadDim / 2];
 };
+// Where the fused form stores k/v: caches [num_blocks * block_size, Hkv, D]; k == nullptr: no store.
+struct KVDest {
+  bf16* k = nullptr;
+  bf16* v = nullptr;
+  const int32_t* slots = nullptr;
+};
 
 __global__ void qk_norm_rope_kernel(bf16* __restrict__ qkv, const bf16* __restrict__ qw, const bf16* __restrict__ kw,
                                     const int32_t* __restrict__ pos, const InvFreq inv_freq, int64_t W, int Hq, int Hkv,
-                                    int D, float eps) {
+                                    int D, float eps, const KVDest kv) {
   __shared__ float cs[kMaxHeadDim / 2], sn[kMaxHeadDim / 2];
+  pdl_begin();
   const int64_t t = blockIdx.x;
   const int half = D / 2;
   const float p = float(pos[t]);
+  const int64_t slot = kv.k ? kv.slots[t] : -1;
+  const int64_t kv_row = int64_t(Hkv) * D;
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
     const float angle = p * inv_freq.v[i];
     double s, c;
     sincos(double(angle), &s, &c);
-    cs[i] = float(c);
-    sn[i] = float(s);
+    cs[i] = bf16_round(float(c));  // cos/sin in the activation dtype, as transformers does
+    sn[i] = bf16_round(float(s));
   }
   __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
@@ -55,17 +72,36 @@ __global__ void qk_norm_rope_kernel(bf16* __restrict__ qkv, const bf16* __restri
     for (int c = 0; c < kMaxHeadDim / 64; ++c) {
       const int i = lane + 32 * c;
       if (i < half) {
-        const float xa = a[c] * inv * __bfloat162float(w[i]);
-        const float xb = b[c] * inv * __bfloat162float(w[i + half]);
-        x[i] = __float2bfloat16(xa * cs[i] - xb * sn[i]);
-        x[i + half] = __float2bfloat16(xb * cs[i] + xa * sn[i]);
+        const float xa = bf16_round(bf16_round(a[c] * inv) * __bfloat162float(w[i]));
+        const float xb = bf16_round(bf16_round(b[c] * inv) * __bfloat162float(w[i + half]));
+        const bf16 ya = __float2bfloat16(bf16_round(xa * cs[i]) - bf16_round(xb * sn[i]));
+        const bf16 yb = __float2bfloat16(bf16_round(xb * cs[i]) + bf16_round(xa * sn[i]));
+        x[i] = ya;
+        x[i + half] = yb;
+        if (hd >= Hq && slot >= 0) {
+          bf16* kd = kv.k + slot * kv_row + int64_t(hd - Hq) * D;
+          kd[i] = ya;
+          kd[i + half] = yb;
+        }
       }
     }
   }
+  if (slot < 0) return;
+  // v heads: straight copy into the cache row (16-byte pieces when D allows).
+  const bf16* vs = qkv + t * W + int64_t(Hq + Hkv) * D;
+  bf16* vd = kv.v + slot * kv_row;
+  if (D % 8 == 0 && W % 8 == 0) {
+    for (int64_t i = threadIdx.x; i < kv_row / 8; i += blockDim.x)
+      reinterpret_cast<uint4*>(vd)[i] = reinterpret_cast<const uint4*>(vs)[i];
+  } else {
+    for (int64_t i = threadIdx.x; i < kv_row; i += blockDim.x) vd[i] = vs[i];
+  }
 }
 
-void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
-                               int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps, float rope_theta) {
+// Checks, then the launch; kv.k == nullptr: no cache store.
+static void run_qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
+                             int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps, float rope_theta,
+                             const KVDest& kv, Stream st) {
   check_qkv(qkv, num_heads, num_kv_heads, head_dim, "qk_norm_rope");
   if (q_norm_w.numel() != head_dim || k_norm_w.numel() != head_dim || positions.numel() != qkv.size(0))
     throw Error("qk_norm_rope: norm weights must be [head_dim] and positions [T]");
@@ -79,10 +115,32 @@ void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor
   InvFreq f{};
   for (int64_t i = 0; i < D / 2; ++i) f.v[i] = float(1.0 / std::pow(double(rope_theta), double(2 * i) / double(D)));
   const int threads = num_heads + num_kv_heads >= 8 ? 256 : 128;
-  qk_norm_rope_kernel<<<unsigned(T), threads, 0, static_cast<cudaStream_t>(stream_)>>>(
-      qkv.data<bf16>(), q_norm_w.data<bf16>(), k_norm_w.data<bf16>(), positions.data<int32_t>(), f, qkv.size(1),
-      int(num_heads), int(num_kv_heads), int(D), eps);
-  NV_LAUNCH_CHECK();
+  launch(qk_norm_rope_kernel, unsigned(T), threads, 0, st, qkv.data<bf16>(), q_norm_w.data<bf16>(),
+         k_norm_w.data<bf16>(), positions.data<int32_t>(), f, qkv.size(1), int(num_heads), int(num_kv_heads), int(D),
+         eps, kv);
+}
+
+void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
+                               int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps, float rope_theta) {
+  run_qk_norm_rope(qkv, q_norm_w, k_norm_w, positions, num_heads, num_kv_heads, head_dim, eps, rope_theta, KVDest{},
+                   on_stream());
+}
+
+void CudaBackend::qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w,
+                                     const Tensor& positions, Tensor& k_cache, Tensor& v_cache, int64_t num_heads,
+                                     int64_t num_kv_heads, int64_t head_dim, float eps, float rope_theta,
+                                     const AttentionMetadata& md) {
+  check_kv_cache(k_cache, v_cache, num_kv_heads, head_dim);
+  check_metadata(md, qkv.size(0), k_cache.size(0) * k_cache.size(1));
+  if (k_cache.dtype() != DType::BF16 || v_cache.dtype() != DType::BF16)
+    throw Error("qk_norm_rope_store: k_cache and v_cache must be BF16");
+  if (!md.d_slot_mapping.defined()) throw Error("qk_norm_rope_store: prepare_metadata() was not called for this batch");
+  KVDest kv;
+  kv.k = k_cache.data<bf16>();
+  kv.v = v_cache.data<bf16>();
+  kv.slots = md.d_slot_mapping.data<int32_t>();
+  run_qk_norm_rope(qkv, q_norm_w, k_norm_w, positions, num_heads, num_kv_heads, head_dim, eps, rope_theta, kv,
+                   on_stream());
 }
 
 }  // namespace nanovllm

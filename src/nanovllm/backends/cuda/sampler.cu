@@ -91,6 +91,7 @@ __global__ void __launch_bounds__(kSampleThreads) sample_kernel(const T* __restr
   __shared__ float sv[32];
   __shared__ int si[32];
   __shared__ double sd[32];
+  pdl_begin();
   const int64_t b = blockIdx.x;
   const T* lg = logits + b * V;
   const DevRow r = rows[b];
@@ -190,12 +191,11 @@ std::vector<int32_t> CudaBackend::sample(const Tensor& logits, const std::vector
   Tensor dout = empty({B}, DType::I32);
   h2d(drows.raw(), host.data(), host.size() * sizeof(DevRow));
   if (logits.dtype() == DType::F32)
-    sample_kernel<float><<<unsigned(B), kSampleThreads, 0, s>>>(logits.data<float>(), V, static_cast<const DevRow*>(drows.raw()),
-                                                                dout.data<int32_t>());
+    launch(sample_kernel<float>, unsigned(B), kSampleThreads, 0, on_stream(), logits.data<float>(), V,
+           static_cast<const DevRow*>(drows.raw()), dout.data<int32_t>());
   else
-    sample_kernel<bf16><<<unsigned(B), kSampleThreads, 0, s>>>(logits.data<bf16>(), V, static_cast<const DevRow*>(drows.raw()),
-                                                               dout.data<int32_t>());
-  NV_LAUNCH_CHECK();
+    launch(sample_kernel<bf16>, unsigned(B), kSampleThreads, 0, on_stream(), logits.data<bf16>(), V,
+           static_cast<const DevRow*>(drows.raw()), dout.data<int32_t>());
   if (pinned_tokens_n_ < size_t(B)) {
     if (pinned_tokens_) NV_CUDA_CHECK(cudaFreeHost(pinned_tokens_));
     pinned_tokens_ = nullptr;

@@ -1,0 +1,79 @@
+// The CUDA backend's fused op pairs against the CPU backend's unfused defaults:
+//  * qk_norm_rope_store = qk_norm_rope + store_kvcache: same q/k, and the caches hold the same k/v
+//    rows at every slot (shuffled slots, a -1 slot that must write nowhere, cache poisoned first).
+//  * linear_silu_mul = linear + silu_and_mul: the fused skinny kernel (T <= 4) and the cuBLASLt
+//    fallback (T = 17), N not a multiple of the kernel's 2 outputs per CTA.
+// Tolerances as in test_cuda_ops.cpp (BF16 output rounding; the fused paths round like the HF model).
+#include "gpu_test_util.h"
+
+#include <algorithm>
+#include <numeric>
+
+using namespace nanovllm;
+using namespace nanovllm::test;
+
+namespace {
+
+TEST(CudaFused, QkNormRopeStore) {
+  REQUIRE_GPU();
+  CpuBackend cpu{8};
+  CudaBackend gpu{0};
+  const int64_t hq = 16, hkv = 8, D = 128, T = 17, bs = 16, nblocks = 4;
+  const int64_t W = (hq + 2 * hkv) * D, row = hkv * D, slots = nblocks * bs;
+  auto qkv = make_pair(cpu, gpu, {T, W}, rand_bf16(size_t(T * W), 21, -2, 2));
+  auto qw = make_pair(cpu, gpu, {D}, rand_bf16(size_t(D), 22, 0.5, 1.5));
+  auto kw = make_pair(cpu, gpu, {D}, rand_bf16(size_t(D), 23, 0.5, 1.5));
+  std::vector<int32_t> pos(T), slot(static_cast<size_t>(slots));
+  for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = int32_t(t * 131 + 5);
+  std::iota(slot.begin(), slot.end(), 0);
+  std::shuffle(slot.begin(), slot.end(), std::mt19937(24));
+  slot.resize(size_t(T));
+  slot[5] = -1;  // a padded row: nothing written
+  auto p = make_i32(cpu, gpu, pos);
+  // Caches start from the same poison (7.0): untouched slots must stay 7 on both.
+  std::vector<float> poison(size_t(slots * row), 7.0f);
+  auto kc = make_pair(cpu, gpu, {nblocks, bs, hkv, D}, poison);
+  auto vc = make_pair(cpu, gpu, {nblocks, bs, hkv, D}, poison);
+  AttentionMetadata md;
+  md.is_prefill = true;
+  md.num_seqs = 1;
+  md.num_tokens = T;
+  md.cu_seqlens_q = {0, int32_t(T)};
+  md.cu_seqlens_k = {0, int32_t(T)};
+  md.max_seqlen_q = md.max_seqlen_k = int32_t(T);
+  md.slot_mapping = slot;
+  md.context_lens = {int32_t(T)};
+  md.max_blocks = nblocks;
+  md.block_tables = {0, 1, 2, 3};
+  AttentionMetadata gmd = md;
+  cpu.prepare_metadata(md);
+  gpu.prepare_metadata(gmd);
+  cpu.qk_norm_rope_store(qkv.cpu, qw.cpu, kw.cpu, p.cpu, kc.cpu, vc.cpu, hq, hkv, D, 1e-6f, 1e6f, md);
+  gpu.qk_norm_rope_store(qkv.gpu, qw.gpu, kw.gpu, p.gpu, kc.gpu, vc.gpu, hq, hkv, D, 1e-6f, 1e6f, gmd);
+  expect_close("qk_norm_rope_store qkv", gpu.to_host_f32(qkv.gpu), cpu.to_host_f32(qkv.cpu), 1e-2, 5e-2);
+  expect_close("qk_norm_rope_store k_cache", gpu.to_host_f32(kc.gpu), cpu.to_host_f32(kc.cpu), 1e-2, 5e-2);
+  const auto gv = gpu.to_host_f32(vc.gpu), cv = cpu.to_host_f32(vc.cpu);
+  EXPECT_EQ(gv, cv) << "v rows are copied, not computed: they must be bit-identical";
+  const auto gk = gpu.to_host_f32(kc.gpu);
+  int64_t poisoned = 0;
+  for (float x : gk) poisoned += x == 7.0f;
+  EXPECT_EQ(poisoned, (slots - (T - 1)) * row) << "exactly the T-1 valid slots are written";
+}
+
+TEST(CudaFused, LinearSiluMul) {
+  REQUIRE_GPU();
+  CpuBackend cpu{8};
+  CudaBackend gpu{0};
+  for (auto [T, K, I] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {1, 1024, 3072}, {2, 1032, 77}, {3, 256, 100}, {4, 2048, 513}, {1, 100, 64}, {17, 1024, 160}}) {
+    auto x = make_pair(cpu, gpu, {T, K}, rand_bf16(size_t(T * K), 31));
+    auto w = make_pair(cpu, gpu, {2 * I, K}, rand_bf16(size_t(2 * I * K), 32, -0.05f, 0.05f));
+    Pair out{cpu.empty({T, I}, DType::F32), gpu.empty({T, I}, DType::BF16)};
+    cpu.linear_silu_mul(x.cpu, w.cpu, out.cpu);
+    gpu.linear_silu_mul(x.gpu, w.gpu, out.gpu);
+    expect_close("linear_silu_mul T=" + std::to_string(T) + " K=" + std::to_string(K) + " I=" + std::to_string(I),
+                 gpu.to_host_f32(out.gpu), cpu.to_host_f32(out.cpu), 1e-2, 5e-2);
+  }
+}
+
+}  // namespace
