@@ -44,7 +44,7 @@ class CudaBackend final : public Backend {
   int64_t peak_step_bytes() override { return int64_t(peak_step_bytes_); }
   void prepare_metadata(AttentionMetadata& md) override;
 
-  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out, int64_t vocab_start) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
@@ -55,6 +55,7 @@ class CudaBackend final : public Backend {
   void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out, int64_t num_heads,
                  int64_t num_kv_heads, int64_t head_dim, float scale, const AttentionMetadata& md) override;
   void silu_and_mul(const Tensor& x, Tensor& out) override;
+  void merge_vocab_shards(const Tensor& parts, Tensor& out) override;
   void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override;
   std::vector<int32_t> sample(const Tensor& logits, const std::vector<SamplingRow>& rows) override;
   std::vector<float> to_host_f32(const Tensor& t) override;
