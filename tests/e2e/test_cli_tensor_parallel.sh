@@ -52,7 +52,7 @@ expect2() {  # expect2 "fragment" args...: exit 2, one line
   else echo "ok: $want"; fi
 }
 U="$SRC/tests/fixtures/tiny-qwen3-untied"
-expect2 "--tensor-parallel-size 4 does not divide the model's num_key_value_heads (2)" "${G[@]}" --model "$U" --tensor-parallel-size 4
+expect2 "--tensor-parallel-size 4 does not divide the model's num_attention_heads (6)" "${G[@]}" --model "$U" --tensor-parallel-size 4
 expect2 "--tensor-parallel-size 3 does not divide the model's num_key_value_heads (2)" "${G[@]}" --model "$U" --tensor-parallel-size 3
 expect2 "--nnodes 3 does not divide --tensor-parallel-size 2" "${G[@]}" --model "$U" --tensor-parallel-size 2 --nnodes 3
 expect2 "--rank must be in [0, 2)" "${G[@]}" --model "$U" --tensor-parallel-size 2 --rank 2 --master-port 1234
@@ -75,7 +75,7 @@ for _ in $(seq 50); do child=$(pgrep -P "$r0" | head -1); [ -n "$child" ] && bre
 sleep 1.5
 if [ -z "$child" ]; then fail "no worker process under rank 0"; else
   kill -9 "$child"; t0=$(date +%s.%N)
-  timeout 20 tail --pid="$r0" -f /dev/null; rc=0; wait "$r0" || rc=$?
+  timeout 20 tail -s 0.1 --pid="$r0" -f /dev/null; rc=0; wait "$r0" || rc=$?
   dt=$(python3 -c "import sys; print(round($(date +%s.%N) - $t0, 2))")
   if [ $rc -ne 0 ] && grep -qE "tensor-parallel rank 1 exited \((killed by signal 9|connection closed)" "$TMP/auto.err" &&
      python3 -c "import sys; sys.exit(0 if $dt < 10 else 1)"; then echo "ok: killed rank 1 -> rank 0 exit $rc in ${dt}s: $(head -1 "$TMP/auto.err")"
@@ -89,8 +89,8 @@ w=$!; PIDS+=("$w")
 "$BIN" "${L[@]}" --model "$U" --tensor-parallel-size 2 --rank 0 --master-port "$port" > /dev/null 2>&1 &
 r0=$!; PIDS+=("$r0")
 sleep 2.5
-kill -9 "$r0"; t0=$(date +%s.%N)
-timeout 20 tail --pid="$w" -f /dev/null; rc=0; wait "$w" || rc=$?
+kill -9 "$r0"; wait "$r0" 2>/dev/null; t0=$(date +%s.%N)
+timeout 20 tail -s 0.1 --pid="$w" -f /dev/null; rc=0; wait "$w" || rc=$?
 dt=$(python3 -c "print(round($(date +%s.%N) - $t0, 2))")
 if [ $rc -eq 3 ] && grep -qF "tensor-parallel rank 0 exited" "$TMP/w.err" && python3 -c "import sys; sys.exit(0 if $dt < 10 else 1)"
 then echo "ok: killed rank 0 -> worker exit 3 in ${dt}s: $(head -1 "$TMP/w.err")"
