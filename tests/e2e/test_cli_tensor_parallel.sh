@@ -43,6 +43,30 @@ for model in tiny-qwen3-tied tiny-qwen3-untied; do
   else fail "$model: manual start differs from the automatic start"; fi
 done
 
+# Two "nodes" on this host (--nnodes 2, one rank each, ranks from --node-rank): same outputs again.
+M="$SRC/tests/fixtures/tiny-qwen3-untied"
+port=$(free_port)
+timeout 120 "$BIN" generate --model "$M" --device cpu --threads 1 --tensor-parallel-size 2 --nnodes 2 --node-rank 1 \
+  --master-addr localhost --master-port "$port" 2> "$TMP/node1.err" &
+n1=$!; PIDS+=("$n1")
+timeout 120 "$BIN" "${G[@]}" --model "$M" --tensor-parallel-size 2 --nnodes 2 --node-rank 0 --master-addr localhost \
+  --master-port "$port" > "$TMP/nodes.jsonl" || fail "--nnodes 2: node 0 failed"
+wait "$n1" || fail "--nnodes 2: node 1 failed: $(cat "$TMP/node1.err")"
+if cmp -s "$TMP/tp2.jsonl" "$TMP/nodes.jsonl"; then echo "ok: --nnodes 2 --node-rank 0/1 = automatic start"
+else fail "--nnodes 2 output differs from the automatic start"; fi
+
+# TP=4 needs 4 KV heads: a preset-like config with dummy weights (sharded exactly, so TP=4 = TP=1).
+mkdir -p "$TMP/d"
+cat > "$TMP/d/config.json" <<'JSON'
+{"architectures": ["Qwen3ForCausalLM"], "vocab_size": 512, "hidden_size": 64, "intermediate_size": 96,
+ "num_hidden_layers": 2, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 16,
+ "max_position_embeddings": 512, "eos_token_id": 1}
+JSON
+"$BIN" "${G[@]}" --model "$TMP/d" --load-format dummy > "$TMP/d1.jsonl" || fail "dummy TP=1 failed"
+timeout 120 "$BIN" "${G[@]}" --model "$TMP/d" --load-format dummy --tensor-parallel-size 4 > "$TMP/d4.jsonl" || fail "dummy TP=4 failed"
+if [ -s "$TMP/d1.jsonl" ] && cmp -s "$TMP/d1.jsonl" "$TMP/d4.jsonl"; then echo "ok: dummy 16/8-head model TP=4 = TP=1"
+else fail "dummy model: TP=4 output differs from TP=1"; fi
+
 expect2() {  # expect2 "fragment" args...: exit 2, one line
   local want=$1; shift
   local err rc
