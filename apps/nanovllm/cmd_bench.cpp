@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "engine_flags.h"
+#include "tensor_parallel_start.h"
 #include "nanovllm/llm.h"
 #include "nanovllm/ops/profiling_backend.h"
 #include "nanovllm/utils/error.h"
@@ -171,6 +172,8 @@ void run(const BenchArgs& a) {
     cfg.profile_ops = true;
     cfg.max_num_seqs = std::max(cfg.max_num_seqs, a.profile_decode);
   }
+  TpStart tp = start_tensor_parallel(cfg, a.engine);
+  if (tp.worker) return run_worker(cfg, a.engine.spawned());
   LLMEngine e(cfg);
   nlohmann::json out = a.profile_decode > 0 ? profile_decode(e, a) : a.latency ? latency(e, a) : throughput(e, a);
   out["model"] = cfg.model;

@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "engine_flags.h"
+#include "tensor_parallel_start.h"
 #include "nanovllm/llm.h"
 #include "nanovllm/request_json.h"
 #include "nanovllm/utils/error.h"
@@ -89,8 +90,12 @@ std::vector<Request> read_requests(const LLM& llm, const GenerateArgs& a) {
 void run(GenerateArgs& a) {
   if (a.seed >= 0) a.sp.seed = uint64_t(a.seed);
   a.sp.validate();
-  if (a.prompts.empty() && a.input.empty()) throw UserError("nothing to generate: give --prompt TEXT or --input FILE.jsonl");
-  LLM llm(a.engine.resolve(), a.engine.tokenizer);
+  EngineConfig cfg = a.engine.resolve();
+  if (cfg.tp_rank == 0 && a.prompts.empty() && a.input.empty())
+    throw UserError("nothing to generate: give --prompt TEXT or --input FILE.jsonl");
+  TpStart tp = start_tensor_parallel(cfg, a.engine);
+  if (tp.worker) return run_worker(cfg, a.engine.spawned());
+  LLM llm(cfg, a.engine.tokenizer);
   auto reqs = read_requests(llm, a);
   std::vector<Prompt> prompts;
   std::vector<SamplingParams> params;

@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "engine_flags.h"
+#include "tensor_parallel_start.h"
 #include "nanovllm/llm.h"
 #ifndef NANOVLLM_NO_HTTP_SERVER
 #include "nanovllm/server/http_server.h"
@@ -35,6 +36,9 @@ void run(const ServeArgs& a) {
 #else
   if (a.opts.max_body_bytes <= 0) throw UserError("--max-body-bytes must be positive");
   if (a.opts.http_threads < 2) throw UserError("--http-threads must be at least 2");
+  EngineConfig cfg = a.engine.resolve();
+  TpStart tp = start_tensor_parallel(cfg, a.engine);
+  if (tp.worker) return run_worker(cfg, a.engine.spawned());
   // SIGINT/SIGTERM stop the server cleanly: the handler only writes a byte to a pipe (all it may
   // safely do), a waiting thread reads it and stops the server. (Blocking the signals and using
   // sigwait is not enough: OpenBLAS starts threads before main, and those would take them.)
@@ -47,7 +51,7 @@ void run(const ServeArgs& a) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 
-  LLM llm(a.engine.resolve(), a.engine.tokenizer);
+  LLM llm(cfg, a.engine.tokenizer);
   server::HttpServer srv(llm, a.opts);
   const int port = srv.bind();
   std::printf("nanovllm serve: listening on http://%s:%d (model '%s')\n", a.opts.host.c_str(), port,

@@ -18,7 +18,14 @@ void EngineFlags::add_to(CLI::App& app, bool model_required) {
   app.add_option("--gpu-memory-utilization", cfg.gpu_memory_utilization, "fraction of GPU memory to use");
   app.add_option("--kv-cache-memory", cfg.kv_cache_memory, "bytes of KV cache (CPU; default 4 GiB)");
   app.add_flag("--enforce-eager", cfg.enforce_eager, "no CUDA graphs");
-  app.add_option("--tensor-parallel-size", cfg.tensor_parallel_size, "GPUs to shard over");
+  app.add_option("--tensor-parallel-size", cfg.tensor_parallel_size, "ranks (GPUs) to shard the model over");
+  app.add_option("--nnodes", cfg.nnodes, "hosts the ranks span (each runs tensor-parallel-size / nnodes)");
+  app.add_option("--node-rank", cfg.node_rank, "this host's index in [0, nnodes)");
+  app.add_option("--master-addr", cfg.master_addr, "where rank 0 listens for the other ranks");
+  app.add_option("--master-port", cfg.master_port, "rank 0's port (default: a free one on a single host)");
+  app.add_option("--rank", rank, "start just this rank (manual start; starts no other process)");
+  app.add_option("--tp-spawned-rank", spawned_rank)->group("");  // hidden: the launcher's workers
+  app.add_option("--tp-spawned-port", spawned_port)->group("");
   app.add_flag("--enable-prefix-caching", prefix_caching, "reuse KV blocks of shared prefixes (default on)");
   app.add_flag("--no-enable-prefix-caching", no_prefix_caching, "turn prefix caching off");
   app.add_option("--threads", cfg.num_threads, "CPU backend threads (default: all cores)");
@@ -30,6 +37,16 @@ EngineConfig EngineFlags::resolve() const {
   if (prefix_caching && no_prefix_caching)
     throw UserError("--enable-prefix-caching and --no-enable-prefix-caching contradict each other");
   c.enable_prefix_caching = !no_prefix_caching;
+  if (spawned_rank >= 0) {
+    c.tp_rank = spawned_rank;
+    c.master_port = spawned_port;
+  } else if (rank >= 0) {
+    c.tp_rank = rank;
+  } else if (c.nnodes > 0 && c.tensor_parallel_size % c.nnodes == 0) {
+    c.tp_rank = c.node_rank * c.ranks_per_node();  // this process; the launcher starts the node's others
+  }
+  if (rank >= 0 && c.tensor_parallel_size > 1 && c.master_port == 0)
+    throw UserError("--rank: a manual start needs --master-port (and --master-addr unless rank 0 is on this host)");
   c.validate();
   return c;
 }

@@ -12,10 +12,14 @@ struct EngineFlags {
   std::string tokenizer;
   bool no_prefix_caching = false;
   bool prefix_caching = false;
+  int rank = -1;           // --rank: explicit (manual start); -1: the launcher decides
+  int spawned_rank = -1;   // hidden: set by the launcher on the workers it starts
+  int spawned_port = 0;
 
   void add_to(CLI::App& app, bool model_required = true);
-  // Resolves the flags into cfg (load format, prefix caching); throws UserError.
+  // Resolves the flags into cfg (load format, prefix caching, tensor-parallel rank); throws UserError.
   EngineConfig resolve() const;
+  bool spawned() const { return spawned_rank >= 0; }
 };
 
 }  // namespace nanovllm::cli

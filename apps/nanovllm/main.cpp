@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
+#include "nanovllm/dist/socket.h"
 #include "nanovllm/utils/error.h"
 
 int main(int argc, char** argv) {
@@ -25,6 +26,9 @@ int main(int argc, char** argv) {
   } catch (const nanovllm::UserError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
+  } catch (const nanovllm::PeerLostError& e) {  // another tensor-parallel rank died
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "internal error: %s\n", e.what());
     return 1;

@@ -150,6 +150,15 @@ void EngineConfig::validate() const {
   pos("max-model-len", max_model_len);
   pos("block-size", block_size);
   pos("tensor-parallel-size", tensor_parallel_size);
+  pos("nnodes", nnodes);
+  if (tensor_parallel_size % nnodes != 0)
+    throw UserError("--nnodes " + std::to_string(nnodes) + " does not divide --tensor-parallel-size " +
+                    std::to_string(tensor_parallel_size) + " (every node runs the same number of ranks)");
+  if (node_rank < 0 || node_rank >= nnodes)
+    throw UserError("--node-rank must be in [0, " + std::to_string(nnodes) + ") (got " + std::to_string(node_rank) + ")");
+  if (tp_rank < 0 || tp_rank >= tensor_parallel_size)
+    throw UserError("--rank must be in [0, " + std::to_string(tensor_parallel_size) + ") (got " + std::to_string(tp_rank) + ")");
+  if (master_port < 0 || master_port > 65535) throw UserError("--master-port must be in [0, 65535]");
   if (!(gpu_memory_utilization > 0 && gpu_memory_utilization <= 1))
     throw UserError("--gpu-memory-utilization must be in (0, 1] (got " + std::to_string(gpu_memory_utilization) + ")");
   if (kv_cache_memory < 0) throw UserError("--kv-cache-memory must be >= 0 bytes");

@@ -3,6 +3,7 @@
 //  EngineConfig: how we run it (nano-vllm's Config, with vLLM's flag names in the CLI).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,12 +53,24 @@ struct EngineConfig {
   int64_t num_kvcache_blocks = 0;    // explicit block count (tests); overrides kv_cache_memory
   bool enforce_eager = false;
   int tensor_parallel_size = 1;
+  // Tensor parallelism: this process's rank, the nodes it spans (each runs N / nnodes ranks, on
+  // GPUs rank % (N / nnodes)), and where rank 0 listens for the others.
+  int tp_rank = 0;
+  int nnodes = 1, node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  double tp_connect_timeout_s = 120;  // for all ranks to show up
+  // Called (on a watchdog thread) when another rank dies; must end the process. Unset: dead
+  // peers are still detected where this rank talks to them, but not inside an NCCL collective.
+  std::function<void(const std::string&)> on_tp_peer_lost;
   bool enable_prefix_caching = true;
   uint64_t seed = 0;                 // engine seed for requests without their own
   int num_threads = 0;               // CPU backend threads; 0 = all cores
   bool profile_ops = false;          // time every op (ProfilingBackend; implies eager)
 
   void validate() const;             // throws UserError naming the bad field
+  int ranks_per_node() const { return tensor_parallel_size / nnodes; }
+  int local_rank() const { return tp_rank % ranks_per_node(); }  // the GPU index on this node
 };
 
 }  // namespace nanovllm

@@ -28,8 +28,8 @@ TEST(CudaOps, EmbeddingAndGatherRowsExact) {
     for (int64_t t = 0; t < T; ++t) ids[size_t(t)] = int32_t((t * 7 + 3) % V);
     auto id = make_i32(be.cpu, be.gpu, ids);
     Pair out{be.cpu.empty({T, H}, DType::F32), be.gpu.empty({T, H}, DType::BF16)};
-    be.cpu.embedding(id.cpu, table.cpu, out.cpu);
-    be.gpu.embedding(id.gpu, table.gpu, out.gpu);
+    be.cpu.embedding(id.cpu, table.cpu, out.cpu, 0);
+    be.gpu.embedding(id.gpu, table.gpu, out.gpu, 0);
     EXPECT_EQ(be.gpu.to_host_f32(out.gpu), be.cpu.to_host_f32(out.cpu)) << "embedding H=" << H;
     std::vector<int32_t> rows{16, 0, 5, 5, 3};
     Pair g{be.cpu.empty({5, H}, DType::F32), be.gpu.empty({5, H}, DType::BF16)};

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "nanovllm/dist/tp_group.h"
+#include "nanovllm/engine/tensor_parallel.h"
+#include "nanovllm/engine/tp_protocol.h"
 #include "nanovllm/ops/profiling_backend.h"
 #include "nanovllm/utils/error.h"
 
@@ -21,9 +24,9 @@ ModelConfig resolve_model_config(const EngineConfig& cfg) {
 }
 
 std::unique_ptr<Backend> make_backend(const EngineConfig& cfg) {
-  std::string dev = cfg.device;
-  if (dev == "auto") dev = cuda_available() ? "cuda" : "cpu";
-  auto be = dev == "cuda" ? make_cuda_backend(0) : make_cpu_backend(cfg.num_threads);
+  const std::string dev = resolved_device(cfg);
+  auto be = dev == "cuda" ? make_cuda_backend(cfg.tensor_parallel_size > 1 ? cfg.local_rank() : 0)
+                          : make_cpu_backend(cfg.num_threads);
   if (cfg.profile_ops) return std::make_unique<ProfilingBackend>(std::move(be));
   return be;
 }
@@ -33,13 +36,27 @@ LLMEngine::LLMEngine(EngineConfig cfg) : LLMEngine(cfg, resolve_model_config(cfg
 LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)), mcfg_(std::move(mcfg)) {
   cfg_.validate();
   cfg_.max_model_len = std::min(cfg_.max_model_len, mcfg_.max_position_embeddings);
-  if (cfg_.tensor_parallel_size != 1)
-    throw UserError("--tensor-parallel-size " + std::to_string(cfg_.tensor_parallel_size) +
-                    " is not supported by this build yet (only 1)");
+  check_tensor_parallel(cfg_, mcfg_);  // before any GPU work
   seed_rng_.seed(cfg_.seed);
-  runner_ = std::make_unique<ModelRunner>(cfg_, mcfg_, make_backend(cfg_));
+  if (cfg_.tensor_parallel_size > 1) {
+    if (cfg_.tp_rank != 0) throw Error("LLMEngine is rank 0; tensor-parallel workers run run_tp_worker()");
+    cfg_.device = resolved_device(cfg_);
+    tp_ = std::make_unique<TpGroup>(rendezvous_options(cfg_), true);
+    tp_->broadcast(encode_settings(cfg_, mcfg_));
+    tp_->start_watchdog(cfg_.on_tp_peer_lost);
+  }
+  runner_ = std::make_unique<ModelRunner>(cfg_, mcfg_, make_backend(cfg_), tp_.get());
   block_manager_ = std::make_unique<BlockManager>(runner_->num_kv_blocks(), cfg_.block_size, cfg_.enable_prefix_caching);
   scheduler_ = std::make_unique<Scheduler>(cfg_, *block_manager_, mcfg_.eos_token_ids);
+}
+
+LLMEngine::~LLMEngine() {
+  if (!tp_) return;
+  try {
+    tp_->goodbye();  // workers leave their loop and exit
+  } catch (const std::exception&) {
+    // a worker already gone: nothing left to tell it
+  }
 }
 
 int64_t LLMEngine::add_request(std::vector<int32_t> prompt, const SamplingParams& params) {

@@ -15,6 +15,8 @@
 
 namespace nanovllm {
 
+class TpGroup;
+
 struct RequestOutput {
   int64_t request_id = 0;
   std::vector<int32_t> prompt_token_ids;
@@ -36,8 +38,11 @@ struct StepResult {
 class LLMEngine {
  public:
   // Loads the model; the backend is chosen by cfg.device.
+  // With tensor_parallel_size > 1 this is rank 0: it waits for the other ranks (started by the
+  // CLI's launcher or by hand, running run_tp_worker) and drives them every step.
   explicit LLMEngine(EngineConfig cfg);
   LLMEngine(EngineConfig cfg, ModelConfig mcfg);
+  ~LLMEngine();
 
   // Validates and queues a request; returns its id. Throws InvalidRequest naming the problem.
   int64_t add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& params);
@@ -60,6 +65,7 @@ class LLMEngine {
 
   EngineConfig cfg_;
   ModelConfig mcfg_;
+  std::unique_ptr<TpGroup> tp_;  // tensor parallelism (rank 0's side); outlives runner_
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<BlockManager> block_manager_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -72,6 +78,7 @@ class LLMEngine {
 
 // Resolves cfg.model to a ModelConfig: a directory, or a built-in preset with --load-format dummy.
 ModelConfig resolve_model_config(const EngineConfig& cfg);
+// The backend of this rank (CUDA: GPU cfg.local_rank()).
 std::unique_ptr<Backend> make_backend(const EngineConfig& cfg);
 
 }  // namespace nanovllm

@@ -1,6 +1,8 @@
 #include "nanovllm/engine/model_runner.h"
 
 #include "nanovllm/engine/cuda_graph_runner.h"
+#include "nanovllm/engine/tp_protocol.h"
+#include "nanovllm/dist/tp_group.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -10,9 +12,12 @@
 
 namespace nanovllm {
 
-ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::unique_ptr<Backend> backend)
-    : cfg_(cfg), mcfg_(mcfg), backend_(std::move(backend)) {
-  model_ = create_model(mcfg_, *backend_);
+ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::unique_ptr<Backend> backend, TpGroup* tp)
+    : cfg_(cfg), mcfg_(mcfg), backend_(std::move(backend)), tp_(tp && tp->world() > 1 ? tp : nullptr) {
+  validate_tensor_parallel(mcfg_, tp_ ? tp_->world() : 1);
+  kv_heads_ = mcfg_.num_key_value_heads / (tp_ ? tp_->world() : 1);
+  if (tp_) comm_ = tp_->make_communicator(*backend_);  // NCCL: the first collective of start-up
+  model_ = create_model(mcfg_, *backend_, comm_.get());
   auto specs = model_->weight_specs();
   if (cfg_.load_dummy) {
     load_dummy_weights(*backend_, specs);
@@ -36,6 +41,8 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
     if (cfg_.kv_cache_memory == 0)
       num_kv_blocks_ = std::max(num_kv_blocks_, (cfg_.max_model_len + cfg_.block_size - 1) / cfg_.block_size);
   }
+  // Every rank must hold the same blocks (rank 0's block manager hands them out for all).
+  if (tp_) num_kv_blocks_ = tp_->all_min(num_kv_blocks_);
   if (num_kv_blocks_ <= 0)
     throw ResourceError("KV cache budget of " + std::to_string(cfg_.kv_cache_memory) + " bytes holds no block of " +
                         std::to_string(per_block) + " bytes; raise --kv-cache-memory or lower --block-size");
@@ -52,12 +59,11 @@ void ModelRunner::allocate_kv_cache() {
   const int64_t L = mcfg_.num_hidden_layers;
   layers_kv_.clear();
   kv_cache_ = Tensor();
-  kv_cache_ = backend_->empty({2, L, num_kv_blocks_, cfg_.block_size, mcfg_.num_key_value_heads, mcfg_.head_dim},
-                              backend_->act_dtype());
-  const int64_t layer_elems = num_kv_blocks_ * cfg_.block_size * mcfg_.kv_size();
+  kv_cache_ = backend_->empty({2, L, num_kv_blocks_, cfg_.block_size, kv_heads_, mcfg_.head_dim}, backend_->act_dtype());
+  const int64_t layer_elems = num_kv_blocks_ * cfg_.block_size * kv_heads_ * mcfg_.head_dim;
   Tensor flat = kv_cache_.view({2 * L, layer_elems});
   for (int64_t l = 0; l < L; ++l) {
-    Shape s{num_kv_blocks_, cfg_.block_size, mcfg_.num_key_value_heads, mcfg_.head_dim};
+    Shape s{num_kv_blocks_, cfg_.block_size, kv_heads_, mcfg_.head_dim};
     layers_kv_.push_back({flat.rows(l, l + 1).view(s), flat.rows(L + l, L + l + 1).view(s)});
   }
 }
@@ -82,7 +88,8 @@ int64_t ModelRunner::gpu_kv_blocks_after_warmup() {
       batch.seqs.push_back(seqs.back().get());
       batch.num_tokens += len;
     }
-    run(batch);
+    StepInputs in = prepare(batch, bs);
+    forward_and_sample(batch, in);  // on every rank alike (not sent: the workers warm up themselves)
     backend_->synchronize();
   }
   const int64_t peak = backend_->peak_step_bytes();
@@ -105,7 +112,7 @@ int64_t ModelRunner::gpu_kv_blocks_after_warmup() {
 }
 
 int64_t ModelRunner::kv_bytes_per_block() const {
-  return 2 * mcfg_.num_hidden_layers * cfg_.block_size * mcfg_.kv_size() * int64_t(dtype_size(backend_->act_dtype()));
+  return 2 * mcfg_.num_hidden_layers * cfg_.block_size * kv_heads_ * mcfg_.head_dim * int64_t(dtype_size(backend_->act_dtype()));
 }
 
 StepInputs ModelRunner::prepare(const ScheduledBatch& batch, int64_t bs) {
@@ -139,9 +146,8 @@ StepInputs ModelRunner::prepare(const ScheduledBatch& batch, int64_t bs) {
   return in;
 }
 
-Tensor ModelRunner::forward_logits(const ScheduledBatch& batch) {
-  StepInputs in = prepare(batch, cfg_.block_size);
-  if (graphs_ && !batch.is_prefill && int64_t(batch.seqs.size()) <= graphs_->max_batch()) return graphs_->run(in);
+Tensor ModelRunner::forward_logits(StepInputs& in) {
+  if (graphs_ && !in.md.is_prefill && in.md.num_seqs <= graphs_->max_batch()) return graphs_->run(in);
   backend_->begin_step();
   const int64_t T = int64_t(in.input_ids.size());
   Tensor ids = backend_->empty({T}, DType::I32), pos = backend_->empty({T}, DType::I32);
@@ -152,8 +158,8 @@ Tensor ModelRunner::forward_logits(const ScheduledBatch& batch) {
   return model_->compute_logits(hidden, in.last_rows);
 }
 
-std::vector<int32_t> ModelRunner::run(const ScheduledBatch& batch) {
-  Tensor logits = forward_logits(batch);
+std::vector<int32_t> ModelRunner::forward_and_sample(const ScheduledBatch& batch, StepInputs& in) {
+  Tensor logits = forward_logits(in);
   if (logits_observer) logits_observer(batch, backend_->to_host_f32(logits));
   std::vector<SamplingRow> rows;
   for (auto* s : batch.seqs) {
@@ -162,5 +168,13 @@ std::vector<int32_t> ModelRunner::run(const ScheduledBatch& batch) {
   }
   return backend_->sample(logits, rows);
 }
+
+std::vector<int32_t> ModelRunner::run(const ScheduledBatch& batch) {
+  StepInputs in = prepare(batch, cfg_.block_size);
+  if (tp_) tp_->broadcast(encode_step(in));
+  return forward_and_sample(batch, in);
+}
+
+void ModelRunner::run_worker_step(StepInputs& in) { forward_logits(in); }
 
 }  // namespace nanovllm

@@ -1,6 +1,10 @@
 // Runs one scheduled batch through the model (nano-vllm's ModelRunner): builds input ids,
 // positions and AttentionMetadata from the sequences, runs forward + LM head on each sequence's
 // last token, and samples one token per sequence.
+// Tensor parallelism: every rank builds its ModelRunner identically (weights of its shard, the
+// same warm-up, KV-cache sizing agreed as the minimum over ranks, the same CUDA graphs), so that
+// their collectives pair up. Rank 0 runs the engine; before each forward it sends the step's
+// StepInputs to the workers, which run the same forward (run_worker_step) and do not sample.
 #pragma once
 #include <functional>
 #include <memory>
@@ -14,6 +18,7 @@
 namespace nanovllm {
 
 class CudaGraphRunner;
+class TpGroup;
 
 struct StepInputs {
   std::vector<int32_t> input_ids, positions;  // [T]
@@ -24,10 +29,14 @@ struct StepInputs {
 class ModelRunner {
  public:
   // Loads the model (weights from cfg.model, or dummy ones) and allocates the KV cache.
-  ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::unique_ptr<Backend> backend);
+  // tp: this rank's tensor-parallel group (outlives the runner), nullptr for one rank.
+  ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::unique_ptr<Backend> backend, TpGroup* tp = nullptr);
   ~ModelRunner();
 
+  // Rank 0 (or the only rank): one step, one token per sequence.
   std::vector<int32_t> run(const ScheduledBatch& batch);
+  // Tensor-parallel workers: the forward of a step rank 0 sent (logits stay on the device).
+  void run_worker_step(StepInputs& in);
 
   static StepInputs prepare(const ScheduledBatch& batch, int64_t block_size);
   // Optional: sees the logits [B, V] (host floats) of every step before sampling (tests,
@@ -40,14 +49,18 @@ class ModelRunner {
   bool uses_cuda_graphs() const { return graphs_ != nullptr; }
 
  private:
-  Tensor forward_logits(const ScheduledBatch& batch);
+  Tensor forward_logits(StepInputs& in);
+  std::vector<int32_t> forward_and_sample(const ScheduledBatch& batch, StepInputs& in);
   void allocate_kv_cache();
   int64_t gpu_kv_blocks_after_warmup();
 
   EngineConfig cfg_;
   ModelConfig mcfg_;
   std::unique_ptr<Backend> backend_;
+  TpGroup* tp_ = nullptr;
+  std::unique_ptr<Communicator> comm_;  // before model_, which uses it; after backend_, which it uses
   std::unique_ptr<CausalLM> model_;
+  int64_t kv_heads_ = 0;                // this rank's KV heads: Hkv / tensor_parallel_size
   Tensor kv_cache_;                   // [2, L, num_blocks, block_size, Hkv, D]
   std::vector<LayerKVCache> layers_kv_;
   int64_t num_kv_blocks_ = 0;

@@ -1,26 +1,37 @@
 // Token embedding and LM head. The head computes logits only for the last token of each
 // sequence (rows picked by gather_rows), since only those are sampled. With tied embeddings the
 // head's weight is the embedding table itself.
+// Tensor parallelism (nano-vllm's VocabParallelEmbedding / ParallelLMHead): rank r holds the
+// vocabulary rows [r * V/N, (r + 1) * V/N). The embedding looks up the ids in its range (zero
+// rows for the others) and all-reduces; the head computes its [B, V/N] slice of the logits,
+// all-gathers [N, B, V/N] and merges it to [B, V]. comm == nullptr: one rank, no collectives.
 #pragma once
 #include <vector>
 
+#include "nanovllm/dist/communicator.h"
 #include "nanovllm/ops/backend.h"
 
 namespace nanovllm {
 
 struct VocabEmbedding {
-  Tensor weight;  // [V, H]
-  void create(Backend& be, int64_t vocab, int64_t hidden) { weight = be.empty({vocab, hidden}, be.weight_dtype()); }
+  Tensor weight;             // [V/N, H]
+  int64_t vocab_start = 0;   // first token id of this rank's rows
+  Communicator* comm = nullptr;
+
+  void create(Backend& be, int64_t vocab_rows, int64_t hidden) { weight = be.empty({vocab_rows, hidden}, be.weight_dtype()); }
   // ids: [T] I32 -> [T, H]
   Tensor forward(Backend& be, const Tensor& ids) const {
     Tensor out = be.empty({ids.size(0), weight.size(1)}, be.act_dtype());
-    be.embedding(ids, weight, out);
+    be.embedding(ids, weight, out, vocab_start);
+    if (comm) comm->all_reduce_sum(out);
     return out;
   }
 };
 
 struct LMHead {
-  Tensor weight;  // [V, H]
+  Tensor weight;  // [V/N, H]
+  Communicator* comm = nullptr;
+
   // hidden: [T, H]; last_rows: [B] row of each sequence's last token -> logits [B, V]
   Tensor forward(Backend& be, const Tensor& hidden, const std::vector<int32_t>& last_rows) const {
     // Decode: every row is a last token, so no gather (and nothing host-dependent to capture).
@@ -31,9 +42,16 @@ struct LMHead {
       last = be.empty({int64_t(last_rows.size()), hidden.size(1)}, hidden.dtype());
       be.gather_rows(hidden, last_rows, last);
     }
-    Tensor logits = be.empty({last.size(0), weight.size(0)}, be.act_dtype());
+    const int64_t B = last.size(0), Vl = weight.size(0);
+    Tensor logits = be.empty({B, Vl}, be.act_dtype());
     be.linear(last, weight, logits);
-    return logits;
+    if (!comm) return logits;
+    const int64_t N = comm->world_size();
+    Tensor parts = be.empty({N, B, Vl}, be.act_dtype());
+    comm->all_gather(logits, parts);
+    Tensor full = be.empty({B, N * Vl}, be.act_dtype());
+    be.merge_vocab_shards(parts, full);
+    return full;
   }
 };
 

@@ -1,7 +1,11 @@
 // Linear layers (no bias in Qwen3). The weight is [N, K] in the backend's weight dtype and may be
 // packed from several checkpoint tensors: q/k/v -> qkv_proj, gate/up -> gate_up_proj; each
 // WeightSpec (models/weights.h) says which rows of the packed weight a checkpoint tensor fills.
+// Tensor parallelism (nano-vllm's Column/RowParallelLinear): a column-parallel layer is a plain
+// Linear over this rank's output rows (the specs load the slice); a row-parallel one holds a
+// slice of the input columns, so its outputs are partial sums that all_reduce_sum completes.
 #pragma once
+#include "nanovllm/dist/communicator.h"
 #include "nanovllm/ops/backend.h"
 
 namespace nanovllm {
@@ -16,6 +20,17 @@ struct Linear {
   Tensor forward(Backend& be, const Tensor& x) const {
     Tensor out = be.empty({x.size(0), weight.size(0)}, be.act_dtype());
     be.linear(x, weight, out);
+    return out;
+  }
+};
+
+struct RowParallelLinear : Linear {
+  Communicator* comm = nullptr;  // nullptr: one rank, a plain Linear
+
+  // x: [T, in/N] (this rank's slice of the features) -> [T, out], summed over ranks
+  Tensor forward(Backend& be, const Tensor& x) const {
+    Tensor out = Linear::forward(be, x);
+    if (comm) comm->all_reduce_sum(out);
     return out;
   }
 };

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "nanovllm/config.h"
+#include "nanovllm/dist/communicator.h"
 #include "nanovllm/layers/attention.h"
 #include "nanovllm/models/weights.h"
 #include "nanovllm/ops/backend.h"
@@ -26,6 +27,12 @@ class CausalLM {
   virtual Tensor compute_logits(const Tensor& hidden, const std::vector<int32_t>& last_rows) = 0;
 };
 
-std::unique_ptr<CausalLM> create_model(const ModelConfig& cfg, Backend& be);
+// comm: the rank's collectives under tensor parallelism (the model then holds this rank's shard
+// of every sharded weight), nullptr for one rank.
+std::unique_ptr<CausalLM> create_model(const ModelConfig& cfg, Backend& be, Communicator* comm = nullptr);
+
+// Throws UserError unless `world` ranks can split the model: it must divide the attention heads,
+// the KV heads, the intermediate size and the vocabulary. Cheap: call before any GPU work.
+void validate_tensor_parallel(const ModelConfig& cfg, int world);
 
 }  // namespace nanovllm

@@ -33,48 +33,75 @@ void Qwen3DecoderLayer::forward(Backend& be, const Tensor& positions, Tensor& x,
   x = mlp.forward(be, x);
 }
 
-Qwen3ForCausalLM::Qwen3ForCausalLM(const ModelConfig& cfg, Backend& be) : cfg_(cfg), be_(be) {
-  const int64_t H = cfg.hidden_size, D = cfg.head_dim, I = cfg.intermediate_size;
-  embed_tokens_.create(be, cfg.vocab_size, H);
+Qwen3ForCausalLM::Qwen3ForCausalLM(const ModelConfig& cfg, Backend& be, Communicator* comm) : cfg_(cfg), be_(be) {
+  if (comm) {
+    rank_ = comm->rank();
+    world_ = comm->world_size();
+  }
+  validate_tensor_parallel(cfg, world_);
+  if (world_ == 1) comm = nullptr;  // one rank: no collectives at all
+  const int64_t N = world_, H = cfg.hidden_size, D = cfg.head_dim, I = cfg.intermediate_size / N;
+  const int64_t Hq = cfg.num_attention_heads / N, Hkv = cfg.num_key_value_heads / N, V = cfg.vocab_size / N;
+  embed_tokens_.create(be, V, H);
+  embed_tokens_.vocab_start = rank_ * V;
+  embed_tokens_.comm = comm;
+  lm_head_.comm = comm;
   layers_.resize(size_t(cfg.num_hidden_layers));
   for (auto& l : layers_) {
-    l.self_attn.qkv_proj.create(be, cfg.q_size() + 2 * cfg.kv_size(), H);
-    l.self_attn.o_proj.create(be, H, cfg.q_size());
+    l.self_attn.qkv_proj.create(be, (Hq + 2 * Hkv) * D, H);
+    l.self_attn.o_proj.create(be, H, Hq * D);
+    l.self_attn.o_proj.comm = comm;
     l.self_attn.q_norm.create(be, D, cfg.rms_norm_eps);
     l.self_attn.k_norm.create(be, D, cfg.rms_norm_eps);
-    l.self_attn.attn = {cfg.num_attention_heads, cfg.num_key_value_heads, D, float(1.0 / std::sqrt(double(D)))};
+    l.self_attn.attn = {Hq, Hkv, D, float(1.0 / std::sqrt(double(D)))};
     l.self_attn.rope_theta = float(cfg.rope_theta);
     l.mlp.gate_up_proj.create(be, 2 * I, H);
     l.mlp.down_proj.create(be, H, I);
+    l.mlp.down_proj.comm = comm;
     l.input_layernorm.create(be, H, cfg.rms_norm_eps);
     l.post_attention_layernorm.create(be, H, cfg.rms_norm_eps);
   }
   norm_.create(be, H, cfg.rms_norm_eps);
-  if (!cfg.tie_word_embeddings) lm_head_weight_ = be.empty({cfg.vocab_size, H}, be.weight_dtype());
+  if (!cfg.tie_word_embeddings) lm_head_weight_ = be.empty({V, H}, be.weight_dtype());
 }
 
+// Checkpoint tensors are full-size; each spec takes this rank's slice. Column-parallel (split
+// rows): q/k/v by heads, gate/up by I, embedding and LM head by vocabulary; row-parallel (split
+// columns): o_proj, down_proj. The packed destinations take the local slices back to back.
 std::vector<WeightSpec> Qwen3ForCausalLM::weight_specs() {
-  const int64_t H = cfg_.hidden_size, D = cfg_.head_dim, I = cfg_.intermediate_size;
+  const int64_t H = cfg_.hidden_size, D = cfg_.head_dim, I = cfg_.intermediate_size, N = world_;
   const int64_t q = cfg_.q_size(), kv = cfg_.kv_size();
+  auto rows = [&](std::string name, Shape shape, Tensor* dst, int64_t offset = 0) {
+    WeightSpec w{std::move(name), std::move(shape), dst, offset};
+    w.shard_dim = N > 1 ? 0 : -1;
+    w.shard_rank = rank_;
+    w.num_shards = N;
+    return w;
+  };
+  auto cols = [&](std::string name, Shape shape, Tensor* dst) {
+    WeightSpec w = rows(std::move(name), std::move(shape), dst);
+    w.shard_dim = N > 1 ? 1 : -1;
+    return w;
+  };
   std::vector<WeightSpec> s;
-  s.push_back({"model.embed_tokens.weight", {cfg_.vocab_size, H}, &embed_tokens_.weight});
+  s.push_back(rows("model.embed_tokens.weight", {cfg_.vocab_size, H}, &embed_tokens_.weight));
   for (size_t i = 0; i < layers_.size(); ++i) {
     auto& l = layers_[i];
     const std::string p = "model.layers." + std::to_string(i) + ".";
-    s.push_back({p + "self_attn.q_proj.weight", {q, H}, &l.self_attn.qkv_proj.weight, 0});
-    s.push_back({p + "self_attn.k_proj.weight", {kv, H}, &l.self_attn.qkv_proj.weight, q});
-    s.push_back({p + "self_attn.v_proj.weight", {kv, H}, &l.self_attn.qkv_proj.weight, q + kv});
-    s.push_back({p + "self_attn.o_proj.weight", {H, q}, &l.self_attn.o_proj.weight});
+    s.push_back(rows(p + "self_attn.q_proj.weight", {q, H}, &l.self_attn.qkv_proj.weight, 0));
+    s.push_back(rows(p + "self_attn.k_proj.weight", {kv, H}, &l.self_attn.qkv_proj.weight, q / N));
+    s.push_back(rows(p + "self_attn.v_proj.weight", {kv, H}, &l.self_attn.qkv_proj.weight, (q + kv) / N));
+    s.push_back(cols(p + "self_attn.o_proj.weight", {H, q}, &l.self_attn.o_proj.weight));
     s.push_back({p + "self_attn.q_norm.weight", {D}, &l.self_attn.q_norm.weight});
     s.push_back({p + "self_attn.k_norm.weight", {D}, &l.self_attn.k_norm.weight});
-    s.push_back({p + "mlp.gate_proj.weight", {I, H}, &l.mlp.gate_up_proj.weight, 0});
-    s.push_back({p + "mlp.up_proj.weight", {I, H}, &l.mlp.gate_up_proj.weight, I});
-    s.push_back({p + "mlp.down_proj.weight", {H, I}, &l.mlp.down_proj.weight});
+    s.push_back(rows(p + "mlp.gate_proj.weight", {I, H}, &l.mlp.gate_up_proj.weight, 0));
+    s.push_back(rows(p + "mlp.up_proj.weight", {I, H}, &l.mlp.gate_up_proj.weight, I / N));
+    s.push_back(cols(p + "mlp.down_proj.weight", {H, I}, &l.mlp.down_proj.weight));
     s.push_back({p + "input_layernorm.weight", {H}, &l.input_layernorm.weight});
     s.push_back({p + "post_attention_layernorm.weight", {H}, &l.post_attention_layernorm.weight});
   }
   s.push_back({"model.norm.weight", {H}, &norm_.weight});
-  if (!cfg_.tie_word_embeddings) s.push_back({"lm_head.weight", {cfg_.vocab_size, H}, &lm_head_weight_});
+  if (!cfg_.tie_word_embeddings) s.push_back(rows("lm_head.weight", {cfg_.vocab_size, H}, &lm_head_weight_));
   return s;
 }
 
@@ -96,9 +123,23 @@ Tensor Qwen3ForCausalLM::compute_logits(const Tensor& hidden, const std::vector<
   return lm_head_.forward(be_, hidden, last_rows);
 }
 
-std::unique_ptr<CausalLM> create_model(const ModelConfig& cfg, Backend& be) {
-  if (cfg.architecture == "Qwen3ForCausalLM") return std::make_unique<Qwen3ForCausalLM>(cfg, be);
+std::unique_ptr<CausalLM> create_model(const ModelConfig& cfg, Backend& be, Communicator* comm) {
+  if (cfg.architecture == "Qwen3ForCausalLM") return std::make_unique<Qwen3ForCausalLM>(cfg, be, comm);
   throw LoadError("unsupported architecture '" + cfg.architecture + "'");
+}
+
+void validate_tensor_parallel(const ModelConfig& cfg, int world) {
+  if (world < 1) throw UserError("--tensor-parallel-size must be positive (got " + std::to_string(world) + ")");
+  const std::pair<const char*, int64_t> dims[] = {{"num_attention_heads", cfg.num_attention_heads},
+                                                  {"num_key_value_heads", cfg.num_key_value_heads},
+                                                  {"intermediate_size", cfg.intermediate_size},
+                                                  {"vocab_size", cfg.vocab_size}};
+  for (auto& [name, v] : dims)
+    if (v % world != 0)
+      throw UserError("--tensor-parallel-size " + std::to_string(world) + " does not divide the model's " + name + " (" +
+                      std::to_string(v) + "); choose a size that divides num_attention_heads (" +
+                      std::to_string(cfg.num_attention_heads) + ") and num_key_value_heads (" +
+                      std::to_string(cfg.num_key_value_heads) + ")");
 }
 
 }  // namespace nanovllm

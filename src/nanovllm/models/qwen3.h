@@ -12,9 +12,11 @@
 
 namespace nanovllm {
 
+// Shapes per rank: with N tensor-parallel ranks Hq, Hkv and I below are the full model's / N
+// (each rank owns whole heads), V is V/N; H and D are not split.
 struct Qwen3Attention {
-  Linear qkv_proj;  // [(Hq + 2 Hkv) * D, H] packed from q_proj, k_proj, v_proj
-  Linear o_proj;    // [H, Hq * D]
+  Linear qkv_proj;          // [(Hq + 2 Hkv) * D, H] packed from q_proj, k_proj, v_proj (column-parallel)
+  RowParallelLinear o_proj; // [H, Hq * D]
   RMSNorm q_norm, k_norm;  // [D], applied per head
   PagedAttention attn;
   float rope_theta = 10000;
@@ -23,8 +25,8 @@ struct Qwen3Attention {
 };
 
 struct Qwen3MLP {
-  Linear gate_up_proj;  // [2I, H] packed from gate_proj, up_proj
-  Linear down_proj;     // [H, I]
+  Linear gate_up_proj;          // [2I, H] packed from gate_proj, up_proj (column-parallel)
+  RowParallelLinear down_proj;  // [H, I]
   Tensor forward(Backend& be, const Tensor& x) const;
 };
 
@@ -39,7 +41,7 @@ struct Qwen3DecoderLayer {
 
 class Qwen3ForCausalLM final : public CausalLM {
  public:
-  Qwen3ForCausalLM(const ModelConfig& cfg, Backend& be);
+  Qwen3ForCausalLM(const ModelConfig& cfg, Backend& be, Communicator* comm);
   std::vector<WeightSpec> weight_specs() override;
   void finalize_weights() override;
   Tensor forward(const Tensor& ids, const Tensor& positions, std::vector<LayerKVCache>& kv,
@@ -49,6 +51,7 @@ class Qwen3ForCausalLM final : public CausalLM {
  private:
   ModelConfig cfg_;
   Backend& be_;
+  int rank_ = 0, world_ = 1;  // tensor parallelism
   VocabEmbedding embed_tokens_;
   std::vector<Qwen3DecoderLayer> layers_;
   RMSNorm norm_;

@@ -1,7 +1,8 @@
 #include "nanovllm/models/weights.h"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "nanovllm/ops/sampling_noise.h"
@@ -16,14 +17,27 @@ static int64_t numel_of(const Shape& s) {
   return n;
 }
 
-// The rows [row_offset, row_offset + rows) of dst as a tensor view.
+Shape WeightSpec::local_shape() const {
+  Shape s = shape;
+  if (shard_dim >= 0) {
+    if (size_t(shard_dim) >= s.size() || num_shards <= 0 || s[size_t(shard_dim)] % num_shards != 0)
+      throw LoadError("tensor '" + name + "' of shape " + shape_str(shape) + " cannot be split in " +
+                      std::to_string(num_shards) + " along dimension " + std::to_string(shard_dim));
+    s[size_t(shard_dim)] /= num_shards;
+  }
+  return s;
+}
+
+// The rows [row_offset, row_offset + local rows) of dst as a tensor view.
 static Tensor dst_view(const WeightSpec& s) {
-  const int64_t rows = s.shape.empty() ? 1 : s.shape[0];
+  const Shape local = s.local_shape();
+  const int64_t rows = local.empty() ? 1 : local[0];
   if (s.dst->dim() == 1) return *s.dst;
   return s.dst->rows(s.row_offset, s.row_offset + rows);
 }
 
 void load_weights(Backend& be, const SafetensorsCheckpoint& ckpt, const std::vector<WeightSpec>& specs) {
+  std::vector<uint8_t> cols;  // host staging for column slices
   for (const auto& s : specs) {
     const TensorInfo* t = ckpt.find(s.name);
     if (!t) {
@@ -36,8 +50,20 @@ void load_weights(Backend& be, const SafetensorsCheckpoint& ckpt, const std::vec
     if (t->dtype != DType::F32 && t->dtype != DType::BF16 && t->dtype != DType::F16)
       throw LoadError(t->file + ": tensor '" + s.name + "' has dtype " + dtype_name(t->dtype) + "; weights must be F32, BF16 or F16");
     Tensor view = dst_view(s);
-    if (view.numel() != t->numel()) throw LoadError("tensor '" + s.name + "' does not fit its parameter");
-    be.upload(t->data, t->dtype, view);
+    const Shape local = s.local_shape();
+    if (view.numel() != numel_of(local)) throw LoadError("tensor '" + s.name + "' does not fit its parameter");
+    const size_t es = dtype_size(t->dtype);
+    const char* src = static_cast<const char*>(t->data);
+    if (s.shard_dim == 0) {  // rows [rank * r, (rank + 1) * r): a pointer offset into the mmap
+      src += size_t(s.shard_rank * numel_of(local)) * es;
+    } else if (s.shard_dim == 1) {  // columns [rank * c, (rank + 1) * c) of every row: a strided copy
+      const int64_t rows = local[0], c = local[1], full = s.shape[1];
+      cols.resize(size_t(rows * c) * es);
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(cols.data() + size_t(r * c) * es, src + size_t(r * full + s.shard_rank * c) * es, size_t(c) * es);
+      src = reinterpret_cast<const char*>(cols.data());
+    }
+    be.upload(src, t->dtype, view);
   }
 }
 
@@ -48,21 +74,27 @@ void load_dummy_weights(Backend& be, const std::vector<WeightSpec>& specs) {
     uint64_t seed = 1469598103934665603ull;
     for (char c : s.name) seed = (seed ^ uint8_t(c)) * 1099511628211ull;
     const float a = 0.02f * std::sqrt(3.0f);  // uniform(-a, a) has std 0.02
-    // Fill and upload in chunks of rows, so no full-size host copy is needed.
-    const int64_t rows = s.shape.size() == 1 ? 1 : s.shape[0], cols = numel_of(s.shape) / rows;
+    // Fill and upload in chunks of rows, so no full-size host copy is needed. Element (r, c) of
+    // the local slice is element (r + row0, c + col0) of the full tensor, whose index seeds it.
+    const Shape local = s.local_shape();
+    const int64_t rows = local.size() == 1 ? 1 : local[0], cols = numel_of(local) / rows;
+    const int64_t full_cols = numel_of(s.shape) / (s.shape.size() == 1 ? 1 : s.shape[0]);
+    const int64_t row0 = s.shard_dim == 0 ? s.shard_rank * rows : 0, col0 = s.shard_dim == 1 ? s.shard_rank * cols : 0;
     const int64_t chunk = std::max<int64_t>(1, (int64_t(1) << 22) / cols);
     std::vector<float> host;
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
       const int64_t r1 = std::min(rows, r0 + chunk), n = (r1 - r0) * cols;
       host.resize(size_t(n));
-      if (s.shape.size() == 1) {
+      if (local.size() == 1) {
         std::fill(host.begin(), host.end(), 1.0f);
       } else {
 #pragma omp parallel for
-        for (int64_t i = 0; i < n; ++i)
-          host[size_t(i)] = (2.0f * sampling_uniform(seed, 0, uint64_t(r0 * cols + i)) - 1.0f) * a;
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t r = row0 + r0 + i / cols, c = col0 + i % cols;
+          host[size_t(i)] = (2.0f * sampling_uniform(seed, 0, uint64_t(r * full_cols + c)) - 1.0f) * a;
+        }
       }
-      Tensor part = s.shape.size() == 1 ? view : view.rows(r0, r1);
+      Tensor part = local.size() == 1 ? view : view.rows(r0, r1);
       be.upload(host.data(), DType::F32, part);
     }
   }

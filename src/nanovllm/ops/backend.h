@@ -56,8 +56,10 @@ class Backend {
   // The host vectors of `md` -> its device tensors (no-op on CPU).
   virtual void prepare_metadata(AttentionMetadata& md) { (void)md; }
 
-  // out[t] = table[ids[t]]. ids: [T] I32 (host on CPU); table: [V, H]; out: [T, H].
-  virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
+  // out[t] = table[ids[t] - vocab_start], or a zero row when ids[t] is outside
+  // [vocab_start, vocab_start + V) (tensor parallelism: the table is this rank's vocabulary shard).
+  // ids: [T] I32 (host on CPU); table: [V, H]; out: [T, H].
+  virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out, int64_t vocab_start) = 0;
   // out = x / rms(x) * w. x, out: [T, H]; w: [H].
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) = 0;
   // residual += x; x = rms_norm(residual) * w. x, residual: [T, H]. (fused add + norm)
@@ -90,6 +92,9 @@ class Backend {
   // out = silu_and_mul(x @ w^T): the gated MLP's first half. x: [T, K]; w: [2I, K] (gate rows, then
   // up rows); out: [T, I].
   virtual void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out);
+  // Tensor parallelism's LM head: out[b, r * Vl + j] = parts[r, b, j]. parts: [N, B, Vl] (the
+  // all-gathered vocabulary shards); out: [B, N * Vl]. Same dtype; no host sync (graph-safe).
+  virtual void merge_vocab_shards(const Tensor& parts, Tensor& out) = 0;
   // out[b] = x[rows[b]]. rows: host indices; x: [T, H]; out: [B, H].
   virtual void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) = 0;
   // One token per row of logits [B, V] (act dtype or F32). The step's only device->host sync.
@@ -105,5 +110,6 @@ std::unique_ptr<Backend> make_cpu_backend(int num_threads);
 // Throws UserError when CUDA is not compiled in or no GPU is present.
 std::unique_ptr<Backend> make_cuda_backend(int device_index);
 bool cuda_available();
+int cuda_device_count();  // visible GPUs (0 without CUDA)
 
 }  // namespace nanovllm

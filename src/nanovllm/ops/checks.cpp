@@ -69,6 +69,13 @@ void check_silu_and_mul(const Tensor& x, const Tensor& out) {
     fail("silu_and_mul", "x " + shape_str(x.shape()) + " -> out " + shape_str(out.shape()));
 }
 
+void check_merge_vocab_shards(const Tensor& parts, const Tensor& out) {
+  want_dim("merge_vocab_shards", "parts", parts, 3);
+  want_dim("merge_vocab_shards", "out", out, 2);
+  if (parts.dtype() != out.dtype() || out.size(0) != parts.size(1) || out.size(1) != parts.size(0) * parts.size(2))
+    fail("merge_vocab_shards", "parts " + shape_str(parts.shape()) + " -> out " + shape_str(out.shape()));
+}
+
 void check_gather_rows(const Tensor& x, const std::vector<int32_t>& rows, const Tensor& out) {
   if (x.dim() != 2 || out.dim() != 2 || out.size(0) != int64_t(rows.size()) || out.size(1) != x.size(1))
     fail("gather_rows", "x " + shape_str(x.shape()) + " -> out " + shape_str(out.shape()));

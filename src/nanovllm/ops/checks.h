@@ -9,6 +9,7 @@
 namespace nanovllm {
 
 void check_embedding(const Tensor& ids, const Tensor& table, const Tensor& out);
+void check_merge_vocab_shards(const Tensor& parts, const Tensor& out);
 void check_rms_norm(const Tensor& x, const Tensor& w, const Tensor& out);
 void check_linear(const Tensor& x, const Tensor& w, const Tensor& out);
 void check_qkv(const Tensor& qkv, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, const char* op);

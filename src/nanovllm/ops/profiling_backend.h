@@ -37,8 +37,8 @@ class ProfilingBackend final : public Backend {
   int64_t peak_step_bytes() override { return in_->peak_step_bytes(); }
   void prepare_metadata(AttentionMetadata& md) override { timed("prepare_metadata", [&] { in_->prepare_metadata(md); }); }
 
-  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override {
-    timed("embedding", [&] { in_->embedding(ids, table, out); });
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out, int64_t vocab_start) override {
+    timed("embedding", [&] { in_->embedding(ids, table, out, vocab_start); });
   }
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override {
     timed("rms_norm", [&] { in_->rms_norm(x, w, eps, out); });
@@ -70,6 +70,9 @@ class ProfilingBackend final : public Backend {
   void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) override {
     timed("gemm+silu N=" + std::to_string(w.size(0)) + " K=" + std::to_string(w.size(1)),
           [&] { in_->linear_silu_mul(x, w, out); });
+  }
+  void merge_vocab_shards(const Tensor& parts, Tensor& out) override {
+    timed("merge_vocab_shards", [&] { in_->merge_vocab_shards(parts, out); });
   }
   void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override {
     timed("gather_rows", [&] { in_->gather_rows(x, rows, out); });

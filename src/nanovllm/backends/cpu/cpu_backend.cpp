@@ -44,17 +44,32 @@ std::vector<float> CpuBackend::to_host_f32(const Tensor& t) {
   return out;
 }
 
-void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
+void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out, int64_t vocab_start) {
   check_embedding(ids, table, out);
   const int64_t T = ids.size(0), H = table.size(1), V = table.size(0);
   const int32_t* id = ids.data<int32_t>();
+  // Ids past this table may belong to another rank's shard (tensor parallelism): the engine
+  // validates ids against the whole vocabulary when a request comes in; negative ones never fit.
   for (int64_t t = 0; t < T; ++t)
-    if (id[t] < 0 || id[t] >= V)
-      throw InvalidRequest("prompt", "token id " + std::to_string(id[t]) + " is outside the vocabulary [0, " +
-                                         std::to_string(V) + ")");
+    if (id[t] < 0) throw InvalidRequest("prompt", "token id " + std::to_string(id[t]) + " is negative");
 #pragma omp parallel for if (parallel_worth_it(T * H))
-  for (int64_t t = 0; t < T; ++t)
-    std::memcpy(out.data<float>() + t * H, table.data<float>() + int64_t(id[t]) * H, size_t(H) * 4);
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t row = int64_t(id[t]) - vocab_start;
+    float* o = out.data<float>() + t * H;
+    if (row < 0 || row >= V) std::memset(o, 0, size_t(H) * 4);
+    else std::memcpy(o, table.data<float>() + row * H, size_t(H) * 4);
+  }
+}
+
+// out[b, r * Vl + j] = parts[r, b, j]: one row copy per (rank, sequence).
+void CpuBackend::merge_vocab_shards(const Tensor& parts, Tensor& out) {
+  check_merge_vocab_shards(parts, out);
+  const int64_t N = parts.size(0), B = parts.size(1), Vl = parts.size(2);
+  const size_t es = dtype_size(parts.dtype()), row = size_t(Vl) * es;
+  const char* in = static_cast<const char*>(parts.raw());
+  char* o = static_cast<char*>(out.raw());
+  for (int64_t r = 0; r < N; ++r)
+    for (int64_t b = 0; b < B; ++b) std::memcpy(o + size_t(b * N + r) * row, in + size_t(r * B + b) * row, row);
 }
 
 static void rms_norm_row(const float* x, const float* w, float eps, int64_t n, float* out) {

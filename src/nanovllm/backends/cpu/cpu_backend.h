@@ -18,7 +18,7 @@ class CpuBackend final : public Backend {
   void upload(const void* src, DType src_dtype, Tensor& dst) override;
   void download(const Tensor& src, void* dst) override;
 
-  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out, int64_t vocab_start) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
@@ -29,6 +29,7 @@ class CpuBackend final : public Backend {
   void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out, int64_t num_heads,
                  int64_t num_kv_heads, int64_t head_dim, float scale, const AttentionMetadata& md) override;
   void silu_and_mul(const Tensor& x, Tensor& out) override;
+  void merge_vocab_shards(const Tensor& parts, Tensor& out) override;
   void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override;
   std::vector<int32_t> sample(const Tensor& logits, const std::vector<SamplingRow>& rows) override;
   std::vector<float> to_host_f32(const Tensor& t) override;

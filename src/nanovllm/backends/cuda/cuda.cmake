@@ -38,6 +38,27 @@ if(NANOVLLM_CUDA)
   target_link_libraries(nanovllm_core PUBLIC CUDA::cudart CUDA::cublasLt)
   target_compile_definitions(nanovllm_core PUBLIC NANOVLLM_WITH_CUDA)
   message(STATUS "nanovllm: CUDA backend ON (architectures ${CMAKE_CUDA_ARCHITECTURES})")
+
+  # NCCL for tensor parallelism: the CUDA toolkit's, NCCL_ROOT's, or the one a PyTorch venv carries
+  # (the GPU machine's only copy, libnccl.so.2 without the unversioned link). Without it, TP on CUDA
+  # is refused at run time (backends/cpu/cuda_stub.cpp).
+  set(_nccl_hints ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_LIBRARY_ROOT} /usr/local/cuda
+      /opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl)
+  find_path(NANOVLLM_NCCL_INCLUDE nccl.h HINTS ${_nccl_hints} ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include)
+  find_library(NANOVLLM_NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${_nccl_hints} PATH_SUFFIXES lib lib64)
+  if(NANOVLLM_NCCL_INCLUDE AND NANOVLLM_NCCL_LIBRARY)
+    add_library(nanovllm_nccl_objs OBJECT ${CMAKE_CURRENT_LIST_DIR}/nccl/nccl_communicator.cu)
+    set_target_properties(nanovllm_nccl_objs PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON
+      CUDA_EXTENSIONS OFF POSITION_INDEPENDENT_CODE ON)
+    target_include_directories(nanovllm_nccl_objs PRIVATE ${PROJECT_SOURCE_DIR}/src ${NANOVLLM_NCCL_INCLUDE})
+    target_link_libraries(nanovllm_nccl_objs PRIVATE CUDA::cudart)
+    target_sources(nanovllm_core PRIVATE $<TARGET_OBJECTS:nanovllm_nccl_objs>)
+    target_link_libraries(nanovllm_core PUBLIC ${NANOVLLM_NCCL_LIBRARY})
+    target_compile_definitions(nanovllm_core PUBLIC NANOVLLM_WITH_NCCL)
+    message(STATUS "nanovllm: NCCL ${NANOVLLM_NCCL_LIBRARY}")
+  else()
+    message(STATUS "nanovllm: NCCL not found: tensor parallelism on CUDA disabled")
+  endif()
 else()
   message(STATUS "nanovllm: CUDA backend OFF")
 endif()

@@ -48,7 +48,7 @@ class CudaBackend final : public Backend {
   int64_t peak_step_bytes() override { return int64_t(peak_step_bytes_); }
   void prepare_metadata(AttentionMetadata& md) override;
 
-  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out, int64_t vocab_start) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
@@ -63,6 +63,7 @@ class CudaBackend final : public Backend {
                           Tensor& k_cache, Tensor& v_cache, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,
                           float eps, float rope_theta, const AttentionMetadata& md) override;
   void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) override;
+  void merge_vocab_shards(const Tensor& parts, Tensor& out) override;
   void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override;
   std::vector<int32_t> sample(const Tensor& logits, const std::vector<SamplingRow>& rows) override;
   std::vector<float> to_host_f32(const Tensor& t) override;
@@ -84,6 +85,7 @@ class CudaBackend final : public Backend {
   void reserve_arena(size_t bytes);
   // The cudaStream_t every op runs on.
   void* stream() const { return stream_; }
+  int device_index() const { return device_; }
   // Kernels are launched with programmatic dependent launch (sm_90+; NANOVLLM_PDL=0 turns it off,
   // for A/B timing).
   bool pdl() const { return pdl_; }

@@ -23,13 +23,15 @@ struct RowList {
   int32_t rows[kMaxParamRows];
 };
 
+// dst[r] = src[idx[r] - idx_offset], a zero row when that is outside [0, src_rows): ids of another
+// rank's vocabulary shard under tensor parallelism (out-of-vocabulary ids are rejected on the host).
 __global__ void copy_rows_kernel(const uint16_t* __restrict__ src, uint16_t* __restrict__ dst, const int32_t* __restrict__ idx,
-                                 int64_t row_elems, int64_t src_rows, bool vec) {
+                                 int64_t row_elems, int64_t src_rows, int64_t idx_offset, bool vec) {
   pdl_begin();
   const int64_t r = blockIdx.x;
-  const int32_t s = idx[r];
+  const int64_t s = int64_t(idx[r]) - idx_offset;
   uint16_t* o = dst + r * row_elems;
-  if (s < 0 || s >= src_rows) {  // out-of-vocabulary id: a zero row (validated on the host elsewhere)
+  if (s < 0 || s >= src_rows) {
     for (int64_t i = threadIdx.x; i < row_elems; i += blockDim.x) o[i] = 0;
     return;
   }
@@ -60,7 +62,7 @@ static bool vec_ok(const void* a, const void* b, int64_t row_elems) {
   return row_elems % 8 == 0 && (reinterpret_cast<uintptr_t>(a) % 16) == 0 && (reinterpret_cast<uintptr_t>(b) % 16) == 0;
 }
 
-void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
+void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out, int64_t vocab_start) {
   check_embedding(ids, table, out);
   want_bf16(table, "embedding", "table");
   want_bf16(out, "embedding", "out");
@@ -68,7 +70,7 @@ void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out)
   const int64_t T = ids.size(0), H = table.size(1);
   if (T == 0) return;
   launch(copy_rows_kernel, unsigned(T), 128, 0, on_stream(), table.data<uint16_t>(), out.data<uint16_t>(),
-         ids.data<int32_t>(), H, table.size(0), vec_ok(table.raw(), out.raw(), H));
+         ids.data<int32_t>(), H, table.size(0), vocab_start, vec_ok(table.raw(), out.raw(), H));
 }
 
 void CudaBackend::gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) {
@@ -85,7 +87,7 @@ void CudaBackend::gather_rows(const Tensor& x, const std::vector<int32_t>& rows,
   } else {
     Tensor idx = device_i32(rows.data(), B);
     launch(copy_rows_kernel, unsigned(B), 128, 0, on_stream(), x.data<uint16_t>(), out.data<uint16_t>(),
-           idx.data<int32_t>(), H, x.size(0), vec);
+           idx.data<int32_t>(), H, x.size(0), int64_t(0), vec);
   }
 }
 

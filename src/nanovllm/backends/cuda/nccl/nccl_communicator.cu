@@ -1,0 +1,106 @@
+// NCCL collectives for tensor parallelism, on the CUDA backend's stream (so they are ordered with
+// the model's kernels and captured into CUDA graphs like them). One communicator per rank; rank 0
+// makes the ncclUniqueId and the TCP control channel (dist/tp_group) hands it to the others.
+//
+// Safety on shared hosts: NVLink SHARP / multicast (NVLS) stays off. NCCL reads NCCL_NVLS_ENABLE
+// when a communicator is created, so it is forced to 0 here, whatever the caller's environment
+// says; nothing in this project calls cuMulticastCreate.
+#include <nccl.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "nanovllm/backends/cuda/cuda_backend.h"
+#include "nanovllm/backends/cuda/cuda_common.cuh"
+#include "nanovllm/dist/communicator.h"
+
+namespace nanovllm {
+
+namespace {
+
+[[noreturn]] void throw_nccl(ncclResult_t r, const char* what, ncclComm_t comm) {
+  std::string msg = std::string("NCCL error: ") + ncclGetErrorString(r) + " in " + what;
+  if (comm) {
+    const char* last = ncclGetLastError(comm);
+    if (last && *last) msg += std::string(" (") + last + ")";
+  }
+  throw Error(msg);
+}
+
+#define NV_NCCL_CHECK(x, comm)                             \
+  do {                                                     \
+    ncclResult_t nv_r_ = (x);                              \
+    if (nv_r_ != ncclSuccess) throw_nccl(nv_r_, #x, comm); \
+  } while (0)
+
+ncclDataType_t nccl_dtype(DType t, const char* op) {
+  switch (t) {
+    case DType::BF16: return ncclBfloat16;
+    case DType::F16: return ncclFloat16;
+    case DType::F32: return ncclFloat32;
+    case DType::I32: return ncclInt32;
+    default: throw Error(std::string(op) + ": dtype " + dtype_name(t) + " has no NCCL type");
+  }
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(CudaBackend& be, int rank, int world, const ncclUniqueId& id)
+      : rank_(rank), world_(world), stream_(static_cast<cudaStream_t>(be.stream())) {
+    setenv("NCCL_NVLS_ENABLE", "0", 1);
+    NV_CUDA_CHECK(cudaSetDevice(be.device_index()));
+    NV_NCCL_CHECK(ncclCommInitRank(&comm_, world, id, rank), nullptr);
+  }
+  ~NcclCommunicator() override {
+    if (comm_) ncclCommDestroy(comm_);
+  }
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_; }
+
+  void all_reduce_sum(Tensor& x) override {
+    if (x.device() != Device::CUDA) throw Error("all_reduce_sum: the tensor must be on the GPU");
+    if (x.numel() == 0) return;
+    NV_NCCL_CHECK(ncclAllReduce(x.raw(), x.raw(), size_t(x.numel()), nccl_dtype(x.dtype(), "all_reduce_sum"), ncclSum,
+                                comm_, stream_),
+                  comm_);
+  }
+
+  void all_gather(const Tensor& in, Tensor& out) override {
+    if (in.device() != Device::CUDA || out.device() != Device::CUDA) throw Error("all_gather: tensors must be on the GPU");
+    if (in.dtype() != out.dtype() || out.numel() != in.numel() * world_)
+      throw Error("all_gather: out must hold world_size x in (" + shape_str(in.shape()) + " -> " +
+                  shape_str(out.shape()) + ")");
+    if (in.numel() == 0) return;
+    NV_NCCL_CHECK(ncclAllGather(in.raw(), out.raw(), size_t(in.numel()), nccl_dtype(in.dtype(), "all_gather"), comm_,
+                                stream_),
+                  comm_);
+  }
+
+ private:
+  int rank_, world_;
+  cudaStream_t stream_;
+  ncclComm_t comm_ = nullptr;
+};
+
+}  // namespace
+
+std::vector<uint8_t> make_nccl_unique_id() {
+  ncclUniqueId id;
+  NV_NCCL_CHECK(ncclGetUniqueId(&id), nullptr);
+  return std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(&id), reinterpret_cast<const uint8_t*>(&id) + sizeof(id));
+}
+
+std::unique_ptr<Communicator> make_nccl_communicator(Backend& be, int rank, int world,
+                                                     const std::vector<uint8_t>& unique_id) {
+  auto* cuda = dynamic_cast<CudaBackend*>(&be);
+  if (!cuda) throw UserError("tensor parallelism with NCCL needs the plain CUDA backend (not " + be.name() + ")");
+  if (unique_id.size() != sizeof(ncclUniqueId))
+    throw Error("NCCL unique id has " + std::to_string(unique_id.size()) + " bytes, expected " +
+                std::to_string(sizeof(ncclUniqueId)));
+  ncclUniqueId id;
+  std::memcpy(&id, unique_id.data(), sizeof(id));
+  return std::make_unique<NcclCommunicator>(*cuda, rank, world, id);
+}
+
+}  // namespace nanovllm

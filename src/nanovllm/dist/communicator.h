@@ -1,0 +1,31 @@
+// Collectives for tensor parallelism (nano-vllm's torch.distributed calls). One Communicator per
+// rank; every rank calls the same collectives in the same order. Implementations: NCCL on CUDA
+// (backends/cuda/nccl_communicator.cu), TCP sockets on the CPU (dist/cpu_communicator.h, the
+// test vehicle of CPU-only CI). With one rank the model makes no communicator calls at all.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "nanovllm/ops/backend.h"
+#include "nanovllm/utils/tensor.h"
+
+namespace nanovllm {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  // x: any shape, the backend's act dtype, on the backend's device; summed over ranks in place.
+  // CUDA: enqueued on the backend's stream (graph-capturable).
+  virtual void all_reduce_sum(Tensor& x) = 0;
+  // in: [rows, cols] on every rank -> out: [world, rows, cols] on every rank (rank-major).
+  virtual void all_gather(const Tensor& in, Tensor& out) = 0;
+};
+
+// NCCL (CUDA builds; the CPU-only build's stub throws UserError "NCCL is not compiled in"):
+std::vector<uint8_t> make_nccl_unique_id();   // rank 0 makes it; 128 bytes
+std::unique_ptr<Communicator> make_nccl_communicator(Backend& be, int rank, int world, const std::vector<uint8_t>& unique_id);
+
+}  // namespace nanovllm

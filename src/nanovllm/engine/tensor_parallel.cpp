@@ -1,0 +1,57 @@
+#include "nanovllm/engine/tensor_parallel.h"
+
+#include <algorithm>
+
+#include "nanovllm/dist/tp_group.h"
+#include "nanovllm/engine/llm_engine.h"
+#include "nanovllm/engine/tp_protocol.h"
+#include "nanovllm/models/causal_lm.h"
+#include "nanovllm/utils/error.h"
+
+namespace nanovllm {
+
+RendezvousOptions rendezvous_options(const EngineConfig& cfg) {
+  RendezvousOptions o;
+  o.master_addr = cfg.master_addr;
+  o.master_port = cfg.master_port;
+  o.rank = cfg.tp_rank;
+  o.world = cfg.tensor_parallel_size;
+  o.timeout_s = cfg.tp_connect_timeout_s;
+  return o;
+}
+
+std::string resolved_device(const EngineConfig& cfg) {
+  if (cfg.device != "auto") return cfg.device;
+  return cuda_available() ? "cuda" : "cpu";
+}
+
+void check_tensor_parallel(const EngineConfig& cfg, const ModelConfig& mcfg) {
+  cfg.validate();
+  validate_tensor_parallel(mcfg, cfg.tensor_parallel_size);
+  if (cfg.tensor_parallel_size > 1 && resolved_device(cfg) == "cuda") {
+    const int gpus = cuda_device_count();
+    if (cfg.ranks_per_node() > gpus)
+      throw UserError("--tensor-parallel-size " + std::to_string(cfg.tensor_parallel_size) + " over " +
+                      std::to_string(cfg.nnodes) + " node(s) needs " + std::to_string(cfg.ranks_per_node()) +
+                      " GPUs per node, but " + std::to_string(gpus) + " are visible");
+  }
+}
+
+void run_tp_worker(EngineConfig cfg) {
+  if (cfg.tp_rank <= 0) throw Error("run_tp_worker: rank 0 runs the engine, not a worker");
+  ModelConfig mcfg = resolve_model_config(cfg);
+  check_tensor_parallel(cfg, mcfg);
+  TpGroup tp(rendezvous_options(cfg), true);
+  apply_settings(tp.receive(), cfg, mcfg);  // rank 0's settings: identical runners on all ranks
+  check_tensor_parallel(cfg, mcfg);
+  tp.start_watchdog(cfg.on_tp_peer_lost);
+  ModelRunner runner(cfg, mcfg, make_backend(cfg), &tp);
+  while (true) {
+    const auto msg = tp.receive();
+    if (msg.empty()) return;  // goodbye
+    StepInputs in = decode_step(msg);
+    runner.run_worker_step(in);
+  }
+}
+
+}  // namespace nanovllm

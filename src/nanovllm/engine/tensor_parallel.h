@@ -1,0 +1,27 @@
+// Tensor-parallel start-up for the engine, and the worker side of a run.
+// Order on every rank (the NCCL side relies on it): rendezvous over TCP -> rank 0 sends its
+// settings -> backend on GPU local_rank -> Communicator (NCCL: rank 0 makes the unique id and
+// sends it over the control channel) -> weights of the rank's shard -> warm-up forward (GPU:
+// collectives) -> KV blocks = min over ranks (control channel) -> CUDA graph capture
+// (collectives) -> steps: rank 0 sends each step's inputs, all ranks run the forward.
+#pragma once
+#include "nanovllm/config.h"
+#include "nanovllm/dist/rendezvous.h"
+
+namespace nanovllm {
+
+RendezvousOptions rendezvous_options(const EngineConfig& cfg);
+
+// "cpu" or "cuda" for cfg.device ("auto": cuda when a GPU is present).
+std::string resolved_device(const EngineConfig& cfg);
+
+// Refuses, with a UserError naming the numbers, a tensor-parallel size that does not divide the
+// model's heads (or intermediate size or vocabulary), and on CUDA more ranks per node than
+// visible GPUs. No GPU work: call before starting ranks or backends.
+void check_tensor_parallel(const EngineConfig& cfg, const ModelConfig& mcfg);
+
+// A worker rank (cfg.tp_rank > 0): joins rank 0, builds its ModelRunner and runs the steps rank 0
+// sends until rank 0 says goodbye (returns) or goes away (throws Error).
+void run_tp_worker(EngineConfig cfg);
+
+}  // namespace nanovllm

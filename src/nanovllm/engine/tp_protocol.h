@@ -1,0 +1,23 @@
+// What rank 0 tells the tensor-parallel workers over the control channel (dist/tp_group.h):
+//  1. at start-up, the engine settings that shape the ModelRunner (so that every rank warms up,
+//     sizes its KV cache and captures graphs identically, whatever flags the worker was given),
+//     and the model's dimensions, which the worker checks against its own copy of the model;
+//  2. before every forward, the step's StepInputs;
+//  3. at the end, the empty goodbye message (TpGroup::goodbye).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "nanovllm/config.h"
+#include "nanovllm/engine/model_runner.h"
+
+namespace nanovllm {
+
+std::vector<uint8_t> encode_step(const StepInputs& in);
+StepInputs decode_step(const std::vector<uint8_t>& bytes);
+
+std::vector<uint8_t> encode_settings(const EngineConfig& cfg, const ModelConfig& mcfg);
+// Adopts rank 0's settings into cfg; throws UserError when the worker's model differs.
+void apply_settings(const std::vector<uint8_t>& bytes, EngineConfig& cfg, const ModelConfig& mcfg);
+
+}  // namespace nanovllm
