@@ -70,6 +70,11 @@ Observed run(int tp, const std::vector<std::vector<int32_t>>& prompts, int max_t
   cfg.tensor_parallel_size = tp;
   cfg.master_port = tp > 1 ? pick_free_port("127.0.0.1") : 0;
   cfg.tp_connect_timeout_s = 120;
+  // A rank that fails leaves the others waiting in a collective: end the test at once instead.
+  cfg.on_tp_peer_lost = [](const std::string& what) {
+    std::fprintf(stderr, "tensor-parallel test: %s\n", what.c_str());
+    std::_Exit(1);
+  };
   std::vector<std::future<void>> workers;
   for (int r = 1; r < tp; ++r) {
     EngineConfig w = cfg;

@@ -5,6 +5,8 @@
 #include "nanovllm/dist/tp_group.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "nanovllm/utils/error.h"
@@ -16,7 +18,11 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
     : cfg_(cfg), mcfg_(mcfg), backend_(std::move(backend)), tp_(tp && tp->world() > 1 ? tp : nullptr) {
   validate_tensor_parallel(mcfg_, tp_ ? tp_->world() : 1);
   kv_heads_ = mcfg_.num_key_value_heads / (tp_ ? tp_->world() : 1);
+  const char* tr = std::getenv("NANOVLLM_TP_TRACE");
+  trace_ = tr && std::string(tr) == "1";
+  trace("communicator");
   if (tp_) comm_ = tp_->make_communicator(*backend_);  // NCCL: the first collective of start-up
+  trace("weights");
   model_ = create_model(mcfg_, *backend_, comm_.get());
   auto specs = model_->weight_specs();
   if (cfg_.load_dummy) {
@@ -34,6 +40,7 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
   if (cfg_.num_kvcache_blocks > 0) {
     num_kv_blocks_ = cfg_.num_kvcache_blocks;
   } else if (backend_->total_memory_bytes() > 0 && cfg_.kv_cache_memory == 0) {
+    trace("warm-up");
     num_kv_blocks_ = gpu_kv_blocks_after_warmup();
   } else {
     int64_t bytes = cfg_.kv_cache_memory > 0 ? cfg_.kv_cache_memory : (int64_t(4) << 30);
@@ -42,6 +49,7 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
       num_kv_blocks_ = std::max(num_kv_blocks_, (cfg_.max_model_len + cfg_.block_size - 1) / cfg_.block_size);
   }
   // Every rank must hold the same blocks (rank 0's block manager hands them out for all).
+  trace("kv blocks " + std::to_string(num_kv_blocks_));
   if (tp_) num_kv_blocks_ = tp_->all_min(num_kv_blocks_);
   if (num_kv_blocks_ <= 0)
     throw ResourceError("KV cache budget of " + std::to_string(cfg_.kv_cache_memory) + " bytes holds no block of " +
@@ -49,8 +57,14 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
   allocate_kv_cache();
   if (backend_->supports_graphs() && !cfg_.enforce_eager) {
     graphs_ = std::make_unique<CudaGraphRunner>(*backend_, *model_, layers_kv_, cfg_);
+    trace("graph capture");
     graphs_->capture();
   }
+  trace("ready");
+}
+
+void ModelRunner::trace(const std::string& what) const {
+  if (trace_) std::fprintf(stderr, "[rank %d] %s\n", tp_ ? tp_->rank() : 0, what.c_str());
 }
 
 ModelRunner::~ModelRunner() = default;
@@ -159,6 +173,7 @@ Tensor ModelRunner::forward_logits(StepInputs& in) {
 }
 
 std::vector<int32_t> ModelRunner::forward_and_sample(const ScheduledBatch& batch, StepInputs& in) {
+  if (trace_) trace("step " + std::to_string(steps_++) + (in.md.is_prefill ? " prefill " : " decode ") + std::to_string(in.md.num_tokens));
   Tensor logits = forward_logits(in);
   if (logits_observer) logits_observer(batch, backend_->to_host_f32(logits));
   std::vector<SamplingRow> rows;
@@ -175,6 +190,9 @@ std::vector<int32_t> ModelRunner::run(const ScheduledBatch& batch) {
   return forward_and_sample(batch, in);
 }
 
-void ModelRunner::run_worker_step(StepInputs& in) { forward_logits(in); }
+void ModelRunner::run_worker_step(StepInputs& in) {
+  if (trace_) trace("step " + std::to_string(steps_++) + (in.md.is_prefill ? " prefill " : " decode ") + std::to_string(in.md.num_tokens));
+  forward_logits(in);
+}
 
 }  // namespace nanovllm

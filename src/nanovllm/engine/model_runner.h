@@ -58,6 +58,10 @@ class ModelRunner {
   ModelConfig mcfg_;
   std::unique_ptr<Backend> backend_;
   TpGroup* tp_ = nullptr;
+  // NANOVLLM_TP_TRACE=1: one stderr line per start-up phase and step (where a rank waits).
+  bool trace_ = false;
+  int64_t steps_ = 0;
+  void trace(const std::string& what) const;
   std::unique_ptr<Communicator> comm_;  // before model_, which uses it; after backend_, which it uses
   std::unique_ptr<CausalLM> model_;
   int64_t kv_heads_ = 0;                // this rank's KV heads: Hkv / tensor_parallel_size
