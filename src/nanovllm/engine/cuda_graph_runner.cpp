@@ -1,5 +1,7 @@
 #include "nanovllm/engine/cuda_graph_runner.h"
 
+#include <cstdio>
+
 #include <algorithm>
 
 #include "nanovllm/utils/error.h"
@@ -37,6 +39,15 @@ int64_t CudaGraphRunner::bucket_for(int64_t b) const {
   auto it = std::lower_bound(buckets_.begin(), buckets_.end(), b);
   if (it == buckets_.end()) throw Error("cuda graphs: batch of " + std::to_string(b) + " exceeds the largest bucket");
   return *it;
+}
+
+CudaGraphRunner::~CudaGraphRunner() {
+  try {
+    be_.synchronize();
+    for (auto& [b, h] : graph_) be_.graph_destroy(h);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "warning: destroying CUDA graphs: %s\n", e.what());
+  }
 }
 
 AttentionMetadata CudaGraphRunner::capture_metadata(int64_t bucket) const {

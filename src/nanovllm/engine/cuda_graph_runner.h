@@ -17,6 +17,9 @@ namespace nanovllm {
 class CudaGraphRunner {
  public:
   CudaGraphRunner(Backend& be, CausalLM& model, std::vector<LayerKVCache>& kv, const EngineConfig& cfg);
+  ~CudaGraphRunner();  // destroys the graphs (before the model runner's communicator goes)
+  CudaGraphRunner(const CudaGraphRunner&) = delete;
+  CudaGraphRunner& operator=(const CudaGraphRunner&) = delete;
   void capture();
   int64_t max_batch() const { return buckets_.empty() ? 0 : buckets_.back(); }
   // Decode logits [B, V] for prepared inputs of B <= max_batch() sequences.

@@ -52,6 +52,9 @@ class Backend {
   virtual void graph_capture_begin() { throw_no_graphs(); }
   virtual int64_t graph_capture_end() { throw_no_graphs(); }
   virtual void graph_replay(int64_t handle) { (void)handle; throw_no_graphs(); }
+  // Frees a captured graph (after the work in flight). Graphs must go before the communicator
+  // whose collectives they captured: NCCL holds the communicator's resources until then.
+  virtual void graph_destroy(int64_t handle) { (void)handle; }
 
   // The host vectors of `md` -> its device tensors (no-op on CPU).
   virtual void prepare_metadata(AttentionMetadata& md) { (void)md; }

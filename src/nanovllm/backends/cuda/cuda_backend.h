@@ -80,7 +80,7 @@ class CudaBackend final : public Backend {
   int64_t graph_capture_end() override;
   // Launches a captured graph on the backend's stream (asynchronous).
   void graph_replay(int64_t handle) override;
-  void graph_destroy(int64_t handle);
+  void graph_destroy(int64_t handle) override;
   // Makes sure the arena holds at least `bytes` in one chunk (call before capturing graphs).
   void reserve_arena(size_t bytes);
   // The cudaStream_t every op runs on.

@@ -52,8 +52,12 @@ class NcclCommunicator final : public Communicator {
     NV_CUDA_CHECK(cudaSetDevice(be.device_index()));
     NV_NCCL_CHECK(ncclCommInitRank(&comm_, world, id, rank), nullptr);
   }
+  // Shutdown: the stream is drained first; ncclCommAbort (not Destroy) frees the communicator
+  // without a barrier with the other ranks, so a rank that is gone or still busy cannot hold the
+  // exit up (the engine's CUDA graphs, which captured our collectives, are destroyed before this).
   ~NcclCommunicator() override {
-    if (comm_) ncclCommDestroy(comm_);
+    cudaStreamSynchronize(stream_);
+    if (comm_) ncclCommAbort(comm_);
   }
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
