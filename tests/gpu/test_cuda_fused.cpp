@@ -76,4 +76,29 @@ TEST(CudaFused, LinearSiluMul) {
   }
 }
 
+// Row-parallel partial sums: linear with an F32 output (no BF16 rounding: within FP32
+// accumulation-order error of the CPU's F32 GEMM), then the cast to BF16 after the all-reduce.
+TEST(CudaFused, LinearF32OutAndCast) {
+  REQUIRE_GPU();
+  CpuBackend cpu{8};
+  CudaBackend gpu{0};
+  for (auto [T, K, N] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 1024, 1001}, {3, 2048, 77}, {17, 1024, 300}}) {
+    auto x = make_pair(cpu, gpu, {T, K}, rand_bf16(size_t(T * K), 41));
+    auto w = make_pair(cpu, gpu, {N, K}, rand_bf16(size_t(N * K), 42, -0.05f, 0.05f));
+    Tensor ref = cpu.empty({T, N}, DType::F32), got = gpu.empty({T, N}, DType::F32);
+    cpu.linear(x.cpu, w.cpu, ref);
+    gpu.linear(x.gpu, w.gpu, got);
+    const std::string tag = " T=" + std::to_string(T) + " K=" + std::to_string(K) + " N=" + std::to_string(N);
+    const auto r = cpu.to_host_f32(ref);
+    expect_close("linear F32 out" + tag, gpu.to_host_f32(got), r, 1e-5, 1e-4);
+    Tensor bf = gpu.empty({T, N}, DType::BF16), back = gpu.empty({T, N}, DType::F32);
+    gpu.cast(got, bf);
+    gpu.cast(bf, back);
+    const auto g = gpu.to_host_f32(got), b = gpu.to_host_f32(back), bh = gpu.to_host_f32(bf);
+    size_t wrong = 0;
+    for (size_t i = 0; i < g.size(); ++i) wrong += bh[i] != bf16_round(g[i]) || b[i] != bh[i];
+    EXPECT_EQ(wrong, 0u) << "cast F32 -> BF16 rounds to nearest, BF16 -> F32 is exact" << tag;
+  }
+}
+
 }  // namespace

@@ -67,7 +67,8 @@ class Backend {
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) = 0;
   // residual += x; x = rms_norm(residual) * w. x, residual: [T, H]. (fused add + norm)
   virtual void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) = 0;
-  // out = x @ w^T. x: [T, K]; w: [N, K]; out: [T, N].
+  // out = x @ w^T. x: [T, K]; w: [N, K]; out: [T, N] in the act dtype or F32 (tensor
+  // parallelism keeps row-parallel partial sums in F32 until they are all-reduced).
   virtual void linear(const Tensor& x, const Tensor& w, Tensor& out) = 0;
   // In place on qkv: [T, (Hq + 2 Hkv) * D]: RMSNorm each q and k head over D (weights [D]),
   // then rotary embedding (rotate-half) at positions [T] (I32).
@@ -83,6 +84,8 @@ class Backend {
   virtual void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out,
                          int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float scale,
                          const AttentionMetadata& md) = 0;
+  // dst = src converted to dst's dtype (same shape; F32 <-> the act dtype).
+  virtual void cast(const Tensor& src, Tensor& dst) = 0;
   // out = silu(x[:, :I]) * x[:, I:]. x: [T, 2I]; out: [T, I].
   virtual void silu_and_mul(const Tensor& x, Tensor& out) = 0;
 

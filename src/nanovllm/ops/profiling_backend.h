@@ -62,6 +62,7 @@ class ProfilingBackend final : public Backend {
     timed(md.is_prefill ? "attention_prefill" : "attention_decode",
           [&] { in_->attention(qkv, k, v, out, hq, hkv, d, scale, md); });
   }
+  void cast(const Tensor& src, Tensor& dst) override { timed("cast", [&] { in_->cast(src, dst); }); }
   void silu_and_mul(const Tensor& x, Tensor& out) override { timed("silu_and_mul", [&] { in_->silu_and_mul(x, out); }); }
   void qk_norm_rope_store(Tensor& qkv, const Tensor& qn, const Tensor& kn, const Tensor& pos, Tensor& k, Tensor& v,
                           int64_t hq, int64_t hkv, int64_t d, float eps, float theta, const AttentionMetadata& md) override {

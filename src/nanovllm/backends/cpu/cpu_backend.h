@@ -28,6 +28,7 @@ class CpuBackend final : public Backend {
                      int64_t head_dim, const AttentionMetadata& md) override;
   void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out, int64_t num_heads,
                  int64_t num_kv_heads, int64_t head_dim, float scale, const AttentionMetadata& md) override;
+  void cast(const Tensor& src, Tensor& dst) override;
   void silu_and_mul(const Tensor& x, Tensor& out) override;
   void merge_vocab_shards(const Tensor& parts, Tensor& out) override;
   void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override;

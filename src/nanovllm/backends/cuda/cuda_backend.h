@@ -58,6 +58,7 @@ class CudaBackend final : public Backend {
                      int64_t head_dim, const AttentionMetadata& md) override;
   void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out, int64_t num_heads,
                  int64_t num_kv_heads, int64_t head_dim, float scale, const AttentionMetadata& md) override;
+  void cast(const Tensor& src, Tensor& dst) override;
   void silu_and_mul(const Tensor& x, Tensor& out) override;
   void qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
                           Tensor& k_cache, Tensor& v_cache, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,

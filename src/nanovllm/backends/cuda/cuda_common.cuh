@@ -109,9 +109,11 @@ __device__ __forceinline__ uint4 pack8(const float* f) {
 }
 
 // out[M, N] = x[M, K] @ w[N, K]^T (BF16, FP32 accumulation) by the skinny kernel of gemv.cu, on
-// `st`; with silu_mul, w has 2N rows [gate; up] and out[M, N] = silu(x Wg^T) * (x Wu^T). False
-// (nothing launched) when it does not apply: M > 4, K % 8 != 0, or x/w not 16-byte aligned.
-bool gemv_bf16(const void* x, const void* w, void* out, int64_t M, int64_t N, int64_t K, Stream st, bool silu_mul = false);
+// `st`; with silu_mul, w has 2N rows [gate; up] and out[M, N] = silu(x Wg^T) * (x Wu^T); with
+// f32_out, out is F32 (no rounding). False (nothing launched) when it does not apply: M > 4,
+// K % 8 != 0, x/w not 16-byte aligned, or silu_mul with f32_out.
+bool gemv_bf16(const void* x, const void* w, void* out, int64_t M, int64_t N, int64_t K, Stream st,
+               bool silu_mul = false, bool f32_out = false);
 
 inline unsigned ceil_div(int64_t a, int64_t b) { return unsigned((a + b - 1) / b); }
 

@@ -1,6 +1,9 @@
 // Memory-bound row ops on BF16 activations (FP32 math): embedding lookup, row gather, RMSNorm,
 // fused residual-add + RMSNorm, SiLU-and-mul, KV-cache store through the slot mapping.
 // A CTA per row (token); 16-byte vector accesses where the row length allows.
+#include <algorithm>
+#include <type_traits>
+
 #include "nanovllm/backends/cuda/cuda_backend.h"
 #include "nanovllm/backends/cuda/cuda_common.cuh"
 #include "nanovllm/ops/checks.h"
@@ -209,6 +212,39 @@ void CudaBackend::silu_and_mul(const Tensor& x, Tensor& out) {
   const bool vec = I % 8 == 0;
   dim3 grid(vec ? ceil_div(I / 8, 256) : std::min<unsigned>(ceil_div(I, 256), 64), unsigned(T));
   launch(silu_and_mul_kernel, grid, 256, 0, on_stream(), x.data<bf16>(), out.data<bf16>(), I, vec);
+}
+
+// ---------------------------------------------------------------- cast
+// F32 <-> BF16, n elements, 4 per thread.
+template <class S, class D>
+__global__ void cast_kernel(const S* __restrict__ src, D* __restrict__ dst, int64_t n) {
+  pdl_begin();
+  for (int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * 4; i < n; i += int64_t(gridDim.x) * blockDim.x * 4)
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      if (i + k < n) {
+        if constexpr (std::is_same_v<D, bf16>) dst[i + k] = __float2bfloat16(src[i + k]);
+        else dst[i + k] = __bfloat162float(src[i + k]);
+      }
+}
+
+void CudaBackend::cast(const Tensor& src, Tensor& dst) {
+  if (src.shape() != dst.shape()) throw Error("cast: " + shape_str(src.shape()) + " -> " + shape_str(dst.shape()));
+  if (src.device() != Device::CUDA || dst.device() != Device::CUDA) throw Error("cast: tensors must be on the GPU");
+  const int64_t n = src.numel();
+  if (n == 0) return;
+  const auto st = on_stream();
+  const unsigned grid = std::min<unsigned>(ceil_div(n, 4 * 256), 4 * unsigned(num_sms_));
+  if (src.dtype() == dst.dtype()) {
+    NV_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), size_t(n) * dtype_size(src.dtype()), cudaMemcpyDeviceToDevice,
+                                  st.stream));
+  } else if (src.dtype() == DType::F32 && dst.dtype() == DType::BF16) {
+    launch(cast_kernel<float, bf16>, grid, 256, 0, st, src.data<float>(), dst.data<bf16>(), n);
+  } else if (src.dtype() == DType::BF16 && dst.dtype() == DType::F32) {
+    launch(cast_kernel<bf16, float>, grid, 256, 0, st, src.data<bf16>(), dst.data<float>(), n);
+  } else {
+    throw Error(std::string("cast: ") + dtype_name(src.dtype()) + " -> " + dtype_name(dst.dtype()) + " is not supported");
+  }
 }
 
 // ---------------------------------------------------------------- KV-cache store

@@ -51,15 +51,16 @@ void CudaBackend::destroy_gemm() {
 
 void CudaBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
   check_linear(x, w, out);
-  if (x.dtype() != DType::BF16 || w.dtype() != DType::BF16 || out.dtype() != DType::BF16)
-    throw Error(std::string("linear: x, w and out must be BF16 (got ") + dtype_name(x.dtype()) + ", " +
+  if (x.dtype() != DType::BF16 || w.dtype() != DType::BF16 || (out.dtype() != DType::BF16 && out.dtype() != DType::F32))
+    throw Error(std::string("linear: x and w must be BF16, out BF16 or F32 (got ") + dtype_name(x.dtype()) + ", " +
                 dtype_name(w.dtype()) + ", " + dtype_name(out.dtype()) + ")");
+  const bool f32_out = out.dtype() == DType::F32;
   const int64_t T = x.size(0), K = x.size(1), N = w.size(0);
   if (T == 0 || N == 0) return;
   // Decode at batch <= 4: our skinny kernel streams the weight faster than cuBLASLt's tiles.
-  if (cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, N, K, on_stream())) return;
+  if (cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, N, K, on_stream(), false, f32_out)) return;
   auto h = static_cast<cublasLtHandle_t>(cublaslt_);
-  auto key = std::make_tuple(T, N, K);
+  auto key = std::make_tuple(T, N, f32_out ? -K : K);  // F32 output: its own plan
   auto it = gemm_plans_.find(key);
   if (it == gemm_plans_.end()) {
     auto* p = new GemmPlan();
@@ -70,7 +71,8 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
       NV_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
       NV_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, uint64_t(K), uint64_t(N), K));  // w^T
       NV_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, uint64_t(K), uint64_t(T), K));  // x^T
-      NV_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_16BF, uint64_t(N), uint64_t(T), N));  // out^T
+      NV_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, f32_out ? CUDA_R_32F : CUDA_R_16BF, uint64_t(N), uint64_t(T),
+                                                 N));  // out^T
       cublasLtMatmulPreference_t pref;
       NV_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,

@@ -13,6 +13,8 @@
 // that is M/4 of the weight bytes, from L2). Partial sums (FP32) are reduced across lanes with
 // shuffles and across the 4 warps through shared memory; one BF16 rounding at the end, like
 // cuBLASLt's FP32-accumulating path.
+#include <type_traits>
+
 #include "nanovllm/backends/cuda/cuda_backend.h"
 #include "nanovllm/backends/cuda/cuda_common.cuh"
 
@@ -23,9 +25,9 @@ constexpr int kGemvRows = 4;  // weight rows (outputs per x row) per CTA
 constexpr int kGemvMaxM = 4;
 
 // N: output columns (kSilu: I, and w has 2I rows).
-template <int M, bool kSilu>
+template <int M, bool kSilu, class OutT>
 __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
-                                                               bf16* __restrict__ out, int N, int K) {
+                                                               OutT* __restrict__ out, int N, int K) {
   __shared__ float red[kGemvWarps][M][kGemvRows];
   pdl_begin();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -93,29 +95,37 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const bf16* __res
         const float g = bf16_round(s);
         s = bf16_round(g / (1.0f + expf(-g))) * bf16_round(u);
       }
-      out[int64_t(m) * N + n0 + r] = __float2bfloat16(s);
+      if constexpr (std::is_same_v<OutT, float>) out[int64_t(m) * N + n0 + r] = s;
+      else out[int64_t(m) * N + n0 + r] = __float2bfloat16(s);
     }
   }
 }
 
-bool gemv_bf16(const void* x, const void* w, void* out, int64_t M, int64_t N, int64_t K, Stream st, bool silu_mul) {
+bool gemv_bf16(const void* x, const void* w, void* out, int64_t M, int64_t N, int64_t K, Stream st, bool silu_mul,
+               bool f32_out) {
   const bool aligned = (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w)) % 16 == 0;
   if (M < 1 || M > kGemvMaxM || K % 8 != 0 || !aligned || N > int64_t(1) << 30 || K > int64_t(1) << 30) return false;
   const auto* xb = static_cast<const bf16*>(x);
   const auto* wb = static_cast<const bf16*>(w);
-  auto* ob = static_cast<bf16*>(out);
   const unsigned grid = ceil_div(N, silu_mul ? kGemvRows / 2 : kGemvRows);
   const int n = int(N), k = int(K);
-  auto go = [&](auto kernel) { launch(kernel, grid, kGemvWarps * 32, 0, st, xb, wb, ob, n, k); };
-  switch (M * 2 + int(silu_mul)) {
-    case 2: go(gemv_kernel<1, false>); break;
-    case 3: go(gemv_kernel<1, true>); break;
-    case 4: go(gemv_kernel<2, false>); break;
-    case 5: go(gemv_kernel<2, true>); break;
-    case 6: go(gemv_kernel<3, false>); break;
-    case 7: go(gemv_kernel<3, true>); break;
-    case 8: go(gemv_kernel<4, false>); break;
-    default: go(gemv_kernel<4, true>); break;
+  if (f32_out && silu_mul) return false;  // not needed: the activation feeds a BF16 GEMM
+  auto go = [&](auto kernel, auto* o) { launch(kernel, grid, kGemvWarps * 32, 0, st, xb, wb, o, n, k); };
+  auto* ob = static_cast<bf16*>(out);
+  auto* of = static_cast<float*>(out);
+  switch (M * 3 + (f32_out ? 2 : int(silu_mul))) {
+    case 3: go(gemv_kernel<1, false, bf16>, ob); break;
+    case 4: go(gemv_kernel<1, true, bf16>, ob); break;
+    case 5: go(gemv_kernel<1, false, float>, of); break;
+    case 6: go(gemv_kernel<2, false, bf16>, ob); break;
+    case 7: go(gemv_kernel<2, true, bf16>, ob); break;
+    case 8: go(gemv_kernel<2, false, float>, of); break;
+    case 9: go(gemv_kernel<3, false, bf16>, ob); break;
+    case 10: go(gemv_kernel<3, true, bf16>, ob); break;
+    case 11: go(gemv_kernel<3, false, float>, of); break;
+    case 12: go(gemv_kernel<4, false, bf16>, ob); break;
+    case 13: go(gemv_kernel<4, true, bf16>, ob); break;
+    default: go(gemv_kernel<4, false, float>, of); break;
   }
   return true;
 }
