@@ -14,6 +14,12 @@ mkdir -p "$OUT"
 # NVLink multicast must stay off on these shared hosts (the communicator forces it too).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 NGPU=$(nvidia-smi -L | wc -l)
+# The TP tests use the Qwen3-0.6B-sized model with transformers' weights (wider top-1 margins).
+export NANOVLLM_HF06B_DIR=/tmp/hf06b
+(PYTHONUNBUFFERED=1 timeout 200 python3 scripts/make_qwen3_06b_reference.py --out "$NANOVLLM_HF06B_DIR" \
+  > "$OUT/hf06b.txt" 2>&1) &
+TARGETS="gpu_tests nanovllm_cli" bash scripts/gpu_build_test.sh -R "NcclAllReduce" --timeout 60
+wait
 TARGETS="gpu_tests nanovllm_cli" bash scripts/gpu_build_test.sh -R "CudaTensorParallel" --timeout 200 || echo "TP tests (0.6B) failed"
 [ -d /tmp/deps ] && export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:/tmp/deps/usr/lib/x86_64-linux-gnu/openblas-pthread:${LD_LIBRARY_PATH:-}
 B=build-gpu/nanovllm

@@ -8,7 +8,10 @@
 //    reordered sum may pick the other token;
 //  * NCCL all-reduce of a [T, H] BF16 tensor gives the sum, and its time per call is printed
 //    (the "all-reduce time per step" of bench/RESULTS.md is this times 2L + 1 calls).
-// Model: NANOVLLM_TP_MODEL (a directory, or a preset with dummy weights; default qwen3-0.6b);
+// Model: NANOVLLM_TP_MODEL (a directory, or a preset with dummy weights), else the Qwen3-0.6B-sized
+// model of NANOVLLM_HF06B_DIR (scripts/make_qwen3_06b_reference.py: embeddings of std 0.1, so top-1
+// margins are ~0.5 and top-1 agreement means something), else qwen3-0.6b with dummy weights (whose
+// top-1/top-2 gaps are ~0.1: there top-1 agreement mostly measures near-ties);
 // sizes: NANOVLLM_TP_SIZES (default: 2 and 4, those the visible GPUs allow). Needs >= 2 GPUs.
 #include <gtest/gtest.h>
 
@@ -50,7 +53,8 @@ std::vector<int> tp_sizes() {
 EngineConfig base_config() {
   EngineConfig cfg;
   const char* m = std::getenv("NANOVLLM_TP_MODEL");
-  cfg.model = m ? m : "qwen3-0.6b";
+  const char* hf = std::getenv("NANOVLLM_HF06B_DIR");
+  cfg.model = m ? m : hf && std::filesystem::exists(std::string(hf) + "/config.json") ? hf : "qwen3-0.6b";
   cfg.load_dummy = !std::filesystem::exists(cfg.model);
   cfg.device = "cuda";
   cfg.gpu_memory_utilization = 0.5;
