@@ -6,7 +6,9 @@
 writes DIR/{config.json, generation_config.json, model.safetensors} (bf16), DIR/prompts.json
 ({"prompts": [[ids], ...]}) and DIR/ref_logits.f32 (raw float32, [num_prompts, vocab]: the
 last-token logits of each prompt from transformers in bfloat16 on the GPU) and DIR/ref_logits_fp32.f32
-(the same weights run in float32). The CUDA engine test
+(the same weights run in float32), and DIR/layers_{bf16,fp32}.f32 (raw float32 [layers, 2, hidden]:
+the residual stream of the last token of prompt --dump-prompt after each layer's attention add and
+after the layer, for locating where an engine's error grows). The CUDA engine test
 tests/gpu/test_hf_qwen3_06b.cpp compares against it (NANOVLLM_HF06B_DIR=DIR).
 Embedding weights get std 0.1 (other Linears 0.02, transformers' default) so that top-1/top-2
 logit margins are not dominated by bf16 rounding.
@@ -20,10 +22,32 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 
+def dump_layers(model, prompt, path):
+    """Last token's residual stream after each layer's attention add (the input of
+    post_attention_layernorm) and after each layer (its output), as float32 [layers, 2, hidden]."""
+    layers = model.model.layers
+    got = torch.zeros(len(layers), 2, model.config.hidden_size)
+    hooks = []
+    for i, layer in enumerate(layers):
+        def pre(mod, inp, i=i):
+            got[i, 0] = inp[0][0, -1].float().cpu()
+        def post(mod, inp, out, i=i):
+            o = out[0] if isinstance(out, tuple) else out
+            got[i, 1] = o[0, -1].float().cpu()
+        hooks.append(layer.post_attention_layernorm.register_forward_pre_hook(pre))
+        hooks.append(layer.register_forward_hook(post))
+    with torch.no_grad():
+        model(input_ids=torch.tensor([prompt], device="cuda"))
+    for h in hooks:
+        h.remove()
+    got.numpy().tofile(path)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--prompts", type=int, default=64)
+    ap.add_argument("--dump-prompt", type=int, default=58, help="prompt whose per-layer stream is saved")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(0)
@@ -52,6 +76,7 @@ def main():
             ids = torch.tensor([p], device="cuda")
             out[i] = model(input_ids=ids).logits[0, -1].float().cpu()
     out.numpy().tofile(os.path.join(args.out, "ref_logits.f32"))
+    dump_layers(model, prompts[args.dump_prompt], os.path.join(args.out, "layers_bf16.f32"))
     # The same weights computed in float32: a reference without bf16 rounding, to tell which of
     # two bf16 implementations is closer to the exact result.
     model = model.float()
@@ -60,8 +85,9 @@ def main():
         for i, p in enumerate(prompts):
             out32[i] = model(input_ids=torch.tensor([p], device="cuda")).logits[0, -1].float().cpu()
     out32.numpy().tofile(os.path.join(args.out, "ref_logits_fp32.f32"))
+    dump_layers(model, prompts[args.dump_prompt], os.path.join(args.out, "layers_fp32.f32"))
     with open(os.path.join(args.out, "prompts.json"), "w") as f:
-        json.dump({"prompts": prompts, "torch": torch.__version__}, f)
+        json.dump({"prompts": prompts, "torch": torch.__version__, "dump_prompt": args.dump_prompt}, f)
     top = out.topk(2, dim=-1).values
     print(f"wrote {len(prompts)} prompts; median top1-top2 margin {float((top[:, 0] - top[:, 1]).median()):.3f}")
 

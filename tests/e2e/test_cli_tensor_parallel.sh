@@ -101,7 +101,7 @@ if [ -z "$child" ]; then fail "no worker process under rank 0"; else
   kill -9 "$child"; t0=$(date +%s.%N)
   timeout 20 tail -s 0.1 --pid="$r0" -f /dev/null; rc=0; wait "$r0" || rc=$?
   dt=$(python3 -c "import sys; print(round($(date +%s.%N) - $t0, 2))")
-  if [ $rc -ne 0 ] && grep -qE "tensor-parallel rank 1 exited \((killed by signal 9|connection closed)" "$TMP/auto.err" &&
+  if [ $rc -ne 0 ] && grep -qE "tensor-parallel rank 1 exited \((killed by signal 9|connection closed|Connection reset by peer)" "$TMP/auto.err" &&
      python3 -c "import sys; sys.exit(0 if $dt < 10 else 1)"; then echo "ok: killed rank 1 -> rank 0 exit $rc in ${dt}s: $(head -1 "$TMP/auto.err")"
   else fail "killed rank 1: rank 0 rc=$rc after ${dt}s, stderr: $(cat "$TMP/auto.err")"; fi
 fi

@@ -46,6 +46,7 @@ class ModelRunner {
   int64_t num_kv_blocks() const { return num_kv_blocks_; }
   int64_t kv_bytes_per_block() const;
   Backend& backend() { return *backend_; }
+  CausalLM& model() { return *model_; }
   bool uses_cuda_graphs() const { return graphs_ != nullptr; }
 
  private:

@@ -1,6 +1,7 @@
 // What the engine needs from a model architecture, and the registry that builds one from a
 // ModelConfig. Qwen3 is the first; others register in models/registry.cpp.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,9 +14,16 @@
 
 namespace nanovllm {
 
+// Diagnostics: sees the residual stream [T, H] of a layer at a stage: 0 = after the attention
+// block's residual add, 1 = the layer's output (after the MLP's residual add). Called between
+// ops, so it may read the tensor back (a device sync): set it only around eager steps, never
+// while CUDA graphs are captured.
+using LayerObserver = std::function<void(int64_t layer, int stage, const Tensor& stream)>;
+
 class CausalLM {
  public:
   virtual ~CausalLM() = default;
+  LayerObserver layer_observer;  // see above; empty: not called
   // Every parameter and the checkpoint tensor(s) it loads from.
   virtual std::vector<WeightSpec> weight_specs() = 0;
   // Called after loading (ties the LM head to the embedding when configured).

@@ -21,15 +21,17 @@ Tensor Qwen3MLP::forward(Backend& be, const Tensor& x) const {
 }
 
 void Qwen3DecoderLayer::forward(Backend& be, const Tensor& positions, Tensor& x, Tensor& residual, LayerKVCache& kv,
-                                const AttentionMetadata& md) {
+                                const AttentionMetadata& md, const LayerObserver& obs, int64_t index) {
   if (!residual.defined()) {
     residual = x;
     x = input_layernorm.forward(be, x);
   } else {
     input_layernorm.forward_residual(be, x, residual);
+    if (obs) obs(index - 1, 1, residual);
   }
   x = self_attn.forward(be, positions, x, kv, md);
   post_attention_layernorm.forward_residual(be, x, residual);
+  if (obs) obs(index, 0, residual);
   x = mlp.forward(be, x);
 }
 
@@ -114,8 +116,10 @@ Tensor Qwen3ForCausalLM::forward(const Tensor& ids, const Tensor& positions, std
   if (kv.size() != layers_.size()) throw Error("qwen3: KV cache has " + std::to_string(kv.size()) + " layers, model has " + std::to_string(layers_.size()));
   Tensor x = embed_tokens_.forward(be_, ids);  // [T, H]
   Tensor residual;
-  for (size_t i = 0; i < layers_.size(); ++i) layers_[i].forward(be_, positions, x, residual, kv[i], md);
+  for (size_t i = 0; i < layers_.size(); ++i)
+    layers_[i].forward(be_, positions, x, residual, kv[i], md, layer_observer, int64_t(i));
   norm_.forward_residual(be_, x, residual);
+  if (layer_observer) layer_observer(int64_t(layers_.size()) - 1, 1, residual);
   return x;
 }
 

@@ -35,8 +35,10 @@ struct Qwen3DecoderLayer {
   Qwen3MLP mlp;
   RMSNorm input_layernorm, post_attention_layernorm;
   // x: [T, H] in, out; residual: [T, H] running sum (undefined before the first layer).
+  // obs (may be empty): the stream after this layer's attention add (stage 0, as `index`) and, once
+  // this layer's input norm has added it, the previous layer's output (stage 1, as index - 1).
   void forward(Backend& be, const Tensor& positions, Tensor& x, Tensor& residual, LayerKVCache& kv,
-               const AttentionMetadata& md);
+               const AttentionMetadata& md, const LayerObserver& obs, int64_t index);
 };
 
 class Qwen3ForCausalLM final : public CausalLM {
