@@ -1,8 +1,9 @@
-// CPU backend: memory, embedding, norms, activation, row gather.
+// CPU backend: memory, embedding, norms, activation, row gather, cast.
 #include "nanovllm/backends/cpu/cpu_backend.h"
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -115,6 +116,15 @@ void CpuBackend::gather_rows(const Tensor& x, const std::vector<int32_t>& rows, 
   const int64_t H = x.size(1);
   for (size_t b = 0; b < rows.size(); ++b)
     std::memcpy(out.data<float>() + int64_t(b) * H, x.data<float>() + int64_t(rows[b]) * H, size_t(H) * 4);
+}
+
+// The CPU backend computes in F32 only: a cast is a copy between F32 tensors.
+void CpuBackend::cast(const Tensor& src, Tensor& dst) {
+  if (src.shape() != dst.shape()) throw Error("cast: " + shape_str(src.shape()) + " -> " + shape_str(dst.shape()));
+  if (src.dtype() != DType::F32 || dst.dtype() != DType::F32)
+    throw Error(std::string("cast: the CPU backend holds F32 activations only (got ") + dtype_name(src.dtype()) +
+                " -> " + dtype_name(dst.dtype()) + ")");
+  std::copy(src.data<float>(), src.data<float>() + src.numel(), dst.data<float>());
 }
 
 }  // namespace nanovllm
