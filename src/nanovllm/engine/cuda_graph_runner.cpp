@@ -1,8 +1,7 @@
 #include "nanovllm/engine/cuda_graph_runner.h"
 
-#include <cstdio>
-
 #include <algorithm>
+#include <cstdio>
 
 #include "nanovllm/utils/error.h"
 

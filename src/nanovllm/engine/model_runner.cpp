@@ -161,6 +161,7 @@ StepInputs ModelRunner::prepare(const ScheduledBatch& batch, int64_t bs) {
 }
 
 Tensor ModelRunner::forward_logits(StepInputs& in) {
+  if (trace_) trace("step " + std::to_string(steps_++) + (in.md.is_prefill ? " prefill " : " decode ") + std::to_string(in.md.num_tokens));
   if (graphs_ && !in.md.is_prefill && in.md.num_seqs <= graphs_->max_batch()) return graphs_->run(in);
   backend_->begin_step();
   const int64_t T = int64_t(in.input_ids.size());
@@ -173,7 +174,6 @@ Tensor ModelRunner::forward_logits(StepInputs& in) {
 }
 
 std::vector<int32_t> ModelRunner::forward_and_sample(const ScheduledBatch& batch, StepInputs& in) {
-  if (trace_) trace("step " + std::to_string(steps_++) + (in.md.is_prefill ? " prefill " : " decode ") + std::to_string(in.md.num_tokens));
   Tensor logits = forward_logits(in);
   if (logits_observer) logits_observer(batch, backend_->to_host_f32(logits));
   std::vector<SamplingRow> rows;
@@ -190,9 +190,6 @@ std::vector<int32_t> ModelRunner::run(const ScheduledBatch& batch) {
   return forward_and_sample(batch, in);
 }
 
-void ModelRunner::run_worker_step(StepInputs& in) {
-  if (trace_) trace("step " + std::to_string(steps_++) + (in.md.is_prefill ? " prefill " : " decode ") + std::to_string(in.md.num_tokens));
-  forward_logits(in);
-}
+void ModelRunner::run_worker_step(StepInputs& in) { forward_logits(in); }
 
 }  // namespace nanovllm

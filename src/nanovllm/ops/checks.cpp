@@ -69,6 +69,19 @@ void check_silu_and_mul(const Tensor& x, const Tensor& out) {
     fail("silu_and_mul", "x " + shape_str(x.shape()) + " -> out " + shape_str(out.shape()));
 }
 
+void check_linear_silu_mul(const Tensor& x, const Tensor& w, const Tensor& out) {
+  want_dim("linear_silu_mul", "x", x, 2);
+  want_dim("linear_silu_mul", "w", w, 2);
+  want_dim("linear_silu_mul", "out", out, 2);
+  if (w.size(0) != 2 * out.size(1) || w.size(1) != x.size(1) || out.size(0) != x.size(0))
+    fail("linear_silu_mul", "want x [T, K], w [2I, K] (gate rows, then up rows), out [T, I]; got x " +
+                                shape_str(x.shape()) + ", w " + shape_str(w.shape()) + ", out " + shape_str(out.shape()));
+}
+
+void check_cast(const Tensor& src, const Tensor& dst) {
+  if (src.shape() != dst.shape()) fail("cast", shape_str(src.shape()) + " -> " + shape_str(dst.shape()));
+}
+
 void check_merge_vocab_shards(const Tensor& parts, const Tensor& out) {
   want_dim("merge_vocab_shards", "parts", parts, 3);
   want_dim("merge_vocab_shards", "out", out, 2);
@@ -91,8 +104,7 @@ void Backend::qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const Tens
 }
 
 void Backend::linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) {
-  if (w.dim() != 2 || w.size(0) % 2 != 0)
-    throw Error("linear_silu_mul: w must be [2I, K] (gate and up rows), got " + shape_str(w.shape()));
+  check_linear_silu_mul(x, w, out);
   Tensor gate_up = empty({x.size(0), w.size(0)}, out.dtype());
   linear(x, w, gate_up);
   silu_and_mul(gate_up, out);

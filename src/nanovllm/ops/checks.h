@@ -16,6 +16,8 @@ void check_qkv(const Tensor& qkv, int64_t num_heads, int64_t num_kv_heads, int64
 void check_kv_cache(const Tensor& k_cache, const Tensor& v_cache, int64_t num_kv_heads, int64_t head_dim);
 void check_metadata(const AttentionMetadata& md, int64_t num_tokens, int64_t num_cache_slots);
 void check_silu_and_mul(const Tensor& x, const Tensor& out);
+void check_linear_silu_mul(const Tensor& x, const Tensor& w, const Tensor& out);
+void check_cast(const Tensor& src, const Tensor& dst);
 void check_gather_rows(const Tensor& x, const std::vector<int32_t>& rows, const Tensor& out);
 
 }  // namespace nanovllm

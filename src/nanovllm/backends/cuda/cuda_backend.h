@@ -119,7 +119,7 @@ class CudaBackend final : public Backend {
   void* cublaslt_ = nullptr;        // cublasLtHandle_t
   void* workspace_ = nullptr;       // cuBLASLt workspace (persistent)
   size_t workspace_bytes_ = 0;
-  std::map<std::tuple<int64_t, int64_t, int64_t>, GemmPlan*> gemm_plans_;  // owned
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool>, GemmPlan*> gemm_plans_;  // (T, N, K, F32 out), owned
 
   std::vector<Chunk> chunks_;
   size_t chunk_idx_ = 0, chunk_off_ = 0, step_bytes_ = 0, peak_step_bytes_ = 0;

@@ -229,7 +229,7 @@ __global__ void cast_kernel(const S* __restrict__ src, D* __restrict__ dst, int6
 }
 
 void CudaBackend::cast(const Tensor& src, Tensor& dst) {
-  if (src.shape() != dst.shape()) throw Error("cast: " + shape_str(src.shape()) + " -> " + shape_str(dst.shape()));
+  check_cast(src, dst);
   if (src.device() != Device::CUDA || dst.device() != Device::CUDA) throw Error("cast: tensors must be on the GPU");
   const int64_t n = src.numel();
   if (n == 0) return;

@@ -60,7 +60,7 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
   // Decode at batch <= 4: our skinny kernel streams the weight faster than cuBLASLt's tiles.
   if (cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, N, K, on_stream(), false, f32_out)) return;
   auto h = static_cast<cublasLtHandle_t>(cublaslt_);
-  auto key = std::make_tuple(T, N, f32_out ? -K : K);  // F32 output: its own plan
+  auto key = std::make_tuple(T, N, K, f32_out);
   auto it = gemm_plans_.find(key);
   if (it == gemm_plans_.end()) {
     auto* p = new GemmPlan();
@@ -105,10 +105,8 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
 }
 
 void CudaBackend::linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) {
-  const int64_t T = x.size(0), K = x.size(1), I = out.dim() == 2 ? out.size(1) : -1;
-  if (x.dim() != 2 || w.dim() != 2 || w.size(0) != 2 * I || w.size(1) != K || out.size(0) != T)
-    throw Error("linear_silu_mul: want x [T, K], w [2I, K], out [T, I]; got " + shape_str(x.shape()) + ", " +
-                shape_str(w.shape()) + ", " + shape_str(out.shape()));
+  check_linear_silu_mul(x, w, out);
+  const int64_t T = x.size(0), K = x.size(1), I = out.size(1);
   if (x.dtype() != DType::BF16 || w.dtype() != DType::BF16 || out.dtype() != DType::BF16)
     throw Error("linear_silu_mul: x, w and out must be BF16");
   if (T == 0 || I == 0) return;
