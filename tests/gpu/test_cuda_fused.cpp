@@ -3,6 +3,8 @@
 //    rows at every slot (shuffled slots, a -1 slot that must write nowhere, cache poisoned first).
 //  * linear_silu_mul = linear + silu_and_mul: the fused skinny kernel (T <= 4) and the cuBLASLt
 //    fallback (T = 17), N not a multiple of the kernel's 2 outputs per CTA.
+//  * add_rms_norm_linear = add_rms_norm + linear (or linear_silu_mul): the GEMV with the norm as
+//    its prologue, and its fallbacks.
 // Tolerances as in test_cuda_ops.cpp (BF16 output rounding; the fused paths round like the HF model).
 #include "gpu_test_util.h"
 
@@ -73,6 +75,33 @@ TEST(CudaFused, LinearSiluMul) {
     gpu.linear_silu_mul(x.gpu, w.gpu, out.gpu);
     expect_close("linear_silu_mul T=" + std::to_string(T) + " K=" + std::to_string(K) + " I=" + std::to_string(I),
                  gpu.to_host_f32(out.gpu), cpu.to_host_f32(out.cpu), 1e-2, 5e-2);
+  }
+}
+
+// add_rms_norm_linear = add_rms_norm + linear / linear_silu_mul: the GEMV with the norm as its
+// prologue (T <= 4; the last CTA writes the residual, through a counter the kernel resets, so the
+// cases below also check that one launch leaves it ready for the next), and the fallbacks (K % 8
+// != 0, x over 48 KiB, T = 17). Both the output and the updated residual are compared.
+TEST(CudaFused, AddRmsNormLinear) {
+  REQUIRE_GPU();
+  CpuBackend cpu{8};
+  CudaBackend gpu{0};
+  for (auto [T, K, N, silu] : std::vector<std::tuple<int64_t, int64_t, int64_t, bool>>{
+           {1, 1024, 4096, false}, {1, 1024, 3072, true}, {2, 1032, 77, false}, {3, 256, 100, true},
+           {4, 2048, 513, false}, {4, 4096, 1000, true}, {1, 4096, 6144, false}, {1, 100, 64, true},
+           {4, 8192, 50, false}, {17, 1024, 160, true}, {1, 1024, 1024, false}}) {
+    const int64_t rows = silu ? 2 * N : N;
+    auto x = make_pair(cpu, gpu, {T, K}, rand_bf16(size_t(T * K), 51 + uint32_t(K)));
+    auto res = make_pair(cpu, gpu, {T, K}, rand_bf16(size_t(T * K), 52 + uint32_t(N), -4, 4));
+    auto nw = make_pair(cpu, gpu, {K}, rand_bf16(size_t(K), 53, 0.5, 1.5));
+    auto w = make_pair(cpu, gpu, {rows, K}, rand_bf16(size_t(rows * K), 54, -0.05f, 0.05f));
+    Pair out{cpu.empty({T, N}, DType::F32), gpu.empty({T, N}, DType::BF16)};
+    cpu.add_rms_norm_linear(x.cpu, res.cpu, nw.cpu, 1e-6f, w.cpu, out.cpu, silu);
+    gpu.add_rms_norm_linear(x.gpu, res.gpu, nw.gpu, 1e-6f, w.gpu, out.gpu, silu);
+    const std::string tag = " T=" + std::to_string(T) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
+                            (silu ? " silu" : "");
+    expect_close("add_rms_norm_linear out" + tag, gpu.to_host_f32(out.gpu), cpu.to_host_f32(out.cpu), 1e-2, 5e-2);
+    expect_close("add_rms_norm_linear residual" + tag, gpu.to_host_f32(res.gpu), cpu.to_host_f32(res.cpu), 1e-2, 5e-2);
   }
 }
 

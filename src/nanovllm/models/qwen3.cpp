@@ -6,9 +6,8 @@
 
 namespace nanovllm {
 
-Tensor Qwen3Attention::forward(Backend& be, const Tensor& positions, const Tensor& x, LayerKVCache& kv,
+Tensor Qwen3Attention::forward(Backend& be, const Tensor& positions, Tensor& qkv, LayerKVCache& kv,
                                const AttentionMetadata& md) {
-  Tensor qkv = qkv_proj.forward(be, x);  // [T, (Hq + 2 Hkv) * D]
   // q/k RMSNorm + RoPE in place, and this step's k/v into the cache pages at md.slot_mapping.
   be.qk_norm_rope_store(qkv, q_norm.weight, k_norm.weight, positions, kv.k, kv.v, attn.num_heads, attn.num_kv_heads,
                         attn.head_dim, q_norm.eps, rope_theta, md);
@@ -16,23 +15,24 @@ Tensor Qwen3Attention::forward(Backend& be, const Tensor& positions, const Tenso
   return o_proj.forward(be, o);              // [T, H]
 }
 
-Tensor Qwen3MLP::forward(Backend& be, const Tensor& x) const {
-  return down_proj.forward(be, gate_up_silu(be, x, gate_up_proj.weight));  // [T, I] -> [T, H]
+Tensor Qwen3MLP::forward(Backend& be, Tensor& x, Tensor& residual, const RMSNorm& post_norm) const {
+  Tensor act = post_norm.forward_residual_linear(be, x, residual, gate_up_proj.weight, /*silu_mul=*/true);  // [T, I]
+  return down_proj.forward(be, act);  // [T, H]
 }
 
 void Qwen3DecoderLayer::forward(Backend& be, const Tensor& positions, Tensor& x, Tensor& residual, LayerKVCache& kv,
                                 const AttentionMetadata& md, const LayerObserver& obs, int64_t index) {
+  Tensor qkv;  // input_layernorm, then qkv_proj: [T, (Hq + 2 Hkv) * D]
   if (!residual.defined()) {
     residual = x;
-    x = input_layernorm.forward(be, x);
+    qkv = self_attn.qkv_proj.forward(be, input_layernorm.forward(be, x));
   } else {
-    input_layernorm.forward_residual(be, x, residual);
+    qkv = input_layernorm.forward_residual_linear(be, x, residual, self_attn.qkv_proj.weight);
     if (obs) obs(index - 1, 1, residual);
   }
-  x = self_attn.forward(be, positions, x, kv, md);
-  post_attention_layernorm.forward_residual(be, x, residual);
+  x = self_attn.forward(be, positions, qkv, kv, md);
+  x = mlp.forward(be, x, residual, post_attention_layernorm);  // the post-attention norm runs inside
   if (obs) obs(index, 0, residual);
-  x = mlp.forward(be, x);
 }
 
 Qwen3ForCausalLM::Qwen3ForCausalLM(const ModelConfig& cfg, Backend& be, Communicator* comm) : cfg_(cfg), be_(be) {

@@ -3,7 +3,6 @@
 #pragma once
 #include <vector>
 
-#include "nanovllm/layers/activation.h"
 #include "nanovllm/layers/attention.h"
 #include "nanovllm/layers/embed_head.h"
 #include "nanovllm/layers/layernorm.h"
@@ -21,13 +20,17 @@ struct Qwen3Attention {
   PagedAttention attn;
   float rope_theta = 10000;
 
-  Tensor forward(Backend& be, const Tensor& positions, const Tensor& x, LayerKVCache& kv, const AttentionMetadata& md);
+  // qkv: [T, (Hq + 2 Hkv) * D], the output of qkv_proj (the decoder layer runs it, fused with its
+  // input norm) -> [T, H].
+  Tensor forward(Backend& be, const Tensor& positions, Tensor& qkv, LayerKVCache& kv, const AttentionMetadata& md);
 };
 
 struct Qwen3MLP {
   Linear gate_up_proj;          // [2I, H] packed from gate_proj, up_proj (column-parallel)
   RowParallelLinear down_proj;  // [H, I]
-  Tensor forward(Backend& be, const Tensor& x) const;
+  // residual += x; then down(silu(gate) * up) of post_norm(residual): the norm is fused with
+  // gate_up_proj. x: [T, H] (spent) -> [T, H].
+  Tensor forward(Backend& be, Tensor& x, Tensor& residual, const RMSNorm& post_norm) const;
 };
 
 struct Qwen3DecoderLayer {

@@ -78,6 +78,13 @@ void check_linear_silu_mul(const Tensor& x, const Tensor& w, const Tensor& out) 
                                 shape_str(x.shape()) + ", w " + shape_str(w.shape()) + ", out " + shape_str(out.shape()));
 }
 
+void check_add_rms_norm_linear(const Tensor& x, const Tensor& residual, const Tensor& norm_w, const Tensor& w,
+                               const Tensor& out, bool silu_mul) {
+  check_rms_norm(x, norm_w, residual);
+  if (silu_mul) check_linear_silu_mul(x, w, out);
+  else check_linear(x, w, out);
+}
+
 void check_cast(const Tensor& src, const Tensor& dst) {
   if (src.shape() != dst.shape()) fail("cast", shape_str(src.shape()) + " -> " + shape_str(dst.shape()));
 }
@@ -108,6 +115,14 @@ void Backend::linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) {
   Tensor gate_up = empty({x.size(0), w.size(0)}, out.dtype());
   linear(x, w, gate_up);
   silu_and_mul(gate_up, out);
+}
+
+void Backend::add_rms_norm_linear(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps, const Tensor& w,
+                                  Tensor& out, bool silu_mul) {
+  check_add_rms_norm_linear(x, residual, norm_w, w, out, silu_mul);
+  add_rms_norm(x, residual, norm_w, eps);
+  if (silu_mul) linear_silu_mul(x, w, out);
+  else linear(x, w, out);
 }
 
 void Backend::throw_no_graphs() const { throw Error(name() + " backend: CUDA graphs are not supported"); }

@@ -17,6 +17,8 @@ void check_kv_cache(const Tensor& k_cache, const Tensor& v_cache, int64_t num_kv
 void check_metadata(const AttentionMetadata& md, int64_t num_tokens, int64_t num_cache_slots);
 void check_silu_and_mul(const Tensor& x, const Tensor& out);
 void check_linear_silu_mul(const Tensor& x, const Tensor& w, const Tensor& out);
+void check_add_rms_norm_linear(const Tensor& x, const Tensor& residual, const Tensor& norm_w, const Tensor& w,
+                               const Tensor& out, bool silu_mul);
 void check_cast(const Tensor& src, const Tensor& dst);
 void check_gather_rows(const Tensor& x, const std::vector<int32_t>& rows, const Tensor& out);
 

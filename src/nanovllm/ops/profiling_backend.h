@@ -72,6 +72,12 @@ class ProfilingBackend final : public Backend {
     timed("gemm+silu N=" + std::to_string(w.size(0)) + " K=" + std::to_string(w.size(1)),
           [&] { in_->linear_silu_mul(x, w, out); });
   }
+  void add_rms_norm_linear(Tensor& x, Tensor& residual, const Tensor& nw, float eps, const Tensor& w, Tensor& out,
+                           bool silu_mul) override {
+    timed(std::string(silu_mul ? "add_rms_norm+gemm+silu" : "add_rms_norm+gemm") + " N=" + std::to_string(w.size(0)) +
+              " K=" + std::to_string(w.size(1)),
+          [&] { in_->add_rms_norm_linear(x, residual, nw, eps, w, out, silu_mul); });
+  }
   void merge_vocab_shards(const Tensor& parts, Tensor& out) override {
     timed("merge_vocab_shards", [&] { in_->merge_vocab_shards(parts, out); });
   }

@@ -70,8 +70,8 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   staging_done_ = ev;
   staging_bytes_ = size_t(8) << 20;
   NV_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&staging_), staging_bytes_));
-  NV_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&decode_counters_), size_t(kDecodeCounters) * sizeof(int)));
-  NV_CUDA_CHECK(cudaMemset(decode_counters_, 0, size_t(kDecodeCounters) * sizeof(int)));
+  NV_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&decode_counters_), size_t(kDecodeCounters + 1) * sizeof(int)));
+  NV_CUDA_CHECK(cudaMemset(decode_counters_, 0, size_t(kDecodeCounters + 1) * sizeof(int)));
   init_gemm();
 }
 

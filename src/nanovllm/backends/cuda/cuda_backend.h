@@ -64,6 +64,8 @@ class CudaBackend final : public Backend {
                           Tensor& k_cache, Tensor& v_cache, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,
                           float eps, float rope_theta, const AttentionMetadata& md) override;
   void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) override;
+  void add_rms_norm_linear(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out,
+                           bool silu_mul) override;
   void merge_vocab_shards(const Tensor& parts, Tensor& out) override;
   void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override;
   std::vector<int32_t> sample(const Tensor& logits, const std::vector<SamplingRow>& rows) override;
@@ -129,9 +131,11 @@ class CudaBackend final : public Backend {
   size_t staging_bytes_ = 0, staging_off_ = 0;
   void* staging_done_ = nullptr;    // cudaEvent_t recorded after the last staged copy
   int32_t* pinned_tokens_ = nullptr;  // sampler output
-  // Split-KV decode: one finished-split counter per (sequence, kv head), zero between launches.
+  // Split-KV decode: one finished-split counter per (sequence, kv head), zero between launches;
+  // one more word after them counts the CTAs of the GEMV with a norm prologue (gemv.cu).
   static constexpr int64_t kDecodeCounters = int64_t(1) << 16;
   int* decode_counters_ = nullptr;
+  unsigned* gemv_norm_counter() const { return reinterpret_cast<unsigned*>(decode_counters_ + kDecodeCounters); }
   bool pdl_ = false;
   size_t pinned_tokens_n_ = 0;
 };

@@ -108,12 +108,23 @@ __device__ __forceinline__ uint4 pack8(const float* f) {
   return u;
 }
 
+// The add + RMSNorm prologue of a GEMV (gemv.cu): residual += x, and the GEMV multiplies
+// rms_norm(residual) * norm_w instead of x. residual: [M, K]; norm_w: [K]; counter: one zeroed
+// device word, reset by the kernel (kernels of one stream may share it).
+struct GemvNorm {
+  bf16* residual = nullptr;
+  const bf16* norm_w = nullptr;
+  float eps = 0.f;
+  unsigned* counter = nullptr;
+};
+
 // out[M, N] = x[M, K] @ w[N, K]^T (BF16, FP32 accumulation) by the skinny kernel of gemv.cu, on
 // `st`; with silu_mul, w has 2N rows [gate; up] and out[M, N] = silu(x Wg^T) * (x Wu^T); with
-// f32_out, out is F32 (no rounding). False (nothing launched) when it does not apply: M > 4,
-// K % 8 != 0, x/w not 16-byte aligned, or silu_mul with f32_out.
+// f32_out, out is F32 (no rounding); with norm, x is first added to the residual and normalized.
+// False (nothing launched) when it does not apply: M > 4, K % 8 != 0, pointers not 16-byte
+// aligned, silu_mul or norm with f32_out, or a norm of more than 48 KiB of x.
 bool gemv_bf16(const void* x, const void* w, void* out, int64_t M, int64_t N, int64_t K, Stream st,
-               bool silu_mul = false, bool f32_out = false);
+               bool silu_mul = false, bool f32_out = false, const GemvNorm* norm = nullptr);
 
 inline unsigned ceil_div(int64_t a, int64_t b) { return unsigned((a + b - 1) / b); }
 

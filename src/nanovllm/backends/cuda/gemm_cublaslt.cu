@@ -115,4 +115,17 @@ void CudaBackend::linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out)
   Backend::linear_silu_mul(x, w, out);
 }
 
+void CudaBackend::add_rms_norm_linear(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps, const Tensor& w,
+                                      Tensor& out, bool silu_mul) {
+  check_add_rms_norm_linear(x, residual, norm_w, w, out, silu_mul);
+  const bool bf16 = x.dtype() == DType::BF16 && residual.dtype() == DType::BF16 && norm_w.dtype() == DType::BF16 &&
+                    w.dtype() == DType::BF16 && out.dtype() == DType::BF16;
+  const int64_t T = x.size(0), K = x.size(1), N = out.size(1);
+  // Decode at batch <= 4: the norm runs as the GEMV's prologue (one kernel instead of two).
+  const cuda::GemvNorm norm{residual.data<cuda::bf16>(), norm_w.data<cuda::bf16>(), eps, gemv_norm_counter()};
+  if (bf16 && T > 0 && N > 0 && cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, N, K, on_stream(), silu_mul, false, &norm))
+    return;
+  Backend::add_rms_norm_linear(x, residual, norm_w, eps, w, out, silu_mul);
+}
+
 }  // namespace nanovllm

@@ -13,6 +13,15 @@
 // that is M/4 of the weight bytes, from L2). Partial sums (FP32) are reduced across lanes with
 // shuffles and across the 4 warps through shared memory; one BF16 rounding at the end, like
 // cuBLASLt's FP32-accumulating path.
+//
+// Two things take kernel boundaries out of a decode step, where each costs more than the work:
+//  * The weights never change during a step, so each CTA issues its first weight loads before
+//    griddepcontrol.wait: they fly while the previous kernel finishes.
+//  * With a GemvNorm, the decoder layer's add + RMSNorm runs as the prologue: every CTA computes
+//    h = bf16(x + residual) and xn = bf16(bf16(h / rms(h)) * norm_w) for all M rows into shared
+//    memory (2MK bytes from L2; the same rounding as add_rms_norm's kernel) and multiplies xn. The
+//    residual must become h, but all CTAs read it: the last CTA past the prologue (an atomic
+//    counter, reset by that CTA for the next launch) writes it.
 #include <type_traits>
 
 #include "nanovllm/backends/cuda/cuda_backend.h"
@@ -21,15 +30,19 @@
 namespace nanovllm::cuda {
 
 constexpr int kGemvWarps = 4;
+constexpr int kGemvThreads = kGemvWarps * 32;
 constexpr int kGemvRows = 4;  // weight rows (outputs per x row) per CTA
 constexpr int kGemvMaxM = 4;
+constexpr int64_t kGemvNormSmem = 48 << 10;  // the normalized x lives in shared memory: M * K * 2 bytes
 
-// N: output columns (kSilu: I, and w has 2I rows).
-template <int M, bool kSilu, class OutT>
-__global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
-                                                               OutT* __restrict__ out, int N, int K) {
+// N: output columns (kSilu: I, and w has 2I rows). kNorm: x is normalized first (see above); the
+// dynamic shared memory holds the normalized x as [M, K/8] 16-byte chunks.
+template <int M, bool kSilu, bool kNorm, class OutT>
+__global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
+                                                            OutT* __restrict__ out, int N, int K, GemvNorm nrm) {
+  extern __shared__ uint4 xs[];
   __shared__ float red[kGemvWarps][M][kGemvRows];
-  pdl_begin();
+  __shared__ bool last_cta;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   constexpr int kOuts = kSilu ? kGemvRows / 2 : kGemvRows;  // output columns per CTA
   const int n0 = blockIdx.x * kOuts;
@@ -41,32 +54,85 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const bf16* __res
   for (int r = 0; r < kGemvRows; ++r)
     row[r] = (int64_t(min(n0 + r % kOuts, N - 1)) + (kSilu && r >= kOuts ? N : 0)) * KC;
 
+  // Weight chunks c0 and c0 + kGemvThreads of the CTA's rows (zeros past the row's end).
+  constexpr int kStride = kGemvThreads;
+  uint4 wq[2][kGemvRows];
+  auto load_w = [&](int c0) {
+    const bool two = c0 + kStride < KC;
+#pragma unroll
+    for (int r = 0; r < kGemvRows; ++r) {
+      wq[0][r] = c0 < KC ? __ldg(wv + row[r] + c0) : make_uint4(0, 0, 0, 0);
+      wq[1][r] = two ? __ldg(wv + row[r] + c0 + kStride) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  load_w(threadIdx.x);  // before the wait: weights are not written by the previous kernel
+  pdl_begin();
+
+  if constexpr (kNorm) {
+    const uint4* rv = reinterpret_cast<const uint4*>(nrm.residual);
+    const uint4* nv = reinterpret_cast<const uint4*>(nrm.norm_w);
+    float ss[M];
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      ss[m] = 0.f;
+      for (int c = threadIdx.x; c < KC; c += kStride) {
+        float a[8], r[8];
+        unpack8(xv[int64_t(m) * KC + c], a);
+        unpack8(rv[int64_t(m) * KC + c], r);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          a[e] = bf16_round(a[e] + r[e]);
+          ss[m] += a[e] * a[e];
+        }
+        xs[m * KC + c] = pack8(a);  // exact: a is already BF16
+      }
+      const float v = warp_sum(ss[m]);
+      if (lane == 0) red[warp][m][0] = v;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      float t = 0.f;
+#pragma unroll
+      for (int wi = 0; wi < kGemvWarps; ++wi) t += red[wi][m][0];
+      const float inv = 1.0f / sqrtf(t / float(K) + nrm.eps);
+      for (int c = threadIdx.x; c < KC; c += kStride) {  // the chunks this thread wrote above
+        float a[8], g[8];
+        unpack8(xs[m * KC + c], a);
+        unpack8(__ldg(nv + c), g);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) a[e] = bf16_round(a[e] * inv) * g[e];
+        xs[m * KC + c] = pack8(a);
+      }
+    }
+    __syncthreads();  // xs complete; red free again; every read of x and residual done
+    if (threadIdx.x == 0) {
+      __threadfence();
+      last_cta = atomicAdd(nrm.counter, 1u) == gridDim.x - 1;
+      __threadfence();
+    }
+  }
+
   float acc[M][kGemvRows];
 #pragma unroll
   for (int m = 0; m < M; ++m)
 #pragma unroll
     for (int r = 0; r < kGemvRows; ++r) acc[m][r] = 0.f;
 
-  constexpr int kStride = kGemvWarps * 32;
   for (int c0 = threadIdx.x; c0 < KC; c0 += 2 * kStride) {
-    const bool two = c0 + kStride < KC;
-    uint4 wq[2][kGemvRows];
-#pragma unroll
-    for (int r = 0; r < kGemvRows; ++r) {
-      wq[0][r] = __ldg(wv + row[r] + c0);
-      wq[1][r] = two ? __ldg(wv + row[r] + c0 + kStride) : make_uint4(0, 0, 0, 0);
-    }
+    if (c0 != int(threadIdx.x)) load_w(c0);
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
-      if (u == 1 && !two) break;
       const int c = c0 + u * kStride;
+      if (c >= KC) break;
       float wf[kGemvRows][8];
 #pragma unroll
       for (int r = 0; r < kGemvRows; ++r) unpack8(wq[u][r], wf[r]);
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         float xf[8];
-        unpack8(__ldg(xv + int64_t(m) * KC + c), xf);
+        if constexpr (kNorm) unpack8(xs[m * KC + c], xf);
+        else unpack8(__ldg(xv + int64_t(m) * KC + c), xf);
 #pragma unroll
         for (int r = 0; r < kGemvRows; ++r)
 #pragma unroll
@@ -99,33 +165,52 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const bf16* __res
       else out[int64_t(m) * N + n0 + r] = __float2bfloat16(s);
     }
   }
+  if constexpr (kNorm) {
+    if (last_cta) {  // every other CTA has read x and residual: residual = bf16(x + residual)
+      uint4* rv = reinterpret_cast<uint4*>(nrm.residual);
+      for (int i = threadIdx.x; i < M * KC; i += kStride) {
+        float a[8], r[8];
+        unpack8(xv[i], a);
+        unpack8(rv[i], r);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) a[e] += r[e];
+        rv[i] = pack8(a);
+      }
+      if (threadIdx.x == 0) *nrm.counter = 0u;
+    }
+  }
 }
 
 bool gemv_bf16(const void* x, const void* w, void* out, int64_t M, int64_t N, int64_t K, Stream st, bool silu_mul,
-               bool f32_out) {
-  const bool aligned = (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w)) % 16 == 0;
-  if (M < 1 || M > kGemvMaxM || K % 8 != 0 || !aligned || N > int64_t(1) << 30 || K > int64_t(1) << 30) return false;
+               bool f32_out, const GemvNorm* norm) {
+  uintptr_t addr = reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w);
+  if (norm) addr |= reinterpret_cast<uintptr_t>(norm->residual) | reinterpret_cast<uintptr_t>(norm->norm_w);
+  if (M < 1 || M > kGemvMaxM || K % 8 != 0 || addr % 16 != 0 || N > int64_t(1) << 30 || K > int64_t(1) << 30) return false;
+  if (f32_out && silu_mul) return false;  // not needed: the activation feeds a BF16 GEMM
+  if (norm && (f32_out || M * K * 2 > kGemvNormSmem)) return false;
   const auto* xb = static_cast<const bf16*>(x);
   const auto* wb = static_cast<const bf16*>(w);
   const unsigned grid = ceil_div(N, silu_mul ? kGemvRows / 2 : kGemvRows);
   const int n = int(N), k = int(K);
-  if (f32_out && silu_mul) return false;  // not needed: the activation feeds a BF16 GEMM
-  auto go = [&](auto kernel, auto* o) { launch(kernel, grid, kGemvWarps * 32, 0, st, xb, wb, o, n, k); };
+  const GemvNorm nrm = norm ? *norm : GemvNorm{};
+  const size_t smem = norm ? size_t(M * K * 2) : 0;
+  auto go = [&](auto kernel, auto* o) { launch(kernel, grid, kGemvThreads, smem, st, xb, wb, o, n, k, nrm); };
   auto* ob = static_cast<bf16*>(out);
   auto* of = static_cast<float*>(out);
-  switch (M * 3 + (f32_out ? 2 : int(silu_mul))) {
-    case 3: go(gemv_kernel<1, false, bf16>, ob); break;
-    case 4: go(gemv_kernel<1, true, bf16>, ob); break;
-    case 5: go(gemv_kernel<1, false, float>, of); break;
-    case 6: go(gemv_kernel<2, false, bf16>, ob); break;
-    case 7: go(gemv_kernel<2, true, bf16>, ob); break;
-    case 8: go(gemv_kernel<2, false, float>, of); break;
-    case 9: go(gemv_kernel<3, false, bf16>, ob); break;
-    case 10: go(gemv_kernel<3, true, bf16>, ob); break;
-    case 11: go(gemv_kernel<3, false, float>, of); break;
-    case 12: go(gemv_kernel<4, false, bf16>, ob); break;
-    case 13: go(gemv_kernel<4, true, bf16>, ob); break;
-    default: go(gemv_kernel<4, false, float>, of); break;
+  // One instantiation per (M, variant): plain, SiLU, F32 out, norm, norm + SiLU.
+  auto pick = [&](auto m_tag) {
+    constexpr int kM = decltype(m_tag)::value;
+    if (norm && silu_mul) go(gemv_kernel<kM, true, true, bf16>, ob);
+    else if (norm) go(gemv_kernel<kM, false, true, bf16>, ob);
+    else if (silu_mul) go(gemv_kernel<kM, true, false, bf16>, ob);
+    else if (f32_out) go(gemv_kernel<kM, false, false, float>, of);
+    else go(gemv_kernel<kM, false, false, bf16>, ob);
+  };
+  switch (M) {
+    case 1: pick(std::integral_constant<int, 1>{}); break;
+    case 2: pick(std::integral_constant<int, 2>{}); break;
+    case 3: pick(std::integral_constant<int, 3>{}); break;
+    default: pick(std::integral_constant<int, 4>{}); break;
   }
   return true;
 }
