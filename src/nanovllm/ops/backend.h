@@ -100,8 +100,9 @@ class Backend {
   virtual void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out);
   // A decoder layer's norm and the projection after it: residual += x; then
   // out = linear(rms_norm(residual) * norm_w, w), or linear_silu_mul with silu_mul. x, residual:
-  // [T, K]; norm_w: [K]; w: [N, K] ([2I, K] with silu_mul); out: [T, N] ([T, I]). x's contents are
-  // unspecified afterwards (the default normalizes it in place, a fused kernel leaves it as is).
+  // [T, K]; norm_w: [K]; w: [N, K] ([2I, K] with silu_mul); out: [T, N] ([T, I]). The sum may land
+  // in a new buffer that `residual` is rebound to (a kernel whose CTAs all read the residual cannot
+  // overwrite it); x's contents are unspecified afterwards (the default normalizes it in place).
   virtual void add_rms_norm_linear(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps, const Tensor& w,
                                    Tensor& out, bool silu_mul);
   // Tensor parallelism's LM head: out[b, r * Vl + j] = parts[r, b, j]. parts: [N, B, Vl] (the

@@ -61,6 +61,8 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   num_sms_ = prop.multiProcessorCount;
   const char* pdl_env = std::getenv("NANOVLLM_PDL");
   pdl_ = prop.major >= 9 && !(pdl_env && std::string(pdl_env) == "0");
+  const char* norm_env = std::getenv("NANOVLLM_GEMV_NORM");
+  gemv_norm_ = !(norm_env && std::string(norm_env) == "0");
   max_smem_optin_ = prop.sharedMemPerBlockOptin;
   cudaStream_t s;
   NV_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -70,8 +72,8 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   staging_done_ = ev;
   staging_bytes_ = size_t(8) << 20;
   NV_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&staging_), staging_bytes_));
-  NV_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&decode_counters_), size_t(kDecodeCounters + 1) * sizeof(int)));
-  NV_CUDA_CHECK(cudaMemset(decode_counters_, 0, size_t(kDecodeCounters + 1) * sizeof(int)));
+  NV_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&decode_counters_), size_t(kDecodeCounters) * sizeof(int)));
+  NV_CUDA_CHECK(cudaMemset(decode_counters_, 0, size_t(kDecodeCounters) * sizeof(int)));
   init_gemm();
 }
 

@@ -131,11 +131,10 @@ class CudaBackend final : public Backend {
   size_t staging_bytes_ = 0, staging_off_ = 0;
   void* staging_done_ = nullptr;    // cudaEvent_t recorded after the last staged copy
   int32_t* pinned_tokens_ = nullptr;  // sampler output
-  // Split-KV decode: one finished-split counter per (sequence, kv head), zero between launches;
-  // one more word after them counts the CTAs of the GEMV with a norm prologue (gemv.cu).
+  // Split-KV decode: one finished-split counter per (sequence, kv head), zero between launches.
   static constexpr int64_t kDecodeCounters = int64_t(1) << 16;
   int* decode_counters_ = nullptr;
-  unsigned* gemv_norm_counter() const { return reinterpret_cast<unsigned*>(decode_counters_ + kDecodeCounters); }
+  bool gemv_norm_ = true;  // add_rms_norm_linear fused at decode batches (NANOVLLM_GEMV_NORM=0: off, for A/B)
   bool pdl_ = false;
   size_t pinned_tokens_n_ = 0;
 };

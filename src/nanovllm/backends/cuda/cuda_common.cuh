@@ -108,14 +108,14 @@ __device__ __forceinline__ uint4 pack8(const float* f) {
   return u;
 }
 
-// The add + RMSNorm prologue of a GEMV (gemv.cu): residual += x, and the GEMV multiplies
-// rms_norm(residual) * norm_w instead of x. residual: [M, K]; norm_w: [K]; counter: one zeroed
-// device word, reset by the kernel (kernels of one stream may share it).
+// The add + RMSNorm prologue of a GEMV (gemv.cu): residual_out = residual + x, and the GEMV
+// multiplies rms_norm(residual_out) * norm_w instead of x. residual, residual_out: [M, K]
+// (distinct buffers); norm_w: [K].
 struct GemvNorm {
-  bf16* residual = nullptr;
+  const bf16* residual = nullptr;
+  bf16* residual_out = nullptr;
   const bf16* norm_w = nullptr;
   float eps = 0.f;
-  unsigned* counter = nullptr;
 };
 
 // out[M, N] = x[M, K] @ w[N, K]^T (BF16, FP32 accumulation) by the skinny kernel of gemv.cu, on

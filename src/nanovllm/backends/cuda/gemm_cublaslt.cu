@@ -121,10 +121,17 @@ void CudaBackend::add_rms_norm_linear(Tensor& x, Tensor& residual, const Tensor&
   const bool bf16 = x.dtype() == DType::BF16 && residual.dtype() == DType::BF16 && norm_w.dtype() == DType::BF16 &&
                     w.dtype() == DType::BF16 && out.dtype() == DType::BF16;
   const int64_t T = x.size(0), K = x.size(1), N = out.size(1);
-  // Decode at batch <= 4: the norm runs as the GEMV's prologue (one kernel instead of two).
-  const cuda::GemvNorm norm{residual.data<cuda::bf16>(), norm_w.data<cuda::bf16>(), eps, gemv_norm_counter()};
-  if (bf16 && T > 0 && N > 0 && cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, N, K, on_stream(), silu_mul, false, &norm))
-    return;
+  // Decode at batch <= 4: the norm runs as the GEMV's prologue (one kernel instead of two). The
+  // kernel cannot update the residual in place (every CTA reads it): residual becomes a new
+  // buffer holding the sum.
+  if (gemv_norm_ && bf16 && T > 0 && N > 0) {
+    Tensor sum = empty(residual.shape(), residual.dtype());
+    const cuda::GemvNorm norm{residual.data<cuda::bf16>(), sum.data<cuda::bf16>(), norm_w.data<cuda::bf16>(), eps};
+    if (cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, N, K, on_stream(), silu_mul, false, &norm)) {
+      residual = sum;
+      return;
+    }
+  }
   Backend::add_rms_norm_linear(x, residual, norm_w, eps, w, out, silu_mul);
 }
 

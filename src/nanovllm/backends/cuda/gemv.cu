@@ -19,9 +19,9 @@
 //    griddepcontrol.wait: they fly while the previous kernel finishes.
 //  * With a GemvNorm, the decoder layer's add + RMSNorm runs as the prologue: every CTA computes
 //    h = bf16(x + residual) and xn = bf16(bf16(h / rms(h)) * norm_w) for all M rows into shared
-//    memory (2MK bytes from L2; the same rounding as add_rms_norm's kernel) and multiplies xn. The
-//    residual must become h, but all CTAs read it: the last CTA past the prologue (an atomic
-//    counter, reset by that CTA for the next launch) writes it.
+//    memory (2MK bytes from L2; the same rounding as add_rms_norm's kernel) and multiplies xn. h
+//    goes to a second buffer (residual_out), each 16-byte chunk written by one CTA: all CTAs read
+//    the residual, so none may overwrite it.
 #include <type_traits>
 
 #include "nanovllm/backends/cuda/cuda_backend.h"
@@ -42,7 +42,6 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const bf16* __restri
                                                             OutT* __restrict__ out, int N, int K, GemvNorm nrm) {
   extern __shared__ uint4 xs[];
   __shared__ float red[kGemvWarps][M][kGemvRows];
-  __shared__ bool last_cta;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   constexpr int kOuts = kSilu ? kGemvRows / 2 : kGemvRows;  // output columns per CTA
   const int n0 = blockIdx.x * kOuts;
@@ -65,12 +64,15 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const bf16* __restri
       wq[1][r] = two ? __ldg(wv + row[r] + c0 + kStride) : make_uint4(0, 0, 0, 0);
     }
   };
-  load_w(threadIdx.x);  // before the wait: weights are not written by the previous kernel
+  // Before the wait: weights (and the norm's) are not written by the previous kernel.
+  load_w(threadIdx.x);
+  const uint4* nv = reinterpret_cast<const uint4*>(nrm.norm_w);
+  const uint4 g0 = kNorm && int(threadIdx.x) < KC ? __ldg(nv + threadIdx.x) : make_uint4(0, 0, 0, 0);
   pdl_begin();
 
   if constexpr (kNorm) {
     const uint4* rv = reinterpret_cast<const uint4*>(nrm.residual);
-    const uint4* nv = reinterpret_cast<const uint4*>(nrm.norm_w);
+    uint4* ro = reinterpret_cast<uint4*>(nrm.residual_out);
     float ss[M];
 #pragma unroll
     for (int m = 0; m < M; ++m) {
@@ -84,7 +86,9 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const bf16* __restri
           a[e] = bf16_round(a[e] + r[e]);
           ss[m] += a[e] * a[e];
         }
-        xs[m * KC + c] = pack8(a);  // exact: a is already BF16
+        const uint4 h = pack8(a);  // exact: a is already BF16
+        xs[m * KC + c] = h;
+        if ((m * KC + c) % int(gridDim.x) == int(blockIdx.x)) ro[int64_t(m) * KC + c] = h;
       }
       const float v = warp_sum(ss[m]);
       if (lane == 0) red[warp][m][0] = v;
@@ -99,18 +103,13 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const bf16* __restri
       for (int c = threadIdx.x; c < KC; c += kStride) {  // the chunks this thread wrote above
         float a[8], g[8];
         unpack8(xs[m * KC + c], a);
-        unpack8(__ldg(nv + c), g);
+        unpack8(c == int(threadIdx.x) ? g0 : __ldg(nv + c), g);
 #pragma unroll
         for (int e = 0; e < 8; ++e) a[e] = bf16_round(a[e] * inv) * g[e];
         xs[m * KC + c] = pack8(a);
       }
     }
-    __syncthreads();  // xs complete; red free again; every read of x and residual done
-    if (threadIdx.x == 0) {
-      __threadfence();
-      last_cta = atomicAdd(nrm.counter, 1u) == gridDim.x - 1;
-      __threadfence();
-    }
+    __syncthreads();  // xs complete; red free again
   }
 
   float acc[M][kGemvRows];
@@ -165,26 +164,14 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const bf16* __restri
       else out[int64_t(m) * N + n0 + r] = __float2bfloat16(s);
     }
   }
-  if constexpr (kNorm) {
-    if (last_cta) {  // every other CTA has read x and residual: residual = bf16(x + residual)
-      uint4* rv = reinterpret_cast<uint4*>(nrm.residual);
-      for (int i = threadIdx.x; i < M * KC; i += kStride) {
-        float a[8], r[8];
-        unpack8(xv[i], a);
-        unpack8(rv[i], r);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) a[e] += r[e];
-        rv[i] = pack8(a);
-      }
-      if (threadIdx.x == 0) *nrm.counter = 0u;
-    }
-  }
 }
 
 bool gemv_bf16(const void* x, const void* w, void* out, int64_t M, int64_t N, int64_t K, Stream st, bool silu_mul,
                bool f32_out, const GemvNorm* norm) {
   uintptr_t addr = reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w);
-  if (norm) addr |= reinterpret_cast<uintptr_t>(norm->residual) | reinterpret_cast<uintptr_t>(norm->norm_w);
+  if (norm)
+    addr |= reinterpret_cast<uintptr_t>(norm->residual) | reinterpret_cast<uintptr_t>(norm->residual_out) |
+            reinterpret_cast<uintptr_t>(norm->norm_w);
   if (M < 1 || M > kGemvMaxM || K % 8 != 0 || addr % 16 != 0 || N > int64_t(1) << 30 || K > int64_t(1) << 30) return false;
   if (f32_out && silu_mul) return false;  // not needed: the activation feeds a BF16 GEMM
   if (norm && (f32_out || M * K * 2 > kGemvNormSmem)) return false;
