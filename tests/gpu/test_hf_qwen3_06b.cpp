@@ -166,24 +166,32 @@ TEST(HFQwen3_06B, PerLayerStreamNearFloat32) {
   };
   const auto hf = read("layers_bf16.f32"), f32 = read("layers_fp32.f32");
 
-  EngineConfig cfg;
-  cfg.model = dir;
-  cfg.device = "cuda";
-  cfg.gpu_memory_utilization = 0.5;
-  LLMEngine e(cfg);
-  std::vector<float> ours(size_t(L * 2 * H), NAN);
-  e.model_runner().model().layer_observer = [&](int64_t layer, int stage, const Tensor& stream) {
-    const auto host = e.model_runner().backend().to_host_f32(stream);  // [T, H]: keep the last row
-    std::copy(host.end() - H, host.end(), ours.begin() + (layer * 2 + stage) * H);
+  // Our stream on a device: [L, 2, H] (stage 0 after the attention add, 1 after the layer).
+  auto run = [&](const std::string& device) {
+    EngineConfig cfg;
+    cfg.model = dir;
+    cfg.device = device;
+    cfg.gpu_memory_utilization = 0.5;
+    LLMEngine e(cfg);
+    std::vector<float> ours(size_t(L * 2 * H), NAN);
+    e.model_runner().model().layer_observer = [&](int64_t layer, int stage, const Tensor& stream) {
+      const auto host = e.model_runner().backend().to_host_f32(stream);  // [T, H]: keep the last row
+      std::copy(host.end() - H, host.end(), ours.begin() + (layer * 2 + stage) * H);
+    };
+    SamplingParams sp;
+    sp.temperature = 0;
+    sp.max_tokens = 1;
+    e.add_request(prompt, sp);
+    while (e.has_unfinished()) e.step();
+    e.model_runner().model().layer_observer = nullptr;
+    EXPECT_EQ(std::count_if(ours.begin(), ours.end(), [](float v) { return std::isnan(v); }), 0)
+        << "every layer's two stages are observed on " << device;
+    return ours;
   };
-  SamplingParams sp;
-  sp.temperature = 0;
-  sp.max_tokens = 1;
-  e.add_request(prompt, sp);
-  while (e.has_unfinished()) e.step();
-  e.model_runner().model().layer_observer = nullptr;
-  EXPECT_EQ(std::count_if(ours.begin(), ours.end(), [](float v) { return std::isnan(v); }), 0)
-      << "every layer's two stages are observed";
+  const auto ours = run("cuda");
+  // The CPU backend (FP32 math on the same BF16 weights) beside it: tells a CUDA kernel's error
+  // from one shared by both backends (the model code, the engine's inputs).
+  const auto cpu = run("cpu");
 
   auto cosine = [&](const float* a, const float* b) {
     double dot = 0, na = 0, nb = 0;
@@ -196,17 +204,19 @@ TEST(HFQwen3_06B, PerLayerStreamNearFloat32) {
   };
   std::printf("prompt %lld (%zu tokens), last token's residual stream, cosine with transformers float32:\n",
               (long long)idx, prompt.size());
-  std::printf("layer  after-attn ours / hf-bf16    after-layer ours / hf-bf16\n");
+  std::printf("layer  after-attn: cuda / cpu / hf-bf16         after-layer: cuda / cpu / hf-bf16\n");
   double worst = 1;
   for (int64_t l = 0; l < L; ++l) {
-    double c[2][2];
+    double c[2][3];
     for (int s = 0; s < 2; ++s) {
       const int64_t off = (l * 2 + s) * H;
       c[s][0] = cosine(ours.data() + off, f32.data() + off);
-      c[s][1] = cosine(hf.data() + off, f32.data() + off);
+      c[s][1] = cosine(cpu.data() + off, f32.data() + off);
+      c[s][2] = cosine(hf.data() + off, f32.data() + off);
       worst = std::min(worst, c[s][0]);
     }
-    std::printf("%5lld  %.6f / %.6f          %.6f / %.6f\n", (long long)l, c[0][0], c[0][1], c[1][0], c[1][1]);
+    std::printf("%5lld  %.6f / %.6f / %.6f    %.6f / %.6f / %.6f\n", (long long)l, c[0][0], c[0][1], c[0][2], c[1][0],
+                c[1][1], c[1][2]);
   }
   EXPECT_GE(worst, 0.999) << "our residual stream drifts from the float32 run (table above)";
 }

@@ -212,7 +212,6 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) attn_decode_kernel(const De
   constexpr int KPW = 32 / L;    // keys per warp per step
   __shared__ float sm_m[kDecodeWarps][MAXG], sm_l[kDecodeWarps][MAXG];
   __shared__ float sm_o[kDecodeWarps][MAXG][D];
-  pdl_begin();
   const int b = blockIdx.x, h = blockIdx.y, split = blockIdx.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int sub = lane / L, li = lane % L;
@@ -221,6 +220,27 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) attn_decode_kernel(const De
   const int chunk = (ctx + P.S - 1) / P.S;
   const int kbeg = split * chunk, kend = min(ctx, kbeg + chunk);
   const int32_t* table = P.block_tables + int64_t(b) * P.max_blocks;
+  constexpr int STEP = kDecodeWarps * KPW;
+  // Before the wait on the previous kernel: the first keys of this warp, except the step's own
+  // token (ctx - 1, stored by the kernel just before). Lengths, tables and older cache rows are
+  // written by uploads and earlier steps, so this DRAM latency overlaps that kernel's tail.
+  auto load_kv = [&](int k, uint4& kk, uint4& vv) {
+    const int64_t slot = int64_t(table[k / P.bs]) * P.bs + k % P.bs;
+    const int64_t off = (slot * P.Hkv + h) * D + li * 8;
+    kk = *reinterpret_cast<const uint4*>(P.kc + off);
+    vv = *reinterpret_cast<const uint4*>(P.vc + off);
+  };
+  const int kfirst = kbeg + warp * KPW;
+  uint4 kpre[2], vpre[2];
+  bool pre[2];
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    const int k = kfirst + u * STEP + sub;
+    pre[u] = k < kend && k < ctx - 1;
+    kpre[u] = vpre[u] = make_uint4(0, 0, 0, 0);
+    if (pre[u]) load_kv(k, kpre[u], vpre[u]);
+  }
+  pdl_begin();
 
   float q[MAXG][8], o[MAXG][8], m[MAXG], l[MAXG];
 #pragma unroll
@@ -237,8 +257,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) attn_decode_kernel(const De
     }
   }
 
-  constexpr int STEP = kDecodeWarps * KPW;
-  for (int k0 = kbeg + warp * KPW; k0 < kend; k0 += 2 * STEP) {
+  for (int k0 = kfirst; k0 < kend; k0 += 2 * STEP) {
     // Two keys per lane group in flight.
     uint4 kk[2], vv[2];
     bool ok[2];
@@ -247,11 +266,11 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) attn_decode_kernel(const De
       const int k = k0 + u * STEP + sub;
       ok[u] = k < kend;
       kk[u] = vv[u] = make_uint4(0, 0, 0, 0);
-      if (ok[u]) {
-        const int64_t slot = int64_t(table[k / P.bs]) * P.bs + k % P.bs;
-        const int64_t off = (slot * P.Hkv + h) * D + li * 8;
-        kk[u] = *reinterpret_cast<const uint4*>(P.kc + off);
-        vv[u] = *reinterpret_cast<const uint4*>(P.vc + off);
+      if (k0 == kfirst && pre[u]) {
+        kk[u] = kpre[u];
+        vv[u] = vpre[u];
+      } else if (ok[u]) {
+        load_kv(k, kk[u], vv[u]);
       }
     }
 #pragma unroll

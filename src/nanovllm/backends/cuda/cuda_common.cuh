@@ -58,6 +58,11 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
 // few microseconds between dependent kernels; that gap dominates decode at small batch, where a
 // step is ~300 kernels of a few microseconds each. Both instructions are no-ops for a kernel
 // launched without the attribute, and compile to nothing before sm_90.
+// Before pdl_begin() a kernel may read what the previous kernel cannot have written: weights, the
+// step's uploaded inputs (positions, slots, block tables, lengths) and KV-cache rows of earlier
+// steps. (Anything written two launches back is complete: our predecessor let us start only
+// after its own wait returned.) The GEMV, q/k norm + RoPE and decode attention kernels start
+// their DRAM loads there, so that latency overlaps the previous kernel's tail.
 __device__ __forceinline__ void pdl_begin() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");

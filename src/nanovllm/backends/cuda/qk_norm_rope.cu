@@ -36,7 +36,8 @@ __global__ void qk_norm_rope_kernel(bf16* __restrict__ qkv, const bf16* __restri
                                     const int32_t* __restrict__ pos, const InvFreq inv_freq, int64_t W, int Hq, int Hkv,
                                     int D, float eps, const KVDest kv) {
   __shared__ float cs[kMaxHeadDim / 2], sn[kMaxHeadDim / 2];
-  pdl_begin();
+  // Before the wait on the previous kernel (which writes qkv): the cos/sin table (double-precision
+  // sincos, the slowest part) and the norm weights. Positions, slots and weights are uploads.
   const int64_t t = blockIdx.x;
   const int half = D / 2;
   const float p = float(pos[t]);
@@ -49,11 +50,23 @@ __global__ void qk_norm_rope_kernel(bf16* __restrict__ qkv, const bf16* __restri
     cs[i] = bf16_round(float(c));  // cos/sin in the activation dtype, as transformers does
     sn[i] = bf16_round(float(s));
   }
-  __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  constexpr int kC = kMaxHeadDim / 64;
+  float wq[2][kC], wk[2][kC];  // lane's norm weights at i and i + half, i = lane + 32 c
+#pragma unroll
+  for (int c = 0; c < kC; ++c) {
+    const int i = lane + 32 * c;
+    const bool in = i < half;
+    wq[0][c] = in ? __bfloat162float(qw[i]) : 0.f;
+    wq[1][c] = in ? __bfloat162float(qw[i + half]) : 0.f;
+    wk[0][c] = in ? __bfloat162float(kw[i]) : 0.f;
+    wk[1][c] = in ? __bfloat162float(kw[i + half]) : 0.f;
+  }
+  pdl_begin();
+  __syncthreads();
   for (int hd = warp; hd < Hq + Hkv; hd += nw) {
     bf16* x = qkv + t * W + int64_t(hd) * D;
-    const bf16* w = hd < Hq ? qw : kw;
+    const bool is_q = hd < Hq;
     float a[kMaxHeadDim / 64], b[kMaxHeadDim / 64];
     float ss = 0.f;
 #pragma unroll
@@ -72,8 +85,8 @@ __global__ void qk_norm_rope_kernel(bf16* __restrict__ qkv, const bf16* __restri
     for (int c = 0; c < kMaxHeadDim / 64; ++c) {
       const int i = lane + 32 * c;
       if (i < half) {
-        const float xa = bf16_round(bf16_round(a[c] * inv) * __bfloat162float(w[i]));
-        const float xb = bf16_round(bf16_round(b[c] * inv) * __bfloat162float(w[i + half]));
+        const float xa = bf16_round(bf16_round(a[c] * inv) * (is_q ? wq[0][c] : wk[0][c]));
+        const float xb = bf16_round(bf16_round(b[c] * inv) * (is_q ? wq[1][c] : wk[1][c]));
         const bf16 ya = __float2bfloat16(bf16_round(xa * cs[i]) - bf16_round(xb * sn[i]));
         const bf16 yb = __float2bfloat16(bf16_round(xb * cs[i]) + bf16_round(xa * sn[i]));
         x[i] = ya;
