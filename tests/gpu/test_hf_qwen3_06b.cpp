@@ -174,9 +174,16 @@ TEST(HFQwen3_06B, PerLayerStreamNearFloat32) {
     cfg.gpu_memory_utilization = 0.5;
     LLMEngine e(cfg);
     std::vector<float> ours(size_t(L * 2 * H), NAN);
+    // NANOVLLM_HF06B_DUMP=DIR: also writes layer 0's stream after the attention add, every token
+    // ([T, H] float32), to DIR/layer0_attn_<device>.f32, for scripts/compare_layer0.py.
+    const char* dump = std::getenv("NANOVLLM_HF06B_DUMP");
     e.model_runner().model().layer_observer = [&](int64_t layer, int stage, const Tensor& stream) {
       const auto host = e.model_runner().backend().to_host_f32(stream);  // [T, H]: keep the last row
       std::copy(host.end() - H, host.end(), ours.begin() + (layer * 2 + stage) * H);
+      if (dump && layer == 0 && stage == 0) {
+        std::ofstream f(std::string(dump) + "/layer0_attn_" + device + ".f32", std::ios::binary);
+        f.write(reinterpret_cast<const char*>(host.data()), std::streamsize(host.size() * 4));
+      }
     };
     SamplingParams sp;
     sp.temperature = 0;

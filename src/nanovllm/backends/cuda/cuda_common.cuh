@@ -70,6 +70,11 @@ __device__ __forceinline__ void pdl_begin() {
 #endif
 }
 
+// Asks for the 128-byte line at p to be brought into L2 (no register holds the data).
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
 // Where a kernel runs: the backend's stream, and whether to launch with PDL (sm_90+ only).
 struct Stream {
   cudaStream_t stream;
