@@ -50,7 +50,7 @@ def main():
             rot.original_inv_freq = inv
         ref = layer0_attn(model, prompt)
         if emb is None:
-            emb = model.model.embed_tokens.weight[torch.tensor(prompt, device="cuda")].float().cpu().numpy()
+            emb = model.model.embed_tokens.weight.detach()[torch.tensor(prompt, device="cuda")].float().cpu().numpy()
         a, b = ours - emb, ref - emb  # the attention output alone (the embedding is exact on both)
         cos = (a * b).sum(1) / np.sqrt((a * a).sum(1) * (b * b).sum(1))
         rel = np.linalg.norm(a - b, axis=1) / np.linalg.norm(b, axis=1)
