@@ -43,6 +43,18 @@ def dump_layers(model, prompt, path):
     got.numpy().tofile(path)
 
 
+def load(path, dtype):
+    """The checkpoint as transformers' users run it, with RoPE frequencies in float32 (set again
+    from the default-rope formula, whatever the load did to the buffer)."""
+    model = Qwen3ForCausalLM.from_pretrained(path, dtype=dtype).cuda().eval()
+    rot, cfg = model.model.rotary_emb, model.config
+    theta = cfg.rope_parameters["rope_theta"] if getattr(cfg, "rope_parameters", None) else cfg.rope_theta
+    inv = 1.0 / (theta ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.int64, device="cuda").float() / cfg.head_dim))
+    rot.inv_freq = inv
+    rot.original_inv_freq = inv
+    return model
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -59,8 +71,13 @@ def main():
         model = Qwen3ForCausalLM(cfg)
     with torch.no_grad():
         model.model.embed_tokens.weight.normal_(0.0, 0.1)
-    model = model.to(torch.bfloat16).eval()
-    model.save_pretrained(args.out, safe_serialization=True)
+    model.to(torch.bfloat16).save_pretrained(args.out, safe_serialization=True)
+    # The reference runs the saved checkpoint loaded as a user would. (Not the in-memory model:
+    # .to(bfloat16) also casts the rotary embedding's inv_freq buffer, which transformers keeps in
+    # float32, and RoPE with BF16 frequencies drifts from the true model as positions grow: that
+    # artefact made long prompts look ~10x further from float32 than they are.)
+    del model
+    model = load(args.out, torch.bfloat16)
     with open(os.path.join(args.out, "generation_config.json"), "w") as f:
         json.dump({"eos_token_id": [151645, 151643], "bos_token_id": 151643}, f)
     rng = random.Random(0)
@@ -79,7 +96,7 @@ def main():
     dump_layers(model, prompts[args.dump_prompt], os.path.join(args.out, "layers_bf16.f32"))
     # The same weights computed in float32: a reference without bf16 rounding, to tell which of
     # two bf16 implementations is closer to the exact result.
-    model = model.float()
+    model = load(args.out, torch.float32)
     out32 = torch.empty_like(out)
     with torch.no_grad():
         for i, p in enumerate(prompts):
