@@ -308,10 +308,18 @@ TEST(CudaMemory, ArenaRewindsAndPersistentSurvives) {
   std::vector<void*> first;
   for (int step = 0; step < 3; ++step) {
     gpu.begin_step();
+    std::vector<Tensor> live;
     std::vector<void*> ptrs;
-    for (int64_t n : {10, 1000, 100000, 7}) ptrs.push_back(gpu.empty({n}, DType::BF16).raw());
+    for (int64_t n : {10, 1000, 100000, 7}) {
+      live.push_back(gpu.empty({n}, DType::BF16));
+      ptrs.push_back(live.back().raw());
+    }
     if (step == 0) first = ptrs;
     EXPECT_EQ(ptrs, first) << "step " << step;
+    // A dropped tensor's block is reused within the step; live ones are not overlapped.
+    void* freed = live[2].raw();
+    live[2] = Tensor();
+    EXPECT_EQ(gpu.empty({50000}, DType::BF16).raw(), freed);
     gpu.synchronize();
   }
   EXPECT_GT(gpu.peak_step_bytes(), 200000);

@@ -74,6 +74,25 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   NV_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&staging_), staging_bytes_));
   NV_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&decode_counters_), size_t(kDecodeCounters) * sizeof(int)));
   NV_CUDA_CHECK(cudaMemset(decode_counters_, 0, size_t(kDecodeCounters) * sizeof(int)));
+  // Chunks come from cudaMalloc; the stream is synchronized before one is freed (a compaction
+  // between steps), since kernels of the last step may still read it.
+  auto stream = static_cast<cudaStream_t>(stream_);
+  arena_ = std::make_shared<StepArena>(
+      [](size_t bytes) {
+        void* p = nullptr;
+        cudaError_t e = cudaMalloc(&p, bytes);
+        if (e != cudaSuccess) {
+          (void)cudaGetLastError();
+          throw ResourceError("out of GPU memory: the activation arena needs a chunk of " + std::to_string(bytes >> 20) +
+                              " MiB (" + cudaGetErrorString(e) + ")");
+        }
+        return p;
+      },
+      [stream](void* p) {
+        cudaStreamSynchronize(stream);
+        cudaFree(p);
+      },
+      kAlign, kMinChunk);
   init_gemm();
 }
 
@@ -82,7 +101,7 @@ Stream CudaBackend::on_stream() const { return Stream{static_cast<cudaStream_t>(
 CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
   destroy_gemm();
-  for (auto& c : chunks_) cudaFree(c.ptr);
+  arena_.reset();
   if (staging_) cudaFreeHost(staging_);
   if (decode_counters_) cudaFree(decode_counters_);
   if (pinned_tokens_) cudaFreeHost(pinned_tokens_);
@@ -108,64 +127,17 @@ void* CudaBackend::persistent_alloc(size_t bytes, const Shape& shape) {
   return p;
 }
 
-void* CudaBackend::arena_alloc(size_t bytes) {
-  bytes = (bytes + kAlign - 1) / kAlign * kAlign;
-  if (bytes == 0) bytes = kAlign;
-  while (chunk_idx_ < chunks_.size() && chunk_off_ + bytes > chunks_[chunk_idx_].bytes) {
-    step_bytes_ += chunks_[chunk_idx_].bytes - chunk_off_;  // the tail of a chunk is lost for this step
-    ++chunk_idx_;
-    chunk_off_ = 0;
-  }
-  if (chunk_idx_ == chunks_.size()) {
-    if (capturing_)
-      throw Error("cuda backend: the step arena must grow during CUDA graph capture (needs " + std::to_string(bytes) +
-                  " more bytes); run a warm-up step of the same shape before capturing");
-    size_t total = 0;
-    for (auto& c : chunks_) total += c.bytes;
-    Chunk c;
-    c.bytes = std::max({bytes, kMinChunk, total});
-    cudaError_t e = cudaMalloc(&c.ptr, c.bytes);
-    if (e != cudaSuccess) {
-      (void)cudaGetLastError();
-      throw ResourceError("out of GPU memory: the activation arena needs " + std::to_string(c.bytes >> 20) +
-                          " MiB more (" + cudaGetErrorString(e) + ")");
-    }
-    chunks_.push_back(c);
-  }
-  void* p = chunks_[chunk_idx_].ptr + chunk_off_;
-  chunk_off_ += bytes;
-  step_bytes_ += bytes;
-  peak_step_bytes_ = std::max(peak_step_bytes_, step_bytes_);
-  return p;
-}
-
 void CudaBackend::reserve_arena(size_t bytes) {
-  size_t total = 0;
-  for (auto& c : chunks_) total += c.bytes;
-  if (chunks_.size() == 1 && total >= bytes) return;
-  if (graphs_exist_) throw Error("cuda backend: cannot resize the arena after CUDA graphs were captured");
-  NV_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)));
-  for (auto& c : chunks_) NV_CUDA_CHECK(cudaFree(c.ptr));
-  chunks_.clear();
-  Chunk c;
-  c.bytes = std::max({bytes, total, kMinChunk});
-  c.bytes = (c.bytes + kAlign - 1) / kAlign * kAlign;
-  cudaError_t e = cudaMalloc(&c.ptr, c.bytes);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    throw ResourceError("out of GPU memory: the activation arena needs " + std::to_string(c.bytes >> 20) + " MiB (" +
-                        cudaGetErrorString(e) + ")");
-  }
-  chunks_.push_back(c);
-  chunk_idx_ = chunk_off_ = 0;
+  if (graphs_exist_ && arena_->capacity() < bytes)
+    throw Error("cuda backend: cannot resize the arena after CUDA graphs were captured");
+  arena_->reserve(bytes);
 }
 
 void CudaBackend::begin_step() {
   if (capturing_) throw Error("cuda backend: begin_step() inside a CUDA graph capture");
-  // A step that spilled into several chunks: merge them (the last step's tensors are dead).
-  if (chunks_.size() > 1 && !graphs_exist_) reserve_arena(peak_step_bytes_);
-  chunk_idx_ = chunk_off_ = 0;
-  step_bytes_ = 0;
+  // Every tensor of the last step is dead: all blocks free. A step that spilled into several
+  // chunks: merge them (not once graphs exist: their addresses are baked in).
+  arena_->reset(/*may_compact=*/!graphs_exist_);
   // The staging buffer is reused: the previous step's uploads must have been consumed.
   NV_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(staging_done_)));
   staging_off_ = 0;
@@ -183,7 +155,11 @@ Tensor CudaBackend::empty(const Shape& shape, DType dtype) {
   buf->bytes = bytes;
   buf->device = Device::CUDA;
   if (in_step_) {
-    buf->ptr = arena_alloc(bytes);  // owned by the arena: no release
+    // A block of the step arena, back on its free list when the last view of the tensor is gone.
+    buf->ptr = arena_->alloc(bytes, /*may_grow=*/!capturing_);
+    buf->release = [arena = std::weak_ptr<StepArena>(arena_), gen = arena_->generation()](void* p) {
+      if (auto a = arena.lock()) a->release(p, gen);
+    };
   } else {
     buf->ptr = persistent_alloc(bytes, shape);
     buf->release = [](void* p) { cudaFree(p); };
@@ -324,15 +300,22 @@ int64_t CudaBackend::graph_capture_end() {
   cudaGraphDestroy(g);
   NV_CUDA_CHECK(e);
   graphs_exist_ = true;
+  // The blocks still in use now are the graph's outputs (the tensors its caller kept): a replay
+  // writes them, so it holds them for the rest of its step.
+  graph_outputs_[reinterpret_cast<int64_t>(exec)] = arena_->used_blocks();
   return reinterpret_cast<int64_t>(exec);
 }
 
 void CudaBackend::graph_replay(int64_t handle) {
   if (capturing_) throw Error("cuda backend: graph_replay() inside a CUDA graph capture");
+  auto it = graph_outputs_.find(handle);
+  if (it != graph_outputs_.end())
+    for (auto& [p, bytes] : it->second) arena_->hold(p, bytes);
   NV_CUDA_CHECK(cudaGraphLaunch(reinterpret_cast<cudaGraphExec_t>(handle), static_cast<cudaStream_t>(stream_)));
 }
 
 void CudaBackend::graph_destroy(int64_t handle) {
+  graph_outputs_.erase(handle);
   if (handle) NV_CUDA_CHECK(cudaGraphExecDestroy(reinterpret_cast<cudaGraphExec_t>(handle)));
 }
 

@@ -4,10 +4,11 @@
 //
 // Memory: empty() outside a step (weights, KV cache, anything allocated before the first
 // begin_step() or after a step ended) is a zero-filled cudaMalloc. Between begin_step() and the end
-// of the step (sample() or synchronize()), empty() hands out 256-byte aligned pieces of a device
-// arena that begin_step() rewinds: the same sequence of allocations gets the same addresses every
-// step, which CUDA graphs rely on. The arena grows (a new chunk) only when a step needs more; the
-// next begin_step() merges the chunks into one (unless a graph was captured: then chunks stay put).
+// of the step (sample() or synchronize()), empty() hands out 256-byte aligned blocks of the step
+// arena (utils/step_arena.h), each back on the free list when its tensor is gone, all of them at
+// the next begin_step(): the same sequence of allocations gets the same addresses every step, which
+// CUDA graphs rely on. The arena grows (a new chunk) only when a step needs more; the next
+// begin_step() merges the chunks into one (unless a graph was captured: then chunks stay put).
 //
 // This header uses no CUDA types, so plain C++ (tests, the model runner) can include it.
 #pragma once
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "nanovllm/ops/backend.h"
+#include "nanovllm/utils/step_arena.h"
 
 namespace nanovllm {
 
@@ -45,7 +47,7 @@ class CudaBackend final : public Backend {
   void begin_step() override;
   int64_t free_memory_bytes() override;
   int64_t total_memory_bytes() override;
-  int64_t peak_step_bytes() override { return int64_t(peak_step_bytes_); }
+  int64_t peak_step_bytes() override { return int64_t(arena_->peak()); }
   void prepare_metadata(AttentionMetadata& md) override;
 
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out, int64_t vocab_start) override;
@@ -97,16 +99,11 @@ class CudaBackend final : public Backend {
   int decode_splits(int64_t num_seqs, int64_t num_kv_heads) const;
 
  private:
-  struct Chunk {
-    char* ptr = nullptr;
-    size_t bytes = 0;
-  };
   struct GemmPlan;  // cuBLASLt descriptors + algorithm for one (M, N, K)
 
   cuda::Stream on_stream() const;  // where (and how) the ops launch their kernels
   void init_gemm();
   void destroy_gemm();
-  void* arena_alloc(size_t bytes);
   void* persistent_alloc(size_t bytes, const Shape& shape);
   // Copies host bytes into device memory on the stream: through the pinned staging buffer during
   // a step (asynchronous), else synchronously.
@@ -123,8 +120,8 @@ class CudaBackend final : public Backend {
   size_t workspace_bytes_ = 0;
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, GemmPlan*> gemm_plans_;  // (T, N, K, F32 out), owned
 
-  std::vector<Chunk> chunks_;
-  size_t chunk_idx_ = 0, chunk_off_ = 0, step_bytes_ = 0, peak_step_bytes_ = 0;
+  std::shared_ptr<StepArena> arena_;  // the step's activations (tensors hold weak references)
+  std::map<int64_t, std::vector<std::pair<void*, size_t>>> graph_outputs_;  // graph -> arena blocks it writes
   bool in_step_ = false, capturing_ = false, graphs_exist_ = false;
 
   char* staging_ = nullptr;         // pinned host memory for the step's uploads
