@@ -23,8 +23,9 @@ grep -h "cosine\|identical across" build-gpu/Testing/Temporary/LastTest.log | he
 [ "${1:-}" = quick ] && exit 0
 B=build-gpu/nanovllm
 M=(--model qwen3-0.6b --load-format dummy --device cuda)
-$B bench "${M[@]}" | tee "$OUT/bench_throughput.json"
-$B bench "${M[@]}" --latency | tee "$OUT/bench_latency.json"
-$B bench "${M[@]}" --profile-decode 256 | tee "$OUT/bench_profile.json"
-$B bench "${M[@]}" --enforce-eager | tee "$OUT/bench_throughput_eager.json"
+# One JSON line per benchmark, in one file (the device tool brings back a limited number of files).
+$B bench "${M[@]}" | tee "$OUT/bench.jsonl"
+$B bench "${M[@]}" --latency | tee -a "$OUT/bench.jsonl"
+$B bench "${M[@]}" --profile-decode 256 | tee -a "$OUT/bench.jsonl"
+$B bench "${M[@]}" --enforce-eager | tee -a "$OUT/bench.jsonl"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
