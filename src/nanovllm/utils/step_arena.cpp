@@ -150,6 +150,10 @@ void StepArena::reserve(size_t bytes) {
 void StepArena::hold(const void* p, size_t bytes) {
   Chunk* c = chunk_of(p);
   const size_t len = round_up(bytes);
+  if (c) {  // already this very block (a replay in the step that captured it): nothing to do
+    auto u = c->used.find(size_t(static_cast<const char*>(p) - c->base));
+    if (u != c->used.end() && u->second == len) return;
+  }
   if (!c || !take(*c, size_t(static_cast<const char*>(p) - c->base), len))
     throw Error("step arena: cannot hold " + std::to_string(len) + " bytes at an address that is " +
                 (c ? "already in use" : "outside the arena") + " (a CUDA graph's output overlaps this step's tensors)");

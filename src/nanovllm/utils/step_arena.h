@@ -43,7 +43,7 @@ class StepArena {
   void reset(bool may_compact);
   // At least `bytes` in one chunk (replaces the chunks; only between steps, without graphs).
   void reserve(size_t bytes);
-  // Marks [p, p + bytes), which must be free, as used until the next reset.
+  // Marks [p, p + bytes) as used until the next reset: it must be free, or be that very block.
   void hold(const void* p, size_t bytes);
 
   uint64_t generation() const { return generation_; }
