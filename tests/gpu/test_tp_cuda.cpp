@@ -144,7 +144,14 @@ TEST(CudaTensorParallel, LastTokenLogitsMatchTp1) {
       const double c = dot / std::sqrt(nr * ng);
       min_cos = std::min(min_cos, c);
       sum_cos += c;
-      agree += std::max_element(ref.begin(), ref.end()) - ref.begin() == std::max_element(got.begin(), got.end()) - got.begin();
+      const auto r1 = std::max_element(ref.begin(), ref.end()) - ref.begin();
+      const auto g1 = std::max_element(got.begin(), got.end()) - got.begin();
+      agree += r1 == g1;
+      if (r1 != g1) {  // how near a tie it was: TP=1's top-1 and TP=N's top-1, in both runs' logits
+        std::printf("[gpu]   prompt %lld (%zu tokens): TP=1 picks %lld (%.4f; TP=%d has %.4f), TP=%d picks %lld (%.4f; TP=1 has %.4f)\n",
+                    (long long)id, size_t(id) < prompts.size() ? prompts[size_t(id)].size() : size_t(0), (long long)r1, ref[size_t(r1)], tp, got[size_t(r1)], tp,
+                    (long long)g1, got[size_t(g1)], ref[size_t(g1)]);
+      }
     }
     const double P = double(one.prompt_logits.size());
     std::printf("[gpu] TP=%d vs TP=1, %s, %zu prompts: cosine min %.6f mean %.6f, top-1 agreement %d/%zu\n", tp,

@@ -62,7 +62,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   const char* pdl_env = std::getenv("NANOVLLM_PDL");
   pdl_ = prop.major >= 9 && !(pdl_env && std::string(pdl_env) == "0");
   const char* norm_env = std::getenv("NANOVLLM_GEMV_NORM");
-  gemv_norm_ = !(norm_env && std::string(norm_env) == "0");
+  gemv_norm_ = norm_env ? std::atoi(norm_env) : 1;
   max_smem_optin_ = prop.sharedMemPerBlockOptin;
   cudaStream_t s;
   NV_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));

@@ -126,7 +126,11 @@ struct GemvNorm {
   bf16* residual_out = nullptr;
   const bf16* norm_w = nullptr;
   float eps = 0.f;
+  int64_t max_grid = 0;  // > 0: decline (return false) when the grid needs more CTAs than this
 };
+
+// CTAs of the norm-prologue GEMV for (M, K, silu_mul) that the GPU holds at once (one wave).
+int64_t gemv_norm_wave(int64_t M, int64_t K, bool silu_mul, int num_sms);
 
 // out[M, N] = x[M, K] @ w[N, K]^T (BF16, FP32 accumulation) by the skinny kernel of gemv.cu, on
 // `st`; with silu_mul, w has 2N rows [gate; up] and out[M, N] = silu(x Wg^T) * (x Wu^T); with

@@ -124,9 +124,17 @@ void CudaBackend::add_rms_norm_linear(Tensor& x, Tensor& residual, const Tensor&
   // Decode at batch <= 4: the norm runs as the GEMV's prologue (one kernel instead of two). The
   // kernel cannot update the residual in place (every CTA reads it): residual becomes a new
   // buffer holding the sum.
-  if (gemv_norm_ && bf16 && T > 0 && N > 0) {
+  if (gemv_norm_ != 0 && bf16 && T > 0 && T <= 4 && N > 0) {
+    int64_t max_grid = 0;  // always
+    if (gemv_norm_ == 1) {
+      auto key = std::make_tuple(T, K, silu_mul);
+      auto it = gemv_norm_wave_.find(key);
+      if (it == gemv_norm_wave_.end()) it = gemv_norm_wave_.emplace(key, cuda::gemv_norm_wave(T, K, silu_mul, num_sms_)).first;
+      max_grid = it->second;
+    }
     Tensor sum = empty(residual.shape(), residual.dtype());
-    const cuda::GemvNorm norm{residual.data<cuda::bf16>(), sum.data<cuda::bf16>(), norm_w.data<cuda::bf16>(), eps};
+    const cuda::GemvNorm norm{residual.data<cuda::bf16>(), sum.data<cuda::bf16>(), norm_w.data<cuda::bf16>(), eps,
+                              max_grid};
     if (cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, N, K, on_stream(), silu_mul, false, &norm)) {
       residual = sum;
       return;

@@ -21,7 +21,10 @@
 //    h = bf16(x + residual) and xn = bf16(bf16(h / rms(h)) * norm_w) for all M rows into shared
 //    memory (2MK bytes from L2; the same rounding as add_rms_norm's kernel) and multiplies xn. h
 //    goes to a second buffer (residual_out), each 16-byte chunk written by one CTA: all CTAs read
-//    the residual, so none may overwrite it.
+//    the residual, so none may overwrite it. Every CTA pays the prologue (its x and residual are
+//    half as many bytes as its 4 weight rows, from L2), so the fusion pays only while the grid runs
+//    in one wave: the backend declines it past that (GemvNorm::max_grid).
+#include <algorithm>
 #include <type_traits>
 
 #include "nanovllm/backends/cuda/cuda_backend.h"
@@ -178,6 +181,7 @@ bool gemv_bf16(const void* x, const void* w, void* out, int64_t M, int64_t N, in
   const auto* xb = static_cast<const bf16*>(x);
   const auto* wb = static_cast<const bf16*>(w);
   const unsigned grid = ceil_div(N, silu_mul ? kGemvRows / 2 : kGemvRows);
+  if (norm && norm->max_grid > 0 && int64_t(grid) > norm->max_grid) return false;
   const int n = int(N), k = int(K);
   const GemvNorm nrm = norm ? *norm : GemvNorm{};
   const size_t smem = norm ? size_t(M * K * 2) : 0;
@@ -200,6 +204,26 @@ bool gemv_bf16(const void* x, const void* w, void* out, int64_t M, int64_t N, in
     default: pick(std::integral_constant<int, 4>{}); break;
   }
   return true;
+}
+
+int64_t gemv_norm_wave(int64_t M, int64_t K, bool silu_mul, int num_sms) {
+  int per_sm = 0;
+  const size_t smem = size_t(std::max<int64_t>(M, 1) * K * 2);
+  auto occ = [&](auto kernel) {
+    NV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGemvThreads, smem));
+  };
+  auto pick = [&](auto m_tag) {
+    constexpr int kM = decltype(m_tag)::value;
+    if (silu_mul) occ(gemv_kernel<kM, true, true, bf16>);
+    else occ(gemv_kernel<kM, false, true, bf16>);
+  };
+  switch (M) {
+    case 1: pick(std::integral_constant<int, 1>{}); break;
+    case 2: pick(std::integral_constant<int, 2>{}); break;
+    case 3: pick(std::integral_constant<int, 3>{}); break;
+    default: pick(std::integral_constant<int, 4>{}); break;
+  }
+  return int64_t(per_sm) * num_sms;
 }
 
 }  // namespace nanovllm::cuda
