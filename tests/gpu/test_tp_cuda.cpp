@@ -132,7 +132,7 @@ TEST(CudaTensorParallel, LastTokenLogitsMatchTp1) {
   for (int tp : tp_sizes()) {
     const Observed n = run(tp, prompts, 1, true);
     double min_cos = 1, sum_cos = 0;
-    int agree = 0;
+    int agree = 0, tied = 0;
     for (const auto& [id, ref] : one.prompt_logits) {
       const auto& got = n.prompt_logits.at(id);
       double dot = 0, nr = 0, ng = 0;
@@ -147,6 +147,11 @@ TEST(CudaTensorParallel, LastTokenLogitsMatchTp1) {
       const auto r1 = std::max_element(ref.begin(), ref.end()) - ref.begin();
       const auto g1 = std::max_element(got.begin(), got.end()) - got.begin();
       agree += r1 == g1;
+      // Logits are BF16: two candidates within one BF16 step of each other in both runs are a tie
+      // whose top-1 neither run can decide (the spacing at x is 2^(exponent of x - 7)).
+      auto step = [](float x) { return std::ldexp(1.0f, std::ilogb(std::fabs(x)) - 7); };
+      tied += r1 != g1 && std::fabs(ref[size_t(r1)] - ref[size_t(g1)]) <= step(ref[size_t(r1)]) &&
+              std::fabs(got[size_t(r1)] - got[size_t(g1)]) <= step(got[size_t(g1)]);
       if (r1 != g1) {  // how near a tie it was: TP=1's top-1 and TP=N's top-1, in both runs' logits
         std::printf("[gpu]   prompt %lld (%zu tokens): TP=1 picks %lld (%.4f; TP=%d has %.4f), TP=%d picks %lld (%.4f; TP=1 has %.4f)\n",
                     (long long)id, size_t(id) < prompts.size() ? prompts[size_t(id)].size() : size_t(0), (long long)r1, ref[size_t(r1)], tp, got[size_t(r1)], tp,
@@ -154,12 +159,12 @@ TEST(CudaTensorParallel, LastTokenLogitsMatchTp1) {
       }
     }
     const double P = double(one.prompt_logits.size());
-    std::printf("[gpu] TP=%d vs TP=1, %s, %zu prompts: cosine min %.6f mean %.6f, top-1 agreement %d/%zu\n", tp,
-                base_config().model.c_str(), one.prompt_logits.size(), min_cos, sum_cos / P, agree,
-                one.prompt_logits.size());
+    std::printf("[gpu] TP=%d vs TP=1, %s, %zu prompts: cosine min %.6f mean %.6f, top-1 agreement %d/%zu "
+                "(%d more are BF16 ties)\n", tp, base_config().model.c_str(), one.prompt_logits.size(), min_cos,
+                sum_cos / P, agree, one.prompt_logits.size(), tied);
     EXPECT_EQ(one.prompt_logits.size(), 64u);
     EXPECT_GE(min_cos, 0.999) << "TP=" << tp;
-    EXPECT_GE(agree / P, 0.99) << "TP=" << tp;
+    EXPECT_GE((agree + tied) / P, 0.99) << "TP=" << tp << ": top-1 agreement, BF16 ties counted as agreeing";
   }
 }
 

@@ -131,8 +131,8 @@ class CudaBackend final : public Backend {
   // Split-KV decode: one finished-split counter per (sequence, kv head), zero between launches.
   static constexpr int64_t kDecodeCounters = int64_t(1) << 16;
   int* decode_counters_ = nullptr;
-  // add_rms_norm_linear at decode batches: 1 fused while its grid fits one wave (default), 0 never,
-  // 2 always (NANOVLLM_GEMV_NORM, for A/B timing); the wave per (M, K, silu_mul), cached.
+  // add_rms_norm_linear at decode batches: 1 fused for K <= 2048 while its grid fits one wave
+  // (default), 0 never, 2 always (NANOVLLM_GEMV_NORM, for A/B timing); waves per (M, K, silu_mul).
   int gemv_norm_ = 1;
   std::map<std::tuple<int64_t, int64_t, bool>, int64_t> gemv_norm_wave_;
   bool pdl_ = false;
