@@ -194,40 +194,65 @@ TEST(CudaTensorParallel, GreedyDecodeMatchesTp1UpToNearTies) {
   }
 }
 
+// The communicator's all-reduce, NCCL only and with the one-shot P2P kernel for small messages:
+// exact sums (BF16 small integers; F32 values whose two-term sums are exact in float), bit-identical
+// on both ranks, across 60 calls alternating sizes and dtypes (the P2P kernel double-buffers by
+// call parity), then the time per call of each shape back to back.
 TEST(CudaTensorParallel, NcclAllReduceSumsAndItsTime) {
   const int world = 2;
   if (cuda_device_count() < world) GTEST_SKIP() << "needs 2 GPUs";
-  const auto id = make_nccl_unique_id();
-  std::vector<std::future<std::string>> ranks;
-  for (int r = 0; r < world; ++r)
-    ranks.push_back(std::async(std::launch::async, [r, &id] {
-      CudaBackend be(r);
-      auto comm = make_nccl_communicator(be, r, world, id);
-      std::ostringstream report;
-      for (auto [T, H] : std::vector<std::pair<int64_t, int64_t>>{{1, 1024}, {256, 1024}, {1, 4096}, {256, 4096}}) {
-        std::vector<float> host(size_t(T * H));
-        for (size_t i = 0; i < host.size(); ++i) host[i] = float((i % 7) + r);  // small ints: exact in BF16
-        Tensor x = be.empty({T, H}, DType::BF16);
-        be.upload(host.data(), DType::F32, x);
-        comm->all_reduce_sum(x);
-        const auto sum = be.to_host_f32(x);
-        for (size_t i = 0; i < sum.size(); ++i)
-          if (sum[i] != float(2 * (i % 7) + 1)) throw Error("all-reduce: wrong sum at " + std::to_string(i));
-        for (int w = 0; w < 20; ++w) comm->all_reduce_sum(x);  // warm-up
-        be.synchronize();
-        const int iters = 200;
-        const auto t0 = std::chrono::steady_clock::now();
-        for (int i = 0; i < iters; ++i) comm->all_reduce_sum(x);
-        be.synchronize();
-        const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
-        report << "[" << T << "," << H << "] " << us << " us; ";
-      }
-      return report.str();
-    }));
-  for (int r = 0; r < world; ++r) {
-    std::string rep;
-    ASSERT_NO_THROW(rep = ranks[size_t(r)].get()) << "rank " << r;
-    if (r == 0) std::printf("[gpu] NCCL all-reduce (BF16, 2 GPUs, back to back, eager): %s\n", rep.c_str());
+  for (bool p2p : {false, true}) {
+    const auto id = make_nccl_unique_id();
+    std::vector<std::future<std::string>> ranks;
+    for (int r = 0; r < world; ++r)
+      ranks.push_back(std::async(std::launch::async, [r, &id, p2p] {
+        CudaBackend be(r);
+        auto comm = make_nccl_communicator(be, r, world, id, p2p);
+        auto value = [](int rank, size_t i, DType dt) {
+          return dt == DType::BF16 ? float((i % 7) + size_t(rank)) : float(int(i % 1000) - 500 + rank) * 0.25f;
+        };
+        auto check = [&](int64_t T, int64_t H, DType dt) {
+          std::vector<float> host(size_t(T * H));
+          for (size_t i = 0; i < host.size(); ++i) host[i] = value(r, i, dt);
+          Tensor x = be.empty({T, H}, dt);
+          be.upload(host.data(), DType::F32, x);
+          comm->all_reduce_sum(x);
+          const auto sum = be.to_host_f32(x);
+          for (size_t i = 0; i < sum.size(); ++i)
+            if (sum[i] != value(0, i, dt) + value(1, i, dt))
+              throw Error("all-reduce: wrong sum at " + std::to_string(i) + " of [" + std::to_string(T) + ", " +
+                          std::to_string(H) + "] " + dtype_name(dt) + ": " + std::to_string(sum[i]));
+        };
+        for (int k = 0; k < 30; ++k) {
+          check(1, 4096, DType::F32);
+          check(3, 1024, DType::BF16);
+        }
+        std::ostringstream report;
+        for (auto [T, H, dt] : std::vector<std::tuple<int64_t, int64_t, DType>>{
+                 {1, 1024, DType::BF16}, {1, 4096, DType::F32}, {4, 4096, DType::F32}, {256, 1024, DType::BF16},
+                 {256, 4096, DType::BF16}}) {
+          check(T, H, dt);
+          Tensor x = be.empty({T, H}, dt);
+          std::vector<float> zeros(size_t(T * H), 0.f);
+          be.upload(zeros.data(), DType::F32, x);
+          for (int w = 0; w < 20; ++w) comm->all_reduce_sum(x);  // warm-up
+          be.synchronize();
+          const int iters = 200;
+          const auto t0 = std::chrono::steady_clock::now();
+          for (int i = 0; i < iters; ++i) comm->all_reduce_sum(x);
+          be.synchronize();
+          const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+          report << "[" << T << "," << H << "] " << dtype_name(dt) << " " << us << " us; ";
+        }
+        return report.str();
+      }));
+    for (int r = 0; r < world; ++r) {
+      std::string rep;
+      ASSERT_NO_THROW(rep = ranks[size_t(r)].get()) << "rank " << r << (p2p ? " (p2p)" : " (nccl)");
+      if (r == 0)
+        std::printf("[gpu] all-reduce %s (2 GPUs, back to back, eager): %s\n", p2p ? "P2P one-shot <= 512 KiB, else NCCL" : "NCCL",
+                    rep.c_str());
+    }
   }
 }
 

@@ -19,7 +19,7 @@ int cuda_device_count() { return 0; }
 std::vector<uint8_t> make_nccl_unique_id() {
   throw UserError("tensor parallelism on CUDA: NCCL is not compiled in (rebuild with nccl.h and libnccl found)");
 }
-std::unique_ptr<Communicator> make_nccl_communicator(Backend&, int, int, const std::vector<uint8_t>&) {
+std::unique_ptr<Communicator> make_nccl_communicator(Backend&, int, int, const std::vector<uint8_t>&, bool) {
   throw UserError("tensor parallelism on CUDA: NCCL is not compiled in (rebuild with nccl.h and libnccl found)");
 }
 #endif

@@ -13,6 +13,7 @@
 
 #include "nanovllm/backends/cuda/cuda_backend.h"
 #include "nanovllm/backends/cuda/cuda_common.cuh"
+#include "nanovllm/backends/cuda/nccl/p2p_all_reduce.h"
 #include "nanovllm/dist/communicator.h"
 
 namespace nanovllm {
@@ -46,17 +47,24 @@ ncclDataType_t nccl_dtype(DType t, const char* op) {
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(CudaBackend& be, int rank, int world, const ncclUniqueId& id)
+  // allow_p2p: small all-reduces by the one-shot NVLink kernel (p2p_all_reduce.h) where every rank
+  // can map its peers; NANOVLLM_P2P_ALLREDUCE=0 turns it off (A/B timing; must match on all ranks).
+  NcclCommunicator(CudaBackend& be, int rank, int world, const ncclUniqueId& id, bool allow_p2p)
       : rank_(rank), world_(world), stream_(static_cast<cudaStream_t>(be.stream())) {
     setenv("NCCL_NVLS_ENABLE", "0", 1);
     NV_CUDA_CHECK(cudaSetDevice(be.device_index()));
     NV_NCCL_CHECK(ncclCommInitRank(&comm_, world, id, rank), nullptr);
+    const char* env = std::getenv("NANOVLLM_P2P_ALLREDUCE");
+    const bool p2p = allow_p2p && !(env && std::string(env) == "0");
+    p2p_ = std::make_unique<P2pAllReduce>(rank, world, be.device_index(), cuda::Stream{stream_, be.pdl()},
+                                          [this](const std::vector<uint8_t>& b) { return gather_bytes(b); }, p2p);
   }
   // Shutdown: the stream is drained first; ncclCommAbort (not Destroy) frees the communicator
   // without a barrier with the other ranks, so a rank that is gone or still busy cannot hold the
   // exit up (the engine's CUDA graphs, which captured our collectives, are destroyed before this).
   ~NcclCommunicator() override {
     cudaStreamSynchronize(stream_);
+    p2p_.reset();
     if (comm_) ncclCommAbort(comm_);
   }
   int rank() const override { return rank_; }
@@ -65,6 +73,8 @@ class NcclCommunicator final : public Communicator {
   void all_reduce_sum(Tensor& x) override {
     if (x.device() != Device::CUDA) throw Error("all_reduce_sum: the tensor must be on the GPU");
     if (x.numel() == 0) return;
+    // Decode-sized messages: one kernel over NVLink (the same choice on every rank: same shapes).
+    if (p2p_ && p2p_->run(x.raw(), x.numel(), x.dtype())) return;
     NV_NCCL_CHECK(ncclAllReduce(x.raw(), x.raw(), size_t(x.numel()), nccl_dtype(x.dtype(), "all_reduce_sum"), ncclSum,
                                 comm_, stream_),
                   comm_);
@@ -82,9 +92,29 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  // Host bytes of every rank, concatenated in rank order (set-up only: synchronizes).
+  std::vector<uint8_t> gather_bytes(const std::vector<uint8_t>& mine) {
+    const size_t n = mine.size();
+    uint8_t* d = nullptr;
+    NV_CUDA_CHECK(cudaMalloc(&d, n * size_t(world_ + 1)));
+    std::vector<uint8_t> all(n * size_t(world_));
+    try {
+      NV_CUDA_CHECK(cudaMemcpyAsync(d, mine.data(), n, cudaMemcpyHostToDevice, stream_));
+      NV_NCCL_CHECK(ncclAllGather(d, d + n, n, ncclUint8, comm_, stream_), comm_);
+      NV_CUDA_CHECK(cudaMemcpyAsync(all.data(), d + n, all.size(), cudaMemcpyDeviceToHost, stream_));
+      NV_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    } catch (...) {
+      cudaFree(d);
+      throw;
+    }
+    cudaFree(d);
+    return all;
+  }
+
   int rank_, world_;
   cudaStream_t stream_;
   ncclComm_t comm_ = nullptr;
+  std::unique_ptr<P2pAllReduce> p2p_;
 };
 
 }  // namespace
@@ -96,7 +126,7 @@ std::vector<uint8_t> make_nccl_unique_id() {
 }
 
 std::unique_ptr<Communicator> make_nccl_communicator(Backend& be, int rank, int world,
-                                                     const std::vector<uint8_t>& unique_id) {
+                                                     const std::vector<uint8_t>& unique_id, bool allow_p2p) {
   auto* cuda = dynamic_cast<CudaBackend*>(&be);
   if (!cuda) throw UserError("tensor parallelism with NCCL needs the plain CUDA backend (not " + be.name() + ")");
   if (unique_id.size() != sizeof(ncclUniqueId))
@@ -104,7 +134,7 @@ std::unique_ptr<Communicator> make_nccl_communicator(Backend& be, int rank, int 
                 std::to_string(sizeof(ncclUniqueId)));
   ncclUniqueId id;
   std::memcpy(&id, unique_id.data(), sizeof(id));
-  return std::make_unique<NcclCommunicator>(*cuda, rank, world, id);
+  return std::make_unique<NcclCommunicator>(*cuda, rank, world, id, allow_p2p);
 }
 
 }  // namespace nanovllm

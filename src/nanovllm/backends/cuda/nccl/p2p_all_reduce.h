@@ -1,0 +1,56 @@
+// One-shot all-reduce over NVLink peer memory, for the small messages of decode (a Qwen3-8B
+// batch-1 step makes 73 all-reduces of 16 KB). NCCL's ring takes ~9 us for such a message (bench/
+// RESULTS.md); here one kernel does it: each rank copies its input into its own buffer, which
+// every peer maps, raises a flag in each peer's memory, waits for the peers' flags, and sums all
+// ranks' buffers straight over NVLink, in rank order (so every rank gets bit-identical sums).
+//
+// Buffers and flags: one allocation per rank, mapped by the others through CUDA IPC handles
+// (ranks in one process, e.g. the tests' threads, use the pointer and peer access instead),
+// exchanged once by an all-gather. The data buffer is double-buffered by call parity: a rank
+// overwrites the half of call e only at call e + 2, after it has seen every peer's flag of call
+// e + 1, i.e. after every peer has finished call e. The kernel keeps its call counter on the
+// device, so it is CUDA-graph safe. A wait that outlasts 30 s traps (a dead peer: the TP watchdog
+// normally ends the process first).
+//
+// Safety on shared hosts: plain peer memory and IPC, no NVLink multicast.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "nanovllm/backends/cuda/cuda_common.cuh"
+#include "nanovllm/utils/dtype.h"
+
+namespace nanovllm {
+
+class P2pAllReduce {
+ public:
+  static constexpr int kMaxRanks = 8;
+  static constexpr size_t kMaxBytes = size_t(512) << 10;  // larger messages go to NCCL
+  // bytes of every rank -> the concatenation in rank order (a collective, e.g. ncclAllGather).
+  using AllGather = std::function<std::vector<uint8_t>(const std::vector<uint8_t>&)>;
+
+  // Collective: every rank constructs it at the same point. usable() is false on every rank when
+  // any rank cannot map its peers (no P2P path), so all ranks fall back to NCCL together.
+  P2pAllReduce(int rank, int world, int device, cuda::Stream stream, const AllGather& all_gather, bool enabled);
+  ~P2pAllReduce();
+  P2pAllReduce(const P2pAllReduce&) = delete;
+  P2pAllReduce& operator=(const P2pAllReduce&) = delete;
+
+  bool usable() const { return usable_; }
+  // x (n elements of dt, on the stream's device) summed over ranks in place. False (nothing
+  // launched) when the message does not fit: F32/BF16 only, at most kMaxBytes, 16-byte multiple.
+  bool run(void* x, int64_t n, DType dt);
+
+ private:
+  int rank_, world_;
+  cuda::Stream stream_;
+  bool usable_ = false;
+  char* mine_ = nullptr;                 // this rank's allocation
+  std::vector<char*> peers_;             // every rank's allocation as mapped here (mine_ at rank_)
+  std::vector<char*> opened_;            // IPC mappings to close
+};
+
+}  // namespace nanovllm
