@@ -250,7 +250,7 @@ TEST(CudaTensorParallel, NcclAllReduceSumsAndItsTime) {
       std::string rep;
       ASSERT_NO_THROW(rep = ranks[size_t(r)].get()) << "rank " << r << (p2p ? " (p2p)" : " (nccl)");
       if (r == 0)
-        std::printf("[gpu] all-reduce %s (2 GPUs, back to back, eager): %s\n", p2p ? "P2P one-shot <= 512 KiB, else NCCL" : "NCCL",
+        std::printf("[gpu] all-reduce %s (2 GPUs, back to back, eager): %s\n", p2p ? "P2P one-shot <= 64 KiB, else NCCL" : "NCCL",
                     rep.c_str());
     }
   }
