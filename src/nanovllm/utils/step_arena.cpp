@@ -139,14 +139,6 @@ void StepArena::reset(bool may_compact) {
   }
 }
 
-void StepArena::reserve(size_t bytes) {
-  if (chunks_.size() == 1 && chunks_[0].size >= bytes) return;
-  const size_t total = std::max(bytes, capacity());
-  ++generation_;
-  free_all_chunks();
-  add_chunk(std::max(total, min_chunk_));
-}
-
 void StepArena::hold(const void* p, size_t bytes) {
   Chunk* c = chunk_of(p);
   const size_t len = round_up(bytes);

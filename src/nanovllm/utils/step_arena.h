@@ -41,8 +41,6 @@ class StepArena {
   // Start of a step: every block is free. With may_compact, several chunks are first replaced by
   // one of their total size (never while graphs exist: their addresses are baked in).
   void reset(bool may_compact);
-  // At least `bytes` in one chunk (replaces the chunks; only between steps, without graphs).
-  void reserve(size_t bytes);
   // Marks [p, p + bytes) as used until the next reset: it must be free, or be that very block.
   void hold(const void* p, size_t bytes);
 

@@ -127,12 +127,6 @@ void* CudaBackend::persistent_alloc(size_t bytes, const Shape& shape) {
   return p;
 }
 
-void CudaBackend::reserve_arena(size_t bytes) {
-  if (graphs_exist_ && arena_->capacity() < bytes)
-    throw Error("cuda backend: cannot resize the arena after CUDA graphs were captured");
-  arena_->reserve(bytes);
-}
-
 void CudaBackend::begin_step() {
   if (capturing_) throw Error("cuda backend: begin_step() inside a CUDA graph capture");
   // Every tensor of the last step is dead: all blocks free. A step that spilled into several

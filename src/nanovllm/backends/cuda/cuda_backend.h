@@ -86,8 +86,6 @@ class CudaBackend final : public Backend {
   // Launches a captured graph on the backend's stream (asynchronous).
   void graph_replay(int64_t handle) override;
   void graph_destroy(int64_t handle) override;
-  // Makes sure the arena holds at least `bytes` in one chunk (call before capturing graphs).
-  void reserve_arena(size_t bytes);
   // The cudaStream_t every op runs on.
   void* stream() const { return stream_; }
   int device_index() const { return device_; }
