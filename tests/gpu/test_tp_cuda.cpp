@@ -256,4 +256,98 @@ TEST(CudaTensorParallel, NcclAllReduceSumsAndItsTime) {
   }
 }
 
+// The fused all-reduce + residual add + RMSNorm (Communicator::all_reduce_add_rms_norm, the P2P
+// kernel at decode sizes) against the separate ops it replaces (all_reduce_sum, cast,
+// add_rms_norm): bit-identical outputs and residuals, the same on both ranks, across calls that
+// alternate with plain all-reduces (they share the P2P buffers); declines what does not fit; then
+// the time per call of each form.
+TEST(CudaTensorParallel, FusedAllReduceAddRmsNormMatchesSeparateOps) {
+  const int world = 2;
+  if (cuda_device_count() < world) GTEST_SKIP() << "needs 2 GPUs";
+  const auto id = make_nccl_unique_id();
+  struct Result {
+    std::vector<float> outs;  // every shape's out then residual, for the cross-rank check
+    std::string report;
+  };
+  std::vector<std::future<Result>> ranks;
+  for (int r = 0; r < world; ++r)
+    ranks.push_back(std::async(std::launch::async, [r, &id] {
+      CudaBackend be(r);
+      auto comm = make_nccl_communicator(be, r, world, id, true);
+      Result res;
+      auto random = [](size_t n, uint32_t seed, float scale) {
+        std::mt19937 g(seed);
+        std::normal_distribution<float> d(0.f, scale);
+        std::vector<float> v(n);
+        for (auto& x : v) x = d(g);
+        return v;
+      };
+      auto make = [&](const std::vector<float>& host, Shape shape, DType dt) {
+        Tensor t = be.empty(shape, dt);
+        be.upload(host.data(), DType::F32, t);
+        return t;
+      };
+      const float eps = 1e-6f;
+      const std::vector<std::pair<int64_t, int64_t>> shapes{{1, 4096}, {4, 4096}, {3, 1024}, {16, 1024}, {9, 1024}, {2, 5120}};
+      for (int round = 0; round < 3; ++round)
+        for (auto [T, H] : shapes) {
+          const size_t n = size_t(T * H);
+          const auto part = random(n, uint32_t(1000 * r + T + H), 2.f);  // this rank's partial sums
+          const auto resid = random(n, uint32_t(7 + T + H), 1.f);        // the same on every rank
+          const auto wts = random(size_t(H), uint32_t(11 + H), 1.f);
+          Tensor p1 = make(part, {T, H}, DType::F32), r1 = make(resid, {T, H}, DType::BF16);
+          Tensor w = make(wts, {H}, DType::BF16), out = be.empty({T, H}, DType::BF16);
+          if (!comm->all_reduce_add_rms_norm(p1, r1, w, eps, out))
+            throw Error("fused all-reduce + norm declined [" + std::to_string(T) + ", " + std::to_string(H) + "]");
+          Tensor p2 = make(part, {T, H}, DType::F32), r2 = make(resid, {T, H}, DType::BF16);
+          comm->all_reduce_sum(p2);  // a plain P2P call between fused ones
+          Tensor x = be.empty({T, H}, DType::BF16);
+          be.cast(p2, x);
+          be.add_rms_norm(x, r2, w, eps);
+          const auto o1 = be.to_host_f32(out), o2 = be.to_host_f32(x), q1 = be.to_host_f32(r1), q2 = be.to_host_f32(r2);
+          for (size_t i = 0; i < n; ++i)
+            if (o1[i] != o2[i] || q1[i] != q2[i])
+              throw Error("fused vs separate differ at " + std::to_string(i) + " of [" + std::to_string(T) + ", " +
+                          std::to_string(H) + "]: out " + std::to_string(o1[i]) + " vs " + std::to_string(o2[i]) +
+                          ", residual " + std::to_string(q1[i]) + " vs " + std::to_string(q2[i]));
+          res.outs.insert(res.outs.end(), o1.begin(), o1.end());
+          res.outs.insert(res.outs.end(), q1.begin(), q1.end());
+        }
+      {  // too big for the P2P buffers: declined, nothing done
+        Tensor p = be.empty({32, 4096}, DType::F32), q = be.empty({32, 4096}, DType::BF16);
+        Tensor w = be.empty({4096}, DType::BF16), o = be.empty({32, 4096}, DType::BF16);
+        if (comm->all_reduce_add_rms_norm(p, q, w, eps, o)) throw Error("fused path took a 512 KiB message");
+      }
+      std::ostringstream report;
+      for (auto [T, H] : std::vector<std::pair<int64_t, int64_t>>{{1, 4096}, {4, 4096}, {1, 1024}}) {
+        Tensor p = make(std::vector<float>(size_t(T * H), 0.f), {T, H}, DType::F32);
+        Tensor q = make(std::vector<float>(size_t(T * H), 1.f), {T, H}, DType::BF16);
+        Tensor w = make(std::vector<float>(size_t(H), 1.f), {H}, DType::BF16);
+        Tensor o = be.empty({T, H}, DType::BF16), x = be.empty({T, H}, DType::BF16);
+        auto time = [&](auto&& call) {
+          for (int i = 0; i < 20; ++i) call();
+          be.synchronize();
+          const int iters = 200;
+          const auto t0 = std::chrono::steady_clock::now();
+          for (int i = 0; i < iters; ++i) call();
+          be.synchronize();
+          return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+        };
+        const double fused = time([&] { comm->all_reduce_add_rms_norm(p, q, w, eps, o); });
+        const double separate = time([&] {
+          comm->all_reduce_sum(p);
+          be.cast(p, x);
+          be.add_rms_norm(x, q, w, eps);
+        });
+        report << "[" << T << "," << H << "] fused " << fused << " us, separate " << separate << " us; ";
+      }
+      res.report = report.str();
+      return res;
+    }));
+  std::vector<Result> got(world);
+  for (int r = 0; r < world; ++r) ASSERT_NO_THROW(got[size_t(r)] = ranks[size_t(r)].get()) << "rank " << r;
+  EXPECT_TRUE(got[0].outs == got[1].outs) << "the ranks' fused results differ";
+  std::printf("[gpu] all-reduce + add + RMSNorm, 2 GPUs, eager, back to back: %s\n", got[0].report.c_str());
+}
+
 }  // namespace

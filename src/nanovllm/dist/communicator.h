@@ -20,6 +20,16 @@ class Communicator {
   // x: any shape, the backend's act dtype, on the backend's device; summed over ranks in place.
   // CUDA: enqueued on the backend's stream (graph-capturable).
   virtual void all_reduce_sum(Tensor& x) = 0;
+  // The all-reduce of a row-parallel layer fused with the residual add + RMSNorm that follow it:
+  // partial: [T, H] F32, this rank's partial sums (spent); residual: [T, H] act dtype, in place:
+  // residual += round(sum over ranks of partial); out: [T, H] act dtype = rms_norm(residual) * w.
+  // The same result as all_reduce_sum, cast and Backend::add_rms_norm, in fewer kernels. Returns
+  // false, having done nothing, where there is no fused path for these shapes (the same answer on
+  // every rank); the caller then runs the separate steps.
+  virtual bool all_reduce_add_rms_norm(Tensor& partial, Tensor& residual, const Tensor& w, float eps, Tensor& out) {
+    (void)partial, (void)residual, (void)w, (void)eps, (void)out;
+    return false;
+  }
   // in: [rows, cols] on every rank -> out: [world, rows, cols] on every rank (rank-major).
   virtual void all_gather(const Tensor& in, Tensor& out) = 0;
 };

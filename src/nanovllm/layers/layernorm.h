@@ -1,6 +1,11 @@
 // RMSNorm (Qwen3RMSNorm): y = x / sqrt(mean(x^2) + eps) * w, and the fused residual form
 // (residual += x; x = norm(residual)) that lets each decoder layer do one pass over memory.
+// Under tensor parallelism (comm set) the x of the residual forms is the F32 partial sums of the
+// row-parallel layer before (linear.h): the norm completes its all-reduce, fused with the add
+// where the communicator can (Communicator::all_reduce_add_rms_norm), else as separate steps.
 #pragma once
+#include "nanovllm/dist/communicator.h"
+#include "nanovllm/layers/linear.h"
 #include "nanovllm/ops/backend.h"
 
 namespace nanovllm {
@@ -8,6 +13,7 @@ namespace nanovllm {
 struct RMSNorm {
   Tensor weight;  // [H]
   float eps = 1e-6f;
+  Communicator* comm = nullptr;  // set: the residual forms' x are partial sums to all-reduce
 
   void create(Backend& be, int64_t hidden, double eps_) {
     weight = be.empty({hidden}, be.weight_dtype());
@@ -18,15 +24,36 @@ struct RMSNorm {
     be.rms_norm(x, weight, eps, out);
     return out;
   }
-  // In place: residual += x; x = norm(residual).
-  void forward_residual(Backend& be, Tensor& x, Tensor& residual) const { be.add_rms_norm(x, residual, weight, eps); }
+  // residual += x; x = norm(residual) (x: [T, H], rebound to a new tensor under TP).
+  void forward_residual(Backend& be, Tensor& x, Tensor& residual) const {
+    if (comm && reduce_add_norm(be, x, residual)) return;
+    be.add_rms_norm(x, residual, weight, eps);
+  }
   // residual += x, then the projection that follows the norm: norm(residual) @ w^T ([T, N] for w
   // [N, K]), or with silu_mul the gated activation of w = [gate; up] ([T, I] for w [2I, K]). One
   // op, so a backend can fold the norm into the GEMM (x is spent: its contents are unspecified after).
   Tensor forward_residual_linear(Backend& be, Tensor& x, Tensor& residual, const Tensor& w, bool silu_mul = false) const {
     Tensor out = be.empty({x.size(0), silu_mul ? w.size(0) / 2 : w.size(0)}, be.act_dtype());
-    be.add_rms_norm_linear(x, residual, weight, eps, w, out, silu_mul);
+    if (comm && reduce_add_norm(be, x, residual)) {  // x is now the normed stream
+      if (silu_mul) be.linear_silu_mul(x, w, out);
+      else be.linear(x, w, out);
+    } else {
+      be.add_rms_norm_linear(x, residual, weight, eps, w, out, silu_mul);
+    }
     return out;
+  }
+
+ private:
+  // Under TP: all-reduce the partial sums in x. True: fused with the add and norm (x rebound to
+  // norm(residual)); false: x rebound to the reduced sum, for the caller's unfused add + norm.
+  bool reduce_add_norm(Backend& be, Tensor& x, Tensor& residual) const {
+    Tensor normed = be.empty(x.shape(), be.act_dtype());
+    if (comm->all_reduce_add_rms_norm(x, residual, weight, eps, normed)) {
+      x = normed;
+      return true;
+    }
+    x = reduce_partial_sums(be, *comm, x);
+    return false;
   }
 };
 

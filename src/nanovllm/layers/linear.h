@@ -31,17 +31,24 @@ struct Linear {
 struct RowParallelLinear : Linear {
   Communicator* comm = nullptr;  // nullptr: one rank, a plain Linear
 
-  // x: [T, in/N] (this rank's slice of the features) -> [T, out], summed over ranks
+  // x: [T, in/N] (this rank's slice of the features) -> [T, out]: with comm, this rank's F32
+  // partial sums, NOT yet reduced: the RMSNorm that reads them (layernorm.h) does the all-reduce,
+  // fused with its residual add (as vLLM's reduce_results=False + fused all-reduce/norm).
   Tensor forward(Backend& be, const Tensor& x) const {
     if (!comm) return Linear::forward(be, x);
     Tensor partial = be.empty({x.size(0), weight.size(0)}, DType::F32);
     be.linear(x, weight, partial);
-    comm->all_reduce_sum(partial);
-    if (be.act_dtype() == DType::F32) return partial;
-    Tensor out = be.empty(partial.shape(), be.act_dtype());
-    be.cast(partial, out);
-    return out;
+    return partial;
   }
 };
+
+// partial: [T, H] F32 partial sums -> [T, H] act dtype, summed over the ranks of comm.
+inline Tensor reduce_partial_sums(Backend& be, Communicator& comm, Tensor& partial) {
+  comm.all_reduce_sum(partial);
+  if (be.act_dtype() == partial.dtype()) return partial;
+  Tensor out = be.empty(partial.shape(), be.act_dtype());
+  be.cast(partial, out);
+  return out;
+}
 
 }  // namespace nanovllm

@@ -61,9 +61,12 @@ Qwen3ForCausalLM::Qwen3ForCausalLM(const ModelConfig& cfg, Backend& be, Communic
     l.mlp.down_proj.create(be, H, I);
     l.mlp.down_proj.comm = comm;
     l.input_layernorm.create(be, H, cfg.rms_norm_eps);
+    l.input_layernorm.comm = comm;  // its residual form adds down_proj's partial sums
     l.post_attention_layernorm.create(be, H, cfg.rms_norm_eps);
+    l.post_attention_layernorm.comm = comm;  // ... o_proj's
   }
   norm_.create(be, H, cfg.rms_norm_eps);
+  norm_.comm = comm;
   if (!cfg.tie_word_embeddings) lm_head_weight_ = be.empty({V, H}, be.weight_dtype());
 }
 

@@ -21,7 +21,7 @@ struct Qwen3Attention {
   float rope_theta = 10000;
 
   // qkv: [T, (Hq + 2 Hkv) * D], the output of qkv_proj (the decoder layer runs it, fused with its
-  // input norm) -> [T, H].
+  // input norm) -> [T, H] (under TP: F32 partial sums, which the next norm all-reduces).
   Tensor forward(Backend& be, const Tensor& positions, Tensor& qkv, LayerKVCache& kv, const AttentionMetadata& md);
 };
 
@@ -29,7 +29,7 @@ struct Qwen3MLP {
   Linear gate_up_proj;          // [2I, H] packed from gate_proj, up_proj (column-parallel)
   RowParallelLinear down_proj;  // [H, I]
   // residual += x; then down(silu(gate) * up) of post_norm(residual): the norm is fused with
-  // gate_up_proj. x: [T, H] (spent) -> [T, H].
+  // gate_up_proj. x: [T, H] (spent) -> [T, H] (under TP: partial sums, as Qwen3Attention's).
   Tensor forward(Backend& be, Tensor& x, Tensor& residual, const RMSNorm& post_norm) const;
 };
 

@@ -56,6 +56,8 @@ class NcclCommunicator final : public Communicator {
     NV_NCCL_CHECK(ncclCommInitRank(&comm_, world, id, rank), nullptr);
     const char* env = std::getenv("NANOVLLM_P2P_ALLREDUCE");
     const bool p2p = allow_p2p && !(env && std::string(env) == "0");
+    const char* fuse = std::getenv("NANOVLLM_ALLREDUCE_NORM");  // 0: unfused, for A/B timing
+    fuse_norm_ = !(fuse && std::string(fuse) == "0");
     p2p_ = std::make_unique<P2pAllReduce>(rank, world, be.device_index(), cuda::Stream{stream_, be.pdl()},
                                           [this](const std::vector<uint8_t>& b) { return gather_bytes(b); }, p2p);
   }
@@ -78,6 +80,17 @@ class NcclCommunicator final : public Communicator {
     NV_NCCL_CHECK(ncclAllReduce(x.raw(), x.raw(), size_t(x.numel()), nccl_dtype(x.dtype(), "all_reduce_sum"), ncclSum,
                                 comm_, stream_),
                   comm_);
+  }
+
+  // Decode sizes with the P2P path: one kernel (p2p_all_reduce.h) for the all-reduce, the cast and
+  // the residual add + RMSNorm that were three.
+  bool all_reduce_add_rms_norm(Tensor& partial, Tensor& residual, const Tensor& w, float eps, Tensor& out) override {
+    const bool fits = fuse_norm_ && p2p_ && partial.dtype() == DType::F32 && residual.dtype() == DType::BF16 &&
+                      w.dtype() == DType::BF16 && out.dtype() == DType::BF16 && partial.dim() == 2 &&
+                      partial.shape() == residual.shape() && partial.shape() == out.shape() && w.numel() == partial.size(1);
+    if (!fits) return false;
+    return p2p_->run_add_rms_norm(partial.data<float>(), partial.size(0), partial.size(1), residual.data<cuda::bf16>(),
+                                  w.data<cuda::bf16>(), eps, out.data<cuda::bf16>());
   }
 
   void all_gather(const Tensor& in, Tensor& out) override {
@@ -115,6 +128,7 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t stream_;
   ncclComm_t comm_ = nullptr;
   std::unique_ptr<P2pAllReduce> p2p_;
+  bool fuse_norm_ = true;
 };
 
 }  // namespace

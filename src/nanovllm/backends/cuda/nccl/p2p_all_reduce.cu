@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 namespace nanovllm {
 
@@ -45,23 +46,11 @@ __device__ __forceinline__ uint64_t global_ns() {
   return t;
 }
 
-// x: nv 16-byte vectors of T (float or bf16), summed in place over the world's ranks.
-template <class T>
-__global__ void __launch_bounds__(kThreads) p2p_all_reduce_kernel(uint4* __restrict__ x, int64_t nv, Peers P,
-                                                                   int rank, int world) {
-  __shared__ uint32_t s_epoch;
-  pdl_begin();
+// Block b's data of call e is in its rank's buffer: tell every peer (thread r raises this rank's
+// flag at rank r) and wait until every peer has said the same. Called by all threads of the block.
+__device__ __forceinline__ void exchange_flags(const Peers& P, int rank, int world, uint32_t e) {
   const int b = blockIdx.x, tid = threadIdx.x;
-  uint32_t* epochs = reinterpret_cast<uint32_t*>(P.base[rank] + kEpochsOff);
-  if (tid == 0) s_epoch = epochs[b] + 1;
-  __syncthreads();
-  const uint32_t e = s_epoch;
-  const size_t half = size_t(e & 1) * P2pAllReduce::kMaxBytes;
-  const int64_t per = (nv + kBlocks - 1) / kBlocks, lo = b * per, hi = min(nv, lo + per);
-
-  uint4* mine = reinterpret_cast<uint4*>(P.base[rank] + half);
-  for (int64_t i = lo + tid; i < hi; i += kThreads) mine[i] = x[i];
-  __syncthreads();  // the block's part is written; thread r signals rank r, then waits for it
+  __syncthreads();  // the block's part is written
   if (tid < world) {
     __threadfence_system();
     store_release_sys(reinterpret_cast<uint32_t*>(P.base[tid] + kFlagsOff) + b * P2pAllReduce::kMaxRanks + rank, e);
@@ -71,6 +60,30 @@ __global__ void __launch_bounds__(kThreads) p2p_all_reduce_kernel(uint4* __restr
       if (global_ns() - t0 > 30ull * 1000 * 1000 * 1000) __trap();  // a peer is gone
   }
   __syncthreads();
+}
+
+// This block's call number (epochs[b] + 1), read by thread 0 and shared with the block.
+__device__ __forceinline__ uint32_t next_epoch(const Peers& P, int rank, uint32_t* s_epoch) {
+  if (threadIdx.x == 0) *s_epoch = reinterpret_cast<const uint32_t*>(P.base[rank] + kEpochsOff)[blockIdx.x] + 1;
+  __syncthreads();
+  return *s_epoch;
+}
+
+// x: nv 16-byte vectors of T (float or bf16), summed in place over the world's ranks.
+template <class T>
+__global__ void __launch_bounds__(kThreads) p2p_all_reduce_kernel(uint4* __restrict__ x, int64_t nv, Peers P,
+                                                                   int rank, int world) {
+  __shared__ uint32_t s_epoch;
+  pdl_begin();
+  const int b = blockIdx.x, tid = threadIdx.x;
+  uint32_t* epochs = reinterpret_cast<uint32_t*>(P.base[rank] + kEpochsOff);
+  const uint32_t e = next_epoch(P, rank, &s_epoch);
+  const size_t half = size_t(e & 1) * P2pAllReduce::kMaxBytes;
+  const int64_t per = (nv + kBlocks - 1) / kBlocks, lo = b * per, hi = min(nv, lo + per);
+
+  uint4* mine = reinterpret_cast<uint4*>(P.base[rank] + half);
+  for (int64_t i = lo + tid; i < hi; i += kThreads) mine[i] = x[i];
+  exchange_flags(P, rank, world, e);
 
   constexpr int kE = 16 / sizeof(T);  // elements per vector
   for (int64_t i = lo + tid; i < hi; i += kThreads) {
@@ -94,6 +107,87 @@ __global__ void __launch_bounds__(kThreads) p2p_all_reduce_kernel(uint4* __restr
       x[i] = pack8(acc);
   }
   if (tid == 0) epochs[b] = e;
+}
+
+// The all-reduce of F32 partial sums fused with the residual add + RMSNorm after it: the same
+// arithmetic as all-reduce, cast to BF16, then elementwise.cu's rms_norm_kernel<true>, per row t:
+//   s = bf16(sum over ranks of partial[t], in rank order); residual[t] = bf16(residual[t] + s);
+//   out[t] = bf16(bf16(residual[t] * rsqrt(mean(residual[t]^2) + eps)) * w).
+// partial, residual, out: [T, H]; w: [H]. Block b owns rows b, b + kBlocks, ...: it copies them
+// to its rank's buffer, exchanges flags (every block, rows or not, as the plain kernel), and
+// reduces them. Threads take 8-element groups i = tid + v * blockDim (v < kV) as rms_norm_kernel
+// does, with the same block size, so the sum of squares adds in the same order: bit-identical to
+// the unfused ops. kWorld peers' loads are all issued before the first add (latency-bound).
+template <int kWorld, int kV>
+__global__ void p2p_all_reduce_add_rms_norm_kernel(const float* __restrict__ partial, int T, int H,
+                                                   bf16* __restrict__ residual, const bf16* __restrict__ w,
+                                                   bf16* __restrict__ out, float eps, Peers P, int rank) {
+  __shared__ uint32_t s_epoch;
+  __shared__ float red[32];
+  pdl_begin();
+  const int b = blockIdx.x, tid = threadIdx.x, groups = H / 8;
+  const uint32_t e = next_epoch(P, rank, &s_epoch);
+  const size_t half = size_t(e & 1) * P2pAllReduce::kMaxBytes;
+  for (int t = b; t < T; t += kBlocks) {  // rows of H floats = H / 4 vectors
+    const uint4* src = reinterpret_cast<const uint4*>(partial + size_t(t) * H);
+    uint4* dst = reinterpret_cast<uint4*>(P.base[rank] + half) + size_t(t) * (H / 4);
+    for (int i = tid; i < H / 4; i += blockDim.x) dst[i] = src[i];
+  }
+  exchange_flags(P, rank, kWorld, e);
+
+  for (int t = b; t < T; t += kBlocks) {
+    uint4 v[kV][kWorld][2];  // group i's 8 floats from each rank
+#pragma unroll
+    for (int k = 0; k < kV; ++k) {
+      const int i = tid + k * int(blockDim.x);
+      if (i >= groups) continue;
+#pragma unroll
+      for (int r = 0; r < kWorld; ++r) {
+        const uint4* row = reinterpret_cast<const uint4*>(P.base[r] + half) + size_t(t) * (H / 4);
+        v[k][r][0] = load_volatile(row + 2 * i);
+        v[k][r][1] = load_volatile(row + 2 * i + 1);
+      }
+    }
+    float a[kV][8];
+    float ss = 0.f;
+    bf16* rr = residual + size_t(t) * H;
+#pragma unroll
+    for (int k = 0; k < kV; ++k) {
+      const int i = tid + k * int(blockDim.x);
+      if (i >= groups) continue;
+      float acc[8] = {};
+#pragma unroll
+      for (int r = 0; r < kWorld; ++r) {  // rank order: every rank adds the same values the same way
+        const float* lo = reinterpret_cast<const float*>(&v[k][r][0]);
+        const float* hi = reinterpret_cast<const float*>(&v[k][r][1]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          acc[j] += lo[j];
+          acc[4 + j] += hi[j];
+        }
+      }
+      float res[8];
+      unpack8(reinterpret_cast<const uint4*>(rr)[i], res);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) a[k][j] = bf16_round(bf16_round(acc[j]) + res[j]);
+      reinterpret_cast<uint4*>(rr)[i] = pack8(a[k]);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) ss += a[k][j] * a[k][j];
+    }
+    ss = block_sum(ss, red);
+    const float inv = 1.0f / sqrtf(ss / float(H) + eps);
+#pragma unroll
+    for (int k = 0; k < kV; ++k) {
+      const int i = tid + k * int(blockDim.x);
+      if (i >= groups) continue;
+      float ww[8];
+      unpack8(reinterpret_cast<const uint4*>(w)[i], ww);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) a[k][j] = bf16_round(a[k][j] * inv) * ww[j];
+      reinterpret_cast<uint4*>(out + size_t(t) * H)[i] = pack8(a[k]);
+    }
+  }
+  if (tid == 0) reinterpret_cast<uint32_t*>(P.base[rank] + kEpochsOff)[b] = e;
 }
 
 struct Exchange {  // what each rank publishes about its allocation
@@ -175,6 +269,40 @@ bool P2pAllReduce::run(void* x, int64_t n, DType dt) {
   if (dt == DType::F32) launch(p2p_all_reduce_kernel<float>, kBlocks, kThreads, 0, stream_, xv, nv, P, rank_, world_);
   else launch(p2p_all_reduce_kernel<bf16>, kBlocks, kThreads, 0, stream_, xv, nv, P, rank_, world_);
   return true;
+}
+
+// elementwise.cu's rms_norm_kernel block size for a row of H (the fused kernel must match it).
+static int norm_row_threads(int64_t H) { return H >= 4096 ? 512 : H >= 1024 ? 256 : 128; }
+
+template <int kWorld>
+static bool launch_add_rms_norm(int kv, Stream st, const float* partial, int T, int H, bf16* residual, const bf16* w,
+                                bf16* out, float eps, const Peers& P, int rank) {
+  const int threads = norm_row_threads(H);
+  if (kv == 1)
+    launch(p2p_all_reduce_add_rms_norm_kernel<kWorld, 1>, kBlocks, threads, 0, st, partial, T, H, residual, w, out, eps, P, rank);
+  else if (kv == 2)
+    launch(p2p_all_reduce_add_rms_norm_kernel<kWorld, 2>, kBlocks, threads, 0, st, partial, T, H, residual, w, out, eps, P, rank);
+  else
+    return false;
+  return true;
+}
+
+bool P2pAllReduce::run_add_rms_norm(const float* partial, int64_t T, int64_t H, bf16* residual, const bf16* w, float eps,
+                                    bf16* out) {
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (!usable_ || T <= 0 || H <= 0 || H % 8 != 0 || size_t(T * H) * 4 > kMaxBytes || !aligned(partial) ||
+      !aligned(residual) || !aligned(w) || !aligned(out))
+    return false;
+  const int threads = norm_row_threads(H);
+  const int kv = int((H / 8 + threads - 1) / threads);  // 8-element groups per thread
+  Peers P{};
+  for (int r = 0; r < world_; ++r) P.base[r] = peers_[size_t(r)];
+  switch (world_) {
+    case 2: return launch_add_rms_norm<2>(kv, stream_, partial, int(T), int(H), residual, w, out, eps, P, rank_);
+    case 4: return launch_add_rms_norm<4>(kv, stream_, partial, int(T), int(H), residual, w, out, eps, P, rank_);
+    case 8: return launch_add_rms_norm<8>(kv, stream_, partial, int(T), int(H), residual, w, out, eps, P, rank_);
+    default: return false;
+  }
 }
 
 }  // namespace nanovllm

@@ -9,7 +9,9 @@
 // exchanged once by an all-gather. The data buffer is double-buffered by call parity: a rank
 // overwrites the half of call e only at call e + 2, after it has seen every peer's flag of call
 // e + 1, i.e. after every peer has finished call e. The kernel keeps its call counter on the
-// device, so it is CUDA-graph safe. A wait that outlasts 30 s traps (a dead peer: the TP watchdog
+// device, so it is CUDA-graph safe. The fused all-reduce + residual add + RMSNorm kernel shares
+// the grid, flags, epochs and halves (only its data layout in the half differs), so the two kinds
+// of call may alternate. A wait that outlasts 30 s traps (a dead peer: the TP watchdog
 // normally ends the process first).
 //
 // Safety on shared hosts: plain peer memory and IPC, no NVLink multicast.
@@ -48,6 +50,13 @@ class P2pAllReduce {
   // launched) when the message does not fit: F32/BF16 only, at most kMaxBytes, a 16-byte
   // multiple at a 16-byte aligned address (the same answer on every rank: same shapes).
   bool run(void* x, int64_t n, DType dt);
+  // The all-reduce of F32 partial sums [T, H] fused with the residual add + RMSNorm that follow
+  // it (Communicator::all_reduce_add_rms_norm): residual [T, H] updated in place, out [T, H] =
+  // norm(residual) * w [H], all BF16; bit-identical to run() + cast + add_rms_norm. False
+  // (nothing launched) when it does not fit: T * H * 4 <= kMaxBytes, H a multiple of 8 of at most
+  // 8192, 16-byte aligned pointers, 2, 4 or 8 ranks.
+  bool run_add_rms_norm(const float* partial, int64_t T, int64_t H, cuda::bf16* residual, const cuda::bf16* w, float eps,
+                        cuda::bf16* out);
 
  private:
   int rank_, world_;
