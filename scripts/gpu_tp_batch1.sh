@@ -2,7 +2,7 @@
 # Batch-1 decode under tensor parallelism, on a multi-GPU machine (device tool, nvidia-h200-x2,
 # .deps carried): where TP=2's step time goes.
 #   1. build; the all-reduce tests (sums, fused all-reduce + add + RMSNorm = separate ops, times);
-#   2. Qwen3-8B dummy batch-1 decode, alternating, ROUNDS times (default 2):
+#   2. Qwen3-8B dummy batch-1 decode, alternating, ROUNDS times (default 2), by default:
 #      TP=1; "shard": one GPU running the per-rank shapes of TP=2 (half the heads, half the MLP,
 #      half the vocabulary) with no collectives, i.e. TP=2's compute alone; TP=2 with the fused
 #      all-reduce + norm; TP=2 without it (NANOVLLM_ALLREDUCE_NORM=0).
@@ -13,8 +13,9 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu-out}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-[ -n "${SKIP_TESTS:-}" ] || TARGETS="gpu_tests nanovllm_cli" bash scripts/gpu_build_test.sh -R "CudaTensorParallel.(NcclAllReduce|FusedAllReduce)" \
-  --timeout 120 || echo "all-reduce tests failed"
+# TESTS: the ctest -R filter (default: the all-reduce tests).
+TARGETS="gpu_tests nanovllm_cli" bash scripts/gpu_build_test.sh -R "${TESTS:-CudaTensorParallel.(NcclAllReduce|FusedAllReduce)}" \
+  --timeout 300 || echo "GPU tests failed"
 [ -d /tmp/deps ] && export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:/tmp/deps/usr/lib/x86_64-linux-gnu/openblas-pthread:${LD_LIBRARY_PATH:-}
 B=build-gpu/nanovllm
 SHARD=/tmp/qwen3-8b-tp2-shard
@@ -33,15 +34,18 @@ try:
 except Exception as e:
     print(f"no figures ({e})")
 PY
-lat() {  # lat MODEL TP -> "decode tok/s, TTFT"
-  timeout 150 $B bench --model "$1" --load-format dummy --device cuda --tensor-parallel-size "$2" --latency \
+lat() {  # lat MODEL TP [VAR=V ...] -> "decode tok/s, TTFT"
+  timeout 150 env "${@:3}" $B bench --model "$1" --load-format dummy --device cuda --tensor-parallel-size "$2" --latency \
     2>> "$OUT/lat.err" | python3 /tmp/lat_fmt.py
 }
+# Runs: arguments "MODEL:TP[:VAR=V,VAR=V...]" (MODEL "shard" = the config above), else the four below.
+[ $# -gt 0 ] || set -- qwen3-8b:1 shard:1 qwen3-8b:2 qwen3-8b:2:NANOVLLM_ALLREDUCE_NORM=0
 for round in $(seq 1 "${ROUNDS:-2}"); do
-  echo "round $round: 8B TP=1:                 $(lat qwen3-8b 1)"
-  echo "round $round: 8B TP=2 shard on 1 GPU:  $(lat "$SHARD" 1)"
-  echo "round $round: 8B TP=2 fused AR+norm:   $(lat qwen3-8b 2)"
-  echo "round $round: 8B TP=2 unfused:         $(NANOVLLM_ALLREDUCE_NORM=0 lat qwen3-8b 2)"
+  for spec in "$@"; do
+    IFS=: read -r model tp envs <<< "$spec"
+    [ "$model" = shard ] && model=$SHARD
+    echo "round $round: $spec: $(lat "$model" "$tp" ${envs//,/ })"
+  done
 done
 tail -5 "$OUT/lat.err"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader

@@ -1,5 +1,7 @@
 // Fused q/k RMSNorm + rotary embedding (rotate-half), in place on the packed qkv rows
-// [T, (Hq + 2 Hkv) * D]. One CTA per token: the token's cos/sin table (D/2 entries) is computed
+// [T, (Hq + 2 Hkv) * D]. CTAs (token, head group), the groups only at small T (decode batches,
+// where one CTA per token would walk its heads one warp round trip after another): the token's
+// cos/sin table (D/2 entries) is computed
 // once in shared memory as the CPU reference does (inv_freq = float(1 / theta^(2i/D)) in double on
 // the host, angle = float(pos) * inv_freq in FP32, cos/sin in double rounded to float), then each
 // warp normalises and rotates whole heads (q heads then k heads; v is untouched).
@@ -64,7 +66,7 @@ __global__ void qk_norm_rope_kernel(bf16* __restrict__ qkv, const bf16* __restri
   }
   pdl_begin();
   __syncthreads();
-  for (int hd = warp; hd < Hq + Hkv; hd += nw) {
+  for (int hd = int(blockIdx.y) * nw + warp; hd < Hq + Hkv; hd += nw * int(gridDim.y)) {
     bf16* x = qkv + t * W + int64_t(hd) * D;
     const bool is_q = hd < Hq;
     float a[kMaxHeadDim / 64], b[kMaxHeadDim / 64];
@@ -99,7 +101,7 @@ __global__ void qk_norm_rope_kernel(bf16* __restrict__ qkv, const bf16* __restri
       }
     }
   }
-  if (slot < 0) return;
+  if (slot < 0 || blockIdx.y != 0) return;
   // v heads: straight copy into the cache row (16-byte pieces when D allows).
   const bf16* vs = qkv + t * W + int64_t(Hq + Hkv) * D;
   bf16* vd = kv.v + slot * kv_row;
@@ -114,7 +116,7 @@ __global__ void qk_norm_rope_kernel(bf16* __restrict__ qkv, const bf16* __restri
 // Checks, then the launch; kv.k == nullptr: no cache store.
 static void run_qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
                              int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps, float rope_theta,
-                             const KVDest& kv, Stream st) {
+                             const KVDest& kv, Stream st, int num_sms) {
   check_qkv(qkv, num_heads, num_kv_heads, head_dim, "qk_norm_rope");
   if (q_norm_w.numel() != head_dim || k_norm_w.numel() != head_dim || positions.numel() != qkv.size(0))
     throw Error("qk_norm_rope: norm weights must be [head_dim] and positions [T]");
@@ -128,7 +130,11 @@ static void run_qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& 
   InvFreq f{};
   for (int64_t i = 0; i < D / 2; ++i) f.v[i] = float(1.0 / std::pow(double(rope_theta), double(2 * i) / double(D)));
   const int threads = num_heads + num_kv_heads >= 8 ? 256 : 128;
-  launch(qk_norm_rope_kernel, unsigned(T), threads, 0, st, qkv.data<bf16>(), q_norm_w.data<bf16>(),
+  // Head groups: a warp per head while T * groups fits the SMs (batch-1 Qwen3-8B: 5 CTAs, not 1).
+  const int64_t heads = num_heads + num_kv_heads, per_cta = threads / 32;
+  int64_t groups = (heads + per_cta - 1) / per_cta;
+  while (groups > 1 && T * groups > num_sms) --groups;
+  launch(qk_norm_rope_kernel, dim3(unsigned(T), unsigned(groups)), threads, 0, st, qkv.data<bf16>(), q_norm_w.data<bf16>(),
          k_norm_w.data<bf16>(), positions.data<int32_t>(), f, qkv.size(1), int(num_heads), int(num_kv_heads), int(D),
          eps, kv);
 }
@@ -136,7 +142,7 @@ static void run_qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& 
 void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
                                int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps, float rope_theta) {
   run_qk_norm_rope(qkv, q_norm_w, k_norm_w, positions, num_heads, num_kv_heads, head_dim, eps, rope_theta, KVDest{},
-                   on_stream());
+                   on_stream(), num_sms_);
 }
 
 void CudaBackend::qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w,
@@ -153,7 +159,7 @@ void CudaBackend::qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const 
   kv.v = v_cache.data<bf16>();
   kv.slots = md.d_slot_mapping.data<int32_t>();
   run_qk_norm_rope(qkv, q_norm_w, k_norm_w, positions, num_heads, num_kv_heads, head_dim, eps, rope_theta, kv,
-                   on_stream());
+                   on_stream(), num_sms_);
 }
 
 }  // namespace nanovllm
