@@ -18,7 +18,12 @@ constexpr int kThreads = 128;
 // the peers: the call number of block b of rank r), then epochs[kBlocks] (this rank's call count).
 constexpr size_t kFlagsOff = 2 * P2pAllReduce::kMaxBytes;
 constexpr size_t kEpochsOff = kFlagsOff + sizeof(uint32_t) * kBlocks * P2pAllReduce::kMaxRanks;
-constexpr size_t kAllocBytes = kEpochsOff + sizeof(uint32_t) * kBlocks;
+// Then the fused kernel's LL buffers: [2 halves][kMaxRanks sources][lines of 16 bytes], a line
+// {x0, e, x1, e} carrying two floats of the source rank and the call number twice.
+constexpr size_t kLLSlot = 2 * P2pAllReduce::kMaxBytes;  // lines for kMaxBytes of floats
+constexpr size_t kLLHalf = kLLSlot * P2pAllReduce::kMaxRanks;
+constexpr size_t kLLOff = (kEpochsOff + sizeof(uint32_t) * kBlocks + 255) / 256 * 256;
+constexpr size_t kAllocBytes = kLLOff + 2 * kLLHalf;
 
 struct Peers {
   char* base[P2pAllReduce::kMaxRanks];
@@ -62,11 +67,21 @@ __device__ __forceinline__ void exchange_flags(const Peers& P, int rank, int wor
   __syncthreads();
 }
 
-// This block's call number (epochs[b] + 1), read by thread 0 and shared with the block.
+// This block's call number, read by thread 0 and shared with the block: epochs[b] + 1, except
+// that the wrap goes from 0xffffffff to 2 (odd to even, as every step; the LL lines' zero
+// initial flags never match).
 __device__ __forceinline__ uint32_t next_epoch(const Peers& P, int rank, uint32_t* s_epoch) {
-  if (threadIdx.x == 0) *s_epoch = reinterpret_cast<const uint32_t*>(P.base[rank] + kEpochsOff)[blockIdx.x] + 1;
+  if (threadIdx.x == 0) {
+    const uint32_t last = reinterpret_cast<const uint32_t*>(P.base[rank] + kEpochsOff)[blockIdx.x];
+    *s_epoch = last == 0xffffffffu ? 2u : last + 1;
+  }
   __syncthreads();
   return *s_epoch;
+}
+
+__device__ __forceinline__ void store_volatile(uint4* p, const uint4& v) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
 }
 
 // x: nv 16-byte vectors of T (float or bf16), summed in place over the world's ranks.
@@ -113,11 +128,15 @@ __global__ void __launch_bounds__(kThreads) p2p_all_reduce_kernel(uint4* __restr
 // arithmetic as all-reduce, cast to BF16, then elementwise.cu's rms_norm_kernel<true>, per row t:
 //   s = bf16(sum over ranks of partial[t], in rank order); residual[t] = bf16(residual[t] + s);
 //   out[t] = bf16(bf16(residual[t] * rsqrt(mean(residual[t]^2) + eps)) * w).
-// partial, residual, out: [T, H]; w: [H]. Block b owns rows b, b + kBlocks, ...: it copies them
-// to its rank's buffer, exchanges flags (every block, rows or not, as the plain kernel), and
-// reduces them. Threads take 8-element groups i = tid + v * blockDim (v < kV) as rms_norm_kernel
-// does, with the same block size, so the sum of squares adds in the same order: bit-identical to
-// the unfused ops. kWorld peers' loads are all issued before the first add (latency-bound).
+// partial, residual, out: [T, H]; w: [H]. Block b owns rows b, b + kBlocks, ... (every block
+// counts every call, rows or not, as the plain kernel). Threads take 8-element groups
+// i = tid + k * blockDim (k < kV) as rms_norm_kernel does, with the same block size, so the sum of
+// squares adds in the same order: bit-identical to the unfused ops.
+// The exchange is NCCL's "LL" protocol: each rank pushes its floats into every peer's LL buffer
+// as 16-byte lines {x0, e, x1, e}, whose two 8-byte halves each land whole, so a reader that sees
+// the call number e in both halves has the data: no fence, no separate flag, one NVLink crossing
+// (the plain kernel's copy, flag and remote read take three). Buffers alternate by call parity
+// like the plain kernel's, and lines of call e - 2 carry another number.
 template <int kWorld, int kV>
 __global__ void p2p_all_reduce_add_rms_norm_kernel(const float* __restrict__ partial, int T, int H,
                                                    bf16* __restrict__ residual, const bf16* __restrict__ w,
@@ -127,26 +146,62 @@ __global__ void p2p_all_reduce_add_rms_norm_kernel(const float* __restrict__ par
   pdl_begin();
   const int b = blockIdx.x, tid = threadIdx.x, groups = H / 8;
   const uint32_t e = next_epoch(P, rank, &s_epoch);
-  const size_t half = size_t(e & 1) * P2pAllReduce::kMaxBytes;
-  for (int t = b; t < T; t += kBlocks) {  // rows of H floats = H / 4 vectors
-    const uint4* src = reinterpret_cast<const uint4*>(partial + size_t(t) * H);
-    uint4* dst = reinterpret_cast<uint4*>(P.base[rank] + half) + size_t(t) * (H / 4);
-    for (int i = tid; i < H / 4; i += blockDim.x) dst[i] = src[i];
-  }
-  exchange_flags(P, rank, kWorld, e);
-
+  const size_t half = kLLOff + size_t(e & 1) * kLLHalf;
   for (int t = b; t < T; t += kBlocks) {
-    uint4 v[kV][kWorld][2];  // group i's 8 floats from each rank
+    const size_t line0 = size_t(t) * (H / 2);  // row t's first line in a source's slot
+    float mine[kV][8];
 #pragma unroll
-    for (int k = 0; k < kV; ++k) {
+    for (int k = 0; k < kV; ++k) {  // this rank's groups, pushed to every peer
       const int i = tid + k * int(blockDim.x);
       if (i >= groups) continue;
+      const float4 lo = reinterpret_cast<const float4*>(partial + size_t(t) * H)[2 * i];
+      const float4 hi = reinterpret_cast<const float4*>(partial + size_t(t) * H)[2 * i + 1];
+      const float f[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+      for (int j = 0; j < 8; ++j) mine[k][j] = f[j];
 #pragma unroll
       for (int r = 0; r < kWorld; ++r) {
-        const uint4* row = reinterpret_cast<const uint4*>(P.base[r] + half) + size_t(t) * (H / 4);
-        v[k][r][0] = load_volatile(row + 2 * i);
-        v[k][r][1] = load_volatile(row + 2 * i + 1);
+        if (r == rank) continue;
+        uint4* dst = reinterpret_cast<uint4*>(P.base[r] + half + size_t(rank) * kLLSlot) + line0 + size_t(i) * 4;
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          store_volatile(dst + j, make_uint4(__float_as_uint(f[2 * j]), e, __float_as_uint(f[2 * j + 1]), e));
       }
+    }
+    float acc[kV][8] = {};
+#pragma unroll 1
+    for (int r = 0; r < kWorld; ++r) {  // rank order: every rank adds the same values the same way
+      if (r == rank) {
+#pragma unroll
+        for (int k = 0; k < kV; ++k)
+#pragma unroll
+          for (int j = 0; j < 8; ++j) acc[k][j] += mine[k][j];
+        continue;
+      }
+      const uint4* src = reinterpret_cast<const uint4*>(P.base[rank] + half + size_t(r) * kLLSlot) + line0;
+      uint4 ln[kV][4];
+      const uint64_t t0 = global_ns();
+      for (bool all = false; !all;) {  // every line of this source loaded at once, until all are there
+        all = true;
+#pragma unroll
+        for (int k = 0; k < kV; ++k) {
+          const int i = tid + k * int(blockDim.x);
+          if (i >= groups) continue;
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            ln[k][j] = load_volatile(src + size_t(i) * 4 + j);
+            all = all && ln[k][j].y == e && ln[k][j].w == e;
+          }
+        }
+        if (!all && global_ns() - t0 > 30ull * 1000 * 1000 * 1000) __trap();  // a peer is gone
+      }
+#pragma unroll
+      for (int k = 0; k < kV; ++k)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          acc[k][2 * j] += __uint_as_float(ln[k][j].x);
+          acc[k][2 * j + 1] += __uint_as_float(ln[k][j].z);
+        }
     }
     float a[kV][8];
     float ss = 0.f;
@@ -155,21 +210,10 @@ __global__ void p2p_all_reduce_add_rms_norm_kernel(const float* __restrict__ par
     for (int k = 0; k < kV; ++k) {
       const int i = tid + k * int(blockDim.x);
       if (i >= groups) continue;
-      float acc[8] = {};
-#pragma unroll
-      for (int r = 0; r < kWorld; ++r) {  // rank order: every rank adds the same values the same way
-        const float* lo = reinterpret_cast<const float*>(&v[k][r][0]);
-        const float* hi = reinterpret_cast<const float*>(&v[k][r][1]);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          acc[j] += lo[j];
-          acc[4 + j] += hi[j];
-        }
-      }
       float res[8];
       unpack8(reinterpret_cast<const uint4*>(rr)[i], res);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) a[k][j] = bf16_round(bf16_round(acc[j]) + res[j]);
+      for (int j = 0; j < 8; ++j) a[k][j] = bf16_round(bf16_round(acc[k][j]) + res[j]);
       reinterpret_cast<uint4*>(rr)[i] = pack8(a[k]);
 #pragma unroll
       for (int j = 0; j < 8; ++j) ss += a[k][j] * a[k][j];
