@@ -1,10 +1,10 @@
 // Fused q/k RMSNorm + rotary embedding (rotate-half), in place on the packed qkv rows
-// [T, (Hq + 2 Hkv) * D]. CTAs (token, head group), the groups only at small T (decode batches,
-// where one CTA per token would walk its heads one warp round trip after another): the token's
-// cos/sin table (D/2 entries) is computed
-// once in shared memory as the CPU reference does (inv_freq = float(1 / theta^(2i/D)) in double on
-// the host, angle = float(pos) * inv_freq in FP32, cos/sin in double rounded to float), then each
-// warp normalises and rotates whole heads (q heads then k heads; v is untouched).
+// [T, (Hq + 2 Hkv) * D]. A CTA per (token, head group); groups only at small T (decode batches,
+// where one CTA per token would walk its heads one warp round trip after another). Each CTA
+// computes the token's cos/sin table (D/2 entries) in shared memory as the CPU reference does
+// (inv_freq = float(1 / theta^(2i/D)) in double on the host, angle = float(pos) * inv_freq in
+// FP32, cos/sin in double rounded to float), then each warp normalises and rotates whole heads
+// (q heads then k heads; v is untouched).
 //
 // Rounding follows the BF16 Hugging Face model step by step (Qwen3RMSNorm rounds x * inv before
 // and after the weight; Qwen3RotaryEmbedding hands out cos/sin in the activation dtype; and

@@ -4,7 +4,6 @@
 
 #include <cstring>
 #include <type_traits>
-#include <utility>
 
 namespace nanovllm {
 
