@@ -258,12 +258,10 @@ TEST(CudaTensorParallel, NcclAllReduceSumsAndItsTime) {
 
 // The fused all-reduce + residual add + RMSNorm (Communicator::all_reduce_add_rms_norm, the P2P
 // kernel at decode sizes) against the separate ops it replaces (all_reduce_sum, cast,
-// add_rms_norm): bit-identical outputs and residuals, the same on both ranks, across calls that
-// alternate with plain all-reduces (they share the P2P buffers); declines what does not fit; then
-// the time per call of each form.
-TEST(CudaTensorParallel, FusedAllReduceAddRmsNormMatchesSeparateOps) {
-  const int world = 2;
-  if (cuda_device_count() < world) GTEST_SKIP() << "needs 2 GPUs";
+// add_rms_norm): bit-identical outputs and residuals, the same on every rank, across calls that
+// alternate with plain all-reduces (they share the call counters); declines what does not fit;
+// then the time per call of each form. For each TP size the GPUs allow (2, 4).
+void check_fused_all_reduce_norm(int world) {
   const auto id = make_nccl_unique_id();
   struct Result {
     std::vector<float> outs;  // every shape's out then residual, for the cross-rank check
@@ -271,7 +269,7 @@ TEST(CudaTensorParallel, FusedAllReduceAddRmsNormMatchesSeparateOps) {
   };
   std::vector<std::future<Result>> ranks;
   for (int r = 0; r < world; ++r)
-    ranks.push_back(std::async(std::launch::async, [r, &id] {
+    ranks.push_back(std::async(std::launch::async, [r, world, &id] {
       CudaBackend be(r);
       auto comm = make_nccl_communicator(be, r, world, id, true);
       Result res;
@@ -344,10 +342,16 @@ TEST(CudaTensorParallel, FusedAllReduceAddRmsNormMatchesSeparateOps) {
       res.report = report.str();
       return res;
     }));
-  std::vector<Result> got(world);
-  for (int r = 0; r < world; ++r) ASSERT_NO_THROW(got[size_t(r)] = ranks[size_t(r)].get()) << "rank " << r;
-  EXPECT_TRUE(got[0].outs == got[1].outs) << "the ranks' fused results differ";
-  std::printf("[gpu] all-reduce + add + RMSNorm, 2 GPUs, eager, back to back: %s\n", got[0].report.c_str());
+  std::vector<Result> got(size_t(world), Result{});
+  for (int r = 0; r < world; ++r) ASSERT_NO_THROW(got[size_t(r)] = ranks[size_t(r)].get()) << "rank " << r << " of " << world;
+  for (int r = 1; r < world; ++r) EXPECT_TRUE(got[0].outs == got[size_t(r)].outs) << "rank " << r << "'s fused results differ";
+  std::printf("[gpu] all-reduce + add + RMSNorm, %d GPUs, eager, back to back: %s\n", world, got[0].report.c_str());
+}
+
+TEST(CudaTensorParallel, FusedAllReduceAddRmsNormMatchesSeparateOps) {
+  if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  for (int world : {2, 4})  // every TP size the GPUs allow (the kernel is instantiated per size)
+    if (world <= cuda_device_count()) check_fused_all_reduce_norm(world);
 }
 
 }  // namespace
