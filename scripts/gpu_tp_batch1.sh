@@ -8,13 +8,15 @@
 #      all-reduce + norm; TP=2 without it (NANOVLLM_ALLREDUCE_NORM=0).
 #   TP=2 minus shard is the cost of the collectives; shard against TP=1 / 2 is what the
 #   halved kernels lose to fixed per-kernel costs.
+#   TIMELINE=1: each run also records its kernel timeline (bench/kernel_timeline.cpp: per kernel, how
+#   much it pushes the end of the decode graph replay; idle time between replays), printed per rank.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu-out}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # TESTS: the ctest -R filter (default: the all-reduce tests).
-TARGETS="gpu_tests nanovllm_cli" bash scripts/gpu_build_test.sh -R "${TESTS:-CudaTensorParallel.(NcclAllReduce|FusedAllReduce)}" \
+TARGETS="gpu_tests nanovllm_cli nanovllm_kernel_timeline" bash scripts/gpu_build_test.sh -R "${TESTS:-CudaTensorParallel.(NcclAllReduce|FusedAllReduce)}" \
   --timeout 300 || echo "GPU tests failed"
 [ -d /tmp/deps ] && export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:/tmp/deps/usr/lib/x86_64-linux-gnu/openblas-pthread:${LD_LIBRARY_PATH:-}
 B=build-gpu/nanovllm
@@ -34,8 +36,9 @@ try:
 except Exception as e:
     print(f"no figures ({e})")
 PY
+TL=()
 lat() {  # lat MODEL TP [VAR=V ...] -> "decode tok/s, TTFT"
-  timeout 150 env "${@:3}" $B bench --model "$1" --load-format dummy --device cuda --tensor-parallel-size "$2" --latency \
+  timeout 150 env "${TL[@]}" "${@:3}" $B bench --model "$1" --load-format dummy --device cuda --tensor-parallel-size "$2" --latency \
     2>> "$OUT/lat.err" | python3 /tmp/lat_fmt.py
 }
 # Runs: arguments "MODEL:TP[:VAR=V,VAR=V...]" (MODEL "shard" = the config above), else the four below.
@@ -44,7 +47,10 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
   for spec in "$@"; do
     IFS=: read -r model tp envs <<< "$spec"
     [ "$model" = shard ] && model=$SHARD
+    [ "${TIMELINE:-0}" = 1 ] && rm -f /tmp/tl.*.txt && \
+      TL=(CUDA_INJECTION64_PATH=$PWD/build-gpu/libnanovllm_kernel_timeline.so NANOVLLM_TIMELINE_OUT=/tmp/tl)
     echo "round $round: $spec: $(lat "$model" "$tp" ${envs//,/ })"
+    for f in $(ls /tmp/tl.*.txt 2>/dev/null); do echo "--- timeline $spec ($f)"; cat "$f"; done
   done
 done
 tail -5 "$OUT/lat.err"

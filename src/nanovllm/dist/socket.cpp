@@ -48,12 +48,13 @@ static void tune(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
 }
 
-Socket::Socket(Socket&& o) noexcept : fd_(o.fd_), peer_(std::move(o.peer_)) { o.fd_ = -1; }
+Socket::Socket(Socket&& o) noexcept : fd_(o.fd_), peer_(std::move(o.peer_)), spin_s_(o.spin_s_) { o.fd_ = -1; }
 Socket& Socket::operator=(Socket&& o) noexcept {
   if (this != &o) {
     close();
     fd_ = o.fd_;
     peer_ = std::move(o.peer_);
+    spin_s_ = o.spin_s_;
     o.fd_ = -1;
   }
   return *this;
@@ -99,9 +100,16 @@ Socket Socket::connect(const std::string& addr, int port, double timeout_s, cons
   }
 }
 
-// Waits until fd is readable; false on timeout. timeout_s < 0: no timeout.
-static bool wait_readable(int fd, double timeout_s) {
-  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+// Waits until fd is readable; false on timeout. timeout_s < 0: no timeout. For the first spin_s
+// seconds it polls without sleeping (a sleeping thread wakes tens of us after the data arrives).
+static bool wait_readable(int fd, double timeout_s, double spin_s = 0) {
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::duration<double>(timeout_s);
+  const auto spin_end = start + std::chrono::duration<double>(timeout_s >= 0 ? std::min(spin_s, timeout_s) : spin_s);
+  while (Clock::now() < spin_end) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 0) > 0) return true;
+  }
   while (true) {
     int ms = -1;
     if (timeout_s >= 0) {
@@ -147,7 +155,7 @@ void Socket::send_all(const void* data, size_t n) {
 void Socket::recv_all(void* data, size_t n, double timeout_s) {
   char* p = static_cast<char*>(data);
   while (n > 0) {
-    if (!wait_readable(fd_, timeout_s))
+    if (!wait_readable(fd_, timeout_s, spin_s_))
       throw Error("tensor parallel: no answer from " + peer_ + " within " + std::to_string(int(timeout_s)) + " s (hung?)");
     ssize_t r = ::recv(fd_, p, n, 0);
     if (r < 0 && errno == EINTR) continue;

@@ -46,11 +46,15 @@ class Socket {
   int fd() const { return fd_; }
   const std::string& peer() const { return peer_; }
   void set_peer(std::string p) { peer_ = std::move(p); }
+  // Receives poll without sleeping for up to `seconds` before they block (latency-critical
+  // channels: a tensor-parallel worker waiting for its next step).
+  void set_spin(double seconds) { spin_s_ = seconds; }
   void close();
 
  private:
   int fd_ = -1;
   std::string peer_;  // names the other end in errors, e.g. "tensor-parallel rank 1"
+  double spin_s_ = 0;
 };
 
 // A port that is free on addr right now (for the automatic single-host start).

@@ -12,6 +12,10 @@ TpGroup::TpGroup(const RendezvousOptions& opts, bool cpu_collectives) : rank_(op
   o.channels = cpu_collectives ? 2 : 1;
   auto conns = rendezvous(o);
   control_ = std::move(conns[0]);
+  // A worker spends each decode step (a few ms) waiting for the next one: it polls without
+  // sleeping for 20 ms, so it starts its step without a wake-up delay while rank 0's GPU waits for
+  // it in the step's first collective; longer waits (idle server) sleep.
+  if (rank_ != 0 && !control_.empty()) control_[0].set_spin(0.02);
   if (cpu_collectives) data_ = std::move(conns[1]);
 }
 

@@ -17,6 +17,8 @@
 //    the splits itself, so split-KV costs no second kernel (attn_merge_kernel remains for batches
 //    with more pairs than counters). The number of splits depends on the batch size only
 //    (graph-safe); empty splits report -inf.
+#include <cuda/atomic>
+
 #include <cfloat>
 
 #include "nanovllm/backends/cuda/cuda_backend.h"
@@ -173,6 +175,7 @@ __global__ void __launch_bounds__(kWarps * 32) attn_tiled_kernel(const AttnParam
 // ---------------------------------------------------------------- decode kernel
 
 constexpr int kDecodeWarps = 4;
+constexpr int kMaxSplits = 32;  // KV splits per (sequence, kv head), at most
 
 struct DecodeParams {
   const bf16* qkv;
@@ -191,6 +194,8 @@ struct DecodeParams {
 
 // Element d of the merged output of (sequence, query head) row bh: sum_s w_s o_s / sum_s w_s with
 // w_s = 2^(lse_s - max lse). Reads through L2 (__ldcg): the partials were written by other CTAs.
+// Bit-identical to the decode kernel's own merge (same order of sums, same rounding), so a batch
+// gives the same tokens whichever path its size selects.
 __device__ __forceinline__ float merge_splits(const float* __restrict__ part_o, const float* __restrict__ part_lse,
                                               int64_t bh, int S, int D, int d) {
   const float* lse = part_lse + bh * S;
@@ -203,19 +208,18 @@ __device__ __forceinline__ float merge_splits(const float* __restrict__ part_o, 
       wsum += w;
       acc += w * __ldcg(part_o + (bh * S + s) * D + d);
     }
-  return wsum > 0.f ? acc / wsum : 0.f;
+  return acc * (wsum > 0.f ? 1.f / wsum : 0.f);  // the same rounding as the in-kernel merge
 }
 
-template <int D, int MAXG>
+template <int D, int G>
 __global__ void __launch_bounds__(kDecodeWarps * 32) attn_decode_kernel(const DecodeParams P) {
   constexpr int L = D / 8;       // lanes per key
   constexpr int KPW = 32 / L;    // keys per warp per step
-  __shared__ float sm_m[kDecodeWarps][MAXG], sm_l[kDecodeWarps][MAXG];
-  __shared__ float sm_o[kDecodeWarps][MAXG][D];
+  __shared__ float sm_m[kDecodeWarps][G], sm_l[kDecodeWarps][G];
+  __shared__ float sm_o[kDecodeWarps][G][D];
   const int b = blockIdx.x, h = blockIdx.y, split = blockIdx.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int sub = lane / L, li = lane % L;
-  const int G = P.G;
   const int ctx = P.ctx_lens[b];
   const int chunk = (ctx + P.S - 1) / P.S;
   const int kbeg = split * chunk, kend = min(ctx, kbeg + chunk);
@@ -242,14 +246,14 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) attn_decode_kernel(const De
   }
   pdl_begin();
 
-  float q[MAXG][8], o[MAXG][8], m[MAXG], l[MAXG];
+  float q[G][8], o[G][8], m[G], l[G];
 #pragma unroll
-  for (int g = 0; g < MAXG; ++g) {
+  for (int g = 0; g < G; ++g) {
     m[g] = -INFINITY;
     l[g] = 0.f;
 #pragma unroll
     for (int e = 0; e < 8; ++e) o[g][e] = q[g][e] = 0.f;
-    if (g < G) {
+    {
       uint4 u = *reinterpret_cast<const uint4*>(P.qkv + int64_t(b) * P.W + int64_t(h * G + g) * D + li * 8);
       unpack8(u, q[g]);
 #pragma unroll
@@ -278,8 +282,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) attn_decode_kernel(const De
       unpack8(kk[u], kf);
       unpack8(vv[u], vf);
 #pragma unroll
-      for (int g = 0; g < MAXG; ++g) {
-        if (g >= G) break;
+      for (int g = 0; g < G; ++g) {
         float s = 0.f;
 #pragma unroll
         for (int e = 0; e < 8; ++e) s += q[g][e] * kf[e];
@@ -299,8 +302,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) attn_decode_kernel(const De
 
   // Merge the KPW lane groups of the warp (same li, different sub).
 #pragma unroll
-  for (int g = 0; g < MAXG; ++g) {
-    if (g >= G) break;
+  for (int g = 0; g < G; ++g) {
 #pragma unroll
     for (int off = L; off < 32; off <<= 1) {
       const float m2 = __shfl_xor_sync(0xffffffffu, m[g], off);
@@ -351,23 +353,58 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) attn_decode_kernel(const De
     }
   }
   if (P.S == 1 || P.counters == nullptr) return;
-  // Split-KV: the last of the S CTAs of (b, h) merges (threadFenceReduction pattern: publish the
-  // partials, then count; the last reader sees every other CTA's writes).
+  // Split-KV: the last of the S CTAs of (b, h) merges. The barrier orders the CTA's partial writes
+  // before thread 0's counter update, whose release half publishes them device-wide (release is
+  // cumulative) and whose acquire half, in the last CTA, makes every other CTA's partials visible
+  // to it (the barrier below passes that on to its other threads). One thread fences, not 128.
   __shared__ bool last;
-  __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
-    int* cnt = P.counters + int64_t(b) * P.Hkv + h;
-    last = atomicAdd(cnt, 1) == P.S - 1;
-    if (last) *cnt = 0;  // every CTA of this launch has counted: ready for the next launch
+    ::cuda::atomic_ref<int, ::cuda::thread_scope_device> cnt(P.counters[int64_t(b) * P.Hkv + h]);
+    last = cnt.fetch_add(1, ::cuda::memory_order_acq_rel) == P.S - 1;
+    if (last) cnt.store(0, ::cuda::memory_order_relaxed);  // all S have counted: ready for the next launch
   }
   __syncthreads();
   if (!last) return;
-  __threadfence();
-  for (int idx = threadIdx.x; idx < G * D; idx += blockDim.x) {
-    const int g = idx / D, d = idx % D;
-    const int64_t bh = int64_t(b) * P.Hq + h * G + g;
-    P.out[bh * D + d] = __float2bfloat16(merge_splits(P.part_o, P.part_lse, bh, P.S, D, d));
+  // The merge is on the step's critical path (every other CTA has finished), so it must not wait
+  // on one L2 round trip per split: the G x S log-sum-exps are read at once, each head's weights
+  // w_s = 2^(lse_s - max lse) computed once, then each thread sums a float4 column of the
+  // partials with all S loads in flight. Same sums in the same order as merge_splits().
+  __shared__ float sm_w[G][kMaxSplits], sm_inv[G];
+  const int64_t bh0 = int64_t(b) * P.Hq + h * G;
+  for (int i = threadIdx.x; i < G * P.S; i += blockDim.x) sm_w[i / P.S][i % P.S] = __ldcg(P.part_lse + bh0 * P.S + i);
+  __syncthreads();
+  if (threadIdx.x < G) {
+    const int g = threadIdx.x;
+    float mx = -INFINITY, wsum = 0.f;
+    for (int s = 0; s < P.S; ++s) mx = fmaxf(mx, sm_w[g][s]);
+    for (int s = 0; s < P.S; ++s) {
+      const float w = mx == -INFINITY ? 0.f : exp2f(sm_w[g][s] - mx);
+      sm_w[g][s] = w;
+      wsum += w;
+    }
+    sm_inv[g] = wsum > 0.f ? 1.f / wsum : 0.f;
+  }
+  __syncthreads();
+  constexpr int D4 = D / 4;
+  for (int idx = threadIdx.x; idx < G * D4; idx += blockDim.x) {
+    const int g = idx / D4, d4 = idx % D4;
+    const float4* src = reinterpret_cast<const float4*>(P.part_o + (bh0 + g) * P.S * D) + d4;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int s = 0; s < kMaxSplits; ++s) {
+      if (s >= P.S) break;
+      const float4 v = __ldcg(src + s * D4);
+      const float w = sm_w[g][s];
+      acc.x += w * v.x;
+      acc.y += w * v.y;
+      acc.z += w * v.z;
+      acc.w += w * v.w;
+    }
+    const float inv = sm_inv[g];
+    bf16* dst = P.out + (bh0 + g) * D + d4 * 4;
+    reinterpret_cast<bf162*>(dst)[0] = __floats2bfloat162_rn(acc.x * inv, acc.y * inv);
+    reinterpret_cast<bf162*>(dst)[1] = __floats2bfloat162_rn(acc.z * inv, acc.w * inv);
   }
 }
 
@@ -382,13 +419,29 @@ __global__ void attn_merge_kernel(const float* __restrict__ part_o, const float*
 int CudaBackend::decode_splits(int64_t num_seqs, int64_t num_kv_heads) const {
   const int64_t ctas = std::max<int64_t>(1, num_seqs * num_kv_heads);
   const int64_t want = (2 * int64_t(num_sms_) + ctas - 1) / ctas;
-  return int(std::clamp<int64_t>(want, 1, 16));
+  return int(std::clamp<int64_t>(want, 1, std::clamp(max_decode_splits_, 1, kMaxSplits)));
 }
 
-template <int D, int MAXG>
+// The GQA group size G is a template argument: the per-head loops unroll completely, so the four
+// (or eight) heads' score reductions interleave instead of running one after another.
+template <int D, int G>
 static void launch_decode(const DecodeParams& p, int B, int Hkv, Stream s) {
   dim3 grid(unsigned(B), unsigned(Hkv), unsigned(p.S));
-  launch(attn_decode_kernel<D, MAXG>, grid, kDecodeWarps * 32, 0, s, p);
+  launch(attn_decode_kernel<D, G>, grid, kDecodeWarps * 32, 0, s, p);
+}
+
+template <int D>
+static void launch_decode_g(const DecodeParams& p, int B, int Hkv, Stream s) {
+  switch (p.G) {
+    case 1: return launch_decode<D, 1>(p, B, Hkv, s);
+    case 2: return launch_decode<D, 2>(p, B, Hkv, s);
+    case 3: return launch_decode<D, 3>(p, B, Hkv, s);
+    case 4: return launch_decode<D, 4>(p, B, Hkv, s);
+    case 5: return launch_decode<D, 5>(p, B, Hkv, s);
+    case 6: return launch_decode<D, 6>(p, B, Hkv, s);
+    case 7: return launch_decode<D, 7>(p, B, Hkv, s);
+    default: return launch_decode<D, 8>(p, B, Hkv, s);
+  }
 }
 
 template <int NCH>
@@ -445,17 +498,8 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
       if (B * num_kv_heads <= kDecodeCounters) p.counters = decode_counters_;
     }
     const int Bi = int(B), Hkv = int(num_kv_heads);
-    if (D == 128) {
-      if (G <= 1) launch_decode<128, 1>(p, Bi, Hkv, s);
-      else if (G <= 2) launch_decode<128, 2>(p, Bi, Hkv, s);
-      else if (G <= 4) launch_decode<128, 4>(p, Bi, Hkv, s);
-      else launch_decode<128, 8>(p, Bi, Hkv, s);
-    } else {
-      if (G <= 1) launch_decode<64, 1>(p, Bi, Hkv, s);
-      else if (G <= 2) launch_decode<64, 2>(p, Bi, Hkv, s);
-      else if (G <= 4) launch_decode<64, 4>(p, Bi, Hkv, s);
-      else launch_decode<64, 8>(p, Bi, Hkv, s);
-    }
+    if (D == 128) launch_decode_g<128>(p, Bi, Hkv, s);
+    else launch_decode_g<64>(p, Bi, Hkv, s);
     NV_LAUNCH_CHECK();
     if (p.S > 1 && p.counters == nullptr) {
       launch(attn_merge_kernel, unsigned(B * num_heads), unsigned(std::min<int64_t>(D, 128)), 0, s, p.part_o,

@@ -134,6 +134,7 @@ class CudaBackend final : public Backend {
   int gemv_norm_ = 1;
   std::map<std::tuple<int64_t, int64_t, bool>, int64_t> gemv_norm_wave_;
   bool pdl_ = false;
+  int max_decode_splits_ = 16;  // NANOVLLM_DECODE_SPLITS
   size_t pinned_tokens_n_ = 0;
 };
 
