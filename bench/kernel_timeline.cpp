@@ -57,6 +57,7 @@ std::string short_name(const char* mangled) {
   std::unique_ptr<char, decltype(&std::free)> d(abi::__cxa_demangle(mangled, nullptr, nullptr, &status),
                                                  &std::free);
   std::string s = status == 0 && d ? d.get() : mangled;
+  for (size_t p; (p = s.find("(anonymous namespace)::")) != std::string::npos;) s.erase(p, 23);
   if (auto p = s.find('('); p != std::string::npos) s.resize(p);  // drop the parameter list
   if (s.rfind("void ", 0) == 0) s.erase(0, 5);
   if (auto p = s.find("nanovllm::"); p != std::string::npos) s.erase(p, 10);
