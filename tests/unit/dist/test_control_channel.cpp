@@ -127,6 +127,31 @@ TEST(ControlChannel, SilentPeerTimesOut) {
   EXPECT_TRUE(server.peer_closed());
 }
 
+// A spinning receive (TP workers between steps) still gets messages that arrive during and after
+// its spin, keeps a timeout shorter than the spin, and still sees a closed peer.
+TEST(ControlChannel, SpinningReceiveKeepsDataTimeoutsAndPeerLoss) {
+  Socket listener = Socket::listen("127.0.0.1", 0);
+  Socket client = Socket::connect("127.0.0.1", listener.local_port(), 5, "test peer");
+  Socket server = listener.accept(5, "test client");
+  server.set_spin(1.0);
+  std::thread sender([&] {
+    client.send_msg({1, 2, 3});  // during the spin
+    std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+    client.send_msg({4});  // after it: the receive has gone to sleep in poll()
+  });
+  EXPECT_EQ(server.recv_msg(5), (std::vector<uint8_t>{1, 2, 3}));
+  EXPECT_EQ(server.recv_msg(5), (std::vector<uint8_t>{4}));
+  sender.join();
+  auto t0 = Clock::now();
+  char c;
+  EXPECT_THROW(server.recv_all(&c, 1, 0.05), Error);  // the 0.05 s timeout wins over the 1 s spin
+  EXPECT_LT(seconds_since(t0), 0.6);
+  client.close();
+  t0 = Clock::now();
+  EXPECT_THROW(server.recv_msg(5), PeerLostError);
+  EXPECT_LT(seconds_since(t0), 1.0);
+}
+
 TEST(Rendezvous, RefusesMismatchedSizesAndMissingRanks) {
   const int port = pick_free_port("127.0.0.1");
   auto worker = std::async(std::launch::async, [=] {
