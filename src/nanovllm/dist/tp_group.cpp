@@ -12,10 +12,6 @@ TpGroup::TpGroup(const RendezvousOptions& opts, bool cpu_collectives) : rank_(op
   o.channels = cpu_collectives ? 2 : 1;
   auto conns = rendezvous(o);
   control_ = std::move(conns[0]);
-  // A worker spends each decode step (a few ms) waiting for the next one: it polls without
-  // sleeping for 20 ms, so it starts its step without a wake-up delay while rank 0's GPU waits for
-  // it in the step's first collective; longer waits (idle server) sleep.
-  if (rank_ != 0 && !control_.empty()) control_[0].set_spin(0.02);
   if (cpu_collectives) data_ = std::move(conns[1]);
 }
 
@@ -26,6 +22,12 @@ void TpGroup::broadcast(const std::vector<uint8_t>& bytes) {
   if (bytes.empty()) throw Error("TpGroup::broadcast: the empty message is reserved for goodbye()");
   std::lock_guard lk(io_mu_);
   for (int r = 1; r < world_; ++r) control_[size_t(r)].send_msg(bytes);
+}
+
+void TpGroup::set_receive_spin(double seconds) {
+  if (rank_ == 0) throw Error("TpGroup::set_receive_spin: rank 0 does not receive broadcasts");
+  std::lock_guard lk(io_mu_);
+  control_[0].set_spin(seconds);
 }
 
 void TpGroup::goodbye() {

@@ -34,6 +34,8 @@ class TpGroup {
   // long as rank 0 lives; throws Error when it has gone away).
   void broadcast(const std::vector<uint8_t>& bytes);
   std::vector<uint8_t> receive();
+  // Workers: receive() polls without sleeping for up to `seconds` before it blocks (see Socket).
+  void set_receive_spin(double seconds);
   // rank 0: stops its watchdog and sends the empty message, which workers' receive() returns
   // after stopping theirs (so that the orderly exit that follows raises no alarm).
   void goodbye();

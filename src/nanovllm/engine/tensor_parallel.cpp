@@ -46,6 +46,10 @@ void run_tp_worker(EngineConfig cfg) {
   check_tensor_parallel(cfg, mcfg);
   tp.start_watchdog(cfg.on_tp_peer_lost);
   ModelRunner runner(cfg, mcfg, make_backend(cfg), &tp);
+  // On a GPU a decode step takes a few ms and rank 0's GPU waits for this worker in the step's
+  // first collective: poll for the next step for 20 ms instead of sleeping (a sleeping thread
+  // wakes tens of us late); longer waits (an idle server) sleep. CPU steps need the cores.
+  if (resolved_device(cfg) == "cuda") tp.set_receive_spin(0.02);
   while (true) {
     const auto msg = tp.receive();
     if (msg.empty()) return;  // goodbye
