@@ -63,9 +63,8 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   pdl_ = prop.major >= 9 && !(pdl_env && std::string(pdl_env) == "0");
   const char* norm_env = std::getenv("NANOVLLM_GEMV_NORM");
   gemv_norm_ = norm_env ? std::atoi(norm_env) : 1;
-  // Most KV splits of decode attention (A/B runs); clamped to what the kernel supports.
-  const char* splits_env = std::getenv("NANOVLLM_DECODE_SPLITS");
-  max_decode_splits_ = splits_env ? std::atoi(splits_env) : 16;
+  // Most KV splits of decode attention (A/B runs; default in the header); clamped to what the kernel supports.
+  if (const char* splits_env = std::getenv("NANOVLLM_DECODE_SPLITS")) max_decode_splits_ = std::atoi(splits_env);
   max_smem_optin_ = prop.sharedMemPerBlockOptin;
   cudaStream_t s;
   NV_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
