@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "nanovllm/backends/cuda/attention_decode.cuh"
 #include "nanovllm/backends/cuda/cuda_common.cuh"
 
 namespace nanovllm {
@@ -74,8 +75,8 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   staging_done_ = ev;
   staging_bytes_ = size_t(8) << 20;
   NV_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&staging_), staging_bytes_));
-  NV_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&decode_counters_), size_t(kDecodeCounters) * sizeof(int)));
-  NV_CUDA_CHECK(cudaMemset(decode_counters_, 0, size_t(kDecodeCounters) * sizeof(int)));
+  decode_cluster_limit_ = cuda::decode_cluster_limit();
+  if (const char* warps_env = std::getenv("NANOVLLM_DECODE_WARPS")) decode_warps_ = std::atoi(warps_env);
   // Chunks come from cudaMalloc; the stream is synchronized before one is freed (a compaction
   // between steps), since kernels of the last step may still read it.
   auto stream = static_cast<cudaStream_t>(stream_);
@@ -105,7 +106,6 @@ CudaBackend::~CudaBackend() {
   destroy_gemm();
   arena_.reset();
   if (staging_) cudaFreeHost(staging_);
-  if (decode_counters_) cudaFree(decode_counters_);
   if (pinned_tokens_) cudaFreeHost(pinned_tokens_);
   if (staging_done_) cudaEventDestroy(static_cast<cudaEvent_t>(staging_done_));
   if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));

@@ -126,9 +126,10 @@ class CudaBackend final : public Backend {
   size_t staging_bytes_ = 0, staging_off_ = 0;
   void* staging_done_ = nullptr;    // cudaEvent_t recorded after the last staged copy
   int32_t* pinned_tokens_ = nullptr;  // sampler output
-  // Split-KV decode: one finished-split counter per (sequence, kv head), zero between launches.
-  static constexpr int64_t kDecodeCounters = int64_t(1) << 16;
-  int* decode_counters_ = nullptr;
+  // Split-KV decode: splits merged in a thread-block cluster when there are at most this many
+  // (1: no clusters on this device); warps per CTA when split (NANOVLLM_DECODE_WARPS, A/B runs).
+  int decode_cluster_limit_ = 1;
+  int decode_warps_ = 8;
   // add_rms_norm_linear at decode batches: 1 fused for K <= 2048 while its grid fits one wave
   // (default), 0 never, 2 always (NANOVLLM_GEMV_NORM, for A/B timing); waves per (M, K, silu_mul).
   int gemv_norm_ = 1;

@@ -81,20 +81,37 @@ struct Stream {
   bool pdl;
 };
 
-// kernel<<<grid, block, smem, st.stream>>>(args...), with the PDL attribute when st.pdl.
+// kernel<<<grid, block, smem, st.stream>>>(args...), with the PDL attribute when st.pdl, as
+// thread-block clusters of `cluster` CTAs when that is more than one (sm_90+).
 template <typename... KArgs, typename... Args>
-void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, Stream st, Args... args) {
+void launch_clustered(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, Stream st, dim3 cluster,
+                      Args... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = st.stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[2];
+  unsigned n = 0;
+  if (st.pdl) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster.x * cluster.y * cluster.z > 1) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = cluster.x;
+    attr[n].val.clusterDim.y = cluster.y;
+    attr[n++].val.clusterDim.z = cluster.z;
+  }
   cfg.attrs = attr;
-  cfg.numAttrs = st.pdl ? 1 : 0;
+  cfg.numAttrs = n;
   NV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, KArgs(args)...));
+}
+
+// kernel<<<grid, block, smem, st.stream>>>(args...), with the PDL attribute when st.pdl.
+template <typename... KArgs, typename... Args>
+void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, Stream st, Args... args) {
+  launch_clustered(kernel, grid, block, smem, st, dim3(1, 1, 1), args...);
 }
 
 // x rounded to BF16 and back: marks the points where a BF16 model rounds an intermediate.

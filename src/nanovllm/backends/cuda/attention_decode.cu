@@ -1,0 +1,344 @@
+// Decode attention: one new token per sequence against its paged BF16 cache
+// [num_blocks, bs, Hkv, D], FP32 softmax in the log2 domain.
+//
+// A CTA per (sequence b, kv head h, KV split): the split takes a contiguous range of the sequence's
+// keys, and its GQA group of G query heads shares every K/V load. Within a CTA, a key row is read
+// by a lane group of D/8 lanes (one 16-byte load of 8 BF16 each), so a warp walks 32/(D/8) keys at
+// a time and each lane group keeps an online-softmax state {m, l, o[8 dims]} per group head. Each
+// lane group has kKeysInFlight keys loaded at once, and their scores share one rescale of the state.
+// States are merged across the lane groups of a warp (shuffles), across warps (shared memory), and
+// across splits:
+//  * on sm_90+, the S splits of (b, h) form one thread-block cluster: each CTA leaves its result
+//    (normalized o and log2-sum-exp per head) in its shared memory, and after a cluster barrier
+//    every CTA merges a 1/S slice of the G x D outputs, reading the others' shared memory directly
+//    (distributed shared memory: no global partials, no counters, no second kernel);
+//  * before sm_90, partials go to global memory and attn_merge_kernel merges them.
+// Why so many splits and warps at small batch: one sequence has Hkv CTAs without splits, so at
+// batch 1 the kernel is a chain of latencies (DRAM round trips per key step, then the merges);
+// more CTAs and warps shorten the chain each CTA walks. The number of splits depends on the batch
+// size only, so a CUDA graph captured for a batch size stays valid at any context length.
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <cfloat>
+
+#include "nanovllm/backends/cuda/attention_decode.cuh"
+
+namespace nanovllm::cuda {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kKeysInFlight = 2;  // per lane group and loop step
+
+// Element d of the merged output of (sequence, query head) row bh from the global partials:
+// sum_s w_s o_s / sum_s w_s with w_s = 2^(lse_s - max lse). Reads through L2 (__ldcg): the
+// partials were written by other CTAs. The same sums in the same order as the cluster merge.
+__device__ __forceinline__ float merge_splits(const float* __restrict__ part_o, const float* __restrict__ part_lse,
+                                              int64_t bh, int S, int D, int d) {
+  const float* lse = part_lse + bh * S;
+  float mx = -INFINITY;
+  for (int s = 0; s < S; ++s) mx = fmaxf(mx, __ldcg(lse + s));
+  float acc = 0.f, wsum = 0.f;
+  if (mx != -INFINITY)
+    for (int s = 0; s < S; ++s) {
+      const float w = exp2f(__ldcg(lse + s) - mx);
+      wsum += w;
+      acc += w * __ldcg(part_o + (bh * S + s) * D + d);
+    }
+  return acc * (wsum > 0.f ? 1.f / wsum : 0.f);
+}
+
+// out[b, hq] = merge of the S partials; grid B*Hq, block min(D, 128) threads.
+__global__ void attn_merge_kernel(const float* __restrict__ part_o, const float* __restrict__ part_lse,
+                                  bf16* __restrict__ out, int S, int D) {
+  pdl_begin();
+  const int64_t bh = blockIdx.x;
+  for (int d = threadIdx.x; d < D; d += blockDim.x) out[bh * D + d] = __float2bfloat16(merge_splits(part_o, part_lse, bh, S, D, d));
+}
+
+// grid (B, Hkv, S), block NW warps; with P.cluster, launched as clusters of (1, 1, S).
+template <int D, int G, int NW>
+__global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnArgs P) {
+  constexpr int L = D / 8;      // lanes per key row
+  constexpr int KPW = 32 / L;   // lane groups per warp
+  constexpr int STEP = NW * KPW;  // lane groups per CTA: keys per loop step (times kKeysInFlight)
+  constexpr int U = kKeysInFlight;
+  __shared__ float sm_m[NW][G], sm_l[NW][G];
+  __shared__ float sm_o[NW][G][D];  // each warp's state; row [0] then holds the CTA's normalized output
+  __shared__ float sm_lse[G];       // the CTA's log2-sum-exp per head (cluster merge)
+  const int b = blockIdx.x, h = blockIdx.y, split = blockIdx.z, S = gridDim.z;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int sub = lane / L, li = lane % L;
+  const int ctx = P.ctx_lens[b];
+  const int chunk = (ctx + S - 1) / S;
+  const int kbeg = split * chunk, kend = min(ctx, kbeg + chunk);
+  const int32_t* table = P.block_tables + int64_t(b) * P.max_blocks;
+  auto kv_offset = [&](int k) {
+    const int64_t slot = int64_t(table[k / P.bs]) * P.bs + k % P.bs;
+    return (slot * P.Hkv + h) * D + li * 8;
+  };
+  // The warp's keys: kfirst + i * STEP + sub, i = 0, 1, ... (the loop bound is warp-uniform, so
+  // the shuffles below see every lane). Before the wait on the previous kernel, the first of them
+  // are prefetched into L2 (not registers: that would cost occupancy at large batch), except the
+  // step's own token (ctx - 1, stored by the kernel just before). Lengths, tables and older cache
+  // rows were written by uploads and earlier steps, so this DRAM latency overlaps that kernel.
+  const int kfirst = kbeg + warp * KPW;
+  constexpr int kPrefetch = NW > 4 ? 4 * U : U;
+#pragma unroll
+  for (int i = 0; i < kPrefetch; ++i) {
+    const int k = kfirst + i * STEP + sub;
+    if (k < kend && k < ctx - 1) {
+      const int64_t off = kv_offset(k);
+      prefetch_l2(P.kc + off);
+      prefetch_l2(P.vc + off);
+    }
+  }
+  pdl_begin();
+
+  float q[G][8], o[G][8], m[G], l[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.f;
+    const uint4 u = *reinterpret_cast<const uint4*>(P.qkv + int64_t(b) * P.W + int64_t(h * G + g) * D + li * 8);
+    unpack8(u, q[g]);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      q[g][e] *= P.scale_log2;
+      o[g][e] = 0.f;
+    }
+  }
+
+  for (int k0 = kfirst; k0 < kend; k0 += U * STEP) {
+    uint4 kk[U], vv[U];
+    bool ok[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int k = k0 + u * STEP + sub;
+      ok[u] = k < kend;
+      kk[u] = vv[u] = make_uint4(0, 0, 0, 0);
+      if (ok[u]) {
+        const int64_t off = kv_offset(k);
+        kk[u] = *reinterpret_cast<const uint4*>(P.kc + off);
+        vv[u] = *reinterpret_cast<const uint4*>(P.vc + off);
+      }
+    }
+    // Scores s[u][g] = q_g . k_u, reduced over the lane group (every lane shuffles).
+    float s[U][G];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float kf[8];
+      unpack8(kk[u], kf);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        float acc = 0.f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc += q[g][e] * kf[e];
+#pragma unroll
+        for (int off = L / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+        s[u][g] = acc;
+      }
+    }
+    float vf[U][8];
+#pragma unroll
+    for (int u = 0; u < U; ++u) unpack8(vv[u], vf[u]);
+    // One rescale for the U keys: m' = max(m, s_u), o' = o 2^(m - m') + sum_u 2^(s_u - m') v_u.
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float mx = m[g];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (ok[u]) mx = fmaxf(mx, s[u][g]);
+      if (mx == -INFINITY) continue;  // no key of this lane group yet
+      const float corr = exp2f(m[g] - mx);  // m = -inf -> 0
+      float p[U], psum = 0.f;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        p[u] = ok[u] ? exp2f(s[u][g] - mx) : 0.f;
+        psum += p[u];
+      }
+      l[g] = l[g] * corr + psum;
+      m[g] = mx;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        float acc = o[g][e] * corr;
+#pragma unroll
+        for (int u = 0; u < U; ++u) acc += p[u] * vf[u][e];
+        o[g][e] = acc;
+      }
+    }
+  }
+
+  // Merge the KPW lane groups of the warp (same li, different sub).
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+#pragma unroll
+    for (int off = L; off < 32; off <<= 1) {
+      const float m2 = __shfl_xor_sync(0xffffffffu, m[g], off);
+      const float l2 = __shfl_xor_sync(0xffffffffu, l[g], off);
+      const float mn = fmaxf(m[g], m2);
+      const float c1 = mn == -INFINITY ? 0.f : exp2f(m[g] - mn), c2 = mn == -INFINITY ? 0.f : exp2f(m2 - mn);
+      l[g] = l[g] * c1 + l2 * c2;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const float o2 = __shfl_xor_sync(0xffffffffu, o[g][e], off);
+        o[g][e] = o[g][e] * c1 + o2 * c2;
+      }
+      m[g] = mn;
+    }
+    if (sub == 0) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) sm_o[warp][g][li * 8 + e] = o[g][e];
+      if (li == 0) {
+        sm_m[warp][g] = m[g];
+        sm_l[warp][g] = l[g];
+      }
+    }
+  }
+  __syncthreads();
+  // Merge the warps: a thread per (g, d); only that thread touches element (g, d) of sm_o.
+  for (int idx = threadIdx.x; idx < G * D; idx += NW * 32) {
+    const int g = idx / D, d = idx % D;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < NW; ++w) mx = fmaxf(mx, sm_m[w][g]);
+    float lsum = 0.f, acc = 0.f;
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < NW; ++w) {
+        const float c = exp2f(sm_m[w][g] - mx);
+        lsum += sm_l[w][g] * c;
+        acc += sm_o[w][g][d] * c;
+      }
+    }
+    const float val = lsum > 0.f ? acc / lsum : 0.f;
+    const float lse = lsum > 0.f ? mx + log2f(lsum) : -INFINITY;  // empty split: weight 0
+    const int hq = h * G + g;
+    if (S == 1) {
+      P.out[int64_t(b) * P.Hq * D + int64_t(hq) * D + d] = __float2bfloat16(val);
+    } else if (!P.cluster) {
+      const int64_t pi = (int64_t(b) * P.Hq + hq) * S + split;
+      P.part_o[pi * D + d] = val;
+      if (d == 0) P.part_lse[pi] = lse;
+    } else {
+      sm_o[0][g][d] = val;
+      if (d == 0) sm_lse[g] = lse;
+    }
+  }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (S == 1 || !P.cluster) return;
+  // Cluster merge. The barrier publishes every CTA's sm_o[0] / sm_lse to the cluster (arrive has
+  // release, wait acquire semantics); CTA `rank` then merges elements rank, rank + S, ... of the
+  // G x D outputs, all 2S remote loads of an element in flight.
+  cg::cluster_group cl = cg::this_cluster();
+  cl.sync();
+  const int rank = int(cl.block_rank());
+  for (int idx = rank + S * int(threadIdx.x); idx < G * D; idx += S * NW * 32) {
+    const int g = idx / D, d = idx % D;
+    float lse[kDecodeMaxSplits], v[kDecodeMaxSplits];
+#pragma unroll
+    for (int s = 0; s < kDecodeMaxSplits; ++s) {
+      if (s < S) {
+        lse[s] = *cl.map_shared_rank(&sm_lse[g], s);
+        v[s] = *cl.map_shared_rank(&sm_o[0][g][d], s);
+      }
+    }
+    float mx = -INFINITY;
+#pragma unroll
+    for (int s = 0; s < kDecodeMaxSplits; ++s)
+      if (s < S) mx = fmaxf(mx, lse[s]);
+    float acc = 0.f, wsum = 0.f;
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int s = 0; s < kDecodeMaxSplits; ++s) {
+        if (s < S) {
+          const float w = exp2f(lse[s] - mx);
+          wsum += w;
+          acc += w * v[s];
+        }
+      }
+    }
+    P.out[(int64_t(b) * P.Hq + h * G + g) * D + d] = __float2bfloat16(acc * (wsum > 0.f ? 1.f / wsum : 0.f));
+  }
+  cl.sync();  // the others may still read this CTA's shared memory: it must outlive their loads
+#endif
+}
+
+using DecodeKernel = void (*)(DecodeAttnArgs);
+
+// Warps per CTA, halved while the per-warp states would pass 32 KiB of static shared memory.
+constexpr int fit_warps(int nw, int D, int G) { return nw > 4 && nw * G * D > 8192 ? fit_warps(nw / 2, D, G) : nw; }
+
+template <int D, int G>
+DecodeKernel kernel_for_g(int warps) {
+  switch (fit_warps(warps, D, G)) {
+    case 16: if constexpr (16 * G * D <= 8192) return attn_decode_kernel<D, G, 16>; [[fallthrough]];
+    case 8: if constexpr (8 * G * D <= 8192) return attn_decode_kernel<D, G, 8>; [[fallthrough]];
+    default: return attn_decode_kernel<D, G, 4>;
+  }
+}
+
+// The instantiation for head dim D (64 or 128), group size G (1..8) and `warps` (4, 8, 16).
+template <int D>
+DecodeKernel kernel_for_d(int G, int warps) {
+  switch (G) {
+    case 1: return kernel_for_g<D, 1>(warps);
+    case 2: return kernel_for_g<D, 2>(warps);
+    case 3: return kernel_for_g<D, 3>(warps);
+    case 4: return kernel_for_g<D, 4>(warps);
+    case 5: return kernel_for_g<D, 5>(warps);
+    case 6: return kernel_for_g<D, 6>(warps);
+    case 7: return kernel_for_g<D, 7>(warps);
+    default: return kernel_for_g<D, 8>(warps);
+  }
+}
+
+DecodeKernel kernel_for(int D, int G, int warps) { return D == 128 ? kernel_for_d<128>(G, warps) : kernel_for_d<64>(G, warps); }
+
+}  // namespace
+
+void decode_attention(const DecodeAttnArgs& a, Stream st) {
+  const int warps = a.S == 1 ? 4 : a.warps;
+  const DecodeKernel k = kernel_for(a.D, a.Hq / a.Hkv, warps);
+  const int nw = fit_warps(warps, a.D, a.Hq / a.Hkv);
+  const dim3 grid(unsigned(a.B), unsigned(a.Hkv), unsigned(a.S));
+  launch_clustered(k, grid, dim3(unsigned(nw * 32)), 0, st, dim3(1, 1, a.cluster ? unsigned(a.S) : 1u), a);
+  NV_LAUNCH_CHECK();
+  if (a.S > 1 && !a.cluster) {
+    launch(attn_merge_kernel, dim3(unsigned(a.B * a.Hq)), dim3(unsigned(std::min(a.D, 128))), 0, st, a.part_o, a.part_lse,
+           a.out, a.S, a.D);
+    NV_LAUNCH_CHECK();
+  }
+}
+
+int decode_cluster_limit() {
+  int dev = 0, major = 0;
+  NV_CUDA_CHECK(cudaGetDevice(&dev));
+  NV_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  if (major < 9) return 1;
+  // Clusters of more than 8 CTAs are "non-portable": each kernel must opt in.
+  for (int D : {64, 128})
+    for (int G = 1; G <= 8; ++G)
+      for (int warps : {4, 8, 16})
+        NV_CUDA_CHECK(cudaFuncSetAttribute(kernel_for(D, G, warps), cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  // The biggest CTA (most shared memory) decides: can a cluster of n of them be resident at once?
+  for (int n = kDecodeMaxSplits; n > 1; n /= 2) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(1, 1, unsigned(n));
+    cfg.blockDim = dim3(8 * 32);
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = 1;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = unsigned(n);
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, kernel_for(128, 8, 8), &cfg) == cudaSuccess && clusters > 0) return n;
+    (void)cudaGetLastError();
+  }
+  return 1;
+}
+
+}  // namespace nanovllm::cuda

@@ -1,0 +1,37 @@
+// Decode attention (one new token per sequence) over the paged BF16 KV cache: the interface
+// between CudaBackend::attention (attention.cu, which checks shapes and picks the plan) and the
+// split-KV kernel of attention_decode.cu.
+#pragma once
+#include <cstdint>
+
+#include "nanovllm/backends/cuda/cuda_common.cuh"
+
+namespace nanovllm::cuda {
+
+constexpr int kDecodeMaxSplits = 16;  // KV splits per (sequence, kv head): a cluster holds at most 16 CTAs
+
+struct DecodeAttnArgs {
+  const bf16* qkv = nullptr;  // [B, W]: q heads first, row stride W
+  const bf16* kc = nullptr;   // [num_blocks, bs, Hkv, D]
+  const bf16* vc = nullptr;
+  bf16* out = nullptr;        // [B, Hq * D]
+  const int32_t* ctx_lens = nullptr;      // [B] keys per sequence, the new token's included
+  const int32_t* block_tables = nullptr;  // [B, max_blocks]
+  int max_blocks = 0, B = 0, Hq = 0, Hkv = 0, D = 0, bs = 0;
+  int S = 1;            // KV splits (1..kDecodeMaxSplits)
+  int warps = 4;        // warps per CTA: 4, 8 or 16
+  bool cluster = false;  // S > 1: merge the splits through distributed shared memory (sm_90+)
+  float* part_o = nullptr;    // S > 1 without clusters: [B, Hq, S, D] partial outputs, merged by a second kernel
+  float* part_lse = nullptr;  // and [B, Hq, S] their log2-sum-exps
+  int64_t W = 0;
+  float scale_log2 = 0.f;  // softmax scale * log2(e)
+};
+
+// Launches the decode kernel (and, for S > 1 without clusters, the merge kernel) on `st`.
+void decode_attention(const DecodeAttnArgs& a, Stream st);
+
+// The largest cluster of splits (a power of two, <= kDecodeMaxSplits) that the current device can
+// schedule for the biggest decode CTA; 1 on devices without thread-block clusters (before sm_90).
+int decode_cluster_limit();
+
+}  // namespace nanovllm::cuda
