@@ -142,9 +142,21 @@ __global__ void p2p_all_reduce_add_rms_norm_kernel(const float* __restrict__ par
                                                    bf16* __restrict__ out, float eps, Peers P, int rank) {
   __shared__ uint32_t s_epoch;
   __shared__ float red[32];
-  pdl_begin();
   const int b = blockIdx.x, tid = threadIdx.x, groups = H / 8;
+  // Before the wait on the GEMV that writes `partial`: the call number (our own last call's), the
+  // norm weights and the block's first residual row (written by the fused call before that GEMV),
+  // so these loads leave the critical path.
   const uint32_t e = next_epoch(P, rank, &s_epoch);
+  uint4 wv[kV], rv[kV];
+#pragma unroll
+  for (int k = 0; k < kV; ++k) {
+    const int i = tid + k * int(blockDim.x);
+    if (i < groups && b < T) {
+      wv[k] = reinterpret_cast<const uint4*>(w)[i];
+      rv[k] = reinterpret_cast<const uint4*>(residual + size_t(b) * H)[i];
+    }
+  }
+  pdl_begin();
   const size_t half = kLLOff + size_t(e & 1) * kLLHalf;
   for (int t = b; t < T; t += kBlocks) {
     const size_t line0 = size_t(t) * (H / 2);  // row t's first line in a source's slot
@@ -210,7 +222,7 @@ __global__ void p2p_all_reduce_add_rms_norm_kernel(const float* __restrict__ par
       const int i = tid + k * int(blockDim.x);
       if (i >= groups) continue;
       float res[8];
-      unpack8(reinterpret_cast<const uint4*>(rr)[i], res);
+      unpack8(t == b ? rv[k] : reinterpret_cast<const uint4*>(rr)[i], res);
 #pragma unroll
       for (int j = 0; j < 8; ++j) a[k][j] = bf16_round(bf16_round(acc[k][j]) + res[j]);
       reinterpret_cast<uint4*>(rr)[i] = pack8(a[k]);
@@ -224,7 +236,7 @@ __global__ void p2p_all_reduce_add_rms_norm_kernel(const float* __restrict__ par
       const int i = tid + k * int(blockDim.x);
       if (i >= groups) continue;
       float ww[8];
-      unpack8(reinterpret_cast<const uint4*>(w)[i], ww);
+      unpack8(wv[k], ww);
 #pragma unroll
       for (int j = 0; j < 8; ++j) a[k][j] = bf16_round(a[k][j] * inv) * ww[j];
       reinterpret_cast<uint4*>(out + size_t(t) * H)[i] = pack8(a[k]);
