@@ -4,6 +4,7 @@
 #include "gpu_test_util.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <numeric>
 
 #include "nanovllm/ops/checks.h"
@@ -220,6 +221,33 @@ TEST(CudaAttention, Decode) {
         run_attention_case(be, cfg_name("decode B1", h, bs) + " ctx " + std::to_string(l), {{l, 1}}, h.hq, h.hkv, h.d, bs,
                            false, uint32_t(l));
     }
+}
+
+// Batches whose split count is not a power of two (clusters of 5 and 3 CTAs on a 132-SM GPU).
+TEST(CudaAttention, DecodeOddSplits) {
+  REQUIRE_GPU();
+  Backends be;
+  for (int64_t B : {7, 11}) {
+    std::vector<SeqSpec> seqs;
+    for (int64_t b = 0; b < B; ++b) seqs.push_back({int32_t(1 + b * 613 % 3001), 1});
+    run_attention_case(be, "decode B" + std::to_string(B) + " 16/8x128 splits " + std::to_string(be.gpu.decode_splits(B, 8)), seqs,
+                       16, 8, 128, 16, false, uint32_t(B));
+  }
+}
+
+// The path for GPUs without thread-block clusters (before sm_90): partials through global memory
+// and a merge kernel, forced here by NANOVLLM_DECODE_CLUSTER=0.
+TEST(CudaAttention, DecodeWithoutClusters) {
+  REQUIRE_GPU();
+  setenv("NANOVLLM_DECODE_CLUSTER", "0", 1);
+  Backends be;
+  unsetenv("NANOVLLM_DECODE_CLUSTER");
+  std::vector<SeqSpec> b17;
+  for (int32_t l : {1, 97, 255, 256, 257, 4097, 2, 31, 32, 33, 500, 1000, 1023, 1024, 1025, 3000, 17}) b17.push_back({l, 1});
+  for (auto& h : kHeads) {
+    run_attention_case(be, cfg_name("decode B17 no-cluster", h, 16), b17, h.hq, h.hkv, h.d, 16, false, 21);
+    run_attention_case(be, cfg_name("decode B1 no-cluster", h, 16), {{1025, 1}}, h.hq, h.hkv, h.d, 16, false, 22);
+  }
 }
 
 TEST(CudaAttention, BlockSizeOne) {

@@ -267,19 +267,17 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
 
 using DecodeKernel = void (*)(DecodeAttnArgs);
 
-// Warps per CTA, halved while the per-warp states would pass 32 KiB of static shared memory.
-constexpr int fit_warps(int nw, int D, int G) { return nw > 4 && nw * G * D > 8192 ? fit_warps(nw / 2, D, G) : nw; }
+// 8 warps when asked for and their per-warp states fit 32 KiB of static shared memory, else 4.
+constexpr bool eight_warps_fit(int D, int G) { return 8 * G * D <= 8192; }
 
 template <int D, int G>
 DecodeKernel kernel_for_g(int warps) {
-  switch (fit_warps(warps, D, G)) {
-    case 16: if constexpr (16 * G * D <= 8192) return attn_decode_kernel<D, G, 16>; [[fallthrough]];
-    case 8: if constexpr (8 * G * D <= 8192) return attn_decode_kernel<D, G, 8>; [[fallthrough]];
-    default: return attn_decode_kernel<D, G, 4>;
-  }
+  if constexpr (eight_warps_fit(D, G))
+    if (warps >= 8) return attn_decode_kernel<D, G, 8>;
+  return attn_decode_kernel<D, G, 4>;
 }
 
-// The instantiation for head dim D (64 or 128), group size G (1..8) and `warps` (4, 8, 16).
+// The instantiation for head dim D (64 or 128), group size G (1..8) and `warps` (4 or 8).
 template <int D>
 DecodeKernel kernel_for_d(int G, int warps) {
   switch (G) {
@@ -299,9 +297,9 @@ DecodeKernel kernel_for(int D, int G, int warps) { return D == 128 ? kernel_for_
 }  // namespace
 
 void decode_attention(const DecodeAttnArgs& a, Stream st) {
-  const int warps = a.S == 1 ? 4 : a.warps;
-  const DecodeKernel k = kernel_for(a.D, a.Hq / a.Hkv, warps);
-  const int nw = fit_warps(warps, a.D, a.Hq / a.Hkv);
+  const int G = a.Hq / a.Hkv;
+  const int nw = a.S > 1 && a.warps >= 8 && eight_warps_fit(a.D, G) ? 8 : 4;
+  const DecodeKernel k = kernel_for(a.D, G, nw);
   const dim3 grid(unsigned(a.B), unsigned(a.Hkv), unsigned(a.S));
   launch_clustered(k, grid, dim3(unsigned(nw * 32)), 0, st, dim3(1, 1, a.cluster ? unsigned(a.S) : 1u), a);
   NV_LAUNCH_CHECK();
@@ -320,7 +318,7 @@ int decode_cluster_limit() {
   // Clusters of more than 8 CTAs are "non-portable": each kernel must opt in.
   for (int D : {64, 128})
     for (int G = 1; G <= 8; ++G)
-      for (int warps : {4, 8, 16})
+      for (int warps : {4, 8})
         NV_CUDA_CHECK(cudaFuncSetAttribute(kernel_for(D, G, warps), cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   // The biggest CTA (most shared memory) decides: can a cluster of n of them be resident at once?
   for (int n = kDecodeMaxSplits; n > 1; n /= 2) {

@@ -75,7 +75,10 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   staging_done_ = ev;
   staging_bytes_ = size_t(8) << 20;
   NV_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&staging_), staging_bytes_));
+  // Decode attention: clusters unless NANOVLLM_DECODE_CLUSTER=0 (the pre-sm_90 path, for tests and
+  // A/B runs); NANOVLLM_DECODE_WARPS=4 keeps split CTAs at 4 warps.
   decode_cluster_limit_ = cuda::decode_cluster_limit();
+  if (const char* cl_env = std::getenv("NANOVLLM_DECODE_CLUSTER"); cl_env && std::string(cl_env) == "0") decode_cluster_limit_ = 1;
   if (const char* warps_env = std::getenv("NANOVLLM_DECODE_WARPS")) decode_warps_ = std::atoi(warps_env);
   // Chunks come from cudaMalloc; the stream is synchronized before one is freed (a compaction
   // between steps), since kernels of the last step may still read it.

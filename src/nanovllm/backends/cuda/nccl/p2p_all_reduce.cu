@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(kThreads) p2p_all_reduce_kernel(uint4* __restr
 // (the plain kernel's copy, flag and remote read take three). Buffers alternate by call parity
 // like the plain kernel's, and lines of call e - 2 carry another number.
 template <int kWorld, int kV>
-__global__ void p2p_all_reduce_add_rms_norm_kernel(const float* __restrict__ partial, int T, int H,
+__global__ void __launch_bounds__(512) p2p_all_reduce_add_rms_norm_kernel(const float* __restrict__ partial, int T, int H,
                                                    bf16* __restrict__ residual, const bf16* __restrict__ w,
                                                    bf16* __restrict__ out, float eps, Peers P, int rank) {
   __shared__ uint32_t s_epoch;
