@@ -30,8 +30,10 @@ struct DecodeAttnArgs {
 // Launches the decode kernel (and, for S > 1 without clusters, the merge kernel) on `st`.
 void decode_attention(const DecodeAttnArgs& a, Stream st);
 
-// The largest cluster of splits (a power of two, <= kDecodeMaxSplits) that the current device can
-// schedule for the biggest decode CTA; 1 on devices without thread-block clusters (before sm_90).
+// Called once per backend: lets every decode kernel launch clusters of more than 8 CTAs (the
+// "non-portable" sizes need an opt-in per kernel), then returns the largest cluster of splits (a
+// power of two, <= kDecodeMaxSplits) that the current device can schedule for the biggest decode
+// CTA; 1 on devices without thread-block clusters (before sm_90).
 int decode_cluster_limit();
 
 }  // namespace nanovllm::cuda
