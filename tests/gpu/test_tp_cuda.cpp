@@ -3,7 +3,8 @@
 //  * last-token logits of 64 prompts (1..2000 tokens, chunked prefill) at TP=N against TP=1:
 //    cosine >= 0.999 and top-1 agreement >= 99% (the all-reduce adds BF16 partial sums in another
 //    order than one GEMM, so logits are not bit-identical);
-//  * greedy decoding of 16 prompts x 32 tokens (CUDA-graph decode through NCCL): tokens equal to
+//  * greedy decoding of 16 prompts x 32..77 tokens (CUDA-graph decode through NCCL, the batch
+//    shrinking from 16 to 1, so every decode path of the collectives runs): tokens equal to
 //    TP=1 up to a step where TP=1's own top-1/top-2 margin is a near-tie (< 0.05), where a
 //    reordered sum may pick the other token;
 //  * NCCL all-reduce of a [T, H] BF16 tensor gives the sum, and its time per call is printed
@@ -68,8 +69,10 @@ struct Observed {
   std::map<int64_t, std::vector<int32_t>> tokens;
 };
 
-// Runs `prompts` (greedy, max_tokens each) at tensor-parallel size tp; ranks > 0 in threads.
-Observed run(int tp, const std::vector<std::vector<int32_t>>& prompts, int max_tokens, bool keep_logits) {
+// Runs `prompts` (greedy, max_tokens each, plus 3 * i for prompt i when staggered: the batch
+// then shrinks to 4, 3, 2, 1 at the end) at tensor-parallel size tp; ranks > 0 in threads.
+Observed run(int tp, const std::vector<std::vector<int32_t>>& prompts, int max_tokens, bool keep_logits,
+             bool staggered = false) {
   EngineConfig cfg = base_config();
   cfg.tensor_parallel_size = tp;
   cfg.master_port = tp > 1 ? pick_free_port("127.0.0.1") : 0;
@@ -104,9 +107,11 @@ Observed run(int tp, const std::vector<std::vector<int32_t>>& prompts, int max_t
     };
     SamplingParams sp;
     sp.temperature = 0;
-    sp.max_tokens = max_tokens;
     sp.ignore_eos = true;
-    for (const auto& p : prompts) e.add_request(p, sp);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      sp.max_tokens = max_tokens + (staggered ? 3 * int(i) : 0);
+      e.add_request(prompts[i], sp);
+    }
     while (e.has_unfinished())
       for (auto& f : e.step().finished) o.tokens[f.request_id] = f.token_ids;
   }
@@ -171,9 +176,9 @@ TEST(CudaTensorParallel, LastTokenLogitsMatchTp1) {
 TEST(CudaTensorParallel, GreedyDecodeMatchesTp1UpToNearTies) {
   if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
   auto prompts = random_prompts(16, 5, 300, 12);
-  const Observed one = run(1, prompts, 32, false);
+  const Observed one = run(1, prompts, 32, false, true);
   for (int tp : tp_sizes()) {
-    const Observed n = run(tp, prompts, 32, false);
+    const Observed n = run(tp, prompts, 32, false, true);
     int identical = 0, near_tie_divergences = 0;
     for (const auto& [id, ref] : one.tokens) {
       const auto& got = n.tokens.at(id);
@@ -189,7 +194,7 @@ TEST(CudaTensorParallel, GreedyDecodeMatchesTp1UpToNearTies) {
                                << " where TP=1's top-1 led by " << margin;
       ++near_tie_divergences;
     }
-    std::printf("[gpu] TP=%d greedy, 16 prompts x 32 tokens: %d identical to TP=1, %d diverged at a near-tie\n", tp,
+    std::printf("[gpu] TP=%d greedy, 16 prompts x 32..77 tokens: %d identical to TP=1, %d diverged at a near-tie\n", tp,
                 identical, near_tie_divergences);
   }
 }
@@ -259,7 +264,8 @@ TEST(CudaTensorParallel, NcclAllReduceSumsAndItsTime) {
 // The fused all-reduce + residual add + RMSNorm (Communicator::all_reduce_add_rms_norm, the P2P
 // kernel at decode sizes) against the separate ops it replaces (all_reduce_sum, cast,
 // add_rms_norm): bit-identical outputs and residuals, the same on every rank, across calls that
-// alternate with plain all-reduces (they share the call counters); declines what does not fit;
+// alternate with plain all-reduces (they share the call counters) or follow each other directly;
+// declines what does not fit;
 // then the time per call of each form. For each TP size the GPUs allow (2, 4).
 void check_fused_all_reduce_norm(int world) {
   const auto id = make_nccl_unique_id();
@@ -295,8 +301,14 @@ void check_fused_all_reduce_norm(int world) {
           const auto wts = random(size_t(H), uint32_t(11 + H), 1.f);
           Tensor p1 = make(part, {T, H}, DType::F32), r1 = make(resid, {T, H}, DType::BF16);
           Tensor w = make(wts, {H}, DType::BF16), out = be.empty({T, H}, DType::BF16);
-          if (!comm->all_reduce_add_rms_norm(p1, r1, w, eps, out))
+          // A second call on the same inputs right behind the first (no kernel between: it starts
+          // while the first still runs, and must still take the next call number).
+          Tensor p1b = make(part, {T, H}, DType::F32), r1b = make(resid, {T, H}, DType::BF16);
+          Tensor outb = be.empty({T, H}, DType::BF16);
+          if (!comm->all_reduce_add_rms_norm(p1, r1, w, eps, out) || !comm->all_reduce_add_rms_norm(p1b, r1b, w, eps, outb))
             throw Error("fused all-reduce + norm declined [" + std::to_string(T) + ", " + std::to_string(H) + "]");
+          if (be.to_host_f32(outb) != be.to_host_f32(out) || be.to_host_f32(r1b) != be.to_host_f32(r1))
+            throw Error("back-to-back fused calls differ at [" + std::to_string(T) + ", " + std::to_string(H) + "]");
           Tensor p2 = make(part, {T, H}, DType::F32), r2 = make(resid, {T, H}, DType::BF16);
           comm->all_reduce_sum(p2);  // a plain P2P call between fused ones
           Tensor x = be.empty({T, H}, DType::BF16);
@@ -343,7 +355,16 @@ void check_fused_all_reduce_norm(int world) {
       return res;
     }));
   std::vector<Result> got(size_t(world), Result{});
-  for (int r = 0; r < world; ++r) ASSERT_NO_THROW(got[size_t(r)] = ranks[size_t(r)].get()) << "rank " << r << " of " << world;
+  bool all_ok = true;  // every rank's error: the first to fail leaves the others stuck in a collective
+  for (int r = 0; r < world; ++r) {
+    try {
+      got[size_t(r)] = ranks[size_t(r)].get();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "rank " << r << " of " << world << ": " << e.what();
+      all_ok = false;
+    }
+  }
+  if (!all_ok) return;
   for (int r = 1; r < world; ++r) EXPECT_TRUE(got[0].outs == got[size_t(r)].outs) << "rank " << r << "'s fused results differ";
   std::printf("[gpu] all-reduce + add + RMSNorm, %d GPUs, eager, back to back: %s\n", world, got[0].report.c_str());
 }

@@ -66,13 +66,21 @@ __device__ __forceinline__ void exchange_flags(const Peers& P, int rank, int wor
   __syncthreads();
 }
 
-// This block's call number, read by thread 0 and shared with the block: epochs[b] + 1, except
-// that the wrap goes from 0xffffffff to 2 (odd to even, as every step; the LL lines' zero
-// initial flags never match).
-__device__ __forceinline__ uint32_t next_epoch(const Peers& P, int rank, uint32_t* s_epoch) {
+// Claims this block's call number: epochs[b] + 1, except that the wrap goes from 0xffffffff to 2
+// (odd to even, as every step; the LL lines' zero initial flags never match), stored back at once
+// and fenced, and shared with the block. Every all-reduce kernel claims before it lets its
+// successor launch (pdl_begin), and claims before its own wait: so the next all-reduce, even one
+// launched right behind this one with no kernel between (which starts while this one still runs),
+// reads the count this one stored. (A count stored at the end, as before, raced there: both calls
+// took the same number and the ranks fell out of step.) Volatile: the line may be in this SM's L1
+// from an earlier read.
+__device__ __forceinline__ uint32_t claim_call(const Peers& P, int rank, uint32_t* s_epoch) {
   if (threadIdx.x == 0) {
-    const uint32_t last = reinterpret_cast<const uint32_t*>(P.base[rank] + kEpochsOff)[blockIdx.x];
+    volatile uint32_t* epochs = reinterpret_cast<volatile uint32_t*>(P.base[rank] + kEpochsOff);
+    const uint32_t last = epochs[blockIdx.x];
     *s_epoch = last == 0xffffffffu ? 2u : last + 1;
+    epochs[blockIdx.x] = *s_epoch;
+    __threadfence();
   }
   __syncthreads();
   return *s_epoch;
@@ -88,10 +96,9 @@ template <class T>
 __global__ void __launch_bounds__(kThreads) p2p_all_reduce_kernel(uint4* __restrict__ x, int64_t nv, Peers P,
                                                                    int rank, int world) {
   __shared__ uint32_t s_epoch;
+  const uint32_t e = claim_call(P, rank, &s_epoch);
   pdl_begin();
   const int b = blockIdx.x, tid = threadIdx.x;
-  uint32_t* epochs = reinterpret_cast<uint32_t*>(P.base[rank] + kEpochsOff);
-  const uint32_t e = next_epoch(P, rank, &s_epoch);
   const size_t half = size_t(e & 1) * P2pAllReduce::kMaxBytes;
   const int64_t per = (nv + kBlocks - 1) / kBlocks, lo = b * per, hi = min(nv, lo + per);
 
@@ -120,7 +127,6 @@ __global__ void __launch_bounds__(kThreads) p2p_all_reduce_kernel(uint4* __restr
     else
       x[i] = pack8(acc);
   }
-  if (tid == 0) epochs[b] = e;
 }
 
 // The all-reduce of F32 partial sums fused with the residual add + RMSNorm after it: the same
@@ -143,10 +149,10 @@ __global__ void __launch_bounds__(512) p2p_all_reduce_add_rms_norm_kernel(const 
   __shared__ uint32_t s_epoch;
   __shared__ float red[32];
   const int b = blockIdx.x, tid = threadIdx.x, groups = H / 8;
-  // Before the wait on the GEMV that writes `partial`: the call number (our own last call's), the
-  // norm weights and the block's first residual row (written by the fused call before that GEMV),
-  // so these loads leave the critical path.
-  const uint32_t e = next_epoch(P, rank, &s_epoch);
+  // Before the wait on the GEMV that writes `partial`: the call number (claim_call), the norm
+  // weights and the block's first residual row (written by the fused call before that GEMV), so
+  // these loads leave the critical path.
+  const uint32_t e = claim_call(P, rank, &s_epoch);
   uint4 wv[kV], rv[kV];
 #pragma unroll
   for (int k = 0; k < kV; ++k) {
@@ -242,7 +248,6 @@ __global__ void __launch_bounds__(512) p2p_all_reduce_add_rms_norm_kernel(const 
       reinterpret_cast<uint4*>(out + size_t(t) * H)[i] = pack8(a[k]);
     }
   }
-  if (tid == 0) reinterpret_cast<uint32_t*>(P.base[rank] + kEpochsOff)[b] = e;
 }
 
 struct Exchange {  // what each rank publishes about its allocation
