@@ -10,11 +10,11 @@
 // overwrites the half of call e only at call e + 2, after it has seen every peer's flag of call
 // e + 1, i.e. after every peer has finished call e. The kernel keeps its call counter on the
 // device, so it is CUDA-graph safe, and claims its number before its successor may launch, so
-// calls may follow each other directly (see claim_call). The fused all-reduce + residual add + RMSNorm kernel shares
-// the grid and call counters (so the two kinds of call may alternate) but pushes its data into
-// the peers' memory instead, in NCCL's LL format (data and call number in each 8-byte word: one
-// NVLink crossing per call; see the kernel). A wait that outlasts 30 s traps (a dead peer: the TP watchdog
-// normally ends the process first).
+// calls may follow each other directly (see claim_call). The fused all-reduce + residual add +
+// RMSNorm kernel shares the grid and call counters (so the two kinds of call may alternate) but
+// pushes its data into the peers' memory instead, in NCCL's LL format (data and call number in
+// each 8-byte word: one NVLink crossing per call; see the kernel). A wait that outlasts 30 s traps
+// (a dead peer: the TP watchdog normally ends the process first).
 //
 // Safety on shared hosts: plain peer memory and IPC, no NVLink multicast.
 #pragma once
