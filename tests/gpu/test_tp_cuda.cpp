@@ -130,6 +130,23 @@ std::vector<std::vector<int32_t>> random_prompts(int n, int min_len, int max_len
   return out;
 }
 
+// Every rank's result; each rank's error is reported (the first to fail leaves the others stuck in
+// a collective until its trap, so their errors matter too). False if any rank failed.
+template <class R>
+bool join_ranks(std::vector<std::future<R>>& ranks, std::vector<R>& got, const std::string& what) {
+  bool all_ok = true;
+  got.assign(ranks.size(), R{});
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    try {
+      got[r] = ranks[r].get();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "rank " << r << " of " << ranks.size() << what << ": " << e.what();
+      all_ok = false;
+    }
+  }
+  return all_ok;
+}
+
 TEST(CudaTensorParallel, LastTokenLogitsMatchTp1) {
   if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
   auto prompts = random_prompts(64, 1, 2000, 11);
@@ -251,13 +268,10 @@ TEST(CudaTensorParallel, NcclAllReduceSumsAndItsTime) {
         }
         return report.str();
       }));
-    for (int r = 0; r < world; ++r) {
-      std::string rep;
-      ASSERT_NO_THROW(rep = ranks[size_t(r)].get()) << "rank " << r << (p2p ? " (p2p)" : " (nccl)");
-      if (r == 0)
-        std::printf("[gpu] all-reduce %s (2 GPUs, back to back, eager): %s\n", p2p ? "P2P one-shot <= 64 KiB, else NCCL" : "NCCL",
-                    rep.c_str());
-    }
+    std::vector<std::string> reps;
+    if (!join_ranks(ranks, reps, p2p ? " (p2p)" : " (nccl)")) return;
+    std::printf("[gpu] all-reduce %s (2 GPUs, back to back, eager): %s\n", p2p ? "P2P one-shot <= 64 KiB, else NCCL" : "NCCL",
+                reps[0].c_str());
   }
 }
 
@@ -354,17 +368,8 @@ void check_fused_all_reduce_norm(int world) {
       res.report = report.str();
       return res;
     }));
-  std::vector<Result> got(size_t(world), Result{});
-  bool all_ok = true;  // every rank's error: the first to fail leaves the others stuck in a collective
-  for (int r = 0; r < world; ++r) {
-    try {
-      got[size_t(r)] = ranks[size_t(r)].get();
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "rank " << r << " of " << world << ": " << e.what();
-      all_ok = false;
-    }
-  }
-  if (!all_ok) return;
+  std::vector<Result> got;
+  if (!join_ranks(ranks, got, "")) return;
   for (int r = 1; r < world; ++r) EXPECT_TRUE(got[0].outs == got[size_t(r)].outs) << "rank " << r << "'s fused results differ";
   std::printf("[gpu] all-reduce + add + RMSNorm, %d GPUs, eager, back to back: %s\n", world, got[0].report.c_str());
 }
