@@ -8,6 +8,8 @@
 #      all-reduce + norm; TP=2 without it (NANOVLLM_ALLREDUCE_NORM=0).
 #   TP=2 minus shard is the cost of the collectives; shard against TP=1 / 2 is what the
 #   halved kernels lose to fixed per-kernel costs.
+#   MODE=throughput: the bench.py workload instead of batch-1 decode (output tok/s, prefill and
+#   decode seconds).
 #   TIMELINE=1: each run also records its kernel timeline (bench/kernel_timeline.cpp: per kernel, how
 #   much it pushes the end of the decode graph replay; idle time between replays), printed per rank.
 set -uo pipefail
@@ -32,13 +34,18 @@ cat > /tmp/lat_fmt.py <<'PY'
 import json, sys
 try:
     l = json.loads(sys.stdin.read().strip().splitlines()[-1])
-    print(f"{l['decode_tok_s']:.1f} tok/s ({1000 / l['decode_tok_s']:.3f} ms/step), TTFT {l['ttft_ms_median']:.1f} ms")
+    if l['mode'] == 'throughput':
+        print(f"{l['output_tok_s']:.0f} output tok/s ({l['seconds']:.1f} s: prefill {l['prefill_seconds']:.1f}, "
+              f"decode {l['decode_seconds']:.1f}), {l['preemptions']} preemptions")
+    else:
+        print(f"{l['decode_tok_s']:.1f} tok/s ({1000 / l['decode_tok_s']:.3f} ms/step), TTFT {l['ttft_ms_median']:.1f} ms")
 except Exception as e:
     print(f"no figures ({e})")
 PY
 TL=()
-lat() {  # lat MODEL TP [VAR=V ...] -> "decode tok/s, TTFT"
-  timeout 150 env "${TL[@]}" "${@:3}" $B bench --model "$1" --load-format dummy --device cuda --tensor-parallel-size "$2" --latency \
+MODE_ARGS=(--latency); [ "${MODE:-latency}" = throughput ] && MODE_ARGS=()
+lat() {  # lat MODEL TP [VAR=V ...] -> "decode tok/s, TTFT" (MODE=throughput: output tok/s)
+  timeout 150 env "${TL[@]}" "${@:3}" $B bench --model "$1" --load-format dummy --device cuda --tensor-parallel-size "$2" "${MODE_ARGS[@]}" \
     2>> "$OUT/lat.err" | python3 /tmp/lat_fmt.py
 }
 # Runs: arguments "MODEL:TP[:VAR=V,VAR=V...]" (MODEL "shard" = the config above), else the four below.

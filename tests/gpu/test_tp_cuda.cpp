@@ -306,7 +306,11 @@ void check_fused_all_reduce_norm(int world) {
         return t;
       };
       const float eps = 1e-6f;
-      const std::vector<std::pair<int64_t, int64_t>> shapes{{1, 4096}, {4, 4096}, {3, 1024}, {16, 1024}, {9, 1024}, {2, 5120}};
+      // LL lines up to 64 KiB, then the bulk kernel: fewer rows than blocks, several rows per
+      // block (512 at H 4096: its capacity), and at H 1024 and 5120.
+      const std::vector<std::pair<int64_t, int64_t>> shapes{{1, 4096},  {4, 4096},  {3, 1024},  {16, 1024},
+                                                            {9, 1024},  {2, 5120},  {5, 4096},  {130, 4096},
+                                                            {512, 4096}, {300, 1024}, {33, 5120}};
       for (int round = 0; round < 3; ++round)
         for (auto [T, H] : shapes) {
           const size_t n = size_t(T * H);
@@ -337,13 +341,14 @@ void check_fused_all_reduce_norm(int world) {
           res.outs.insert(res.outs.end(), o1.begin(), o1.end());
           res.outs.insert(res.outs.end(), q1.begin(), q1.end());
         }
-      {  // too big for the P2P buffers: declined, nothing done
-        Tensor p = be.empty({32, 4096}, DType::F32), q = be.empty({32, 4096}, DType::BF16);
-        Tensor w = be.empty({4096}, DType::BF16), o = be.empty({32, 4096}, DType::BF16);
-        if (comm->all_reduce_add_rms_norm(p, q, w, eps, o)) throw Error("fused path took a 512 KiB message");
+      {  // too big for the bulk kernel's slabs (5 rows of 16 KiB per block): declined, nothing done
+        Tensor p = be.empty({513, 4096}, DType::F32), q = be.empty({513, 4096}, DType::BF16);
+        Tensor w = be.empty({4096}, DType::BF16), o = be.empty({513, 4096}, DType::BF16);
+        if (comm->all_reduce_add_rms_norm(p, q, w, eps, o)) throw Error("fused path took [513, 4096]");
       }
       std::ostringstream report;
-      for (auto [T, H] : std::vector<std::pair<int64_t, int64_t>>{{1, 4096}, {4, 4096}, {1, 1024}}) {
+      for (auto [T, H] : std::vector<std::pair<int64_t, int64_t>>{{1, 4096}, {4, 4096}, {1, 1024}, {16, 4096},
+                                                                   {64, 4096}, {256, 4096}, {512, 4096}}) {
         Tensor p = make(std::vector<float>(size_t(T * H), 0.f), {T, H}, DType::F32);
         Tensor q = make(std::vector<float>(size_t(T * H), 1.f), {T, H}, DType::BF16);
         Tensor w = make(std::vector<float>(size_t(H), 1.f), {H}, DType::BF16);

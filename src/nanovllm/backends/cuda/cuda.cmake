@@ -48,7 +48,8 @@ if(NANOVLLM_CUDA)
   find_library(NANOVLLM_NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${_nccl_hints} PATH_SUFFIXES lib lib64)
   if(NANOVLLM_NCCL_INCLUDE AND NANOVLLM_NCCL_LIBRARY)
     add_library(nanovllm_nccl_objs OBJECT ${CMAKE_CURRENT_LIST_DIR}/nccl/nccl_communicator.cu
-                ${CMAKE_CURRENT_LIST_DIR}/nccl/p2p_all_reduce.cu)
+                ${CMAKE_CURRENT_LIST_DIR}/nccl/p2p_all_reduce.cu
+                ${CMAKE_CURRENT_LIST_DIR}/nccl/p2p_all_reduce_norm.cu)
     set_target_properties(nanovllm_nccl_objs PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON
       CUDA_EXTENSIONS OFF POSITION_INDEPENDENT_CODE ON)
     target_include_directories(nanovllm_nccl_objs PRIVATE ${PROJECT_SOURCE_DIR}/src ${NANOVLLM_NCCL_INCLUDE})

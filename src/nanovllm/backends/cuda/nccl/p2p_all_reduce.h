@@ -11,10 +11,13 @@
 // e + 1, i.e. after every peer has finished call e. The kernel keeps its call counter on the
 // device, so it is CUDA-graph safe, and claims its number before its successor may launch, so
 // calls may follow each other directly (see claim_call). The fused all-reduce + residual add +
-// RMSNorm kernel shares the grid and call counters (so the two kinds of call may alternate) but
-// pushes its data into the peers' memory instead, in NCCL's LL format (data and call number in
-// each 8-byte word: one NVLink crossing per call; see the kernel). A wait that outlasts 30 s traps
-// (a dead peer: the TP watchdog normally ends the process first).
+// RMSNorm (p2p_all_reduce_norm.cu) has two exchanges: up to kMaxBytes it shares the grid and call
+// counters (so the two kinds of call may alternate) but pushes its data into the peers' memory
+// instead, in NCCL's LL format (data and call number in each 8-byte word: one NVLink crossing per
+// call); larger messages (decode batches up to 512 at H = 4096) go to a bulk kernel of up to 128
+// blocks with counters and buffers of its own, which pushes plain floats, then one flag per block
+// and peer. A wait that outlasts 30 s traps (a dead peer: the TP watchdog normally ends the
+// process first).
 //
 // Safety on shared hosts: plain peer memory and IPC, no NVLink multicast.
 #pragma once
@@ -55,8 +58,8 @@ class P2pAllReduce {
   // The all-reduce of F32 partial sums [T, H] fused with the residual add + RMSNorm that follow
   // it (Communicator::all_reduce_add_rms_norm): residual [T, H] updated in place, out [T, H] =
   // norm(residual) * w [H], all BF16; bit-identical to run() + cast + add_rms_norm. False
-  // (nothing launched) when it does not fit: T * H * 4 <= kMaxBytes, H a multiple of 8 of at most
-  // 8192, 16-byte aligned pointers, 2, 4 or 8 ranks.
+  // (nothing launched) when it does not fit: ceil(T / 128) rows of H floats in 64 KiB (T <= 512
+  // at H = 4096), H a multiple of 8 of at most 8192, 16-byte aligned pointers, 2, 4 or 8 ranks.
   bool run_add_rms_norm(const float* partial, int64_t T, int64_t H, cuda::bf16* residual, const cuda::bf16* w, float eps,
                         cuda::bf16* out);
 
@@ -64,6 +67,7 @@ class P2pAllReduce {
   int rank_, world_;
   cuda::Stream stream_;
   bool usable_ = false;
+  int bulk_max_grid_ = 0;                // the bulk kernel's blocks resident at once (p2p_all_reduce.cuh)
   char* mine_ = nullptr;                 // this rank's allocation
   std::vector<char*> peers_;             // every rank's allocation as mapped here (mine_ at rank_)
   std::vector<char*> opened_;            // IPC mappings to close
