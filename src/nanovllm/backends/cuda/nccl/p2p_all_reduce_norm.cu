@@ -86,9 +86,24 @@ __global__ void __launch_bounds__(512) ll_add_rms_norm_kernel(const float* __res
   const size_t half = kLLOff + size_t(e & 1) * kLLHalf;
   for (int t = b; t < T; t += kBlocks) {
     const size_t line0 = size_t(t) * (H / 2);  // row t's first line in a source's slot
-    float mine[kV][8];
+    // Push: thread tid sends lines tid, tid + blockDim, ..., so each warp store covers 512
+    // contiguous bytes (a line per lane: whole 32-byte sectors over NVLink, not half-sectors).
+    const float2* prow = reinterpret_cast<const float2*>(partial + size_t(t) * H);
 #pragma unroll
-    for (int k = 0; k < kV; ++k) {  // this rank's groups, pushed to every peer
+    for (int m = 0; m < 4 * kV; ++m) {
+      const int L = tid + m * int(blockDim.x);
+      if (L >= H / 2) break;
+      const float2 x = prow[L];
+#pragma unroll
+      for (int r = 0; r < kWorld; ++r) {
+        if (r == rank) continue;
+        uint4* dst = reinterpret_cast<uint4*>(P.base[r] + half + size_t(rank) * kLLSlot) + line0 + L;
+        store_volatile(dst, make_uint4(__float_as_uint(x.x), e, __float_as_uint(x.y), e));
+      }
+    }
+    float mine[kV][8];  // this rank's own groups, in the norm's layout (lines 4i..4i+3 = group i)
+#pragma unroll
+    for (int k = 0; k < kV; ++k) {
       const int i = tid + k * int(blockDim.x);
       if (i >= groups) continue;
       const float4 lo = reinterpret_cast<const float4*>(partial + size_t(t) * H)[2 * i];
@@ -96,14 +111,6 @@ __global__ void __launch_bounds__(512) ll_add_rms_norm_kernel(const float* __res
       const float f[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
 #pragma unroll
       for (int j = 0; j < 8; ++j) mine[k][j] = f[j];
-#pragma unroll
-      for (int r = 0; r < kWorld; ++r) {
-        if (r == rank) continue;
-        uint4* dst = reinterpret_cast<uint4*>(P.base[r] + half + size_t(rank) * kLLSlot) + line0 + size_t(i) * 4;
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          store_volatile(dst + j, make_uint4(__float_as_uint(f[2 * j]), e, __float_as_uint(f[2 * j + 1]), e));
-      }
     }
     float acc[kV][8] = {};
 #pragma unroll 1
@@ -169,20 +176,18 @@ __global__ void __launch_bounds__(512) bulk_add_rms_norm_kernel(const float* __r
     return reinterpret_cast<float4*>(P.base[at] + kBulkDataOff +
                                      ((size_t(e & 1) * kWorld + src) * kBulkBlocks + b) * kBulkSlab);
   };
-  for (int t = b, j = 0; t < T; t += kBulkBlocks, ++j) {  // push this rank's rows to every peer
+  // Push this rank's rows to every peer; float4 q = tid + m * blockDim, so each warp store
+  // covers 512 contiguous bytes (whole 32-byte sectors over NVLink).
+  for (int t = b, j = 0; t < T; t += kBulkBlocks, ++j) {
+    const float4* prow = reinterpret_cast<const float4*>(partial + size_t(t) * H);
 #pragma unroll
-    for (int k = 0; k < kV; ++k) {
-      const int i = tid + k * int(blockDim.x);
-      if (i >= groups) continue;
-      const float4 lo = reinterpret_cast<const float4*>(partial + size_t(t) * H)[2 * i];
-      const float4 hi = reinterpret_cast<const float4*>(partial + size_t(t) * H)[2 * i + 1];
+    for (int m = 0; m < 2 * kV; ++m) {
+      const int q = tid + m * int(blockDim.x);
+      if (q >= H / 4) break;
+      const float4 x = prow[q];
 #pragma unroll
-      for (int r = 0; r < kWorld; ++r) {
-        if (r == rank) continue;
-        float4* dst = slab(r, rank) + size_t(j) * (H / 4) + 2 * i;
-        dst[0] = lo;
-        dst[1] = hi;
-      }
+      for (int r = 0; r < kWorld; ++r)
+        if (r != rank) slab(r, rank)[size_t(j) * (H / 4) + q] = x;
     }
   }
   exchange_flags(P, rank, kWorld, e, kBulkFlagsOff);  // fences the pushes, then waits for the peers'
