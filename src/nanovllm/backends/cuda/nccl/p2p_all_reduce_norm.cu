@@ -25,6 +25,16 @@ using namespace cuda;
 
 namespace {
 
+// This thread's 8-element groups i = tid + k * blockDim (k < kV) of a BF16 row of H.
+template <int kV>
+__device__ __forceinline__ void load_groups(const bf16* row, int H, uint4 (&v)[kV]) {
+#pragma unroll
+  for (int k = 0; k < kV; ++k) {
+    const int i = threadIdx.x + k * int(blockDim.x);
+    if (i < H / 8) v[k] = reinterpret_cast<const uint4*>(row)[i];
+  }
+}
+
 // Row t's tail, once acc holds its rank-order sum (this thread's groups): residual add, RMSNorm,
 // stores. res_pre: the row's residual groups loaded earlier, or null to load them here.
 template <int kV>
@@ -74,13 +84,9 @@ __global__ void __launch_bounds__(512) ll_add_rms_norm_kernel(const float* __res
   // block's first residual row (written by the fused call before that GEMV), off the critical path.
   const uint32_t e = claim_call(P, rank, kEpochsOff, &s_epoch);
   uint4 wv[kV], rv[kV];
-#pragma unroll
-  for (int k = 0; k < kV; ++k) {
-    const int i = tid + k * int(blockDim.x);
-    if (i < groups && b < T) {
-      wv[k] = reinterpret_cast<const uint4*>(w)[i];
-      rv[k] = reinterpret_cast<const uint4*>(residual + size_t(b) * H)[i];
-    }
+  if (b < T) {
+    load_groups<kV>(w, H, wv);
+    load_groups<kV>(residual + size_t(b) * H, H, rv);
   }
   pdl_begin();
   const size_t half = kLLOff + size_t(e & 1) * kLLHalf;
@@ -166,11 +172,7 @@ __global__ void __launch_bounds__(512) bulk_add_rms_norm_kernel(const float* __r
   const int b = blockIdx.x, tid = threadIdx.x, groups = H / 8;
   const uint32_t e = claim_call(P, rank, kBulkEpochsOff, &s_epoch);
   uint4 wv[kV];
-#pragma unroll
-  for (int k = 0; k < kV; ++k) {
-    const int i = tid + k * int(blockDim.x);
-    if (i < groups) wv[k] = reinterpret_cast<const uint4*>(w)[i];
-  }
+  load_groups<kV>(w, H, wv);
   pdl_begin();
   auto slab = [&](int at, int src) {  // block b's slab from `src` in rank `at`'s allocation
     return reinterpret_cast<float4*>(P.base[at] + kBulkDataOff +
