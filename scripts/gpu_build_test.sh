@@ -7,8 +7,7 @@
 #   mkdir -p .deps && cd .deps && apt-get download nlohmann-json3-dev libxxhash-dev libxxhash0 \
 #     libgtest-dev libcli11-dev libopenblas-dev libopenblas-pthread-dev libopenblas0 \
 #     libopenblas0-pthread libgfortran5 libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 \
-#     libpcre2-posix3 libutf8proc-dev libutf8proc2 pkgconf pkgconf-bin libpkgconf3 libquadmath0 \
-#     libcpp-httplib-dev libcpp-httplib0.11 libssl-dev zlib1g-dev libbrotli-dev libbrotli1
+#     libpcre2-posix3 libutf8proc-dev libutf8proc2 pkgconf pkgconf-bin libpkgconf3 libquadmath0
 # They are unpacked into /tmp/deps (never into /) and CMake/pkg-config are pointed there.
 # Env: BUILD_DIR (build-gpu), CUDA_ARCH (90a), OUT (where logs go; the device tool sets it).
 set -uo pipefail

@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkgs=(build-essential cmake ninja-build ccache pkg-config nlohmann-json3-dev libxxhash-dev
-      libgtest-dev libcli11-dev libopenblas-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev
+      libgtest-dev libcli11-dev libopenblas-dev libpcre2-dev libutf8proc-dev libboost1.81-dev
       nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do

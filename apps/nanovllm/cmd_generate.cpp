@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -57,15 +58,17 @@ std::vector<Request> read_requests(const LLM& llm, const GenerateArgs& a) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = a.input + ":" + std::to_string(n) + ": ";
     try {
-      auto j = nlohmann::json::parse(line);
+      const auto j = parse_request_json<nlohmann::ordered_json>(line);  // ordered: chat templates render key order
       if (!j.is_object()) throw UserError(where + "each line must be a JSON object");
       Request r{{}, a.sp};
       read_sampling_fields(j, r.sp);
       if (j.contains("prompt_token_ids")) {
         if (!j["prompt_token_ids"].is_array()) throw UserError(where + "'prompt_token_ids' must be a list of integers");
         for (auto& t : j["prompt_token_ids"]) {
-          if (!t.is_number_integer()) throw UserError(where + "'prompt_token_ids' must be a list of integers");
-          r.prompt.token_ids.push_back(t.get<int32_t>());
+          const int64_t id = request_integer(t, "prompt_token_ids");
+          if (id < 0 || id > std::numeric_limits<int32_t>::max())
+            throw UserError(where + "prompt_token_ids: token id " + std::to_string(id) + " is out of range");
+          r.prompt.token_ids.push_back(int32_t(id));
         }
         if (r.prompt.token_ids.empty()) throw UserError(where + "the prompt is empty");
       } else if (j.contains("prompt")) {
@@ -73,7 +76,7 @@ std::vector<Request> read_requests(const LLM& llm, const GenerateArgs& a) {
         r.prompt.text = j["prompt"].get<std::string>();
         if (r.prompt.text.empty()) throw UserError(where + "the prompt is empty");
       } else if (j.contains("messages")) {
-        r.prompt = chat_prompt(llm, nlohmann::ordered_json::parse(line)["messages"], a);  // keeps key order
+        r.prompt = chat_prompt(llm, j["messages"], a);
       } else {
         throw UserError(where + "needs 'prompt', 'prompt_token_ids' or 'messages'");
       }

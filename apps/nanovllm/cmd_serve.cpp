@@ -32,10 +32,11 @@ struct ServeArgs {
 void run(const ServeArgs& a) {
 #ifdef NANOVLLM_NO_HTTP_SERVER
   (void)a;
-  throw UserError("this build has no HTTP server (cpp-httplib was not found at configure time)");
+  throw UserError("this build has no HTTP server (Boost 1.81 was not found at configure time)");
 #else
   if (a.opts.max_body_bytes <= 0) throw UserError("--max-body-bytes must be positive");
-  if (a.opts.http_threads < 2) throw UserError("--http-threads must be at least 2");
+  if (a.opts.http_threads < 1) throw UserError("--http-threads must be at least 1");
+  if (a.opts.keep_alive_timeout_s < 1) throw UserError("--keep-alive-timeout must be at least 1 second");
   EngineConfig cfg = a.engine.resolve();
   TpStart tp = start_tensor_parallel(cfg, a.engine);
   if (tp.worker) return run_worker(cfg, a.engine.spawned());
@@ -82,7 +83,8 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--served-model-name", o.served_model_name, "model name in the API (default: the --model value)");
   cmd->add_option("--max-body-bytes", o.max_body_bytes, "largest request body accepted (else 413)");
   cmd->add_option("--request-timeout", o.request_timeout_s, "seconds after which a request is aborted (0 = never)");
-  cmd->add_option("--http-threads", o.http_threads, "connection threads (a streaming client holds one)");
+  cmd->add_option("--http-threads", o.http_threads, "I/O threads serving the connections (each connection is a coroutine)");
+  cmd->add_option("--keep-alive-timeout", o.keep_alive_timeout_s, "seconds an idle connection, or one sending a request, may take");
   cmd->callback([a] { run(*a); });
 }
 

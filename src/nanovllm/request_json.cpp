@@ -1,65 +1,92 @@
 #include "nanovllm/request_json.h"
 
+#include <limits>
+
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {
-using nlohmann::json;
 
 namespace {
 
-const json* field(const json& j, const char* name) {
+template <class Json>
+const Json* field(const Json& j, const char* name) {
   auto it = j.find(name);
   return it == j.end() || it->is_null() ? nullptr : &*it;
 }
 
-[[noreturn]] void wrong_type(const char* name, const char* want) {
-  throw InvalidRequest(name, std::string("'") + name + "' must be " + want);
+[[noreturn]] void wrong_type(const std::string& name, const char* want) {
+  throw InvalidRequest(name, "'" + name + "' must be " + want);
 }
 
-double number(const json& j, const char* name) {
+template <class Json>
+double number(const Json& j, const char* name) {
   if (!j.is_number()) wrong_type(name, "a number");
-  return j.get<double>();
-}
-
-int64_t integer(const json& j, const char* name) {
-  if (!j.is_number_integer()) wrong_type(name, "an integer");
-  return j.get<int64_t>();
+  return j.template get<double>();
 }
 
 }  // namespace
 
-void read_sampling_fields(const json& j, SamplingParams& sp) {
+template <class Json>
+Json parse_request_json(std::string_view text) {
+  auto depth_guard = [](int depth, typename Json::parse_event_t, Json&) {
+    if (depth > kMaxJsonDepth)
+      throw InvalidRequest("", "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels of arrays and objects");
+    return true;
+  };
+  // nlohmann's lexer takes a NUL byte for the end of the input and would ignore what follows;
+  // JSON text never holds a raw NUL (in a string it is a control character to escape).
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
+    throw InvalidRequest("", "not valid JSON: a NUL byte at offset " + std::to_string(nul));
+  try {
+    return Json::parse(text, depth_guard);
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e400
+    throw InvalidRequest("", std::string("not valid JSON: ") + e.what());
+  }
+}
+
+template <class Json>
+int64_t request_integer(const Json& v, const std::string& param) {
+  if (!v.is_number_integer()) wrong_type(param, "an integer");
+  if (v.is_number_unsigned() && v.template get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+    throw InvalidRequest(param, "'" + param + "' is out of range (" + v.dump() + ")");
+  return v.template get<int64_t>();
+}
+
+template <class Json>
+void read_sampling_fields(const Json& j, SamplingParams& sp) {
   if (!j.is_object()) throw InvalidRequest("", "the request must be a JSON object");
   if (auto* v = field(j, "temperature")) sp.temperature = float(number(*v, "temperature"));
   if (auto* v = field(j, "top_p")) sp.top_p = float(number(*v, "top_p"));
   if (auto* v = field(j, "min_p")) sp.min_p = float(number(*v, "min_p"));
   if (auto* v = field(j, "top_k")) {
-    const int64_t k = integer(*v, "top_k");
+    const int64_t k = request_integer(*v, "top_k");
     if (k < -1 || k > (1 << 30)) throw InvalidRequest("top_k", "top_k must be -1, 0 or positive");
     sp.top_k = int(k);
   }
-  if (auto* v = field(j, "seed")) sp.seed = uint64_t(integer(*v, "seed"));
-  if (auto* v = field(j, "max_tokens")) {
-    const int64_t m = integer(*v, "max_tokens");
-    if (m <= 0 || m > (1 << 30)) throw InvalidRequest("max_tokens", "max_tokens must be at least 1 (got " + std::to_string(m) + ")");
+  if (auto* v = field(j, "seed")) sp.seed = uint64_t(request_integer(*v, "seed"));
+  // max_completion_tokens: OpenAI's newer name, read when max_tokens is absent.
+  const char* max_name = field(j, "max_tokens") ? "max_tokens" : "max_completion_tokens";
+  if (auto* v = field(j, max_name)) {
+    const int64_t m = request_integer(*v, max_name);
+    if (m <= 0 || m > (1 << 30)) throw InvalidRequest(max_name, std::string(max_name) + " must be at least 1 (got " + std::to_string(m) + ")");
     sp.max_tokens = int(m);
   }
   if (auto* v = field(j, "ignore_eos")) {
     if (!v->is_boolean()) wrong_type("ignore_eos", "a boolean");
-    sp.ignore_eos = v->get<bool>();
+    sp.ignore_eos = v->template get<bool>();
   }
   if (auto* v = field(j, "skip_special_tokens")) {
     if (!v->is_boolean()) wrong_type("skip_special_tokens", "a boolean");
-    sp.skip_special_tokens = v->get<bool>();
+    sp.skip_special_tokens = v->template get<bool>();
   }
   if (auto* v = field(j, "stop")) {
     sp.stop.clear();
     if (v->is_string()) {
-      sp.stop.push_back(v->get<std::string>());
+      sp.stop.push_back(v->template get<std::string>());
     } else if (v->is_array()) {
       for (auto& s : *v) {
         if (!s.is_string()) wrong_type("stop", "a string or a list of strings");
-        sp.stop.push_back(s.get<std::string>());
+        sp.stop.push_back(s.template get<std::string>());
       }
     } else {
       wrong_type("stop", "a string or a list of strings");
@@ -68,9 +95,22 @@ void read_sampling_fields(const json& j, SamplingParams& sp) {
   if (auto* v = field(j, "stop_token_ids")) {
     if (!v->is_array()) wrong_type("stop_token_ids", "a list of integers");
     sp.stop_token_ids.clear();
-    for (auto& t : *v) sp.stop_token_ids.push_back(int32_t(integer(t, "stop_token_ids")));
+    for (auto& t : *v) {
+      const int64_t id = request_integer(t, "stop_token_ids");
+      if (id < 0 || id > std::numeric_limits<int32_t>::max())
+        throw InvalidRequest("stop_token_ids", "stop_token_ids: token id " + std::to_string(id) + " is out of range");
+      sp.stop_token_ids.push_back(int32_t(id));
+    }
   }
   sp.validate();
 }
+
+#define NANOVLLM_REQUEST_JSON(Json)                                                  \
+  template Json parse_request_json<Json>(std::string_view);                          \
+  template int64_t request_integer<Json>(const Json&, const std::string&);          \
+  template void read_sampling_fields<Json>(const Json&, SamplingParams&);
+NANOVLLM_REQUEST_JSON(nlohmann::json)
+NANOVLLM_REQUEST_JSON(nlohmann::ordered_json)
+#undef NANOVLLM_REQUEST_JSON
 
 }  // namespace nanovllm

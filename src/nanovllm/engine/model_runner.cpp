@@ -54,6 +54,13 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
   if (num_kv_blocks_ <= 0)
     throw ResourceError("KV cache budget of " + std::to_string(cfg_.kv_cache_memory) + " bytes holds no block of " +
                         std::to_string(per_block) + " bytes; raise --kv-cache-memory or lower --block-size");
+  // As vLLM: one sequence of max_model_len tokens must fit the cache, else a request the server
+  // accepts could never be scheduled.
+  if (num_kv_blocks_ * cfg_.block_size < cfg_.max_model_len)
+    throw UserError("max_model_len " + std::to_string(cfg_.max_model_len) + " is larger than the KV cache can hold (" +
+                    std::to_string(num_kv_blocks_) + " blocks of " + std::to_string(cfg_.block_size) + " tokens = " +
+                    std::to_string(num_kv_blocks_ * cfg_.block_size) + " tokens); lower --max-model-len or enlarge the cache " +
+                    "(--kv-cache-memory, --gpu-memory-utilization)");
   allocate_kv_cache();
   if (backend_->supports_graphs() && !cfg_.enforce_eager) {
     graphs_ = std::make_unique<CudaGraphRunner>(*backend_, *model_, layers_kv_, cfg_);

@@ -20,8 +20,9 @@ void EngineLoop::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-std::shared_ptr<RequestChannel> EngineLoop::submit(std::vector<std::vector<int32_t>> prompts, const SamplingParams& sp) {
-  auto ch = std::make_shared<RequestChannel>(int(prompts.size()));
+std::shared_ptr<RequestChannel> EngineLoop::submit(std::vector<std::vector<int32_t>> prompts, const SamplingParams& sp,
+                                                   std::function<void()> notify) {
+  auto ch = std::make_shared<RequestChannel>(int(prompts.size()), std::move(notify));
   {
     std::lock_guard lk(mu_);
     if (stopping_) throw ApiError(503, "the server is shutting down");
@@ -84,6 +85,7 @@ void EngineLoop::admit(Job& job) {
       live_.emplace(rid, std::move(l));
       metrics_.on_request_added(n);
     }
+    job.channel->admit();
   } catch (const std::exception& e) {
     // This request alone fails; the choices already queued for it are withdrawn.
     for (int64_t rid : added) {

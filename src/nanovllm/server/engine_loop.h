@@ -1,6 +1,6 @@
 // The engine thread (llama.cpp server's design): ONE thread owns the LLMEngine and every piece of
 // per-request engine state. HTTP handlers only submit jobs through a locked queue and read
-// outputs from their RequestChannel; cancellation is a flag on the channel that this thread
+// outputs from their RequestChannel (which wakes them); cancellation is a flag on the channel that this thread
 // polls. Each loop iteration: admit new jobs, abort cancelled or timed-out requests, step the
 // engine, turn new tokens into text (TextStream: detokenization + stop strings) and push deltas
 // to the channels, then publish gauges to the metrics.
@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,8 +34,10 @@ class EngineLoop {
   EngineLoop& operator=(const EngineLoop&) = delete;
 
   // Queues one request with one choice per prompt (all token ids, already validated against
-  // max_model_len by the caller). Outputs and errors arrive on the returned channel.
-  std::shared_ptr<RequestChannel> submit(std::vector<std::vector<int32_t>> prompts, const SamplingParams& sp);
+  // max_model_len by the caller). Outputs and errors arrive on the returned channel, which calls
+  // `notify` (on this loop's thread) after each change.
+  std::shared_ptr<RequestChannel> submit(std::vector<std::vector<int32_t>> prompts, const SamplingParams& sp,
+                                         std::function<void()> notify);
   // The client went away: the loop aborts the request in the engine (freeing its KV blocks).
   void cancel(RequestChannel& ch);
   void stop();

@@ -2,6 +2,13 @@
 
 #include <chrono>
 #include <ctime>
+#include <memory>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include "nanovllm/server/sse.h"
 
@@ -10,6 +17,13 @@ namespace nanovllm::server {
 namespace {
 
 using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// How often a waiting request looks at its socket for a client that has gone (streams also
+// notice on their next write).
+constexpr auto kPeerCheck = 200ms;
+// Named, not literals: GCC 12 miscompiles string literals inside co_await expressions.
+constexpr std::string_view kSseType = "text/event-stream", kJsonType = "application/json";
 
 int64_t total_prompt_tokens(const GenerationRequest& r) {
   int64_t n = 0;
@@ -17,85 +31,134 @@ int64_t total_prompt_tokens(const GenerationRequest& r) {
   return n;
 }
 
-// The state of one SSE response, owned by httplib's content provider (on the HTTP thread).
-struct Stream {
+// Wakes the connection's coroutine from the engine thread: the channel's notify callback posts a
+// cancel of this timer onto the connection's strand. The coroutine always drains the channel
+// before it waits, and the cancel runs on the same strand after the wait has begun, so no event
+// is missed.
+class Wakeup {
+ public:
+  explicit Wakeup(const net::any_io_executor& ex) : timer_(std::make_shared<net::steady_timer>(ex)) {}
+
+  std::function<void()> notifier() const {
+    return [ex = timer_->get_executor(), w = std::weak_ptr<net::steady_timer>(timer_)] {
+      net::post(ex, [w] {
+        if (auto t = w.lock()) t->cancel();
+      });
+    };
+  }
+
+  // Returns after a notification or `max`, whichever comes first; false if the client is gone.
+  net::awaitable<bool> wait(Connection& c, Clock::duration max) {
+    timer_->expires_after(max);
+    co_await timer_->async_wait(net::as_tuple(net::use_awaitable));
+    if (Clock::now() - last_check_ < kPeerCheck) co_return c.open();
+    last_check_ = Clock::now();
+    co_return !c.peer_closed();
+  }
+
+ private:
+  std::shared_ptr<net::steady_timer> timer_;
+  Clock::time_point last_check_ = Clock::now();
+};
+
+// Aborts the request in the engine when the handler leaves for any reason; for a request that
+// already ended this does nothing.
+struct CancelOnExit {
+  EngineLoop& loop;
+  RequestChannel& ch;
+  ~CancelOnExit() { loop.cancel(ch); }
+};
+
+// The SSE text of new events: chat streams open with the assistant role for each choice, the
+// last event of a choice carries its finish reason.
+struct StreamWriter {
   ServerState& st;
-  std::shared_ptr<RequestChannel> ch;
-  ResponseMeta meta;
+  const ResponseMeta& meta;
   int num_choices;
   bool include_usage;
   int64_t prompt_tokens;
   int64_t completion_tokens = 0;
-  bool started = false;
 
-  // Called by httplib until sink.done(); false aborts the connection (the client is gone).
-  bool next(httplib::DataSink& sink) {
+  bool chat() const { return meta.endpoint == Endpoint::ChatCompletions; }
+
+  std::string opening() const {
     std::string out;
-    const bool chat = meta.endpoint == Endpoint::ChatCompletions;
-    if (!started) {  // chat streams open with the assistant role for each choice
-      started = true;
-      if (chat)
-        for (int i = 0; i < num_choices; ++i) sse::append_event(out, stream_chunk(meta, i, {{"role", "assistant"}, {"content", ""}}, ""));
+    if (chat())
+      for (int i = 0; i < num_choices; ++i) sse::append_event(out, stream_chunk(meta, i, {{"role", "assistant"}, {"content", ""}}, ""));
+    return out;
+  }
+
+  void append(std::string& out, const ChoiceEvent& e) {
+    completion_tokens += e.num_tokens;
+    const bool last = e.finish != FinishReason::None;
+    if (!e.text.empty() || (last && !chat()))
+      sse::append_event(out, stream_chunk(meta, e.index, {{"content", e.text}}, chat() || !last ? "" : finish_reason_str(e.finish)));
+    if (last && chat()) sse::append_event(out, stream_chunk(meta, e.index, ojson::object(), finish_reason_str(e.finish)));
+  }
+
+  void closing(std::string& out, const RequestChannel& ch) {
+    if (auto err = ch.error()) {
+      st.metrics.on_http_error(err->status);
+      sse::append_event(out, err->to_json());
+    } else if (include_usage) {
+      sse::append_event(out, usage_chunk(meta, usage_json(prompt_tokens, completion_tokens)));
     }
-    std::vector<ChoiceEvent> events;
-    const bool ended = ch->wait(events, 100ms);
-    for (auto& e : events) {
-      completion_tokens += e.num_tokens;
-      const bool last = e.finish != FinishReason::None;
-      if (!e.text.empty() || (last && !chat))
-        sse::append_event(out, stream_chunk(meta, e.index, {{"content", e.text}}, chat || !last ? "" : finish_reason_str(e.finish)));
-      if (last && chat) sse::append_event(out, stream_chunk(meta, e.index, ojson::object(), finish_reason_str(e.finish)));
-    }
-    if (ended) {
-      if (auto err = ch->error()) {
-        st.metrics.on_http_error(err->status);
-        sse::append_event(out, err->to_json());
-      } else if (include_usage) {
-        sse::append_event(out, usage_chunk(meta, usage_json(prompt_tokens, completion_tokens)));
-      }
-      sse::append_done(out);
-    }
-    if (!out.empty() && !sink.write(out.data(), out.size())) return false;
-    if (ended) sink.done();
-    return true;
+    sse::append_done(out);
   }
 };
 
 }  // namespace
 
-void serve_generation(ServerState& st, GenerationRequest req, httplib::Response& res) {
+net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Connection& c) {
   const bool chat = req.endpoint == Endpoint::ChatCompletions;
-  ResponseMeta meta{req.endpoint, st.new_id(chat ? "chatcmpl-" : "cmpl-"), int64_t(std::time(nullptr)), st.model.name};
+  const ResponseMeta meta{req.endpoint, st.new_id(chat ? "chatcmpl-" : "cmpl-"), int64_t(std::time(nullptr)), st.model.name};
   const int n = int(req.prompts.size());
   const int64_t prompt_tokens = total_prompt_tokens(req);
-  auto ch = st.loop.submit(std::move(req.prompts), req.params);
+  Wakeup wake(co_await net::this_coro::executor);
+  auto ch = st.loop.submit(std::move(req.prompts), req.params, wake.notifier());
+  CancelOnExit cancel_on_exit{st.loop, *ch};
 
+  // No status line before the engine has taken the request: a refusal is a plain 4xx.
+  while (!ch->admitted_or_ended())
+    if (!co_await wake.wait(c, 1s)) co_return;
+  if (auto err = ch->error()) throw *err;
+
+  std::vector<ChoiceEvent> events;
   if (req.stream) {
-    auto s = std::make_shared<Stream>(Stream{st, ch, meta, n, req.include_usage, prompt_tokens});
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream", [s](size_t, httplib::DataSink& sink) { return s->next(sink); },
-        // Runs when the response ends either way; after a disconnect the request is still live
-        // in the engine, and cancelling makes the loop abort it and free its KV blocks.
-        [s](bool) { s->st.loop.cancel(*s->ch); });
-    return;
+    StreamWriter w{st, meta, n, req.include_usage, prompt_tokens};
+    const Connection::Headers no_cache{{"Cache-Control", "no-cache"}};
+    if (!co_await c.start_stream(kSseType, no_cache)) co_return;
+    std::string out = w.opening();
+    for (;;) {
+      events.clear();
+      const bool ended = ch->take(events);
+      for (auto& e : events) w.append(out, e);
+      if (ended) w.closing(out, *ch);
+      if (!co_await c.write_chunk(out)) co_return;
+      out.clear();
+      if (ended) break;
+      if (!co_await wake.wait(c, 1s)) co_return;
+    }
+    co_await c.end_stream();
+    co_return;
   }
 
   std::vector<ChoiceResult> choices(size_t(n), ChoiceResult{});
   int64_t completion_tokens = 0;
-  std::vector<ChoiceEvent> events;
-  for (bool ended = false; !ended;) {
+  for (;;) {
     events.clear();
-    ended = ch->wait(events, 1000ms);
+    const bool ended = ch->take(events);
     for (auto& e : events) {
       choices[size_t(e.index)].text += e.text;
       completion_tokens += e.num_tokens;
       if (e.finish != FinishReason::None) choices[size_t(e.index)].finish_reason = finish_reason_str(e.finish);
     }
+    if (ended) break;
+    if (!co_await wake.wait(c, 1s)) co_return;
   }
   if (auto err = ch->error()) throw *err;
-  res.set_content(full_response(meta, choices, usage_json(prompt_tokens, completion_tokens)).dump(-1, ' ', false, ojson::error_handler_t::replace),
-                  "application/json");
+  co_await c.send(http::status::ok, kJsonType,
+                  full_response(meta, choices, usage_json(prompt_tokens, completion_tokens)).dump(-1, ' ', false, ojson::error_handler_t::replace));
 }
 
 }  // namespace nanovllm::server

@@ -1,13 +1,17 @@
-// POST /v1/completions and /v1/chat/completions once the body is parsed: submit to the engine
-// loop, then either wait for the whole result (JSON) or stream it as server-sent events.
+// POST /v1/completions and /v1/chat/completions after validation: submits the request to the
+// engine loop, then answers with one JSON response or an SSE stream. The status line goes out
+// only once the engine has admitted the request, so a refusal is a plain error response (the
+// router sends the ApiError this throws). A client that goes away, streaming or not, gets its
+// request aborted and its KV blocks freed.
 #pragma once
-#include <httplib.h>
+#include <boost/asio/awaitable.hpp>
 
+#include "nanovllm/server/http_connection.h"
+#include "nanovllm/server/openai_protocol.h"
 #include "nanovllm/server/server_state.h"
 
 namespace nanovllm::server {
 
-// Fills `res`; throws ApiError for failures known before the first byte is sent.
-void serve_generation(ServerState& st, GenerationRequest req, httplib::Response& res);
+net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Connection& c);
 
 }  // namespace nanovllm::server

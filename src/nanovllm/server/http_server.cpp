@@ -1,17 +1,40 @@
 #include "nanovllm/server/http_server.h"
 
-#include <httplib.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/error.hpp>
 
 #include "nanovllm/server/generation_handler.h"
+#include "nanovllm/server/http_connection.h"
 #include "nanovllm/server/server_state.h"
 
 namespace nanovllm::server {
 
 namespace {
+
+using tcp = net::ip::tcp;
+using Request = http::request<http::string_body>;
+constexpr auto use_tuple = net::as_tuple(net::use_awaitable);
+constexpr uint32_t kHeaderLimit = 64 << 10;  // request line + headers; more gets 431
+// Content types, named: GCC 12 miscompiles string literals inside co_await expressions.
+constexpr std::string_view kJsonType = "application/json", kMetricsType = "text/plain; version=0.0.4", kNoType = "";
 
 ModelInfo model_info(LLM& llm, const ServerOptions& o) {
   ModelInfo m;
@@ -22,19 +45,33 @@ ModelInfo model_info(LLM& llm, const ServerOptions& o) {
   return m;
 }
 
-void send_error(ServerState& st, httplib::Response& res, const ApiError& e) {
-  st.metrics.on_http_error(e.status);
-  res.status = e.status;
-  res.set_content(e.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
-}
-
 // Constant-time comparison, so the key cannot be guessed byte by byte from response times.
-bool same_secret(const std::string& a, const std::string& b) {
+bool same_secret(std::string_view a, std::string_view b) {
   unsigned char diff = a.size() == b.size() ? 0 : 1;
   const size_t n = std::max(a.size(), b.size());
   for (size_t i = 0; i < n; ++i)
     diff |= static_cast<unsigned char>((i < a.size() ? a[i] : 0) ^ (i < b.size() ? b[i] : 0));
   return diff == 0;
+}
+
+// "application/json", any case, with or without parameters such as "; charset=utf-8".
+bool is_json_media_type(std::string_view ct) {
+  std::string_view media = ct.substr(0, ct.find(';'));
+  while (!media.empty() && (media.back() == ' ' || media.back() == '\t')) media.remove_suffix(1);
+  while (!media.empty() && (media.front() == ' ' || media.front() == '\t')) media.remove_prefix(1);
+  return beast::iequals(media, "application/json");
+}
+
+// What a request that Beast could not read gets, if anything (nullopt: close without a word).
+// A timeout (idle, or a request sent too slowly) closes the socket: nothing can be answered.
+std::optional<ApiError> read_error(const beast::error_code& ec, int64_t max_body) {
+  if (ec == http::error::body_limit)
+    return ApiError(413, "the request body exceeds the server's limit of " + std::to_string(max_body) + " bytes", "", "payload_too_large");
+  if (ec == http::error::header_limit)
+    return ApiError(431, "the request line and headers exceed " + std::to_string(kHeaderLimit) + " bytes", "", "headers_too_large");
+  if (ec.category() == http::make_error_code(http::error::end_of_stream).category() && ec != http::error::end_of_stream)
+    return ApiError(400, "malformed HTTP request: " + ec.message(), "", "bad_http");
+  return std::nullopt;  // the connection closed or failed
 }
 
 }  // namespace
@@ -43,100 +80,156 @@ struct HttpServer::Impl {
   Impl(LLM& llm, const ServerOptions& o) : st(llm, o, model_info(llm, o)) { st.started_at = int64_t(std::time(nullptr)); }
 
   ServerState st;
-  httplib::Server http;
-  std::string host;
+  // After st: destroyed first, together with the connection coroutines that refer to st.
+  net::io_context ioc;
+  tcp::acceptor acceptor{ioc};
 
-  // Wraps a handler: JSON body parsing, model check and ApiError -> OpenAI-style error response.
-  template <class F>
-  httplib::Server::Handler json_route(F f) {
-    return [this, f](const httplib::Request& req, httplib::Response& res) {
-      try {
-        ojson body = parse_body(req.body);
-        check_model(body, st.model);
-        f(body, res);
-      } catch (const ApiError& e) {
-        send_error(st, res, e);
-      } catch (const UserError& e) {
-        send_error(st, res, ApiError::from(e));
-      }
-    };
+  net::awaitable<void> send_error(Connection& c, const ApiError& e) {
+    st.metrics.on_http_error(e.status);
+    Connection::Headers extra;
+    if (e.status == 401) extra.emplace_back("WWW-Authenticate", "Bearer");
+    co_await c.send(http::status(e.status), kJsonType, e.to_json().dump(-1, ' ', false, ojson::error_handler_t::replace), extra);
   }
 
-  void json(httplib::Response& res, const ojson& j) {
-    res.set_content(j.dump(-1, ' ', false, ojson::error_handler_t::replace), "application/json");
+  net::awaitable<void> send_json(Connection& c, const ojson& j) {
+    co_await c.send(http::status::ok, kJsonType, j.dump(-1, ' ', false, ojson::error_handler_t::replace));
   }
 
-  void routes() {
-    const ServerOptions& o = st.opts;
-    http.new_task_queue = [n = o.http_threads] { return new httplib::ThreadPool(size_t(n)); };
-    http.set_payload_max_length(size_t(o.max_body_bytes));
-    http.set_keep_alive_max_count(1000);
-    // API key: every /v1 route needs "Authorization: Bearer KEY" when one is set (as vLLM).
-    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (st.opts.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
-      const std::string auth = req.get_header_value("Authorization");
-      if (auth.rfind("Bearer ", 0) == 0 && same_secret(auth.substr(7), st.opts.api_key))
-        return httplib::Server::HandlerResponse::Unhandled;
-      send_error(st, res, ApiError(401, auth.empty() ? "missing API key: send 'Authorization: Bearer KEY'" : "invalid API key", "",
-                                   "invalid_api_key"));
-      return httplib::Server::HandlerResponse::Handled;
-    });
-    // Errors httplib detects itself (unknown route, oversized body, bad HTTP) get a JSON body too.
-    http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-      std::string msg = "HTTP " + std::to_string(res.status);
-      if (res.status == 404) msg = "no route for " + req.method + " " + req.path;
-      if (res.status == 413) msg = "the request body exceeds the server's limit of " + std::to_string(st.opts.max_body_bytes) + " bytes";
-      if (res.status == 405) msg = "method " + req.method + " is not allowed on " + req.path;
-      const int status = res.status;
-      send_error(st, res, ApiError(status, msg, "", status == 413 ? "payload_too_large" : ""));
-      return httplib::Server::HandlerResponse::Handled;
-    }));
-    http.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-      std::string what = "unknown";
-      try {
-        std::rethrow_exception(ep);
-      } catch (const std::exception& e) {
-        what = e.what();
-      } catch (...) {
-      }
-      send_error(st, res, ApiError(500, "internal error: " + what));
-    });
+  // API key: every /v1 route needs "Authorization: Bearer KEY" when one is set (as vLLM).
+  void authorize(const Request& req, std::string_view path) const {
+    if (st.opts.api_key.empty() || path.rfind("/v1/", 0) != 0) return;
+    const std::string_view auth = req[http::field::authorization];
+    if (auth.rfind("Bearer ", 0) == 0 && same_secret(auth.substr(7), st.opts.api_key)) return;
+    throw ApiError(401, auth.empty() ? "missing API key: send 'Authorization: Bearer KEY'" : "invalid API key", "", "invalid_api_key");
+  }
 
-    http.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
-    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(st.metrics.render(), "text/plain; version=0.0.4");
-    });
-    http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { json(res, models_response(st.model, st.started_at)); });
-    http.Post("/v1/completions", json_route([this](const ojson& b, httplib::Response& res) {
-      serve_generation(st, parse_completion_request(b, st.model), res);
-    }));
-    http.Post("/v1/chat/completions", json_route([this](const ojson& b, httplib::Response& res) {
-      serve_generation(st, parse_chat_request(b, st.model), res);
-    }));
-    http.Post("/tokenize", json_route([this](const ojson& b, httplib::Response& res) { json(res, tokenize_response(b, st.model)); }));
-    http.Post("/detokenize", json_route([this](const ojson& b, httplib::Response& res) { json(res, detokenize_response(b, st.model)); }));
+  // A POST body as a JSON object, checked for the model it names. JSON only: a form or text
+  // body is refused (415), so a web page cannot post to the server without a CORS preflight.
+  ojson json_body(const Request& req) const {
+    if (!is_json_media_type(req[http::field::content_type]))
+      throw ApiError(415, "the request body must be JSON: send 'Content-Type: application/json'", "", "unsupported_media_type");
+    ojson body = parse_body(req.body());
+    check_model(body, st.model);
+    return body;
+  }
+
+  net::awaitable<void> route(Connection& c, const Request& req) {
+    const std::string_view target = req.target();
+    const std::string path(target.substr(0, target.find('?')));
+    const bool get = req.method() == http::verb::get, post = req.method() == http::verb::post;
+    std::optional<ApiError> err;
+    try {
+      authorize(req, path);
+      if (path == "/health" || path == "/metrics" || path == "/v1/models") {
+        if (!get) throw ApiError(405, "method " + std::string(req.method_string()) + " is not allowed on " + path);
+        if (path == "/health") co_await c.send(http::status::ok, kNoType, std::string());
+        else if (path == "/metrics") co_await c.send(http::status::ok, kMetricsType, st.metrics.render());
+        else co_await send_json(c, models_response(st.model, st.started_at));
+      } else if (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/tokenize" || path == "/detokenize") {
+        if (!post) throw ApiError(405, "method " + std::string(req.method_string()) + " is not allowed on " + path);
+        const ojson body = json_body(req);
+        if (path == "/v1/completions") co_await serve_generation(st, parse_completion_request(body, st.model), c);
+        else if (path == "/v1/chat/completions") co_await serve_generation(st, parse_chat_request(body, st.model), c);
+        else if (path == "/tokenize") co_await send_json(c, tokenize_response(body, st.model));
+        else co_await send_json(c, detokenize_response(body, st.model));
+      } else {
+        throw ApiError(404, "no route for " + std::string(req.method_string()) + " " + path);
+      }
+    } catch (const ApiError& e) {
+      err = e;
+    } catch (const UserError& e) {
+      err = ApiError::from(e);
+    } catch (const std::exception& e) {
+      err = ApiError(500, std::string("internal error: ") + e.what());
+    }
+    if (!err) co_return;
+    if (c.response_started()) c.close();  // nothing coherent can follow a started response
+    else co_await send_error(c, *err);
+  }
+
+  // One connection: requests are read and answered in order (pipelined ones wait in the buffer).
+  net::awaitable<void> session(tcp::socket socket) {
+    const auto timeout = std::chrono::seconds(st.opts.keep_alive_timeout_s);
+    Connection c(std::move(socket), timeout);
+    while (c.open()) {
+      http::request_parser<http::string_body> parser;
+      parser.header_limit(kHeaderLimit);
+      parser.body_limit(uint64_t(st.opts.max_body_bytes));
+      c.stream().expires_after(timeout);
+      auto [ec, n] = co_await http::async_read_header(c.stream(), c.buffer(), parser, use_tuple);
+      if (!ec && beast::iequals(parser.get()[http::field::expect], "100-continue") && !parser.is_done()) {
+        static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+        std::tie(ec, n) = co_await net::async_write(c.stream(), net::buffer(kContinue), use_tuple);
+      }
+      if (!ec && !parser.is_done()) std::tie(ec, n) = co_await http::async_read(c.stream(), c.buffer(), parser, use_tuple);
+      c.stream().expires_never();
+      if (ec) {
+        if (auto e = read_error(ec, st.opts.max_body_bytes)) {
+          c.begin_response(11, false);
+          co_await send_error(c, *e);
+          co_await c.close_after_error(std::chrono::seconds(2));
+        }
+        break;
+      }
+      const Request& req = parser.get();
+      // HTTP/1.2 and later minors are answered as HTTP/1.1 (RFC 9112 2.6); Beast refuses 2.0+.
+      c.begin_response(req.version() >= 11 ? 11 : 10, req.keep_alive());
+      co_await route(c, req);
+      if (!c.keep_alive()) break;
+    }
+  }
+
+  net::awaitable<void> accept_loop() {
+    for (;;) {
+      auto [ec, socket] = co_await acceptor.async_accept(net::make_strand(ioc), use_tuple);
+      if (ec == net::error::operation_aborted || !acceptor.is_open()) co_return;
+      if (ec) {  // out of descriptors or the like: back off instead of spinning
+        std::fprintf(stderr, "serve: accept failed: %s\n", ec.message().c_str());
+        net::steady_timer t(ioc, std::chrono::milliseconds(50));
+        co_await t.async_wait(use_tuple);
+        continue;
+      }
+      net::co_spawn(socket.get_executor(), session(std::move(socket)), net::detached);
+    }
   }
 };
 
-HttpServer::HttpServer(LLM& llm, const ServerOptions& opts) : impl_(std::make_unique<Impl>(llm, opts)) { impl_->routes(); }
+HttpServer::HttpServer(LLM& llm, const ServerOptions& opts) : impl_(std::make_unique<Impl>(llm, opts)) {}
 
 HttpServer::~HttpServer() { stop(); }
 
 int HttpServer::bind() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
   const ServerOptions& o = impl_->st.opts;
-  const int port = o.port == 0 ? impl_->http.bind_to_any_port(o.host) : (impl_->http.bind_to_port(o.host, o.port) ? o.port : -1);
-  if (port < 0) throw UserError("cannot listen on " + o.host + ":" + std::to_string(o.port) + " (address in use or not available)");
-  return port;
+  boost::system::error_code ec;
+  const auto addr = net::ip::make_address(o.host, ec);
+  if (ec) throw UserError("--host " + o.host + " is not an IP address");
+  tcp::acceptor& a = impl_->acceptor;
+  const tcp::endpoint ep(addr, uint16_t(o.port));
+  a.open(ep.protocol(), ec);
+  if (!ec) a.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) a.bind(ep, ec);
+  if (!ec) a.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) throw UserError("cannot listen on " + o.host + ":" + std::to_string(o.port) + " (" + ec.message() + ")");
+  return a.local_endpoint().port();
 }
 
-void HttpServer::serve() { impl_->http.listen_after_bind(); }
+void HttpServer::serve() {
+  Impl& im = *impl_;
+  net::co_spawn(im.ioc, im.accept_loop(), net::detached);
+  std::vector<std::thread> threads;
+  for (int i = 1; i < std::max(1, im.st.opts.http_threads); ++i) threads.emplace_back([&im] { im.ioc.run(); });
+  im.ioc.run();
+  for (auto& t : threads) t.join();
+}
 
-// The engine loop stops first: open requests fail with 503, so streaming handlers end and
-// httplib's thread pool can be joined.
 void HttpServer::stop() {
   impl_->st.loop.stop();
-  impl_->http.stop();
+  impl_->ioc.stop();
 }
 
 }  // namespace nanovllm::server

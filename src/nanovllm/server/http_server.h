@@ -1,7 +1,9 @@
 // `nanovllm serve`: the OpenAI-compatible HTTP server. Routes:
 //   POST /v1/completions  POST /v1/chat/completions  GET /v1/models
 //   GET /health  GET /metrics  POST /tokenize  POST /detokenize
-// Handlers run on httplib's thread pool and talk to the single engine thread (EngineLoop).
+// Transport: Boost.Beast's HTTP/1.1 parser over Boost.Asio, one C++20 coroutine per connection on
+// a few I/O threads (`http_threads`), so thousands of concurrent streams cost no thread each.
+// Requests go to the single engine thread (EngineLoop) and come back through RequestChannels.
 #pragma once
 #include <memory>
 
@@ -17,9 +19,10 @@ class HttpServer {
   ~HttpServer();
 
   // Binds host:port (port 0 = any free one); returns the port. Throws UserError when it cannot.
+  // Also raises the process's open-file limit to its hard limit (a connection holds a descriptor).
   int bind();
-  void serve();  // blocks until stop()
-  void stop();   // thread-safe; in-flight requests end, the engine loop stops
+  void serve();  // runs the I/O threads (this one included) until stop()
+  void stop();   // thread-safe; the engine loop stops (open requests fail with 503), then the I/O
 
  private:
   struct Impl;

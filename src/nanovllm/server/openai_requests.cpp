@@ -30,6 +30,14 @@ bool boolean(const ojson& j, const char* name, bool dflt) {
   return v->get<bool>();
 }
 
+int64_t request_int(const ojson& v, const std::string& param) {
+  try {
+    return request_integer(v, param);
+  } catch (const InvalidRequest& e) {
+    bad(param, e.what(), "invalid_type");
+  }
+}
+
 const Tokenizer& tokenizer_of(const ModelInfo& m) {
   if (!m.llm->tokenizer()) bad("", "the model has no tokenizer: send prompts as token ids", "no_tokenizer");
   return *m.llm->tokenizer();
@@ -47,7 +55,7 @@ std::vector<int32_t> token_ids(const ojson& arr, const std::string& param) {
   std::vector<int32_t> ids;
   for (auto& t : arr) {
     if (!t.is_number_integer()) wrong_type(param, "a list of integer token ids");
-    const int64_t v = t.get<int64_t>();
+    const int64_t v = request_int(t, param);
     if (v < 0 || v > std::numeric_limits<int32_t>::max()) bad(param, param + ": token id " + std::to_string(v) + " is out of range");
     ids.push_back(int32_t(v));
   }
@@ -59,10 +67,8 @@ std::vector<int32_t> token_ids(const ojson& arr, const std::string& param) {
 template <class DefaultMax>
 void read_common(const ojson& body, GenerationRequest& r, const ModelInfo& m, const std::string& prompt_param,
                  DefaultMax default_max_tokens) {
-  if (const ojson* n = field(body, "n")) {
-    if (!n->is_number_integer()) wrong_type("n", "an integer");
-    if (n->get<int64_t>() != 1) bad("n", "only n=1 is supported (got " + n->dump() + ")");
-  }
+  if (const ojson* n = field(body, "n"))
+    if (request_int(*n, "n") != 1) bad("n", "only n=1 is supported (got " + n->dump() + ")");
   for (const char* f : {"best_of", "logprobs", "top_logprobs", "suffix", "logit_bias", "response_format"}) {
     const ojson* v = field(body, f);
     if (v && !(v->is_boolean() && !v->get<bool>()) && !(f == std::string("best_of") && *v == 1))
@@ -73,11 +79,11 @@ void read_common(const ojson& body, GenerationRequest& r, const ModelInfo& m, co
     if (!so->is_object()) wrong_type("stream_options", "an object");
     r.include_usage = boolean(*so, "include_usage", false);
   }
-  const bool has_max = field(body, "max_tokens") != nullptr;
+  const bool has_max = field(body, "max_tokens") || field(body, "max_completion_tokens");
   try {
-    read_sampling_fields(nlohmann::json(body), r.params);
+    read_sampling_fields(body, r.params);
   } catch (const InvalidRequest& e) {
-    bad(e.param, e.what(), e.param == "stop" || e.param == "stop_token_ids" ? "invalid_value" : "invalid_value");
+    bad(e.param, e.what());
   }
   if (!r.params.stop.empty()) tokenizer_of(m);
   // The context: every prompt must leave room for at least one token, and for max_tokens.
@@ -113,10 +119,12 @@ ChatTemplateInputs chat_inputs(const ojson& body) {
     if (c.is_array()) {  // [{"type": "text", "text": ...}] -> one string, as vLLM joins them
       std::string text;
       for (auto& part : c) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+        const ojson* type = part.is_object() ? field(part, "type") : nullptr;
+        const ojson* part_text = part.is_object() ? field(part, "text") : nullptr;
+        if (!type || !type->is_string() || *type != "text" || !part_text || !part_text->is_string())
           bad(where + ".content", where + ".content: only text parts ({\"type\": \"text\", \"text\": ...}) are supported");
         if (!text.empty()) text += "\n";
-        text += part["text"].get<std::string>();
+        text += part_text->get<std::string>();
       }
       c = text;
     } else if (!c.is_string() && !c.is_null()) {
@@ -160,9 +168,9 @@ ojson parse_body(const std::string& body) {
   if (bad_at != utf8::kValid) bad("", "the request body is not valid UTF-8 (byte offset " + std::to_string(bad_at) + ")", "invalid_utf8");
   ojson j;
   try {
-    j = ojson::parse(body);
-  } catch (const nlohmann::json::parse_error& e) {
-    bad("", std::string("the request body is not valid JSON: ") + e.what(), "invalid_json");
+    j = parse_request_json<ojson>(body);
+  } catch (const InvalidRequest& e) {
+    bad("", std::string("the request body is ") + e.what(), "invalid_json");
   }
   if (!j.is_object()) bad("", "the request body must be a JSON object", "invalid_json");
   return j;
@@ -208,9 +216,7 @@ GenerationRequest parse_chat_request(const ojson& body, const ModelInfo& m) {
   r.endpoint = Endpoint::ChatCompletions;
   const std::string text = render_chat(m, body);
   r.prompts.push_back(encode(m, text, "messages"));
-  ojson b = body;  // OpenAI's newer name for max_tokens
-  if (field(b, "max_completion_tokens") && !field(b, "max_tokens")) b["max_tokens"] = b["max_completion_tokens"];
-  read_common(b, r, m, "messages", [&](int64_t n) { return m.max_model_len - n; });
+  read_common(body, r, m, "messages", [&](int64_t n) { return m.max_model_len - n; });
   return r;
 }
 

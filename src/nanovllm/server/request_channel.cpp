@@ -2,6 +2,14 @@
 
 namespace nanovllm::server {
 
+void RequestChannel::admit() {
+  {
+    std::lock_guard lk(mu_);
+    admitted_ = true;
+  }
+  notify_();
+}
+
 void RequestChannel::push(ChoiceEvent ev) {
   {
     std::lock_guard lk(mu_);
@@ -17,7 +25,7 @@ void RequestChannel::push(ChoiceEvent ev) {
       queue_.push_back(std::move(ev));
     }
   }
-  cv_.notify_all();
+  notify_();
 }
 
 void RequestChannel::fail(const ApiError& err) {
@@ -26,15 +34,19 @@ void RequestChannel::fail(const ApiError& err) {
     if (!error_) error_ = err;
     queue_.clear();
   }
-  cv_.notify_all();
+  notify_();
 }
 
-bool RequestChannel::wait(std::vector<ChoiceEvent>& out, std::chrono::milliseconds timeout) {
-  std::unique_lock lk(mu_);
-  cv_.wait_for(lk, timeout, [&] { return !queue_.empty() || ended_locked(); });
+bool RequestChannel::take(std::vector<ChoiceEvent>& out) {
+  std::lock_guard lk(mu_);
   for (auto& e : queue_) out.push_back(std::move(e));
   queue_.clear();
   return ended_locked();
+}
+
+bool RequestChannel::admitted_or_ended() const {
+  std::lock_guard lk(mu_);
+  return admitted_ || ended_locked();
 }
 
 std::optional<ApiError> RequestChannel::error() const {

@@ -1,11 +1,12 @@
-// The per-request output channel between the engine thread (producer) and the HTTP thread that
-// serves the request (consumer). The engine thread never blocks on it; the HTTP thread waits on
-// a condition variable. One channel covers all choices of a request (one per prompt).
+// The per-request output channel between the engine thread (producer) and the HTTP connection
+// that serves the request (consumer). Neither side blocks on it: the engine thread pushes events
+// and calls the consumer's `notify` callback (which wakes the connection's coroutine on its own
+// executor); the connection drains the queue whenever it wakes. One channel covers all choices of
+// a request (one per prompt).
 #pragma once
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -27,16 +28,19 @@ struct ChoiceEvent {
 
 class RequestChannel {
  public:
-  explicit RequestChannel(int num_choices) : remaining_(num_choices) {}
+  // `notify` runs on the engine thread after every change (it must not block; it may run after
+  // the consumer has gone, so it must hold what it touches).
+  RequestChannel(int num_choices, std::function<void()> notify) : remaining_(num_choices), notify_(std::move(notify)) {}
 
   // Producer side (engine thread).
+  void admit();  // every choice is in the engine: the request can no longer be refused
   void push(ChoiceEvent ev);
   void fail(const ApiError& err);  // ends the request; events already queued are dropped
 
-  // Consumer side: waits up to `timeout` for events and moves them into `out` (text deltas of
-  // one choice that queued up are merged). Returns true once the request has ended and nothing
-  // is left to read.
-  bool wait(std::vector<ChoiceEvent>& out, std::chrono::milliseconds timeout);
+  // Consumer side: moves the queued events into `out` (text deltas of one choice that queued up
+  // are merged). Returns true once the request has ended and nothing is left to read.
+  bool take(std::vector<ChoiceEvent>& out);
+  bool admitted_or_ended() const;
   std::optional<ApiError> error() const;
 
   // Set by the HTTP side when the client went away; the engine thread then aborts the request.
@@ -46,10 +50,11 @@ class RequestChannel {
   bool ended_locked() const { return remaining_ == 0 || error_.has_value(); }
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
   std::deque<ChoiceEvent> queue_;
   int remaining_;  // choices not finished yet
+  bool admitted_ = false;
   std::optional<ApiError> error_;
+  std::function<void()> notify_;
 };
 
 }  // namespace nanovllm::server

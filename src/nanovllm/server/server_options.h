@@ -10,9 +10,10 @@ struct ServerOptions {
   int port = 8000;                     // 0 = any free port (the chosen one is printed)
   std::string api_key;                 // empty = no authentication
   std::string served_model_name;       // empty = the --model value, as vLLM does
-  int64_t max_body_bytes = 8 << 20;    // larger request bodies get 413
+  int64_t max_body_bytes = 8 << 20;    // larger request bodies get 413, whatever their framing
   double request_timeout_s = 600;      // a request running longer is aborted (0 = never)
-  int http_threads = 512;              // connection threads; a streaming client holds one
+  int http_threads = 4;                // I/O threads; connections are coroutines, not threads
+  int keep_alive_timeout_s = 30;       // an idle connection, or one sending a request this long, closes
 };
 
 }  // namespace nanovllm::server

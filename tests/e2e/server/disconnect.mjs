@@ -1,5 +1,6 @@
-// Cancellation: streaming clients that drop mid-stream (the openai client's abort, and raw
-// sockets destroyed without a word) leave no running request and no held KV blocks; a request
+// Cancellation: clients that drop mid-stream or while a non-streamed request runs (the openai
+// client's abort, and raw sockets destroyed without a word) leave no running request and no held
+// KV blocks; a request
 // running past --request-timeout gets a 408 and is aborted too. The server keeps serving.
 import net from 'node:net';
 import { MODEL, check, eq, metrics, run, startServer } from './harness.mjs';
@@ -17,13 +18,15 @@ async function untilIdle(base, ms = 10000) {
   }
 }
 
-// A raw HTTP client that reads until it has `bytes` of the SSE body, then destroys the socket.
-function rawDrop(port, body, bytes) {
+// A raw HTTP client that reads until it has `bytes` of the response (or `ms` pass), then
+// destroys the socket.
+function rawDrop(port, body, bytes, ms = 60000) {
   return new Promise((resolve, reject) => {
     const sock = net.connect(port, '127.0.0.1');
     const payload = JSON.stringify(body);
     let got = 0;
     sock.on('connect', () => sock.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`));
+    setTimeout(() => { sock.destroy(); resolve(got); }, ms);
     sock.on('data', (d) => { got += d.length; if (got >= bytes) { sock.destroy(); resolve(got); } });
     sock.on('error', reject);
     sock.on('close', () => resolve(got));
@@ -53,6 +56,25 @@ run(async () => {
     let m = await untilIdle(s.base);
     check(m['vllm:generation_tokens_total'] < 24 * 3000 / 2, `aborted requests stopped generating (${m['vllm:generation_tokens_total']} tokens)`);
     eq(m['vllm:kv_cache_usage_perc'], 0, 'KV usage back to 0 after disconnects');
+
+    // Non-streaming clients that vanish while their request runs (or waits) are aborted too:
+    // 8 openai-client requests aborted after 300 ms, 8 raw sockets destroyed after 300 ms.
+    const before = m['vllm:generation_tokens_total'];
+    await Promise.all(Array.from({ length: 8 }, async (_, i) => {
+      const ac = new AbortController();
+      setTimeout(() => ac.abort(), 300);
+      try {
+        await c.completions.create({ ...LONG, prompt: `Whole ${i}:`, seed: 100 + i }, { signal: ac.signal });
+        throw new Error('FAIL: the aborted non-streaming request completed');
+      } catch (e) {
+        if (!(e.name === 'AbortError' || /abort/i.test(String(e)))) throw e;
+      }
+    }));
+    await Promise.all(Array.from({ length: 8 }, (_, i) => rawDrop(s.port, { ...LONG, prompt: `Raw whole ${i}` , seed: 200 + i }, 1, 300)));
+    const t1 = Date.now();
+    m = await untilIdle(s.base, 3000);
+    const made = m['vllm:generation_tokens_total'] - before;
+    check(made < 16 * 3000 / 4, `non-streaming requests stopped when their clients left (${made} tokens, idle after ${Date.now() - t1} ms)`);
 
     // Timeout: a non-streamed request that would outlive --request-timeout 2 gets a 408.
     const t0 = Date.now();

@@ -42,7 +42,7 @@ const corpus = [
   ['max_tokens a string', '/v1/completions', C({ max_tokens: 'ten' }), 400, 'max_tokens', 'must be an integer'],
   ['max_tokens fractional', '/v1/completions', C({ max_tokens: 1.5 }), 400, 'max_tokens', 'must be an integer'],
   ['max_tokens beyond the context', '/v1/completions', C({ max_tokens: 4096 }), 400, 'max_tokens', 'you requested 4097 tokens'],
-  ['chat max_completion_tokens 0', '/v1/chat/completions', CH({ max_completion_tokens: 0 }), 400, 'max_tokens', 'at least 1'],
+  ['chat max_completion_tokens 0', '/v1/chat/completions', CH({ max_completion_tokens: 0 }), 400, 'max_completion_tokens', 'at least 1'],
   ['negative temperature', '/v1/completions', C({ temperature: -0.5 }), 400, 'temperature', 'temperature must be a finite number >= 0'],
   ['temperature a string', '/v1/chat/completions', CH({ temperature: 'hot' }), 400, 'temperature', "'temperature' must be a number"],
   ['top_p 0', '/v1/completions', C({ top_p: 0 }), 400, 'top_p', 'top_p must be in (0, 1]'],
@@ -71,6 +71,20 @@ const corpus = [
   ['tokenize without prompt', '/tokenize', J({}), 400, 'prompt', "'prompt' or 'messages' is required"],
   ['detokenize tokens not a list', '/detokenize', J({ tokens: 'abc' }), 400, 'tokens', 'a list of integer token ids'],
   ['detokenize unknown id', '/detokenize', J({ tokens: [1, 999999] }), 400, 'tokens', '999999'],
+  // Client mistakes that used to be 500s, wrap around, or crash the server.
+  ['number overflowing a double', '/v1/completions', `{"model": "${MODEL}", "prompt": "x", "temperature": 1e400}`, 400, null, 'number overflow'],
+  ['content part type not a string', '/v1/chat/completions', CH({ messages: [{ role: 'user', content: [{ type: 5, text: 'x' }] }] }), 400, 'messages[0].content', 'only text parts'],
+  ['content part type an object', '/v1/chat/completions', CH({ messages: [{ role: 'user', content: [{ type: { a: 1 }, text: 'x' }] }] }), 400, 'messages[0].content', 'only text parts'],
+  ['top_k 2^64-1', '/v1/completions', `{"model": "${MODEL}", "prompt": "x", "top_k": 18446744073709551615}`, 400, 'top_k', 'out of range'],
+  ['max_tokens 2^63', '/v1/completions', `{"model": "${MODEL}", "prompt": "x", "max_tokens": 9223372036854775808}`, 400, 'max_tokens', 'out of range'],
+  ['n 2^64-1', '/v1/completions', `{"model": "${MODEL}", "prompt": "x", "n": 18446744073709551615}`, 400, 'n', 'out of range'],
+  ['seed past 2^64', '/v1/completions', `{"model": "${MODEL}", "prompt": "x", "seed": 18446744073709551616}`, 400, 'seed', 'must be an integer'],
+  ['token id 2^63', '/v1/completions', `{"model": "${MODEL}", "prompt": [1, 9223372036854775808]}`, 400, 'prompt', 'out of range'],
+  ['stop token id 2^63', '/v1/completions', `{"model": "${MODEL}", "prompt": "x", "stop_token_ids": [9223372036854775808]}`, 400, 'stop_token_ids', 'out of range'],
+  ['deep nesting in an ignored field', '/v1/completions', `{"prompt": "x", "junk": ${'['.repeat(30000)}${']'.repeat(30000)}}`, 400, null, 'nested deeper than 256 levels'],
+  ['deep nesting of objects', '/v1/chat/completions', `{"messages": [], "junk": ${'{"a":'.repeat(10000)}1${'}'.repeat(10000)}}`, 400, null, 'nested deeper than 256 levels'],
+  ['deep nesting on /tokenize', '/tokenize', `{"prompt": "x", "junk": ${'['.repeat(30000)}${']'.repeat(30000)}}`, 400, null, 'nested deeper than 256 levels'],
+  ['stream refused at admission', '/v1/completions', C({ prompt: [1, 200000], stream: true }), 400, 'prompt', 'outside the vocabulary'],
 ];
 
 async function send([name, path, body, status, param, fragment, headers = {}], base) {

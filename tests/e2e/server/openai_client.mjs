@@ -2,6 +2,7 @@
 // ids), chat, streaming (chunks reassemble to the non-streamed text), stop strings, seeds, usage,
 // models, tokenize/detokenize.
 import { MODEL, check, eq, metrics, run, startServer } from './harness.mjs';
+const JSON_HEADERS = { 'content-type': 'application/json' };
 
 async function streamText(stream) {
   const parts = {}; let finish = null; let usage = null; let first = null;
@@ -29,13 +30,13 @@ run(async () => {
     const a = await c.completions.create(req);
     eq(a.object, 'text_completion', 'completion object');
     eq(a.choices[0].finish_reason, 'length', 'finish length');
-    const tok = await (await fetch(`${s.base}/tokenize`, { method: 'POST', body: JSON.stringify({ prompt: req.prompt }) })).json();
+    const tok = await (await fetch(`${s.base}/tokenize`, { method: 'POST', headers: JSON_HEADERS, body: JSON.stringify({ prompt: req.prompt }) })).json();
     eq(a.usage, { prompt_tokens: tok.count, completion_tokens: 12, total_tokens: tok.count + 12 }, 'completion usage');
     const as = await streamText(await c.completions.create({ ...req, stream: true, stream_options: { include_usage: true } }));
     eq(as.text, a.choices[0].text, 'streamed == non-streamed (completions, greedy)');
     eq(as.finish, 'length', 'streamed finish');
     eq(as.usage, a.usage, 'streamed usage');
-    const detok = await (await fetch(`${s.base}/detokenize`, { method: 'POST', body: JSON.stringify({ tokens: tok.tokens }) })).json();
+    const detok = await (await fetch(`${s.base}/detokenize`, { method: 'POST', headers: JSON_HEADERS, body: JSON.stringify({ tokens: tok.tokens }) })).json();
     eq(detok.prompt, req.prompt, 'detokenize(tokenize(x)) == x');
 
     // Token-id prompts give the same as the text prompt; a batch gives one choice per prompt.
@@ -81,7 +82,7 @@ run(async () => {
     eq(chs.usage, ch.usage, 'chat streamed usage');
     eq(chs.finish, 'length', 'chat streamed finish');
     // The prompt is the chat template's: /tokenize with messages counts the same tokens.
-    const ctok = await (await fetch(`${s.base}/tokenize`, { method: 'POST', body: JSON.stringify({ messages: chat.messages }) })).json();
+    const ctok = await (await fetch(`${s.base}/tokenize`, { method: 'POST', headers: JSON_HEADERS, body: JSON.stringify({ messages: chat.messages }) })).json();
     eq(ch.usage.prompt_tokens, ctok.count, 'chat prompt tokens == /tokenize(messages)');
     // enable_thinking=false renders an empty think block: more prompt tokens.
     const nothink = await c.chat.completions.create({ ...chat, chat_template_kwargs: { enable_thinking: false } });
@@ -96,7 +97,7 @@ run(async () => {
 
     // stop_token_ids and ignore_eos pass through: stopping on the greedy token ends at once.
     const g1 = await c.completions.create({ ...req, max_tokens: 1 });
-    const firstId = (await (await fetch(`${s.base}/tokenize`, { method: 'POST', body: JSON.stringify({ prompt: g1.choices[0].text }) })).json()).tokens[0];
+    const firstId = (await (await fetch(`${s.base}/tokenize`, { method: 'POST', headers: JSON_HEADERS, body: JSON.stringify({ prompt: g1.choices[0].text }) })).json()).tokens[0];
     const sti = await c.completions.create({ ...req, stop_token_ids: [firstId] });
     eq(sti.usage.completion_tokens, 1, 'stop_token_ids ends after that token');
     eq(sti.choices[0].finish_reason, 'stop', 'stop_token_ids finish reason');

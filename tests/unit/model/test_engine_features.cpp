@@ -96,6 +96,7 @@ TEST(Preemption, SmallKVPoolGivesTheSameGreedyOutputs) {
   EXPECT_EQ(ample.scheduler().num_preemptions(), 0);
 
   cfg.num_kvcache_blocks = 10;  // 160 slots for 8 sequences of up to 109 tokens
+  cfg.max_model_len = 160;      // what the cache holds: a longer one is refused at start-up
   LLMEngine tight(cfg);
   auto got = run_all(tight, prompts, {greedy(40)});
   EXPECT_GT(tight.scheduler().num_preemptions(), 0);
@@ -195,4 +196,21 @@ TEST(RequestValidation, MaxModelLenCapsGeneration) {
   auto out = run_all(e, {random_tokens(30, 2)}, {greedy(100)})[0];
   EXPECT_EQ(out.token_ids.size(), 10u);
   EXPECT_EQ(out.finish_reason, FinishReason::Length);
+}
+
+// As vLLM: a max_model_len the KV cache cannot hold in one sequence is refused at start-up,
+// with the numbers.
+TEST(EngineFeatures, MaxModelLenLargerThanTheKvCacheIsRefused) {
+  auto cfg = tiny_cfg();
+  cfg.block_size = 16;
+  cfg.num_kvcache_blocks = 10;
+  cfg.max_model_len = 161;
+  try {
+    LLMEngine e(cfg);
+    FAIL() << "an engine whose cache holds 160 tokens accepted max_model_len 161";
+  } catch (const UserError& err) {
+    EXPECT_NE(std::string(err.what()).find("max_model_len 161 is larger than the KV cache can hold (10 blocks of 16 tokens = 160 tokens)"),
+              std::string::npos)
+        << err.what();
+  }
 }
