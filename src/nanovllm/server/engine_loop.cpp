@@ -139,11 +139,11 @@ void EngineLoop::route(const StepResult& r) {
     }
     if (l.text && l.text->stopped()) {  // a stop string: end it here, the engine forgets it
       llm_.engine().abort(rid);
-      l.channel->push({l.index, std::move(delta), 1, FinishReason::None});
+      l.channel->push({l.index, std::move(delta), 1, {tok}, FinishReason::None});
       finish(it, FinishReason::Stop, "");
       continue;
     }
-    l.channel->push({l.index, std::move(delta), 1, FinishReason::None});
+    l.channel->push({l.index, std::move(delta), 1, {tok}, FinishReason::None});
   }
   for (auto& f : r.finished) {
     auto it = live_.find(f.request_id);
@@ -155,7 +155,7 @@ void EngineLoop::route(const StepResult& r) {
 void EngineLoop::finish(std::map<int64_t, Live>::iterator it, FinishReason why, std::string tail) {
   Live& l = it->second;
   metrics_.on_request_finished(why, std::chrono::duration<double>(Clock::now() - l.arrival).count());
-  l.channel->push({l.index, std::move(tail), 0, why});
+  l.channel->push({l.index, std::move(tail), 0, {}, why});
   live_.erase(it);
 }
 

@@ -91,8 +91,9 @@ struct StreamWriter {
   void append(std::string& out, const ChoiceEvent& e) {
     completion_tokens += e.num_tokens;
     const bool last = e.finish != FinishReason::None;
-    if (!e.text.empty() || (last && !chat()))
-      sse::append_event(out, stream_chunk(meta, e.index, {{"content", e.text}}, chat() || !last ? "" : finish_reason_str(e.finish)));
+    const bool ids = meta.with_token_ids && !e.token_ids.empty();
+    if (!e.text.empty() || ids || (last && !chat()))
+      sse::append_event(out, stream_chunk(meta, e.index, {{"content", e.text}}, chat() || !last ? "" : finish_reason_str(e.finish), e.token_ids));
     if (last && chat()) sse::append_event(out, stream_chunk(meta, e.index, ojson::object(), finish_reason_str(e.finish)));
   }
 
@@ -111,7 +112,8 @@ struct StreamWriter {
 
 net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Connection& c) {
   const bool chat = req.endpoint == Endpoint::ChatCompletions;
-  const ResponseMeta meta{req.endpoint, st.new_id(chat ? "chatcmpl-" : "cmpl-"), int64_t(std::time(nullptr)), st.model.name};
+  const ResponseMeta meta{req.endpoint, st.new_id(chat ? "chatcmpl-" : "cmpl-"), int64_t(std::time(nullptr)), st.model.name,
+                          st.model.token_ids_only};
   const int n = int(req.prompts.size());
   const int64_t prompt_tokens = total_prompt_tokens(req);
   Wakeup wake(co_await net::this_coro::executor);
@@ -150,6 +152,7 @@ net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Co
     const bool ended = ch->take(events);
     for (auto& e : events) {
       choices[size_t(e.index)].text += e.text;
+      choices[size_t(e.index)].token_ids.insert(choices[size_t(e.index)].token_ids.end(), e.token_ids.begin(), e.token_ids.end());
       completion_tokens += e.num_tokens;
       if (e.finish != FinishReason::None) choices[size_t(e.index)].finish_reason = finish_reason_str(e.finish);
     }

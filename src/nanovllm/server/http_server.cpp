@@ -42,6 +42,7 @@ ModelInfo model_info(LLM& llm, const ServerOptions& o) {
   m.root = llm.engine().config().model;
   m.name = o.served_model_name.empty() ? m.root : o.served_model_name;
   m.max_model_len = llm.engine().config().max_model_len;
+  m.token_ids_only = llm.tokenizer() == nullptr;
   return m;
 }
 

@@ -22,6 +22,9 @@ struct ModelInfo {
   std::string name;        // served model name
   std::string root;        // --model as given
   int64_t max_model_len = 0;
+  // No tokenizer (serve --skip-tokenizer-init): prompts must be token ids, and every choice and
+  // stream chunk carries the generated "token_ids" (its text stays empty).
+  bool token_ids_only = false;
 };
 
 enum class Endpoint { Completions, ChatCompletions };
@@ -51,18 +54,22 @@ struct ResponseMeta {
   std::string id;
   int64_t created;
   std::string model;
+  bool with_token_ids = false;  // add "token_ids" to choices and chunks (ModelInfo::token_ids_only)
 };
 
 struct ChoiceResult {
   std::string text;
+  std::vector<int32_t> token_ids;
   std::string finish_reason;
 };
 
 ojson usage_json(int64_t prompt_tokens, int64_t completion_tokens);
 ojson full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& choices, const ojson& usage);
 // A stream chunk for one choice. Chat: `delta` is {"role"} / {"content"} / {}; completions use
-// delta["content"] as "text". finish_reason empty = null.
-ojson stream_chunk(const ResponseMeta& meta, int index, const ojson& delta, const std::string& finish_reason);
+// delta["content"] as "text". finish_reason empty = null. `token_ids`: the chunk's new tokens,
+// shown when meta.with_token_ids.
+ojson stream_chunk(const ResponseMeta& meta, int index, const ojson& delta, const std::string& finish_reason,
+                   const std::vector<int32_t>& token_ids = {});
 ojson usage_chunk(const ResponseMeta& meta, const ojson& usage);
 
 }  // namespace nanovllm::server

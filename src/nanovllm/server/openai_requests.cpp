@@ -39,7 +39,7 @@ int64_t request_int(const ojson& v, const std::string& param) {
 }
 
 const Tokenizer& tokenizer_of(const ModelInfo& m) {
-  if (!m.llm->tokenizer()) bad("", "the model has no tokenizer: send prompts as token ids", "no_tokenizer");
+  if (!m.llm->tokenizer()) bad("", "the server has no tokenizer (--skip-tokenizer-init): send prompts as token ids", "no_tokenizer");
   return *m.llm->tokenizer();
 }
 

@@ -27,6 +27,7 @@ ojson full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& c
     ojson c = {{"index", i}};
     if (meta.endpoint == Endpoint::ChatCompletions) c["message"] = {{"role", "assistant"}, {"content", choices[i].text}};
     else c["text"] = choices[i].text;
+    if (meta.with_token_ids) c["token_ids"] = choices[i].token_ids;
     c["logprobs"] = nullptr;
     c["finish_reason"] = reason(choices[i].finish_reason);
     cs.push_back(std::move(c));
@@ -36,11 +37,13 @@ ojson full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& c
   return r;
 }
 
-ojson stream_chunk(const ResponseMeta& meta, int index, const ojson& delta, const std::string& finish_reason) {
+ojson stream_chunk(const ResponseMeta& meta, int index, const ojson& delta, const std::string& finish_reason,
+                   const std::vector<int32_t>& token_ids) {
   ojson r = head(meta, true);
   ojson c = {{"index", index}};
   if (meta.endpoint == Endpoint::ChatCompletions) c["delta"] = delta;
   else c["text"] = delta.value("content", "");
+  if (meta.with_token_ids) c["token_ids"] = token_ids;
   c["logprobs"] = nullptr;
   c["finish_reason"] = reason(finish_reason);
   r["choices"] = ojson::array({std::move(c)});

@@ -5,6 +5,7 @@
 // a request (one per prompt).
 #pragma once
 #include <atomic>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -23,6 +24,7 @@ struct ChoiceEvent {
   int index = 0;
   std::string text;
   int num_tokens = 0;
+  std::vector<int32_t> token_ids;  // the new tokens (returned by a server without a tokenizer)
   FinishReason finish = FinishReason::None;
 };
 
