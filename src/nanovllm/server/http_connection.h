@@ -5,6 +5,7 @@
 // stay queued for the next read.
 #pragma once
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -14,13 +15,25 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/status.hpp>
+#include <boost/beast/http/string_body.hpp>
 
 namespace nanovllm::server {
 
 namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+
+// Request line + headers; more gets 431.
+inline constexpr uint32_t kMaxHeaderBytes = 64 << 10;
+
+// The limits every request is read with (also by the fuzz target of the parser): the headers,
+// and the body whatever its transfer encoding (past it: 413).
+inline void apply_request_limits(http::request_parser<http::string_body>& parser, int64_t max_body_bytes) {
+  parser.header_limit(kMaxHeaderBytes);
+  parser.body_limit(uint64_t(max_body_bytes));
+}
 
 class Connection {
  public:

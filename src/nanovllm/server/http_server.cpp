@@ -32,7 +32,6 @@ namespace {
 using tcp = net::ip::tcp;
 using Request = http::request<http::string_body>;
 constexpr auto use_tuple = net::as_tuple(net::use_awaitable);
-constexpr uint32_t kHeaderLimit = 64 << 10;  // request line + headers; more gets 431
 // Content types, named: GCC 12 miscompiles string literals inside co_await expressions.
 constexpr std::string_view kJsonType = "application/json", kMetricsType = "text/plain; version=0.0.4", kNoType = "";
 
@@ -69,7 +68,7 @@ std::optional<ApiError> read_error(const beast::error_code& ec, int64_t max_body
   if (ec == http::error::body_limit)
     return ApiError(413, "the request body exceeds the server's limit of " + std::to_string(max_body) + " bytes", "", "payload_too_large");
   if (ec == http::error::header_limit)
-    return ApiError(431, "the request line and headers exceed " + std::to_string(kHeaderLimit) + " bytes", "", "headers_too_large");
+    return ApiError(431, "the request line and headers exceed " + std::to_string(kMaxHeaderBytes) + " bytes", "", "headers_too_large");
   if (ec.category() == http::make_error_code(http::error::end_of_stream).category() && ec != http::error::end_of_stream)
     return ApiError(400, "malformed HTTP request: " + ec.message(), "", "bad_http");
   return std::nullopt;  // the connection closed or failed
@@ -154,8 +153,7 @@ struct HttpServer::Impl {
     Connection c(std::move(socket), timeout);
     while (c.open()) {
       http::request_parser<http::string_body> parser;
-      parser.header_limit(kHeaderLimit);
-      parser.body_limit(uint64_t(st.opts.max_body_bytes));
+      apply_request_limits(parser, st.opts.max_body_bytes);
       c.stream().expires_after(timeout);
       auto [ec, n] = co_await http::async_read_header(c.stream(), c.buffer(), parser, use_tuple);
       if (!ec && beast::iequals(parser.get()[http::field::expect], "100-continue") && !parser.is_done()) {

@@ -1,0 +1,24 @@
+// libFuzzer target for config.json parsing (ModelConfig::from_json_text): any bytes either give
+// a config that passes its own checks or throw LoadError/UserError naming the problem; nothing
+// crashes, and no other exception escapes (the CLI would exit 1 "internal error" instead of 2).
+// Build and run: scripts/fuzz.sh (seeds in tests/fuzz/corpus/config: the shared Qwen3 configs
+// and the fixtures').
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "nanovllm/config.h"
+#include "nanovllm/utils/error.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  try {
+    nanovllm::ModelConfig::from_json_text(text, "config.json");
+  } catch (const nanovllm::UserError&) {
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "config.json: an exception other than UserError: %s\n", e.what());
+    std::abort();
+  }
+  return 0;
+}
