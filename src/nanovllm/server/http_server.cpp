@@ -11,7 +11,6 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -72,6 +71,19 @@ std::optional<ApiError> read_error(const beast::error_code& ec, int64_t max_body
   if (ec.category() == http::make_error_code(http::error::end_of_stream).category() && ec != http::error::end_of_stream)
     return ApiError(400, "malformed HTTP request: " + ec.message(), "", "bad_http");
   return std::nullopt;  // the connection closed or failed
+}
+
+// Completion of a connection's (or the acceptor's) coroutine: an exception that escaped it (out of
+// memory, say) ends that connection only, never the I/O thread and with it the server.
+void log_escaped(const char* what, std::exception_ptr e) {
+  if (!e) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    std::fprintf(stderr, "serve: %s ended by an exception: %s\n", what, x.what());
+  } catch (...) {
+    std::fprintf(stderr, "serve: %s ended by an unknown exception\n", what);
+  }
 }
 
 }  // namespace
@@ -188,7 +200,7 @@ struct HttpServer::Impl {
         co_await t.async_wait(use_tuple);
         continue;
       }
-      net::co_spawn(socket.get_executor(), session(std::move(socket)), net::detached);
+      net::co_spawn(socket.get_executor(), session(std::move(socket)), [](std::exception_ptr e) { log_escaped("a connection", e); });
     }
   }
 };
@@ -219,7 +231,7 @@ int HttpServer::bind() {
 
 void HttpServer::serve() {
   Impl& im = *impl_;
-  net::co_spawn(im.ioc, im.accept_loop(), net::detached);
+  net::co_spawn(im.ioc, im.accept_loop(), [](std::exception_ptr e) { log_escaped("the acceptor", e); });
   std::vector<std::thread> threads;
   for (int i = 1; i < std::max(1, im.st.opts.http_threads); ++i) threads.emplace_back([&im] { im.ioc.run(); });
   im.ioc.run();
