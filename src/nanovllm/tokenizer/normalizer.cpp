@@ -1,5 +1,11 @@
 // Unicode normalizers on top of utf8proc. Pure ASCII is invariant under every form we support,
 // which lets the common case skip utf8proc entirely.
+//
+// Hugging Face's normalizers follow Unicode 9.0: characters that later versions decompose,
+// reorder or compose (U+07FD, a combining mark of Unicode 11, say) are plain starters to them,
+// which no normalization moves, changes or reaches across. So the text is cut at those
+// characters (unicode::normalization_inert(), generated from the oracle), the parts between are
+// normalized by utf8proc (Unicode 15) and the cut characters are kept as they are.
 #include "nanovllm/tokenizer/normalizer.h"
 
 #include <cstdlib>
@@ -7,6 +13,8 @@
 
 #include <utf8proc.h>
 
+#include "nanovllm/tokenizer/unicode_data.h"
+#include "nanovllm/tokenizer/utf8.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {
@@ -37,6 +45,44 @@ void Normalizer::add(const nlohmann::json& config) {
   }
 }
 
+namespace {
+
+// utf8proc_map of `in` with `options`, appended to `out`.
+void map_into(std::string_view in, int options, std::string& out) {
+  if (in.empty()) return;
+  utf8proc_uint8_t* mapped = nullptr;
+  const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(in.data()),
+                                          static_cast<utf8proc_ssize_t>(in.size()), &mapped,
+                                          static_cast<utf8proc_option_t>(options));
+  std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> owned(mapped, &std::free);
+  if (n < 0) throw TokenizerError(std::string("normalizer: ") + utf8proc_errmsg(n));
+  out.append(reinterpret_cast<const char*>(mapped), static_cast<size_t>(n));
+}
+
+// Normalizes valid UTF-8 `in` into `out` (cleared first), leaving the inert characters alone.
+void normalize(std::string_view in, int options, std::string& out) {
+  out.clear();
+  const auto inert = unicode::normalization_inert();
+  const uint32_t lowest = inert.front().first;
+  size_t part = 0;  // start of the part not yet normalized
+  for (size_t i = 0; i < in.size();) {
+    const size_t n = utf8::sequence_length(in, i);
+    if (n >= 2) {
+      uint32_t cp = static_cast<unsigned char>(in[i]) & (0x7F >> n);
+      for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(in[i + k]) & 0x3F);
+      if (cp >= lowest && unicode::contains(inert, cp)) {
+        map_into(in.substr(part, i - part), options, out);
+        out.append(in.substr(i, n));
+        part = i + n;
+      }
+    }
+    i += n ? n : 1;
+  }
+  map_into(in.substr(part), options, out);
+}
+
+}  // namespace
+
 std::string_view Normalizer::apply(std::string_view in, std::string& storage) const {
   if (forms_.empty()) return in;
   bool ascii = true;
@@ -45,15 +91,10 @@ std::string_view Normalizer::apply(std::string_view in, std::string& storage) co
   }
   if (ascii) return in;
   std::string_view cur = in;
+  std::string next;
   for (int options : forms_) {
-    utf8proc_uint8_t* out = nullptr;
-    const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(cur.data()),
-                                            static_cast<utf8proc_ssize_t>(cur.size()), &out,
-                                            static_cast<utf8proc_option_t>(options));
-    std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> owned(out, &std::free);
-    if (n < 0)
-      throw TokenizerError(std::string("normalizer: ") + utf8proc_errmsg(n));
-    storage.assign(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
+    normalize(cur, options, next);
+    storage.swap(next);
     cur = storage;
   }
   return cur;

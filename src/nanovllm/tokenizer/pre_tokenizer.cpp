@@ -66,17 +66,19 @@ void PreTokenizer::split(std::string_view text, Scratch& scratch,
                          std::vector<std::string_view>& pieces) const {
   if (text.empty()) return;
   if (steps_.empty()) { pieces.push_back(text); return; }
-  // Steps after the first re-split the pieces of the previous one.
+  // Steps after the first re-split the pieces of the previous one. Whether the regexes may use
+  // PCRE2's own Unicode tables is decided once for the whole text.
+  const bool fast_ok = Regex::fast_ok_for(text);
   std::vector<std::string_view> cur{text};
   for (size_t s = 0; s < steps_.size(); ++s) {
     std::vector<std::string_view>& out = s + 1 == steps_.size() ? pieces : scratch.tmp;
     if (&out == &scratch.tmp) out.clear();
-    for (std::string_view piece : cur) apply(steps_[s], piece, scratch, out);
+    for (std::string_view piece : cur) apply(steps_[s], piece, fast_ok, scratch, out);
     if (s + 1 < steps_.size()) cur.swap(scratch.tmp);
   }
 }
 
-void PreTokenizer::apply(const Step& step, std::string_view piece, Scratch& scratch,
+void PreTokenizer::apply(const Step& step, std::string_view piece, bool fast_ok, Scratch& scratch,
                          std::vector<std::string_view>& out) const {
   if (step.add_prefix_space && !piece.empty() && piece.front() != ' ') {
     std::string& spaced = scratch.owned.emplace_back();
@@ -123,7 +125,7 @@ void PreTokenizer::apply(const Step& step, std::string_view piece, Scratch& scra
     last_was_delim = delim;
   };
   size_t pos = 0, b = 0, e = 0;
-  while (step.regex->find(piece, pos, scratch.regex, &b, &e)) {
+  while (step.regex->find(piece, pos, scratch.regex, &b, &e, fast_ok)) {
     emit(pos, b, false);
     emit(b, e, true);
     pos = e;

@@ -41,7 +41,7 @@ class PreTokenizer {
     bool add_prefix_space = false;
   };
   void add(const nlohmann::json& config);
-  void apply(const Step& step, std::string_view piece, Scratch& scratch,
+  void apply(const Step& step, std::string_view piece, bool fast_ok, Scratch& scratch,
              std::vector<std::string_view>& out) const;
 
   std::vector<Step> steps_;
