@@ -19,11 +19,22 @@
 
 namespace nanovllm {
 
+namespace {
+
+// Deeper than any tokenizer.json that Hugging Face reads (serde_json stops at 128 JSON levels,
+// two per Sequence); the bound keeps hostile files from overflowing the stack.
+constexpr int kMaxNesting = 64;
+
+}  // namespace
+
 Normalizer::Normalizer(const nlohmann::json& config) {
-  if (!config.is_null()) add(config);
+  if (!config.is_null()) add(config, 1);
 }
 
-void Normalizer::add(const nlohmann::json& config) {
+void Normalizer::add(const nlohmann::json& config, int depth) {
+  if (depth > kMaxNesting)
+    throw TokenizerError("tokenizer.json: normalizer Sequences nested deeper than " + std::to_string(kMaxNesting) +
+                         " levels");
   if (!config.is_object() || !config.contains("type") || !config["type"].is_string())
     throw TokenizerError("tokenizer.json: normalizer without a \"type\"");
   const std::string type = config["type"];
@@ -39,7 +50,7 @@ void Normalizer::add(const nlohmann::json& config) {
   } else if (type == "Sequence") {
     if (!config.contains("normalizers") || !config["normalizers"].is_array())
       throw TokenizerError("tokenizer.json: Sequence normalizer without \"normalizers\"");
-    for (const auto& sub : config["normalizers"]) add(sub);
+    for (const auto& sub : config["normalizers"]) add(sub, depth + 1);
   } else {
     throw TokenizerError("tokenizer.json: unsupported normalizer type '" + type + "'");
   }

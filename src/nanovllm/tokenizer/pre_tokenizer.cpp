@@ -12,6 +12,10 @@ namespace {
 constexpr const char* kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
+// Deeper than any tokenizer.json that Hugging Face reads (serde_json stops at 128 JSON levels,
+// two per Sequence); the bound keeps hostile files from overflowing the stack.
+constexpr int kMaxNesting = 64;
+
 std::string type_of(const nlohmann::json& config, const char* what) {
   if (!config.is_object() || !config.contains("type") || !config["type"].is_string())
     throw TokenizerError(std::string("tokenizer.json: ") + what + " without a \"type\"");
@@ -21,17 +25,20 @@ std::string type_of(const nlohmann::json& config, const char* what) {
 }  // namespace
 
 PreTokenizer::PreTokenizer(const nlohmann::json& config) {
-  if (!config.is_null()) add(config);
+  if (!config.is_null()) add(config, 1);
 }
 
 PreTokenizer::~PreTokenizer() = default;
 
-void PreTokenizer::add(const nlohmann::json& config) {
+void PreTokenizer::add(const nlohmann::json& config, int depth) {
+  if (depth > kMaxNesting)
+    throw TokenizerError("tokenizer.json: pre_tokenizer Sequences nested deeper than " + std::to_string(kMaxNesting) +
+                         " levels");
   const std::string type = type_of(config, "pre_tokenizer");
   if (type == "Sequence") {
     if (!config.contains("pretokenizers") || !config["pretokenizers"].is_array())
       throw TokenizerError("tokenizer.json: Sequence pre_tokenizer without \"pretokenizers\"");
-    for (const auto& sub : config["pretokenizers"]) add(sub);
+    for (const auto& sub : config["pretokenizers"]) add(sub, depth + 1);
   } else if (type == "Split") {
     Step step;
     const auto& pattern = config.value("pattern", nlohmann::json());

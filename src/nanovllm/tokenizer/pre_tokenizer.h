@@ -40,7 +40,7 @@ class PreTokenizer {
     bool invert = false;
     bool add_prefix_space = false;
   };
-  void add(const nlohmann::json& config);
+  void add(const nlohmann::json& config, int depth);
   void apply(const Step& step, std::string_view piece, bool fast_ok, Scratch& scratch,
              std::vector<std::string_view>& out) const;
 
