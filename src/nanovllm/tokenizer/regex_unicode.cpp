@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <iterator>
 #include <memory>
+#include <utility>
 
 #include "nanovllm/tokenizer/utf8.h"
 #include "nanovllm/utils/error.h"
@@ -24,10 +26,11 @@ using unicode::Range;
 constexpr const char* kNames[] = {"Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No", "Pc", "Pd", "Ps", "Pe",
                                   "Pi", "Pf", "Po", "Sm", "Sc", "Sk", "So", "Zs", "Zl", "Zp", "Cc", "Cf", "Cs", "Co", "Cn"};
 static_assert(std::size(kNames) == unicode::kNumCategories);
+// Category groups as masks (bit i: category i).
 constexpr uint32_t kLetter = 0x1F, kCased = 0x7, kMark = 0xE0, kNumber = 0x700, kPunct = 0x3F800, kSymbol = 0x3C0000,
                    kSeparator = 0x1C00000, kOther = 0x3E000000;
 constexpr uint32_t kMaxCp = 0x10FFFF;
-constexpr std::pair<uint32_t, const char*> kGroups[] = {{kLetter, "L"}, {kMark, "M"},      {kNumber, "N"},   {kPunct, "P"},
+constexpr std::pair<uint32_t, const char*> kGroups[] = {{kLetter, "L"}, {kMark, "M"},      {kNumber, "N"}, {kPunct, "P"},
                                                         {kSymbol, "S"}, {kSeparator, "Z"}, {kOther, "C"}};
 
 struct Pcre2View {
