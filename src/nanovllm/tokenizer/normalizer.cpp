@@ -13,17 +13,41 @@
 
 #include <utf8proc.h>
 
-#include "nanovllm/tokenizer/unicode_data.h"
-#include "nanovllm/tokenizer/utf8.h"
+#include "nanovllm/tokenizer/code_point_set.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {
-
 namespace {
 
 // Deeper than any tokenizer.json that Hugging Face reads (serde_json stops at 128 JSON levels,
 // two per Sequence); the bound keeps hostile files from overflowing the stack.
 constexpr int kMaxNesting = 64;
+
+// utf8proc_map of `in` with `options`, appended to `out`.
+void map_into(std::string_view in, int options, std::string& out) {
+  if (in.empty()) return;
+  utf8proc_uint8_t* mapped = nullptr;
+  const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(in.data()),
+                                          static_cast<utf8proc_ssize_t>(in.size()), &mapped,
+                                          static_cast<utf8proc_option_t>(options));
+  std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> owned(mapped, &std::free);
+  if (n < 0) throw TokenizerError(std::string("normalizer: ") + utf8proc_errmsg(n));
+  out.append(reinterpret_cast<const char*>(mapped), static_cast<size_t>(n));
+}
+
+// Normalizes valid UTF-8 `in` into `out` (cleared first), leaving the inert characters alone.
+void normalize(std::string_view in, int options, std::string& out) {
+  static const unicode::CodePointSet inert(
+      {unicode::normalization_inert().begin(), unicode::normalization_inert().end()});
+  out.clear();
+  size_t part = 0, n = 0;  // in[part..] is not yet normalized
+  for (size_t at = inert.find(in, 0, &n); at < in.size(); at = inert.find(in, part, &n)) {
+    map_into(in.substr(part, at - part), options, out);
+    out.append(in.substr(at, n));
+    part = at + n;
+  }
+  map_into(in.substr(part), options, out);
+}
 
 }  // namespace
 
@@ -55,44 +79,6 @@ void Normalizer::add(const nlohmann::json& config, int depth) {
     throw TokenizerError("tokenizer.json: unsupported normalizer type '" + type + "'");
   }
 }
-
-namespace {
-
-// utf8proc_map of `in` with `options`, appended to `out`.
-void map_into(std::string_view in, int options, std::string& out) {
-  if (in.empty()) return;
-  utf8proc_uint8_t* mapped = nullptr;
-  const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(in.data()),
-                                          static_cast<utf8proc_ssize_t>(in.size()), &mapped,
-                                          static_cast<utf8proc_option_t>(options));
-  std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> owned(mapped, &std::free);
-  if (n < 0) throw TokenizerError(std::string("normalizer: ") + utf8proc_errmsg(n));
-  out.append(reinterpret_cast<const char*>(mapped), static_cast<size_t>(n));
-}
-
-// Normalizes valid UTF-8 `in` into `out` (cleared first), leaving the inert characters alone.
-void normalize(std::string_view in, int options, std::string& out) {
-  out.clear();
-  const auto inert = unicode::normalization_inert();
-  const uint32_t lowest = inert.front().first;
-  size_t part = 0;  // start of the part not yet normalized
-  for (size_t i = 0; i < in.size();) {
-    const size_t n = utf8::sequence_length(in, i);
-    if (n >= 2) {
-      uint32_t cp = static_cast<unsigned char>(in[i]) & (0x7F >> n);
-      for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(in[i + k]) & 0x3F);
-      if (cp >= lowest && unicode::contains(inert, cp)) {
-        map_into(in.substr(part, i - part), options, out);
-        out.append(in.substr(i, n));
-        part = i + n;
-      }
-    }
-    i += n ? n : 1;
-  }
-  map_into(in.substr(part), options, out);
-}
-
-}  // namespace
 
 std::string_view Normalizer::apply(std::string_view in, std::string& storage) const {
   if (forms_.empty()) return in;

@@ -13,6 +13,7 @@
 #include <memory>
 #include <utility>
 
+#include "nanovllm/tokenizer/code_point_set.h"
 #include "nanovllm/tokenizer/utf8.h"
 #include "nanovllm/utils/error.h"
 
@@ -220,23 +221,8 @@ std::string single_property(const CharSet& set) {
 }
 
 bool pcre2_agrees(std::string_view text) {
-  const std::vector<Range>& differs = pcre2_view().differs;
-  if (differs.empty()) return true;
-  const uint32_t lowest = differs.front().first;
-  for (size_t i = 0; i < text.size();) {
-    const auto b = static_cast<unsigned char>(text[i]);
-    if (b < 0x80) {
-      if (b >= lowest && unicode::contains(differs, b)) return false;
-      ++i;
-      continue;
-    }
-    const size_t n = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : 2;
-    uint32_t cp = b & (0x7F >> n);
-    for (size_t k = 1; k < n && i + k < text.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
-    if (cp >= lowest && unicode::contains(differs, cp)) return false;
-    i += n;
-  }
-  return true;
+  static const unicode::CodePointSet differs(pcre2_view().differs);
+  return differs.empty() || differs.find(text) == text.size();
 }
 
 }  // namespace nanovllm::regex_unicode
