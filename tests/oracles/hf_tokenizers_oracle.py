@@ -1,5 +1,5 @@
-"""Second reference for the tokenizer tests: Hugging Face `tokenizers` itself (Rust, Oniguruma
-regexes), for machines that have it (the GPU machine does; CI uses the JS oracle instead).
+"""The tokenizer reference from Python, for machines that have the `tokenizers` wheel (the GPU
+machine does): the same Rust library that CI runs through its Node bindings (tokenize_oracle.mjs).
 
     python3 hf_tokenizers_oracle.py <tokenizer.json> <in.json> <out.json>
 

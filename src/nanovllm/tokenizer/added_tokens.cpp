@@ -2,6 +2,7 @@
 // possible first bytes skips most positions, and a trie walk finds the longest token at the rest.
 #include "nanovllm/tokenizer/added_tokens.h"
 
+#include "nanovllm/tokenizer/tokenizer.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {
@@ -86,6 +87,9 @@ AddedVocabulary::AddedVocabulary(const nlohmann::json& added_tokens) {
         !j["content"].is_string())
       throw TokenizerError("tokenizer.json: added token without an integer \"id\" and a \"content\"");
     AddedToken t;
+    if (j["id"].get<int64_t>() > kMaxTokenId)
+      throw TokenizerError("tokenizer.json: added token id " + j["id"].dump() + " is above the supported " +
+                           std::to_string(kMaxTokenId));
     t.id = j["id"].get<int32_t>();
     t.content = j["content"].get<std::string>();
     t.special = j.value("special", false);

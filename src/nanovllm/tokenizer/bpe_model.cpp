@@ -8,6 +8,7 @@
 #include <climits>
 
 #include "nanovllm/tokenizer/byte_level.h"
+#include "nanovllm/tokenizer/tokenizer.h"
 #include "nanovllm/tokenizer/utf8.h"
 #include "nanovllm/utils/error.h"
 
@@ -35,6 +36,8 @@ BpeModel::BpeModel(const nlohmann::json& model, bool byte_level) : byte_level_(b
   if (type != "BPE") throw TokenizerError("tokenizer.json: unsupported model type '" + type + "'");
   if (!model.contains("vocab") || !model["vocab"].is_object())
     throw TokenizerError("tokenizer.json: BPE model without a \"vocab\" object");
+  if (model["vocab"].empty())  // Hugging Face loads it, then drops all text: surely a broken file
+    throw TokenizerError("tokenizer.json: BPE model with an empty \"vocab\"");
   if (!model.contains("merges") || !model["merges"].is_array())
     throw TokenizerError("tokenizer.json: BPE model without a \"merges\" array");
   auto nonempty_string = [&](const char* key) {
@@ -52,8 +55,11 @@ BpeModel::BpeModel(const nlohmann::json& model, bool byte_level) : byte_level_(b
   const ByteLevelTable& table = byte_level_table();
   int32_t max_id = -1;
   for (const auto& [token, id_json] : model["vocab"].items()) {
-    if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0 || id_json.get<int64_t>() > INT32_MAX)
+    if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0)
       throw TokenizerError("tokenizer.json: vocab entry '" + token + "' has an invalid id");
+    if (id_json.get<int64_t>() > kMaxTokenId)
+      throw TokenizerError("tokenizer.json: vocab entry '" + token + "' has id " + id_json.dump() +
+                           ", above the supported " + std::to_string(kMaxTokenId));
     max_id = std::max(max_id, id_json.get<int32_t>());
   }
   id_bytes_.assign(static_cast<size_t>(max_id + 1), std::string());

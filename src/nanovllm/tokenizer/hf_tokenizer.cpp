@@ -10,15 +10,22 @@
 namespace nanovllm {
 namespace {
 
-std::string decoder_type_check(const nlohmann::json& decoder, bool* byte_level) {
+// Deeper than any tokenizer.json that Hugging Face reads (serde_json stops at 128 JSON levels,
+// two per Sequence); the bound keeps hostile files from overflowing the stack.
+constexpr int kMaxNesting = 64;
+
+std::string decoder_type_check(const nlohmann::json& decoder, bool* byte_level, int depth = 1) {
   if (decoder.is_null()) return "";
+  if (depth > kMaxNesting)
+    throw TokenizerError("tokenizer.json: decoder Sequences nested deeper than " + std::to_string(kMaxNesting) +
+                         " levels");
   if (!decoder.is_object() || !decoder.contains("type") || !decoder["type"].is_string())
     throw TokenizerError("tokenizer.json: decoder without a \"type\"");
   const std::string type = decoder["type"];
   if (type == "ByteLevel") {
     *byte_level = true;
   } else if (type == "Sequence" && decoder.contains("decoders") && decoder["decoders"].is_array()) {
-    for (const auto& d : decoder["decoders"]) decoder_type_check(d, byte_level);
+    for (const auto& d : decoder["decoders"]) decoder_type_check(d, byte_level, depth + 1);
   } else {
     throw TokenizerError("tokenizer.json: unsupported decoder type '" + type + "'");
   }

@@ -1,5 +1,11 @@
 // Unicode normalizers on top of utf8proc. Pure ASCII is invariant under every form we support,
 // which lets the common case skip utf8proc entirely.
+//
+// Hugging Face's normalizers follow Unicode 9.0: characters that later versions decompose,
+// reorder or compose (U+07FD, a combining mark of Unicode 11, say) are plain starters to them,
+// which no normalization moves, changes or reaches across. So the text is cut at those
+// characters (unicode::normalization_inert(), generated from the oracle), the parts between are
+// normalized by utf8proc (Unicode 15) and the cut characters are kept as they are.
 #include "nanovllm/tokenizer/normalizer.h"
 
 #include <cstdlib>
@@ -7,15 +13,52 @@
 
 #include <utf8proc.h>
 
+#include "nanovllm/tokenizer/code_point_set.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {
+namespace {
 
-Normalizer::Normalizer(const nlohmann::json& config) {
-  if (!config.is_null()) add(config);
+// Deeper than any tokenizer.json that Hugging Face reads (serde_json stops at 128 JSON levels,
+// two per Sequence); the bound keeps hostile files from overflowing the stack.
+constexpr int kMaxNesting = 64;
+
+// utf8proc_map of `in` with `options`, appended to `out`.
+void map_into(std::string_view in, int options, std::string& out) {
+  if (in.empty()) return;
+  utf8proc_uint8_t* mapped = nullptr;
+  const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(in.data()),
+                                          static_cast<utf8proc_ssize_t>(in.size()), &mapped,
+                                          static_cast<utf8proc_option_t>(options));
+  std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> owned(mapped, &std::free);
+  if (n < 0) throw TokenizerError(std::string("normalizer: ") + utf8proc_errmsg(n));
+  out.append(reinterpret_cast<const char*>(mapped), static_cast<size_t>(n));
 }
 
-void Normalizer::add(const nlohmann::json& config) {
+// Normalizes valid UTF-8 `in` into `out` (cleared first), leaving the inert characters alone.
+void normalize(std::string_view in, int options, std::string& out) {
+  static const unicode::CodePointSet inert(
+      {unicode::normalization_inert().begin(), unicode::normalization_inert().end()});
+  out.clear();
+  size_t part = 0, n = 0;  // in[part..] is not yet normalized
+  for (size_t at = inert.find(in, 0, &n); at < in.size(); at = inert.find(in, part, &n)) {
+    map_into(in.substr(part, at - part), options, out);
+    out.append(in.substr(at, n));
+    part = at + n;
+  }
+  map_into(in.substr(part), options, out);
+}
+
+}  // namespace
+
+Normalizer::Normalizer(const nlohmann::json& config) {
+  if (!config.is_null()) add(config, 1);
+}
+
+void Normalizer::add(const nlohmann::json& config, int depth) {
+  if (depth > kMaxNesting)
+    throw TokenizerError("tokenizer.json: normalizer Sequences nested deeper than " + std::to_string(kMaxNesting) +
+                         " levels");
   if (!config.is_object() || !config.contains("type") || !config["type"].is_string())
     throw TokenizerError("tokenizer.json: normalizer without a \"type\"");
   const std::string type = config["type"];
@@ -31,7 +74,7 @@ void Normalizer::add(const nlohmann::json& config) {
   } else if (type == "Sequence") {
     if (!config.contains("normalizers") || !config["normalizers"].is_array())
       throw TokenizerError("tokenizer.json: Sequence normalizer without \"normalizers\"");
-    for (const auto& sub : config["normalizers"]) add(sub);
+    for (const auto& sub : config["normalizers"]) add(sub, depth + 1);
   } else {
     throw TokenizerError("tokenizer.json: unsupported normalizer type '" + type + "'");
   }
@@ -45,15 +88,10 @@ std::string_view Normalizer::apply(std::string_view in, std::string& storage) co
   }
   if (ascii) return in;
   std::string_view cur = in;
+  std::string next;
   for (int options : forms_) {
-    utf8proc_uint8_t* out = nullptr;
-    const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(cur.data()),
-                                            static_cast<utf8proc_ssize_t>(cur.size()), &out,
-                                            static_cast<utf8proc_option_t>(options));
-    std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> owned(out, &std::free);
-    if (n < 0)
-      throw TokenizerError(std::string("normalizer: ") + utf8proc_errmsg(n));
-    storage.assign(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
+    normalize(cur, options, next);
+    storage.swap(next);
     cur = storage;
   }
   return cur;

@@ -19,7 +19,7 @@ class Normalizer {
   std::string_view apply(std::string_view in, std::string& storage) const;
 
  private:
-  void add(const nlohmann::json& config);
+  void add(const nlohmann::json& config, int depth);
   std::vector<int> forms_;  // utf8proc option sets, applied in order
 };
 

@@ -12,6 +12,10 @@ namespace {
 constexpr const char* kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
+// Deeper than any tokenizer.json that Hugging Face reads (serde_json stops at 128 JSON levels,
+// two per Sequence); the bound keeps hostile files from overflowing the stack.
+constexpr int kMaxNesting = 64;
+
 std::string type_of(const nlohmann::json& config, const char* what) {
   if (!config.is_object() || !config.contains("type") || !config["type"].is_string())
     throw TokenizerError(std::string("tokenizer.json: ") + what + " without a \"type\"");
@@ -21,17 +25,20 @@ std::string type_of(const nlohmann::json& config, const char* what) {
 }  // namespace
 
 PreTokenizer::PreTokenizer(const nlohmann::json& config) {
-  if (!config.is_null()) add(config);
+  if (!config.is_null()) add(config, 1);
 }
 
 PreTokenizer::~PreTokenizer() = default;
 
-void PreTokenizer::add(const nlohmann::json& config) {
+void PreTokenizer::add(const nlohmann::json& config, int depth) {
+  if (depth > kMaxNesting)
+    throw TokenizerError("tokenizer.json: pre_tokenizer Sequences nested deeper than " + std::to_string(kMaxNesting) +
+                         " levels");
   const std::string type = type_of(config, "pre_tokenizer");
   if (type == "Sequence") {
     if (!config.contains("pretokenizers") || !config["pretokenizers"].is_array())
       throw TokenizerError("tokenizer.json: Sequence pre_tokenizer without \"pretokenizers\"");
-    for (const auto& sub : config["pretokenizers"]) add(sub);
+    for (const auto& sub : config["pretokenizers"]) add(sub, depth + 1);
   } else if (type == "Split") {
     Step step;
     const auto& pattern = config.value("pattern", nlohmann::json());
@@ -66,17 +73,19 @@ void PreTokenizer::split(std::string_view text, Scratch& scratch,
                          std::vector<std::string_view>& pieces) const {
   if (text.empty()) return;
   if (steps_.empty()) { pieces.push_back(text); return; }
-  // Steps after the first re-split the pieces of the previous one.
+  // Steps after the first re-split the pieces of the previous one. Whether the regexes may use
+  // PCRE2's own Unicode tables is decided once for the whole text.
+  const bool fast_ok = Regex::fast_ok_for(text);
   std::vector<std::string_view> cur{text};
   for (size_t s = 0; s < steps_.size(); ++s) {
     std::vector<std::string_view>& out = s + 1 == steps_.size() ? pieces : scratch.tmp;
     if (&out == &scratch.tmp) out.clear();
-    for (std::string_view piece : cur) apply(steps_[s], piece, scratch, out);
+    for (std::string_view piece : cur) apply(steps_[s], piece, fast_ok, scratch, out);
     if (s + 1 < steps_.size()) cur.swap(scratch.tmp);
   }
 }
 
-void PreTokenizer::apply(const Step& step, std::string_view piece, Scratch& scratch,
+void PreTokenizer::apply(const Step& step, std::string_view piece, bool fast_ok, Scratch& scratch,
                          std::vector<std::string_view>& out) const {
   if (step.add_prefix_space && !piece.empty() && piece.front() != ' ') {
     std::string& spaced = scratch.owned.emplace_back();
@@ -123,7 +132,7 @@ void PreTokenizer::apply(const Step& step, std::string_view piece, Scratch& scra
     last_was_delim = delim;
   };
   size_t pos = 0, b = 0, e = 0;
-  while (step.regex->find(piece, pos, scratch.regex, &b, &e)) {
+  while (step.regex->find(piece, pos, scratch.regex, &b, &e, fast_ok)) {
     emit(pos, b, false);
     emit(b, e, true);
     pos = e;

@@ -40,8 +40,8 @@ class PreTokenizer {
     bool invert = false;
     bool add_prefix_space = false;
   };
-  void add(const nlohmann::json& config);
-  void apply(const Step& step, std::string_view piece, Scratch& scratch,
+  void add(const nlohmann::json& config, int depth);
+  void apply(const Step& step, std::string_view piece, bool fast_ok, Scratch& scratch,
              std::vector<std::string_view>& out) const;
 
   std::vector<Step> steps_;

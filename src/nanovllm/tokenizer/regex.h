@@ -1,5 +1,7 @@
-// A compiled PCRE2 pattern (UTF + Unicode properties, JIT when available) that many threads can
-// use at once; per-call state lives in RegexScratch.
+// A compiled tokenizer.json regex (PCRE2: UTF + Unicode properties, JIT when available) that many
+// threads can use at once; per-call state lives in RegexScratch. Patterns are read as Hugging Face
+// tokenizers reads them (regex_rewrite.h): each compiles into a fast form on PCRE2's Unicode
+// tables and, where those differ from Hugging Face's, an exact form.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -32,9 +34,13 @@ class Regex {
   Regex& operator=(const Regex&) = delete;
 
   // Finds the first non-empty match in text[from..]; returns false when there is none.
-  // `text` must be valid UTF-8 (it is not re-checked).
-  bool find(std::string_view text, size_t from, RegexScratch& scratch, size_t* begin,
-            size_t* end) const;
+  // `text` must be valid UTF-8 (it is not re-checked). `fast_ok`: the caller has checked with
+  // fast_ok_for() that the whole text being split allows the fast form (false is always right).
+  bool find(std::string_view text, size_t from, RegexScratch& scratch, size_t* begin, size_t* end,
+            bool fast_ok = false) const;
+
+  // Whether the fast form matches `text` (and any part of it) exactly as the exact one does.
+  static bool fast_ok_for(std::string_view text);
 
   // Escapes a literal string for use inside a pattern.
   static std::string quote(std::string_view literal);

@@ -10,6 +10,10 @@
 
 namespace nanovllm {
 
+// Token ids above this are refused when a tokenizer.json is read (the largest vocabularies in use
+// hold about 260K tokens): an id of 2^31 - 1 would otherwise ask for tables of that many entries.
+inline constexpr int32_t kMaxTokenId = (1 << 22) - 1;
+
 class Tokenizer {
  public:
   // Loads <dir>/tokenizer.json and <dir>/tokenizer_config.json (the latter optional: chat

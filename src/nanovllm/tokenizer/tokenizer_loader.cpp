@@ -6,11 +6,15 @@
 
 #include "nanovllm/tokenizer/hf_tokenizer.h"
 #include "nanovllm/utils/error.h"
+#include "nanovllm/utils/json_depth.h"
 
 namespace nanovllm {
 namespace {
 
 nlohmann::json parse(const std::string& text, const std::string& what) {
+  if (const size_t at = find_json_too_deep(text); at != std::string::npos)
+    throw TokenizerError(what + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
+                         " levels (at byte offset " + std::to_string(at) + ")");
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {

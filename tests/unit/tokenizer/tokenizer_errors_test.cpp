@@ -80,6 +80,74 @@ TEST(TokenizerErrors, UnsupportedComponentsAreNamed) {
   expect_error([&] { tokenizer_from_json("{", ""); }, "malformed JSON");
 }
 
+// Sequences nested `depth` deep around `leaf`, as tokenizer.json spells them.
+nlohmann::json nested(const char* list_key, nlohmann::json leaf, int depth) {
+  for (int i = 0; i < depth; ++i) leaf = {{"type", "Sequence"}, {list_key, nlohmann::json::array({leaf})}};
+  return leaf;
+}
+
+// Text of a tokenizer.json whose `key` holds Sequences nested `depth` deep (built as text: a
+// deep nlohmann::json would itself recurse that deep when dumped).
+std::string deeply_nested(const std::string& key, const char* list_key, const std::string& leaf, int depth) {
+  std::string open, close;
+  for (int i = 0; i < depth; ++i) {
+    open += std::string("{\"type\": \"Sequence\", \"") + list_key + "\": [";
+    close += "]}";
+  }
+  nlohmann::json j = tiny();
+  j[key] = "@";
+  const std::string text = j.dump();
+  const size_t at = text.find("\"@\"");
+  return text.substr(0, at) + open + leaf + close + text.substr(at + 3);
+}
+
+TEST(TokenizerErrors, DeeplyNestedSequencesAreRefused) {
+  // Thousands deep (once a stack overflow): refused when read, like Hugging Face does.
+  for (int depth : {5000, 200000}) {
+    expect_error([&] { tokenizer_from_json(deeply_nested("normalizer", "normalizers", R"({"type": "NFC"})", depth), ""); },
+                 "JSON nested deeper than 128 levels");
+    expect_error([&] { tokenizer_from_json(deeply_nested("pre_tokenizer", "pretokenizers", R"({"type": "ByteLevel"})", depth), ""); },
+                 "JSON nested deeper than 128 levels");
+    expect_error([&] { tokenizer_from_json(deeply_nested("decoder", "decoders", R"({"type": "ByteLevel"})", depth), ""); },
+                 "JSON nested deeper than 128 levels");
+  }
+  expect_error([] { tokenizer_from_json("{\"x\": " + std::string(100000, '[') + std::string(100000, ']') + "}", ""); },
+               "at byte offset 133");
+  // Brackets in strings do not count; 40 levels load (Hugging Face reads them too).
+  EXPECT_NO_THROW(tokenizer_from_json(deeply_nested("normalizer", "normalizers", R"({"type": "NFC"})", 40), ""));
+  nlohmann::json ok = tiny();
+  ok["model"]["vocab"][std::string(500, '[')] = 3;
+  EXPECT_NO_THROW(tokenizer_from_json(ok.dump(), ""));
+  // Built in memory rather than read, the components bound the nesting themselves.
+  expect_error([] { HfTokenizer(tiny({{"normalizer", nested("normalizers", {{"type", "NFC"}}, 100)}}), nullptr); },
+               "normalizer Sequences nested deeper than 64 levels");
+  expect_error([] { HfTokenizer(tiny({{"pre_tokenizer", nested("pretokenizers", {{"type", "ByteLevel"}}, 100)}}), nullptr); },
+               "pre_tokenizer Sequences nested deeper than 64 levels");
+  expect_error([] { HfTokenizer(tiny({{"decoder", nested("decoders", {{"type", "ByteLevel"}}, 100)}}), nullptr); },
+               "decoder Sequences nested deeper than 64 levels");
+}
+
+TEST(TokenizerErrors, EmptyVocabularyIsRefused) {
+  nlohmann::json j = tiny();
+  j["model"]["vocab"] = nlohmann::json::object();
+  j["model"]["merges"] = nlohmann::json::array();
+  expect_error([&] { tokenizer_from_json(j.dump(), ""); }, "empty \"vocab\"");
+}
+
+// An id of 2^31 - 1 once asked for a table of 2^31 entries (std::length_error, or the OOM killer
+// for ids of a few hundred million), and overflowed vocab_size() as an added token.
+TEST(TokenizerErrors, HugeIdsAreRefused) {
+  auto build = [](const nlohmann::json& j) { tokenizer_from_json(j.dump(), ""); };
+  nlohmann::json j = tiny();
+  j["model"]["vocab"]["ab"] = 2147483647;
+  expect_error([&] { build(j); }, "vocab entry 'ab' has id 2147483647, above the supported 4194303");
+  expect_error([&] { build(tiny({{"added_tokens", {{{"id", 2147483647}, {"content", "<x>"}}}}})); },
+               "added token id 2147483647 is above the supported");
+  expect_error([&] { build(tiny({{"added_tokens", {{{"id", 1LL << 40}, {"content", "<x>"}}}}})); }, "is above the supported");
+  j["model"]["vocab"]["ab"] = kMaxTokenId;
+  EXPECT_EQ(tokenizer_from_json(j.dump(), "")->vocab_size(), kMaxTokenId + 1);
+}
+
 TEST(TokenizerErrors, DecodeRejectsOutOfRangeIds) {
   NANOVLLM_REQUIRE_QWEN3();
   expect_error([] { qwen3()->decode({9707, -1}, false); }, "token id -1");

@@ -1,5 +1,5 @@
 // Shared helpers of the tokenizer tests: where the sources are, the Qwen3 tokenizer (loaded once),
-// the corpus, and the JS reference encoder.
+// the corpus, and the reference encoder (Hugging Face tokenizers).
 #pragma once
 #include <cstdlib>
 #include <filesystem>
@@ -68,17 +68,26 @@ inline const std::vector<std::string>& corpus() {
   return texts;
 }
 
-// Reference ids from the JS encoder, or an empty vector (with *why set) when node is unavailable.
-inline std::vector<std::vector<int32_t>> js_reference(const std::vector<std::string>& texts, std::string* why) {
+// Reference ids from Hugging Face tokenizers (tests/oracles/tokenize_oracle.mjs: the Rust library
+// through its Node bindings) for `tokenizer_json` (default: Qwen3's), or an empty vector (with
+// *why set) when node or the npm packages are unavailable.
+inline std::vector<std::vector<int32_t>> hf_reference(const std::vector<std::string>& texts, std::string* why,
+                                                      const std::filesystem::path& tokenizer_json = {}) {
   namespace fs = std::filesystem;
   const fs::path script = source_dir() / "tests/oracles/tokenize_oracle.mjs";
+  if (!fs::exists(source_dir() / "tests/oracles/node_modules/tokenizers")) {
+    *why = "no tests/oracles/node_modules/tokenizers (run scripts/setup.sh)";
+    return {};
+  }
   const fs::path tmp = fs::temp_directory_path() / ("nanovllm_tok_" + std::to_string(::getpid()));
   fs::create_directories(tmp);
   { std::ofstream(tmp / "in.json") << nlohmann::json(texts).dump(); }
-  const std::string cmd = "node '" + script.string() + "' encode '" + (tmp / "in.json").string() + "' '" +
-                          (tmp / "out.json").string() + "'";
+  std::string cmd = "node '" + script.string() + "' encode '" + (tmp / "in.json").string() + "' '" +
+                    (tmp / "out.json").string() + "'";
+  if (!tokenizer_json.empty()) cmd += " '" + tokenizer_json.string() + "'";
   if (std::system(cmd.c_str()) != 0) {
-    *why = "the JS reference failed: " + cmd;
+    *why = "the Hugging Face reference failed: " + cmd;
+    fs::remove_all(tmp);
     return {};
   }
   auto out = nlohmann::json::parse(read_text(tmp / "out.json")).get<std::vector<std::vector<int32_t>>>();
