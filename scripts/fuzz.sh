@@ -47,8 +47,8 @@ for t in "${targets[@]}"; do
     echo "fuzz: $t FAILED (log: $log; inputs: $art/$t-*)"
     exit 1
   fi
-  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{print $2}')
-  rate=$(grep -o 'stat::average_exec_per_sec: [0-9]*' "$log" | awk '{print $2}')
+  execs=$(grep -oE 'stat::number_of_executed_units:[[:space:]]*[0-9]+' "$log" | awk '{print $2}')
+  rate=$(grep -oE 'stat::average_exec_per_sec:[[:space:]]*[0-9]+' "$log" | awk '{print $2}')
   summary+=("$(printf '%-14s %8s s %12s runs %8s exec/s  0 crashes  corpus %s' "$t" "$SECONDS_EACH" "$execs" "$rate" "$(ls "$corpus" | wc -l)")")
 done
 printf 'fuzz: %s\n' "${summary[@]}"

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "nanovllm/utils/error.h"
+#include "nanovllm/utils/json_depth.h"
 
 namespace nanovllm {
 
@@ -28,17 +29,15 @@ double number(const Json& j, const char* name) {
 
 template <class Json>
 Json parse_request_json(std::string_view text) {
-  auto depth_guard = [](int depth, typename Json::parse_event_t, Json&) {
-    if (depth > kMaxJsonDepth)
-      throw InvalidRequest("", "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels of arrays and objects");
-    return true;
-  };
   // nlohmann's lexer takes a NUL byte for the end of the input and would ignore what follows;
   // JSON text never holds a raw NUL (in a string it is a control character to escape).
   if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
     throw InvalidRequest("", "not valid JSON: a NUL byte at offset " + std::to_string(nul));
+  if (const size_t deep = find_json_too_deep(text, kMaxRequestJsonDepth); deep != std::string_view::npos)
+    throw InvalidRequest("", "nested deeper than " + std::to_string(kMaxRequestJsonDepth) +
+                                 " levels of arrays and objects (byte offset " + std::to_string(deep) + ")");
   try {
-    return Json::parse(text, depth_guard);
+    return Json::parse(text);
   } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e400
     throw InvalidRequest("", std::string("not valid JSON: ") + e.what());
   }

@@ -2,6 +2,7 @@
 // limit, integer fields that cannot wrap, and the request fields <-> SamplingParams. Problems
 // throw InvalidRequest naming the field.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -12,14 +13,14 @@
 
 namespace nanovllm {
 
-// Deepest nesting of arrays and objects a request may have. Deeper documents are refused while
-// they are parsed: copying, dumping or comparing them recurses once per level, and a body of
-// 100 KB could otherwise nest 50,000 levels and overflow the stack.
-inline constexpr int kMaxJsonDepth = 256;
+// Deepest nesting of arrays and objects a request may have. Deeper documents are refused before
+// they are parsed (utils/json_depth.h): copying, dumping or comparing them recurses once per
+// level, and a body of 100 KB could otherwise nest 50,000 levels and overflow the stack.
+inline constexpr size_t kMaxRequestJsonDepth = 256;
 
 // `text` as JSON (nlohmann::json or nlohmann::ordered_json). Malformed JSON (a NUL byte
-// included), numbers out of a double's range (1e400) and nesting deeper than kMaxJsonDepth throw
-// InvalidRequest("", ...).
+// included), numbers out of a double's range (1e400) and nesting deeper than
+// kMaxRequestJsonDepth throw InvalidRequest("", ...).
 template <class Json>
 Json parse_request_json(std::string_view text);
 
