@@ -1,5 +1,5 @@
 // Parser: statements ({% if/for/set/macro/call/filter/break/continue %}) and expressions.
-#include "nanovllm/tokenizer/jinja_parser.h"
+#include "nanovllm/jinja/parser.h"
 
 #include <cstdlib>
 #include <set>

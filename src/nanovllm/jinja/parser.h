@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include "nanovllm/tokenizer/jinja_ast.h"
-#include "nanovllm/tokenizer/jinja_lexer.h"
+#include "nanovllm/jinja/ast.h"
+#include "nanovllm/jinja/lexer.h"
 
 namespace nanovllm::jinja {
 

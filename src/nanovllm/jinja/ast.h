@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "nanovllm/tokenizer/jinja_value.h"
+#include "nanovllm/jinja/value.h"
 
 namespace nanovllm::jinja {
 

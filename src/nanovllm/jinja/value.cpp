@@ -1,11 +1,11 @@
 // Value: truthiness, printing, JSON conversion and the two JavaScript equalities.
-#include "nanovllm/tokenizer/jinja_value.h"
+#include "nanovllm/jinja/value.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
-#include "nanovllm/tokenizer/jinja_text.h"
+#include "nanovllm/jinja/text.h"
 
 namespace nanovllm::jinja {
 
