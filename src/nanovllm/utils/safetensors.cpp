@@ -199,4 +199,10 @@ std::vector<std::string> SafetensorsCheckpoint::names() const {
   return out;
 }
 
+int64_t SafetensorsCheckpoint::num_elements() const {
+  int64_t n = 0;
+  for (auto& [name, t] : index_) n = checked_add(n, t->numel()).value_or(INT64_MAX);
+  return n;
+}
+
 }  // namespace nanovllm

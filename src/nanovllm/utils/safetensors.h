@@ -48,6 +48,7 @@ class SafetensorsCheckpoint {
   const TensorInfo* find(const std::string& name) const;  // nullptr if absent
   const TensorInfo& get(const std::string& name) const;   // throws LoadError naming the tensor
   std::vector<std::string> names() const;
+  int64_t num_elements() const;  // of all tensors (validated sizes: no overflow below 2^63 bytes)
 
  private:
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
