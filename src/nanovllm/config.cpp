@@ -1,117 +1,19 @@
+// Presets, the sliding-window check and EngineConfig's validation; config.json itself is read in
+// config_json.cpp.
 #include "nanovllm/config.h"
-
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {
-namespace fs = std::filesystem;
-using nlohmann::json;
-
-static std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw LoadError(p.string() + ": cannot read file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-static std::vector<int32_t> ids_of(const json& v) {
-  std::vector<int32_t> out;
-  if (v.is_number_integer()) out.push_back(v.get<int32_t>());
-  else if (v.is_array())
-    for (auto& x : v)
-      if (x.is_number_integer()) out.push_back(x.get<int32_t>());
-  return out;
-}
 
 std::vector<std::string> ModelConfig::supported_architectures() { return {"Qwen3ForCausalLM"}; }
 
-ModelConfig ModelConfig::from_json_text(const std::string& text, const std::string& where) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    throw LoadError(where + ": invalid JSON: " + e.what());
-  }
-  if (!j.is_object()) throw LoadError(where + ": not a JSON object");
-  ModelConfig c;
-  std::string arch;
-  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty())
-    arch = j["architectures"][0].get<std::string>();
-  auto sup = supported_architectures();
-  if (std::find(sup.begin(), sup.end(), arch) == sup.end()) {
-    std::string list;
-    for (auto& s : sup) list += (list.empty() ? "" : ", ") + s;
-    throw LoadError(where + ": unsupported architecture '" + (arch.empty() ? "(none)" : arch) +
-                    "'; supported: " + list);
-  }
-  c.architecture = arch;
-  auto req = [&](const char* key) -> int64_t {
-    if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<int64_t>() <= 0)
-      throw LoadError(where + ": missing or invalid positive integer '" + key + "'");
-    return j[key].get<int64_t>();
-  };
-  c.vocab_size = req("vocab_size");
-  c.hidden_size = req("hidden_size");
-  c.intermediate_size = req("intermediate_size");
-  c.num_hidden_layers = req("num_hidden_layers");
-  c.num_attention_heads = req("num_attention_heads");
-  c.num_key_value_heads = j.contains("num_key_value_heads") ? req("num_key_value_heads") : c.num_attention_heads;
-  c.head_dim = j.contains("head_dim") && !j["head_dim"].is_null() ? req("head_dim")
-                                                                   : c.hidden_size / c.num_attention_heads;
-  c.max_position_embeddings = req("max_position_embeddings");
-  if (j.contains("rms_norm_eps") && j["rms_norm_eps"].is_number()) c.rms_norm_eps = j["rms_norm_eps"].get<double>();
-  if (j.contains("rope_theta") && j["rope_theta"].is_number()) c.rope_theta = j["rope_theta"].get<double>();
-  // transformers 5.x writes rope_parameters {rope_type, rope_theta} instead of rope_theta.
-  if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
-    auto& rp = j["rope_parameters"];
-    if (rp.contains("rope_theta") && rp["rope_theta"].is_number()) c.rope_theta = rp["rope_theta"].get<double>();
-    if (rp.contains("rope_type") && rp["rope_type"] != "default")
-      throw LoadError(where + ": rope_type '" + rp["rope_type"].get<std::string>() + "' is not supported (only default)");
-  }
-  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
-    throw LoadError(where + ": rope_scaling is not supported yet");
-  if (j.contains("tie_word_embeddings") && j["tie_word_embeddings"].is_boolean())
-    c.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
-  if (j.contains("torch_dtype") && j["torch_dtype"].is_string()) c.torch_dtype = j["torch_dtype"].get<std::string>();
-  else if (j.contains("dtype") && j["dtype"].is_string()) c.torch_dtype = j["dtype"].get<std::string>();
-  if (j.contains("eos_token_id")) c.eos_token_ids = ids_of(j["eos_token_id"]);
-  if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_token_id = j["bos_token_id"].get<int32_t>();
-  if (c.num_attention_heads % c.num_key_value_heads != 0)
-    throw LoadError(where + ": num_attention_heads (" + std::to_string(c.num_attention_heads) +
-                    ") is not a multiple of num_key_value_heads (" + std::to_string(c.num_key_value_heads) + ")");
-  if (c.head_dim % 2 != 0) throw LoadError(where + ": head_dim must be even for rotary embeddings");
-  return c;
-}
-
-ModelConfig ModelConfig::from_dir(const std::string& dir) {
-  if (!fs::is_directory(dir)) {
-    std::string presets;
-    for (auto& p : preset_names()) presets += (presets.empty() ? "" : ", ") + p;
-    throw LoadError("model directory '" + dir + "' does not exist (built-in presets: " + presets + ")");
-  }
-  fs::path cfg = fs::path(dir) / "config.json";
-  if (!fs::exists(cfg)) throw LoadError(cfg.string() + ": missing config.json");
-  ModelConfig c = from_json_text(read_file(cfg), cfg.string());
-  fs::path gen = fs::path(dir) / "generation_config.json";
-  if (fs::exists(gen)) {
-    json g;
-    try {
-      g = json::parse(read_file(gen));
-    } catch (const json::exception& e) {
-      throw LoadError(gen.string() + ": invalid JSON: " + e.what());
-    }
-    if (g.contains("eos_token_id")) {
-      auto ids = ids_of(g["eos_token_id"]);
-      if (!ids.empty()) c.eos_token_ids = ids;
-    }
-  }
-  return c;
+void ModelConfig::check_context(int64_t max_model_len) const {
+  if (sliding_window > 0 && sliding_window < max_model_len)
+    throw LoadError("the model's config.json enables sliding-window attention (a window of " +
+                    std::to_string(sliding_window) + " tokens in some layers), which is not implemented: pass " +
+                    "--max-model-len " + std::to_string(sliding_window) +
+                    " or less, where full attention gives the same result");
 }
 
 // The real Qwen3 configs (Hugging Face Qwen/Qwen3-*), so benchmarks need no download.

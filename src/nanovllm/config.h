@@ -26,8 +26,12 @@ struct ModelConfig {
   std::string torch_dtype = "bfloat16";
   std::vector<int32_t> eos_token_ids;  // generation_config.json wins over config.json
   std::optional<int32_t> bos_token_id;
+  // > 0: some layers attend only to the last `sliding_window` tokens (use_sliding_window). Not
+  // implemented; equal to full attention while a sequence fits in the window.
+  int64_t sliding_window = 0;
 
-  // Parses <dir>/config.json (+ generation_config.json if present). Throws LoadError.
+  // Parses <dir>/config.json (+ generation_config.json if present). Throws LoadError naming the
+  // file and key of a wrong type, an out-of-range size or a feature we do not implement.
   static ModelConfig from_dir(const std::string& dir);
   // Parses a config.json text (already read); `where` names it in errors.
   static ModelConfig from_json_text(const std::string& text, const std::string& where);
@@ -35,6 +39,11 @@ struct ModelConfig {
   static std::optional<ModelConfig> preset(const std::string& name);
   static std::vector<std::string> preset_names();
   static std::vector<std::string> supported_architectures();
+
+  // Throws LoadError when the model cannot run contexts of max_model_len tokens (sliding window).
+  void check_context(int64_t max_model_len) const;
+  // Parameters of the network, or nullopt when the count overflows int64.
+  std::optional<int64_t> checked_num_parameters() const;
 
   int64_t q_size() const { return num_attention_heads * head_dim; }
   int64_t kv_size() const { return num_key_value_heads * head_dim; }

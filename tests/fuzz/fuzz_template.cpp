@@ -1,6 +1,7 @@
-// libFuzzer target for the chat-template parser and interpreter. Every input is a template
-// source rendered with a small conversation: it must either render or throw TokenizerError
-// (syntax errors, unknown filters, limits), never crash, hang or throw anything else. A few
+// libFuzzer target for the chat-template parser and interpreter (src/nanovllm/jinja/, through
+// ChatTemplate). Every input is a template source rendered with a small conversation: it must
+// either render or throw TokenizerError (syntax errors, unknown filters, limits), never crash,
+// hang or throw anything else. A few
 // seeds come from real constructs (see -dict or the corpus directory you pass).
 // Build: CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DNANOVLLM_FUZZ=ON
 //        cmake --build build-fuzz --target fuzz_template

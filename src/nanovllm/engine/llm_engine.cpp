@@ -36,6 +36,7 @@ LLMEngine::LLMEngine(EngineConfig cfg) : LLMEngine(cfg, resolve_model_config(cfg
 LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)), mcfg_(std::move(mcfg)) {
   cfg_.validate();
   cfg_.max_model_len = std::min(cfg_.max_model_len, mcfg_.max_position_embeddings);
+  mcfg_.check_context(cfg_.max_model_len);
   check_tensor_parallel(cfg_, mcfg_);  // before any GPU work
   seed_rng_.seed(cfg_.seed);
   if (cfg_.tensor_parallel_size > 1) {

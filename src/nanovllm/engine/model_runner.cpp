@@ -23,14 +23,25 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
   trace("communicator");
   if (tp_) comm_ = tp_->make_communicator(*backend_);  // NCCL: the first collective of start-up
   trace("weights");
-  model_ = create_model(mcfg_, *backend_, comm_.get());
-  auto specs = model_->weight_specs();
-  if (cfg_.load_dummy) {
-    load_dummy_weights(*backend_, specs);
-  } else {
-    SafetensorsCheckpoint ckpt(cfg_.model);
-    load_weights(*backend_, ckpt, specs);
+  // The checkpoint's files are opened and validated before any parameter is allocated.
+  std::unique_ptr<SafetensorsCheckpoint> ckpt;
+  if (!cfg_.load_dummy) ckpt = std::make_unique<SafetensorsCheckpoint>(cfg_.model);
+  try {
+    model_ = create_model(mcfg_, *backend_, comm_.get());
+  } catch (const ResourceError& e) {
+    // Out of memory for a config.json that claims a bigger model than its weights: say so (where
+    // the allocation succeeds, load_weights names the first tensor that does not match).
+    const int64_t need = mcfg_.checked_num_parameters().value_or(INT64_MAX);
+    if (ckpt && ckpt->num_elements() < need)
+      throw LoadError(cfg_.model + "/config.json describes a model of " + std::to_string(need) +
+                      " parameters, but the checkpoint holds " + std::to_string(ckpt->num_elements()) +
+                      " elements in all (" + e.what() + ")");
+    throw;
   }
+  auto specs = model_->weight_specs();
+  if (cfg_.load_dummy) load_dummy_weights(*backend_, specs);
+  else load_weights(*backend_, *ckpt, specs);
+  ckpt.reset();
   model_->finalize_weights();
 
   // KV cache budget: an explicit block count, else bytes (CPU default: 4 GiB, at least one

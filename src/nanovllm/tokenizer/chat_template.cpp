@@ -1,9 +1,9 @@
 // ChatTemplate: parse once, render many times with a fresh scope per render.
 #include "nanovllm/tokenizer/chat_template.h"
 
-#include "nanovllm/tokenizer/jinja_interpreter.h"
-#include "nanovllm/tokenizer/jinja_lexer.h"
-#include "nanovllm/tokenizer/jinja_parser.h"
+#include "nanovllm/jinja/interpreter.h"
+#include "nanovllm/jinja/lexer.h"
+#include "nanovllm/jinja/parser.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {

@@ -1,5 +1,5 @@
 // Chat templates: a Jinja subset interpreter written in this project, enough for the templates
-// of Qwen3, Qwen2.5 and Llama 3.x. Implementation: tokenizer/jinja_*.cpp, chat_template.cpp.
+// of Qwen3, Qwen2.5 and Llama 3.x. Implementation: the engine in jinja/, this facade in chat_template.cpp.
 #pragma once
 #include <memory>
 #include <optional>

@@ -1,53 +1,67 @@
 #include "nanovllm/utils/safetensors.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <filesystem>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
+#include "nanovllm/utils/checked_math.h"
 #include "nanovllm/utils/error.h"
+#include "nanovllm/utils/file_io.h"
 
 namespace nanovllm {
 namespace fs = std::filesystem;
 
 int64_t TensorInfo::numel() const {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) n *= d;  // validated when the file was opened: no overflow
   return n;
 }
 
-static DType parse_dtype(const std::string& s, const std::string& path, const std::string& name) {
+namespace {
+using nlohmann::json;
+
+// The format's own cap on the header (the reference implementation refuses larger ones).
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+[[noreturn]] void bad_entry(const std::string& path, const std::string& name, const std::string& what) {
+  throw LoadError(path + ": tensor '" + name + "': " + what);
+}
+
+DType parse_dtype(const json& v, const std::string& path, const std::string& name) {
+  if (!v.is_string()) bad_entry(path, name, std::string("\"dtype\" must be a string such as \"BF16\" (got ") + v.type_name() + ")");
+  const std::string& s = v.get_ref<const std::string&>();
   if (s == "F32") return DType::F32;
   if (s == "BF16") return DType::BF16;
   if (s == "F16") return DType::F16;
   if (s == "I32") return DType::I32;
   if (s == "I64") return DType::I64;
-  throw LoadError(path + ": tensor '" + name + "' has unsupported dtype " + s +
-                  " (supported: F32, BF16, F16, I32, I64)");
+  throw LoadError(path + ": tensor '" + name + "' has unsupported dtype " + s + " (supported: F32, BF16, F16, I32, I64)");
 }
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw LoadError(path + ": cannot open safetensors file");
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    ::close(fd);
-    throw LoadError(path + ": cannot stat file");
+std::vector<int64_t> parse_shape(const json& v, const std::string& path, const std::string& name) {
+  if (!v.is_array()) bad_entry(path, name, std::string("\"shape\" must be an array of sizes (got ") + v.type_name() + ")");
+  std::vector<int64_t> shape;
+  for (const auto& d : v) {
+    if (!d.is_number_unsigned() || d.get<uint64_t>() > uint64_t(INT64_MAX))
+      bad_entry(path, name, "\"shape\" " + v.dump() + " is not a list of non-negative integers");
+    shape.push_back(d.get<int64_t>());
   }
-  size_ = size_t(st.st_size);
-  if (size_ < 8) {
-    ::close(fd);
+  return shape;
+}
+
+}  // namespace
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  RegularFile file(path);  // refuses FIFOs, directories, devices (a FIFO would block forever)
+  size_ = file.size;
+  if (size_ < 8)
     throw LoadError(path + ": truncated safetensors file (" + std::to_string(size_) +
                     " bytes, need at least 8 for the header length)");
-  }
-  map_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
+  map_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, file.fd, 0);
   if (map_ == MAP_FAILED) {
     map_ = nullptr;
     throw LoadError(path + ": mmap failed");
@@ -59,10 +73,13 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     if (hlen > size_ - 8)
       throw LoadError(path + ": header length " + std::to_string(hlen) + " exceeds file size " +
                       std::to_string(size_) + " (truncated or corrupt file)");
-    nlohmann::json header;
+    if (hlen > kMaxHeaderBytes)
+      throw LoadError(path + ": header length " + std::to_string(hlen) + " exceeds the format's limit of " +
+                      std::to_string(kMaxHeaderBytes) + " bytes (corrupt file)");
+    json header;
     try {
-      header = nlohmann::json::parse(bytes + 8, bytes + 8 + hlen);
-    } catch (const nlohmann::json::parse_error& e) {
+      header = json::parse(bytes + 8, bytes + 8 + hlen);
+    } catch (const json::parse_error& e) {
       throw LoadError(path + ": header is not valid JSON at byte offset " +
                       std::to_string(8 + (e.byte ? e.byte - 1 : 0)) + " (corrupt file)");
     }
@@ -70,30 +87,34 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     const size_t data_start = 8 + hlen, data_size = size_ - data_start;
     std::vector<std::pair<size_t, size_t>> ranges;
     for (auto& [name, v] : header.items()) {
-      if (name == "__metadata__") continue;
+      if (name == "__metadata__") {
+        if (!v.is_object())
+          throw LoadError(path + ": \"__metadata__\" must be an object (got " + std::string(v.type_name()) + ")");
+        continue;
+      }
       if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
         throw LoadError(path + ": tensor '" + name + "' lacks dtype/shape/data_offsets");
       TensorInfo t;
       t.name = name;
       t.file = path;
-      t.dtype = parse_dtype(v["dtype"].get<std::string>(), path, name);
-      for (auto& d : v["shape"]) {
-        if (!d.is_number_integer() || d.get<int64_t>() < 0)
-          throw LoadError(path + ": tensor '" + name + "' has an invalid shape");
-        t.shape.push_back(d.get<int64_t>());
-      }
+      t.dtype = parse_dtype(v["dtype"], path, name);
+      t.shape = parse_shape(v["shape"], path, name);
       auto& off = v["data_offsets"];
       if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
         throw LoadError(path + ": tensor '" + name + "' has invalid data_offsets");
-      size_t b = off[0].get<size_t>(), e = off[1].get<size_t>();
+      const uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
       if (b > e || e > data_size)
         throw LoadError(path + ": tensor '" + name + "' data range [" + std::to_string(b) + ", " +
                         std::to_string(e) + ") lies outside the data section of " +
                         std::to_string(data_size) + " bytes (truncated or corrupt file)");
-      if (size_t(t.numel()) * dtype_size(t.dtype) != e - b)
+      const auto numel = checked_numel(t.shape);
+      const auto need = numel ? checked_mul(*numel, int64_t(dtype_size(t.dtype))) : std::nullopt;
+      if (!need)
+        throw LoadError(path + ": tensor '" + name + "' has shape " + v["shape"].dump() +
+                        ", whose size does not fit in 64 bits (corrupt file)");
+      if (uint64_t(*need) != e - b)
         throw LoadError(path + ": tensor '" + name + "' has " + std::to_string(e - b) +
-                        " bytes but its shape and dtype need " +
-                        std::to_string(size_t(t.numel()) * dtype_size(t.dtype)));
+                        " bytes but its shape and dtype need " + std::to_string(*need));
       t.data = bytes + data_start + b;
       t.nbytes = e - b;
       ranges.emplace_back(b, e);
@@ -118,21 +139,31 @@ SafetensorsFile::~SafetensorsFile() {
 SafetensorsCheckpoint::SafetensorsCheckpoint(const std::string& dir) {
   std::vector<std::string> paths;
   fs::path index = fs::path(dir) / "model.safetensors.index.json";
-  if (fs::exists(index)) {
-    std::ifstream in(index);
+  std::error_code ec;
+  if (fs::exists(index, ec)) {
+    const std::string where = index.string();
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(in);
+      j = nlohmann::json::parse(read_regular_file(where, kMaxModelJsonBytes));
     } catch (const nlohmann::json::exception& e) {
-      throw LoadError(index.string() + ": invalid JSON: " + e.what());
+      throw LoadError(where + ": invalid JSON: " + e.what());
     }
-    if (!j.contains("weight_map") || !j["weight_map"].is_object())
-      throw LoadError(index.string() + ": missing 'weight_map' object");
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+      throw LoadError(where + ": missing 'weight_map' object");
     for (auto& [name, file] : j["weight_map"].items()) {
-      std::string p = (fs::path(dir) / file.get<std::string>()).string();
+      if (!file.is_string())
+        throw LoadError(where + ": weight_map['" + name + "'] must be a file name string (got " +
+                        std::string(file.type_name()) + ")");
+      // A shard is a file of this directory: no absolute paths, no way out through "..".
+      const fs::path rel(file.get_ref<const std::string&>());
+      const bool escapes = std::any_of(rel.begin(), rel.end(), [](const fs::path& part) { return part == ".."; });
+      if (rel.empty() || rel.is_absolute() || escapes)
+        throw LoadError(where + ": weight_map['" + name + "'] = '" + rel.string() +
+                        "' does not name a file inside the model directory");
+      std::string p = (fs::path(dir) / rel).string();
       if (std::find(paths.begin(), paths.end(), p) == paths.end()) paths.push_back(p);
     }
-  } else if (fs::exists(fs::path(dir) / "model.safetensors")) {
+  } else if (fs::exists(fs::path(dir) / "model.safetensors", ec) || fs::is_symlink(fs::path(dir) / "model.safetensors", ec)) {
     paths.push_back((fs::path(dir) / "model.safetensors").string());
   } else {
     for (auto& e : fs::directory_iterator(dir))
@@ -142,7 +173,12 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::string& dir) {
   if (paths.empty()) throw LoadError(dir + ": no *.safetensors weights found");
   for (auto& p : paths) {
     files_.push_back(std::make_unique<SafetensorsFile>(p));
-    for (auto& [name, info] : files_.back()->tensors()) index_[name] = &info;
+    for (auto& [name, info] : files_.back()->tensors()) {
+      auto [it, fresh] = index_.emplace(name, &info);
+      if (!fresh)
+        throw LoadError(p + ": tensor '" + name + "' is also in " + it->second->file +
+                        " (which copy to load is ambiguous)");
+    }
   }
 }
 
@@ -161,6 +197,12 @@ std::vector<std::string> SafetensorsCheckpoint::names() const {
   std::vector<std::string> out;
   for (auto& [n, _] : index_) out.push_back(n);
   return out;
+}
+
+int64_t SafetensorsCheckpoint::num_elements() const {
+  int64_t n = 0;
+  for (auto& [name, t] : index_) n = checked_add(n, t->numel()).value_or(INT64_MAX);
+  return n;
 }
 
 }  // namespace nanovllm

@@ -1,6 +1,8 @@
 // Read-only safetensors files through mmap: one file, or a sharded checkpoint described by
-// model.safetensors.index.json. The header is validated when the file is opened: every tensor's
-// byte range lies inside the data section, its size equals prod(shape) * dtype size, no overlaps.
+// model.safetensors.index.json. The header is validated when the file is opened: the file is a
+// regular file, every key has its JSON type, every tensor's byte range lies inside the data
+// section, its size equals prod(shape) * dtype size (computed without overflow), no overlaps. An
+// index names files inside the model directory only, and no tensor may be in two shards.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -46,6 +48,7 @@ class SafetensorsCheckpoint {
   const TensorInfo* find(const std::string& name) const;  // nullptr if absent
   const TensorInfo& get(const std::string& name) const;   // throws LoadError naming the tensor
   std::vector<std::string> names() const;
+  int64_t num_elements() const;  // of all tensors (validated sizes: no overflow below 2^63 bytes)
 
  private:
   std::vector<std::unique_ptr<SafetensorsFile>> files_;

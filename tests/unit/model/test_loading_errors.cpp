@@ -127,3 +127,19 @@ TEST(Safetensors, OverlappingRangesAreRejected) {
     EXPECT_NE(std::string(e.what()).find("overlapping"), std::string::npos) << e.what();
   }
 }
+
+// Before: a config.json claiming far bigger sizes than its weights (each size within bounds)
+// allocated for them first: 'internal error: out of host memory allocating 1099511627776 bytes'.
+// Now a LoadError comparing the two (or, where the allocation succeeds, the first mis-shaped tensor).
+TEST(LoadingErrors, ConfigBiggerThanCheckpointIsALoadError) {
+  TempModel m;
+  std::string c = m.read("config.json");
+  c.replace(c.find("\"hidden_size\": 64"), 17, "\"hidden_size\": 524288");
+  c.replace(c.find("\"vocab_size\": 512"), 17, "\"vocab_size\": 524288");
+  m.write("config.json", c);
+  const std::string msg = load_error(m.dir.string());
+  EXPECT_TRUE(msg.find("config.json describes a model of 275786498176 parameters, but the checkpoint holds 143808") !=
+                  std::string::npos ||
+              msg.find("tensor 'model.embed_tokens.weight' has shape [512, 64]") != std::string::npos)
+      << msg;
+}

@@ -95,6 +95,42 @@ TEST(TemplateErrors, DeepNestingIsBounded) {
   EXPECT_ERROR_HAS(list, "nested too deeply");
 }
 
+// Chains parse in a loop but nest one node per link: 5,000 links used to parse and fail at render
+// ('template recursion too deep'), 200,000 to overflow the stack. Each link now counts as a
+// level of nesting, so the parser refuses them at start-up.
+TEST(TemplateErrors, LongChainsAreBounded) {
+  auto repeat = [](const std::string& s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += s;
+    return out;
+  };
+  for (const std::string link : {"|trim", ".a", "[0]", "()", " is defined", " + 1", " ~ x", " * 2", " ** 2",
+                                 " == x", " and x", " or x"})
+    EXPECT_ERROR_HAS("{{ x" + repeat(link, 5000) + " }}", "nested too deeply", "more than 200 levels", "1:");
+  // Within the limit, a chain still renders.
+  EXPECT_EQ(render("{{ ' a '" + repeat("|trim", 150) + " }}"), "a");
+  EXPECT_EQ(render("{{ 0" + repeat(" + 1", 150) + " }}"), "150");
+  // Chains nested in brackets are bounded by the interpreter's depth limit, not the stack.
+  EXPECT_ERROR_HAS("{{ " + repeat("(", 40) + "x" + repeat("|trim", 100) + repeat(")" + repeat("|trim", 100), 40) + " }}",
+                   "too deep");
+}
+
+// Containers nested by a loop ({% set x = [x] %}) are as deep as the step budget allows; freeing
+// them used to recurse once per level (SIGSEGV at 300,000; test_deep_structures.cpp goes deeper).
+TEST(TemplateErrors, DeeplyNestedValuesRender) {
+  EXPECT_EQ(render("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}"
+                   "{{ ns.x|length }}"),
+            "1");
+  EXPECT_EQ(render("{% set ns = namespace(x=none) %}{% for i in range(1000) %}{% set ns.x = {'a': ns.x} %}"
+                   "{% endfor %}{{ ns.x.a.a is mapping }}"),
+            "true");
+  EXPECT_EQ(render("{% set root = namespace(n=none) %}{% set cur = namespace(c=root) %}{% for i in range(1000) %}"
+                   "{% set nxt = namespace(n=none) %}{% set cur.c.n = nxt %}{% set cur.c = nxt %}{% endfor %}ok"),
+            "ok");
+  EXPECT_ERROR_HAS("{% set ns = namespace(v=[]) %}{% for i in range(1000) %}{% set ns.v = [ns.v] %}{% endfor %}{{ ns.v }}",
+                   "deeper");
+}
+
 TEST(TemplateErrors, HugeLoopsAndOutputsAreBounded) {
   EXPECT_ERROR_HAS("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
                    "loop iterations");

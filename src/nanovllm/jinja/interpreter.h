@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "nanovllm/tokenizer/jinja_ast.h"
-#include "nanovllm/tokenizer/jinja_value.h"
+#include "nanovllm/jinja/ast.h"
+#include "nanovllm/jinja/value.h"
 
 namespace nanovllm::jinja {
 
@@ -39,11 +39,11 @@ struct Limits {
 // the caller can empty them after the render (a namespace may hold itself: `ns.me = ns`).
 void install_globals(Env& env, std::shared_ptr<std::vector<Value>> namespaces);
 
-// Filters and tests (jinja_filters.cpp). `has_call` tells `x|f` from `x|f()`, which
+// Filters and tests (filters.cpp). `has_call` tells `x|f` from `x|f()`, which
 // @huggingface/jinja treats differently for a few filters.
 Value apply_filter(const std::string& name, const Value& v, const Args& args, bool has_call);
 bool apply_test(const std::string& name, const Value& v, const Args& args);
-// Attribute or method of a value: `s.upper`, `d.items`, `xs.length`, `d.key` (jinja_builtins.cpp).
+// Attribute or method of a value: `s.upper`, `d.items`, `xs.length`, `d.key` (builtins.cpp).
 Value get_attribute(const Value& obj, const Value& key);
 
 class Interpreter {

@@ -1,5 +1,5 @@
 // Text helpers: UTF-8 decoding, JavaScript whitespace and case rules, JS number printing.
-#include "nanovllm/tokenizer/jinja_text.h"
+#include "nanovllm/jinja/text.h"
 
 #include <charconv>
 #include <cmath>

@@ -1,11 +1,11 @@
 // Value: truthiness, printing, JSON conversion and the two JavaScript equalities.
-#include "nanovllm/tokenizer/jinja_value.h"
+#include "nanovllm/jinja/value.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
-#include "nanovllm/tokenizer/jinja_text.h"
+#include "nanovllm/jinja/text.h"
 
 namespace nanovllm::jinja {
 
@@ -33,6 +33,34 @@ const Value* Args::kwarg(const std::string& name) const {
 
 const Value* Args::get(size_t i, const std::string& name) const {
   return i < pos.size() ? &pos[i] : kwarg(name);
+}
+
+Value::~Value() {
+  // Fast path: nothing owned alone, or only scalars inside (no nesting to unwind).
+  bool nested = false;
+  if (arr_ && arr_.use_count() == 1)
+    for (const auto& e : *arr_) nested = nested || e.is_container();
+  if (obj_ && obj_.use_count() == 1)
+    for (const auto& kv : obj_->items) nested = nested || kv.second.is_container();
+  if (!nested) return;
+  std::vector<Value> pending;
+  release_into(pending);
+  while (!pending.empty()) {
+    Value v = std::move(pending.back());
+    pending.pop_back();
+    v.release_into(pending);
+  }  // each v goes with its container emptied: no destructor below recurses
+}
+
+void Value::release_into(std::vector<Value>& out) {
+  if (arr_ && arr_.use_count() == 1) {
+    for (auto& e : *arr_) out.push_back(std::move(e));
+    arr_->clear();
+  }
+  if (obj_ && obj_.use_count() == 1) {
+    for (auto& kv : obj_->items) out.push_back(std::move(kv.second));
+    obj_->items.clear();
+  }
 }
 
 const void* Value::identity() const {

@@ -4,8 +4,8 @@
 // all whitespace.
 #include <ctime>
 
-#include "nanovllm/tokenizer/jinja_interpreter.h"
-#include "nanovllm/tokenizer/jinja_text.h"
+#include "nanovllm/jinja/interpreter.h"
+#include "nanovllm/jinja/text.h"
 
 namespace nanovllm::jinja {
 namespace {

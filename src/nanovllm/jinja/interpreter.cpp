@@ -1,9 +1,9 @@
 // Interpreter: statements (output, if, for, set, macro, call/filter blocks) and the scopes.
-// Expressions are evaluated in jinja_eval.cpp.
-#include "nanovllm/tokenizer/jinja_interpreter.h"
+// Expressions are evaluated in eval.cpp.
+#include "nanovllm/jinja/interpreter.h"
 
-#include "nanovllm/tokenizer/jinja_lexer.h"
-#include "nanovllm/tokenizer/jinja_text.h"
+#include "nanovllm/jinja/lexer.h"
+#include "nanovllm/jinja/text.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm::jinja {

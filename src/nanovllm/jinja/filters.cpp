@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <set>
 
-#include "nanovllm/tokenizer/jinja_interpreter.h"
-#include "nanovllm/tokenizer/jinja_text.h"
+#include "nanovllm/jinja/interpreter.h"
+#include "nanovllm/jinja/text.h"
 
 namespace nanovllm::jinja {
 namespace {

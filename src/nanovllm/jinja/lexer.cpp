@@ -1,11 +1,11 @@
 // Jinja lexer: HF-style preprocessing (with an offset map back to the source) + tokenization.
 // The rules below are those of @huggingface/jinja's lexer.ts, re-expressed over UTF-8 bytes.
-#include "nanovllm/tokenizer/jinja_lexer.h"
+#include "nanovllm/jinja/lexer.h"
 
 #include <array>
 #include <cctype>
 
-#include "nanovllm/tokenizer/jinja_text.h"
+#include "nanovllm/jinja/text.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm::jinja {

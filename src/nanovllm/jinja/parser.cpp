@@ -1,5 +1,5 @@
 // Parser: statements ({% if/for/set/macro/call/filter/break/continue %}) and expressions.
-#include "nanovllm/tokenizer/jinja_parser.h"
+#include "nanovllm/jinja/parser.h"
 
 #include <cstdlib>
 #include <set>
@@ -28,11 +28,27 @@ class Parser {
   // Bounds the recursion of nested blocks and expressions.
   struct DepthGuard {
     Parser& p;
-    explicit DepthGuard(Parser& parser) : p(parser) {
-      if (++p.depth_ > kMaxParseDepth) p.fail("template nested too deeply (more than " + std::to_string(kMaxParseDepth) + " levels)");
-    }
+    explicit DepthGuard(Parser& parser) : p(parser) { p.deeper(); }
     ~DepthGuard() { --p.depth_; }
   };
+  // A chain (a|f|g, a + b + c, a.b.c, a(b)(c), a is t is u) is parsed in a loop, but it nests one
+  // node per link, and the interpreter and the tree's destructor recurse along it: every link
+  // counts as one level of nesting until the chain ends.
+  struct ChainGuard {
+    Parser& p;
+    int links = 0;
+    explicit ChainGuard(Parser& parser) : p(parser) {}
+    void link() {
+      ++links;
+      p.deeper();
+    }
+    ~ChainGuard() { p.depth_ -= links; }
+  };
+  void deeper() {
+    if (++depth_ > kMaxParseDepth)
+      fail("template nested too deeply (more than " + std::to_string(kMaxParseDepth) +
+           " levels of blocks, brackets and chained filters or operators)");
+  }
 
   uint32_t here() const { return cur_ < t_.size() ? t_[cur_].offset : static_cast<uint32_t>(src_.size()); }
   [[noreturn]] void fail(const std::string& what) const { fail_at(what, here()); }
@@ -268,7 +284,9 @@ class Parser {
 
   NodePtr parse_or() {
     auto left = parse_and();
+    ChainGuard chain(*this);
     while (is_ident("or")) {
+      chain.link();
       uint32_t off = t_[cur_++].offset;
       left = binary("or", off, std::move(left), parse_and());
     }
@@ -276,7 +294,9 @@ class Parser {
   }
   NodePtr parse_and() {
     auto left = parse_not();
+    ChainGuard chain(*this);
     while (is_ident("and")) {
+      chain.link();
       uint32_t off = t_[cur_++].offset;
       left = binary("and", off, std::move(left), parse_not());
     }
@@ -292,6 +312,7 @@ class Parser {
   }
   NodePtr parse_comparison() {
     auto left = parse_additive();
+    ChainGuard chain(*this);
     while (true) {
       uint32_t off = here();
       std::string op;
@@ -303,12 +324,15 @@ class Parser {
       } else {
         return left;
       }
+      chain.link();
       left = binary(op, off, std::move(left), parse_additive());
     }
   }
   NodePtr parse_additive() {
     auto left = parse_multiplicative();
+    ChainGuard chain(*this);
     while (is(Tok::Additive)) {
+      chain.link();
       const Token& t = t_[cur_++];
       left = binary(t.value, t.offset, std::move(left), parse_multiplicative());
     }
@@ -316,7 +340,9 @@ class Parser {
   }
   NodePtr parse_multiplicative() {
     auto left = parse_power();
+    ChainGuard chain(*this);
     while (is(Tok::Multiplicative)) {
+      chain.link();
       const Token& t = t_[cur_++];
       left = binary(t.value, t.offset, std::move(left), parse_power());
     }
@@ -324,7 +350,9 @@ class Parser {
   }
   NodePtr parse_power() {
     auto left = parse_test();
+    ChainGuard chain(*this);
     while (is(Tok::Power)) {
+      chain.link();
       const Token& t = t_[cur_++];
       left = binary("**", t.offset, std::move(left), parse_test());
     }
@@ -340,7 +368,9 @@ class Parser {
 
   NodePtr parse_test() {
     auto operand = parse_filter();
+    ChainGuard chain(*this);
     while (is_ident("is")) {
+      chain.link();
       uint32_t off = t_[cur_++].offset;
       auto n = make(NK::Test, off);
       if (is_ident("not")) {
@@ -359,7 +389,9 @@ class Parser {
 
   NodePtr parse_filter() {
     auto operand = parse_unary_sign();
+    ChainGuard chain(*this);
     while (is(Tok::Pipe)) {
+      chain.link();
       ++cur_;
       if (!is(Tok::Ident)) fail("expected a filter name after '|', found " + describe_current());
       auto n = make(NK::Filter, t_[cur_].offset);
@@ -387,7 +419,9 @@ class Parser {
 
   // Postfix chain: .name, [index or slice], (call arguments).
   NodePtr parse_call_member(NodePtr object) {
+    ChainGuard chain(*this);
     while (is(Tok::Dot) || is(Tok::LBracket) || is(Tok::LParen)) {
+      chain.link();
       const Token& t = t_[cur_];
       if (t.type == Tok::LParen) {
         auto call = make(NK::Call, object->offset);  // errors point at the callee

@@ -3,8 +3,8 @@
 // throw too, with a position.
 #include <cmath>
 
-#include "nanovllm/tokenizer/jinja_interpreter.h"
-#include "nanovllm/tokenizer/jinja_text.h"
+#include "nanovllm/jinja/interpreter.h"
+#include "nanovllm/jinja/text.h"
 
 namespace nanovllm::jinja {
 

@@ -60,6 +60,13 @@ class Value {
   Value(Array a) : kind_(Kind::Array), arr_(std::make_shared<Array>(std::move(a))) {}
   Value(Object o, Kind k = Kind::Object) : kind_(k), obj_(std::make_shared<Object>(std::move(o))) {}
   Value(Function f) : kind_(Kind::Function), fn_(std::make_shared<Function>(std::move(f))) {}
+  // A template can nest containers as deep as its step budget allows ({% set x = [x] %} in a
+  // loop). The last owner of a container frees what it holds with a work list, not recursion.
+  ~Value();
+  Value(const Value&) = default;
+  Value(Value&&) noexcept = default;
+  Value& operator=(const Value&) = default;
+  Value& operator=(Value&&) noexcept = default;
 
   Kind kind() const { return kind_; }
   bool is(Kind k) const { return kind_ == k; }
@@ -88,6 +95,9 @@ class Value {
   const char* type_name() const;
 
  private:
+  bool is_container() const { return kind_ == Kind::Array || kind_ == Kind::Object || kind_ == Kind::Namespace; }
+  // If this is the container's last owner, moves its elements to `out` and empties it.
+  void release_into(std::vector<Value>& out);
   Kind kind_ = Kind::Undefined;
   bool b_ = false;
   int64_t i_ = 0;

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "nanovllm/tokenizer/jinja_value.h"
+#include "nanovllm/jinja/value.h"
 
 namespace nanovllm::jinja {
 
@@ -57,6 +57,11 @@ struct Node {
   NodeList a, b, c;
 
   Node(NK k, uint32_t off) : kind(k), offset(off) {}
+  // Frees the subtree with a work list instead of recursion, so that no tree is too deep to
+  // destroy (the parser bounds the depth too, but a bound on the stack must not rest on that).
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
 };
 
 }  // namespace nanovllm::jinja

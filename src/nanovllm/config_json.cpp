@@ -1,0 +1,289 @@
+// ModelConfig from a Hugging Face config.json (+ generation_config.json). Every key we read has
+// its JSON type and its range checked, and an error names the file and the key: a broken or
+// hostile config fails here in one clear line, not later as a bad_alloc, an int64 overflow or a
+// nlohmann type_error. Qwen3 features we do not implement (projection biases, sliding windows,
+// RoPE scaling, other activations, quantized weights) are refused rather than ignored, since
+// ignoring them would give wrong logits without a word. Defaults are transformers' Qwen3Config's.
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "nanovllm/config.h"
+#include "nanovllm/utils/checked_math.h"
+#include "nanovllm/utils/error.h"
+#include "nanovllm/utils/file_io.h"
+
+namespace nanovllm {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Far above any real model (Llama-3.1-405B: hidden 16384, intermediate 53248, 126 layers, 128
+// heads; Gemma 3: vocabulary 262144), far below what overflows int64 in products of sizes.
+constexpr int64_t kMaxVocab = int64_t(1) << 24;
+constexpr int64_t kMaxHidden = int64_t(1) << 20;
+constexpr int64_t kMaxIntermediate = int64_t(1) << 22;
+constexpr int64_t kMaxLayers = int64_t(1) << 12;
+constexpr int64_t kMaxHeads = int64_t(1) << 12;
+constexpr int64_t kMaxHeadDim = int64_t(1) << 12;
+constexpr int64_t kMaxPositions = INT32_MAX;  // positions are int32 on the device
+constexpr int64_t kMaxParameters = int64_t(1) << 40;
+
+std::string shown(const json& v) {
+  std::string s = v.dump();
+  return s.size() > 40 ? s.substr(0, 37) + "..." : s;
+}
+
+std::optional<int64_t> as_int64(const json& v) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    return u > uint64_t(INT64_MAX) ? std::nullopt : std::optional<int64_t>(int64_t(u));
+  }
+  if (v.is_number_integer()) return v.get<int64_t>();
+  return std::nullopt;
+}
+
+// Typed, bounded access to the keys of one JSON object; errors name `where` and the key. A key
+// whose value is null counts as absent, as in transformers.
+class Reader {
+ public:
+  Reader(const json& j, std::string where) : j_(j), where_(std::move(where)) {}
+
+  const std::string& where() const { return where_; }
+  const json* find(const char* key) const {
+    auto it = j_.find(key);
+    return it == j_.end() || it->is_null() ? nullptr : &*it;
+  }
+  bool has(const char* key) const { return find(key) != nullptr; }
+  bool present(const char* key) const { return j_.contains(key); }  // even if null
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw LoadError(where_ + ": '" + key + "' " + what);
+  }
+
+  int64_t integer(const char* key, int64_t lo, int64_t hi) const {
+    const json* v = find(key);
+    if (!v) fail(key, "is missing (an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "])");
+    return integer_value(key, *v, lo, hi);
+  }
+  int64_t integer_or(const char* key, int64_t lo, int64_t hi, int64_t def) const {
+    return has(key) ? integer(key, lo, hi) : def;
+  }
+  int64_t integer_value(const std::string& key, const json& v, int64_t lo, int64_t hi) const {
+    const auto i = as_int64(v);
+    if (!i || *i < lo || *i > hi)
+      fail(key, "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] (got " + shown(v) + ")");
+    return *i;
+  }
+  // A finite number in (lo, hi].
+  double number_or(const char* key, double lo, double hi, double def) const {
+    const json* v = find(key);
+    if (!v) return def;
+    const double x = v->is_number() ? v->get<double>() : NAN;
+    if (!std::isfinite(x) || !(x > lo) || x > hi)
+      fail(key, "must be a number in (" + json(lo).dump() + ", " + json(hi).dump() + "] (got " + shown(*v) + ")");
+    return x;
+  }
+  bool boolean_or(const char* key, bool def) const {
+    const json* v = find(key);
+    if (!v) return def;
+    if (!v->is_boolean()) fail(key, "must be true or false (got " + shown(*v) + ")");
+    return v->get<bool>();
+  }
+  std::string string_or(const char* key, const std::string& def) const {
+    const json* v = find(key);
+    if (!v) return def;
+    if (!v->is_string()) fail(key, "must be a string (got " + shown(*v) + ")");
+    return v->get<std::string>();
+  }
+  const json* object(const char* key) const {
+    const json* v = find(key);
+    if (v && !v->is_object()) fail(key, "must be an object (got " + shown(*v) + ")");
+    return v;
+  }
+
+  // A token id or a list of them (eos_token_id), each inside the vocabulary.
+  std::vector<int32_t> token_ids(const char* key, int64_t vocab) const {
+    std::vector<int32_t> ids;
+    const json* v = find(key);
+    if (!v) return ids;
+    if (!v->is_array()) return {int32_t(integer_value(key, *v, 0, vocab - 1))};
+    for (size_t i = 0; i < v->size(); ++i)
+      ids.push_back(int32_t(integer_value(std::string(key) + "[" + std::to_string(i) + "]", (*v)[i], 0, vocab - 1)));
+    return ids;
+  }
+
+ private:
+  const json& j_;
+  std::string where_;
+};
+
+json parse_object(const std::string& text, const std::string& where) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    throw LoadError(where + ": invalid JSON: " + e.what());
+  }
+  if (!j.is_object()) throw LoadError(where + ": not a JSON object");
+  return j;
+}
+
+std::string architecture_of(const Reader& r) {
+  std::string arch;
+  if (const json* a = r.find("architectures")) {
+    if (!a->is_array() || a->size() != 1 || !(*a)[0].is_string())
+      r.fail("architectures", "must be a list of one architecture name (got " + shown(*a) + ")");
+    arch = (*a)[0].get<std::string>();
+  }
+  auto sup = ModelConfig::supported_architectures();
+  if (std::find(sup.begin(), sup.end(), arch) == sup.end()) {
+    std::string list;
+    for (auto& s : sup) list += (list.empty() ? "" : ", ") + s;
+    throw LoadError(r.where() + ": unsupported architecture '" + (arch.empty() ? "(none)" : arch) +
+                    "'; supported: " + list);
+  }
+  const std::string type = r.string_or("model_type", "qwen3");
+  if (type != "qwen3") r.fail("model_type", "is '" + type + "', which does not match the architecture " + arch);
+  return arch;
+}
+
+// RoPE: rope_theta (top level, or transformers 5's rope_parameters), only the default type.
+void read_rope(const Reader& r, ModelConfig& c) {
+  c.rope_theta = r.number_or("rope_theta", 0, 1e12, 10000.0);
+  auto only_default = [&](const Reader& sub, const std::string& key) {
+    std::string type = sub.string_or("rope_type", sub.string_or("type", "default"));
+    if (type != "default")
+      r.fail(key, "has RoPE type '" + type + "', which is not implemented (only the default RoPE is)");
+    if (sub.has("partial_rotary_factor") && sub.number_or("partial_rotary_factor", 0, 1, 1) != 1)
+      r.fail(key, "has a partial_rotary_factor below 1, which is not implemented");
+  };
+  if (const json* rp = r.object("rope_parameters")) {
+    Reader sub(*rp, r.where() + ": 'rope_parameters'");
+    only_default(sub, "rope_parameters");
+    c.rope_theta = sub.number_or("rope_theta", 0, 1e12, c.rope_theta);
+  }
+  if (const json* rs = r.object("rope_scaling")) only_default(Reader(*rs, r.where() + ": 'rope_scaling'"), "rope_scaling");
+  if (r.has("partial_rotary_factor") && r.number_or("partial_rotary_factor", 0, 1, 1) != 1)
+    r.fail("partial_rotary_factor", "below 1 is not implemented");
+}
+
+// Sliding-window attention, as transformers' Qwen3Config decides it: the window exists only with
+// use_sliding_window (absent: 4096, null: none), and applies to the layers that layer_types marks
+// (or, without layer_types, to layers >= max_window_layers). Recorded, not implemented: the
+// engine refuses a context longer than the window (ModelConfig::check_context).
+void read_sliding_window(const Reader& r, ModelConfig& c) {
+  const bool use = r.boolean_or("use_sliding_window", false);
+  const int64_t window = !r.present("sliding_window") ? 4096 : r.integer_or("sliding_window", 1, kMaxPositions, 0);
+  const int64_t from = r.integer_or("max_window_layers", 0, INT32_MAX, 28);
+  bool sliding_layers = false;
+  if (const json* types = r.find("layer_types")) {
+    // (Its length is not checked: a config with more layers than its weights fails on the first
+    // missing tensor, which says more.)
+    if (!types->is_array()) r.fail("layer_types", "must be a list of layer types (got " + shown(*types) + ")");
+    for (size_t i = 0; i < types->size(); ++i) {
+      const json& t = (*types)[i];
+      if (t == "sliding_attention") sliding_layers = true;
+      else if (t != "full_attention")
+        r.fail("layer_types", "entry " + std::to_string(i) + " is " + shown(t) +
+                                  ", which is not implemented (full_attention or sliding_attention)");
+    }
+  } else {
+    sliding_layers = from < c.num_hidden_layers;
+  }
+  c.sliding_window = use && sliding_layers ? window : 0;
+}
+
+void refuse_unimplemented(const Reader& r) {
+  if (r.boolean_or("attention_bias", false))
+    r.fail("attention_bias", "is true (biases in the q/k/v/o projections), which is not implemented");
+  if (r.boolean_or("mlp_bias", false)) r.fail("mlp_bias", "is true (biases in the MLP), which is not implemented");
+  const std::string act = r.string_or("hidden_act", "silu");
+  if (act != "silu") r.fail("hidden_act", "is '" + act + "', which is not implemented (only silu)");
+  if (const json* q = r.find("quantization_config"))
+    r.fail("quantization_config", "is set (" + shown(*q) + "): quantized checkpoints are not implemented");
+}
+
+}  // namespace
+
+std::optional<int64_t> ModelConfig::checked_num_parameters() const {
+  const int64_t H = hidden_size, D = head_dim, I = intermediate_size, L = num_hidden_layers;
+  std::optional<int64_t> n = 0;
+  auto add = [&n](std::optional<int64_t> term) { n = n && term ? checked_add(*n, *term) : std::nullopt; };
+  auto mul = [](std::initializer_list<int64_t> xs) {
+    std::optional<int64_t> p = 1;
+    for (int64_t x : xs) p = p ? checked_mul(*p, x) : std::nullopt;
+    return p;
+  };
+  std::optional<int64_t> layer = 0;
+  auto add_layer = [&layer](std::optional<int64_t> term) {
+    layer = layer && term ? checked_add(*layer, *term) : std::nullopt;
+  };
+  add_layer(mul({num_attention_heads + 2 * num_key_value_heads, D, H}));  // q, k, v
+  add_layer(mul({H, num_attention_heads, D}));                            // o
+  add_layer(mul({2, D}));                                                 // q_norm, k_norm
+  add_layer(mul({3, I, H}));                                              // gate, up, down
+  add_layer(mul({2, H}));                                                 // the two layer norms
+  add(layer ? mul({L, *layer}) : std::nullopt);
+  add(mul({tie_word_embeddings ? 1 : 2, vocab_size, H}));  // embedding (+ LM head)
+  add(H);                                                  // final norm
+  return n;
+}
+
+ModelConfig ModelConfig::from_json_text(const std::string& text, const std::string& where) {
+  const json j = parse_object(text, where);
+  const Reader r(j, where);
+  ModelConfig c;
+  c.architecture = architecture_of(r);
+  c.vocab_size = r.integer("vocab_size", 1, kMaxVocab);
+  c.hidden_size = r.integer("hidden_size", 1, kMaxHidden);
+  c.intermediate_size = r.integer("intermediate_size", 1, kMaxIntermediate);
+  c.num_hidden_layers = r.integer("num_hidden_layers", 1, kMaxLayers);
+  c.num_attention_heads = r.integer("num_attention_heads", 1, kMaxHeads);
+  c.num_key_value_heads = r.integer_or("num_key_value_heads", 1, c.num_attention_heads, c.num_attention_heads);
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    throw LoadError(where + ": num_attention_heads (" + std::to_string(c.num_attention_heads) +
+                    ") is not a multiple of num_key_value_heads (" + std::to_string(c.num_key_value_heads) + ")");
+  c.head_dim = r.integer_or("head_dim", 2, kMaxHeadDim, 128);
+  if (c.head_dim % 2 != 0) throw LoadError(where + ": head_dim must be even for rotary embeddings");
+  c.max_position_embeddings = r.integer("max_position_embeddings", 1, kMaxPositions);
+  c.rms_norm_eps = r.number_or("rms_norm_eps", 0, 1, 1e-6);
+  c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
+  c.torch_dtype = r.string_or("torch_dtype", r.string_or("dtype", c.torch_dtype));
+  read_rope(r, c);
+  read_sliding_window(r, c);
+  refuse_unimplemented(r);
+  c.eos_token_ids = r.token_ids("eos_token_id", c.vocab_size);
+  if (r.has("bos_token_id")) c.bos_token_id = int32_t(r.integer("bos_token_id", 0, c.vocab_size - 1));
+  const auto params = c.checked_num_parameters();
+  if (!params || *params > kMaxParameters)
+    throw LoadError(where + ": the sizes give " + (params ? std::to_string(*params) : "more than 2^63") +
+                    " parameters, more than the 2^40 accepted (hidden_size " + std::to_string(c.hidden_size) +
+                    ", intermediate_size " + std::to_string(c.intermediate_size) + ", num_hidden_layers " +
+                    std::to_string(c.num_hidden_layers) + ", vocab_size " + std::to_string(c.vocab_size) + ")");
+  return c;
+}
+
+ModelConfig ModelConfig::from_dir(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    std::string presets;
+    for (auto& p : preset_names()) presets += (presets.empty() ? "" : ", ") + p;
+    throw LoadError("model directory '" + dir + "' does not exist (built-in presets: " + presets + ")");
+  }
+  const fs::path cfg = fs::path(dir) / "config.json";
+  if (!fs::exists(cfg, ec) && !fs::is_symlink(cfg, ec)) throw LoadError(cfg.string() + ": missing config.json");
+  ModelConfig c = from_json_text(read_regular_file(cfg.string(), kMaxModelJsonBytes), cfg.string());
+  const fs::path gen = fs::path(dir) / "generation_config.json";
+  if (fs::exists(gen, ec) || fs::is_symlink(gen, ec)) {
+    const json g = parse_object(read_regular_file(gen.string(), kMaxModelJsonBytes), gen.string());
+    auto ids = Reader(g, gen.string()).token_ids("eos_token_id", c.vocab_size);
+    if (!ids.empty()) c.eos_token_ids = ids;  // generation_config.json wins
+  }
+  return c;
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,226 @@
+// config.json and generation_config.json: every key of a wrong type, every absurd size and every
+// Qwen3 feature we do not implement is a LoadError naming the file and the key; the real Qwen3
+// configs and the fixtures still load.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "nanovllm/config.h"
+#include "nanovllm/engine/llm_engine.h"
+#include "nanovllm/utils/error.h"
+#include "test_paths.h"
+
+using namespace nanovllm;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+json fixture_config() {
+  std::ifstream in(test::fixture("tiny-qwen3-tied") + "/config.json");
+  return json::parse(in);
+}
+
+// The LoadError message of parsing the fixture's config.json with `patch` merged in (a null
+// value removes the key), or "" if it parsed.
+std::string config_error(const json& patch) {
+  json j = fixture_config();
+  j.merge_patch(patch);
+  try {
+    ModelConfig::from_json_text(j.dump(), "m/config.json");
+  } catch (const LoadError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+#define EXPECT_CONFIG_ERROR(patch, part)                                                       \
+  do {                                                                                         \
+    const std::string msg_ = config_error(patch);                                              \
+    EXPECT_NE(msg_.find(part), std::string::npos) << "patch " << (patch).dump() << " -> '" << msg_ << "'"; \
+  } while (0)
+
+// The real Qwen/Qwen3-0.6B config.json (Hugging Face, as downloaded).
+const char* kQwen3_06B = R"({
+  "architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+  "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072,
+  "max_position_embeddings": 40960, "max_window_layers": 28, "model_type": "qwen3",
+  "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8, "rms_norm_eps": 1e-06,
+  "rope_scaling": null, "rope_theta": 1000000, "sliding_window": null, "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16", "transformers_version": "4.51.0", "use_cache": true,
+  "use_sliding_window": false, "vocab_size": 151936})";
+
+}  // namespace
+
+TEST(ConfigValidation, RealConfigsLoad) {
+  const ModelConfig c = ModelConfig::from_json_text(kQwen3_06B, "qwen3-0.6b/config.json");
+  const ModelConfig p = *ModelConfig::preset("qwen3-0.6b");
+  EXPECT_EQ(c.vocab_size, p.vocab_size);
+  EXPECT_EQ(c.hidden_size, p.hidden_size);
+  EXPECT_EQ(c.head_dim, p.head_dim);
+  EXPECT_EQ(c.num_key_value_heads, p.num_key_value_heads);
+  EXPECT_EQ(c.rope_theta, p.rope_theta);
+  EXPECT_EQ(c.tie_word_embeddings, p.tie_word_embeddings);
+  EXPECT_EQ(c.sliding_window, 0);
+  EXPECT_EQ(c.checked_num_parameters(), 596049920);  // Qwen3-0.6B: 0.6B with the tied embedding
+  EXPECT_EQ(config_error(json::object()), "");
+  for (const char* name : {"tiny-qwen3-tied", "tiny-qwen3-untied"})
+    EXPECT_NO_THROW(ModelConfig::from_dir(test::fixture(name))) << name;
+}
+
+// Before: 2^40 or 1e9 reached the allocator ('internal error: std::bad_alloc', exit 1).
+TEST(ConfigValidation, AbsurdSizesNameTheKey) {
+  EXPECT_CONFIG_ERROR(json({{"hidden_size", int64_t(1) << 40}}), "m/config.json: 'hidden_size' must be an integer in [1, 1048576] (got 1099511627776)");
+  EXPECT_CONFIG_ERROR(json({{"num_hidden_layers", 1000000000}}), "'num_hidden_layers' must be an integer in [1, 4096]");
+  EXPECT_CONFIG_ERROR(json({{"vocab_size", -5}}), "'vocab_size' must be an integer in [1, 16777216] (got -5)");
+  EXPECT_CONFIG_ERROR(json({{"vocab_size", 18446744073709551615ull}}), "'vocab_size' must be an integer");
+  EXPECT_CONFIG_ERROR(json({{"num_attention_heads", 0}}), "'num_attention_heads' must be an integer in [1, 4096] (got 0)");
+  EXPECT_CONFIG_ERROR(json({{"num_key_value_heads", 0}}), "'num_key_value_heads' must be an integer in [1, 4]");
+  EXPECT_CONFIG_ERROR(json({{"num_key_value_heads", 8}}), "'num_key_value_heads' must be an integer in [1, 4] (got 8)");
+  EXPECT_CONFIG_ERROR(json({{"num_key_value_heads", 3}}), "num_attention_heads (4) is not a multiple of num_key_value_heads (3)");
+  EXPECT_CONFIG_ERROR(json({{"head_dim", int64_t(1) << 40}}), "'head_dim' must be an integer in [2, 4096]");
+  EXPECT_CONFIG_ERROR(json({{"head_dim", 33}}), "head_dim must be even");
+  EXPECT_CONFIG_ERROR(json({{"intermediate_size", int64_t(1) << 50}}), "'intermediate_size' must be an integer in [1, 4194304]");
+  EXPECT_CONFIG_ERROR(json({{"max_position_embeddings", int64_t(1) << 62}}), "'max_position_embeddings' must be an integer in [1, 2147483647]");
+  EXPECT_CONFIG_ERROR(json({{"max_position_embeddings", 1.5}}), "'max_position_embeddings' must be an integer");
+  EXPECT_CONFIG_ERROR(json({{"vocab_size", nullptr}}), "'vocab_size' is missing");
+  // Each within its bound, together more than 2^40 parameters.
+  EXPECT_CONFIG_ERROR(json({{"hidden_size", 1 << 20}, {"intermediate_size", 1 << 19}}),
+                      "the sizes give 3299882303616 parameters, more than the 2^40 accepted");
+}
+
+// Before: rms_norm_eps "x" was silently replaced by the default; a number in "architectures" or
+// "rope_type" escaped as nlohmann's type_error ('internal error', exit 1).
+TEST(ConfigValidation, WrongTypesNameTheKey) {
+  EXPECT_CONFIG_ERROR(json({{"rms_norm_eps", "x"}}), "'rms_norm_eps' must be a number in (0.0, 1.0] (got \"x\")");
+  EXPECT_CONFIG_ERROR(json({{"rms_norm_eps", -1}}), "'rms_norm_eps' must be a number in (0.0, 1.0] (got -1)");
+  EXPECT_CONFIG_ERROR(json({{"rope_theta", "x"}}), "'rope_theta' must be a number");
+  EXPECT_CONFIG_ERROR(json({{"rope_parameters", {{"rope_theta", "x"}}}}), "'rope_parameters': 'rope_theta' must be a number");
+  EXPECT_CONFIG_ERROR(json({{"rope_parameters", {{"rope_type", 5}}}}), "'rope_parameters': 'rope_type' must be a string (got 5)");
+  EXPECT_CONFIG_ERROR(json({{"rope_parameters", 5}}), "'rope_parameters' must be an object (got 5)");
+  EXPECT_CONFIG_ERROR(json({{"architectures", {5}}}), "'architectures' must be a list of one architecture name (got [5])");
+  EXPECT_CONFIG_ERROR(json({{"architectures", "Qwen3ForCausalLM"}}), "'architectures' must be a list of one architecture name");
+  EXPECT_CONFIG_ERROR(json({{"model_type", "llama"}}), "'model_type' is 'llama', which does not match the architecture Qwen3ForCausalLM");
+  EXPECT_CONFIG_ERROR(json({{"tie_word_embeddings", "yes"}}), "'tie_word_embeddings' must be true or false (got \"yes\")");
+  EXPECT_CONFIG_ERROR(json({{"hidden_act", 5}}), "'hidden_act' must be a string (got 5)");
+  EXPECT_CONFIG_ERROR(json({{"torch_dtype", 16}}), "'torch_dtype' must be a string (got 16)");
+  EXPECT_CONFIG_ERROR(json({{"eos_token_id", int64_t(1) << 40}}), "'eos_token_id' must be an integer in [0, 511]");
+  EXPECT_CONFIG_ERROR(json({{"eos_token_id", {1, "x"}}}), "'eos_token_id[1]' must be an integer in [0, 511] (got \"x\")");
+  EXPECT_CONFIG_ERROR(json({{"bos_token_id", -1}}), "'bos_token_id' must be an integer in [0, 511] (got -1)");
+  EXPECT_CONFIG_ERROR(json({{"layer_types", "full"}}), "'layer_types' must be a list of layer types");
+  EXPECT_CONFIG_ERROR(json({{"sliding_window", "x"}}), "'sliding_window' must be an integer in [1, 2147483647] (got \"x\")");
+  EXPECT_CONFIG_ERROR(json({{"use_sliding_window", 1}}), "'use_sliding_window' must be true or false (got 1)");
+  EXPECT_CONFIG_ERROR(json({{"max_window_layers", -1}}), "'max_window_layers' must be an integer in [0, 2147483647]");
+  EXPECT_CONFIG_ERROR(json({{"layer_types", {"full_attention", "linear_attention"}}}),
+                      "'layer_types' entry 1 is \"linear_attention\", which is not implemented");
+  try {
+    ModelConfig::from_json_text("[1, 2]", "m/config.json");
+    ADD_FAILURE();
+  } catch (const LoadError& e) {
+    EXPECT_STREQ(e.what(), "m/config.json: not a JSON object");
+  }
+}
+
+// Before: each of these loaded and ran, giving logits unlike transformers' without a word.
+TEST(ConfigValidation, UnimplementedFeaturesAreRefused) {
+  EXPECT_CONFIG_ERROR(json({{"attention_bias", true}}), "'attention_bias' is true (biases in the q/k/v/o projections), which is not implemented");
+  EXPECT_CONFIG_ERROR(json({{"mlp_bias", true}}), "'mlp_bias' is true");
+  EXPECT_CONFIG_ERROR(json({{"hidden_act", "gelu"}}), "'hidden_act' is 'gelu', which is not implemented (only silu)");
+  EXPECT_CONFIG_ERROR(json({{"quantization_config", {{"quant_method", "awq"}}}}), "quantized checkpoints are not implemented");
+  EXPECT_CONFIG_ERROR(json({{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}}}),
+                      "'rope_scaling' has RoPE type 'yarn', which is not implemented (only the default RoPE is)");
+  EXPECT_CONFIG_ERROR(json({{"rope_scaling", {{"type", "linear"}, {"factor", 4.0}}}}), "RoPE type 'linear'");
+  EXPECT_CONFIG_ERROR(json({{"rope_parameters", {{"rope_type", "llama3"}}}}), "'rope_parameters' has RoPE type 'llama3'");
+  EXPECT_CONFIG_ERROR(json({{"partial_rotary_factor", 0.5}}), "'partial_rotary_factor' below 1 is not implemented");
+  EXPECT_EQ(config_error(json({{"rope_scaling", {{"rope_type", "default"}}}})), "");
+  EXPECT_EQ(config_error(json({{"attention_bias", false}, {"hidden_act", "silu"}})), "");
+}
+
+TEST(ConfigValidation, SlidingWindowFollowsTransformers) {
+  json j = fixture_config();
+  auto window = [&](const json& patch) {
+    json k = j;
+    k.merge_patch(patch);
+    return ModelConfig::from_json_text(k.dump(), "m/config.json").sliding_window;
+  };
+  EXPECT_EQ(window(json::object()), 0);
+  // The window applies to the layers layer_types marks, only with use_sliding_window.
+  EXPECT_EQ(window({{"use_sliding_window", true}, {"sliding_window", 16}}), 0);  // all full_attention
+  EXPECT_EQ(window({{"use_sliding_window", true}, {"sliding_window", 16}, {"layer_types", {"full_attention", "sliding_attention"}}}), 16);
+  EXPECT_EQ(window({{"use_sliding_window", false}, {"sliding_window", 16}, {"layer_types", {"full_attention", "sliding_attention"}}}), 0);
+  // Without layer_types: layers from max_window_layers on (transformers' default 28, absent window 4096).
+  EXPECT_EQ(window({{"use_sliding_window", true}, {"sliding_window", 16}, {"layer_types", nullptr}, {"max_window_layers", 1}}), 16);
+  EXPECT_EQ(window({{"use_sliding_window", true}, {"sliding_window", 16}, {"layer_types", nullptr}}), 0);
+  EXPECT_EQ(window({{"use_sliding_window", true}, {"layer_types", nullptr}, {"max_window_layers", 0}}), 0);  // null window
+  json absent = j;
+  absent.erase("sliding_window");
+  absent.merge_patch({{"use_sliding_window", true}, {"layer_types", nullptr}, {"max_window_layers", 0}});
+  EXPECT_EQ(ModelConfig::from_json_text(absent.dump(), "m/config.json").sliding_window, 4096);
+
+  ModelConfig c;
+  c.sliding_window = 16;
+  EXPECT_NO_THROW(c.check_context(16));
+  try {
+    c.check_context(17);
+    ADD_FAILURE();
+  } catch (const LoadError& e) {
+    EXPECT_NE(std::string(e.what()).find("sliding-window attention (a window of 16 tokens in some layers), which is not "
+                                         "implemented: pass --max-model-len 16 or less"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(ConfigValidation, GenerationConfigIsTypedAndConfigFilesMustBeRegular) {
+  const fs::path dir = fs::temp_directory_path() / ("nanovllm_cfg_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(test::fixture("tiny-qwen3-tied") + "/config.json", dir / "config.json");
+  std::ofstream(dir / "generation_config.json") << R"({"eos_token_id": ["1"]})";
+  auto error = [&] {
+    try {
+      ModelConfig::from_dir(dir.string());
+    } catch (const LoadError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error().find("generation_config.json: 'eos_token_id[0]' must be an integer in [0, 511] (got \"1\")"), std::string::npos)
+      << error();
+  std::ofstream(dir / "generation_config.json") << R"({"eos_token_id": [7, 8]})";
+  EXPECT_EQ(error(), "");
+  EXPECT_EQ(ModelConfig::from_dir(dir.string()).eos_token_ids, (std::vector<int32_t>{7, 8}));
+  // A FIFO would block the read forever.
+  fs::remove(dir / "generation_config.json");
+  ASSERT_EQ(::mkfifo((dir / "generation_config.json").c_str(), 0600), 0);
+  EXPECT_NE(error().find("generation_config.json: not a regular file (it is a FIFO)"), std::string::npos) << error();
+  fs::remove(dir / "config.json");
+  ASSERT_EQ(::mkfifo((dir / "config.json").c_str(), 0600), 0);
+  EXPECT_NE(error().find("config.json: not a regular file (it is a FIFO)"), std::string::npos) << error();
+  fs::remove_all(dir);
+}
+
+// The engine refuses a context longer than a sliding window, before loading anything.
+TEST(ConfigValidation, EngineRefusesContextLongerThanSlidingWindow) {
+  ModelConfig m = *ModelConfig::preset("qwen3-0.6b");
+  m.sliding_window = 4096;
+  EngineConfig cfg;
+  cfg.model = "qwen3-0.6b";
+  cfg.load_dummy = true;
+  cfg.device = "cpu";
+  cfg.max_model_len = 8192;
+  try {
+    LLMEngine e(cfg, m);
+    ADD_FAILURE();
+  } catch (const LoadError& e) {
+    EXPECT_NE(std::string(e.what()).find("pass --max-model-len 4096 or less"), std::string::npos) << e.what();
+  }
+}
