@@ -7,7 +7,8 @@
 #   mkdir -p .deps && cd .deps && apt-get download nlohmann-json3-dev libxxhash-dev libxxhash0 \
 #     libgtest-dev libcli11-dev libopenblas-dev libopenblas-pthread-dev libopenblas0 \
 #     libopenblas0-pthread libgfortran5 libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 \
-#     libpcre2-posix3 libutf8proc-dev libutf8proc2 pkgconf pkgconf-bin libpkgconf3 libquadmath0
+#     libpcre2-posix3 libutf8proc-dev libutf8proc2 pkgconf pkgconf-bin libpkgconf3 libquadmath0 \
+#     libboost1.81-dev
 # They are unpacked into /tmp/deps (never into /) and CMake/pkg-config are pointed there.
 # Env: BUILD_DIR (build-gpu), CUDA_ARCH (90a), OUT (where logs go; the device tool sets it).
 set -uo pipefail
@@ -20,7 +21,7 @@ export PATH=/usr/local/cuda/bin:$PATH
 
 need=0
 for h in /usr/include/nlohmann/json.hpp /usr/include/xxhash.h /usr/include/gtest/gtest.h /usr/include/CLI/CLI.hpp \
-         /usr/include/pcre2.h /usr/include/utf8proc.h; do
+         /usr/include/pcre2.h /usr/include/utf8proc.h /usr/include/boost/beast.hpp; do
   [ -e "$h" ] || need=1
 done
 command -v pkg-config >/dev/null && pkg-config --exists openblas libxxhash libpcre2-8 libutf8proc || need=1
