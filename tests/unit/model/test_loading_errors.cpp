@@ -8,6 +8,7 @@
 #include "nanovllm/engine/llm_engine.h"
 #include "nanovllm/utils/error.h"
 #include "nanovllm/utils/safetensors.h"
+#include "temp_dir.h"
 #include "test_paths.h"
 
 using namespace nanovllm;
@@ -16,22 +17,11 @@ namespace fs = std::filesystem;
 namespace {
 
 // A copy of the tied fixture in a temp dir, for corrupting.
-struct TempModel {
-  fs::path dir;
+struct TempModel : test::TempDir {
   TempModel() {
-    dir = fs::temp_directory_path() / ("nanovllm_test_" + std::to_string(::getpid()) + "_" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
     for (auto f : {"config.json", "generation_config.json", "model.safetensors"})
       fs::copy_file(test::fixture("tiny-qwen3-tied") + "/" + f, dir / f);
   }
-  ~TempModel() { fs::remove_all(dir); }
-  std::string read(const char* f) {
-    std::ifstream in(dir / f, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), {}};
-  }
-  void write(const char* f, const std::string& s) { std::ofstream(dir / f, std::ios::binary) << s; }
 };
 
 std::string load_error(const std::string& dir) {

@@ -15,6 +15,7 @@
 #include "nanovllm/utils/error.h"
 #include "nanovllm/utils/file_io.h"
 #include "nanovllm/utils/safetensors.h"
+#include "temp_dir.h"
 
 using namespace nanovllm;
 namespace fs = std::filesystem;
@@ -22,18 +23,7 @@ using nlohmann::json;
 
 namespace {
 
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    dir = fs::temp_directory_path() / ("nanovllm_st_" + std::to_string(::getpid()) + "_" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~TempDir() { fs::remove_all(dir); }
-  std::string path(const std::string& f) const { return (dir / f).string(); }
-  void write(const std::string& f, const std::string& s) const { std::ofstream(dir / f, std::ios::binary) << s; }
-};
+using test::TempDir;
 
 // A safetensors file: 8-byte little-endian header length, the header, `data_bytes` zero bytes.
 std::string safetensors(const std::string& header, size_t data_bytes) {
