@@ -32,11 +32,11 @@
 namespace {
 
 struct KernelRecord {
-  uint64_t start, end;    // ns, GPU timestamps
-  uint32_t correlation;   // the API call that launched it: one graph launch for all its kernels
-  uint32_t graph;         // 0 outside graphs
-  uint32_t name;          // index into Timeline::names
-  int32_t grid;           // gridX * gridY * gridZ
+  uint64_t start, end;   // ns, GPU timestamps
+  uint32_t correlation;  // the API call that launched it: one graph launch for all its kernels
+  uint32_t graph;        // 0 outside graphs
+  uint32_t name;         // index into Timeline::names
+  int32_t grid;          // gridX * gridY * gridZ
 };
 
 // Process-wide by necessity: CUPTI's buffer callbacks are plain function pointers without a user
@@ -54,8 +54,7 @@ Timeline& timeline() {
 
 std::string short_name(const char* mangled) {
   int status = 0;
-  std::unique_ptr<char, decltype(&std::free)> d(abi::__cxa_demangle(mangled, nullptr, nullptr, &status),
-                                                 &std::free);
+  std::unique_ptr<char, decltype(&std::free)> d(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), &std::free);
   std::string s = status == 0 && d ? d.get() : mangled;
   for (size_t p; (p = s.find("(anonymous namespace)::")) != std::string::npos;) s.erase(p, 23);
   if (auto p = s.find('('); p != std::string::npos) s.resize(p);  // drop the parameter list
@@ -80,8 +79,7 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
     auto* k = reinterpret_cast<CUpti_ActivityKernel10*>(rec);
     auto [it, fresh] = t.name_of_ptr.try_emplace(k->name, static_cast<uint32_t>(t.names.size()));
     if (fresh) t.names.push_back(short_name(k->name));
-    t.records.push_back({k->start, k->end, k->correlationId, k->graphId, it->second,
-                         k->gridX * k->gridY * k->gridZ});
+    t.records.push_back({k->start, k->end, k->correlationId, k->graphId, it->second, k->gridX * k->gridY * k->gridZ});
   }
   std::free(buffer);
 }
@@ -105,8 +103,9 @@ void summarize(FILE* out) {
     std::fprintf(out, "kernel timeline: no graph launches among %zu kernels\n", t.records.size());
     return;
   }
-  const uint32_t graph = std::max_element(launches_of_graph.begin(), launches_of_graph.end(),
-                                          [](auto& a, auto& b) { return a.second < b.second; })->first;
+  const uint32_t graph = std::max_element(launches_of_graph.begin(), launches_of_graph.end(), [](auto& a, auto& b) {
+                           return a.second < b.second;
+                         })->first;
   std::vector<Replay> replays;
   for (auto& [c, ks] : by_launch) {
     if (ks.front()->graph != graph) continue;
@@ -120,7 +119,10 @@ void summarize(FILE* out) {
     return;
   }
   // Per name: summed duration and increment over the measured replays; per position: increment.
-  struct Acc { double dur = 0, inc = 0; long calls = 0; };
+  struct Acc {
+    double dur = 0, inc = 0;
+    long calls = 0;
+  };
   std::map<std::pair<uint32_t, int32_t>, Acc> per_name;  // (name, grid)
   std::vector<double> inc_at;
   double span = 0;
@@ -159,7 +161,8 @@ void summarize(FILE* out) {
     std::fprintf(out, "%9.1f %5.1f%% %9.1f %9.2f %9.2f  %s [%d]\n", a.inc * us, 100.0 * a.inc / span, calls,
                  a.dur * us / calls, a.inc * us / calls, t.names[key.first].c_str(), key.second);
   }
-  const size_t seq = std::min<size_t>(inc_at.size(), static_cast<size_t>(std::max(0L, env_long("NANOVLLM_TIMELINE_SEQ", 0))));
+  const size_t seq =
+      std::min<size_t>(inc_at.size(), static_cast<size_t>(std::max(0L, env_long("NANOVLLM_TIMELINE_SEQ", 0))));
   for (size_t j = 0; j < seq; ++j)
     std::fprintf(out, "  #%-4zu inc %7.2f us  %s [%d]\n", j, inc_at[j] * us, t.names[replays[skip][j]->name].c_str(),
                  replays[skip][j]->grid);

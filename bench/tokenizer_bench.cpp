@@ -36,17 +36,125 @@ fs::path repo_root() {
 // English-like prose: common words with Zipf-ish frequencies, capitals, punctuation, numbers and
 // a few made-up words (so that some pieces miss the word cache, as real text does).
 std::string make_prose(size_t bytes, std::mt19937& rng) {
-  static const char* words[] = {
-      "the", "of", "and", "to", "a", "in", "is", "it", "you", "that", "he", "was", "for", "on", "are", "with",
-      "as", "his", "they", "be", "at", "one", "have", "this", "from", "or", "had", "by", "word", "but", "what",
-      "some", "we", "can", "out", "other", "were", "all", "there", "when", "up", "use", "your", "how", "said",
-      "an", "each", "she", "which", "do", "their", "time", "if", "will", "way", "about", "many", "then", "them",
-      "write", "would", "like", "so", "these", "her", "long", "make", "thing", "see", "him", "two", "has",
-      "look", "more", "day", "could", "go", "come", "did", "number", "sound", "no", "most", "people", "my",
-      "over", "know", "water", "than", "call", "first", "who", "may", "down", "side", "been", "now", "find",
-      "government", "information", "development", "understanding", "international", "responsibility",
-      "tokenizer", "inference", "scheduler", "throughput", "mountain", "river", "history", "science",
-      "doesn't", "it's", "we'll", "they're", "I've", "she'd", "I'm"};
+  static const char* words[] = {"the",
+                                "of",
+                                "and",
+                                "to",
+                                "a",
+                                "in",
+                                "is",
+                                "it",
+                                "you",
+                                "that",
+                                "he",
+                                "was",
+                                "for",
+                                "on",
+                                "are",
+                                "with",
+                                "as",
+                                "his",
+                                "they",
+                                "be",
+                                "at",
+                                "one",
+                                "have",
+                                "this",
+                                "from",
+                                "or",
+                                "had",
+                                "by",
+                                "word",
+                                "but",
+                                "what",
+                                "some",
+                                "we",
+                                "can",
+                                "out",
+                                "other",
+                                "were",
+                                "all",
+                                "there",
+                                "when",
+                                "up",
+                                "use",
+                                "your",
+                                "how",
+                                "said",
+                                "an",
+                                "each",
+                                "she",
+                                "which",
+                                "do",
+                                "their",
+                                "time",
+                                "if",
+                                "will",
+                                "way",
+                                "about",
+                                "many",
+                                "then",
+                                "them",
+                                "write",
+                                "would",
+                                "like",
+                                "so",
+                                "these",
+                                "her",
+                                "long",
+                                "make",
+                                "thing",
+                                "see",
+                                "him",
+                                "two",
+                                "has",
+                                "look",
+                                "more",
+                                "day",
+                                "could",
+                                "go",
+                                "come",
+                                "did",
+                                "number",
+                                "sound",
+                                "no",
+                                "most",
+                                "people",
+                                "my",
+                                "over",
+                                "know",
+                                "water",
+                                "than",
+                                "call",
+                                "first",
+                                "who",
+                                "may",
+                                "down",
+                                "side",
+                                "been",
+                                "now",
+                                "find",
+                                "government",
+                                "information",
+                                "development",
+                                "understanding",
+                                "international",
+                                "responsibility",
+                                "tokenizer",
+                                "inference",
+                                "scheduler",
+                                "throughput",
+                                "mountain",
+                                "river",
+                                "history",
+                                "science",
+                                "doesn't",
+                                "it's",
+                                "we'll",
+                                "they're",
+                                "I've",
+                                "she'd",
+                                "I'm"};
   constexpr size_t kWords = sizeof(words) / sizeof(words[0]);
   std::string out;
   out.reserve(bytes + 64);
@@ -68,10 +176,16 @@ std::string make_prose(size_t bytes, std::mt19937& rng) {
     sentence_start = false;
     out += w;
     const double p = u(rng);
-    if (p < 0.06) { out += ". "; sentence_start = true; }
-    else if (p < 0.10) out += ", ";
-    else if (p < 0.105) { out += ".\n\n"; sentence_start = true; }
-    else out += ' ';
+    if (p < 0.06) {
+      out += ". ";
+      sentence_start = true;
+    } else if (p < 0.10)
+      out += ", ";
+    else if (p < 0.105) {
+      out += ".\n\n";
+      sentence_start = true;
+    } else
+      out += ' ';
   }
   return out;
 }
@@ -80,14 +194,16 @@ std::string make_prose(size_t bytes, std::mt19937& rng) {
 // string literals, comments and numbers.
 std::string make_code(size_t bytes, std::mt19937& rng) {
   static const char* syll[] = {"get", "set", "buf", "len", "idx", "node", "tok", "map", "key", "val", "cnt",
-                               "ptr", "blk", "seq", "req", "io", "err", "max", "min", "tmp", "ctx", "cache"};
+                               "ptr", "blk", "seq", "req", "io",  "err",  "max", "min", "tmp", "ctx", "cache"};
   auto ident = [&](bool camel) {
     std::string s = syll[rng() % 22];
     const int parts = 1 + static_cast<int>(rng() % 2);
     for (int i = 0; i < parts; ++i) {
       std::string p = syll[rng() % 22];
-      if (camel) p[0] = static_cast<char>(p[0] - 32);
-      else s += '_';
+      if (camel)
+        p[0] = static_cast<char>(p[0] - 32);
+      else
+        s += '_';
       s += p;
     }
     return s;
@@ -155,11 +271,18 @@ int main(int argc, char** argv) {
   bool hf = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--dir" && i + 1 < argc) dir = argv[++i];
-    else if (a == "--mb" && i + 1 < argc) mb = std::atof(argv[++i]);
-    else if (a == "--runs" && i + 1 < argc) runs = std::atoi(argv[++i]);
-    else if (a == "--no-hf") hf = false;
-    else { std::fprintf(stderr, "usage: %s [--dir MODEL_DIR] [--mb SIZE] [--runs N] [--no-hf]\n", argv[0]); return 2; }
+    if (a == "--dir" && i + 1 < argc)
+      dir = argv[++i];
+    else if (a == "--mb" && i + 1 < argc)
+      mb = std::atof(argv[++i]);
+    else if (a == "--runs" && i + 1 < argc)
+      runs = std::atoi(argv[++i]);
+    else if (a == "--no-hf")
+      hf = false;
+    else {
+      std::fprintf(stderr, "usage: %s [--dir MODEL_DIR] [--mb SIZE] [--runs N] [--no-hf]\n", argv[0]);
+      return 2;
+    }
   }
   std::unique_ptr<nanovllm::Tokenizer> tok;
   try {
@@ -173,7 +296,8 @@ int main(int argc, char** argv) {
   }
   std::mt19937 rng(12345);
   const size_t bytes = static_cast<size_t>(mb * 1e6);
-  const std::pair<const char*, std::string> texts[] = {{"prose", make_prose(bytes, rng)}, {"code", make_code(bytes, rng)}};
+  const std::pair<const char*, std::string> texts[] = {{"prose", make_prose(bytes, rng)},
+                                                       {"code", make_code(bytes, rng)}};
   std::printf("%-6s %7s %9s %10s %10s %14s\n", "text", "MB", "tokens", "ours MB/s", "hf MB/s", "hf 4KB-chunks");
   for (const auto& [name, text] : texts) {
     size_t n_tokens = 0;

@@ -18,9 +18,9 @@
 namespace nanovllm::test {
 
 struct FixtureResult {
-  int compared = 0;            // greedy tokens compared under the margin rule
-  int diverged = 0;            // prompts that left the reference's path at a near-tie
-  double max_logit_diff = 0;   // over every compared step and vocabulary entry
+  int compared = 0;           // greedy tokens compared under the margin rule
+  int diverged = 0;           // prompts that left the reference's path at a near-tie
+  double max_logit_diff = 0;  // over every compared step and vocabulary entry
   bool all_blocks_free = false;
 };
 
@@ -35,7 +35,7 @@ inline FixtureResult run_fixture(const std::string& name, EngineConfig cfg) {
   cfg.model = dir;
   LLMEngine engine(cfg);
   const int64_t V = engine.model_config().vocab_size;
-  std::map<int64_t, size_t> prompt_of;  // request id -> prompt index
+  std::map<int64_t, size_t> prompt_of;                        // request id -> prompt index
   std::map<int64_t, std::vector<std::vector<float>>> logits;  // request id -> per-step logits
   engine.model_runner().logits_observer = [&](const ScheduledBatch& b, const std::vector<float>& l) {
     for (size_t i = 0; i < b.seqs.size(); ++i)

@@ -11,11 +11,11 @@
 
 #include "commands.h"
 #include "engine_flags.h"
-#include "tensor_parallel_start.h"
 #include "nanovllm/llm.h"
 #include "nanovllm/ops/profiling_backend.h"
 #include "nanovllm/utils/error.h"
 #include "nanovllm/utils/python_random.h"
+#include "tensor_parallel_start.h"
 
 namespace nanovllm::cli {
 namespace {
@@ -28,9 +28,7 @@ struct BenchArgs {
   int64_t latency_prompt_len = 1024, latency_output_len = 256;
 };
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // bench.py draws ids from [0, 10000]; smaller test vocabularies are clamped.
 int64_t max_token_id(const LLMEngine& e) { return std::min<int64_t>(10000, e.model_config().vocab_size - 1); }
@@ -160,13 +158,17 @@ nlohmann::json profile_decode(LLMEngine& e, const BenchArgs& a) {
                    {"ms_per_step", secs / steps * 1e3},
                    {"fraction", secs / total}});
   while (e.has_unfinished()) e.step();
-  return {{"mode", "profile_decode"}, {"batch", batch}, {"context_tokens", 512 + 3},
-          {"step_ms_profiled", wall / steps * 1e3}, {"ops", ops}};
+  return {{"mode", "profile_decode"},
+          {"batch", batch},
+          {"context_tokens", 512 + 3},
+          {"step_ms_profiled", wall / steps * 1e3},
+          {"ops", ops}};
 }
 
 void run(const BenchArgs& a) {
   if (a.num_seqs < 1 || a.max_input_len < 100 || a.max_output_len < 100)
-    throw UserError("bench: --num-seqs must be >= 1 and --max-input-len/--max-output-len >= 100 (lengths are randint(100, max))");
+    throw UserError(
+        "bench: --num-seqs must be >= 1 and --max-input-len/--max-output-len >= 100 (lengths are randint(100, max))");
   EngineConfig cfg = a.engine.resolve();
   if (a.profile_decode > 0) {
     cfg.profile_ops = true;

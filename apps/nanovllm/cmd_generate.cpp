@@ -11,10 +11,10 @@
 
 #include "commands.h"
 #include "engine_flags.h"
-#include "tensor_parallel_start.h"
 #include "nanovllm/llm.h"
 #include "nanovllm/request_json.h"
 #include "nanovllm/utils/error.h"
+#include "tensor_parallel_start.h"
 
 namespace nanovllm::cli {
 namespace {
@@ -47,8 +47,10 @@ Prompt chat_prompt(const LLM& llm, const nlohmann::ordered_json& messages, const
 std::vector<Request> read_requests(const LLM& llm, const GenerateArgs& a) {
   std::vector<Request> reqs;
   for (auto& p : a.prompts) {
-    if (a.chat) reqs.push_back({chat_prompt(llm, nlohmann::ordered_json::array({{{"role", "user"}, {"content", p}}}), a), a.sp});
-    else reqs.push_back({Prompt::of_text(p), a.sp});
+    if (a.chat)
+      reqs.push_back({chat_prompt(llm, nlohmann::ordered_json::array({{{"role", "user"}, {"content", p}}}), a), a.sp});
+    else
+      reqs.push_back({Prompt::of_text(p), a.sp});
   }
   if (a.input.empty()) return reqs;
   std::ifstream in(a.input);
@@ -117,8 +119,8 @@ void run(GenerateArgs& a) {
                           {"finish_reason", finish_reason_str(o.finish_reason)}};
       std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
-      std::cout << "--- request " << i << " (" << o.token_ids.size() << " tokens, " << finish_reason_str(o.finish_reason)
-                << ")\n";
+      std::cout << "--- request " << i << " (" << o.token_ids.size() << " tokens, "
+                << finish_reason_str(o.finish_reason) << ")\n";
       if (llm.tokenizer()) {
         std::cout << (prompts[i].text.empty() ? "" : prompts[i].text) << o.text << "\n";
       } else {
@@ -138,7 +140,8 @@ void add_generate(CLI::App& app) {
   cmd->add_option("--prompt,-p", a->prompts, "a prompt (repeatable)");
   cmd->add_option("--input,-i", a->input, "JSONL file of requests");
   cmd->add_flag("--chat", a->chat, "send each --prompt as a user message through the chat template");
-  cmd->add_flag("--enable-thinking{1},--no-thinking{0}", a->thinking, "chat: thinking on/off (template default otherwise)");
+  cmd->add_flag("--enable-thinking{1},--no-thinking{0}", a->thinking,
+                "chat: thinking on/off (template default otherwise)");
   cmd->add_option("--temperature", a->sp.temperature, "0 = greedy");
   cmd->add_option("--top-k", a->sp.top_k, "0 or -1 = off");
   cmd->add_option("--top-p", a->sp.top_p, "nucleus sampling mass, (0, 1]");

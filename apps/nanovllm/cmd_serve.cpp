@@ -1,14 +1,14 @@
 // `nanovllm serve`: an OpenAI-compatible HTTP server (a drop-in for `vllm serve`). Loads the
 // model, binds (loopback by default), prints the address, serves until SIGINT/SIGTERM.
+#include <unistd.h>
 #include <csignal>
 #include <cstdio>
-#include <unistd.h>
 #include <thread>
 
 #include "commands.h"
 #include "engine_flags.h"
-#include "tensor_parallel_start.h"
 #include "nanovllm/llm.h"
+#include "tensor_parallel_start.h"
 #ifndef NANOVLLM_NO_HTTP_SERVER
 #include "nanovllm/server/http_server.h"
 #endif
@@ -59,7 +59,10 @@ void run(const ServeArgs& a) {
   if (pipe(fds) != 0) throw Error("serve: pipe() failed");
   stop_pipe_write = fds[1];
   struct sigaction sa {};
-  sa.sa_handler = [](int) { const char c = 1; (void)!write(stop_pipe_write, &c, 1); };
+  sa.sa_handler = [](int) {
+    const char c = 1;
+    (void)!write(stop_pipe_write, &c, 1);
+  };
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 
@@ -96,8 +99,10 @@ void add_serve(CLI::App& app) {
   cmd->add_flag("--skip-tokenizer-init", a->skip_tokenizer_init,
                 "serve without a tokenizer: prompts are token ids, responses carry token_ids and no text");
   cmd->add_option("--request-timeout", o.request_timeout_s, "seconds after which a request is aborted (0 = never)");
-  cmd->add_option("--http-threads", o.http_threads, "I/O threads serving the connections (each connection is a coroutine)");
-  cmd->add_option("--keep-alive-timeout", o.keep_alive_timeout_s, "seconds an idle connection, or one sending a request, may take");
+  cmd->add_option("--http-threads", o.http_threads,
+                  "I/O threads serving the connections (each connection is a coroutine)");
+  cmd->add_option("--keep-alive-timeout", o.keep_alive_timeout_s,
+                  "seconds an idle connection, or one sending a request, may take");
   cmd->callback([a] { run(*a); });
 }
 

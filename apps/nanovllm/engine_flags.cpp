@@ -5,7 +5,8 @@
 namespace nanovllm::cli {
 
 void EngineFlags::add_to(CLI::App& app, bool model_required) {
-  auto* m = app.add_option("--model,-m", cfg.model, "model directory, or a built-in preset (qwen3-0.6b, qwen3-1.7b, qwen3-8b)");
+  auto* m = app.add_option("--model,-m", cfg.model,
+                           "model directory, or a built-in preset (qwen3-0.6b, qwen3-1.7b, qwen3-8b)");
   if (model_required) m->required();
   app.add_option("--load-format", load_format, "auto (safetensors) or dummy (random weights)")
       ->check(CLI::IsMember({"auto", "safetensors", "dummy"}));

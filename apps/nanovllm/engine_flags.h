@@ -12,8 +12,8 @@ struct EngineFlags {
   std::string tokenizer;
   bool no_prefix_caching = false;
   bool prefix_caching = false;
-  int rank = -1;           // --rank: explicit (manual start); -1: the launcher decides
-  int spawned_rank = -1;   // hidden: set by the launcher on the workers it starts
+  int rank = -1;          // --rank: explicit (manual start); -1: the launcher decides
+  int spawned_rank = -1;  // hidden: set by the launcher on the workers it starts
   int spawned_port = 0;
 
   void add_to(CLI::App& app, bool model_required = true);

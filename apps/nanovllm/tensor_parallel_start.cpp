@@ -33,7 +33,8 @@ TpStart start_tensor_parallel(EngineConfig& cfg, const EngineFlags& flags) {
   }
   if (flags.rank >= 0 || flags.spawned()) return st;  // manual start, or started by a launcher
   if (cfg.master_port == 0) {
-    if (cfg.nnodes > 1) throw UserError("--nnodes " + std::to_string(cfg.nnodes) + " needs --master-port and --master-addr");
+    if (cfg.nnodes > 1)
+      throw UserError("--nnodes " + std::to_string(cfg.nnodes) + " needs --master-port and --master-addr");
     cfg.master_port = pick_free_port(cfg.master_addr);
   }
   const int first = cfg.node_rank * cfg.ranks_per_node();

@@ -27,14 +27,26 @@ std::optional<ModelConfig> ModelConfig::preset(const std::string& name) {
   c.eos_token_ids = {151645, 151643};
   c.bos_token_id = 151643;
   if (name == "qwen3-0.6b") {
-    c.hidden_size = 1024; c.intermediate_size = 3072; c.num_hidden_layers = 28;
-    c.num_attention_heads = 16; c.num_key_value_heads = 8; c.tie_word_embeddings = true;
+    c.hidden_size = 1024;
+    c.intermediate_size = 3072;
+    c.num_hidden_layers = 28;
+    c.num_attention_heads = 16;
+    c.num_key_value_heads = 8;
+    c.tie_word_embeddings = true;
   } else if (name == "qwen3-1.7b") {
-    c.hidden_size = 2048; c.intermediate_size = 6144; c.num_hidden_layers = 28;
-    c.num_attention_heads = 16; c.num_key_value_heads = 8; c.tie_word_embeddings = true;
+    c.hidden_size = 2048;
+    c.intermediate_size = 6144;
+    c.num_hidden_layers = 28;
+    c.num_attention_heads = 16;
+    c.num_key_value_heads = 8;
+    c.tie_word_embeddings = true;
   } else if (name == "qwen3-8b") {
-    c.hidden_size = 4096; c.intermediate_size = 12288; c.num_hidden_layers = 36;
-    c.num_attention_heads = 32; c.num_key_value_heads = 8; c.tie_word_embeddings = false;
+    c.hidden_size = 4096;
+    c.intermediate_size = 12288;
+    c.num_hidden_layers = 36;
+    c.num_attention_heads = 32;
+    c.num_key_value_heads = 8;
+    c.tie_word_embeddings = false;
   } else {
     return std::nullopt;
   }
@@ -57,9 +69,11 @@ void EngineConfig::validate() const {
     throw UserError("--nnodes " + std::to_string(nnodes) + " does not divide --tensor-parallel-size " +
                     std::to_string(tensor_parallel_size) + " (every node runs the same number of ranks)");
   if (node_rank < 0 || node_rank >= nnodes)
-    throw UserError("--node-rank must be in [0, " + std::to_string(nnodes) + ") (got " + std::to_string(node_rank) + ")");
+    throw UserError("--node-rank must be in [0, " + std::to_string(nnodes) + ") (got " + std::to_string(node_rank) +
+                    ")");
   if (tp_rank < 0 || tp_rank >= tensor_parallel_size)
-    throw UserError("--rank must be in [0, " + std::to_string(tensor_parallel_size) + ") (got " + std::to_string(tp_rank) + ")");
+    throw UserError("--rank must be in [0, " + std::to_string(tensor_parallel_size) + ") (got " +
+                    std::to_string(tp_rank) + ")");
   if (master_port < 0 || master_port > 65535) throw UserError("--master-port must be in [0, 65535]");
   if (!(gpu_memory_utilization > 0 && gpu_memory_utilization <= 1))
     throw UserError("--gpu-memory-utilization must be in (0, 1] (got " + std::to_string(gpu_memory_utilization) + ")");

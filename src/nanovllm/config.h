@@ -50,16 +50,16 @@ struct ModelConfig {
 };
 
 struct EngineConfig {
-  std::string model;                 // directory or preset name
-  bool load_dummy = false;           // --load-format dummy
-  std::string device = "auto";       // cpu | cuda | auto
+  std::string model;            // directory or preset name
+  bool load_dummy = false;      // --load-format dummy
+  std::string device = "auto";  // cpu | cuda | auto
   int64_t max_num_seqs = 512;
   int64_t max_num_batched_tokens = 16384;
-  int64_t max_model_len = 4096;      // clamped to max_position_embeddings
+  int64_t max_model_len = 4096;  // clamped to max_position_embeddings
   int64_t block_size = 256;
   double gpu_memory_utilization = 0.9;
-  int64_t kv_cache_memory = 0;       // bytes of KV cache; 0 = automatic (CPU: 4 GiB or what fits)
-  int64_t num_kvcache_blocks = 0;    // explicit block count (tests); overrides kv_cache_memory
+  int64_t kv_cache_memory = 0;     // bytes of KV cache; 0 = automatic (CPU: 4 GiB or what fits)
+  int64_t num_kvcache_blocks = 0;  // explicit block count (tests); overrides kv_cache_memory
   bool enforce_eager = false;
   int tensor_parallel_size = 1;
   // Tensor parallelism: this process's rank, the nodes it spans (each runs N / nnodes ranks, on
@@ -73,11 +73,11 @@ struct EngineConfig {
   // peers are still detected where this rank talks to them, but not inside an NCCL collective.
   std::function<void(const std::string&)> on_tp_peer_lost;
   bool enable_prefix_caching = true;
-  uint64_t seed = 0;                 // engine seed for requests without their own
-  int num_threads = 0;               // CPU backend threads; 0 = all cores
-  bool profile_ops = false;          // time every op (ProfilingBackend; implies eager)
+  uint64_t seed = 0;         // engine seed for requests without their own
+  int num_threads = 0;       // CPU backend threads; 0 = all cores
+  bool profile_ops = false;  // time every op (ProfilingBackend; implies eager)
 
-  void validate() const;             // throws UserError naming the bad field
+  void validate() const;  // throws UserError naming the bad field
   int ranks_per_node() const { return tensor_parallel_size / nnodes; }
   int local_rank() const { return tp_rank % ranks_per_node(); }  // the GPU index on this node
 };

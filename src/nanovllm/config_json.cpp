@@ -75,7 +75,8 @@ class Reader {
   int64_t integer_value(const std::string& key, const json& v, int64_t lo, int64_t hi) const {
     const auto i = as_int64(v);
     if (!i || *i < lo || *i > hi)
-      fail(key, "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] (got " + shown(v) + ")");
+      fail(key,
+           "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] (got " + shown(v) + ")");
     return *i;
   }
   // A finite number in (lo, hi].
@@ -166,7 +167,8 @@ void read_rope(const Reader& r, ModelConfig& c) {
     only_default(sub, "rope_parameters");
     c.rope_theta = sub.number_or("rope_theta", 0, 1e12, c.rope_theta);
   }
-  if (const json* rs = r.object("rope_scaling")) only_default(Reader(*rs, r.where() + ": 'rope_scaling'"), "rope_scaling");
+  if (const json* rs = r.object("rope_scaling"))
+    only_default(Reader(*rs, r.where() + ": 'rope_scaling'"), "rope_scaling");
   if (r.has("partial_rotary_factor") && r.number_or("partial_rotary_factor", 0, 1, 1) != 1)
     r.fail("partial_rotary_factor", "below 1 is not implemented");
 }
@@ -186,7 +188,8 @@ void read_sliding_window(const Reader& r, ModelConfig& c) {
     if (!types->is_array()) r.fail("layer_types", "must be a list of layer types (got " + shown(*types) + ")");
     for (size_t i = 0; i < types->size(); ++i) {
       const json& t = (*types)[i];
-      if (t == "sliding_attention") sliding_layers = true;
+      if (t == "sliding_attention")
+        sliding_layers = true;
       else if (t != "full_attention")
         r.fail("layer_types", "entry " + std::to_string(i) + " is " + shown(t) +
                                   ", which is not implemented (full_attention or sliding_attention)");

@@ -49,7 +49,8 @@ LLM::LLM(EngineConfig cfg, const std::string& tokenizer_dir, bool skip_tokenizer
   const std::string tdir = skip_tokenizer_init ? "" : find_tokenizer_dir(cfg, tokenizer_dir);
   if (!tdir.empty()) {
     tokenizer_ = Tokenizer::from_dir(tdir);
-    if (!tokenizer_->chat_template().empty()) chat_template_ = std::make_unique<ChatTemplate>(tokenizer_->chat_template());
+    if (!tokenizer_->chat_template().empty())
+      chat_template_ = std::make_unique<ChatTemplate>(tokenizer_->chat_template());
   }
   engine_ = std::make_unique<LLMEngine>(std::move(cfg));
 }

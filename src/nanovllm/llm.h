@@ -20,7 +20,7 @@
 namespace nanovllm {
 
 struct Prompt {
-  std::string text;              // used when token_ids is empty
+  std::string text;  // used when token_ids is empty
   std::vector<int32_t> token_ids;
   static Prompt of_text(std::string t) { return {std::move(t), {}}; }
   static Prompt of_ids(std::vector<int32_t> ids) { return {"", std::move(ids)}; }

@@ -67,7 +67,8 @@ void read_sampling_fields(const Json& j, SamplingParams& sp) {
   const char* max_name = field(j, "max_tokens") ? "max_tokens" : "max_completion_tokens";
   if (auto* v = field(j, max_name)) {
     const int64_t m = request_integer(*v, max_name);
-    if (m <= 0 || m > (1 << 30)) throw InvalidRequest(max_name, std::string(max_name) + " must be at least 1 (got " + std::to_string(m) + ")");
+    if (m <= 0 || m > (1 << 30))
+      throw InvalidRequest(max_name, std::string(max_name) + " must be at least 1 (got " + std::to_string(m) + ")");
     sp.max_tokens = int(m);
   }
   if (auto* v = field(j, "ignore_eos")) {
@@ -104,9 +105,9 @@ void read_sampling_fields(const Json& j, SamplingParams& sp) {
   sp.validate();
 }
 
-#define NANOVLLM_REQUEST_JSON(Json)                                                  \
-  template Json parse_request_json<Json>(std::string_view);                          \
-  template int64_t request_integer<Json>(const Json&, const std::string&);          \
+#define NANOVLLM_REQUEST_JSON(Json)                                        \
+  template Json parse_request_json<Json>(std::string_view);                \
+  template int64_t request_integer<Json>(const Json&, const std::string&); \
   template void read_sampling_fields<Json>(const Json&, SamplingParams&);
 NANOVLLM_REQUEST_JSON(nlohmann::json)
 NANOVLLM_REQUEST_JSON(nlohmann::ordered_json)

@@ -8,10 +8,10 @@
 namespace nanovllm {
 
 struct SamplingParams {
-  float temperature = 1.0f;   // 0 = greedy
-  int top_k = 0;              // 0 or -1 = off
-  float top_p = 1.0f;         // (0, 1]
-  float min_p = 0.0f;         // [0, 1]
+  float temperature = 1.0f;      // 0 = greedy
+  int top_k = 0;                 // 0 or -1 = off
+  float top_p = 1.0f;            // (0, 1]
+  float min_p = 0.0f;            // [0, 1]
   std::optional<uint64_t> seed;  // same seed, same output
   int max_tokens = 16;
   bool ignore_eos = false;

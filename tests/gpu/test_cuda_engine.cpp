@@ -27,8 +27,9 @@ void check_fixture_cuda(const std::string& name, int64_t block_size, bool auto_k
     cfg.kv_cache_memory = 64 << 20;
   }
   auto r = test::run_fixture(name, cfg);
-  std::printf("[gpu] e2e %s bs%lld%s: %d greedy tokens compared, %d prompts diverged at a near-tie, max |logit diff| %.3e\n",
-              name.c_str(), (long long)block_size, auto_kv ? " auto-kv" : "", r.compared, r.diverged, r.max_logit_diff);
+  std::printf(
+      "[gpu] e2e %s bs%lld%s: %d greedy tokens compared, %d prompts diverged at a near-tie, max |logit diff| %.3e\n",
+      name.c_str(), (long long)block_size, auto_kv ? " auto-kv" : "", r.compared, r.diverged, r.max_logit_diff);
   EXPECT_LT(r.max_logit_diff, kLogitAtol) << name;
   // The untied fixture is FP32: rounding its weights to BF16 moves logits by up to ~0.09, so 5 of its
   // 6 prompts meet a near-tie (margin <= 0.05) early; seen 48 compared tokens (tied: more).

@@ -86,10 +86,17 @@ TEST(CudaFused, AddRmsNormLinear) {
   REQUIRE_GPU();
   CpuBackend cpu{8};
   CudaBackend gpu{0};
-  for (auto [T, K, N, silu] : std::vector<std::tuple<int64_t, int64_t, int64_t, bool>>{
-           {1, 1024, 4096, false}, {1, 1024, 3072, true}, {2, 1032, 77, false}, {3, 256, 100, true},
-           {4, 2048, 513, false}, {4, 4096, 1000, true}, {1, 4096, 6144, false}, {1, 100, 64, true},
-           {4, 8192, 50, false}, {17, 1024, 160, true}, {1, 1024, 1024, false}}) {
+  for (auto [T, K, N, silu] : std::vector<std::tuple<int64_t, int64_t, int64_t, bool>>{{1, 1024, 4096, false},
+                                                                                       {1, 1024, 3072, true},
+                                                                                       {2, 1032, 77, false},
+                                                                                       {3, 256, 100, true},
+                                                                                       {4, 2048, 513, false},
+                                                                                       {4, 4096, 1000, true},
+                                                                                       {1, 4096, 6144, false},
+                                                                                       {1, 100, 64, true},
+                                                                                       {4, 8192, 50, false},
+                                                                                       {17, 1024, 160, true},
+                                                                                       {1, 1024, 1024, false}}) {
     const int64_t rows = silu ? 2 * N : N;
     auto x = make_pair(cpu, gpu, {T, K}, rand_bf16(size_t(T * K), 51 + uint32_t(K)));
     auto res = make_pair(cpu, gpu, {T, K}, rand_bf16(size_t(T * K), 52 + uint32_t(N), -4, 4));
@@ -99,8 +106,8 @@ TEST(CudaFused, AddRmsNormLinear) {
     Pair out{cpu.empty({T, N}, DType::F32), gpu.empty({T, N}, DType::BF16)};
     cpu.add_rms_norm_linear(x.cpu, res.cpu, nw.cpu, 1e-6f, w.cpu, out.cpu, silu);
     gpu.add_rms_norm_linear(x.gpu, res.gpu, nw.gpu, 1e-6f, w.gpu, out.gpu, silu);
-    const std::string tag = " T=" + std::to_string(T) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
-                            (silu ? " silu" : "");
+    const std::string tag =
+        " T=" + std::to_string(T) + " K=" + std::to_string(K) + " N=" + std::to_string(N) + (silu ? " silu" : "");
     expect_close("add_rms_norm_linear out" + tag, gpu.to_host_f32(out.gpu), cpu.to_host_f32(out.cpu), 1e-2, 5e-2);
     expect_close("add_rms_norm_linear residual" + tag, gpu.to_host_f32(res.gpu), cpu.to_host_f32(res.cpu), 1e-2, 5e-2);
   }
@@ -112,7 +119,8 @@ TEST(CudaFused, LinearF32OutAndCast) {
   REQUIRE_GPU();
   CpuBackend cpu{8};
   CudaBackend gpu{0};
-  for (auto [T, K, N] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 1024, 1001}, {3, 2048, 77}, {17, 1024, 300}}) {
+  for (auto [T, K, N] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 1024, 1001}, {3, 2048, 77}, {17, 1024, 300}}) {
     auto x = make_pair(cpu, gpu, {T, K}, rand_bf16(size_t(T * K), 41));
     auto w = make_pair(cpu, gpu, {N, K}, rand_bf16(size_t(N * K), 42, -0.05f, 0.05f));
     Tensor ref = cpu.empty({T, N}, DType::F32), got = gpu.empty({T, N}, DType::F32);

@@ -29,7 +29,8 @@ TEST(CudaGraph, CaptureReplayMatchesEager) {
   for (int64_t b = 0; b < B; ++b) {
     const int32_t ctx = int32_t(1 + b * 29);
     for (int64_t i = 0; i < md.max_blocks; ++i) md.block_tables.push_back(pool[size_t(b * md.max_blocks + i)]);
-    md.slot_mapping.push_back(md.block_tables[size_t(b * md.max_blocks + (ctx - 1) / bs)] * int32_t(bs) + (ctx - 1) % int32_t(bs));
+    md.slot_mapping.push_back(md.block_tables[size_t(b * md.max_blocks + (ctx - 1) / bs)] * int32_t(bs) +
+                              (ctx - 1) % int32_t(bs));
     md.context_lens.push_back(ctx);
     md.cu_seqlens_q.push_back(int32_t(b + 1));
     md.cu_seqlens_k.push_back(md.cu_seqlens_k.back() + ctx);

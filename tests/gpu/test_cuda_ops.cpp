@@ -66,9 +66,16 @@ TEST(CudaOps, Linear) {
   Backends be;
   // T <= 4 with K % 8 == 0 takes the skinny kernel (gemv.cu): N not a multiple of its 4 rows per
   // CTA, K not a multiple of its 128-chunk stride; K % 8 != 0 and T = 5 take cuBLASLt.
-  for (auto [T, K, N] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-           {1, 256, 384}, {1, 1024, 151}, {2, 1032, 1001}, {3, 3072, 77}, {4, 2056, 4099}, {1, 100, 50},
-           {5, 1024, 512}, {17, 1024, 3072}, {300, 96, 700}, {4097, 128, 64}}) {
+  for (auto [T, K, N] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 256, 384},
+                                                                           {1, 1024, 151},
+                                                                           {2, 1032, 1001},
+                                                                           {3, 3072, 77},
+                                                                           {4, 2056, 4099},
+                                                                           {1, 100, 50},
+                                                                           {5, 1024, 512},
+                                                                           {17, 1024, 3072},
+                                                                           {300, 96, 700},
+                                                                           {4097, 128, 64}}) {
     auto x = make_pair(be.cpu, be.gpu, {T, K}, rand_bf16(size_t(T * K), 5));
     auto w = make_pair(be.cpu, be.gpu, {N, K}, rand_bf16(size_t(N * K), 6, -0.1f, 0.1f));
     Pair out{be.cpu.empty({T, N}, DType::F32), be.gpu.empty({T, N}, DType::BF16)};
@@ -90,14 +97,18 @@ TEST(CudaOps, SiluAndMul) {
     be.gpu.silu_and_mul(x.gpu, out.gpu);
     // Two BF16 roundings (silu(gate), then the product: as a BF16 Hugging Face model rounds) on
     // outputs up to |4 * silu(4)| = 15.7: at most 2^-9 * (3.93 * 4 + 15.7) = 0.062 from FP32.
-    expect_close("silu_and_mul I=" + std::to_string(I), be.gpu.to_host_f32(out.gpu), be.cpu.to_host_f32(out.cpu), 1e-2, 8e-2);
+    expect_close("silu_and_mul I=" + std::to_string(I), be.gpu.to_host_f32(out.gpu), be.cpu.to_host_f32(out.cpu), 1e-2,
+                 8e-2);
   }
 }
 
 TEST(CudaOps, QkNormRope) {
   REQUIRE_GPU();
   Backends be;
-  struct Cfg { int64_t hq, hkv, d; float theta; };
+  struct Cfg {
+    int64_t hq, hkv, d;
+    float theta;
+  };
   for (auto c : {Cfg{16, 8, 128, 1e6f}, Cfg{4, 2, 32, 1e6f}, Cfg{6, 2, 24, 1e4f}, Cfg{4, 2, 64, 1e4f}}) {
     const int64_t T = 17, W = (c.hq + 2 * c.hkv) * c.d;
     auto qkv = make_pair(be.cpu, be.gpu, {T, W}, rand_bf16(size_t(T * W), 8, -2, 2));
@@ -108,7 +119,8 @@ TEST(CudaOps, QkNormRope) {
     auto p = make_i32(be.cpu, be.gpu, pos);
     be.cpu.qk_norm_rope(qkv.cpu, qw.cpu, kw.cpu, p.cpu, c.hq, c.hkv, c.d, 1e-6f, c.theta);
     be.gpu.qk_norm_rope(qkv.gpu, qw.gpu, kw.gpu, p.gpu, c.hq, c.hkv, c.d, 1e-6f, c.theta);
-    expect_close("qk_norm_rope D=" + std::to_string(c.d), be.gpu.to_host_f32(qkv.gpu), be.cpu.to_host_f32(qkv.cpu), 1e-2, 5e-2);
+    expect_close("qk_norm_rope D=" + std::to_string(c.d), be.gpu.to_host_f32(qkv.gpu), be.cpu.to_host_f32(qkv.cpu),
+                 1e-2, 5e-2);
   }
 }
 
@@ -181,7 +193,9 @@ void run_attention_case(Backends& be, const std::string& name, const std::vector
   expect_close(name, be.gpu.to_host_f32(out.gpu), be.cpu.to_host_f32(out.cpu), 1e-2, 3e-2);
 }
 
-struct HeadCfg { int64_t hq, hkv, d; };
+struct HeadCfg {
+  int64_t hq, hkv, d;
+};
 const HeadCfg kHeads[] = {{16, 8, 128}, {4, 2, 32}, {4, 2, 64}, {6, 2, 24}, {8, 1, 128}, {4, 4, 64}};
 
 std::string cfg_name(const char* what, const HeadCfg& h, int64_t bs) {
@@ -195,8 +209,8 @@ TEST(CudaAttention, PrefillFresh) {
   for (auto& h : kHeads)
     for (int64_t bs : {16, 256})
       for (int32_t len : {1, 97, 255, 256, 257})
-        run_attention_case(be, cfg_name("prefill", h, bs) + " len " + std::to_string(len), {{len, len}}, h.hq, h.hkv, h.d,
-                           bs, true, uint32_t(len));
+        run_attention_case(be, cfg_name("prefill", h, bs) + " len " + std::to_string(len), {{len, len}}, h.hq, h.hkv,
+                           h.d, bs, true, uint32_t(len));
 }
 
 TEST(CudaAttention, PrefillBatchWithPrefixHitsAndChunks) {
@@ -205,7 +219,8 @@ TEST(CudaAttention, PrefillBatchWithPrefixHitsAndChunks) {
   // ctx > qlen: cached prefix (prefix-cache hit or earlier chunk) read from the cache.
   const std::vector<SeqSpec> seqs{{300, 44}, {97, 97}, {257, 1}, {256, 128}, {1, 1}, {4097, 1000}, {255, 200}};
   for (auto& h : kHeads)
-    for (int64_t bs : {16, 256}) run_attention_case(be, cfg_name("prefill-mixed", h, bs), seqs, h.hq, h.hkv, h.d, bs, true, 11);
+    for (int64_t bs : {16, 256})
+      run_attention_case(be, cfg_name("prefill-mixed", h, bs), seqs, h.hq, h.hkv, h.d, bs, true, 11);
 }
 
 TEST(CudaAttention, Decode) {
@@ -218,8 +233,8 @@ TEST(CudaAttention, Decode) {
     for (int64_t bs : {16, 256}) {
       run_attention_case(be, cfg_name("decode B17", h, bs), b17, h.hq, h.hkv, h.d, bs, false, 12);
       for (int32_t l : {1, 97, 256, 257, 4097})
-        run_attention_case(be, cfg_name("decode B1", h, bs) + " ctx " + std::to_string(l), {{l, 1}}, h.hq, h.hkv, h.d, bs,
-                           false, uint32_t(l));
+        run_attention_case(be, cfg_name("decode B1", h, bs) + " ctx " + std::to_string(l), {{l, 1}}, h.hq, h.hkv, h.d,
+                           bs, false, uint32_t(l));
     }
 }
 
@@ -230,8 +245,9 @@ TEST(CudaAttention, DecodeOddSplits) {
   for (int64_t B : {7, 11}) {
     std::vector<SeqSpec> seqs;
     for (int64_t b = 0; b < B; ++b) seqs.push_back({int32_t(1 + b * 613 % 3001), 1});
-    run_attention_case(be, "decode B" + std::to_string(B) + " 16/8x128 splits " + std::to_string(be.gpu.decode_splits(B, 8)), seqs,
-                       16, 8, 128, 16, false, uint32_t(B));
+    run_attention_case(
+        be, "decode B" + std::to_string(B) + " 16/8x128 splits " + std::to_string(be.gpu.decode_splits(B, 8)), seqs, 16,
+        8, 128, 16, false, uint32_t(B));
   }
 }
 
@@ -243,7 +259,8 @@ TEST(CudaAttention, DecodeWithoutClusters) {
   Backends be;
   unsetenv("NANOVLLM_DECODE_CLUSTER");
   std::vector<SeqSpec> b17;
-  for (int32_t l : {1, 97, 255, 256, 257, 4097, 2, 31, 32, 33, 500, 1000, 1023, 1024, 1025, 3000, 17}) b17.push_back({l, 1});
+  for (int32_t l : {1, 97, 255, 256, 257, 4097, 2, 31, 32, 33, 500, 1000, 1023, 1024, 1025, 3000, 17})
+    b17.push_back({l, 1});
   for (auto& h : kHeads) {
     run_attention_case(be, cfg_name("decode B17 no-cluster", h, 16), b17, h.hq, h.hkv, h.d, 16, false, 21);
     run_attention_case(be, cfg_name("decode B1 no-cluster", h, 16), {{1025, 1}}, h.hq, h.hkv, h.d, 16, false, 22);
@@ -274,10 +291,24 @@ TEST(CudaSampler, MatchesCpu) {
       switch (b % 6) {
         case 0: r.temperature = 0; break;
         case 1: r.temperature = 0.7f; break;
-        case 2: r.temperature = 1.0f; r.top_k = 50; break;
-        case 3: r.temperature = 0.9f; r.top_p = 0.9f; break;
-        case 4: r.temperature = 1.2f; r.min_p = 0.05f; break;
-        case 5: r.temperature = 0.6f; r.top_k = 20; r.top_p = 0.8f; r.min_p = 0.01f; break;
+        case 2:
+          r.temperature = 1.0f;
+          r.top_k = 50;
+          break;
+        case 3:
+          r.temperature = 0.9f;
+          r.top_p = 0.9f;
+          break;
+        case 4:
+          r.temperature = 1.2f;
+          r.min_p = 0.05f;
+          break;
+        case 5:
+          r.temperature = 0.6f;
+          r.top_k = 20;
+          r.top_p = 0.8f;
+          r.min_p = 0.01f;
+          break;
       }
       r.seed = 1234 + uint64_t(b);
       r.position = 100 + b;

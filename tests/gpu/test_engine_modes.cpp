@@ -65,6 +65,7 @@ TEST(CudaEngineModes, GraphsPrefixCachingAndPreemptionGiveIdenticalGreedyOutputs
   tight.num_kvcache_blocks = 20;  // 2 shared + 16 x 2 own blocks would be needed at once
   EXPECT_EQ(run(tight, prompts, &pre), want) << "forced preemption";
   EXPECT_GT(pre, 0);
-  std::printf("16 prompts x 40 greedy tokens identical across graphs/eager, prefix caching on/off, and %lld preemptions\n",
-              (long long)pre);
+  std::printf(
+      "16 prompts x 40 greedy tokens identical across graphs/eager, prefix caching on/off, and %lld preemptions\n",
+      (long long)pre);
 }

@@ -45,15 +45,16 @@ TEST(HFQwen3_06B, LastTokenLogitsMatchTransformers) {
   std::map<int64_t, std::vector<float>> got;
   e.model_runner().logits_observer = [&](const ScheduledBatch& b, const std::vector<float>& l) {
     for (size_t i = 0; i < b.seqs.size(); ++i)
-      if (b.seqs[i]->num_completion_tokens() == 0 && b.seqs[i]->num_cached_tokens + b.seqs[i]->num_scheduled_tokens ==
-                                                          b.seqs[i]->num_tokens())
+      if (b.seqs[i]->num_completion_tokens() == 0 &&
+          b.seqs[i]->num_cached_tokens + b.seqs[i]->num_scheduled_tokens == b.seqs[i]->num_tokens())
         got[b.seqs[i]->id].assign(l.begin() + int64_t(i) * V, l.begin() + int64_t(i + 1) * V);
   };
   SamplingParams sp;
   sp.temperature = 0;
   sp.max_tokens = 1;
   std::vector<int64_t> ids;
-  for (size_t i = 0; i < prompts.size(); ++i) ids.push_back(only < 0 || int64_t(i) == only ? e.add_request(prompts[i], sp) : -1);
+  for (size_t i = 0; i < prompts.size(); ++i)
+    ids.push_back(only < 0 || int64_t(i) == only ? e.add_request(prompts[i], sp) : -1);
   while (e.has_unfinished()) e.step();
   double min_cos = 1, sum_cos = 0;
   int agree = 0;
@@ -84,10 +85,11 @@ TEST(HFQwen3_06B, LastTokenLogitsMatchTransformers) {
         if (v != ar) r2 = std::max(r2, r[v]);
       const float* e32 = ref32.data() + i * V;
       const int64_t a32 = std::max_element(e32, e32 + V) - e32;
-      std::printf("prompt %lld (%zu tokens): reference top-1 %lld (%.4f, margin %.4f over the next), ours %lld "
-                  "(ours gives the reference's top-1 %.4f and ours %.4f; float32 run: top-1 %lld, %.4f vs %.4f)\n",
-                  (long long)i, prompts[size_t(i)].size(), (long long)ar, r[ar], r[ar] - r2, (long long)ag,
-                  g[size_t(ar)], g[size_t(ag)], (long long)a32, e32[ar], e32[ag]);
+      std::printf(
+          "prompt %lld (%zu tokens): reference top-1 %lld (%.4f, margin %.4f over the next), ours %lld "
+          "(ours gives the reference's top-1 %.4f and ours %.4f; float32 run: top-1 %lld, %.4f vs %.4f)\n",
+          (long long)i, prompts[size_t(i)].size(), (long long)ar, r[ar], r[ar] - r2, (long long)ag, g[size_t(ar)],
+          g[size_t(ag)], (long long)a32, e32[ar], e32[ag]);
     }
   }
   std::printf("Qwen3-0.6B random weights, %lld prompts: cosine min %.6f mean %.6f, top-1 agreement %d/%lld\n",

@@ -64,7 +64,7 @@ EngineConfig base_config() {
 }
 
 struct Observed {
-  std::map<int64_t, std::vector<float>> prompt_logits;           // request -> last prompt token's logits
+  std::map<int64_t, std::vector<float>> prompt_logits;            // request -> last prompt token's logits
   std::map<int64_t, std::vector<std::pair<int32_t, float>>> top;  // request -> per step (argmax, top1 - top2)
   std::map<int64_t, std::vector<int32_t>> tokens;
 };
@@ -175,15 +175,19 @@ TEST(CudaTensorParallel, LastTokenLogitsMatchTp1) {
       tied += r1 != g1 && std::fabs(ref[size_t(r1)] - ref[size_t(g1)]) <= step(ref[size_t(r1)]) &&
               std::fabs(got[size_t(r1)] - got[size_t(g1)]) <= step(got[size_t(g1)]);
       if (r1 != g1) {  // how near a tie it was: TP=1's top-1 and TP=N's top-1, in both runs' logits
-        std::printf("[gpu]   prompt %lld (%zu tokens): TP=1 picks %lld (%.4f; TP=%d has %.4f), TP=%d picks %lld (%.4f; TP=1 has %.4f)\n",
-                    (long long)id, size_t(id) < prompts.size() ? prompts[size_t(id)].size() : size_t(0), (long long)r1, ref[size_t(r1)], tp, got[size_t(r1)], tp,
-                    (long long)g1, got[size_t(g1)], ref[size_t(g1)]);
+        std::printf(
+            "[gpu]   prompt %lld (%zu tokens): TP=1 picks %lld (%.4f; TP=%d has %.4f), TP=%d picks %lld (%.4f; TP=1 "
+            "has %.4f)\n",
+            (long long)id, size_t(id) < prompts.size() ? prompts[size_t(id)].size() : size_t(0), (long long)r1,
+            ref[size_t(r1)], tp, got[size_t(r1)], tp, (long long)g1, got[size_t(g1)], ref[size_t(g1)]);
       }
     }
     const double P = double(one.prompt_logits.size());
-    std::printf("[gpu] TP=%d vs TP=1, %s, %zu prompts: cosine min %.6f mean %.6f, top-1 agreement %d/%zu "
-                "(%d more are BF16 ties)\n", tp, base_config().model.c_str(), one.prompt_logits.size(), min_cos,
-                sum_cos / P, agree, one.prompt_logits.size(), tied);
+    std::printf(
+        "[gpu] TP=%d vs TP=1, %s, %zu prompts: cosine min %.6f mean %.6f, top-1 agreement %d/%zu "
+        "(%d more are BF16 ties)\n",
+        tp, base_config().model.c_str(), one.prompt_logits.size(), min_cos, sum_cos / P, agree,
+        one.prompt_logits.size(), tied);
     EXPECT_EQ(one.prompt_logits.size(), 64u);
     EXPECT_GE(min_cos, 0.999) << "TP=" << tp;
     EXPECT_GE((agree + tied) / P, 0.99) << "TP=" << tp << ": top-1 agreement, BF16 ties counted as agreeing";
@@ -250,9 +254,11 @@ TEST(CudaTensorParallel, NcclAllReduceSumsAndItsTime) {
           check(3, 1024, DType::BF16);
         }
         std::ostringstream report;
-        for (auto [T, H, dt] : std::vector<std::tuple<int64_t, int64_t, DType>>{
-                 {1, 1024, DType::BF16}, {1, 4096, DType::F32}, {4, 4096, DType::F32}, {256, 1024, DType::BF16},
-                 {256, 4096, DType::BF16}}) {
+        for (auto [T, H, dt] : std::vector<std::tuple<int64_t, int64_t, DType>>{{1, 1024, DType::BF16},
+                                                                                {1, 4096, DType::F32},
+                                                                                {4, 4096, DType::F32},
+                                                                                {256, 1024, DType::BF16},
+                                                                                {256, 4096, DType::BF16}}) {
           check(T, H, dt);
           Tensor x = be.empty({T, H}, dt);
           std::vector<float> zeros(size_t(T * H), 0.f);
@@ -263,15 +269,16 @@ TEST(CudaTensorParallel, NcclAllReduceSumsAndItsTime) {
           const auto t0 = std::chrono::steady_clock::now();
           for (int i = 0; i < iters; ++i) comm->all_reduce_sum(x);
           be.synchronize();
-          const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+          const double us =
+              std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
           report << "[" << T << "," << H << "] " << dtype_name(dt) << " " << us << " us; ";
         }
         return report.str();
       }));
     std::vector<std::string> reps;
     if (!join_ranks(ranks, reps, p2p ? " (p2p)" : " (nccl)")) return;
-    std::printf("[gpu] all-reduce %s (2 GPUs, back to back, eager): %s\n", p2p ? "P2P one-shot <= 64 KiB, else NCCL" : "NCCL",
-                reps[0].c_str());
+    std::printf("[gpu] all-reduce %s (2 GPUs, back to back, eager): %s\n",
+                p2p ? "P2P one-shot <= 64 KiB, else NCCL" : "NCCL", reps[0].c_str());
   }
 }
 
@@ -308,8 +315,8 @@ void check_fused_all_reduce_norm(int world) {
       const float eps = 1e-6f;
       // LL lines up to 64 KiB, then the bulk kernel: fewer rows than blocks, several rows per
       // block (512 at H 4096: its capacity), and at H 1024 and 5120.
-      const std::vector<std::pair<int64_t, int64_t>> shapes{{1, 4096},  {4, 4096},  {3, 1024},  {16, 1024},
-                                                            {9, 1024},  {2, 5120},  {5, 4096},  {130, 4096},
+      const std::vector<std::pair<int64_t, int64_t>> shapes{{1, 4096},   {4, 4096},   {3, 1024}, {16, 1024},
+                                                            {9, 1024},   {2, 5120},   {5, 4096}, {130, 4096},
                                                             {512, 4096}, {300, 1024}, {33, 5120}};
       for (int round = 0; round < 3; ++round)
         for (auto [T, H] : shapes) {
@@ -323,7 +330,8 @@ void check_fused_all_reduce_norm(int world) {
           // while the first still runs, and must still take the next call number).
           Tensor p1b = make(part, {T, H}, DType::F32), r1b = make(resid, {T, H}, DType::BF16);
           Tensor outb = be.empty({T, H}, DType::BF16);
-          if (!comm->all_reduce_add_rms_norm(p1, r1, w, eps, out) || !comm->all_reduce_add_rms_norm(p1b, r1b, w, eps, outb))
+          if (!comm->all_reduce_add_rms_norm(p1, r1, w, eps, out) ||
+              !comm->all_reduce_add_rms_norm(p1b, r1b, w, eps, outb))
             throw Error("fused all-reduce + norm declined [" + std::to_string(T) + ", " + std::to_string(H) + "]");
           if (be.to_host_f32(outb) != be.to_host_f32(out) || be.to_host_f32(r1b) != be.to_host_f32(r1))
             throw Error("back-to-back fused calls differ at [" + std::to_string(T) + ", " + std::to_string(H) + "]");
@@ -347,8 +355,8 @@ void check_fused_all_reduce_norm(int world) {
         if (comm->all_reduce_add_rms_norm(p, q, w, eps, o)) throw Error("fused path took [513, 4096]");
       }
       std::ostringstream report;
-      for (auto [T, H] : std::vector<std::pair<int64_t, int64_t>>{{1, 4096}, {4, 4096}, {1, 1024}, {16, 4096},
-                                                                   {64, 4096}, {256, 4096}, {512, 4096}}) {
+      for (auto [T, H] : std::vector<std::pair<int64_t, int64_t>>{
+               {1, 4096}, {4, 4096}, {1, 1024}, {16, 4096}, {64, 4096}, {256, 4096}, {512, 4096}}) {
         Tensor p = make(std::vector<float>(size_t(T * H), 0.f), {T, H}, DType::F32);
         Tensor q = make(std::vector<float>(size_t(T * H), 1.f), {T, H}, DType::BF16);
         Tensor w = make(std::vector<float>(size_t(H), 1.f), {H}, DType::BF16);
@@ -375,7 +383,8 @@ void check_fused_all_reduce_norm(int world) {
     }));
   std::vector<Result> got;
   if (!join_ranks(ranks, got, "")) return;
-  for (int r = 1; r < world; ++r) EXPECT_TRUE(got[0].outs == got[size_t(r)].outs) << "rank " << r << "'s fused results differ";
+  for (int r = 1; r < world; ++r)
+    EXPECT_TRUE(got[0].outs == got[size_t(r)].outs) << "rank " << r << "'s fused results differ";
   std::printf("[gpu] all-reduce + add + RMSNorm, %d GPUs, eager, back to back: %s\n", world, got[0].report.c_str());
 }
 

@@ -19,8 +19,8 @@ TEST(CudaTpOps, ShardEmbeddingZeroesOtherShardsIds) {
   gpu.embedding(id.gpu, table.gpu, out.gpu, start);
   const auto got = gpu.to_host_f32(out.gpu);
   EXPECT_EQ(got, cpu.to_host_f32(out.cpu));
-  for (int64_t i = 0; i < H; ++i) EXPECT_EQ(got[size_t(i)], 0.0f);            // id 0: another shard
-  EXPECT_NE(got[size_t(2 * H)] + got[size_t(2 * H + 1)], 0.0f);                // id 20: row 0
+  for (int64_t i = 0; i < H; ++i) EXPECT_EQ(got[size_t(i)], 0.0f);  // id 0: another shard
+  EXPECT_NE(got[size_t(2 * H)] + got[size_t(2 * H + 1)], 0.0f);     // id 20: row 0
 }
 
 TEST(CudaTpOps, MergeVocabShards) {
@@ -34,7 +34,8 @@ TEST(CudaTpOps, MergeVocabShards) {
   gpu.merge_vocab_shards(parts.gpu, out.gpu);
   const auto want = cpu.to_host_f32(out.cpu), in = cpu.to_host_f32(parts.cpu);
   EXPECT_EQ(gpu.to_host_f32(out.gpu), want);
-  EXPECT_EQ(want[size_t(1 * N * Vl + 2 * Vl + 3)], in[size_t((2 * B + 1) * Vl + 3)]);  // out[1, 2*Vl+3] = parts[2, 1, 3]
+  EXPECT_EQ(want[size_t(1 * N * Vl + 2 * Vl + 3)],
+            in[size_t((2 * B + 1) * Vl + 3)]);  // out[1, 2*Vl+3] = parts[2, 1, 3]
 }
 
 }  // namespace

@@ -35,10 +35,10 @@ class Communicator {
 };
 
 // NCCL (CUDA builds; the CPU-only build's stub throws UserError "NCCL is not compiled in"):
-std::vector<uint8_t> make_nccl_unique_id();   // rank 0 makes it; 128 bytes
+std::vector<uint8_t> make_nccl_unique_id();  // rank 0 makes it; 128 bytes
 // allow_p2p: decode-sized all-reduces through the one-shot NVLink kernel (backends/cuda/nccl/
 // p2p_all_reduce.h) where all ranks can map each other; else every collective is NCCL's.
-std::unique_ptr<Communicator> make_nccl_communicator(Backend& be, int rank, int world, const std::vector<uint8_t>& unique_id,
-                                                     bool allow_p2p = true);
+std::unique_ptr<Communicator> make_nccl_communicator(Backend& be, int rank, int world,
+                                                     const std::vector<uint8_t>& unique_id, bool allow_p2p = true);
 
 }  // namespace nanovllm

@@ -9,7 +9,8 @@ namespace nanovllm {
 CpuCommunicator::CpuCommunicator(int rank, int world, std::vector<Socket> peers, double timeout_s)
     : rank_(rank), world_(world), peers_(std::move(peers)), timeout_s_(timeout_s) {
   const size_t want = rank == 0 ? size_t(world) : 1;
-  if (peers_.size() != want) throw Error("CpuCommunicator: " + std::to_string(peers_.size()) + " sockets for rank " + std::to_string(rank));
+  if (peers_.size() != want)
+    throw Error("CpuCommunicator: " + std::to_string(peers_.size()) + " sockets for rank " + std::to_string(rank));
 }
 
 void CpuCommunicator::all_reduce_sum(Tensor& x) {

@@ -34,7 +34,8 @@ static std::string status_str(int status) {
   return "status " + std::to_string(status);
 }
 
-LocalLauncher::LocalLauncher(const std::vector<int>& ranks, const std::function<std::vector<std::string>(int)>& extra_args) {
+LocalLauncher::LocalLauncher(const std::vector<int>& ranks,
+                             const std::function<std::vector<std::string>(int)>& extra_args) {
   const std::vector<std::string> base = own_command_line();
   const pid_t parent = getpid();
   for (int rank : ranks) {

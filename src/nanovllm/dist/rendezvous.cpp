@@ -34,7 +34,8 @@ std::vector<std::vector<Socket>> serve(const RendezvousOptions& o) {
       throw UserError("tensor parallel: rank " + std::to_string(h.rank) + " was started with --tensor-parallel-size " +
                       std::to_string(h.world) + " but rank 0 with " + std::to_string(o.world));
     if (h.rank <= 0 || h.rank >= o.world || h.channel < 0 || h.channel >= o.channels)
-      throw UserError("tensor parallel: a process claims rank " + std::to_string(h.rank) + " of " + std::to_string(o.world));
+      throw UserError("tensor parallel: a process claims rank " + std::to_string(h.rank) + " of " +
+                      std::to_string(o.world));
     auto& slot = conns[size_t(h.channel)][size_t(h.rank)];
     if (slot.valid()) throw UserError("tensor parallel: two processes were started as rank " + std::to_string(h.rank));
     const uint32_t ok = kMagic;
@@ -63,7 +64,8 @@ std::vector<std::vector<Socket>> join(const RendezvousOptions& o) {
 
 std::vector<std::vector<Socket>> rendezvous(const RendezvousOptions& o) {
   if (o.world < 1 || o.rank < 0 || o.rank >= o.world)
-    throw UserError("tensor parallel: rank " + std::to_string(o.rank) + " is outside [0, " + std::to_string(o.world) + ")");
+    throw UserError("tensor parallel: rank " + std::to_string(o.rank) + " is outside [0, " + std::to_string(o.world) +
+                    ")");
   if (o.world > 1 && o.master_port <= 0) throw UserError("tensor parallel: --master-port is required");
   return o.rank == 0 ? serve(o) : join(o);
 }

@@ -156,7 +156,8 @@ void Socket::recv_all(void* data, size_t n, double timeout_s) {
   char* p = static_cast<char*>(data);
   while (n > 0) {
     if (!wait_readable(fd_, timeout_s, spin_s_))
-      throw Error("tensor parallel: no answer from " + peer_ + " within " + std::to_string(int(timeout_s)) + " s (hung?)");
+      throw Error("tensor parallel: no answer from " + peer_ + " within " + std::to_string(int(timeout_s)) +
+                  " s (hung?)");
     ssize_t r = ::recv(fd_, p, n, 0);
     if (r < 0 && errno == EINTR) continue;
     if (r == 0) throw PeerLostError(peer_ + " exited (connection closed)");

@@ -13,12 +13,14 @@ namespace nanovllm {
 
 class ByteWriter {
  public:
-  template <class T> void put(T v) {
+  template <class T>
+  void put(T v) {
     static_assert(std::is_trivially_copyable_v<T>);
     const auto* p = reinterpret_cast<const uint8_t*>(&v);
     buf_.insert(buf_.end(), p, p + sizeof(T));
   }
-  template <class T> void put_vec(const std::vector<T>& v) {
+  template <class T>
+  void put_vec(const std::vector<T>& v) {
     put<uint64_t>(v.size());
     const auto* p = reinterpret_cast<const uint8_t*>(v.data());
     buf_.insert(buf_.end(), p, p + v.size() * sizeof(T));
@@ -33,14 +35,16 @@ class ByteWriter {
 class ByteReader {
  public:
   explicit ByteReader(const std::vector<uint8_t>& b) : b_(b) {}
-  template <class T> T get() {
+  template <class T>
+  T get() {
     T v;
     need(sizeof(T));
     std::memcpy(&v, b_.data() + pos_, sizeof(T));
     pos_ += sizeof(T);
     return v;
   }
-  template <class T> std::vector<T> get_vec() {
+  template <class T>
+  std::vector<T> get_vec() {
     const uint64_t n = get<uint64_t>();
     if (n > (b_.size() - pos_) / sizeof(T)) throw Error("tensor parallel: truncated control message");
     std::vector<T> v(static_cast<size_t>(n));

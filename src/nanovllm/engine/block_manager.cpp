@@ -87,8 +87,10 @@ int32_t BlockManager::take_free_block() {
 }
 
 void BlockManager::allocate(Sequence& seq) {
-  if (!seq.block_table.empty()) throw Error("block manager: sequence " + std::to_string(seq.id) + " already has blocks");
-  if (can_allocate(seq) < 0) throw ResourceError("block manager: not enough free blocks for sequence " + std::to_string(seq.id));
+  if (!seq.block_table.empty())
+    throw Error("block manager: sequence " + std::to_string(seq.id) + " already has blocks");
+  if (can_allocate(seq) < 0)
+    throw ResourceError("block manager: not enough free blocks for sequence " + std::to_string(seq.id));
   std::optional<uint64_t> prefix;
   bool hitting = prefix_caching_;
   const int64_t lookups = (seq.num_tokens() - 1) / block_size_;
@@ -168,8 +170,8 @@ std::string BlockManager::check_invariants(const std::vector<const Sequence*>& l
     if (b.ref_count > 0) ++used;
   }
   if (used + num_free_blocks() != num_blocks())
-    return "used (" + std::to_string(used) + ") + free (" + std::to_string(num_free_blocks()) +
-           ") != all (" + std::to_string(num_blocks()) + ")";
+    return "used (" + std::to_string(used) + ") + free (" + std::to_string(num_free_blocks()) + ") != all (" +
+           std::to_string(num_blocks()) + ")";
   for (int32_t id : free_)
     if (blocks_[size_t(id)].ref_count != 0) return "free block " + std::to_string(id) + " is referenced";
   for (auto& [h, id] : hash_to_block_) {
@@ -183,7 +185,8 @@ std::string BlockManager::check_invariants(const std::vector<const Sequence*>& l
       const Block& b = blocks_[size_t(s->block_table[size_t(i)])];
       auto toks = s->block(i);
       if (!b.hash || !std::equal(toks.begin(), toks.end(), b.token_ids.begin(), b.token_ids.end()))
-        return "sealed block " + std::to_string(b.id) + " of sequence " + std::to_string(s->id) + " does not match its tokens";
+        return "sealed block " + std::to_string(b.id) + " of sequence " + std::to_string(s->id) +
+               " does not match its tokens";
     }
   return "";
 }

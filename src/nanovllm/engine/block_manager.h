@@ -20,8 +20,8 @@ namespace nanovllm {
 struct Block {
   int32_t id = 0;
   int32_t ref_count = 0;
-  std::optional<uint64_t> hash;        // set once the block is full and sealed
-  std::vector<int32_t> token_ids;      // the tokens the hash covers
+  std::optional<uint64_t> hash;    // set once the block is full and sealed
+  std::vector<int32_t> token_ids;  // the tokens the hash covers
 };
 
 class BlockManager {

@@ -41,8 +41,8 @@ class CudaGraphRunner {
   // Static device inputs, sized for the largest bucket: views of one buffer (inputs_).
   Tensor inputs_, ids_, pos_, slot_, ctx_, tables_, cu_q_, cu_k_;
   std::vector<int32_t> host_inputs_, host_tables_;  // reused host images of the inputs
-  std::map<int64_t, int64_t> graph_;   // bucket -> graph handle
-  std::map<int64_t, Tensor> logits_;   // bucket -> captured logits [bucket, V]
+  std::map<int64_t, int64_t> graph_;                // bucket -> graph handle
+  std::map<int64_t, Tensor> logits_;                // bucket -> captured logits [bucket, V]
 };
 
 }  // namespace nanovllm

@@ -47,7 +47,8 @@ LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)),
     tp_->start_watchdog(cfg_.on_tp_peer_lost);
   }
   runner_ = std::make_unique<ModelRunner>(cfg_, mcfg_, make_backend(cfg_), tp_.get());
-  block_manager_ = std::make_unique<BlockManager>(runner_->num_kv_blocks(), cfg_.block_size, cfg_.enable_prefix_caching);
+  block_manager_ =
+      std::make_unique<BlockManager>(runner_->num_kv_blocks(), cfg_.block_size, cfg_.enable_prefix_caching);
   scheduler_ = std::make_unique<Scheduler>(cfg_, *block_manager_, mcfg_.eos_token_ids);
 }
 
@@ -70,13 +71,15 @@ int64_t LLMEngine::add_request(std::vector<int32_t> prompt, const SamplingParams
   const int64_t n = int64_t(prompt.size());
   if (n >= cfg_.max_model_len)
     throw InvalidRequest("prompt", "the prompt has " + std::to_string(n) + " tokens but max_model_len is " +
-                                       std::to_string(cfg_.max_model_len) + " (prompt plus at least one generated token)");
+                                       std::to_string(cfg_.max_model_len) +
+                                       " (prompt plus at least one generated token)");
   // A sequence must fit the KV pool on its own, else preemption could never make room for it.
   const int64_t total = std::min<int64_t>(n + params.max_tokens, cfg_.max_model_len);
   const int64_t need = (total + cfg_.block_size - 1) / cfg_.block_size;
   if (need > block_manager_->num_blocks())
-    throw InvalidRequest("max_tokens", "prompt plus max_tokens needs " + std::to_string(need) + " KV blocks but the cache holds " +
-                                           std::to_string(block_manager_->num_blocks()) + "; lower max_tokens or enlarge the KV cache");
+    throw InvalidRequest(
+        "max_tokens", "prompt plus max_tokens needs " + std::to_string(need) + " KV blocks but the cache holds " +
+                          std::to_string(block_manager_->num_blocks()) + "; lower max_tokens or enlarge the KV cache");
   const int64_t id = next_id_++;
   const uint64_t seed = params.seed ? *params.seed : seed_rng_();
   auto seq = std::make_unique<Sequence>(id, std::move(prompt), params, cfg_.block_size, seed);

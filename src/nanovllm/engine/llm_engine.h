@@ -29,7 +29,7 @@ struct RequestOutput {
 // What one step did: which sequences got a new token, which finished.
 struct StepResult {
   bool is_prefill = false;
-  int64_t num_tokens = 0;                          // tokens computed
+  int64_t num_tokens = 0;  // tokens computed
   double seconds = 0;
   std::vector<std::pair<int64_t, int32_t>> new_tokens;  // (request id, token)
   std::vector<RequestOutput> finished;

@@ -1,8 +1,8 @@
 #include "nanovllm/engine/model_runner.h"
 
+#include "nanovllm/dist/tp_group.h"
 #include "nanovllm/engine/cuda_graph_runner.h"
 #include "nanovllm/engine/tp_protocol.h"
-#include "nanovllm/dist/tp_group.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -14,7 +14,8 @@
 
 namespace nanovllm {
 
-ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::unique_ptr<Backend> backend, TpGroup* tp)
+ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::unique_ptr<Backend> backend,
+                         TpGroup* tp)
     : cfg_(cfg), mcfg_(mcfg), backend_(std::move(backend)), tp_(tp && tp->world() > 1 ? tp : nullptr) {
   validate_tensor_parallel(mcfg_, tp_ ? tp_->world() : 1);
   kv_heads_ = mcfg_.num_key_value_heads / (tp_ ? tp_->world() : 1);
@@ -39,8 +40,10 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
     throw;
   }
   auto specs = model_->weight_specs();
-  if (cfg_.load_dummy) load_dummy_weights(*backend_, specs);
-  else load_weights(*backend_, *ckpt, specs);
+  if (cfg_.load_dummy)
+    load_dummy_weights(*backend_, specs);
+  else
+    load_weights(*backend_, *ckpt, specs);
   ckpt.reset();
   model_->finalize_weights();
 
@@ -69,8 +72,9 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
   // accepts could never be scheduled.
   if (num_kv_blocks_ * cfg_.block_size < cfg_.max_model_len)
     throw UserError("max_model_len " + std::to_string(cfg_.max_model_len) + " is larger than the KV cache can hold (" +
-                    std::to_string(num_kv_blocks_) + " blocks of " + std::to_string(cfg_.block_size) + " tokens = " +
-                    std::to_string(num_kv_blocks_ * cfg_.block_size) + " tokens); lower --max-model-len or enlarge the cache " +
+                    std::to_string(num_kv_blocks_) + " blocks of " + std::to_string(cfg_.block_size) +
+                    " tokens = " + std::to_string(num_kv_blocks_ * cfg_.block_size) +
+                    " tokens); lower --max-model-len or enlarge the cache " +
                     "(--kv-cache-memory, --gpu-memory-utilization)");
   allocate_kv_cache();
   if (backend_->supports_graphs() && !cfg_.enforce_eager) {
@@ -91,7 +95,8 @@ void ModelRunner::allocate_kv_cache() {
   const int64_t L = mcfg_.num_hidden_layers;
   layers_kv_.clear();
   kv_cache_ = Tensor();
-  kv_cache_ = backend_->empty({2, L, num_kv_blocks_, cfg_.block_size, kv_heads_, mcfg_.head_dim}, backend_->act_dtype());
+  kv_cache_ =
+      backend_->empty({2, L, num_kv_blocks_, cfg_.block_size, kv_heads_, mcfg_.head_dim}, backend_->act_dtype());
   const int64_t layer_elems = num_kv_blocks_ * cfg_.block_size * kv_heads_ * mcfg_.head_dim;
   Tensor flat = kv_cache_.view({2 * L, layer_elems});
   for (int64_t l = 0; l < L; ++l) {
@@ -144,7 +149,8 @@ int64_t ModelRunner::gpu_kv_blocks_after_warmup() {
 }
 
 int64_t ModelRunner::kv_bytes_per_block() const {
-  return 2 * mcfg_.num_hidden_layers * cfg_.block_size * kv_heads_ * mcfg_.head_dim * int64_t(dtype_size(backend_->act_dtype()));
+  return 2 * mcfg_.num_hidden_layers * cfg_.block_size * kv_heads_ * mcfg_.head_dim *
+         int64_t(dtype_size(backend_->act_dtype()));
 }
 
 StepInputs ModelRunner::prepare(const ScheduledBatch& batch, int64_t bs) {
@@ -179,7 +185,9 @@ StepInputs ModelRunner::prepare(const ScheduledBatch& batch, int64_t bs) {
 }
 
 Tensor ModelRunner::forward_logits(StepInputs& in) {
-  if (trace_) trace("step " + std::to_string(steps_++) + (in.md.is_prefill ? " prefill " : " decode ") + std::to_string(in.md.num_tokens));
+  if (trace_)
+    trace("step " + std::to_string(steps_++) + (in.md.is_prefill ? " prefill " : " decode ") +
+          std::to_string(in.md.num_tokens));
   if (graphs_ && !in.md.is_prefill && in.md.num_seqs <= graphs_->max_batch()) return graphs_->run(in);
   backend_->begin_step();
   const int64_t T = int64_t(in.input_ids.size());

@@ -30,7 +30,8 @@ class ModelRunner {
  public:
   // Loads the model (weights from cfg.model, or dummy ones) and allocates the KV cache.
   // tp: this rank's tensor-parallel group (outlives the runner), nullptr for one rank.
-  ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::unique_ptr<Backend> backend, TpGroup* tp = nullptr);
+  ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::unique_ptr<Backend> backend,
+              TpGroup* tp = nullptr);
   ~ModelRunner();
 
   // Rank 0 (or the only rank): one step, one token per sequence.
@@ -65,8 +66,8 @@ class ModelRunner {
   void trace(const std::string& what) const;
   std::unique_ptr<Communicator> comm_;  // before model_, which uses it; after backend_, which it uses
   std::unique_ptr<CausalLM> model_;
-  int64_t kv_heads_ = 0;                // this rank's KV heads: Hkv / tensor_parallel_size
-  Tensor kv_cache_;                   // [2, L, num_blocks, block_size, Hkv, D]
+  int64_t kv_heads_ = 0;  // this rank's KV heads: Hkv / tensor_parallel_size
+  Tensor kv_cache_;       // [2, L, num_blocks, block_size, Hkv, D]
   std::vector<LayerKVCache> layers_kv_;
   int64_t num_kv_blocks_ = 0;
   std::unique_ptr<CudaGraphRunner> graphs_;  // decode graphs (GPU, unless enforce_eager)

@@ -25,7 +25,7 @@ class Scheduler {
  public:
   Scheduler(const EngineConfig& cfg, BlockManager& bm, std::vector<int32_t> eos_token_ids);
 
-  void add(Sequence* seq);              // not owned
+  void add(Sequence* seq);  // not owned
   ScheduledBatch schedule();
   // Applies one step's sampled tokens (one per sequence). Returns the sequences that finished.
   std::vector<Sequence*> postprocess(const ScheduledBatch& batch, const std::vector<int32_t>& token_ids);

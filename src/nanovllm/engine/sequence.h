@@ -15,19 +15,19 @@ enum class SequenceStatus : uint8_t { Waiting, Running, Finished };
 class Sequence {
  public:
   Sequence(int64_t id, std::vector<int32_t> prompt, SamplingParams params, int64_t block_size, uint64_t seed)
-      : id(id), token_ids(std::move(prompt)), num_prompt_tokens(int64_t(token_ids.size())),
-        params(std::move(params)), seed(seed), block_size(block_size) {}
+      : id(id), token_ids(std::move(prompt)), num_prompt_tokens(int64_t(token_ids.size())), params(std::move(params)),
+        seed(seed), block_size(block_size) {}
 
   int64_t id;
   SequenceStatus status = SequenceStatus::Waiting;
-  std::vector<int32_t> token_ids;     // prompt followed by completion
+  std::vector<int32_t> token_ids;  // prompt followed by completion
   int64_t num_prompt_tokens;
-  int64_t num_cached_tokens = 0;      // tokens whose K/V are in the cache
-  int64_t num_scheduled_tokens = 0;   // tokens this step computes
-  int64_t num_hashed_blocks = 0;      // leading blocks sealed into the prefix cache
-  std::vector<int32_t> block_table;   // block ids, block i holds tokens [i*bs, (i+1)*bs)
+  int64_t num_cached_tokens = 0;     // tokens whose K/V are in the cache
+  int64_t num_scheduled_tokens = 0;  // tokens this step computes
+  int64_t num_hashed_blocks = 0;     // leading blocks sealed into the prefix cache
+  std::vector<int32_t> block_table;  // block ids, block i holds tokens [i*bs, (i+1)*bs)
   SamplingParams params;
-  uint64_t seed;                      // sampling noise = f(seed, position, vocab index)
+  uint64_t seed;  // sampling noise = f(seed, position, vocab index)
   FinishReason finish_reason = FinishReason::None;
   int64_t num_preemptions = 0;
   int64_t block_size;
@@ -41,9 +41,7 @@ class Sequence {
     int64_t b = i * block_size, e = std::min(num_tokens(), b + block_size);
     return {token_ids.data() + b, size_t(e - b)};
   }
-  std::vector<int32_t> completion_token_ids() const {
-    return {token_ids.begin() + num_prompt_tokens, token_ids.end()};
-  }
+  std::vector<int32_t> completion_token_ids() const { return {token_ids.begin() + num_prompt_tokens, token_ids.end()}; }
 };
 
 }  // namespace nanovllm

@@ -55,10 +55,15 @@ StepInputs decode_step(const std::vector<uint8_t>& bytes) {
 }
 
 static nlohmann::json model_dims(const ModelConfig& m) {
-  return {{"architecture", m.architecture}, {"vocab_size", m.vocab_size}, {"hidden_size", m.hidden_size},
-          {"intermediate_size", m.intermediate_size}, {"num_hidden_layers", m.num_hidden_layers},
-          {"num_attention_heads", m.num_attention_heads}, {"num_key_value_heads", m.num_key_value_heads},
-          {"head_dim", m.head_dim}, {"tie_word_embeddings", m.tie_word_embeddings}};
+  return {{"architecture", m.architecture},
+          {"vocab_size", m.vocab_size},
+          {"hidden_size", m.hidden_size},
+          {"intermediate_size", m.intermediate_size},
+          {"num_hidden_layers", m.num_hidden_layers},
+          {"num_attention_heads", m.num_attention_heads},
+          {"num_key_value_heads", m.num_key_value_heads},
+          {"head_dim", m.head_dim},
+          {"tie_word_embeddings", m.tie_word_embeddings}};
 }
 
 std::vector<uint8_t> encode_settings(const EngineConfig& c, const ModelConfig& mcfg) {

@@ -25,23 +25,23 @@ enum class NK : uint8_t {
   Break,
   Continue,
   // Expressions
-  Literal,  // literal = value
-  Ident,    // text = name
-  List,     // a = items
-  Tuple,    // a = items
-  Dict,     // a = keys, b = values
-  Member,   // a[0] = object, a[1] = property (Literal/Ident/Slice or any expression); flag = computed
-  Slice,    // a[0..2] = start, stop, step (null when omitted)
-  Call,     // a[0] = callee; b = arguments (expressions, Kwarg, Spread, KwSpread)
-  Kwarg,    // text = name; a[0] = value
-  Spread,   // a[0] = expression (*args)
-  KwSpread, // a[0] = expression (**kwargs)
-  Unary,    // text = operator ("not", "-", "+"); a[0] = operand
-  Binary,   // text = operator; a[0], a[1]
-  Filter,   // a[0] = operand; text = filter name; b = arguments
-  Test,     // a[0] = operand; text = test name; flag = negated; b = arguments
-  Select,   // a[0] = value, a[1] = condition  (`x if cond` without else)
-  Ternary,  // a[0] = condition, a[1] = if true, a[2] = if false
+  Literal,   // literal = value
+  Ident,     // text = name
+  List,      // a = items
+  Tuple,     // a = items
+  Dict,      // a = keys, b = values
+  Member,    // a[0] = object, a[1] = property (Literal/Ident/Slice or any expression); flag = computed
+  Slice,     // a[0..2] = start, stop, step (null when omitted)
+  Call,      // a[0] = callee; b = arguments (expressions, Kwarg, Spread, KwSpread)
+  Kwarg,     // text = name; a[0] = value
+  Spread,    // a[0] = expression (*args)
+  KwSpread,  // a[0] = expression (**kwargs)
+  Unary,     // text = operator ("not", "-", "+"); a[0] = operand
+  Binary,    // text = operator; a[0], a[1]
+  Filter,    // a[0] = operand; text = filter name; b = arguments
+  Test,      // a[0] = operand; text = test name; flag = negated; b = arguments
+  Select,    // a[0] = value, a[1] = condition  (`x if cond` without else)
+  Ternary,   // a[0] = condition, a[1] = if true, a[2] = if false
 };
 
 struct Node;

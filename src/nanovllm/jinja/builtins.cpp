@@ -21,7 +21,8 @@ Value affix_test(const std::string& s, const Args& a, bool prefix) {
   auto test = [&](const Value& p) {
     if (!p.is(Kind::String)) throw RuntimeError(std::string(fn) + "() argument must be a string or list of strings");
     const std::string& x = p.str();
-    return x.size() <= s.size() && (prefix ? s.compare(0, x.size(), x) == 0 : s.compare(s.size() - x.size(), x.size(), x) == 0);
+    return x.size() <= s.size() &&
+           (prefix ? s.compare(0, x.size(), x) == 0 : s.compare(s.size() - x.size(), x.size(), x) == 0);
   };
   if (a.pos[0].is(Kind::Array)) {
     for (const auto& p : a.pos[0].array())
@@ -127,7 +128,8 @@ Value dict_attribute(const Value& obj, const std::string& name) {
 
 Value get_attribute(const Value& obj, const Value& key) {
   if (obj.is_mapping_like()) {
-    if (!key.is(Kind::String)) throw RuntimeError(std::string("cannot look up a ") + key.type_name() + " key in a mapping");
+    if (!key.is(Kind::String))
+      throw RuntimeError(std::string("cannot look up a ") + key.type_name() + " key in a mapping");
     if (const Value* v = obj.object().find(key.str())) return *v;
     return obj.is(Kind::Object) ? dict_attribute(obj, key.str()) : Value();
   }
@@ -149,7 +151,8 @@ Value get_attribute(const Value& obj, const Value& key) {
     if (key.str() == "length") return Value(static_cast<int64_t>(obj.array().size()));
     return Value();
   }
-  if (!key.is(Kind::String)) throw RuntimeError(std::string("cannot index ") + obj.type_name() + " with " + key.type_name());
+  if (!key.is(Kind::String))
+    throw RuntimeError(std::string("cannot index ") + obj.type_name() + " with " + key.type_name());
   return Value();  // attributes of undefined/none/numbers are undefined
 }
 
@@ -161,61 +164,62 @@ void install_globals(Env& env, std::shared_ptr<std::vector<Value>> namespaces) {
   env.set("False", Value(false));
   env.set("None", Value::none());
   env.set("raise_exception", method([](Args& a) -> Value {
-    throw RuntimeError(a.pos.empty() ? std::string("raise_exception() called") : a.pos[0].to_output());
-  }));
+            throw RuntimeError(a.pos.empty() ? std::string("raise_exception() called") : a.pos[0].to_output());
+          }));
   env.set("range", method([](Args& a) {
-    for (const auto& v : a.pos)
-      if (!v.is(Kind::Int)) throw RuntimeError("range() arguments must be integers");
-    if (a.pos.empty() || a.pos.size() > 3) throw RuntimeError("range() takes 1 to 3 arguments");
-    int64_t start = a.pos.size() > 1 ? a.pos[0].as_int() : 0;
-    int64_t stop = a.pos.size() > 1 ? a.pos[1].as_int() : a.pos[0].as_int();
-    int64_t step = a.pos.size() > 2 ? a.pos[2].as_int() : 1;
-    if (step == 0) throw RuntimeError("range() step must not be zero");
-    constexpr int64_t kMaxRange = 1'000'000;
-    Array out;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-      if (static_cast<int64_t>(out.size()) >= kMaxRange) throw RuntimeError("range() longer than 1000000 items");
-      out.emplace_back(i);
-    }
-    return Value(std::move(out));
-  }));
+            for (const auto& v : a.pos)
+              if (!v.is(Kind::Int)) throw RuntimeError("range() arguments must be integers");
+            if (a.pos.empty() || a.pos.size() > 3) throw RuntimeError("range() takes 1 to 3 arguments");
+            int64_t start = a.pos.size() > 1 ? a.pos[0].as_int() : 0;
+            int64_t stop = a.pos.size() > 1 ? a.pos[1].as_int() : a.pos[0].as_int();
+            int64_t step = a.pos.size() > 2 ? a.pos[2].as_int() : 1;
+            if (step == 0) throw RuntimeError("range() step must not be zero");
+            constexpr int64_t kMaxRange = 1'000'000;
+            Array out;
+            for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+              if (static_cast<int64_t>(out.size()) >= kMaxRange)
+                throw RuntimeError("range() longer than 1000000 items");
+              out.emplace_back(i);
+            }
+            return Value(std::move(out));
+          }));
   env.set("namespace", method([namespaces](Args& a) {
-    if (a.pos.size() > 1) throw RuntimeError("namespace() takes at most 1 positional argument");
-    Object o;
-    if (!a.pos.empty()) {
-      const Value& src = a.pos[0];
-      if (src.is(Kind::Object)) {
-        o = src.object();
-      } else if (src.is(Kind::Array)) {
-        for (const auto& pair : src.array()) {
-          if (!pair.is(Kind::Array) || pair.array().size() != 2 || !pair.array()[0].is(Kind::String))
-            throw RuntimeError("namespace() expects a mapping or [key, value] pairs");
-          o.set(pair.array()[0].str(), pair.array()[1]);
-        }
-      } else {
-        throw RuntimeError(std::string("namespace(): ") + src.type_name() + " is not iterable");
-      }
-    }
-    for (const auto& [k, v] : a.kw) o.set(k, v);
-    Value ns(std::move(o), Kind::Namespace);
-    namespaces->push_back(ns);
-    return ns;
-  }));
+            if (a.pos.size() > 1) throw RuntimeError("namespace() takes at most 1 positional argument");
+            Object o;
+            if (!a.pos.empty()) {
+              const Value& src = a.pos[0];
+              if (src.is(Kind::Object)) {
+                o = src.object();
+              } else if (src.is(Kind::Array)) {
+                for (const auto& pair : src.array()) {
+                  if (!pair.is(Kind::Array) || pair.array().size() != 2 || !pair.array()[0].is(Kind::String))
+                    throw RuntimeError("namespace() expects a mapping or [key, value] pairs");
+                  o.set(pair.array()[0].str(), pair.array()[1]);
+                }
+              } else {
+                throw RuntimeError(std::string("namespace(): ") + src.type_name() + " is not iterable");
+              }
+            }
+            for (const auto& [k, v] : a.kw) o.set(k, v);
+            Value ns(std::move(o), Kind::Namespace);
+            namespaces->push_back(ns);
+            return ns;
+          }));
   env.set("dict", method([](Args& a) {
-    Object o;
-    if (!a.pos.empty() && a.pos[0].is(Kind::Object)) o = a.pos[0].object();
-    for (const auto& [k, v] : a.kw) o.set(k, v);
-    return Value(std::move(o));
-  }));
+            Object o;
+            if (!a.pos.empty() && a.pos[0].is(Kind::Object)) o = a.pos[0].object();
+            for (const auto& [k, v] : a.kw) o.set(k, v);
+            return Value(std::move(o));
+          }));
   env.set("strftime_now", method([](Args& a) {
-    if (a.pos.empty() || !a.pos[0].is(Kind::String)) throw RuntimeError("strftime_now() needs a format string");
-    std::time_t now = std::time(nullptr);
-    std::tm tm{};
-    localtime_r(&now, &tm);
-    char buf[256];
-    size_t n = std::strftime(buf, sizeof buf, a.pos[0].str().c_str(), &tm);
-    return Value(std::string(buf, n));
-  }));
+            if (a.pos.empty() || !a.pos[0].is(Kind::String)) throw RuntimeError("strftime_now() needs a format string");
+            std::time_t now = std::time(nullptr);
+            std::tm tm{};
+            localtime_r(&now, &tm);
+            char buf[256];
+            size_t n = std::strftime(buf, sizeof buf, a.pos[0].str().c_str(), &tm);
+            return Value(std::string(buf, n));
+          }));
 }
 
 }  // namespace nanovllm::jinja

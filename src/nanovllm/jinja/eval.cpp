@@ -14,7 +14,8 @@ Value Interpreter::eval(const Node& n, const EnvPtr& env) {
     switch (n.kind) {
       case NK::Literal: return n.literal;
       case NK::Ident: return env->lookup(n.text);
-      case NK::List: case NK::Tuple: {
+      case NK::List:
+      case NK::Tuple: {
         Array items;
         for (const auto& e : n.a) items.push_back(eval(*e, env));
         return Value(std::move(items));
@@ -103,7 +104,8 @@ bool contains(const Value& container, const Value& item) {
   }
   if (container.is(Kind::String) && item.is(Kind::String)) return container.str().find(item.str()) != std::string::npos;
   if (container.is(Kind::Object) && item.is(Kind::String)) return container.object().find(item.str()) != nullptr;
-  throw RuntimeError(std::string("'in' is not supported between ") + item.type_name() + " and " + container.type_name());
+  throw RuntimeError(std::string("'in' is not supported between ") + item.type_name() + " and " +
+                     container.type_name());
 }
 
 }  // namespace
@@ -122,7 +124,8 @@ Value Interpreter::eval_binary(const Node& n, const EnvPtr& env) {
   }
   if (l.is_none() || r.is_none()) throw RuntimeError("cannot apply '" + op + "' to none");
   auto checked = [&](std::string s) {
-    if (s.size() > limits_.max_output) throw RuntimeError("string longer than " + std::to_string(limits_.max_output) + " bytes");
+    if (s.size() > limits_.max_output)
+      throw RuntimeError("string longer than " + std::to_string(limits_.max_output) + " bytes");
     return Value(std::move(s));
   };
   if (op == "~") return checked(l.to_js_string() + r.to_js_string());
@@ -172,7 +175,8 @@ Value Interpreter::eval_slice(const Value& obj, const Node& n, const EnvPtr& env
   if (bound[2] == 0) throw RuntimeError("slice step cannot be zero");
   std::vector<std::string> chars;
   if (obj.is(Kind::String)) chars = split_code_points(obj.str());
-  const int64_t len = obj.is(Kind::Array) ? static_cast<int64_t>(obj.array().size()) : static_cast<int64_t>(chars.size());
+  const int64_t len =
+      obj.is(Kind::Array) ? static_cast<int64_t>(obj.array().size()) : static_cast<int64_t>(chars.size());
   int64_t step = bound[2], start, stop;
   // Python's slice rules (utils.ts `slice`).
   if (step > 0) {
@@ -185,8 +189,10 @@ Value Interpreter::eval_slice(const Value& obj, const Node& n, const EnvPtr& env
   Array items;
   std::string text;
   for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-    if (obj.is(Kind::Array)) items.push_back(obj.array()[static_cast<size_t>(i)]);
-    else text += chars[static_cast<size_t>(i)];
+    if (obj.is(Kind::Array))
+      items.push_back(obj.array()[static_cast<size_t>(i)]);
+    else
+      text += chars[static_cast<size_t>(i)];
   }
   return obj.is(Kind::Array) ? Value(std::move(items)) : Value(std::move(text));
 }

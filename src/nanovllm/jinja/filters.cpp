@@ -71,8 +71,14 @@ bool parse_leading_number(const std::string& raw, bool integer, double& out) {
     long long v = std::strtoll(p, &end, 10);
     out = static_cast<double>(v);
   } else {
-    if (s.rfind("Infinity", 0) == 0 || s.rfind("+Infinity", 0) == 0) { out = INFINITY; return true; }
-    if (s.rfind("-Infinity", 0) == 0) { out = -INFINITY; return true; }
+    if (s.rfind("Infinity", 0) == 0 || s.rfind("+Infinity", 0) == 0) {
+      out = INFINITY;
+      return true;
+    }
+    if (s.rfind("-Infinity", 0) == 0) {
+      out = -INFINITY;
+      return true;
+    }
     if (s.size() > 1 && (s[1] == 'x' || s[1] == 'X')) s = s.substr(0, 1);  // no hex floats in JS
     p = s.c_str();
     out = std::strtod(p, &end);
@@ -93,7 +99,10 @@ Value js_replace(const std::string& s, const Args& a) {
   if (from.empty()) {  // insert `to` at every code point boundary
     auto chars = split_code_points(s);
     for (size_t i = 0; i <= chars.size(); ++i) {
-      if (remaining > 0) { out += to; --remaining; }
+      if (remaining > 0) {
+        out += to;
+        --remaining;
+      }
       if (i < chars.size()) out += chars[i];
     }
     return Value(out);
@@ -189,14 +198,16 @@ Value array_filter(const std::string& name, const Value& v, const Args& a) {
     Value total(static_cast<int64_t>(0));
     for (const auto& x : xs) {
       if (!x.is_number() && !x.is(Kind::Bool)) throw RuntimeError("sum: items must be numbers");
-      total = total.is(Kind::Int) && x.is(Kind::Int) ? Value(total.as_int() + x.as_int()) : Value(total.as_double() + x.as_double());
+      total = total.is(Kind::Int) && x.is(Kind::Int) ? Value(total.as_int() + x.as_int())
+                                                     : Value(total.as_double() + x.as_double());
     }
     return total;
   }
   if (name == "selectattr" || name == "rejectattr" || name == "select" || name == "reject") {
     bool by_attr = name.size() > 6, keep = name[0] == 's';
     size_t base = by_attr ? 1 : 0;
-    if (by_attr && (a.pos.empty() || !a.pos[0].is(Kind::String))) throw RuntimeError(name + ": attribute name must be a string");
+    if (by_attr && (a.pos.empty() || !a.pos[0].is(Kind::String)))
+      throw RuntimeError(name + ": attribute name must be a string");
     Args test_args;
     for (size_t i = base + 1; i < a.pos.size(); ++i) test_args.pos.push_back(a.pos[i]);
     Array out;
@@ -256,7 +267,9 @@ Value string_filter(const std::string& name, const Value& v, const Args& a, bool
   if (name == "indent") {
     const Value* w = a.get(0, "width");
     if (w && !w->is(Kind::Int) && !w->is(Kind::String)) throw RuntimeError("indent: width must be an integer");
-    std::string pad = !w ? "    " : w->is(Kind::String) ? w->str() : std::string(std::clamp<int64_t>(w->as_int(), 0, 1024), ' ');
+    std::string pad = !w                    ? "    "
+                      : w->is(Kind::String) ? w->str()
+                                            : std::string(std::clamp<int64_t>(w->as_int(), 0, 1024), ' ');
     bool first = a.get(1, "first") && a.get(1, "first")->truthy();
     bool blank = a.get(2, "blank") && a.get(2, "blank")->truthy();
     std::string out, line;
@@ -304,7 +317,11 @@ Value string_filter(const std::string& name, const Value& v, const Args& a, bool
     bool in_word = false;
     for (size_t i = 0; i < s.size();) {
       size_t sp = js_space_len_at(s, i);
-      if (sp) { in_word = false; i += sp; continue; }
+      if (sp) {
+        in_word = false;
+        i += sp;
+        continue;
+      }
       if (!in_word) ++words;
       in_word = true;
       next_code_point(s, i);
@@ -368,10 +385,11 @@ Value object_filter(const std::string& name, const Value& v, const Args& a) {
 
 const std::set<std::string, std::less<>>& known_filters() {
   static const std::set<std::string, std::less<>> names = {
-      "safe", "tojson", "default", "d", "list", "first", "last", "length", "count", "reverse", "string",
-      "join", "unique", "sort", "min", "max", "sum", "selectattr", "rejectattr", "select", "reject", "map",
-      "upper", "lower", "title", "capitalize", "trim", "indent", "int", "float", "replace", "e", "escape",
-      "wordcount", "abs", "round", "items", "dictsort", "keys", "values", "bool"};
+      "safe",       "tojson",   "default", "d",       "list",  "first",  "last",      "length",     "count",
+      "reverse",    "string",   "join",    "unique",  "sort",  "min",    "max",       "sum",        "selectattr",
+      "rejectattr", "select",   "reject",  "map",     "upper", "lower",  "title",     "capitalize", "trim",
+      "indent",     "int",      "float",   "replace", "e",     "escape", "wordcount", "abs",        "round",
+      "items",      "dictsort", "keys",    "values",  "bool"};
   return names;
 }
 
@@ -390,7 +408,8 @@ Value apply_filter(const std::string& name, const Value& v, const Args& a, bool 
   switch (v.kind()) {
     case Kind::Array: return array_filter(name, v, a);
     case Kind::String: return string_filter(name, v, a, has_call);
-    case Kind::Int: case Kind::Float: return number_filter(name, v, a, has_call);
+    case Kind::Int:
+    case Kind::Float: return number_filter(name, v, a, has_call);
     case Kind::Object: return object_filter(name, v, a);
     case Kind::Bool:
       if (name == "bool") return v;
@@ -429,15 +448,18 @@ bool apply_test(const std::string& name, const Value& v, const Args& a) {
   }
   if (name == "divisibleby") {
     const Value& d = arg();
-    if (!v.is(Kind::Int) || !d.is(Kind::Int) || d.as_int() == 0) throw RuntimeError("divisibleby needs nonzero integers");
+    if (!v.is(Kind::Int) || !d.is(Kind::Int) || d.as_int() == 0)
+      throw RuntimeError("divisibleby needs nonzero integers");
     return v.as_int() % d.as_int() == 0;
   }
-  if (name == "equalto" || name == "eq" || name == "sameas") return a.pos.empty() ? v.is_undefined() : strict_equals(v, a.pos[0]);
+  if (name == "equalto" || name == "eq" || name == "sameas")
+    return a.pos.empty() ? v.is_undefined() : strict_equals(v, a.pos[0]);
   if (name == "ne") return !loose_equals(v, arg());
   if (name == "in") {
     Args fa;
     const Value& c = arg();
-    if (c.is(Kind::Array)) return std::any_of(c.array().begin(), c.array().end(), [&](const Value& x) { return strict_equals(x, v); });
+    if (c.is(Kind::Array))
+      return std::any_of(c.array().begin(), c.array().end(), [&](const Value& x) { return strict_equals(x, v); });
     if (c.is(Kind::String) && v.is(Kind::String)) return c.str().find(v.str()) != std::string::npos;
     if (c.is(Kind::Object) && v.is(Kind::String)) return c.object().find(v.str()) != nullptr;
     return false;

@@ -36,7 +36,8 @@ void Interpreter::step() {
 
 void Interpreter::emit(std::string& out, const std::string& s) {
   out += s;
-  if (out.size() > limits_.max_output) throw RuntimeError("template output exceeds " + std::to_string(limits_.max_output) + " bytes");
+  if (out.size() > limits_.max_output)
+    throw RuntimeError("template output exceeds " + std::to_string(limits_.max_output) + " bytes");
 }
 
 std::string Interpreter::render(const NodeList& program, const EnvPtr& globals) {
@@ -130,14 +131,20 @@ void Interpreter::exec_for(const Node& n, const EnvPtr& env, std::string& out) {
   for (int64_t i = 0; i < len; ++i) {
     step();
     Object loop;
-    loop.items = {{"index", Value(i + 1)}, {"index0", Value(i)}, {"revindex", Value(len - i)},
-                  {"revindex0", Value(len - i - 1)}, {"first", Value(i == 0)}, {"last", Value(i == len - 1)},
-                  {"length", Value(len)}, {"previtem", i > 0 ? items[i - 1] : Value()},
-                  {"nextitem", i < len - 1 ? items[i + 1] : Value()}, {"depth", Value(1)}};
+    loop.items = {{"index", Value(i + 1)},
+                  {"index0", Value(i)},
+                  {"revindex", Value(len - i)},
+                  {"revindex0", Value(len - i - 1)},
+                  {"first", Value(i == 0)},
+                  {"last", Value(i == len - 1)},
+                  {"length", Value(len)},
+                  {"previtem", i > 0 ? items[i - 1] : Value()},
+                  {"nextitem", i < len - 1 ? items[i + 1] : Value()},
+                  {"depth", Value(1)}};
     loop.items.emplace_back("cycle", Value(Function([i](Args& a, const EnvPtr&) {
-      if (a.pos.empty()) throw RuntimeError("loop.cycle() needs at least one argument");
-      return a.pos[static_cast<size_t>(i) % a.pos.size()];
-    })));
+                              if (a.pos.empty()) throw RuntimeError("loop.cycle() needs at least one argument");
+                              return a.pos[static_cast<size_t>(i) % a.pos.size()];
+                            })));
     scope->set("loop", Value(std::move(loop)));
     assign_target(*n.a[0], items[i], *scope);
     if (exec_block(n.b, scope, out) == Flow::Break) break;
@@ -201,23 +208,24 @@ void Interpreter::bind_params(const NodeList& params, Args& args, const EnvPtr& 
 void Interpreter::define_macro(const Node& n, const EnvPtr& env) {
   const Node* node = &n;  // the tree outlives every render, so the pointer stays valid
   env->set(n.text, Value(Function([this, node](Args& args, const EnvPtr& caller_env) {
-    if (++call_depth_ > limits_.max_call_depth) {
-      --call_depth_;
-      throw RuntimeError("macro '" + node->text + "' recursed deeper than " + std::to_string(limits_.max_call_depth));
-    }
-    step();
-    auto scope = std::make_shared<Env>(caller_env);
-    std::string out;
-    try {
-      bind_params(node->a, args, scope, node->text);
-      exec_block(node->b, scope, out);
-    } catch (...) {
-      --call_depth_;
-      throw;
-    }
-    --call_depth_;
-    return Value(std::move(out));
-  })));
+             if (++call_depth_ > limits_.max_call_depth) {
+               --call_depth_;
+               throw RuntimeError("macro '" + node->text + "' recursed deeper than " +
+                                  std::to_string(limits_.max_call_depth));
+             }
+             step();
+             auto scope = std::make_shared<Env>(caller_env);
+             std::string out;
+             try {
+               bind_params(node->a, args, scope, node->text);
+               exec_block(node->b, scope, out);
+             } catch (...) {
+               --call_depth_;
+               throw;
+             }
+             --call_depth_;
+             return Value(std::move(out));
+           })));
 }
 
 Value Interpreter::exec_call_block(const Node& n, const EnvPtr& env) {

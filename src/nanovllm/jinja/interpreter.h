@@ -28,10 +28,10 @@ struct Env {
 using EnvPtr = std::shared_ptr<Env>;
 
 struct Limits {
-  int max_depth = 600;             // nested evaluation frames (expressions, blocks, calls)
-  int max_call_depth = 64;         // nested macro calls
-  int64_t max_steps = 1'000'000;   // loop iterations + calls, over the whole render
-  size_t max_output = 64u << 20;   // bytes of output, also the cap on any one string
+  int max_depth = 600;            // nested evaluation frames (expressions, blocks, calls)
+  int max_call_depth = 64;        // nested macro calls
+  int64_t max_steps = 1'000'000;  // loop iterations + calls, over the whole render
+  size_t max_output = 64u << 20;  // bytes of output, also the cap on any one string
 };
 
 // Globals every template sees: true/false/none (and title-case), range, namespace, dict,

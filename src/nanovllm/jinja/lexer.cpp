@@ -12,9 +12,10 @@ namespace nanovllm::jinja {
 
 const char* tok_name(Tok t) {
   static constexpr std::array<const char*, 25> names = {
-      "text", "number", "string", "identifier", "'='", "'('", "')'", "'{%'", "'%}'", "'{{'", "'}}'",
-      "'['", "']'", "'{'", "'}'", "','", "'.'", "':'", "'|'", "operator", "operator", "'**'",
-      "comparison", "unary operator", "comment"};
+      "text",   "number", "string", "identifier", "'='",      "'('",  "')'",        "'{%'",
+      "'%}'",   "'{{'",   "'}}'",   "'['",        "']'",      "'{'",  "'}'",        "','",
+      "'.'",    "':'",    "'|'",    "operator",   "operator", "'**'", "comparison", "unary operator",
+      "comment"};
   return names[static_cast<size_t>(t)];
 }
 
@@ -37,7 +38,10 @@ namespace {
 struct Mapped {
   std::string s;
   std::vector<uint32_t> off;
-  void push(char c, uint32_t o) { s += c; off.push_back(o); }
+  void push(char c, uint32_t o) {
+    s += c;
+    off.push_back(o);
+  }
 };
 
 Mapped initial(std::string_view src) {
@@ -191,7 +195,8 @@ struct Lexer {
         if (pos + len > src.size()) fail("invalid escape sequence in string literal", pos - 2);
         std::string hex = src.substr(pos, len);
         for (char h : hex)
-          if (!std::isxdigit(static_cast<unsigned char>(h))) fail("invalid escape sequence \\" + std::string(1, e) + hex, pos - 2);
+          if (!std::isxdigit(static_cast<unsigned char>(h)))
+            fail("invalid escape sequence \\" + std::string(1, e) + hex, pos - 2);
         char32_t cp = static_cast<char32_t>(std::stoul(hex, nullptr, 16));
         pos += len;
         // A \uD8xx\uDCxx pair is one astral character; a lone surrogate prints as U+FFFD.
@@ -216,7 +221,9 @@ struct Lexer {
         case 'b': out += '\b'; break;
         case 'f': out += '\f'; break;
         case 'v': out += '\v'; break;
-        case '\'': case '"': case '\\': out += e; break;
+        case '\'':
+        case '"':
+        case '\\': out += e; break;
         default: fail(std::string("unknown escape sequence \\") + e + " in string literal", pos - 2);
       }
     }
@@ -257,14 +264,21 @@ struct Lexer {
 
   void run() {
     static const std::vector<std::pair<std::string_view, Tok>> table = {
-        {"{%", Tok::OpenStmt}, {"%}", Tok::CloseStmt}, {"{{", Tok::OpenExpr}, {"}}", Tok::CloseExpr},
-        {"(", Tok::LParen}, {")", Tok::RParen}, {"{", Tok::LBrace}, {"}", Tok::RBrace},
-        {"[", Tok::LBracket}, {"]", Tok::RBracket}, {",", Tok::Comma}, {".", Tok::Dot},
-        {":", Tok::Colon}, {"|", Tok::Pipe}, {"<=", Tok::Comparison}, {">=", Tok::Comparison},
-        {"==", Tok::Comparison}, {"!=", Tok::Comparison}, {"<", Tok::Comparison}, {">", Tok::Comparison},
-        {"+", Tok::Additive}, {"-", Tok::Additive}, {"~", Tok::Additive}, {"**", Tok::Power},
-        {"*", Tok::Multiplicative}, {"//", Tok::Multiplicative}, {"/", Tok::Multiplicative},
-        {"%", Tok::Multiplicative}, {"=", Tok::Equals}};
+        {"{%", Tok::OpenStmt},      {"%}", Tok::CloseStmt},
+        {"{{", Tok::OpenExpr},      {"}}", Tok::CloseExpr},
+        {"(", Tok::LParen},         {")", Tok::RParen},
+        {"{", Tok::LBrace},         {"}", Tok::RBrace},
+        {"[", Tok::LBracket},       {"]", Tok::RBracket},
+        {",", Tok::Comma},          {".", Tok::Dot},
+        {":", Tok::Colon},          {"|", Tok::Pipe},
+        {"<=", Tok::Comparison},    {">=", Tok::Comparison},
+        {"==", Tok::Comparison},    {"!=", Tok::Comparison},
+        {"<", Tok::Comparison},     {">", Tok::Comparison},
+        {"+", Tok::Additive},       {"-", Tok::Additive},
+        {"~", Tok::Additive},       {"**", Tok::Power},
+        {"*", Tok::Multiplicative}, {"//", Tok::Multiplicative},
+        {"/", Tok::Multiplicative}, {"%", Tok::Multiplicative},
+        {"=", Tok::Equals}};
     while (pos < src.size()) {
       Tok lt = last();
       if (tokens.empty() || lt == Tok::CloseStmt || lt == Tok::CloseExpr || lt == Tok::Comment) {
@@ -302,14 +316,16 @@ struct Lexer {
       char c = src[pos];
       if (c == '-' || c == '+') {
         if (tokens.empty() || lt == Tok::Text) fail(std::string("unexpected character '") + c + "'", pos);
-        bool binary = lt == Tok::Ident || lt == Tok::Number || lt == Tok::String || lt == Tok::RParen ||
-                      lt == Tok::RBracket;
+        bool binary =
+            lt == Tok::Ident || lt == Tok::Number || lt == Tok::String || lt == Tok::RParen || lt == Tok::RBracket;
         if (!binary) {
           ++pos;
           std::string num = read_digits();
           if (!num.empty()) read_fraction(num);
-          if (num.empty()) push(Tok::Unary, std::string(1, c), start);
-          else push(Tok::Number, std::string(1, c) + num, start);
+          if (num.empty())
+            push(Tok::Unary, std::string(1, c), start);
+          else
+            push(Tok::Number, std::string(1, c) + num, start);
           continue;
         }
       }
@@ -318,9 +334,12 @@ struct Lexer {
         if (seq == "}}" && curly_depth > 0) continue;
         if (!at(seq)) continue;
         push(type, std::string(seq), pos);
-        if (type == Tok::OpenExpr) curly_depth = 0;
-        else if (type == Tok::LBrace) ++curly_depth;
-        else if (type == Tok::RBrace) --curly_depth;
+        if (type == Tok::OpenExpr)
+          curly_depth = 0;
+        else if (type == Tok::LBrace)
+          ++curly_depth;
+        else if (type == Tok::RBrace)
+          --curly_depth;
         pos += seq.size();
         matched = true;
         break;

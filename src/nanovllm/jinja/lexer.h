@@ -12,9 +12,31 @@
 namespace nanovllm::jinja {
 
 enum class Tok : uint8_t {
-  Text, Number, String, Ident, Equals, LParen, RParen, OpenStmt, CloseStmt, OpenExpr, CloseExpr,
-  LBracket, RBracket, LBrace, RBrace, Comma, Dot, Colon, Pipe, Additive, Multiplicative, Power,
-  Comparison, Unary, Comment,
+  Text,
+  Number,
+  String,
+  Ident,
+  Equals,
+  LParen,
+  RParen,
+  OpenStmt,
+  CloseStmt,
+  OpenExpr,
+  CloseExpr,
+  LBracket,
+  RBracket,
+  LBrace,
+  RBrace,
+  Comma,
+  Dot,
+  Colon,
+  Pipe,
+  Additive,
+  Multiplicative,
+  Power,
+  Comparison,
+  Unary,
+  Comment,
 };
 const char* tok_name(Tok t);
 

@@ -379,8 +379,10 @@ class Parser {
       }
       if (!is(Tok::Ident)) fail("expected a test name after 'is', found " + describe_current());
       n->text = t_[cur_++].value;
-      if (is(Tok::LParen)) n->b = parse_args(false);
-      else if (starts_test_argument()) n->b.push_back(parse_primary());
+      if (is(Tok::LParen))
+        n->b = parse_args(false);
+      else if (starts_test_argument())
+        n->b.push_back(parse_primary());
       n->a.push_back(std::move(operand));
       operand = std::move(n);
     }
@@ -441,8 +443,10 @@ class Parser {
         if (!is(Tok::Ident) && !(is(Tok::Number) && t_[cur_].value.find('.') == std::string::npos))
           fail("expected a name after '.', found " + describe_current());
         auto prop = make(is(Tok::Ident) ? NK::Ident : NK::Literal, here());
-        if (prop->kind == NK::Ident) prop->text = t_[cur_].value;
-        else prop->literal = Value(static_cast<int64_t>(std::strtoll(t_[cur_].value.c_str(), nullptr, 10)));
+        if (prop->kind == NK::Ident)
+          prop->text = t_[cur_].value;
+        else
+          prop->literal = Value(static_cast<int64_t>(std::strtoll(t_[cur_].value.c_str(), nullptr, 10)));
         ++cur_;
         m->a.push_back(std::move(prop));
       }
@@ -506,7 +510,9 @@ class Parser {
           arg = std::move(kw);
           saw_keyword = true;
         } else if (saw_keyword) {
-          fail_at(params ? "non-default parameter follows a default one" : "positional argument follows keyword argument", off);
+          fail_at(
+              params ? "non-default parameter follows a default one" : "positional argument follows keyword argument",
+              off);
         }
         if (params) {
           if (arg->kind != NK::Ident && arg->kind != NK::Kwarg) fail_at("expected a parameter name", off);
@@ -514,8 +520,10 @@ class Parser {
         }
         args.push_back(std::move(arg));
       }
-      if (is(Tok::Comma)) ++cur_;
-      else if (!is(Tok::RParen)) fail("expected ',' or ')' in argument list, found " + describe_current());
+      if (is(Tok::Comma))
+        ++cur_;
+      else if (!is(Tok::RParen))
+        fail("expected ',' or ')' in argument list, found " + describe_current());
     }
     ++cur_;
     return args;
@@ -559,8 +567,10 @@ class Parser {
         while (!is(Tok::RBracket)) {
           if (cur_ >= t_.size()) fail_at("unclosed '['", t.offset);
           n->a.push_back(parse_expression());
-          if (is(Tok::Comma)) ++cur_;
-          else if (!is(Tok::RBracket)) fail("expected ',' or ']' in list, found " + describe_current());
+          if (is(Tok::Comma))
+            ++cur_;
+          else if (!is(Tok::RBracket))
+            fail("expected ',' or ']' in list, found " + describe_current());
         }
         ++cur_;
         return n;
@@ -572,15 +582,15 @@ class Parser {
           n->a.push_back(parse_expression());
           expect(Tok::Colon, "between key and value in a dict literal");
           n->b.push_back(parse_expression());
-          if (is(Tok::Comma)) ++cur_;
-          else if (!is(Tok::RBrace)) fail("expected ',' or '}' in dict literal, found " + describe_current());
+          if (is(Tok::Comma))
+            ++cur_;
+          else if (!is(Tok::RBrace))
+            fail("expected ',' or '}' in dict literal, found " + describe_current());
         }
         ++cur_;
         return n;
       }
-      default:
-        --cur_;
-        fail("unexpected " + describe_current() + " in an expression");
+      default: --cur_; fail("unexpected " + describe_current() + " in an expression");
     }
   }
 };

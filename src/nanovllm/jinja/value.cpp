@@ -31,9 +31,7 @@ const Value* Args::kwarg(const std::string& name) const {
   return nullptr;
 }
 
-const Value* Args::get(size_t i, const std::string& name) const {
-  return i < pos.size() ? &pos[i] : kwarg(name);
-}
+const Value* Args::get(size_t i, const std::string& name) const { return i < pos.size() ? &pos[i] : kwarg(name); }
 
 Value::~Value() {
   // Fast path: nothing owned alone, or only scalars inside (no nesting to unwind).
@@ -66,7 +64,8 @@ void Value::release_into(std::vector<Value>& out) {
 const void* Value::identity() const {
   switch (kind_) {
     case Kind::Array: return arr_.get();
-    case Kind::Object: case Kind::Namespace: return obj_.get();
+    case Kind::Object:
+    case Kind::Namespace: return obj_.get();
     case Kind::Function: return fn_.get();
     default: return nullptr;
   }
@@ -74,7 +73,8 @@ const void* Value::identity() const {
 
 bool Value::truthy() const {
   switch (kind_) {
-    case Kind::Undefined: case Kind::None: return false;
+    case Kind::Undefined:
+    case Kind::None: return false;
     case Kind::Bool: return b_;
     case Kind::Int: return i_ != 0;
     case Kind::Float: return f_ != 0 && !std::isnan(f_);
@@ -86,8 +86,8 @@ bool Value::truthy() const {
 }
 
 const char* Value::type_name() const {
-  static constexpr const char* names[] = {"UndefinedValue", "NullValue",   "BooleanValue", "IntegerValue",
-                                          "FloatValue",     "StringValue", "ArrayValue",   "ObjectValue",
+  static constexpr const char* names[] = {"UndefinedValue", "NullValue",    "BooleanValue", "IntegerValue",
+                                          "FloatValue",     "StringValue",  "ArrayValue",   "ObjectValue",
                                           "NamespaceValue", "FunctionValue"};
   return names[static_cast<int>(kind_)];
 }
@@ -103,7 +103,8 @@ std::string runtime_to_string(const Value& v) {
 
 std::string Value::to_output() const {
   switch (kind_) {
-    case Kind::Undefined: case Kind::None: return "";
+    case Kind::Undefined:
+    case Kind::None: return "";
     case Kind::Bool: return b_ ? "true" : "false";
     case Kind::Int: return std::to_string(i_);
     case Kind::Float:
@@ -111,7 +112,9 @@ std::string Value::to_output() const {
       if (std::isfinite(f_) && std::fabs(f_) < 1e21 && f_ == std::floor(f_)) return js_number(f_) + ".0";
       return js_number(f_);
     case Kind::String: return *s_;
-    case Kind::Array: case Kind::Object: case Kind::Namespace: {
+    case Kind::Array:
+    case Kind::Object:
+    case Kind::Namespace: {
       JsonOptions opt;
       opt.undefined_as_null = false;
       return to_json(*this, opt);
@@ -133,7 +136,8 @@ std::string Value::to_js_string() const {
       }
       return out;
     }
-    case Kind::Object: case Kind::Namespace: return "[object Map]";
+    case Kind::Object:
+    case Kind::Namespace: return "[object Map]";
     default: return runtime_to_string(*this);
   }
 }
@@ -221,7 +225,8 @@ double js_string_to_number(const std::string& raw) {
   if (s.empty()) return 0;
   if (s == "Infinity" || s == "+Infinity") return INFINITY;
   if (s == "-Infinity") return -INFINITY;
-  if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X' || s[1] == 'o' || s[1] == 'O' || s[1] == 'b' || s[1] == 'B')) {
+  if (s.size() > 2 && s[0] == '0' &&
+      (s[1] == 'x' || s[1] == 'X' || s[1] == 'o' || s[1] == 'O' || s[1] == 'b' || s[1] == 'B')) {
     int base = (s[1] == 'x' || s[1] == 'X') ? 16 : (s[1] == 'o' || s[1] == 'O') ? 8 : 2;
     char* end = nullptr;
     double r = static_cast<double>(std::strtoull(s.c_str() + 2, &end, base));
@@ -235,16 +240,15 @@ double js_string_to_number(const std::string& raw) {
   return *end ? NAN : r;
 }
 
-bool is_primitive(const Value& v) {
-  return v.is(Kind::Bool) || v.is_number() || v.is(Kind::String);
-}
+bool is_primitive(const Value& v) { return v.is(Kind::Bool) || v.is_number() || v.is(Kind::String); }
 }  // namespace
 
 bool strict_equals(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) return a.as_double() == b.as_double();
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {
-    case Kind::Undefined: case Kind::None: return true;
+    case Kind::Undefined:
+    case Kind::None: return true;
     case Kind::Bool: return a.as_bool() == b.as_bool();
     case Kind::String: return a.str() == b.str();
     default: return a.identity() == b.identity();

@@ -50,7 +50,11 @@ enum class Kind : uint8_t { Undefined, None, Bool, Int, Float, String, Array, Ob
 class Value {
  public:
   Value() = default;  // Undefined
-  static Value none() { Value v; v.kind_ = Kind::None; return v; }
+  static Value none() {
+    Value v;
+    v.kind_ = Kind::None;
+    return v;
+  }
   Value(bool b) : kind_(Kind::Bool), b_(b) {}
   Value(int64_t i) : kind_(Kind::Int), i_(i) {}
   Value(int i) : kind_(Kind::Int), i_(i) {}

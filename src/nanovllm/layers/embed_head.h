@@ -14,11 +14,13 @@
 namespace nanovllm {
 
 struct VocabEmbedding {
-  Tensor weight;             // [V/N, H]
-  int64_t vocab_start = 0;   // first token id of this rank's rows
+  Tensor weight;            // [V/N, H]
+  int64_t vocab_start = 0;  // first token id of this rank's rows
   Communicator* comm = nullptr;
 
-  void create(Backend& be, int64_t vocab_rows, int64_t hidden) { weight = be.empty({vocab_rows, hidden}, be.weight_dtype()); }
+  void create(Backend& be, int64_t vocab_rows, int64_t hidden) {
+    weight = be.empty({vocab_rows, hidden}, be.weight_dtype());
+  }
   // ids: [T] I32 -> [T, H]
   Tensor forward(Backend& be, const Tensor& ids) const {
     Tensor out = be.empty({ids.size(0), weight.size(1)}, be.act_dtype());

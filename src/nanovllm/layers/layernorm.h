@@ -32,11 +32,14 @@ struct RMSNorm {
   // residual += x, then the projection that follows the norm: norm(residual) @ w^T ([T, N] for w
   // [N, K]), or with silu_mul the gated activation of w = [gate; up] ([T, I] for w [2I, K]). One
   // op, so a backend can fold the norm into the GEMM (x is spent: its contents are unspecified after).
-  Tensor forward_residual_linear(Backend& be, Tensor& x, Tensor& residual, const Tensor& w, bool silu_mul = false) const {
+  Tensor forward_residual_linear(Backend& be, Tensor& x, Tensor& residual, const Tensor& w,
+                                 bool silu_mul = false) const {
     Tensor out = be.empty({x.size(0), silu_mul ? w.size(0) / 2 : w.size(0)}, be.act_dtype());
     if (comm && reduce_add_norm(be, x, residual)) {  // x is now the normed stream
-      if (silu_mul) be.linear_silu_mul(x, w, out);
-      else be.linear(x, w, out);
+      if (silu_mul)
+        be.linear_silu_mul(x, w, out);
+      else
+        be.linear(x, w, out);
     } else {
       be.add_rms_norm_linear(x, residual, weight, eps, w, out, silu_mul);
     }

@@ -17,7 +17,7 @@ Tensor Qwen3Attention::forward(Backend& be, const Tensor& positions, Tensor& qkv
 
 Tensor Qwen3MLP::forward(Backend& be, Tensor& x, Tensor& residual, const RMSNorm& post_norm) const {
   Tensor act = post_norm.forward_residual_linear(be, x, residual, gate_up_proj.weight, /*silu_mul=*/true);  // [T, I]
-  return down_proj.forward(be, act);  // [T, H]
+  return down_proj.forward(be, act);                                                                        // [T, H]
 }
 
 void Qwen3DecoderLayer::forward(Backend& be, const Tensor& positions, Tensor& x, Tensor& residual, LayerKVCache& kv,
@@ -116,7 +116,9 @@ void Qwen3ForCausalLM::finalize_weights() {
 
 Tensor Qwen3ForCausalLM::forward(const Tensor& ids, const Tensor& positions, std::vector<LayerKVCache>& kv,
                                  const AttentionMetadata& md) {
-  if (kv.size() != layers_.size()) throw Error("qwen3: KV cache has " + std::to_string(kv.size()) + " layers, model has " + std::to_string(layers_.size()));
+  if (kv.size() != layers_.size())
+    throw Error("qwen3: KV cache has " + std::to_string(kv.size()) + " layers, model has " +
+                std::to_string(layers_.size()));
   Tensor x = embed_tokens_.forward(be_, ids);  // [T, H]
   Tensor residual;
   for (size_t i = 0; i < layers_.size(); ++i)
@@ -143,8 +145,8 @@ void validate_tensor_parallel(const ModelConfig& cfg, int world) {
                                                   {"vocab_size", cfg.vocab_size}};
   for (auto& [name, v] : dims)
     if (v % world != 0)
-      throw UserError("--tensor-parallel-size " + std::to_string(world) + " does not divide the model's " + name + " (" +
-                      std::to_string(v) + "); choose a size that divides num_attention_heads (" +
+      throw UserError("--tensor-parallel-size " + std::to_string(world) + " does not divide the model's " + name +
+                      " (" + std::to_string(v) + "); choose a size that divides num_attention_heads (" +
                       std::to_string(cfg.num_attention_heads) + ") and num_key_value_heads (" +
                       std::to_string(cfg.num_key_value_heads) + ")");
 }

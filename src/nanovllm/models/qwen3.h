@@ -14,9 +14,9 @@ namespace nanovllm {
 // Shapes per rank: with N tensor-parallel ranks Hq, Hkv and I below are the full model's / N
 // (each rank owns whole heads), V is V/N; H and D are not split.
 struct Qwen3Attention {
-  Linear qkv_proj;          // [(Hq + 2 Hkv) * D, H] packed from q_proj, k_proj, v_proj (column-parallel)
-  RowParallelLinear o_proj; // [H, Hq * D]
-  RMSNorm q_norm, k_norm;  // [D], applied per head
+  Linear qkv_proj;           // [(Hq + 2 Hkv) * D, H] packed from q_proj, k_proj, v_proj (column-parallel)
+  RowParallelLinear o_proj;  // [H, Hq * D]
+  RMSNorm q_norm, k_norm;    // [D], applied per head
   PagedAttention attn;
   float rope_theta = 10000;
 

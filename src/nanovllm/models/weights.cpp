@@ -45,10 +45,11 @@ void load_weights(Backend& be, const SafetensorsCheckpoint& ckpt, const std::vec
       throw LoadError("missing tensor '" + s.name + "' (expected shape " + shape_str(s.shape) + ") in the checkpoint");
     }
     if (t->shape != s.shape)
-      throw LoadError(t->file + ": tensor '" + s.name + "' has shape " + shape_str(t->shape) + " but the config implies " +
-                      shape_str(s.shape));
+      throw LoadError(t->file + ": tensor '" + s.name + "' has shape " + shape_str(t->shape) +
+                      " but the config implies " + shape_str(s.shape));
     if (t->dtype != DType::F32 && t->dtype != DType::BF16 && t->dtype != DType::F16)
-      throw LoadError(t->file + ": tensor '" + s.name + "' has dtype " + dtype_name(t->dtype) + "; weights must be F32, BF16 or F16");
+      throw LoadError(t->file + ": tensor '" + s.name + "' has dtype " + dtype_name(t->dtype) +
+                      "; weights must be F32, BF16 or F16");
     Tensor view = dst_view(s);
     const Shape local = s.local_shape();
     if (view.numel() != numel_of(local)) throw LoadError("tensor '" + s.name + "' does not fit its parameter");

@@ -15,12 +15,12 @@ namespace nanovllm {
 
 // Per-sequence sampling inputs for one step.
 struct SamplingRow {
-  float temperature = 0;   // 0 = greedy
-  int top_k = 0;           // <= 0: off
+  float temperature = 0;  // 0 = greedy
+  int top_k = 0;          // <= 0: off
   float top_p = 1;
   float min_p = 0;
-  uint64_t seed = 0;       // noise = f(seed, position, vocab index): same seed, same output
-  int64_t position = 0;    // position of the token being sampled
+  uint64_t seed = 0;     // noise = f(seed, position, vocab index): same seed, same output
+  int64_t position = 0;  // position of the token being sampled
 };
 
 class Backend {
@@ -36,7 +36,7 @@ class Backend {
   // Copies n host values of src_dtype into `dst` (converting to dst's dtype, float types only
   // or equal types).
   virtual void upload(const void* src, DType src_dtype, Tensor& dst) = 0;
-  virtual void download(const Tensor& src, void* dst) = 0;   // raw bytes, same dtype
+  virtual void download(const Tensor& src, void* dst) = 0;  // raw bytes, same dtype
   virtual void synchronize() {}
   // Activations live from begin_step() to the next begin_step(): a backend may hand them out
   // from an arena that begin_step() rewinds (CUDA: no cudaMalloc on the hot path, and the same
@@ -51,7 +51,10 @@ class Backend {
   virtual bool supports_graphs() const { return false; }
   virtual void graph_capture_begin() { throw_no_graphs(); }
   virtual int64_t graph_capture_end() { throw_no_graphs(); }
-  virtual void graph_replay(int64_t handle) { (void)handle; throw_no_graphs(); }
+  virtual void graph_replay(int64_t handle) {
+    (void)handle;
+    throw_no_graphs();
+  }
   // Frees a captured graph (after the work in flight). Graphs must go before the communicator
   // whose collectives they captured: NCCL holds the communicator's resources until then.
   virtual void graph_destroy(int64_t handle) { (void)handle; }
@@ -73,8 +76,7 @@ class Backend {
   // In place on qkv: [T, (Hq + 2 Hkv) * D]: RMSNorm each q and k head over D (weights [D]),
   // then rotary embedding (rotate-half) at positions [T] (I32).
   virtual void qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
-                            int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps,
-                            float rope_theta) = 0;
+                            int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps, float rope_theta) = 0;
   // Writes the k and v parts of qkv into the caches at md.slot_mapping (slot -1 skipped).
   // k_cache, v_cache: [num_blocks, block_size, Hkv, D].
   virtual void store_kvcache(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, int64_t num_heads,

@@ -5,12 +5,11 @@
 
 namespace nanovllm {
 
-[[noreturn]] static void fail(const char* op, const std::string& what) {
-  throw Error(std::string(op) + ": " + what);
-}
+[[noreturn]] static void fail(const char* op, const std::string& what) { throw Error(std::string(op) + ": " + what); }
 
 static void want_dim(const char* op, const char* name, const Tensor& t, int64_t d) {
-  if (t.dim() != d) fail(op, std::string(name) + " must have " + std::to_string(d) + " dims, got " + shape_str(t.shape()));
+  if (t.dim() != d)
+    fail(op, std::string(name) + " must have " + std::to_string(d) + " dims, got " + shape_str(t.shape()));
 }
 
 void check_embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
@@ -19,8 +18,8 @@ void check_embedding(const Tensor& ids, const Tensor& table, const Tensor& out) 
   want_dim("embedding", "out", out, 2);
   if (ids.dtype() != DType::I32) fail("embedding", "ids must be I32");
   if (out.size(0) != ids.size(0) || out.size(1) != table.size(1))
-    fail("embedding", "out " + shape_str(out.shape()) + " does not match ids " + shape_str(ids.shape()) +
-                          " x table " + shape_str(table.shape()));
+    fail("embedding", "out " + shape_str(out.shape()) + " does not match ids " + shape_str(ids.shape()) + " x table " +
+                          shape_str(table.shape()));
 }
 
 void check_rms_norm(const Tensor& x, const Tensor& w, const Tensor& out) {
@@ -34,7 +33,8 @@ void check_linear(const Tensor& x, const Tensor& w, const Tensor& out) {
   want_dim("linear", "w", w, 2);
   want_dim("linear", "out", out, 2);
   if (x.size(1) != w.size(1) || out.size(0) != x.size(0) || out.size(1) != w.size(0))
-    fail("linear", "x " + shape_str(x.shape()) + " @ w^T " + shape_str(w.shape()) + " -> out " + shape_str(out.shape()));
+    fail("linear",
+         "x " + shape_str(x.shape()) + " @ w^T " + shape_str(w.shape()) + " -> out " + shape_str(out.shape()));
 }
 
 void check_qkv(const Tensor& qkv, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, const char* op) {
@@ -53,14 +53,16 @@ void check_kv_cache(const Tensor& k_cache, const Tensor& v_cache, int64_t num_kv
 void check_metadata(const AttentionMetadata& md, int64_t num_tokens, int64_t num_cache_slots) {
   const char* op = "attention";
   if (int64_t(md.slot_mapping.size()) != num_tokens)
-    fail(op, "slot_mapping has " + std::to_string(md.slot_mapping.size()) + " entries for " + std::to_string(num_tokens) + " tokens");
+    fail(op, "slot_mapping has " + std::to_string(md.slot_mapping.size()) + " entries for " +
+                 std::to_string(num_tokens) + " tokens");
   if (int64_t(md.cu_seqlens_q.size()) != md.num_seqs + 1 || int64_t(md.cu_seqlens_k.size()) != md.num_seqs + 1 ||
-      int64_t(md.context_lens.size()) != md.num_seqs ||
-      int64_t(md.block_tables.size()) != md.num_seqs * md.max_blocks)
+      int64_t(md.context_lens.size()) != md.num_seqs || int64_t(md.block_tables.size()) != md.num_seqs * md.max_blocks)
     fail(op, "metadata vectors do not match num_seqs " + std::to_string(md.num_seqs));
   if (md.cu_seqlens_q.back() != num_tokens) fail(op, "cu_seqlens_q does not end at the token count");
   for (int32_t s : md.slot_mapping)
-    if (s >= num_cache_slots) fail(op, "slot " + std::to_string(s) + " is outside the KV cache of " + std::to_string(num_cache_slots) + " slots");
+    if (s >= num_cache_slots)
+      fail(op,
+           "slot " + std::to_string(s) + " is outside the KV cache of " + std::to_string(num_cache_slots) + " slots");
 }
 
 void check_silu_and_mul(const Tensor& x, const Tensor& out) {
@@ -75,14 +77,17 @@ void check_linear_silu_mul(const Tensor& x, const Tensor& w, const Tensor& out) 
   want_dim("linear_silu_mul", "out", out, 2);
   if (w.size(0) != 2 * out.size(1) || w.size(1) != x.size(1) || out.size(0) != x.size(0))
     fail("linear_silu_mul", "want x [T, K], w [2I, K] (gate rows, then up rows), out [T, I]; got x " +
-                                shape_str(x.shape()) + ", w " + shape_str(w.shape()) + ", out " + shape_str(out.shape()));
+                                shape_str(x.shape()) + ", w " + shape_str(w.shape()) + ", out " +
+                                shape_str(out.shape()));
 }
 
 void check_add_rms_norm_linear(const Tensor& x, const Tensor& residual, const Tensor& norm_w, const Tensor& w,
                                const Tensor& out, bool silu_mul) {
   check_rms_norm(x, norm_w, residual);
-  if (silu_mul) check_linear_silu_mul(x, w, out);
-  else check_linear(x, w, out);
+  if (silu_mul)
+    check_linear_silu_mul(x, w, out);
+  else
+    check_linear(x, w, out);
 }
 
 void check_cast(const Tensor& src, const Tensor& dst) {
@@ -121,8 +126,10 @@ void Backend::add_rms_norm_linear(Tensor& x, Tensor& residual, const Tensor& nor
                                   Tensor& out, bool silu_mul) {
   check_add_rms_norm_linear(x, residual, norm_w, w, out, silu_mul);
   add_rms_norm(x, residual, norm_w, eps);
-  if (silu_mul) linear_silu_mul(x, w, out);
-  else linear(x, w, out);
+  if (silu_mul)
+    linear_silu_mul(x, w, out);
+  else
+    linear(x, w, out);
 }
 
 void Backend::throw_no_graphs() const { throw Error(name() + " backend: CUDA graphs are not supported"); }

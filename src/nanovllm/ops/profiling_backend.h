@@ -35,7 +35,9 @@ class ProfilingBackend final : public Backend {
   int64_t free_memory_bytes() override { return in_->free_memory_bytes(); }
   int64_t total_memory_bytes() override { return in_->total_memory_bytes(); }
   int64_t peak_step_bytes() override { return in_->peak_step_bytes(); }
-  void prepare_metadata(AttentionMetadata& md) override { timed("prepare_metadata", [&] { in_->prepare_metadata(md); }); }
+  void prepare_metadata(AttentionMetadata& md) override {
+    timed("prepare_metadata", [&] { in_->prepare_metadata(md); });
+  }
 
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out, int64_t vocab_start) override {
     timed("embedding", [&] { in_->embedding(ids, table, out, vocab_start); });
@@ -62,10 +64,15 @@ class ProfilingBackend final : public Backend {
     timed(md.is_prefill ? "attention_prefill" : "attention_decode",
           [&] { in_->attention(qkv, k, v, out, hq, hkv, d, scale, md); });
   }
-  void cast(const Tensor& src, Tensor& dst) override { timed("cast", [&] { in_->cast(src, dst); }); }
-  void silu_and_mul(const Tensor& x, Tensor& out) override { timed("silu_and_mul", [&] { in_->silu_and_mul(x, out); }); }
+  void cast(const Tensor& src, Tensor& dst) override {
+    timed("cast", [&] { in_->cast(src, dst); });
+  }
+  void silu_and_mul(const Tensor& x, Tensor& out) override {
+    timed("silu_and_mul", [&] { in_->silu_and_mul(x, out); });
+  }
   void qk_norm_rope_store(Tensor& qkv, const Tensor& qn, const Tensor& kn, const Tensor& pos, Tensor& k, Tensor& v,
-                          int64_t hq, int64_t hkv, int64_t d, float eps, float theta, const AttentionMetadata& md) override {
+                          int64_t hq, int64_t hkv, int64_t d, float eps, float theta,
+                          const AttentionMetadata& md) override {
     timed("qk_norm_rope_store", [&] { in_->qk_norm_rope_store(qkv, qn, kn, pos, k, v, hq, hkv, d, eps, theta, md); });
   }
   void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) override {

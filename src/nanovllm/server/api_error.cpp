@@ -17,7 +17,8 @@ std::string type_of(int status) {
 }  // namespace
 
 ApiError::ApiError(int status_, std::string message, std::string param_, std::string code_)
-    : Error(std::move(message)), status(status_), type(type_of(status_)), param(std::move(param_)), code(std::move(code_)) {}
+    : Error(std::move(message)), status(status_), type(type_of(status_)), param(std::move(param_)),
+      code(std::move(code_)) {}
 
 nlohmann::ordered_json ApiError::to_json() const {
   nlohmann::ordered_json e = {{"message", what()}, {"type", type}, {"param", nullptr}, {"code", nullptr}};

@@ -5,8 +5,7 @@
 namespace nanovllm::server {
 
 EngineLoop::EngineLoop(LLM& llm, Metrics& metrics, double request_timeout_s)
-    : llm_(llm), metrics_(metrics),
-      timeout_(request_timeout_s > 0 ? request_timeout_s : 1e9),
+    : llm_(llm), metrics_(metrics), timeout_(request_timeout_s > 0 ? request_timeout_s : 1e9),
       thread_([this] { run(); }) {}
 
 EngineLoop::~EngineLoop() { stop(); }
@@ -43,8 +42,7 @@ void EngineLoop::run() {
     std::deque<Job> jobs;
     {
       std::unique_lock lk(mu_);
-      if (live_.empty() && !engine.has_unfinished())
-        cv_.wait(lk, [&] { return stopping_ || !submits_.empty(); });
+      if (live_.empty() && !engine.has_unfinished()) cv_.wait(lk, [&] { return stopping_ || !submits_.empty(); });
       if (stopping_) break;
       jobs.swap(submits_);
     }
@@ -92,8 +90,10 @@ void EngineLoop::admit(Job& job) {
       engine.abort(rid);
       live_.erase(rid);
     }
-    if (auto* ue = dynamic_cast<const UserError*>(&e)) job.channel->fail(ApiError::from(*ue));
-    else job.channel->fail(ApiError(500, std::string("could not add the request: ") + e.what()));
+    if (auto* ue = dynamic_cast<const UserError*>(&e))
+      job.channel->fail(ApiError::from(*ue));
+    else
+      job.channel->fail(ApiError(500, std::string("could not add the request: ") + e.what()));
   }
 }
 
@@ -109,7 +109,8 @@ void EngineLoop::drop_cancelled_and_expired() {
     llm_.engine().abort(it->first);  // frees its KV blocks
     metrics_.on_request_finished(FinishReason::Abort, std::chrono::duration<double>(now - l.arrival).count());
     if (!cancelled)
-      l.channel->fail(ApiError(408, "the request took longer than the server's --request-timeout and was aborted", "", "timeout"));
+      l.channel->fail(
+          ApiError(408, "the request took longer than the server's --request-timeout and was aborted", "", "timeout"));
     it = live_.erase(it);
   }
 }
@@ -122,8 +123,10 @@ void EngineLoop::route(const StepResult& r) {
     if (it == live_.end()) continue;
     Live& l = it->second;
     const double gap = std::chrono::duration<double>(now - l.last_token).count();
-    if (l.num_tokens == 0) metrics_.on_first_token(gap);
-    else metrics_.on_inter_token(gap);
+    if (l.num_tokens == 0)
+      metrics_.on_first_token(gap);
+    else
+      metrics_.on_inter_token(gap);
     l.last_token = now;
     ++l.num_tokens;
     std::string delta;

@@ -84,7 +84,8 @@ struct StreamWriter {
   std::string opening() const {
     std::string out;
     if (chat())
-      for (int i = 0; i < num_choices; ++i) sse::append_event(out, stream_chunk(meta, i, {{"role", "assistant"}, {"content", ""}}, ""));
+      for (int i = 0; i < num_choices; ++i)
+        sse::append_event(out, stream_chunk(meta, i, {{"role", "assistant"}, {"content", ""}}, ""));
     return out;
   }
 
@@ -93,8 +94,10 @@ struct StreamWriter {
     const bool last = e.finish != FinishReason::None;
     const bool ids = meta.with_token_ids && !e.token_ids.empty();
     if (!e.text.empty() || ids || (last && !chat()))
-      sse::append_event(out, stream_chunk(meta, e.index, {{"content", e.text}}, chat() || !last ? "" : finish_reason_str(e.finish), e.token_ids));
-    if (last && chat()) sse::append_event(out, stream_chunk(meta, e.index, ojson::object(), finish_reason_str(e.finish)));
+      sse::append_event(out, stream_chunk(meta, e.index, {{"content", e.text}},
+                                          chat() || !last ? "" : finish_reason_str(e.finish), e.token_ids));
+    if (last && chat())
+      sse::append_event(out, stream_chunk(meta, e.index, ojson::object(), finish_reason_str(e.finish)));
   }
 
   void closing(std::string& out, const RequestChannel& ch) {
@@ -112,8 +115,8 @@ struct StreamWriter {
 
 net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Connection& c) {
   const bool chat = req.endpoint == Endpoint::ChatCompletions;
-  const ResponseMeta meta{req.endpoint, st.new_id(chat ? "chatcmpl-" : "cmpl-"), int64_t(std::time(nullptr)), st.model.name,
-                          st.model.token_ids_only};
+  const ResponseMeta meta{req.endpoint, st.new_id(chat ? "chatcmpl-" : "cmpl-"), int64_t(std::time(nullptr)),
+                          st.model.name, st.model.token_ids_only};
   const int n = int(req.prompts.size());
   const int64_t prompt_tokens = total_prompt_tokens(req);
   Wakeup wake(co_await net::this_coro::executor);
@@ -152,7 +155,8 @@ net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Co
     const bool ended = ch->take(events);
     for (auto& e : events) {
       choices[size_t(e.index)].text += e.text;
-      choices[size_t(e.index)].token_ids.insert(choices[size_t(e.index)].token_ids.end(), e.token_ids.begin(), e.token_ids.end());
+      choices[size_t(e.index)].token_ids.insert(choices[size_t(e.index)].token_ids.end(), e.token_ids.begin(),
+                                                e.token_ids.end());
       completion_tokens += e.num_tokens;
       if (e.finish != FinishReason::None) choices[size_t(e.index)].finish_reason = finish_reason_str(e.finish);
     }
@@ -161,7 +165,8 @@ net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Co
   }
   if (auto err = ch->error()) throw *err;
   co_await c.send(http::status::ok, kJsonType,
-                  full_response(meta, choices, usage_json(prompt_tokens, completion_tokens)).dump(-1, ' ', false, ojson::error_handler_t::replace));
+                  full_response(meta, choices, usage_json(prompt_tokens, completion_tokens))
+                      .dump(-1, ' ', false, ojson::error_handler_t::replace));
 }
 
 }  // namespace nanovllm::server

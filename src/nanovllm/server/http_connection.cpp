@@ -75,8 +75,10 @@ std::string Connection::head(http::status status, std::string_view content_type,
     h += "\r\n";
   }
   for (auto& [k, v] : extra) h += k + ": " + v + "\r\n";
-  if (!keep_alive_) h += "Connection: close\r\n";
-  else if (http_version_ < 11) h += "Connection: keep-alive\r\n";
+  if (!keep_alive_)
+    h += "Connection: close\r\n";
+  else if (http_version_ < 11)
+    h += "Connection: keep-alive\r\n";
   return h;
 }
 
@@ -89,7 +91,8 @@ net::awaitable<bool> Connection::write(std::vector<net::const_buffer> bufs) {
   co_return !ec;
 }
 
-net::awaitable<bool> Connection::send(http::status status, std::string_view content_type, std::string body, const Headers& extra) {
+net::awaitable<bool> Connection::send(http::status status, std::string_view content_type, std::string body,
+                                      const Headers& extra) {
   response_started_ = true;
   std::string h = head(status, content_type, extra);
   h += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n";

@@ -16,9 +16,9 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
-#include <boost/beast/http/error.hpp>
 
 #include "nanovllm/server/generation_handler.h"
 #include "nanovllm/server/http_connection.h"
@@ -65,9 +65,11 @@ bool is_json_media_type(std::string_view ct) {
 // A timeout (idle, or a request sent too slowly) closes the socket: nothing can be answered.
 std::optional<ApiError> read_error(const beast::error_code& ec, int64_t max_body) {
   if (ec == http::error::body_limit)
-    return ApiError(413, "the request body exceeds the server's limit of " + std::to_string(max_body) + " bytes", "", "payload_too_large");
+    return ApiError(413, "the request body exceeds the server's limit of " + std::to_string(max_body) + " bytes", "",
+                    "payload_too_large");
   if (ec == http::error::header_limit)
-    return ApiError(431, "the request line and headers exceed " + std::to_string(kMaxHeaderBytes) + " bytes", "", "headers_too_large");
+    return ApiError(431, "the request line and headers exceed " + std::to_string(kMaxHeaderBytes) + " bytes", "",
+                    "headers_too_large");
   if (ec.category() == http::make_error_code(http::error::end_of_stream).category() && ec != http::error::end_of_stream)
     return ApiError(400, "malformed HTTP request: " + ec.message(), "", "bad_http");
   return std::nullopt;  // the connection closed or failed
@@ -89,7 +91,9 @@ void log_escaped(const char* what, std::exception_ptr e) {
 }  // namespace
 
 struct HttpServer::Impl {
-  Impl(LLM& llm, const ServerOptions& o) : st(llm, o, model_info(llm, o)) { st.started_at = int64_t(std::time(nullptr)); }
+  Impl(LLM& llm, const ServerOptions& o) : st(llm, o, model_info(llm, o)) {
+    st.started_at = int64_t(std::time(nullptr));
+  }
 
   ServerState st;
   // After st: destroyed first, together with the connection coroutines that refer to st.
@@ -100,7 +104,8 @@ struct HttpServer::Impl {
     st.metrics.on_http_error(e.status);
     Connection::Headers extra;
     if (e.status == 401) extra.emplace_back("WWW-Authenticate", "Bearer");
-    co_await c.send(http::status(e.status), kJsonType, e.to_json().dump(-1, ' ', false, ojson::error_handler_t::replace), extra);
+    co_await c.send(http::status(e.status), kJsonType,
+                    e.to_json().dump(-1, ' ', false, ojson::error_handler_t::replace), extra);
   }
 
   net::awaitable<void> send_json(Connection& c, const ojson& j) {
@@ -112,14 +117,16 @@ struct HttpServer::Impl {
     if (st.opts.api_key.empty() || path.rfind("/v1/", 0) != 0) return;
     const std::string_view auth = req[http::field::authorization];
     if (auth.rfind("Bearer ", 0) == 0 && same_secret(auth.substr(7), st.opts.api_key)) return;
-    throw ApiError(401, auth.empty() ? "missing API key: send 'Authorization: Bearer KEY'" : "invalid API key", "", "invalid_api_key");
+    throw ApiError(401, auth.empty() ? "missing API key: send 'Authorization: Bearer KEY'" : "invalid API key", "",
+                   "invalid_api_key");
   }
 
   // A POST body as a JSON object, checked for the model it names. JSON only: a form or text
   // body is refused (415), so a web page cannot post to the server without a CORS preflight.
   ojson json_body(const Request& req) const {
     if (!is_json_media_type(req[http::field::content_type]))
-      throw ApiError(415, "the request body must be JSON: send 'Content-Type: application/json'", "", "unsupported_media_type");
+      throw ApiError(415, "the request body must be JSON: send 'Content-Type: application/json'", "",
+                     "unsupported_media_type");
     ojson body = parse_body(req.body());
     check_model(body, st.model);
     return body;
@@ -134,16 +141,24 @@ struct HttpServer::Impl {
       authorize(req, path);
       if (path == "/health" || path == "/metrics" || path == "/v1/models") {
         if (!get) throw ApiError(405, "method " + std::string(req.method_string()) + " is not allowed on " + path);
-        if (path == "/health") co_await c.send(http::status::ok, kNoType, std::string());
-        else if (path == "/metrics") co_await c.send(http::status::ok, kMetricsType, st.metrics.render());
-        else co_await send_json(c, models_response(st.model, st.started_at));
-      } else if (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/tokenize" || path == "/detokenize") {
+        if (path == "/health")
+          co_await c.send(http::status::ok, kNoType, std::string());
+        else if (path == "/metrics")
+          co_await c.send(http::status::ok, kMetricsType, st.metrics.render());
+        else
+          co_await send_json(c, models_response(st.model, st.started_at));
+      } else if (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/tokenize" ||
+                 path == "/detokenize") {
         if (!post) throw ApiError(405, "method " + std::string(req.method_string()) + " is not allowed on " + path);
         const ojson body = json_body(req);
-        if (path == "/v1/completions") co_await serve_generation(st, parse_completion_request(body, st.model), c);
-        else if (path == "/v1/chat/completions") co_await serve_generation(st, parse_chat_request(body, st.model), c);
-        else if (path == "/tokenize") co_await send_json(c, tokenize_response(body, st.model));
-        else co_await send_json(c, detokenize_response(body, st.model));
+        if (path == "/v1/completions")
+          co_await serve_generation(st, parse_completion_request(body, st.model), c);
+        else if (path == "/v1/chat/completions")
+          co_await serve_generation(st, parse_chat_request(body, st.model), c);
+        else if (path == "/tokenize")
+          co_await send_json(c, tokenize_response(body, st.model));
+        else
+          co_await send_json(c, detokenize_response(body, st.model));
       } else {
         throw ApiError(404, "no route for " + std::string(req.method_string()) + " " + path);
       }
@@ -155,8 +170,10 @@ struct HttpServer::Impl {
       err = ApiError(500, std::string("internal error: ") + e.what());
     }
     if (!err) co_return;
-    if (c.response_started()) c.close();  // nothing coherent can follow a started response
-    else co_await send_error(c, *err);
+    if (c.response_started())
+      c.close();  // nothing coherent can follow a started response
+    else
+      co_await send_error(c, *err);
   }
 
   // One connection: requests are read and answered in order (pipelined ones wait in the buffer).
@@ -172,7 +189,8 @@ struct HttpServer::Impl {
         static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
         std::tie(ec, n) = co_await net::async_write(c.stream(), net::buffer(kContinue), use_tuple);
       }
-      if (!ec && !parser.is_done()) std::tie(ec, n) = co_await http::async_read(c.stream(), c.buffer(), parser, use_tuple);
+      if (!ec && !parser.is_done())
+        std::tie(ec, n) = co_await http::async_read(c.stream(), c.buffer(), parser, use_tuple);
       c.stream().expires_never();
       if (ec) {
         if (auto e = read_error(ec, st.opts.max_body_bytes)) {
@@ -200,7 +218,8 @@ struct HttpServer::Impl {
         co_await t.async_wait(use_tuple);
         continue;
       }
-      net::co_spawn(socket.get_executor(), session(std::move(socket)), [](std::exception_ptr e) { log_escaped("a connection", e); });
+      net::co_spawn(socket.get_executor(), session(std::move(socket)),
+                    [](std::exception_ptr e) { log_escaped("a connection", e); });
     }
   }
 };

@@ -30,7 +30,8 @@ void Histogram::observe(double v) {
   sum_ += v;
 }
 
-void Histogram::render(const std::string& name, const std::string& help, const std::string& labels, std::string& out) const {
+void Histogram::render(const std::string& name, const std::string& help, const std::string& labels,
+                       std::string& out) const {
   header(out, name, "histogram", help);
   uint64_t cum = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
@@ -44,8 +45,10 @@ void Histogram::render(const std::string& name, const std::string& help, const s
 
 Metrics::Metrics(std::string model_name)
     : labels_("model_name=\"" + model_name + "\""),
-      ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640}),
-      itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}),
+      ttft_(
+          {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640}),
+      itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,
+            0.4,   0.5,    0.75,  1,    2.5,   5,    7.5,   10,  20,   40,  80}),
       e2e_({0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920}) {}
 
 void Metrics::on_request_added(int64_t n) {
@@ -96,7 +99,8 @@ std::string Metrics::render() const {
   };
   gauge("vllm:num_requests_running", "Number of requests in model execution batches.", double(g.running));
   gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", double(g.waiting));
-  gauge("nanovllm:num_requests_open", "Requests the HTTP server is serving (queued, running or streaming).", double(g.open_requests));
+  gauge("nanovllm:num_requests_open", "Requests the HTTP server is serving (queued, running or streaming).",
+        double(g.open_requests));
   const double usage = g.kv_blocks_total ? double(g.kv_blocks_used) / double(g.kv_blocks_total) : 0.0;
   gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", usage);
   gauge("nanovllm:kv_cache_blocks_used", "KV-cache blocks held by live sequences.", double(g.kv_blocks_used));
@@ -111,10 +115,12 @@ std::string Metrics::render() const {
   header(o, "vllm:request_success_total", "counter", "Count of finished requests by finish reason.");
   for (const char* r : {"stop", "length", "abort"}) {
     auto it = finished_.find(r);
-    sample(o, "vllm:request_success_total", labels_ + ",finished_reason=\"" + r + "\"", it == finished_.end() ? 0.0 : double(it->second));
+    sample(o, "vllm:request_success_total", labels_ + ",finished_reason=\"" + r + "\"",
+           it == finished_.end() ? 0.0 : double(it->second));
   }
   header(o, "nanovllm:http_errors_total", "counter", "Error responses by HTTP status.");
-  for (auto& [status, n] : http_errors_) sample(o, "nanovllm:http_errors_total", labels_ + ",status=\"" + std::to_string(status) + "\"", double(n));
+  for (auto& [status, n] : http_errors_)
+    sample(o, "nanovllm:http_errors_total", labels_ + ",status=\"" + std::to_string(status) + "\"", double(n));
   ttft_.render("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels_, o);
   itl_.render("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", labels_, o);
   e2e_.render("vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", labels_, o);

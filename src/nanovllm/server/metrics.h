@@ -29,8 +29,8 @@ class Histogram {
 
 // What the engine thread publishes after each loop iteration.
 struct EngineGauges {
-  int64_t running = 0, waiting = 0;             // sequences in the scheduler
-  int64_t open_requests = 0;                    // requests the server is serving
+  int64_t running = 0, waiting = 0;  // sequences in the scheduler
+  int64_t open_requests = 0;         // requests the server is serving
   int64_t kv_blocks_used = 0, kv_blocks_total = 0;
   int64_t prefix_queries = 0, prefix_hits = 0;  // prompt tokens looked up / found in the prefix cache
   int64_t preemptions = 0;
@@ -41,7 +41,7 @@ class Metrics {
   explicit Metrics(std::string model_name);
 
   void on_request_added(int64_t prompt_tokens);
-  void on_tokens(int64_t n);                       // generation tokens
+  void on_tokens(int64_t n);  // generation tokens
   void on_first_token(double seconds_since_arrival);
   void on_inter_token(double seconds);
   void on_request_finished(FinishReason why, double e2e_seconds);
@@ -56,8 +56,8 @@ class Metrics {
   mutable std::mutex mu_;
   EngineGauges gauges_;
   int64_t prompt_tokens_ = 0, generation_tokens_ = 0;
-  std::map<std::string, int64_t> finished_;   // finish reason -> count
-  std::map<int, int64_t> http_errors_;        // status -> count
+  std::map<std::string, int64_t> finished_;  // finish reason -> count
+  std::map<int, int64_t> http_errors_;       // status -> count
   Histogram ttft_, itl_, e2e_;
 };
 

@@ -19,8 +19,8 @@ using ojson = nlohmann::ordered_json;  // keeps the client's key order (chat tem
 // HTTP threads may use it concurrently (tokenizer and chat template are thread-safe for reads).
 struct ModelInfo {
   const LLM* llm = nullptr;
-  std::string name;        // served model name
-  std::string root;        // --model as given
+  std::string name;  // served model name
+  std::string root;  // --model as given
   int64_t max_model_len = 0;
   // No tokenizer (serve --skip-tokenizer-init): prompts must be token ids, and every choice and
   // stream chunk carries the generated "token_ids" (its text stays empty).

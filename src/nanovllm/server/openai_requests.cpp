@@ -39,7 +39,8 @@ int64_t request_int(const ojson& v, const std::string& param) {
 }
 
 const Tokenizer& tokenizer_of(const ModelInfo& m) {
-  if (!m.llm->tokenizer()) bad("", "the server has no tokenizer (--skip-tokenizer-init): send prompts as token ids", "no_tokenizer");
+  if (!m.llm->tokenizer())
+    bad("", "the server has no tokenizer (--skip-tokenizer-init): send prompts as token ids", "no_tokenizer");
   return *m.llm->tokenizer();
 }
 
@@ -56,7 +57,8 @@ std::vector<int32_t> token_ids(const ojson& arr, const std::string& param) {
   for (auto& t : arr) {
     if (!t.is_number_integer()) wrong_type(param, "a list of integer token ids");
     const int64_t v = request_int(t, param);
-    if (v < 0 || v > std::numeric_limits<int32_t>::max()) bad(param, param + ": token id " + std::to_string(v) + " is out of range");
+    if (v < 0 || v > std::numeric_limits<int32_t>::max())
+      bad(param, param + ": token id " + std::to_string(v) + " is out of range");
     ids.push_back(int32_t(v));
   }
   return ids;
@@ -92,12 +94,17 @@ void read_common(const ojson& body, GenerationRequest& r, const ModelInfo& m, co
     const int64_t n = int64_t(p.size());
     if (n == 0) bad(prompt_param, "the prompt is empty");
     if (n >= m.max_model_len)
-      bad(prompt_param, "This model's maximum context length is " + std::to_string(m.max_model_len) + " tokens. However, your prompt has " +
-                            std::to_string(n) + " tokens (at least one token must be generated).", "context_length_exceeded");
+      bad(prompt_param,
+          "This model's maximum context length is " + std::to_string(m.max_model_len) +
+              " tokens. However, your prompt has " + std::to_string(n) +
+              " tokens (at least one token must be generated).",
+          "context_length_exceeded");
     if (has_max && n + r.params.max_tokens > m.max_model_len)
-      bad("max_tokens", "This model's maximum context length is " + std::to_string(m.max_model_len) + " tokens. However, you requested " +
-                            std::to_string(n + r.params.max_tokens) + " tokens (" + std::to_string(n) + " in the prompt, " +
-                            std::to_string(r.params.max_tokens) + " for the completion). Please reduce the prompt or max_tokens.",
+      bad("max_tokens",
+          "This model's maximum context length is " + std::to_string(m.max_model_len) +
+              " tokens. However, you requested " + std::to_string(n + r.params.max_tokens) + " tokens (" +
+              std::to_string(n) + " in the prompt, " + std::to_string(r.params.max_tokens) +
+              " for the completion). Please reduce the prompt or max_tokens.",
           "context_length_exceeded");
     max_default = std::min(max_default, default_max_tokens(n));
   }
@@ -114,7 +121,8 @@ ChatTemplateInputs chat_inputs(const ojson& body) {
     const std::string where = "messages[" + std::to_string(i) + "]";
     ojson msg = (*msgs)[i];
     if (!msg.is_object()) wrong_type(where, "an object");
-    if (!msg.contains("role") || !msg["role"].is_string()) bad(where + ".role", where + " needs a string 'role'", "missing_field");
+    if (!msg.contains("role") || !msg["role"].is_string())
+      bad(where + ".role", where + " needs a string 'role'", "missing_field");
     ojson& c = msg["content"];
     if (c.is_array()) {  // [{"type": "text", "text": ...}] -> one string, as vLLM joins them
       std::string text;
@@ -122,7 +130,8 @@ ChatTemplateInputs chat_inputs(const ojson& body) {
         const ojson* type = part.is_object() ? field(part, "type") : nullptr;
         const ojson* part_text = part.is_object() ? field(part, "text") : nullptr;
         if (!type || !type->is_string() || *type != "text" || !part_text || !part_text->is_string())
-          bad(where + ".content", where + ".content: only text parts ({\"type\": \"text\", \"text\": ...}) are supported");
+          bad(where + ".content",
+              where + ".content: only text parts ({\"type\": \"text\", \"text\": ...}) are supported");
         if (!text.empty()) text += "\n";
         text += part_text->get<std::string>();
       }
@@ -165,7 +174,8 @@ std::string render_chat(const ModelInfo& m, const ojson& body) {
 
 ojson parse_body(const std::string& body) {
   const size_t bad_at = utf8::find_invalid(body);
-  if (bad_at != utf8::kValid) bad("", "the request body is not valid UTF-8 (byte offset " + std::to_string(bad_at) + ")", "invalid_utf8");
+  if (bad_at != utf8::kValid)
+    bad("", "the request body is not valid UTF-8 (byte offset " + std::to_string(bad_at) + ")", "invalid_utf8");
   ojson j;
   try {
     j = parse_request_json<ojson>(body);
@@ -181,8 +191,8 @@ void check_model(const ojson& body, const ModelInfo& m) {
   if (!v) return;
   if (!v->is_string()) wrong_type("model", "a string");
   if (v->get<std::string>() != m.name)
-    throw ApiError(404, "The model '" + v->get<std::string>() + "' does not exist; this server serves '" + m.name + "'", "model",
-                   "model_not_found");
+    throw ApiError(404, "The model '" + v->get<std::string>() + "' does not exist; this server serves '" + m.name + "'",
+                   "model", "model_not_found");
 }
 
 GenerationRequest parse_completion_request(const ojson& body, const ModelInfo& m) {
@@ -198,9 +208,12 @@ GenerationRequest parse_completion_request(const ojson& body, const ModelInfo& m
       r.prompts.push_back(token_ids(*p, "prompt"));
     } else {
       for (auto& e : *p) {
-        if (e.is_string()) r.prompts.push_back(encode(m, e.get<std::string>(), "prompt"));
-        else if (e.is_array()) r.prompts.push_back(token_ids(e, "prompt"));
-        else wrong_type("prompt", want);
+        if (e.is_string())
+          r.prompts.push_back(encode(m, e.get<std::string>(), "prompt"));
+        else if (e.is_array())
+          r.prompts.push_back(token_ids(e, "prompt"));
+        else
+          wrong_type("prompt", want);
       }
     }
   } else {

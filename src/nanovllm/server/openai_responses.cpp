@@ -17,7 +17,9 @@ ojson reason(const std::string& r) { return r.empty() ? ojson(nullptr) : ojson(r
 }  // namespace
 
 ojson usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
-  return {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion_tokens}, {"total_tokens", prompt_tokens + completion_tokens}};
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens}};
 }
 
 ojson full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& choices, const ojson& usage) {
@@ -25,8 +27,10 @@ ojson full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& c
   ojson cs = ojson::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     ojson c = {{"index", i}};
-    if (meta.endpoint == Endpoint::ChatCompletions) c["message"] = {{"role", "assistant"}, {"content", choices[i].text}};
-    else c["text"] = choices[i].text;
+    if (meta.endpoint == Endpoint::ChatCompletions)
+      c["message"] = {{"role", "assistant"}, {"content", choices[i].text}};
+    else
+      c["text"] = choices[i].text;
     if (meta.with_token_ids) c["token_ids"] = choices[i].token_ids;
     c["logprobs"] = nullptr;
     c["finish_reason"] = reason(choices[i].finish_reason);
@@ -41,8 +45,10 @@ ojson stream_chunk(const ResponseMeta& meta, int index, const ojson& delta, cons
                    const std::vector<int32_t>& token_ids) {
   ojson r = head(meta, true);
   ojson c = {{"index", index}};
-  if (meta.endpoint == Endpoint::ChatCompletions) c["delta"] = delta;
-  else c["text"] = delta.value("content", "");
+  if (meta.endpoint == Endpoint::ChatCompletions)
+    c["delta"] = delta;
+  else
+    c["text"] = delta.value("content", "");
   if (meta.with_token_ids) c["token_ids"] = token_ids;
   c["logprobs"] = nullptr;
   c["finish_reason"] = reason(finish_reason);
@@ -58,8 +64,13 @@ ojson usage_chunk(const ResponseMeta& meta, const ojson& usage) {
 }
 
 ojson models_response(const ModelInfo& m, int64_t created) {
-  ojson card = {{"id", m.name},     {"object", "model"}, {"created", created},
-                {"owned_by", "nanovllm"}, {"root", m.root}, {"parent", nullptr}, {"max_model_len", m.max_model_len}};
+  ojson card = {{"id", m.name},
+                {"object", "model"},
+                {"created", created},
+                {"owned_by", "nanovllm"},
+                {"root", m.root},
+                {"parent", nullptr},
+                {"max_model_len", m.max_model_len}};
   return {{"object", "list"}, {"data", ojson::array({card})}};
 }
 

@@ -24,7 +24,9 @@ struct ServerState {
   std::atomic<uint64_t> next_id{1};
   int64_t started_at = 0;  // unix seconds
 
-  std::string new_id(const char* prefix) { return prefix + std::to_string(started_at) + "-" + std::to_string(next_id++); }
+  std::string new_id(const char* prefix) {
+    return prefix + std::to_string(started_at) + "-" + std::to_string(next_id++);
+  }
 };
 
 }  // namespace nanovllm::server

@@ -60,7 +60,10 @@ const AddedToken* AddedTokenMatcher::longest_at(std::string_view text, size_t i,
 
 void AddedTokenMatcher::split(std::string_view text, const std::function<void(std::string_view)>& on_text,
                               const std::function<void(int32_t)>& on_token) const {
-  if (empty()) { if (!text.empty()) on_text(text); return; }
+  if (empty()) {
+    if (!text.empty()) on_text(text);
+    return;
+  }
   size_t emitted = 0;  // text[emitted..] is not yet reported
   for (size_t i = 0; i < text.size(); ++i) {
     if (!first_byte_[static_cast<uint8_t>(text[i])]) continue;
@@ -68,8 +71,10 @@ void AddedTokenMatcher::split(std::string_view text, const std::function<void(st
     const AddedToken* t = longest_at(text, i, &end);
     if (!t) continue;
     size_t begin = i;
-    if (t->lstrip) while (begin > emitted && is_space(text[begin - 1])) --begin;
-    if (t->rstrip) while (end < text.size() && is_space(text[end])) ++end;
+    if (t->lstrip)
+      while (begin > emitted && is_space(text[begin - 1])) --begin;
+    if (t->rstrip)
+      while (end < text.size() && is_space(text[end])) ++end;
     if (begin > emitted) on_text(text.substr(emitted, begin - emitted));
     on_token(t->id);
     emitted = end;

@@ -45,8 +45,7 @@ BpeModel::BpeModel(const nlohmann::json& model, bool byte_level) : byte_level_(b
   };
   if (nonempty_string("continuing_subword_prefix") || nonempty_string("end_of_word_suffix"))
     throw TokenizerError("tokenizer.json: BPE subword prefixes/suffixes are not supported");
-  if (model.value("byte_fallback", false))
-    throw TokenizerError("tokenizer.json: BPE byte_fallback is not supported");
+  if (model.value("byte_fallback", false)) throw TokenizerError("tokenizer.json: BPE byte_fallback is not supported");
   if (model.contains("dropout") && model["dropout"].is_number() && model["dropout"].get<double>() > 0)
     throw TokenizerError("tokenizer.json: BPE dropout is not supported");
   ignore_merges_ = model.value("ignore_merges", false);
@@ -137,8 +136,10 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<int32_t>& syms
   if (byte_level_) {
     for (char c : word) {
       const int32_t id = byte_ids_[static_cast<uint8_t>(c)];
-      if (id >= 0) syms.push_back(id);
-      else if (unk_id_) syms.push_back(*unk_id_);
+      if (id >= 0)
+        syms.push_back(id);
+      else if (unk_id_)
+        syms.push_back(*unk_id_);
     }
     return;
   }
@@ -146,8 +147,10 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<int32_t>& syms
     size_t n = utf8::sequence_length(word, i);
     if (n == 0) n = 1;
     auto it = vocab_.find(std::string(word.substr(i, n)));
-    if (it != vocab_.end()) syms.push_back(it->second);
-    else if (unk_id_) syms.push_back(*unk_id_);
+    if (it != vocab_.end())
+      syms.push_back(it->second);
+    else if (unk_id_)
+      syms.push_back(*unk_id_);
     i += n;
   }
 }
@@ -170,8 +173,10 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
   std::vector<int32_t> syms;
   syms.reserve(word.size());
   initial_symbols(word, syms);
-  if (syms.size() <= 64) merge_small(syms);
-  else merge_large(syms);
+  if (syms.size() <= 64)
+    merge_small(syms);
+  else
+    merge_large(syms);
   cache_.insert(word, syms.data(), syms.size());
   out.insert(out.end(), syms.begin(), syms.end());
 }
@@ -188,7 +193,8 @@ void BpeModel::merge_small(std::vector<int32_t>& syms) const {
   for (size_t i = 0; i + 1 < n; ++i) score(i);
   while (n > 1) {
     size_t best = 0;
-    for (size_t i = 1; i + 1 < n; ++i) if (rank[i] < rank[best]) best = i;
+    for (size_t i = 1; i + 1 < n; ++i)
+      if (rank[i] < rank[best]) best = i;
     if (rank[best] == INT_MAX) break;
     syms[best] = merged[best];
     // Remove symbol best+1 and the pair that started there.
@@ -205,8 +211,12 @@ void BpeModel::merge_small(std::vector<int32_t>& syms) const {
 }
 
 void BpeModel::merge_large(std::vector<int32_t>& syms) const {
-  struct Node { int32_t id, prev, next; };
-  struct Cand { int32_t rank, pos, left, right, merged; };
+  struct Node {
+    int32_t id, prev, next;
+  };
+  struct Cand {
+    int32_t rank, pos, left, right, merged;
+  };
   auto later = [](const Cand& x, const Cand& y) { return x.rank != y.rank ? x.rank > y.rank : x.pos > y.pos; };
   const auto n = static_cast<int32_t>(syms.size());
   std::vector<Node> nodes(syms.size());

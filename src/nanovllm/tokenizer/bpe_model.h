@@ -20,7 +20,10 @@ namespace nanovllm {
 // Open-addressing map (a, b) -> (rank, merged id): the hot lookup of the merge loop.
 class MergeTable {
  public:
-  struct Merge { int32_t rank; int32_t id; };
+  struct Merge {
+    int32_t rank;
+    int32_t id;
+  };
   void build(const std::vector<std::pair<uint64_t, Merge>>& entries);
   const Merge* find(int32_t a, int32_t b) const {
     const uint64_t key = pack(a, b);
@@ -71,7 +74,7 @@ class BpeModel {
   std::unordered_map<std::string, int32_t> unmappable_;  // byte-level strings outside the table
   std::vector<std::string> id_bytes_;
   std::vector<bool> present_;
-  std::array<int32_t, 256> byte_ids_{};                  // id of each single byte, or -1
+  std::array<int32_t, 256> byte_ids_{};  // id of each single byte, or -1
   MergeTable merges_;
   WordCache cache_;
 };

@@ -17,11 +17,15 @@ class CodePointSet {
  public:
   explicit CodePointSet(std::vector<Range> ranges) : ranges_(std::move(ranges)) {
     for (const Range& r : ranges_) {
-      for (uint32_t block = r.first >> 8; block <= (r.last >> 8); ++block) blocks_[block >> 6] |= uint64_t{1} << (block & 63);
+      for (uint32_t block = r.first >> 8; block <= (r.last >> 8); ++block)
+        blocks_[block >> 6] |= uint64_t{1} << (block & 63);
       // The UTF-8 lead bytes of the range: each covers 1, 64, 4096 or 262144 code points.
       for (uint32_t cp = r.first; cp <= r.last;) {
         const uint32_t span = cp < 0x80 ? 1 : cp < 0x800 ? 64 : cp < 0x10000 ? 4096 : 262144;
-        lead_[cp < 0x80 ? cp : cp < 0x800 ? 0xC0 | (cp >> 6) : cp < 0x10000 ? 0xE0 | (cp >> 12) : 0xF0 | (cp >> 18)] = true;
+        lead_[cp < 0x80      ? cp
+              : cp < 0x800   ? 0xC0 | (cp >> 6)
+              : cp < 0x10000 ? 0xE0 | (cp >> 12)
+                             : 0xF0 | (cp >> 18)] = true;
         cp = (cp | (span - 1)) + 1;
       }
     }
@@ -56,7 +60,7 @@ class CodePointSet {
  private:
   std::vector<Range> ranges_;
   std::array<uint64_t, 0x110000 / 256 / 64> blocks_{};  // bit per 256-code-point block
-  std::array<bool, 256> lead_{};                         // UTF-8 lead bytes of members
+  std::array<bool, 256> lead_{};                        // UTF-8 lead bytes of members
 };
 
 }  // namespace nanovllm::unicode

@@ -82,15 +82,13 @@ std::vector<int32_t> HfTokenizer::encode(std::string_view text) const {
   if (bad != utf8::kValid) {
     char byte[8];
     std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned>(static_cast<uint8_t>(text[bad])));
-    throw TokenizerError("invalid UTF-8 in input text at byte offset " + std::to_string(bad) + " (byte " +
-                         byte + ")");
+    throw TokenizerError("invalid UTF-8 in input text at byte offset " + std::to_string(bad) + " (byte " + byte + ")");
   }
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 4 + 1);
   EncodeState st;
   added_.raw().split(
-      text, [&](std::string_view seg) { encode_segment(seg, st, ids); },
-      [&](int32_t id) { ids.push_back(id); });
+      text, [&](std::string_view seg) { encode_segment(seg, st, ids); }, [&](int32_t id) { ids.push_back(id); });
   return ids;
 }
 
@@ -101,8 +99,7 @@ void HfTokenizer::encode_segment(std::string_view raw, EncodeState& st, std::vec
     return;
   }
   added_.normalized().split(
-      norm, [&](std::string_view seg) { encode_normalized(seg, st, ids); },
-      [&](int32_t id) { ids.push_back(id); });
+      norm, [&](std::string_view seg) { encode_normalized(seg, st, ids); }, [&](int32_t id) { ids.push_back(id); });
 }
 
 void HfTokenizer::encode_normalized(std::string_view text, EncodeState& st, std::vector<int32_t>& ids) const {
@@ -120,8 +117,8 @@ void HfTokenizer::append_bytes(const int32_t* ids, size_t n, bool skip_special_t
     } else if (model_->has_id(id)) {
       out += model_->bytes_of(id);
     } else {
-      throw TokenizerError("token id " + std::to_string(id) + " is out of range [0, " +
-                           std::to_string(vocab_size_) + ")");
+      throw TokenizerError("token id " + std::to_string(id) + " is out of range [0, " + std::to_string(vocab_size_) +
+                           ")");
     }
   }
 }

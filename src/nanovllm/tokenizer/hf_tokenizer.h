@@ -50,7 +50,6 @@ class HfTokenizer final : public Tokenizer {
 
 // Parses tokenizer.json text (and tokenizer_config.json text, empty when absent); for tests and
 // fuzzing. Throws TokenizerError.
-std::unique_ptr<Tokenizer> tokenizer_from_json(const std::string& tokenizer_json,
-                                               const std::string& config_json);
+std::unique_ptr<Tokenizer> tokenizer_from_json(const std::string& tokenizer_json, const std::string& config_json);
 
 }  // namespace nanovllm

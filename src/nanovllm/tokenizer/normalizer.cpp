@@ -27,9 +27,9 @@ constexpr int kMaxNesting = 64;
 void map_into(std::string_view in, int options, std::string& out) {
   if (in.empty()) return;
   utf8proc_uint8_t* mapped = nullptr;
-  const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(in.data()),
-                                          static_cast<utf8proc_ssize_t>(in.size()), &mapped,
-                                          static_cast<utf8proc_option_t>(options));
+  const utf8proc_ssize_t n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(in.data()), static_cast<utf8proc_ssize_t>(in.size()),
+                   &mapped, static_cast<utf8proc_option_t>(options));
   std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> owned(mapped, &std::free);
   if (n < 0) throw TokenizerError(std::string("normalizer: ") + utf8proc_errmsg(n));
   out.append(reinterpret_cast<const char*>(mapped), static_cast<size_t>(n));
@@ -84,7 +84,10 @@ std::string_view Normalizer::apply(std::string_view in, std::string& storage) co
   if (forms_.empty()) return in;
   bool ascii = true;
   for (char c : in) {
-    if (static_cast<unsigned char>(c) >= 0x80) { ascii = false; break; }
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      ascii = false;
+      break;
+    }
   }
   if (ascii) return in;
   std::string_view cur = in;

@@ -9,8 +9,7 @@ namespace nanovllm {
 namespace {
 
 // The GPT-2 pattern that ByteLevel(use_regex=true) splits with.
-constexpr const char* kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 // Deeper than any tokenizer.json that Hugging Face reads (serde_json stops at 128 JSON levels,
 // two per Sequence); the bound keeps hostile files from overflowing the stack.
@@ -50,12 +49,18 @@ void PreTokenizer::add(const nlohmann::json& config, int depth) {
       throw TokenizerError("tokenizer.json: Split pre_tokenizer needs a Regex or String pattern");
     }
     const std::string behavior = config.value("behavior", std::string("Isolated"));
-    if (behavior == "Removed") step.behavior = Behavior::Removed;
-    else if (behavior == "Isolated") step.behavior = Behavior::Isolated;
-    else if (behavior == "MergedWithPrevious") step.behavior = Behavior::MergedWithPrevious;
-    else if (behavior == "MergedWithNext") step.behavior = Behavior::MergedWithNext;
-    else if (behavior == "Contiguous") step.behavior = Behavior::Contiguous;
-    else throw TokenizerError("tokenizer.json: unsupported Split behavior '" + behavior + "'");
+    if (behavior == "Removed")
+      step.behavior = Behavior::Removed;
+    else if (behavior == "Isolated")
+      step.behavior = Behavior::Isolated;
+    else if (behavior == "MergedWithPrevious")
+      step.behavior = Behavior::MergedWithPrevious;
+    else if (behavior == "MergedWithNext")
+      step.behavior = Behavior::MergedWithNext;
+    else if (behavior == "Contiguous")
+      step.behavior = Behavior::Contiguous;
+    else
+      throw TokenizerError("tokenizer.json: unsupported Split behavior '" + behavior + "'");
     step.invert = config.value("invert", false);
     steps_.push_back(std::move(step));
   } else if (type == "ByteLevel") {
@@ -69,10 +74,12 @@ void PreTokenizer::add(const nlohmann::json& config, int depth) {
   }
 }
 
-void PreTokenizer::split(std::string_view text, Scratch& scratch,
-                         std::vector<std::string_view>& pieces) const {
+void PreTokenizer::split(std::string_view text, Scratch& scratch, std::vector<std::string_view>& pieces) const {
   if (text.empty()) return;
-  if (steps_.empty()) { pieces.push_back(text); return; }
+  if (steps_.empty()) {
+    pieces.push_back(text);
+    return;
+  }
   // Steps after the first re-split the pieces of the previous one. Whether the regexes may use
   // PCRE2's own Unicode tables is decided once for the whole text.
   const bool fast_ok = Regex::fast_ok_for(text);
@@ -94,7 +101,10 @@ void PreTokenizer::apply(const Step& step, std::string_view piece, bool fast_ok,
     spaced.append(piece);
     piece = spaced;
   }
-  if (!step.regex) { if (!piece.empty()) out.push_back(piece); return; }
+  if (!step.regex) {
+    if (!piece.empty()) out.push_back(piece);
+    return;
+  }
 
   // Walk the piece as alternating (gap, delimiter) segments.
   const size_t first_out = out.size();
@@ -107,9 +117,7 @@ void PreTokenizer::apply(const Step& step, std::string_view piece, bool fast_ok,
       case Behavior::Removed:
         if (!delim) out.push_back(seg);
         break;
-      case Behavior::Isolated:
-        out.push_back(seg);
-        break;
+      case Behavior::Isolated: out.push_back(seg); break;
       case Behavior::MergedWithPrevious:
         if (delim && out.size() > first_out && !last_was_delim)
           out.back() = std::string_view(out.back().data(), out.back().size() + seg.size());

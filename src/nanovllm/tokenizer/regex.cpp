@@ -23,9 +23,9 @@ pcre2_code* compile(const std::string& rewritten, const std::string& pattern, bo
   if (!code) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof msg);
-    throw TokenizerError("tokenizer.json: cannot compile regex /" + pattern + "/: " +
-                         reinterpret_cast<char*>(msg) + " (at offset " + std::to_string(err_offset) +
-                         " of its PCRE2 form /" + rewritten.substr(0, 200) + "/)");
+    throw TokenizerError("tokenizer.json: cannot compile regex /" + pattern + "/: " + reinterpret_cast<char*>(msg) +
+                         " (at offset " + std::to_string(err_offset) + " of its PCRE2 form /" +
+                         rewritten.substr(0, 200) + "/)");
   }
   *jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
   return code;
@@ -35,7 +35,7 @@ pcre2_code* compile(const std::string& rewritten, const std::string& pattern, bo
 
 struct RegexScratch::Impl {
   pcre2_match_data* data = pcre2_match_data_create(1, nullptr);
-  pcre2_jit_stack* big_stack = nullptr;       // created on first JIT stack overflow
+  pcre2_jit_stack* big_stack = nullptr;  // created on first JIT stack overflow
   pcre2_match_context* context = nullptr;
   ~Impl() {
     pcre2_match_data_free(data);
@@ -110,8 +110,8 @@ std::string Regex::quote(std::string_view literal) {
   std::string out;
   for (char c : literal) {
     const auto u = static_cast<unsigned char>(c);
-    const bool plain = u >= 0x80 || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
-                       (c >= 'A' && c <= 'Z') || c == '_';
+    const bool plain =
+        u >= 0x80 || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
     if (!plain) out.push_back('\\');
     out.push_back(c);
   }

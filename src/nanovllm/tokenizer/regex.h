@@ -19,6 +19,7 @@ class RegexScratch {
   ~RegexScratch();
   RegexScratch(const RegexScratch&) = delete;
   RegexScratch& operator=(const RegexScratch&) = delete;
+
  private:
   friend class Regex;
   struct Impl;

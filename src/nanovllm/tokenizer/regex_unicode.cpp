@@ -24,15 +24,16 @@ using unicode::Category;
 using unicode::CategoryRun;
 using unicode::Range;
 
-constexpr const char* kNames[] = {"Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No", "Pc", "Pd", "Ps", "Pe",
-                                  "Pi", "Pf", "Po", "Sm", "Sc", "Sk", "So", "Zs", "Zl", "Zp", "Cc", "Cf", "Cs", "Co", "Cn"};
+constexpr const char* kNames[] = {"Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl",
+                                  "No", "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "Sm", "Sc",
+                                  "Sk", "So", "Zs", "Zl", "Zp", "Cc", "Cf", "Cs", "Co", "Cn"};
 static_assert(std::size(kNames) == unicode::kNumCategories);
 // Category groups as masks (bit i: category i).
 constexpr uint32_t kLetter = 0x1F, kCased = 0x7, kMark = 0xE0, kNumber = 0x700, kPunct = 0x3F800, kSymbol = 0x3C0000,
                    kSeparator = 0x1C00000, kOther = 0x3E000000;
 constexpr uint32_t kMaxCp = 0x10FFFF;
-constexpr std::pair<uint32_t, const char*> kGroups[] = {{kLetter, "L"}, {kMark, "M"},      {kNumber, "N"}, {kPunct, "P"},
-                                                        {kSymbol, "S"}, {kSeparator, "Z"}, {kOther, "C"}};
+constexpr std::pair<uint32_t, const char*> kGroups[] = {
+    {kLetter, "L"}, {kMark, "M"}, {kNumber, "N"}, {kPunct, "P"}, {kSymbol, "S"}, {kSeparator, "Z"}, {kOther, "C"}};
 
 struct Pcre2View {
   std::vector<CategoryRun> runs;  // PCRE2's categories, in the generated table's format
@@ -47,8 +48,8 @@ void probe_runs(uint32_t first, uint32_t last, std::vector<CategoryRun>& runs) {
   int err = 0;
   PCRE2_SIZE err_offset = 0;
   std::unique_ptr<pcre2_code, decltype(&pcre2_code_free)> code(
-      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED,
-                    &err, &err_offset, nullptr),
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                    PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED, &err, &err_offset, nullptr),
       &pcre2_code_free);
   if (!code) throw TokenizerError("regex: cannot compile the PCRE2 category probe");
   pcre2_jit_compile(code.get(), PCRE2_JIT_COMPLETE);
@@ -90,11 +91,14 @@ const Pcre2View& pcre2_view() {
     probe_runs(0, 0xD7FF, v.runs);
     v.runs.push_back({0xD800, unicode::Cs});  // never in UTF-8 text; the probe restarts at U+E000
     probe_runs(0xE000, kMaxCp, v.runs);
-    for_each_segment(unicode::category_runs(), v.runs, [&](uint32_t first, uint32_t last, Category ours, Category theirs) {
-      if (ours == theirs) return;
-      if (!v.differs.empty() && v.differs.back().last + 1 == first) v.differs.back().last = last;
-      else v.differs.push_back({first, last});
-    });
+    for_each_segment(unicode::category_runs(), v.runs,
+                     [&](uint32_t first, uint32_t last, Category ours, Category theirs) {
+                       if (ours == theirs) return;
+                       if (!v.differs.empty() && v.differs.back().last + 1 == first)
+                         v.differs.back().last = last;
+                       else
+                         v.differs.push_back({first, last});
+                     });
     return v;
   }();
   return view;
@@ -103,8 +107,10 @@ const Pcre2View& pcre2_view() {
 bool in(uint32_t mask, Category c) { return (mask >> c) & 1; }
 
 void add_range(std::vector<Range>& out, uint32_t first, uint32_t last) {
-  if (!out.empty() && out.back().last + 1 >= first) out.back().last = std::max(out.back().last, last);
-  else out.push_back({first, last});
+  if (!out.empty() && out.back().last + 1 >= first)
+    out.back().last = std::max(out.back().last, last);
+  else
+    out.push_back({first, last});
 }
 
 // Sorted union of the code points of `set`, by the generated (Hugging Face) tables.
@@ -128,8 +134,10 @@ std::string spelled(const std::vector<Range>& ranges) {
   for (Range r : ranges) {
     for (Range part : {Range{r.first, std::min(r.last, 0xD7FFu)}, Range{std::max(r.first, 0xE000u), r.last}}) {
       if (part.first > part.last) continue;
-      if (part.first == part.last) std::snprintf(buf, sizeof buf, "\\x{%X}", part.first);
-      else std::snprintf(buf, sizeof buf, "\\x{%X}-\\x{%X}", part.first, part.last);
+      if (part.first == part.last)
+        std::snprintf(buf, sizeof buf, "\\x{%X}", part.first);
+      else
+        std::snprintf(buf, sizeof buf, "\\x{%X}-\\x{%X}", part.first, part.last);
       out += buf;
     }
   }
@@ -155,23 +163,54 @@ uint32_t category_mask(std::string_view name) {
   std::string key;
   for (char c : name)
     if (c != ' ' && c != '_' && c != '-') key += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  static const std::pair<const char*, uint32_t> kAliases[] = {
-      {"l", kLetter}, {"letter", kLetter}, {"lc", kCased}, {"l&", kCased}, {"casedletter", kCased},
-      {"uppercaseletter", 1u << unicode::Lu}, {"lowercaseletter", 1u << unicode::Ll},
-      {"titlecaseletter", 1u << unicode::Lt}, {"modifierletter", 1u << unicode::Lm}, {"otherletter", 1u << unicode::Lo},
-      {"m", kMark}, {"mark", kMark}, {"combiningmark", kMark}, {"nonspacingmark", 1u << unicode::Mn},
-      {"spacingmark", 1u << unicode::Mc}, {"enclosingmark", 1u << unicode::Me}, {"n", kNumber}, {"number", kNumber},
-      {"decimalnumber", 1u << unicode::Nd}, {"letternumber", 1u << unicode::Nl}, {"othernumber", 1u << unicode::No},
-      {"p", kPunct}, {"punctuation", kPunct}, {"connectorpunctuation", 1u << unicode::Pc},
-      {"dashpunctuation", 1u << unicode::Pd}, {"openpunctuation", 1u << unicode::Ps},
-      {"closepunctuation", 1u << unicode::Pe}, {"initialpunctuation", 1u << unicode::Pi},
-      {"finalpunctuation", 1u << unicode::Pf}, {"otherpunctuation", 1u << unicode::Po}, {"s", kSymbol},
-      {"symbol", kSymbol}, {"mathsymbol", 1u << unicode::Sm}, {"currencysymbol", 1u << unicode::Sc},
-      {"modifiersymbol", 1u << unicode::Sk}, {"othersymbol", 1u << unicode::So}, {"z", kSeparator},
-      {"separator", kSeparator}, {"spaceseparator", 1u << unicode::Zs}, {"lineseparator", 1u << unicode::Zl},
-      {"paragraphseparator", 1u << unicode::Zp}, {"c", kOther}, {"other", kOther}, {"control", 1u << unicode::Cc},
-      {"format", 1u << unicode::Cf}, {"surrogate", 1u << unicode::Cs}, {"privateuse", 1u << unicode::Co},
-      {"unassigned", 1u << unicode::Cn}};
+  static const std::pair<const char*, uint32_t> kAliases[] = {{"l", kLetter},
+                                                              {"letter", kLetter},
+                                                              {"lc", kCased},
+                                                              {"l&", kCased},
+                                                              {"casedletter", kCased},
+                                                              {"uppercaseletter", 1u << unicode::Lu},
+                                                              {"lowercaseletter", 1u << unicode::Ll},
+                                                              {"titlecaseletter", 1u << unicode::Lt},
+                                                              {"modifierletter", 1u << unicode::Lm},
+                                                              {"otherletter", 1u << unicode::Lo},
+                                                              {"m", kMark},
+                                                              {"mark", kMark},
+                                                              {"combiningmark", kMark},
+                                                              {"nonspacingmark", 1u << unicode::Mn},
+                                                              {"spacingmark", 1u << unicode::Mc},
+                                                              {"enclosingmark", 1u << unicode::Me},
+                                                              {"n", kNumber},
+                                                              {"number", kNumber},
+                                                              {"decimalnumber", 1u << unicode::Nd},
+                                                              {"letternumber", 1u << unicode::Nl},
+                                                              {"othernumber", 1u << unicode::No},
+                                                              {"p", kPunct},
+                                                              {"punctuation", kPunct},
+                                                              {"connectorpunctuation", 1u << unicode::Pc},
+                                                              {"dashpunctuation", 1u << unicode::Pd},
+                                                              {"openpunctuation", 1u << unicode::Ps},
+                                                              {"closepunctuation", 1u << unicode::Pe},
+                                                              {"initialpunctuation", 1u << unicode::Pi},
+                                                              {"finalpunctuation", 1u << unicode::Pf},
+                                                              {"otherpunctuation", 1u << unicode::Po},
+                                                              {"s", kSymbol},
+                                                              {"symbol", kSymbol},
+                                                              {"mathsymbol", 1u << unicode::Sm},
+                                                              {"currencysymbol", 1u << unicode::Sc},
+                                                              {"modifiersymbol", 1u << unicode::Sk},
+                                                              {"othersymbol", 1u << unicode::So},
+                                                              {"z", kSeparator},
+                                                              {"separator", kSeparator},
+                                                              {"spaceseparator", 1u << unicode::Zs},
+                                                              {"lineseparator", 1u << unicode::Zl},
+                                                              {"paragraphseparator", 1u << unicode::Zp},
+                                                              {"c", kOther},
+                                                              {"other", kOther},
+                                                              {"control", 1u << unicode::Cc},
+                                                              {"format", 1u << unicode::Cf},
+                                                              {"surrogate", 1u << unicode::Cs},
+                                                              {"privateuse", 1u << unicode::Co},
+                                                              {"unassigned", 1u << unicode::Cn}};
   for (const auto& [alias, mask] : kAliases)
     if (key == alias) return mask;
   for (int c = 0; c < unicode::kNumCategories; ++c) {

@@ -40,8 +40,8 @@ class Tokenizer {
 class IncrementalDetokenizer {
  public:
   IncrementalDetokenizer(const Tokenizer& tok, bool skip_special_tokens);
-  std::string push(int32_t id);   // returns the new text (maybe empty)
-  std::string flush();            // remaining text at the end of the stream
+  std::string push(int32_t id);  // returns the new text (maybe empty)
+  std::string flush();           // remaining text at the end of the stream
  private:
   const Tokenizer& tok_;
   bool skip_special_;

@@ -10,8 +10,37 @@ namespace nanovllm::unicode {
 
 // General categories, in the order of the generated table (bit i of a mask is category i).
 enum Category : uint8_t {
-  Lu, Ll, Lt, Lm, Lo, Mn, Mc, Me, Nd, Nl, No, Pc, Pd, Ps, Pe,
-  Pi, Pf, Po, Sm, Sc, Sk, So, Zs, Zl, Zp, Cc, Cf, Cs, Co, Cn, kNumCategories
+  Lu,
+  Ll,
+  Lt,
+  Lm,
+  Lo,
+  Mn,
+  Mc,
+  Me,
+  Nd,
+  Nl,
+  No,
+  Pc,
+  Pd,
+  Ps,
+  Pe,
+  Pi,
+  Pf,
+  Po,
+  Sm,
+  Sc,
+  Sk,
+  So,
+  Zs,
+  Zl,
+  Zp,
+  Cc,
+  Cf,
+  Cs,
+  Co,
+  Cn,
+  kNumCategories
 };
 
 // Code points [first, next run's first) have `category`; the runs cover 0..0x10FFFF in order.

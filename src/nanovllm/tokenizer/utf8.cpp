@@ -5,7 +5,9 @@ namespace nanovllm::utf8 {
 namespace {
 
 // Valid range for the second byte, given the lead byte (Table 3-7); {0,0} for invalid leads.
-struct Range { uint8_t lo, hi; };
+struct Range {
+  uint8_t lo, hi;
+};
 Range second_byte_range(uint8_t lead) {
   if (lead >= 0xC2 && lead <= 0xDF) return {0x80, 0xBF};
   if (lead == 0xE0) return {0xA0, 0xBF};
@@ -33,7 +35,10 @@ size_t valid_prefix(std::string_view s, size_t i, bool* complete) {
   const size_t need = expected_length(lead);
   *complete = false;
   if (need == 0) return 0;
-  if (need == 1) { *complete = true; return 1; }
+  if (need == 1) {
+    *complete = true;
+    return 1;
+  }
   size_t n = 1;
   const Range r = second_byte_range(lead);
   while (n < need && i + n < s.size()) {
@@ -75,10 +80,16 @@ size_t find_invalid(std::string_view s) {
 void append_lossy(std::string_view bytes, std::string& out) {
   size_t i = 0, run = 0;  // [run, i) is a well-formed stretch not yet copied
   while (i < bytes.size()) {
-    if (static_cast<uint8_t>(bytes[i]) < 0x80) { ++i; continue; }
+    if (static_cast<uint8_t>(bytes[i]) < 0x80) {
+      ++i;
+      continue;
+    }
     bool complete = false;
     const size_t n = valid_prefix(bytes, i, &complete);
-    if (complete) { i += n; continue; }
+    if (complete) {
+      i += n;
+      continue;
+    }
     out.append(bytes.substr(run, i - run));
     out.append(kReplacement);
     i += n == 0 ? 1 : n;  // a maximal subpart is replaced by a single U+FFFD

@@ -10,8 +10,10 @@ enum class DType : uint8_t { F32, BF16, F16, I32, I64 };
 
 inline size_t dtype_size(DType t) {
   switch (t) {
-    case DType::F32: case DType::I32: return 4;
-    case DType::BF16: case DType::F16: return 2;
+    case DType::F32:
+    case DType::I32: return 4;
+    case DType::BF16:
+    case DType::F16: return 2;
     case DType::I64: return 8;
   }
   return 0;
@@ -51,7 +53,10 @@ inline float f16_to_f32(uint16_t h) {
       u = sign;
     } else {  // subnormal: normalise
       exp = 127 - 15 + 1;
-      while (!(mant & 0x400)) { mant <<= 1; --exp; }
+      while (!(mant & 0x400)) {
+        mant <<= 1;
+        --exp;
+      }
       u = sign | (exp << 23) | ((mant & 0x3ff) << 13);
     }
   } else if (exp == 31) {

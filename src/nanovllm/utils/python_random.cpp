@@ -15,7 +15,8 @@ PythonRandom::PythonRandom(uint32_t seed) {
   const int key_length = 1;
   int i = 1, j = 0;
   for (int k = 624; k; --k) {
-    mt_[size_t(i)] = (mt_[size_t(i)] ^ ((mt_[size_t(i - 1)] ^ (mt_[size_t(i - 1)] >> 30)) * 1664525u)) + key[j] + uint32_t(j);
+    mt_[size_t(i)] =
+        (mt_[size_t(i)] ^ ((mt_[size_t(i - 1)] ^ (mt_[size_t(i - 1)] >> 30)) * 1664525u)) + key[j] + uint32_t(j);
     ++i;
     ++j;
     if (i >= 624) {

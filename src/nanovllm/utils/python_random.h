@@ -11,8 +11,8 @@ class PythonRandom {
  public:
   explicit PythonRandom(uint32_t seed);
   uint32_t genrand_uint32();
-  uint32_t getrandbits(int k);             // 1 <= k <= 32
-  int64_t randint(int64_t a, int64_t b);   // inclusive, b - a + 1 < 2^32
+  uint32_t getrandbits(int k);            // 1 <= k <= 32
+  int64_t randint(int64_t a, int64_t b);  // inclusive, b - a + 1 < 2^32
 
  private:
   std::array<uint32_t, 624> mt_{};

@@ -32,18 +32,21 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 }
 
 DType parse_dtype(const json& v, const std::string& path, const std::string& name) {
-  if (!v.is_string()) bad_entry(path, name, std::string("\"dtype\" must be a string such as \"BF16\" (got ") + v.type_name() + ")");
+  if (!v.is_string())
+    bad_entry(path, name, std::string("\"dtype\" must be a string such as \"BF16\" (got ") + v.type_name() + ")");
   const std::string& s = v.get_ref<const std::string&>();
   if (s == "F32") return DType::F32;
   if (s == "BF16") return DType::BF16;
   if (s == "F16") return DType::F16;
   if (s == "I32") return DType::I32;
   if (s == "I64") return DType::I64;
-  throw LoadError(path + ": tensor '" + name + "' has unsupported dtype " + s + " (supported: F32, BF16, F16, I32, I64)");
+  throw LoadError(path + ": tensor '" + name + "' has unsupported dtype " + s +
+                  " (supported: F32, BF16, F16, I32, I64)");
 }
 
 std::vector<int64_t> parse_shape(const json& v, const std::string& path, const std::string& name) {
-  if (!v.is_array()) bad_entry(path, name, std::string("\"shape\" must be an array of sizes (got ") + v.type_name() + ")");
+  if (!v.is_array())
+    bad_entry(path, name, std::string("\"shape\" must be an array of sizes (got ") + v.type_name() + ")");
   std::vector<int64_t> shape;
   for (const auto& d : v) {
     if (!d.is_number_unsigned() || d.get<uint64_t>() > uint64_t(INT64_MAX))
@@ -71,8 +74,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | bytes[i];
     if (hlen > size_ - 8)
-      throw LoadError(path + ": header length " + std::to_string(hlen) + " exceeds file size " +
-                      std::to_string(size_) + " (truncated or corrupt file)");
+      throw LoadError(path + ": header length " + std::to_string(hlen) + " exceeds file size " + std::to_string(size_) +
+                      " (truncated or corrupt file)");
     if (hlen > kMaxHeaderBytes)
       throw LoadError(path + ": header length " + std::to_string(hlen) + " exceeds the format's limit of " +
                       std::to_string(kMaxHeaderBytes) + " bytes (corrupt file)");
@@ -104,9 +107,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
         throw LoadError(path + ": tensor '" + name + "' has invalid data_offsets");
       const uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
       if (b > e || e > data_size)
-        throw LoadError(path + ": tensor '" + name + "' data range [" + std::to_string(b) + ", " +
-                        std::to_string(e) + ") lies outside the data section of " +
-                        std::to_string(data_size) + " bytes (truncated or corrupt file)");
+        throw LoadError(path + ": tensor '" + name + "' data range [" + std::to_string(b) + ", " + std::to_string(e) +
+                        ") lies outside the data section of " + std::to_string(data_size) +
+                        " bytes (truncated or corrupt file)");
       const auto numel = checked_numel(t.shape);
       const auto need = numel ? checked_mul(*numel, int64_t(dtype_size(t.dtype))) : std::nullopt;
       if (!need)
@@ -123,8 +126,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     std::sort(ranges.begin(), ranges.end());
     for (size_t i = 1; i < ranges.size(); ++i)
       if (ranges[i].first < ranges[i - 1].second)
-        throw LoadError(path + ": overlapping tensor data ranges at byte offset " +
-                        std::to_string(ranges[i].first));
+        throw LoadError(path + ": overlapping tensor data ranges at byte offset " + std::to_string(ranges[i].first));
   } catch (...) {
     ::munmap(map_, size_);
     map_ = nullptr;
@@ -163,7 +165,8 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::string& dir) {
       std::string p = (fs::path(dir) / rel).string();
       if (std::find(paths.begin(), paths.end(), p) == paths.end()) paths.push_back(p);
     }
-  } else if (fs::exists(fs::path(dir) / "model.safetensors", ec) || fs::is_symlink(fs::path(dir) / "model.safetensors", ec)) {
+  } else if (fs::exists(fs::path(dir) / "model.safetensors", ec) ||
+             fs::is_symlink(fs::path(dir) / "model.safetensors", ec)) {
     paths.push_back((fs::path(dir) / "model.safetensors").string());
   } else {
     for (auto& e : fs::directory_iterator(dir))

@@ -18,9 +18,9 @@ struct TensorInfo {
   std::string name;
   DType dtype;
   std::vector<int64_t> shape;
-  const void* data;   // inside the mapping
+  const void* data;  // inside the mapping
   size_t nbytes;
-  std::string file;   // for error messages
+  std::string file;  // for error messages
   int64_t numel() const;
 };
 
@@ -45,8 +45,8 @@ class SafetensorsFile {
 class SafetensorsCheckpoint {
  public:
   explicit SafetensorsCheckpoint(const std::string& dir);  // throws LoadError
-  const TensorInfo* find(const std::string& name) const;  // nullptr if absent
-  const TensorInfo& get(const std::string& name) const;   // throws LoadError naming the tensor
+  const TensorInfo* find(const std::string& name) const;   // nullptr if absent
+  const TensorInfo& get(const std::string& name) const;    // throws LoadError naming the tensor
   std::vector<std::string> names() const;
   int64_t num_elements() const;  // of all tensors (validated sizes: no overflow below 2^63 bytes)
 

@@ -48,7 +48,7 @@ class StepArena {
   // Largest extent any step reached: over the chunks, the sum of the highest end offset used.
   size_t peak() const { return peak_; }
   size_t capacity() const;
-  size_t live_bytes() const;  // in blocks not yet released this step
+  size_t live_bytes() const;                                  // in blocks not yet released this step
   std::vector<std::pair<void*, size_t>> used_blocks() const;  // (address, bytes) of those blocks
 
  private:

@@ -18,8 +18,8 @@ std::string shape_str(const Shape& s) {
 Tensor::Tensor(std::shared_ptr<Buffer> buf, DType dtype, Shape shape, size_t offset)
     : buf_(std::move(buf)), dtype_(dtype), shape_(std::move(shape)), offset_(offset) {
   if (buf_ && offset_ + nbytes() > buf_->bytes)
-    throw Error("tensor view " + shape_str(shape_) + " exceeds its buffer of " +
-                std::to_string(buf_->bytes) + " bytes");
+    throw Error("tensor view " + shape_str(shape_) + " exceeds its buffer of " + std::to_string(buf_->bytes) +
+                " bytes");
 }
 
 Tensor Tensor::host(const Shape& shape, DType dtype) {
@@ -54,15 +54,14 @@ int64_t Tensor::numel() const {
 Tensor Tensor::view(const Shape& shape) const {
   Tensor t = *this;
   t.shape_ = shape;
-  if (t.numel() != numel())
-    throw Error("cannot view tensor of shape " + shape_str(shape_) + " as " + shape_str(shape));
+  if (t.numel() != numel()) throw Error("cannot view tensor of shape " + shape_str(shape_) + " as " + shape_str(shape));
   return t;
 }
 
 Tensor Tensor::rows(int64_t begin, int64_t end) const {
   if (dim() == 0 || begin < 0 || end < begin || end > shape_[0])
-    throw Error("row slice [" + std::to_string(begin) + ", " + std::to_string(end) +
-                ") out of range for shape " + shape_str(shape_));
+    throw Error("row slice [" + std::to_string(begin) + ", " + std::to_string(end) + ") out of range for shape " +
+                shape_str(shape_));
   Tensor t = *this;
   int64_t row = numel() / (shape_[0] ? shape_[0] : 1);
   t.shape_[0] = end - begin;

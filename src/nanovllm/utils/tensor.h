@@ -23,7 +23,9 @@ struct Buffer {
   size_t bytes = 0;
   Device device = Device::CPU;
   std::function<void(void*)> release;
-  ~Buffer() { if (ptr && release) release(ptr); }
+  ~Buffer() {
+    if (ptr && release) release(ptr);
+  }
 };
 
 class Tensor {
@@ -43,10 +45,13 @@ class Tensor {
   size_t nbytes() const { return size_t(numel()) * dtype_size(dtype_); }
 
   void* raw() const { return static_cast<char*>(buf_->ptr) + offset_; }
-  template <class T> T* data() const { return static_cast<T*>(raw()); }
+  template <class T>
+  T* data() const {
+    return static_cast<T*>(raw());
+  }
 
-  Tensor view(const Shape& shape) const;                  // same numel, shares storage
-  Tensor rows(int64_t begin, int64_t end) const;          // slice of the first dimension
+  Tensor view(const Shape& shape) const;          // same numel, shares storage
+  Tensor rows(int64_t begin, int64_t end) const;  // slice of the first dimension
 
  private:
   std::shared_ptr<Buffer> buf_;

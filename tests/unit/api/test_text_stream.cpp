@@ -15,7 +15,8 @@ std::unique_ptr<Tokenizer> qwen3() {
 
 // Streams ids, returning the concatenated deltas, and checks no delta shows a stop-string prefix
 // that later turns out to be a stop string.
-std::string stream(const Tokenizer& tok, const std::vector<int32_t>& ids, std::vector<std::string> stop, bool* stopped) {
+std::string stream(const Tokenizer& tok, const std::vector<int32_t>& ids, std::vector<std::string> stop,
+                   bool* stopped) {
   TextStream ts(tok, stop, true);
   std::string out;
   for (auto id : ids) {

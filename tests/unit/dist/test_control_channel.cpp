@@ -159,8 +159,7 @@ TEST(Rendezvous, RefusesMismatchedSizesAndMissingRanks) {
   auto worker = std::async(std::launch::async, [=] {
     try {
       TpGroup g(opts(port, 1, 3, 5), false);  // says 3 ranks
-    } catch (const Error&) {
-    }
+    } catch (const Error&) {}
   });
   try {
     TpGroup g(opts(port, 0, 2, 5), false);

@@ -47,7 +47,8 @@ TEST(CpuCommunicator, AllReduceAndAllGather) {
     const int port = pick_free_port("127.0.0.1");
     const int64_t rows = 3, cols = 5, n = rows * cols;
     std::vector<std::future<RankResult>> ranks;
-    for (int r = 0; r < world; ++r) ranks.push_back(std::async(std::launch::async, run_rank, port, r, world, rows, cols));
+    for (int r = 0; r < world; ++r)
+      ranks.push_back(std::async(std::launch::async, run_rank, port, r, world, rows, cols));
     for (int r = 0; r < world; ++r) {
       RankResult got = ranks[size_t(r)].get();
       ASSERT_EQ(got.reduced.size(), size_t(n));

@@ -16,8 +16,10 @@ namespace {
 int64_t check_shards(Backend& be, const SafetensorsCheckpoint* ckpt, const std::string& name, const Shape& shape,
                      int dim, int n) {
   auto load = [&](WeightSpec s) {
-    if (ckpt) load_weights(be, *ckpt, {s});
-    else load_dummy_weights(be, {s});
+    if (ckpt)
+      load_weights(be, *ckpt, {s});
+    else
+      load_dummy_weights(be, {s});
   };
   Tensor full = be.empty(shape, DType::F32);
   load({name, shape, &full});
@@ -37,7 +39,8 @@ int64_t check_shards(Backend& be, const SafetensorsCheckpoint* ckpt, const std::
     for (int64_t i = 0; i < lr; ++i)
       for (int64_t j = 0; j < lc; ++j) {
         const int64_t fi = dim == 0 ? r * lr + i : i, fj = dim == 1 ? r * lc + j : j;
-        EXPECT_EQ(p[size_t(i * lc + j)], f[size_t(fi * cols + fj)]) << name << " shard " << r << "/" << n << " dim " << dim;
+        EXPECT_EQ(p[size_t(i * lc + j)], f[size_t(fi * cols + fj)])
+            << name << " shard " << r << "/" << n << " dim " << dim;
         ++compared;
       }
     EXPECT_EQ(dim == 0 ? lr * n : lc * n, dim == 0 ? rows : cols);
@@ -65,7 +68,8 @@ TEST(ShardedWeights, CheckpointSlicesEqualTheFullTensors) {
 TEST(ShardedWeights, DummySlicesEqualTheFullTensors) {
   auto be = make_cpu_backend(1);
   for (int n : {2, 3, 4})
-    for (int dim : {0, 1}) EXPECT_EQ(check_shards(*be, nullptr, "model.layers.3.mlp.down_proj.weight", {24, 36}, dim, n), 24 * 36);
+    for (int dim : {0, 1})
+      EXPECT_EQ(check_shards(*be, nullptr, "model.layers.3.mlp.down_proj.weight", {24, 36}, dim, n), 24 * 36);
 }
 
 TEST(ShardedWeights, IndivisibleSplitIsRefused) {

@@ -39,7 +39,9 @@ TpRun generate(EngineConfig cfg, int tp) {
   TpRun run;
   {
     LLMEngine e(cfg);
-    e.model_runner().logits_observer = [&](const ScheduledBatch&, const std::vector<float>& l) { run.logits.push_back(l); };
+    e.model_runner().logits_observer = [&](const ScheduledBatch&, const std::vector<float>& l) {
+      run.logits.push_back(l);
+    };
     SamplingParams p;
     p.temperature = 0;
     p.max_tokens = 12;
@@ -66,7 +68,8 @@ void expect_same(const TpRun& a, const TpRun& b, const std::string& what) {
   double worst = 0;
   for (size_t s = 0; s < a.logits.size(); ++s) {
     ASSERT_EQ(a.logits[s].size(), b.logits[s].size()) << what << " step " << s;
-    for (size_t i = 0; i < a.logits[s].size(); ++i) worst = std::max(worst, double(std::abs(a.logits[s][i] - b.logits[s][i])));
+    for (size_t i = 0; i < a.logits[s].size(); ++i)
+      worst = std::max(worst, double(std::abs(a.logits[s][i] - b.logits[s][i])));
   }
   EXPECT_LT(worst, 1e-4) << what;
   EXPECT_GT(a.logits.size(), 10u) << what;
@@ -117,7 +120,8 @@ TEST(TensorParallelEngine, IndivisibleSizesAreRefusedBeforeStarting) {
       FAIL() << "TP=" << tp << " accepted";
     } catch (const UserError& e) {
       EXPECT_NE(std::string(e.what()).find("--tensor-parallel-size " + std::to_string(tp) + " does not divide"),
-                std::string::npos) << e.what();
+                std::string::npos)
+          << e.what();
     }
   }
 }

@@ -41,9 +41,9 @@ std::string config_error(const json& patch) {
   return "";
 }
 
-#define EXPECT_CONFIG_ERROR(patch, part)                                                       \
-  do {                                                                                         \
-    const std::string msg_ = config_error(patch);                                              \
+#define EXPECT_CONFIG_ERROR(patch, part)                                                                   \
+  do {                                                                                                     \
+    const std::string msg_ = config_error(patch);                                                          \
     EXPECT_NE(msg_.find(part), std::string::npos) << "patch " << (patch).dump() << " -> '" << msg_ << "'"; \
   } while (0)
 
@@ -78,18 +78,23 @@ TEST(ConfigValidation, RealConfigsLoad) {
 
 // Before: 2^40 or 1e9 reached the allocator ('internal error: std::bad_alloc', exit 1).
 TEST(ConfigValidation, AbsurdSizesNameTheKey) {
-  EXPECT_CONFIG_ERROR(json({{"hidden_size", int64_t(1) << 40}}), "m/config.json: 'hidden_size' must be an integer in [1, 1048576] (got 1099511627776)");
+  EXPECT_CONFIG_ERROR(json({{"hidden_size", int64_t(1) << 40}}),
+                      "m/config.json: 'hidden_size' must be an integer in [1, 1048576] (got 1099511627776)");
   EXPECT_CONFIG_ERROR(json({{"num_hidden_layers", 1000000000}}), "'num_hidden_layers' must be an integer in [1, 4096]");
   EXPECT_CONFIG_ERROR(json({{"vocab_size", -5}}), "'vocab_size' must be an integer in [1, 16777216] (got -5)");
   EXPECT_CONFIG_ERROR(json({{"vocab_size", 18446744073709551615ull}}), "'vocab_size' must be an integer");
-  EXPECT_CONFIG_ERROR(json({{"num_attention_heads", 0}}), "'num_attention_heads' must be an integer in [1, 4096] (got 0)");
+  EXPECT_CONFIG_ERROR(json({{"num_attention_heads", 0}}),
+                      "'num_attention_heads' must be an integer in [1, 4096] (got 0)");
   EXPECT_CONFIG_ERROR(json({{"num_key_value_heads", 0}}), "'num_key_value_heads' must be an integer in [1, 4]");
   EXPECT_CONFIG_ERROR(json({{"num_key_value_heads", 8}}), "'num_key_value_heads' must be an integer in [1, 4] (got 8)");
-  EXPECT_CONFIG_ERROR(json({{"num_key_value_heads", 3}}), "num_attention_heads (4) is not a multiple of num_key_value_heads (3)");
+  EXPECT_CONFIG_ERROR(json({{"num_key_value_heads", 3}}),
+                      "num_attention_heads (4) is not a multiple of num_key_value_heads (3)");
   EXPECT_CONFIG_ERROR(json({{"head_dim", int64_t(1) << 40}}), "'head_dim' must be an integer in [2, 4096]");
   EXPECT_CONFIG_ERROR(json({{"head_dim", 33}}), "head_dim must be even");
-  EXPECT_CONFIG_ERROR(json({{"intermediate_size", int64_t(1) << 50}}), "'intermediate_size' must be an integer in [1, 4194304]");
-  EXPECT_CONFIG_ERROR(json({{"max_position_embeddings", int64_t(1) << 62}}), "'max_position_embeddings' must be an integer in [1, 2147483647]");
+  EXPECT_CONFIG_ERROR(json({{"intermediate_size", int64_t(1) << 50}}),
+                      "'intermediate_size' must be an integer in [1, 4194304]");
+  EXPECT_CONFIG_ERROR(json({{"max_position_embeddings", int64_t(1) << 62}}),
+                      "'max_position_embeddings' must be an integer in [1, 2147483647]");
   EXPECT_CONFIG_ERROR(json({{"max_position_embeddings", 1.5}}), "'max_position_embeddings' must be an integer");
   EXPECT_CONFIG_ERROR(json({{"vocab_size", nullptr}}), "'vocab_size' is missing");
   // Each within its bound, together more than 2^40 parameters.
@@ -103,20 +108,28 @@ TEST(ConfigValidation, WrongTypesNameTheKey) {
   EXPECT_CONFIG_ERROR(json({{"rms_norm_eps", "x"}}), "'rms_norm_eps' must be a number in (0.0, 1.0] (got \"x\")");
   EXPECT_CONFIG_ERROR(json({{"rms_norm_eps", -1}}), "'rms_norm_eps' must be a number in (0.0, 1.0] (got -1)");
   EXPECT_CONFIG_ERROR(json({{"rope_theta", "x"}}), "'rope_theta' must be a number");
-  EXPECT_CONFIG_ERROR(json({{"rope_parameters", {{"rope_theta", "x"}}}}), "'rope_parameters': 'rope_theta' must be a number");
-  EXPECT_CONFIG_ERROR(json({{"rope_parameters", {{"rope_type", 5}}}}), "'rope_parameters': 'rope_type' must be a string (got 5)");
+  EXPECT_CONFIG_ERROR(json({{"rope_parameters", {{"rope_theta", "x"}}}}),
+                      "'rope_parameters': 'rope_theta' must be a number");
+  EXPECT_CONFIG_ERROR(json({{"rope_parameters", {{"rope_type", 5}}}}),
+                      "'rope_parameters': 'rope_type' must be a string (got 5)");
   EXPECT_CONFIG_ERROR(json({{"rope_parameters", 5}}), "'rope_parameters' must be an object (got 5)");
-  EXPECT_CONFIG_ERROR(json({{"architectures", {5}}}), "'architectures' must be a list of one architecture name (got [5])");
-  EXPECT_CONFIG_ERROR(json({{"architectures", "Qwen3ForCausalLM"}}), "'architectures' must be a list of one architecture name");
-  EXPECT_CONFIG_ERROR(json({{"model_type", "llama"}}), "'model_type' is 'llama', which does not match the architecture Qwen3ForCausalLM");
-  EXPECT_CONFIG_ERROR(json({{"tie_word_embeddings", "yes"}}), "'tie_word_embeddings' must be true or false (got \"yes\")");
+  EXPECT_CONFIG_ERROR(json({{"architectures", {5}}}),
+                      "'architectures' must be a list of one architecture name (got [5])");
+  EXPECT_CONFIG_ERROR(json({{"architectures", "Qwen3ForCausalLM"}}),
+                      "'architectures' must be a list of one architecture name");
+  EXPECT_CONFIG_ERROR(json({{"model_type", "llama"}}),
+                      "'model_type' is 'llama', which does not match the architecture Qwen3ForCausalLM");
+  EXPECT_CONFIG_ERROR(json({{"tie_word_embeddings", "yes"}}),
+                      "'tie_word_embeddings' must be true or false (got \"yes\")");
   EXPECT_CONFIG_ERROR(json({{"hidden_act", 5}}), "'hidden_act' must be a string (got 5)");
   EXPECT_CONFIG_ERROR(json({{"torch_dtype", 16}}), "'torch_dtype' must be a string (got 16)");
   EXPECT_CONFIG_ERROR(json({{"eos_token_id", int64_t(1) << 40}}), "'eos_token_id' must be an integer in [0, 511]");
-  EXPECT_CONFIG_ERROR(json({{"eos_token_id", {1, "x"}}}), "'eos_token_id[1]' must be an integer in [0, 511] (got \"x\")");
+  EXPECT_CONFIG_ERROR(json({{"eos_token_id", {1, "x"}}}),
+                      "'eos_token_id[1]' must be an integer in [0, 511] (got \"x\")");
   EXPECT_CONFIG_ERROR(json({{"bos_token_id", -1}}), "'bos_token_id' must be an integer in [0, 511] (got -1)");
   EXPECT_CONFIG_ERROR(json({{"layer_types", "full"}}), "'layer_types' must be a list of layer types");
-  EXPECT_CONFIG_ERROR(json({{"sliding_window", "x"}}), "'sliding_window' must be an integer in [1, 2147483647] (got \"x\")");
+  EXPECT_CONFIG_ERROR(json({{"sliding_window", "x"}}),
+                      "'sliding_window' must be an integer in [1, 2147483647] (got \"x\")");
   EXPECT_CONFIG_ERROR(json({{"use_sliding_window", 1}}), "'use_sliding_window' must be true or false (got 1)");
   EXPECT_CONFIG_ERROR(json({{"max_window_layers", -1}}), "'max_window_layers' must be an integer in [0, 2147483647]");
   EXPECT_CONFIG_ERROR(json({{"layer_types", {"full_attention", "linear_attention"}}}),
@@ -131,14 +144,17 @@ TEST(ConfigValidation, WrongTypesNameTheKey) {
 
 // Before: each of these loaded and ran, giving logits unlike transformers' without a word.
 TEST(ConfigValidation, UnimplementedFeaturesAreRefused) {
-  EXPECT_CONFIG_ERROR(json({{"attention_bias", true}}), "'attention_bias' is true (biases in the q/k/v/o projections), which is not implemented");
+  EXPECT_CONFIG_ERROR(json({{"attention_bias", true}}),
+                      "'attention_bias' is true (biases in the q/k/v/o projections), which is not implemented");
   EXPECT_CONFIG_ERROR(json({{"mlp_bias", true}}), "'mlp_bias' is true");
   EXPECT_CONFIG_ERROR(json({{"hidden_act", "gelu"}}), "'hidden_act' is 'gelu', which is not implemented (only silu)");
-  EXPECT_CONFIG_ERROR(json({{"quantization_config", {{"quant_method", "awq"}}}}), "quantized checkpoints are not implemented");
+  EXPECT_CONFIG_ERROR(json({{"quantization_config", {{"quant_method", "awq"}}}}),
+                      "quantized checkpoints are not implemented");
   EXPECT_CONFIG_ERROR(json({{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}}}),
                       "'rope_scaling' has RoPE type 'yarn', which is not implemented (only the default RoPE is)");
   EXPECT_CONFIG_ERROR(json({{"rope_scaling", {{"type", "linear"}, {"factor", 4.0}}}}), "RoPE type 'linear'");
-  EXPECT_CONFIG_ERROR(json({{"rope_parameters", {{"rope_type", "llama3"}}}}), "'rope_parameters' has RoPE type 'llama3'");
+  EXPECT_CONFIG_ERROR(json({{"rope_parameters", {{"rope_type", "llama3"}}}}),
+                      "'rope_parameters' has RoPE type 'llama3'");
   EXPECT_CONFIG_ERROR(json({{"partial_rotary_factor", 0.5}}), "'partial_rotary_factor' below 1 is not implemented");
   EXPECT_EQ(config_error(json({{"rope_scaling", {{"rope_type", "default"}}}})), "");
   EXPECT_EQ(config_error(json({{"attention_bias", false}, {"hidden_act", "silu"}})), "");
@@ -154,12 +170,22 @@ TEST(ConfigValidation, SlidingWindowFollowsTransformers) {
   EXPECT_EQ(window(json::object()), 0);
   // The window applies to the layers layer_types marks, only with use_sliding_window.
   EXPECT_EQ(window({{"use_sliding_window", true}, {"sliding_window", 16}}), 0);  // all full_attention
-  EXPECT_EQ(window({{"use_sliding_window", true}, {"sliding_window", 16}, {"layer_types", {"full_attention", "sliding_attention"}}}), 16);
-  EXPECT_EQ(window({{"use_sliding_window", false}, {"sliding_window", 16}, {"layer_types", {"full_attention", "sliding_attention"}}}), 0);
+  EXPECT_EQ(window({{"use_sliding_window", true},
+                    {"sliding_window", 16},
+                    {"layer_types", {"full_attention", "sliding_attention"}}}),
+            16);
+  EXPECT_EQ(window({{"use_sliding_window", false},
+                    {"sliding_window", 16},
+                    {"layer_types", {"full_attention", "sliding_attention"}}}),
+            0);
   // Without layer_types: layers from max_window_layers on (transformers' default 28, absent window 4096).
-  EXPECT_EQ(window({{"use_sliding_window", true}, {"sliding_window", 16}, {"layer_types", nullptr}, {"max_window_layers", 1}}), 16);
+  EXPECT_EQ(
+      window(
+          {{"use_sliding_window", true}, {"sliding_window", 16}, {"layer_types", nullptr}, {"max_window_layers", 1}}),
+      16);
   EXPECT_EQ(window({{"use_sliding_window", true}, {"sliding_window", 16}, {"layer_types", nullptr}}), 0);
-  EXPECT_EQ(window({{"use_sliding_window", true}, {"layer_types", nullptr}, {"max_window_layers", 0}}), 0);  // null window
+  EXPECT_EQ(window({{"use_sliding_window", true}, {"layer_types", nullptr}, {"max_window_layers", 0}}),
+            0);  // null window
   json absent = j;
   absent.erase("sliding_window");
   absent.merge_patch({{"use_sliding_window", true}, {"layer_types", nullptr}, {"max_window_layers", 0}});
@@ -172,9 +198,10 @@ TEST(ConfigValidation, SlidingWindowFollowsTransformers) {
     c.check_context(17);
     ADD_FAILURE();
   } catch (const LoadError& e) {
-    EXPECT_NE(std::string(e.what()).find("sliding-window attention (a window of 16 tokens in some layers), which is not "
-                                         "implemented: pass --max-model-len 16 or less"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("sliding-window attention (a window of 16 tokens in some layers), which is not "
+                                   "implemented: pass --max-model-len 16 or less"),
+        std::string::npos)
         << e.what();
   }
 }
@@ -193,7 +220,8 @@ TEST(ConfigValidation, GenerationConfigIsTypedAndConfigFilesMustBeRegular) {
     }
     return std::string();
   };
-  EXPECT_NE(error().find("generation_config.json: 'eos_token_id[0]' must be an integer in [0, 511] (got \"1\")"), std::string::npos)
+  EXPECT_NE(error().find("generation_config.json: 'eos_token_id[0]' must be an integer in [0, 511] (got \"1\")"),
+            std::string::npos)
       << error();
   std::ofstream(dir / "generation_config.json") << R"({"eos_token_id": [7, 8]})";
   EXPECT_EQ(error(), "");

@@ -169,7 +169,7 @@ TEST(RequestValidation, BadRequestsAreRejectedWithTheirField) {
   SamplingParams ok = greedy(5);
   expect_param({}, ok, "prompt");
   expect_param(random_tokens(100, 1), ok, "prompt");  // >= max_model_len
-  expect_param({1, 700}, ok, "prompt");              // id >= vocab size
+  expect_param({1, 700}, ok, "prompt");               // id >= vocab size
   expect_param({1, -3}, ok, "prompt");
   SamplingParams bad = ok;
   bad.max_tokens = 0;
@@ -209,7 +209,8 @@ TEST(EngineFeatures, MaxModelLenLargerThanTheKvCacheIsRefused) {
     LLMEngine e(cfg);
     FAIL() << "an engine whose cache holds 160 tokens accepted max_model_len 161";
   } catch (const UserError& err) {
-    EXPECT_NE(std::string(err.what()).find("max_model_len 161 is larger than the KV cache can hold (10 blocks of 16 tokens = 160 tokens)"),
+    EXPECT_NE(std::string(err.what())
+                  .find("max_model_len 161 is larger than the KV cache can hold (10 blocks of 16 tokens = 160 tokens)"),
               std::string::npos)
         << err.what();
   }

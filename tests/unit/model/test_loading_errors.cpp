@@ -105,7 +105,8 @@ TEST(LoadingErrors, PresetNeedsDummyFormat) {
 TEST(Safetensors, OverlappingRangesAreRejected) {
   TempModel m;
   // Hand-made file: two tensors sharing bytes.
-  std::string header = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})";
+  std::string header =
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})";
   std::string f(8, '\0');
   for (int i = 0; i < 8; ++i) f[size_t(i)] = char((header.size() >> (8 * i)) & 0xff);
   f += header + std::string(12, '\0');

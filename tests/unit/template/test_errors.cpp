@@ -21,10 +21,10 @@ std::string error_of(const std::string& source, const nlohmann::json& vars = nlo
   return "";
 }
 
-#define EXPECT_ERROR_HAS(source, ...)                                              \
-  do {                                                                             \
-    std::string msg_ = error_of(source);                                           \
-    ASSERT_FALSE(msg_.empty()) << "no error for: " << source;                     \
+#define EXPECT_ERROR_HAS(source, ...)                                                             \
+  do {                                                                                            \
+    std::string msg_ = error_of(source);                                                          \
+    ASSERT_FALSE(msg_.empty()) << "no error for: " << source;                                     \
     for (const char* part : {__VA_ARGS__}) EXPECT_NE(msg_.find(part), std::string::npos) << msg_; \
   } while (0)
 
@@ -88,7 +88,7 @@ TEST(TemplateErrors, DeepNestingIsBounded) {
   std::string ifs;
   for (int i = 0; i < 5000; ++i) ifs += "{% if true %}";
   EXPECT_ERROR_HAS(ifs, "nested too deeply");
-  std::string nots = "{{ " ;
+  std::string nots = "{{ ";
   for (int i = 0; i < 50000; ++i) nots += "not ";
   EXPECT_ERROR_HAS(nots + "x }}", "nested too deeply");
   std::string list = "{{ " + std::string(50000, '[') + std::string(50000, ']') + " }}";
@@ -104,15 +104,16 @@ TEST(TemplateErrors, LongChainsAreBounded) {
     for (int i = 0; i < n; ++i) out += s;
     return out;
   };
-  for (const std::string link : {"|trim", ".a", "[0]", "()", " is defined", " + 1", " ~ x", " * 2", " ** 2",
-                                 " == x", " and x", " or x"})
+  for (const std::string link :
+       {"|trim", ".a", "[0]", "()", " is defined", " + 1", " ~ x", " * 2", " ** 2", " == x", " and x", " or x"})
     EXPECT_ERROR_HAS("{{ x" + repeat(link, 5000) + " }}", "nested too deeply", "more than 200 levels", "1:");
   // Within the limit, a chain still renders.
   EXPECT_EQ(render("{{ ' a '" + repeat("|trim", 150) + " }}"), "a");
   EXPECT_EQ(render("{{ 0" + repeat(" + 1", 150) + " }}"), "150");
   // Chains nested in brackets are bounded by the interpreter's depth limit, not the stack.
-  EXPECT_ERROR_HAS("{{ " + repeat("(", 40) + "x" + repeat("|trim", 100) + repeat(")" + repeat("|trim", 100), 40) + " }}",
-                   "too deep");
+  EXPECT_ERROR_HAS(
+      "{{ " + repeat("(", 40) + "x" + repeat("|trim", 100) + repeat(")" + repeat("|trim", 100), 40) + " }}",
+      "too deep");
 }
 
 // Containers nested by a loop ({% set x = [x] %}) are as deep as the step budget allows; freeing
@@ -127,8 +128,9 @@ TEST(TemplateErrors, DeeplyNestedValuesRender) {
   EXPECT_EQ(render("{% set root = namespace(n=none) %}{% set cur = namespace(c=root) %}{% for i in range(1000) %}"
                    "{% set nxt = namespace(n=none) %}{% set cur.c.n = nxt %}{% set cur.c = nxt %}{% endfor %}ok"),
             "ok");
-  EXPECT_ERROR_HAS("{% set ns = namespace(v=[]) %}{% for i in range(1000) %}{% set ns.v = [ns.v] %}{% endfor %}{{ ns.v }}",
-                   "deeper");
+  EXPECT_ERROR_HAS(
+      "{% set ns = namespace(v=[]) %}{% for i in range(1000) %}{% set ns.v = [ns.v] %}{% endfor %}{{ ns.v }}",
+      "deeper");
 }
 
 TEST(TemplateErrors, HugeLoopsAndOutputsAreBounded) {

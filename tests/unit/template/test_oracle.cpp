@@ -4,9 +4,9 @@
 // (tests/oracles/render_template.mjs, run once per test binary through node).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cstdio>
 #include <map>
-#include <unistd.h>
 
 #include "nanovllm/utils/error.h"
 #include "template_test_util.h"
@@ -42,7 +42,8 @@ ChatTemplateInputs inputs_of(const json& c) {
   in.messages = c.value("messages", json::array());
   in.tools = c.value("tools", json());
   in.add_generation_prompt = c.value("add_generation_prompt", true);
-  if (c.contains("enable_thinking") && !c["enable_thinking"].is_null()) in.enable_thinking = c["enable_thinking"].get<bool>();
+  if (c.contains("enable_thinking") && !c["enable_thinking"].is_null())
+    in.enable_thinking = c["enable_thinking"].get<bool>();
   in.bos_token = c.value("bos_token", "");
   in.eos_token = c.value("eos_token", "");
   in.extra = c.value("extra", json::object());
@@ -68,14 +69,16 @@ const json& oracle_results(std::string* why) {
     if (std::filesystem::exists(cache)) {
       try {
         return json::parse(read_file(cache));
-      } catch (const json::exception&) {
-      }
+      } catch (const json::exception&) {}
     }
     std::string tmpl = (std::filesystem::temp_directory_path() / "nanovllm_tpl_XXXXXX").string();
     std::vector<char> path(tmpl.begin(), tmpl.end());
     path.push_back('\0');
     int fd = mkstemp(path.data());
-    if (fd < 0) { reason = "mkstemp failed"; return nullptr; }
+    if (fd < 0) {
+      reason = "mkstemp failed";
+      return nullptr;
+    }
     bool wrote = write(fd, body.data(), body.size()) == static_cast<ssize_t>(body.size());
     close(fd);
     std::string out;
@@ -85,11 +88,17 @@ const json& oracle_results(std::string* why) {
         char buf[65536];
         size_t n;
         while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-        if (pclose(p) != 0) { reason = "node failed: " + out.substr(0, 500); out.clear(); }
+        if (pclose(p) != 0) {
+          reason = "node failed: " + out.substr(0, 500);
+          out.clear();
+        }
       }
     }
     std::remove(path.data());
-    if (out.empty()) { if (reason.empty()) reason = "node produced no output"; return nullptr; }
+    if (out.empty()) {
+      if (reason.empty()) reason = "node produced no output";
+      return nullptr;
+    }
     json parsed = json::parse(out);
     std::string part = cache.string() + "." + std::to_string(getpid());
     { std::ofstream(part, std::ios::binary) << out; }
@@ -141,7 +150,9 @@ TEST_P(OracleTest, MatchesHuggingFaceJinja) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Conversations, OracleTest, ::testing::ValuesIn(all_cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.tpl + "__" + info.param.name; });
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return info.param.tpl + "__" + info.param.name;
+                         });
 
 }  // namespace
 }  // namespace nanovllm::test

@@ -24,7 +24,9 @@ nlohmann::json byte_vocab(const std::vector<std::string>& extra) {
 
 std::unique_ptr<Tokenizer> make(const nlohmann::json& model, const nlohmann::json& added = nullptr,
                                 const nlohmann::json& pre = nullptr, const std::string& config = "") {
-  nlohmann::json j = {{"model", model}, {"added_tokens", added}, {"decoder", {{"type", "ByteLevel"}}},
+  nlohmann::json j = {{"model", model},
+                      {"added_tokens", added},
+                      {"decoder", {{"type", "ByteLevel"}}},
                       {"normalizer", {{"type", "NFC"}}}};
   j["pre_tokenizer"] = pre.is_null() ? nlohmann::json{{"type", "ByteLevel"}, {"use_regex", true}} : pre;
   return tokenizer_from_json(j.dump(), config);
@@ -33,8 +35,13 @@ std::unique_ptr<Tokenizer> make(const nlohmann::json& model, const nlohmann::jso
 TEST(TokenizerComponents, Utf8Helpers) {
   EXPECT_EQ(utf8::find_invalid("plain ascii and 中文 😀"), utf8::kValid);
   std::string out;
-  utf8::append_lossy("a\xe4\xb8" "b\xff\xf0\x9f\x98", out);
-  EXPECT_EQ(out, "a\xEF\xBF\xBD" "b\xEF\xBF\xBD\xEF\xBF\xBD");
+  utf8::append_lossy(
+      "a\xe4\xb8"
+      "b\xff\xf0\x9f\x98",
+      out);
+  EXPECT_EQ(out,
+            "a\xEF\xBF\xBD"
+            "b\xEF\xBF\xBD\xEF\xBF\xBD");
   EXPECT_EQ(utf8::incomplete_tail("ab\xf0\x9f\x98"), 3u);
   EXPECT_EQ(utf8::incomplete_tail("ab\xf0\x9f\x98\x80"), 0u);
 }
@@ -51,8 +58,11 @@ TEST(TokenizerComponents, ByteLevelTableRoundTrips) {
 TEST(TokenizerComponents, BothMergeFormatsGiveTheSameIds) {
   const auto vocab = byte_vocab({"ab", "abc", "cd"});
   auto a = make({{"type", "BPE"}, {"vocab", vocab}, {"merges", {"a b", "ab c", "c d"}}});
-  auto b = make({{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array({nlohmann::json::array({"a", "b"}), nlohmann::json::array({"ab", "c"}),
-                                                                       nlohmann::json::array({"c", "d"})})}});
+  auto b =
+      make({{"type", "BPE"},
+            {"vocab", vocab},
+            {"merges", nlohmann::json::array({nlohmann::json::array({"a", "b"}), nlohmann::json::array({"ab", "c"}),
+                                              nlohmann::json::array({"c", "d"})})}});
   EXPECT_EQ(a->encode("abcd"), (std::vector<int32_t>{257, 'd'}));  // "ab c" (rank 1) before "c d" (rank 2)
   EXPECT_EQ(a->encode("abcd"), b->encode("abcd"));
   EXPECT_EQ(a->encode("xcd"), (std::vector<int32_t>{'x', 258}));
@@ -93,8 +103,8 @@ TEST(TokenizerComponents, AddedTokenFlags) {
   EXPECT_EQ(t->encode("<sep>longer"), (std::vector<int32_t>{302, 'e', 'r'}));  // longest match
   EXPECT_EQ(t->encode("<sep>lon"), (std::vector<int32_t>{301, 'l', 'o', 'n'}));
   EXPECT_EQ(t->encode("cat"), (std::vector<int32_t>{303}));
-  EXPECT_EQ(t->encode("cats").front(), 'c');                               // not a single word
-  EXPECT_EQ(t->encode("e\xCC\x81!"), (std::vector<int32_t>{304}));          // matched after NFC
+  EXPECT_EQ(t->encode("cats").front(), 'c');                        // not a single word
+  EXPECT_EQ(t->encode("e\xCC\x81!"), (std::vector<int32_t>{304}));  // matched after NFC
   EXPECT_EQ(t->decode({'a', 300, 301}, true), "a<sep>");
   EXPECT_EQ(t->decode({'a', 300, 301}, false), "a<s><sep>");
   EXPECT_TRUE(t->is_special(300));
@@ -115,7 +125,8 @@ std::vector<std::string> pieces_of(const nlohmann::json& config, std::string_vie
 
 TEST(TokenizerComponents, SplitBehaviors) {
   auto split = [](const char* behavior, bool invert = false) {
-    return nlohmann::json{{"type", "Split"}, {"pattern", {{"String", "-"}}}, {"behavior", behavior}, {"invert", invert}};
+    return nlohmann::json{
+        {"type", "Split"}, {"pattern", {{"String", "-"}}}, {"behavior", behavior}, {"invert", invert}};
   };
   using V = std::vector<std::string>;
   EXPECT_EQ(pieces_of(split("Isolated"), "a-b--c-"), (V{"a", "-", "b", "-", "-", "c", "-"}));
@@ -125,8 +136,9 @@ TEST(TokenizerComponents, SplitBehaviors) {
   EXPECT_EQ(pieces_of(split("Contiguous"), "a-b--c"), (V{"a", "-", "b", "--", "c"}));
   EXPECT_EQ(pieces_of(split("Removed", true), "a-b--c"), (V{"-", "-", "-"}));
   const nlohmann::json seq = {{"type", "Sequence"},
-                              {"pretokenizers", {{{"type", "Split"}, {"pattern", {{"Regex", "\\s+"}}}, {"behavior", "Removed"}},
-                                                 {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"use_regex", false}}}}};
+                              {"pretokenizers",
+                               {{{"type", "Split"}, {"pattern", {{"Regex", "\\s+"}}}, {"behavior", "Removed"}},
+                                {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"use_regex", false}}}}};
   EXPECT_EQ(pieces_of(seq, "hello  big world"), (V{" hello", " big", " world"}));
   const nlohmann::json gpt2 = {{"type", "ByteLevel"}, {"add_prefix_space", false}};
   EXPECT_EQ(pieces_of(gpt2, "I'm  here!!"), (V{"I", "'m", " ", " here", "!!"}));

@@ -12,9 +12,9 @@ namespace {
 
 std::string nfc(const std::string& s) {
   utf8proc_uint8_t* out = nullptr;
-  const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
-                              static_cast<utf8proc_ssize_t>(s.size()), &out,
-                              static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  const auto n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()), static_cast<utf8proc_ssize_t>(s.size()), &out,
+                   static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
   std::string r = n >= 0 ? std::string(reinterpret_cast<char*>(out), static_cast<size_t>(n)) : "";
   std::free(out);
   return r;

@@ -33,11 +33,17 @@ nlohmann::json tiny(const nlohmann::json& patch = nlohmann::json::object()) {
 
 TEST(TokenizerErrors, InvalidUtf8NamesTheByteOffset) {
   NANOVLLM_REQUIRE_QWEN3();
-  expect_error([] { qwen3()->encode("abc\xff" "def"); }, "byte offset 3");
-  expect_error([] { qwen3()->encode("\xe4\xb8"); }, "byte offset 0");              // truncated
-  expect_error([] { qwen3()->encode("ok \xed\xa0\x80"); }, "byte offset 3");       // surrogate
-  expect_error([] { qwen3()->encode("\xc0\xaf"); }, "byte offset 0");              // overlong
-  expect_error([] { qwen3()->encode("xy\xf4\x90\x80\x80"); }, "byte offset 2");    // > U+10FFFF
+  expect_error(
+      [] {
+        qwen3()->encode(
+            "abc\xff"
+            "def");
+      },
+      "byte offset 3");
+  expect_error([] { qwen3()->encode("\xe4\xb8"); }, "byte offset 0");            // truncated
+  expect_error([] { qwen3()->encode("ok \xed\xa0\x80"); }, "byte offset 3");     // surrogate
+  expect_error([] { qwen3()->encode("\xc0\xaf"); }, "byte offset 0");            // overlong
+  expect_error([] { qwen3()->encode("xy\xf4\x90\x80\x80"); }, "byte offset 2");  // > U+10FFFF
   expect_error([] { qwen3()->encode("<|im_start|>\x80"); }, "byte offset 12");
 }
 
@@ -73,8 +79,11 @@ TEST(TokenizerErrors, UnsupportedComponentsAreNamed) {
   expect_error([&] { build(tiny({{"model", {{"merges", {42}}}}})); }, "neither");
   expect_error([&] { build(tiny({{"model", {{"vocab", {{"a", "zero"}}}}}})); }, "invalid id");
   expect_error([&] { build(tiny({{"model", nullptr}})); }, "model");
-  expect_error([&] { build(tiny({{"pre_tokenizer", {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}}}})); },
-               "cannot compile regex");
+  expect_error(
+      [&] {
+        build(tiny({{"pre_tokenizer", {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}}}}));
+      },
+      "cannot compile regex");
   expect_error([&] { build(tiny({{"model", {{"byte_fallback", true}}}})); }, "byte_fallback");
   expect_error([&] { build(tiny({{"added_tokens", "nope"}})); }, "added_tokens");
   expect_error([&] { tokenizer_from_json("{", ""); }, "malformed JSON");
@@ -104,12 +113,17 @@ std::string deeply_nested(const std::string& key, const char* list_key, const st
 TEST(TokenizerErrors, DeeplyNestedSequencesAreRefused) {
   // Thousands deep (once a stack overflow): refused when read, like Hugging Face does.
   for (int depth : {5000, 200000}) {
-    expect_error([&] { tokenizer_from_json(deeply_nested("normalizer", "normalizers", R"({"type": "NFC"})", depth), ""); },
-                 "JSON nested deeper than 128 levels");
-    expect_error([&] { tokenizer_from_json(deeply_nested("pre_tokenizer", "pretokenizers", R"({"type": "ByteLevel"})", depth), ""); },
-                 "JSON nested deeper than 128 levels");
-    expect_error([&] { tokenizer_from_json(deeply_nested("decoder", "decoders", R"({"type": "ByteLevel"})", depth), ""); },
-                 "JSON nested deeper than 128 levels");
+    expect_error(
+        [&] { tokenizer_from_json(deeply_nested("normalizer", "normalizers", R"({"type": "NFC"})", depth), ""); },
+        "JSON nested deeper than 128 levels");
+    expect_error(
+        [&] {
+          tokenizer_from_json(deeply_nested("pre_tokenizer", "pretokenizers", R"({"type": "ByteLevel"})", depth), "");
+        },
+        "JSON nested deeper than 128 levels");
+    expect_error(
+        [&] { tokenizer_from_json(deeply_nested("decoder", "decoders", R"({"type": "ByteLevel"})", depth), ""); },
+        "JSON nested deeper than 128 levels");
   }
   expect_error([] { tokenizer_from_json("{\"x\": " + std::string(100000, '[') + std::string(100000, ']') + "}", ""); },
                "at byte offset 133");
@@ -119,12 +133,21 @@ TEST(TokenizerErrors, DeeplyNestedSequencesAreRefused) {
   ok["model"]["vocab"][std::string(500, '[')] = 3;
   EXPECT_NO_THROW(tokenizer_from_json(ok.dump(), ""));
   // Built in memory rather than read, the components bound the nesting themselves.
-  expect_error([] { HfTokenizer(tiny({{"normalizer", nested("normalizers", {{"type", "NFC"}}, 100)}}), nullptr); },
-               "normalizer Sequences nested deeper than 64 levels");
-  expect_error([] { HfTokenizer(tiny({{"pre_tokenizer", nested("pretokenizers", {{"type", "ByteLevel"}}, 100)}}), nullptr); },
-               "pre_tokenizer Sequences nested deeper than 64 levels");
-  expect_error([] { HfTokenizer(tiny({{"decoder", nested("decoders", {{"type", "ByteLevel"}}, 100)}}), nullptr); },
-               "decoder Sequences nested deeper than 64 levels");
+  expect_error(
+      [] {
+        HfTokenizer(tiny({{"normalizer", nested("normalizers", {{"type", "NFC"}}, 100)}}), nullptr);
+      },
+      "normalizer Sequences nested deeper than 64 levels");
+  expect_error(
+      [] {
+        HfTokenizer(tiny({{"pre_tokenizer", nested("pretokenizers", {{"type", "ByteLevel"}}, 100)}}), nullptr);
+      },
+      "pre_tokenizer Sequences nested deeper than 64 levels");
+  expect_error(
+      [] {
+        HfTokenizer(tiny({{"decoder", nested("decoders", {{"type", "ByteLevel"}}, 100)}}), nullptr);
+      },
+      "decoder Sequences nested deeper than 64 levels");
 }
 
 TEST(TokenizerErrors, EmptyVocabularyIsRefused) {
@@ -141,9 +164,16 @@ TEST(TokenizerErrors, HugeIdsAreRefused) {
   nlohmann::json j = tiny();
   j["model"]["vocab"]["ab"] = 2147483647;
   expect_error([&] { build(j); }, "vocab entry 'ab' has id 2147483647, above the supported 4194303");
-  expect_error([&] { build(tiny({{"added_tokens", {{{"id", 2147483647}, {"content", "<x>"}}}}})); },
-               "added token id 2147483647 is above the supported");
-  expect_error([&] { build(tiny({{"added_tokens", {{{"id", 1LL << 40}, {"content", "<x>"}}}}})); }, "is above the supported");
+  expect_error(
+      [&] {
+        build(tiny({{"added_tokens", {{{"id", 2147483647}, {"content", "<x>"}}}}}));
+      },
+      "added token id 2147483647 is above the supported");
+  expect_error(
+      [&] {
+        build(tiny({{"added_tokens", {{{"id", 1LL << 40}, {"content", "<x>"}}}}}));
+      },
+      "is above the supported");
   j["model"]["vocab"]["ab"] = kMaxTokenId;
   EXPECT_EQ(tokenizer_from_json(j.dump(), "")->vocab_size(), kMaxTokenId + 1);
 }

@@ -45,28 +45,68 @@ const std::vector<Pool>& pools() {
       {{{'a', 'z'}, {'A', 'Z'}, {'0', '9'}, {'!', '/'}, {':', '@'}, {'[', '`'}, {'{', '~'}},
        {"the ", "Hello", " world", "don't", "x = 1;", "  ", "\n", "\r\n", "\t", "1234", " 3.14"}},
       // Contractions in every case, the long s and Kelvin sign, dotted/dotless i.
-      {{}, {"'s", "'S", "'t", "'T", "'re", "'RE", "'Re", "'rE", "'ve", "'VE", "'vE", "'m", "'M", "'ll", "'LL",
-            "'lL", "'Ll", "'d", "'D", "'\xC5\xBF", "'\xE2\x84\xAA", "\xC4\xB0", "\xC4\xB1", "'", "''s", " 's"}},
+      {{}, {"'s",       "'S", "'t",  "'T",  "'re", "'RE", "'Re", "'rE", "'ve",       "'VE",           "'vE",
+            "'m",       "'M", "'ll", "'LL", "'lL", "'Ll", "'d",  "'D",  "'\xC5\xBF", "'\xE2\x84\xAA", "\xC4\xB0",
+            "\xC4\xB1", "'",  "''s", " 's"}},
       // White_Space, its look-alikes (U+180E, U+200B, U+2060, U+FEFF) and line breaks.
-      {{{0x09, 0x0D}, {0x20, 0x20}, {0x85, 0x85}, {0xA0, 0xA0}, {0x1680, 0x1680}, {0x2000, 0x200B},
-        {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x2060}, {0x3000, 0x3000}, {0x180E, 0x180E}, {0xFEFF, 0xFEFF}},
+      {{{0x09, 0x0D},
+        {0x20, 0x20},
+        {0x85, 0x85},
+        {0xA0, 0xA0},
+        {0x1680, 0x1680},
+        {0x2000, 0x200B},
+        {0x2028, 0x2029},
+        {0x202F, 0x202F},
+        {0x205F, 0x2060},
+        {0x3000, 0x3000},
+        {0x180E, 0x180E},
+        {0xFEFF, 0xFEFF}},
        {" \n", "\n\n", " \r\n ", "   "}},
       // C0 and C1 controls, DEL.
       {{{0x00, 0x1F}, {0x7F, 0x9F}}, {}},
       // Combining marks: old, reordered, and ones newer than Unicode 9 (U+07FD, U+0898.., U+1AC1..,
       // U+1DFA, U+10F46..), plus bases to put them on.
-      {{{0x300, 0x36F}, {0x483, 0x489}, {0x591, 0x5C7}, {0x64B, 0x65F}, {0x7FD, 0x7FD}, {0x898, 0x89F},
-        {0x8CA, 0x8E1}, {0x1AB0, 0x1ACE}, {0x1DC0, 0x1DFF}, {0x20D0, 0x20F0}, {0xFE20, 0xFE2F}, {0x10F46, 0x10F50},
-        {0x1171E, 0x1171E}, {0x1E130, 0x1E136}},
+      {{{0x300, 0x36F},
+        {0x483, 0x489},
+        {0x591, 0x5C7},
+        {0x64B, 0x65F},
+        {0x7FD, 0x7FD},
+        {0x898, 0x89F},
+        {0x8CA, 0x8E1},
+        {0x1AB0, 0x1ACE},
+        {0x1DC0, 0x1DFF},
+        {0x20D0, 0x20F0},
+        {0xFE20, 0xFE2F},
+        {0x10F46, 0x10F50},
+        {0x1171E, 0x1171E},
+        {0x1E130, 0x1E136}},
        {"a", "e", "A", "o\xCC\x88", "\xE1\x84\x80", "\xE1\x85\xA1", "\xE1\x86\xA8"}},
       // Letters and digits of Unicode 15 (Ext H, Kawi, Nag Mundari), 15.1 (Ext I), 16 (Garay,
       // Gurung Khema, Kirat Rai, Ol Onal, Tulu-Tigalari, Sunuwar), 17 (Ext J, Sidetic).
-      {{{0x31350, 0x323AF}, {0x2EBF0, 0x2EE5D}, {0x11F00, 0x11F5A}, {0x1E4D0, 0x1E4F9}, {0x10D40, 0x10D8F},
-        {0x16100, 0x16139}, {0x16D40, 0x16D79}, {0x1E5D0, 0x1E5FF}, {0x11380, 0x113E2}, {0x11BC0, 0x11BF9},
-        {0x1C89, 0x1C8A}, {0xA7CB, 0xA7DC}, {0x323B0, 0x3347F}, {0x10940, 0x10959}, {0x0897, 0x0897}}, {}},
+      {{{0x31350, 0x323AF},
+        {0x2EBF0, 0x2EE5D},
+        {0x11F00, 0x11F5A},
+        {0x1E4D0, 0x1E4F9},
+        {0x10D40, 0x10D8F},
+        {0x16100, 0x16139},
+        {0x16D40, 0x16D79},
+        {0x1E5D0, 0x1E5FF},
+        {0x11380, 0x113E2},
+        {0x11BC0, 0x11BF9},
+        {0x1C89, 0x1C8A},
+        {0xA7CB, 0xA7DC},
+        {0x323B0, 0x3347F},
+        {0x10940, 0x10959},
+        {0x0897, 0x0897}},
+       {}},
       // CJK, kana, Hangul (syllables and conjoining jamo), Ext B, CJK punctuation, fullwidth.
-      {{{0x4E00, 0x9FFF}, {0x3040, 0x30FF}, {0xAC00, 0xD7A3}, {0x1100, 0x11FF}, {0x20000, 0x2A6DF},
-        {0x3000, 0x303F}, {0xFF00, 0xFFEF}},
+      {{{0x4E00, 0x9FFF},
+        {0x3040, 0x30FF},
+        {0xAC00, 0xD7A3},
+        {0x1100, 0x11FF},
+        {0x20000, 0x2A6DF},
+        {0x3000, 0x303F},
+        {0xFF00, 0xFFEF}},
        {"你好", "世界", "日本語", "한국어"}},
       // RTL: Hebrew, Arabic (with marks and digits), bidi controls.
       {{{0x590, 0x5FF}, {0x600, 0x6FF}, {0x200E, 0x200F}, {0x202A, 0x202E}, {0x2066, 0x2069}, {0xFB50, 0xFDFF}},
@@ -76,9 +116,20 @@ const std::vector<Pool>& pools() {
        {"\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA7", "\xF0\x9F\x87\xAF\xF0\x9F\x87\xB5",
         "1\xEF\xB8\x8F\xE2\x83\xA3", "\xE2\x9D\xA4\xEF\xB8\x8F", "\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD", "\xE2\x80\x8D"}},
       // Latin with diacritics (precomposed), numbers of every kind, compatibility characters.
-      {{{0xC0, 0x24F}, {0x1E00, 0x1EFF}, {0x660, 0x669}, {0x966, 0x96F}, {0xFF10, 0xFF19}, {0x2150, 0x218B},
-        {0xB2, 0xBE}, {0x2460, 0x24FF}, {0x1D400, 0x1D7FF}, {0xFB00, 0xFB06}, {0x3300, 0x33FF}, {0xA7F2, 0xA7F4},
-        {0x1F130, 0x1F189}, {0x2070, 0x209C}},
+      {{{0xC0, 0x24F},
+        {0x1E00, 0x1EFF},
+        {0x660, 0x669},
+        {0x966, 0x96F},
+        {0xFF10, 0xFF19},
+        {0x2150, 0x218B},
+        {0xB2, 0xBE},
+        {0x2460, 0x24FF},
+        {0x1D400, 0x1D7FF},
+        {0xFB00, 0xFB06},
+        {0x3300, 0x33FF},
+        {0xA7F2, 0xA7F4},
+        {0x1F130, 0x1F189},
+        {0x2070, 0x209C}},
        {"\xEF\xAC\x81", "\xE2\x84\xAB", "\xE2\x84\xA6"}},
       // Symbols, private use, noncharacters, specials.
       {{{0x2000, 0x2BFF}, {0xE000, 0xE0FF}, {0xFFF0, 0xFFFF}, {0x10FFF0, 0x10FFFF}, {0xE0000, 0xE007F}}, {}},
@@ -121,7 +172,8 @@ std::filesystem::path variant(const std::string& name, const nlohmann::json& nor
   auto j = nlohmann::json::parse(read_text(qwen3_dir() / "tokenizer.json"));
   j["normalizer"] = normalizer;
   j["pre_tokenizer"] = pre;
-  const auto dir = std::filesystem::temp_directory_path() / ("nanovllm_tokvar_" + name + "_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("nanovllm_tokvar_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "tokenizer.json") << j.dump();
   return dir;
@@ -138,8 +190,8 @@ void expect_same_ids_as_hf(const std::filesystem::path& dir, uint32_t seed, size
   for (size_t i = 0; i < lines.size(); ++i) {
     const auto ids = tok->encode(lines[i]);
     if (ids != ref[i] && ++mismatches <= 5)
-      ADD_FAILURE() << "line #" << i << " " << nlohmann::json(lines[i]).dump() << "\n  ours: " << nlohmann::json(ids).dump()
-                    << "\n  hf:   " << nlohmann::json(ref[i]).dump();
+      ADD_FAILURE() << "line #" << i << " " << nlohmann::json(lines[i]).dump()
+                    << "\n  ours: " << nlohmann::json(ids).dump() << "\n  hf:   " << nlohmann::json(ref[i]).dump();
   }
   EXPECT_EQ(mismatches, 0u) << "of " << lines.size() << " lines";
 }
@@ -151,8 +203,9 @@ TEST(TokenizerRandom, Qwen3MatchesHuggingFace) {
 
 TEST(TokenizerRandom, Gpt2StyleMatchesHuggingFace) {
   NANOVLLM_REQUIRE_QWEN3();
-  const auto dir = variant("gpt2", {{"type", "NFKC"}},
-                           {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}, {"use_regex", true}});
+  const auto dir =
+      variant("gpt2", {{"type", "NFKC"}},
+              {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}, {"use_regex", true}});
   expect_same_ids_as_hf(dir, 2, 2000);
   std::filesystem::remove_all(dir);
 }
@@ -165,11 +218,15 @@ TEST(TokenizerRandom, SplitSequenceMatchesHuggingFace) {
   const nlohmann::json pre = {
       {"type", "Sequence"},
       {"pretokenizers",
-       {split(R"(\w+|[^\w\s]+)", "Isolated"), split(R"(\p{Lu}+|\d+)", "MergedWithNext"),
-        split(R"(\h+)", "MergedWithPrevious"), split(R"([\P{L}\s]+)", "Contiguous"),
-        split(R"(\s+)", "MergedWithPrevious", true), split(R"(\x{0}|\x{85}|\p{Cc})", "Removed"),
+       {split(R"(\w+|[^\w\s]+)", "Isolated"),
+        split(R"(\p{Lu}+|\d+)", "MergedWithNext"),
+        split(R"(\h+)", "MergedWithPrevious"),
+        split(R"([\P{L}\s]+)", "Contiguous"),
+        split(R"(\s+)", "MergedWithPrevious", true),
+        split(R"(\x{0}|\x{85}|\p{Cc})", "Removed"),
         {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}}}};
-  const auto dir = variant("split", {{"type", "Sequence"}, {"normalizers", {{{"type", "NFD"}}, {{"type", "NFKC"}}}}}, pre);
+  const auto dir =
+      variant("split", {{"type", "Sequence"}, {"normalizers", {{{"type", "NFD"}}, {{"type", "NFKC"}}}}}, pre);
   expect_same_ids_as_hf(dir, 3, 2000);
   std::filesystem::remove_all(dir);
 }

@@ -41,9 +41,8 @@ inline const Tokenizer* qwen3() {
   return tok.get();
 }
 
-#define NANOVLLM_REQUIRE_QWEN3()                                                        \
-  if (!::nanovllm::test::qwen3()) GTEST_SKIP() << "no " << ::nanovllm::test::qwen3_dir() \
-                                               << " (run scripts/setup.sh)"
+#define NANOVLLM_REQUIRE_QWEN3() \
+  if (!::nanovllm::test::qwen3()) GTEST_SKIP() << "no " << ::nanovllm::test::qwen3_dir() << " (run scripts/setup.sh)"
 
 inline std::string read_text(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -59,14 +59,19 @@ TEST(TokenizerUnicode, EscapesReadAsOniguruma) {
   EXPECT_EQ(matches("[^\\S\\n]+", "a \x85\xE1\xA0\x8E\v\t\nb"), (Strings{" \x85", "\v\t"}));
   EXPECT_EQ(matches("\\S+", "a \x85 b"), (Strings{"a", "b"}));
   // \w: letters, marks, digits, connector punctuation, and Oniguruma's extras such as ² and ⓐ.
-  EXPECT_EQ(matches("\\w+", "\xC2\xB2\xE2\x93\x90\xCC\x81x_1\xC2\xB7y"), (Strings{"\xC2\xB2\xE2\x93\x90\xCC\x81x_1", "y"}));
+  EXPECT_EQ(matches("\\w+", "\xC2\xB2\xE2\x93\x90\xCC\x81x_1\xC2\xB7y"),
+            (Strings{"\xC2\xB2\xE2\x93\x90\xCC\x81x_1", "y"}));
   EXPECT_EQ(matches("\\W+", "a\xC2\xB7 b"), (Strings{"\xC2\xB7 "}));
   EXPECT_EQ(matches("[\\W\\d]+", "a1. b"), (Strings{"1. "}));
   // \h is a hex digit in Oniguruma (PCRE2: horizontal space); \v is U+000B only.
   EXPECT_EQ(matches("\\h+", "0x1fG \t"), (Strings{"0", "1f"}));
   EXPECT_EQ(matches("[^\\h]+", "0x1f"), (Strings{"x"}));
   EXPECT_EQ(matches("\\v+", "\v\t\n\r"), (Strings{"\v"}));
-  EXPECT_EQ(matches("\\d+", "\xD9\xA1\xD9\xA2" "3\xC2\xB2"), (Strings{"\xD9\xA1\xD9\xA2" "3"}));
+  EXPECT_EQ(matches("\\d+",
+                    "\xD9\xA1\xD9\xA2"
+                    "3\xC2\xB2"),
+            (Strings{"\xD9\xA1\xD9\xA2"
+                     "3"}));
   EXPECT_EQ(matches("\\u0041+", "bAAc"), (Strings{"AA"}));
   // Ruby syntax has no \Q..\E quoting: \Q is Q. Escapes in classes are found.
   EXPECT_EQ(matches("\\Q\\s\\E", "a\\sb sQ E"), (Strings{"Q E"}));
@@ -80,7 +85,8 @@ TEST(TokenizerUnicode, ClassesFollowTheTablesOnSampleCodePoints) {
   std::vector<uint32_t> sample;
   for (uint32_t c = 1; c <= 0x10FFFF; c += c < 0x3000 ? 1 : 31)
     if (c < 0xD800 || c > 0xDFFF) sample.push_back(c);
-  for (uint32_t c : {0x31350u, 0x2EBF0u, 0x1171Eu, 0x10D50u, 0x10D40u, 0x323B0u, 0xFFFFu, 0x10FFFFu}) sample.push_back(c);
+  for (uint32_t c : {0x31350u, 0x2EBF0u, 0x1171Eu, 0x10D50u, 0x10D40u, 0x323B0u, 0xFFFFu, 0x10FFFFu})
+    sample.push_back(c);
   std::string all, agreeing;  // agreeing: the code points on which PCRE2's tables agree
   std::vector<size_t> at;
   for (uint32_t c : sample) {
@@ -91,7 +97,8 @@ TEST(TokenizerUnicode, ClassesFollowTheTablesOnSampleCodePoints) {
   }
   const auto runs = unicode::category_runs();
   auto category = [&](uint32_t c) {
-    return std::prev(std::upper_bound(runs.begin(), runs.end(), c, [](uint32_t x, const auto& r) { return x < r.first; }))
+    return std::prev(
+               std::upper_bound(runs.begin(), runs.end(), c, [](uint32_t x, const auto& r) { return x < r.first; }))
         ->category;
   };
   auto check = [&](const std::string& pattern, const std::function<bool(uint32_t)>& in_set) {
@@ -106,15 +113,16 @@ TEST(TokenizerUnicode, ClassesFollowTheTablesOnSampleCodePoints) {
     }
     size_t wrong = 0;
     for (size_t i = 0; i < sample.size(); ++i)
-      if (static_cast<bool>(hit[i]) != in_set(sample[i]) && ++wrong <= 3) ADD_FAILURE() << "U+" << std::hex << sample[i];
+      if (static_cast<bool>(hit[i]) != in_set(sample[i]) && ++wrong <= 3)
+        ADD_FAILURE() << "U+" << std::hex << sample[i];
     size_t fast = 0;  // the fast form on the text it is allowed for
     for (pos = 0; re.find(agreeing, pos, scratch, &b, &e, true); pos = e) ++fast;
     size_t expected = 0;
     for (uint32_t c : sample) expected += regex_unicode::pcre2_agrees(u8({c})) && in_set(c);
     EXPECT_EQ(fast, expected);
   };
-  for (const char* name : {"L", "Lu", "Ll", "Lt", "Lm", "Lo", "M", "Mn", "Mc", "N", "Nd", "Nl", "No", "P", "Po", "S", "So",
-                           "Z", "Zs", "C", "Cc", "Cf", "Co", "Cn"}) {
+  for (const char* name : {"L",  "Lu", "Ll", "Lt", "Lm", "Lo", "M",  "Mn", "Mc", "N",  "Nd", "Nl",
+                           "No", "P",  "Po", "S",  "So", "Z",  "Zs", "C",  "Cc", "Cf", "Co", "Cn"}) {
     const uint32_t mask = regex_unicode::category_mask(name);
     auto in = [&](uint32_t c) { return ((mask >> category(c)) & 1) != 0; };
     const std::string p = std::string("\\p{") + name + "}", P = std::string("\\P{") + name + "}";

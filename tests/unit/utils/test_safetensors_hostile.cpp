@@ -137,10 +137,12 @@ TEST(SafetensorsHostile, WrongJsonTypesNameTheTensorAndKey) {
 TEST(SafetensorsHostile, SizesThatOverflowAreRefused) {
   TempDir t;
   const int64_t big = int64_t(1) << 62;
-  t.write("m.safetensors", safetensors(json{{"w", {{"dtype", "F32"}, {"shape", {big, 4}}, {"data_offsets", {0, 0}}}}}.dump(), 0));
+  t.write("m.safetensors",
+          safetensors(json{{"w", {{"dtype", "F32"}, {"shape", {big, 4}}, {"data_offsets", {0, 0}}}}}.dump(), 0));
   EXPECT_HAS(file_error(t.path("m.safetensors")), "whose size does not fit in 64 bits");
   // 2^61 elements fit, 2^61 * 4 bytes do not.
-  t.write("m.safetensors", safetensors(json{{"w", {{"dtype", "F32"}, {"shape", {big / 2}}, {"data_offsets", {0, 0}}}}}.dump(), 0));
+  t.write("m.safetensors",
+          safetensors(json{{"w", {{"dtype", "F32"}, {"shape", {big / 2}}, {"data_offsets", {0, 0}}}}}.dump(), 0));
   EXPECT_HAS(file_error(t.path("m.safetensors")), "whose size does not fit in 64 bits");
   t.write("m.safetensors", one_tensor({{"data_offsets", {0, UINT64_MAX}}}));
   EXPECT_HAS(file_error(t.path("m.safetensors")), "lies outside the data section of 8 bytes");
@@ -163,9 +165,11 @@ TEST(SafetensorsHostile, IndexWithWrongTypesOrPathsIsRefused) {
   t.write("a.safetensors", one_tensor());
   auto index = [&](const json& j) { t.write("model.safetensors.index.json", j.dump()); };
   index({{"weight_map", {{"w", 7}}}});
-  EXPECT_HAS(checkpoint_error(t.dir), "model.safetensors.index.json: weight_map['w'] must be a file name string (got number)");
+  EXPECT_HAS(checkpoint_error(t.dir),
+             "model.safetensors.index.json: weight_map['w'] must be a file name string (got number)");
   index({{"weight_map", {{"w", "/etc/passwd"}}}});
-  EXPECT_HAS(checkpoint_error(t.dir), "weight_map['w'] = '/etc/passwd' does not name a file inside the model directory");
+  EXPECT_HAS(checkpoint_error(t.dir),
+             "weight_map['w'] = '/etc/passwd' does not name a file inside the model directory");
   index({{"weight_map", {{"w", "../a.safetensors"}}}});
   EXPECT_HAS(checkpoint_error(t.dir), "does not name a file inside the model directory");
   index({{"weight_map", {"a.safetensors"}}});
@@ -187,6 +191,7 @@ TEST(SafetensorsHostile, TensorInTwoShardsIsAmbiguous) {
   TempDir t;
   t.write("a.safetensors", one_tensor());
   t.write("b.safetensors", one_tensor());
-  t.write("model.safetensors.index.json", json{{"weight_map", {{"w", "a.safetensors"}, {"v", "b.safetensors"}}}}.dump());
+  t.write("model.safetensors.index.json",
+          json{{"weight_map", {{"w", "a.safetensors"}, {"v", "b.safetensors"}}}}.dump());
   EXPECT_HAS(checkpoint_error(t.dir), "tensor 'w' is also in");
 }

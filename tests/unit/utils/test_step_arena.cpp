@@ -105,7 +105,7 @@ TEST(StepArena, LateReleaseOfAnEarlierStepIsIgnored) {
   const uint64_t g_old = a.generation();
   a.reset(true);
   void* now = a.alloc(1000, true);
-  EXPECT_EQ(now, old);  // the same block, now owned by this step
+  EXPECT_EQ(now, old);    // the same block, now owned by this step
   a.release(old, g_old);  // the earlier step's tensor dies late: must not free the new block
   EXPECT_EQ(a.live_bytes(), 1024u);
   EXPECT_NE(a.alloc(1000, true), now);

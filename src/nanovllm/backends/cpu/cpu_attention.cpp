@@ -42,7 +42,8 @@ void CpuBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tenso
   // Token -> sequence index.
   std::vector<int32_t> seq_of(static_cast<size_t>(T));
   for (int64_t b = 0; b < md.num_seqs; ++b)
-    for (int32_t t = md.cu_seqlens_q[size_t(b)]; t < md.cu_seqlens_q[size_t(b + 1)]; ++t) seq_of[size_t(t)] = int32_t(b);
+    for (int32_t t = md.cu_seqlens_q[size_t(b)]; t < md.cu_seqlens_q[size_t(b + 1)]; ++t)
+      seq_of[size_t(t)] = int32_t(b);
 #pragma omp parallel if (T * num_heads >= 8)
   {
     std::vector<float> scores;

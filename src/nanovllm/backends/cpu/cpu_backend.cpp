@@ -57,8 +57,10 @@ void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out, 
   for (int64_t t = 0; t < T; ++t) {
     const int64_t row = int64_t(id[t]) - vocab_start;
     float* o = out.data<float>() + t * H;
-    if (row < 0 || row >= V) std::memset(o, 0, size_t(H) * 4);
-    else std::memcpy(o, table.data<float>() + row * H, size_t(H) * 4);
+    if (row < 0 || row >= V)
+      std::memset(o, 0, size_t(H) * 4);
+    else
+      std::memcpy(o, table.data<float>() + row * H, size_t(H) * 4);
   }
 }
 
@@ -84,7 +86,8 @@ void CpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& o
   check_rms_norm(x, w, out);
   const int64_t T = x.size(0), H = x.size(1);
 #pragma omp parallel for if (parallel_worth_it(T * H))
-  for (int64_t t = 0; t < T; ++t) rms_norm_row(x.data<float>() + t * H, w.data<float>(), eps, H, out.data<float>() + t * H);
+  for (int64_t t = 0; t < T; ++t)
+    rms_norm_row(x.data<float>() + t * H, w.data<float>(), eps, H, out.data<float>() + t * H);
 }
 
 void CpuBackend::add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) {

@@ -33,7 +33,8 @@ void CpuBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor&
     throw Error("qk_norm_rope: norm weights must be [head_dim] and positions [T]");
   const int64_t T = qkv.size(0), D = head_dim, h = D / 2, W = qkv.size(1);
   std::vector<float> inv_freq(static_cast<size_t>(h));
-  for (int64_t i = 0; i < h; ++i) inv_freq[size_t(i)] = float(1.0 / std::pow(double(rope_theta), double(2 * i) / double(D)));
+  for (int64_t i = 0; i < h; ++i)
+    inv_freq[size_t(i)] = float(1.0 / std::pow(double(rope_theta), double(2 * i) / double(D)));
   const int32_t* pos = positions.data<int32_t>();
 #pragma omp parallel for if (T * num_heads * D >= (1 << 14))
   for (int64_t t = 0; t < T; ++t) {
@@ -44,7 +45,8 @@ void CpuBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor&
       sin[size_t(i)] = float(std::sin(double(angle)));
     }
     float* row = qkv.data<float>() + t * W;
-    for (int64_t hd = 0; hd < num_heads; ++hd) norm_rope_head(row + hd * D, q_norm_w.data<float>(), eps, D, cos.data(), sin.data());
+    for (int64_t hd = 0; hd < num_heads; ++hd)
+      norm_rope_head(row + hd * D, q_norm_w.data<float>(), eps, D, cos.data(), sin.data());
     for (int64_t hd = 0; hd < num_kv_heads; ++hd)
       norm_rope_head(row + (num_heads + hd) * D, k_norm_w.data<float>(), eps, D, cos.data(), sin.data());
   }

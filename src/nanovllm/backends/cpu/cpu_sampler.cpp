@@ -32,7 +32,9 @@ int32_t sample_row_cpu(const float* logits, int64_t V, const SamplingRow& row) {
     std::vector<int32_t> order(static_cast<size_t>(V));
     std::iota(order.begin(), order.end(), 0);
     const int64_t k = use_k ? row.top_k : V;
-    auto by_prob = [&](int32_t a, int32_t b) { return p[size_t(a)] > p[size_t(b)] || (p[size_t(a)] == p[size_t(b)] && a < b); };
+    auto by_prob = [&](int32_t a, int32_t b) {
+      return p[size_t(a)] > p[size_t(b)] || (p[size_t(a)] == p[size_t(b)] && a < b);
+    };
     std::partial_sort(order.begin(), order.begin() + k, order.end(), by_prob);
     std::fill(keep.begin(), keep.end(), 0);
     double mass_k = 0;

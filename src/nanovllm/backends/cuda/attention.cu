@@ -50,8 +50,8 @@ __global__ void __launch_bounds__(kWarps * 32) attn_tiled_kernel(const AttnParam
   extern __shared__ float smem[];
   pdl_begin();
   const int D = P.D;
-  float* qs = smem;                                           // [kMaxRows][D] (pre-scaled, log2 domain)
-  float* ks = qs + kMaxRows * D;                              // [D][kTileKeys + 1] transposed keys
+  float* qs = smem;                                              // [kMaxRows][D] (pre-scaled, log2 domain)
+  float* ks = qs + kMaxRows * D;                                 // [D][kTileKeys + 1] transposed keys
   bf16* vs = reinterpret_cast<bf16*>(ks + D * (kTileKeys + 1));  // [kTileKeys][D]
 
   const int b = blockIdx.x / P.tiles_per_seq, tile = blockIdx.x % P.tiles_per_seq, h = blockIdx.y;
@@ -173,7 +173,8 @@ int CudaBackend::decode_splits(int64_t num_seqs, int64_t num_kv_heads) const {
 
 template <int NCH>
 static void launch_tiled(const AttnParams& p, unsigned gx, unsigned gy, size_t smem, Stream s) {
-  if (smem > 48 * 1024) NV_CUDA_CHECK(cudaFuncSetAttribute(attn_tiled_kernel<NCH>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  if (smem > 48 * 1024)
+    NV_CUDA_CHECK(cudaFuncSetAttribute(attn_tiled_kernel<NCH>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   launch(attn_tiled_kernel<NCH>, dim3(gx, gy), kWarps * 32, smem, s, p);
 }
 
@@ -189,8 +190,10 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
   if (qkv.dtype() != DType::BF16 || k_cache.dtype() != DType::BF16 || v_cache.dtype() != DType::BF16 ||
       out.dtype() != DType::BF16)
     throw Error("attention: qkv, caches and out must be BF16");
-  if (D % 8 != 0 || D > 256) throw Error("attention: head_dim " + std::to_string(D) + " must be a multiple of 8, at most 256");
-  if (num_kv_heads <= 0 || num_heads % num_kv_heads != 0) throw Error("attention: num_heads must be a multiple of num_kv_heads");
+  if (D % 8 != 0 || D > 256)
+    throw Error("attention: head_dim " + std::to_string(D) + " must be a multiple of 8, at most 256");
+  if (num_kv_heads <= 0 || num_heads % num_kv_heads != 0)
+    throw Error("attention: num_heads must be a multiple of num_kv_heads");
   const int64_t G = num_heads / num_kv_heads;
   if (G > kMaxRows) throw Error("attention: more than 16 query heads per kv head are not supported");
   if (!md.d_cu_seqlens_q.defined()) throw Error("attention: prepare_metadata() was not called for this batch");
@@ -246,16 +249,20 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
   p.G = int(G);
   p.TQ = int(std::max<int64_t>(1, kMaxRows / G));
   int64_t max_q = 0;
-  for (int64_t b = 0; b < B; ++b) max_q = std::max<int64_t>(max_q, md.cu_seqlens_q[size_t(b + 1)] - md.cu_seqlens_q[size_t(b)]);
+  for (int64_t b = 0; b < B; ++b)
+    max_q = std::max<int64_t>(max_q, md.cu_seqlens_q[size_t(b + 1)] - md.cu_seqlens_q[size_t(b)]);
   p.tiles_per_seq = int((max_q + p.TQ - 1) / p.TQ);
   if (p.tiles_per_seq == 0) return;
   p.W = qkv.size(1);
   p.scale_log2 = scale_log2;
   const size_t smem = size_t(kMaxRows) * D * 4 + size_t(D) * (kTileKeys + 1) * 4 + size_t(kTileKeys) * D * 2;
   const unsigned gx = unsigned(B * p.tiles_per_seq), gy = unsigned(num_kv_heads);
-  if (D <= 64) launch_tiled<1>(p, gx, gy, smem, s);
-  else if (D <= 128) launch_tiled<2>(p, gx, gy, smem, s);
-  else launch_tiled<4>(p, gx, gy, smem, s);
+  if (D <= 64)
+    launch_tiled<1>(p, gx, gy, smem, s);
+  else if (D <= 128)
+    launch_tiled<2>(p, gx, gy, smem, s);
+  else
+    launch_tiled<4>(p, gx, gy, smem, s);
   NV_LAUNCH_CHECK();
 }
 

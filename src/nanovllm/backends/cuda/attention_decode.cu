@@ -54,14 +54,15 @@ __global__ void attn_merge_kernel(const float* __restrict__ part_o, const float*
                                   bf16* __restrict__ out, int S, int D) {
   pdl_begin();
   const int64_t bh = blockIdx.x;
-  for (int d = threadIdx.x; d < D; d += blockDim.x) out[bh * D + d] = __float2bfloat16(merge_splits(part_o, part_lse, bh, S, D, d));
+  for (int d = threadIdx.x; d < D; d += blockDim.x)
+    out[bh * D + d] = __float2bfloat16(merge_splits(part_o, part_lse, bh, S, D, d));
 }
 
 // grid (B, Hkv, S), block NW warps; with P.cluster, launched as clusters of (1, 1, S).
 template <int D, int G, int NW>
 __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnArgs P) {
-  constexpr int L = D / 8;      // lanes per key row
-  constexpr int KPW = 32 / L;   // lane groups per warp
+  constexpr int L = D / 8;        // lanes per key row
+  constexpr int KPW = 32 / L;     // lane groups per warp
   constexpr int STEP = NW * KPW;  // lane groups per CTA: keys per loop step (times kKeysInFlight)
   constexpr int U = kKeysInFlight;
   __shared__ float sm_m[NW][G], sm_l[NW][G];
@@ -143,14 +144,14 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
     float vf[U][8];
 #pragma unroll
     for (int u = 0; u < U; ++u) unpack8(vv[u], vf[u]);
-    // One rescale for the U keys: m' = max(m, s_u), o' = o 2^(m - m') + sum_u 2^(s_u - m') v_u.
+      // One rescale for the U keys: m' = max(m, s_u), o' = o 2^(m - m') + sum_u 2^(s_u - m') v_u.
 #pragma unroll
     for (int g = 0; g < G; ++g) {
       float mx = m[g];
 #pragma unroll
       for (int u = 0; u < U; ++u)
         if (ok[u]) mx = fmaxf(mx, s[u][g]);
-      if (mx == -INFINITY) continue;  // no key of this lane group yet
+      if (mx == -INFINITY) continue;        // no key of this lane group yet
       const float corr = exp2f(m[g] - mx);  // m = -inf -> 0
       float p[U], psum = 0.f;
 #pragma unroll
@@ -292,7 +293,9 @@ DecodeKernel kernel_for_d(int G, int warps) {
   }
 }
 
-DecodeKernel kernel_for(int D, int G, int warps) { return D == 128 ? kernel_for_d<128>(G, warps) : kernel_for_d<64>(G, warps); }
+DecodeKernel kernel_for(int D, int G, int warps) {
+  return D == 128 ? kernel_for_d<128>(G, warps) : kernel_for_d<64>(G, warps);
+}
 
 }  // namespace
 
@@ -304,8 +307,8 @@ void decode_attention(const DecodeAttnArgs& a, Stream st) {
   launch_clustered(k, grid, dim3(unsigned(nw * 32)), 0, st, dim3(1, 1, a.cluster ? unsigned(a.S) : 1u), a);
   NV_LAUNCH_CHECK();
   if (a.S > 1 && !a.cluster) {
-    launch(attn_merge_kernel, dim3(unsigned(a.B * a.Hq)), dim3(unsigned(std::min(a.D, 128))), 0, st, a.part_o, a.part_lse,
-           a.out, a.S, a.D);
+    launch(attn_merge_kernel, dim3(unsigned(a.B * a.Hq)), dim3(unsigned(std::min(a.D, 128))), 0, st, a.part_o,
+           a.part_lse, a.out, a.S, a.D);
     NV_LAUNCH_CHECK();
   }
 }

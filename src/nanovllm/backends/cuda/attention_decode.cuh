@@ -14,13 +14,13 @@ struct DecodeAttnArgs {
   const bf16* qkv = nullptr;  // [B, W]: q heads first, row stride W
   const bf16* kc = nullptr;   // [num_blocks, bs, Hkv, D]
   const bf16* vc = nullptr;
-  bf16* out = nullptr;        // [B, Hq * D]
+  bf16* out = nullptr;                    // [B, Hq * D]
   const int32_t* ctx_lens = nullptr;      // [B] keys per sequence, the new token's included
   const int32_t* block_tables = nullptr;  // [B, max_blocks]
   int max_blocks = 0, B = 0, Hq = 0, Hkv = 0, D = 0, bs = 0;
-  int S = 1;            // KV splits (1..kDecodeMaxSplits)
-  int warps = 8;        // warps per CTA when S > 1: 8, or 4 (also where 8 warps' states do not fit)
-  bool cluster = false;  // S > 1: merge the splits through distributed shared memory (sm_90+)
+  int S = 1;                  // KV splits (1..kDecodeMaxSplits)
+  int warps = 8;              // warps per CTA when S > 1: 8, or 4 (also where 8 warps' states do not fit)
+  bool cluster = false;       // S > 1: merge the splits through distributed shared memory (sm_90+)
   float* part_o = nullptr;    // S > 1 without clusters: [B, Hq, S, D] partial outputs, merged by a second kernel
   float* part_lse = nullptr;  // and [B, Hq, S] their log2-sum-exps
   int64_t W = 0;

@@ -57,7 +57,8 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   cudaDeviceProp prop{};
   NV_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
   if (prop.major < 8)
-    throw UserError(std::string("--device cuda: ") + prop.name + " (sm_" + std::to_string(prop.major * 10 + prop.minor) +
+    throw UserError(std::string("--device cuda: ") + prop.name + " (sm_" +
+                    std::to_string(prop.major * 10 + prop.minor) +
                     ") is too old; the CUDA backend needs sm_80 or newer (BF16)");
   num_sms_ = prop.multiProcessorCount;
   const char* pdl_env = std::getenv("NANOVLLM_PDL");
@@ -78,7 +79,8 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   // Decode attention: clusters unless NANOVLLM_DECODE_CLUSTER=0 (the pre-sm_90 path, for tests and
   // A/B runs); NANOVLLM_DECODE_WARPS=4 keeps split CTAs at 4 warps.
   decode_cluster_limit_ = cuda::decode_cluster_limit();
-  if (const char* cl_env = std::getenv("NANOVLLM_DECODE_CLUSTER"); cl_env && std::string(cl_env) == "0") decode_cluster_limit_ = 1;
+  if (const char* cl_env = std::getenv("NANOVLLM_DECODE_CLUSTER"); cl_env && std::string(cl_env) == "0")
+    decode_cluster_limit_ = 1;
   if (const char* warps_env = std::getenv("NANOVLLM_DECODE_WARPS")) decode_warps_ = std::atoi(warps_env);
   // Chunks come from cudaMalloc; the stream is synchronized before one is freed (a compaction
   // between steps), since kernels of the last step may still read it.
@@ -89,8 +91,8 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
         cudaError_t e = cudaMalloc(&p, bytes);
         if (e != cudaSuccess) {
           (void)cudaGetLastError();
-          throw ResourceError("out of GPU memory: the activation arena needs a chunk of " + std::to_string(bytes >> 20) +
-                              " MiB (" + cudaGetErrorString(e) + ")");
+          throw ResourceError("out of GPU memory: the activation arena needs a chunk of " +
+                              std::to_string(bytes >> 20) + " MiB (" + cudaGetErrorString(e) + ")");
         }
         return p;
       },
@@ -123,8 +125,8 @@ void* CudaBackend::persistent_alloc(size_t bytes, const Shape& shape) {
     (void)cudaGetLastError();
     size_t free_b = 0, total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
-    throw ResourceError("out of GPU memory: allocating " + std::to_string(bytes >> 20) + " MiB (" + std::to_string(bytes) +
-                        " bytes) for a tensor of shape " + shape_str(shape) + " failed with " +
+    throw ResourceError("out of GPU memory: allocating " + std::to_string(bytes >> 20) + " MiB (" +
+                        std::to_string(bytes) + " bytes) for a tensor of shape " + shape_str(shape) + " failed with " +
                         std::to_string(free_b >> 20) + " MiB free of " + std::to_string(total_b >> 20) + " MiB (" +
                         cudaGetErrorString(e) + ")");
   }
@@ -220,7 +222,8 @@ void CudaBackend::upload(const void* src, DType src_dtype, Tensor& dst) {
     return;
   }
   const bool float_src = src_dtype == DType::F32 || src_dtype == DType::BF16 || src_dtype == DType::F16;
-  if (!float_src) throw Error(std::string("cuda upload: cannot convert ") + dtype_name(src_dtype) + " to " + dtype_name(dst.dtype()));
+  if (!float_src)
+    throw Error(std::string("cuda upload: cannot convert ") + dtype_name(src_dtype) + " to " + dtype_name(dst.dtype()));
   std::vector<float> f(n);
   convert_to_f32(src, src_dtype, n, f.data());
   if (dst.dtype() == DType::F32) {
@@ -249,9 +252,15 @@ std::vector<float> CudaBackend::to_host_f32(const Tensor& t) {
   std::vector<char> raw(t.nbytes());
   download(t, raw.data());
   switch (t.dtype()) {
-    case DType::F32: case DType::BF16: case DType::F16: convert_to_f32(raw.data(), t.dtype(), n, out.data()); break;
-    case DType::I32: for (size_t i = 0; i < n; ++i) out[i] = float(reinterpret_cast<int32_t*>(raw.data())[i]); break;
-    case DType::I64: for (size_t i = 0; i < n; ++i) out[i] = float(reinterpret_cast<int64_t*>(raw.data())[i]); break;
+    case DType::F32:
+    case DType::BF16:
+    case DType::F16: convert_to_f32(raw.data(), t.dtype(), n, out.data()); break;
+    case DType::I32:
+      for (size_t i = 0; i < n; ++i) out[i] = float(reinterpret_cast<int32_t*>(raw.data())[i]);
+      break;
+    case DType::I64:
+      for (size_t i = 0; i < n; ++i) out[i] = float(reinterpret_cast<int64_t*>(raw.data())[i]);
+      break;
   }
   return out;
 }
@@ -276,8 +285,7 @@ void CudaBackend::prepare_metadata(AttentionMetadata& md) {
   Tensor all = empty({int64_t(std::max<size_t>(total, 1))}, DType::I32);
   h2d(all.raw(), packed.data(), total * 4);
   Tensor* outs[] = {&md.d_cu_seqlens_q, &md.d_cu_seqlens_k, &md.d_slot_mapping, &md.d_context_lens, &md.d_block_tables};
-  for (int i = 0; i < 5; ++i)
-    *outs[i] = all.rows(int64_t(offs[i]), int64_t(offs[i] + parts[i]->size()));
+  for (int i = 0; i < 5; ++i) *outs[i] = all.rows(int64_t(offs[i]), int64_t(offs[i] + parts[i]->size()));
   if (md.max_blocks > 0) md.d_block_tables = md.d_block_tables.view({md.num_seqs, md.max_blocks});
 }
 

@@ -112,9 +112,9 @@ class CudaBackend final : public Backend {
   int device_ = 0;
   int num_sms_ = 0;
   size_t max_smem_optin_ = 0;
-  void* stream_ = nullptr;          // cudaStream_t
-  void* cublaslt_ = nullptr;        // cublasLtHandle_t
-  void* workspace_ = nullptr;       // cuBLASLt workspace (persistent)
+  void* stream_ = nullptr;     // cudaStream_t
+  void* cublaslt_ = nullptr;   // cublasLtHandle_t
+  void* workspace_ = nullptr;  // cuBLASLt workspace (persistent)
   size_t workspace_bytes_ = 0;
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, GemmPlan*> gemm_plans_;  // (T, N, K, F32 out), owned
 
@@ -122,9 +122,9 @@ class CudaBackend final : public Backend {
   std::map<int64_t, std::vector<std::pair<void*, size_t>>> graph_outputs_;  // graph -> arena blocks it writes
   bool in_step_ = false, capturing_ = false, graphs_exist_ = false;
 
-  char* staging_ = nullptr;         // pinned host memory for the step's uploads
+  char* staging_ = nullptr;  // pinned host memory for the step's uploads
   size_t staging_bytes_ = 0, staging_off_ = 0;
-  void* staging_done_ = nullptr;    // cudaEvent_t recorded after the last staged copy
+  void* staging_done_ = nullptr;      // cudaEvent_t recorded after the last staged copy
   int32_t* pinned_tokens_ = nullptr;  // sampler output
   // Split-KV decode: splits merged in a thread-block cluster when there are at most this many
   // (1: no clusters on this device); warps per CTA when split (NANOVLLM_DECODE_WARPS, A/B runs).

@@ -14,9 +14,9 @@ namespace nanovllm::cuda {
 
 }  // namespace nanovllm::cuda
 
-#define NV_CUDA_CHECK(x)                                                                    \
-  do {                                                                                      \
-    cudaError_t nv_err_ = (x);                                                              \
+#define NV_CUDA_CHECK(x)                                                                             \
+  do {                                                                                               \
+    cudaError_t nv_err_ = (x);                                                                       \
     if (nv_err_ != cudaSuccess) ::nanovllm::cuda::throw_cuda_error(nv_err_, #x, __FILE__, __LINE__); \
   } while (0)
 // After a kernel launch: reports bad launch configurations (asynchronous faults surface later).
@@ -71,9 +71,7 @@ __device__ __forceinline__ void pdl_begin() {
 }
 
 // Asks for the 128-byte line at p to be brought into L2 (no register holds the data).
-__device__ __forceinline__ void prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 // Where a kernel runs: the backend's stream, and whether to launch with PDL (sm_90+ only).
 struct Stream {

@@ -28,8 +28,9 @@ struct RowList {
 
 // dst[r] = src[idx[r] - idx_offset], a zero row when that is outside [0, src_rows): ids of another
 // rank's vocabulary shard under tensor parallelism (out-of-vocabulary ids are rejected on the host).
-__global__ void copy_rows_kernel(const uint16_t* __restrict__ src, uint16_t* __restrict__ dst, const int32_t* __restrict__ idx,
-                                 int64_t row_elems, int64_t src_rows, int64_t idx_offset, bool vec) {
+__global__ void copy_rows_kernel(const uint16_t* __restrict__ src, uint16_t* __restrict__ dst,
+                                 const int32_t* __restrict__ idx, int64_t row_elems, int64_t src_rows,
+                                 int64_t idx_offset, bool vec) {
   pdl_begin();
   const int64_t r = blockIdx.x;
   const int64_t s = int64_t(idx[r]) - idx_offset;
@@ -86,7 +87,8 @@ void CudaBackend::gather_rows(const Tensor& x, const std::vector<int32_t>& rows,
     RowList rl;
     rl.n = int32_t(B);
     std::copy(rows.begin(), rows.end(), rl.rows);
-    launch(copy_rows_param_kernel, unsigned(B), 128, 0, on_stream(), x.data<uint16_t>(), out.data<uint16_t>(), rl, H, vec);
+    launch(copy_rows_param_kernel, unsigned(B), 128, 0, on_stream(), x.data<uint16_t>(), out.data<uint16_t>(), rl, H,
+           vec);
   } else {
     Tensor idx = device_i32(rows.data(), B);
     launch(copy_rows_kernel, unsigned(B), 128, 0, on_stream(), x.data<uint16_t>(), out.data<uint16_t>(),
@@ -219,12 +221,15 @@ void CudaBackend::silu_and_mul(const Tensor& x, Tensor& out) {
 template <class S, class D>
 __global__ void cast_kernel(const S* __restrict__ src, D* __restrict__ dst, int64_t n) {
   pdl_begin();
-  for (int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * 4; i < n; i += int64_t(gridDim.x) * blockDim.x * 4)
+  for (int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * 4; i < n;
+       i += int64_t(gridDim.x) * blockDim.x * 4)
 #pragma unroll
     for (int k = 0; k < 4; ++k)
       if (i + k < n) {
-        if constexpr (std::is_same_v<D, bf16>) dst[i + k] = __float2bfloat16(src[i + k]);
-        else dst[i + k] = __bfloat162float(src[i + k]);
+        if constexpr (std::is_same_v<D, bf16>)
+          dst[i + k] = __float2bfloat16(src[i + k]);
+        else
+          dst[i + k] = __bfloat162float(src[i + k]);
       }
 }
 
@@ -243,14 +248,16 @@ void CudaBackend::cast(const Tensor& src, Tensor& dst) {
   } else if (src.dtype() == DType::BF16 && dst.dtype() == DType::F32) {
     launch(cast_kernel<bf16, float>, grid, 256, 0, st, src.data<bf16>(), dst.data<float>(), n);
   } else {
-    throw Error(std::string("cast: ") + dtype_name(src.dtype()) + " -> " + dtype_name(dst.dtype()) + " is not supported");
+    throw Error(std::string("cast: ") + dtype_name(src.dtype()) + " -> " + dtype_name(dst.dtype()) +
+                " is not supported");
   }
 }
 
 // ---------------------------------------------------------------- KV-cache store
 // k/v parts of qkv row t -> caches at slot_mapping[t] (rows of Hkv*D elements); -1 skips.
 __global__ void store_kvcache_kernel(const bf16* __restrict__ qkv, bf16* __restrict__ kc, bf16* __restrict__ vc,
-                                     const int32_t* __restrict__ slots, int64_t W, int64_t k_off, int64_t row, bool vec) {
+                                     const int32_t* __restrict__ slots, int64_t W, int64_t k_off, int64_t row,
+                                     bool vec) {
   pdl_begin();
   const int64_t t = blockIdx.x;
   const int64_t slot = slots[t];

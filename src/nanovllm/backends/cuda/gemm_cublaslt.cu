@@ -12,12 +12,12 @@
 
 namespace nanovllm {
 
-#define NV_CUBLAS_CHECK(x)                                                                                    \
-  do {                                                                                                        \
-    cublasStatus_t st_ = (x);                                                                                 \
-    if (st_ != CUBLAS_STATUS_SUCCESS)                                                                         \
+#define NV_CUBLAS_CHECK(x)                                                                                            \
+  do {                                                                                                                \
+    cublasStatus_t st_ = (x);                                                                                         \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                                                                 \
       throw Error(std::string("cuBLASLt error: status ") + std::to_string(int(st_)) + " in " #x " at " __FILE__ ":" + \
-                  std::to_string(__LINE__));                                                                  \
+                  std::to_string(__LINE__));                                                                          \
   } while (0)
 
 struct CudaBackend::GemmPlan {
@@ -132,7 +132,8 @@ void CudaBackend::add_rms_norm_linear(Tensor& x, Tensor& residual, const Tensor&
     if (gemv_norm_ == 1) {
       auto key = std::make_tuple(T, K, silu_mul);
       auto it = gemv_norm_wave_.find(key);
-      if (it == gemv_norm_wave_.end()) it = gemv_norm_wave_.emplace(key, cuda::gemv_norm_wave(T, K, silu_mul, num_sms_)).first;
+      if (it == gemv_norm_wave_.end())
+        it = gemv_norm_wave_.emplace(key, cuda::gemv_norm_wave(T, K, silu_mul, num_sms_)).first;
       max_grid = it->second;
     }
     Tensor sum = empty(residual.shape(), residual.dtype());

@@ -133,8 +133,10 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const bf16* __restri
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         float xf[8];
-        if constexpr (kNorm) unpack8(xs[m * KC + c], xf);
-        else unpack8(__ldg(xv + int64_t(m) * KC + c), xf);
+        if constexpr (kNorm)
+          unpack8(xs[m * KC + c], xf);
+        else
+          unpack8(__ldg(xv + int64_t(m) * KC + c), xf);
 #pragma unroll
         for (int r = 0; r < kGemvRows; ++r)
 #pragma unroll
@@ -163,8 +165,10 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const bf16* __restri
         const float g = bf16_round(s);
         s = bf16_round(g / (1.0f + expf(-g))) * bf16_round(u);
       }
-      if constexpr (std::is_same_v<OutT, float>) out[int64_t(m) * N + n0 + r] = s;
-      else out[int64_t(m) * N + n0 + r] = __float2bfloat16(s);
+      if constexpr (std::is_same_v<OutT, float>)
+        out[int64_t(m) * N + n0 + r] = s;
+      else
+        out[int64_t(m) * N + n0 + r] = __float2bfloat16(s);
     }
   }
 }
@@ -186,7 +190,8 @@ bool gemv_bf16(const void* x, const void* w, void* out, int64_t M, int64_t N, in
   if (norm)
     addr |= reinterpret_cast<uintptr_t>(norm->residual) | reinterpret_cast<uintptr_t>(norm->residual_out) |
             reinterpret_cast<uintptr_t>(norm->norm_w);
-  if (M < 1 || M > kGemvMaxM || K % 8 != 0 || addr % 16 != 0 || N > int64_t(1) << 30 || K > int64_t(1) << 30) return false;
+  if (M < 1 || M > kGemvMaxM || K % 8 != 0 || addr % 16 != 0 || N > int64_t(1) << 30 || K > int64_t(1) << 30)
+    return false;
   if (f32_out && silu_mul) return false;  // not needed: the activation feeds a BF16 GEMM
   if (norm && (f32_out || M * K * 2 > kGemvNormSmem)) return false;
   const auto* xb = static_cast<const bf16*>(x);
@@ -202,11 +207,16 @@ bool gemv_bf16(const void* x, const void* w, void* out, int64_t M, int64_t N, in
   // One instantiation per (M, variant): plain, SiLU, F32 out, norm, norm + SiLU.
   auto pick = [&](auto m_tag) {
     constexpr int kM = decltype(m_tag)::value;
-    if (norm && silu_mul) go(gemv_kernel<kM, true, true, bf16>, ob);
-    else if (norm) go(gemv_kernel<kM, false, true, bf16>, ob);
-    else if (silu_mul) go(gemv_kernel<kM, true, false, bf16>, ob);
-    else if (f32_out) go(gemv_kernel<kM, false, false, float>, of);
-    else go(gemv_kernel<kM, false, false, bf16>, ob);
+    if (norm && silu_mul)
+      go(gemv_kernel<kM, true, true, bf16>, ob);
+    else if (norm)
+      go(gemv_kernel<kM, false, true, bf16>, ob);
+    else if (silu_mul)
+      go(gemv_kernel<kM, true, false, bf16>, ob);
+    else if (f32_out)
+      go(gemv_kernel<kM, false, false, float>, of);
+    else
+      go(gemv_kernel<kM, false, false, bf16>, ob);
   };
   with_m(M, pick);
   return true;
@@ -220,8 +230,10 @@ int64_t gemv_norm_wave(int64_t M, int64_t K, bool silu_mul, int num_sms) {
   };
   auto pick = [&](auto m_tag) {
     constexpr int kM = decltype(m_tag)::value;
-    if (silu_mul) occ(gemv_kernel<kM, true, true, bf16>);
-    else occ(gemv_kernel<kM, false, true, bf16>);
+    if (silu_mul)
+      occ(gemv_kernel<kM, true, true, bf16>);
+    else
+      occ(gemv_kernel<kM, false, true, bf16>);
   };
   with_m(M, pick);
   return int64_t(per_sm) * num_sms;

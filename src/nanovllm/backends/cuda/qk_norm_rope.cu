@@ -134,9 +134,9 @@ static void run_qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& 
   const int64_t heads = num_heads + num_kv_heads, per_cta = threads / 32;
   int64_t groups = (heads + per_cta - 1) / per_cta;
   while (groups > 1 && T * groups > num_sms) --groups;
-  launch(qk_norm_rope_kernel, dim3(unsigned(T), unsigned(groups)), threads, 0, st, qkv.data<bf16>(), q_norm_w.data<bf16>(),
-         k_norm_w.data<bf16>(), positions.data<int32_t>(), f, qkv.size(1), int(num_heads), int(num_kv_heads), int(D),
-         eps, kv);
+  launch(qk_norm_rope_kernel, dim3(unsigned(T), unsigned(groups)), threads, 0, st, qkv.data<bf16>(),
+         q_norm_w.data<bf16>(), k_norm_w.data<bf16>(), positions.data<int32_t>(), f, qkv.size(1), int(num_heads),
+         int(num_kv_heads), int(D), eps, kv);
 }
 
 void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,

@@ -32,9 +32,13 @@ struct DevRow {
 template <class T>
 __device__ __forceinline__ float ld(const T* p, int64_t i);
 template <>
-__device__ __forceinline__ float ld<float>(const float* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float ld<float>(const float* p, int64_t i) {
+  return p[i];
+}
 template <>
-__device__ __forceinline__ float ld<bf16>(const bf16* p, int64_t i) { return __bfloat162float(p[i]); }
+__device__ __forceinline__ float ld<bf16>(const bf16* p, int64_t i) {
+  return __bfloat162float(p[i]);
+}
 
 // (value, index) argmax across a warp, the lowest index winning ties; every lane gets the result.
 __device__ __forceinline__ void warp_argmax(float& v, int& idx) {
@@ -78,8 +82,8 @@ __device__ double block_sum_d(double v, double* red) {
 }
 
 template <class T>
-__global__ void __launch_bounds__(kSampleThreads) sample_kernel(const T* __restrict__ logits, int64_t V,
-                                                                const DevRow* __restrict__ rows, int32_t* __restrict__ out) {
+__global__ void __launch_bounds__(kSampleThreads)
+    sample_kernel(const T* __restrict__ logits, int64_t V, const DevRow* __restrict__ rows, int32_t* __restrict__ out) {
   __shared__ float sv[32];
   __shared__ int si[32];
   __shared__ double sd[32];

@@ -58,8 +58,9 @@ class NcclCommunicator final : public Communicator {
     const bool p2p = allow_p2p && !(env && std::string(env) == "0");
     const char* fuse = std::getenv("NANOVLLM_ALLREDUCE_NORM");  // 0: unfused, for A/B timing
     fuse_norm_ = !(fuse && std::string(fuse) == "0");
-    p2p_ = std::make_unique<P2pAllReduce>(rank, world, be.device_index(), cuda::Stream{stream_, be.pdl()},
-                                          [this](const std::vector<uint8_t>& b) { return gather_bytes(b); }, p2p);
+    p2p_ = std::make_unique<P2pAllReduce>(
+        rank, world, be.device_index(), cuda::Stream{stream_, be.pdl()},
+        [this](const std::vector<uint8_t>& b) { return gather_bytes(b); }, p2p);
   }
   // Shutdown: the stream is drained first; ncclCommAbort (not Destroy) frees the communicator
   // without a barrier with the other ranks, so a rank that is gone or still busy cannot hold the
@@ -87,21 +88,23 @@ class NcclCommunicator final : public Communicator {
   bool all_reduce_add_rms_norm(Tensor& partial, Tensor& residual, const Tensor& w, float eps, Tensor& out) override {
     const bool fits = fuse_norm_ && p2p_ && partial.dtype() == DType::F32 && residual.dtype() == DType::BF16 &&
                       w.dtype() == DType::BF16 && out.dtype() == DType::BF16 && partial.dim() == 2 &&
-                      partial.shape() == residual.shape() && partial.shape() == out.shape() && w.numel() == partial.size(1);
+                      partial.shape() == residual.shape() && partial.shape() == out.shape() &&
+                      w.numel() == partial.size(1);
     if (!fits) return false;
     return p2p_->run_add_rms_norm(partial.data<float>(), partial.size(0), partial.size(1), residual.data<cuda::bf16>(),
                                   w.data<cuda::bf16>(), eps, out.data<cuda::bf16>());
   }
 
   void all_gather(const Tensor& in, Tensor& out) override {
-    if (in.device() != Device::CUDA || out.device() != Device::CUDA) throw Error("all_gather: tensors must be on the GPU");
+    if (in.device() != Device::CUDA || out.device() != Device::CUDA)
+      throw Error("all_gather: tensors must be on the GPU");
     if (in.dtype() != out.dtype() || out.numel() != in.numel() * world_)
       throw Error("all_gather: out must hold world_size x in (" + shape_str(in.shape()) + " -> " +
                   shape_str(out.shape()) + ")");
     if (in.numel() == 0) return;
-    NV_NCCL_CHECK(ncclAllGather(in.raw(), out.raw(), size_t(in.numel()), nccl_dtype(in.dtype(), "all_gather"), comm_,
-                                stream_),
-                  comm_);
+    NV_NCCL_CHECK(
+        ncclAllGather(in.raw(), out.raw(), size_t(in.numel()), nccl_dtype(in.dtype(), "all_gather"), comm_, stream_),
+        comm_);
   }
 
  private:
@@ -136,7 +139,8 @@ class NcclCommunicator final : public Communicator {
 std::vector<uint8_t> make_nccl_unique_id() {
   ncclUniqueId id;
   NV_NCCL_CHECK(ncclGetUniqueId(&id), nullptr);
-  return std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(&id), reinterpret_cast<const uint8_t*>(&id) + sizeof(id));
+  return std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(&id),
+                              reinterpret_cast<const uint8_t*>(&id) + sizeof(id));
 }
 
 std::unique_ptr<Communicator> make_nccl_communicator(Backend& be, int rank, int world,

@@ -15,8 +15,8 @@ namespace {
 
 // x: nv 16-byte vectors of T (float or bf16), summed in place over the world's ranks.
 template <class T>
-__global__ void __launch_bounds__(kThreads) p2p_all_reduce_kernel(uint4* __restrict__ x, int64_t nv, Peers P,
-                                                                   int rank, int world) {
+__global__ void __launch_bounds__(kThreads)
+    p2p_all_reduce_kernel(uint4* __restrict__ x, int64_t nv, Peers P, int rank, int world) {
   __shared__ uint32_t s_epoch;
   const uint32_t e = claim_call(P, rank, kEpochsOff, &s_epoch);
   pdl_begin();
@@ -45,7 +45,8 @@ __global__ void __launch_bounds__(kThreads) p2p_all_reduce_kernel(uint4* __restr
       }
     }
     if constexpr (std::is_same_v<T, float>)
-      x[i] = make_uint4(__float_as_uint(acc[0]), __float_as_uint(acc[1]), __float_as_uint(acc[2]), __float_as_uint(acc[3]));
+      x[i] = make_uint4(__float_as_uint(acc[0]), __float_as_uint(acc[1]), __float_as_uint(acc[2]),
+                        __float_as_uint(acc[3]));
     else
       x[i] = pack8(acc);
   }
@@ -69,8 +70,9 @@ P2pAllReduce::P2pAllReduce(int rank, int world, int device, Stream stream, const
   me.device = device;
   me.ok = enabled && world >= 2 && world <= kMaxRanks;
   if (me.ok) {  // no throwing before the exchange: the other ranks are waiting in it
-    me.ok = cudaMalloc(&mine_, alloc_bytes(world)) == cudaSuccess && cudaMemset(mine_, 0, alloc_bytes(world)) == cudaSuccess &&
-            cudaDeviceSynchronize() == cudaSuccess && cudaIpcGetMemHandle(&me.handle, mine_) == cudaSuccess;
+    me.ok = cudaMalloc(&mine_, alloc_bytes(world)) == cudaSuccess &&
+            cudaMemset(mine_, 0, alloc_bytes(world)) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess &&
+            cudaIpcGetMemHandle(&me.handle, mine_) == cudaSuccess;
     me.ptr = reinterpret_cast<uint64_t>(mine_);
     (void)cudaGetLastError();
   }
@@ -145,13 +147,15 @@ bool P2pAllReduce::run(void* x, int64_t n, DType dt) {
   for (int r = 0; r < world_; ++r) P.base[r] = peers_[size_t(r)];
   auto* xv = static_cast<uint4*>(x);
   const int64_t nv = int64_t(bytes / 16);
-  if (dt == DType::F32) launch(p2p_all_reduce_kernel<float>, kBlocks, kThreads, 0, stream_, xv, nv, P, rank_, world_);
-  else launch(p2p_all_reduce_kernel<bf16>, kBlocks, kThreads, 0, stream_, xv, nv, P, rank_, world_);
+  if (dt == DType::F32)
+    launch(p2p_all_reduce_kernel<float>, kBlocks, kThreads, 0, stream_, xv, nv, P, rank_, world_);
+  else
+    launch(p2p_all_reduce_kernel<bf16>, kBlocks, kThreads, 0, stream_, xv, nv, P, rank_, world_);
   return true;
 }
 
-bool P2pAllReduce::run_add_rms_norm(const float* partial, int64_t T, int64_t H, bf16* residual, const bf16* w, float eps,
-                                    bf16* out) {
+bool P2pAllReduce::run_add_rms_norm(const float* partial, int64_t T, int64_t H, bf16* residual, const bf16* w,
+                                    float eps, bf16* out) {
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   if (!usable_ || T <= 0 || H <= 0 || H % 8 != 0 || T > (int64_t(1) << 30) || H > (int64_t(1) << 20) ||
       !aligned(partial) || !aligned(residual) || !aligned(w) || !aligned(out))

@@ -60,17 +60,17 @@ class P2pAllReduce {
   // norm(residual) * w [H], all BF16; bit-identical to run() + cast + add_rms_norm. False
   // (nothing launched) when it does not fit: ceil(T / 128) rows of H floats in 64 KiB (T <= 512
   // at H = 4096), H a multiple of 8 of at most 8192, 16-byte aligned pointers, 2, 4 or 8 ranks.
-  bool run_add_rms_norm(const float* partial, int64_t T, int64_t H, cuda::bf16* residual, const cuda::bf16* w, float eps,
-                        cuda::bf16* out);
+  bool run_add_rms_norm(const float* partial, int64_t T, int64_t H, cuda::bf16* residual, const cuda::bf16* w,
+                        float eps, cuda::bf16* out);
 
  private:
   int rank_, world_;
   cuda::Stream stream_;
   bool usable_ = false;
-  int bulk_max_grid_ = 0;                // the bulk kernel's blocks resident at once (p2p_all_reduce.cuh)
-  char* mine_ = nullptr;                 // this rank's allocation
-  std::vector<char*> peers_;             // every rank's allocation as mapped here (mine_ at rank_)
-  std::vector<char*> opened_;            // IPC mappings to close
+  int bulk_max_grid_ = 0;      // the bulk kernel's blocks resident at once (p2p_all_reduce.cuh)
+  char* mine_ = nullptr;       // this rank's allocation
+  std::vector<char*> peers_;   // every rank's allocation as mapped here (mine_ at rank_)
+  std::vector<char*> opened_;  // IPC mappings to close
 };
 
 }  // namespace nanovllm

@@ -74,9 +74,9 @@ __device__ __forceinline__ void finish_row(float (&acc)[kV][8], int t, int H, bf
 // plain kernel does: they share counters). Lines alternate halves by call parity; lines of call
 // e - 2 carry another number.
 template <int kWorld, int kV>
-__global__ void __launch_bounds__(512) ll_add_rms_norm_kernel(const float* __restrict__ partial, int T, int H,
-                                                              bf16* __restrict__ residual, const bf16* __restrict__ w,
-                                                              bf16* __restrict__ out, float eps, Peers P, int rank) {
+__global__ void __launch_bounds__(512)
+    ll_add_rms_norm_kernel(const float* __restrict__ partial, int T, int H, bf16* __restrict__ residual,
+                           const bf16* __restrict__ w, bf16* __restrict__ out, float eps, Peers P, int rank) {
   __shared__ uint32_t s_epoch;
   __shared__ float red[32];
   const int b = blockIdx.x, tid = threadIdx.x, groups = H / 8;
@@ -164,9 +164,9 @@ __global__ void __launch_bounds__(512) ll_add_rms_norm_kernel(const float* __res
 // b is not launched for a call of T <= b rows: its counter counts only the calls it takes part
 // in, alike on every rank, and the argument holds in that numbering.)
 template <int kWorld, int kV>
-__global__ void __launch_bounds__(512) bulk_add_rms_norm_kernel(const float* __restrict__ partial, int T, int H,
-                                                                bf16* __restrict__ residual, const bf16* __restrict__ w,
-                                                                bf16* __restrict__ out, float eps, Peers P, int rank) {
+__global__ void __launch_bounds__(512)
+    bulk_add_rms_norm_kernel(const float* __restrict__ partial, int T, int H, bf16* __restrict__ residual,
+                             const bf16* __restrict__ w, bf16* __restrict__ out, float eps, Peers P, int rank) {
   __shared__ uint32_t s_epoch;
   __shared__ float red[32];
   const int b = blockIdx.x, tid = threadIdx.x, groups = H / 8;
@@ -197,8 +197,8 @@ __global__ void __launch_bounds__(512) bulk_add_rms_norm_kernel(const float* __r
     float acc[kV][8] = {};
 #pragma unroll 1
     for (int r = 0; r < kWorld; ++r) {  // rank order: every rank adds the same values the same way
-      const float4* src = r == rank ? reinterpret_cast<const float4*>(partial + size_t(t) * H)
-                                    : slab(rank, r) + size_t(j) * (H / 4);
+      const float4* src =
+          r == rank ? reinterpret_cast<const float4*>(partial + size_t(t) * H) : slab(rank, r) + size_t(j) * (H / 4);
 #pragma unroll
       for (int k = 0; k < kV; ++k) {
         const int i = tid + k * int(blockDim.x);
@@ -229,11 +229,14 @@ void launch_kernel(bool bulk, cuda::Stream st, const float* partial, int T, int 
 }
 
 template <int kWorld>
-bool launch_world(int kv, bool bulk, cuda::Stream st, const float* partial, int T, int H, bf16* residual,
-                  const bf16* w, bf16* out, float eps, const Peers& P, int rank) {
-  if (kv == 1) launch_kernel<kWorld, 1>(bulk, st, partial, T, H, residual, w, out, eps, P, rank);
-  else if (kv == 2) launch_kernel<kWorld, 2>(bulk, st, partial, T, H, residual, w, out, eps, P, rank);
-  else return false;
+bool launch_world(int kv, bool bulk, cuda::Stream st, const float* partial, int T, int H, bf16* residual, const bf16* w,
+                  bf16* out, float eps, const Peers& P, int rank) {
+  if (kv == 1)
+    launch_kernel<kWorld, 1>(bulk, st, partial, T, H, residual, w, out, eps, P, rank);
+  else if (kv == 2)
+    launch_kernel<kWorld, 2>(bulk, st, partial, T, H, residual, w, out, eps, P, rank);
+  else
+    return false;
   return true;
 }
 
