@@ -1,5 +1,6 @@
 // nanovllm: generate | bench | tokenize (| serve). User errors print one line and exit 2.
 #include <cstdio>
+#include <new>
 
 #include <CLI/CLI.hpp>
 
@@ -28,6 +29,12 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const nanovllm::PeerLostError& e) {  // another tensor-parallel rank died
     std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const nanovllm::ResourceError& e) {  // explained: too little memory for the model or cache
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "error: out of host memory (the model or its KV cache does not fit)\n");
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "internal error: %s\n", e.what());
