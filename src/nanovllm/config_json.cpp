@@ -15,6 +15,7 @@
 #include "nanovllm/utils/checked_math.h"
 #include "nanovllm/utils/error.h"
 #include "nanovllm/utils/file_io.h"
+#include "nanovllm/utils/json_depth.h"
 
 namespace nanovllm {
 namespace fs = std::filesystem;
@@ -123,6 +124,9 @@ class Reader {
 };
 
 json parse_object(const std::string& text, const std::string& where) {
+  if (const size_t deep = find_json_too_deep(text); deep != std::string::npos)
+    throw LoadError(where + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels (at byte offset " +
+                    std::to_string(deep) + ")");
   json j;
   try {
     j = json::parse(text);

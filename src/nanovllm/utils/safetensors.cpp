@@ -11,6 +11,7 @@
 #include "nanovllm/utils/checked_math.h"
 #include "nanovllm/utils/error.h"
 #include "nanovllm/utils/file_io.h"
+#include "nanovllm/utils/json_depth.h"
 
 namespace nanovllm {
 namespace fs = std::filesystem;
@@ -79,12 +80,18 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     if (hlen > kMaxHeaderBytes)
       throw LoadError(path + ": header length " + std::to_string(hlen) + " exceeds the format's limit of " +
                       std::to_string(kMaxHeaderBytes) + " bytes (corrupt file)");
+    const std::string_view header_text(reinterpret_cast<const char*>(bytes) + 8, hlen);
+    if (const size_t deep = find_json_too_deep(header_text); deep != std::string::npos)
+      throw LoadError(path + ": header nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels at byte offset " +
+                      std::to_string(8 + deep) + " (corrupt file)");
     json header;
     try {
-      header = json::parse(bytes + 8, bytes + 8 + hlen);
+      header = json::parse(header_text);
     } catch (const json::parse_error& e) {
       throw LoadError(path + ": header is not valid JSON at byte offset " +
                       std::to_string(8 + (e.byte ? e.byte - 1 : 0)) + " (corrupt file)");
+    } catch (const json::exception& e) {  // out_of_range: a number past a double's range
+      throw LoadError(path + ": header: " + e.what() + " (corrupt file)");
     }
     if (!header.is_object()) throw LoadError(path + ": header is not a JSON object");
     const size_t data_start = 8 + hlen, data_size = size_ - data_start;

@@ -71,6 +71,16 @@ TEST(SafetensorsHostile, WellFormedFileOpens) {
 }
 
 // Before: open() of a FIFO blocked forever waiting for a writer.
+// Found by fuzz_safetensors: a number past a double's range escaped as nlohmann's out_of_range
+// (the CLI's "internal error"); deep nesting is refused before parsing.
+TEST(SafetensorsHostile, OverflowingNumberAndDeepNestingInTheHeaderAreLoadErrors) {
+  TempDir t;
+  t.write("big.safetensors", safetensors(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "x": 6e666})", 8));
+  EXPECT_HAS(file_error(t.path("big.safetensors")), "number overflow");
+  t.write("deep.safetensors", safetensors("{\"x\": " + std::string(1000, '[') + std::string(1000, ']') + "}", 0));
+  EXPECT_HAS(file_error(t.path("deep.safetensors")), "header nests JSON deeper than 128 levels");
+}
+
 TEST(SafetensorsHostile, NonRegularFilesAreRefused) {
   TempDir t;
   ASSERT_EQ(::mkfifo(t.path("fifo.safetensors").c_str(), 0600), 0);
