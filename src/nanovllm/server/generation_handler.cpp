@@ -23,7 +23,7 @@ using Clock = std::chrono::steady_clock;
 // notice on their next write).
 constexpr auto kPeerCheck = 200ms;
 // Named, not literals: GCC 12 miscompiles string literals inside co_await expressions.
-constexpr std::string_view kSseType = "text/event-stream", kJsonType = "application/json";
+constexpr std::string_view kSseType = "text/event-stream";
 
 int64_t total_prompt_tokens(const GenerationRequest& r) {
   int64_t n = 0;
@@ -164,9 +164,8 @@ net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Co
     if (!co_await wake.wait(c, 1s)) co_return;
   }
   if (auto err = ch->error()) throw *err;
-  co_await c.send(http::status::ok, kJsonType,
-                  full_response(meta, choices, usage_json(prompt_tokens, completion_tokens))
-                      .dump(-1, ' ', false, ojson::error_handler_t::replace));
+  co_await c.send_json(http::status::ok,
+                       json_text(full_response(meta, choices, usage_json(prompt_tokens, completion_tokens))));
 }
 
 }  // namespace nanovllm::server

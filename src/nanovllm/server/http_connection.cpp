@@ -18,6 +18,7 @@ namespace nanovllm::server {
 namespace {
 constexpr std::string_view kCrlf = "\r\n";
 constexpr std::string_view kLastChunk = "0\r\n\r\n";
+constexpr std::string_view kJsonType = "application/json";
 
 std::string to_hex(size_t n) {
   char buf[24];
@@ -98,6 +99,10 @@ net::awaitable<bool> Connection::send(http::status status, std::string_view cont
   h += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n";
   std::vector<net::const_buffer> bufs{net::buffer(h), net::buffer(body)};
   co_return co_await write(std::move(bufs));
+}
+
+net::awaitable<bool> Connection::send_json(http::status status, std::string json_text, const Headers& extra) {
+  co_return co_await send(status, kJsonType, std::move(json_text), extra);
 }
 
 net::awaitable<bool> Connection::start_stream(std::string_view content_type, const Headers& extra) {

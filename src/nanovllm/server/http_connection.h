@@ -55,6 +55,8 @@ class Connection {
   bool keep_alive() const { return keep_alive_; }
 
   // A whole response (Content-Length framing). Returns false when the client is gone.
+  // A whole JSON response (Content-Type: application/json).
+  net::awaitable<bool> send_json(http::status status, std::string json_text, const Headers& extra = {});
   net::awaitable<bool> send(http::status status, std::string_view content_type, std::string body,
                             const Headers& extra = {});
   // A streamed response: the headers, then chunks, then the end. Over HTTP/1.0 the body is sent

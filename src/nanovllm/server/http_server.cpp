@@ -32,7 +32,7 @@ using tcp = net::ip::tcp;
 using Request = http::request<http::string_body>;
 constexpr auto use_tuple = net::as_tuple(net::use_awaitable);
 // Content types, named: GCC 12 miscompiles string literals inside co_await expressions.
-constexpr std::string_view kJsonType = "application/json", kMetricsType = "text/plain; version=0.0.4", kNoType = "";
+constexpr std::string_view kMetricsType = "text/plain; version=0.0.4", kNoType = "";
 
 ModelInfo model_info(LLM& llm, const ServerOptions& o) {
   ModelInfo m;
@@ -104,12 +104,11 @@ struct HttpServer::Impl {
     st.metrics.on_http_error(e.status);
     Connection::Headers extra;
     if (e.status == 401) extra.emplace_back("WWW-Authenticate", "Bearer");
-    co_await c.send(http::status(e.status), kJsonType,
-                    e.to_json().dump(-1, ' ', false, ojson::error_handler_t::replace), extra);
+    co_await c.send_json(http::status(e.status), json_text(e.to_json()), extra);
   }
 
   net::awaitable<void> send_json(Connection& c, const ojson& j) {
-    co_await c.send(http::status::ok, kJsonType, j.dump(-1, ' ', false, ojson::error_handler_t::replace));
+    co_await c.send_json(http::status::ok, json_text(j));
   }
 
   // API key: every /v1 route needs "Authorization: Bearer KEY" when one is set (as vLLM).

@@ -15,6 +15,9 @@ namespace nanovllm::server {
 
 using ojson = nlohmann::ordered_json;  // keeps the client's key order (chat templates render it)
 
+// The text of a response body or stream event: compact, invalid UTF-8 replaced (never a throw).
+inline std::string json_text(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_handler_t::replace); }
+
 // What the protocol layer needs to know about the served model. Read-only after start-up, so
 // HTTP threads may use it concurrently (tokenizer and chat template are thread-safe for reads).
 struct ModelInfo {

@@ -3,14 +3,13 @@
 #pragma once
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include "nanovllm/server/openai_protocol.h"
 
 namespace nanovllm::server::sse {
 
-template <class Json>
-inline void append_event(std::string& out, const Json& j) {
+inline void append_event(std::string& out, const ojson& j) {
   out += "data: ";
-  out += j.dump(-1, ' ', false, Json::error_handler_t::replace);
+  out += json_text(j);
   out += "\n\n";
 }
 
