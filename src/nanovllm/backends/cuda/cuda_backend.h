@@ -28,6 +28,10 @@ namespace cuda {
 struct Stream;  // cuda_common.cuh
 }
 
+// Which kernel computes prefill attention: tensor cores wherever they apply (auto), or the CUDA-core
+// kernel always (tiled: the slower reference, for A/B timing).
+enum class PrefillAttention { Auto, Tiled };
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int device_index);
@@ -95,6 +99,7 @@ class CudaBackend final : public Backend {
   // Splits of the split-KV decode kernel for a batch of `num_seqs` (fixed by the batch size alone,
   // so a graph captured for a batch size stays valid for any context length).
   int decode_splits(int64_t num_seqs, int64_t num_kv_heads) const;
+  void set_prefill_attention(PrefillAttention p) { prefill_attention_ = p; }
 
  private:
   struct GemmPlan;  // cuBLASLt descriptors + algorithm for one (M, N, K)
@@ -135,6 +140,7 @@ class CudaBackend final : public Backend {
   int gemv_norm_ = 1;
   std::map<std::tuple<int64_t, int64_t, bool>, int64_t> gemv_norm_wave_;
   bool pdl_ = false;
+  PrefillAttention prefill_attention_ = PrefillAttention::Auto;
   int max_decode_splits_ = 16;  // NANOVLLM_DECODE_SPLITS
   size_t pinned_tokens_n_ = 0;
 };

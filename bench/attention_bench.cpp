@@ -1,0 +1,101 @@
+// Prefill attention kernel benchmark (a program, not a test): one causal prefill of N fresh tokens
+// through CudaBackend::attention, tensor-core kernel and CUDA-core kernel, at the head shapes of
+// Qwen3-0.6B (16/8 heads) and Qwen3-8B (32/8), D = 128, block size 256. Prints one JSON line per
+// (shape, N, kernel) with the median time of the runs and the achieved TFLOP/s, counting the
+// causal work 4 * D * Hq * N (N + 1) / 2 (QK^T and PV, multiply-adds as 2 FLOPs).
+//
+// Usage: attention_bench [N ...]   (default 1024 8192 32000); NANOVLLM_BENCH_TILED=0 skips the
+// CUDA-core kernel (seconds per call at 32K).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "nanovllm/backends/cuda/cuda_backend.h"
+#include "nanovllm/ops/attention_metadata.h"
+
+using namespace nanovllm;
+
+namespace {
+
+struct Shape3 {
+  const char* model;
+  int64_t hq, hkv, d;
+};
+
+double time_attention(CudaBackend& be, const Tensor& qkv, Tensor& k, Tensor& v, Tensor& out, const Shape3& s,
+                      const AttentionMetadata& md, int runs) {
+  const float scale = 1.f / std::sqrt(float(s.d));
+  be.attention(qkv, k, v, out, s.hq, s.hkv, s.d, scale, md);  // warm-up
+  be.synchronize();
+  std::vector<double> t;
+  for (int i = 0; i < runs; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    be.attention(qkv, k, v, out, s.hq, s.hkv, s.d, scale, md);
+    be.synchronize();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int64_t> lens;
+  for (int i = 1; i < argc; ++i) lens.push_back(std::atoll(argv[i]));
+  if (lens.empty()) lens = {1024, 8192, 32000};
+  const char* tiled_env = std::getenv("NANOVLLM_BENCH_TILED");
+  const bool tiled = !(tiled_env && std::string(tiled_env) == "0");
+  const Shape3 shapes[] = {{"qwen3-0.6b", 16, 8, 128}, {"qwen3-8b", 32, 8, 128}};
+  const int64_t bs = 256;
+  CudaBackend be(0);
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-2.f, 2.f);
+  for (const auto& s : shapes)
+    for (int64_t n : lens) {
+      const int64_t nb = (n + bs - 1) / bs, W = (s.hq + 2 * s.hkv) * s.d;
+      std::vector<float> host(size_t(std::max(n * W, nb * bs * s.hkv * s.d) + 8));
+      for (auto& x : host) x = u(rng);
+      Tensor qkv = be.empty({n, W}, DType::BF16), k = be.empty({nb, bs, s.hkv, s.d}, DType::BF16),
+             v = be.empty({nb, bs, s.hkv, s.d}, DType::BF16), out = be.empty({n, s.hq * s.d}, DType::BF16);
+      be.upload(host.data(), DType::F32, qkv);
+      be.upload(host.data(), DType::F32, k);
+      be.upload(host.data() + 7, DType::F32, v);
+      AttentionMetadata md;
+      md.is_prefill = true;
+      md.num_seqs = 1;
+      md.num_tokens = n;
+      md.max_blocks = nb;
+      md.cu_seqlens_q = {0, int32_t(n)};
+      md.cu_seqlens_k = {0, int32_t(n)};
+      md.max_seqlen_q = md.max_seqlen_k = int32_t(n);
+      md.context_lens = {int32_t(n)};
+      md.block_tables.resize(size_t(nb));
+      std::iota(md.block_tables.begin(), md.block_tables.end(), 0);
+      std::shuffle(md.block_tables.begin(), md.block_tables.end(), rng);
+      for (int64_t i = 0; i < n; ++i)
+        md.slot_mapping.push_back(int32_t(md.block_tables[size_t(i / bs)] * bs + i % bs));
+      be.prepare_metadata(md);
+      const double flops = 4.0 * double(s.d) * double(s.hq) * double(n) * double(n + 1) / 2.0;
+      for (PrefillAttention p : {PrefillAttention::Auto, PrefillAttention::Tiled}) {
+        if (p == PrefillAttention::Tiled && !tiled) continue;
+        be.set_prefill_attention(p);
+        const int runs = p == PrefillAttention::Tiled ? 1 : (n <= 8192 ? 20 : 5);
+        const double sec = time_attention(be, qkv, k, v, out, s, md, runs);
+        std::printf(
+            "{\"bench\": \"prefill_attention\", \"model\": \"%s\", \"hq\": %lld, \"hkv\": %lld, \"d\": %lld, \"tokens\": "
+            "%lld, \"kernel\": \"%s\", \"ms\": %.3f, \"tflops\": %.1f}\n",
+            s.model, (long long)s.hq, (long long)s.hkv, (long long)s.d, (long long)n,
+            p == PrefillAttention::Auto ? "tensor_core" : "tiled", sec * 1e3, flops / sec / 1e12);
+        std::fflush(stdout);
+      }
+      be.set_prefill_attention(PrefillAttention::Auto);
+    }
+  return 0;
+}

@@ -1,0 +1,41 @@
+// Prefill attention (any number of new tokens per sequence) over the paged BF16 KV cache: the
+// interface between CudaBackend::attention (attention.cu, which checks shapes and picks the
+// kernel) and the two kernels that compute it:
+//  * attention_prefill.cu: flash-attention-2 on tensor cores (mma.sync m16n8k16), head dims 64
+//    and 128: the path every Qwen3 prefill takes;
+//  * attention_tiled.cu: the same function on CUDA cores, for the head dims and GQA groups the
+//    tensor-core kernel lacks (and as its reference for timing).
+// Sequence b computes its new tokens cu_q[b]..cu_q[b+1]), the last of its ctx_lens[b] keys: new
+// token i sees keys [0, ctx - qlen + i]. Every key, the new tokens' own included, is read from the
+// paged cache through the block table (prefix-cache hits and earlier prefill chunks alike).
+#pragma once
+#include <cstdint>
+
+#include "nanovllm/backends/cuda/cuda_common.cuh"
+
+namespace nanovllm::cuda {
+
+struct PrefillAttnArgs {
+  const bf16* qkv = nullptr;  // [T, W]: token t's query heads at columns [0, Hq * D)
+  const bf16* kc = nullptr;   // [num_blocks, bs, Hkv, D]
+  const bf16* vc = nullptr;
+  bf16* out = nullptr;                    // [T, Hq * D]
+  const int32_t* cu_q = nullptr;          // [B + 1] new-token offsets
+  const int32_t* ctx_lens = nullptr;      // [B] keys per sequence, the new tokens included
+  const int32_t* block_tables = nullptr;  // [B, max_blocks]
+  int max_blocks = 0, B = 0, Hq = 0, Hkv = 0, D = 0, bs = 0;
+  int max_q = 0;  // new tokens of the longest sequence (host-side: sizes the grid)
+  int64_t W = 0;
+  float scale_log2 = 0.f;  // softmax scale * log2(e)
+};
+
+// Whether the tensor-core kernel covers head_dim D with G query heads per kv head.
+bool prefill_attention_tc_supports(int D, int G);
+// Launches the tensor-core kernel on `st` (sm_80+; check prefill_attention_tc_supports first).
+void prefill_attention_tc(const PrefillAttnArgs& a, Stream st);
+// Launches the CUDA-core kernel on `st` (D % 8 == 0, D <= 256, G <= 16).
+void prefill_attention_tiled(const PrefillAttnArgs& a, Stream st);
+// Called once per backend: raises the tensor-core kernels' dynamic shared-memory limit.
+void prefill_attention_init();
+
+}  // namespace nanovllm::cuda
