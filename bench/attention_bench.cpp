@@ -83,19 +83,22 @@ int main(int argc, char** argv) {
         md.slot_mapping.push_back(int32_t(md.block_tables[size_t(i / bs)] * bs + i % bs));
       be.prepare_metadata(md);
       const double flops = 4.0 * double(s.d) * double(s.hq) * double(n) * double(n + 1) / 2.0;
-      for (PrefillAttention p : {PrefillAttention::Auto, PrefillAttention::Tiled}) {
+      for (int variant : {16, 32, 0}) {  // tensor cores with 16 or 32 rows per warp; CUDA cores
+        const PrefillAttention p = variant ? PrefillAttention::Auto : PrefillAttention::Tiled;
         if (p == PrefillAttention::Tiled && !tiled) continue;
         be.set_prefill_attention(p);
+        if (variant) be.set_prefill_rows_per_warp(variant);
         const int runs = p == PrefillAttention::Tiled ? 1 : (n <= 8192 ? 20 : 5);
         const double sec = time_attention(be, qkv, k, v, out, s, md, runs);
         std::printf(
             "{\"bench\": \"prefill_attention\", \"model\": \"%s\", \"hq\": %lld, \"hkv\": %lld, \"d\": %lld, \"tokens\": "
             "%lld, \"kernel\": \"%s\", \"ms\": %.3f, \"tflops\": %.1f}\n",
             s.model, (long long)s.hq, (long long)s.hkv, (long long)s.d, (long long)n,
-            p == PrefillAttention::Auto ? "tensor_core" : "tiled", sec * 1e3, flops / sec / 1e12);
+            variant == 16 ? "tensor_core_16" : variant == 32 ? "tensor_core_32" : "tiled", sec * 1e3, flops / sec / 1e12);
         std::fflush(stdout);
       }
       be.set_prefill_attention(PrefillAttention::Auto);
+      be.set_prefill_rows_per_warp(32);
     }
   return 0;
 }

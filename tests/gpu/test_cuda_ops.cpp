@@ -242,6 +242,9 @@ TEST(CudaAttention, PrefillTensorCoreAwkwardShapes) {
       // ctx - qlen cached keys: prefix hits / earlier chunks ending mid-block (bs 16: 9, 3, 12 ...).
       const std::vector<SeqSpec> mixed{{4097, 1000}, {1000, 333}, {130, 65}, {64, 63}, {77, 1}, {300, 44}, {65, 64}};
       run_attention_case(be, cfg_name("prefill-tc-mixed", h, bs), mixed, h.hq, h.hkv, h.d, bs, true, 31);
+      be.gpu.set_prefill_rows_per_warp(16);
+      run_attention_case(be, cfg_name("prefill-tc16-mixed", h, bs), mixed, h.hq, h.hkv, h.d, bs, true, 31);
+      be.gpu.set_prefill_rows_per_warp(32);
       if (h.hq / h.hkv <= 16) {
         be.gpu.set_prefill_attention(PrefillAttention::Tiled);
         run_attention_case(be, cfg_name("prefill-tiled-mixed", h, bs), mixed, h.hq, h.hkv, h.d, bs, true, 31);

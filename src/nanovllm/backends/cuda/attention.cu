@@ -119,7 +119,7 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
   a.W = qkv.size(1);
   a.scale_log2 = scale_log2;
   if (kernel == AttnKernel::PrefillTensorCore)
-    prefill_attention_tc(a, s);
+    prefill_attention_tc(a, s, prefill_rows_per_warp_);
   else
     prefill_attention_tiled(a, s);
   NV_LAUNCH_CHECK();

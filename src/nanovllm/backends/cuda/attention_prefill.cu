@@ -33,14 +33,18 @@
 namespace nanovllm::cuda {
 namespace {
 
-constexpr int kBM = 64;  // query rows per CTA
 constexpr int kBN = 64;  // keys per tile
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 
-template <int D>
+// MT: 16-row m-tiles per warp; a CTA has kWarps * 16 * MT query rows.
+template <int MT>
+constexpr int rows_per_cta() {
+  return kWarps * 16 * MT;
+}
+template <int D, int MT>
 constexpr size_t smem_bytes() {
-  return size_t(kBM + 4 * kBN) * D * sizeof(bf16);
+  return size_t(rows_per_cta<MT>() + 4 * kBN) * D * sizeof(bf16);
 }
 
 // Element offset of 16-byte chunk c of row r in a [rows][D] tile, swizzled.
@@ -49,12 +53,14 @@ __device__ __forceinline__ int swz(int r, int c) {
   return r * D + ((c ^ (r & 7)) << 3);
 }
 
-template <int D>
+template <int D, int MT>
 __global__ void __launch_bounds__(kThreads) prefill_attn_tc_kernel(const PrefillAttnArgs P, int G, int tiles_per_seq) {
-  constexpr int CH = D / 8;    // 16-byte chunks per row
-  constexpr int KS = D / 16;   // k-steps of Q K^T
-  constexpr int NT = kBN / 8;  // 8-key column tiles of S
-  constexpr int DT = D / 8;    // 8-dim column tiles of O
+  constexpr int kBM = rows_per_cta<MT>();
+  constexpr int CH = D / 8;         // 16-byte chunks per row
+  constexpr int KS = D / 16;        // k-steps of Q K^T
+  constexpr int NT = kBN / 8;       // 8-key column tiles of S
+  constexpr int DT = D / 8;         // 8-dim column tiles of O
+  constexpr bool kQInRegs = MT == 1;  // else Q fragments are re-read from shared memory (registers)
   extern __shared__ __align__(128) unsigned char smem_raw[];
   bf16* qs = reinterpret_cast<bf16*>(smem_raw);  // [kBM][D]
   bf16* ks = qs + kBM * D;                       // [2][kBN][D]
@@ -69,7 +75,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attn_tc_kernel(const Prefill
   const int tok0 = tile * TQ;
   if (tok0 >= qlen) return;
   const int rows = min(TQ, qlen - tok0) * G;
-  const int past = P.ctx_lens[b] - qlen;  // keys before the first new token
+  const int past = P.ctx_lens[b] - qlen;    // keys before the first new token
   const int kmax = past + tok0 + rows / G;  // keys seen by the tile's last token
   const int kfull = past + tok0 + 1;        // keys [0, kfull) are seen by every row
   const int32_t* table = P.block_tables + int64_t(b) * P.max_blocks;
@@ -81,14 +87,24 @@ __global__ void __launch_bounds__(kThreads) prefill_attn_tc_kernel(const Prefill
     const bf16* src = ok ? P.qkv + int64_t(q0 + tok0 + r / G) * P.W + int64_t(h * G + r % G) * D + c * 8 : P.qkv;
     cp_async16(qs + swz<D>(r, c), src, ok ? 16 : 0);
   }
+  // Tile kt's K and V rows into buffer `buf`. A thread copies chunk tid % CH of keys
+  // tid / CH + i * (kThreads / CH); a tile inside one cache block (block size a multiple of 64) has
+  // consecutive slots, else each key looks up its block.
   auto load_kv = [&](int buf, int kt) {
     bf16* kd = ks + buf * kBN * D;
     bf16* vd = vs + buf * kBN * D;
-    for (int idx = tid; idx < kBN * CH; idx += kThreads) {
-      const int key = idx / CH, c = idx % CH, j = kt + key;
+    const int c = tid % CH;
+    const bool one_block = kt / P.bs == (kt + kBN - 1) / P.bs;
+    const int64_t base = one_block ? int64_t(table[kt / P.bs]) * P.bs + kt % P.bs : 0;
+#pragma unroll
+    for (int key = tid / CH; key < kBN; key += kThreads / CH) {
+      const int j = kt + key;
       const bool ok = j < kmax;
       int64_t off = 0;
-      if (ok) off = ((int64_t(table[j / P.bs]) * P.bs + j % P.bs) * P.Hkv + h) * D + c * 8;
+      if (ok) {
+        const int64_t slot = one_block ? base + key : int64_t(table[j / P.bs]) * P.bs + j % P.bs;
+        off = (slot * P.Hkv + h) * D + c * 8;
+      }
       cp_async16(kd + swz<D>(key, c), P.kc + off, ok ? 16 : 0);
       cp_async16(vd + swz<D>(key, c), P.vc + off, ok ? 16 : 0);
     }
@@ -96,17 +112,27 @@ __global__ void __launch_bounds__(kThreads) prefill_attn_tc_kernel(const Prefill
   load_kv(0, 0);
   cp_async_commit();
 
-  // This lane's two rows (g and g + 8 of the warp's 16) and the last key each may see.
-  const int ra = warp * 16 + (lane >> 2), rb = ra + 8;
-  const int lim_a = ra < rows ? past + tok0 + ra / G : kmax - 1;
-  const int lim_b = rb < rows ? past + tok0 + rb / G : kmax - 1;
+  // This lane's rows: g and g + 8 of each of the warp's m-tiles, and the last key each may see.
+  int lim[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = (warp * MT + mt) * 16 + (lane >> 2) + 8 * hf;
+      lim[mt][hf] = r < rows ? past + tok0 + r / G : kmax - 1;
+    }
   const float sl2 = P.scale_log2;
 
-  uint32_t qf[KS][4];
-  float o[DT][4];
+  uint32_t qf[kQInRegs ? KS : 1][4];
+  float o[MT][DT][4];
+  float m[MT][2], l[MT][2];
 #pragma unroll
-  for (int i = 0; i < DT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-  float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f;
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int i = 0; i < DT; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.f;
+    m[mt][0] = m[mt][1] = -INFINITY;
+    l[mt][0] = l[mt][1] = 0.f;
+  }
 
   const int ntiles = (kmax + kBN - 1) / kBN;
   for (int t = 0; t < ntiles; ++t) {
@@ -114,132 +140,160 @@ __global__ void __launch_bounds__(kThreads) prefill_attn_tc_kernel(const Prefill
     __syncthreads();  // tile t landed for every thread; tile t - 1's buffer is free
     if (t + 1 < ntiles) load_kv((t + 1) & 1, (t + 1) * kBN);
     cp_async_commit();
-    if (t == 0) {
+    if constexpr (kQInRegs) {
+      if (t == 0) {
 #pragma unroll
-      for (int kk = 0; kk < KS; ++kk) ldmatrix_x4(qf[kk], qs + swz<D>(warp * 16 + (lane & 15), 2 * kk + (lane >> 4)));
+        for (int kk = 0; kk < KS; ++kk) ldmatrix_x4(qf[kk], qs + swz<D>(warp * 16 + (lane & 15), 2 * kk + (lane >> 4)));
+      }
     }
     const bf16* kb = ks + (t & 1) * kBN * D;
     const bf16* vb = vs + (t & 1) * kBN * D;
 
-    float s[NT][4];
+    float s[MT][NT][4];
 #pragma unroll
-    for (int j = 0; j < NT; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int kk = 0; kk < KS; ++kk)
+      for (int j = 0; j < NT; ++j) s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) {
+      uint32_t a[MT][4];
+      if constexpr (kQInRegs) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) a[0][e] = qf[kk][e];
+      } else {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+          ldmatrix_x4(a[mt], qs + swz<D>((warp * MT + mt) * 16 + (lane & 15), 2 * kk + (lane >> 4)));
+      }
 #pragma unroll
       for (int np = 0; np < NT / 2; ++np) {
         uint32_t kf[4];
         ldmatrix_x4(kf, kb + swz<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3), 2 * kk + ((lane >> 3) & 1)));
-        mma_bf16_16816(s[2 * np], qf[kk], kf[0], kf[1]);
-        mma_bf16_16816(s[2 * np + 1], qf[kk], kf[2], kf[3]);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_bf16_16816(s[mt][2 * np], a[mt], kf[0], kf[1]);
+          mma_bf16_16816(s[mt][2 * np + 1], a[mt], kf[2], kf[3]);
+        }
       }
+    }
 
     const int kt = t * kBN;
     if (kt + kBN > kfull) {  // the tile crosses some row's causal limit
 #pragma unroll
-      for (int j = 0; j < NT; ++j)
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int key = kt + j * 8 + (lane & 3) * 2 + e;
-          if (key > lim_a) s[j][e] = -INFINITY;
-          if (key > lim_b) s[j][2 + e] = -INFINITY;
-        }
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int key = kt + j * 8 + (lane & 3) * 2 + (e & 1);
+            if (key > lim[mt][e >> 1]) s[mt][j][e] = -INFINITY;
+          }
     }
 
     // Online softmax. Key 0 is visible to every row and lies in tile 0, so the maxima are finite
     // from the first tile on and 2^(-inf) = 0 takes care of masked scores.
-    float mx_a = m_a, mx_b = m_b;
 #pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      mx_a = fmaxf(mx_a, fmaxf(s[j][0], s[j][1]));
-      mx_b = fmaxf(mx_b, fmaxf(s[j][2], s[j][3]));
-    }
-    mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
-    mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
-    mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
-    mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
-    const float corr_a = exp2f((m_a - mx_a) * sl2), corr_b = exp2f((m_b - mx_b) * sl2);
-    m_a = mx_a;
-    m_b = mx_b;
-    const float ma = mx_a * sl2, mb = mx_b * sl2;
-    float sum_a = 0.f, sum_b = 0.f;
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      s[j][0] = exp2f(fmaf(s[j][0], sl2, -ma));
-      s[j][1] = exp2f(fmaf(s[j][1], sl2, -ma));
-      s[j][2] = exp2f(fmaf(s[j][2], sl2, -mb));
-      s[j][3] = exp2f(fmaf(s[j][3], sl2, -mb));
-      sum_a += s[j][0] + s[j][1];
-      sum_b += s[j][2] + s[j][3];
-    }
-    l_a = l_a * corr_a + sum_a;  // this lane's part of the row sum; the 4 lanes add up at the end
-    l_b = l_b * corr_b + sum_b;
+      for (int hf = 0; hf < 2; ++hf) {
+        float mx = m[mt][hf];
 #pragma unroll
-    for (int i = 0; i < DT; ++i) {
-      o[i][0] *= corr_a;
-      o[i][1] *= corr_a;
-      o[i][2] *= corr_b;
-      o[i][3] *= corr_b;
-    }
+        for (int j = 0; j < NT; ++j) mx = fmaxf(mx, fmaxf(s[mt][j][2 * hf], s[mt][j][2 * hf + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float corr = exp2f((m[mt][hf] - mx) * sl2);
+        m[mt][hf] = mx;
+        const float ms = mx * sl2;
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          s[mt][j][2 * hf] = exp2f(fmaf(s[mt][j][2 * hf], sl2, -ms));
+          s[mt][j][2 * hf + 1] = exp2f(fmaf(s[mt][j][2 * hf + 1], sl2, -ms));
+          sum += s[mt][j][2 * hf] + s[mt][j][2 * hf + 1];
+        }
+        l[mt][hf] = l[mt][hf] * corr + sum;  // this lane's part; the row's 4 lanes add up at the end
+#pragma unroll
+        for (int i = 0; i < DT; ++i) {
+          o[mt][i][2 * hf] *= corr;
+          o[mt][i][2 * hf + 1] *= corr;
+        }
+      }
 
+    // O += P V: P straight from the S accumulators, V fragments shared by the m-tiles.
 #pragma unroll
     for (int kk = 0; kk < kBN / 16; ++kk) {
-      const uint32_t pf[4] = {pack_bf16x2(s[2 * kk][0], s[2 * kk][1]), pack_bf16x2(s[2 * kk][2], s[2 * kk][3]),
-                              pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                              pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      uint32_t pf[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        pf[mt][0] = pack_bf16x2(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        pf[mt][1] = pack_bf16x2(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        pf[mt][2] = pack_bf16x2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        pf[mt][3] = pack_bf16x2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
 #pragma unroll
       for (int dp = 0; dp < DT / 2; ++dp) {
         uint32_t vf[4];
         ldmatrix_x4_trans(vf, vb + swz<D>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), 2 * dp + (lane >> 4)));
-        mma_bf16_16816(o[2 * dp], pf, vf[0], vf[1]);
-        mma_bf16_16816(o[2 * dp + 1], pf, vf[2], vf[3]);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_bf16_16816(o[mt][2 * dp], pf[mt], vf[0], vf[1]);
+          mma_bf16_16816(o[mt][2 * dp + 1], pf[mt], vf[2], vf[3]);
+        }
       }
     }
   }
 
-  l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
-  l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
-  l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
-  l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
   const int64_t ostride = int64_t(P.Hq) * D;
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int r = half ? rb : ra;
-    if (r >= rows) continue;
-    const float inv = 1.f / (half ? l_b : l_a);
-    bf16* orow = P.out + int64_t(q0 + tok0 + r / G) * ostride + int64_t(h * G + r % G) * D + (lane & 3) * 2;
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int i = 0; i < DT; ++i)
-      *reinterpret_cast<bf162*>(orow + i * 8) =
-          __floats2bfloat162_rn(o[i][2 * half] * inv, o[i][2 * half + 1] * inv);
-  }
+    for (int hf = 0; hf < 2; ++hf) {
+      float lsum = l[mt][hf];
+      lsum += __shfl_xor_sync(0xffffffffu, lsum, 1);
+      lsum += __shfl_xor_sync(0xffffffffu, lsum, 2);
+      const int r = (warp * MT + mt) * 16 + (lane >> 2) + 8 * hf;
+      if (r >= rows) continue;
+      const float inv = 1.f / lsum;
+      bf16* orow = P.out + int64_t(q0 + tok0 + r / G) * ostride + int64_t(h * G + r % G) * D + (lane & 3) * 2;
+#pragma unroll
+      for (int i = 0; i < DT; ++i)
+        *reinterpret_cast<bf162*>(orow + i * 8) =
+            __floats2bfloat162_rn(o[mt][i][2 * hf] * inv, o[mt][i][2 * hf + 1] * inv);
+    }
 }
 
-template <int D>
+template <int D, int MT>
 void launch_tc(const PrefillAttnArgs& a, Stream st) {
-  const int G = a.Hq / a.Hkv, TQ = kBM / G;
+  const int G = a.Hq / a.Hkv, TQ = rows_per_cta<MT>() / G;
   const int tiles = (a.max_q + TQ - 1) / TQ;
   if (tiles == 0) return;
-  launch(prefill_attn_tc_kernel<D>, dim3(unsigned(a.B) * unsigned(tiles), unsigned(a.Hkv)), dim3(kThreads),
-         smem_bytes<D>(), st, a, G, tiles);
+  launch(prefill_attn_tc_kernel<D, MT>, dim3(unsigned(a.B) * unsigned(tiles), unsigned(a.Hkv)), dim3(kThreads),
+         smem_bytes<D, MT>(), st, a, G, tiles);
+}
+
+template <int D, int MT>
+void set_smem_limit() {
+  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_tc_kernel<D, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     int(smem_bytes<D, MT>())));
 }
 
 }  // namespace
 
-bool prefill_attention_tc_supports(int D, int G) { return (D == 64 || D == 128) && G >= 1 && G <= kBM; }
+bool prefill_attention_tc_supports(int D, int G) { return (D == 64 || D == 128) && G >= 1 && G <= 64; }
 
-void prefill_attention_tc(const PrefillAttnArgs& a, Stream st) {
+void prefill_attention_tc(const PrefillAttnArgs& a, Stream st, int rows_per_warp) {
+  const bool two = rows_per_warp == 32;
   if (a.D == 64)
-    launch_tc<64>(a, st);
+    two ? launch_tc<64, 2>(a, st) : launch_tc<64, 1>(a, st);
   else
-    launch_tc<128>(a, st);
+    two ? launch_tc<128, 2>(a, st) : launch_tc<128, 1>(a, st);
 }
 
 void prefill_attention_init() {
-  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_tc_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     int(smem_bytes<64>())));
-  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_tc_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     int(smem_bytes<128>())));
+  set_smem_limit<64, 1>();
+  set_smem_limit<64, 2>();
+  set_smem_limit<128, 1>();
+  set_smem_limit<128, 2>();
 }
 
 }  // namespace nanovllm::cuda

@@ -31,8 +31,9 @@ struct PrefillAttnArgs {
 
 // Whether the tensor-core kernel covers head_dim D with G query heads per kv head.
 bool prefill_attention_tc_supports(int D, int G);
-// Launches the tensor-core kernel on `st` (sm_80+; check prefill_attention_tc_supports first).
-void prefill_attention_tc(const PrefillAttnArgs& a, Stream st);
+// Launches the tensor-core kernel on `st` (sm_80+; check prefill_attention_tc_supports first),
+// each warp owning 16 or 32 query rows (rows_per_warp).
+void prefill_attention_tc(const PrefillAttnArgs& a, Stream st, int rows_per_warp);
 // Launches the CUDA-core kernel on `st` (D % 8 == 0, D <= 256, G <= 16).
 void prefill_attention_tiled(const PrefillAttnArgs& a, Stream st);
 // Called once per backend: raises the tensor-core kernels' dynamic shared-memory limit.

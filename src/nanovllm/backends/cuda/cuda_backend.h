@@ -100,6 +100,8 @@ class CudaBackend final : public Backend {
   // so a graph captured for a batch size stays valid for any context length).
   int decode_splits(int64_t num_seqs, int64_t num_kv_heads) const;
   void set_prefill_attention(PrefillAttention p) { prefill_attention_ = p; }
+  // Query rows per warp of the tensor-core prefill kernel: 16 or 32 (A/B timing).
+  void set_prefill_rows_per_warp(int rows) { prefill_rows_per_warp_ = rows; }
 
  private:
   struct GemmPlan;  // cuBLASLt descriptors + algorithm for one (M, N, K)
@@ -141,6 +143,7 @@ class CudaBackend final : public Backend {
   std::map<std::tuple<int64_t, int64_t, bool>, int64_t> gemv_norm_wave_;
   bool pdl_ = false;
   PrefillAttention prefill_attention_ = PrefillAttention::Auto;
+  int prefill_rows_per_warp_ = 32;
   int max_decode_splits_ = 16;  // NANOVLLM_DECODE_SPLITS
   size_t pinned_tokens_n_ = 0;
 };
