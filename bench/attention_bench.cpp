@@ -1,5 +1,6 @@
 // Prefill attention kernel benchmark (a program, not a test): one causal prefill of N fresh tokens
-// through CudaBackend::attention, tensor-core kernel and CUDA-core kernel, at the head shapes of
+// through CudaBackend::attention, each prefill kernel forced in turn (wgmma, mma.sync with 32 and 16
+// rows per warp, CUDA cores), at the head shapes of
 // Qwen3-0.6B (16/8 heads) and Qwen3-8B (32/8), D = 128, block size 256. Prints one JSON line per
 // (shape, N, kernel) with the median time of the runs and the achieved TFLOP/s, counting the
 // causal work 4 * D * Hq * N (N + 1) / 2 (QK^T and PV, multiply-adds as 2 FLOPs).
@@ -79,22 +80,37 @@ int main(int argc, char** argv) {
       md.block_tables.resize(size_t(nb));
       std::iota(md.block_tables.begin(), md.block_tables.end(), 0);
       std::shuffle(md.block_tables.begin(), md.block_tables.end(), rng);
-      for (int64_t i = 0; i < n; ++i)
-        md.slot_mapping.push_back(int32_t(md.block_tables[size_t(i / bs)] * bs + i % bs));
+      for (int64_t i = 0; i < n; ++i) md.slot_mapping.push_back(int32_t(md.block_tables[size_t(i / bs)] * bs + i % bs));
       be.prepare_metadata(md);
       const double flops = 4.0 * double(s.d) * double(s.hq) * double(n) * double(n + 1) / 2.0;
-      for (int variant : {16, 32, 0}) {  // tensor cores with 16 or 32 rows per warp; CUDA cores
-        const PrefillAttention p = variant ? PrefillAttention::Auto : PrefillAttention::Tiled;
-        if (p == PrefillAttention::Tiled && !tiled) continue;
-        be.set_prefill_attention(p);
-        if (variant) be.set_prefill_rows_per_warp(variant);
-        const int runs = p == PrefillAttention::Tiled ? 1 : (n <= 8192 ? 20 : 5);
-        const double sec = time_attention(be, qkv, k, v, out, s, md, runs);
+      struct Variant {
+        const char* name;
+        PrefillAttention kernel;
+        int rows_per_warp;
+      };
+      const Variant variants[] = {{"wgmma", PrefillAttention::Wgmma, 32},
+                                  {"mma_32", PrefillAttention::Mma, 32},
+                                  {"mma_16", PrefillAttention::Mma, 16},
+                                  {"tiled", PrefillAttention::Tiled, 32}};
+      for (const Variant& var : variants) {
+        if (var.kernel == PrefillAttention::Tiled && !tiled) continue;
+        be.set_prefill_attention(var.kernel);
+        be.set_prefill_rows_per_warp(var.rows_per_warp);
+        const int runs = var.kernel == PrefillAttention::Tiled ? 1 : (n <= 8192 ? 20 : 5);
+        double sec = 0;
+        try {
+          sec = time_attention(be, qkv, k, v, out, s, md, runs);
+        } catch (const std::exception& e) {
+          std::printf("{\"bench\": \"prefill_attention\", \"kernel\": \"%s\", \"error\": \"%s\"}\n", var.name,
+                      e.what());
+          continue;
+        }
         std::printf(
-            "{\"bench\": \"prefill_attention\", \"model\": \"%s\", \"hq\": %lld, \"hkv\": %lld, \"d\": %lld, \"tokens\": "
+            "{\"bench\": \"prefill_attention\", \"model\": \"%s\", \"hq\": %lld, \"hkv\": %lld, \"d\": %lld, "
+            "\"tokens\": "
             "%lld, \"kernel\": \"%s\", \"ms\": %.3f, \"tflops\": %.1f}\n",
-            s.model, (long long)s.hq, (long long)s.hkv, (long long)s.d, (long long)n,
-            variant == 16 ? "tensor_core_16" : variant == 32 ? "tensor_core_32" : "tiled", sec * 1e3, flops / sec / 1e12);
+            s.model, (long long)s.hq, (long long)s.hkv, (long long)s.d, (long long)n, var.name, sec * 1e3,
+            flops / sec / 1e12);
         std::fflush(stdout);
       }
       be.set_prefill_attention(PrefillAttention::Auto);

@@ -223,33 +223,38 @@ TEST(CudaAttention, PrefillBatchWithPrefixHitsAndChunks) {
       run_attention_case(be, cfg_name("prefill-mixed", h, bs), seqs, h.hq, h.hkv, h.d, bs, true, 11);
 }
 
-// The tensor-core prefill kernel (head dims 64/128) at the awkward shapes: prompts around
-// its 64-row and 64-key tiles, a prompt of 4,097, prefix hits and chunk starts mid-block, GQA groups
-// 1, 2, 4, 5 (64 rows are 12 tokens of 5 heads plus 4 padding rows), 8 and 64; each also forced
-// through the CUDA-core kernel, which must agree with the same CPU reference.
+// The tensor-core prefill kernels (head dims 64/128; wgmma on an H100, mma.sync elsewhere) at the
+// issue's awkward shapes: prompts around their 64/128-row and 64-key tiles, a prompt of 4,097, prefix
+// hits and chunk starts mid-block, GQA groups 1, 2, 4, 5 (64 rows are 12 tokens of 5 heads plus 4
+// padding rows), 8 and 64. The mixed batch is also forced through mma.sync (16 and 32 rows per
+// warp) and the CUDA-core kernel, which must agree with the same CPU reference.
 TEST(CudaAttention, PrefillTensorCoreAwkwardShapes) {
   REQUIRE_GPU();
   Backends be;
-  const HeadCfg heads[] = {{4, 4, 128}, {16, 8, 128}, {16, 4, 128}, {40, 8, 128}, {8, 1, 128},
-                           {4, 4, 64},  {8, 4, 64},   {64, 1, 64}};
+  const HeadCfg heads[] = {{4, 4, 128}, {16, 8, 128}, {16, 4, 128}, {40, 8, 128},
+                           {8, 1, 128}, {4, 4, 64},   {8, 4, 64},   {64, 1, 64}};
   for (auto& h : heads)
     for (int64_t bs : {16, 256}) {
       for (int32_t len : {1, 63, 64, 65, 255, 4097}) {
         if (len == 4097 && bs == 256) continue;  // once is enough for the CPU reference's time
-        run_attention_case(be, cfg_name("prefill-tc", h, bs) + " len " + std::to_string(len), {{len, len}}, h.hq,
-                           h.hkv, h.d, bs, true, uint32_t(len + bs));
+        run_attention_case(be, cfg_name("prefill-tc", h, bs) + " len " + std::to_string(len), {{len, len}}, h.hq, h.hkv,
+                           h.d, bs, true, uint32_t(len + bs));
       }
       // ctx - qlen cached keys: prefix hits / earlier chunks ending mid-block (bs 16: 9, 3, 12 ...).
       const std::vector<SeqSpec> mixed{{4097, 1000}, {1000, 333}, {130, 65}, {64, 63}, {77, 1}, {300, 44}, {65, 64}};
       run_attention_case(be, cfg_name("prefill-tc-mixed", h, bs), mixed, h.hq, h.hkv, h.d, bs, true, 31);
-      be.gpu.set_prefill_rows_per_warp(16);
-      run_attention_case(be, cfg_name("prefill-tc16-mixed", h, bs), mixed, h.hq, h.hkv, h.d, bs, true, 31);
+      be.gpu.set_prefill_attention(PrefillAttention::Mma);
+      for (int rows : {16, 32}) {
+        be.gpu.set_prefill_rows_per_warp(rows);
+        run_attention_case(be, cfg_name("prefill-mma", h, bs) + " rows/warp " + std::to_string(rows), mixed, h.hq,
+                           h.hkv, h.d, bs, true, 31);
+      }
       be.gpu.set_prefill_rows_per_warp(32);
       if (h.hq / h.hkv <= 16) {
         be.gpu.set_prefill_attention(PrefillAttention::Tiled);
         run_attention_case(be, cfg_name("prefill-tiled-mixed", h, bs), mixed, h.hq, h.hkv, h.d, bs, true, 31);
-        be.gpu.set_prefill_attention(PrefillAttention::Auto);
       }
+      be.gpu.set_prefill_attention(PrefillAttention::Auto);
     }
 }
 

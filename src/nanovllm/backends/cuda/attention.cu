@@ -2,7 +2,8 @@
 // with FP32 softmax. Checks the shapes, then plan_attention() picks one of three kernels:
 //  * decode (every sequence has one new token, D = 64/128, G <= 8): the split-KV kernel of
 //    attention_decode.cu;
-//  * prefill on tensor cores (D = 64/128, G <= 64): flash-attention-2 of attention_prefill.cu;
+//  * prefill on tensor cores (D = 64/128, G <= 64): Hopper's wgmma kernel (attention_prefill_sm90.cu)
+//    on sm_90, else flash-attention-2 on mma.sync (attention_prefill.cu);
 //  * anything else: the CUDA-core kernel of attention_tiled.cu.
 // Sequence b computes the q tokens cu_seqlens_q[b]..cu_seqlens_q[b+1]), the last of its
 // context_lens[b] keys; its new token i sees keys [0, ctx - qlen + i]. Every key is read from the
@@ -23,16 +24,23 @@ namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;
 
-enum class AttnKernel { Decode, PrefillTensorCore, PrefillTiled };
+enum class AttnKernel { Decode, PrefillWgmma, PrefillMma, PrefillTiled };
 
 // The kernel for a batch: `decode_batch` when every sequence computes exactly one new token.
-// `prefill` is the configured prefill path (auto picks tensor cores wherever they apply).
-AttnKernel plan_attention(bool decode_batch, int64_t D, int64_t G, PrefillAttention prefill) {
+// `prefill` is the configured prefill path (auto: the fastest that applies), `wgmma` whether the
+// Hopper kernel runs on this device and build. Measured on an H100 (bench/RESULTS.md, issue 17):
+// at 8K-32K tokens the CUDA-core kernel reaches 16 TFLOP/s, mma.sync ~170-300, wgmma more.
+AttnKernel plan_attention(bool decode_batch, int64_t D, int64_t G, PrefillAttention prefill, bool wgmma) {
   if (decode_batch && (D == 64 || D == 128) && G <= 8) return AttnKernel::Decode;
-  if (prefill != PrefillAttention::Tiled && prefill_attention_tc_supports(int(D), int(G)))
-    return AttnKernel::PrefillTensorCore;
-  if (G > 16) throw Error("attention: the CUDA-core kernel takes at most 16 query heads per kv head, got " +
-                          std::to_string(G) + " (head_dim " + std::to_string(D) + ")");
+  const bool tc = prefill_attention_tc_supports(int(D), int(G));
+  if (prefill == PrefillAttention::Wgmma && !(tc && wgmma))
+    throw Error("attention: the wgmma prefill kernel needs an sm_90 GPU, a build with sm_90a and head_dim 64/128");
+  if (tc && wgmma && (prefill == PrefillAttention::Auto || prefill == PrefillAttention::Wgmma))
+    return AttnKernel::PrefillWgmma;
+  if (tc && prefill != PrefillAttention::Tiled) return AttnKernel::PrefillMma;
+  if (G > 16)
+    throw Error("attention: the CUDA-core kernel takes at most 16 query heads per kv head, got " + std::to_string(G) +
+                " (head_dim " + std::to_string(D) + ")");
   return AttnKernel::PrefillTiled;
 }
 
@@ -69,7 +77,7 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
   const float scale_log2 = scale * kLog2e;
   const int32_t* block_tables = md.max_blocks > 0 ? md.d_block_tables.data<int32_t>() : nullptr;
 
-  const AttnKernel kernel = plan_attention(!md.is_prefill && T == B, D, G, prefill_attention_);
+  const AttnKernel kernel = plan_attention(!md.is_prefill && T == B, D, G, prefill_attention_, wgmma_);
   if (kernel == AttnKernel::Decode) {
     DecodeAttnArgs a;
     a.qkv = qkv.data<bf16>();
@@ -118,7 +126,9 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
     a.max_q = std::max<int>(a.max_q, md.cu_seqlens_q[size_t(b + 1)] - md.cu_seqlens_q[size_t(b)]);
   a.W = qkv.size(1);
   a.scale_log2 = scale_log2;
-  if (kernel == AttnKernel::PrefillTensorCore)
+  if (kernel == AttnKernel::PrefillWgmma)
+    prefill_attention_sm90(a, s);
+  else if (kernel == AttnKernel::PrefillMma)
     prefill_attention_tc(a, s, prefill_rows_per_warp_);
   else
     prefill_attention_tiled(a, s);

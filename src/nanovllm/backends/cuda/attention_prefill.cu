@@ -28,6 +28,7 @@
 #include <cfloat>
 
 #include "nanovllm/backends/cuda/attention_prefill.cuh"
+#include "nanovllm/backends/cuda/attention_prefill_tile.cuh"
 #include "nanovllm/backends/cuda/mma.cuh"
 
 namespace nanovllm::cuda {
@@ -56,10 +57,10 @@ __device__ __forceinline__ int swz(int r, int c) {
 template <int D, int MT>
 __global__ void __launch_bounds__(kThreads) prefill_attn_tc_kernel(const PrefillAttnArgs P, int G, int tiles_per_seq) {
   constexpr int kBM = rows_per_cta<MT>();
-  constexpr int CH = D / 8;         // 16-byte chunks per row
-  constexpr int KS = D / 16;        // k-steps of Q K^T
-  constexpr int NT = kBN / 8;       // 8-key column tiles of S
-  constexpr int DT = D / 8;         // 8-dim column tiles of O
+  constexpr int CH = D / 8;           // 16-byte chunks per row
+  constexpr int KS = D / 16;          // k-steps of Q K^T
+  constexpr int NT = kBN / 8;         // 8-key column tiles of S
+  constexpr int DT = D / 8;           // 8-dim column tiles of O
   constexpr bool kQInRegs = MT == 1;  // else Q fragments are re-read from shared memory (registers)
   extern __shared__ __align__(128) unsigned char smem_raw[];
   bf16* qs = reinterpret_cast<bf16*>(smem_raw);  // [kBM][D]
@@ -177,59 +178,15 @@ __global__ void __launch_bounds__(kThreads) prefill_attn_tc_kernel(const Prefill
       }
     }
 
-    const int kt = t * kBN;
-    if (kt + kBN > kfull) {  // the tile crosses some row's causal limit
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int j = 0; j < NT; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int key = kt + j * 8 + (lane & 3) * 2 + (e & 1);
-            if (key > lim[mt][e >> 1]) s[mt][j][e] = -INFINITY;
-          }
-    }
+    for (int mt = 0; mt < MT; ++mt) softmax_tile(s[mt], o[mt], m[mt], l[mt], lim[mt], t * kBN, kfull, sl2, lane);
 
-    // Online softmax. Key 0 is visible to every row and lies in tile 0, so the maxima are finite
-    // from the first tile on and 2^(-inf) = 0 takes care of masked scores.
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        float mx = m[mt][hf];
-#pragma unroll
-        for (int j = 0; j < NT; ++j) mx = fmaxf(mx, fmaxf(s[mt][j][2 * hf], s[mt][j][2 * hf + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float corr = exp2f((m[mt][hf] - mx) * sl2);
-        m[mt][hf] = mx;
-        const float ms = mx * sl2;
-        float sum = 0.f;
-#pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          s[mt][j][2 * hf] = exp2f(fmaf(s[mt][j][2 * hf], sl2, -ms));
-          s[mt][j][2 * hf + 1] = exp2f(fmaf(s[mt][j][2 * hf + 1], sl2, -ms));
-          sum += s[mt][j][2 * hf] + s[mt][j][2 * hf + 1];
-        }
-        l[mt][hf] = l[mt][hf] * corr + sum;  // this lane's part; the row's 4 lanes add up at the end
-#pragma unroll
-        for (int i = 0; i < DT; ++i) {
-          o[mt][i][2 * hf] *= corr;
-          o[mt][i][2 * hf + 1] *= corr;
-        }
-      }
-
-    // O += P V: P straight from the S accumulators, V fragments shared by the m-tiles.
+      // O += P V: P straight from the S accumulators, V fragments shared by the m-tiles.
 #pragma unroll
     for (int kk = 0; kk < kBN / 16; ++kk) {
       uint32_t pf[MT][4];
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        pf[mt][0] = pack_bf16x2(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-        pf[mt][1] = pack_bf16x2(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-        pf[mt][2] = pack_bf16x2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-        pf[mt][3] = pack_bf16x2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-      }
+      for (int mt = 0; mt < MT; ++mt) probs_fragment(s[mt], kk, pf[mt]);
 #pragma unroll
       for (int dp = 0; dp < DT / 2; ++dp) {
         uint32_t vf[4];
@@ -243,23 +200,9 @@ __global__ void __launch_bounds__(kThreads) prefill_attn_tc_kernel(const Prefill
     }
   }
 
-  const int64_t ostride = int64_t(P.Hq) * D;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      float lsum = l[mt][hf];
-      lsum += __shfl_xor_sync(0xffffffffu, lsum, 1);
-      lsum += __shfl_xor_sync(0xffffffffu, lsum, 2);
-      const int r = (warp * MT + mt) * 16 + (lane >> 2) + 8 * hf;
-      if (r >= rows) continue;
-      const float inv = 1.f / lsum;
-      bf16* orow = P.out + int64_t(q0 + tok0 + r / G) * ostride + int64_t(h * G + r % G) * D + (lane & 3) * 2;
-#pragma unroll
-      for (int i = 0; i < DT; ++i)
-        *reinterpret_cast<bf162*>(orow + i * 8) =
-            __floats2bfloat162_rn(o[mt][i][2 * hf] * inv, o[mt][i][2 * hf + 1] * inv);
-    }
+    store_rows(o[mt], l[mt], (warp * MT + mt) * 16, rows, G, h, q0 + tok0, int64_t(P.Hq) * D, P.out, lane);
 }
 
 template <int D, int MT>

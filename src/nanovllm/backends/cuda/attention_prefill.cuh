@@ -1,8 +1,10 @@
 // Prefill attention (any number of new tokens per sequence) over the paged BF16 KV cache: the
 // interface between CudaBackend::attention (attention.cu, which checks shapes and picks the
 // kernel) and the two kernels that compute it:
+//  * attention_prefill_sm90.cu: flash-attention on Hopper's warpgroup MMA (wgmma), head dims 64
+//    and 128: the path every Qwen3 prefill takes on an H100/H200;
 //  * attention_prefill.cu: flash-attention-2 on tensor cores (mma.sync m16n8k16), head dims 64
-//    and 128: the path every Qwen3 prefill takes;
+//    and 128: the same on sm_80+ (A100) and builds without sm_90a;
 //  * attention_tiled.cu: the same function on CUDA cores, for the head dims and GQA groups the
 //    tensor-core kernel lacks (and as its reference for timing).
 // Sequence b computes its new tokens cu_q[b]..cu_q[b+1]), the last of its ctx_lens[b] keys: new
@@ -34,6 +36,11 @@ bool prefill_attention_tc_supports(int D, int G);
 // Launches the tensor-core kernel on `st` (sm_80+; check prefill_attention_tc_supports first),
 // each warp owning 16 or 32 query rows (rows_per_warp).
 void prefill_attention_tc(const PrefillAttnArgs& a, Stream st, int rows_per_warp);
+// Launches the Hopper kernel (wgmma, attention_prefill_sm90.cu) on `st`: same coverage as
+// prefill_attention_tc, only where prefill_attention_sm90_init() returned true.
+void prefill_attention_sm90(const PrefillAttnArgs& a, Stream st);
+// Called once per backend: true when the device is sm_90 and this build carries sm_90a code.
+bool prefill_attention_sm90_init();
 // Launches the CUDA-core kernel on `st` (D % 8 == 0, D <= 256, G <= 16).
 void prefill_attention_tiled(const PrefillAttnArgs& a, Stream st);
 // Called once per backend: raises the tensor-core kernels' dynamic shared-memory limit.

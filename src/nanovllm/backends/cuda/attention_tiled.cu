@@ -23,7 +23,8 @@ constexpr int kMaxRows = kRowsPerWarp * kWarps;  // 16
 
 // NCH = ceil(D / 64): lane owns output dims {64 c + 2 lane, 64 c + 2 lane + 1}.
 template <int NCH>
-__global__ void __launch_bounds__(kWarps * 32) attn_tiled_kernel(const PrefillAttnArgs P, int G, int TQ, int tiles_per_seq) {
+__global__ void __launch_bounds__(kWarps * 32)
+    attn_tiled_kernel(const PrefillAttnArgs P, int G, int TQ, int tiles_per_seq) {
   extern __shared__ float smem[];
   pdl_begin();
   const int D = P.D;
@@ -150,8 +151,8 @@ void launch_tiled(const PrefillAttnArgs& a, Stream st) {
   const size_t smem = size_t(kMaxRows) * a.D * 4 + size_t(a.D) * (kTileKeys + 1) * 4 + size_t(kTileKeys) * a.D * 2;
   if (smem > 48 * 1024)
     NV_CUDA_CHECK(cudaFuncSetAttribute(attn_tiled_kernel<NCH>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  launch(attn_tiled_kernel<NCH>, dim3(unsigned(a.B) * unsigned(tiles), unsigned(a.Hkv)), dim3(kWarps * 32), smem, st,
-         a, G, TQ, tiles);
+  launch(attn_tiled_kernel<NCH>, dim3(unsigned(a.B) * unsigned(tiles), unsigned(a.Hkv)), dim3(kWarps * 32), smem, st, a,
+         G, TQ, tiles);
 }
 
 }  // namespace

@@ -81,6 +81,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   // A/B runs); NANOVLLM_DECODE_WARPS=4 keeps split CTAs at 4 warps.
   decode_cluster_limit_ = cuda::decode_cluster_limit();
   cuda::prefill_attention_init();
+  wgmma_ = cuda::prefill_attention_sm90_init();
   if (const char* cl_env = std::getenv("NANOVLLM_DECODE_CLUSTER"); cl_env && std::string(cl_env) == "0")
     decode_cluster_limit_ = 1;
   if (const char* warps_env = std::getenv("NANOVLLM_DECODE_WARPS")) decode_warps_ = std::atoi(warps_env);

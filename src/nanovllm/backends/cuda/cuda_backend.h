@@ -28,9 +28,10 @@ namespace cuda {
 struct Stream;  // cuda_common.cuh
 }
 
-// Which kernel computes prefill attention: tensor cores wherever they apply (auto), or the CUDA-core
-// kernel always (tiled: the slower reference, for A/B timing).
-enum class PrefillAttention { Auto, Tiled };
+// Which kernel computes prefill attention: auto = Hopper's wgmma kernel on sm_90, else mma.sync
+// tensor cores, wherever they apply; the others force one (A/B timing; the CUDA-core "tiled" one
+// is the slow reference).
+enum class PrefillAttention { Auto, Wgmma, Mma, Tiled };
 
 class CudaBackend final : public Backend {
  public:
@@ -143,6 +144,7 @@ class CudaBackend final : public Backend {
   std::map<std::tuple<int64_t, int64_t, bool>, int64_t> gemv_norm_wave_;
   bool pdl_ = false;
   PrefillAttention prefill_attention_ = PrefillAttention::Auto;
+  bool wgmma_ = false;  // the sm_90a prefill kernel runs here
   int prefill_rows_per_warp_ = 32;
   int max_decode_splits_ = 16;  // NANOVLLM_DECODE_SPLITS
   size_t pinned_tokens_n_ = 0;

@@ -1,0 +1,88 @@
+// The per-tile softmax step shared by the tensor-core prefill kernels (attention_prefill.cu on
+// mma.sync, attention_prefill_sm90.cu on wgmma): both leave a warp's 16 query rows x 64 keys of
+// scores in the m16n8 accumulator layout (lane holds rows g = lane / 4 and g + 8, columns
+// 8j + 2(lane % 4) + {0, 1}), and both keep O in the same layout over the head dims.
+#pragma once
+#include <cfloat>
+
+#include "nanovllm/backends/cuda/mma.cuh"
+
+namespace nanovllm::cuda {
+
+// Causal mask, then one online-softmax step over a tile of NT * 8 keys starting at key kt:
+//  - scores of keys past a row's limit lim[hf] (the last key its token sees) become -inf, only
+//    when the tile crosses the first row's limit (kt + NT * 8 > kfull);
+//  - the running max m[hf] and this lane's part of the row sum l[hf] are updated (the 4 lanes of
+//    a row add their parts at the end), O is rescaled by 2^(m_old - m_new);
+//  - s is left holding the probabilities 2^(s * sl2 - m * sl2), ready to round into P.
+// Key 0 is visible to every row and lies in the first tile, so the maxima are finite from the first
+// tile on and 2^(-inf) = 0 takes care of masked scores. sl2 = softmax scale * log2(e).
+template <int NT, int DT>
+__device__ __forceinline__ void softmax_tile(float (&s)[NT][4], float (&o)[DT][4], float (&m)[2], float (&l)[2],
+                                             const int (&lim)[2], int kt, int kfull, float sl2, int lane) {
+  if (kt + NT * 8 > kfull) {
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = kt + j * 8 + (lane & 3) * 2 + (e & 1);
+        if (key > lim[e >> 1]) s[j][e] = -INFINITY;
+      }
+  }
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    float mx = m[hf];
+#pragma unroll
+    for (int j = 0; j < NT; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * hf], s[j][2 * hf + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float corr = exp2f((m[hf] - mx) * sl2);
+    m[hf] = mx;
+    const float ms = mx * sl2;
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      s[j][2 * hf] = exp2f(fmaf(s[j][2 * hf], sl2, -ms));
+      s[j][2 * hf + 1] = exp2f(fmaf(s[j][2 * hf + 1], sl2, -ms));
+      sum += s[j][2 * hf] + s[j][2 * hf + 1];
+    }
+    l[hf] = l[hf] * corr + sum;
+#pragma unroll
+    for (int i = 0; i < DT; ++i) {
+      o[i][2 * hf] *= corr;
+      o[i][2 * hf + 1] *= corr;
+    }
+  }
+}
+
+// P for keys 16 kk .. 16 kk + 15 as an m16k16 A fragment, straight from the probabilities.
+template <int NT>
+__device__ __forceinline__ void probs_fragment(const float (&s)[NT][4], int kk, uint32_t (&pf)[4]) {
+  pf[0] = pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
+  pf[1] = pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
+  pf[2] = pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+  pf[3] = pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+}
+
+// Writes the warp's rows r (this lane's g and g + 8 of the 16 at row0) of O / l: row r is token
+// tok0 + r / G of query head h * G + r % G; rows >= rows are padding.
+template <int DT>
+__device__ __forceinline__ void store_rows(const float (&o)[DT][4], const float (&l)[2], int row0, int rows, int G,
+                                           int h, int64_t tok_base, int64_t ostride, bf16* out, int lane) {
+  constexpr int D = DT * 8;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    float lsum = l[hf];
+    lsum += __shfl_xor_sync(0xffffffffu, lsum, 1);
+    lsum += __shfl_xor_sync(0xffffffffu, lsum, 2);
+    const int r = row0 + (lane >> 2) + 8 * hf;
+    if (r >= rows) continue;
+    const float inv = 1.f / lsum;
+    bf16* orow = out + (tok_base + r / G) * ostride + int64_t(h * G + r % G) * D + (lane & 3) * 2;
+#pragma unroll
+    for (int i = 0; i < DT; ++i)
+      *reinterpret_cast<bf162*>(orow + i * 8) = __floats2bfloat162_rn(o[i][2 * hf] * inv, o[i][2 * hf + 1] * inv);
+  }
+}
+
+}  // namespace nanovllm::cuda
