@@ -13,15 +13,15 @@ mkdir -p "$OUT"
 what=${1:-all}
 LENS=${LENS:-1024 8192 32000}
 J="$OUT/long.jsonl"
-TARGETS="gpu_tests nanovllm_cli attention_bench" bash scripts/gpu_build_test.sh -R "${TESTS:-CudaAttention}" || exit $?
+TARGETS="gpu_tests nanovllm_cli prefill_bench" bash scripts/gpu_build_test.sh -R "${TESTS:-CudaAttention}" || exit $?
 if [ -d /tmp/deps ]; then
   export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:/tmp/deps/usr/lib/x86_64-linux-gnu/openblas-pthread:${LD_LIBRARY_PATH:-}
 fi
 if [ "$what" = kernel ] || [ "$what" = all ]; then
-  build-gpu/tests/attention_bench $LENS | tee -a "$J"
+  build-gpu/tests/prefill_bench $LENS | tee -a "$J"
   if [ -z "${SKIP_HF:-}" ]; then
-    python3 scripts/ttft_transformers.py --model qwen3-0.6b --lens "$(echo $LENS | tr ' ' ,)" --sdpa-only | tee -a "$J"
-    python3 scripts/ttft_transformers.py --model qwen3-8b --lens "$(echo $LENS | tr ' ' ,)" --sdpa-only | tee -a "$J"
+    python3 scripts/ttft_transformers.py --model qwen3-0.6b --lens "$(echo $LENS | tr ' ' ,)" --kernels-only | tee -a "$J"
+    python3 scripts/ttft_transformers.py --model qwen3-8b --lens "$(echo $LENS | tr ' ' ,)" --kernels-only | tee -a "$J"
   fi
 fi
 if [ "$what" = ttft ] || [ "$what" = all ]; then

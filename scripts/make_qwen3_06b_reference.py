@@ -6,7 +6,8 @@
 writes DIR/{config.json, generation_config.json, model.safetensors} (bf16), DIR/prompts.json
 ({"prompts": [[ids], ...]}) and DIR/ref_logits.f32 (raw float32, [num_prompts, vocab]: the
 last-token logits of each prompt from transformers in bfloat16 on the GPU) and DIR/ref_logits_fp32.f32
-(the same weights run in float32), and DIR/layers_{bf16,fp32}.f32 (raw float32 [layers, 2, hidden]:
+(the same weights run in float32), DIR/long_prompts.json and DIR/long_ref_logits{,_fp32}.f32 (the
+same for prompts of --long tokens, default 8,192 and 32,000), and DIR/layers_{bf16,fp32}.f32 (raw float32 [layers, 2, hidden]:
 the residual stream of the last token of prompt --dump-prompt after each layer's attention add and
 after the layer, for locating where an engine's error grows). The CUDA engine test
 tests/gpu/test_hf_qwen3_06b.cpp compares against it (NANOVLLM_HF06B_DIR=DIR).
@@ -60,6 +61,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--prompts", type=int, default=64)
     ap.add_argument("--dump-prompt", type=int, default=58, help="prompt whose per-layer stream is saved")
+    ap.add_argument("--long", default="8192,32000",
+                    help="lengths of the long prompts (long_prompts.json, long_ref_logits{,_fp32}.f32); '' for none")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(0)
@@ -107,6 +110,26 @@ def main():
         json.dump({"prompts": prompts, "torch": torch.__version__, "dump_prompt": args.dump_prompt}, f)
     top = out.topk(2, dim=-1).values
     print(f"wrote {len(prompts)} prompts; median top1-top2 margin {float((top[:, 0] - top[:, 1]).median()):.3f}")
+    if args.long:
+        write_long(args.out, [int(x) for x in args.long.split(",")], cfg.vocab_size, rng)
+
+
+def write_long(out_dir, lens, vocab, rng):
+    """Long prompts (8K, 32K tokens) with their last-token logits from transformers in bf16 (flash
+    SDPA) and in float32 (memory-efficient SDPA), for tests/gpu/test_hf_qwen3_06b.cpp's long test."""
+    prompts = [[rng.randint(0, 151000) for _ in range(n)] for n in lens]
+    for dtype, name in ((torch.bfloat16, "long_ref_logits.f32"), (torch.float32, "long_ref_logits_fp32.f32")):
+        model = load(out_dir, dtype)
+        out = torch.empty(len(prompts), vocab, dtype=torch.float32)
+        with torch.no_grad():
+            for i, p in enumerate(prompts):
+                out[i] = model(input_ids=torch.tensor([p], device="cuda"), logits_to_keep=1).logits[0, -1].float().cpu()
+        out.numpy().tofile(os.path.join(out_dir, name))
+        del model
+        torch.cuda.empty_cache()
+    with open(os.path.join(out_dir, "long_prompts.json"), "w") as f:
+        json.dump({"prompts": prompts}, f)
+    print(f"wrote {len(prompts)} long prompts of {lens} tokens")
 
 
 if __name__ == "__main__":

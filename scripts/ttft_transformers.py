@@ -3,9 +3,11 @@
 transformers forward in bf16 (cuBLAS GEMMs + PyTorch's SDPA attention) over a prompt of N tokens,
 `model(input_ids, logits_to_keep=1)`, median of 3 after a warm-up, with random weights of a preset's
 config (the same shapes as our --load-format dummy). Also times PyTorch's SDPA kernel alone on the
-prompt's causal attention shape (the peer of bench/attention_bench.cpp). One JSON line per figure.
+prompt's causal attention shape and torch.matmul at the layers' prefill GEMM shapes (the peers of
+bench/prefill_bench.cpp). One JSON line per figure.
 
     python3 scripts/ttft_transformers.py --model qwen3-0.6b|qwen3-8b [--lens 1024,8192,32000]
+        [--kernels-only | --no-sdpa]
 """
 import argparse
 import json
@@ -40,7 +42,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="qwen3-0.6b", choices=sorted(PRESETS))
     ap.add_argument("--lens", default="1024,8192,32000")
-    ap.add_argument("--sdpa-only", action="store_true", help="only the SDPA kernel timing (no model)")
+    ap.add_argument("--kernels-only", action="store_true",
+                    help="only the SDPA and matmul kernel timings (no model)")
     ap.add_argument("--no-sdpa", action="store_true", help="only the model forward")
     args = ap.parse_args()
     lens = [int(x) for x in args.lens.split(",")]
@@ -49,7 +52,7 @@ def main():
     cfg._attn_implementation = "sdpa"
     torch.manual_seed(0)
     model = None
-    if not args.sdpa_only:
+    if not args.kernels_only:
         with torch.device("cuda"):
             model = Qwen3ForCausalLM(cfg).to(torch.bfloat16).eval()
     hq, hkv, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
@@ -71,8 +74,26 @@ def main():
         print(json.dumps({"bench": "sdpa_torch", "model": args.model, "hq": hq, "hkv": hkv, "d": d, "tokens": n,
                           "ms": round(sec * 1e3, 3), "tflops": round(flops / sec / 1e12, 1)}), flush=True)
         del q, k, v
+    if args.kernels_only:
+        time_matmuls(args.model, cfg)
     del model
     torch.cuda.empty_cache()
+
+
+def time_matmuls(name, cfg):
+    """torch.matmul (cuBLAS) at the layers' prefill shapes: the peer of prefill_bench's GEMMs."""
+    h, i = cfg.hidden_size, cfg.intermediate_size
+    qkv = (cfg.num_attention_heads + 2 * cfg.num_key_value_heads) * cfg.head_dim
+    shapes = {"qkv": (qkv, h), "o": (h, cfg.num_attention_heads * cfg.head_dim), "gate_up": (2 * i, h),
+              "down": (h, i)}
+    for m in (4096, 16384):
+        for layer, (n, k) in shapes.items():
+            x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+            w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+            sec = median_time(lambda: x @ w.t(), reps=20)
+            print(json.dumps({"bench": "matmul_torch", "model": name, "layer": layer, "m": m, "n": n, "k": k,
+                              "ms": round(sec * 1e3, 3), "tflops": round(2.0 * m * n * k / sec / 1e12, 1)}),
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,16 @@
-// Prefill attention kernel benchmark (a program, not a test): one causal prefill of N fresh tokens
+// Prefill kernel benchmark (a program, not a test).
+// Attention: one causal prefill of N fresh tokens
 // through CudaBackend::attention, each prefill kernel forced in turn (wgmma, mma.sync with 32 and 16
 // rows per warp, CUDA cores), at the head shapes of
 // Qwen3-0.6B (16/8 heads) and Qwen3-8B (32/8), D = 128, block size 256. Prints one JSON line per
 // (shape, N, kernel) with the median time of the runs and the achieved TFLOP/s, counting the
 // causal work 4 * D * Hq * N (N + 1) / 2 (QK^T and PV, multiply-adds as 2 FLOPs).
 //
-// Usage: attention_bench [N ...]   (default 1024 8192 32000); NANOVLLM_BENCH_TILED=0 skips the
+// GEMMs: CudaBackend::linear (cuBLASLt, the algorithm its heuristic picks) at the prefill shapes of
+// both models' layers (qkv, o, gate_up, down) for M = 4,096 and 16,384 tokens, in TFLOP/s
+// (2 M N K / time); scripts/ttft_transformers.py --kernels-only times torch.matmul on the same.
+//
+// Usage: prefill_bench [N ...]   (default 1024 8192 32000); NANOVLLM_BENCH_TILED=0 skips the
 // CUDA-core kernel (seconds per call at 32K).
 #include <algorithm>
 #include <chrono>
@@ -43,6 +48,51 @@ double time_attention(CudaBackend& be, const Tensor& qkv, Tensor& k, Tensor& v, 
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+// out = x @ w^T through the backend, median of `runs`.
+double time_linear(CudaBackend& be, const Tensor& x, const Tensor& w, Tensor& out, int runs) {
+  be.linear(x, w, out);
+  be.synchronize();
+  std::vector<double> t;
+  for (int i = 0; i < runs; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    be.linear(x, w, out);
+    be.synchronize();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+void bench_gemms(CudaBackend& be) {
+  struct Gemm {
+    const char* model;
+    const char* layer;
+    int64_t n, k;
+  };
+  const Gemm gemms[] = {{"qwen3-0.6b", "qkv", 4096, 1024},     {"qwen3-0.6b", "o", 1024, 2048},
+                        {"qwen3-0.6b", "gate_up", 6144, 1024}, {"qwen3-0.6b", "down", 1024, 3072},
+                        {"qwen3-8b", "qkv", 6144, 4096},       {"qwen3-8b", "o", 4096, 4096},
+                        {"qwen3-8b", "gate_up", 24576, 4096},  {"qwen3-8b", "down", 4096, 12288}};
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (int64_t m : {4096, 16384})
+    for (const Gemm& g : gemms) {
+      std::vector<float> host(size_t(std::max(m, g.n) * g.k));
+      for (auto& x : host) x = u(rng);
+      Tensor x = be.empty({m, g.k}, DType::BF16), w = be.empty({g.n, g.k}, DType::BF16),
+             out = be.empty({m, g.n}, DType::BF16);
+      be.upload(host.data(), DType::F32, x);
+      be.upload(host.data(), DType::F32, w);
+      const double sec = time_linear(be, x, w, out, 20);
+      std::printf(
+          "{\"bench\": \"prefill_gemm\", \"model\": \"%s\", \"layer\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": "
+          "%lld, \"ms\": %.3f, \"tflops\": %.1f}\n",
+          g.model, g.layer, (long long)m, (long long)g.n, (long long)g.k, sec * 1e3,
+          2.0 * double(m) * double(g.n) * double(g.k) / sec / 1e12);
+      std::fflush(stdout);
+    }
 }
 
 }  // namespace
@@ -116,5 +166,6 @@ int main(int argc, char** argv) {
       be.set_prefill_attention(PrefillAttention::Auto);
       be.set_prefill_rows_per_warp(32);
     }
+  bench_gemms(be);
   return 0;
 }
