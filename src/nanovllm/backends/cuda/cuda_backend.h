@@ -19,6 +19,7 @@
 #include <tuple>
 #include <vector>
 
+#include "nanovllm/kernel_options.h"  // PrefillAttention
 #include "nanovllm/ops/backend.h"
 #include "nanovllm/utils/step_arena.h"
 
@@ -27,11 +28,6 @@ namespace nanovllm {
 namespace cuda {
 struct Stream;  // cuda_common.cuh
 }
-
-// Which kernel computes prefill attention: auto = Hopper's wgmma kernel on sm_90, else mma.sync
-// tensor cores, wherever they apply; the others force one (A/B timing; the CUDA-core "tiled" one
-// is the slow reference).
-enum class PrefillAttention { Auto, Wgmma, Mma, Tiled };
 
 class CudaBackend final : public Backend {
  public:
