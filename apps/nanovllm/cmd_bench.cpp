@@ -176,11 +176,13 @@ void run(const BenchArgs& a) {
   }
   TpStart tp = start_tensor_parallel(cfg, a.engine);
   if (tp.worker) return run_worker(cfg, a.engine.spawned());
+  print_kernel_options(cfg);
   LLMEngine e(cfg);
   nlohmann::json out = a.profile_decode > 0 ? profile_decode(e, a) : a.latency ? latency(e, a) : throughput(e, a);
   out["model"] = cfg.model;
   out["device"] = e.model_runner().backend().name();
   out["enforce_eager"] = cfg.enforce_eager;
+  if (e.model_runner().backend().device() == Device::CUDA) out["kernel_options"] = cfg.kernels.to_string();
   std::cout << out.dump() << std::endl;
 }
 

@@ -100,6 +100,7 @@ void run(GenerateArgs& a) {
     throw UserError("nothing to generate: give --prompt TEXT or --input FILE.jsonl");
   TpStart tp = start_tensor_parallel(cfg, a.engine);
   if (tp.worker) return run_worker(cfg, a.engine.spawned());
+  print_kernel_options(cfg);
   LLM llm(cfg, a.engine.tokenizer);
   auto reqs = read_requests(llm, a);
   std::vector<Prompt> prompts;

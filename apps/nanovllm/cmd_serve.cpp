@@ -51,6 +51,7 @@ void run(const ServeArgs& a) {
   }
   TpStart tp = start_tensor_parallel(cfg, a.engine);
   if (tp.worker) return run_worker(cfg, a.engine.spawned());
+  print_kernel_options(cfg);
   // SIGINT/SIGTERM stop the server cleanly: the handler only writes a byte to a pipe (all it may
   // safely do), a waiting thread reads it and stops the server. (Blocking the signals and using
   // sigwait is not enough: OpenBLAS starts threads before main, and those would take them.)

@@ -1,5 +1,9 @@
 #include "engine_flags.h"
 
+#include <cstdio>
+#include <cstdlib>
+
+#include "nanovllm/engine/tensor_parallel.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm::cli {
@@ -30,6 +34,9 @@ void EngineFlags::add_to(CLI::App& app, bool model_required) {
   app.add_flag("--enable-prefix-caching", prefix_caching, "reuse KV blocks of shared prefixes (default on)");
   app.add_flag("--no-enable-prefix-caching", no_prefix_caching, "turn prefix caching off");
   app.add_option("--threads", cfg.num_threads, "CPU backend threads (default: all cores)");
+  app.add_option("--kernel-options", kernel_options,
+                 "CUDA kernel tuning, KEY=VALUE[,KEY=VALUE...]: pdl, gemv_norm, max_decode_splits, decode_cluster, "
+                 "decode_warps, p2p_all_reduce, all_reduce_norm, prefill_attention (README: GPU)");
 }
 
 EngineConfig EngineFlags::resolve() const {
@@ -48,8 +55,19 @@ EngineConfig EngineFlags::resolve() const {
   }
   if (rank >= 0 && c.tensor_parallel_size > 1 && c.master_port == 0)
     throw UserError("--rank: a manual start needs --master-port (and --master-addr unless rank 0 is on this host)");
+  // Kernel options: rank 0's only (it sends them to the other ranks, whose own are not used).
+  if (c.tp_rank == 0) {
+    apply_kernel_env_overrides(c.kernels, [](const char* name) { return std::getenv(name); });
+    if (!kernel_options.empty()) apply_kernel_options(c.kernels, kernel_options);
+  }
   c.validate();
   return c;
+}
+
+void print_kernel_options(const EngineConfig& cfg) {
+  if (cfg.tp_rank != 0 || resolved_device(cfg) != "cuda") return;
+  std::fprintf(stderr, "kernel options: %s\n", cfg.kernels.to_string().c_str());
+  std::fflush(stderr);
 }
 
 }  // namespace nanovllm::cli

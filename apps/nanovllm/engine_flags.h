@@ -10,6 +10,7 @@ struct EngineFlags {
   EngineConfig cfg;
   std::string load_format = "auto";
   std::string tokenizer;
+  std::string kernel_options;  // --kernel-options KEY=VALUE[,KEY=VALUE...]
   bool no_prefix_caching = false;
   bool prefix_caching = false;
   int rank = -1;          // --rank: explicit (manual start); -1: the launcher decides
@@ -17,9 +18,14 @@ struct EngineFlags {
   int spawned_port = 0;
 
   void add_to(CLI::App& app, bool model_required = true);
-  // Resolves the flags into cfg (load format, prefix caching, tensor-parallel rank); throws UserError.
+  // Resolves the flags into cfg (load format, prefix caching, tensor-parallel rank, and on rank 0
+  // the kernel options: NANOVLLM_* environment overrides, then --kernel-options); throws UserError.
   EngineConfig resolve() const;
   bool spawned() const { return spawned_rank >= 0; }
 };
+
+// Prints "kernel options: pdl=on ..." to stderr when cfg runs on CUDA (rank 0: the options every
+// rank uses). The start-up line of generate, bench and serve.
+void print_kernel_options(const EngineConfig& cfg);
 
 }  // namespace nanovllm::cli

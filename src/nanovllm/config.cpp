@@ -80,6 +80,7 @@ void EngineConfig::validate() const {
   if (kv_cache_memory < 0) throw UserError("--kv-cache-memory must be >= 0 bytes");
   if (device != "cpu" && device != "cuda" && device != "auto")
     throw UserError("--device must be cpu, cuda or auto (got '" + device + "')");
+  kernels.validate();
 }
 
 }  // namespace nanovllm

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "nanovllm/kernel_options.h"
+
 namespace nanovllm {
 
 struct ModelConfig {
@@ -76,6 +78,7 @@ struct EngineConfig {
   uint64_t seed = 0;         // engine seed for requests without their own
   int num_threads = 0;       // CPU backend threads; 0 = all cores
   bool profile_ops = false;  // time every op (ProfilingBackend; implies eager)
+  KernelOptions kernels;     // CUDA kernel tuning knobs (kernel_options.h); rank 0's go to every rank
 
   void validate() const;  // throws UserError naming the bad field
   int ranks_per_node() const { return tensor_parallel_size / nnodes; }

@@ -68,5 +68,14 @@ expect "has no tokenizer" "${G[@]}" --model "$FIX" --input "$TMP/in.jsonl"
 expect "is a built-in preset without weights: add --load-format dummy" generate --model qwen3-0.6b --prompt hi
 expect "nothing to generate" generate --model "$FIX"
 expect "--device" generate --model "$FIX" --device tpu --prompt x
+ids '[1, 2]'
+expect "--kernel-options: kernel option decode_warps must be 4 or 8 (got '6')" "${G[@]}" --model "$FIX" \
+  --input "$TMP/in.jsonl" --kernel-options pdl=off,decode_warps=6
+expect "--kernel-options: unknown kernel option 'warps'" "${G[@]}" --model "$FIX" --input "$TMP/in.jsonl" \
+  --kernel-options warps=8
+export NANOVLLM_DECODE_SPLITS=32
+expect "NANOVLLM_DECODE_SPLITS=32: kernel option max_decode_splits must be an integer in [1, 16]" "${G[@]}" \
+  --model "$FIX" --input "$TMP/in.jsonl"
+unset NANOVLLM_DECODE_SPLITS
 
 [ $fails -eq 0 ] || { echo "$fails case(s) failed"; exit 1; }

@@ -15,8 +15,9 @@ using namespace nanovllm::test;
 namespace {
 
 struct Backends {
+  explicit Backends(const KernelOptions& o = {}) : gpu(0, o) {}
   CpuBackend cpu{16};
-  CudaBackend gpu{0};
+  CudaBackend gpu;
 };
 
 TEST(CudaOps, EmbeddingAndGatherRowsExact) {
@@ -280,19 +281,21 @@ TEST(CudaAttention, DecodeOddSplits) {
   for (int64_t B : {7, 11}) {
     std::vector<SeqSpec> seqs;
     for (int64_t b = 0; b < B; ++b) seqs.push_back({int32_t(1 + b * 613 % 3001), 1});
-    run_attention_case(
-        be, "decode B" + std::to_string(B) + " 16/8x128 splits " + std::to_string(be.gpu.decode_splits(B, 8)), seqs, 16,
-        8, 128, 16, false, uint32_t(B));
+    cuda::DecodeAttentionProblem p;
+    p.num_seqs = B, p.num_heads = 16, p.num_kv_heads = 8, p.head_dim = 128;
+    const auto plan = be.gpu.plan_decode_attention(p);
+    run_attention_case(be, "decode B" + std::to_string(B) + " 16/8x128 splits " + std::to_string(plan.splits), seqs, 16,
+                       8, 128, 16, false, uint32_t(B));
   }
 }
 
 // The path for GPUs without thread-block clusters (before sm_90): partials through global memory
-// and a merge kernel, forced here by NANOVLLM_DECODE_CLUSTER=0.
+// and a merge kernel, forced here by the kernel option decode_cluster=off.
 TEST(CudaAttention, DecodeWithoutClusters) {
   REQUIRE_GPU();
-  setenv("NANOVLLM_DECODE_CLUSTER", "0", 1);
-  Backends be;
-  unsetenv("NANOVLLM_DECODE_CLUSTER");
+  KernelOptions no_cluster;
+  no_cluster.decode_cluster = false;
+  Backends be(no_cluster);
   std::vector<SeqSpec> b17;
   for (int32_t l : {1, 97, 255, 256, 257, 4097, 2, 31, 32, 33, 500, 1000, 1023, 1024, 1025, 3000, 17})
     b17.push_back({l, 1});

@@ -232,8 +232,10 @@ TEST(CudaTensorParallel, NcclAllReduceSumsAndItsTime) {
     std::vector<std::future<std::string>> ranks;
     for (int r = 0; r < world; ++r)
       ranks.push_back(std::async(std::launch::async, [r, &id, p2p] {
-        CudaBackend be(r);
-        auto comm = make_nccl_communicator(be, r, world, id, p2p);
+        KernelOptions o;
+        o.p2p_all_reduce = p2p;
+        CudaBackend be(r, o);
+        auto comm = make_nccl_communicator(be, r, world, id);
         auto value = [](int rank, size_t i, DType dt) {
           return dt == DType::BF16 ? float((i % 7) + size_t(rank)) : float(int(i % 1000) - 500 + rank) * 0.25f;
         };
@@ -298,7 +300,7 @@ void check_fused_all_reduce_norm(int world) {
   for (int r = 0; r < world; ++r)
     ranks.push_back(std::async(std::launch::async, [r, world, &id] {
       CudaBackend be(r);
-      auto comm = make_nccl_communicator(be, r, world, id, true);
+      auto comm = make_nccl_communicator(be, r, world, id);
       Result res;
       auto random = [](size_t n, uint32_t seed, float scale) {
         std::mt19937 g(seed);

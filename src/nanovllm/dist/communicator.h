@@ -36,9 +36,12 @@ class Communicator {
 
 // NCCL (CUDA builds; the CPU-only build's stub throws UserError "NCCL is not compiled in"):
 std::vector<uint8_t> make_nccl_unique_id();  // rank 0 makes it; 128 bytes
-// allow_p2p: decode-sized all-reduces through the one-shot NVLink kernel (backends/cuda/nccl/
-// p2p_all_reduce.h) where all ranks can map each other; else every collective is NCCL's.
+// be: a CudaBackend; its KernelOptions decide the collectives' paths (p2p_all_reduce: decode-sized
+// all-reduces through the one-shot NVLink kernel of backends/cuda/nccl/p2p_all_reduce.h where all
+// ranks can map each other, else every collective is NCCL's; all_reduce_norm: the fused
+// all-reduce + residual add + RMSNorm). Every rank must pass the same options (the engine sends
+// rank 0's to all ranks).
 std::unique_ptr<Communicator> make_nccl_communicator(Backend& be, int rank, int world,
-                                                     const std::vector<uint8_t>& unique_id, bool allow_p2p = true);
+                                                     const std::vector<uint8_t>& unique_id);
 
 }  // namespace nanovllm

@@ -78,6 +78,7 @@ std::vector<uint8_t> encode_settings(const EngineConfig& c, const ModelConfig& m
                       {"num_kvcache_blocks", c.num_kvcache_blocks},
                       {"enforce_eager", c.enforce_eager},
                       {"profile_ops", c.profile_ops},
+                      {"kernels", c.kernels.to_string(",")},
                       {"model", model_dims(mcfg)}};
   const std::string s = j.dump();
   return {s.begin(), s.end()};
@@ -104,6 +105,15 @@ void apply_settings(const std::vector<uint8_t>& bytes, EngineConfig& c, const Mo
   c.num_kvcache_blocks = j["num_kvcache_blocks"];
   c.enforce_eager = j["enforce_eager"];
   c.profile_ops = j["profile_ops"];
+  // Rank 0's kernel options, in --kernel-options form, onto the defaults: this rank's own
+  // environment and flags play no part (ranks launching different kernels could hang).
+  KernelOptions kernels;
+  try {
+    apply_kernel_options(kernels, j["kernels"].get<std::string>());
+  } catch (const UserError& e) {
+    throw Error(std::string("tensor parallel: rank 0's kernel options: ") + e.what());
+  }
+  c.kernels = kernels;
 }
 
 }  // namespace nanovllm

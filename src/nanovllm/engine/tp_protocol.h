@@ -1,7 +1,8 @@
 // What rank 0 tells the tensor-parallel workers over the control channel (dist/tp_group.h):
 //  1. at start-up, the engine settings that shape the ModelRunner (so that every rank warms up,
-//     sizes its KV cache and captures graphs identically, whatever flags the worker was given),
-//     and the model's dimensions, which the worker checks against its own copy of the model;
+//     sizes its KV cache, captures graphs and picks kernels (KernelOptions) identically, whatever
+//     flags or environment the worker was given), and the model's dimensions, which the worker
+//     checks against its own copy of the model;
 //  2. before every forward, the step's StepInputs;
 //  3. at the end, the empty goodbye message (TpGroup::goodbye).
 #pragma once

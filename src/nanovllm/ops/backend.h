@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "nanovllm/kernel_options.h"
 #include "nanovllm/ops/attention_metadata.h"
 #include "nanovllm/utils/tensor.h"
 
@@ -122,8 +123,9 @@ class Backend {
 };
 
 std::unique_ptr<Backend> make_cpu_backend(int num_threads);
-// Throws UserError when CUDA is not compiled in or no GPU is present.
-std::unique_ptr<Backend> make_cuda_backend(int device_index);
+// Throws UserError when CUDA is not compiled in or no GPU is present. The kernels launch as
+// `options` say (validated here); nothing is read from the environment.
+std::unique_ptr<Backend> make_cuda_backend(int device_index, const KernelOptions& options);
 bool cuda_available();
 int cuda_device_count();  // visible GPUs (0 without CUDA)
 

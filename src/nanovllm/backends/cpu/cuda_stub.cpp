@@ -7,7 +7,7 @@
 namespace nanovllm {
 
 #ifndef NANOVLLM_WITH_CUDA
-std::unique_ptr<Backend> make_cuda_backend(int) {
+std::unique_ptr<Backend> make_cuda_backend(int, const KernelOptions&) {
   throw UserError("--device cuda: this build has no CUDA backend (rebuild with nvcc and -DNANOVLLM_CUDA=ON)");
 }
 bool cuda_available() { return false; }
@@ -19,7 +19,7 @@ int cuda_device_count() { return 0; }
 std::vector<uint8_t> make_nccl_unique_id() {
   throw UserError("tensor parallelism on CUDA: NCCL is not compiled in (rebuild with nccl.h and libnccl found)");
 }
-std::unique_ptr<Communicator> make_nccl_communicator(Backend&, int, int, const std::vector<uint8_t>&, bool) {
+std::unique_ptr<Communicator> make_nccl_communicator(Backend&, int, int, const std::vector<uint8_t>&) {
   throw UserError("tensor parallelism on CUDA: NCCL is not compiled in (rebuild with nccl.h and libnccl found)");
 }
 #endif

@@ -277,11 +277,9 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
 using DecodeKernel = void (*)(DecodeAttnArgs);
 
 // 8 warps when asked for and their per-warp states fit 32 KiB of static shared memory, else 4.
-constexpr bool eight_warps_fit(int D, int G) { return 8 * G * D <= 8192; }
-
 template <int D, int G>
 DecodeKernel kernel_for_g(int warps) {
-  if constexpr (eight_warps_fit(D, G))
+  if constexpr (decode_eight_warps_fit(D, G))
     if (warps >= 8) return attn_decode_kernel<D, G, 8>;
   return attn_decode_kernel<D, G, 4>;
 }
@@ -309,7 +307,8 @@ DecodeKernel kernel_for(int D, int G, int warps) {
 
 void decode_attention(const DecodeAttnArgs& a, Stream st) {
   const int G = a.Hq / a.Hkv;
-  const int nw = a.S > 1 && a.warps >= 8 && eight_warps_fit(a.D, G) ? 8 : 4;
+  // plan_decode_attention's rule; a no-op on its plan (attention.cu still passes the option as is).
+  const int nw = a.S > 1 && a.warps >= 8 && decode_eight_warps_fit(a.D, G) ? 8 : 4;
   const DecodeKernel k = kernel_for(a.D, G, nw);
   const dim3 grid(unsigned(a.B), unsigned(a.Hkv), unsigned(a.S));
   launch_clustered(k, grid, dim3(unsigned(nw * 32)), 0, st, dim3(1, 1, a.cluster ? unsigned(a.S) : 1u), a);

@@ -1,14 +1,13 @@
 // Decode attention (one new token per sequence) over the paged BF16 KV cache: the interface
-// between CudaBackend::attention (attention.cu, which checks shapes and picks the plan) and the
-// split-KV kernel of attention_decode.cu.
+// between CudaBackend::attention (attention.cu, which checks shapes and takes the plan of
+// plan_decode_attention, kernel_plan.h) and the split-KV kernel of attention_decode.cu.
 #pragma once
 #include <cstdint>
 
 #include "nanovllm/backends/cuda/cuda_common.cuh"
+#include "nanovllm/backends/cuda/kernel_plan.h"  // kDecodeMaxSplits, decode_eight_warps_fit
 
 namespace nanovllm::cuda {
-
-constexpr int kDecodeMaxSplits = 16;  // KV splits per (sequence, kv head): a cluster holds at most 16 CTAs
 
 struct DecodeAttnArgs {
   const bf16* qkv = nullptr;  // [B, W]: q heads first, row stride W

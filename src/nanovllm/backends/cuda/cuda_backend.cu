@@ -1,9 +1,9 @@
 // CUDA backend: device, stream, memory (persistent cudaMalloc + per-step arena), host<->device
-// copies, attention metadata upload, CUDA graph hooks. The ops live in the other .cu files.
+// copies, attention metadata upload, CUDA graph hooks, and the device facts behind the ops' plans
+// (kernel_plan.h). The ops live in the other .cu files.
 #include "nanovllm/backends/cuda/cuda_backend.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -39,7 +39,7 @@ bool cuda_available() {
   return n > 0;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(int device_index) {
+std::unique_ptr<Backend> make_cuda_backend(int device_index, const KernelOptions& options) {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess || n == 0) {
@@ -50,10 +50,11 @@ std::unique_ptr<Backend> make_cuda_backend(int device_index) {
   if (device_index < 0 || device_index >= n)
     throw UserError("--device cuda: GPU " + std::to_string(device_index) + " does not exist (" + std::to_string(n) +
                     " found)");
-  return std::make_unique<CudaBackend>(device_index);
+  return std::make_unique<CudaBackend>(device_index, options);
 }
 
-CudaBackend::CudaBackend(int device_index) : device_(device_index) {
+CudaBackend::CudaBackend(int device_index, const KernelOptions& options) : device_(device_index), options_(options) {
+  options_.validate();
   NV_CUDA_CHECK(cudaSetDevice(device_));
   cudaDeviceProp prop{};
   NV_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
@@ -62,12 +63,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
                     std::to_string(prop.major * 10 + prop.minor) +
                     ") is too old; the CUDA backend needs sm_80 or newer (BF16)");
   num_sms_ = prop.multiProcessorCount;
-  const char* pdl_env = std::getenv("NANOVLLM_PDL");
-  pdl_ = prop.major >= 9 && !(pdl_env && std::string(pdl_env) == "0");
-  const char* norm_env = std::getenv("NANOVLLM_GEMV_NORM");
-  gemv_norm_ = norm_env ? std::atoi(norm_env) : 1;
-  // Most KV splits of decode attention (A/B runs; default in the header); clamped to what the kernel supports.
-  if (const char* splits_env = std::getenv("NANOVLLM_DECODE_SPLITS")) max_decode_splits_ = std::atoi(splits_env);
+  pdl_ = prop.major >= 9 && options_.pdl;
   max_smem_optin_ = prop.sharedMemPerBlockOptin;
   cudaStream_t s;
   NV_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -77,14 +73,17 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   staging_done_ = ev;
   staging_bytes_ = size_t(8) << 20;
   NV_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&staging_), staging_bytes_));
-  // Decode attention: clusters unless NANOVLLM_DECODE_CLUSTER=0 (the pre-sm_90 path, for tests and
-  // A/B runs); NANOVLLM_DECODE_WARPS=4 keeps split CTAs at 4 warps.
-  decode_cluster_limit_ = cuda::decode_cluster_limit();
+  device_cluster_limit_ = cuda::decode_cluster_limit();
+  decode_cluster_limit_ = options_.decode_cluster ? device_cluster_limit_ : 1;
+  decode_warps_ = options_.decode_warps;
+  max_decode_splits_ = options_.max_decode_splits;
   cuda::prefill_attention_init();
   wgmma_ = cuda::prefill_attention_sm90_init();
-  if (const char* cl_env = std::getenv("NANOVLLM_DECODE_CLUSTER"); cl_env && std::string(cl_env) == "0")
-    decode_cluster_limit_ = 1;
-  if (const char* warps_env = std::getenv("NANOVLLM_DECODE_WARPS")) decode_warps_ = std::atoi(warps_env);
+  prefill_attention_ = options_.prefill_attention;
+  if (prefill_attention_ == PrefillAttention::Wgmma && !wgmma_)
+    throw UserError(std::string("kernel option prefill_attention=wgmma: the wgmma kernel needs an sm_90 GPU and a ") +
+                    "build with sm_90a code (this is " + prop.name + ", sm_" +
+                    std::to_string(prop.major * 10 + prop.minor) + ")");
   // Chunks come from cudaMalloc; the stream is synchronized before one is freed (a compaction
   // between steps), since kernels of the last step may still read it.
   auto stream = static_cast<cudaStream_t>(stream_);
@@ -108,6 +107,22 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
 }
 
 Stream CudaBackend::on_stream() const { return Stream{static_cast<cudaStream_t>(stream_), pdl_}; }
+
+// ---------------------------------------------------------------- plans (kernel_plan.h)
+
+cuda::LinearPlan CudaBackend::plan_linear(const cuda::LinearProblem& p) {
+  return cuda::plan_linear(p, options_, [&] {
+    const auto key = std::make_tuple(p.T, p.K, p.silu_mul);
+    auto it = gemv_norm_wave_.find(key);
+    if (it == gemv_norm_wave_.end())
+      it = gemv_norm_wave_.emplace(key, cuda::gemv_norm_wave(p.T, p.K, p.silu_mul, num_sms_)).first;
+    return it->second;
+  });
+}
+
+cuda::DecodeAttentionPlan CudaBackend::plan_decode_attention(const cuda::DecodeAttentionProblem& p) const {
+  return cuda::plan_decode_attention(p, num_sms_, device_cluster_limit_, options_);
+}
 
 CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));

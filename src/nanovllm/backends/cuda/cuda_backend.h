@@ -10,6 +10,9 @@
 // CUDA graphs rely on. The arena grows (a new chunk) only when a step needs more; the next
 // begin_step() merges the chunks into one (unless a graph was captured: then chunks stay put).
 //
+// Kernel choice: the ops ask the plan functions of kernel_plan.h, with the KernelOptions given at
+// construction (cfg.kernels; the backend reads no environment variables).
+//
 // This header uses no CUDA types, so plain C++ (tests, the model runner) can include it.
 #pragma once
 #include <cstddef>
@@ -19,6 +22,8 @@
 #include <tuple>
 #include <vector>
 
+#include "nanovllm/backends/cuda/kernel_plan.h"
+#include "nanovllm/kernel_options.h"
 #include "nanovllm/ops/backend.h"
 #include "nanovllm/utils/step_arena.h"
 
@@ -28,14 +33,10 @@ namespace cuda {
 struct Stream;  // cuda_common.cuh
 }
 
-// Which kernel computes prefill attention: auto = Hopper's wgmma kernel on sm_90, else mma.sync
-// tensor cores, wherever they apply; the others force one (A/B timing; the CUDA-core "tiled" one
-// is the slow reference).
-enum class PrefillAttention { Auto, Wgmma, Mma, Tiled };
-
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device_index);
+  // Throws UserError for invalid options (KernelOptions::validate) or an unusable GPU.
+  explicit CudaBackend(int device_index, const KernelOptions& options = {});
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -94,13 +95,17 @@ class CudaBackend final : public Backend {
   // The cudaStream_t every op runs on.
   void* stream() const { return stream_; }
   int device_index() const { return device_; }
-  // Kernels are launched with programmatic dependent launch (sm_90+; NANOVLLM_PDL=0 turns it off,
-  // for A/B timing).
+  const KernelOptions& kernel_options() const { return options_; }
+  // Kernels are launched with programmatic dependent launch (sm_90+ and options.pdl).
   bool pdl() const { return pdl_; }
-  // Splits of the split-KV decode kernel for a batch of `num_seqs` (fixed by the batch size alone,
-  // so a graph captured for a batch size stays valid for any context length).
+  // The plans of the ops (kernel_plan.h) with this device's facts.
+  cuda::LinearPlan plan_linear(const cuda::LinearProblem& p);
+  cuda::DecodeAttentionPlan plan_decode_attention(const cuda::DecodeAttentionProblem& p) const;
+  // Splits of the split-KV decode kernel for a batch of `num_seqs` (attention.cu; the same rule as
+  // plan_decode_attention, which replaces it once attention.cu takes its plan).
   int decode_splits(int64_t num_seqs, int64_t num_kv_heads) const;
-  void set_prefill_attention(PrefillAttention p) { prefill_attention_ = p; }
+  // Overrides options.prefill_attention (tests and attention_bench force each kernel).
+  void set_prefill_attention(PrefillAttention p) { prefill_attention_ = options_.prefill_attention = p; }
   // Query rows per warp of the tensor-core prefill kernel: 16 or 32 (A/B timing).
   void set_prefill_rows_per_warp(int rows) { prefill_rows_per_warp_ = rows; }
 
@@ -118,6 +123,7 @@ class CudaBackend final : public Backend {
   Tensor device_i32(const int32_t* host, int64_t n);  // scratch copy for the step (or persistent)
 
   int device_ = 0;
+  KernelOptions options_;
   int num_sms_ = 0;
   size_t max_smem_optin_ = 0;
   void* stream_ = nullptr;     // cudaStream_t
@@ -134,19 +140,19 @@ class CudaBackend final : public Backend {
   size_t staging_bytes_ = 0, staging_off_ = 0;
   void* staging_done_ = nullptr;      // cudaEvent_t recorded after the last staged copy
   int32_t* pinned_tokens_ = nullptr;  // sampler output
-  // Split-KV decode: splits merged in a thread-block cluster when there are at most this many
-  // (1: no clusters on this device); warps per CTA when split (NANOVLLM_DECODE_WARPS, A/B runs).
+  // The largest cluster of decode CTAs this device schedules (1: no clusters, before sm_90).
+  int device_cluster_limit_ = 1;
+  // attention.cu's decode launch reads these three (options_ as it used them) until it takes
+  // plan_decode_attention: cluster limit (1 with decode_cluster off), warps, most splits.
   int decode_cluster_limit_ = 1;
   int decode_warps_ = 8;
-  // add_rms_norm_linear at decode batches: 1 fused for K <= 2048 while its grid fits one wave
-  // (default), 0 never, 2 always (NANOVLLM_GEMV_NORM, for A/B timing); waves per (M, K, silu_mul).
-  int gemv_norm_ = 1;
+  int max_decode_splits_ = 16;
+  // One wave of the norm-prologue GEMV per (M, K, silu_mul): occupancy x SMs (plan_linear).
   std::map<std::tuple<int64_t, int64_t, bool>, int64_t> gemv_norm_wave_;
   bool pdl_ = false;
-  PrefillAttention prefill_attention_ = PrefillAttention::Auto;
-  bool wgmma_ = false;  // the sm_90a prefill kernel runs here
+  PrefillAttention prefill_attention_ = PrefillAttention::Auto;  // options_.prefill_attention
+  bool wgmma_ = false;                                           // the sm_90a prefill kernel runs here
   int prefill_rows_per_warp_ = 32;
-  int max_decode_splits_ = 16;  // NANOVLLM_DECODE_SPLITS
   size_t pinned_tokens_n_ = 0;
 };
 

@@ -141,7 +141,6 @@ struct GemvNorm {
   bf16* residual_out = nullptr;
   const bf16* norm_w = nullptr;
   float eps = 0.f;
-  int64_t max_grid = 0;  // > 0: decline (return false) when the grid needs more CTAs than this
 };
 
 // CTAs of the norm-prologue GEMV for (M, K, silu_mul) that the GPU holds at once (one wave).
@@ -150,9 +149,9 @@ int64_t gemv_norm_wave(int64_t M, int64_t K, bool silu_mul, int num_sms);
 // out[M, N] = x[M, K] @ w[N, K]^T (BF16, FP32 accumulation) by the skinny kernel of gemv.cu, on
 // `st`; with silu_mul, w has 2N rows [gate; up] and out[M, N] = silu(x Wg^T) * (x Wu^T); with
 // f32_out, out is F32 (no rounding); with norm, x is first added to the residual and normalized.
-// False (nothing launched) when it does not apply: M > 4, K % 8 != 0, pointers not 16-byte
-// aligned, silu_mul or norm with f32_out, or a norm of more than 48 KiB of x.
-bool gemv_bf16(const void* x, const void* w, void* out, int64_t M, int64_t N, int64_t K, Stream st,
+// Called only where plan_linear (kernel_plan.h) chose it; a call outside the kernel's limits
+// (stated there) is a bug and throws Error.
+void gemv_bf16(const void* x, const void* w, void* out, int64_t M, int64_t N, int64_t K, Stream st,
                bool silu_mul = false, bool f32_out = false, const GemvNorm* norm = nullptr);
 
 inline unsigned ceil_div(int64_t a, int64_t b) { return unsigned((a + b - 1) / b); }

@@ -2,9 +2,12 @@
 // Row-major x/w/out are column-major x^T [K, T], w^T [K, N], out^T [N, T], so cuBLASLt computes
 // out^T = op(w^T)^T... i.e. C[N, T] = A^T B with A = w^T (K x N, ld K, transposed) and B = x^T
 // (K x T, ld K). Descriptors and the heuristic's algorithm are cached per (T, N, K); the
-// workspace is allocated once, so linear() is graph-capturable. Batches of at most 4 rows go to
-// gemv.cu instead.
+// workspace is allocated once, so linear() is graph-capturable. Each op asks plan_linear
+// (kernel_plan.h) first: decode batches of at most 4 rows go to gemv.cu instead.
 #include <cublasLt.h>
+
+#include <cstdint>
+#include <initializer_list>
 
 #include "nanovllm/backends/cuda/cuda_backend.h"
 #include "nanovllm/backends/cuda/cuda_common.cuh"
@@ -49,6 +52,16 @@ void CudaBackend::destroy_gemm() {
   cublaslt_ = nullptr;
 }
 
+namespace {
+
+bool aligned16(std::initializer_list<const void*> ptrs) {
+  for (const void* p : ptrs)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
+}
+
+}  // namespace
+
 void CudaBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
   check_linear(x, w, out);
   if (x.dtype() != DType::BF16 || w.dtype() != DType::BF16 || (out.dtype() != DType::BF16 && out.dtype() != DType::F32))
@@ -57,8 +70,12 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
   const bool f32_out = out.dtype() == DType::F32;
   const int64_t T = x.size(0), K = x.size(1), N = w.size(0);
   if (T == 0 || N == 0) return;
-  // Decode at batch <= 4: our skinny kernel streams the weight faster than cuBLASLt's tiles.
-  if (cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, N, K, on_stream(), false, f32_out)) return;
+  cuda::LinearProblem prob;
+  prob.T = T, prob.N = N, prob.K = K, prob.f32_out = f32_out, prob.aligned16 = aligned16({x.raw(), w.raw()});
+  if (plan_linear(prob).kernel == cuda::LinearKernel::Gemv) {
+    cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, N, K, on_stream(), false, f32_out);
+    return;
+  }
   auto h = static_cast<cublasLtHandle_t>(cublaslt_);
   auto key = std::make_tuple(T, N, K, f32_out);
   auto it = gemm_plans_.find(key);
@@ -110,9 +127,12 @@ void CudaBackend::linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out)
   if (x.dtype() != DType::BF16 || w.dtype() != DType::BF16 || out.dtype() != DType::BF16)
     throw Error("linear_silu_mul: x, w and out must be BF16");
   if (T == 0 || I == 0) return;
-  // Decode at batch <= 4: GEMM and activation in one kernel; else cuBLASLt, then silu_and_mul.
-  if (cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, I, K, on_stream(), /*silu_mul=*/true)) return;
-  Backend::linear_silu_mul(x, w, out);
+  cuda::LinearProblem prob;
+  prob.T = T, prob.N = I, prob.K = K, prob.silu_mul = true, prob.aligned16 = aligned16({x.raw(), w.raw()});
+  if (plan_linear(prob).kernel == cuda::LinearKernel::Gemv)
+    cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, I, K, on_stream(), /*silu_mul=*/true);  // GEMM + SiLU
+  else
+    Backend::linear_silu_mul(x, w, out);  // cuBLASLt, then silu_and_mul
 }
 
 void CudaBackend::add_rms_norm_linear(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps, const Tensor& w,
@@ -121,30 +141,19 @@ void CudaBackend::add_rms_norm_linear(Tensor& x, Tensor& residual, const Tensor&
   const bool bf16 = x.dtype() == DType::BF16 && residual.dtype() == DType::BF16 && norm_w.dtype() == DType::BF16 &&
                     w.dtype() == DType::BF16 && out.dtype() == DType::BF16;
   const int64_t T = x.size(0), K = x.size(1), N = out.size(1);
-  // Decode at batch <= 4: the norm runs as the GEMV's prologue (one kernel instead of two). The
-  // kernel cannot update the residual in place (every CTA reads it): residual becomes a new
-  // buffer holding the sum.
-  // Default (1): only for K <= 2048 and a grid of one wave. Measured (bench/RESULTS.md, batch-1
-  // decode): Qwen3-0.6B (K = 1024) +0.8%; Qwen3-8B (K = 4096) -6% when always fused, -1.4% when
-  // fused in one wave only, as the prologue's bytes grow with K.
-  if (gemv_norm_ != 0 && bf16 && T > 0 && T <= 4 && N > 0 && (gemv_norm_ == 2 || K <= 2048)) {
-    int64_t max_grid = 0;  // always
-    if (gemv_norm_ == 1) {
-      auto key = std::make_tuple(T, K, silu_mul);
-      auto it = gemv_norm_wave_.find(key);
-      if (it == gemv_norm_wave_.end())
-        it = gemv_norm_wave_.emplace(key, cuda::gemv_norm_wave(T, K, silu_mul, num_sms_)).first;
-      max_grid = it->second;
-    }
-    Tensor sum = empty(residual.shape(), residual.dtype());
-    const cuda::GemvNorm norm{residual.data<cuda::bf16>(), sum.data<cuda::bf16>(), norm_w.data<cuda::bf16>(), eps,
-                              max_grid};
-    if (cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, N, K, on_stream(), silu_mul, false, &norm)) {
-      residual = sum;
-      return;
-    }
+  cuda::LinearProblem prob;
+  prob.T = T, prob.N = N, prob.K = K, prob.silu_mul = silu_mul, prob.norm = true, prob.bf16 = bf16;
+  prob.aligned16 = aligned16({x.raw(), w.raw(), residual.raw(), norm_w.raw()});  // the new residual: an arena block
+  if (!plan_linear(prob).fused_norm) {
+    Backend::add_rms_norm_linear(x, residual, norm_w, eps, w, out, silu_mul);  // add_rms_norm, then the product
+    return;
   }
-  Backend::add_rms_norm_linear(x, residual, norm_w, eps, w, out, silu_mul);
+  // The norm runs as the GEMV's prologue (one kernel instead of two). The kernel cannot update
+  // the residual in place (every CTA reads it): residual becomes a new buffer holding the sum.
+  Tensor sum = empty(residual.shape(), residual.dtype());
+  const cuda::GemvNorm norm{residual.data<cuda::bf16>(), sum.data<cuda::bf16>(), norm_w.data<cuda::bf16>(), eps};
+  cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, N, K, on_stream(), silu_mul, false, &norm);
+  residual = sum;
 }
 
 }  // namespace nanovllm

@@ -23,8 +23,12 @@
 //    goes to a second buffer (residual_out), each 16-byte chunk written by one CTA: all CTAs read
 //    the residual, so none may overwrite it. Every CTA pays the prologue (its x and residual are
 //    half as many bytes as its 4 weight rows, from L2), so the fusion pays only while the grid runs
-//    in one wave: the backend declines it past that (GemvNorm::max_grid).
+//    in one wave: plan_linear (kernel_plan.h) does not fuse past that (gemv_norm_wave below).
+//
+// Which products come here, and the limits of this kernel (kGemv* in kernel_plan.h), are
+// plan_linear's to decide.
 #include <algorithm>
+#include <string>
 #include <type_traits>
 
 #include "nanovllm/backends/cuda/cuda_backend.h"
@@ -34,9 +38,8 @@ namespace nanovllm::cuda {
 
 constexpr int kGemvWarps = 4;
 constexpr int kGemvThreads = kGemvWarps * 32;
-constexpr int kGemvRows = 4;  // weight rows (outputs per x row) per CTA
-constexpr int kGemvMaxM = 4;
-constexpr int64_t kGemvNormSmem = 48 << 10;  // the normalized x lives in shared memory: M * K * 2 bytes
+// kGemvRows (weight rows per CTA), kGemvMaxM and kGemvNormSmem (the normalized x lives in shared
+// memory: M * K * 2 bytes) are in kernel_plan.h.
 
 // N: output columns (kSilu: I, and w has 2I rows). kNorm: x is normalized first (see above); the
 // dynamic shared memory holds the normalized x as [M, K/8] 16-byte chunks.
@@ -184,20 +187,20 @@ void with_m(int64_t M, F&& f) {
   }
 }
 
-bool gemv_bf16(const void* x, const void* w, void* out, int64_t M, int64_t N, int64_t K, Stream st, bool silu_mul,
+void gemv_bf16(const void* x, const void* w, void* out, int64_t M, int64_t N, int64_t K, Stream st, bool silu_mul,
                bool f32_out, const GemvNorm* norm) {
   uintptr_t addr = reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w);
   if (norm)
     addr |= reinterpret_cast<uintptr_t>(norm->residual) | reinterpret_cast<uintptr_t>(norm->residual_out) |
             reinterpret_cast<uintptr_t>(norm->norm_w);
-  if (M < 1 || M > kGemvMaxM || K % 8 != 0 || addr % 16 != 0 || N > int64_t(1) << 30 || K > int64_t(1) << 30)
-    return false;
-  if (f32_out && silu_mul) return false;  // not needed: the activation feeds a BF16 GEMM
-  if (norm && (f32_out || M * K * 2 > kGemvNormSmem)) return false;
+  if (M < 1 || M > kGemvMaxM || N < 1 || K % 8 != 0 || addr % 16 != 0 || N > kGemvMaxDim || K > kGemvMaxDim ||
+      (f32_out && (silu_mul || norm)) || (norm && M * K * 2 > kGemvNormSmem))
+    throw Error("gemv: [" + std::to_string(M) + ", " + std::to_string(K) + "] x [" + std::to_string(N) + ", " +
+                std::to_string(K) + "]^T" + (silu_mul ? " with SiLU" : "") + (norm ? " with the norm prologue" : "") +
+                (f32_out ? " to F32" : "") + " is outside the kernel's limits (kernel_plan.h: plan_linear chose it)");
   const auto* xb = static_cast<const bf16*>(x);
   const auto* wb = static_cast<const bf16*>(w);
   const unsigned grid = ceil_div(N, silu_mul ? kGemvRows / 2 : kGemvRows);
-  if (norm && norm->max_grid > 0 && int64_t(grid) > norm->max_grid) return false;
   const int n = int(N), k = int(K);
   const GemvNorm nrm = norm ? *norm : GemvNorm{};
   const size_t smem = norm ? size_t(M * K * 2) : 0;
@@ -219,7 +222,6 @@ bool gemv_bf16(const void* x, const void* w, void* out, int64_t M, int64_t N, in
       go(gemv_kernel<kM, false, false, bf16>, ob);
   };
   with_m(M, pick);
-  return true;
 }
 
 int64_t gemv_norm_wave(int64_t M, int64_t K, bool silu_mul, int num_sms) {

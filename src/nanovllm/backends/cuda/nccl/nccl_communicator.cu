@@ -47,20 +47,18 @@ ncclDataType_t nccl_dtype(DType t, const char* op) {
 
 class NcclCommunicator final : public Communicator {
  public:
-  // allow_p2p: small all-reduces by the one-shot NVLink kernel (p2p_all_reduce.h) where every rank
-  // can map its peers; NANOVLLM_P2P_ALLREDUCE=0 turns it off (A/B timing; must match on all ranks).
-  NcclCommunicator(CudaBackend& be, int rank, int world, const ncclUniqueId& id, bool allow_p2p)
-      : rank_(rank), world_(world), stream_(static_cast<cudaStream_t>(be.stream())) {
+  // The backend's KernelOptions (the same on every rank: rank 0's) choose the paths:
+  // p2p_all_reduce: small all-reduces by the one-shot NVLink kernel (p2p_all_reduce.h) where every
+  // rank can map its peers; all_reduce_norm: the fused all-reduce + add + RMSNorm (needs P2P).
+  NcclCommunicator(CudaBackend& be, int rank, int world, const ncclUniqueId& id)
+      : rank_(rank), world_(world), stream_(static_cast<cudaStream_t>(be.stream())),
+        fuse_norm_(be.kernel_options().all_reduce_norm) {
     setenv("NCCL_NVLS_ENABLE", "0", 1);
     NV_CUDA_CHECK(cudaSetDevice(be.device_index()));
     NV_NCCL_CHECK(ncclCommInitRank(&comm_, world, id, rank), nullptr);
-    const char* env = std::getenv("NANOVLLM_P2P_ALLREDUCE");
-    const bool p2p = allow_p2p && !(env && std::string(env) == "0");
-    const char* fuse = std::getenv("NANOVLLM_ALLREDUCE_NORM");  // 0: unfused, for A/B timing
-    fuse_norm_ = !(fuse && std::string(fuse) == "0");
     p2p_ = std::make_unique<P2pAllReduce>(
         rank, world, be.device_index(), cuda::Stream{stream_, be.pdl()},
-        [this](const std::vector<uint8_t>& b) { return gather_bytes(b); }, p2p);
+        [this](const std::vector<uint8_t>& b) { return gather_bytes(b); }, be.kernel_options().p2p_all_reduce);
   }
   // Shutdown: the stream is drained first; ncclCommAbort (not Destroy) frees the communicator
   // without a barrier with the other ranks, so a rank that is gone or still busy cannot hold the
@@ -130,8 +128,8 @@ class NcclCommunicator final : public Communicator {
   int rank_, world_;
   cudaStream_t stream_;
   ncclComm_t comm_ = nullptr;
+  bool fuse_norm_;
   std::unique_ptr<P2pAllReduce> p2p_;
-  bool fuse_norm_ = true;
 };
 
 }  // namespace
@@ -144,7 +142,7 @@ std::vector<uint8_t> make_nccl_unique_id() {
 }
 
 std::unique_ptr<Communicator> make_nccl_communicator(Backend& be, int rank, int world,
-                                                     const std::vector<uint8_t>& unique_id, bool allow_p2p) {
+                                                     const std::vector<uint8_t>& unique_id) {
   auto* cuda = dynamic_cast<CudaBackend*>(&be);
   if (!cuda) throw UserError("tensor parallelism with NCCL needs the plain CUDA backend (not " + be.name() + ")");
   if (unique_id.size() != sizeof(ncclUniqueId))
@@ -152,7 +150,7 @@ std::unique_ptr<Communicator> make_nccl_communicator(Backend& be, int rank, int 
                 std::to_string(sizeof(ncclUniqueId)));
   ncclUniqueId id;
   std::memcpy(&id, unique_id.data(), sizeof(id));
-  return std::make_unique<NcclCommunicator>(*cuda, rank, world, id, allow_p2p);
+  return std::make_unique<NcclCommunicator>(*cuda, rank, world, id);
 }
 
 }  // namespace nanovllm

@@ -1,0 +1,110 @@
+// Kernel choice of the CUDA backend: one plan function per op, called by the op before it launches
+// anything, returning a small struct that says which kernel runs and how. The kernels do not
+// decline work: what they support is stated here (the limits below), and an op only calls a kernel
+// that its plan chose. Plain C++ without CUDA types, so the rules are unit-tested on the CPU
+// (tests/unit/model/test_kernel_plan.cpp); the device facts they need (SM count, cluster limit,
+// occupancy) come in as arguments.
+//
+// plan_linear (linear, linear_silu_mul, add_rms_norm_linear; gemm_cublaslt.cu):
+//  * The skinny GEMV (gemv.cu) for 1 <= T <= 4 rows of BF16 x, K % 8 == 0, 16-byte aligned
+//    operands; cuBLASLt otherwise. At these batches the product is one pass over the weight, and
+//    cuBLASLt's tiles stayed well below the bandwidth: GEMMs were 48% of a batch-1 decode step
+//    (ncu profile, bench/RESULTS.md), and the GEMV (with the split-KV merge fusion of the same
+//    change) took Qwen3-0.6B batch-1 decode from 664 to 700.6 tok/s on an H100 (eb6ce35). With silu_mul, the GEMV
+//    computes gate and up and applies SiLU in one kernel; cuBLASLt is followed by silu_and_mul. No F32 output with
+//    silu_mul.
+//  * add_rms_norm_linear fuses the residual add + RMSNorm into the GEMV as its prologue (one kernel
+//    instead of two) under KernelOptions::gemv_norm: never; always (where the T rows of x fit 48 KiB
+//    of shared memory); auto (default): only for K <= 2048 and while the GEMV's grid fits one wave
+//    (occupancy x SMs: norm_wave). Every CTA recomputes the prologue, whose bytes grow with K and
+//    with the number of waves: Qwen3-0.6B (K = 1024) +0.8% batch-1 decode when fused, Qwen3-8B
+//    (K = 4096) batch-1 TP=1 206.2 tok/s unfused, 206.2 fused in one wave only, 193.6 always fused
+//    (ddc953a); hence K <= 2048 and one wave. Not fused: add_rms_norm, then the product as
+//    plan_linear chooses for it without the norm.
+//
+// plan_decode_attention (attention; attention_decode.cu): how the split-KV decode kernel runs the
+// batches that attention.cu's plan_attention gives it (one new token per sequence, head_dim 64 or
+// 128, at most 8 query heads per KV head; prefill kernels otherwise, as KernelOptions::
+// prefill_attention says).
+//  * Splits S = ceil(2 x SMs / (B x Hkv)) CTAs per (sequence, KV head), at most
+//    max_decode_splits (16, the largest cluster; the most the kernel supports): two CTAs per SM
+//    at batch 1, so the chain of DRAM round trips each CTA walks is short. S depends on the batch
+//    size alone, so a CUDA graph captured for a batch stays valid at every context length.
+//    Measured (Qwen3-8B TP=2 batch-1, ~1.15K context, per-kernel increment): S = 4 39.4 us,
+//    8 23.7, 16 17.0, 32 16.5 (~12 us fixed + ~0.1 us per key per CTA): 16 it is. Wanting 8 CTAs
+//    per SM instead of 2 (two splits at batch 256, TP=2) gained nothing (fcf3096).
+//  * Cluster: on sm_90+ the S > 1 splits of (sequence, KV head) form one thread-block cluster and
+//    merge through distributed shared memory (no global partials, no merge kernel) when S is at
+//    most the largest cluster the device schedules (cluster_limit; 1 before sm_90) and
+//    decode_cluster is on (Qwen3-8B batch-1 TP=1 216.9 -> 227.2 tok/s with clusters and 8 warps,
+//    1f73a39). Else partials go through global memory and a merge kernel.
+//  * Warps: 8 per split CTA (decode_warps 8, default) when 8 warps' softmax states fit 32 KiB of
+//    shared memory (8 x G x D floats <= 8192), else 4; unsplit CTAs use 4. Measured at 1f73a39,
+//    Qwen3-8B batch-1: 8 warps 227.2 tok/s, 4 warps 224.0, 16 warps 217.3.
+#pragma once
+#include <cstdint>
+#include <functional>
+
+#include "nanovllm/kernel_options.h"
+
+namespace nanovllm::cuda {
+
+// ---- what the kernels support
+
+constexpr int kGemvMaxM = 4;                       // gemv.cu: rows of x
+constexpr int kGemvRows = 4;                       // gemv.cu: weight rows per CTA (2 gate + 2 up with SiLU)
+constexpr int64_t kGemvNormSmem = 48 << 10;        // gemv.cu norm prologue: x as T x K BF16 in shared memory
+constexpr int64_t kGemvMaxDim = int64_t(1) << 30;  // N and K (int indexing)
+constexpr int kDecodeMaxSplits = 16;               // attention_decode.cu: a cluster holds at most 16 CTAs
+// attention_decode.cu: 8 warps' softmax states (8 x G x D floats) fit its 32 KiB of shared memory.
+constexpr bool decode_eight_warps_fit(int64_t head_dim, int64_t group) { return 8 * group * head_dim <= 8192; }
+
+// ---- linear
+
+enum class LinearKernel {
+  Gemv,      // gemv.cu (SiLU and the norm prologue fused as the plan says)
+  CublasLt,  // gemm_cublaslt.cu (then silu_and_mul for silu_mul)
+};
+
+// out[T, N] = x[T, K] @ w[N, K]^T; with silu_mul, w has 2N rows [gate; up] and out = silu(gate) * up.
+struct LinearProblem {
+  int64_t T = 0, N = 0, K = 0;
+  bool silu_mul = false;  // linear_silu_mul, add_rms_norm_linear(silu_mul)
+  bool f32_out = false;   // F32 output (row-parallel partial sums)
+  bool norm = false;      // add_rms_norm_linear: x is first added to the residual and normalized
+  bool bf16 = true;       // every operand BF16
+  bool aligned16 = true;  // every pointer 16-byte aligned
+};
+
+struct LinearPlan {
+  LinearKernel kernel = LinearKernel::CublasLt;
+  bool fused_norm = false;  // norm: add + RMSNorm run as the GEMV's prologue (else add_rms_norm first)
+};
+
+// CTAs of the GEMV's grid for this problem (T rows, N outputs; SiLU CTAs take half as many).
+int64_t gemv_grid(const LinearProblem& p);
+
+// norm_wave(): CTAs of the norm-prologue GEMV for (T, K, silu_mul) that the GPU holds at once;
+// called only where the rule needs it (gemv_norm auto, K <= 2048).
+LinearPlan plan_linear(const LinearProblem& p, const KernelOptions& o, const std::function<int64_t()>& norm_wave);
+
+// ---- attention at decode
+
+// A decode batch: one new token for each of num_seqs sequences.
+struct DecodeAttentionProblem {
+  int64_t num_seqs = 0;
+  int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
+};
+
+struct DecodeAttentionPlan {
+  int splits = 1;        // KV splits S per (sequence, KV head), 1..kDecodeMaxSplits
+  int warps = 4;         // warps per CTA: 8 or 4
+  bool cluster = false;  // S > 1 merged in a thread-block cluster; else partials + a merge kernel
+};
+
+// num_sms: the device's SMs; cluster_limit: the largest cluster of decode CTAs it schedules (1
+// without clusters: before sm_90).
+DecodeAttentionPlan plan_decode_attention(const DecodeAttentionProblem& p, int num_sms, int cluster_limit,
+                                          const KernelOptions& o);
+
+}  // namespace nanovllm::cuda

@@ -1,0 +1,95 @@
+// KernelOptions: the tuning knobs of the CUDA kernels, one typed struct in EngineConfig
+// (cfg.kernels). The defaults are the measured best (bench/RESULTS.md); the other values exist for
+// A/B timing and for tests of the fallback paths. Which kernel runs for a given shape is decided
+// from these options by the plan functions of backends/cuda/kernel_plan.h.
+//
+// Where the values come from, later wins:
+//   1. the defaults below;
+//   2. environment variables NANOVLLM_<NAME> (apply_kernel_env_overrides), read once by the front
+//      end on rank 0, never by the backend: A/B runs such as `NANOVLLM_PDL=0 nanovllm bench ...`
+//      (scripts/gpu_bench_ab.sh);
+//   3. the CLI's --kernel-options KEY=VALUE[,KEY=VALUE...] (apply_kernel_options).
+// Rank 0 sends its options to every tensor-parallel rank with the engine settings
+// (engine/tp_protocol.h), so all ranks launch the same kernels and collectives whatever their own
+// environment says (ranks that chose differently could hang in a collective).
+//
+// Keys, environment variables and values (to_string() prints them in the KEY=VALUE form that
+// --kernel-options reads back):
+//   pdl                NANOVLLM_PDL                 on | off    (also 1 | 0, true | false)
+//   gemv_norm          NANOVLLM_GEMV_NORM           auto | never | always   (also 1 | 0 | 2)
+//   max_decode_splits  NANOVLLM_DECODE_SPLITS       1 .. 16
+//   decode_cluster     NANOVLLM_DECODE_CLUSTER      on | off
+//   decode_warps       NANOVLLM_DECODE_WARPS        4 | 8
+//   p2p_all_reduce     NANOVLLM_P2P_ALLREDUCE       on | off
+//   all_reduce_norm    NANOVLLM_ALLREDUCE_NORM      on | off
+//   prefill_attention  NANOVLLM_PREFILL_ATTENTION   auto | wgmma | mma | tiled
+#pragma once
+#include <functional>
+#include <string>
+
+namespace nanovllm {
+
+// add_rms_norm_linear at decode batches (<= 4 rows): whether the decoder layer's residual add +
+// RMSNorm runs as the prologue of the GEMV that follows it instead of as a kernel of its own.
+enum class GemvNormFusion {
+  Never = 0,   // always a separate add_rms_norm kernel
+  Auto = 1,    // fused for K <= 2048 while the GEMV's grid fits one wave (the measured rule)
+  Always = 2,  // fused wherever the GEMV can hold the rows of x in 48 KiB of shared memory
+};
+
+// Which kernel computes prefill (and chunked-prefill / mixed-step) attention; decode steps use the
+// split-KV decode kernel either way. Read by CudaBackend::attention's plan (attention.cu).
+enum class PrefillAttention {
+  Auto,   // the fastest that applies: Hopper's wgmma kernel on sm_90, else mma.sync tensor cores,
+          // else (head dims and GQA groups the tensor-core kernels lack) the CUDA-core kernel
+  Wgmma,  // the wgmma kernel (attention_prefill_sm90.cu): sm_90 with a build carrying sm_90a
+  Mma,    // the mma.sync tensor-core kernel (attention_prefill.cu), where it applies
+  Tiled,  // the CUDA-core kernel (attention_tiled.cu): the slow reference
+};
+
+struct KernelOptions {
+  // Programmatic dependent launch of every kernel (sm_90+; ignored before): a kernel's launch and
+  // set-up overlap its predecessor's tail. off: plain stream order (+4.7% batch-1 decode when on).
+  bool pdl = true;
+  // See GemvNormFusion. never / always exist for A/B timing (Qwen3-8B batch-1: always is 6% slower).
+  GemvNormFusion gemv_norm = GemvNormFusion::Auto;
+  // Most KV splits (CTAs per sequence and KV head) of split-KV decode attention, 1..16; the plan
+  // uses fewer when the batch already fills the GPU. 1: no split (one CTA walks the whole context).
+  int max_decode_splits = 16;
+  static constexpr int kMaxDecodeSplits = 16;  // the decode kernel's limit (kernel_plan.h: kDecodeMaxSplits)
+  // sm_90+: the splits of a (sequence, KV head) merge inside one thread-block cluster through
+  // distributed shared memory. off: partials through global memory and a merge kernel (the
+  // pre-Hopper path; for tests of that path and A/B runs).
+  bool decode_cluster = true;
+  // Warps per split decode CTA: 8, or 4. Unsplit CTAs, and group sizes whose 8 warps' softmax
+  // states do not fit 32 KiB of shared memory, use 4 either way.
+  int decode_warps = 8;
+  // Tensor parallelism on CUDA: all-reduces of at most 64 KiB (decode) by the one-shot NVLink peer
+  // kernel instead of NCCL (Qwen3-8B TP=2 batch-1: 276.6 tok/s against NCCL's 259.7). off: NCCL.
+  bool p2p_all_reduce = true;
+  // Tensor parallelism on CUDA: the row-parallel all-reduce fused with the residual add + RMSNorm
+  // that follows it (one P2P kernel instead of three; needs p2p_all_reduce). off: separate ops.
+  bool all_reduce_norm = true;
+  // See PrefillAttention.
+  PrefillAttention prefill_attention = PrefillAttention::Auto;
+
+  // Throws UserError naming the field when a value is out of range.
+  void validate() const;
+  // "pdl=on gemv_norm=auto max_decode_splits=16 ...": every option, in the KEY=VALUE form that
+  // apply_kernel_options reads; `sep` between the pairs.
+  std::string to_string(const std::string& sep = " ") const;
+};
+bool operator==(const KernelOptions& a, const KernelOptions& b);  // (C++17 here: nvcc includes this)
+inline bool operator!=(const KernelOptions& a, const KernelOptions& b) { return !(a == b); }
+
+// Applies "KEY=VALUE[,KEY=VALUE...]" (the CLI's --kernel-options; the values of the table above);
+// throws UserError naming --kernel-options for a pair without '=', an unknown key or a bad value.
+void apply_kernel_options(KernelOptions& o, const std::string& spec);
+
+// Applies the NANOVLLM_* environment overrides that `getenv` returns (std::getenv in the CLI; a
+// map in tests); a variable that is unset or empty changes nothing. Throws UserError naming the
+// variable for a bad value.
+using EnvLookup = std::function<const char*(const char*)>;
+void apply_kernel_env_overrides(KernelOptions& o, const EnvLookup& getenv);
+
+}  // namespace nanovllm

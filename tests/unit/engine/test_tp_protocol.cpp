@@ -1,0 +1,71 @@
+// The tensor-parallel settings message (engine/tp_protocol.h): rank 0's engine settings and kernel
+// options arrive intact on a worker and replace the worker's own, whatever they were.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "nanovllm/config.h"
+#include "nanovllm/engine/tp_protocol.h"
+#include "nanovllm/utils/error.h"
+
+using namespace nanovllm;
+
+namespace {
+
+ModelConfig model() {
+  auto m = ModelConfig::preset("qwen3-0.6b");
+  EXPECT_TRUE(m.has_value());
+  return *m;
+}
+
+TEST(TpProtocol, SettingsCarryRankZerosKernelOptions) {
+  EngineConfig rank0;
+  rank0.max_num_seqs = 7;
+  rank0.enforce_eager = true;
+  rank0.kernels.pdl = false;
+  rank0.kernels.gemv_norm = GemvNormFusion::Always;
+  rank0.kernels.max_decode_splits = 3;
+  rank0.kernels.decode_cluster = false;
+  rank0.kernels.decode_warps = 4;
+  rank0.kernels.p2p_all_reduce = false;
+  rank0.kernels.all_reduce_norm = false;
+  rank0.kernels.prefill_attention = PrefillAttention::Wgmma;
+  const auto bytes = encode_settings(rank0, model());
+
+  // A worker whose own options (from its environment or flags) differ in every field.
+  EngineConfig worker;
+  worker.tp_rank = 1;
+  worker.kernels.max_decode_splits = 9;
+  worker.kernels.prefill_attention = PrefillAttention::Tiled;
+  apply_settings(bytes, worker, model());
+  EXPECT_EQ(worker.kernels, rank0.kernels) << worker.kernels.to_string() << " vs " << rank0.kernels.to_string();
+  EXPECT_EQ(worker.max_num_seqs, 7);
+  EXPECT_TRUE(worker.enforce_eager);
+  EXPECT_EQ(worker.tp_rank, 1);  // not a setting
+
+  // Rank 0 with the defaults resets a worker's non-default options to the defaults.
+  const auto defaults = encode_settings(EngineConfig(), model());
+  apply_settings(defaults, worker, model());
+  EXPECT_EQ(worker.kernels, KernelOptions());
+}
+
+TEST(TpProtocol, BadKernelOptionsFromRankZeroAreAnError) {
+  std::string text;
+  {
+    const auto bytes = encode_settings(EngineConfig(), model());
+    text.assign(bytes.begin(), bytes.end());
+  }
+  const std::string good = "max_decode_splits=16";
+  const size_t at = text.find(good);
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, good.size(), "max_decode_splits=99");
+  EngineConfig worker;
+  try {
+    apply_settings(std::vector<uint8_t>(text.begin(), text.end()), worker, model());
+    ADD_FAILURE() << "accepted " << text;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor parallel: rank 0's kernel options"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace

@@ -1,0 +1,204 @@
+// The CUDA backend's plan functions (backends/cuda/kernel_plan.h), on the CPU: with the default
+// options they choose the kernels that the backend chose before the plans existed (the rules that
+// the GEMV and the decode launch applied inline, transcribed below as `before_*`), over a sweep of
+// shapes and every option value; plus the cases the measurements are about. (Which attention
+// kernel runs at all is attention.cu's plan_attention.)
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "nanovllm/backends/cuda/kernel_plan.h"
+
+using namespace nanovllm;
+using namespace nanovllm::cuda;
+
+namespace {
+
+// ---- the inline rules of commit 1836a82 (gemm_cublaslt.cu, gemv.cu, attention.cu)
+
+// gemv_bf16 returned true (it launched) for these arguments; max_grid 0: no wave limit.
+bool before_gemv_accepts(const LinearProblem& p, bool norm, int64_t max_grid) {
+  if (p.T < 1 || p.T > 4 || p.K % 8 != 0 || !p.aligned16 || p.N > int64_t(1) << 30 || p.K > int64_t(1) << 30)
+    return false;
+  if (p.f32_out && p.silu_mul) return false;
+  if (norm && (p.f32_out || p.T * p.K * 2 > (48 << 10))) return false;
+  const int64_t grid = (p.N + (p.silu_mul ? 2 : 4) - 1) / (p.silu_mul ? 2 : 4);
+  if (norm && max_grid > 0 && grid > max_grid) return false;
+  return true;
+}
+
+// linear / linear_silu_mul: the GEMV when it accepted (N == 0 returned before).
+bool before_linear_gemv(const LinearProblem& p) { return p.N > 0 && before_gemv_accepts(p, false, 0); }
+
+// add_rms_norm_linear: fused when the mode allowed and the GEMV accepted with the norm.
+bool before_norm_fused(const LinearProblem& p, int mode, int64_t wave) {
+  if (!(mode != 0 && p.bf16 && p.T > 0 && p.T <= 4 && p.N > 0 && (mode == 2 || p.K <= 2048))) return false;
+  return before_gemv_accepts(p, true, mode == 1 ? wave : 0);
+}
+
+struct BeforeDecode {
+  int splits, warps;
+  bool cluster;
+};
+BeforeDecode before_decode(const DecodeAttentionProblem& p, int sms, int device_cluster_limit, const KernelOptions& o) {
+  const int64_t G = p.num_heads / p.num_kv_heads;
+  BeforeDecode d{};
+  const int64_t ctas = std::max<int64_t>(1, p.num_seqs * p.num_kv_heads);
+  const int64_t want = (2 * int64_t(sms) + ctas - 1) / ctas;
+  d.splits = int(std::clamp<int64_t>(want, 1, std::clamp(o.max_decode_splits, 1, 16)));
+  d.warps = d.splits > 1 && o.decode_warps >= 8 && 8 * G * p.head_dim <= 8192 ? 8 : 4;  // decode_attention()
+  const int limit = o.decode_cluster ? device_cluster_limit : 1;
+  d.cluster = d.splits > 1 && d.splits <= limit;
+  return d;
+}
+
+KernelOptions with_gemv_norm(GemvNormFusion g) {
+  KernelOptions o;
+  o.gemv_norm = g;
+  return o;
+}
+
+// ---- tests
+
+TEST(KernelPlan, LinearChoosesAsBeforeForEveryShape) {
+  int cases = 0, gemvs = 0, fused = 0;
+  for (int64_t T : {0, 1, 2, 3, 4, 5, 17, 256})
+    for (int64_t N : {0, 1, 77, 1024, 4099, 12288, 151936})
+      for (int64_t K : {100, 1024, 1032, 2048, 2056, 4096, 6144, 12288, 24576, 30000})
+        for (int flags = 0; flags < 16; ++flags) {
+          LinearProblem p;
+          p.T = T, p.N = N, p.K = K;
+          p.silu_mul = flags & 1, p.f32_out = flags & 2, p.aligned16 = !(flags & 4), p.bf16 = !(flags & 8);
+          // linear / linear_silu_mul (bf16 is required there: the ops throw otherwise)
+          if (p.bf16) {
+            const bool gemv = plan_linear(p, KernelOptions(), [] { return int64_t(0); }).kernel == LinearKernel::Gemv;
+            ASSERT_EQ(gemv, before_linear_gemv(p)) << T << " " << N << " " << K << " flags " << flags;
+            gemvs += gemv;
+          }
+          // add_rms_norm_linear, every mode, waves below, at and above the grid
+          p.norm = true;
+          for (int mode : {0, 1, 2})
+            for (int64_t wave : {int64_t(1), int64_t(264), int64_t(528), int64_t(1) << 40}) {
+              int64_t asked = 0;
+              const LinearPlan plan = plan_linear(p, with_gemv_norm(GemvNormFusion(mode)), [&] {
+                ++asked;
+                return wave;
+              });
+              ASSERT_EQ(plan.fused_norm, before_norm_fused(p, mode, wave))
+                  << T << " " << N << " " << K << " flags " << flags << " mode " << mode << " wave " << wave;
+              if (plan.fused_norm) ASSERT_EQ(plan.kernel, LinearKernel::Gemv);
+              if (mode != 1) ASSERT_EQ(asked, 0) << "the occupancy query is only for auto";
+              fused += plan.fused_norm;
+              ++cases;
+            }
+          p.norm = false;
+        }
+  // The sweep reaches both kernels and both norm paths.
+  EXPECT_GT(gemvs, 100);
+  EXPECT_GT(fused, 100);
+  EXPECT_GT(cases, fused * 2);
+}
+
+TEST(KernelPlan, LinearMeasuredCases) {
+  const KernelOptions def;
+  auto wave = [] { return int64_t(264); };  // e.g. 2 CTAs per SM on 132 SMs
+  LinearProblem p;
+  // Qwen3-0.6B decode at batch 1: qkv (N 4096, K 1024) through the GEMV, its norm fused (1,024 CTAs > one
+  // wave of 264: not fused; gate_up N 3072 with SiLU: 1,536 CTAs: not fused either).
+  p.T = 1, p.N = 4096, p.K = 1024, p.norm = true;
+  EXPECT_EQ(plan_linear(p, def, wave).kernel, LinearKernel::Gemv);
+  EXPECT_FALSE(plan_linear(p, def, wave).fused_norm);
+  EXPECT_TRUE(plan_linear(p, def, [] { return int64_t(1024); }).fused_norm);  // exactly one wave
+  EXPECT_FALSE(plan_linear(p, def, [] { return int64_t(1023); }).fused_norm);
+  // auto fuses up to K = 2048 (Qwen3-1.7B's hidden size), not beyond.
+  p.K = 2048;
+  EXPECT_TRUE(plan_linear(p, def, [] { return int64_t(1) << 40; }).fused_norm);
+  p.K = 2056;
+  EXPECT_FALSE(plan_linear(p, def, [] { return int64_t(1) << 40; }).fused_norm);
+  // Qwen3-8B (K 4096): auto never fuses; always does.
+  p.K = 4096;
+  EXPECT_FALSE(plan_linear(p, def, [] { return int64_t(1) << 40; }).fused_norm);
+  EXPECT_TRUE(plan_linear(p, with_gemv_norm(GemvNormFusion::Always), wave).fused_norm);
+  EXPECT_FALSE(plan_linear(p, with_gemv_norm(GemvNormFusion::Never), wave).fused_norm);
+  // Batch 5 and prefill: cuBLASLt, no fusion.
+  p.T = 5;
+  EXPECT_EQ(plan_linear(p, with_gemv_norm(GemvNormFusion::Always), wave).kernel, LinearKernel::CublasLt);
+  EXPECT_FALSE(plan_linear(p, with_gemv_norm(GemvNormFusion::Always), wave).fused_norm);
+  // F32 output (row-parallel partials): the GEMV takes it, but not with SiLU.
+  LinearProblem q;
+  q.T = 1, q.N = 1024, q.K = 4096, q.f32_out = true;
+  EXPECT_EQ(plan_linear(q, def, wave).kernel, LinearKernel::Gemv);
+  q.silu_mul = true;
+  EXPECT_EQ(plan_linear(q, def, wave).kernel, LinearKernel::CublasLt);
+  EXPECT_EQ(gemv_grid(q), 512);  // SiLU CTAs take 2 outputs
+}
+
+TEST(KernelPlan, DecodeAttentionChoosesAsBeforeForEveryShape) {
+  int cases = 0, clusters = 0, merges = 0;
+  for (int sms : {1, 8, 108, 132})
+    for (int limit : {1, 2, 8, 16})
+      for (int max_splits : {1, 2, 5, 16})
+        for (bool cl : {true, false})
+          for (int warps : {4, 8}) {
+            KernelOptions o;
+            o.max_decode_splits = max_splits, o.decode_cluster = cl, o.decode_warps = warps;
+            for (int64_t B : {1, 2, 7, 11, 17, 64, 256, 512})
+              for (int64_t hkv : {1, 2, 4, 8})
+                for (int64_t G : {1, 2, 3, 4, 5, 8})  // the decode kernel's groups and head dims
+                  for (int64_t D : {64, 128}) {
+                    DecodeAttentionProblem p;
+                    p.num_seqs = B, p.num_kv_heads = hkv, p.num_heads = hkv * G, p.head_dim = D;
+                    const DecodeAttentionPlan plan = plan_decode_attention(p, sms, limit, o);
+                    const BeforeDecode want = before_decode(p, sms, limit, o);
+                    ASSERT_EQ(plan.splits, want.splits) << sms << " " << B << " " << hkv;
+                    ASSERT_EQ(plan.warps, want.warps) << G << " " << D << " splits " << plan.splits;
+                    ASSERT_EQ(plan.cluster, want.cluster) << limit << " splits " << plan.splits;
+                    ++cases;
+                    clusters += plan.cluster;
+                    merges += plan.splits > 1 && !plan.cluster;
+                  }
+          }
+  EXPECT_GT(clusters, 500);
+  EXPECT_GT(merges, 500);
+  EXPECT_GT(cases, clusters + merges);
+}
+
+TEST(KernelPlan, DecodeAttentionMeasuredCases) {
+  const KernelOptions def;
+  DecodeAttentionProblem p;
+  p.num_heads = 32, p.num_kv_heads = 8, p.head_dim = 128;  // Qwen3-8B
+  // Batch 1 on an H100 (132 SMs, clusters of 16): 8 CTAs want 33 splits, capped at 16, one cluster each.
+  p.num_seqs = 1;
+  DecodeAttentionPlan plan = plan_decode_attention(p, 132, 16, def);
+  EXPECT_EQ(plan.splits, 16);
+  EXPECT_EQ(plan.warps, 8);
+  EXPECT_TRUE(plan.cluster);
+  // Batch 7: ceil(264 / 56) = 5 splits (a cluster of 5); batch 256: one CTA per (sequence, KV head), 4 warps.
+  p.num_seqs = 7;
+  EXPECT_EQ(plan_decode_attention(p, 132, 16, def).splits, 5);
+  p.num_seqs = 256;
+  plan = plan_decode_attention(p, 132, 16, def);
+  EXPECT_EQ(plan.splits, 1);
+  EXPECT_EQ(plan.warps, 4);
+  EXPECT_FALSE(plan.cluster);
+  // Before sm_90 (cluster limit 1), or decode_cluster off: the merge kernel.
+  p.num_seqs = 1;
+  EXPECT_FALSE(plan_decode_attention(p, 108, 1, def).cluster);
+  KernelOptions o;
+  o.decode_cluster = false;
+  o.max_decode_splits = 4;
+  o.decode_warps = 4;
+  plan = plan_decode_attention(p, 132, 16, o);
+  EXPECT_EQ(plan.splits, 4);
+  EXPECT_EQ(plan.warps, 4);
+  EXPECT_FALSE(plan.cluster);
+  // Eight warps need 8 x G x D <= 8192 floats: the largest decode group (G = 8 at D = 128) just fits.
+  p.num_heads = 64;
+  plan = plan_decode_attention(p, 132, 16, def);
+  EXPECT_EQ(plan.warps, 8);
+  EXPECT_TRUE(decode_eight_warps_fit(128, 8));
+  EXPECT_FALSE(decode_eight_warps_fit(128, 9));
+}
+
+}  // namespace
