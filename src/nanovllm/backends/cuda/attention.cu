@@ -46,12 +46,6 @@ AttnKernel plan_attention(bool decode_batch, int64_t D, int64_t G, PrefillAttent
 
 }  // namespace
 
-int CudaBackend::decode_splits(int64_t num_seqs, int64_t num_kv_heads) const {
-  const int64_t ctas = std::max<int64_t>(1, num_seqs * num_kv_heads);
-  const int64_t want = (2 * int64_t(num_sms_) + ctas - 1) / ctas;
-  return int(std::clamp<int64_t>(want, 1, std::clamp(max_decode_splits_, 1, kDecodeMaxSplits)));
-}
-
 void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out,
                             int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float scale,
                             const AttentionMetadata& md) {
@@ -92,9 +86,12 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
     a.Hkv = int(num_kv_heads);
     a.D = int(D);
     a.bs = int(k_cache.size(1));
-    a.S = decode_splits(B, num_kv_heads);
-    a.warps = decode_warps_;
-    a.cluster = a.S > 1 && a.S <= decode_cluster_limit_;
+    DecodeAttentionProblem prob;
+    prob.num_seqs = B, prob.num_heads = num_heads, prob.num_kv_heads = num_kv_heads, prob.head_dim = D;
+    const DecodeAttentionPlan plan = plan_decode_attention(prob);  // kernel_plan.h
+    a.S = plan.splits;
+    a.warps = plan.warps;
+    a.cluster = plan.cluster;
     a.W = qkv.size(1);
     a.scale_log2 = scale_log2;
     Tensor part_o, part_lse;

@@ -307,8 +307,12 @@ DecodeKernel kernel_for(int D, int G, int warps) {
 
 void decode_attention(const DecodeAttnArgs& a, Stream st) {
   const int G = a.Hq / a.Hkv;
-  // plan_decode_attention's rule; a no-op on its plan (attention.cu still passes the option as is).
-  const int nw = a.S > 1 && a.warps >= 8 && decode_eight_warps_fit(a.D, G) ? 8 : 4;
+  // The plan's warps (plan_decode_attention): 8 only for split CTAs whose 8 warps' states fit.
+  const int nw = a.warps;
+  if (!(nw == 4 || (nw == 8 && a.S > 1 && decode_eight_warps_fit(a.D, G))))
+    throw Error("decode attention: " + std::to_string(nw) + " warps for " + std::to_string(a.S) +
+                " splits at head_dim " + std::to_string(a.D) + ", group " + std::to_string(G) +
+                " is not a plan of plan_decode_attention");
   const DecodeKernel k = kernel_for(a.D, G, nw);
   const dim3 grid(unsigned(a.B), unsigned(a.Hkv), unsigned(a.S));
   launch_clustered(k, grid, dim3(unsigned(nw * 32)), 0, st, dim3(1, 1, a.cluster ? unsigned(a.S) : 1u), a);

@@ -18,7 +18,7 @@ struct DecodeAttnArgs {
   const int32_t* block_tables = nullptr;  // [B, max_blocks]
   int max_blocks = 0, B = 0, Hq = 0, Hkv = 0, D = 0, bs = 0;
   int S = 1;                  // KV splits (1..kDecodeMaxSplits)
-  int warps = 8;              // warps per CTA when S > 1: 8, or 4 (also where 8 warps' states do not fit)
+  int warps = 4;              // warps per CTA: 8 (split CTAs whose 8 warps' states fit) or 4
   bool cluster = false;       // S > 1: merge the splits through distributed shared memory (sm_90+)
   float* part_o = nullptr;    // S > 1 without clusters: [B, Hq, S, D] partial outputs, merged by a second kernel
   float* part_lse = nullptr;  // and [B, Hq, S] their log2-sum-exps

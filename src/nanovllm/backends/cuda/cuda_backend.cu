@@ -74,9 +74,6 @@ CudaBackend::CudaBackend(int device_index, const KernelOptions& options) : devic
   staging_bytes_ = size_t(8) << 20;
   NV_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&staging_), staging_bytes_));
   device_cluster_limit_ = cuda::decode_cluster_limit();
-  decode_cluster_limit_ = options_.decode_cluster ? device_cluster_limit_ : 1;
-  decode_warps_ = options_.decode_warps;
-  max_decode_splits_ = options_.max_decode_splits;
   cuda::prefill_attention_init();
   wgmma_ = cuda::prefill_attention_sm90_init();
   prefill_attention_ = options_.prefill_attention;

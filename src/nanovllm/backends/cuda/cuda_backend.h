@@ -101,9 +101,6 @@ class CudaBackend final : public Backend {
   // The plans of the ops (kernel_plan.h) with this device's facts.
   cuda::LinearPlan plan_linear(const cuda::LinearProblem& p);
   cuda::DecodeAttentionPlan plan_decode_attention(const cuda::DecodeAttentionProblem& p) const;
-  // Splits of the split-KV decode kernel for a batch of `num_seqs` (attention.cu; the same rule as
-  // plan_decode_attention, which replaces it once attention.cu takes its plan).
-  int decode_splits(int64_t num_seqs, int64_t num_kv_heads) const;
   // Overrides options.prefill_attention (tests and attention_bench force each kernel).
   void set_prefill_attention(PrefillAttention p) { prefill_attention_ = options_.prefill_attention = p; }
   // Query rows per warp of the tensor-core prefill kernel: 16 or 32 (A/B timing).
@@ -142,11 +139,6 @@ class CudaBackend final : public Backend {
   int32_t* pinned_tokens_ = nullptr;  // sampler output
   // The largest cluster of decode CTAs this device schedules (1: no clusters, before sm_90).
   int device_cluster_limit_ = 1;
-  // attention.cu's decode launch reads these three (options_ as it used them) until it takes
-  // plan_decode_attention: cluster limit (1 with decode_cluster off), warps, most splits.
-  int decode_cluster_limit_ = 1;
-  int decode_warps_ = 8;
-  int max_decode_splits_ = 16;
   // One wave of the norm-prologue GEMV per (M, K, silu_mul): occupancy x SMs (plan_linear).
   std::map<std::tuple<int64_t, int64_t, bool>, int64_t> gemv_norm_wave_;
   bool pdl_ = false;
