@@ -9,6 +9,7 @@
 #include <string>
 
 #include "nanovllm/backends/cuda/kernel_plan.h"
+#include "nanovllm/utils/error.h"
 
 using namespace nanovllm;
 using namespace nanovllm::cuda;
@@ -202,3 +203,29 @@ TEST(KernelPlan, DecodeAttentionMeasuredCases) {
 }
 
 }  // namespace
+
+// Which attention kernel: decode batches go to the split-KV kernel where it applies; prefill to
+// wgmma on Hopper builds, else mma.sync, else the CUDA-core kernel; a forced kernel that cannot
+// run the shape is a UserError naming the option.
+TEST(KernelPlan, AttentionKernelChoice) {
+  using nanovllm::UserError;
+  KernelOptions o;
+  EXPECT_EQ(plan_attention({true, 128, 2}, true, o), AttentionKernel::Decode);
+  EXPECT_EQ(plan_attention({true, 128, 16}, true, o), AttentionKernel::PrefillWgmma);  // G > 8: no decode kernel
+  EXPECT_EQ(plan_attention({true, 96, 2}, false, o), AttentionKernel::PrefillTiled);
+  EXPECT_EQ(plan_attention({false, 128, 4}, true, o), AttentionKernel::PrefillWgmma);
+  EXPECT_EQ(plan_attention({false, 64, 64}, false, o), AttentionKernel::PrefillMma);
+  EXPECT_EQ(plan_attention({false, 24, 3}, true, o), AttentionKernel::PrefillTiled);
+  EXPECT_THROW(plan_attention({false, 128, 65}, true, o), UserError);  // nothing takes 65 heads per KV head
+  EXPECT_THROW(plan_attention({false, 96, 32}, true, o), UserError);
+  o.prefill_attention = PrefillAttention::Mma;
+  EXPECT_EQ(plan_attention({false, 128, 4}, true, o), AttentionKernel::PrefillMma);
+  EXPECT_THROW(plan_attention({false, 96, 2}, true, o), UserError);
+  o.prefill_attention = PrefillAttention::Wgmma;
+  EXPECT_EQ(plan_attention({false, 128, 4}, true, o), AttentionKernel::PrefillWgmma);
+  EXPECT_THROW(plan_attention({false, 128, 4}, false, o), UserError);
+  EXPECT_EQ(plan_attention({true, 128, 4}, false, o), AttentionKernel::Decode);  // decode is not prefill
+  o.prefill_attention = PrefillAttention::Tiled;
+  EXPECT_EQ(plan_attention({false, 128, 4}, true, o), AttentionKernel::PrefillTiled);
+  EXPECT_THROW(plan_attention({false, 128, 32}, true, o), UserError);
+}

@@ -1,5 +1,6 @@
 // CudaBackend::attention: paged causal attention on BF16 caches [num_blocks, block_size, Hkv, D]
-// with FP32 softmax. Checks the shapes, then plan_attention() picks one of three kernels:
+// with FP32 softmax. Checks the shapes, then plan_attention() (kernel_plan.h, which has the rules
+// and measurements) picks one of these kernels:
 //  * decode (every sequence has one new token, D = 64/128, G <= 8): the split-KV kernel of
 //    attention_decode.cu;
 //  * prefill on tensor cores (D = 64/128, G <= 64): Hopper's wgmma kernel (attention_prefill_sm90.cu)
@@ -24,26 +25,6 @@ namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;
 
-enum class AttnKernel { Decode, PrefillWgmma, PrefillMma, PrefillTiled };
-
-// The kernel for a batch: `decode_batch` when every sequence computes exactly one new token.
-// `prefill` is the configured prefill path (auto: the fastest that applies), `wgmma` whether the
-// Hopper kernel runs on this device and build. Measured on an H100 (bench/RESULTS.md, issue 17):
-// at 8K-32K tokens the CUDA-core kernel reaches 16 TFLOP/s, mma.sync ~170-300, wgmma more.
-AttnKernel plan_attention(bool decode_batch, int64_t D, int64_t G, PrefillAttention prefill, bool wgmma) {
-  if (decode_batch && (D == 64 || D == 128) && G <= 8) return AttnKernel::Decode;
-  const bool tc = prefill_attention_tc_supports(int(D), int(G));
-  if (prefill == PrefillAttention::Wgmma && !(tc && wgmma))
-    throw Error("attention: the wgmma prefill kernel needs an sm_90 GPU, a build with sm_90a and head_dim 64/128");
-  if (tc && wgmma && (prefill == PrefillAttention::Auto || prefill == PrefillAttention::Wgmma))
-    return AttnKernel::PrefillWgmma;
-  if (tc && prefill != PrefillAttention::Tiled) return AttnKernel::PrefillMma;
-  if (G > 16)
-    throw Error("attention: the CUDA-core kernel takes at most 16 query heads per kv head, got " + std::to_string(G) +
-                " (head_dim " + std::to_string(D) + ")");
-  return AttnKernel::PrefillTiled;
-}
-
 }  // namespace
 
 void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out,
@@ -63,7 +44,6 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
   if (num_kv_heads <= 0 || num_heads % num_kv_heads != 0)
     throw Error("attention: num_heads must be a multiple of num_kv_heads");
   const int64_t G = num_heads / num_kv_heads;
-  if (G > 64) throw Error("attention: more than 64 query heads per kv head are not supported");
   if (!md.d_cu_seqlens_q.defined()) throw Error("attention: prepare_metadata() was not called for this batch");
   if (T == 0 || md.num_seqs == 0) return;
   const Stream s = on_stream();
@@ -71,8 +51,8 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
   const float scale_log2 = scale * kLog2e;
   const int32_t* block_tables = md.max_blocks > 0 ? md.d_block_tables.data<int32_t>() : nullptr;
 
-  const AttnKernel kernel = plan_attention(!md.is_prefill && T == B, D, G, prefill_attention_, wgmma_);
-  if (kernel == AttnKernel::Decode) {
+  const AttentionKernel kernel = plan_attention({!md.is_prefill && T == B, D, G}, wgmma_, options_);
+  if (kernel == AttentionKernel::Decode) {
     DecodeAttnArgs a;
     a.qkv = qkv.data<bf16>();
     a.kc = k_cache.data<bf16>();
@@ -123,9 +103,9 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
     a.max_q = std::max<int>(a.max_q, md.cu_seqlens_q[size_t(b + 1)] - md.cu_seqlens_q[size_t(b)]);
   a.W = qkv.size(1);
   a.scale_log2 = scale_log2;
-  if (kernel == AttnKernel::PrefillWgmma)
+  if (kernel == AttentionKernel::PrefillWgmma)
     prefill_attention_sm90(a, s);
-  else if (kernel == AttnKernel::PrefillMma)
+  else if (kernel == AttentionKernel::PrefillMma)
     prefill_attention_tc(a, s, prefill_rows_per_warp_);
   else
     prefill_attention_tiled(a, s);

@@ -29,6 +29,7 @@
 
 #include "nanovllm/backends/cuda/attention_prefill.cuh"
 #include "nanovllm/backends/cuda/attention_prefill_tile.cuh"
+#include "nanovllm/backends/cuda/kernel_plan.h"
 #include "nanovllm/backends/cuda/mma.cuh"
 
 namespace nanovllm::cuda {
@@ -222,7 +223,7 @@ void set_smem_limit() {
 
 }  // namespace
 
-bool prefill_attention_tc_supports(int D, int G) { return (D == 64 || D == 128) && G >= 1 && G <= 64; }
+bool prefill_attention_tc_supports(int D, int G) { return prefill_tc_supports(D, G); }
 
 void prefill_attention_tc(const PrefillAttnArgs& a, Stream st, int rows_per_warp) {
   const bool two = rows_per_warp == 32;

@@ -76,8 +76,7 @@ CudaBackend::CudaBackend(int device_index, const KernelOptions& options) : devic
   device_cluster_limit_ = cuda::decode_cluster_limit();
   cuda::prefill_attention_init();
   wgmma_ = cuda::prefill_attention_sm90_init();
-  prefill_attention_ = options_.prefill_attention;
-  if (prefill_attention_ == PrefillAttention::Wgmma && !wgmma_)
+  if (options_.prefill_attention == PrefillAttention::Wgmma && !wgmma_)
     throw UserError(std::string("kernel option prefill_attention=wgmma: the wgmma kernel needs an sm_90 GPU and a ") +
                     "build with sm_90a code (this is " + prop.name + ", sm_" +
                     std::to_string(prop.major * 10 + prop.minor) + ")");

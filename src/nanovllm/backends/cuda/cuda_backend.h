@@ -102,7 +102,7 @@ class CudaBackend final : public Backend {
   cuda::LinearPlan plan_linear(const cuda::LinearProblem& p);
   cuda::DecodeAttentionPlan plan_decode_attention(const cuda::DecodeAttentionProblem& p) const;
   // Overrides options.prefill_attention (tests and attention_bench force each kernel).
-  void set_prefill_attention(PrefillAttention p) { prefill_attention_ = options_.prefill_attention = p; }
+  void set_prefill_attention(PrefillAttention p) { options_.prefill_attention = p; }
   // Query rows per warp of the tensor-core prefill kernel: 16 or 32 (A/B timing).
   void set_prefill_rows_per_warp(int rows) { prefill_rows_per_warp_ = rows; }
 
@@ -142,7 +142,6 @@ class CudaBackend final : public Backend {
   // One wave of the norm-prologue GEMV per (M, K, silu_mul): occupancy x SMs (plan_linear).
   std::map<std::tuple<int64_t, int64_t, bool>, int64_t> gemv_norm_wave_;
   bool pdl_ = false;
-  PrefillAttention prefill_attention_ = PrefillAttention::Auto;  // options_.prefill_attention
   bool wgmma_ = false;                                           // the sm_90a prefill kernel runs here
   int prefill_rows_per_warp_ = 32;
   size_t pinned_tokens_n_ = 0;

@@ -3,6 +3,9 @@
 #include "nanovllm/backends/cuda/kernel_plan.h"
 
 #include <algorithm>
+#include <string>
+
+#include "nanovllm/utils/error.h"
 
 namespace nanovllm::cuda {
 
@@ -26,6 +29,38 @@ LinearPlan plan_linear(const LinearProblem& p, const KernelOptions& o, const std
     case GemvNormFusion::Auto: plan.fused_norm = p.K <= 2048 && gemv_grid(p) <= norm_wave(); break;
   }
   return plan;
+}
+
+AttentionKernel plan_attention(const AttentionProblem& p, bool wgmma, const KernelOptions& o) {
+  const int64_t D = p.head_dim, G = p.group;
+  if (p.decode_batch && (D == 64 || D == 128) && G <= 8) return AttentionKernel::Decode;
+  const bool tc = prefill_tc_supports(D, G);
+  const auto shape = "head_dim " + std::to_string(D) + ", " + std::to_string(G) + " query heads per KV head";
+  switch (o.prefill_attention) {
+    case PrefillAttention::Wgmma:
+      if (!tc || !wgmma)
+        throw UserError(
+            "kernel option prefill_attention=wgmma: the wgmma kernel needs an sm_90 GPU, a build with "
+            "sm_90a, head_dim 64 or 128 and at most 64 query heads per KV head (" +
+            shape + ")");
+      return AttentionKernel::PrefillWgmma;
+    case PrefillAttention::Mma:
+      if (!tc)
+        throw UserError(
+            "kernel option prefill_attention=mma: the mma.sync kernel needs head_dim 64 or 128 and at "
+            "most 64 query heads per KV head (" +
+            shape + ")");
+      return AttentionKernel::PrefillMma;
+    case PrefillAttention::Auto:
+      if (tc) return wgmma ? AttentionKernel::PrefillWgmma : AttentionKernel::PrefillMma;
+      break;
+    case PrefillAttention::Tiled: break;
+  }
+  if (D % 8 != 0 || D > 256 || G > kTiledMaxGroup)
+    throw UserError("attention: no kernel for " + shape +
+                    " (the CUDA-core kernel takes head_dim a multiple of 8 up "
+                    "to 256 and at most 16 query heads per KV head)");
+  return AttentionKernel::PrefillTiled;
 }
 
 DecodeAttentionPlan plan_decode_attention(const DecodeAttentionProblem& p, int num_sms, int cluster_limit,

@@ -22,6 +22,19 @@
 //    (ddc953a); hence K <= 2048 and one wave. Not fused: add_rms_norm, then the product as
 //    plan_linear chooses for it without the norm.
 //
+// plan_attention (attention; attention.cu): which kernel computes a batch's attention.
+//  * The split-KV decode kernel (attention_decode.cu) when every sequence has exactly one new
+//    token, head_dim is 64 or 128 and G = Hq / Hkv <= 8 (plan_decode_attention says how).
+//  * Otherwise prefill (and chunked-prefill) kernels, as KernelOptions::prefill_attention says;
+//    auto takes the fastest that applies. Measured on an H100 at 32K tokens, Qwen3-8B heads
+//    (bench/prefill_bench.cpp, bench/RESULTS.md, issue 17): the CUDA-core kernel 15.9 TFLOP/s,
+//    mma.sync 228 (16 rows per warp) / 305 (32), wgmma 390-397, PyTorch 2.11's SDPA 625.
+//    - wgmma (attention_prefill_sm90.cu): sm_90 with sm_90a code in the build, head_dim 64/128,
+//      G <= 64;
+//    - mma.sync (attention_prefill.cu): head_dim 64/128, G <= 64 (sm_80+);
+//    - the CUDA-core kernel (attention_tiled.cu) for anything else: head_dim a multiple of 8 up to
+//      256, G <= 16.
+//
 // plan_decode_attention (attention; attention_decode.cu): how the split-KV decode kernel runs the
 // batches that attention.cu's plan_attention gives it (one new token per sequence, head_dim 64 or
 // 128, at most 8 query heads per KV head; prefill kernels otherwise, as KernelOptions::
@@ -87,6 +100,25 @@ int64_t gemv_grid(const LinearProblem& p);
 // norm_wave(): CTAs of the norm-prologue GEMV for (T, K, silu_mul) that the GPU holds at once;
 // called only where the rule needs it (gemv_norm auto, K <= 2048).
 LinearPlan plan_linear(const LinearProblem& p, const KernelOptions& o, const std::function<int64_t()>& norm_wave);
+
+// ---- attention: which kernel
+
+constexpr int64_t kPrefillTcMaxGroup = 64;  // attention_prefill*.cu: 64 packed query rows per warpgroup
+constexpr int64_t kTiledMaxGroup = 16;      // attention_tiled.cu: 16 query rows per CTA
+constexpr bool prefill_tc_supports(int64_t head_dim, int64_t group) {
+  return (head_dim == 64 || head_dim == 128) && group >= 1 && group <= kPrefillTcMaxGroup;
+}
+
+enum class AttentionKernel { Decode, PrefillWgmma, PrefillMma, PrefillTiled };
+
+struct AttentionProblem {
+  bool decode_batch = false;  // every sequence computes exactly one new token
+  int64_t head_dim = 0, group = 1;
+};
+
+// wgmma: the Hopper kernel runs on this device and build (prefill_attention_sm90_init()). Throws a
+// UserError when the option forces a kernel that cannot run the problem.
+AttentionKernel plan_attention(const AttentionProblem& p, bool wgmma, const KernelOptions& o);
 
 // ---- attention at decode
 
