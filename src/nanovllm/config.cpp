@@ -2,6 +2,10 @@
 // config_json.cpp.
 #include "nanovllm/config.h"
 
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {
@@ -14,6 +18,15 @@ void ModelConfig::check_context(int64_t max_model_len) const {
                     std::to_string(sliding_window) + " tokens in some layers), which is not implemented: pass " +
                     "--max-model-len " + std::to_string(sliding_window) +
                     " or less, where full attention gives the same result");
+}
+
+int64_t ModelConfig::derived_max_model_len() const {
+  if (!rope_scaling.is_yarn()) return max_position_embeddings;
+  // vLLM: derived = original_max_position_embeddings * factor for YaRN (int() of the product);
+  // transformers too ignores max_position_embeddings here (it only warns when it differs from
+  // factor * original). Positions are int32 on the device.
+  const double len = std::floor(double(rope_scaling.original_max_position_embeddings) * rope_scaling.factor);
+  return int64_t(std::clamp(len, 1.0, double(INT32_MAX)));
 }
 
 // The real Qwen3 configs (Hugging Face Qwen/Qwen3-*), so benchmarks need no download.

@@ -10,6 +10,20 @@
 
 namespace nanovllm {
 
+// RoPE scaling beyond rope_theta (config.json's rope_scaling, or transformers 5's rope_parameters).
+// Only YaRN is implemented; its fields keep transformers' names and defaults.
+struct RopeScaling {
+  std::string type = "default";                  // "default" (plain RoPE) or "yarn"
+  double factor = 1;                             // context extension: factor * original_max_position_embeddings
+  int64_t original_max_position_embeddings = 0;  // the pre-training context length
+  std::optional<double> attention_factor;        // cos/sin scale; unset: from factor (and mscale)
+  double beta_fast = 32, beta_slow = 1;          // rotations bounding the interpolation ramp
+  double mscale = 0, mscale_all_dim = 0;         // DeepSeek's form of the attention factor; 0: unused
+  bool truncate = true;                          // round the ramp's bounds to whole dimensions
+
+  bool is_yarn() const { return type == "yarn"; }
+};
+
 struct ModelConfig {
   std::string architecture = "Qwen3ForCausalLM";
   int64_t vocab_size = 0;
@@ -22,6 +36,7 @@ struct ModelConfig {
   int64_t max_position_embeddings = 0;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
   std::string torch_dtype = "bfloat16";
   std::vector<int32_t> eos_token_ids;  // generation_config.json wins over config.json
@@ -42,6 +57,10 @@ struct ModelConfig {
 
   // Throws LoadError when the model cannot run contexts of max_model_len tokens (sliding window).
   void check_context(int64_t max_model_len) const;
+  // The longest context the model is made for, as vLLM derives it (_get_and_verify_max_len):
+  // max_position_embeddings, or for YaRN factor * original_max_position_embeddings, whatever
+  // max_position_embeddings says (Qwen3's YaRN recipe keeps 40960 there and reaches 131072).
+  int64_t derived_max_model_len() const;
   // Parameters of the network, or nullopt when the count overflows int64.
   std::optional<int64_t> checked_num_parameters() const;
 
