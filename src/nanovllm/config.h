@@ -74,7 +74,9 @@ struct EngineConfig {
   std::string device = "auto";  // cpu | cuda | auto
   int64_t max_num_seqs = 512;
   int64_t max_num_batched_tokens = 16384;
-  int64_t max_model_len = 4096;  // clamped to max_position_embeddings
+  // Longest prompt + output. 0 (unset): the model's (ModelConfig::derived_max_model_len), lowered
+  // to what the KV cache holds; set: refused when above the model's or more than the cache holds.
+  int64_t max_model_len = 0;
   int64_t block_size = 256;
   double gpu_memory_utilization = 0.9;
   int64_t kv_cache_memory = 0;     // bytes of KV cache; 0 = automatic (CPU: 4 GiB or what fits)
@@ -97,8 +99,15 @@ struct EngineConfig {
   bool profile_ops = false;  // time every op (ProfilingBackend; implies eager)
 
   void validate() const;  // throws UserError naming the bad field
+  bool max_model_len_is_auto() const { return max_model_len == 0; }
   int ranks_per_node() const { return tensor_parallel_size / nnodes; }
   int local_rank() const { return tp_rank % ranks_per_node(); }  // the GPU index on this node
 };
+
+// The context length to start with: an explicit max_model_len checked against the model (above
+// derived_max_model_len: a UserError, as vLLM; past a sliding window: LoadError), or, unset, the
+// model's length, no longer than a sliding window (not implemented). The KV cache may lower an
+// unset one further (ModelRunner).
+int64_t initial_max_model_len(const EngineConfig& cfg, const ModelConfig& mcfg);
 
 }  // namespace nanovllm

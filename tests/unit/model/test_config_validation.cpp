@@ -277,6 +277,44 @@ TEST(ConfigValidation, YarnFieldsAreChecked) {
       "YaRN needs a rope_theta above 1 (got 1.0)");
 }
 
+// --max-model-len as vLLM's _get_and_verify_max_len: unset is the model's length; above it is refused.
+TEST(ConfigValidation, MaxModelLenAgainstTheModel) {
+  ModelConfig m = *ModelConfig::preset("qwen3-0.6b");
+  EngineConfig cfg;
+  auto refused = [&](int64_t len) {
+    cfg.max_model_len = len;
+    try {
+      initial_max_model_len(cfg, m);
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(initial_max_model_len(cfg, m), 40960);
+  cfg.max_model_len = 40960;
+  EXPECT_EQ(initial_max_model_len(cfg, m), 40960);
+  EXPECT_EQ(refused(40961),
+            "--max-model-len 40961 is larger than the model's 40960 (max_position_embeddings in config.json); "
+            "positions past it give wrong outputs. Leave --max-model-len unset for the model's length");
+  m.rope_scaling.type = "yarn";
+  m.rope_scaling.factor = 4;
+  m.rope_scaling.original_max_position_embeddings = 32768;
+  cfg.max_model_len = 131072;  // past max_position_embeddings (40960), within YaRN's reach
+  EXPECT_EQ(initial_max_model_len(cfg, m), 131072);
+  cfg.max_model_len = 0;
+  EXPECT_EQ(initial_max_model_len(cfg, m), 131072);
+  EXPECT_NE(
+      refused(131073).find("larger than the model's 131072 (YaRN factor 4 * original_max_position_embeddings 32768)"),
+      std::string::npos)
+      << refused(131073);
+  // Unset, with a sliding window (not implemented): the window's length.
+  m.sliding_window = 4096;
+  cfg.max_model_len = 0;
+  EXPECT_EQ(initial_max_model_len(cfg, m), 4096);
+  cfg.max_model_len = -1;
+  EXPECT_THROW(cfg.validate(), UserError);
+}
+
 TEST(ConfigValidation, SlidingWindowFollowsTransformers) {
   json j = fixture_config();
   auto window = [&](const json& patch) {
