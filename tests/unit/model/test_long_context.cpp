@@ -1,6 +1,8 @@
 // Long contexts on a real (tiny) model: max_model_len settled as vLLM does (the model's length by
-// default, lowered to what the KV cache holds, an explicit one refused past either), and a YaRN
-// model running past its pre-training length.
+// default, lowered to what the KV cache holds, an explicit one refused past either), prompts longer
+// than max_num_batched_tokens prefilled in chunks (block-unaligned, after a prefix hit that ends
+// mid-block) with the logits of a single-step prefill, and a YaRN model running past its
+// pre-training length.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -149,6 +151,53 @@ TEST(MaxModelLen, MayExceedMaxNumBatchedTokens) {
   LLMEngine e(cfg);
   EXPECT_EQ(e.config().max_model_len, 1024);
   EXPECT_EQ(run_one(e, random_tokens(900, 3), 4).tokens.size(), 4u);
+}
+
+// A prompt of 3.5 x max_num_batched_tokens, chunks not aligned to blocks (100 tokens, blocks of
+// 16): four prefill steps, and the tokens and every logit row of a one-step prefill.
+TEST(ChunkedPrefill, UnalignedChunksGiveTheOneStepLogits) {
+  const auto prompt = random_tokens(350, 4);
+  auto cfg = tiny_cfg();
+  cfg.block_size = 16;
+  LLMEngine whole(cfg);
+  const RunResult want = run_one(whole, prompt, 8);
+  EXPECT_EQ(want.prefill_steps, std::vector<int64_t>{350});
+
+  cfg.max_num_batched_tokens = 100;
+  LLMEngine chunked(cfg);
+  const RunResult got = run_one(chunked, prompt, 8);
+  EXPECT_EQ(got.prefill_steps, (std::vector<int64_t>{100, 100, 100, 50}));
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(got.logits.size(), 8u);
+  EXPECT_LT(max_diff(got.logits, want.logits), 1e-4);
+  EXPECT_EQ(chunked.block_manager().num_free_blocks(), chunked.block_manager().num_blocks());
+}
+
+// A prefix hit that ends mid-block: the second prompt shares 203 tokens (12 blocks of 16 and 11
+// more) with the first, so 192 come from the cache and its 158 others are computed in chunks of
+// 100 and 58, starting inside block 12. Same tokens and logits as a cold one-step prefill.
+TEST(ChunkedPrefill, AfterAPrefixHitEndingMidBlock) {
+  const auto first = random_tokens(260, 5);
+  std::vector<int32_t> second(first.begin(), first.begin() + 203);
+  const auto tail = random_tokens(147, 6);
+  second.insert(second.end(), tail.begin(), tail.end());  // 350 tokens
+
+  auto cfg = tiny_cfg();
+  cfg.block_size = 16;
+  cfg.enable_prefix_caching = false;
+  LLMEngine cold(cfg);
+  const RunResult want = run_one(cold, second, 8);
+
+  cfg.enable_prefix_caching = true;
+  cfg.max_num_batched_tokens = 100;
+  LLMEngine warm(cfg);
+  run_one(warm, first, 2);
+  const RunResult got = run_one(warm, second, 8);
+  EXPECT_EQ(got.cached, 192);
+  EXPECT_EQ(got.prefill_steps, (std::vector<int64_t>{100, 58}));
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_LT(max_diff(got.logits, want.logits), 1e-4);
+  EXPECT_EQ(warm.block_manager().check_invariants(warm.live_sequences()), "");
 }
 
 // A YaRN model (factor 4 over 512 pre-training positions): its length is 2048, past
