@@ -21,8 +21,10 @@ runs in float32 from those rounded values.
 """
 
 import argparse
+import copy
 import datetime
 import json
+import math
 import os
 import platform
 import struct
@@ -76,6 +78,17 @@ MODELS = {
             "eos_token_id": 2,  # int form
         },
     },
+}
+
+# The tied model's shape with YaRN RoPE, as Qwen3's docs add it to config.json (rope_scaling), over
+# a pre-training length of 128 so that the 300-token prompt reaches positions 2.5 x past it
+# (factor * 128 = 512 = max_position_embeddings, so transformers sees a consistent factor).
+MODELS["tiny-qwen3-yarn"] = {
+    "seed": 2468,
+    "dtype": "bfloat16",
+    "num_shards": 1,
+    "config": dict(MODELS["tiny-qwen3-tied"]["config"], rope_theta=10000.0, max_position_embeddings=512,
+                   rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128}),
 }
 
 COMMON_CONFIG = {
@@ -335,21 +348,58 @@ def log(msg):
 def make_config(spec_cfg, use_rope_parameters):
     from transformers import Qwen3Config
     kw = {k: v for k, v in COMMON_CONFIG.items() if k not in ("rope_scaling", "sliding_window")}
-    kw.update(spec_cfg)
+    kw.update(copy.deepcopy(spec_cfg))  # transformers fills rope dicts in place (rope_theta)
     if use_rope_parameters:
         theta = kw.pop("rope_theta")
-        kw["rope_parameters"] = {"rope_type": "default", "rope_theta": theta}
+        rope = dict(kw.pop("rope_scaling", None) or {"rope_type": "default"})
+        rope["rope_theta"] = theta
+        kw["rope_parameters"] = rope
     config = Qwen3Config(**kw)
     config.architectures = ["Qwen3ForCausalLM"]
     return config
 
 
-def rope_matches(model, theta, head_dim):
-    import torch
-    inv = model.model.rotary_emb.inv_freq.detach().double().cpu()
-    exp = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
-    scaling = float(getattr(model.model.rotary_emb, "attention_scaling", 1.0))
-    return inv.shape == exp.shape and bool(torch.allclose(inv, exp, rtol=1e-5, atol=0)) and scaling == 1.0
+def expected_rope(spec_cfg):
+    """(inv_freq, attention_scaling) that the config asks for, from the formulas in float64 (no
+    torch): plain RoPE, or YaRN as transformers' _compute_yarn_parameters (factor, beta_fast 32,
+    beta_slow 1, truncate, attention factor 0.1 ln(factor) + 1 unless given; no mscale)."""
+    theta, dim = float(spec_cfg["rope_theta"]), spec_cfg["head_dim"]
+    plain = [1.0 / theta ** (2 * i / dim) for i in range(dim // 2)]
+    rs = spec_cfg.get("rope_scaling") or {}
+    if rs.get("rope_type", rs.get("type", "default")) == "default":
+        return plain, 1.0
+    assert rs["rope_type"] == "yarn" and "mscale" not in rs, rs
+    factor = rs["factor"]
+    orig = rs.get("original_max_position_embeddings", spec_cfg["max_position_embeddings"])
+
+    def correction_dim(rotations):
+        return dim * math.log(orig / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+
+    low, high = correction_dim(rs.get("beta_fast") or 32), correction_dim(rs.get("beta_slow") or 1)
+    if rs.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    inv = []
+    for i, p in enumerate(plain):
+        ramp = min(1.0, max(0.0, (i - low) / (high - low)))
+        inv.append(p * (ramp / factor + 1 - ramp))
+    scaling = rs.get("attention_factor") or (0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0)
+    return inv, scaling
+
+
+def model_rope(model):
+    """The rotary embedding the HF model actually uses: inv_freq buffer and attention_scaling."""
+    rot = model.model.rotary_emb
+    return rot.inv_freq.detach().double().cpu().tolist(), float(getattr(rot, "attention_scaling", 1.0))
+
+
+def rope_matches(model, spec_cfg):
+    inv, scaling = model_rope(model)
+    exp, exp_scaling = expected_rope(spec_cfg)
+    return (len(inv) == len(exp) and all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(inv, exp))
+            and abs(scaling - exp_scaling) <= 1e-6 * exp_scaling)
 
 
 def build_model(name, spec):
@@ -369,13 +419,16 @@ def build_model(name, spec):
             model.set_attn_implementation("eager")
         except Exception as e:
             log("set_attn_implementation failed (%r); attn impl = %r" % (e, getattr(model.config, "_attn_implementation", None)))
-        if rope_matches(model, cfg["rope_theta"], cfg["head_dim"]):
-            log("%s: rope theta %g OK (rope_parameters form: %s)" % (name, cfg["rope_theta"], use_rp))
+        if rope_matches(model, cfg):
+            log("%s: rope theta %g %s OK (rope_parameters form: %s)"
+                % (name, cfg["rope_theta"], json.dumps(cfg.get("rope_scaling")), use_rp))
             break
-        log("%s: rope inv_freq mismatch with rope_theta kwarg=%s; retrying" % (name, not use_rp))
+        log("%s: rope inv_freq / attention_scaling mismatch with rope_theta kwarg=%s: %r; retrying"
+            % (name, not use_rp, model_rope(model)))
         model = None
     if model is None:
-        raise RuntimeError("could not get rope_theta %g into the model" % cfg["rope_theta"])
+        raise RuntimeError("could not get rope_theta %g, rope_scaling %r into the model"
+                           % (cfg["rope_theta"], cfg.get("rope_scaling")))
     model.eval()
     model.to(torch.float32)
 
@@ -417,7 +470,7 @@ def build_model(name, spec):
             # then compute in float32 from the rounded values.
             for p in model.parameters():
                 p.copy_(p.to(torch.bfloat16).to(torch.float32))
-    assert rope_matches(model, cfg["rope_theta"], cfg["head_dim"])
+    assert rope_matches(model, cfg)
     return model
 
 
@@ -558,7 +611,7 @@ def hf_reload_check(d, prompt, ref_row, spec_cfg):
         "max_abs_diff_step0": float((lg - ref_row).abs().max()),
         "lm_head_tied": bool(m.lm_head.weight.data_ptr() == m.model.embed_tokens.weight.data_ptr()),
         "expected_tied": bool(spec_cfg["tie_word_embeddings"]),
-        "rope_ok": rope_matches(m, spec_cfg["rope_theta"], spec_cfg["head_dim"]),
+        "rope_ok": rope_matches(m, spec_cfg),
         "loaded_eos_token_id": m.config.eos_token_id,
         "loaded_generation_eos_token_id": getattr(getattr(m, "generation_config", None), "eos_token_id", None),
     }
@@ -593,6 +646,7 @@ def generate_one(name, spec, out_root, versions):
     entries = []
     checks = {"kv_cache": [], "hf_config_keys_written": hf_keys,
               "attn_implementation": getattr(model.config, "_attn_implementation", None)}
+    inv_freq, attention_scaling = model_rope(model)
     step0_rows = []
     for pi, prompt in enumerate(prompts):
         toks, margins, rows = greedy_full(model, prompt, MAX_NEW_TOKENS)
@@ -642,6 +696,8 @@ def generate_one(name, spec, out_root, versions):
                           % (LINEAR_STD, NORM_LOW, NORM_HIGH,
                              "; rounded to bf16 before the reference" if spec["dtype"] == "bfloat16" else "")),
         "checks": checks,
+        # The model's rotary embedding as transformers computed it (float32 inv_freq buffer).
+        "rope": {"inv_freq": inv_freq, "attention_scaling": attention_scaling},
         "prompts": entries,
     }
     with open(os.path.join(d, "reference.json"), "w") as f:

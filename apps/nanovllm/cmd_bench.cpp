@@ -170,6 +170,8 @@ void run(const BenchArgs& a) {
     throw UserError(
         "bench: --num-seqs must be >= 1 and --max-input-len/--max-output-len >= 100 (lengths are randint(100, max))");
   EngineConfig cfg = a.engine.resolve();
+  // bench.py runs its workload with LLM(max_model_len=4096); the latency modes take the model's.
+  if (!a.latency && a.profile_decode == 0 && cfg.max_model_len_is_auto()) cfg.max_model_len = 4096;
   if (a.profile_decode > 0) {
     cfg.profile_ops = true;
     cfg.max_num_seqs = std::max(cfg.max_num_seqs, a.profile_decode);

@@ -16,7 +16,8 @@ void EngineFlags::add_to(CLI::App& app, bool model_required) {
       ->check(CLI::IsMember({"auto", "safetensors", "dummy"}));
   app.add_option("--tokenizer", tokenizer, "tokenizer directory (default: the model's, or the Qwen3 one for presets)");
   app.add_option("--device", cfg.device, "cpu, cuda or auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
-  app.add_option("--max-model-len", cfg.max_model_len, "longest prompt + output (clamped to the model's)");
+  app.add_option("--max-model-len", cfg.max_model_len,
+                 "longest prompt + output (default: the model's, lowered to what the KV cache holds)");
   app.add_option("--max-num-seqs", cfg.max_num_seqs, "most sequences per batch");
   app.add_option("--max-num-batched-tokens", cfg.max_num_batched_tokens, "most tokens per step");
   app.add_option("--block-size", cfg.block_size, "tokens per KV cache block");

@@ -1,10 +1,23 @@
-// Presets, the sliding-window check and EngineConfig's validation; config.json itself is read in
-// config_json.cpp.
+// Presets, the context-length rules (sliding window, the model's length, --max-model-len) and
+// EngineConfig's validation; config.json itself is read in config_json.cpp.
 #include "nanovllm/config.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdio>
 
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {
+
+namespace {
+std::string shown(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+}  // namespace
 
 std::vector<std::string> ModelConfig::supported_architectures() { return {"Qwen3ForCausalLM"}; }
 
@@ -14,6 +27,31 @@ void ModelConfig::check_context(int64_t max_model_len) const {
                     std::to_string(sliding_window) + " tokens in some layers), which is not implemented: pass " +
                     "--max-model-len " + std::to_string(sliding_window) +
                     " or less, where full attention gives the same result");
+}
+
+int64_t ModelConfig::derived_max_model_len() const {
+  if (!rope_scaling.is_yarn()) return max_position_embeddings;
+  // vLLM: derived = original_max_position_embeddings * factor for YaRN (int() of the product);
+  // transformers too ignores max_position_embeddings here (it only warns when it differs from
+  // factor * original). Positions are int32 on the device.
+  const double len = std::floor(double(rope_scaling.original_max_position_embeddings) * rope_scaling.factor);
+  return int64_t(std::clamp(len, 1.0, double(INT32_MAX)));
+}
+
+int64_t initial_max_model_len(const EngineConfig& cfg, const ModelConfig& mcfg) {
+  const int64_t model_len = mcfg.derived_max_model_len();
+  if (cfg.max_model_len_is_auto())
+    return mcfg.sliding_window > 0 ? std::min(model_len, mcfg.sliding_window) : model_len;
+  if (cfg.max_model_len > model_len)
+    throw UserError("--max-model-len " + std::to_string(cfg.max_model_len) + " is larger than the model's " +
+                    std::to_string(model_len) + " (" +
+                    (mcfg.rope_scaling.is_yarn()
+                         ? "YaRN factor " + shown(mcfg.rope_scaling.factor) + " * original_max_position_embeddings " +
+                               std::to_string(mcfg.rope_scaling.original_max_position_embeddings)
+                         : "max_position_embeddings in config.json") +
+                    "); positions past it give wrong outputs. Leave --max-model-len unset for the model's length");
+  mcfg.check_context(cfg.max_model_len);
+  return cfg.max_model_len;
 }
 
 // The real Qwen3 configs (Hugging Face Qwen/Qwen3-*), so benchmarks need no download.
@@ -61,7 +99,9 @@ void EngineConfig::validate() const {
   };
   pos("max-num-seqs", max_num_seqs);
   pos("max-num-batched-tokens", max_num_batched_tokens);
-  pos("max-model-len", max_model_len);
+  if (max_model_len < 0)
+    throw UserError("--max-model-len must be positive, or 0 for the model's length (got " +
+                    std::to_string(max_model_len) + ")");
   pos("block-size", block_size);
   pos("tensor-parallel-size", tensor_parallel_size);
   pos("nnodes", nnodes);

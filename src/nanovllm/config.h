@@ -12,6 +12,20 @@
 
 namespace nanovllm {
 
+// RoPE scaling beyond rope_theta (config.json's rope_scaling, or transformers 5's rope_parameters).
+// Only YaRN is implemented; its fields keep transformers' names and defaults.
+struct RopeScaling {
+  std::string type = "default";                  // "default" (plain RoPE) or "yarn"
+  double factor = 1;                             // context extension: factor * original_max_position_embeddings
+  int64_t original_max_position_embeddings = 0;  // the pre-training context length
+  std::optional<double> attention_factor;        // cos/sin scale; unset: from factor (and mscale)
+  double beta_fast = 32, beta_slow = 1;          // rotations bounding the interpolation ramp
+  double mscale = 0, mscale_all_dim = 0;         // DeepSeek's form of the attention factor; 0: unused
+  bool truncate = true;                          // round the ramp's bounds to whole dimensions
+
+  bool is_yarn() const { return type == "yarn"; }
+};
+
 struct ModelConfig {
   std::string architecture = "Qwen3ForCausalLM";
   int64_t vocab_size = 0;
@@ -24,6 +38,7 @@ struct ModelConfig {
   int64_t max_position_embeddings = 0;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
   std::string torch_dtype = "bfloat16";
   std::vector<int32_t> eos_token_ids;  // generation_config.json wins over config.json
@@ -44,6 +59,10 @@ struct ModelConfig {
 
   // Throws LoadError when the model cannot run contexts of max_model_len tokens (sliding window).
   void check_context(int64_t max_model_len) const;
+  // The longest context the model is made for, as vLLM derives it (_get_and_verify_max_len):
+  // max_position_embeddings, or for YaRN factor * original_max_position_embeddings, whatever
+  // max_position_embeddings says (Qwen3's YaRN recipe keeps 40960 there and reaches 131072).
+  int64_t derived_max_model_len() const;
   // Parameters of the network, or nullopt when the count overflows int64.
   std::optional<int64_t> checked_num_parameters() const;
 
@@ -57,7 +76,9 @@ struct EngineConfig {
   std::string device = "auto";  // cpu | cuda | auto
   int64_t max_num_seqs = 512;
   int64_t max_num_batched_tokens = 16384;
-  int64_t max_model_len = 4096;  // clamped to max_position_embeddings
+  // Longest prompt + output. 0 (unset): the model's (ModelConfig::derived_max_model_len), lowered
+  // to what the KV cache holds; set: refused when above the model's or more than the cache holds.
+  int64_t max_model_len = 0;
   int64_t block_size = 256;
   double gpu_memory_utilization = 0.9;
   int64_t kv_cache_memory = 0;     // bytes of KV cache; 0 = automatic (CPU: 4 GiB or what fits)
@@ -81,8 +102,15 @@ struct EngineConfig {
   KernelOptions kernels;     // CUDA kernel tuning knobs (kernel_options.h); rank 0's go to every rank
 
   void validate() const;  // throws UserError naming the bad field
+  bool max_model_len_is_auto() const { return max_model_len == 0; }
   int ranks_per_node() const { return tensor_parallel_size / nnodes; }
   int local_rank() const { return tp_rank % ranks_per_node(); }  // the GPU index on this node
 };
+
+// The context length to start with: an explicit max_model_len checked against the model (above
+// derived_max_model_len: a UserError, as vLLM; past a sliding window: LoadError), or, unset, the
+// model's length, no longer than a sliding window (not implemented). The KV cache may lower an
+// unset one further (ModelRunner).
+int64_t initial_max_model_len(const EngineConfig& cfg, const ModelConfig& mcfg);
 
 }  // namespace nanovllm

@@ -2,8 +2,9 @@
 // its JSON type and its range checked, and an error names the file and the key: a broken or
 // hostile config fails here in one clear line, not later as a bad_alloc, an int64 overflow or a
 // nlohmann type_error. Qwen3 features we do not implement (projection biases, sliding windows,
-// RoPE scaling, other activations, quantized weights) are refused rather than ignored, since
-// ignoring them would give wrong logits without a word. Defaults are transformers' Qwen3Config's.
+// RoPE scaling other than YaRN, other activations, quantized weights) are refused rather than
+// ignored, since ignoring them would give wrong logits without a word. Defaults are transformers'
+// Qwen3Config's.
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -156,23 +157,68 @@ std::string architecture_of(const Reader& r) {
   return arch;
 }
 
-// RoPE: rope_theta (top level, or transformers 5's rope_parameters), only the default type.
+// YaRN's fields, as transformers 5.17 reads them (_compute_yarn_parameters and
+// standardize_rope_params): factor (null: max_position_embeddings / original), the pre-training
+// length original_max_position_embeddings (a top-level key wins; absent: max_position_embeddings),
+// attention_factor or mscale / mscale_all_dim, beta_fast / beta_slow (0 or absent: 32 / 1) and
+// truncate. transformers only warns about the nonsense cases refused here.
+void read_yarn(const Reader& r, const Reader& sub, ModelConfig& c) {
+  RopeScaling& y = c.rope_scaling;
+  y.type = "yarn";
+  if (!(c.rope_theta > 1))
+    throw LoadError(r.where() + ": YaRN needs a rope_theta above 1 (got " + json(c.rope_theta).dump() + ")");
+  if (r.has("original_max_position_embeddings"))
+    y.original_max_position_embeddings = r.integer("original_max_position_embeddings", 1, kMaxPositions);
+  else
+    y.original_max_position_embeddings =
+        sub.integer_or("original_max_position_embeddings", 1, kMaxPositions, c.max_position_embeddings);
+  if (!sub.present("factor")) sub.fail("factor", "is missing (YaRN's context extension, a number >= 1)");
+  y.factor =
+      sub.number_or("factor", 0, 1e6, double(c.max_position_embeddings) / double(y.original_max_position_embeddings));
+  if (y.factor < 1)  // transformers warns; below 1 YaRN would shrink the context (and tiny ones overflow)
+    sub.fail("factor", "is " + json(y.factor).dump() + ", below 1: YaRN's factor extends the context" +
+                           (sub.has("factor") ? "" : " (max_position_embeddings / original_max_position_embeddings)"));
+  if (sub.has("attention_factor")) y.attention_factor = sub.number_or("attention_factor", 0, 1e3, 1);
+  // 0 means "not given" for these, as transformers' `or` and truthiness read them.
+  auto zero_or_positive = [&](const char* key, double def) {
+    const json* v = sub.find(key);
+    if (!v) return def;
+    const double x = v->is_number() ? v->get<double>() : NAN;
+    if (!(x >= 0 && x <= 1e6)) sub.fail(key, "must be a number in [0, 1e6] (got " + shown(*v) + ")");
+    return x > 0 ? x : def;
+  };
+  y.beta_fast = zero_or_positive("beta_fast", 32);
+  y.beta_slow = zero_or_positive("beta_slow", 1);
+  if (y.beta_fast < y.beta_slow)
+    sub.fail("beta_fast", "(" + json(y.beta_fast).dump() + ") is below beta_slow (" + json(y.beta_slow).dump() +
+                              "): the interpolation ramp would run backwards");
+  y.mscale = zero_or_positive("mscale", 0);
+  y.mscale_all_dim = zero_or_positive("mscale_all_dim", 0);
+  y.truncate = sub.boolean_or("truncate", true);
+}
+
+// RoPE: rope_theta and the RoPE dictionary, which is `rope_scaling` (config.json of transformers 4,
+// and Qwen3's YaRN recipe) or `rope_parameters` (transformers 5). As transformers 5's
+// convert_rope_params_to_dict: a non-empty rope_scaling replaces rope_parameters, and rope_theta
+// comes from the dictionary, else the top level, else 10000. Default RoPE and YaRN are implemented;
+// every other type (linear, dynamic, longrope, llama3, ...) is refused by name.
 void read_rope(const Reader& r, ModelConfig& c) {
   c.rope_theta = r.number_or("rope_theta", 0, 1e12, 10000.0);
-  auto only_default = [&](const Reader& sub, const std::string& key) {
-    std::string type = sub.string_or("rope_type", sub.string_or("type", "default"));
-    if (type != "default")
-      r.fail(key, "has RoPE type '" + type + "', which is not implemented (only the default RoPE is)");
+  const json* scaling = r.object("rope_scaling");
+  const json* params = r.object("rope_parameters");
+  const bool use_scaling = scaling && !scaling->empty();
+  if (const json* rope = use_scaling ? scaling : params) {
+    const std::string key = use_scaling ? "rope_scaling" : "rope_parameters";
+    const Reader sub(*rope, r.where() + ": '" + key + "'");
+    const std::string type = sub.string_or("rope_type", sub.string_or("type", "default"));
+    c.rope_theta = sub.number_or("rope_theta", 0, 1e12, c.rope_theta);
     if (sub.has("partial_rotary_factor") && sub.number_or("partial_rotary_factor", 0, 1, 1) != 1)
       r.fail(key, "has a partial_rotary_factor below 1, which is not implemented");
-  };
-  if (const json* rp = r.object("rope_parameters")) {
-    Reader sub(*rp, r.where() + ": 'rope_parameters'");
-    only_default(sub, "rope_parameters");
-    c.rope_theta = sub.number_or("rope_theta", 0, 1e12, c.rope_theta);
+    if (type == "yarn")
+      read_yarn(r, sub, c);
+    else if (type != "default")
+      r.fail(key, "has RoPE type '" + type + "', which is not implemented (only the default RoPE and yarn are)");
   }
-  if (const json* rs = r.object("rope_scaling"))
-    only_default(Reader(*rs, r.where() + ": 'rope_scaling'"), "rope_scaling");
   if (r.has("partial_rotary_factor") && r.number_or("partial_rotary_factor", 0, 1, 1) != 1)
     r.fail("partial_rotary_factor", "below 1 is not implemented");
 }

@@ -80,13 +80,22 @@ config "j['attention_bias'] = True"
 expect "config.json: 'attention_bias' is true (biases in the q/k/v/o projections), which is not implemented"
 config "j['hidden_act'] = 'gelu'"
 expect "config.json: 'hidden_act' is 'gelu', which is not implemented (only silu)"
-config "j['rope_scaling'] = {'rope_type': 'yarn', 'factor': 4.0}"
-expect "config.json: 'rope_scaling' has RoPE type 'yarn', which is not implemented"
+config "j['rope_scaling'] = {'rope_type': 'longrope', 'factor': 4.0}"
+expect "config.json: 'rope_scaling' has RoPE type 'longrope', which is not implemented"
+config "j['rope_scaling'] = {'rope_type': 'yarn', 'factor': -4.0}"
+expect "config.json: 'rope_scaling': 'factor' must be a number in (0.0, 1000000.0] (got -4.0)"
+config "j['rope_scaling'] = {'rope_type': 'yarn', 'factor': 4.0, 'original_max_position_embeddings': 256}"
+CASE="config.json: YaRN runs"; check 0 "" "${G[@]}" --model "$M" --input "$TMP/in.jsonl"
+CASE="config.json: YaRN, --max-model-len past factor * original"
+check 2 "--max-model-len 1025 is larger than the model's 1024 (YaRN factor 4 * original_max_position_embeddings 256)" \
+  "${G[@]}" --model "$M" --input "$TMP/in.jsonl" --max-model-len 1025
 config "j['quantization_config'] = {'quant_method': 'awq'}"
 expect "quantized checkpoints are not implemented"
 config "j['use_sliding_window'] = True; j['sliding_window'] = 16; j['layer_types'][1] = 'sliding_attention'"
-expect "sliding-window attention (a window of 16 tokens in some layers), which is not implemented: pass --max-model-len 16 or less"
+check 2 "sliding-window attention (a window of 16 tokens in some layers), which is not implemented: pass --max-model-len 16 or less" \
+  "${G[@]}" --model "$M" --input "$TMP/in.jsonl" --max-model-len 17
 CASE="config.json: sliding window as long as --max-model-len"; check 0 "" "${G[@]}" --model "$M" --input "$TMP/in.jsonl" --max-model-len 16
+CASE="config.json: sliding window, --max-model-len unset (lowered to the window)"; check 0 "" "${G[@]}" --model "$M" --input "$TMP/in.jsonl"
 CASE="config.json: a FIFO"; fresh; rm "$M/config.json"; mkfifo "$M/config.json"
 expect "config.json: not a regular file (it is a FIFO)"
 CASE="generation_config.json: a FIFO"; fresh; rm "$M/generation_config.json"; mkfifo "$M/generation_config.json"

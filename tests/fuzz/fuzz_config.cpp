@@ -1,6 +1,8 @@
 // libFuzzer target for config.json parsing (ModelConfig::from_json_text): any bytes either give
 // a config that passes its own checks or throw LoadError/UserError naming the problem; nothing
 // crashes, and no other exception escapes (the CLI would exit 1 "internal error" instead of 2).
+// A config that loads also gets its rotary embedding table (plain or YaRN) and its context length
+// computed, as the engine does next.
 // Build and run: scripts/fuzz.sh (seeds in tests/fuzz/corpus/config: the shared Qwen3 configs
 // and the fixtures').
 #include <cstdint>
@@ -9,12 +11,15 @@
 #include <string>
 
 #include "nanovllm/config.h"
+#include "nanovllm/layers/rotary_embedding.h"
 #include "nanovllm/utils/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   try {
-    nanovllm::ModelConfig::from_json_text(text, "config.json");
+    const nanovllm::ModelConfig c = nanovllm::ModelConfig::from_json_text(text, "config.json");
+    const nanovllm::RopeParams rope = nanovllm::rotary_embedding(c);
+    if (int64_t(rope.inv_freq.size()) != c.head_dim / 2 || c.derived_max_model_len() < 1) std::abort();
   } catch (const nanovllm::UserError&) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "config.json: an exception other than UserError: %s\n", e.what());

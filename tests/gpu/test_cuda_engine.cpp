@@ -44,3 +44,6 @@ TEST(CudaEngine, TiedBF16AutoKvCache) { check_fixture_cuda("tiny-qwen3-tied", 16
 TEST(CudaEngine, UntiedF32Sharded) { check_fixture_cuda("tiny-qwen3-untied", 256, false); }
 TEST(CudaEngine, UntiedSmallBlocks) { check_fixture_cuda("tiny-qwen3-untied", 16, false); }
 TEST(CudaEngine, TiedBlockSizeOne) { check_fixture_cuda("tiny-qwen3-tied", 1, false); }
+// YaRN RoPE: the inverse frequencies and the cos/sin scale reach the kernel (positions past the
+// fixture's 128 pre-training ones).
+TEST(CudaEngine, YarnRope) { check_fixture_cuda("tiny-qwen3-yarn", 16, false); }

@@ -1,12 +1,14 @@
 // The CUDA backend's fused op pairs against the CPU backend's unfused defaults:
 //  * qk_norm_rope_store = qk_norm_rope + store_kvcache: same q/k, and the caches hold the same k/v
-//    rows at every slot (shuffled slots, a -1 slot that must write nowhere, cache poisoned first).
+//    rows at every slot (shuffled slots, a -1 slot that must write nowhere, cache poisoned first),
+//    with plain RoPE and with YaRN (Qwen3's recipe, positions up to 126,709).
 //  * linear_silu_mul = linear + silu_and_mul: the fused skinny kernel (T <= 4) and the cuBLASLt
 //    fallback (T = 17), N not a multiple of the kernel's 2 outputs per CTA.
 //  * add_rms_norm_linear = add_rms_norm + linear (or linear_silu_mul): the GEMV with the norm as
 //    its prologue, and its fallbacks.
 // Tolerances as in test_cuda_ops.cpp (BF16 output rounding; the fused paths round like the HF model).
 #include "gpu_test_util.h"
+#include "nanovllm/layers/rotary_embedding.h"
 
 #include <algorithm>
 #include <numeric>
@@ -16,8 +18,7 @@ using namespace nanovllm::test;
 
 namespace {
 
-TEST(CudaFused, QkNormRopeStore) {
-  REQUIRE_GPU();
+void check_qk_norm_rope_store(const RopeParams& rope, int32_t pos_step) {
   CpuBackend cpu{8};
   CudaBackend gpu{0};
   const int64_t hq = 16, hkv = 8, D = 128, T = 17, bs = 16, nblocks = 4;
@@ -26,7 +27,7 @@ TEST(CudaFused, QkNormRopeStore) {
   auto qw = make_pair(cpu, gpu, {D}, rand_bf16(size_t(D), 22, 0.5, 1.5));
   auto kw = make_pair(cpu, gpu, {D}, rand_bf16(size_t(D), 23, 0.5, 1.5));
   std::vector<int32_t> pos(T), slot(static_cast<size_t>(slots));
-  for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = int32_t(t * 131 + 5);
+  for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = int32_t(t * pos_step + 5);
   std::iota(slot.begin(), slot.end(), 0);
   std::shuffle(slot.begin(), slot.end(), std::mt19937(24));
   slot.resize(size_t(T));
@@ -50,8 +51,8 @@ TEST(CudaFused, QkNormRopeStore) {
   AttentionMetadata gmd = md;
   cpu.prepare_metadata(md);
   gpu.prepare_metadata(gmd);
-  cpu.qk_norm_rope_store(qkv.cpu, qw.cpu, kw.cpu, p.cpu, kc.cpu, vc.cpu, hq, hkv, D, 1e-6f, 1e6f, md);
-  gpu.qk_norm_rope_store(qkv.gpu, qw.gpu, kw.gpu, p.gpu, kc.gpu, vc.gpu, hq, hkv, D, 1e-6f, 1e6f, gmd);
+  cpu.qk_norm_rope_store(qkv.cpu, qw.cpu, kw.cpu, p.cpu, kc.cpu, vc.cpu, hq, hkv, D, 1e-6f, rope, md);
+  gpu.qk_norm_rope_store(qkv.gpu, qw.gpu, kw.gpu, p.gpu, kc.gpu, vc.gpu, hq, hkv, D, 1e-6f, rope, gmd);
   expect_close("qk_norm_rope_store qkv", gpu.to_host_f32(qkv.gpu), cpu.to_host_f32(qkv.cpu), 1e-2, 5e-2);
   expect_close("qk_norm_rope_store k_cache", gpu.to_host_f32(kc.gpu), cpu.to_host_f32(kc.cpu), 1e-2, 5e-2);
   const auto gv = gpu.to_host_f32(vc.gpu), cv = cpu.to_host_f32(vc.cpu);
@@ -60,6 +61,22 @@ TEST(CudaFused, QkNormRopeStore) {
   int64_t poisoned = 0;
   for (float x : gk) poisoned += x == 7.0f;
   EXPECT_EQ(poisoned, (slots - (T - 1)) * row) << "exactly the T-1 valid slots are written";
+}
+
+TEST(CudaFused, QkNormRopeStore) {
+  REQUIRE_GPU();
+  check_qk_norm_rope_store(RopeParams::plain(128, 1e6), 131);
+}
+
+TEST(CudaFused, QkNormRopeStoreYarn) {
+  REQUIRE_GPU();
+  RopeScaling y;
+  y.type = "yarn";
+  y.factor = 4;
+  y.original_max_position_embeddings = 32768;
+  const RopeParams rope = yarn_rope(128, 1e6, y);
+  ASSERT_GT(rope.attention_scaling, 1.1f);
+  check_qk_norm_rope_store(rope, 7919);
 }
 
 TEST(CudaFused, LinearSiluMul) {

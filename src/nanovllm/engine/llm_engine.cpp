@@ -35,8 +35,7 @@ LLMEngine::LLMEngine(EngineConfig cfg) : LLMEngine(cfg, resolve_model_config(cfg
 
 LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)), mcfg_(std::move(mcfg)) {
   cfg_.validate();
-  cfg_.max_model_len = std::min(cfg_.max_model_len, mcfg_.max_position_embeddings);
-  mcfg_.check_context(cfg_.max_model_len);
+  initial_max_model_len(cfg_, mcfg_);  // refuses a bad --max-model-len before any work
   check_tensor_parallel(cfg_, mcfg_);  // before any GPU work
   seed_rng_.seed(cfg_.seed);
   if (cfg_.tensor_parallel_size > 1) {
@@ -46,7 +45,9 @@ LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)),
     tp_->broadcast(encode_settings(cfg_, mcfg_));
     tp_->start_watchdog(cfg_.on_tp_peer_lost);
   }
+  // The workers get max_model_len as given (0: unset) and settle it as rank 0's runner does.
   runner_ = std::make_unique<ModelRunner>(cfg_, mcfg_, make_backend(cfg_), tp_.get());
+  cfg_.max_model_len = runner_->max_model_len();  // settled: the scheduler, requests and server use it
   block_manager_ =
       std::make_unique<BlockManager>(runner_->num_kv_blocks(), cfg_.block_size, cfg_.enable_prefix_caching);
   scheduler_ = std::make_unique<Scheduler>(cfg_, *block_manager_, mcfg_.eos_token_ids);

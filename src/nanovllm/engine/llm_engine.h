@@ -50,6 +50,7 @@ class LLMEngine {
   bool has_unfinished() const { return !scheduler_->is_finished(); }
   bool abort(int64_t request_id);
 
+  // The engine's settings, max_model_len settled (the model's, or lowered to the KV cache).
   const EngineConfig& config() const { return cfg_; }
   const ModelConfig& model_config() const { return mcfg_; }
   const BlockManager& block_manager() const { return *block_manager_; }

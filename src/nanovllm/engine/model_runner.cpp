@@ -16,8 +16,14 @@ namespace nanovllm {
 
 ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::unique_ptr<Backend> backend,
                          TpGroup* tp)
-    : cfg_(cfg), mcfg_(mcfg), backend_(std::move(backend)), tp_(tp && tp->world() > 1 ? tp : nullptr) {
+    : cfg_(cfg), auto_max_model_len_(cfg.max_model_len_is_auto()), mcfg_(mcfg), backend_(std::move(backend)),
+      tp_(tp && tp->world() > 1 ? tp : nullptr) {
   validate_tensor_parallel(mcfg_, tp_ ? tp_->world() : 1);
+  cfg_.max_model_len = initial_max_model_len(cfg, mcfg_);
+  if (auto_max_model_len_ && cfg_.max_model_len < mcfg_.derived_max_model_len())
+    note("max_model_len lowered from " + std::to_string(mcfg_.derived_max_model_len()) + " to " +
+         std::to_string(cfg_.max_model_len) + ": sliding-window attention (a window of " +
+         std::to_string(mcfg_.sliding_window) + " tokens in some layers) is not implemented");
   kv_heads_ = mcfg_.num_key_value_heads / (tp_ ? tp_->world() : 1);
   const char* tr = std::getenv("NANOVLLM_TP_TRACE");
   trace_ = tr && std::string(tr) == "1";
@@ -48,8 +54,8 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
   model_->finalize_weights();
 
   // KV cache budget: an explicit block count, else bytes (CPU default: 4 GiB, at least one
-  // max_model_len sequence), else on a GPU what gpu_memory_utilization leaves after weights and
-  // the peak activations of a warm-up step at full batch.
+  // sequence of an explicit max_model_len), else on a GPU what gpu_memory_utilization leaves after
+  // weights and the peak activations of a warm-up step at full batch.
   const int64_t per_block = kv_bytes_per_block();
   if (cfg_.num_kvcache_blocks > 0) {
     num_kv_blocks_ = cfg_.num_kvcache_blocks;
@@ -59,7 +65,7 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
   } else {
     int64_t bytes = cfg_.kv_cache_memory > 0 ? cfg_.kv_cache_memory : (int64_t(4) << 30);
     num_kv_blocks_ = bytes / per_block;
-    if (cfg_.kv_cache_memory == 0)
+    if (cfg_.kv_cache_memory == 0 && !auto_max_model_len_)
       num_kv_blocks_ = std::max(num_kv_blocks_, (cfg_.max_model_len + cfg_.block_size - 1) / cfg_.block_size);
   }
   // Every rank must hold the same blocks (rank 0's block manager hands them out for all).
@@ -68,14 +74,7 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
   if (num_kv_blocks_ <= 0)
     throw ResourceError("KV cache budget of " + std::to_string(cfg_.kv_cache_memory) + " bytes holds no block of " +
                         std::to_string(per_block) + " bytes; raise --kv-cache-memory or lower --block-size");
-  // As vLLM: one sequence of max_model_len tokens must fit the cache, else a request the server
-  // accepts could never be scheduled.
-  if (num_kv_blocks_ * cfg_.block_size < cfg_.max_model_len)
-    throw UserError("max_model_len " + std::to_string(cfg_.max_model_len) + " is larger than the KV cache can hold (" +
-                    std::to_string(num_kv_blocks_) + " blocks of " + std::to_string(cfg_.block_size) +
-                    " tokens = " + std::to_string(num_kv_blocks_ * cfg_.block_size) +
-                    " tokens); lower --max-model-len or enlarge the cache " +
-                    "(--kv-cache-memory, --gpu-memory-utilization)");
+  fit_max_model_len_to_kv_cache();
   allocate_kv_cache();
   if (backend_->supports_graphs() && !cfg_.enforce_eager) {
     graphs_ = std::make_unique<CudaGraphRunner>(*backend_, *model_, layers_kv_, cfg_);
@@ -83,6 +82,27 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
     graphs_->capture();
   }
   trace("ready");
+}
+
+// One sequence of max_model_len tokens must fit the cache, else a request the server accepts could
+// never be scheduled. An explicit length that does not fit is refused (as vLLM); an unset one is
+// lowered to the whole blocks the cache holds (vLLM would refuse it too; lowering is what a user
+// who set no length wants). Every rank has the same block count here, so the same length.
+void ModelRunner::fit_max_model_len_to_kv_cache() {
+  const int64_t bs = cfg_.block_size, holds = num_kv_blocks_ * bs;
+  if (holds >= cfg_.max_model_len) return;
+  const std::string cache = std::to_string(num_kv_blocks_) + " blocks of " + std::to_string(bs) + " tokens";
+  if (!auto_max_model_len_)
+    throw UserError("max_model_len " + std::to_string(cfg_.max_model_len) + " is larger than the KV cache can hold (" +
+                    cache + " = " + std::to_string(holds) + " tokens); lower --max-model-len or enlarge the cache " +
+                    "(--kv-cache-memory, --gpu-memory-utilization)");
+  note("max_model_len lowered from " + std::to_string(cfg_.max_model_len) + " to " + std::to_string(holds) +
+       ": the KV cache holds " + cache);
+  cfg_.max_model_len = holds;
+}
+
+void ModelRunner::note(const std::string& what) const {
+  if (!tp_ || tp_->rank() == 0) std::fprintf(stderr, "%s\n", what.c_str());
 }
 
 void ModelRunner::trace(const std::string& what) const {
@@ -138,7 +158,9 @@ int64_t ModelRunner::gpu_kv_blocks_after_warmup() {
   const int64_t used = total - free;
   const int64_t budget = int64_t(double(total) * cfg_.gpu_memory_utilization) - used;
   const int64_t blocks = budget / kv_bytes_per_block();
-  if (blocks < (cfg_.max_model_len + bs - 1) / bs)
+  // Too little for one max_model_len sequence: refused, unless the length is unset (it is lowered
+  // to what fits, fit_max_model_len_to_kv_cache) and at least a block fits.
+  if (blocks < (cfg_.max_model_len + bs - 1) / bs && !(auto_max_model_len_ && blocks > 0))
     throw ResourceError("not enough GPU memory for the KV cache: " + std::to_string(total >> 20) + " MiB total, " +
                         std::to_string(used >> 20) + " MiB used by weights, runtime and " + std::to_string(peak >> 20) +
                         " MiB peak activations; one max_model_len sequence needs " +

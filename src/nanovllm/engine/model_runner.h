@@ -1,10 +1,13 @@
 // Runs one scheduled batch through the model (nano-vllm's ModelRunner): builds input ids,
 // positions and AttentionMetadata from the sequences, runs forward + LM head on each sequence's
 // last token, and samples one token per sequence.
+// It also settles max_model_len: an unset one (EngineConfig::max_model_len 0) becomes the model's
+// length, lowered to what the KV cache holds once its size is known.
 // Tensor parallelism: every rank builds its ModelRunner identically (weights of its shard, the
-// same warm-up, KV-cache sizing agreed as the minimum over ranks, the same CUDA graphs), so that
-// their collectives pair up. Rank 0 runs the engine; before each forward it sends the step's
-// StepInputs to the workers, which run the same forward (run_worker_step) and do not sample.
+// same warm-up, KV-cache sizing agreed as the minimum over ranks, hence the same max_model_len,
+// the same CUDA graphs), so that their collectives pair up. Rank 0 runs the engine; before each
+// forward it sends the step's StepInputs to the workers, which run the same forward
+// (run_worker_step) and do not sample.
 #pragma once
 #include <functional>
 #include <memory>
@@ -45,6 +48,7 @@ class ModelRunner {
   std::function<void(const ScheduledBatch&, const std::vector<float>&)> logits_observer;
 
   int64_t num_kv_blocks() const { return num_kv_blocks_; }
+  int64_t max_model_len() const { return cfg_.max_model_len; }  // settled (never 0)
   int64_t kv_bytes_per_block() const;
   Backend& backend() { return *backend_; }
   CausalLM& model() { return *model_; }
@@ -55,8 +59,10 @@ class ModelRunner {
   std::vector<int32_t> forward_and_sample(const ScheduledBatch& batch, StepInputs& in);
   void allocate_kv_cache();
   int64_t gpu_kv_blocks_after_warmup();
+  void fit_max_model_len_to_kv_cache();
 
-  EngineConfig cfg_;
+  EngineConfig cfg_;                 // max_model_len settled (never 0)
+  bool auto_max_model_len_ = false;  // the user left it unset: the KV cache may lower it
   ModelConfig mcfg_;
   std::unique_ptr<Backend> backend_;
   TpGroup* tp_ = nullptr;
@@ -64,7 +70,8 @@ class ModelRunner {
   bool trace_ = false;
   int64_t steps_ = 0;
   void trace(const std::string& what) const;
-  std::unique_ptr<Communicator> comm_;  // before model_, which uses it; after backend_, which it uses
+  void note(const std::string& what) const;  // one stderr line, from rank 0 only
+  std::unique_ptr<Communicator> comm_;       // before model_, which uses it; after backend_, which it uses
   std::unique_ptr<CausalLM> model_;
   int64_t kv_heads_ = 0;  // this rank's KV heads: Hkv / tensor_parallel_size
   Tensor kv_cache_;       // [2, L, num_blocks, block_size, Hkv, D]

@@ -71,6 +71,8 @@ std::vector<uint8_t> encode_settings(const EngineConfig& c, const ModelConfig& m
                       {"load_dummy", c.load_dummy},
                       {"max_num_seqs", c.max_num_seqs},
                       {"max_num_batched_tokens", c.max_num_batched_tokens},
+                      // As given (0: unset): every rank's ModelRunner settles it alike, from the
+                      // KV blocks agreed over the ranks.
                       {"max_model_len", c.max_model_len},
                       {"block_size", c.block_size},
                       {"gpu_memory_utilization", c.gpu_memory_utilization},

@@ -6,11 +6,11 @@
 
 namespace nanovllm {
 
-Tensor Qwen3Attention::forward(Backend& be, const Tensor& positions, Tensor& qkv, LayerKVCache& kv,
-                               const AttentionMetadata& md) {
+Tensor Qwen3Attention::forward(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& qkv,
+                               LayerKVCache& kv, const AttentionMetadata& md) {
   // q/k RMSNorm + RoPE in place, and this step's k/v into the cache pages at md.slot_mapping.
   be.qk_norm_rope_store(qkv, q_norm.weight, k_norm.weight, positions, kv.k, kv.v, attn.num_heads, attn.num_kv_heads,
-                        attn.head_dim, q_norm.eps, rope_theta, md);
+                        attn.head_dim, q_norm.eps, rope, md);
   Tensor o = attn.forward(be, qkv, kv, md);  // [T, Hq * D]
   return o_proj.forward(be, o);              // [T, H]
 }
@@ -20,8 +20,9 @@ Tensor Qwen3MLP::forward(Backend& be, Tensor& x, Tensor& residual, const RMSNorm
   return down_proj.forward(be, act);                                                                        // [T, H]
 }
 
-void Qwen3DecoderLayer::forward(Backend& be, const Tensor& positions, Tensor& x, Tensor& residual, LayerKVCache& kv,
-                                const AttentionMetadata& md, const LayerObserver& obs, int64_t index) {
+void Qwen3DecoderLayer::forward(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& x,
+                                Tensor& residual, LayerKVCache& kv, const AttentionMetadata& md,
+                                const LayerObserver& obs, int64_t index) {
   Tensor qkv;  // input_layernorm, then qkv_proj: [T, (Hq + 2 Hkv) * D]
   if (!residual.defined()) {
     residual = x;
@@ -30,7 +31,7 @@ void Qwen3DecoderLayer::forward(Backend& be, const Tensor& positions, Tensor& x,
     qkv = input_layernorm.forward_residual_linear(be, x, residual, self_attn.qkv_proj.weight);
     if (obs) obs(index - 1, 1, residual);
   }
-  x = self_attn.forward(be, positions, qkv, kv, md);
+  x = self_attn.forward(be, positions, rope, qkv, kv, md);
   x = mlp.forward(be, x, residual, post_attention_layernorm);  // the post-attention norm runs inside
   if (obs) obs(index, 0, residual);
 }
@@ -44,6 +45,7 @@ Qwen3ForCausalLM::Qwen3ForCausalLM(const ModelConfig& cfg, Backend& be, Communic
   if (world_ == 1) comm = nullptr;  // one rank: no collectives at all
   const int64_t N = world_, H = cfg.hidden_size, D = cfg.head_dim, I = cfg.intermediate_size / N;
   const int64_t Hq = cfg.num_attention_heads / N, Hkv = cfg.num_key_value_heads / N, V = cfg.vocab_size / N;
+  rotary_emb_ = rotary_embedding(cfg);
   embed_tokens_.create(be, V, H);
   embed_tokens_.vocab_start = rank_ * V;
   embed_tokens_.comm = comm;
@@ -56,7 +58,6 @@ Qwen3ForCausalLM::Qwen3ForCausalLM(const ModelConfig& cfg, Backend& be, Communic
     l.self_attn.q_norm.create(be, D, cfg.rms_norm_eps);
     l.self_attn.k_norm.create(be, D, cfg.rms_norm_eps);
     l.self_attn.attn = {Hq, Hkv, D, float(1.0 / std::sqrt(double(D)))};
-    l.self_attn.rope_theta = float(cfg.rope_theta);
     l.mlp.gate_up_proj.create(be, 2 * I, H);
     l.mlp.down_proj.create(be, H, I);
     l.mlp.down_proj.comm = comm;
@@ -122,7 +123,7 @@ Tensor Qwen3ForCausalLM::forward(const Tensor& ids, const Tensor& positions, std
   Tensor x = embed_tokens_.forward(be_, ids);  // [T, H]
   Tensor residual;
   for (size_t i = 0; i < layers_.size(); ++i)
-    layers_[i].forward(be_, positions, x, residual, kv[i], md, layer_observer, int64_t(i));
+    layers_[i].forward(be_, positions, rotary_emb_, x, residual, kv[i], md, layer_observer, int64_t(i));
   norm_.forward_residual(be_, x, residual);
   if (layer_observer) layer_observer(int64_t(layers_.size()) - 1, 1, residual);
   return x;

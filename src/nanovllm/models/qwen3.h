@@ -7,6 +7,7 @@
 #include "nanovllm/layers/embed_head.h"
 #include "nanovllm/layers/layernorm.h"
 #include "nanovllm/layers/linear.h"
+#include "nanovllm/layers/rotary_embedding.h"
 #include "nanovllm/models/causal_lm.h"
 
 namespace nanovllm {
@@ -18,11 +19,12 @@ struct Qwen3Attention {
   RowParallelLinear o_proj;  // [H, Hq * D]
   RMSNorm q_norm, k_norm;    // [D], applied per head
   PagedAttention attn;
-  float rope_theta = 10000;
 
   // qkv: [T, (Hq + 2 Hkv) * D], the output of qkv_proj (the decoder layer runs it, fused with its
-  // input norm) -> [T, H] (under TP: F32 partial sums, which the next norm all-reduces).
-  Tensor forward(Backend& be, const Tensor& positions, Tensor& qkv, LayerKVCache& kv, const AttentionMetadata& md);
+  // input norm) -> [T, H] (under TP: F32 partial sums, which the next norm all-reduces). rope: the
+  // model's rotary embedding (Hugging Face passes its cos/sin down as position_embeddings).
+  Tensor forward(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& qkv, LayerKVCache& kv,
+                 const AttentionMetadata& md);
 };
 
 struct Qwen3MLP {
@@ -40,8 +42,8 @@ struct Qwen3DecoderLayer {
   // x: [T, H] in, out; residual: [T, H] running sum (undefined before the first layer).
   // obs (may be empty): the stream after this layer's attention add (stage 0, as `index`) and, once
   // this layer's input norm has added it, the previous layer's output (stage 1, as index - 1).
-  void forward(Backend& be, const Tensor& positions, Tensor& x, Tensor& residual, LayerKVCache& kv,
-               const AttentionMetadata& md, const LayerObserver& obs, int64_t index);
+  void forward(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& x, Tensor& residual,
+               LayerKVCache& kv, const AttentionMetadata& md, const LayerObserver& obs, int64_t index);
 };
 
 class Qwen3ForCausalLM final : public CausalLM {
@@ -58,6 +60,7 @@ class Qwen3ForCausalLM final : public CausalLM {
   Backend& be_;
   int rank_ = 0, world_ = 1;  // tensor parallelism
   VocabEmbedding embed_tokens_;
+  RopeParams rotary_emb_;  // one for all layers, as Qwen3Model.rotary_emb
   std::vector<Qwen3DecoderLayer> layers_;
   RMSNorm norm_;
   LMHead lm_head_;

@@ -10,6 +10,7 @@
 
 #include "nanovllm/kernel_options.h"
 #include "nanovllm/ops/attention_metadata.h"
+#include "nanovllm/ops/rope_params.h"
 #include "nanovllm/utils/tensor.h"
 
 namespace nanovllm {
@@ -75,9 +76,17 @@ class Backend {
   // parallelism keeps row-parallel partial sums in F32 until they are all-reduced).
   virtual void linear(const Tensor& x, const Tensor& w, Tensor& out) = 0;
   // In place on qkv: [T, (Hq + 2 Hkv) * D]: RMSNorm each q and k head over D (weights [D]),
-  // then rotary embedding (rotate-half) at positions [T] (I32).
+  // then rotary embedding (rotate-half) at positions [T] (I32) with rope.inv_freq [D/2] and
+  // rope.attention_scaling.
   virtual void qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
-                            int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps, float rope_theta) = 0;
+                            int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps,
+                            const RopeParams& rope) = 0;
+  // The same with plain RoPE of base rope_theta (the op tests' form).
+  void qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
+                    int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps, float rope_theta) {
+    qk_norm_rope(qkv, q_norm_w, k_norm_w, positions, num_heads, num_kv_heads, head_dim, eps,
+                 RopeParams::plain(head_dim, rope_theta));
+  }
   // Writes the k and v parts of qkv into the caches at md.slot_mapping (slot -1 skipped).
   // k_cache, v_cache: [num_blocks, block_size, Hkv, D].
   virtual void store_kvcache(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, int64_t num_heads,
@@ -97,7 +106,7 @@ class Backend {
   // qk_norm_rope, then store_kvcache of the result.
   virtual void qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
                                   Tensor& k_cache, Tensor& v_cache, int64_t num_heads, int64_t num_kv_heads,
-                                  int64_t head_dim, float eps, float rope_theta, const AttentionMetadata& md);
+                                  int64_t head_dim, float eps, const RopeParams& rope, const AttentionMetadata& md);
   // out = silu_and_mul(x @ w^T): the gated MLP's first half. x: [T, K]; w: [2I, K] (gate rows, then
   // up rows); out: [T, I].
   virtual void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out);

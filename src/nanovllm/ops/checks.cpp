@@ -44,6 +44,12 @@ void check_qkv(const Tensor& qkv, int64_t num_heads, int64_t num_kv_heads, int64
                  std::to_string(num_kv_heads) + " heads of " + std::to_string(head_dim));
 }
 
+void check_rope(const RopeParams& rope, int64_t head_dim, const char* op) {
+  if (int64_t(rope.inv_freq.size()) != head_dim / 2)
+    fail(op, "rope.inv_freq has " + std::to_string(rope.inv_freq.size()) +
+                 " entries, not head_dim / 2 = " + std::to_string(head_dim / 2));
+}
+
 void check_kv_cache(const Tensor& k_cache, const Tensor& v_cache, int64_t num_kv_heads, int64_t head_dim) {
   want_dim("kv_cache", "k_cache", k_cache, 4);
   if (k_cache.shape() != v_cache.shape() || k_cache.size(2) != num_kv_heads || k_cache.size(3) != head_dim)
@@ -110,8 +116,8 @@ void check_gather_rows(const Tensor& x, const std::vector<int32_t>& rows, const 
 
 void Backend::qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
                                  Tensor& k_cache, Tensor& v_cache, int64_t num_heads, int64_t num_kv_heads,
-                                 int64_t head_dim, float eps, float rope_theta, const AttentionMetadata& md) {
-  qk_norm_rope(qkv, q_norm_w, k_norm_w, positions, num_heads, num_kv_heads, head_dim, eps, rope_theta);
+                                 int64_t head_dim, float eps, const RopeParams& rope, const AttentionMetadata& md) {
+  qk_norm_rope(qkv, q_norm_w, k_norm_w, positions, num_heads, num_kv_heads, head_dim, eps, rope);
   store_kvcache(qkv, k_cache, v_cache, num_heads, num_kv_heads, head_dim, md);
 }
 

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "nanovllm/ops/attention_metadata.h"
+#include "nanovllm/ops/rope_params.h"
 #include "nanovllm/utils/tensor.h"
 
 namespace nanovllm {
@@ -13,6 +14,7 @@ void check_merge_vocab_shards(const Tensor& parts, const Tensor& out);
 void check_rms_norm(const Tensor& x, const Tensor& w, const Tensor& out);
 void check_linear(const Tensor& x, const Tensor& w, const Tensor& out);
 void check_qkv(const Tensor& qkv, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, const char* op);
+void check_rope(const RopeParams& rope, int64_t head_dim, const char* op);
 void check_kv_cache(const Tensor& k_cache, const Tensor& v_cache, int64_t num_kv_heads, int64_t head_dim);
 void check_metadata(const AttentionMetadata& md, int64_t num_tokens, int64_t num_cache_slots);
 void check_silu_and_mul(const Tensor& x, const Tensor& out);

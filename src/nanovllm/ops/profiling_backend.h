@@ -52,8 +52,8 @@ class ProfilingBackend final : public Backend {
     timed("gemm N=" + std::to_string(w.size(0)) + " K=" + std::to_string(w.size(1)), [&] { in_->linear(x, w, out); });
   }
   void qk_norm_rope(Tensor& qkv, const Tensor& qn, const Tensor& kn, const Tensor& pos, int64_t hq, int64_t hkv,
-                    int64_t d, float eps, float theta) override {
-    timed("qk_norm_rope", [&] { in_->qk_norm_rope(qkv, qn, kn, pos, hq, hkv, d, eps, theta); });
+                    int64_t d, float eps, const RopeParams& rope) override {
+    timed("qk_norm_rope", [&] { in_->qk_norm_rope(qkv, qn, kn, pos, hq, hkv, d, eps, rope); });
   }
   void store_kvcache(const Tensor& qkv, Tensor& k, Tensor& v, int64_t hq, int64_t hkv, int64_t d,
                      const AttentionMetadata& md) override {
@@ -71,9 +71,9 @@ class ProfilingBackend final : public Backend {
     timed("silu_and_mul", [&] { in_->silu_and_mul(x, out); });
   }
   void qk_norm_rope_store(Tensor& qkv, const Tensor& qn, const Tensor& kn, const Tensor& pos, Tensor& k, Tensor& v,
-                          int64_t hq, int64_t hkv, int64_t d, float eps, float theta,
+                          int64_t hq, int64_t hkv, int64_t d, float eps, const RopeParams& rope,
                           const AttentionMetadata& md) override {
-    timed("qk_norm_rope_store", [&] { in_->qk_norm_rope_store(qkv, qn, kn, pos, k, v, hq, hkv, d, eps, theta, md); });
+    timed("qk_norm_rope_store", [&] { in_->qk_norm_rope_store(qkv, qn, kn, pos, k, v, hq, hkv, d, eps, rope, md); });
   }
   void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) override {
     timed("gemm+silu N=" + std::to_string(w.size(0)) + " K=" + std::to_string(w.size(1)),

@@ -150,14 +150,169 @@ TEST(ConfigValidation, UnimplementedFeaturesAreRefused) {
   EXPECT_CONFIG_ERROR(json({{"hidden_act", "gelu"}}), "'hidden_act' is 'gelu', which is not implemented (only silu)");
   EXPECT_CONFIG_ERROR(json({{"quantization_config", {{"quant_method", "awq"}}}}),
                       "quantized checkpoints are not implemented");
-  EXPECT_CONFIG_ERROR(json({{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}}}),
-                      "'rope_scaling' has RoPE type 'yarn', which is not implemented (only the default RoPE is)");
-  EXPECT_CONFIG_ERROR(json({{"rope_scaling", {{"type", "linear"}, {"factor", 4.0}}}}), "RoPE type 'linear'");
+  EXPECT_CONFIG_ERROR(
+      json({{"rope_scaling", {{"type", "linear"}, {"factor", 4.0}}}}),
+      "'rope_scaling' has RoPE type 'linear', which is not implemented (only the default RoPE and yarn are)");
   EXPECT_CONFIG_ERROR(json({{"rope_parameters", {{"rope_type", "llama3"}}}}),
                       "'rope_parameters' has RoPE type 'llama3'");
+  EXPECT_CONFIG_ERROR(json({{"rope_scaling", {{"rope_type", "dynamic"}, {"factor", 2.0}}}}), "RoPE type 'dynamic'");
+  EXPECT_CONFIG_ERROR(json({{"rope_parameters", {{"rope_type", "longrope"}}}}), "RoPE type 'longrope'");
+  EXPECT_CONFIG_ERROR(
+      json({{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}, {"partial_rotary_factor", 0.5}}}}),
+      "'rope_scaling' has a partial_rotary_factor below 1");
   EXPECT_CONFIG_ERROR(json({{"partial_rotary_factor", 0.5}}), "'partial_rotary_factor' below 1 is not implemented");
   EXPECT_EQ(config_error(json({{"rope_scaling", {{"rope_type", "default"}}}})), "");
   EXPECT_EQ(config_error(json({{"attention_bias", false}, {"hidden_act", "silu"}})), "");
+}
+
+// Qwen3's documented way to 131,072 tokens: rope_scaling yarn in config.json. Read as transformers
+// 5.17 reads it (defaults, which dictionary wins, where original_max_position_embeddings comes
+// from); the engine's length follows vLLM (factor * original, whatever max_position_embeddings says).
+TEST(ConfigValidation, YarnIsRead) {
+  json j = json::parse(kQwen3_06B);
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}};
+  ModelConfig c = ModelConfig::from_json_text(j.dump(), "m/config.json");
+  EXPECT_TRUE(c.rope_scaling.is_yarn());
+  EXPECT_EQ(c.rope_theta, 1e6);
+  EXPECT_EQ(c.rope_scaling.factor, 4.0);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 32768);
+  EXPECT_FALSE(c.rope_scaling.attention_factor.has_value());
+  EXPECT_EQ(c.rope_scaling.beta_fast, 32);
+  EXPECT_EQ(c.rope_scaling.beta_slow, 1);
+  EXPECT_TRUE(c.rope_scaling.truncate);
+  EXPECT_EQ(c.max_position_embeddings, 40960);
+  EXPECT_EQ(c.derived_max_model_len(), 131072);
+  EXPECT_EQ(ModelConfig::from_json_text(kQwen3_06B, "m/config.json").derived_max_model_len(), 40960);
+
+  // transformers 5's spelling, every field given; a top-level original_max_position_embeddings wins.
+  json k = fixture_config();
+  k["rope_parameters"] = {
+      {"rope_type", "yarn"},      {"rope_theta", 5e5}, {"factor", 2.5},  {"original_max_position_embeddings", 100},
+      {"attention_factor", 1.25}, {"beta_fast", 16},   {"beta_slow", 2}, {"mscale", 0.5},
+      {"mscale_all_dim", 1},      {"truncate", false}};
+  c = ModelConfig::from_json_text(k.dump(), "m/config.json");
+  EXPECT_EQ(c.rope_theta, 5e5);  // the dictionary's rope_theta wins over the top level's
+  EXPECT_EQ(c.rope_scaling.factor, 2.5);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 100);
+  EXPECT_EQ(c.rope_scaling.attention_factor, 1.25);
+  EXPECT_EQ(c.rope_scaling.beta_fast, 16);
+  EXPECT_EQ(c.rope_scaling.beta_slow, 2);
+  EXPECT_EQ(c.rope_scaling.mscale, 0.5);
+  EXPECT_EQ(c.rope_scaling.mscale_all_dim, 1);
+  EXPECT_FALSE(c.rope_scaling.truncate);
+  EXPECT_EQ(c.derived_max_model_len(), 250);
+  k["original_max_position_embeddings"] = 64;
+  EXPECT_EQ(ModelConfig::from_json_text(k.dump(), "m/config.json").rope_scaling.original_max_position_embeddings, 64);
+
+  // A non-empty rope_scaling replaces rope_parameters; rope_theta then comes from the top level.
+  k = fixture_config();  // rope_parameters {default, 1e6}, rope_theta 1e6
+  k["rope_theta"] = 1e4;
+  k["rope_scaling"] = {{"type", "yarn"}, {"factor", 2}};  // the old "type" key
+  c = ModelConfig::from_json_text(k.dump(), "m/config.json");
+  EXPECT_TRUE(c.rope_scaling.is_yarn());
+  EXPECT_EQ(c.rope_theta, 1e4);
+  // original_max_position_embeddings absent: max_position_embeddings (standardize_rope_params).
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 1024);
+  EXPECT_EQ(c.derived_max_model_len(), 2048);
+  // factor null: max_position_embeddings / original; 0 for beta_* and mscale*: not given.
+  k["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", nullptr}, {"original_max_position_embeddings", 256},
+                       {"beta_fast", 0},      {"beta_slow", 0},    {"mscale", 0}};
+  c = ModelConfig::from_json_text(k.dump(), "m/config.json");
+  EXPECT_EQ(c.rope_scaling.factor, 4.0);
+  EXPECT_EQ(c.rope_scaling.beta_fast, 32);
+  EXPECT_EQ(c.rope_scaling.beta_slow, 1);
+  EXPECT_EQ(c.rope_scaling.mscale, 0);
+  // An empty rope_scaling is no rope_scaling (transformers' `rope_scaling or rope_parameters`).
+  k["rope_scaling"] = json::object();
+  EXPECT_FALSE(ModelConfig::from_json_text(k.dump(), "m/config.json").rope_scaling.is_yarn());
+}
+
+TEST(ConfigValidation, YarnFieldsAreChecked) {
+  auto yarn = [](json extra) {
+    json y = {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 256}};
+    y.merge_patch(extra);
+    return json({{"rope_scaling", y}});
+  };
+  EXPECT_EQ(config_error(yarn(json::object())), "");
+  EXPECT_CONFIG_ERROR(json({{"rope_scaling", {{"rope_type", "yarn"}}}}),
+                      "m/config.json: 'rope_scaling': 'factor' is missing (YaRN's context extension, a number >= 1)");
+  EXPECT_CONFIG_ERROR(yarn({{"factor", 0}}), "'rope_scaling': 'factor' must be a number in (0.0, 1000000.0] (got 0)");
+  EXPECT_CONFIG_ERROR(yarn({{"factor", -2}}), "'factor' must be a number");
+  EXPECT_CONFIG_ERROR(yarn({{"factor", "4"}}), "'factor' must be a number in (0.0, 1000000.0] (got \"4\")");
+  EXPECT_CONFIG_ERROR(yarn({{"factor", 1e300}}), "'factor' must be a number");
+  EXPECT_CONFIG_ERROR(yarn({{"factor", 0.5}}),
+                      "'rope_scaling': 'factor' is 0.5, below 1: YaRN's factor extends the context");
+  json null_factor = fixture_config();  // factor null (merge_patch would drop it): 1024 / 2048
+  null_factor["rope_scaling"] = {
+      {"rope_type", "yarn"}, {"factor", nullptr}, {"original_max_position_embeddings", 2048}};
+  try {
+    ModelConfig::from_json_text(null_factor.dump(), "m/config.json");
+    ADD_FAILURE() << "accepted an implied factor of 0.5";
+  } catch (const LoadError& e) {
+    EXPECT_NE(std::string(e.what()).find("'factor' is 0.5, below 1: YaRN's factor extends the context "
+                                         "(max_position_embeddings / original_max_position_embeddings)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(config_error(yarn({{"factor", 1}})), "");
+  EXPECT_CONFIG_ERROR(
+      yarn({{"original_max_position_embeddings", 0}}),
+      "'rope_scaling': 'original_max_position_embeddings' must be an integer in [1, 2147483647] (got 0)");
+  EXPECT_CONFIG_ERROR(yarn({{"original_max_position_embeddings", 3.5}}),
+                      "'original_max_position_embeddings' must be an integer");
+  json top = yarn(json::object());
+  top["original_max_position_embeddings"] = -1;
+  EXPECT_CONFIG_ERROR(top, "m/config.json: 'original_max_position_embeddings' must be an integer");
+  EXPECT_CONFIG_ERROR(yarn({{"attention_factor", 0}}), "'attention_factor' must be a number in (0.0, 1000.0]");
+  EXPECT_CONFIG_ERROR(yarn({{"attention_factor", "x"}}), "'attention_factor' must be a number");
+  EXPECT_CONFIG_ERROR(yarn({{"beta_fast", -1}}), "'beta_fast' must be a number in [0, 1e6] (got -1)");
+  EXPECT_CONFIG_ERROR(yarn({{"beta_slow", "x"}}), "'beta_slow' must be a number");
+  EXPECT_CONFIG_ERROR(yarn({{"beta_fast", 1}, {"beta_slow", 2}}),
+                      "'beta_fast' (1.0) is below beta_slow (2.0): the interpolation ramp would run backwards");
+  EXPECT_CONFIG_ERROR(yarn({{"mscale", -0.5}}), "'mscale' must be a number in [0, 1e6] (got -0.5)");
+  EXPECT_CONFIG_ERROR(yarn({{"mscale_all_dim", true}}), "'mscale_all_dim' must be a number");
+  EXPECT_CONFIG_ERROR(yarn({{"truncate", 1}}), "'truncate' must be true or false (got 1)");
+  EXPECT_CONFIG_ERROR(
+      json({{"rope_theta", 1}, {"rope_parameters", nullptr}, {"rope_scaling", yarn(json::object())["rope_scaling"]}}),
+      "YaRN needs a rope_theta above 1 (got 1.0)");
+}
+
+// --max-model-len as vLLM's _get_and_verify_max_len: unset is the model's length; above it is refused.
+TEST(ConfigValidation, MaxModelLenAgainstTheModel) {
+  ModelConfig m = *ModelConfig::preset("qwen3-0.6b");
+  EngineConfig cfg;
+  auto refused = [&](int64_t len) {
+    cfg.max_model_len = len;
+    try {
+      initial_max_model_len(cfg, m);
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(initial_max_model_len(cfg, m), 40960);
+  cfg.max_model_len = 40960;
+  EXPECT_EQ(initial_max_model_len(cfg, m), 40960);
+  EXPECT_EQ(refused(40961),
+            "--max-model-len 40961 is larger than the model's 40960 (max_position_embeddings in config.json); "
+            "positions past it give wrong outputs. Leave --max-model-len unset for the model's length");
+  m.rope_scaling.type = "yarn";
+  m.rope_scaling.factor = 4;
+  m.rope_scaling.original_max_position_embeddings = 32768;
+  cfg.max_model_len = 131072;  // past max_position_embeddings (40960), within YaRN's reach
+  EXPECT_EQ(initial_max_model_len(cfg, m), 131072);
+  cfg.max_model_len = 0;
+  EXPECT_EQ(initial_max_model_len(cfg, m), 131072);
+  EXPECT_NE(
+      refused(131073).find("larger than the model's 131072 (YaRN factor 4 * original_max_position_embeddings 32768)"),
+      std::string::npos)
+      << refused(131073);
+  // Unset, with a sliding window (not implemented): the window's length.
+  m.sliding_window = 4096;
+  cfg.max_model_len = 0;
+  EXPECT_EQ(initial_max_model_len(cfg, m), 4096);
+  cfg.max_model_len = -1;
+  EXPECT_THROW(cfg.validate(), UserError);
 }
 
 TEST(ConfigValidation, SlidingWindowFollowsTransformers) {

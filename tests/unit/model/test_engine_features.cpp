@@ -3,38 +3,18 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <random>
 
 #include "nanovllm/engine/llm_engine.h"
 #include "nanovllm/utils/error.h"
 #include "test_paths.h"
+#include "tiny_engine.h"
 
 using namespace nanovllm;
+using test::greedy;
+using test::random_tokens;
+using test::tiny_cfg;
 
 namespace {
-
-EngineConfig tiny_cfg() {
-  EngineConfig cfg;
-  cfg.model = test::fixture("tiny-qwen3-untied");
-  cfg.device = "cpu";
-  cfg.kv_cache_memory = 32 << 20;
-  return cfg;
-}
-
-std::vector<int32_t> random_tokens(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = int32_t(3 + rng() % 690);
-  return t;
-}
-
-SamplingParams greedy(int max_tokens) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
-}
 
 // Runs all prompts to completion; returns outputs in submission order.
 std::vector<RequestOutput> run_all(LLMEngine& e, const std::vector<std::vector<int32_t>>& prompts,

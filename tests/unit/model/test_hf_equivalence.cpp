@@ -1,11 +1,15 @@
 // The CPU engine against Hugging Face transformers: tiny random Qwen3 fixtures (odd head_dim,
-// GQA, tied BF16 single file and untied F32 sharded) with reference logits and greedy tokens
-// made by scripts/make_fixtures.py (see hf_fixture_check.h for the comparison).
+// GQA, tied BF16 single file, untied F32 sharded, YaRN RoPE) with reference logits and greedy
+// tokens made by scripts/make_fixtures.py (see hf_fixture_check.h for the comparison).
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "hf_fixture_check.h"
+#include "nanovllm/layers/rotary_embedding.h"
 
 using namespace nanovllm;
 
@@ -33,3 +37,16 @@ TEST(HFEquivalence, UntiedF32Sharded) { check_fixture("tiny-qwen3-untied", 256);
 // Small blocks: many pages per sequence, block tables with several entries.
 TEST(HFEquivalence, UntiedSmallBlocks) { check_fixture("tiny-qwen3-untied", 16); }
 TEST(HFEquivalence, TiedBlockSizeOne) { check_fixture("tiny-qwen3-tied", 1); }
+// YaRN (factor 4 over 128 pre-training positions): prompts of up to 300 tokens, positions up to 323.
+TEST(HFEquivalence, YarnRope) {
+  // Our YaRN table against the inv_freq buffer and attention_scaling of transformers' model.
+  std::ifstream in(test::fixture("tiny-qwen3-yarn") + "/reference.json");
+  const auto rope = nlohmann::json::parse(in).at("rope");
+  const RopeParams ours = rotary_embedding(ModelConfig::from_dir(test::fixture("tiny-qwen3-yarn")));
+  const auto theirs = rope.at("inv_freq").get<std::vector<double>>();
+  ASSERT_EQ(ours.inv_freq.size(), theirs.size());
+  for (size_t i = 0; i < theirs.size(); ++i) EXPECT_NEAR(ours.inv_freq[i], theirs[i], 3e-7 * theirs[i]) << "pair " << i;
+  EXPECT_FLOAT_EQ(ours.attention_scaling, float(rope.at("attention_scaling").get<double>()));
+  EXPECT_GT(ours.attention_scaling, 1.1f);
+  check_fixture("tiny-qwen3-yarn", 16);
+}

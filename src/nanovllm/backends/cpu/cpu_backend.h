@@ -23,7 +23,9 @@ class CpuBackend final : public Backend {
   void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
   void qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
-                    int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps, float rope_theta) override;
+                    int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps,
+                    const RopeParams& rope) override;
+  using Backend::qk_norm_rope;  // the plain-RoPE form
   void store_kvcache(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, int64_t num_heads, int64_t num_kv_heads,
                      int64_t head_dim, const AttentionMetadata& md) override;
   void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out, int64_t num_heads,

@@ -1,7 +1,8 @@
 // Fused q/k RMSNorm + rotary embedding, in place on the packed qkv rows.
 // qkv row layout: [q heads (Hq x D) | k heads (Hkv x D) | v heads (Hkv x D)].
 // RoPE is the rotate-half form of Hugging Face's Qwen3: for i < D/2, with
-// angle = pos * theta^(-2i/D) computed in float32 as transformers does:
+// angle = float(pos) * inv_freq[i] in float32 as transformers does, and cos/sin rounded to float
+// then times the attention scaling in float32 (1 for plain RoPE: exact; YaRN's factor otherwise):
 //   out[i]       = x[i] * cos - x[i + D/2] * sin
 //   out[i + D/2] = x[i + D/2] * cos + x[i] * sin
 #include <cmath>
@@ -27,22 +28,23 @@ static void norm_rope_head(float* x, const float* w, float eps, int64_t D, const
 }
 
 void CpuBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
-                              int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps, float rope_theta) {
+                              int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps,
+                              const RopeParams& rope) {
   check_qkv(qkv, num_heads, num_kv_heads, head_dim, "qk_norm_rope");
+  check_rope(rope, head_dim, "qk_norm_rope");
   if (q_norm_w.numel() != head_dim || k_norm_w.numel() != head_dim || positions.numel() != qkv.size(0))
     throw Error("qk_norm_rope: norm weights must be [head_dim] and positions [T]");
   const int64_t T = qkv.size(0), D = head_dim, h = D / 2, W = qkv.size(1);
-  std::vector<float> inv_freq(static_cast<size_t>(h));
-  for (int64_t i = 0; i < h; ++i)
-    inv_freq[size_t(i)] = float(1.0 / std::pow(double(rope_theta), double(2 * i) / double(D)));
+  const std::vector<float>& inv_freq = rope.inv_freq;
+  const float scale = rope.attention_scaling;
   const int32_t* pos = positions.data<int32_t>();
 #pragma omp parallel for if (T * num_heads * D >= (1 << 14))
   for (int64_t t = 0; t < T; ++t) {
     std::vector<float> cos(static_cast<size_t>(h)), sin(static_cast<size_t>(h));
     for (int64_t i = 0; i < h; ++i) {
       const float angle = float(pos[t]) * inv_freq[size_t(i)];
-      cos[size_t(i)] = float(std::cos(double(angle)));
-      sin[size_t(i)] = float(std::sin(double(angle)));
+      cos[size_t(i)] = float(std::cos(double(angle))) * scale;
+      sin[size_t(i)] = float(std::sin(double(angle))) * scale;
     }
     float* row = qkv.data<float>() + t * W;
     for (int64_t hd = 0; hd < num_heads; ++hd)

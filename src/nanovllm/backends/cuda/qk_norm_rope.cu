@@ -2,8 +2,9 @@
 // [T, (Hq + 2 Hkv) * D]. A CTA per (token, head group); groups only at small T (decode batches,
 // where one CTA per token would walk its heads one warp round trip after another). Each CTA
 // computes the token's cos/sin table (D/2 entries) in shared memory as the CPU reference does
-// (inv_freq = float(1 / theta^(2i/D)) in double on the host, angle = float(pos) * inv_freq in
-// FP32, cos/sin in double rounded to float), then each warp normalises and rotates whole heads
+// (inv_freq from the model's RopeParams, plain RoPE or YaRN, passed by value in the launch, so a
+// captured graph holds it; angle = float(pos) * inv_freq in FP32, cos/sin in double rounded to
+// float, times the attention scaling in FP32), then each warp normalises and rotates whole heads
 // (q heads then k heads; v is untouched).
 //
 // Rounding follows the BF16 Hugging Face model step by step (Qwen3RMSNorm rounds x * inv before
@@ -35,8 +36,8 @@ struct KVDest {
 };
 
 __global__ void qk_norm_rope_kernel(bf16* __restrict__ qkv, const bf16* __restrict__ qw, const bf16* __restrict__ kw,
-                                    const int32_t* __restrict__ pos, const InvFreq inv_freq, int64_t W, int Hq, int Hkv,
-                                    int D, float eps, const KVDest kv) {
+                                    const int32_t* __restrict__ pos, const InvFreq inv_freq, float rope_scale,
+                                    int64_t W, int Hq, int Hkv, int D, float eps, const KVDest kv) {
   __shared__ float cs[kMaxHeadDim / 2], sn[kMaxHeadDim / 2];
   // Before the wait on the previous kernel (which writes qkv): the cos/sin table (double-precision
   // sincos, the slowest part) and the norm weights. Positions, slots and weights are uploads.
@@ -49,8 +50,8 @@ __global__ void qk_norm_rope_kernel(bf16* __restrict__ qkv, const bf16* __restri
     const float angle = p * inv_freq.v[i];
     double s, c;
     sincos(double(angle), &s, &c);
-    cs[i] = bf16_round(float(c));  // cos/sin in the activation dtype, as transformers does
-    sn[i] = bf16_round(float(s));
+    cs[i] = bf16_round(float(c) * rope_scale);  // cos/sin in the activation dtype, as transformers does
+    sn[i] = bf16_round(float(s) * rope_scale);
   }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   constexpr int kC = kMaxHeadDim / 64;
@@ -115,9 +116,10 @@ __global__ void qk_norm_rope_kernel(bf16* __restrict__ qkv, const bf16* __restri
 
 // Checks, then the launch; kv.k == nullptr: no cache store.
 static void run_qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
-                             int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps, float rope_theta,
-                             const KVDest& kv, Stream st, int num_sms) {
+                             int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps,
+                             const RopeParams& rope, const KVDest& kv, Stream st, int num_sms) {
   check_qkv(qkv, num_heads, num_kv_heads, head_dim, "qk_norm_rope");
+  check_rope(rope, head_dim, "qk_norm_rope");
   if (q_norm_w.numel() != head_dim || k_norm_w.numel() != head_dim || positions.numel() != qkv.size(0))
     throw Error("qk_norm_rope: norm weights must be [head_dim] and positions [T]");
   if (head_dim % 2 != 0 || head_dim > kMaxHeadDim)
@@ -128,26 +130,27 @@ static void run_qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& 
   const int64_t T = qkv.size(0), D = head_dim;
   if (T == 0) return;
   InvFreq f{};
-  for (int64_t i = 0; i < D / 2; ++i) f.v[i] = float(1.0 / std::pow(double(rope_theta), double(2 * i) / double(D)));
+  for (int64_t i = 0; i < D / 2; ++i) f.v[i] = rope.inv_freq[size_t(i)];
   const int threads = num_heads + num_kv_heads >= 8 ? 256 : 128;
   // Head groups: a warp per head while T * groups fits the SMs (batch-1 Qwen3-8B: 5 CTAs, not 1).
   const int64_t heads = num_heads + num_kv_heads, per_cta = threads / 32;
   int64_t groups = (heads + per_cta - 1) / per_cta;
   while (groups > 1 && T * groups > num_sms) --groups;
   launch(qk_norm_rope_kernel, dim3(unsigned(T), unsigned(groups)), threads, 0, st, qkv.data<bf16>(),
-         q_norm_w.data<bf16>(), k_norm_w.data<bf16>(), positions.data<int32_t>(), f, qkv.size(1), int(num_heads),
-         int(num_kv_heads), int(D), eps, kv);
+         q_norm_w.data<bf16>(), k_norm_w.data<bf16>(), positions.data<int32_t>(), f, rope.attention_scaling,
+         qkv.size(1), int(num_heads), int(num_kv_heads), int(D), eps, kv);
 }
 
 void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
-                               int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps, float rope_theta) {
-  run_qk_norm_rope(qkv, q_norm_w, k_norm_w, positions, num_heads, num_kv_heads, head_dim, eps, rope_theta, KVDest{},
+                               int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps,
+                               const RopeParams& rope) {
+  run_qk_norm_rope(qkv, q_norm_w, k_norm_w, positions, num_heads, num_kv_heads, head_dim, eps, rope, KVDest{},
                    on_stream(), num_sms_);
 }
 
 void CudaBackend::qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w,
                                      const Tensor& positions, Tensor& k_cache, Tensor& v_cache, int64_t num_heads,
-                                     int64_t num_kv_heads, int64_t head_dim, float eps, float rope_theta,
+                                     int64_t num_kv_heads, int64_t head_dim, float eps, const RopeParams& rope,
                                      const AttentionMetadata& md) {
   check_kv_cache(k_cache, v_cache, num_kv_heads, head_dim);
   check_metadata(md, qkv.size(0), k_cache.size(0) * k_cache.size(1));
@@ -158,8 +161,8 @@ void CudaBackend::qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const 
   kv.k = k_cache.data<bf16>();
   kv.v = v_cache.data<bf16>();
   kv.slots = md.d_slot_mapping.data<int32_t>();
-  run_qk_norm_rope(qkv, q_norm_w, k_norm_w, positions, num_heads, num_kv_heads, head_dim, eps, rope_theta, kv,
-                   on_stream(), num_sms_);
+  run_qk_norm_rope(qkv, q_norm_w, k_norm_w, positions, num_heads, num_kv_heads, head_dim, eps, rope, kv, on_stream(),
+                   num_sms_);
 }
 
 }  // namespace nanovllm
