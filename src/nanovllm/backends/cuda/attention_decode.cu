@@ -5,7 +5,7 @@
 // keys, and its GQA group of G query heads shares every K/V load. Within a CTA, a key row is read
 // by a lane group of D/8 lanes (one 16-byte load of 8 BF16 each), so a warp walks 32/(D/8) keys at
 // a time and each lane group keeps an online-softmax state {m, l, o[8 dims]} per group head. Each
-// lane group has keys_in_flight(G) keys loaded at once, and their scores share one rescale of the state.
+// lane group has kKeysInFlight keys loaded at once, and their scores share one rescale of the state.
 // States are merged across the lane groups of a warp (shuffles), across warps (shared memory), and
 // across splits:
 //  * on sm_90+, the S splits of (b, h) form one thread-block cluster: each CTA leaves its result
@@ -29,15 +29,7 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-// Keys per lane group and loop step: the bytes in flight per SM. At batch 1 and a 32K context a
-// decode step reads ~130 MB of K/V per layer through ~128 CTAs, one per SM; with 2 keys in flight
-// an SM has 16 KiB of loads outstanding, too few to cover DRAM latency at full bandwidth
-// (issue 17: 305 tok/s where bandwidth allows ~620), so groups of up to 4 heads take 4 (their
-// registers allow it; G = 8 keeps 2).
-template <int G>
-constexpr int keys_in_flight() {
-  return G <= 4 ? 4 : 2;
-}
+constexpr int kKeysInFlight = 2;  // per lane group and loop step (4 measured slower: bench/RESULTS.md)
 
 // Element d of the merged output of (sequence, query head) row bh from the global partials:
 // sum_s w_s o_s / sum_s w_s with w_s = 2^(lse_s - max lse). Reads through L2 (__ldcg): the
@@ -72,7 +64,7 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
   constexpr int L = D / 8;        // lanes per key row
   constexpr int KPW = 32 / L;     // lane groups per warp
   constexpr int STEP = NW * KPW;  // lane groups per CTA: keys per loop step (times U)
-  constexpr int U = keys_in_flight<G>();
+  constexpr int U = kKeysInFlight;
   __shared__ float sm_m[NW][G], sm_l[NW][G];
   __shared__ float sm_o[NW][G][D];  // each warp's state; row [0] then holds the CTA's normalized output
   __shared__ float sm_lse[G];       // the CTA's log2-sum-exp per head (cluster merge)
