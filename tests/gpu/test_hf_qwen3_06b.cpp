@@ -285,7 +285,10 @@ TEST(HFQwen3_06B, LongPromptsMatchTransformers) {
     for (int64_t v = 0; v < V; ++v)
       if (v != ar && r[v] > r[a2]) a2 = v;
     const double cos = dot / std::sqrt(nr * ng), margin = r[ar] - r[a2];
-    const double noise = std::fabs(r[ar] - r32[ar]) + std::fabs(r[a2] - r32[a2]);
+    // bf16's own movement of the two logits; without a float32 reference (NaN: the script could not
+    // run one at this length), a fixed margin of 0.5 (logits of these weights move ~0.05-0.1).
+    double noise = std::fabs(r[ar] - r32[ar]) + std::fabs(r[a2] - r32[a2]);
+    if (!std::isfinite(noise)) noise = 0.5;
     std::printf(
         "[gpu] long prompt of %zu tokens: cosine with transformers bf16 %.6f; top-1 ours %lld, reference %lld "
         "(margin %.4f, bf16 noise %.4f)\n",
