@@ -18,4 +18,4 @@ cmake --build "$BUILD_DIR" -j"$(nproc)" --target nanovllm_cli unit_dist
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export TSAN_OPTIONS="halt_on_error=1 abort_on_error=0 exitcode=66 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)" \
-  -R '^(ControlChannel|CpuCommunicator|Rendezvous|TensorParallelEngine|ShardedWeights)\.|e2e_test_server_(openai|errors|load|http_framing|token_ids_only|fuzz_live)|e2e_test_cli_tensor_parallel'
+  -R '^(ControlChannel|CpuCommunicator|Rendezvous|TensorParallelEngine|ShardedWeights)\.|e2e_test_server_(openai|errors|load|http_framing|token_ids_only|fuzz_live|bench_serve)|e2e_test_cli_tensor_parallel'

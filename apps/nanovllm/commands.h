@@ -6,6 +6,7 @@ namespace nanovllm::cli {
 
 void add_generate(CLI::App& app);
 void add_bench(CLI::App& app);
+void add_bench_serve(CLI::App& app);
 void add_tokenize(CLI::App& app);
 void add_serve(CLI::App& app);
 

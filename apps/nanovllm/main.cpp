@@ -1,4 +1,4 @@
-// nanovllm: generate | bench | tokenize (| serve). User errors print one line and exit 2.
+// nanovllm: generate | bench | bench-serve | tokenize (| serve). User errors print one line and exit 2.
 #include <cstdio>
 #include <new>
 
@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   nanovllm::cli::add_generate(app);
   nanovllm::cli::add_bench(app);
+  nanovllm::cli::add_bench_serve(app);
   nanovllm::cli::add_tokenize(app);
   nanovllm::cli::add_serve(app);
   try {
