@@ -167,7 +167,7 @@ StreamTiming stream_completion(const HttpEndpoint& ep, const std::string& path, 
       parser.get().body().data = chunk;
       parser.get().body().size = sizeof chunk;
       beast::error_code ec;
-      http::read(stream, buf, parser, ec);
+      http::read_some(stream, buf, parser, ec);  // returns as soon as bytes arrive (read() would wait to fill `chunk`)
       if (ec == http::error::need_buffer) ec = {};
       if (ec) throw beast::system_error(ec);
       pending.append(chunk, sizeof chunk - parser.get().body().size);

@@ -50,6 +50,15 @@ run(async () => {
     check(j.duration > 0 && Math.abs(j.output_throughput - 60 / j.duration) < 1e-6 * j.output_throughput, 'throughput = tokens / duration');
     eq(JSON.parse(fs.readFileSync(resultFile, 'utf8')), j, '--result-json holds the printed JSON');
 
+    // Streaming is timed as it arrives: with 64 tokens per request the first comes long before the
+    // last (a client that waited to fill its read buffer saw them all at once: TTFT = E2EL).
+    const r3 = await bench(['--base-url', s.base, '--num-prompts', '2', '--random-input-len', '8', '--random-output-len', '64',
+      '--random-vocab-size', '1000']);
+    eq(r3.code, 0, `64-token run exits 0 (stderr: ${r3.err})`);
+    const j3 = lastJson(r3.out);
+    check(j3.median_ttft_ms < 0.5 * j3.median_e2el_ms, `TTFT ${j3.median_ttft_ms} ms well before the end ${j3.median_e2el_ms} ms`);
+    check(j3.mean_itl_ms > 0, `tokens arrive spread out (mean ITL ${j3.mean_itl_ms} ms)`);
+
     // JSONL: text and token-id prompts, per-line max_tokens, cycled to --num-prompts, all at once.
     const data = path.join(tmp, 'requests.jsonl');
     fs.writeFileSync(data, `${JSON.stringify({ prompt: 'Hello there', max_tokens: 3 })}\n\n${JSON.stringify({ prompt: [1, 2, 3], max_tokens: 4 })}\n`);
