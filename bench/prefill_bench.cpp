@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
@@ -34,30 +35,14 @@ struct Shape3 {
   int64_t hq, hkv, d;
 };
 
-double time_attention(CudaBackend& be, const Tensor& qkv, Tensor& k, Tensor& v, Tensor& out, const Shape3& s,
-                      const AttentionMetadata& md, int runs) {
-  const float scale = 1.f / std::sqrt(float(s.d));
-  be.attention(qkv, k, v, out, s.hq, s.hkv, s.d, scale, md);  // warm-up
+// Median seconds of `runs` calls of op (each synchronized), after one warm-up call.
+double median_seconds(CudaBackend& be, int runs, const std::function<void()>& op) {
+  op();
   be.synchronize();
   std::vector<double> t;
   for (int i = 0; i < runs; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    be.attention(qkv, k, v, out, s.hq, s.hkv, s.d, scale, md);
-    be.synchronize();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-// out = x @ w^T through the backend, median of `runs`.
-double time_linear(CudaBackend& be, const Tensor& x, const Tensor& w, Tensor& out, int runs) {
-  be.linear(x, w, out);
-  be.synchronize();
-  std::vector<double> t;
-  for (int i = 0; i < runs; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    be.linear(x, w, out);
+    op();
     be.synchronize();
     t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
@@ -85,7 +70,7 @@ void bench_gemms(CudaBackend& be) {
              out = be.empty({m, g.n}, DType::BF16);
       be.upload(host.data(), DType::F32, x);
       be.upload(host.data(), DType::F32, w);
-      const double sec = time_linear(be, x, w, out, 20);
+      const double sec = median_seconds(be, 20, [&] { be.linear(x, w, out); });
       std::printf(
           "{\"bench\": \"prefill_gemm\", \"model\": \"%s\", \"layer\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": "
           "%lld, \"ms\": %.3f, \"tflops\": %.1f}\n",
@@ -132,6 +117,7 @@ int main(int argc, char** argv) {
       std::shuffle(md.block_tables.begin(), md.block_tables.end(), rng);
       for (int64_t i = 0; i < n; ++i) md.slot_mapping.push_back(int32_t(md.block_tables[size_t(i / bs)] * bs + i % bs));
       be.prepare_metadata(md);
+      const float scale = 1.f / std::sqrt(float(s.d));
       const double flops = 4.0 * double(s.d) * double(s.hq) * double(n) * double(n + 1) / 2.0;
       struct Variant {
         const char* name;
@@ -149,7 +135,7 @@ int main(int argc, char** argv) {
         const int runs = var.kernel == PrefillAttention::Tiled ? 1 : (n <= 8192 ? 20 : 5);
         double sec = 0;
         try {
-          sec = time_attention(be, qkv, k, v, out, s, md, runs);
+          sec = median_seconds(be, runs, [&] { be.attention(qkv, k, v, out, s.hq, s.hkv, s.d, scale, md); });
         } catch (const std::exception& e) {
           std::printf("{\"bench\": \"prefill_attention\", \"kernel\": \"%s\", \"error\": \"%s\"}\n", var.name,
                       e.what());

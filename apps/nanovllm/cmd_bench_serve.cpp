@@ -144,22 +144,21 @@ void print_report(const nlohmann::json& r) {
   row("Request throughput (req/s):", r["request_throughput"].get<double>(), 2);
   row("Output token throughput (tok/s):", r["output_throughput"].get<double>(), 2);
   row("Total token throughput (tok/s):", r["total_token_throughput"].get<double>(), 2);
-  const char* titles[][2] = {{"ttft", "Time to First Token"},
-                             {"tpot", "Time per Output Token (excl. 1st token)"},
-                             {"itl", "Inter-token Latency"},
-                             {"e2el", "End-to-end Latency"}};
-  for (auto& t : titles) {
-    std::printf("%s\n", (std::string(std::max<int>(0, (48 - int(std::strlen(t[1]))) / 2), '-') + t[1] +
-                         std::string(std::max<int>(0, (49 - int(std::strlen(t[1]))) / 2), '-'))
-                            .c_str());
-    const std::string n = t[0], up = n == "e2el" ? "E2EL" : n == "itl" ? "ITL" : n == "tpot" ? "TPOT" : "TTFT";
-    for (const char* s : {"mean", "median", "p90", "p99"}) {
-      const std::string label = std::string(s == std::string("mean")     ? "Mean "
-                                            : s == std::string("median") ? "Median "
-                                            : s == std::string("p90")    ? "P90 "
-                                                                         : "P99 ") +
-                                up + " (ms):";
-      row(label.c_str(), r[std::string(s) + "_" + n + "_ms"].get<double>(), 2);
+  struct Section {
+    const char *key, *label, *title;  // JSON key part, table label, section title
+  };
+  const Section sections[] = {{"ttft", "TTFT", "Time to First Token"},
+                              {"tpot", "TPOT", "Time per Output Token (excl. 1st token)"},
+                              {"itl", "ITL", "Inter-token Latency"},
+                              {"e2el", "E2EL", "End-to-end Latency"}};
+  const char* stats[][2] = {{"mean", "Mean"}, {"median", "Median"}, {"p90", "P90"}, {"p99", "P99"}};
+  for (const Section& sec : sections) {
+    const int pad = 48 - int(std::strlen(sec.title));
+    std::printf("%s%s%s\n", std::string(std::max(0, pad / 2), '-').c_str(), sec.title,
+                std::string(std::max(0, (pad + 1) / 2), '-').c_str());
+    for (const auto& st : stats) {
+      const std::string label = std::string(st[1]) + " " + sec.label + " (ms):";
+      row(label.c_str(), r[std::string(st[0]) + "_" + sec.key + "_ms"].get<double>(), 2);
     }
   }
   std::printf("==================================================\n");
@@ -180,6 +179,7 @@ void run(const BenchServeArgs& a) {
       throw UserError("GET /v1/models gave no model; pass --model");
     model = models["data"][0].value("id", "");
   }
+  if (a.dataset_name == "jsonl" && a.dataset_path.empty()) throw UserError("--dataset-name jsonl needs --dataset-path");
   std::mt19937_64 rng(a.seed);
   std::vector<Request> reqs;
   if (a.dataset_name == "random")
@@ -188,7 +188,6 @@ void run(const BenchServeArgs& a) {
     reqs = jsonl_requests(a);
   else
     throw UserError("--dataset-name must be random or jsonl, got '" + a.dataset_name + "'");
-  if (a.dataset_name == "jsonl" && a.dataset_path.empty()) throw UserError("--dataset-name jsonl needs --dataset-path");
 
   // Arrival offsets: exponential gaps (a Poisson process) at the rate, or all at zero.
   std::vector<double> arrival(reqs.size(), 0.0);

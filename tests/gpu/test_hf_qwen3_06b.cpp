@@ -17,6 +17,30 @@
 
 using namespace nanovllm;
 
+namespace {
+
+// Cosine of two logit rows of V entries and the argmax of each.
+struct LogitsMatch {
+  double cosine = 0;
+  int64_t ref_top = 0, got_top = 0;
+};
+
+LogitsMatch match_logits(const float* r, const float* g, int64_t V) {
+  double dot = 0, nr = 0, ng = 0;
+  LogitsMatch m;
+  for (int64_t v = 0; v < V; ++v) {
+    dot += double(r[v]) * g[v];
+    nr += double(r[v]) * r[v];
+    ng += double(g[v]) * g[v];
+    if (r[v] > r[m.ref_top]) m.ref_top = v;
+    if (g[v] > g[m.got_top]) m.got_top = v;
+  }
+  m.cosine = dot / std::sqrt(nr * ng);
+  return m;
+}
+
+}  // namespace
+
 TEST(HFQwen3_06B, LastTokenLogitsMatchTransformers) {
   const char* dir = std::getenv("NANOVLLM_HF06B_DIR");
   ASSERT_NE(dir, nullptr) << "set NANOVLLM_HF06B_DIR (scripts/make_qwen3_06b_reference.py --out DIR)";
@@ -66,16 +90,9 @@ TEST(HFQwen3_06B, LastTokenLogitsMatchTransformers) {
     }
     const auto& g = got.at(ids[size_t(i)]);
     const float* r = ref.data() + i * V;
-    double dot = 0, nr = 0, ng = 0;
-    int64_t ar = 0, ag = 0;
-    for (int64_t v = 0; v < V; ++v) {
-      dot += double(r[v]) * g[size_t(v)];
-      nr += double(r[v]) * r[v];
-      ng += double(g[size_t(v)]) * g[size_t(v)];
-      if (r[v] > r[ar]) ar = v;
-      if (g[size_t(v)] > g[size_t(ag)]) ag = v;
-    }
-    const double cos = dot / std::sqrt(nr * ng);
+    const LogitsMatch lm = match_logits(r, g.data(), V);
+    const double cos = lm.cosine;
+    const int64_t ar = lm.ref_top, ag = lm.got_top;
     min_cos = std::min(min_cos, cos);
     sum_cos += cos;
     agree += ar == ag;
@@ -112,17 +129,7 @@ TEST(HFQwen3_06B, LastTokenLogitsMatchTransformers) {
   // our error (the lowest five are printed with their lengths).
   auto cos_vs_fp32 = [&](auto logits_of) {
     std::vector<double> c(static_cast<size_t>(P));
-    for (int64_t i = 0; i < P; ++i) {
-      const float* e = ref32.data() + i * V;
-      const float* x = logits_of(i);
-      double dot = 0, ne = 0, nx = 0;
-      for (int64_t v = 0; v < V; ++v) {
-        dot += double(e[v]) * x[v];
-        ne += double(e[v]) * e[v];
-        nx += double(x[v]) * x[v];
-      }
-      c[size_t(i)] = dot / std::sqrt(ne * nx);
-    }
+    for (int64_t i = 0; i < P; ++i) c[size_t(i)] = match_logits(ref32.data() + i * V, logits_of(i), V).cosine;
     return c;
   };
   const auto ours32 = cos_vs_fp32([&](int64_t i) { return got.at(ids[size_t(i)]).data(); });
@@ -272,19 +279,12 @@ TEST(HFQwen3_06B, LongPromptsMatchTransformers) {
     ASSERT_EQ(int64_t(got.size()), V);
     const float* r = ref.data() + i * V;
     const float* r32 = ref32.data() + i * V;
-    double dot = 0, nr = 0, ng = 0;
-    int64_t ar = 0, ag = 0;
-    for (int64_t v = 0; v < V; ++v) {
-      dot += double(r[v]) * got[size_t(v)];
-      nr += double(r[v]) * r[v];
-      ng += double(got[size_t(v)]) * got[size_t(v)];
-      if (r[v] > r[ar]) ar = v;
-      if (got[size_t(v)] > got[size_t(ag)]) ag = v;
-    }
+    const LogitsMatch lm = match_logits(r, got.data(), V);
+    const int64_t ar = lm.ref_top, ag = lm.got_top;
     int64_t a2 = ar == 0 ? 1 : 0;
     for (int64_t v = 0; v < V; ++v)
       if (v != ar && r[v] > r[a2]) a2 = v;
-    const double cos = dot / std::sqrt(nr * ng), margin = r[ar] - r[a2];
+    const double cos = lm.cosine, margin = r[ar] - r[a2];
     // bf16's own movement of the two logits; without a float32 reference (NaN: the script could not
     // run one at this length), a fixed margin of 0.5 (logits of these weights move ~0.05-0.1).
     double noise = std::fabs(r[ar] - r32[ar]) + std::fabs(r[a2] - r32[a2]);
@@ -294,6 +294,8 @@ TEST(HFQwen3_06B, LongPromptsMatchTransformers) {
         "(margin %.4f, bf16 noise %.4f)\n",
         prompts[size_t(i)].size(), cos, (long long)ag, (long long)ar, margin, noise);
     EXPECT_GE(cos, 0.999) << prompts[size_t(i)].size() << " tokens";
-    if (margin > noise) EXPECT_EQ(ag, ar) << prompts[size_t(i)].size() << " tokens";
+    if (margin > noise) {
+      EXPECT_EQ(ag, ar) << prompts[size_t(i)].size() << " tokens";
+    }
   }
 }

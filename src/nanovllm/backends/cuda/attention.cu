@@ -25,6 +25,28 @@ namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;
 
+// The fields the decode and prefill kernels' arguments share (DecodeAttnArgs, PrefillAttnArgs):
+// tensors, paged-cache geometry and the softmax scale.
+template <class Args>
+void set_paged_args(Args& a, const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out,
+                    int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float scale_log2,
+                    const AttentionMetadata& md) {
+  a.qkv = qkv.data<bf16>();
+  a.kc = k_cache.data<bf16>();
+  a.vc = v_cache.data<bf16>();
+  a.out = out.data<bf16>();
+  a.ctx_lens = md.d_context_lens.data<int32_t>();
+  a.block_tables = md.max_blocks > 0 ? md.d_block_tables.data<int32_t>() : nullptr;
+  a.max_blocks = int(md.max_blocks);
+  a.B = int(md.num_seqs);
+  a.Hq = int(num_heads);
+  a.Hkv = int(num_kv_heads);
+  a.D = int(head_dim);
+  a.bs = int(k_cache.size(1));
+  a.W = qkv.size(1);
+  a.scale_log2 = scale_log2;
+}
+
 }  // namespace
 
 void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out,
@@ -49,31 +71,17 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
   const Stream s = on_stream();
   const int64_t B = md.num_seqs;
   const float scale_log2 = scale * kLog2e;
-  const int32_t* block_tables = md.max_blocks > 0 ? md.d_block_tables.data<int32_t>() : nullptr;
 
   const AttentionKernel kernel = plan_attention({!md.is_prefill && T == B, D, G}, wgmma_, options_);
   if (kernel == AttentionKernel::Decode) {
     DecodeAttnArgs a;
-    a.qkv = qkv.data<bf16>();
-    a.kc = k_cache.data<bf16>();
-    a.vc = v_cache.data<bf16>();
-    a.out = out.data<bf16>();
-    a.ctx_lens = md.d_context_lens.data<int32_t>();
-    a.block_tables = block_tables;
-    a.max_blocks = int(md.max_blocks);
-    a.B = int(B);
-    a.Hq = int(num_heads);
-    a.Hkv = int(num_kv_heads);
-    a.D = int(D);
-    a.bs = int(k_cache.size(1));
+    set_paged_args(a, qkv, k_cache, v_cache, out, num_heads, num_kv_heads, D, scale_log2, md);
     DecodeAttentionProblem prob;
     prob.num_seqs = B, prob.num_heads = num_heads, prob.num_kv_heads = num_kv_heads, prob.head_dim = D;
     const DecodeAttentionPlan plan = plan_decode_attention(prob);  // kernel_plan.h
     a.S = plan.splits;
     a.warps = plan.warps;
     a.cluster = plan.cluster;
-    a.W = qkv.size(1);
-    a.scale_log2 = scale_log2;
     Tensor part_o, part_lse;
     if (a.S > 1 && !a.cluster) {
       part_o = empty({B * num_heads * a.S * D}, DType::F32);
@@ -86,23 +94,10 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
   }
 
   PrefillAttnArgs a;
-  a.qkv = qkv.data<bf16>();
-  a.kc = k_cache.data<bf16>();
-  a.vc = v_cache.data<bf16>();
-  a.out = out.data<bf16>();
+  set_paged_args(a, qkv, k_cache, v_cache, out, num_heads, num_kv_heads, D, scale_log2, md);
   a.cu_q = md.d_cu_seqlens_q.data<int32_t>();
-  a.ctx_lens = md.d_context_lens.data<int32_t>();
-  a.block_tables = block_tables;
-  a.max_blocks = int(md.max_blocks);
-  a.B = int(B);
-  a.Hq = int(num_heads);
-  a.Hkv = int(num_kv_heads);
-  a.D = int(D);
-  a.bs = int(k_cache.size(1));
   for (int64_t b = 0; b < B; ++b)
     a.max_q = std::max<int>(a.max_q, md.cu_seqlens_q[size_t(b + 1)] - md.cu_seqlens_q[size_t(b)]);
-  a.W = qkv.size(1);
-  a.scale_log2 = scale_log2;
   if (kernel == AttentionKernel::PrefillWgmma)
     prefill_attention_sm90(a, s);
   else if (kernel == AttentionKernel::PrefillMma)

@@ -29,7 +29,6 @@
 
 #include "nanovllm/backends/cuda/attention_prefill.cuh"
 #include "nanovllm/backends/cuda/attention_prefill_tile.cuh"
-#include "nanovllm/backends/cuda/kernel_plan.h"
 #include "nanovllm/backends/cuda/mma.cuh"
 
 namespace nanovllm::cuda {
@@ -222,8 +221,6 @@ void set_smem_limit() {
 }
 
 }  // namespace
-
-bool prefill_attention_tc_supports(int D, int G) { return prefill_tc_supports(D, G); }
 
 void prefill_attention_tc(const PrefillAttnArgs& a, Stream st, int rows_per_warp) {
   const bool two = rows_per_warp == 32;

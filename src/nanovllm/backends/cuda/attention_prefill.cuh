@@ -31,9 +31,7 @@ struct PrefillAttnArgs {
   float scale_log2 = 0.f;  // softmax scale * log2(e)
 };
 
-// Whether the tensor-core kernel covers head_dim D with G query heads per kv head.
-bool prefill_attention_tc_supports(int D, int G);
-// Launches the tensor-core kernel on `st` (sm_80+; check prefill_attention_tc_supports first),
+// Launches the tensor-core kernel on `st` (sm_80+; where kernel_plan.h's plan_attention chose it),
 // each warp owning 16 or 32 query rows (rows_per_warp).
 void prefill_attention_tc(const PrefillAttnArgs& a, Stream st, int rows_per_warp);
 // Launches the Hopper kernel (wgmma, attention_prefill_sm90.cu) on `st`: same coverage as
