@@ -1,7 +1,8 @@
 // `nanovllm bench`: throughput on nano-vllm's bench.py workload (Python random.seed(0): num_seqs
 // prompts of randint(100, max_input_len) tokens drawn from randint(0, 10000), outputs of
-// randint(100, max_output_len) tokens, temperature 0.6, ignore_eos) and a batch-1 latency mode
-// (TTFT of a 1,024-token prompt, decode tok/s at 1K context). Prints one JSON object.
+// randint(100, max_output_len) tokens, temperature 0.6, ignore_eos), a batch-1 latency mode
+// (TTFT of a 1,024-token prompt, decode tok/s at 1K context) and the long-prompt interference
+// mode (bench_interference.h). Prints one JSON object.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -9,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_interference.h"
 #include "commands.h"
 #include "engine_flags.h"
 #include "nanovllm/llm.h"
@@ -24,6 +26,8 @@ struct BenchArgs {
   EngineFlags engine;
   int64_t num_seqs = 256, max_input_len = 1024, max_output_len = 1024;
   bool latency = false;
+  bool interference = false;
+  InterferenceArgs interference_args;
   int64_t profile_decode = 0;  // batch size for the per-op decode breakdown (0 = off)
   int64_t latency_prompt_len = 1024, latency_output_len = 256;
 };
@@ -171,7 +175,7 @@ void run(const BenchArgs& a) {
         "bench: --num-seqs must be >= 1 and --max-input-len/--max-output-len >= 100 (lengths are randint(100, max))");
   EngineConfig cfg = a.engine.resolve();
   // bench.py runs its workload with LLM(max_model_len=4096); the latency modes take the model's.
-  if (!a.latency && a.profile_decode == 0 && cfg.max_model_len_is_auto()) cfg.max_model_len = 4096;
+  if (!a.latency && !a.interference && a.profile_decode == 0 && cfg.max_model_len_is_auto()) cfg.max_model_len = 4096;
   if (a.profile_decode > 0) {
     cfg.profile_ops = true;
     cfg.max_num_seqs = std::max(cfg.max_num_seqs, a.profile_decode);
@@ -180,10 +184,15 @@ void run(const BenchArgs& a) {
   if (tp.worker) return run_worker(cfg, a.engine.spawned());
   print_kernel_options(cfg);
   LLMEngine e(cfg);
-  nlohmann::json out = a.profile_decode > 0 ? profile_decode(e, a) : a.latency ? latency(e, a) : throughput(e, a);
+  nlohmann::json out = a.profile_decode > 0 ? profile_decode(e, a)
+                       : a.interference     ? interference(e, a.interference_args)
+                       : a.latency          ? latency(e, a)
+                                            : throughput(e, a);
   out["model"] = cfg.model;
   out["device"] = e.model_runner().backend().name();
   out["enforce_eager"] = cfg.enforce_eager;
+  out["chunked_prefill"] = cfg.enable_chunked_prefill;
+  out["max_num_batched_tokens"] = cfg.max_num_batched_tokens;
   if (e.model_runner().backend().device() == Device::CUDA) out["kernel_options"] = cfg.kernels.to_string();
   std::cout << out.dump() << std::endl;
 }
@@ -201,6 +210,12 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--profile-decode", a->profile_decode, "per-op time of a decode step at this batch size");
   cmd->add_option("--latency-prompt-len", a->latency_prompt_len, "latency mode: prompt tokens");
   cmd->add_option("--latency-output-len", a->latency_output_len, "latency mode: output tokens");
+  cmd->add_flag("--interference", a->interference,
+                "interference mode: inter-token latency of running streams while a long prompt is read");
+  cmd->add_option("--interference-streams", a->interference_args.streams, "interference mode: running streams");
+  cmd->add_option("--interference-context", a->interference_args.context, "interference mode: their prompt tokens");
+  cmd->add_option("--interference-prompt-len", a->interference_args.prompt_len,
+                  "interference mode: the long prompt's tokens");
   cmd->callback([a] { run(*a); });
 }
 

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "latency_stats.h"
 #include "nanovllm/utils/error.h"
 #include "sse_client.h"
 
@@ -100,37 +101,6 @@ std::vector<Request> jsonl_requests(const BenchServeArgs& a) {
   std::vector<Request> reqs;
   for (int64_t i = 0; i < a.num_prompts; ++i) reqs.push_back(file[size_t(i) % file.size()]);
   return reqs;
-}
-
-struct Dist {
-  double mean = 0, median = 0, p90 = 0, p99 = 0;
-};
-
-// Percentiles by linear interpolation between order statistics (numpy's default, as vLLM).
-Dist distribution(std::vector<double> v) {
-  Dist d;
-  if (v.empty()) return d;
-  std::sort(v.begin(), v.end());
-  auto q = [&](double p) {
-    const double pos = p * double(v.size() - 1);
-    const size_t lo = size_t(pos), hi = std::min(lo + 1, v.size() - 1);
-    return v[lo] + (v[hi] - v[lo]) * (pos - double(lo));
-  };
-  double sum = 0;
-  for (double x : v) sum += x;
-  d.mean = sum / double(v.size());
-  d.median = q(0.5);
-  d.p90 = q(0.9);
-  d.p99 = q(0.99);
-  return d;
-}
-
-void add_dist(nlohmann::json& out, const std::string& name, const std::vector<double>& seconds) {
-  const Dist d = distribution(seconds);
-  out["mean_" + name + "_ms"] = d.mean * 1e3;
-  out["median_" + name + "_ms"] = d.median * 1e3;
-  out["p90_" + name + "_ms"] = d.p90 * 1e3;
-  out["p99_" + name + "_ms"] = d.p99 * 1e3;
 }
 
 void print_report(const nlohmann::json& r) {

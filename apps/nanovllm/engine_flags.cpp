@@ -34,6 +34,10 @@ void EngineFlags::add_to(CLI::App& app, bool model_required) {
   app.add_option("--tp-spawned-port", spawned_port)->group("");
   app.add_flag("--enable-prefix-caching", prefix_caching, "reuse KV blocks of shared prefixes (default on)");
   app.add_flag("--no-enable-prefix-caching", no_prefix_caching, "turn prefix caching off");
+  app.add_flag("--enable-chunked-prefill", chunked_prefill,
+               "mixed steps: running streams decode while long prompts are read in chunks (default on)");
+  app.add_flag("--no-enable-chunked-prefill", no_chunked_prefill,
+               "nano-vllm's prefill-first steps: a new prompt pauses every running stream until it is read");
   app.add_option("--threads", cfg.num_threads, "CPU backend threads (default: all cores)");
   app.add_option("--kernel-options", kernel_options,
                  "CUDA kernel tuning, KEY=VALUE[,KEY=VALUE...]: pdl, gemv_norm, max_decode_splits, decode_cluster, "
@@ -46,6 +50,9 @@ EngineConfig EngineFlags::resolve() const {
   if (prefix_caching && no_prefix_caching)
     throw UserError("--enable-prefix-caching and --no-enable-prefix-caching contradict each other");
   c.enable_prefix_caching = !no_prefix_caching;
+  if (chunked_prefill && no_chunked_prefill)
+    throw UserError("--enable-chunked-prefill and --no-enable-chunked-prefill contradict each other");
+  c.enable_chunked_prefill = !no_chunked_prefill;
   if (spawned_rank >= 0) {
     c.tp_rank = spawned_rank;
     c.master_port = spawned_port;

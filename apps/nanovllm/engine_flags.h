@@ -13,6 +13,8 @@ struct EngineFlags {
   std::string kernel_options;  // --kernel-options KEY=VALUE[,KEY=VALUE...]
   bool no_prefix_caching = false;
   bool prefix_caching = false;
+  bool no_chunked_prefill = false;
+  bool chunked_prefill = false;
   int rank = -1;          // --rank: explicit (manual start); -1: the launcher decides
   int spawned_rank = -1;  // hidden: set by the launcher on the workers it starts
   int spawned_port = 0;

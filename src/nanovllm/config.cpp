@@ -99,10 +99,18 @@ void EngineConfig::validate() const {
   };
   pos("max-num-seqs", max_num_seqs);
   pos("max-num-batched-tokens", max_num_batched_tokens);
+  // Every running sequence decodes one token per step within the budget (as vLLM requires).
+  if (max_num_batched_tokens < max_num_seqs)
+    throw UserError("--max-num-batched-tokens (" + std::to_string(max_num_batched_tokens) +
+                    ") must be at least --max-num-seqs (" + std::to_string(max_num_seqs) +
+                    "): each step decodes one token of every running sequence; raise it or lower --max-num-seqs");
   if (max_model_len < 0)
     throw UserError("--max-model-len must be positive, or 0 for the model's length (got " +
                     std::to_string(max_model_len) + ")");
   pos("block-size", block_size);
+  if (max_num_batched_tokens < block_size)
+    throw UserError("--max-num-batched-tokens (" + std::to_string(max_num_batched_tokens) +
+                    ") must be at least one block (--block-size " + std::to_string(block_size) + ")");
   pos("tensor-parallel-size", tensor_parallel_size);
   pos("nnodes", nnodes);
   if (tensor_parallel_size % nnodes != 0)

@@ -96,6 +96,9 @@ struct EngineConfig {
   // peers are still detected where this rank talks to them, but not inside an NCCL collective.
   std::function<void(const std::string&)> on_tp_peer_lost;
   bool enable_prefix_caching = true;
+  // Mixed steps: running decodes share each step's token budget with chunks of waiting prompts
+  // (vLLM V1). Off: nano-vllm's prefill-first steps (scheduler.h has both policies).
+  bool enable_chunked_prefill = true;
   uint64_t seed = 0;         // engine seed for requests without their own
   int num_threads = 0;       // CPU backend threads; 0 = all cores
   bool profile_ops = false;  // time every op (ProfilingBackend; implies eager)

@@ -20,7 +20,7 @@ for n in (4, 37, 11, 90, 2, 23):
     print(json.dumps({"prompt_token_ids": [random.randrange(3, 500) for _ in range(n)], "max_tokens": 20,
                       "temperature": 0, "ignore_eos": True}))
 PY
-G=(generate --device cpu --kv-cache-memory 16000000 --block-size 16 --max-num-batched-tokens 64 --threads 1 --input "$TMP/in.jsonl" --json)
+G=(generate --device cpu --kv-cache-memory 16000000 --block-size 16 --max-num-batched-tokens 64 --max-num-seqs 8 --threads 1 --input "$TMP/in.jsonl" --json)
 
 for model in tiny-qwen3-tied tiny-qwen3-untied; do
   M="$SRC/tests/fixtures/$model"

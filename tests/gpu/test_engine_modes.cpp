@@ -1,6 +1,8 @@
 // On CUDA at Qwen3-0.6B size (the random-weight model of NANOVLLM_HF06B_DIR): greedy outputs
-// are identical with and without CUDA graphs, with and without prefix caching, and under forced
-// preemption (a KV pool smaller than the batch needs).
+// are identical with and without CUDA graphs, with and without prefix caching, under forced
+// preemption (a KV pool smaller than the batch needs), and with mixed steps (chunked prefill, the
+// default) or prefill-first steps. Requests come in two waves, so the second wave's prompts are
+// read in chunks while the first wave decodes.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -13,19 +15,32 @@ using namespace nanovllm;
 
 namespace {
 
+struct Counts {
+  int64_t preemptions = 0;
+  int64_t mixed_steps = 0;  // steps with both decodes and prompt tokens
+};
+
 std::vector<std::vector<int32_t>> run(EngineConfig cfg, const std::vector<std::vector<int32_t>>& prompts,
-                                      int64_t* preemptions) {
+                                      Counts* counts) {
   LLMEngine e(cfg);
   SamplingParams sp;
   sp.temperature = 0;
   sp.max_tokens = 40;
   sp.ignore_eos = true;
   std::vector<int64_t> ids;
-  for (auto& p : prompts) ids.push_back(e.add_request(p, sp));
   std::map<int64_t, std::vector<int32_t>> out;
-  while (e.has_unfinished())
-    for (auto& f : e.step().finished) out[f.request_id] = f.token_ids;
-  *preemptions = e.scheduler().num_preemptions();
+  *counts = {};
+  auto step = [&] {
+    const StepResult r = e.step();
+    if (r.num_prefill_tokens > 0 && r.num_prefill_tokens < r.num_tokens) ++counts->mixed_steps;
+    for (auto& f : r.finished) out[f.request_id] = f.token_ids;
+  };
+  const size_t first_wave = prompts.size() / 2;
+  for (size_t i = 0; i < first_wave; ++i) ids.push_back(e.add_request(prompts[i], sp));
+  for (int i = 0; i < 3; ++i) step();
+  for (size_t i = first_wave; i < prompts.size(); ++i) ids.push_back(e.add_request(prompts[i], sp));
+  while (e.has_unfinished()) step();
+  counts->preemptions = e.scheduler().num_preemptions();
   EXPECT_EQ(e.block_manager().num_free_blocks(), e.block_manager().num_blocks());
   std::vector<std::vector<int32_t>> v;
   for (auto id : ids) v.push_back(out.at(id));
@@ -46,26 +61,39 @@ TEST(CudaEngineModes, GraphsPrefixCachingAndPreemptionGiveIdenticalGreedyOutputs
     for (int k = 0; k < 230 + i; ++k) p.push_back(int32_t(rng() % 150000));  // crosses 768 while decoding
     prompts.push_back(p);
   }
+  std::vector<int32_t> long_prompt(5000);  // read in 3 chunks of the 2048-token budget
+  for (auto& t : long_prompt) t = int32_t(rng() % 150000);
+  prompts.insert(prompts.begin() + 12, long_prompt);
   EngineConfig base;
   base.model = dir;
   base.device = "cuda";
   base.gpu_memory_utilization = 0.5;
-  int64_t pre = 0;
-  auto want = run(base, prompts, &pre);
+  base.max_num_batched_tokens = 2048;
+  base.max_num_seqs = 64;
+  Counts c;
+  auto want = run(base, prompts, &c);
+  EXPECT_GT(c.mixed_steps, 3) << "the second wave was not read alongside the first wave's decodes";
+  const int64_t mixed = c.mixed_steps;
+
+  EngineConfig first = base;
+  first.enable_chunked_prefill = false;
+  EXPECT_EQ(run(first, prompts, &c), want) << "prefill-first steps vs mixed steps";
+  EXPECT_EQ(c.mixed_steps, 0);
 
   EngineConfig eager = base;
   eager.enforce_eager = true;
-  EXPECT_EQ(run(eager, prompts, &pre), want) << "eager vs CUDA graphs";
+  EXPECT_EQ(run(eager, prompts, &c), want) << "eager vs CUDA graphs";
 
   EngineConfig nocache = base;
   nocache.enable_prefix_caching = false;
-  EXPECT_EQ(run(nocache, prompts, &pre), want) << "prefix caching off";
+  EXPECT_EQ(run(nocache, prompts, &c), want) << "prefix caching off";
 
   EngineConfig tight = base;
-  tight.num_kvcache_blocks = 20;  // 2 shared + 16 x 2 own blocks would be needed at once
-  EXPECT_EQ(run(tight, prompts, &pre), want) << "forced preemption";
-  EXPECT_GT(pre, 0);
+  tight.num_kvcache_blocks = 40;  // the long prompt's 20 blocks + 2 shared + 17 x 2 own would be needed at once
+  EXPECT_EQ(run(tight, prompts, &c), want) << "forced preemption";
+  EXPECT_GT(c.preemptions, 0);
   std::printf(
-      "16 prompts x 40 greedy tokens identical across graphs/eager, prefix caching on/off, and %lld preemptions\n",
-      (long long)pre);
+      "17 prompts x 40 greedy tokens identical across mixed/prefill-first steps (%lld mixed steps), graphs/eager, "
+      "prefix caching on/off, and %lld preemptions\n",
+      (long long)mixed, (long long)c.preemptions);
 }

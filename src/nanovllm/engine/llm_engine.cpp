@@ -107,8 +107,9 @@ StepResult LLMEngine::step() {
   if (batch.seqs.empty()) return r;
   r.is_prefill = batch.is_prefill;
   r.num_tokens = batch.num_tokens;
+  r.num_prefill_tokens = batch.num_prefill_tokens;
   if (batch.is_prefill) {
-    prefill_tokens_ += r.num_tokens;
+    prefill_tokens_ += batch.num_prefill_tokens;
     for (auto* s : batch.seqs)
       if (s->num_completion_tokens() == 0 && !cached_prompt_tokens_.count(s->id))
         cached_prompt_tokens_[s->id] = s->num_cached_tokens;

@@ -28,8 +28,9 @@ struct RequestOutput {
 
 // What one step did: which sequences got a new token, which finished.
 struct StepResult {
-  bool is_prefill = false;
-  int64_t num_tokens = 0;  // tokens computed
+  bool is_prefill = false;          // some prompt tokens were computed (a prefill or mixed step)
+  int64_t num_tokens = 0;           // tokens computed
+  int64_t num_prefill_tokens = 0;   // of which prompt tokens (the rest are decodes)
   double seconds = 0;
   std::vector<std::pair<int64_t, int32_t>> new_tokens;  // (request id, token)
   std::vector<RequestOutput> finished;

@@ -125,25 +125,32 @@ void ModelRunner::allocate_kv_cache() {
   }
 }
 
-// nano-vllm's warm-up: run one prefill of max_num_batched_tokens tokens (sequences of at most
-// max_model_len) with a KV cache just big enough, read the peak activation memory, then give
-// gpu_memory_utilization * total - used (weights, runtime, the arena at its peak) to the KV cache.
+// nano-vllm's warm-up, for the largest step the scheduler can make: max_num_batched_tokens tokens
+// (activations) over as many sequences as a step holds (max_num_seqs rows of logits, as a mixed
+// step of decodes and a chunk has), none longer than max_model_len, with a KV cache just big
+// enough for the longest (the sequences share its blocks: the values do not matter). Then read
+// the peak activation memory and give gpu_memory_utilization * total - used
+// (weights, runtime, the arena at its peak) to the KV cache.
 int64_t ModelRunner::gpu_kv_blocks_after_warmup() {
-  const int64_t bs = cfg_.block_size, len = std::min(cfg_.max_model_len, cfg_.max_num_batched_tokens);
-  const int64_t nseq = std::max<int64_t>(1, std::min(cfg_.max_num_seqs, cfg_.max_num_batched_tokens / len));
-  num_kv_blocks_ = nseq * ((len + bs - 1) / bs);
+  const int64_t bs = cfg_.block_size, tokens = cfg_.max_num_batched_tokens;
+  const int64_t nseq = std::max<int64_t>(1, std::min(cfg_.max_num_seqs, tokens));
+  const int64_t len = std::min(cfg_.max_model_len, tokens / nseq);  // the first tokens % nseq get one more
+  std::vector<int64_t> lens(size_t(nseq), len);
+  for (int64_t i = 0; i < nseq && len < cfg_.max_model_len && i < tokens % nseq; ++i) ++lens[size_t(i)];
+  num_kv_blocks_ = (lens[0] + bs - 1) / bs;
   allocate_kv_cache();
   {
     std::vector<std::unique_ptr<Sequence>> seqs;
     ScheduledBatch batch;
     batch.is_prefill = true;
-    int32_t next_block = 0;
     for (int64_t i = 0; i < nseq; ++i) {
-      seqs.push_back(std::make_unique<Sequence>(-1 - i, std::vector<int32_t>(size_t(len), 0), SamplingParams{}, bs, 0));
-      for (int64_t b = 0; b < (len + bs - 1) / bs; ++b) seqs.back()->block_table.push_back(next_block++);
-      seqs.back()->num_scheduled_tokens = len;
+      const int64_t n = lens[size_t(i)];
+      seqs.push_back(std::make_unique<Sequence>(-1 - i, std::vector<int32_t>(size_t(n), 0), SamplingParams{}, bs, 0));
+      for (int64_t b = 0; b < (n + bs - 1) / bs; ++b) seqs.back()->block_table.push_back(int32_t(b));
+      seqs.back()->num_scheduled_tokens = n;
       batch.seqs.push_back(seqs.back().get());
-      batch.num_tokens += len;
+      batch.num_tokens += n;
+      batch.num_prefill_tokens += n;
     }
     StepInputs in = prepare(batch, bs);
     forward_and_sample(batch, in);  // on every rank alike (not sent: the workers warm up themselves)

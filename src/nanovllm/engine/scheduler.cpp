@@ -8,20 +8,86 @@ namespace nanovllm {
 
 Scheduler::Scheduler(const EngineConfig& cfg, BlockManager& bm, std::vector<int32_t> eos_token_ids)
     : max_num_seqs_(cfg.max_num_seqs), max_num_batched_tokens_(cfg.max_num_batched_tokens),
-      max_model_len_(cfg.max_model_len), bm_(bm), eos_(std::move(eos_token_ids)) {}
+      max_model_len_(cfg.max_model_len), mixed_(cfg.enable_chunked_prefill), bm_(bm), eos_(std::move(eos_token_ids)) {}
 
 void Scheduler::add(Sequence* seq) {
   seq->status = SequenceStatus::Waiting;
   waiting_.push_back(seq);
 }
 
+namespace {
+
+// Puts seq into the batch for n tokens.
+void take(ScheduledBatch& batch, Sequence* seq, int64_t n) {
+  seq->num_scheduled_tokens = n;
+  batch.seqs.push_back(seq);
+  batch.num_tokens += n;
+  if (seq->is_decode_step())
+    ++batch.num_decodes;
+  else
+    batch.num_prefill_tokens += n;
+}
+
+}  // namespace
+
 ScheduledBatch Scheduler::schedule() {
+  ScheduledBatch batch = mixed_ ? schedule_mixed() : schedule_prefill_first();
+  batch.is_prefill = batch.num_prefill_tokens > 0;
+  return batch;
+}
+
+bool Scheduler::reserve_decode_slot(Sequence* seq) {
+  while (!bm_.can_append(*seq)) {
+    Sequence* victim = running_.back();
+    running_.pop_back();
+    preempt(victim);
+    if (victim == seq) return false;
+  }
+  bm_.may_append(*seq);
+  return true;
+}
+
+ScheduledBatch Scheduler::schedule_mixed() {
+  ScheduledBatch batch;
+  // 1. Decodes, oldest first. Preemption takes the newest, which are not scheduled yet (index >= i).
+  for (size_t i = 0; i < running_.size() && int64_t(batch.seqs.size()) < max_num_seqs_;) {
+    Sequence* seq = running_[i];
+    if (seq->num_tokens() - seq->num_cached_tokens > 1) {  // a prompt still being read: step 2
+      ++i;
+      continue;
+    }
+    if (batch.num_tokens >= max_num_batched_tokens_) break;  // only with a budget below max_num_seqs
+    if (!reserve_decode_slot(seq)) continue;  // seq was the newest and had to go
+    take(batch, seq, 1);
+    ++i;
+  }
+  // 2. The next chunk of each prompt in progress (its blocks are held since admission).
+  for (Sequence* seq : running_) {
+    const int64_t left = seq->num_tokens() - seq->num_cached_tokens, budget = max_num_batched_tokens_ - batch.num_tokens;
+    if (left <= 1) continue;
+    if (budget <= 0 || int64_t(batch.seqs.size()) >= max_num_seqs_) break;
+    take(batch, seq, std::min(left, budget));
+  }
+  // 3. Admissions: the last one may be chunked.
+  while (!waiting_.empty() && int64_t(running_.size()) < max_num_seqs_ &&
+         int64_t(batch.seqs.size()) < max_num_seqs_ && batch.num_tokens < max_num_batched_tokens_) {
+    Sequence* seq = waiting_.front();
+    if (bm_.can_allocate(*seq) < 0) break;
+    bm_.allocate(*seq);  // sets num_cached_tokens to the prefix-cache hits
+    waiting_.pop_front();
+    seq->status = SequenceStatus::Running;
+    running_.push_back(seq);
+    take(batch, seq, std::min(seq->num_tokens() - seq->num_cached_tokens, max_num_batched_tokens_ - batch.num_tokens));
+  }
+  return batch;
+}
+
+ScheduledBatch Scheduler::schedule_prefill_first() {
   ScheduledBatch batch;
   // Prefill.
-  int64_t num_batched = 0;
   while (!waiting_.empty() && int64_t(batch.seqs.size()) < max_num_seqs_) {
     Sequence* seq = waiting_.front();
-    const int64_t remaining = max_num_batched_tokens_ - num_batched;
+    const int64_t remaining = max_num_batched_tokens_ - batch.num_tokens;
     if (remaining <= 0) break;
     int64_t num_new;
     if (seq->block_table.empty()) {
@@ -33,44 +99,19 @@ ScheduledBatch Scheduler::schedule() {
     }
     if (num_new > remaining && !batch.seqs.empty()) break;  // only the first may be chunked
     if (seq->block_table.empty()) bm_.allocate(*seq);
-    seq->num_scheduled_tokens = std::min(num_new, remaining);
-    batch.seqs.push_back(seq);
-    num_batched += seq->num_scheduled_tokens;
+    take(batch, seq, std::min(num_new, remaining));
     if (seq->num_scheduled_tokens < num_new) break;  // chunked: it stays at the front of waiting
     seq->status = SequenceStatus::Running;
     waiting_.pop_front();
     running_.push_back(seq);
   }
-  if (!batch.seqs.empty()) {
-    batch.is_prefill = true;
-    batch.num_tokens = num_batched;
-    return batch;
+  if (!batch.seqs.empty()) return batch;
+  // Decode, oldest first; preemption takes the newest, which are not scheduled yet (index >= i).
+  for (size_t i = 0; i < running_.size() && int64_t(batch.seqs.size()) < max_num_seqs_;) {
+    if (!reserve_decode_slot(running_[i])) continue;  // it was the newest and had to go
+    take(batch, running_[i], 1);
+    ++i;
   }
-  // Decode.
-  std::vector<Sequence*> scheduled;
-  while (!running_.empty() && int64_t(scheduled.size()) < max_num_seqs_) {
-    Sequence* seq = running_.front();
-    running_.pop_front();
-    bool ok = true;
-    while (!bm_.can_append(*seq)) {
-      if (!running_.empty()) {
-        preempt(running_.back());
-        running_.pop_back();
-      } else {
-        preempt(seq);
-        ok = false;
-        break;
-      }
-    }
-    if (!ok) continue;
-    bm_.may_append(*seq);
-    seq->num_scheduled_tokens = 1;
-    scheduled.push_back(seq);
-  }
-  for (auto it = scheduled.rbegin(); it != scheduled.rend(); ++it) running_.push_front(*it);
-  batch.seqs = std::move(scheduled);
-  batch.is_prefill = false;
-  batch.num_tokens = int64_t(batch.seqs.size());
   return batch;
 }
 

@@ -1,9 +1,33 @@
-// Continuous batching (nano-vllm's Scheduler, with chunked prefill).
-//  - Prefill first: take waiting sequences while max_num_seqs and max_num_batched_tokens allow;
-//    only the first sequence of a batch may be chunked (prefilled in parts over several steps).
-//  - Otherwise decode every running sequence, preempting from the back of the running queue
-//    (recompute: its blocks are freed and it goes back to the front of waiting) when the KV pool
-//    has no block for the next token.
+// Continuous batching (nano-vllm's Scheduler, with vLLM V1's mixed steps).
+//
+// A step computes at most max_num_batched_tokens tokens of at most max_num_seqs sequences. Two
+// policies, chosen by EngineConfig::enable_chunked_prefill:
+//
+// Mixed steps (chunked prefill on, the default; vLLM V1 and SGLang do the same):
+//  1. Decodes: every running sequence whose prompt is fully computed gets one token, oldest first.
+//     When the KV pool has no block for it, the newest running sequence is preempted (recompute:
+//     its blocks are freed and it goes back to the front of waiting), the sequence itself if it
+//     is the newest.
+//  2. Chunks: running sequences whose prompt is still being computed (admitted in an earlier step
+//     and cut by the budget) get the next chunk, as much of the budget as is left.
+//  3. Admissions: waiting sequences, in order, while the budget lasts, fewer than max_num_seqs run
+//     and the pool holds their blocks (prefix-cache hits counted); the last one admitted may be
+//     chunked. An admitted sequence is running from then on, its blocks held.
+//  So a long prompt is read in budget-sized chunks between the decode tokens of the streams already
+//  running: their inter-token latency is one step of at most max_num_batched_tokens tokens, never
+//  the whole prompt. The batch lists the decodes first, then the chunks, so the attention of the
+//  one-token rows runs on the decode kernel and the rest on the prefill kernel. Decode-only steps
+//  run on CUDA graphs; mixed steps run eagerly.
+//
+// Prefill first (chunked prefill off: nano-vllm's policy, kept for comparison):
+//  - Take waiting sequences while max_num_seqs and max_num_batched_tokens allow; only the first
+//    sequence of a batch may be chunked (prefilled in parts over several steps, staying at the
+//    front of waiting meanwhile).
+//  - Only when no prefill was scheduled, decode every running sequence, preempting from the back
+//    of the running queue as above. A prompt arriving stalls every running stream until it is read.
+//
+// Both compute the same tokens: a sequence's logits do not depend on what shares its step, so
+// greedy outputs are identical under either policy (tests/unit/model/test_engine_features.cpp).
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -16,9 +40,11 @@
 namespace nanovllm {
 
 struct ScheduledBatch {
-  std::vector<Sequence*> seqs;
-  bool is_prefill = false;
-  int64_t num_tokens = 0;  // tokens computed by this batch (sum of num_scheduled_tokens)
+  std::vector<Sequence*> seqs;  // decodes first (one token each), then prefill chunks
+  bool is_prefill = false;          // num_prefill_tokens > 0: a prefill or mixed step (run eagerly)
+  int64_t num_tokens = 0;           // tokens computed by this batch (sum of num_scheduled_tokens)
+  int64_t num_decodes = 0;          // sequences decoding their last sampled token (Sequence::is_decode_step)
+  int64_t num_prefill_tokens = 0;   // the other tokens: prompts (and recomputed outputs after preemption)
 };
 
 class Scheduler {
@@ -38,10 +64,16 @@ class Scheduler {
   int64_t num_preemptions() const { return num_preemptions_; }
 
  private:
+  ScheduledBatch schedule_mixed();
+  ScheduledBatch schedule_prefill_first();
+  // Makes room for seq's next token, preempting the newest running sequences; false when seq
+  // itself had to go.
+  bool reserve_decode_slot(Sequence* seq);
   void preempt(Sequence* seq);
   void finish(Sequence* seq, FinishReason why);
 
   int64_t max_num_seqs_, max_num_batched_tokens_, max_model_len_;
+  bool mixed_;
   BlockManager& bm_;
   std::vector<int32_t> eos_;
   std::deque<Sequence*> waiting_, running_;

@@ -36,6 +36,11 @@ class Sequence {
   int64_t num_completion_tokens() const { return num_tokens() - num_prompt_tokens; }
   int64_t num_blocks() const { return (num_tokens() + block_size - 1) / block_size; }
   bool is_finished() const { return status == SequenceStatus::Finished; }
+  // This step computes just the last token, one the model sampled: a decode (else the step reads
+  // prompt tokens, or recomputes outputs after a preemption).
+  bool is_decode_step() const {
+    return num_scheduled_tokens == 1 && num_cached_tokens + 1 == num_tokens() && num_completion_tokens() > 0;
+  }
   // Tokens of block i (the last block may be partial).
   std::span<const int32_t> block(int64_t i) const {
     int64_t b = i * block_size, e = std::min(num_tokens(), b + block_size);

@@ -82,6 +82,7 @@ EngineConfig base(const std::string& model) {
   cfg.kv_cache_memory = 8 << 20;
   cfg.block_size = 16;
   cfg.max_num_batched_tokens = 48;  // chunked prefill too
+  cfg.max_num_seqs = 8;
   cfg.num_threads = 1;
   return cfg;
 }

@@ -1,7 +1,9 @@
-// Scheduler without a model: prefill-first batching, token budget, chunked prefill, decode
-// preemption, finishing; plus a randomized property test of the BlockManager invariants.
+// Scheduler without a model: mixed steps (decodes + prompt chunks under one token budget) and
+// nano-vllm's prefill-first batching, token budget, chunked prefill, decode preemption,
+// finishing; plus a randomized property test of the BlockManager invariants under both policies.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -18,7 +20,9 @@ struct Harness {
   std::unique_ptr<Scheduler> sched;
   std::vector<std::unique_ptr<Sequence>> seqs;
 
-  Harness(int64_t blocks, int64_t bs, int64_t max_tokens_batch, int64_t max_seqs = 512, bool caching = true) {
+  Harness(int64_t blocks, int64_t bs, int64_t max_tokens_batch, int64_t max_seqs = 512, bool caching = true,
+          bool mixed = false) {
+    cfg.enable_chunked_prefill = mixed;
     cfg.block_size = bs;
     cfg.max_num_batched_tokens = max_tokens_batch;
     cfg.max_num_seqs = max_seqs;
@@ -145,10 +149,12 @@ TEST(Scheduler, AbortFreesBlocks) {
 // the number of block tables holding each block, free + used = all, every hash entry points at
 // a full block whose tokens match, sealed blocks hold their sequence's tokens.
 TEST(SchedulerProperty, RandomWorkloadsKeepBlockInvariants) {
-  for (uint32_t seed = 0; seed < 40; ++seed) {
+  for (uint32_t seed = 0; seed < 80; ++seed) {
     std::mt19937 rng(seed);
     const int64_t bs = 1 + int64_t(rng() % 6), blocks = 8 + int64_t(rng() % 24);
-    Harness h(blocks, bs, 4 + int64_t(rng() % 40), 1 + int64_t(rng() % 6), rng() % 4 != 0);
+    const int64_t budget = 4 + int64_t(rng() % 40), max_seqs = std::min<int64_t>(budget, 1 + int64_t(rng() % 6));
+    const bool caching = rng() % 4 != 0, mixed = seed % 2 == 0;
+    Harness h(blocks, bs, budget, max_seqs, caching, mixed);
     std::vector<std::vector<int32_t>> prefixes;
     for (int i = 0; i < 3; ++i) {
       std::vector<int32_t> p(1 + rng() % 12);
@@ -172,11 +178,14 @@ TEST(SchedulerProperty, RandomWorkloadsKeepBlockInvariants) {
         h.sched->abort(int64_t(rng() % h.seqs.size()));
       } else {
         auto b = h.sched->schedule();
+        ASSERT_LE(b.num_tokens, budget);
+        ASSERT_LE(int64_t(b.seqs.size()), max_seqs);
         std::vector<int32_t> toks;
         for (size_t i = 0; i < b.seqs.size(); ++i) toks.push_back(int32_t(rng() % 6));  // 0 = EOS
         h.sched->postprocess(b, toks);
       }
       ASSERT_EQ(h.bm->check_invariants(h.live()), "") << "seed " << seed << " iteration " << it;
+      ASSERT_LE(int64_t(h.sched->running().size()), mixed ? max_seqs : INT64_MAX) << "seed " << seed;
     }
     while (!h.sched->is_finished()) {
       auto b = h.sched->schedule();
@@ -185,4 +194,101 @@ TEST(SchedulerProperty, RandomWorkloadsKeepBlockInvariants) {
     }
     EXPECT_EQ(h.bm->num_free_blocks(), blocks) << "seed " << seed;
   }
+}
+
+// ---- mixed steps (chunked prefill on, the default)
+
+// A long prompt arriving while two streams decode is read in budget-sized chunks, and the two
+// streams get a token in every one of those steps (prefill-first would pause them).
+TEST(SchedulerMixed, DecodesContinueWhileALongPromptIsChunked) {
+  Harness h(100, 4, 16, 8, true, /*mixed=*/true);
+  auto* a = h.add(5, 20);
+  auto* b = h.add(6, 20, 100);
+  auto first = h.step();
+  EXPECT_TRUE(first.is_prefill);
+  EXPECT_EQ(first.num_prefill_tokens, 11);
+  EXPECT_EQ(a->num_completion_tokens(), 1);
+  auto* big = h.add(60, 2, 200);
+  int chunks = 0;
+  while (big->num_completion_tokens() == 0) {
+    const int64_t a0 = a->num_completion_tokens(), b0 = b->num_completion_tokens();
+    auto batch = h.step();
+    ASSERT_LE(batch.num_tokens, 16);
+    ASSERT_GE(batch.seqs.size(), 3u);
+    EXPECT_EQ(batch.seqs[0], a);  // decodes first, oldest first
+    EXPECT_EQ(batch.seqs[1], b);
+    EXPECT_EQ(batch.seqs[2], big);
+    EXPECT_EQ(batch.num_decodes, 2);
+    EXPECT_EQ(batch.num_prefill_tokens, batch.num_tokens - 2);
+    EXPECT_EQ(a->num_completion_tokens(), a0 + 1);
+    EXPECT_EQ(b->num_completion_tokens(), b0 + 1);
+    EXPECT_EQ(big->status, SequenceStatus::Running);  // admitted: its blocks are held
+    ++chunks;
+  }
+  EXPECT_EQ(chunks, 5);  // 60 tokens at 14 per step
+  auto decode = h.step();
+  EXPECT_FALSE(decode.is_prefill);
+  EXPECT_EQ(decode.num_decodes, 3);
+}
+
+// Admissions fill what the decodes leave of the budget; the last admitted is chunked, and the
+// next step gives it its next chunk before admitting anyone else.
+TEST(SchedulerMixed, BudgetIsSharedAndTheLastAdmissionIsChunked) {
+  Harness h(100, 4, 16, 8, true, true);
+  auto* a = h.add(10, 5);
+  auto* b = h.add(10, 5, 50);
+  auto* c = h.add(3, 5, 90);
+  auto s1 = h.sched->schedule();
+  ASSERT_EQ(s1.seqs.size(), 2u);
+  EXPECT_EQ(a->num_scheduled_tokens, 10);
+  EXPECT_EQ(b->num_scheduled_tokens, 6);  // chunked
+  EXPECT_EQ(h.sched->waiting().size(), 1u);
+  h.sched->postprocess(s1, {7, 7});
+  EXPECT_EQ(a->num_completion_tokens(), 1);
+  EXPECT_EQ(b->num_completion_tokens(), 0);
+  auto s2 = h.sched->schedule();
+  ASSERT_EQ(s2.seqs.size(), 3u);
+  EXPECT_EQ(s2.seqs[0], a);
+  EXPECT_EQ(a->num_scheduled_tokens, 1);
+  EXPECT_EQ(s2.seqs[1], b);
+  EXPECT_EQ(b->num_scheduled_tokens, 4);  // the rest of its prompt
+  EXPECT_EQ(s2.seqs[2], c);
+  EXPECT_EQ(c->num_scheduled_tokens, 3);
+  h.sched->postprocess(s2, {7, 7, 7});
+  while (!h.sched->is_finished()) h.step();
+  EXPECT_EQ(h.bm->num_free_blocks(), 100);
+}
+
+// Mixed steps keep at most max_num_seqs sequences running; the rest wait.
+TEST(SchedulerMixed, MaxNumSeqsBoundsRunning) {
+  Harness h(100, 4, 64, 2, true, true);
+  for (int i = 0; i < 5; ++i) h.add(3, 4, 10 * i + 1);
+  for (int step = 0; step < 30 && !h.sched->is_finished(); ++step) {
+    auto b = h.step();
+    EXPECT_LE(b.seqs.size(), 2u);
+    EXPECT_LE(h.sched->running().size(), 2u);
+  }
+  EXPECT_TRUE(h.sched->is_finished());
+}
+
+// Out of blocks, a decode preempts the newest running sequence, even one whose prompt is still
+// being chunked (its blocks go back; it is recomputed later), and every sequence still finishes.
+TEST(SchedulerMixed, PreemptionTakesTheNewestEvenMidPrompt) {
+  Harness h(6, 4, 4, 4, false, true);
+  auto* a = h.add(4, 8);
+  h.step();  // a: prompt (1 block) + first token
+  auto* big = h.add(16, 2, 100);  // 4 blocks, read 3 tokens a step
+  h.step();                        // a decodes (2nd block), big admitted: 4 blocks, 3 tokens read
+  EXPECT_EQ(h.bm->num_free_blocks(), 0);
+  EXPECT_EQ(big->status, SequenceStatus::Running);
+  EXPECT_LT(big->num_cached_tokens, 16);
+  // a fills its 2nd block, then needs a 3rd: big (the newest) is preempted, mid-prompt.
+  for (int i = 0; i < 8 && h.sched->num_preemptions() == 0; ++i) h.step();
+  ASSERT_EQ(h.sched->num_preemptions(), 1);
+  EXPECT_EQ(h.sched->waiting().front(), big);
+  EXPECT_EQ(big->num_cached_tokens, 0);
+  while (!h.sched->is_finished()) h.step();
+  EXPECT_EQ(a->num_completion_tokens(), 8);
+  EXPECT_EQ(big->num_completion_tokens(), 2);
+  EXPECT_EQ(h.bm->num_free_blocks(), 6);
 }

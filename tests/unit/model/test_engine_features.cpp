@@ -94,6 +94,7 @@ TEST(ChunkedPrefill, LongPromptMatchesUnchunkedRun) {
   auto want = run_all(whole, {p, q}, {greedy(12)});
 
   cfg.max_num_batched_tokens = 128;  // the 700-token prompt takes 6 chunks
+  cfg.max_num_seqs = 8;
   LLMEngine chunked(cfg);
   auto got = run_all(chunked, {p, q}, {greedy(12)});
   EXPECT_EQ(got[0].token_ids, want[0].token_ids);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "nanovllm/backends/cuda/kernel_plan.h"
 #include "nanovllm/utils/error.h"
@@ -204,28 +205,37 @@ TEST(KernelPlan, DecodeAttentionMeasuredCases) {
 
 }  // namespace
 
-// Which attention kernel: decode batches go to the split-KV kernel where it applies; prefill to
-// wgmma on Hopper builds, else mma.sync, else the CUDA-core kernel; a forced kernel that cannot
-// run the shape is a UserError naming the option.
+// Which attention kernels: the leading one-token sequences (a decode batch, or the decodes of a
+// mixed step) go to the split-KV kernel where it applies; the rest to wgmma on Hopper builds, else
+// mma.sync, else the CUDA-core kernel; a forced kernel that cannot run the shape is a UserError
+// naming the option.
 TEST(KernelPlan, AttentionKernelChoice) {
   using nanovllm::UserError;
+  using K = AttentionKernel;
   KernelOptions o;
-  EXPECT_EQ(plan_attention({true, 128, 2}, true, o), AttentionKernel::Decode);
-  EXPECT_EQ(plan_attention({true, 128, 16}, true, o), AttentionKernel::PrefillWgmma);  // G > 8: no decode kernel
-  EXPECT_EQ(plan_attention({true, 96, 2}, false, o), AttentionKernel::PrefillTiled);
-  EXPECT_EQ(plan_attention({false, 128, 4}, true, o), AttentionKernel::PrefillWgmma);
-  EXPECT_EQ(plan_attention({false, 64, 64}, false, o), AttentionKernel::PrefillMma);
-  EXPECT_EQ(plan_attention({false, 24, 3}, true, o), AttentionKernel::PrefillTiled);
-  EXPECT_THROW(plan_attention({false, 128, 65}, true, o), UserError);  // nothing takes 65 heads per KV head
-  EXPECT_THROW(plan_attention({false, 96, 32}, true, o), UserError);
+  auto plan = [&](int64_t B, int64_t single, int64_t D, int64_t G, bool wgmma) {
+    const AttentionPlan p = plan_attention({B, single, D, G}, wgmma, o);
+    return std::pair<int64_t, K>{p.decode_seqs, p.rest};
+  };
+  using P = std::pair<int64_t, K>;
+  EXPECT_EQ(plan(8, 8, 128, 2, true), P(8, K::None));             // a decode batch
+  EXPECT_EQ(plan(8, 8, 128, 16, true), P(0, K::PrefillWgmma));    // G > 8: no decode kernel
+  EXPECT_EQ(plan(8, 8, 96, 2, false), P(0, K::PrefillTiled));     // D = 96: neither
+  EXPECT_EQ(plan(65, 64, 128, 4, true), P(64, K::PrefillWgmma));  // a mixed step: 64 decodes + a chunk
+  EXPECT_EQ(plan(3, 0, 128, 4, true), P(0, K::PrefillWgmma));
+  EXPECT_EQ(plan(3, 0, 64, 64, false), P(0, K::PrefillMma));
+  EXPECT_EQ(plan(3, 1, 24, 3, true), P(0, K::PrefillTiled));
+  EXPECT_THROW(plan(3, 0, 128, 65, true), UserError);  // nothing takes 65 heads per KV head
+  EXPECT_THROW(plan(3, 0, 96, 32, true), UserError);
+  EXPECT_THROW(plan(3, 3, 128, 65, true), UserError);  // one-token rows too: no decode kernel for G = 65
   o.prefill_attention = PrefillAttention::Mma;
-  EXPECT_EQ(plan_attention({false, 128, 4}, true, o), AttentionKernel::PrefillMma);
-  EXPECT_THROW(plan_attention({false, 96, 2}, true, o), UserError);
+  EXPECT_EQ(plan(3, 0, 128, 4, true), P(0, K::PrefillMma));
+  EXPECT_THROW(plan(3, 0, 96, 2, true), UserError);
   o.prefill_attention = PrefillAttention::Wgmma;
-  EXPECT_EQ(plan_attention({false, 128, 4}, true, o), AttentionKernel::PrefillWgmma);
-  EXPECT_THROW(plan_attention({false, 128, 4}, false, o), UserError);
-  EXPECT_EQ(plan_attention({true, 128, 4}, false, o), AttentionKernel::Decode);  // decode is not prefill
+  EXPECT_EQ(plan(3, 0, 128, 4, true), P(0, K::PrefillWgmma));
+  EXPECT_THROW(plan(3, 0, 128, 4, false), UserError);
+  EXPECT_EQ(plan(3, 3, 128, 4, false), P(3, K::None));  // decode is not prefill: the option does not apply
   o.prefill_attention = PrefillAttention::Tiled;
-  EXPECT_EQ(plan_attention({false, 128, 4}, true, o), AttentionKernel::PrefillTiled);
-  EXPECT_THROW(plan_attention({false, 128, 32}, true, o), UserError);
+  EXPECT_EQ(plan(3, 0, 128, 4, true), P(0, K::PrefillTiled));
+  EXPECT_THROW(plan(3, 0, 128, 32, true), UserError);
 }

@@ -148,6 +148,8 @@ TEST(MaxModelLen, ExplicitOneIsCheckedNotLowered) {
 TEST(MaxModelLen, MayExceedMaxNumBatchedTokens) {
   auto cfg = tiny_cfg();
   cfg.max_num_batched_tokens = 64;
+  cfg.max_num_seqs = 8;  // the budget holds a decode token of every running sequence
+  cfg.block_size = 16;  // and a block
   LLMEngine e(cfg);
   EXPECT_EQ(e.config().max_model_len, 1024);
   EXPECT_EQ(run_one(e, random_tokens(900, 3), 4).tokens.size(), 4u);
@@ -164,6 +166,7 @@ TEST(ChunkedPrefill, UnalignedChunksGiveTheOneStepLogits) {
   EXPECT_EQ(want.prefill_steps, std::vector<int64_t>{350});
 
   cfg.max_num_batched_tokens = 100;
+  cfg.max_num_seqs = 8;
   LLMEngine chunked(cfg);
   const RunResult got = run_one(chunked, prompt, 8);
   EXPECT_EQ(got.prefill_steps, (std::vector<int64_t>{100, 100, 100, 50}));
@@ -190,6 +193,7 @@ TEST(ChunkedPrefill, AfterAPrefixHitEndingMidBlock) {
 
   cfg.enable_prefix_caching = true;
   cfg.max_num_batched_tokens = 100;
+  cfg.max_num_seqs = 8;
   LLMEngine warm(cfg);
   run_one(warm, first, 2);
   const RunResult got = run_one(warm, second, 8);
@@ -214,6 +218,7 @@ TEST(YarnModel, RunsPastItsPreTrainingLength) {
   EXPECT_EQ(whole.tokens.size(), 6u);
 
   cfg.max_num_batched_tokens = 333;
+  cfg.max_num_seqs = 8;
   LLMEngine chunked(cfg);
   const RunResult got = run_one(chunked, prompt, 6);
   EXPECT_EQ(got.prefill_steps.size(), 5u);

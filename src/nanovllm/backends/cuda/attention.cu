@@ -1,10 +1,10 @@
 // CudaBackend::attention: paged causal attention on BF16 caches [num_blocks, block_size, Hkv, D]
 // with FP32 softmax. Checks the shapes, then plan_attention() (kernel_plan.h, which has the rules
-// and measurements) picks one of these kernels:
-//  * decode (every sequence has one new token, D = 64/128, G <= 8): the split-KV kernel of
-//    attention_decode.cu;
-//  * prefill on tensor cores (D = 64/128, G <= 64): Hopper's wgmma kernel (attention_prefill_sm90.cu)
-//    on sm_90, else flash-attention-2 on mma.sync (attention_prefill.cu);
+// and measurements) splits the batch between these kernels:
+//  * the leading sequences with one new token (a decode batch, or the decodes of a mixed step;
+//    D = 64/128, G <= 8): the split-KV kernel of attention_decode.cu;
+//  * the others, on tensor cores (D = 64/128, G <= 64): Hopper's wgmma kernel
+//    (attention_prefill_sm90.cu) on sm_90, else flash-attention-2 on mma.sync (attention_prefill.cu);
 //  * anything else: the CUDA-core kernel of attention_tiled.cu.
 // Sequence b computes the q tokens cu_seqlens_q[b]..cu_seqlens_q[b+1]), the last of its
 // context_lens[b] keys; its new token i sees keys [0, ctx - qlen + i]. Every key is read from the
@@ -72,35 +72,51 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
   const int64_t B = md.num_seqs;
   const float scale_log2 = scale * kLog2e;
 
-  const AttentionKernel kernel = plan_attention({!md.is_prefill && T == B, D, G}, wgmma_, options_);
-  if (kernel == AttentionKernel::Decode) {
+  // Leading sequences with one new token. A decode step (also under CUDA-graph capture, where the
+  // host offsets may be absent) is all of them.
+  int64_t single = 0;
+  if (!md.is_prefill && T == B)
+    single = B;
+  else
+    while (single < B && md.cu_seqlens_q[size_t(single + 1)] - md.cu_seqlens_q[size_t(single)] == 1) ++single;
+  const AttentionPlan plan = plan_attention({B, single, D, G}, wgmma_, options_);
+  if (plan.decode_seqs > 0) {
+    // Rows 0..decode_seqs-1 are those sequences' tokens: the prefix of every per-sequence array.
     DecodeAttnArgs a;
     set_paged_args(a, qkv, k_cache, v_cache, out, num_heads, num_kv_heads, D, scale_log2, md);
+    const int64_t Bd = plan.decode_seqs;
+    a.B = int(Bd);
     DecodeAttentionProblem prob;
-    prob.num_seqs = B, prob.num_heads = num_heads, prob.num_kv_heads = num_kv_heads, prob.head_dim = D;
-    const DecodeAttentionPlan plan = plan_decode_attention(prob);  // kernel_plan.h
-    a.S = plan.splits;
-    a.warps = plan.warps;
-    a.cluster = plan.cluster;
+    prob.num_seqs = Bd, prob.num_heads = num_heads, prob.num_kv_heads = num_kv_heads, prob.head_dim = D;
+    const DecodeAttentionPlan dplan = plan_decode_attention(prob);  // kernel_plan.h
+    a.S = dplan.splits;
+    a.warps = dplan.warps;
+    a.cluster = dplan.cluster;
     Tensor part_o, part_lse;
     if (a.S > 1 && !a.cluster) {
-      part_o = empty({B * num_heads * a.S * D}, DType::F32);
-      part_lse = empty({B * num_heads * a.S}, DType::F32);
+      part_o = empty({Bd * num_heads * a.S * D}, DType::F32);
+      part_lse = empty({Bd * num_heads * a.S}, DType::F32);
       a.part_o = part_o.data<float>();
       a.part_lse = part_lse.data<float>();
     }
     decode_attention(a, s);
-    return;
   }
+  if (plan.rest == AttentionKernel::None) return;
 
+  // Sequences decode_seqs..B-1: their per-sequence arrays start at that index; cu_q keeps absolute
+  // row offsets into qkv and out.
+  const int64_t b0 = plan.decode_seqs;
   PrefillAttnArgs a;
   set_paged_args(a, qkv, k_cache, v_cache, out, num_heads, num_kv_heads, D, scale_log2, md);
-  a.cu_q = md.d_cu_seqlens_q.data<int32_t>();
-  for (int64_t b = 0; b < B; ++b)
+  a.B = int(B - b0);
+  a.cu_q = md.d_cu_seqlens_q.data<int32_t>() + b0;
+  a.ctx_lens += b0;
+  if (a.block_tables) a.block_tables += b0 * md.max_blocks;
+  for (int64_t b = b0; b < B; ++b)
     a.max_q = std::max<int>(a.max_q, md.cu_seqlens_q[size_t(b + 1)] - md.cu_seqlens_q[size_t(b)]);
-  if (kernel == AttentionKernel::PrefillWgmma)
+  if (plan.rest == AttentionKernel::PrefillWgmma)
     prefill_attention_sm90(a, s);
-  else if (kernel == AttentionKernel::PrefillMma)
+  else if (plan.rest == AttentionKernel::PrefillMma)
     prefill_attention_tc(a, s, prefill_rows_per_warp_);
   else
     prefill_attention_tiled(a, s);

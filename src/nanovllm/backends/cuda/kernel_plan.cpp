@@ -31,9 +31,11 @@ LinearPlan plan_linear(const LinearProblem& p, const KernelOptions& o, const std
   return plan;
 }
 
-AttentionKernel plan_attention(const AttentionProblem& p, bool wgmma, const KernelOptions& o) {
+namespace {
+
+// The kernel for sequences with several new tokens (or single ones the decode kernel cannot take).
+AttentionKernel prefill_kernel(const AttentionProblem& p, bool wgmma, const KernelOptions& o) {
   const int64_t D = p.head_dim, G = p.group;
-  if (p.decode_batch && (D == 64 || D == 128) && G <= 8) return AttentionKernel::Decode;
   const bool tc = prefill_tc_supports(D, G);
   const auto shape = "head_dim " + std::to_string(D) + ", " + std::to_string(G) + " query heads per KV head";
   switch (o.prefill_attention) {
@@ -61,6 +63,16 @@ AttentionKernel plan_attention(const AttentionProblem& p, bool wgmma, const Kern
                     " (the CUDA-core kernel takes head_dim a multiple of 8 up "
                     "to 256 and at most 16 query heads per KV head)");
   return AttentionKernel::PrefillTiled;
+}
+
+}  // namespace
+
+AttentionPlan plan_attention(const AttentionProblem& p, bool wgmma, const KernelOptions& o) {
+  AttentionPlan plan;
+  const int64_t D = p.head_dim, G = p.group;
+  if ((D == 64 || D == 128) && G <= 8) plan.decode_seqs = std::clamp<int64_t>(p.leading_single, 0, p.num_seqs);
+  if (plan.decode_seqs < p.num_seqs) plan.rest = prefill_kernel(p, wgmma, o);
+  return plan;
 }
 
 DecodeAttentionPlan plan_decode_attention(const DecodeAttentionProblem& p, int num_sms, int cluster_limit,

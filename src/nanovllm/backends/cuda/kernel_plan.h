@@ -22,10 +22,14 @@
 //    (ddc953a); hence K <= 2048 and one wave. Not fused: add_rms_norm, then the product as
 //    plan_linear chooses for it without the norm.
 //
-// plan_attention (attention; attention.cu): which kernel computes a batch's attention.
-//  * The split-KV decode kernel (attention_decode.cu) when every sequence has exactly one new
-//    token, head_dim is 64 or 128 and G = Hq / Hkv <= 8 (plan_decode_attention says how).
-//  * Otherwise prefill (and chunked-prefill) kernels, as KernelOptions::prefill_attention says;
+// plan_attention (attention; attention.cu): which kernels compute a batch's attention.
+//  * The split-KV decode kernel (attention_decode.cu) takes the leading sequences that have exactly
+//    one new token (a decode batch: all of them; a mixed step: its decodes, which the scheduler
+//    puts first), where head_dim is 64 or 128 and G = Hq / Hkv <= 8 (plan_decode_attention says
+//    how). On a prefill kernel those rows would cost a 64-row tile each per KV head, and the grid
+//    of a mixed step (sequences x tiles of the longest chunk) would be mostly empty CTAs.
+//  * The other sequences go to the prefill (and chunked-prefill) kernels, as
+//    KernelOptions::prefill_attention says;
 //    auto takes the fastest that applies. Measured on an H100 at 32K tokens, Qwen3-8B heads
 //    (bench/prefill_bench.cpp, bench/RESULTS.md, issue 17): the CUDA-core kernel 15.9 TFLOP/s,
 //    mma.sync 228 (16 rows per warp) / 305 (32), wgmma 390-397, PyTorch 2.11's SDPA 625.
@@ -109,16 +113,22 @@ constexpr bool prefill_tc_supports(int64_t head_dim, int64_t group) {
   return (head_dim == 64 || head_dim == 128) && group >= 1 && group <= kPrefillTcMaxGroup;
 }
 
-enum class AttentionKernel { Decode, PrefillWgmma, PrefillMma, PrefillTiled };
+enum class AttentionKernel { None, Decode, PrefillWgmma, PrefillMma, PrefillTiled };
 
 struct AttentionProblem {
-  bool decode_batch = false;  // every sequence computes exactly one new token
+  int64_t num_seqs = 0;
+  int64_t leading_single = 0;  // leading sequences with exactly one new token (num_seqs: a decode batch)
   int64_t head_dim = 0, group = 1;
+};
+
+struct AttentionPlan {
+  int64_t decode_seqs = 0;                       // leading sequences on the decode kernel
+  AttentionKernel rest = AttentionKernel::None;  // the kernel of the others (None: there are none)
 };
 
 // wgmma: the Hopper kernel runs on this device and build (prefill_attention_sm90_init()). Throws a
 // UserError when the option forces a kernel that cannot run the problem.
-AttentionKernel plan_attention(const AttentionProblem& p, bool wgmma, const KernelOptions& o);
+AttentionPlan plan_attention(const AttentionProblem& p, bool wgmma, const KernelOptions& o);
 
 // ---- attention at decode
 

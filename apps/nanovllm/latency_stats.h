@@ -1,0 +1,20 @@
+// Latency distributions of the benchmarks (bench-serve, bench --interference): mean and
+// percentiles by linear interpolation between order statistics (numpy's default, as vLLM).
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace nanovllm::cli {
+
+struct Dist {
+  double mean = 0, median = 0, p90 = 0, p99 = 0, max = 0;
+};
+
+Dist distribution(std::vector<double> v);  // all zero for an empty sample
+
+// out["mean_<name>_ms"], median_, p90_, p99_ from samples in seconds.
+void add_dist(nlohmann::json& out, const std::string& name, const std::vector<double>& seconds);
+
+}  // namespace nanovllm::cli
