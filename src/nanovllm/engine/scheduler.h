@@ -17,7 +17,8 @@
 //  running: their inter-token latency is one step of at most max_num_batched_tokens tokens, never
 //  the whole prompt. The batch lists the decodes first, then the chunks, so the attention of the
 //  one-token rows runs on the decode kernel and the rest on the prefill kernel. Decode-only steps
-//  run on CUDA graphs; mixed steps run eagerly.
+//  replay CUDA graphs; in a mixed step the decodes replay their graph and the chunks run as a
+//  second, eager forward (ModelRunner::run; EngineConfig::mixed_decode_graphs).
 //
 // Prefill first (chunked prefill off: nano-vllm's policy, kept for comparison):
 //  - Take waiting sequences while max_num_seqs and max_num_batched_tokens allow; only the first
@@ -41,7 +42,7 @@ namespace nanovllm {
 
 struct ScheduledBatch {
   std::vector<Sequence*> seqs;  // decodes first (one token each), then prefill chunks
-  bool is_prefill = false;          // num_prefill_tokens > 0: a prefill or mixed step (run eagerly)
+  bool is_prefill = false;          // num_prefill_tokens > 0: a prefill or mixed step
   int64_t num_tokens = 0;           // tokens computed by this batch (sum of num_scheduled_tokens)
   int64_t num_decodes = 0;          // sequences decoding their last sampled token (Sequence::is_decode_step)
   int64_t num_prefill_tokens = 0;   // the other tokens: prompts (and recomputed outputs after preemption)
