@@ -7,6 +7,7 @@
 # Several modes may be given in one call. Env: RATES ("20 50 100 inf"), NUM_PROMPTS (500), and the
 # engine configurations compared, as "label:flag,flag...;label:..." (commas become spaces):
 # INTERFERENCE_CONFIGS (default: budgets 16384, 2048, 1024, 768, 512 and prefill-first),
+# IMODEL, ISTREAMS, ICONTEXT, IPROMPT (interference: qwen3-8b, 64 streams of 1024 tokens, 32000);
 # SWEEP_CONFIGS (default: chunked prefill at 16384 and 2048 tokens, prefill-first).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -45,7 +46,8 @@ for mode in "$@"; do
       ;;
     interference)
       deps_path
-      M=(--model qwen3-8b --load-format dummy --device cuda)
+      M=(--model "${IMODEL:-qwen3-8b}" --load-format dummy --device cuda --interference-streams "${ISTREAMS:-64}"
+        --interference-context "${ICONTEXT:-1024}" --interference-prompt-len "${IPROMPT:-32000}")
       IFS=';' read -ra configs <<< "${INTERFERENCE_CONFIGS:-b16384:--max-num-batched-tokens,16384;b2048:--max-num-batched-tokens,2048;b1024:--max-num-batched-tokens,1024;b768:--max-num-batched-tokens,768;b512:--max-num-batched-tokens,512;prefill_first:--no-enable-chunked-prefill}"
       for c in "${configs[@]}"; do
         label=${c%%:*}
