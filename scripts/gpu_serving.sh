@@ -33,8 +33,8 @@ wait_health() {
 # A fresh machine has no build: the benchmark modes build the CLI first.
 ensure_built() {
   [ -x "$B" ] && return 0
-  TARGETS=nanovllm_cli bash scripts/gpu_build_test.sh -R NONE > "$OUT/build_cli.txt" 2>&1 ||
-    { tail -20 "$OUT/build_cli.txt"; exit 4; }
+  TARGETS=nanovllm_cli bash scripts/gpu_build_test.sh -R NONE > "$OUT/build_cli.txt" 2>&1
+  [ -x "$B" ] || { tail -20 "$OUT/build_cli.txt"; exit 4; }
 }
 
 for mode in "$@"; do
