@@ -239,3 +239,21 @@ TEST(KernelPlan, AttentionKernelChoice) {
   EXPECT_EQ(plan(3, 0, 128, 4, true), P(0, K::PrefillTiled));
   EXPECT_THROW(plan(3, 0, 128, 32, true), UserError);
 }
+
+// cuBLASLt heuristic buckets: every T maps to a bucket >= T, within 2x below 64 rows and within
+// one step (64 / 256 / 1024) above (8 at least); a bucket maps to itself.
+TEST(KernelPlan, GemmHeuristicBuckets) {
+  EXPECT_EQ(gemm_heuristic_rows(1), 8);
+  EXPECT_EQ(gemm_heuristic_rows(9), 16);
+  EXPECT_EQ(gemm_heuristic_rows(64), 64);
+  EXPECT_EQ(gemm_heuristic_rows(65), 128);
+  EXPECT_EQ(gemm_heuristic_rows(640), 768);
+  EXPECT_EQ(gemm_heuristic_rows(4096), 4096);
+  EXPECT_EQ(gemm_heuristic_rows(4097), 5120);
+  for (int64_t T = 1; T <= 40000; ++T) {
+    const int64_t b = gemm_heuristic_rows(T);
+    ASSERT_GE(b, T);
+    ASSERT_EQ(gemm_heuristic_rows(b), b) << T;
+    ASSERT_LT(b, T <= 64 ? std::max<int64_t>(8 + 1, 2 * T) : T + (T <= 512 ? 64 : T <= 4096 ? 256 : 1024)) << T;
+  }
+}

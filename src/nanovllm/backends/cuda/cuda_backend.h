@@ -130,6 +130,10 @@ class CudaBackend final : public Backend {
   void* workspace_ = nullptr;  // cuBLASLt workspace (persistent)
   size_t workspace_bytes_ = 0;
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, GemmPlan*> gemm_plans_;  // (T, N, K, F32 out), owned
+  // (gemm_heuristic_rows(T), N, K, F32 out) -> the heuristic's algorithm for that bucket, owned
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool>, GemmPlan*> gemm_bucket_plans_;
+  GemmPlan* make_gemm_plan(int64_t T, int64_t N, int64_t K, bool f32_out);  // descriptors only
+  void gemm_heuristic(GemmPlan& p, int64_t T, int64_t N, int64_t K);         // sets p.algo
 
   std::shared_ptr<StepArena> arena_;  // the step's activations (tensors hold weak references)
   std::map<int64_t, std::vector<std::pair<void*, size_t>>> graph_outputs_;  // graph -> arena blocks it writes

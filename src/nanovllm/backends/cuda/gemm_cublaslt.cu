@@ -1,7 +1,8 @@
 // out[T, N] = x[T, K] @ w[N, K]^T through cuBLASLt: BF16 operands, FP32 accumulation, BF16 out.
 // Row-major x/w/out are column-major x^T [K, T], w^T [K, N], out^T [N, T], so cuBLASLt computes
 // out^T = op(w^T)^T... i.e. C[N, T] = A^T B with A = w^T (K x N, ld K, transposed) and B = x^T
-// (K x T, ld K). Descriptors and the heuristic's algorithm are cached per (T, N, K); the
+// (K x T, ld K). Descriptors are cached per (T, N, K); the heuristic's algorithm per (rows
+// bucket, N, K) (gemm_heuristic_rows, kernel_plan.h), checked for each T it is used with; the
 // workspace is allocated once, so linear() is graph-capturable. Each op asks plan_linear
 // (kernel_plan.h) first: decode batches of at most 4 rows go to gemv.cu instead.
 #include <cublasLt.h>
@@ -43,9 +44,54 @@ void CudaBackend::init_gemm() {
   NV_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
 }
 
+CudaBackend::GemmPlan* CudaBackend::make_gemm_plan(int64_t T, int64_t N, int64_t K, bool f32_out) {
+  auto* p = new GemmPlan();
+  try {
+    NV_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    NV_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    NV_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    NV_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, uint64_t(K), uint64_t(N), K));  // w^T
+    NV_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, uint64_t(K), uint64_t(T), K));  // x^T
+    NV_CUBLAS_CHECK(
+        cublasLtMatrixLayoutCreate(&p->c, f32_out ? CUDA_R_32F : CUDA_R_16BF, uint64_t(N), uint64_t(T), N));  // out^T
+  } catch (...) {
+    delete p;
+    throw;
+  }
+  return p;
+}
+
+// Sets p.algo to the heuristic's first algorithm for the plan's problem (T rows, N, K).
+void CudaBackend::gemm_heuristic(GemmPlan& p, int64_t T, int64_t N, int64_t K) {
+  auto h = static_cast<cublasLtHandle_t>(cublaslt_);
+  cublasLtMatmulPreference_t pref;
+  NV_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
+                                       sizeof(workspace_bytes_));
+  // Split-K partial sums are added in FP32 (the compute type), never in the BF16 output type
+  // (the INPLACE / OUTPUT_TYPE schemes): each of those extra BF16 roundings adds error to every
+  // output of the GEMM, and over 28 layers that showed (cosine against a float32 reference).
+  const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  cublasStatus_t st =
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction, sizeof(reduction));
+  cublasLtMatmulHeuristicResult_t res{};
+  int found = 0;
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulAlgoGetHeuristic(h, p.desc, p.a, p.b, p.c, p.c, pref, 1, &res, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  NV_CUBLAS_CHECK(st);
+  if (found == 0)
+    throw Error("linear: cuBLASLt has no algorithm for [" + std::to_string(T) + ", " + std::to_string(K) + "] x [" +
+                std::to_string(N) + ", " + std::to_string(K) + "]^T");
+  p.algo = res.algo;
+}
+
 void CudaBackend::destroy_gemm() {
   for (auto& [k, p] : gemm_plans_) delete p;
   gemm_plans_.clear();
+  for (auto& [k, p] : gemm_bucket_plans_) delete p;
+  gemm_bucket_plans_.clear();
   if (workspace_) cudaFree(workspace_);
   workspace_ = nullptr;
   if (cublaslt_) cublasLtDestroy(static_cast<cublasLtHandle_t>(cublaslt_));
@@ -80,35 +126,31 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
   auto key = std::make_tuple(T, N, K, f32_out);
   auto it = gemm_plans_.find(key);
   if (it == gemm_plans_.end()) {
-    auto* p = new GemmPlan();
+    // Descriptors for this T; the algorithm is the heuristic's for the T bucket (mixed steps and
+    // prefills see many row counts: a heuristic query each, mid-step, cost milliseconds), used
+    // where cuBLASLt confirms it runs this T within the workspace, else this T's own.
+    GemmPlan* p = make_gemm_plan(T, N, K, f32_out);
     try {
-      NV_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-      cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-      NV_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-      NV_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-      NV_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, uint64_t(K), uint64_t(N), K));  // w^T
-      NV_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, uint64_t(K), uint64_t(T), K));  // x^T
-      NV_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, f32_out ? CUDA_R_32F : CUDA_R_16BF, uint64_t(N), uint64_t(T),
-                                                 N));  // out^T
-      cublasLtMatmulPreference_t pref;
-      NV_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
-                                           sizeof(workspace_bytes_));
-      // Split-K partial sums are added in FP32 (the compute type), never in the BF16 output type
-      // (the INPLACE / OUTPUT_TYPE schemes): each of those extra BF16 roundings adds error to every
-      // output of the GEMM, and over 28 layers that showed (cosine against a float32 reference).
-      const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-      NV_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction,
-                                                           sizeof(reduction)));
-      cublasLtMatmulHeuristicResult_t res{};
-      int found = 0;
-      cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h, p->desc, p->a, p->b, p->c, p->c, pref, 1, &res, &found);
-      cublasLtMatmulPreferenceDestroy(pref);
-      NV_CUBLAS_CHECK(st);
-      if (found == 0)
-        throw Error("linear: cuBLASLt has no algorithm for [" + std::to_string(T) + ", " + std::to_string(K) + "] x [" +
-                    std::to_string(N) + ", " + std::to_string(K) + "]^T");
-      p->algo = res.algo;
+      const int64_t Tb = cuda::gemm_heuristic_rows(T);
+      auto bkey = std::make_tuple(Tb, N, K, f32_out);
+      auto bit = gemm_bucket_plans_.find(bkey);
+      if (bit == gemm_bucket_plans_.end()) {
+        GemmPlan* b = make_gemm_plan(Tb, N, K, f32_out);
+        try {
+          gemm_heuristic(*b, Tb, N, K);
+        } catch (...) {
+          delete b;
+          throw;
+        }
+        bit = gemm_bucket_plans_.emplace(bkey, b).first;
+      }
+      cublasLtMatmulHeuristicResult_t check{};
+      if (cublasLtMatmulAlgoCheck(h, p->desc, p->a, p->b, p->c, p->c, &bit->second->algo, &check) ==
+              CUBLAS_STATUS_SUCCESS &&
+          check.workspaceSize <= workspace_bytes_)
+        p->algo = bit->second->algo;
+      else
+        gemm_heuristic(*p, T, N, K);
     } catch (...) {
       delete p;
       throw;

@@ -11,6 +11,16 @@ namespace nanovllm::cuda {
 
 static_assert(KernelOptions::kMaxDecodeSplits == kDecodeMaxSplits, "the option's range is the kernel's");
 
+int64_t gemm_heuristic_rows(int64_t T) {
+  if (T <= 64) {
+    int64_t b = 8;
+    while (b < T) b *= 2;
+    return b;
+  }
+  const int64_t step = T <= 512 ? 64 : T <= 4096 ? 256 : 1024;
+  return (T + step - 1) / step * step;
+}
+
 int64_t gemv_grid(const LinearProblem& p) {
   const int64_t per_cta = p.silu_mul ? kGemvRows / 2 : kGemvRows;
   return (p.N + per_cta - 1) / per_cta;

@@ -98,6 +98,15 @@ struct LinearPlan {
   bool fused_norm = false;  // norm: add + RMSNorm run as the GEMV's prologue (else add_rms_norm first)
 };
 
+// gemm_heuristic_rows (linear through cuBLASLt; gemm_cublaslt.cu): cuBLASLt's heuristic is asked
+// once per bucket of row counts, not per T: T rounded up to 8, 16, 32, 64, then to a multiple of 64
+// up to 512, of 256 up to 4096, of 1024 beyond. Its algorithm serves every T of the bucket (after
+// cublasLtMatmulAlgoCheck; else T's own heuristic). Mixed steps and prefills of varied lengths see
+// a new T almost every step, and the queries (with the first use of each new kernel) cost about
+// 10 ms in the step that met them: a mixed step of 128 decodes + a 512-token prompt on Qwen3-0.6B
+// took 18.6 ms as one forward where its parts take 4.8 + 2.7 (bench --interference, issue 18).
+int64_t gemm_heuristic_rows(int64_t T);
+
 // CTAs of the GEMV's grid for this problem (T rows, N outputs; SiLU CTAs take half as many).
 int64_t gemv_grid(const LinearProblem& p);
 
