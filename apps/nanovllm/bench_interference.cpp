@@ -83,6 +83,14 @@ nlohmann::json interference(LLMEngine& e, const InterferenceArgs& a) {
   }
   for (auto& [id, times] : token_times)
     if (times.size() < 10) throw Error("bench --interference: stream " + std::to_string(id) + " is not decoding");
+  // Warm-up of the step shapes to come (a server has met them before): one prompt of a budget's
+  // length (or the long prompt's, if shorter) read alongside the streams.
+  {
+    const int64_t n = std::min(a.prompt_len, e.config().max_num_batched_tokens);
+    const int64_t id = e.add_request(random_prompt(rng, n, vocab), fixed_length(1));
+    time_to_first_token(e, id, now(), record);
+    for (int i = 0; i < 3; ++i) record(e.step());
+  }
 
   // 3. The long prompt arrives.
   const double t_arrive = now();

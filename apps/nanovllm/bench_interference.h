@@ -16,7 +16,8 @@ struct InterferenceArgs {
 
 // 1. The long prompt alone (after a warm-up one): its TTFT.
 // 2. `streams` requests of `context` prompt tokens, decoding in steady state (their step time is
-//    the baseline ITL); then a new long prompt arrives. Until its first token: the inter-token
+//    the baseline ITL); a prompt of one step's budget read alongside them (warm-up of the step
+//    shapes); then a new long prompt arrives. Until its first token: the inter-token
 //    latencies of the streams (each gap between two tokens of a stream that overlaps the window,
 //    the one spanning the arrival included) and the long prompt's TTFT.
 // Prompts are random token ids, distinct, so nothing comes from the prefix cache.
