@@ -36,9 +36,6 @@ void EngineFlags::add_to(CLI::App& app, bool model_required) {
   app.add_flag("--no-enable-prefix-caching", no_prefix_caching, "turn prefix caching off");
   app.add_flag("--enable-chunked-prefill", chunked_prefill,
                "mixed steps: running streams decode while long prompts are read in chunks (default on)");
-  app.add_option("--mixed-decode-graphs", cfg.mixed_decode_graphs,
-                 "mixed steps: decodes replay their CUDA graph and prompt chunks run as a second forward (default "
-                 "true); false: one eager forward over all rows");
   app.add_flag("--no-enable-chunked-prefill", no_chunked_prefill,
                "nano-vllm's prefill-first steps: a new prompt pauses every running stream until it is read");
   app.add_option("--threads", cfg.num_threads, "CPU backend threads (default: all cores)");

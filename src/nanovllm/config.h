@@ -99,10 +99,6 @@ struct EngineConfig {
   // Mixed steps: running decodes share each step's token budget with chunks of waiting prompts
   // (vLLM V1). Off: nano-vllm's prefill-first steps (scheduler.h has both policies).
   bool enable_chunked_prefill = true;
-  // How a mixed step runs where CUDA graphs are on and its decodes fit one: true: the decodes
-  // replay their graph and the prompt chunks run as a second, eager forward (the weights are read
-  // twice, no decode runs eagerly); false: one eager forward over all rows.
-  bool mixed_decode_graphs = true;
   uint64_t seed = 0;         // engine seed for requests without their own
   int num_threads = 0;       // CPU backend threads; 0 = all cores
   bool profile_ops = false;  // time every op (ProfilingBackend; implies eager)

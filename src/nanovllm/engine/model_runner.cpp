@@ -240,25 +240,6 @@ std::vector<int32_t> ModelRunner::forward_and_sample(const ScheduledBatch& batch
 }
 
 std::vector<int32_t> ModelRunner::run(const ScheduledBatch& batch) {
-  // A mixed step whose leading one-token rows (its decodes) fit a CUDA graph: those replay it and
-  // the rest runs eagerly, one forward each (EngineConfig::mixed_decode_graphs).
-  size_t nd = 0;
-  while (nd < batch.seqs.size() && batch.seqs[nd]->num_scheduled_tokens == 1) ++nd;
-  if (batch.is_prefill && graphs_ && cfg_.mixed_decode_graphs && nd > 0 && nd < batch.seqs.size() &&
-      int64_t(nd) <= graphs_->max_batch()) {
-    ScheduledBatch decodes, chunks;
-    decodes.seqs.assign(batch.seqs.begin(), batch.seqs.begin() + int64_t(nd));
-    chunks.seqs.assign(batch.seqs.begin() + int64_t(nd), batch.seqs.end());
-    chunks.is_prefill = true;
-    std::vector<int32_t> tokens = run_one(decodes);
-    const std::vector<int32_t> rest = run_one(chunks);
-    tokens.insert(tokens.end(), rest.begin(), rest.end());
-    return tokens;
-  }
-  return run_one(batch);
-}
-
-std::vector<int32_t> ModelRunner::run_one(const ScheduledBatch& batch) {
   StepInputs in = prepare(batch, cfg_.block_size);
   if (tp_) tp_->broadcast(encode_step(in));
   return forward_and_sample(batch, in);

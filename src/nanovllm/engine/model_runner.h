@@ -57,7 +57,6 @@ class ModelRunner {
  private:
   Tensor forward_logits(StepInputs& in);
   std::vector<int32_t> forward_and_sample(const ScheduledBatch& batch, StepInputs& in);
-  std::vector<int32_t> run_one(const ScheduledBatch& batch);  // one forward (sent to the TP workers)
   void allocate_kv_cache();
   int64_t gpu_kv_blocks_after_warmup();
   void fit_max_model_len_to_kv_cache();

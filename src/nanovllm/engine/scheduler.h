@@ -3,7 +3,7 @@
 // A step computes at most max_num_batched_tokens tokens of at most max_num_seqs sequences. Two
 // policies, chosen by EngineConfig::enable_chunked_prefill:
 //
-// Mixed steps (chunked prefill on, the default; vLLM V1 and SGLang do the same):
+// Mixed steps (chunked prefill on, the default; as vLLM V1, and SGLang with --enable-mixed-chunk):
 //  1. Decodes: every running sequence whose prompt is fully computed gets one token, oldest first.
 //     When the KV pool has no block for it, the newest running sequence is preempted (recompute:
 //     its blocks are freed and it goes back to the front of waiting), the sequence itself if it
@@ -15,10 +15,14 @@
 //     chunked. An admitted sequence is running from then on, its blocks held.
 //  So a long prompt is read in budget-sized chunks between the decode tokens of the streams already
 //  running: their inter-token latency is one step of at most max_num_batched_tokens tokens, never
-//  the whole prompt. The batch lists the decodes first, then the chunks, so the attention of the
+//  the whole prompt. The budget trades that latency against the long prompt's TTFT (smaller
+//  chunks read the weights more often); a chunk late in a long prompt costs more than an early one
+//  (its attention spans the whole context). The batch lists the decodes first, then the chunks, so the attention of the
 //  one-token rows runs on the decode kernel and the rest on the prefill kernel. Decode-only steps
-//  replay CUDA graphs; in a mixed step the decodes replay their graph and the chunks run as a
-//  second, eager forward (ModelRunner::run; EngineConfig::mixed_decode_graphs).
+//  replay CUDA graphs; a mixed step is one eager forward over all its rows. (Replaying the decode
+//  graph and running the chunks as a second forward was tried and measured slower: 7.55 vs 6.98
+//  ms for 128 decodes + a 512-token prompt on Qwen3-0.6B, and a worse ITL for Qwen3-8B, which
+//  reads its weights twice; bench/RESULTS.md, issue 18.)
 //
 // Prefill first (chunked prefill off: nano-vllm's policy, kept for comparison):
 //  - Take waiting sequences while max_num_seqs and max_num_batched_tokens allow; only the first
@@ -28,7 +32,8 @@
 //    of the running queue as above. A prompt arriving stalls every running stream until it is read.
 //
 // Both compute the same tokens: a sequence's logits do not depend on what shares its step, so
-// greedy outputs are identical under either policy (tests/unit/model/test_engine_features.cpp).
+// greedy outputs are identical under either policy (tests/unit/model/test_mixed_steps.cpp, and on
+// CUDA tests/gpu/test_engine_modes.cpp).
 #pragma once
 #include <cstdint>
 #include <deque>
