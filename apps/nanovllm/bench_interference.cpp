@@ -1,7 +1,6 @@
 #include "bench_interference.h"
 
 #include <algorithm>
-#include <chrono>
 #include <map>
 
 #include "latency_stats.h"
@@ -10,8 +9,6 @@
 
 namespace nanovllm::cli {
 namespace {
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 std::vector<int32_t> random_prompt(PythonRandom& rng, int64_t n, int64_t vocab) {
   std::vector<int32_t> p(static_cast<size_t>(n));
@@ -31,7 +28,7 @@ SamplingParams fixed_length(int max_tokens) {
 double time_to_first_token(LLMEngine& e, int64_t id, double t0, const std::function<void(const StepResult&)>& each) {
   for (;;) {
     const StepResult r = e.step();
-    const double t = now();
+    const double t = now_seconds();
     if (each) each(r);
     for (auto& [rid, tok] : r.new_tokens)
       if (rid == id) return t - t0;
@@ -55,7 +52,7 @@ nlohmann::json interference(LLMEngine& e, const InterferenceArgs& a) {
   // 1. Alone: a warm-up long prompt, then the measured one.
   double ttft_alone = 0;
   for (int rep = 0; rep < 2; ++rep) {
-    const double t0 = now();
+    const double t0 = now_seconds();
     const int64_t id = e.add_request(random_prompt(rng, a.prompt_len, vocab), fixed_length(1));
     ttft_alone = time_to_first_token(e, id, t0, nullptr);
     while (e.has_unfinished()) e.step();
@@ -67,7 +64,7 @@ nlohmann::json interference(LLMEngine& e, const InterferenceArgs& a) {
   for (int64_t i = 0; i < a.streams; ++i)
     token_times[e.add_request(random_prompt(rng, a.context, vocab), fixed_length(stream_tokens))];
   auto record = [&](const StepResult& r) {
-    const double t = now();
+    const double t = now_seconds();
     for (auto& [id, tok] : r.new_tokens) {
       auto it = token_times.find(id);
       if (it != token_times.end()) it->second.push_back(t);
@@ -88,12 +85,12 @@ nlohmann::json interference(LLMEngine& e, const InterferenceArgs& a) {
   {
     const int64_t n = std::min(a.prompt_len, e.config().max_num_batched_tokens);
     const int64_t id = e.add_request(random_prompt(rng, n, vocab), fixed_length(1));
-    time_to_first_token(e, id, now(), record);
+    time_to_first_token(e, id, now_seconds(), record);
     for (int i = 0; i < 3; ++i) record(e.step());
   }
 
   // 3. The long prompt arrives.
-  const double t_arrive = now();
+  const double t_arrive = now_seconds();
   std::map<int64_t, size_t> before;  // tokens each stream had when it arrived
   for (auto& [id, times] : token_times) before[id] = times.size();
   const int64_t long_id = e.add_request(random_prompt(rng, a.prompt_len, vocab), fixed_length(1));

@@ -4,7 +4,6 @@
 // (TTFT of a 1,024-token prompt, decode tok/s at 1K context) and the long-prompt interference
 // mode (bench_interference.h). Prints one JSON object.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <iostream>
 
@@ -12,6 +11,7 @@
 
 #include "bench_interference.h"
 #include "commands.h"
+#include "latency_stats.h"
 #include "engine_flags.h"
 #include "nanovllm/llm.h"
 #include "nanovllm/ops/profiling_backend.h"
@@ -31,8 +31,6 @@ struct BenchArgs {
   int64_t profile_decode = 0;  // batch size for the per-op decode breakdown (0 = off)
   int64_t latency_prompt_len = 1024, latency_output_len = 256;
 };
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // bench.py draws ids from [0, 10000]; smaller test vocabularies are clamped.
 int64_t max_token_id(const LLMEngine& e) { return std::min<int64_t>(10000, e.model_config().vocab_size - 1); }
@@ -62,7 +60,7 @@ nlohmann::json throughput(LLMEngine& e, const BenchArgs& a) {
   // Warm-up, as bench.py does.
   e.add_request({1, 2, 3, 4}, SamplingParams{});
   while (e.has_unfinished()) e.step();
-  const double t0 = now();
+  const double t0 = now_seconds();
   for (int64_t i = 0; i < a.num_seqs; ++i) e.add_request(prompts[size_t(i)], params[size_t(i)]);
   int64_t generated = 0;
   double prefill_s = 0, decode_s = 0;
@@ -71,7 +69,7 @@ nlohmann::json throughput(LLMEngine& e, const BenchArgs& a) {
     generated += int64_t(r.new_tokens.size());
     (r.is_prefill ? prefill_s : decode_s) += r.seconds;
   }
-  const double secs = now() - t0;
+  const double secs = now_seconds() - t0;
   if (generated != output_tokens)
     throw Error("bench: generated " + std::to_string(generated) + " tokens, expected " + std::to_string(output_tokens));
   return {{"mode", "throughput"},
@@ -103,16 +101,16 @@ nlohmann::json latency(LLMEngine& e, const BenchArgs& a) {
   double decode_tok_s = 0;
   for (int rep = 0; rep < 3; ++rep) {
     prompt[0] = int32_t(rep);  // no prefix-cache hits between repetitions
-    const double t0 = now();
+    const double t0 = now_seconds();
     e.add_request(prompt, sp);
     double first = 0;
     int64_t tokens = 0;
     while (e.has_unfinished()) {
       auto r = e.step();
       tokens += int64_t(r.new_tokens.size());
-      if (tokens == 1 && first == 0) first = now();
+      if (tokens == 1 && first == 0) first = now_seconds();
     }
-    const double t1 = now();
+    const double t1 = now_seconds();
     ttfts.push_back(first - t0);
     decode_tok_s = std::max(decode_tok_s, double(tokens - 1) / (t1 - first));
   }

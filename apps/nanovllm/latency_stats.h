@@ -1,12 +1,18 @@
-// Latency distributions of the benchmarks (bench-serve, bench --interference): mean and
-// percentiles by linear interpolation between order statistics (numpy's default, as vLLM).
+// Timing for the benchmarks (bench, bench-serve): a steady clock in seconds, and latency
+// distributions: mean and percentiles by linear interpolation between order statistics (numpy's
+// default, as vLLM).
 #pragma once
+#include <chrono>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace nanovllm::cli {
+
+inline double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 struct Dist {
   double mean = 0, median = 0, p90 = 0, p99 = 0, max = 0;
