@@ -85,6 +85,16 @@ const std::vector<Option>& options() {
          return parse_int(v, 1, KernelOptions::kMaxDecodeSplits, o.max_decode_splits);
        },
        [](const KernelOptions& o) { return std::to_string(o.max_decode_splits); }},
+      {"long_decode_context", "NANOVLLM_LONG_DECODE_CONTEXT", "0 (off) or a key count up to 999999",
+       [](KernelOptions& o, const std::string& v) {
+         return parse_int(v, 0, 999999, o.long_decode_context);
+       },
+       [](const KernelOptions& o) { return std::to_string(o.long_decode_context); }},
+      {"long_decode_splits", "NANOVLLM_LONG_DECODE_SPLITS", "an integer in [1, 128]",
+       [](KernelOptions& o, const std::string& v) {
+         return parse_int(v, 1, KernelOptions::kMaxLongDecodeSplits, o.long_decode_splits);
+       },
+       [](const KernelOptions& o) { return std::to_string(o.long_decode_splits); }},
       {"decode_cluster", "NANOVLLM_DECODE_CLUSTER", "on or off",
        [](KernelOptions& o, const std::string& v) { return parse_bool(v, o.decode_cluster); },
        [](const KernelOptions& o) { return on_off(o.decode_cluster); }},
@@ -139,7 +149,8 @@ void set_kernel_option(KernelOptions& o, const std::string& key, const std::stri
 
 bool operator==(const KernelOptions& a, const KernelOptions& b) {
   auto fields = [](const KernelOptions& o) {
-    return std::tie(o.pdl, o.gemv_norm, o.max_decode_splits, o.decode_cluster, o.decode_warps, o.p2p_all_reduce,
+    return std::tie(o.pdl, o.gemv_norm, o.max_decode_splits, o.long_decode_context, o.long_decode_splits,
+                    o.decode_cluster, o.decode_warps, o.p2p_all_reduce,
                     o.all_reduce_norm, o.prefill_attention);
   };
   return fields(a) == fields(b);
@@ -150,6 +161,12 @@ void KernelOptions::validate() const {
   if (max_decode_splits < 1 || max_decode_splits > kMaxDecodeSplits)
     throw UserError("kernel option max_decode_splits must be in [1, " + std::to_string(kMaxDecodeSplits) + "] (got " +
                     std::to_string(max_decode_splits) + ")");
+  if (long_decode_context < 0 || long_decode_context > 999999)
+    throw UserError("kernel option long_decode_context must be in [0, 999999] (got " +
+                    std::to_string(long_decode_context) + ")");
+  if (long_decode_splits < 1 || long_decode_splits > kMaxLongDecodeSplits)
+    throw UserError("kernel option long_decode_splits must be in [1, " + std::to_string(kMaxLongDecodeSplits) +
+                    "] (got " + std::to_string(long_decode_splits) + ")");
   if (decode_warps != 4 && decode_warps != 8)
     throw UserError("kernel option decode_warps must be 4 or 8 (got " + std::to_string(decode_warps) + ")");
   if (int(gemv_norm) < 0 || int(gemv_norm) > 2)

@@ -18,6 +18,8 @@
 //   pdl                NANOVLLM_PDL                 on | off    (also 1 | 0, true | false)
 //   gemv_norm          NANOVLLM_GEMV_NORM           auto | never | always   (also 1 | 0 | 2)
 //   max_decode_splits  NANOVLLM_DECODE_SPLITS       1 .. 16
+//   long_decode_context NANOVLLM_LONG_DECODE_CONTEXT 0 (off) .. 999999 keys
+//   long_decode_splits NANOVLLM_LONG_DECODE_SPLITS  1 .. 128
 //   decode_cluster     NANOVLLM_DECODE_CLUSTER      on | off
 //   decode_warps       NANOVLLM_DECODE_WARPS        4 | 8
 //   p2p_all_reduce     NANOVLLM_P2P_ALLREDUCE       on | off
@@ -57,6 +59,13 @@ struct KernelOptions {
   // uses fewer when the batch already fills the GPU. 1: no split (one CTA walks the whole context).
   int max_decode_splits = 16;
   static constexpr int kMaxDecodeSplits = 16;  // the decode kernel's limit (kernel_plan.h: kDecodeMaxSplits)
+  // Long contexts at small batch (kernel_plan.h, plan_decode_attention): a decode batch of at most
+  // 16 sequences whose longest context has at least long_decode_context keys is split up to
+  // long_decode_splits ways (partials merged by a merge kernel beyond a cluster's 16), so that the
+  // GPU has enough loads in flight to read the KV cache near its bandwidth. 0: never.
+  int long_decode_context = 8192;
+  int long_decode_splits = 64;
+  static constexpr int kMaxLongDecodeSplits = 128;  // kernel_plan.h: kDecodeMaxSplitsGlobal
   // sm_90+: the splits of a (sequence, KV head) merge inside one thread-block cluster through
   // distributed shared memory. off: partials through global memory and a merge kernel (the
   // pre-Hopper path; for tests of that path and A/B runs).

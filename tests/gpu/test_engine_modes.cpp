@@ -2,7 +2,9 @@
 // are identical with and without CUDA graphs, with and without prefix caching, under forced
 // preemption (a KV pool smaller than the batch needs), and with mixed steps (chunked prefill, the
 // default) or prefill-first steps. Requests come in two waves, so the second wave's prompts are
-// read in chunks while the first wave decodes.
+// read in chunks while the first wave decodes. The long-context decode plan (more KV splits for a
+// small batch's long contexts, kernel_plan.h) runs the same in graphs, which are captured per
+// context range, as eagerly.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -47,11 +49,9 @@ std::vector<std::vector<int32_t>> run(EngineConfig cfg, const std::vector<std::v
   return v;
 }
 
-}  // namespace
-
-TEST(CudaEngineModes, GraphsPrefixCachingAndPreemptionGiveIdenticalGreedyOutputs) {
-  const char* dir = std::getenv("NANOVLLM_HF06B_DIR");
-  ASSERT_NE(dir, nullptr) << "set NANOVLLM_HF06B_DIR (scripts/make_qwen3_06b_reference.py --out DIR)";
+// 16 prompts sharing a 512-token prefix, each crossing 768 tokens while decoding, and one of
+// 5,000 tokens inserted at 12.
+std::vector<std::vector<int32_t>> two_wave_prompts() {
   std::mt19937 rng(7);
   std::vector<int32_t> prefix(512);
   for (auto& t : prefix) t = int32_t(rng() % 150000);
@@ -64,6 +64,21 @@ TEST(CudaEngineModes, GraphsPrefixCachingAndPreemptionGiveIdenticalGreedyOutputs
   std::vector<int32_t> long_prompt(5000);  // read in 3 chunks of the 2048-token budget
   for (auto& t : long_prompt) t = int32_t(rng() % 150000);
   prompts.insert(prompts.begin() + 12, long_prompt);
+  return prompts;
+}
+
+const char* model_dir() {
+  const char* dir = std::getenv("NANOVLLM_HF06B_DIR");
+  EXPECT_NE(dir, nullptr) << "set NANOVLLM_HF06B_DIR (scripts/make_qwen3_06b_reference.py --out DIR)";
+  return dir;
+}
+
+}  // namespace
+
+TEST(CudaEngineModes, GraphsPrefixCachingAndPreemptionGiveIdenticalGreedyOutputs) {
+  const char* dir = model_dir();
+  ASSERT_NE(dir, nullptr);
+  const auto prompts = two_wave_prompts();
   EngineConfig base;
   base.model = dir;
   base.device = "cuda";
@@ -96,4 +111,27 @@ TEST(CudaEngineModes, GraphsPrefixCachingAndPreemptionGiveIdenticalGreedyOutputs
       "17 prompts x 40 greedy tokens identical across mixed/prefill-first steps (%lld mixed steps), graphs/eager, "
       "prefix caching on/off, and %lld preemptions\n",
       (long long)mixed, (long long)c.preemptions);
+}
+
+// Decode batches of at most 16 sequences whose longest context reaches long_decode_context get the
+// long-context plan (up to 64 KV splits, a merge kernel); graphs are captured per context range.
+// With the threshold at 600 tokens, the first wave (8 sequences at 742..749 tokens) and the later
+// small batches cross it while decoding: graph replays must pick the range's graph and give the
+// eager run's tokens.
+TEST(CudaEngineModes, LongContextDecodePlanInGraphsMatchesEager) {
+  const char* dir = model_dir();
+  ASSERT_NE(dir, nullptr);
+  const auto prompts = two_wave_prompts();
+  EngineConfig base;
+  base.model = dir;
+  base.device = "cuda";
+  base.gpu_memory_utilization = 0.5;
+  base.max_num_batched_tokens = 2048;
+  base.max_num_seqs = 64;
+  base.kernels.long_decode_context = 600;
+  Counts c;
+  auto graphs = run(base, prompts, &c);
+  EngineConfig eager = base;
+  eager.enforce_eager = true;
+  EXPECT_EQ(run(eager, prompts, &c), graphs) << "eager vs CUDA graphs with the long-context decode plan";
 }

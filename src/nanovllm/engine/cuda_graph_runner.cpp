@@ -15,6 +15,9 @@ CudaGraphRunner::CudaGraphRunner(Backend& be, CausalLM& model, std::vector<Layer
     if (b < max_bs) buckets_.push_back(b);
   for (int64_t b = 16; b < max_bs; b += 16) buckets_.push_back(b);
   buckets_.push_back(max_bs);
+  for (int64_t b : buckets_)
+    for (int64_t c : be_.decode_context_breaks(b))
+      if (c > 1 && c <= max_model_len_) breaks_[b].push_back(c);
   // One static I32 buffer holds every input, so a replay needs one host->device copy:
   // [ids n | positions n | slots n | context lens n | cu_seqlens_k n+1 | cu_seqlens_q n+1 | block tables n*max_blocks]
   const int64_t n = buckets_.back();
@@ -43,25 +46,31 @@ int64_t CudaGraphRunner::bucket_for(int64_t b) const {
 CudaGraphRunner::~CudaGraphRunner() {
   try {
     be_.synchronize();
-    for (auto& [b, h] : graph_) be_.graph_destroy(h);
+    for (auto& [key, h] : graph_) be_.graph_destroy(h);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "warning: destroying CUDA graphs: %s\n", e.what());
   }
 }
 
-AttentionMetadata CudaGraphRunner::capture_metadata(int64_t bucket) const {
+size_t CudaGraphRunner::range_of(int64_t bucket, int64_t context) const {
+  auto it = breaks_.find(bucket);
+  if (it == breaks_.end()) return 0;
+  return size_t(std::upper_bound(it->second.begin(), it->second.end(), context) - it->second.begin());
+}
+
+AttentionMetadata CudaGraphRunner::capture_metadata(int64_t bucket, int64_t ctx_bound) const {
   AttentionMetadata md;
   md.is_prefill = false;
   md.num_seqs = md.num_tokens = bucket;
   md.max_seqlen_q = 1;
-  md.max_seqlen_k = int32_t(max_model_len_);
+  md.max_seqlen_k = int32_t(ctx_bound);
   md.max_blocks = max_blocks_;
   for (int64_t i = 0; i <= bucket; ++i) {
     md.cu_seqlens_q.push_back(int32_t(i));
-    md.cu_seqlens_k.push_back(int32_t(i * max_model_len_));
+    md.cu_seqlens_k.push_back(int32_t(i * ctx_bound));
   }
   md.slot_mapping.assign(size_t(bucket), -1);
-  md.context_lens.assign(size_t(bucket), int32_t(max_model_len_));
+  md.context_lens.assign(size_t(bucket), int32_t(ctx_bound));
   md.block_tables.assign(size_t(bucket * max_blocks_), 0);
   return md;
 }
@@ -75,42 +84,52 @@ void CudaGraphRunner::bind_device_views(AttentionMetadata& md, int64_t bucket) {
 }
 
 void CudaGraphRunner::capture() {
-  std::vector<int32_t> arange;
   // Largest first: its activations bound every smaller bucket's in the step arena.
   for (auto it = buckets_.rbegin(); it != buckets_.rend(); ++it) {
     const int64_t b = *it;
-    arange.resize(size_t(b));
-    for (int64_t i = 0; i < b; ++i) arange[size_t(i)] = int32_t(i);
-    // Safe inputs for the capture's own (recorded, not run) kernels and the warm-up run:
-    // context 1 reading block 0, slot -1 writing nothing.
-    StepInputs in;
-    in.md = capture_metadata(b);
-    in.input_ids.assign(size_t(b), 0);
-    in.positions.assign(size_t(b), 0);
-    in.last_rows = arange;
-    be_.upload(in.input_ids.data(), DType::I32, ids_);
-    be_.upload(in.positions.data(), DType::I32, pos_);
-    std::vector<int32_t> slots(size_t(buckets_.back()), -1), ctx(size_t(buckets_.back()), 1);
-    be_.upload(slots.data(), DType::I32, slot_);
-    be_.upload(ctx.data(), DType::I32, ctx_);
-    std::vector<int32_t> zeros(size_t(tables_.numel()), 0), cu(size_t(buckets_.back() + 1));
-    be_.upload(zeros.data(), DType::I32, tables_);
-    for (size_t i = 0; i < cu.size(); ++i) cu[i] = int32_t(i);
-    be_.upload(cu.data(), DType::I32, cu_q_);
-    be_.upload(cu.data(), DType::I32, cu_k_);
-    bind_device_views(in.md, b);
-    Tensor ids = ids_.rows(0, b), pos = pos_.rows(0, b);
-    // One eager run first (library workspaces, kernel attributes), then the capture.
-    be_.begin_step();
-    model_.compute_logits(model_.forward(ids, pos, kv_, in.md), arange);
-    be_.synchronize();
-    be_.begin_step();
-    be_.graph_capture_begin();
-    Tensor logits = model_.compute_logits(model_.forward(ids, pos, kv_, in.md), arange);
-    graph_[b] = be_.graph_capture_end();
-    logits_[b] = logits;
+    // The bucket's context ranges, the last (longest contexts) first; each is captured with its
+    // longest context, so every launch shape the plan derives covers the range.
+    const auto br = breaks_.find(b);
+    const std::vector<int64_t> breaks = br == breaks_.end() ? std::vector<int64_t>{} : br->second;
+    for (size_t r = breaks.size() + 1; r-- > 0;) {
+      const int64_t bound = r < breaks.size() ? breaks[r] - 1 : max_model_len_;
+      capture_one(b, r, bound);
+    }
   }
   be_.synchronize();
+}
+
+void CudaGraphRunner::capture_one(int64_t b, size_t range, int64_t bound) {
+  std::vector<int32_t> arange(static_cast<size_t>(b));
+  for (int64_t i = 0; i < b; ++i) arange[size_t(i)] = int32_t(i);
+  // Safe inputs for the capture's own (recorded, not run) kernels and the warm-up run:
+  // context 1 reading block 0, slot -1 writing nothing.
+  StepInputs in;
+  in.md = capture_metadata(b, bound);
+  in.input_ids.assign(size_t(b), 0);
+  in.positions.assign(size_t(b), 0);
+  in.last_rows = arange;
+  be_.upload(in.input_ids.data(), DType::I32, ids_);
+  be_.upload(in.positions.data(), DType::I32, pos_);
+  std::vector<int32_t> slots(size_t(buckets_.back()), -1), ctx(size_t(buckets_.back()), 1);
+  be_.upload(slots.data(), DType::I32, slot_);
+  be_.upload(ctx.data(), DType::I32, ctx_);
+  std::vector<int32_t> zeros(size_t(tables_.numel()), 0), cu(size_t(buckets_.back() + 1));
+  be_.upload(zeros.data(), DType::I32, tables_);
+  for (size_t i = 0; i < cu.size(); ++i) cu[i] = int32_t(i);
+  be_.upload(cu.data(), DType::I32, cu_q_);
+  be_.upload(cu.data(), DType::I32, cu_k_);
+  bind_device_views(in.md, b);
+  Tensor ids = ids_.rows(0, b), pos = pos_.rows(0, b);
+  // One eager run first (library workspaces, kernel attributes), then the capture.
+  be_.begin_step();
+  model_.compute_logits(model_.forward(ids, pos, kv_, in.md), arange);
+  be_.synchronize();
+  be_.begin_step();
+  be_.graph_capture_begin();
+  Tensor logits = model_.compute_logits(model_.forward(ids, pos, kv_, in.md), arange);
+  graph_[{b, range}] = be_.graph_capture_end();
+  logits_[{b, range}] = logits;
 }
 
 Tensor CudaGraphRunner::run(const StepInputs& in) {
@@ -145,8 +164,11 @@ Tensor CudaGraphRunner::run(const StepInputs& in) {
   be_.upload(h.data(), DType::I32, head);
   Tensor tab = tables_.rows(0, b * max_blocks_);
   be_.upload(t.data(), DType::I32, tab);
-  be_.graph_replay(graph_.at(b));
-  return logits_.at(b).rows(0, B);
+  int64_t longest = 1;
+  for (int64_t i = 0; i < B; ++i) longest = std::max<int64_t>(longest, ctx[i]);
+  const Key key{b, range_of(b, longest)};
+  be_.graph_replay(graph_.at(key));
+  return logits_.at(key).rows(0, B);
 }
 
 }  // namespace nanovllm

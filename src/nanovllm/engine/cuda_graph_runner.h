@@ -3,6 +3,9 @@
 // buffers, then replayed for every decode step whose batch fits a bucket: the inputs are copied
 // into the static buffers (padded rows write nowhere: slot -1) and the whole forward + LM head
 // runs as one launch. Sampling stays outside the graph (it is the step's device->host sync).
+// Where the backend's decode kernels change launch shape with the context length
+// (Backend::decode_context_breaks: more KV splits for long contexts at small batches), a bucket has
+// one graph per context range, and a replay takes the range of its batch's longest context.
 #pragma once
 #include <map>
 #include <vector>
@@ -28,9 +31,14 @@ class CudaGraphRunner {
 
  private:
   int64_t bucket_for(int64_t b) const;
+  // Captures the graph of bucket b for context range `range`, whose longest context is `bound`.
+  void capture_one(int64_t b, size_t range, int64_t bound);
   // Host metadata for a bucket, sized for the worst case (max_model_len context) so that any
   // launch geometry derived from host values covers every later replay.
-  AttentionMetadata capture_metadata(int64_t bucket) const;
+  // `ctx_bound`: the longest context of the graph's range (max_model_len for the last range).
+  AttentionMetadata capture_metadata(int64_t bucket, int64_t ctx_bound) const;
+  // The range index of a context length among the bucket's breaks.
+  size_t range_of(int64_t bucket, int64_t context) const;
   void bind_device_views(AttentionMetadata& md, int64_t bucket);
 
   Backend& be_;
@@ -41,8 +49,10 @@ class CudaGraphRunner {
   // Static device inputs, sized for the largest bucket: views of one buffer (inputs_).
   Tensor inputs_, ids_, pos_, slot_, ctx_, tables_, cu_q_, cu_k_;
   std::vector<int32_t> host_inputs_, host_tables_;  // reused host images of the inputs
-  std::map<int64_t, int64_t> graph_;                // bucket -> graph handle
-  std::map<int64_t, Tensor> logits_;                // bucket -> captured logits [bucket, V]
+  std::map<int64_t, std::vector<int64_t>> breaks_;  // bucket -> context breaks below max_model_len
+  using Key = std::pair<int64_t, size_t>;           // (bucket, context range)
+  std::map<Key, int64_t> graph_;                    // -> graph handle
+  std::map<Key, Tensor> logits_;                    // -> captured logits [bucket, V]
 };
 
 }  // namespace nanovllm

@@ -60,6 +60,13 @@ class Backend {
   // Frees a captured graph (after the work in flight). Graphs must go before the communicator
   // whose collectives they captured: NCCL holds the communicator's resources until then.
   virtual void graph_destroy(int64_t handle) { (void)handle; }
+  // The context lengths at which a decode of `batch` sequences changes its kernels' launch shapes
+  // (ascending): a graph captured for the range [break_i, break_i+1) of the batch's longest
+  // context replays correctly for any context in it. None: one graph serves every context.
+  virtual std::vector<int64_t> decode_context_breaks(int64_t batch) const {
+    (void)batch;
+    return {};
+  }
 
   // The host vectors of `md` -> its device tensors (no-op on CPU).
   virtual void prepare_metadata(AttentionMetadata& md) { (void)md; }

@@ -46,8 +46,8 @@ std::string spec_error(const std::string& spec) {
 TEST(KernelOptions, DefaultsAreTheMeasuredBest) {
   const KernelOptions o;
   EXPECT_EQ(o.to_string(),
-            "pdl=on gemv_norm=auto max_decode_splits=16 decode_cluster=on decode_warps=8 p2p_all_reduce=on "
-            "all_reduce_norm=on prefill_attention=auto");
+            "pdl=on gemv_norm=auto max_decode_splits=16 long_decode_context=8192 long_decode_splits=64 "
+            "decode_cluster=on decode_warps=8 p2p_all_reduce=on all_reduce_norm=on prefill_attention=auto");
   EXPECT_NO_THROW(o.validate());
   EXPECT_EQ(from_env({}), o);  // no variables set: nothing changes
 }
@@ -56,6 +56,8 @@ TEST(KernelOptions, EnvironmentOverridesEveryField) {
   const KernelOptions o = from_env({{"NANOVLLM_PDL", "0"},
                                     {"NANOVLLM_GEMV_NORM", "2"},
                                     {"NANOVLLM_DECODE_SPLITS", "4"},
+                                    {"NANOVLLM_LONG_DECODE_CONTEXT", "0"},
+                                    {"NANOVLLM_LONG_DECODE_SPLITS", "128"},
                                     {"NANOVLLM_DECODE_CLUSTER", "0"},
                                     {"NANOVLLM_DECODE_WARPS", "4"},
                                     {"NANOVLLM_P2P_ALLREDUCE", "0"},
@@ -64,6 +66,8 @@ TEST(KernelOptions, EnvironmentOverridesEveryField) {
   EXPECT_FALSE(o.pdl);
   EXPECT_EQ(o.gemv_norm, GemvNormFusion::Always);
   EXPECT_EQ(o.max_decode_splits, 4);
+  EXPECT_EQ(o.long_decode_context, 0);
+  EXPECT_EQ(o.long_decode_splits, 128);
   EXPECT_FALSE(o.decode_cluster);
   EXPECT_EQ(o.decode_warps, 4);
   EXPECT_FALSE(o.p2p_all_reduce);
@@ -94,6 +98,12 @@ TEST(KernelOptions, BadEnvironmentValuesAreRefusedByName) {
   EXPECT_NE(env_error({{"NANOVLLM_GEMV_NORM", "3"}}).find("gemv_norm must be auto, never or always"),
             std::string::npos);
   EXPECT_NE(env_error({{"NANOVLLM_PREFILL_ATTENTION", "flash"}}).find("auto, wgmma, mma or tiled"), std::string::npos);
+  EXPECT_EQ(env_error({{"NANOVLLM_LONG_DECODE_SPLITS", "129"}}),
+            "NANOVLLM_LONG_DECODE_SPLITS=129: kernel option long_decode_splits must be an integer in [1, 128] (got "
+            "'129')");
+  EXPECT_NE(env_error({{"NANOVLLM_LONG_DECODE_CONTEXT", "1000000"}}).find("long_decode_context must be 0 (off)"),
+            std::string::npos);
+  EXPECT_NE(env_error({{"NANOVLLM_LONG_DECODE_CONTEXT", "-5"}}), "");
   EXPECT_EQ(env_error({{"NANOVLLM_DECODE_WARPS", "8"}, {"NANOVLLM_DECODE_SPLITS", "1"}}), "");
 }
 

@@ -88,6 +88,12 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
     a.B = int(Bd);
     DecodeAttentionProblem prob;
     prob.num_seqs = Bd, prob.num_heads = num_heads, prob.num_kv_heads = num_kv_heads, prob.head_dim = D;
+    // The longest context of these rows: from the host lengths (under graph capture, the bound of
+    // the graph's context range), else the batch's max_seqlen_k.
+    if (int64_t(md.context_lens.size()) >= Bd)
+      for (int64_t b = 0; b < Bd; ++b) prob.max_context = std::max<int64_t>(prob.max_context, md.context_lens[size_t(b)]);
+    else
+      prob.max_context = md.max_seqlen_k;
     const DecodeAttentionPlan dplan = plan_decode_attention(prob);  // kernel_plan.h
     a.S = dplan.splits;
     a.warps = dplan.warps;

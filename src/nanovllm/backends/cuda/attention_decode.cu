@@ -16,7 +16,8 @@
 // Why so many splits and warps at small batch: one sequence has Hkv CTAs without splits, so at
 // batch 1 the kernel is a chain of latencies (DRAM round trips per key step, then the merges);
 // more CTAs and warps shorten the chain each CTA walks. The number of splits depends on the batch
-// size only, so a CUDA graph captured for a batch size stays valid at any context length.
+// size, and at small batches on the longest context's range (kernel_plan.h: long contexts), for
+// which the graph runner captures a graph per range: a graph stays valid at any context of its range.
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -304,6 +305,9 @@ void decode_attention(const DecodeAttnArgs& a, Stream st) {
   if (!(nw == 4 || (nw == 8 && a.S > 1 && decode_eight_warps_fit(a.D, G))))
     throw Error("decode attention: " + std::to_string(nw) + " warps for " + std::to_string(a.S) +
                 " splits at head_dim " + std::to_string(a.D) + ", group " + std::to_string(G) +
+                " is not a plan of plan_decode_attention");
+  if (a.S < 1 || a.S > kDecodeMaxSplitsGlobal || (a.cluster && a.S > kDecodeMaxSplits))
+    throw Error("decode attention: " + std::to_string(a.S) + " splits" + (a.cluster ? " in a cluster" : "") +
                 " is not a plan of plan_decode_attention");
   const DecodeKernel k = kernel_for(a.D, G, nw);
   const dim3 grid(unsigned(a.B), unsigned(a.Hkv), unsigned(a.S));

@@ -116,6 +116,10 @@ cuda::LinearPlan CudaBackend::plan_linear(const cuda::LinearProblem& p) {
   });
 }
 
+std::vector<int64_t> CudaBackend::decode_context_breaks(int64_t batch) const {
+  return cuda::decode_context_breaks(batch, options_);
+}
+
 cuda::DecodeAttentionPlan CudaBackend::plan_decode_attention(const cuda::DecodeAttentionProblem& p) const {
   return cuda::plan_decode_attention(p, num_sms_, device_cluster_limit_, options_);
 }

@@ -88,6 +88,7 @@ class CudaBackend final : public Backend {
   // inside a step whose inputs (ids, positions, prepare_metadata) were uploaded before the capture
   // began; replays then read those same device buffers, refilled by the caller.
   bool supports_graphs() const override { return true; }
+  std::vector<int64_t> decode_context_breaks(int64_t batch) const override;
   void graph_capture_begin() override;
   // Ends the capture and instantiates it; the handle is a cudaGraphExec_t.
   int64_t graph_capture_end() override;

@@ -10,6 +10,7 @@
 namespace nanovllm::cuda {
 
 static_assert(KernelOptions::kMaxDecodeSplits == kDecodeMaxSplits, "the option's range is the kernel's");
+static_assert(KernelOptions::kMaxLongDecodeSplits == kDecodeMaxSplitsGlobal, "the option's range is the kernel's");
 
 int64_t gemm_heuristic_rows(int64_t T) {
   if (T <= 64) {
@@ -92,9 +93,19 @@ DecodeAttentionPlan plan_decode_attention(const DecodeAttentionProblem& p, int n
   const int64_t ctas = std::max<int64_t>(1, p.num_seqs * p.num_kv_heads);
   const int64_t want = (2 * int64_t(num_sms) + ctas - 1) / ctas;
   plan.splits = int(std::clamp<int64_t>(want, 1, std::clamp(o.max_decode_splits, 1, kDecodeMaxSplits)));
+  if (!decode_context_breaks(p.num_seqs, o).empty() && p.max_context >= o.long_decode_context) {
+    const int64_t many = (kLongDecodeCtasPerSm * num_sms + ctas - 1) / ctas;
+    const int cap = std::clamp(o.long_decode_splits, 1, kDecodeMaxSplitsGlobal);
+    plan.splits = std::max(plan.splits, int(std::min<int64_t>(many, cap)));
+  }
   plan.warps = plan.splits > 1 && o.decode_warps >= 8 && decode_eight_warps_fit(p.head_dim, group) ? 8 : 4;
   plan.cluster = o.decode_cluster && plan.splits > 1 && plan.splits <= cluster_limit;
   return plan;
+}
+
+std::vector<int64_t> decode_context_breaks(int64_t batch, const KernelOptions& o) {
+  if (o.long_decode_context <= 0 || batch > kLongDecodeMaxBatch) return {};
+  return {o.long_decode_context};
 }
 
 }  // namespace nanovllm::cuda

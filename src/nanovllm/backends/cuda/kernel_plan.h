@@ -50,6 +50,13 @@
 //    Measured (Qwen3-8B TP=2 batch-1, ~1.15K context, per-kernel increment): S = 4 39.4 us,
 //    8 23.7, 16 17.0, 32 16.5 (~12 us fixed + ~0.1 us per key per CTA): 16 it is. Wanting 8 CTAs
 //    per SM instead of 2 (two splits at batch 256, TP=2) gained nothing (fcf3096).
+//  * Long contexts at small batch: with max_context (the longest context of the batch) at least
+//    KernelOptions::long_decode_context and at most kLongDecodeMaxBatch sequences, S grows to
+//    ceil(kLongDecodeCtasPerSm x SMs / (B x Hkv)), at most long_decode_splits (64 by default,
+//    kDecodeMaxSplitsGlobal at most): the two CTAs per SM above keep too few loads in flight to
+//    read a long KV cache at bandwidth (Qwen3-0.6B batch-1 at 32K: ~1.6 TB/s). A CUDA graph is
+//    captured per context range (decode_context_breaks: the ranges' bounds), so a replay always
+//    runs the plan of its batch's longest context.
 //  * Cluster: on sm_90+ the S > 1 splits of (sequence, KV head) form one thread-block cluster and
 //    merge through distributed shared memory (no global partials, no merge kernel) when S is at
 //    most the largest cluster the device schedules (cluster_limit; 1 before sm_90) and
@@ -61,6 +68,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "nanovllm/kernel_options.h"
 
@@ -73,6 +81,9 @@ constexpr int kGemvRows = 4;                       // gemv.cu: weight rows per C
 constexpr int64_t kGemvNormSmem = 48 << 10;        // gemv.cu norm prologue: x as T x K BF16 in shared memory
 constexpr int64_t kGemvMaxDim = int64_t(1) << 30;  // N and K (int indexing)
 constexpr int kDecodeMaxSplits = 16;               // attention_decode.cu: a cluster holds at most 16 CTAs
+constexpr int kDecodeMaxSplitsGlobal = 128;        // attention_decode.cu: partials merged by attn_merge_kernel
+constexpr int64_t kLongDecodeMaxBatch = 16;        // plan_decode_attention: the long-context rule's batches
+constexpr int64_t kLongDecodeCtasPerSm = 8;        // plan_decode_attention: CTAs per SM it aims at
 // attention_decode.cu: 8 warps' softmax states (8 x G x D floats) fit its 32 KiB of shared memory.
 constexpr bool decode_eight_warps_fit(int64_t head_dim, int64_t group) { return 8 * group * head_dim <= 8192; }
 
@@ -145,10 +156,11 @@ AttentionPlan plan_attention(const AttentionProblem& p, bool wgmma, const Kernel
 struct DecodeAttentionProblem {
   int64_t num_seqs = 0;
   int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  int64_t max_context = 0;  // the longest context of the batch (a bound of it under graph capture)
 };
 
 struct DecodeAttentionPlan {
-  int splits = 1;        // KV splits S per (sequence, KV head), 1..kDecodeMaxSplits
+  int splits = 1;        // KV splits S per (sequence, KV head), 1..kDecodeMaxSplitsGlobal
   int warps = 4;         // warps per CTA: 8 or 4
   bool cluster = false;  // S > 1 merged in a thread-block cluster; else partials + a merge kernel
 };
@@ -157,5 +169,10 @@ struct DecodeAttentionPlan {
 // without clusters: before sm_90).
 DecodeAttentionPlan plan_decode_attention(const DecodeAttentionProblem& p, int num_sms, int cluster_limit,
                                           const KernelOptions& o);
+
+// The context lengths at which plan_decode_attention changes its plan for a batch of `batch`
+// sequences (whatever the heads): a decode of that batch whose longest context is c runs the plan
+// of the range [break_i, break_{i+1}) holding c. The CUDA-graph runner captures a graph per range.
+std::vector<int64_t> decode_context_breaks(int64_t batch, const KernelOptions& o);
 
 }  // namespace nanovllm::cuda
