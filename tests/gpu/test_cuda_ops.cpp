@@ -305,6 +305,28 @@ TEST(CudaAttention, DecodeWithoutClusters) {
   }
 }
 
+// The long-context plan (kernel_plan.h): small batches whose longest context reaches
+// long_decode_context take up to long_decode_splits splits, merged by the merge kernel beyond 16.
+// The threshold is lowered here so that the CPU reference stays quick.
+TEST(CudaAttention, DecodeLongContextSplits) {
+  REQUIRE_GPU();
+  for (int splits : {32, 64, 128}) {
+    KernelOptions o;
+    o.long_decode_context = 256;
+    o.long_decode_splits = splits;
+    Backends be(o);
+    for (auto& h : kHeads) {
+      cuda::DecodeAttentionProblem p;
+      p.num_seqs = 1, p.num_heads = h.hq, p.num_kv_heads = h.hkv, p.head_dim = h.d, p.max_context = 4097;
+      const std::string plan = " splits " + std::to_string(be.gpu.plan_decode_attention(p).splits);
+      run_attention_case(be, cfg_name("decode B1 long", h, 16) + plan, {{4097, 1}}, h.hq, h.hkv, h.d, 16, false, 41);
+      // Contexts shorter than the splits: most CTAs have no keys (their partials weigh 0).
+      run_attention_case(be, cfg_name("decode B3 long", h, 16) + plan, {{300, 1}, {2, 1}, {1000, 1}}, h.hq, h.hkv, h.d,
+                         16, false, 42);
+    }
+  }
+}
+
 TEST(CudaAttention, BlockSizeOne) {
   REQUIRE_GPU();
   Backends be;

@@ -12,7 +12,8 @@
 //    (normalized o and log2-sum-exp per head) in its shared memory, and after a cluster barrier
 //    every CTA merges a 1/S slice of the G x D outputs, reading the others' shared memory directly
 //    (distributed shared memory: no global partials, no counters, no second kernel);
-//  * before sm_90, partials go to global memory and attn_merge_kernel merges them.
+//  * before sm_90, and beyond a cluster's 16 CTAs (long contexts at small batch), partials go to
+//    global memory and attn_merge_kernel merges them.
 // Why so many splits and warps at small batch: one sequence has Hkv CTAs without splits, so at
 // batch 1 the kernel is a chain of latencies (DRAM round trips per key step, then the merges);
 // more CTAs and warps shorten the chain each CTA walks. The number of splits depends on the batch
@@ -32,31 +33,53 @@ namespace cg = cooperative_groups;
 
 constexpr int kKeysInFlight = 2;  // per lane group and loop step (4 measured slower: bench/RESULTS.md)
 
-// Element d of the merged output of (sequence, query head) row bh from the global partials:
-// sum_s w_s o_s / sum_s w_s with w_s = 2^(lse_s - max lse). Reads through L2 (__ldcg): the
-// partials were written by other CTAs. The same sums in the same order as the cluster merge.
-__device__ __forceinline__ float merge_splits(const float* __restrict__ part_o, const float* __restrict__ part_lse,
-                                              int64_t bh, int S, int D, int d) {
-  const float* lse = part_lse + bh * S;
-  float mx = -INFINITY;
-  for (int s = 0; s < S; ++s) mx = fmaxf(mx, __ldcg(lse + s));
-  float acc = 0.f, wsum = 0.f;
-  if (mx != -INFINITY)
-    for (int s = 0; s < S; ++s) {
-      const float w = exp2f(__ldcg(lse + s) - mx);
-      wsum += w;
-      acc += w * __ldcg(part_o + (bh * S + s) * D + d);
-    }
-  return acc * (wsum > 0.f ? 1.f / wsum : 0.f);
-}
+// out[b, hq] = sum_s w_s o_s / sum_s w_s over the S partials of row bh = b * Hq + hq, with
+// w_s = 2^(lse_s - max lse); grid B*Hq, block kMergeThreads. Every load is independent of the
+// others: the S log-sum-exps are read in parallel into shared memory (one per thread), and for the
+// outputs, P = kMergeThreads / D thread groups each sum every P-th partial, 8 loads in flight per
+// thread, then group 0 adds the P sums in order. (A thread walking the S partials one dependent
+// step at a time cost S L2 round trips: 64 splits made Qwen3-0.6B batch-1 decode at 8K slower than
+// 16, bench/RESULTS.md.) Reads go through L2 (__ldcg): other CTAs wrote the partials.
+constexpr int kMergeThreads = 256;
+static_assert(kDecodeMaxSplitsGlobal <= kMergeThreads, "one log-sum-exp per thread");
 
-// out[b, hq] = merge of the S partials; grid B*Hq, block min(D, 128) threads.
-__global__ void attn_merge_kernel(const float* __restrict__ part_o, const float* __restrict__ part_lse,
-                                  bf16* __restrict__ out, int S, int D) {
+__global__ void __launch_bounds__(kMergeThreads)
+    attn_merge_kernel(const float* __restrict__ part_o, const float* __restrict__ part_lse, bf16* __restrict__ out,
+                      int S, int D) {
+  __shared__ float w[kDecodeMaxSplitsGlobal];
+  __shared__ float red[kMergeThreads / 32];
+  __shared__ float sums[kMergeThreads];
   pdl_begin();
   const int64_t bh = blockIdx.x;
-  for (int d = threadIdx.x; d < D; d += blockDim.x)
-    out[bh * D + d] = __float2bfloat16(merge_splits(part_o, part_lse, bh, S, D, d));
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+  const float lse = t < S ? __ldcg(part_lse + bh * S + t) : -INFINITY;
+  // Block max of the log-sum-exps.
+  float mx = lse;
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+  if (lane == 0) red[warp] = mx;
+  __syncthreads();
+  mx = red[0];
+#pragma unroll
+  for (int i = 1; i < kMergeThreads / 32; ++i) mx = fmaxf(mx, red[i]);
+  if (t < S) w[t] = mx == -INFINITY ? 0.f : exp2f(lse - mx);  // an empty split weighs 0
+  __syncthreads();
+  float wsum = 0.f;
+  for (int s = 0; s < S; ++s) wsum += w[s];  // the same order in every thread
+  const int P = kMergeThreads / D, p = t / D, d = t % D;
+  float acc = 0.f;
+  if (p < P) {
+    const float* src = part_o + (bh * S) * D + d;
+#pragma unroll 8
+    for (int s = p; s < S; s += P) acc += w[s] * __ldcg(src + int64_t(s) * D);
+  }
+  sums[t] = acc;
+  __syncthreads();
+  if (t < D) {
+    float total = 0.f;
+    for (int q = 0; q < P; ++q) total += sums[q * D + t];
+    out[bh * D + t] = __float2bfloat16(total * (wsum > 0.f ? 1.f / wsum : 0.f));
+  }
 }
 
 // grid (B, Hkv, S), block NW warps; with P.cluster, launched as clusters of (1, 1, S).
@@ -314,7 +337,7 @@ void decode_attention(const DecodeAttnArgs& a, Stream st) {
   launch_clustered(k, grid, dim3(unsigned(nw * 32)), 0, st, dim3(1, 1, a.cluster ? unsigned(a.S) : 1u), a);
   NV_LAUNCH_CHECK();
   if (a.S > 1 && !a.cluster) {
-    launch(attn_merge_kernel, dim3(unsigned(a.B * a.Hq)), dim3(unsigned(std::min(a.D, 128))), 0, st, a.part_o,
+    launch(attn_merge_kernel, dim3(unsigned(a.B * a.Hq)), dim3(unsigned(kMergeThreads)), 0, st, a.part_o,
            a.part_lse, a.out, a.S, a.D);
     NV_LAUNCH_CHECK();
   }
