@@ -60,9 +60,10 @@ struct KernelOptions {
   int max_decode_splits = 16;
   static constexpr int kMaxDecodeSplits = 16;  // the decode kernel's limit (kernel_plan.h: kDecodeMaxSplits)
   // Long contexts at small batch (kernel_plan.h, plan_decode_attention): a decode batch of at most
-  // 16 sequences whose longest context has at least long_decode_context keys is split up to
-  // long_decode_splits ways (partials merged by a merge kernel beyond a cluster's 16), so that the
-  // GPU has enough loads in flight to read the KV cache near its bandwidth. 0: never.
+  // 16 sequences whose longest context has at least long_decode_context keys is split into one
+  // full wave of CTAs, at most long_decode_splits per (sequence, KV head), partials merged by a
+  // merge kernel beyond a cluster's 16, so that enough loads are in flight to read the KV cache
+  // near bandwidth (Qwen3-8B batch-1 at 32K: 104 -> 127 tok/s). 0: never.
   int long_decode_context = 8192;
   int long_decode_splits = 64;
   static constexpr int kMaxLongDecodeSplits = 128;  // kernel_plan.h: kDecodeMaxSplitsGlobal

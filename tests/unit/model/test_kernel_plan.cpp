@@ -204,43 +204,54 @@ TEST(KernelPlan, DecodeAttentionMeasuredCases) {
 }
 
 // Long contexts at small batch (kernel_plan.h): from long_decode_context keys on, batches of at most
-// 16 sequences take ceil(8 x SMs / (B x Hkv)) splits, at most long_decode_splits; shorter contexts,
-// larger batches and long_decode_context = 0 keep the plan above. The graph runner's ranges are the
-// same threshold.
+// 16 sequences take one full wave of split CTAs, floor(resident x SMs / (B x Hkv)) splits (at
+// least the short-context plan's, at most long_decode_splits), merged by the merge kernel beyond a
+// cluster; shorter contexts, larger batches and long_decode_context = 0 keep the plan above. The
+// graph runner's ranges are the same threshold.
 TEST(KernelPlan, DecodeAttentionLongContext) {
   const KernelOptions def;
+  const auto resident = [](int n) {
+    return [n](int64_t, int64_t, int warps) {
+      EXPECT_EQ(warps, 8);
+      return n;
+    };
+  };
   DecodeAttentionProblem p;
   p.num_heads = 16, p.num_kv_heads = 8, p.head_dim = 128;  // Qwen3-0.6B
   p.num_seqs = 1;
   p.max_context = def.long_decode_context - 1;
-  DecodeAttentionPlan plan = plan_decode_attention(p, 132, 16, def);
+  DecodeAttentionPlan plan = plan_decode_attention(p, 132, 16, def, resident(3));
   EXPECT_EQ(plan.splits, 16);
   EXPECT_TRUE(plan.cluster);
-  p.max_context = def.long_decode_context;  // 8 CTAs want 132 splits: capped at 64, merged by the merge kernel
-  plan = plan_decode_attention(p, 132, 16, def);
-  EXPECT_EQ(plan.splits, 64);
+  // 8 CTAs per split; 3 resident per SM: floor(396 / 8) = 49 splits, through the merge kernel.
+  p.max_context = def.long_decode_context;
+  plan = plan_decode_attention(p, 132, 16, def, resident(3));
+  EXPECT_EQ(plan.splits, 49);
   EXPECT_EQ(plan.warps, 8);
   EXPECT_FALSE(plan.cluster);
+  EXPECT_EQ(plan_decode_attention(p, 132, 16, def, resident(2)).splits, 33);  // Qwen3-8B's kernel: 2 per SM
+  EXPECT_EQ(plan_decode_attention(p, 132, 16, def).splits, 33);               // residency unknown: 2
+  EXPECT_EQ(plan_decode_attention(p, 132, 16, def, resident(8)).splits, 64);  // long_decode_splits caps
   KernelOptions o;
   o.long_decode_splits = 128;
-  EXPECT_EQ(plan_decode_attention(p, 132, 16, o).splits, 128);
+  EXPECT_EQ(plan_decode_attention(p, 132, 16, o, resident(8)).splits, 128);
   o.long_decode_splits = 8;  // never fewer splits than the short-context plan
-  EXPECT_EQ(plan_decode_attention(p, 132, 16, o).splits, 16);
-  // Batch 16: 128 CTAs want ceil(1056 / 128) = 9 splits, one cluster of 9 (short contexts: 3).
-  p.num_seqs = 16;
-  plan = plan_decode_attention(p, 132, 16, def);
-  EXPECT_EQ(plan.splits, 9);
+  EXPECT_EQ(plan_decode_attention(p, 132, 16, o, resident(3)).splits, 16);
+  // Batch 4: 32 CTAs, floor(396 / 32) = 12 splits, a cluster of 12 (short contexts: ceil(264 / 32) = 9).
+  p.num_seqs = 4;
+  plan = plan_decode_attention(p, 132, 16, def, resident(3));
+  EXPECT_EQ(plan.splits, 12);
   EXPECT_TRUE(plan.cluster);
   p.max_context = 100;
-  EXPECT_EQ(plan_decode_attention(p, 132, 16, def).splits, 3);
+  EXPECT_EQ(plan_decode_attention(p, 132, 16, def, resident(3)).splits, 9);
   // Batch 17, or the rule off: the short plan at any context.
   p.max_context = 1 << 20;
   p.num_seqs = 17;
-  EXPECT_EQ(plan_decode_attention(p, 132, 16, def).splits, 2);
+  EXPECT_EQ(plan_decode_attention(p, 132, 16, def, resident(3)).splits, 2);
   o = def;
   o.long_decode_context = 0;
   p.num_seqs = 1;
-  EXPECT_EQ(plan_decode_attention(p, 132, 16, o).splits, 16);
+  EXPECT_EQ(plan_decode_attention(p, 132, 16, o, resident(3)).splits, 16);
   // The graph runner's context ranges.
   EXPECT_EQ(decode_context_breaks(1, def), std::vector<int64_t>{def.long_decode_context});
   EXPECT_EQ(decode_context_breaks(16, def), std::vector<int64_t>{def.long_decode_context});

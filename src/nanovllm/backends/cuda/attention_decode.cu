@@ -343,6 +343,15 @@ void decode_attention(const DecodeAttnArgs& a, Stream st) {
   }
 }
 
+int decode_resident_ctas(int head_dim, int group, int warps) {
+  if ((head_dim != 64 && head_dim != 128) || group < 1 || group > 8 || (warps != 4 && warps != 8))
+    throw Error("decode attention: no split kernel for head_dim " + std::to_string(head_dim) + ", group " +
+                std::to_string(group) + ", " + std::to_string(warps) + " warps");
+  int n = 0;
+  NV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_for(head_dim, group, warps), warps * 32, 0));
+  return n;
+}
+
 int decode_cluster_limit() {
   int dev = 0, major = 0;
   NV_CUDA_CHECK(cudaGetDevice(&dev));

@@ -148,6 +148,8 @@ class CudaBackend final : public Backend {
   int device_cluster_limit_ = 1;
   // One wave of the norm-prologue GEMV per (M, K, silu_mul): occupancy x SMs (plan_linear).
   std::map<std::tuple<int64_t, int64_t, bool>, int64_t> gemv_norm_wave_;
+  // (head_dim, group, warps) -> resident CTAs per SM of that split decode kernel (plan_decode_attention).
+  mutable std::map<std::tuple<int64_t, int64_t, int>, int> decode_resident_;
   bool pdl_ = false;
   bool wgmma_ = false;                                           // the sm_90a prefill kernel runs here
   int prefill_rows_per_warp_ = 32;

@@ -87,16 +87,18 @@ AttentionPlan plan_attention(const AttentionProblem& p, bool wgmma, const Kernel
 }
 
 DecodeAttentionPlan plan_decode_attention(const DecodeAttentionProblem& p, int num_sms, int cluster_limit,
-                                          const KernelOptions& o) {
+                                          const KernelOptions& o, const DecodeResidency& resident) {
   DecodeAttentionPlan plan;
   const int64_t group = p.num_kv_heads > 0 ? p.num_heads / p.num_kv_heads : 1;
   const int64_t ctas = std::max<int64_t>(1, p.num_seqs * p.num_kv_heads);
   const int64_t want = (2 * int64_t(num_sms) + ctas - 1) / ctas;
   plan.splits = int(std::clamp<int64_t>(want, 1, std::clamp(o.max_decode_splits, 1, kDecodeMaxSplits)));
   if (!decode_context_breaks(p.num_seqs, o).empty() && p.max_context >= o.long_decode_context) {
-    const int64_t many = (kLongDecodeCtasPerSm * num_sms + ctas - 1) / ctas;
+    const int warps = o.decode_warps >= 8 && decode_eight_warps_fit(p.head_dim, group) ? 8 : 4;
+    const int per_sm = resident ? std::max(1, resident(p.head_dim, group, warps)) : 2;
+    const int64_t wave = int64_t(per_sm) * num_sms / ctas;
     const int cap = std::clamp(o.long_decode_splits, 1, kDecodeMaxSplitsGlobal);
-    plan.splits = std::max(plan.splits, int(std::min<int64_t>(many, cap)));
+    plan.splits = std::max(plan.splits, int(std::min<int64_t>(wave, cap)));
   }
   plan.warps = plan.splits > 1 && o.decode_warps >= 8 && decode_eight_warps_fit(p.head_dim, group) ? 8 : 4;
   plan.cluster = o.decode_cluster && plan.splits > 1 && plan.splits <= cluster_limit;

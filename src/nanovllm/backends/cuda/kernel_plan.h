@@ -51,12 +51,19 @@
 //    8 23.7, 16 17.0, 32 16.5 (~12 us fixed + ~0.1 us per key per CTA): 16 it is. Wanting 8 CTAs
 //    per SM instead of 2 (two splits at batch 256, TP=2) gained nothing (fcf3096).
 //  * Long contexts at small batch: with max_context (the longest context of the batch) at least
-//    KernelOptions::long_decode_context and at most kLongDecodeMaxBatch sequences, S grows to
-//    ceil(kLongDecodeCtasPerSm x SMs / (B x Hkv)), at most long_decode_splits (64 by default,
-//    kDecodeMaxSplitsGlobal at most): the two CTAs per SM above keep too few loads in flight to
-//    read a long KV cache at bandwidth (Qwen3-0.6B batch-1 at 32K: ~1.6 TB/s). A CUDA graph is
-//    captured per context range (decode_context_breaks: the ranges' bounds), so a replay always
-//    runs the plan of its batch's longest context.
+//    KernelOptions::long_decode_context and at most kLongDecodeMaxBatch sequences, S is no longer
+//    capped by a cluster's 16: it grows to one full wave, floor(R x SMs / (B x Hkv)) with R the
+//    split kernel's resident CTAs per SM (occupancy; 2 when unknown), at most long_decode_splits
+//    (64, kDecodeMaxSplitsGlobal at most), and the partials go through the merge kernel. At batch
+//    1 the cap of 16 left 128 CTAs on 132 SMs, too few loads in flight to read a long KV cache at
+//    bandwidth. Measured on an H100 (bench --latency, batch 1, decode tok/s; bench/RESULTS.md),
+//    splits 16 / 24 / 33 / 48 / 64: Qwen3-0.6B at 32K 304 / 379 / 398 / 429 / 367, at 8K
+//    646 / 706 / 715 / 718 / 634; Qwen3-8B at 32K 104 / 118 / 127 / 114 / -, at 8K
+//    147 / 154 / 157 / 148 / -: the best is the largest S that stays one wave (0.6B's G = 2
+//    kernel holds 3 CTAs per SM, 8B's G = 4 kernel 2), and beyond a wave the tail costs more than
+//    the loads gain. At 4K the splits gain ~1% (0.6B 803 -> 809): the rule starts at 8192 keys.
+//    A CUDA graph is captured per context range (decode_context_breaks: the ranges' bounds), so a
+//    replay always runs the plan of its batch's longest context.
 //  * Cluster: on sm_90+ the S > 1 splits of (sequence, KV head) form one thread-block cluster and
 //    merge through distributed shared memory (no global partials, no merge kernel) when S is at
 //    most the largest cluster the device schedules (cluster_limit; 1 before sm_90) and
@@ -83,7 +90,6 @@ constexpr int64_t kGemvMaxDim = int64_t(1) << 30;  // N and K (int indexing)
 constexpr int kDecodeMaxSplits = 16;               // attention_decode.cu: a cluster holds at most 16 CTAs
 constexpr int kDecodeMaxSplitsGlobal = 128;        // attention_decode.cu: partials merged by attn_merge_kernel
 constexpr int64_t kLongDecodeMaxBatch = 16;        // plan_decode_attention: the long-context rule's batches
-constexpr int64_t kLongDecodeCtasPerSm = 8;        // plan_decode_attention: CTAs per SM it aims at
 // attention_decode.cu: 8 warps' softmax states (8 x G x D floats) fit its 32 KiB of shared memory.
 constexpr bool decode_eight_warps_fit(int64_t head_dim, int64_t group) { return 8 * group * head_dim <= 8192; }
 
@@ -166,9 +172,11 @@ struct DecodeAttentionPlan {
 };
 
 // num_sms: the device's SMs; cluster_limit: the largest cluster of decode CTAs it schedules (1
-// without clusters: before sm_90).
+// without clusters: before sm_90); resident(head_dim, group, warps): CTAs of that split kernel one
+// SM holds at once (the long-context rule; empty: 2).
+using DecodeResidency = std::function<int(int64_t head_dim, int64_t group, int warps)>;
 DecodeAttentionPlan plan_decode_attention(const DecodeAttentionProblem& p, int num_sms, int cluster_limit,
-                                          const KernelOptions& o);
+                                          const KernelOptions& o, const DecodeResidency& resident = {});
 
 // The context lengths at which plan_decode_attention changes its plan for a batch of `batch`
 // sequences (whatever the heads): a decode of that batch whose longest context is c runs the plan
