@@ -128,8 +128,6 @@ int main(int argc, char** argv) {
       const Variant variants[] = {{"wgmma", PrefillAttention::Wgmma, 32},
                                   {"wgmma_2x1", PrefillAttention::Wgmma, 32, cuda::Sm90Shape::TwoByOne},
                                   {"wgmma_3x1", PrefillAttention::Wgmma, 32, cuda::Sm90Shape::ThreeByOne},
-                                  {"wgmma_pipe_2x1", PrefillAttention::Wgmma, 32, cuda::Sm90Shape::Pipelined2x1},
-                                  {"wgmma_pipe_3x1", PrefillAttention::Wgmma, 32, cuda::Sm90Shape::Pipelined3x1},
                                   {"mma_32", PrefillAttention::Mma, 32},
                                   {"mma_16", PrefillAttention::Mma, 16},
                                   {"tiled", PrefillAttention::Tiled, 32}};

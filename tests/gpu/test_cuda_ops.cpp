@@ -245,9 +245,7 @@ TEST(CudaAttention, PrefillTensorCoreAwkwardShapes) {
       const std::vector<SeqSpec> mixed{{4097, 1000}, {1000, 333}, {130, 65}, {64, 63}, {77, 1}, {300, 44}, {65, 64}};
       run_attention_case(be, cfg_name("prefill-tc-mixed", h, bs), mixed, h.hq, h.hkv, h.d, bs, true, 31);
       // The wgmma kernel's other CTA shapes (on GPUs where it runs; elsewhere these are mma.sync again).
-      for (auto [shape, name] : {std::pair{cuda::Sm90Shape::TwoByOne, "2x1"}, {cuda::Sm90Shape::ThreeByOne, "3x1"},
-                                 {cuda::Sm90Shape::Pipelined2x1, "pipelined 2x1"},
-                                 {cuda::Sm90Shape::Pipelined3x1, "pipelined 3x1"}}) {
+      for (auto [shape, name] : {std::pair{cuda::Sm90Shape::TwoByOne, "2x1"}, {cuda::Sm90Shape::ThreeByOne, "3x1"}}) {
         be.gpu.set_sm90_shape(shape);
         run_attention_case(be, cfg_name("prefill-tc-mixed wgmma", h, bs) + " " + name, mixed, h.hq, h.hkv, h.d, bs, true,
                            31);

@@ -33,10 +33,9 @@ constexpr int kBN = 64;  // keys per tile
 
 // The CTA shapes (Sm90Shape, attention_prefill.cuh): NWG warpgroups of 64 query rows each, MINB
 // CTAs per SM (which sets the register budget: 65,536 / (NWG x 128 x MINB) per thread).
-// PIPE: the pipelined loop (three K/V stages; see the loop), else two stages.
-template <int D, int NWG, bool PIPE>
+template <int D, int NWG>
 constexpr size_t sm90_smem_bytes() {
-  return size_t(64 * NWG + (PIPE ? 6 : 4) * kBN) * D * sizeof(bf16) + 1024;  // + slack for 1024-byte alignment
+  return size_t(64 * NWG + 4 * kBN) * D * sizeof(bf16) + 1024;  // + alignment slack for 1024-byte tiles
 }
 
 // Element offset of 16-byte chunk c of row r in a [rows][D] tile stored as D/64 swizzled
@@ -45,20 +44,19 @@ __device__ __forceinline__ int sw128(int rows, int r, int c) {
   return (c >> 3) * rows * 64 + r * 64 + (((c & 7) ^ (r & 7)) << 3);
 }
 
-template <int D, int NWG, int MINB, bool PIPE>
+template <int D, int NWG, int MINB>
 __global__ void __launch_bounds__(NWG * 128, MINB)
     prefill_attn_sm90_kernel(const PrefillAttnArgs P, int G, int tiles_per_seq) {
   constexpr int kBM = 64 * NWG;  // query rows per CTA
   constexpr int kThreads = NWG * 128;
-  constexpr int NS = PIPE ? 3 : 2;  // K/V stages
   constexpr int CH = D / 8;   // 16-byte chunks per row
   constexpr int KS = D / 16;  // k-steps of Q K^T
   constexpr int NT = kBN / 8;
   constexpr int DT = D / 8;
   extern __shared__ unsigned char smem_raw[];
   bf16* qs = reinterpret_cast<bf16*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  bf16* ks = qs + kBM * D;       // [NS][kBN][D]
-  bf16* vs = ks + NS * kBN * D;  // [NS][kBN][D]
+  bf16* ks = qs + kBM * D;      // [2][kBN][D]
+  bf16* vs = ks + 2 * kBN * D;  // [2][kBN][D]
   pdl_begin();
 
   const int h = blockIdx.y;
@@ -100,7 +98,6 @@ __global__ void __launch_bounds__(NWG * 128, MINB)
       cp_async16(vd + sw128(kBN, key, c), P.vc + off, ok ? 16 : 0);
     }
   };
-  const int ntiles = (kmax + kBN - 1) / kBN;
   load_kv(0, 0);
   cp_async_commit();
 
@@ -115,75 +112,8 @@ __global__ void __launch_bounds__(NWG * 128, MINB)
   for (int i = 0; i < DT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const bf16* q_wg = qs + wg * 64 * 64;  // the warpgroup's 64 rows in each half
-  // acc = Q K^T for the key tile in kb (issued, not waited for).
-  auto qk = [&](float (&acc)[NT][4], const bf16* kb) {
-#pragma unroll
-    for (int kk = 0; kk < KS; ++kk) {
-      const int half = kk >> 2, koff = (kk & 3) * 16;
-      const uint64_t da = wgmma_desc_sw128(q_wg + half * kBM * 64 + koff, 16, 1024);
-      const uint64_t db = wgmma_desc_sw128(kb + half * kBN * 64 + koff, 16, 1024);
-      wgmma_m64n64k16_ss(acc, da, db, kk > 0);
-    }
-  };
-  // o += P V for the key tile in vb, P rounded from the probabilities p (issued, not waited for).
-  auto pv = [&](const float (&p)[NT][4], const bf16* vb) {
-#pragma unroll
-    for (int kk = 0; kk < kBN / 16; ++kk) {
-      uint32_t pf[4];
-      probs_fragment(p, kk, pf);
-      const uint64_t dv = wgmma_desc_sw128(vb + kk * 16 * 64, kBN * 128, 1024);
-      if constexpr (D == 128)
-        wgmma_m64n128k16_rs_t(o, pf, dv);
-      else
-        wgmma_m64n64k16_rs_t(o, pf, dv);
-    }
-  };
 
-  if constexpr (PIPE) {
-    // FlashAttention-3's intra-warpgroup overlap: while the tensor cores compute P_{t-1} V_{t-1}
-    // and S_t = Q K_t^T, the warpgroup runs the softmax of S_t, and O is rescaled once P V is
-    // done. V_{t-1} is still read while tile t+1 loads: three stages.
-    if (ntiles > 1) load_kv(1, kBN);
-    cp_async_commit();
-    cp_async_wait<1>();  // Q and tile 0
-    fence_proxy_async_smem();
-    __syncthreads();
-    float s[NT][4];
-    wgmma_fence();
-    qk(s, ks);
-    wgmma_commit();
-    wgmma_wait<0>();
-    softmax_tile(s, o, m, l, lim, 0, kfull, P.scale_log2, lane);
-    for (int t = 1; t < ntiles; ++t) {
-      cp_async_wait<0>();  // tile t
-      fence_proxy_async_smem();
-      __syncthreads();  // every thread's copies landed; every warpgroup is done with tile t - 2's stage
-      if (t + 1 < ntiles) load_kv((t + 1) % NS, (t + 1) * kBN);
-      cp_async_commit();
-      float sn[NT][4];
-      wgmma_fence();
-      qk(sn, ks + (t % NS) * kBN * D);
-      wgmma_commit();
-      pv(s, vs + ((t - 1) % NS) * kBN * D);
-      wgmma_commit();
-      wgmma_wait<1>();  // S_t (P V may still run)
-      float corr[2];
-      softmax_scores(sn, m, l, corr, lim, t * kBN, kfull, P.scale_log2, lane);
-      wgmma_wait<0>();
-      rescale_rows(o, corr);
-#pragma unroll
-      for (int j = 0; j < NT; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[j][e] = sn[j][e];
-    }
-    wgmma_fence();
-    pv(s, vs + ((ntiles - 1) % NS) * kBN * D);
-    wgmma_commit();
-    wgmma_wait<0>();
-    store_rows(o, l, warp * 16, rows, G, h, q0 + tok0, int64_t(P.Hq) * D, P.out, lane);
-    return;
-  }
-
+  const int ntiles = (kmax + kBN - 1) / kBN;
   for (int t = 0; t < ntiles; ++t) {
     cp_async_wait<0>();
     fence_proxy_async_smem();  // the copies are read next by the tensor cores (async proxy)
@@ -195,14 +125,29 @@ __global__ void __launch_bounds__(NWG * 128, MINB)
 
     float s[NT][4];
     wgmma_fence();
-    qk(s, kb);
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) {
+      const int half = kk >> 2, koff = (kk & 3) * 16;
+      const uint64_t da = wgmma_desc_sw128(q_wg + half * kBM * 64 + koff, 16, 1024);
+      const uint64_t db = wgmma_desc_sw128(kb + half * kBN * 64 + koff, 16, 1024);
+      wgmma_m64n64k16_ss(s, da, db, kk > 0);
+    }
     wgmma_commit();
     wgmma_wait<0>();
 
     softmax_tile(s, o, m, l, lim, t * kBN, kfull, P.scale_log2, lane);
 
     wgmma_fence();
-    pv(s, vb);
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) {
+      uint32_t pf[4];
+      probs_fragment(s, kk, pf);
+      const uint64_t dv = wgmma_desc_sw128(vb + kk * 16 * 64, kBN * 128, 1024);
+      if constexpr (D == 128)
+        wgmma_m64n128k16_rs_t(o, pf, dv);
+      else
+        wgmma_m64n64k16_rs_t(o, pf, dv);
+    }
     wgmma_commit();
     wgmma_wait<0>();
   }
@@ -210,13 +155,13 @@ __global__ void __launch_bounds__(NWG * 128, MINB)
   store_rows(o, l, warp * 16, rows, G, h, q0 + tok0, int64_t(P.Hq) * D, P.out, lane);
 }
 
-template <int D, int NWG, int MINB, bool PIPE = false>
+template <int D, int NWG, int MINB>
 void launch_sm90(const PrefillAttnArgs& a, Stream st) {
   const int G = a.Hq / a.Hkv, TQ = 64 * NWG / G;
   const int tiles = (a.max_q + TQ - 1) / TQ;
   if (tiles == 0) return;
-  launch(prefill_attn_sm90_kernel<D, NWG, MINB, PIPE>, dim3(unsigned(a.B) * unsigned(tiles), unsigned(a.Hkv)),
-         dim3(NWG * 128), sm90_smem_bytes<D, NWG, PIPE>(), st, a, G, tiles);
+  launch(prefill_attn_sm90_kernel<D, NWG, MINB>, dim3(unsigned(a.B) * unsigned(tiles), unsigned(a.Hkv)),
+         dim3(NWG * 128), sm90_smem_bytes<D, NWG>(), st, a, G, tiles);
 }
 
 template <int D>
@@ -225,24 +170,17 @@ void launch_sm90_shape(const PrefillAttnArgs& a, Sm90Shape shape, Stream st) {
     case Sm90Shape::TwoByTwo: return launch_sm90<D, 2, 2>(a, st);
     case Sm90Shape::TwoByOne: return launch_sm90<D, 2, 1>(a, st);
     case Sm90Shape::ThreeByOne: return launch_sm90<D, 3, 1>(a, st);
-    case Sm90Shape::Pipelined2x1: return launch_sm90<D, 2, 1, true>(a, st);
-    case Sm90Shape::Pipelined3x1: return launch_sm90<D, 3, 1, true>(a, st);
   }
-}
-
-template <int D, int NWG, int MINB, bool PIPE = false>
-void set_smem_attribute() {
-  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_sm90_kernel<D, NWG, MINB, PIPE>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(sm90_smem_bytes<D, NWG, PIPE>())));
 }
 
 template <int D>
 void set_smem_attributes() {
-  set_smem_attribute<D, 2, 2>();
-  set_smem_attribute<D, 2, 1>();
-  set_smem_attribute<D, 3, 1>();
-  set_smem_attribute<D, 2, 1, true>();
-  set_smem_attribute<D, 3, 1, true>();
+  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_sm90_kernel<D, 2, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     int(sm90_smem_bytes<D, 2>())));
+  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_sm90_kernel<D, 2, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     int(sm90_smem_bytes<D, 2>())));
+  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_sm90_kernel<D, 3, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     int(sm90_smem_bytes<D, 3>())));
 }
 
 }  // namespace

@@ -13,14 +13,13 @@ namespace nanovllm::cuda {
 //  - scores of keys past a row's limit lim[hf] (the last key its token sees) become -inf, only
 //    when the tile crosses the first row's limit (kt + NT * 8 > kfull);
 //  - the running max m[hf] and this lane's part of the row sum l[hf] are updated (the 4 lanes of
-//    a row add their parts at the end); corr[hf] = 2^(m_old - m_new) is what O must be scaled by
-//    (softmax_tile does it here; the pipelined wgmma kernel once the P V product in flight is done);
+//    a row add their parts at the end), O is rescaled by 2^(m_old - m_new);
 //  - s is left holding the probabilities 2^(s * sl2 - m * sl2), ready to round into P.
 // Key 0 is visible to every row and lies in the first tile, so the maxima are finite from the first
 // tile on and 2^(-inf) = 0 takes care of masked scores. sl2 = softmax scale * log2(e).
-template <int NT>
-__device__ __forceinline__ void softmax_scores(float (&s)[NT][4], float (&m)[2], float (&l)[2], float (&corr)[2],
-                                               const int (&lim)[2], int kt, int kfull, float sl2, int lane) {
+template <int NT, int DT>
+__device__ __forceinline__ void softmax_tile(float (&s)[NT][4], float (&o)[DT][4], float (&m)[2], float (&l)[2],
+                                             const int (&lim)[2], int kt, int kfull, float sl2, int lane) {
   if (kt + NT * 8 > kfull) {
 #pragma unroll
     for (int j = 0; j < NT; ++j)
@@ -37,7 +36,7 @@ __device__ __forceinline__ void softmax_scores(float (&s)[NT][4], float (&m)[2],
     for (int j = 0; j < NT; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * hf], s[j][2 * hf + 1]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    corr[hf] = exp2f((m[hf] - mx) * sl2);
+    const float corr = exp2f((m[hf] - mx) * sl2);
     m[hf] = mx;
     const float ms = mx * sl2;
     float sum = 0.f;
@@ -47,27 +46,13 @@ __device__ __forceinline__ void softmax_scores(float (&s)[NT][4], float (&m)[2],
       s[j][2 * hf + 1] = exp2f(fmaf(s[j][2 * hf + 1], sl2, -ms));
       sum += s[j][2 * hf] + s[j][2 * hf + 1];
     }
-    l[hf] = l[hf] * corr[hf] + sum;
-  }
-}
-
-template <int DT>
-__device__ __forceinline__ void rescale_rows(float (&o)[DT][4], const float (&corr)[2]) {
+    l[hf] = l[hf] * corr + sum;
 #pragma unroll
-  for (int i = 0; i < DT; ++i) {
-    o[i][0] *= corr[0];
-    o[i][1] *= corr[0];
-    o[i][2] *= corr[1];
-    o[i][3] *= corr[1];
+    for (int i = 0; i < DT; ++i) {
+      o[i][2 * hf] *= corr;
+      o[i][2 * hf + 1] *= corr;
+    }
   }
-}
-
-template <int NT, int DT>
-__device__ __forceinline__ void softmax_tile(float (&s)[NT][4], float (&o)[DT][4], float (&m)[2], float (&l)[2],
-                                             const int (&lim)[2], int kt, int kfull, float sl2, int lane) {
-  float corr[2];
-  softmax_scores(s, m, l, corr, lim, kt, kfull, sl2, lane);
-  rescale_rows(o, corr);
 }
 
 // P for keys 16 kk .. 16 kk + 15 as an m16k16 A fragment, straight from the probabilities.

@@ -140,7 +140,7 @@ constexpr bool prefill_tc_supports(int64_t head_dim, int64_t group) {
 }
 
 // CTA shapes of the wgmma prefill kernel (attention_prefill_sm90.cu): warpgroups per CTA x CTAs per SM.
-enum class Sm90Shape { TwoByTwo, TwoByOne, ThreeByOne, Pipelined2x1, Pipelined3x1 };
+enum class Sm90Shape { TwoByTwo, TwoByOne, ThreeByOne };
 
 enum class AttentionKernel { None, Decode, PrefillWgmma, PrefillMma, PrefillTiled };
 
