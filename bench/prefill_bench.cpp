@@ -123,11 +123,8 @@ int main(int argc, char** argv) {
         const char* name;
         PrefillAttention kernel;
         int rows_per_warp;
-        cuda::Sm90Shape shape = cuda::Sm90Shape::TwoByTwo;
       };
       const Variant variants[] = {{"wgmma", PrefillAttention::Wgmma, 32},
-                                  {"wgmma_2x1", PrefillAttention::Wgmma, 32, cuda::Sm90Shape::TwoByOne},
-                                  {"wgmma_3x1", PrefillAttention::Wgmma, 32, cuda::Sm90Shape::ThreeByOne},
                                   {"mma_32", PrefillAttention::Mma, 32},
                                   {"mma_16", PrefillAttention::Mma, 16},
                                   {"tiled", PrefillAttention::Tiled, 32}};
@@ -135,7 +132,6 @@ int main(int argc, char** argv) {
         if (var.kernel == PrefillAttention::Tiled && !tiled) continue;
         be.set_prefill_attention(var.kernel);
         be.set_prefill_rows_per_warp(var.rows_per_warp);
-        be.set_sm90_shape(var.shape);
         const int runs = var.kernel == PrefillAttention::Tiled ? 1 : (n <= 8192 ? 20 : 5);
         double sec = 0;
         try {
@@ -155,7 +151,6 @@ int main(int argc, char** argv) {
       }
       be.set_prefill_attention(PrefillAttention::Auto);
       be.set_prefill_rows_per_warp(32);
-      be.set_sm90_shape(cuda::Sm90Shape::TwoByTwo);
     }
   bench_gemms(be);
   return 0;

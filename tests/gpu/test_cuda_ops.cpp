@@ -244,13 +244,6 @@ TEST(CudaAttention, PrefillTensorCoreAwkwardShapes) {
       // ctx - qlen cached keys: prefix hits / earlier chunks ending mid-block (bs 16: 9, 3, 12 ...).
       const std::vector<SeqSpec> mixed{{4097, 1000}, {1000, 333}, {130, 65}, {64, 63}, {77, 1}, {300, 44}, {65, 64}};
       run_attention_case(be, cfg_name("prefill-tc-mixed", h, bs), mixed, h.hq, h.hkv, h.d, bs, true, 31);
-      // The wgmma kernel's other CTA shapes (on GPUs where it runs; elsewhere these are mma.sync again).
-      for (auto [shape, name] : {std::pair{cuda::Sm90Shape::TwoByOne, "2x1"}, {cuda::Sm90Shape::ThreeByOne, "3x1"}}) {
-        be.gpu.set_sm90_shape(shape);
-        run_attention_case(be, cfg_name("prefill-tc-mixed wgmma", h, bs) + " " + name, mixed, h.hq, h.hkv, h.d, bs, true,
-                           31);
-      }
-      be.gpu.set_sm90_shape(cuda::Sm90Shape::TwoByTwo);
       be.gpu.set_prefill_attention(PrefillAttention::Mma);
       for (int rows : {16, 32}) {
         be.gpu.set_prefill_rows_per_warp(rows);

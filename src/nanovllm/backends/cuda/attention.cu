@@ -121,7 +121,7 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
   for (int64_t b = b0; b < B; ++b)
     a.max_q = std::max<int>(a.max_q, md.cu_seqlens_q[size_t(b + 1)] - md.cu_seqlens_q[size_t(b)]);
   if (plan.rest == AttentionKernel::PrefillWgmma)
-    prefill_attention_sm90(a, s, sm90_shape_);
+    prefill_attention_sm90(a, s);
   else if (plan.rest == AttentionKernel::PrefillMma)
     prefill_attention_tc(a, s, prefill_rows_per_warp_);
   else

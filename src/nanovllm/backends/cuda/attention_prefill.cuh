@@ -14,7 +14,6 @@
 #include <cstdint>
 
 #include "nanovllm/backends/cuda/cuda_common.cuh"
-#include "nanovllm/backends/cuda/kernel_plan.h"  // Sm90Shape
 
 namespace nanovllm::cuda {
 
@@ -37,7 +36,7 @@ struct PrefillAttnArgs {
 void prefill_attention_tc(const PrefillAttnArgs& a, Stream st, int rows_per_warp);
 // Launches the Hopper kernel (wgmma, attention_prefill_sm90.cu) on `st`: same coverage as
 // prefill_attention_tc, only where prefill_attention_sm90_init() returned true.
-void prefill_attention_sm90(const PrefillAttnArgs& a, Stream st, Sm90Shape shape = Sm90Shape::TwoByTwo);
+void prefill_attention_sm90(const PrefillAttnArgs& a, Stream st);
 // Called once per backend: true when the device is sm_90 and this build carries sm_90a code.
 bool prefill_attention_sm90_init();
 // Launches the CUDA-core kernel on `st` (D % 8 == 0, D <= 256, G <= 16).

@@ -29,13 +29,13 @@
 namespace nanovllm::cuda {
 namespace {
 
-constexpr int kBN = 64;  // keys per tile
+constexpr int kBM = 128;  // query rows per CTA (2 warpgroups x 64)
+constexpr int kBN = 64;   // keys per tile
+constexpr int kThreads = 256;
 
-// The CTA shapes (Sm90Shape, attention_prefill.cuh): NWG warpgroups of 64 query rows each, MINB
-// CTAs per SM (which sets the register budget: 65,536 / (NWG x 128 x MINB) per thread).
-template <int D, int NWG>
+template <int D>
 constexpr size_t sm90_smem_bytes() {
-  return size_t(64 * NWG + 4 * kBN) * D * sizeof(bf16) + 1024;  // + alignment slack for 1024-byte tiles
+  return size_t(kBM + 4 * kBN) * D * sizeof(bf16) + 1024;  // + alignment slack for 1024-byte tiles
 }
 
 // Element offset of 16-byte chunk c of row r in a [rows][D] tile stored as D/64 swizzled
@@ -44,11 +44,9 @@ __device__ __forceinline__ int sw128(int rows, int r, int c) {
   return (c >> 3) * rows * 64 + r * 64 + (((c & 7) ^ (r & 7)) << 3);
 }
 
-template <int D, int NWG, int MINB>
-__global__ void __launch_bounds__(NWG * 128, MINB)
+template <int D>
+__global__ void __launch_bounds__(kThreads, 2)
     prefill_attn_sm90_kernel(const PrefillAttnArgs P, int G, int tiles_per_seq) {
-  constexpr int kBM = 64 * NWG;  // query rows per CTA
-  constexpr int kThreads = NWG * 128;
   constexpr int CH = D / 8;   // 16-byte chunks per row
   constexpr int KS = D / 16;  // k-steps of Q K^T
   constexpr int NT = kBN / 8;
@@ -155,41 +153,22 @@ __global__ void __launch_bounds__(NWG * 128, MINB)
   store_rows(o, l, warp * 16, rows, G, h, q0 + tok0, int64_t(P.Hq) * D, P.out, lane);
 }
 
-template <int D, int NWG, int MINB>
+template <int D>
 void launch_sm90(const PrefillAttnArgs& a, Stream st) {
-  const int G = a.Hq / a.Hkv, TQ = 64 * NWG / G;
+  const int G = a.Hq / a.Hkv, TQ = kBM / G;
   const int tiles = (a.max_q + TQ - 1) / TQ;
   if (tiles == 0) return;
-  launch(prefill_attn_sm90_kernel<D, NWG, MINB>, dim3(unsigned(a.B) * unsigned(tiles), unsigned(a.Hkv)),
-         dim3(NWG * 128), sm90_smem_bytes<D, NWG>(), st, a, G, tiles);
-}
-
-template <int D>
-void launch_sm90_shape(const PrefillAttnArgs& a, Sm90Shape shape, Stream st) {
-  switch (shape) {
-    case Sm90Shape::TwoByTwo: return launch_sm90<D, 2, 2>(a, st);
-    case Sm90Shape::TwoByOne: return launch_sm90<D, 2, 1>(a, st);
-    case Sm90Shape::ThreeByOne: return launch_sm90<D, 3, 1>(a, st);
-  }
-}
-
-template <int D>
-void set_smem_attributes() {
-  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_sm90_kernel<D, 2, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     int(sm90_smem_bytes<D, 2>())));
-  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_sm90_kernel<D, 2, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     int(sm90_smem_bytes<D, 2>())));
-  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_sm90_kernel<D, 3, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     int(sm90_smem_bytes<D, 3>())));
+  launch(prefill_attn_sm90_kernel<D>, dim3(unsigned(a.B) * unsigned(tiles), unsigned(a.Hkv)), dim3(kThreads),
+         sm90_smem_bytes<D>(), st, a, G, tiles);
 }
 
 }  // namespace
 
-void prefill_attention_sm90(const PrefillAttnArgs& a, Stream st, Sm90Shape shape) {
+void prefill_attention_sm90(const PrefillAttnArgs& a, Stream st) {
   if (a.D == 64)
-    launch_sm90_shape<64>(a, shape, st);
+    launch_sm90<64>(a, st);
   else
-    launch_sm90_shape<128>(a, shape, st);
+    launch_sm90<128>(a, st);
 }
 
 // 1 when this kernel image carries the wgmma code (built for sm_90a and running on sm_90), else 0.
@@ -214,8 +193,10 @@ bool prefill_attention_sm90_init() {
   if (launched == cudaSuccess) NV_CUDA_CHECK(cudaMemcpy(&host, flag, sizeof(int), cudaMemcpyDeviceToHost));
   NV_CUDA_CHECK(cudaFree(flag));
   if (launched != cudaSuccess || host != 1) return false;
-  set_smem_attributes<64>();
-  set_smem_attributes<128>();
+  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_sm90_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     int(sm90_smem_bytes<64>())));
+  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_sm90_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     int(sm90_smem_bytes<128>())));
   return true;
 }
 

@@ -108,8 +108,6 @@ class CudaBackend final : public Backend {
   void set_prefill_attention(PrefillAttention p) { options_.prefill_attention = p; }
   // Query rows per warp of the tensor-core prefill kernel: 16 or 32 (A/B timing).
   void set_prefill_rows_per_warp(int rows) { prefill_rows_per_warp_ = rows; }
-  // The wgmma kernel's CTA shape (attention_prefill_sm90.cu), for A/B timing.
-  void set_sm90_shape(cuda::Sm90Shape shape) { sm90_shape_ = shape; }
 
  private:
   struct GemmPlan;  // cuBLASLt descriptors + algorithm for one (M, N, K)
@@ -155,7 +153,6 @@ class CudaBackend final : public Backend {
   bool pdl_ = false;
   bool wgmma_ = false;                                           // the sm_90a prefill kernel runs here
   int prefill_rows_per_warp_ = 32;
-  cuda::Sm90Shape sm90_shape_ = cuda::Sm90Shape::TwoByTwo;
   size_t pinned_tokens_n_ = 0;
 };
 

@@ -139,9 +139,6 @@ constexpr bool prefill_tc_supports(int64_t head_dim, int64_t group) {
   return (head_dim == 64 || head_dim == 128) && group >= 1 && group <= kPrefillTcMaxGroup;
 }
 
-// CTA shapes of the wgmma prefill kernel (attention_prefill_sm90.cu): warpgroups per CTA x CTAs per SM.
-enum class Sm90Shape { TwoByTwo, TwoByOne, ThreeByOne };
-
 enum class AttentionKernel { None, Decode, PrefillWgmma, PrefillMma, PrefillTiled };
 
 struct AttentionProblem {
