@@ -18,8 +18,13 @@
 // (half the L2 -> SM bytes per FLOP) measured the same (+-2%): the loads are not the limit. What
 // is: the CTA's warpgroups run in lockstep (one __syncthreads per tile), each waiting for its own
 // S product before its softmax, so the tensor cores idle during softmax unless the SM's other CTA
-// fills them. FlashAttention-3's producer warp (TMA, mbarriers) and ping-pong of two warpgroups
-// are the next step.
+// fills them. Tried and not kept (2026-11-24, bench/RESULTS.md): one CTA per SM with 2 warpgroups
+// (255 registers, no wgmma serialization) 316-325 TFLOP/s at 32K, with 3 warpgroups (168) 397-407;
+// FlashAttention-3's intra-warpgroup overlap (softmax of S_t while P_{t-1} V_{t-1} and S_t run,
+// three K/V stages) on those shapes 317 / 396-402: no gain, so the softmax is not what stalls the
+// tensor cores. What is left is FlashAttention-3's producer warp: TMA loads of the K/V tiles (a
+// 64-key tile lies in one 256-slot block) with mbarriers, so that the consumer warpgroups issue
+// nothing but MMAs and softmax, instead of every thread's gather address math and cp.async.
 #include <cfloat>
 
 #include "nanovllm/backends/cuda/attention_prefill.cuh"
