@@ -124,7 +124,8 @@ int main(int argc, char** argv) {
         PrefillAttention kernel;
         int rows_per_warp;
       };
-      const Variant variants[] = {{"wgmma", PrefillAttention::Wgmma, 32},
+      const Variant variants[] = {{"wgmma_tma", PrefillAttention::WgmmaTma, 32},
+                                  {"wgmma", PrefillAttention::Wgmma, 32},
                                   {"mma_32", PrefillAttention::Mma, 32},
                                   {"mma_16", PrefillAttention::Mma, 16},
                                   {"tiled", PrefillAttention::Tiled, 32}};

@@ -59,6 +59,7 @@ const char* gemv_norm_name(GemvNormFusion g) {
 const char* prefill_attention_name(PrefillAttention p) {
   switch (p) {
     case PrefillAttention::Auto: return "auto";
+    case PrefillAttention::WgmmaTma: return "wgmma_tma";
     case PrefillAttention::Wgmma: return "wgmma";
     case PrefillAttention::Mma: return "mma";
     case PrefillAttention::Tiled: return "tiled";
@@ -112,10 +113,11 @@ const std::vector<Option>& options() {
       {"all_reduce_norm", "NANOVLLM_ALLREDUCE_NORM", "on or off",
        [](KernelOptions& o, const std::string& v) { return parse_bool(v, o.all_reduce_norm); },
        [](const KernelOptions& o) { return on_off(o.all_reduce_norm); }},
-      {"prefill_attention", "NANOVLLM_PREFILL_ATTENTION", "auto, wgmma, mma or tiled",
+      {"prefill_attention", "NANOVLLM_PREFILL_ATTENTION", "auto, wgmma_tma, wgmma, mma or tiled",
        [](KernelOptions& o, const std::string& v) {
          for (PrefillAttention p :
-              {PrefillAttention::Auto, PrefillAttention::Wgmma, PrefillAttention::Mma, PrefillAttention::Tiled})
+              {PrefillAttention::Auto, PrefillAttention::WgmmaTma, PrefillAttention::Wgmma, PrefillAttention::Mma,
+               PrefillAttention::Tiled})
            if (v == prefill_attention_name(p)) {
              o.prefill_attention = p;
              return true;
@@ -172,8 +174,8 @@ void KernelOptions::validate() const {
   if (int(gemv_norm) < 0 || int(gemv_norm) > 2)
     throw UserError("kernel option gemv_norm must be never, auto or always (got " + std::to_string(int(gemv_norm)) +
                     ")");
-  if (int(prefill_attention) < 0 || int(prefill_attention) > 3)
-    throw UserError("kernel option prefill_attention must be auto, wgmma, mma or tiled (got " +
+  if (int(prefill_attention) < 0 || int(prefill_attention) > 4)
+    throw UserError("kernel option prefill_attention must be auto, wgmma_tma, wgmma, mma or tiled (got " +
                     std::to_string(int(prefill_attention)) + ")");
 }
 

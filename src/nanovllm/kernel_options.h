@@ -24,7 +24,7 @@
 //   decode_warps       NANOVLLM_DECODE_WARPS        4 | 8
 //   p2p_all_reduce     NANOVLLM_P2P_ALLREDUCE       on | off
 //   all_reduce_norm    NANOVLLM_ALLREDUCE_NORM      on | off
-//   prefill_attention  NANOVLLM_PREFILL_ATTENTION   auto | wgmma | mma | tiled
+//   prefill_attention  NANOVLLM_PREFILL_ATTENTION   auto | wgmma_tma | wgmma | mma | tiled
 #pragma once
 #include <functional>
 #include <string>
@@ -42,8 +42,10 @@ enum class GemvNormFusion {
 // Which kernel computes prefill (and chunked-prefill / mixed-step) attention; decode steps use the
 // split-KV decode kernel either way. Read by CudaBackend::attention's plan (attention.cu).
 enum class PrefillAttention {
-  Auto,   // the fastest that applies: Hopper's wgmma kernel on sm_90, else mma.sync tensor cores,
+  Auto,   // the fastest that applies: Hopper's TMA + wgmma kernel on sm_90 (block sizes it takes; else
+          // the wgmma kernel), else mma.sync tensor cores,
           // else (head dims and GQA groups the tensor-core kernels lack) the CUDA-core kernel
+  WgmmaTma,  // FlashAttention-3's structure (attention_prefill_tma.cu): as Wgmma, block size 8/16/32/64k
   Wgmma,  // the wgmma kernel (attention_prefill_sm90.cu): sm_90 with a build carrying sm_90a
   Mma,    // the mma.sync tensor-core kernel (attention_prefill.cu), where it applies
   Tiled,  // the CUDA-core kernel (attention_tiled.cu): the slow reference

@@ -97,7 +97,7 @@ TEST(KernelOptions, BadEnvironmentValuesAreRefusedByName) {
             std::string::npos);
   EXPECT_NE(env_error({{"NANOVLLM_GEMV_NORM", "3"}}).find("gemv_norm must be auto, never or always"),
             std::string::npos);
-  EXPECT_NE(env_error({{"NANOVLLM_PREFILL_ATTENTION", "flash"}}).find("auto, wgmma, mma or tiled"), std::string::npos);
+  EXPECT_NE(env_error({{"NANOVLLM_PREFILL_ATTENTION", "flash"}}).find("auto, wgmma_tma, wgmma, mma or tiled"), std::string::npos);
   EXPECT_EQ(env_error({{"NANOVLLM_LONG_DECODE_SPLITS", "129"}}),
             "NANOVLLM_LONG_DECODE_SPLITS=129: kernel option long_decode_splits must be an integer in [1, 128] (got "
             "'129')");

@@ -3,8 +3,9 @@
 // and measurements) splits the batch between these kernels:
 //  * the leading sequences with one new token (a decode batch, or the decodes of a mixed step;
 //    D = 64/128, G <= 8): the split-KV kernel of attention_decode.cu;
-//  * the others, on tensor cores (D = 64/128, G <= 64): Hopper's wgmma kernel
-//    (attention_prefill_sm90.cu) on sm_90, else flash-attention-2 on mma.sync (attention_prefill.cu);
+//  * the others, on tensor cores (D = 64/128, G <= 64): on sm_90 FlashAttention-3's structure
+//    (attention_prefill_tma.cu; block sizes a TMA box can hold) or the wgmma kernel
+//    (attention_prefill_sm90.cu), else flash-attention-2 on mma.sync (attention_prefill.cu);
 //  * anything else: the CUDA-core kernel of attention_tiled.cu.
 // Sequence b computes the q tokens cu_seqlens_q[b]..cu_seqlens_q[b+1]), the last of its
 // context_lens[b] keys; its new token i sees keys [0, ctx - qlen + i]. Every key is read from the
@@ -79,7 +80,7 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
     single = B;
   else
     while (single < B && md.cu_seqlens_q[size_t(single + 1)] - md.cu_seqlens_q[size_t(single)] == 1) ++single;
-  const AttentionPlan plan = plan_attention({B, single, D, G}, wgmma_, options_);
+  const AttentionPlan plan = plan_attention({B, single, D, G, k_cache.size(1)}, wgmma_, options_);
   if (plan.decode_seqs > 0) {
     // Rows 0..decode_seqs-1 are those sequences' tokens: the prefix of every per-sequence array.
     DecodeAttnArgs a;
@@ -120,7 +121,9 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
   if (a.block_tables) a.block_tables += b0 * md.max_blocks;
   for (int64_t b = b0; b < B; ++b)
     a.max_q = std::max<int>(a.max_q, md.cu_seqlens_q[size_t(b + 1)] - md.cu_seqlens_q[size_t(b)]);
-  if (plan.rest == AttentionKernel::PrefillWgmma)
+  if (plan.rest == AttentionKernel::PrefillWgmmaTma)
+    prefill_attention_tma(a, cache_tma(k_cache), cache_tma(v_cache), s);
+  else if (plan.rest == AttentionKernel::PrefillWgmma)
     prefill_attention_sm90(a, s);
   else if (plan.rest == AttentionKernel::PrefillMma)
     prefill_attention_tc(a, s, prefill_rows_per_warp_);

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "nanovllm/backends/cuda/cuda_common.cuh"
+#include "nanovllm/backends/cuda/tma_desc.h"
 
 namespace nanovllm::cuda {
 
@@ -39,6 +40,15 @@ void prefill_attention_tc(const PrefillAttnArgs& a, Stream st, int rows_per_warp
 void prefill_attention_sm90(const PrefillAttnArgs& a, Stream st);
 // Called once per backend: true when the device is sm_90 and this build carries sm_90a code.
 bool prefill_attention_sm90_init();
+// Launches FlashAttention-3's structure on Hopper (TMA producer warp, wgmma consumers,
+// attention_prefill_tma.cu): where the wgmma kernel runs and kernel_plan.h's
+// tma_block_size_ok(block size); k and v describe this layer's caches (make_cache_tma).
+void prefill_attention_tma(const PrefillAttnArgs& a, const TmaDesc& k, const TmaDesc& v, Stream st);
+// The TMA descriptor of a paged cache seen as [slots][row_elems] BF16 (row_elems = Hkv x D), boxes
+// of 64 columns x min(block_size, 64) slots, 128-byte swizzle.
+TmaDesc make_cache_tma(const void* cache, int64_t slots, int64_t row_elems, int64_t block_size);
+// Called once per backend where the wgmma kernel runs (shared-memory limits of the TMA kernel).
+void prefill_attention_tma_init();
 // Launches the CUDA-core kernel on `st` (D % 8 == 0, D <= 256, G <= 16).
 void prefill_attention_tiled(const PrefillAttnArgs& a, Stream st);
 // Called once per backend: raises the tensor-core kernels' dynamic shared-memory limit.

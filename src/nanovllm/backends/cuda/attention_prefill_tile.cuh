@@ -13,13 +13,13 @@ namespace nanovllm::cuda {
 //  - scores of keys past a row's limit lim[hf] (the last key its token sees) become -inf, only
 //    when the tile crosses the first row's limit (kt + NT * 8 > kfull);
 //  - the running max m[hf] and this lane's part of the row sum l[hf] are updated (the 4 lanes of
-//    a row add their parts at the end), O is rescaled by 2^(m_old - m_new);
+//    a row add their parts at the end); corr[hf] = 2^(m_old - m_new) is what O must be scaled by
+//    (softmax_tile does it here; attention_prefill_tma.cu once the P V product in flight is done);
 //  - s is left holding the probabilities 2^(s * sl2 - m * sl2), ready to round into P.
 // Key 0 is visible to every row and lies in the first tile, so the maxima are finite from the first
 // tile on and 2^(-inf) = 0 takes care of masked scores. sl2 = softmax scale * log2(e).
-template <int NT, int DT>
-__device__ __forceinline__ void softmax_tile(float (&s)[NT][4], float (&o)[DT][4], float (&m)[2], float (&l)[2],
-                                             const int (&lim)[2], int kt, int kfull, float sl2, int lane) {
+template <int NT>
+__device__ __forceinline__ void mask_tile(float (&s)[NT][4], const int (&lim)[2], int kt, int kfull, int lane) {
   if (kt + NT * 8 > kfull) {
 #pragma unroll
     for (int j = 0; j < NT; ++j)
@@ -29,24 +29,56 @@ __device__ __forceinline__ void softmax_tile(float (&s)[NT][4], float (&o)[DT][4
         if (key > lim[e >> 1]) s[j][e] = -INFINITY;
       }
   }
+}
+
+// The online-softmax step of the lane's rows half hf (g or g + 8); returns 2^(m_old - m_new).
+template <int NT>
+__device__ __forceinline__ float softmax_half(float (&s)[NT][4], float (&m)[2], float (&l)[2], int hf, float sl2) {
+  float mx = m[hf];
+#pragma unroll
+  for (int j = 0; j < NT; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * hf], s[j][2 * hf + 1]));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+  const float corr = exp2f((m[hf] - mx) * sl2);
+  m[hf] = mx;
+  const float ms = mx * sl2;
+  float sum = 0.f;
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    s[j][2 * hf] = exp2f(fmaf(s[j][2 * hf], sl2, -ms));
+    s[j][2 * hf + 1] = exp2f(fmaf(s[j][2 * hf + 1], sl2, -ms));
+    sum += s[j][2 * hf] + s[j][2 * hf + 1];
+  }
+  l[hf] = l[hf] * corr + sum;
+  return corr;
+}
+
+template <int NT>
+__device__ __forceinline__ void softmax_scores(float (&s)[NT][4], float (&m)[2], float (&l)[2], float (&corr)[2],
+                                               const int (&lim)[2], int kt, int kfull, float sl2, int lane) {
+  mask_tile(s, lim, kt, kfull, lane);
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) corr[hf] = softmax_half(s, m, l, hf, sl2);
+}
+
+template <int DT>
+__device__ __forceinline__ void rescale_rows(float (&o)[DT][4], const float (&corr)[2]) {
+#pragma unroll
+  for (int i = 0; i < DT; ++i) {
+    o[i][0] *= corr[0];
+    o[i][1] *= corr[0];
+    o[i][2] *= corr[1];
+    o[i][3] *= corr[1];
+  }
+}
+
+template <int NT, int DT>
+__device__ __forceinline__ void softmax_tile(float (&s)[NT][4], float (&o)[DT][4], float (&m)[2], float (&l)[2],
+                                             const int (&lim)[2], int kt, int kfull, float sl2, int lane) {
+  mask_tile(s, lim, kt, kfull, lane);
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
-    float mx = m[hf];
-#pragma unroll
-    for (int j = 0; j < NT; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * hf], s[j][2 * hf + 1]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float corr = exp2f((m[hf] - mx) * sl2);
-    m[hf] = mx;
-    const float ms = mx * sl2;
-    float sum = 0.f;
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      s[j][2 * hf] = exp2f(fmaf(s[j][2 * hf], sl2, -ms));
-      s[j][2 * hf + 1] = exp2f(fmaf(s[j][2 * hf + 1], sl2, -ms));
-      sum += s[j][2 * hf] + s[j][2 * hf + 1];
-    }
-    l[hf] = l[hf] * corr + sum;
+    const float corr = softmax_half(s, m, l, hf, sl2);
 #pragma unroll
     for (int i = 0; i < DT; ++i) {
       o[i][2 * hf] *= corr;

@@ -76,6 +76,7 @@ CudaBackend::CudaBackend(int device_index, const KernelOptions& options) : devic
   device_cluster_limit_ = cuda::decode_cluster_limit();
   cuda::prefill_attention_init();
   wgmma_ = cuda::prefill_attention_sm90_init();
+  if (wgmma_) cuda::prefill_attention_tma_init();
   if (options_.prefill_attention == PrefillAttention::Wgmma && !wgmma_)
     throw UserError(std::string("kernel option prefill_attention=wgmma: the wgmma kernel needs an sm_90 GPU and a ") +
                     "build with sm_90a code (this is " + prop.name + ", sm_" +
@@ -114,6 +115,15 @@ cuda::LinearPlan CudaBackend::plan_linear(const cuda::LinearProblem& p) {
       it = gemv_norm_wave_.emplace(key, cuda::gemv_norm_wave(p.T, p.K, p.silu_mul, num_sms_)).first;
     return it->second;
   });
+}
+
+const cuda::TmaDesc& CudaBackend::cache_tma(const Tensor& cache) {
+  const int64_t slots = cache.size(0) * cache.size(1), row = cache.size(2) * cache.size(3);
+  const auto key = std::make_tuple(static_cast<const void*>(cache.data<bf16>()), slots, row, cache.size(1));
+  auto it = cache_tma_.find(key);
+  if (it == cache_tma_.end())
+    it = cache_tma_.emplace(key, cuda::make_cache_tma(cache.data<bf16>(), slots, row, cache.size(1))).first;
+  return it->second;
 }
 
 std::vector<int64_t> CudaBackend::decode_context_breaks(int64_t batch) const {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "nanovllm/backends/cuda/kernel_plan.h"
+#include "nanovllm/backends/cuda/tma_desc.h"
 #include "nanovllm/kernel_options.h"
 #include "nanovllm/ops/backend.h"
 #include "nanovllm/utils/step_arena.h"
@@ -104,6 +105,8 @@ class CudaBackend final : public Backend {
   // The plans of the ops (kernel_plan.h) with this device's facts.
   cuda::LinearPlan plan_linear(const cuda::LinearProblem& p);
   cuda::DecodeAttentionPlan plan_decode_attention(const cuda::DecodeAttentionProblem& p) const;
+  // The sm_90a prefill kernels (wgmma, and wgmma with TMA) run on this device and build.
+  bool wgmma() const { return wgmma_; }
   // Overrides options.prefill_attention (tests and attention_bench force each kernel).
   void set_prefill_attention(PrefillAttention p) { options_.prefill_attention = p; }
   // Query rows per warp of the tensor-core prefill kernel: 16 or 32 (A/B timing).
@@ -121,6 +124,8 @@ class CudaBackend final : public Backend {
   void h2d(void* dst, const void* src, size_t bytes);
   void* staging_alloc(size_t bytes);
   Tensor device_i32(const int32_t* host, int64_t n);  // scratch copy for the step (or persistent)
+  // The TMA descriptor of a paged cache [num_blocks, block_size, Hkv, D] (made on first use).
+  const cuda::TmaDesc& cache_tma(const Tensor& cache);
 
   int device_ = 0;
   KernelOptions options_;
@@ -150,6 +155,9 @@ class CudaBackend final : public Backend {
   std::map<std::tuple<int64_t, int64_t, bool>, int64_t> gemv_norm_wave_;
   // (head_dim, group, warps) -> resident CTAs per SM of that split decode kernel (plan_decode_attention).
   mutable std::map<std::tuple<int64_t, int64_t, int>, int> decode_resident_;
+  // TMA descriptors of the paged caches the TMA prefill kernel read (a layer's K or V cache: base
+  // address, slots, row elements, block size), made once each.
+  std::map<std::tuple<const void*, int64_t, int64_t, int64_t>, cuda::TmaDesc> cache_tma_;
   bool pdl_ = false;
   bool wgmma_ = false;                                           // the sm_90a prefill kernel runs here
   int prefill_rows_per_warp_ = 32;

@@ -50,6 +50,14 @@ AttentionKernel prefill_kernel(const AttentionProblem& p, bool wgmma, const Kern
   const bool tc = prefill_tc_supports(D, G);
   const auto shape = "head_dim " + std::to_string(D) + ", " + std::to_string(G) + " query heads per KV head";
   switch (o.prefill_attention) {
+    case PrefillAttention::WgmmaTma:
+      if (!tc || !wgmma || !tma_block_size_ok(p.block_size))
+        throw UserError(
+            "kernel option prefill_attention=wgmma_tma: the TMA kernel needs an sm_90 GPU, a build with sm_90a, "
+            "head_dim 64 or 128, at most 64 query heads per KV head and a block size that is a multiple of 64 or "
+            "8, 16 or 32 (" +
+            shape + ", block size " + std::to_string(p.block_size) + ")");
+      return AttentionKernel::PrefillWgmmaTma;
     case PrefillAttention::Wgmma:
       if (!tc || !wgmma)
         throw UserError(
@@ -65,7 +73,9 @@ AttentionKernel prefill_kernel(const AttentionProblem& p, bool wgmma, const Kern
             shape + ")");
       return AttentionKernel::PrefillMma;
     case PrefillAttention::Auto:
-      if (tc) return wgmma ? AttentionKernel::PrefillWgmma : AttentionKernel::PrefillMma;
+      if (tc && wgmma)
+        return tma_block_size_ok(p.block_size) ? AttentionKernel::PrefillWgmmaTma : AttentionKernel::PrefillWgmma;
+      if (tc) return AttentionKernel::PrefillMma;
       break;
     case PrefillAttention::Tiled: break;
   }

@@ -33,6 +33,9 @@
 //    auto takes the fastest that applies. Measured on an H100 at 32K tokens, Qwen3-8B heads
 //    (bench/prefill_bench.cpp, bench/RESULTS.md, issue 17): the CUDA-core kernel 15.9 TFLOP/s,
 //    mma.sync 228 (16 rows per warp) / 305 (32), wgmma 390-397, PyTorch 2.11's SDPA 625.
+//    - wgmma with a TMA producer warp (attention_prefill_tma.cu, FlashAttention-3's structure):
+//      where the wgmma kernel runs and block_size is a multiple of 64, or 8, 16 or 32
+//      (tma_block_size_ok);
 //    - wgmma (attention_prefill_sm90.cu): sm_90 with sm_90a code in the build, head_dim 64/128,
 //      G <= 64;
 //    - mma.sync (attention_prefill.cu): head_dim 64/128, G <= 64 (sm_80+);
@@ -139,12 +142,16 @@ constexpr bool prefill_tc_supports(int64_t head_dim, int64_t group) {
   return (head_dim == 64 || head_dim == 128) && group >= 1 && group <= kPrefillTcMaxGroup;
 }
 
-enum class AttentionKernel { None, Decode, PrefillWgmma, PrefillMma, PrefillTiled };
+// attention_prefill_tma.cu: a 64-key tile is whole blocks, or lies in one (a TMA box per block, >= 8 rows).
+constexpr bool tma_block_size_ok(int64_t bs) { return bs >= 8 && (bs % 64 == 0 || 64 % bs == 0); }
+
+enum class AttentionKernel { None, Decode, PrefillWgmmaTma, PrefillWgmma, PrefillMma, PrefillTiled };
 
 struct AttentionProblem {
   int64_t num_seqs = 0;
   int64_t leading_single = 0;  // leading sequences with exactly one new token (num_seqs: a decode batch)
   int64_t head_dim = 0, group = 1;
+  int64_t block_size = 0;  // of the paged cache
 };
 
 struct AttentionPlan {

@@ -1,0 +1,260 @@
+// Prefill attention on Hopper in FlashAttention-3's structure (sm_90a): the wgmma products and
+// online softmax of attention_prefill_sm90.cu, fed by a producer warp through the tensor memory
+// accelerator, with the two consumer warpgroups taking turns on the tensor cores.
+//
+// Why (measured on an H100 at 32K tokens, Qwen3-0.6B heads, bench/RESULTS.md): the two-warpgroup
+// kernel of attention_prefill_sm90.cu runs at ~390 TFLOP/s; without its K/V loads it ran at 600,
+// without its softmax at 591, without both at 937. Its warps issue the paged gather (address math
+// and cp.async per 16 bytes) and wait for it, then wait for each product before the softmax:
+// loads, softmax and MMAs do not overlap. Here
+//  * warpgroup 0 is the producer: one thread walks the block table and issues one TMA copy per
+//    (tile half, block) into a ring of kStages K/V stages, each guarded by a full/empty mbarrier
+//    pair (tma.cuh); the warpgroup gives its registers to the consumers (setmaxnreg);
+//  * warpgroups 1 and 2 each own 64 query rows (128 packed GQA rows per CTA, as the other kernel);
+//    per key tile t a consumer issues S_t = Q K_t^T and P_{t-1} V_{t-1} together, runs the softmax
+//    of S_t while P V is on the tensor cores, then rescales O (intra-warpgroup overlap), and the
+//    two consumers hand the tensor cores to each other with named barriers ("ping-pong"): one
+//    issues its products while the other runs its softmax.
+// The paged cache is read as a 2D tensor [slots][Hkv x D]: a 64-key tile of head h is the box of
+// 64 columns (128 bytes, swizzled as wgmma.cuh's tiles) at column h D + 64 half, rows = its slots;
+// a block holds whole tiles when block_size % 64 == 0, else (block_size 8, 16, 32) a tile is
+// 64 / block_size boxes. Keys past the sequence: slots of its last block (stale but finite: the
+// KV cache is zeroed when allocated) or coordinates below 0 (table padding: TMA reads zeros); their
+// scores are masked, so their P is 0.
+#include <cuda.h>
+
+#include <cfloat>
+#include <string>
+
+#include "nanovllm/backends/cuda/attention_prefill.cuh"
+#include "nanovllm/backends/cuda/attention_prefill_tile.cuh"
+#include "nanovllm/backends/cuda/kernel_plan.h"  // tma_block_size_ok
+#include "nanovllm/backends/cuda/tma.cuh"
+#include "nanovllm/backends/cuda/wgmma.cuh"
+
+namespace nanovllm::cuda {
+namespace {
+
+static_assert(tma_block_size_ok(64) && tma_block_size_ok(8) && !tma_block_size_ok(1), "kernel_plan.h's rule");
+constexpr int kBM = 128;        // packed query rows per CTA: 2 consumer warpgroups x 64
+constexpr int kBN = 64;         // keys per tile
+constexpr int kStages = 3;      // K/V ring
+constexpr int kThreads = 384;   // warpgroup 0 produces, 1 and 2 consume
+constexpr int kConsumers = 256;
+// Named barriers (0 is __syncthreads): the consumers' Q tile, then each consumer's turn.
+constexpr int kBarQ = 1, kBarTurn0 = 2;
+
+template <int D>
+constexpr size_t tma_smem_bytes() {
+  return size_t(kBM + 2 * kStages * kBN) * D * sizeof(bf16) + 2 * kStages * sizeof(uint64_t) + 1024;
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads, 1)
+    prefill_attn_tma_kernel(const PrefillAttnArgs P, const __grid_constant__ CUtensorMap kmap,
+                            const __grid_constant__ CUtensorMap vmap, int G, int tiles_per_seq) {
+  constexpr int CH = D / 8;   // 16-byte chunks per row
+  constexpr int KS = D / 16;  // k-steps of Q K^T
+  constexpr int NT = kBN / 8;
+  constexpr int DT = D / 8;
+  extern __shared__ unsigned char smem_raw[];
+  bf16* qs = reinterpret_cast<bf16*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  bf16* ks = qs + kBM * D;             // [kStages][kBN][D], as D/64 swizzled [kBN][64] halves
+  bf16* vs = ks + kStages * kBN * D;   // [kStages][kBN][D]
+  uint64_t* full = reinterpret_cast<uint64_t*>(vs + kStages * kBN * D);
+  uint64_t* empty = full + kStages;
+  pdl_begin();
+
+  const int h = blockIdx.y;
+  const int b = blockIdx.x / tiles_per_seq;
+  const int tile = tiles_per_seq - 1 - blockIdx.x % tiles_per_seq;
+  const int q0 = P.cu_q[b], qlen = P.cu_q[b + 1] - q0;
+  const int TQ = kBM / G;
+  const int tok0 = tile * TQ;
+  if (tok0 >= qlen) return;
+  const int rows = min(TQ, qlen - tok0) * G;
+  const int past = P.ctx_lens[b] - qlen;
+  const int kmax = past + tok0 + rows / G;
+  const int kfull = past + tok0 + 1;
+  const int ntiles = (kmax + kBN - 1) / kBN;
+  const int32_t* table = P.block_tables + int64_t(b) * P.max_blocks;
+  const int tid = threadIdx.x, lane = tid & 31;
+
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kConsumers);
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();
+
+  if (tid < 128) {  // ---- producer
+    regs_dec<40>();
+    if (tid != 0) return;
+    const int R = P.bs < kBN ? P.bs : kBN;  // rows per box: a block's slots are contiguous
+    for (int t = 0; t < ntiles; ++t) {
+      const int s = t % kStages;
+      if (t >= kStages) mbar_wait(&empty[s], ((t / kStages) - 1) & 1);
+      mbar_arrive_expect_tx(&full[s], 2 * kBN * D * sizeof(bf16));
+      for (int r0 = 0; r0 < kBN; r0 += R) {
+        const int j = t * kBN + r0;
+        const int blk = j < kmax ? table[j / P.bs] : -1;  // past the sequence: rows below 0 read as zeros
+        const int y = blk * P.bs + j % P.bs;
+#pragma unroll
+        for (int hf = 0; hf < D / 64; ++hf) {
+          const int off = (s * kBN * D) + hf * kBN * 64 + r0 * 64;
+          tma_load_2d(ks + off, &kmap, h * D + hf * 64, y, &full[s]);
+          tma_load_2d(vs + off, &vmap, h * D + hf * 64, y, &full[s]);
+        }
+      }
+    }
+    return;
+  }
+
+  // ---- consumers: warpgroup cg = 0 or 1, warp w = 0..7 of the 8 consumer warps
+  regs_inc<232>();
+  const int ct = tid - 128, w = ct >> 5, cg = w >> 2;
+  for (int idx = ct; idx < kBM * CH; idx += kConsumers) {
+    const int r = idx / CH, c = idx % CH;
+    const bool ok = r < rows;
+    const bf16* src = ok ? P.qkv + int64_t(q0 + tok0 + r / G) * P.W + int64_t(h * G + r % G) * D + c * 8 : P.qkv;
+    cp_async16(qs + (c >> 3) * kBM * 64 + r * 64 + (((c & 7) ^ (r & 7)) << 3), src, ok ? 16 : 0);
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  fence_proxy_async_smem();
+  named_sync(kBarQ, kConsumers);
+
+  int lim[2];
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int r = w * 16 + (lane >> 2) + 8 * hf;
+    lim[hf] = r < rows ? past + tok0 + r / G : kmax - 1;
+  }
+  float o[DT][4];
+#pragma unroll
+  for (int i = 0; i < DT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  const bf16* q_wg = qs + cg * 64 * 64;  // the warpgroup's 64 rows in each half
+  auto qk = [&](float (&acc)[NT][4], const bf16* kb) {
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) {
+      const int half = kk >> 2, koff = (kk & 3) * 16;
+      const uint64_t da = wgmma_desc_sw128(q_wg + half * kBM * 64 + koff, 16, 1024);
+      const uint64_t db = wgmma_desc_sw128(kb + half * kBN * 64 + koff, 16, 1024);
+      wgmma_m64n64k16_ss(acc, da, db, kk > 0);
+    }
+  };
+  auto pv = [&](const float (&p)[NT][4], const bf16* vb) {
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) {
+      uint32_t pf[4];
+      probs_fragment(p, kk, pf);
+      const uint64_t dv = wgmma_desc_sw128(vb + kk * 16 * 64, kBN * 128, 1024);
+      if constexpr (D == 128)
+        wgmma_m64n128k16_rs_t(o, pf, dv);
+      else
+        wgmma_m64n64k16_rs_t(o, pf, dv);
+    }
+  };
+  // Turns: consumer cg issues its products between named_sync(its barrier) and named_arrive(the
+  // other's); consumer 0 starts. Each consumer takes ntiles + 1 turns, so every sync meets one
+  // arrive (consumer 1 skips the arrive of its last turn and makes one at the start instead).
+  const int mine = kBarTurn0 + cg, other = kBarTurn0 + 1 - cg;
+  auto turn_end = [&](bool last) {
+    if (!(last && cg == 1)) named_arrive(other, kConsumers);
+  };
+  if (cg == 1) named_arrive(other, kConsumers);
+
+  float s[NT][4];
+  mbar_wait(&full[0], 0);
+  named_sync(mine, kConsumers);
+  wgmma_fence();
+  qk(s, ks);
+  wgmma_commit();
+  turn_end(false);
+  wgmma_wait<0>();
+  softmax_tile(s, o, m, l, lim, 0, kfull, P.scale_log2, lane);
+  for (int t = 1; t < ntiles; ++t) {
+    const int st = t % kStages, prev = (t - 1) % kStages;
+    mbar_wait(&full[st], (t / kStages) & 1);
+    float sn[NT][4];
+    named_sync(mine, kConsumers);
+    wgmma_fence();
+    qk(sn, ks + st * kBN * D);
+    wgmma_commit();
+    pv(s, vs + prev * kBN * D);
+    wgmma_commit();
+    turn_end(false);
+    wgmma_wait<1>();  // S_t; P_{t-1} V_{t-1} may still run
+    float corr[2];
+    softmax_scores(sn, m, l, corr, lim, t * kBN, kfull, P.scale_log2, lane);
+    wgmma_wait<0>();
+    mbar_arrive(&empty[prev]);
+    rescale_rows(o, corr);
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[j][e] = sn[j][e];
+  }
+  named_sync(mine, kConsumers);
+  wgmma_fence();
+  pv(s, vs + ((ntiles - 1) % kStages) * kBN * D);
+  wgmma_commit();
+  turn_end(true);
+  wgmma_wait<0>();
+  store_rows(o, l, w * 16, rows, G, h, q0 + tok0, int64_t(P.Hq) * D, P.out, lane);
+}
+
+template <int D>
+void launch_tma(const PrefillAttnArgs& a, const TmaDesc& k, const TmaDesc& v, Stream st) {
+  const int G = a.Hq / a.Hkv, TQ = kBM / G;
+  const int tiles = (a.max_q + TQ - 1) / TQ;
+  if (tiles == 0) return;
+  launch(prefill_attn_tma_kernel<D>, dim3(unsigned(a.B) * unsigned(tiles), unsigned(a.Hkv)), dim3(kThreads),
+         tma_smem_bytes<D>(), st, a, *reinterpret_cast<const CUtensorMap*>(k.bytes),
+         *reinterpret_cast<const CUtensorMap*>(v.bytes), G, tiles);
+}
+
+}  // namespace
+
+TmaDesc make_cache_tma(const void* cache, int64_t slots, int64_t row_elems, int64_t block_size) {
+  static_assert(sizeof(TmaDesc) == sizeof(CUtensorMap), "TmaDesc holds a CUtensorMap");
+  using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                              const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  NV_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
+  if (!fn || q != cudaDriverEntryPointSuccess) throw Error("prefill attention: cuTensorMapEncodeTiled is unavailable");
+  TmaDesc d{};
+  const cuuint64_t dims[2] = {cuuint64_t(row_elems), cuuint64_t(slots)};
+  const cuuint64_t strides[1] = {cuuint64_t(row_elems) * sizeof(bf16)};
+  const cuuint32_t box[2] = {64, cuuint32_t(block_size < kBN ? block_size : kBN)};
+  const cuuint32_t estr[2] = {1, 1};
+  const CUresult r = reinterpret_cast<Encode>(fn)(
+      reinterpret_cast<CUtensorMap*>(d.bytes), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(cache), dims,
+      strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw Error("prefill attention: cuTensorMapEncodeTiled failed (" + std::to_string(int(r)) + ") for a cache of " +
+                std::to_string(slots) + " slots x " + std::to_string(row_elems) + " elements");
+  return d;
+}
+
+void prefill_attention_tma(const PrefillAttnArgs& a, const TmaDesc& k, const TmaDesc& v, Stream st) {
+  if (a.D == 64)
+    launch_tma<64>(a, k, v, st);
+  else
+    launch_tma<128>(a, k, v, st);
+}
+
+void prefill_attention_tma_init() {
+  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_tma_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     int(tma_smem_bytes<64>())));
+  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_tma_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     int(tma_smem_bytes<128>())));
+}
+
+}  // namespace nanovllm::cuda

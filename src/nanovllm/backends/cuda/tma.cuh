@@ -1,0 +1,102 @@
+// Hopper (sm_90a) asynchronous copies and their barriers, as inline PTX: the tensor memory
+// accelerator (TMA: cp.async.bulk.tensor, one thread moves a whole 2D box from global to shared
+// memory) and the shared-memory mbarriers that count its bytes in, as FlashAttention-3's producer
+// warp uses them (attention_prefill_tma.cu).
+//
+// An mbarrier completes a phase when its expected arrivals have arrived and its expected
+// transaction bytes have landed; waiters poll the phase parity. A full/empty pair per pipeline
+// stage: the producer arms "full" with the stage's bytes and issues the copies, which complete
+// the transaction; consumers wait on "full", and arrive on "empty" once done with the stage; the
+// producer waits on "empty" before it refills the stage.
+//
+// The TMA descriptor (CUtensorMap) is made on the host (make_tma_2d) and passed to the kernel as
+// a __grid_constant__ parameter. The tiles it writes use the 128-byte swizzle of wgmma.cuh, so
+// wgmma reads them directly.
+#pragma once
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "nanovllm/backends/cuda/wgmma.cuh"
+
+namespace nanovllm::cuda {
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
+#ifdef NANOVLLM_WGMMA
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+#endif
+}
+
+// Makes barrier initialization visible to the async proxy (the TMA unit) before first use.
+__device__ __forceinline__ void mbar_fence_init() {
+#ifdef NANOVLLM_WGMMA
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+
+// One arrival that also expects `bytes` more transaction bytes in this phase.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+#ifdef NANOVLLM_WGMMA
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+#endif
+}
+
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+#ifdef NANOVLLM_WGMMA
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+#endif
+}
+
+// Waits until the phase with parity `parity` has completed.
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+#ifdef NANOVLLM_WGMMA
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n"
+      "}\n" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+#endif
+}
+
+// Box at (x = column, y = row) of the 2D tensor `map` into shared memory at dst (1024-byte aligned
+// for the 128-byte swizzle); its bytes complete a transaction on `bar`. Coordinates outside the
+// tensor read as zeros.
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int x, int y, uint64_t* bar) {
+#ifdef NANOVLLM_WGMMA
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(smem_addr(bar))
+      : "memory");
+#endif
+}
+
+// Register budget of the calling warpgroup (all its threads execute it): producers give registers
+// back, consumers take them (FlashAttention-3's setmaxnreg split).
+template <int N>
+__device__ __forceinline__ void regs_dec() {
+#ifdef NANOVLLM_WGMMA
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+template <int N>
+__device__ __forceinline__ void regs_inc() {
+#ifdef NANOVLLM_WGMMA
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+
+// Named barrier `id` (1..15; 0 is __syncthreads) over `threads` threads: sync waits, arrive does not.
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+}  // namespace nanovllm::cuda
