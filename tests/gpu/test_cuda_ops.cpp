@@ -244,9 +244,12 @@ TEST(CudaAttention, PrefillTensorCoreAwkwardShapes) {
       // ctx - qlen cached keys: prefix hits / earlier chunks ending mid-block (bs 16: 9, 3, 12 ...).
       const std::vector<SeqSpec> mixed{{4097, 1000}, {1000, 333}, {130, 65}, {64, 63}, {77, 1}, {300, 44}, {65, 64}};
       run_attention_case(be, cfg_name("prefill-tc-mixed", h, bs), mixed, h.hq, h.hkv, h.d, bs, true, 31);
-      if (be.gpu.wgmma()) {  // auto took the TMA kernel (block sizes 16 and 256): the wgmma kernel without TMA too
-        be.gpu.set_prefill_attention(PrefillAttention::Wgmma);
-        run_attention_case(be, cfg_name("prefill-wgmma-mixed", h, bs), mixed, h.hq, h.hkv, h.d, bs, true, 31);
+      if (be.gpu.wgmma()) {  // auto took the wgmma kernel: its TMA sibling too (block sizes 16 and 256)
+        be.gpu.set_prefill_attention(PrefillAttention::WgmmaTma);
+        for (int32_t len : {1, 65, 4097})
+          run_attention_case(be, cfg_name("prefill-tma", h, bs) + " len " + std::to_string(len), {{len, len}}, h.hq,
+                             h.hkv, h.d, bs, true, uint32_t(len + bs));
+        run_attention_case(be, cfg_name("prefill-tma-mixed", h, bs), mixed, h.hq, h.hkv, h.d, bs, true, 31);
       }
       be.gpu.set_prefill_attention(PrefillAttention::Mma);
       for (int rows : {16, 32}) {

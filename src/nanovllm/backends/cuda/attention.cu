@@ -3,9 +3,9 @@
 // and measurements) splits the batch between these kernels:
 //  * the leading sequences with one new token (a decode batch, or the decodes of a mixed step;
 //    D = 64/128, G <= 8): the split-KV kernel of attention_decode.cu;
-//  * the others, on tensor cores (D = 64/128, G <= 64): on sm_90 FlashAttention-3's structure
-//    (attention_prefill_tma.cu; block sizes a TMA box can hold) or the wgmma kernel
-//    (attention_prefill_sm90.cu), else flash-attention-2 on mma.sync (attention_prefill.cu);
+//  * the others, on tensor cores (D = 64/128, G <= 64): Hopper's wgmma kernel
+//    (attention_prefill_sm90.cu; or, forced, its FlashAttention-3-structured sibling
+//    attention_prefill_tma.cu) on sm_90, else flash-attention-2 on mma.sync (attention_prefill.cu);
 //  * anything else: the CUDA-core kernel of attention_tiled.cu.
 // Sequence b computes the q tokens cu_seqlens_q[b]..cu_seqlens_q[b+1]), the last of its
 // context_lens[b] keys; its new token i sees keys [0, ctx - qlen + i]. Every key is read from the

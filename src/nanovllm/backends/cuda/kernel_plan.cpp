@@ -73,9 +73,7 @@ AttentionKernel prefill_kernel(const AttentionProblem& p, bool wgmma, const Kern
             shape + ")");
       return AttentionKernel::PrefillMma;
     case PrefillAttention::Auto:
-      if (tc && wgmma)
-        return tma_block_size_ok(p.block_size) ? AttentionKernel::PrefillWgmmaTma : AttentionKernel::PrefillWgmma;
-      if (tc) return AttentionKernel::PrefillMma;
+      if (tc) return wgmma ? AttentionKernel::PrefillWgmma : AttentionKernel::PrefillMma;
       break;
     case PrefillAttention::Tiled: break;
   }

@@ -34,8 +34,10 @@
 //    (bench/prefill_bench.cpp, bench/RESULTS.md, issue 17): the CUDA-core kernel 15.9 TFLOP/s,
 //    mma.sync 228 (16 rows per warp) / 305 (32), wgmma 390-397, PyTorch 2.11's SDPA 625.
 //    - wgmma with a TMA producer warp (attention_prefill_tma.cu, FlashAttention-3's structure):
-//      where the wgmma kernel runs and block_size is a multiple of 64, or 8, 16 or 32
-//      (tma_block_size_ok);
+//      only when forced (prefill_attention=wgmma_tma), where the wgmma kernel runs and block_size
+//      is a multiple of 64, or 8, 16 or 32 (tma_block_size_ok). Not auto's choice: measured
+//      against the wgmma kernel in the same run (2026-11-24), 370 vs 387 TFLOP/s at 32K (0.6B
+//      heads), 380 vs 395 (8B), 340 vs 297 and 350 vs 366 at 8K;
 //    - wgmma (attention_prefill_sm90.cu): sm_90 with sm_90a code in the build, head_dim 64/128,
 //      G <= 64;
 //    - mma.sync (attention_prefill.cu): head_dim 64/128, G <= 64 (sm_80+);
