@@ -1,12 +1,13 @@
 #include "nanovllm/server/engine_loop.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace nanovllm::server {
 
-EngineLoop::EngineLoop(LLM& llm, Metrics& metrics, double request_timeout_s)
-    : llm_(llm), metrics_(metrics), timeout_(request_timeout_s > 0 ? request_timeout_s : 1e9),
-      thread_([this] { run(); }) {}
+EngineLoop::EngineLoop(LLM& llm, Metrics& metrics, double request_timeout_s, EngineLogOptions log)
+    : llm_(llm), metrics_(metrics), timeout_(request_timeout_s > 0 ? request_timeout_s : 1e9), log_(log),
+      stats_(log.interval_s), thread_([this] { run(); }) {}
 
 EngineLoop::~EngineLoop() { stop(); }
 
@@ -20,12 +21,12 @@ void EngineLoop::stop() {
 }
 
 std::shared_ptr<RequestChannel> EngineLoop::submit(std::vector<std::vector<int32_t>> prompts, const SamplingParams& sp,
-                                                   std::function<void()> notify) {
+                                                   std::function<void()> notify, std::string request_id) {
   auto ch = std::make_shared<RequestChannel>(int(prompts.size()), std::move(notify));
   {
     std::lock_guard lk(mu_);
     if (stopping_) throw ApiError(503, "the server is shutting down");
-    submits_.push_back({std::move(prompts), sp, ch, Clock::now()});
+    submits_.push_back({std::move(prompts), sp, ch, Clock::now(), std::move(request_id)});
   }
   cv_.notify_all();
   return ch;
@@ -42,7 +43,14 @@ void EngineLoop::run() {
     std::deque<Job> jobs;
     {
       std::unique_lock lk(mu_);
-      if (live_.empty() && !engine.has_unfinished()) cv_.wait(lk, [&] { return stopping_ || !submits_.empty(); });
+      if (live_.empty() && !engine.has_unfinished()) {
+        auto woken = [&] { return stopping_ || !submits_.empty(); };
+        // Idle: the stats of the last busy interval are still due (then nothing until work comes).
+        if (log_.stats && stats_.pending(metrics_.gauges()))
+          cv_.wait_for(lk, std::chrono::duration<double>(std::max(0.0, stats_.due_in(Clock::now()))), woken);
+        else
+          cv_.wait(lk, woken);
+      }
       if (stopping_) break;
       jobs.swap(submits_);
     }
@@ -50,7 +58,12 @@ void EngineLoop::run() {
     drop_cancelled_and_expired();
     if (engine.has_unfinished()) {
       try {
-        route(engine.step());
+        const auto step_start = Clock::now();
+        const StepResult r = engine.step();
+        mark_scheduled(step_start);
+        metrics_.on_iteration(r.num_tokens);
+        stats_.on_step(r.num_prefill_tokens, int64_t(r.new_tokens.size()));
+        route(r);
       } catch (const std::exception& e) {
         // An engine failure ends the requests in flight, not the server.
         std::fprintf(stderr, "engine error: %s\n", e.what());
@@ -79,6 +92,9 @@ void EngineLoop::admit(Job& job) {
       if (const Tokenizer* tok = llm_.tokenizer())
         l.text = std::make_unique<TextStream>(*tok, job.params.stop, job.params.skip_special_tokens);
       l.arrival = l.last_token = job.arrival;
+      l.prompt_tokens = n;
+      l.id = job.prompts.size() > 1 ? job.id + "-" + std::to_string(i) : job.id;
+      if (log_.requests) log_.logger.info(request_received_line(l.id, n, job.params));
       l.deadline = job.arrival + std::chrono::duration_cast<Clock::duration>(timeout_);
       live_.emplace(rid, std::move(l));
       metrics_.on_request_added(n);
@@ -107,7 +123,7 @@ void EngineLoop::drop_cancelled_and_expired() {
       continue;
     }
     llm_.engine().abort(it->first);  // frees its KV blocks
-    metrics_.on_request_finished(FinishReason::Abort, std::chrono::duration<double>(now - l.arrival).count());
+    record_finished(l, FinishReason::Abort, now);
     if (!cancelled)
       l.channel->fail(
           ApiError(408, "the request took longer than the server's --request-timeout and was aborted", "", "timeout"));
@@ -123,9 +139,10 @@ void EngineLoop::route(const StepResult& r) {
     if (it == live_.end()) continue;
     Live& l = it->second;
     const double gap = std::chrono::duration<double>(now - l.last_token).count();
-    if (l.num_tokens == 0)
+    if (l.num_tokens == 0) {
       metrics_.on_first_token(gap);
-    else
+      l.first_token = now;
+    } else
       metrics_.on_inter_token(gap);
     l.last_token = now;
     ++l.num_tokens;
@@ -157,7 +174,7 @@ void EngineLoop::route(const StepResult& r) {
 
 void EngineLoop::finish(std::map<int64_t, Live>::iterator it, FinishReason why, std::string tail) {
   Live& l = it->second;
-  metrics_.on_request_finished(why, std::chrono::duration<double>(Clock::now() - l.arrival).count());
+  record_finished(l, why, Clock::now());
   l.channel->push({l.index, std::move(tail), 0, {}, why});
   live_.erase(it);
 }
@@ -183,6 +200,36 @@ void EngineLoop::publish() {
   g.prefix_hits = bm.num_hit_tokens();
   g.preemptions = engine.scheduler().num_preemptions();
   metrics_.set_gauges(g);
+  if (log_.stats)
+    if (const std::string line = stats_.maybe_line(Clock::now(), g); !line.empty()) log_.logger.info(line);
+}
+
+// The step just run scheduled its sequences: those seen for the first time end their queueing.
+// A prompt being chunked sits at the front of waiting with its blocks allocated.
+void EngineLoop::mark_scheduled(Clock::time_point step_start) {
+  const Scheduler& sch = llm_.engine().scheduler();
+  auto mark = [&](const Sequence* s) {
+    auto it = live_.find(s->id);
+    if (it != live_.end() && it->second.scheduled == Clock::time_point{}) it->second.scheduled = step_start;
+  };
+  for (const Sequence* s : sch.running()) mark(s);
+  if (!sch.waiting().empty() && !sch.waiting().front()->block_table.empty()) mark(sch.waiting().front());
+}
+
+void EngineLoop::record_finished(const Live& l, FinishReason why, Clock::time_point now) {
+  auto secs = [](Clock::time_point a, Clock::time_point b) {
+    return a == Clock::time_point{} || b == Clock::time_point{} ? 0.0 : std::chrono::duration<double>(b - a).count();
+  };
+  FinishedRequest r;
+  r.why = why;
+  r.prompt_tokens = l.prompt_tokens;
+  r.generation_tokens = l.num_tokens;
+  r.e2e_s = secs(l.arrival, now);
+  r.queue_s = secs(l.arrival, l.scheduled);
+  r.prefill_s = secs(l.scheduled, l.first_token);
+  r.decode_s = secs(l.first_token, l.last_token);
+  metrics_.on_request_finished(r);
+  if (log_.requests) log_.logger.info(request_finished_line(l.id, r));
 }
 
 }  // namespace nanovllm::server

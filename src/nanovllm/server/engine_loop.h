@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "nanovllm/llm.h"
+#include "nanovllm/server/engine_log.h"
 #include "nanovllm/server/metrics.h"
 #include "nanovllm/server/request_channel.h"
 #include "nanovllm/text_stream.h"
@@ -28,7 +29,7 @@ class EngineLoop {
   using Clock = std::chrono::steady_clock;
 
   // `llm` must outlive the loop; its engine is used only by the loop's thread from now on.
-  EngineLoop(LLM& llm, Metrics& metrics, double request_timeout_s);
+  EngineLoop(LLM& llm, Metrics& metrics, double request_timeout_s, EngineLogOptions log = {});
   ~EngineLoop();  // stops and joins; open requests fail with 503
   EngineLoop(const EngineLoop&) = delete;
   EngineLoop& operator=(const EngineLoop&) = delete;
@@ -36,8 +37,9 @@ class EngineLoop {
   // Queues one request with one choice per prompt (all token ids, already validated against
   // max_model_len by the caller). Outputs and errors arrive on the returned channel, which calls
   // `notify` (on this loop's thread) after each change.
+  // `request_id` names the request in the logs.
   std::shared_ptr<RequestChannel> submit(std::vector<std::vector<int32_t>> prompts, const SamplingParams& sp,
-                                         std::function<void()> notify);
+                                         std::function<void()> notify, std::string request_id = "");
   // The client went away: the loop aborts the request in the engine (freeing its KV blocks).
   void cancel(RequestChannel& ch);
   void stop();
@@ -48,6 +50,7 @@ class EngineLoop {
     SamplingParams params;
     std::shared_ptr<RequestChannel> channel;
     Clock::time_point arrival;
+    std::string id;
   };
   // One choice of a request, living in the engine.
   struct Live {
@@ -55,7 +58,10 @@ class EngineLoop {
     int index = 0;
     std::unique_ptr<TextStream> text;
     Clock::time_point arrival, last_token, deadline;
+    Clock::time_point scheduled{}, first_token{};  // unset (epoch) until reached
     int num_tokens = 0;
+    int64_t prompt_tokens = 0;
+    std::string id;  // for the logs: the HTTP request's id, with the choice index when n > 1
   };
 
   void run();
@@ -65,10 +71,14 @@ class EngineLoop {
   void finish(std::map<int64_t, Live>::iterator it, FinishReason why, std::string tail);
   void fail_all(const ApiError& err);
   void publish();
+  void mark_scheduled(Clock::time_point step_start);
+  void record_finished(const Live& l, FinishReason why, Clock::time_point now);
 
   LLM& llm_;
   Metrics& metrics_;
   std::chrono::duration<double> timeout_;
+  EngineLogOptions log_;
+  StatsLog stats_;
 
   std::mutex mu_;  // guards submits_ and stopping_
   std::condition_variable cv_;

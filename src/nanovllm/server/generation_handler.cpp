@@ -69,7 +69,7 @@ struct CancelOnExit {
   ~CancelOnExit() { loop.cancel(ch); }
 };
 
-// The SSE text of new events: chat streams open with the assistant role for each choice, the
+// The SSE text of new events: chat streams open with the response role for each choice, the
 // last event of a choice carries its finish reason.
 struct StreamWriter {
   ServerState& st;
@@ -85,7 +85,7 @@ struct StreamWriter {
     std::string out;
     if (chat())
       for (int i = 0; i < num_choices; ++i)
-        sse::append_event(out, stream_chunk(meta, i, {{"role", "assistant"}, {"content", ""}}, ""));
+        sse::append_event(out, stream_chunk(meta, i, {{"role", meta.role}, {"content", ""}}, ""));
     return out;
   }
 
@@ -115,12 +115,13 @@ struct StreamWriter {
 
 net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Connection& c) {
   const bool chat = req.endpoint == Endpoint::ChatCompletions;
-  const ResponseMeta meta{req.endpoint, st.new_id(chat ? "chatcmpl-" : "cmpl-"), int64_t(std::time(nullptr)),
-                          st.model.name, st.model.token_ids_only};
+  ResponseMeta meta{req.endpoint, st.new_id(chat ? "chatcmpl-" : "cmpl-"), int64_t(std::time(nullptr)), st.model.name,
+                    st.model.token_ids_only};
+  meta.role = st.model.response_role;
   const int n = int(req.prompts.size());
   const int64_t prompt_tokens = total_prompt_tokens(req);
   Wakeup wake(co_await net::this_coro::executor);
-  auto ch = st.loop.submit(std::move(req.prompts), req.params, wake.notifier());
+  auto ch = st.loop.submit(std::move(req.prompts), req.params, wake.notifier(), meta.id);
   CancelOnExit cancel_on_exit{st.loop, *ch};
 
   // No status line before the engine has taken the request: a refusal is a plain 4xx.

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "nanovllm/generation_defaults.h"
 #include "nanovllm/llm.h"
 #include "nanovllm/server/api_error.h"
 
@@ -28,6 +29,8 @@ struct ModelInfo {
   // No tokenizer (serve --skip-tokenizer-init): prompts must be token ids, and every choice and
   // stream chunk carries the generated "token_ids" (its text stays empty).
   bool token_ids_only = false;
+  GenerationDefaults defaults;              // the generation config's sampling defaults
+  std::string response_role = "assistant";  // --response-role
 };
 
 enum class Endpoint { Completions, ChatCompletions };
@@ -50,6 +53,7 @@ GenerationRequest parse_chat_request(const ojson& body, const ModelInfo& m);
 ojson tokenize_response(const ojson& body, const ModelInfo& m);    // POST /tokenize
 ojson detokenize_response(const ojson& body, const ModelInfo& m);  // POST /detokenize
 ojson models_response(const ModelInfo& m, int64_t created);        // GET /v1/models
+ojson model_card(const ModelInfo& m, int64_t created);             // GET /v1/models/{id}
 
 // Identity shared by the response and all chunks of one request.
 struct ResponseMeta {
@@ -57,7 +61,8 @@ struct ResponseMeta {
   std::string id;
   int64_t created;
   std::string model;
-  bool with_token_ids = false;  // add "token_ids" to choices and chunks (ModelInfo::token_ids_only)
+  bool with_token_ids = false;     // add "token_ids" to choices and chunks (ModelInfo::token_ids_only)
+  std::string role = "assistant";  // chat: the message's role (--response-role)
 };
 
 struct ChoiceResult {

@@ -106,7 +106,7 @@ void read_common(const ojson& body, GenerationRequest& r, const ModelInfo& m, co
               std::to_string(n) + " in the prompt, " + std::to_string(r.params.max_tokens) +
               " for the completion). Please reduce the prompt or max_tokens.",
           "context_length_exceeded");
-    max_default = std::min(max_default, default_max_tokens(n));
+    max_default = std::min(max_default, m.defaults.default_max_tokens(default_max_tokens(n)));
   }
   if (!has_max) r.params.max_tokens = int(max_default);
 }
@@ -198,6 +198,7 @@ void check_model(const ojson& body, const ModelInfo& m) {
 GenerationRequest parse_completion_request(const ojson& body, const ModelInfo& m) {
   GenerationRequest r;
   r.endpoint = Endpoint::Completions;
+  r.params = m.defaults.params();  // the generation config's defaults; the request's fields win
   const ojson* p = field(body, "prompt");
   if (!p) bad("prompt", "'prompt' is required", "missing_field");
   const std::string want = "a string, a list of strings, a list of token ids or a list of token-id lists";
@@ -227,6 +228,7 @@ GenerationRequest parse_completion_request(const ojson& body, const ModelInfo& m
 GenerationRequest parse_chat_request(const ojson& body, const ModelInfo& m) {
   GenerationRequest r;
   r.endpoint = Endpoint::ChatCompletions;
+  r.params = m.defaults.params();  // the generation config's defaults; the request's fields win
   const std::string text = render_chat(m, body);
   r.prompts.push_back(encode(m, text, "messages"));
   read_common(body, r, m, "messages", [&](int64_t n) { return m.max_model_len - n; });

@@ -28,7 +28,7 @@ ojson full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& c
   for (size_t i = 0; i < choices.size(); ++i) {
     ojson c = {{"index", i}};
     if (meta.endpoint == Endpoint::ChatCompletions)
-      c["message"] = {{"role", "assistant"}, {"content", choices[i].text}};
+      c["message"] = {{"role", meta.role}, {"content", choices[i].text}};
     else
       c["text"] = choices[i].text;
     if (meta.with_token_ids) c["token_ids"] = choices[i].token_ids;
@@ -63,15 +63,18 @@ ojson usage_chunk(const ResponseMeta& meta, const ojson& usage) {
   return r;
 }
 
+ojson model_card(const ModelInfo& m, int64_t created) {
+  return {{"id", m.name},
+          {"object", "model"},
+          {"created", created},
+          {"owned_by", "nanovllm"},
+          {"root", m.root},
+          {"parent", nullptr},
+          {"max_model_len", m.max_model_len}};
+}
+
 ojson models_response(const ModelInfo& m, int64_t created) {
-  ojson card = {{"id", m.name},
-                {"object", "model"},
-                {"created", created},
-                {"owned_by", "nanovllm"},
-                {"root", m.root},
-                {"parent", nullptr},
-                {"max_model_len", m.max_model_len}};
-  return {{"object", "list"}, {"data", ojson::array({card})}};
+  return {{"object", "list"}, {"data", ojson::array({model_card(m, created)})}};
 }
 
 }  // namespace nanovllm::server

@@ -2,6 +2,10 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "nanovllm/generation_defaults.h"
+#include "nanovllm/utils/log.h"
 
 namespace nanovllm::server {
 
@@ -14,6 +18,16 @@ struct ServerOptions {
   double request_timeout_s = 600;    // a request running longer is aborted (0 = never)
   int http_threads = 4;              // I/O threads; connections are coroutines, not threads
   int keep_alive_timeout_s = 30;     // an idle connection, or one sending a request this long, closes
+  // CORS (vLLM's --allowed-origins/-methods/-headers). No origins: no CORS headers and no preflight.
+  std::vector<std::string> allowed_origins;
+  std::vector<std::string> allowed_methods{"*"}, allowed_headers{"*"};
+  std::string root_path;                    // a proxy's path prefix, accepted in front of every route
+  std::string response_role = "assistant";  // the role of chat responses
+  bool log_requests = false;                // a line per request received and finished
+  bool log_stats = true;                    // the periodic stats line while busy
+  double log_stats_interval_s = 10;
+  Logger logger;                // --log-level
+  GenerationDefaults defaults;  // generation_config.json / --override-generation-config
 };
 
 }  // namespace nanovllm::server
