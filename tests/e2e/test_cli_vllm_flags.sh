@@ -100,11 +100,26 @@ cout=$("$BIN" generate "$TMP/q" --load-format dummy --device cpu --kv-cache-memo
   --chat-template 'INLINE {{ messages[0].content }}|' 2>/dev/null)
 [[ "$cout" == *"INLINE hi|"* ]] && ok "--chat-template STRING" || fail "--chat-template: $cout"
 
-# --stop unescapes \n: greedy output of the fixture (reference.json's tokens) cut at a newline, if
-# its text has one; otherwise at least the literal backslash-n must not be what is matched.
-sout=$("$BIN" generate "$TMP/q" --load-format dummy --device cpu --kv-cache-memory 20000000 --max-tokens 1 -p hi \
-  --stop '\n' --json 2>/dev/null)
-[[ "$sout" == *'"finish_reason"'* ]] && ok "--stop '\\n' accepted" || fail "--stop: $sout"
+# --stop unescapes \n and \t: the greedy output of the dummy model is cut before the first newline
+# or tab it has (a literal backslash-letter would never match).
+S=(generate "$TMP/q" --load-format dummy --device cpu --kv-cache-memory 20000000 --max-tokens 64 --ignore-eos
+  --temperature 0 -p hi --json)
+full=$("$BIN" "${S[@]}" 2>/dev/null)
+read -r esc want < <(python3 -c '
+import json, sys
+t = json.loads(sys.argv[1])["text"]
+cut = [(t.find(c), e) for c, e in (("\n", "\\n"), ("\t", "\\t")) if c in t]
+if cut:
+    i, e = min(cut)
+    print(e, json.dumps(t[:i]))
+' "$full")
+if [ -z "$esc" ]; then
+  echo "note: the greedy text has no newline or tab; --stop unescaping not exercised: $full"
+else
+  cut=$("$BIN" "${S[@]}" --stop "$esc" 2>/dev/null)
+  got=$(python3 -c 'import json, sys; j = json.loads(sys.argv[1]); print(j["finish_reason"], json.dumps(j["text"]))' "$cut")
+  [ "$got" = "stop $want" ] && ok "--stop '$esc' is unescaped" || fail "--stop '$esc': got $got, want stop $want"
+fi
 
 # The server side.
 timeout 170 node "$SRC/tests/e2e/server/vllm_flags.mjs" || fail "tests/e2e/server/vllm_flags.mjs"
