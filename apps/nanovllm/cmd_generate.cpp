@@ -11,9 +11,11 @@
 
 #include "commands.h"
 #include "engine_flags.h"
+#include "nanovllm/generation_defaults.h"
 #include "nanovllm/llm.h"
 #include "nanovllm/request_json.h"
 #include "nanovllm/utils/error.h"
+#include "nanovllm/utils/log.h"
 #include "tensor_parallel_start.h"
 #include "vllm_flags.h"
 
@@ -28,9 +30,27 @@ struct GenerateArgs {
   bool enable_thinking = false, no_thinking = false;  // neither: the template's default
   std::string chat_template;                          // --chat-template FILE_OR_STRING
   SamplingParams sp;
+  std::string generation_config = "auto", override_generation_config;
   bool json = false;
   bool no_progress = false;
+  const CLI::App* cmd = nullptr;  // to tell which sampling flags were given
 };
+
+// The generation config's defaults under the sampling flags the command line leaves unset, as
+// vLLM's LLM.generate takes them; JSONL lines' own fields win over both.
+void apply_generation_defaults(GenerateArgs& a, const std::string& model) {
+  const GenerationDefaults d = load_generation_defaults(a.generation_config, model, a.override_generation_config);
+  if (d.empty()) return;
+  const SamplingParams base = d.params();
+  auto unset = [&](const char* flag) { return a.cmd->count(flag) == 0; };
+  if (unset("--temperature")) a.sp.temperature = base.temperature;
+  if (unset("--top-k")) a.sp.top_k = base.top_k;
+  if (unset("--top-p")) a.sp.top_p = base.top_p;
+  if (unset("--min-p")) a.sp.min_p = base.min_p;
+  if (unset("--max-tokens") && d.max_tokens) a.sp.max_tokens = int(*d.max_tokens);
+  // TODO(i19 lead): repetition_penalty likewise, once SamplingParams (and a --repetition-penalty flag) has it.
+  Logger().info(d.log_line());
+}
 
 // Renders chat messages before the model loads (a template error costs no loading time): the
 // tokenizer's template, or --chat-template's.
@@ -146,9 +166,10 @@ std::vector<Request> read_requests(const ChatRenderer* chat, const GenerateArgs&
 
 void run(GenerateArgs& a) {
   for (auto& s : a.sp.stop) s = unescaped(s);
-  a.sp.validate();
   if (a.enable_thinking && a.no_thinking) throw UserError("--enable-thinking and --no-thinking contradict each other");
   EngineConfig cfg = a.engine.resolve();
+  if (cfg.tp_rank == 0) apply_generation_defaults(a, cfg.model);
+  a.sp.validate();
   if (cfg.tp_rank == 0 && a.prompts.empty() && a.input.empty())
     throw UserError("nothing to generate: give --prompt TEXT or --input FILE.jsonl (- for standard input)");
   // Rank 0 reads and checks every request (and renders chat messages) before any model loads.
@@ -214,8 +235,14 @@ void add_generate(CLI::App& app) {
   cmd->add_option("--stop", a->sp.stop,
                   "stop string (repeatable); \\n, \\t and \\\\ are a newline, a tab, a backslash");
   cmd->add_option("--stop-token-ids", a->sp.stop_token_ids, "stop token ids");
+  cmd->add_option("--generation-config", a->generation_config,
+                  "auto (the model's generation_config.json gives the defaults of unset sampling flags), vllm (ignore "
+                  "it) or a directory holding one");
+  cmd->add_option("--override-generation-config", a->override_generation_config,
+                  "JSON merged over the generation config, e.g. '{\"temperature\": 0.5}'");
   cmd->add_flag("--json", a->json, "one JSON object per request");
   cmd->add_flag("--no-progress", a->no_progress, "no progress line (shown on stderr when it is a terminal)");
+  a->cmd = cmd;
   cmd->callback([a] { run(*a); });
 }
 

@@ -40,9 +40,7 @@ void log_startup(const server::ServerOptions& opts, LLM& llm) {
   else
     log.info(std::string("CUDA graphs: none (") + (be.device() == Device::CUDA ? "--enforce-eager" : "CPU backend") +
              ")");
-  if (!opts.defaults.empty())
-    log.info("Default sampling parameters have been overridden by the model's Hugging Face generation config: " +
-             opts.defaults.as_json().dump() + " (--generation-config vllm ignores it)");
+  if (!opts.defaults.empty()) log.info(opts.defaults.log_line());
   if (opts.defaults.repetition_penalty)
     log.warning(
         "repetition_penalty of the generation config is not applied yet");  // TODO(i19 lead): remove when connected

@@ -62,6 +62,11 @@ nlohmann::json GenerationDefaults::as_json() const {
   return j;
 }
 
+std::string GenerationDefaults::log_line() const {
+  return "Default sampling parameters have been overridden by the model's Hugging Face generation config: " +
+         as_json().dump() + " (--generation-config vllm ignores it)";
+}
+
 SamplingParams GenerationDefaults::params() const {
   SamplingParams sp;
   if (temperature) sp.temperature = float(*temperature);

@@ -19,6 +19,8 @@ struct GenerationDefaults {
   bool empty() const { return as_json().empty(); }
   // {"temperature": 0.6, "top_k": 20, ...}: the fields set, with vLLM's names (max_tokens).
   nlohmann::json as_json() const;
+  // vLLM's start-up line: "Default sampling parameters have been overridden by ...: {...}".
+  std::string log_line() const;
   // The defaults as a SamplingParams to read a request into (fields the request sets win).
   // max_tokens is not set here: it also depends on the prompt (default_max_tokens).
   SamplingParams params() const;

@@ -121,6 +121,20 @@ else
   [ "$got" = "stop $want" ] && ok "--stop '$esc' is unescaped" || fail "--stop '$esc': got $got, want stop $want"
 fi
 
+# generate takes the generation config's defaults for the sampling flags it is not given.
+mkdir -p "$TMP/g" && cp "$TMP/q"/*.json "$TMP/g/"
+echo '{"temperature": 0.0, "max_new_tokens": 3}' > "$TMP/g/generation_config.json"
+GG=(generate "$TMP/g" --load-format dummy --device cpu --kv-cache-memory 20000000 --ignore-eos -p hi --json)
+ntok() { python3 -c 'import json, sys; print(len(json.loads(sys.argv[1])["token_ids"]))' "$1"; }
+gen_err=$("$BIN" "${GG[@]}" 2>&1 >/dev/null)
+[ "$(ntok "$("$BIN" "${GG[@]}" 2>/dev/null)")" = 3 ] && ok "generate: max_new_tokens is the default" || fail "generate max_new_tokens"
+[[ "$gen_err" == *'overridden by the model'"'"'s Hugging Face generation config: {"max_tokens":3,"temperature":0.0}'* ]] &&
+  ok "generate logs the generation config" || fail "generate log: $gen_err"
+[ "$(ntok "$("$BIN" "${GG[@]}" --max-tokens 5 2>/dev/null)")" = 5 ] && ok "generate: --max-tokens wins" || fail "--max-tokens over generation config"
+[ "$(ntok "$("$BIN" "${GG[@]}" --generation-config vllm 2>/dev/null)")" = 16 ] && ok "generate --generation-config vllm" || fail "--generation-config vllm"
+[ "$(ntok "$("$BIN" "${GG[@]}" --override-generation-config '{"max_new_tokens": 2}' 2>/dev/null)")" = 2 ] &&
+  ok "generate --override-generation-config" || fail "--override-generation-config"
+
 # The server side.
 timeout 170 node "$SRC/tests/e2e/server/vllm_flags.mjs" || fail "tests/e2e/server/vllm_flags.mjs"
 
