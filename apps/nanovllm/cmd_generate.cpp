@@ -220,7 +220,8 @@ void add_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   auto* cmd = app.add_subcommand("generate", "generate text for prompts");
   a->engine.add_to(*cmd);
-  cmd->add_option("--prompt,-p", a->prompts, "a prompt (repeatable)");
+  // Vector options take one value per occurrence (repeat the flag), so a MODEL after them stays the model.
+  cmd->add_option("--prompt,-p", a->prompts, "a prompt (repeatable)")->allow_extra_args(false);
   cmd->add_option("--input,-i", a->input, "JSONL file of requests, or - for standard input");
   cmd->add_flag("--chat", a->chat, "send each --prompt as a user message through the chat template");
   cmd->add_flag("--enable-thinking", a->enable_thinking, "chat: enable_thinking=true (default: the template's)");
@@ -232,9 +233,11 @@ void add_generate(CLI::App& app) {
   cmd->add_option("--min-p", a->sp.min_p, "drop tokens below min_p x the top probability");
   cmd->add_option("--max-tokens", a->sp.max_tokens, "tokens to generate per request");
   cmd->add_flag("--ignore-eos", a->sp.ignore_eos, "keep generating past EOS");
-  cmd->add_option("--stop", a->sp.stop,
-                  "stop string (repeatable); \\n, \\t and \\\\ are a newline, a tab, a backslash");
-  cmd->add_option("--stop-token-ids", a->sp.stop_token_ids, "stop token ids");
+  cmd->add_option("--stop", a->sp.stop, "stop string (repeatable); \\n, \\t and \\\\ are a newline, a tab, a backslash")
+      ->allow_extra_args(false);
+  cmd->add_option("--stop-token-ids", a->sp.stop_token_ids, "stop token ids, comma-separated or repeated")
+      ->delimiter(',')
+      ->allow_extra_args(false);
   cmd->add_option("--generation-config", a->generation_config,
                   "auto (the model's generation_config.json gives the defaults of unset sampling flags), vllm (ignore "
                   "it) or a directory holding one");

@@ -74,6 +74,11 @@ cat > "$TMP/q/config.json" <<'JSON'
  "max_position_embeddings": 4096, "tie_word_embeddings": true, "eos_token_id": [151645, 151643], "bos_token_id": 151643,
  "rms_norm_eps": 1e-6, "rope_theta": 1000000, "torch_dtype": "float32"}
 JSON
+# Repeatable flags take one value each: a MODEL after them is still the model.
+out=$("$BIN" generate -p "1 2" -p "3" --stop-token-ids 7,8 --stop-token-ids 9 "$TMP/q" --load-format dummy --device cpu --kv-cache-memory 20000000 \
+  --max-tokens 2 --json 2>&1)
+[ "$(grep -c '"finish_reason"' <<<"$out")" = 2 ] && ok "MODEL after repeatable flags" || fail "MODEL after -p/--stop-token-ids: $out"
+
 G=(generate "$TMP/q" --load-format dummy --device cpu --kv-cache-memory 20000000 --max-tokens 1 --chat -p hi)
 empty_think=$'<|im_start|>assistant\n<think>\n\n</think>\n\n'
 default=$("$BIN" "${G[@]}" 2>/dev/null)
