@@ -145,7 +145,9 @@ ChatTemplateInputs chat_inputs(const ojson& body) {
         text += part_text->get<std::string>();
       }
       c = text;
-    } else if (!c.is_string() && !c.is_null()) {
+    } else if (c.is_null()) {  // vLLM gives templates "" for a missing or null content (a tool-call turn)
+      c = "";
+    } else if (!c.is_string()) {
       wrong_type(where + ".content", "a string, a list of text parts or null");
     }
     prepare_tool_calls(msg, where);

@@ -14,21 +14,17 @@ ojson head(const ResponseMeta& m, bool chunk) {
 
 ojson reason(const std::string& r) { return r.empty() ? ojson(nullptr) : ojson(r); }
 
-// The assistant message of a full chat response. With output parsers, as vLLM: content is null
-// when there is none, reasoning_content is present (null when none), tool_calls is a list.
+// The assistant message of a full chat response, with vLLM's fields: reasoning_content (null
+// when none) and tool_calls (a list). With output parsers an empty content is null, as in vLLM.
 ojson chat_message(const ResponseMeta& meta, const ChoiceResult& c) {
   const bool parsed = !meta.parsers.reasoning.empty() || !meta.parsers.tool.empty();
-  ojson m = {{"role", "assistant"}, {"content", parsed && c.text.empty() ? ojson(nullptr) : ojson(c.text)}};
-  if (!meta.parsers.reasoning.empty())
-    m["reasoning_content"] = c.reasoning.empty() ? ojson(nullptr) : ojson(c.reasoning);
-  if (!meta.parsers.tool.empty() || !c.tool_calls.empty()) {
-    ojson calls = ojson::array();
-    for (auto& t : c.tool_calls)
-      calls.push_back(
-          {{"id", t.id}, {"type", "function"}, {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
-    m["tool_calls"] = std::move(calls);
-  }
-  return m;
+  ojson calls = ojson::array();
+  for (auto& t : c.tool_calls)
+    calls.push_back({{"id", t.id}, {"type", "function"}, {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
+  return {{"role", "assistant"},
+          {"content", parsed && c.text.empty() ? ojson(nullptr) : ojson(c.text)},
+          {"reasoning_content", c.reasoning.empty() ? ojson(nullptr) : ojson(c.reasoning)},
+          {"tool_calls", std::move(calls)}};
 }
 
 }  // namespace
