@@ -79,6 +79,10 @@ void read_sampling_fields(const Json& j, SamplingParams& sp) {
     if (!v->is_boolean()) wrong_type("skip_special_tokens", "a boolean");
     sp.skip_special_tokens = v->template get<bool>();
   }
+  if (auto* v = field(j, "include_stop_str_in_output")) {
+    if (!v->is_boolean()) wrong_type("include_stop_str_in_output", "a boolean");
+    sp.include_stop_str_in_output = v->template get<bool>();
+  }
   if (auto* v = field(j, "stop")) {
     sp.stop.clear();
     if (v->is_string()) {

@@ -18,6 +18,7 @@ struct SamplingParams {
   std::vector<int32_t> stop_token_ids;
   std::vector<std::string> stop;  // stop strings (need a tokenizer)
   bool skip_special_tokens = true;
+  bool include_stop_str_in_output = false;  // keep the stop string (or stop token's text) in the text
 
   // Throws InvalidRequest naming the field.
   void validate() const;

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "nanovllm/output/step_events.h"
+
 namespace nanovllm::server {
 
 EngineLoop::EngineLoop(LLM& llm, Metrics& metrics, double request_timeout_s)
@@ -20,12 +22,12 @@ void EngineLoop::stop() {
 }
 
 std::shared_ptr<RequestChannel> EngineLoop::submit(std::vector<std::vector<int32_t>> prompts, const SamplingParams& sp,
-                                                   std::function<void()> notify) {
+                                                   std::function<void()> notify, const output::OutputParsers& parsers) {
   auto ch = std::make_shared<RequestChannel>(int(prompts.size()), std::move(notify));
   {
     std::lock_guard lk(mu_);
     if (stopping_) throw ApiError(503, "the server is shutting down");
-    submits_.push_back({std::move(prompts), sp, ch, Clock::now()});
+    submits_.push_back({std::move(prompts), sp, parsers, ch, Clock::now()});
   }
   cv_.notify_all();
   return ch;
@@ -76,8 +78,7 @@ void EngineLoop::admit(Job& job) {
       Live l;
       l.channel = job.channel;
       l.index = int(i);
-      if (const Tokenizer* tok = llm_.tokenizer())
-        l.text = std::make_unique<TextStream>(*tok, job.params.stop, job.params.skip_special_tokens);
+      l.out = std::make_unique<output::OutputProcessor>(llm_.tokenizer(), job.params, job.parsers);
       l.arrival = l.last_token = job.arrival;
       l.deadline = job.arrival + std::chrono::duration_cast<Clock::duration>(timeout_);
       live_.emplace(rid, std::move(l));
@@ -118,48 +119,46 @@ void EngineLoop::drop_cancelled_and_expired() {
 void EngineLoop::route(const StepResult& r) {
   const auto now = Clock::now();
   metrics_.on_tokens(int64_t(r.new_tokens.size()));
-  for (auto& [rid, tok] : r.new_tokens) {
-    auto it = live_.find(rid);
+  for (const output::TokenEvent& e : output::step_events(r)) {
+    auto it = live_.find(e.request_id);
     if (it == live_.end()) continue;
     Live& l = it->second;
-    const double gap = std::chrono::duration<double>(now - l.last_token).count();
-    if (l.num_tokens == 0)
-      metrics_.on_first_token(gap);
-    else
-      metrics_.on_inter_token(gap);
-    l.last_token = now;
-    ++l.num_tokens;
-    std::string delta;
+    ChoiceEvent ev;
+    ev.index = l.index;
+    if (e.token >= 0) {
+      const double gap = std::chrono::duration<double>(now - l.last_token).count();
+      if (l.num_tokens == 0)
+        metrics_.on_first_token(gap);
+      else
+        metrics_.on_inter_token(gap);
+      l.last_token = now;
+      ++l.num_tokens;
+      ev.num_tokens = 1;
+      ev.token_ids = {e.token};
+    }
+    output::OutputDelta d;
     try {
-      // Ids past the tokenizer's vocabulary (the model's embedding is padded: 151936 rows vs
-      // 151669 tokens for Qwen3) have no text; Hugging Face decodes them to "" too.
-      if (l.text && tok < llm_.tokenizer()->vocab_size()) delta = l.text->push(tok);
+      d = l.out->push(e.token, e.finish);
     } catch (const std::exception& e) {  // this request's text failed; the others go on
-      llm_.engine().abort(rid);
+      llm_.engine().abort(it->first);
       l.channel->fail(ApiError(500, std::string("detokenization failed: ") + e.what()));
       live_.erase(it);
       continue;
     }
-    if (l.text && l.text->stopped()) {  // a stop string: end it here, the engine forgets it
-      llm_.engine().abort(rid);
-      l.channel->push({l.index, std::move(delta), 1, {tok}, FinishReason::None});
-      finish(it, FinishReason::Stop, "");
+    ev.text = std::move(d.text);
+    ev.reasoning = std::move(d.reasoning);
+    ev.tool_calls = std::move(d.tool_calls);
+    if (d.finish == FinishReason::None) {
+      l.channel->push(std::move(ev));
       continue;
     }
-    l.channel->push({l.index, std::move(delta), 1, {tok}, FinishReason::None});
+    if (d.stopped_by_string) llm_.engine().abort(it->first);  // the engine does not know stop strings
+    ev.finish = d.finish;
+    ev.called_tools = l.out->called_tools();
+    metrics_.on_request_finished(d.finish, std::chrono::duration<double>(now - l.arrival).count());
+    l.channel->push(std::move(ev));
+    live_.erase(it);
   }
-  for (auto& f : r.finished) {
-    auto it = live_.find(f.request_id);
-    if (it == live_.end()) continue;
-    finish(it, f.finish_reason, it->second.text ? it->second.text->finish() : std::string());
-  }
-}
-
-void EngineLoop::finish(std::map<int64_t, Live>::iterator it, FinishReason why, std::string tail) {
-  Live& l = it->second;
-  metrics_.on_request_finished(why, std::chrono::duration<double>(Clock::now() - l.arrival).count());
-  l.channel->push({l.index, std::move(tail), 0, {}, why});
-  live_.erase(it);
 }
 
 void EngineLoop::fail_all(const ApiError& err) {

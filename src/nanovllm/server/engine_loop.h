@@ -2,7 +2,8 @@
 // per-request engine state. HTTP handlers only submit jobs through a locked queue and read
 // outputs from their RequestChannel (which wakes them); cancellation is a flag on the channel that this thread
 // polls. Each loop iteration: admit new jobs, abort cancelled or timed-out requests, step the
-// engine, turn new tokens into text (TextStream: detokenization + stop strings) and push deltas
+// engine, turn new tokens into text (output::OutputProcessor: detokenization, stop strings,
+// reasoning and tool-call parsing) and push deltas
 // to the channels, then publish gauges to the metrics.
 #pragma once
 #include <chrono>
@@ -17,9 +18,9 @@
 #include <vector>
 
 #include "nanovllm/llm.h"
+#include "nanovllm/output/output_processor.h"
 #include "nanovllm/server/metrics.h"
 #include "nanovllm/server/request_channel.h"
-#include "nanovllm/text_stream.h"
 
 namespace nanovllm::server {
 
@@ -35,9 +36,10 @@ class EngineLoop {
 
   // Queues one request with one choice per prompt (all token ids, already validated against
   // max_model_len by the caller). Outputs and errors arrive on the returned channel, which calls
-  // `notify` (on this loop's thread) after each change.
+  // `notify` (on this loop's thread) after each change. `parsers`: reasoning/tool-call parsing of
+  // the text (chat).
   std::shared_ptr<RequestChannel> submit(std::vector<std::vector<int32_t>> prompts, const SamplingParams& sp,
-                                         std::function<void()> notify);
+                                         std::function<void()> notify, const output::OutputParsers& parsers = {});
   // The client went away: the loop aborts the request in the engine (freeing its KV blocks).
   void cancel(RequestChannel& ch);
   void stop();
@@ -46,6 +48,7 @@ class EngineLoop {
   struct Job {
     std::vector<std::vector<int32_t>> prompts;
     SamplingParams params;
+    output::OutputParsers parsers;
     std::shared_ptr<RequestChannel> channel;
     Clock::time_point arrival;
   };
@@ -53,7 +56,7 @@ class EngineLoop {
   struct Live {
     std::shared_ptr<RequestChannel> channel;
     int index = 0;
-    std::unique_ptr<TextStream> text;
+    std::unique_ptr<output::OutputProcessor> out;
     Clock::time_point arrival, last_token, deadline;
     int num_tokens = 0;
   };
@@ -62,7 +65,6 @@ class EngineLoop {
   void admit(Job& job);
   void drop_cancelled_and_expired();
   void route(const StepResult& r);
-  void finish(std::map<int64_t, Live>::iterator it, FinishReason why, std::string tail);
   void fail_all(const ApiError& err);
   void publish();
 

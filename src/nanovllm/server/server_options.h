@@ -6,14 +6,17 @@
 namespace nanovllm::server {
 
 struct ServerOptions {
-  std::string host = "127.0.0.1";    // loopback by default: exposing it is an explicit choice
-  int port = 8000;                   // 0 = any free port (the chosen one is printed)
-  std::string api_key;               // empty = no authentication
-  std::string served_model_name;     // empty = the --model value, as vLLM does
-  int64_t max_body_bytes = 8 << 20;  // larger request bodies get 413, whatever their framing
-  double request_timeout_s = 600;    // a request running longer is aborted (0 = never)
-  int http_threads = 4;              // I/O threads; connections are coroutines, not threads
-  int keep_alive_timeout_s = 30;     // an idle connection, or one sending a request this long, closes
+  std::string host = "127.0.0.1";        // loopback by default: exposing it is an explicit choice
+  int port = 8000;                       // 0 = any free port (the chosen one is printed)
+  std::string api_key;                   // empty = no authentication
+  std::string served_model_name;         // empty = the --model value, as vLLM does
+  int64_t max_body_bytes = 8 << 20;      // larger request bodies get 413, whatever their framing
+  double request_timeout_s = 600;        // a request running longer is aborted (0 = never)
+  int http_threads = 4;                  // I/O threads; connections are coroutines, not threads
+  int keep_alive_timeout_s = 30;         // an idle connection, or one sending a request this long, closes
+  std::string reasoning_parser;          // --reasoning-parser (qwen3): <think> -> reasoning_content
+  std::string tool_call_parser;          // --tool-call-parser (hermes)
+  bool enable_auto_tool_choice = false;  // --enable-auto-tool-choice: tool_choice "auto" parses tool calls
 };
 
 }  // namespace nanovllm::server
