@@ -4,6 +4,19 @@
 
 namespace nanovllm::server {
 
+namespace {
+
+// Choice j of a request with n parallel samples: one sequence, seed + j when a seed is given
+// (vLLM's ParentRequest._get_child_sampling_params).
+SamplingParams child_params(const SamplingParams& sp, int j) {
+  SamplingParams c = sp;
+  c.n = 1;
+  if (sp.seed) c.seed = *sp.seed + uint64_t(j);
+  return c;
+}
+
+}  // namespace
+
 EngineLoop::EngineLoop(LLM& llm, Metrics& metrics, double request_timeout_s)
     : llm_(llm), metrics_(metrics), timeout_(request_timeout_s > 0 ? request_timeout_s : 1e9),
       thread_([this] { run(); }) {}
@@ -21,7 +34,7 @@ void EngineLoop::stop() {
 
 std::shared_ptr<RequestChannel> EngineLoop::submit(std::vector<std::vector<int32_t>> prompts, const SamplingParams& sp,
                                                    std::function<void()> notify) {
-  auto ch = std::make_shared<RequestChannel>(int(prompts.size()), std::move(notify));
+  auto ch = std::make_shared<RequestChannel>(int(prompts.size()) * sp.n, std::move(notify));
   {
     std::lock_guard lk(mu_);
     if (stopping_) throw ApiError(503, "the server is shutting down");
@@ -69,19 +82,15 @@ void EngineLoop::admit(Job& job) {
   LLMEngine& engine = llm_.engine();
   std::vector<int64_t> added;
   try {
+    const int n = job.params.n;
     for (size_t i = 0; i < job.prompts.size(); ++i) {
-      const int64_t n = int64_t(job.prompts[i].size());
-      const int64_t rid = engine.add_request(std::move(job.prompts[i]), job.params);
+      // n > 1: choice i * n + j of seed + j (vLLM's parallel sampling); the first goes in now.
+      std::vector<Sibling> siblings;
+      for (int j = 1; j < n; ++j) siblings.push_back({job.prompts[i], child_params(job.params, j), int(i) * n + j});
+      const int64_t rid =
+          add_choice(job.channel, std::move(job.prompts[i]), child_params(job.params, 0), int(i) * n, job.arrival);
       added.push_back(rid);
-      Live l;
-      l.channel = job.channel;
-      l.index = int(i);
-      if (const Tokenizer* tok = llm_.tokenizer())
-        l.text = std::make_unique<TextStream>(*tok, job.params.stop, job.params.skip_special_tokens);
-      l.arrival = l.last_token = job.arrival;
-      l.deadline = job.arrival + std::chrono::duration_cast<Clock::duration>(timeout_);
-      live_.emplace(rid, std::move(l));
-      metrics_.on_request_added(n);
+      live_.at(rid).siblings = std::move(siblings);
     }
     job.channel->admit();
   } catch (const std::exception& e) {
@@ -94,6 +103,37 @@ void EngineLoop::admit(Job& job) {
       job.channel->fail(ApiError::from(*ue));
     else
       job.channel->fail(ApiError(500, std::string("could not add the request: ") + e.what()));
+  }
+}
+
+int64_t EngineLoop::add_choice(const std::shared_ptr<RequestChannel>& ch, std::vector<int32_t> prompt,
+                               const SamplingParams& sp, int index, Clock::time_point arrival) {
+  const int64_t n = int64_t(prompt.size());
+  const int64_t rid = llm_.engine().add_request(std::move(prompt), sp);
+  Live l;
+  l.channel = ch;
+  l.index = index;
+  l.wants_logprobs = sp.logprobs.has_value();
+  if (const Tokenizer* tok = llm_.tokenizer()) l.text = std::make_unique<TextStream>(*tok, sp.stop, sp.skip_special_tokens);
+  l.arrival = l.last_token = arrival;
+  l.deadline = arrival + std::chrono::duration_cast<Clock::duration>(timeout_);
+  live_.emplace(rid, std::move(l));
+  metrics_.on_request_added(n);
+  return rid;
+}
+
+// The first choice's prompt has been computed (its full blocks are sealed in the prefix cache):
+// its siblings go in now and read those blocks instead of computing them again.
+void EngineLoop::add_siblings(Live& first) {
+  std::vector<Sibling> siblings = std::move(first.siblings);
+  first.siblings.clear();
+  const auto ch = first.channel;
+  const auto arrival = first.arrival;
+  try {
+    for (auto& s : siblings) add_choice(ch, std::move(s.prompt), s.params, s.index, arrival);
+  } catch (const std::exception& e) {  // the same prompt and parameters were accepted: not expected
+    ch->fail(ApiError(500, std::string("could not add a parallel sample: ") + e.what()));
+    ch->cancelled = true;  // the next iteration aborts the choices already in
   }
 }
 
@@ -118,10 +158,17 @@ void EngineLoop::drop_cancelled_and_expired() {
 void EngineLoop::route(const StepResult& r) {
   const auto now = Clock::now();
   metrics_.on_tokens(int64_t(r.new_tokens.size()));
-  for (auto& [rid, tok] : r.new_tokens) {
+  for (size_t k = 0; k < r.new_tokens.size(); ++k) {
+    const auto [rid, tok] = r.new_tokens[k];
     auto it = live_.find(rid);
     if (it == live_.end()) continue;
     Live& l = it->second;
+    std::vector<TokenLogprobs> lps;
+    if (k < r.new_logprobs.size() && l.wants_logprobs) lps.push_back(r.new_logprobs[k]);
+    if (!l.siblings.empty()) {
+      add_siblings(l);
+      it = live_.find(rid);  // live_ is a map: `l` stays valid, this keeps the iterator honest
+    }
     const double gap = std::chrono::duration<double>(now - l.last_token).count();
     if (l.num_tokens == 0)
       metrics_.on_first_token(gap);
@@ -142,11 +189,11 @@ void EngineLoop::route(const StepResult& r) {
     }
     if (l.text && l.text->stopped()) {  // a stop string: end it here, the engine forgets it
       llm_.engine().abort(rid);
-      l.channel->push({l.index, std::move(delta), 1, {tok}, FinishReason::None});
+      l.channel->push({l.index, std::move(delta), 1, {tok}, std::move(lps), FinishReason::None});
       finish(it, FinishReason::Stop, "");
       continue;
     }
-    l.channel->push({l.index, std::move(delta), 1, {tok}, FinishReason::None});
+    l.channel->push({l.index, std::move(delta), 1, {tok}, std::move(lps), FinishReason::None});
   }
   for (auto& f : r.finished) {
     auto it = live_.find(f.request_id);
@@ -158,7 +205,7 @@ void EngineLoop::route(const StepResult& r) {
 void EngineLoop::finish(std::map<int64_t, Live>::iterator it, FinishReason why, std::string tail) {
   Live& l = it->second;
   metrics_.on_request_finished(why, std::chrono::duration<double>(Clock::now() - l.arrival).count());
-  l.channel->push({l.index, std::move(tail), 0, {}, why});
+  l.channel->push({l.index, std::move(tail), 0, {}, {}, why});
   live_.erase(it);
 }
 

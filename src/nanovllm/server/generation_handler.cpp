@@ -3,6 +3,7 @@
 #include <chrono>
 #include <ctime>
 #include <memory>
+#include <optional>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/post.hpp>
@@ -10,6 +11,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "nanovllm/server/openai_logprobs.h"
 #include "nanovllm/server/sse.h"
 
 namespace nanovllm::server {
@@ -77,6 +79,8 @@ struct StreamWriter {
   int num_choices;
   bool include_usage;
   int64_t prompt_tokens;
+  std::optional<int> logprobs;       // the request's N, when it asked
+  std::vector<int64_t> text_offset;  // per choice: characters streamed so far (completions' text_offset)
   int64_t completion_tokens = 0;
 
   bool chat() const { return meta.endpoint == Endpoint::ChatCompletions; }
@@ -93,9 +97,15 @@ struct StreamWriter {
     completion_tokens += e.num_tokens;
     const bool last = e.finish != FinishReason::None;
     const bool ids = meta.with_token_ids && !e.token_ids.empty();
-    if (!e.text.empty() || ids || (last && !chat()))
+    ojson lps;  // null unless asked
+    if (logprobs && !e.logprobs.empty()) {
+      text_offset.resize(size_t(num_choices), 0);
+      lps = logprobs_json(st.model, meta.endpoint, *logprobs, e.token_ids, e.logprobs, text_offset[size_t(e.index)]);
+      text_offset[size_t(e.index)] += text_chars(e.text);
+    }
+    if (!e.text.empty() || ids || !lps.is_null() || (last && !chat()))
       sse::append_event(out, stream_chunk(meta, e.index, {{"content", e.text}},
-                                          chat() || !last ? "" : finish_reason_str(e.finish), e.token_ids));
+                                          chat() || !last ? "" : finish_reason_str(e.finish), e.token_ids, lps));
     if (last && chat())
       sse::append_event(out, stream_chunk(meta, e.index, ojson::object(), finish_reason_str(e.finish)));
   }
@@ -117,7 +127,7 @@ net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Co
   const bool chat = req.endpoint == Endpoint::ChatCompletions;
   const ResponseMeta meta{req.endpoint, st.new_id(chat ? "chatcmpl-" : "cmpl-"), int64_t(std::time(nullptr)),
                           st.model.name, st.model.token_ids_only};
-  const int n = int(req.prompts.size());
+  const int n = int(req.prompts.size()) * req.params.n;  // choices: n per prompt
   const int64_t prompt_tokens = total_prompt_tokens(req);
   Wakeup wake(co_await net::this_coro::executor);
   auto ch = st.loop.submit(std::move(req.prompts), req.params, wake.notifier());
@@ -130,7 +140,7 @@ net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Co
 
   std::vector<ChoiceEvent> events;
   if (req.stream) {
-    StreamWriter w{st, meta, n, req.include_usage, prompt_tokens};
+    StreamWriter w{st, meta, n, req.include_usage, prompt_tokens, req.params.logprobs, {}};
     const Connection::Headers no_cache{{"Cache-Control", "no-cache"}};
     if (!co_await c.start_stream(kSseType, no_cache)) co_return;
     std::string out = w.opening();
@@ -149,6 +159,7 @@ net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Co
   }
 
   std::vector<ChoiceResult> choices(size_t(n), ChoiceResult{});
+  std::vector<std::vector<TokenLogprobs>> logprobs(static_cast<size_t>(n));
   int64_t completion_tokens = 0;
   for (;;) {
     events.clear();
@@ -158,12 +169,18 @@ net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Co
       choices[size_t(e.index)].token_ids.insert(choices[size_t(e.index)].token_ids.end(), e.token_ids.begin(),
                                                 e.token_ids.end());
       completion_tokens += e.num_tokens;
+      auto& lps = logprobs[size_t(e.index)];
+      lps.insert(lps.end(), e.logprobs.begin(), e.logprobs.end());
       if (e.finish != FinishReason::None) choices[size_t(e.index)].finish_reason = finish_reason_str(e.finish);
     }
     if (ended) break;
     if (!co_await wake.wait(c, 1s)) co_return;
   }
   if (auto err = ch->error()) throw *err;
+  if (req.params.logprobs)
+    for (size_t i = 0; i < choices.size(); ++i)
+      choices[i].logprobs =
+          logprobs_json(st.model, req.endpoint, *req.params.logprobs, choices[i].token_ids, logprobs[i], 0);
   co_await c.send_json(http::status::ok,
                        json_text(full_response(meta, choices, usage_json(prompt_tokens, completion_tokens))));
 }

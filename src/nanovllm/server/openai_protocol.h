@@ -64,6 +64,7 @@ struct ChoiceResult {
   std::string text;
   std::vector<int32_t> token_ids;
   std::string finish_reason;
+  ojson logprobs;  // null unless the request asked (openai_logprobs.h)
 };
 
 ojson usage_json(int64_t prompt_tokens, int64_t completion_tokens);
@@ -72,7 +73,7 @@ ojson full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& c
 // delta["content"] as "text". finish_reason empty = null. `token_ids`: the chunk's new tokens,
 // shown when meta.with_token_ids.
 ojson stream_chunk(const ResponseMeta& meta, int index, const ojson& delta, const std::string& finish_reason,
-                   const std::vector<int32_t>& token_ids = {});
+                   const std::vector<int32_t>& token_ids = {}, const ojson& logprobs = nullptr);
 ojson usage_chunk(const ResponseMeta& meta, const ojson& usage);
 
 }  // namespace nanovllm::server

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "nanovllm/ops/logits_processing.h"
 #include "nanovllm/sampling_params.h"
 #include "nanovllm/server/api_error.h"
 
@@ -25,6 +26,7 @@ struct ChoiceEvent {
   std::string text;
   int num_tokens = 0;
   std::vector<int32_t> token_ids;  // the new tokens (returned by a server without a tokenizer)
+  std::vector<TokenLogprobs> logprobs;  // of token_ids, when the request asked
   FinishReason finish = FinishReason::None;
 };
 
