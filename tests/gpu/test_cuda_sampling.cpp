@@ -30,7 +30,9 @@ LogitsProcessing make_processing(int64_t b, int64_t V, std::mt19937& rng) {
   for (auto& t : output) t = int32_t(rng() % 300);
   LogitsProcessingBuilder builder(V);
   const std::vector<int32_t> eos{1, 2};
-  return builder.build(p, prompt, output, eos);
+  std::vector<int32_t> tokens = prompt;
+  tokens.insert(tokens.end(), output.begin(), output.end());
+  return builder.build(p, tokens, int64_t(prompt.size()), eos);
 }
 
 }  // namespace
@@ -41,7 +43,7 @@ TEST(CudaSampling, ProcessingAndLogprobsMatchTheCpu) {
   CudaBackend gpu(0, KernelOptions{});
   for (int64_t V : {int64_t(151936), int64_t(1003)}) {
     const int64_t B = 17;
-    std::mt19937 rng(uint32_t(V));
+    std::mt19937 rng{uint32_t(V)};
     std::normal_distribution<float> nd(0.f, 2.f);
     std::vector<float> logits(size_t(B * V));
     for (auto& x : logits) x = nd(rng);
@@ -99,7 +101,7 @@ TEST(CudaSampling, PlainRowsAreUnchanged) {
   for (auto& x : l) x = float(rng() % 1000) / 100.f;
   Tensor gl = gpu.empty({B, V}, DType::F32);
   gpu.upload(l.data(), DType::F32, gl);
-  std::vector<SamplingRow> rows(size_t(B));
+  std::vector<SamplingRow> rows(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) rows[size_t(b)] = {0.7f, 0, 1.0f, 0.0f, uint64_t(b), 5};
   std::vector<TokenLogprobs> lp;
   const auto a = gpu.sample(gl, rows);

@@ -232,8 +232,7 @@ std::vector<int32_t> ModelRunner::forward_and_sample(const ScheduledBatch& batch
   Tensor logits = forward_logits(in);
   if (logits_observer) logits_observer(batch, backend_->to_host_f32(logits));
   std::vector<SamplingRow> rows;
-  std::vector<LogitsProcessing> processing;
-  processing.reserve(batch.seqs.size());  // rows point into it
+  std::vector<LogitsProcessing> processing;  // rows point into it: reserved before the first push
   bool any_logprobs = false;
   const bool processed = cfg_.logprobs_mode == "processed_logprobs";
   for (auto* s : batch.seqs) {
@@ -243,9 +242,8 @@ std::vector<int32_t> ModelRunner::forward_and_sample(const ScheduledBatch& batch
     if (s->num_cached_tokens + s->num_scheduled_tokens < s->num_tokens()) continue;
     if (p.processes_logits()) {
       if (!processing_builder_) processing_builder_ = std::make_unique<LogitsProcessingBuilder>(mcfg_.vocab_size);
-      const std::span<const int32_t> all(s->token_ids);
-      processing.push_back(processing_builder_->build(p, all.first(size_t(s->num_prompt_tokens)),
-                                                      all.subspan(size_t(s->num_prompt_tokens)), mcfg_.eos_token_ids));
+      if (processing.empty()) processing.reserve(batch.seqs.size());
+      processing.push_back(processing_builder_->build(p, s->token_ids, s->num_prompt_tokens, mcfg_.eos_token_ids));
       rows.back().processing = &processing.back();
     }
     if (p.logprobs) {

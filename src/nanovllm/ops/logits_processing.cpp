@@ -19,8 +19,9 @@ LogitAdjust& LogitsProcessingBuilder::entry(LogitsProcessing& lp, int32_t token)
   return lp.entries[size_t(slot_[size_t(token)])];
 }
 
-LogitsProcessing LogitsProcessingBuilder::build(const SamplingParams& p, std::span<const int32_t> prompt,
-                                                std::span<const int32_t> output, std::span<const int32_t> eos_ids) {
+LogitsProcessing LogitsProcessingBuilder::build(const SamplingParams& p, const std::vector<int32_t>& tokens,
+                                                int64_t num_prompt, const std::vector<int32_t>& eos_ids) {
+  const auto prompt_end = tokens.begin() + num_prompt;
   if (++gen_ == 0) {  // wrapped: forget every stamp
     std::fill(stamp_.begin(), stamp_.end(), 0u);
     gen_ = 1;
@@ -31,16 +32,16 @@ LogitsProcessing LogitsProcessingBuilder::build(const SamplingParams& p, std::sp
   lp.presence_penalty = p.presence_penalty;
   const bool rep = p.repetition_penalty != 1.0f, out_pen = p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f;
   if (rep)
-    for (int32_t t : prompt) entry(lp, t).flags |= kAdjustSeen;
+    for (auto it = tokens.begin(); it != prompt_end; ++it) entry(lp, *it).flags |= kAdjustSeen;
   if (rep || out_pen)
-    for (int32_t t : output) {
-      LogitAdjust& e = entry(lp, t);
+    for (auto it = prompt_end; it != tokens.end(); ++it) {
+      LogitAdjust& e = entry(lp, *it);
       e.flags |= kAdjustSeen;
       ++e.output_count;
     }
   for (auto& [t, bias] : p.logit_bias)
     if (bias != 0.0f) entry(lp, t).bias += bias;
-  if (int64_t(output.size()) < p.min_tokens) {
+  if (int64_t(tokens.size()) - num_prompt < p.min_tokens) {
     if (!p.ignore_eos)
       for (int32_t t : eos_ids) entry(lp, t).flags |= kAdjustBanned;
     for (int32_t t : p.stop_token_ids) entry(lp, t).flags |= kAdjustBanned;

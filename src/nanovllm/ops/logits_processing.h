@@ -12,7 +12,6 @@
 // and never look at a row without any.
 #pragma once
 #include <cstdint>
-#include <span>
 #include <utility>
 #include <vector>
 
@@ -39,9 +38,10 @@ struct LogitsProcessing {
 class LogitsProcessingBuilder {
  public:
   explicit LogitsProcessingBuilder(int64_t vocab) : stamp_(size_t(vocab), 0), slot_(size_t(vocab), 0) {}
-  // eos_ids: the model's EOS ids (masked with the stop ids until min_tokens unless ignore_eos).
-  LogitsProcessing build(const SamplingParams& p, std::span<const int32_t> prompt, std::span<const int32_t> output,
-                         std::span<const int32_t> eos_ids);
+  // tokens: the sequence's prompt (its first num_prompt tokens) then its output; eos_ids: the
+  // model's EOS ids (masked with the stop ids until min_tokens unless ignore_eos).
+  LogitsProcessing build(const SamplingParams& p, const std::vector<int32_t>& tokens, int64_t num_prompt,
+                         const std::vector<int32_t>& eos_ids);
 
  private:
   LogitAdjust& entry(LogitsProcessing& lp, int32_t token);
