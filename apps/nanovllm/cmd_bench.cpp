@@ -30,6 +30,9 @@ struct BenchArgs {
   InterferenceArgs interference_args;
   int64_t profile_decode = 0;  // batch size for the per-op decode breakdown (0 = off)
   int64_t latency_prompt_len = 1024, latency_output_len = 256;
+  // Applied to every request of the throughput workload (the cost of logprobs and penalties).
+  int logprobs = -1;
+  float repetition_penalty = 1.0f, frequency_penalty = 0.0f;
 };
 
 // bench.py draws ids from [0, 10000]; smaller test vocabularies are clamped.
@@ -53,6 +56,10 @@ nlohmann::json throughput(LLMEngine& e, const BenchArgs& a) {
     sp.temperature = 0.6f;
     sp.ignore_eos = true;
     sp.max_tokens = int(rng.randint(100, a.max_output_len));
+    if (a.logprobs >= 0) sp.logprobs = a.logprobs;
+    sp.repetition_penalty = a.repetition_penalty;
+    sp.frequency_penalty = a.frequency_penalty;
+    sp.validate();
     params.push_back(sp);
     prompt_tokens += int64_t(prompts[size_t(i)].size());
     output_tokens += sp.max_tokens;
@@ -82,6 +89,9 @@ nlohmann::json throughput(LLMEngine& e, const BenchArgs& a) {
           {"output_tok_s", double(output_tokens) / secs},
           {"total_tok_s", double(prompt_tokens + output_tokens) / secs},
           {"preemptions", e.scheduler().num_preemptions()},
+          {"logprobs", a.logprobs},
+          {"repetition_penalty", a.repetition_penalty},
+          {"frequency_penalty", a.frequency_penalty},
           {"roofline_fraction_h100_qwen3_0_6b", double(output_tokens) / secs / kRooflineTokS}};
 }
 
@@ -208,6 +218,9 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--profile-decode", a->profile_decode, "per-op time of a decode step at this batch size");
   cmd->add_option("--latency-prompt-len", a->latency_prompt_len, "latency mode: prompt tokens");
   cmd->add_option("--latency-output-len", a->latency_output_len, "latency mode: output tokens");
+  cmd->add_option("--logprobs", a->logprobs, "throughput: every request asks for N logprobs (default: none)");
+  cmd->add_option("--repetition-penalty", a->repetition_penalty, "throughput: every request's repetition_penalty");
+  cmd->add_option("--frequency-penalty", a->frequency_penalty, "throughput: every request's frequency_penalty");
   cmd->add_flag("--interference", a->interference,
                 "interference mode: inter-token latency of running streams while a long prompt is read");
   cmd->add_option("--interference-streams", a->interference_args.streams, "interference mode: running streams");

@@ -6,6 +6,19 @@
 
 namespace nanovllm::server {
 
+namespace {
+
+// Choice j of a request with n parallel samples: one sequence, seed + j when a seed is given
+// (vLLM's ParentRequest._get_child_sampling_params).
+SamplingParams child_params(const SamplingParams& sp, int j) {
+  SamplingParams c = sp;
+  c.n = 1;
+  if (sp.seed) c.seed = *sp.seed + uint64_t(j);
+  return c;
+}
+
+}  // namespace
+
 EngineLoop::EngineLoop(LLM& llm, Metrics& metrics, double request_timeout_s)
     : llm_(llm), metrics_(metrics), timeout_(request_timeout_s > 0 ? request_timeout_s : 1e9),
       thread_([this] { run(); }) {}
@@ -23,7 +36,7 @@ void EngineLoop::stop() {
 
 std::shared_ptr<RequestChannel> EngineLoop::submit(std::vector<std::vector<int32_t>> prompts, const SamplingParams& sp,
                                                    std::function<void()> notify, const output::OutputParsers& parsers) {
-  auto ch = std::make_shared<RequestChannel>(int(prompts.size()), std::move(notify));
+  auto ch = std::make_shared<RequestChannel>(int(prompts.size()) * sp.n, std::move(notify));
   {
     std::lock_guard lk(mu_);
     if (stopping_) throw ApiError(503, "the server is shutting down");
@@ -71,18 +84,16 @@ void EngineLoop::admit(Job& job) {
   LLMEngine& engine = llm_.engine();
   std::vector<int64_t> added;
   try {
+    const int n = job.params.n;
     for (size_t i = 0; i < job.prompts.size(); ++i) {
-      const int64_t n = int64_t(job.prompts[i].size());
-      const int64_t rid = engine.add_request(std::move(job.prompts[i]), job.params);
+      // n > 1: choice i * n + j of seed + j (vLLM's parallel sampling); the first goes in now.
+      std::vector<Sibling> siblings;
+      for (int j = 1; j < n; ++j) siblings.push_back({job.prompts[i], child_params(job.params, j), int(i) * n + j, job.parsers});
+      const int64_t rid =
+          add_choice(job.channel, std::move(job.prompts[i]), child_params(job.params, 0), int(i) * n, job.arrival,
+                     job.parsers);
       added.push_back(rid);
-      Live l;
-      l.channel = job.channel;
-      l.index = int(i);
-      l.out = std::make_unique<output::OutputProcessor>(llm_.tokenizer(), job.params, job.parsers);
-      l.arrival = l.last_token = job.arrival;
-      l.deadline = job.arrival + std::chrono::duration_cast<Clock::duration>(timeout_);
-      live_.emplace(rid, std::move(l));
-      metrics_.on_request_added(n);
+      live_.at(rid).siblings = std::move(siblings);
     }
     job.channel->admit();
   } catch (const std::exception& e) {
@@ -95,6 +106,38 @@ void EngineLoop::admit(Job& job) {
       job.channel->fail(ApiError::from(*ue));
     else
       job.channel->fail(ApiError(500, std::string("could not add the request: ") + e.what()));
+  }
+}
+
+int64_t EngineLoop::add_choice(const std::shared_ptr<RequestChannel>& ch, std::vector<int32_t> prompt,
+                               const SamplingParams& sp, int index, Clock::time_point arrival,
+                               const output::OutputParsers& parsers) {
+  const int64_t n = int64_t(prompt.size());
+  const int64_t rid = llm_.engine().add_request(std::move(prompt), sp);
+  Live l;
+  l.channel = ch;
+  l.index = index;
+  l.wants_logprobs = sp.logprobs.has_value();
+  l.out = std::make_unique<output::OutputProcessor>(llm_.tokenizer(), sp, parsers);
+  l.arrival = l.last_token = arrival;
+  l.deadline = arrival + std::chrono::duration_cast<Clock::duration>(timeout_);
+  live_.emplace(rid, std::move(l));
+  metrics_.on_request_added(n);
+  return rid;
+}
+
+// The first choice's prompt has been computed (its full blocks are sealed in the prefix cache):
+// its siblings go in now and read those blocks instead of computing them again.
+void EngineLoop::add_siblings(Live& first) {
+  std::vector<Sibling> siblings = std::move(first.siblings);
+  first.siblings.clear();
+  const auto ch = first.channel;
+  const auto arrival = first.arrival;
+  try {
+    for (auto& s : siblings) add_choice(ch, std::move(s.prompt), s.params, s.index, arrival, s.parsers);
+  } catch (const std::exception& e) {  // the same prompt and parameters were accepted: not expected
+    ch->fail(ApiError(500, std::string("could not add a parallel sample: ") + e.what()));
+    ch->cancelled = true;  // the next iteration aborts the choices already in
   }
 }
 
@@ -123,6 +166,9 @@ void EngineLoop::route(const StepResult& r) {
     auto it = live_.find(e.request_id);
     if (it == live_.end()) continue;
     Live& l = it->second;
+    // n > 1: this choice's prompt is computed, so its siblings go in now (live_ is a map: `l` and
+    // `it` stay valid).
+    if (!l.siblings.empty()) add_siblings(l);
     ChoiceEvent ev;
     ev.index = l.index;
     if (e.token >= 0) {
@@ -135,6 +181,7 @@ void EngineLoop::route(const StepResult& r) {
       ++l.num_tokens;
       ev.num_tokens = 1;
       ev.token_ids = {e.token};
+      if (l.wants_logprobs && e.logprobs) ev.logprobs.push_back(*e.logprobs);
     }
     output::OutputDelta d;
     try {

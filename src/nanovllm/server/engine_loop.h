@@ -52,6 +52,13 @@ class EngineLoop {
     std::shared_ptr<RequestChannel> channel;
     Clock::time_point arrival;
   };
+  // A choice of n > 1 waiting for its first sibling's prompt to be in the prefix cache.
+  struct Sibling {
+    std::vector<int32_t> prompt;
+    SamplingParams params;
+    int index = 0;
+    output::OutputParsers parsers;
+  };
   // One choice of a request, living in the engine.
   struct Live {
     std::shared_ptr<RequestChannel> channel;
@@ -59,10 +66,17 @@ class EngineLoop {
     std::unique_ptr<output::OutputProcessor> out;
     Clock::time_point arrival, last_token, deadline;
     int num_tokens = 0;
+    // n > 1: the other choices of this prompt, added to the engine once this one has its first
+    // token, so that they find the prompt's KV blocks in the prefix cache.
+    std::vector<Sibling> siblings;
+    bool wants_logprobs = false;
   };
 
   void run();
   void admit(Job& job);
+  int64_t add_choice(const std::shared_ptr<RequestChannel>& ch, std::vector<int32_t> prompt, const SamplingParams& sp,
+                     int index, Clock::time_point arrival, const output::OutputParsers& parsers);
+  void add_siblings(Live& first);
   void drop_cancelled_and_expired();
   void route(const StepResult& r);
   void fail_all(const ApiError& err);

@@ -76,6 +76,7 @@ struct ChoiceResult {
   std::vector<output::ToolCall> tool_calls;
   std::vector<int32_t> token_ids;
   std::string finish_reason;
+  ojson logprobs;  // null unless the request asked (openai_logprobs.h)
 };
 
 // The finish_reason of a choice: "tool_calls" when its answer called tools, as vLLM.
@@ -92,7 +93,7 @@ ojson full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& c
 // delta["content"] as "text". finish_reason empty = null. `token_ids`: the chunk's new tokens,
 // shown when meta.with_token_ids.
 ojson stream_chunk(const ResponseMeta& meta, int index, const ojson& delta, const std::string& finish_reason,
-                   const std::vector<int32_t>& token_ids = {});
+                   const std::vector<int32_t>& token_ids = {}, const ojson& logprobs = nullptr);
 ojson usage_chunk(const ResponseMeta& meta, const ojson& usage);
 
 }  // namespace nanovllm::server

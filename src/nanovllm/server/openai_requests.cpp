@@ -5,6 +5,7 @@
 
 #include "nanovllm/request_json.h"
 #include "nanovllm/server/chat_tools.h"
+#include "nanovllm/server/openai_logprobs.h"
 #include "nanovllm/server/openai_protocol.h"
 #include "nanovllm/server/request_fields.h"
 #include "nanovllm/tokenizer/utf8.h"
@@ -72,11 +73,10 @@ std::vector<int32_t> token_ids(const ojson& arr, const std::string& param) {
 template <class DefaultMax>
 void read_common(const ojson& body, GenerationRequest& r, const ModelInfo& m, const std::string& prompt_param,
                  DefaultMax default_max_tokens) {
-  if (const ojson* n = field(body, "n"))
-    if (request_int(*n, "n") != 1) bad("n", "only n=1 is supported (got " + n->dump() + ")");
-  for (const char* f : {"best_of", "logprobs", "top_logprobs", "logit_bias"}) {
+  read_choice_fields(body, r);  // n, best_of, logprobs, top_logprobs, prompt_logprobs (openai_logprobs.cpp)
+  for (const char* f : {"suffix", "response_format"}) {
     const ojson* v = field(body, f);
-    if (v && !(v->is_boolean() && !v->get<bool>()) && !(f == std::string("best_of") && *v == 1))
+    if (v && !(v->is_boolean() && !v->get<bool>()))
       bad(f, std::string("'") + f + "' is not supported by this server", "unsupported_parameter");
   }
   r.stream = boolean(body, "stream", false);

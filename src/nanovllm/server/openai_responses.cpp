@@ -64,7 +64,7 @@ ojson full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& c
     else
       c["text"] = choices[i].text;
     if (meta.with_token_ids) c["token_ids"] = choices[i].token_ids;
-    c["logprobs"] = nullptr;
+    c["logprobs"] = choices[i].logprobs;
     c["finish_reason"] = reason(choices[i].finish_reason);
     cs.push_back(std::move(c));
   }
@@ -74,7 +74,7 @@ ojson full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& c
 }
 
 ojson stream_chunk(const ResponseMeta& meta, int index, const ojson& delta, const std::string& finish_reason,
-                   const std::vector<int32_t>& token_ids) {
+                   const std::vector<int32_t>& token_ids, const ojson& logprobs) {
   ojson r = head(meta, true);
   ojson c = {{"index", index}};
   if (meta.endpoint == Endpoint::ChatCompletions)
@@ -82,7 +82,7 @@ ojson stream_chunk(const ResponseMeta& meta, int index, const ojson& delta, cons
   else
     c["text"] = delta.value("content", "");
   if (meta.with_token_ids) c["token_ids"] = token_ids;
-  c["logprobs"] = nullptr;
+  c["logprobs"] = logprobs;
   c["finish_reason"] = reason(finish_reason);
   r["choices"] = ojson::array({std::move(c)});
   return r;
