@@ -11,11 +11,12 @@
 
 #include "bench_interference.h"
 #include "commands.h"
-#include "latency_stats.h"
 #include "engine_flags.h"
+#include "latency_stats.h"
 #include "nanovllm/llm.h"
 #include "nanovllm/ops/profiling_backend.h"
 #include "nanovllm/utils/error.h"
+#include "nanovllm/utils/progress.h"
 #include "nanovllm/utils/python_random.h"
 #include "tensor_parallel_start.h"
 
@@ -71,11 +72,15 @@ nlohmann::json throughput(LLMEngine& e, const BenchArgs& a) {
   for (int64_t i = 0; i < a.num_seqs; ++i) e.add_request(prompts[size_t(i)], params[size_t(i)]);
   int64_t generated = 0;
   double prefill_s = 0, decode_s = 0;
+  ProgressBar bar(a.num_seqs, true);  // stderr, and only when it is a terminal
   while (e.has_unfinished()) {
     auto r = e.step();
     generated += int64_t(r.new_tokens.size());
     (r.is_prefill ? prefill_s : decode_s) += r.seconds;
+    bar.on_step(r.is_prefill, r.num_tokens, r.seconds);
+    for (size_t i = 0; i < r.finished.size(); ++i) bar.on_finished();
   }
+  bar.done();
   const double secs = now_seconds() - t0;
   if (generated != output_tokens)
     throw Error("bench: generated " + std::to_string(generated) + " tokens, expected " + std::to_string(output_tokens));
@@ -109,6 +114,7 @@ nlohmann::json latency(LLMEngine& e, const BenchArgs& a) {
   sp.max_tokens = int(a.latency_output_len);
   std::vector<double> ttfts;
   double decode_tok_s = 0;
+  ProgressBar bar(3, true);
   for (int rep = 0; rep < 3; ++rep) {
     prompt[0] = int32_t(rep);  // no prefix-cache hits between repetitions
     const double t0 = now_seconds();
@@ -119,11 +125,14 @@ nlohmann::json latency(LLMEngine& e, const BenchArgs& a) {
       auto r = e.step();
       tokens += int64_t(r.new_tokens.size());
       if (tokens == 1 && first == 0) first = now_seconds();
+      bar.on_step(r.is_prefill, r.num_tokens, r.seconds);
     }
+    bar.on_finished();
     const double t1 = now_seconds();
     ttfts.push_back(first - t0);
     decode_tok_s = std::max(decode_tok_s, double(tokens - 1) / (t1 - first));
   }
+  bar.done();
   std::sort(ttfts.begin(), ttfts.end());
   return {{"mode", "latency"},
           {"prompt_tokens", a.latency_prompt_len},

@@ -177,6 +177,8 @@ int64_t ModelRunner::gpu_kv_blocks_after_warmup() {
   return blocks;
 }
 
+int64_t ModelRunner::num_cuda_graphs() const { return graphs_ ? graphs_->num_graphs() : 0; }
+
 int64_t ModelRunner::kv_bytes_per_block() const {
   return 2 * mcfg_.num_hidden_layers * cfg_.block_size * kv_heads_ * mcfg_.head_dim *
          int64_t(dtype_size(backend_->act_dtype()));

@@ -56,6 +56,7 @@ class ModelRunner {
   Backend& backend() { return *backend_; }
   CausalLM& model() { return *model_; }
   bool uses_cuda_graphs() const { return graphs_ != nullptr; }
+  int64_t num_cuda_graphs() const;  // decode graphs captured (0: eager)
 
  private:
   Tensor forward_logits(StepInputs& in);

@@ -71,7 +71,7 @@ struct CancelOnExit {
   ~CancelOnExit() { loop.cancel(ch); }
 };
 
-// The SSE text of new events: chat streams open with the assistant role for each choice, the
+// The SSE text of new events: chat streams open with the response role for each choice, the
 // last event of a choice carries its finish reason; reasoning and tool calls go out as vLLM
 // streams them (delta.reasoning_content, delta.tool_calls fragments).
 struct StreamWriter {
@@ -97,7 +97,7 @@ struct StreamWriter {
     std::string out;
     if (chat())
       for (int i = 0; i < num_choices; ++i)
-        event(out, stream_chunk(meta, i, {{"role", "assistant"}, {"content", ""}}, ""));
+        event(out, stream_chunk(meta, i, {{"role", meta.role}, {"content", ""}}, ""));
     return out;
   }
 
@@ -141,16 +141,17 @@ struct StreamWriter {
 net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Connection& c) {
   const bool chat = req.endpoint == Endpoint::ChatCompletions;
   const char* prefix = chat ? "chatcmpl-" : "cmpl-";
-  const ResponseMeta meta{req.endpoint,
-                          req.request_id.empty() ? st.new_id(prefix) : prefix + req.request_id,
-                          int64_t(std::time(nullptr)),
-                          st.model.name,
-                          st.model.token_ids_only,
-                          req.parsers};
+  ResponseMeta meta{req.endpoint,
+                    req.request_id.empty() ? st.new_id(prefix) : prefix + req.request_id,
+                    int64_t(std::time(nullptr)),
+                    st.model.name,
+                    st.model.token_ids_only,
+                    req.parsers};
+  meta.role = st.model.response_role;
   const int n = int(req.prompts.size()) * req.params.n;  // choices: n per prompt
   const int64_t prompt_tokens = total_prompt_tokens(req);
   Wakeup wake(co_await net::this_coro::executor);
-  auto ch = st.loop.submit(std::move(req.prompts), req.params, wake.notifier(), req.parsers);
+  auto ch = st.loop.submit(std::move(req.prompts), req.params, wake.notifier(), req.parsers, meta.id);
   CancelOnExit cancel_on_exit{st.loop, *ch};
 
   // No status line before the engine has taken the request: a refusal is a plain 4xx.

@@ -115,7 +115,7 @@ void read_common(const ojson& body, GenerationRequest& r, const ModelInfo& m, co
               std::to_string(n) + " in the prompt, " + std::to_string(r.params.max_tokens) +
               " for the completion). Please reduce the prompt or max_tokens.",
           "context_length_exceeded");
-    max_default = std::min(max_default, default_max_tokens(n));
+    max_default = std::min(max_default, m.defaults.default_max_tokens(default_max_tokens(n)));
   }
   if (!has_max) r.params.max_tokens = int(max_default);
 }
@@ -231,6 +231,7 @@ GenerationRequest parse_completion_request(const ojson& body, const ModelInfo& m
   warn_unknown_fields(body, Endpoint::Completions);
   GenerationRequest r;
   r.endpoint = Endpoint::Completions;
+  r.params = m.defaults.params();  // the generation config's defaults; the request's fields win
   const ojson* p = field(body, "prompt");
   if (!p) bad("prompt", "'prompt' is required", "missing_field");
   const std::string want = "a string, a list of strings, a list of token ids or a list of token-id lists";
@@ -261,6 +262,7 @@ GenerationRequest parse_chat_request(const ojson& body, const ModelInfo& m) {
   GenerationRequest r;
   r.endpoint = Endpoint::ChatCompletions;
   warn_unknown_fields(body, Endpoint::ChatCompletions);
+  r.params = m.defaults.params();  // the generation config's defaults; the request's fields win
   const ChatTemplateInputs in = chat_inputs(body);
   r.parsers = chat_output_parsers(body, m, !in.tools.is_null(), in.enable_thinking);
   const std::string text = render_chat(m, body, in);

@@ -21,7 +21,7 @@ ojson chat_message(const ResponseMeta& meta, const ChoiceResult& c) {
   ojson calls = ojson::array();
   for (auto& t : c.tool_calls)
     calls.push_back({{"id", t.id}, {"type", "function"}, {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
-  return {{"role", "assistant"},
+  return {{"role", meta.role},
           {"content", parsed && c.text.empty() ? ojson(nullptr) : ojson(c.text)},
           {"reasoning_content", c.reasoning.empty() ? ojson(nullptr) : ojson(c.reasoning)},
           {"tool_calls", std::move(calls)}};
@@ -95,15 +95,18 @@ ojson usage_chunk(const ResponseMeta& meta, const ojson& usage) {
   return r;
 }
 
+ojson model_card(const ModelInfo& m, int64_t created) {
+  return {{"id", m.name},
+          {"object", "model"},
+          {"created", created},
+          {"owned_by", "nanovllm"},
+          {"root", m.root},
+          {"parent", nullptr},
+          {"max_model_len", m.max_model_len}};
+}
+
 ojson models_response(const ModelInfo& m, int64_t created) {
-  ojson card = {{"id", m.name},
-                {"object", "model"},
-                {"created", created},
-                {"owned_by", "nanovllm"},
-                {"root", m.root},
-                {"parent", nullptr},
-                {"max_model_len", m.max_model_len}};
-  return {{"object", "list"}, {"data", ojson::array({card})}};
+  return {{"object", "list"}, {"data", ojson::array({model_card(m, created)})}};
 }
 
 }  // namespace nanovllm::server
