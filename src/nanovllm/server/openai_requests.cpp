@@ -74,11 +74,6 @@ template <class DefaultMax>
 void read_common(const ojson& body, GenerationRequest& r, const ModelInfo& m, const std::string& prompt_param,
                  DefaultMax default_max_tokens) {
   read_choice_fields(body, r);  // n, best_of, logprobs, top_logprobs, prompt_logprobs (openai_logprobs.cpp)
-  for (const char* f : {"suffix", "response_format"}) {
-    const ojson* v = field(body, f);
-    if (v && !(v->is_boolean() && !v->get<bool>()))
-      bad(f, std::string("'") + f + "' is not supported by this server", "unsupported_parameter");
-  }
   r.stream = boolean(body, "stream", false);
   if (const ojson* so = field(body, "stream_options")) {
     if (!so->is_object()) wrong_type("stream_options", "an object");
