@@ -48,7 +48,7 @@ void apply_generation_defaults(GenerateArgs& a, const std::string& model) {
   if (unset("--top-p")) a.sp.top_p = base.top_p;
   if (unset("--min-p")) a.sp.min_p = base.min_p;
   if (unset("--max-tokens") && d.max_tokens) a.sp.max_tokens = int(*d.max_tokens);
-  // TODO(i19 lead): repetition_penalty likewise, once SamplingParams (and a --repetition-penalty flag) has it.
+  a.sp.repetition_penalty = base.repetition_penalty;  // no flag of its own: JSONL lines may set it
   Logger().info(d.log_line());
 }
 

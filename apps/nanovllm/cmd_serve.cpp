@@ -8,6 +8,8 @@
 #include "commands.h"
 #include "engine_flags.h"
 #include "nanovllm/llm.h"
+#include "nanovllm/output/reasoning_parser.h"
+#include "nanovllm/output/tool_parser.h"
 #include "startup_log.h"
 #include "tensor_parallel_start.h"
 #include "vllm_flags.h"
@@ -26,6 +28,16 @@ namespace {
 int stop_pipe_write = -1;
 #endif
 
+// vLLM's rules for the output-parser flags, checked before the model loads.
+void check_output_parsers(const server::ServerOptions& o) {
+  if (!o.reasoning_parser.empty() && !output::is_reasoning_parser(o.reasoning_parser))
+    throw UserError("--reasoning-parser " + o.reasoning_parser + ": unknown (available: qwen3)");
+  if (!o.tool_call_parser.empty() && !output::is_tool_parser(o.tool_call_parser))
+    throw UserError("--tool-call-parser " + o.tool_call_parser + ": unknown (available: hermes)");
+  if (o.enable_auto_tool_choice && o.tool_call_parser.empty())
+    throw UserError("--enable-auto-tool-choice requires --tool-call-parser");
+}
+
 struct ServeArgs {
   EngineFlags engine;
   VllmServeFlags vllm;
@@ -41,6 +53,7 @@ void run(ServeArgs& a) {
   if (a.opts.max_body_bytes <= 0) throw UserError("--max-body-bytes must be positive");
   if (a.opts.http_threads < 1) throw UserError("--http-threads must be at least 1");
   if (a.opts.keep_alive_timeout_s < 1) throw UserError("--keep-alive-timeout must be at least 1 second");
+  check_output_parsers(a.opts);
   EngineConfig cfg = a.engine.resolve();
   apply_vllm_serve_flags(a.vllm, cfg.model, a.opts);
   const std::string chat_template = read_chat_template_flag(a.vllm.chat_template);
@@ -112,6 +125,11 @@ void add_serve(CLI::App& app) {
                   "I/O threads serving the connections (each connection is a coroutine)");
   cmd->add_option("--keep-alive-timeout", o.keep_alive_timeout_s,
                   "seconds an idle connection, or one sending a request, may take");
+  cmd->add_option("--reasoning-parser", o.reasoning_parser,
+                  "split <think> reasoning into reasoning_content (chat): qwen3");
+  cmd->add_option("--tool-call-parser", o.tool_call_parser, "parse tool calls of the model's output (chat): hermes");
+  cmd->add_flag("--enable-auto-tool-choice", o.enable_auto_tool_choice,
+                "tool_choice \"auto\": the model's tool calls become tool_calls (needs --tool-call-parser)");
   add_vllm_serve_flags(*cmd, a->vllm, o);
   cmd->callback([a] { run(*a); });
 }

@@ -40,6 +40,10 @@ void EngineFlags::add_to(CLI::App& app) {
   app.add_flag("--no-enable-chunked-prefill", no_chunked_prefill,
                "nano-vllm's prefill-first steps: a new prompt pauses every running stream until it is read");
   app.add_option("--threads", cfg.num_threads, "CPU backend threads (default: all cores)");
+  app.add_option("--max-logprobs", cfg.max_logprobs, "most logprobs a request may ask for (-1: the vocabulary)");
+  app.add_option("--logprobs-mode", cfg.logprobs_mode,
+                 "raw_logprobs (default: from the model's logits) or processed_logprobs (after penalties, "
+                 "logit_bias and temperature)");
   app.add_option("--kernel-options", kernel_options,
                  "CUDA kernel tuning, KEY=VALUE[,KEY=VALUE...]: pdl, gemv_norm, max_decode_splits, decode_cluster, "
                  "decode_warps, p2p_all_reduce, all_reduce_norm, prefill_attention (README: GPU)");

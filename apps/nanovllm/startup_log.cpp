@@ -41,9 +41,6 @@ void log_startup(const server::ServerOptions& opts, LLM& llm) {
     log.info(std::string("CUDA graphs: none (") + (be.device() == Device::CUDA ? "--enforce-eager" : "CPU backend") +
              ")");
   if (!opts.defaults.empty()) log.info(opts.defaults.log_line());
-  if (opts.defaults.repetition_penalty)
-    log.warning(
-        "repetition_penalty of the generation config is not applied yet");  // TODO(i19 lead): remove when connected
 }
 
 }  // namespace nanovllm::cli

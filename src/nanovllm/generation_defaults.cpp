@@ -73,8 +73,7 @@ SamplingParams GenerationDefaults::params() const {
   if (top_k) sp.top_k = int(*top_k);
   if (top_p) sp.top_p = float(*top_p);
   if (min_p) sp.min_p = float(*min_p);
-  // TODO(i19 lead): connect once SamplingParams has it (sampling helper):
-  // if (repetition_penalty) sp.repetition_penalty = float(*repetition_penalty);
+  if (repetition_penalty) sp.repetition_penalty = float(*repetition_penalty);
   return sp;
 }
 

@@ -3,7 +3,8 @@
 #include <filesystem>
 #include <map>
 
-#include "nanovllm/text_stream.h"
+#include "nanovllm/output/output_processor.h"
+#include "nanovllm/output/step_events.h"
 #include "nanovllm/utils/error.h"
 #include "nanovllm/utils/progress.h"
 
@@ -96,7 +97,7 @@ std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts, con
   }
   struct Live {
     size_t index;
-    std::unique_ptr<TextStream> text;
+    output::OutputProcessor out;
   };
   std::map<int64_t, Live> live;
   std::vector<RequestOutput> outs(prompts.size());
@@ -109,7 +110,7 @@ std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts, con
       for (auto& [rid, _] : live) engine_->abort(rid);
       throw InvalidRequest(e.param, "request " + std::to_string(i) + ": " + e.what());
     }
-    live[id] = {i, tokenizer_ ? std::make_unique<TextStream>(*tokenizer_, sp.stop, sp.skip_special_tokens) : nullptr};
+    live.emplace(id, Live{i, output::OutputProcessor(tokenizer_.get(), sp)});
     outs[i].request_id = id;
     outs[i].prompt_token_ids = ids[i];
   }
@@ -117,28 +118,20 @@ std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts, con
   while (engine_->has_unfinished()) {
     StepResult r = engine_->step();
     bar.on_step(r.is_prefill, r.num_tokens, r.seconds);
-    for (auto& [rid, tok] : r.new_tokens) {
-      auto it = live.find(rid);
+    for (const output::TokenEvent& e : output::step_events(r)) {
+      auto it = live.find(e.request_id);
       if (it == live.end()) continue;
       RequestOutput& o = outs[it->second.index];
-      o.token_ids.push_back(tok);
-      if (it->second.text) {
-        o.text += it->second.text->push(tok);
-        if (it->second.text->stopped() && engine_->abort(rid)) {  // a stop string: end it here
-          o.finish_reason = FinishReason::Stop;
-          live.erase(it);
-          bar.on_finished();
-        }
+      const output::OutputDelta d = it->second.out.push(e.token, e.finish);
+      if (e.token >= 0) o.token_ids.push_back(e.token);
+      o.text += d.text;
+      if (d.finish == FinishReason::None) continue;
+      if (d.stopped_by_string) engine_->abort(e.request_id);  // the engine does not know stop strings
+      o.finish_reason = d.finish;
+      if (e.finished) {
+        o.num_cached_prompt_tokens = e.finished->num_cached_prompt_tokens;
+        o.token_ids = e.finished->token_ids;
       }
-    }
-    for (auto& f : r.finished) {
-      auto it = live.find(f.request_id);
-      if (it == live.end()) continue;
-      RequestOutput& o = outs[it->second.index];
-      o.finish_reason = f.finish_reason;
-      o.num_cached_prompt_tokens = f.num_cached_prompt_tokens;
-      o.token_ids = f.token_ids;
-      if (it->second.text) o.text += it->second.text->finish();
       live.erase(it);
       bar.on_finished();
     }

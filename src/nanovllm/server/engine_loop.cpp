@@ -3,7 +3,22 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "nanovllm/output/step_events.h"
+
 namespace nanovllm::server {
+
+namespace {
+
+// Choice j of a request with n parallel samples: one sequence, seed + j when a seed is given
+// (vLLM's ParentRequest._get_child_sampling_params).
+SamplingParams child_params(const SamplingParams& sp, int j) {
+  SamplingParams c = sp;
+  c.n = 1;
+  if (sp.seed) c.seed = *sp.seed + uint64_t(j);
+  return c;
+}
+
+}  // namespace
 
 EngineLoop::EngineLoop(LLM& llm, Metrics& metrics, double request_timeout_s, EngineLogOptions log)
     : llm_(llm), metrics_(metrics), timeout_(request_timeout_s > 0 ? request_timeout_s : 1e9), log_(log),
@@ -21,12 +36,13 @@ void EngineLoop::stop() {
 }
 
 std::shared_ptr<RequestChannel> EngineLoop::submit(std::vector<std::vector<int32_t>> prompts, const SamplingParams& sp,
-                                                   std::function<void()> notify, std::string request_id) {
-  auto ch = std::make_shared<RequestChannel>(int(prompts.size()), std::move(notify));
+                                                   std::function<void()> notify, const output::OutputParsers& parsers,
+                                                   std::string request_id) {
+  auto ch = std::make_shared<RequestChannel>(int(prompts.size()) * sp.n, std::move(notify));
   {
     std::lock_guard lk(mu_);
     if (stopping_) throw ApiError(503, "the server is shutting down");
-    submits_.push_back({std::move(prompts), sp, ch, Clock::now(), std::move(request_id)});
+    submits_.push_back({std::move(prompts), sp, parsers, ch, Clock::now(), std::move(request_id)});
   }
   cv_.notify_all();
   return ch;
@@ -78,26 +94,27 @@ void EngineLoop::run() {
   submits_.clear();
 }
 
+// The id of choice `index` in the logs: the request's, with the index when it has several.
+std::string EngineLoop::choice_id(const Job& job, int index) {
+  return job.prompts.size() * size_t(job.params.n) > 1 ? job.id + "-" + std::to_string(index) : job.id;
+}
+
 void EngineLoop::admit(Job& job) {
   LLMEngine& engine = llm_.engine();
   std::vector<int64_t> added;
   try {
+    const int n = job.params.n;
     for (size_t i = 0; i < job.prompts.size(); ++i) {
-      const int64_t n = int64_t(job.prompts[i].size());
-      const int64_t rid = engine.add_request(std::move(job.prompts[i]), job.params);
+      // n > 1: choice i * n + j of seed + j (vLLM's parallel sampling); the first goes in now.
+      std::vector<Sibling> siblings;
+      for (int j = 1; j < n; ++j)
+        siblings.push_back({job.prompts[i], child_params(job.params, j), int(i) * n + j, job.parsers,
+                            choice_id(job, int(i) * n + j)});
+      const int64_t rid =
+          add_choice(job.channel, std::move(job.prompts[i]), child_params(job.params, 0), int(i) * n, job.arrival,
+                     job.parsers, choice_id(job, int(i) * n));
       added.push_back(rid);
-      Live l;
-      l.channel = job.channel;
-      l.index = int(i);
-      if (const Tokenizer* tok = llm_.tokenizer())
-        l.text = std::make_unique<TextStream>(*tok, job.params.stop, job.params.skip_special_tokens);
-      l.arrival = l.last_token = job.arrival;
-      l.prompt_tokens = n;
-      l.id = job.prompts.size() > 1 ? job.id + "-" + std::to_string(i) : job.id;
-      if (log_.requests) log_.logger.info(request_received_line(l.id, n, job.params));
-      l.deadline = job.arrival + std::chrono::duration_cast<Clock::duration>(timeout_);
-      live_.emplace(rid, std::move(l));
-      metrics_.on_request_added(n);
+      live_.at(rid).siblings = std::move(siblings);
     }
     job.channel->admit();
   } catch (const std::exception& e) {
@@ -110,6 +127,41 @@ void EngineLoop::admit(Job& job) {
       job.channel->fail(ApiError::from(*ue));
     else
       job.channel->fail(ApiError(500, std::string("could not add the request: ") + e.what()));
+  }
+}
+
+int64_t EngineLoop::add_choice(const std::shared_ptr<RequestChannel>& ch, std::vector<int32_t> prompt,
+                               const SamplingParams& sp, int index, Clock::time_point arrival,
+                               const output::OutputParsers& parsers, std::string id) {
+  const int64_t n = int64_t(prompt.size());
+  const int64_t rid = llm_.engine().add_request(std::move(prompt), sp);
+  Live l;
+  l.channel = ch;
+  l.index = index;
+  l.wants_logprobs = sp.logprobs.has_value();
+  l.out = std::make_unique<output::OutputProcessor>(llm_.tokenizer(), sp, parsers);
+  l.arrival = l.last_token = arrival;
+  l.prompt_tokens = n;
+  l.id = std::move(id);
+  if (log_.requests) log_.logger.info(request_received_line(l.id, n, sp));
+  l.deadline = arrival + std::chrono::duration_cast<Clock::duration>(timeout_);
+  live_.emplace(rid, std::move(l));
+  metrics_.on_request_added(n);
+  return rid;
+}
+
+// The first choice's prompt has been computed (its full blocks are sealed in the prefix cache):
+// its siblings go in now and read those blocks instead of computing them again.
+void EngineLoop::add_siblings(Live& first) {
+  std::vector<Sibling> siblings = std::move(first.siblings);
+  first.siblings.clear();
+  const auto ch = first.channel;
+  const auto arrival = first.arrival;
+  try {
+    for (auto& s : siblings) add_choice(ch, std::move(s.prompt), s.params, s.index, arrival, s.parsers, s.id);
+  } catch (const std::exception& e) {  // the same prompt and parameters were accepted: not expected
+    ch->fail(ApiError(500, std::string("could not add a parallel sample: ") + e.what()));
+    ch->cancelled = true;  // the next iteration aborts the choices already in
   }
 }
 
@@ -134,49 +186,52 @@ void EngineLoop::drop_cancelled_and_expired() {
 void EngineLoop::route(const StepResult& r) {
   const auto now = Clock::now();
   metrics_.on_tokens(int64_t(r.new_tokens.size()));
-  for (auto& [rid, tok] : r.new_tokens) {
-    auto it = live_.find(rid);
+  for (const output::TokenEvent& e : output::step_events(r)) {
+    auto it = live_.find(e.request_id);
     if (it == live_.end()) continue;
     Live& l = it->second;
-    const double gap = std::chrono::duration<double>(now - l.last_token).count();
-    if (l.num_tokens == 0) {
-      metrics_.on_first_token(gap);
-      l.first_token = now;
-    } else
-      metrics_.on_inter_token(gap);
-    l.last_token = now;
-    ++l.num_tokens;
-    std::string delta;
+    // n > 1: this choice's prompt is computed, so its siblings go in now (live_ is a map: `l` and
+    // `it` stay valid).
+    if (!l.siblings.empty()) add_siblings(l);
+    ChoiceEvent ev;
+    ev.index = l.index;
+    if (e.token >= 0) {
+      const double gap = std::chrono::duration<double>(now - l.last_token).count();
+      if (l.num_tokens == 0) {
+        metrics_.on_first_token(gap);
+        l.first_token = now;
+      } else {
+        metrics_.on_inter_token(gap);
+      }
+      l.last_token = now;
+      ++l.num_tokens;
+      ev.num_tokens = 1;
+      ev.token_ids = {e.token};
+      if (l.wants_logprobs && e.logprobs) ev.logprobs.push_back(*e.logprobs);
+    }
+    output::OutputDelta d;
     try {
-      // Ids past the tokenizer's vocabulary (the model's embedding is padded: 151936 rows vs
-      // 151669 tokens for Qwen3) have no text; Hugging Face decodes them to "" too.
-      if (l.text && tok < llm_.tokenizer()->vocab_size()) delta = l.text->push(tok);
+      d = l.out->push(e.token, e.finish);
     } catch (const std::exception& e) {  // this request's text failed; the others go on
-      llm_.engine().abort(rid);
+      llm_.engine().abort(it->first);
       l.channel->fail(ApiError(500, std::string("detokenization failed: ") + e.what()));
       live_.erase(it);
       continue;
     }
-    if (l.text && l.text->stopped()) {  // a stop string: end it here, the engine forgets it
-      llm_.engine().abort(rid);
-      l.channel->push({l.index, std::move(delta), 1, {tok}, FinishReason::None});
-      finish(it, FinishReason::Stop, "");
+    ev.text = std::move(d.text);
+    ev.reasoning = std::move(d.reasoning);
+    ev.tool_calls = std::move(d.tool_calls);
+    if (d.finish == FinishReason::None) {
+      l.channel->push(std::move(ev));
       continue;
     }
-    l.channel->push({l.index, std::move(delta), 1, {tok}, FinishReason::None});
+    if (d.stopped_by_string) llm_.engine().abort(it->first);  // the engine does not know stop strings
+    ev.finish = d.finish;
+    ev.called_tools = l.out->called_tools();
+    record_finished(l, d.finish, now);
+    l.channel->push(std::move(ev));
+    live_.erase(it);
   }
-  for (auto& f : r.finished) {
-    auto it = live_.find(f.request_id);
-    if (it == live_.end()) continue;
-    finish(it, f.finish_reason, it->second.text ? it->second.text->finish() : std::string());
-  }
-}
-
-void EngineLoop::finish(std::map<int64_t, Live>::iterator it, FinishReason why, std::string tail) {
-  Live& l = it->second;
-  record_finished(l, why, Clock::now());
-  l.channel->push({l.index, std::move(tail), 0, {}, why});
-  live_.erase(it);
 }
 
 void EngineLoop::fail_all(const ApiError& err) {

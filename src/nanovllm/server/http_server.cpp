@@ -45,9 +45,18 @@ ModelInfo model_info(LLM& llm, const ServerOptions& o) {
   m.name = o.served_model_name.empty() ? m.root : o.served_model_name;
   m.max_model_len = llm.engine().config().max_model_len;
   m.token_ids_only = llm.tokenizer() == nullptr;
+  m.reasoning_parser = o.reasoning_parser;
+  m.tool_call_parser = o.tool_call_parser;
+  m.enable_auto_tool_choice = o.enable_auto_tool_choice;
   m.defaults = o.defaults;
   m.response_role = o.response_role;
   return m;
+}
+
+// An X-Request-Id header names the request, over the body's request_id (as vLLM).
+GenerationRequest with_request_id(GenerationRequest r, const Request& req) {
+  if (auto it = req.find("X-Request-Id"); it != req.end() && !it->value().empty()) r.request_id = it->value();
+  return r;
 }
 
 CacheInfo cache_info(LLM& llm) {
@@ -216,9 +225,9 @@ struct HttpServer::Impl {
         if (!post) throw ApiError(405, "method " + std::string(req.method_string()) + " is not allowed on " + path);
         const ojson body = json_body(req);
         if (path == "/v1/completions")
-          co_await serve_generation(st, parse_completion_request(body, st.model), c);
+          co_await serve_generation(st, with_request_id(parse_completion_request(body, st.model), req), c);
         else if (path == "/v1/chat/completions")
-          co_await serve_generation(st, parse_chat_request(body, st.model), c);
+          co_await serve_generation(st, with_request_id(parse_chat_request(body, st.model), req), c);
         else if (path == "/tokenize")
           co_await send_json(c, tokenize_response(body, st.model));
         else

@@ -10,6 +10,7 @@
 
 #include "nanovllm/generation_defaults.h"
 #include "nanovllm/llm.h"
+#include "nanovllm/output/output_processor.h"
 #include "nanovllm/server/api_error.h"
 
 namespace nanovllm::server {
@@ -29,6 +30,11 @@ struct ModelInfo {
   // No tokenizer (serve --skip-tokenizer-init): prompts must be token ids, and every choice and
   // stream chunk carries the generated "token_ids" (its text stays empty).
   bool token_ids_only = false;
+  // Output parsing for chat (vLLM's flags): --reasoning-parser, --tool-call-parser (used for
+  // tool_choice "auto" only with --enable-auto-tool-choice). Empty: none.
+  std::string reasoning_parser;
+  std::string tool_call_parser;
+  bool enable_auto_tool_choice = false;
   GenerationDefaults defaults;              // the generation config's sampling defaults
   std::string response_role = "assistant";  // --response-role
 };
@@ -40,7 +46,10 @@ struct GenerationRequest {
   std::vector<std::vector<int32_t>> prompts;  // one choice per prompt
   SamplingParams params;
   bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
+  bool include_usage = false;     // stream_options.include_usage
+  bool continuous_usage = false;  // stream_options.continuous_usage_stats: usage in every chunk
+  output::OutputParsers parsers;  // reasoning / tool-call parsing of the answer (chat)
+  std::string request_id;         // the client's (request_id, X-Request-Id): the response id's suffix
 };
 
 // Body -> JSON object. Invalid UTF-8 and malformed JSON are 400s naming the byte offset.
@@ -62,14 +71,26 @@ struct ResponseMeta {
   int64_t created;
   std::string model;
   bool with_token_ids = false;     // add "token_ids" to choices and chunks (ModelInfo::token_ids_only)
+  output::OutputParsers parsers;   // chat messages get reasoning_content / tool_calls
   std::string role = "assistant";  // chat: the message's role (--response-role)
 };
 
 struct ChoiceResult {
   std::string text;
+  std::string reasoning;
+  std::vector<output::ToolCall> tool_calls;
   std::vector<int32_t> token_ids;
   std::string finish_reason;
+  ojson logprobs;  // null unless the request asked (openai_logprobs.h)
 };
+
+// The finish_reason of a choice: "tool_calls" when its answer called tools, as vLLM.
+std::string finish_reason_of(FinishReason r, bool called_tools);
+// A chat delta: {"reasoning_content"?, "content"?} (empty parts left out).
+ojson chat_delta(const std::string& content, const std::string& reasoning);
+// The delta.tool_calls fragments of one call, as the OpenAI SDKs accumulate them: the first
+// carries index, id, type and the name (arguments ""), the second the arguments.
+std::vector<ojson> tool_call_fragments(const output::ToolCall& call, int index);
 
 ojson usage_json(int64_t prompt_tokens, int64_t completion_tokens);
 ojson full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& choices, const ojson& usage);
@@ -77,7 +98,7 @@ ojson full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& c
 // delta["content"] as "text". finish_reason empty = null. `token_ids`: the chunk's new tokens,
 // shown when meta.with_token_ids.
 ojson stream_chunk(const ResponseMeta& meta, int index, const ojson& delta, const std::string& finish_reason,
-                   const std::vector<int32_t>& token_ids = {});
+                   const std::vector<int32_t>& token_ids = {}, const ojson& logprobs = nullptr);
 ojson usage_chunk(const ResponseMeta& meta, const ojson& usage);
 
 }  // namespace nanovllm::server

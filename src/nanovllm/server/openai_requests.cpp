@@ -1,9 +1,13 @@
 // Request side of openai_protocol.h: parsing and validating the bodies of /v1/completions,
 // /v1/chat/completions, /tokenize and /detokenize.
+#include <cstdio>
 #include <limits>
 
 #include "nanovllm/request_json.h"
+#include "nanovllm/server/chat_tools.h"
+#include "nanovllm/server/openai_logprobs.h"
 #include "nanovllm/server/openai_protocol.h"
+#include "nanovllm/server/request_fields.h"
 #include "nanovllm/tokenizer/utf8.h"
 
 namespace nanovllm::server {
@@ -69,17 +73,17 @@ std::vector<int32_t> token_ids(const ojson& arr, const std::string& param) {
 template <class DefaultMax>
 void read_common(const ojson& body, GenerationRequest& r, const ModelInfo& m, const std::string& prompt_param,
                  DefaultMax default_max_tokens) {
-  if (const ojson* n = field(body, "n"))
-    if (request_int(*n, "n") != 1) bad("n", "only n=1 is supported (got " + n->dump() + ")");
-  for (const char* f : {"best_of", "logprobs", "top_logprobs", "suffix", "logit_bias", "response_format"}) {
-    const ojson* v = field(body, f);
-    if (v && !(v->is_boolean() && !v->get<bool>()) && !(f == std::string("best_of") && *v == 1))
-      bad(f, std::string("'") + f + "' is not supported by this server", "unsupported_parameter");
-  }
+  read_choice_fields(body, r);  // n, best_of, logprobs, top_logprobs, prompt_logprobs (openai_logprobs.cpp)
   r.stream = boolean(body, "stream", false);
   if (const ojson* so = field(body, "stream_options")) {
     if (!so->is_object()) wrong_type("stream_options", "an object");
-    r.include_usage = boolean(*so, "include_usage", false);
+    if (!r.stream) bad("stream_options", "Stream options can only be defined when `stream=True`.");
+    r.include_usage = boolean(*so, "include_usage", true);  // vLLM's default once stream_options is given
+    r.continuous_usage = r.include_usage && boolean(*so, "continuous_usage_stats", false);
+  }
+  if (const ojson* id = field(body, "request_id")) {
+    if (!id->is_string()) wrong_type("request_id", "a string");
+    r.request_id = id->get<std::string>();
   }
   const bool has_max = field(body, "max_tokens") || field(body, "max_completion_tokens");
   try {
@@ -136,9 +140,12 @@ ChatTemplateInputs chat_inputs(const ojson& body) {
         text += part_text->get<std::string>();
       }
       c = text;
-    } else if (!c.is_string() && !c.is_null()) {
+    } else if (c.is_null()) {  // vLLM gives templates "" for a missing or null content (a tool-call turn)
+      c = "";
+    } else if (!c.is_string()) {
       wrong_type(where + ".content", "a string, a list of text parts or null");
     }
+    prepare_tool_calls(msg, where);
     in.messages.push_back(std::move(msg));
   }
   if (const ojson* t = field(body, "tools")) {
@@ -160,14 +167,34 @@ ChatTemplateInputs chat_inputs(const ojson& body) {
   return in;
 }
 
-std::string render_chat(const ModelInfo& m, const ojson& body) {
-  ChatTemplateInputs in = chat_inputs(body);
-  tokenizer_of(m);
+// Through the model's chat template, or the request's own `chat_template` (vLLM's field).
+std::string render_chat(const ModelInfo& m, const ojson& body, const ChatTemplateInputs& in) {
+  const Tokenizer& tok = tokenizer_of(m);
+  const ojson* source = field(body, "chat_template");
+  if (source && !source->is_string()) wrong_type("chat_template", "a string (a Jinja template)");
+  std::unique_ptr<ChatTemplate> own;
   try {
-    return m.llm->apply_chat_template(in);
+    own = source ? std::make_unique<ChatTemplate>(source->get<std::string>()) : nullptr;
   } catch (const UserError& e) {
-    bad("messages", std::string("chat template: ") + e.what());
+    bad("chat_template", std::string("chat_template: ") + e.what());
   }
+  try {
+    if (!own) return m.llm->apply_chat_template(in);
+    ChatTemplateInputs x = in;
+    x.bos_token = tok.bos_token();
+    x.eos_token = tok.eos_token();
+    return own->render(x);
+  } catch (const UserError& e) {
+    bad(own ? "chat_template" : "messages", std::string("chat template: ") + e.what());
+  }
+}
+
+void warn_unknown_fields(const ojson& body, Endpoint ep) {
+  const std::vector<std::string> unknown = audit_request_fields(body, ep);
+  if (unknown.empty()) return;
+  std::string names;
+  for (auto& k : unknown) names += (names.empty() ? "" : ", ") + k;
+  std::fprintf(stderr, "warning: the following fields were present in the request but ignored: %s\n", names.c_str());
 }
 
 }  // namespace
@@ -196,6 +223,7 @@ void check_model(const ojson& body, const ModelInfo& m) {
 }
 
 GenerationRequest parse_completion_request(const ojson& body, const ModelInfo& m) {
+  warn_unknown_fields(body, Endpoint::Completions);
   GenerationRequest r;
   r.endpoint = Endpoint::Completions;
   r.params = m.defaults.params();  // the generation config's defaults; the request's fields win
@@ -228,8 +256,11 @@ GenerationRequest parse_completion_request(const ojson& body, const ModelInfo& m
 GenerationRequest parse_chat_request(const ojson& body, const ModelInfo& m) {
   GenerationRequest r;
   r.endpoint = Endpoint::ChatCompletions;
+  warn_unknown_fields(body, Endpoint::ChatCompletions);
   r.params = m.defaults.params();  // the generation config's defaults; the request's fields win
-  const std::string text = render_chat(m, body);
+  const ChatTemplateInputs in = chat_inputs(body);
+  r.parsers = chat_output_parsers(body, m, !in.tools.is_null(), in.enable_thinking);
+  const std::string text = render_chat(m, body, in);
   r.prompts.push_back(encode(m, text, "messages"));
   read_common(body, r, m, "messages", [&](int64_t n) { return m.max_model_len - n; });
   return r;
@@ -238,7 +269,7 @@ GenerationRequest parse_chat_request(const ojson& body, const ModelInfo& m) {
 ojson tokenize_response(const ojson& body, const ModelInfo& m) {
   std::vector<int32_t> ids;
   if (field(body, "messages")) {
-    ids = encode(m, render_chat(m, body), "messages");
+    ids = encode(m, render_chat(m, body, chat_inputs(body)), "messages");
   } else {
     const ojson* p = field(body, "prompt");
     if (!p) bad("prompt", "'prompt' or 'messages' is required", "missing_field");

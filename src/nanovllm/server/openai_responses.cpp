@@ -14,7 +14,39 @@ ojson head(const ResponseMeta& m, bool chunk) {
 
 ojson reason(const std::string& r) { return r.empty() ? ojson(nullptr) : ojson(r); }
 
+// The assistant message of a full chat response, with vLLM's fields: reasoning_content (null
+// when none) and tool_calls (a list). With output parsers an empty content is null, as in vLLM.
+ojson chat_message(const ResponseMeta& meta, const ChoiceResult& c) {
+  const bool parsed = !meta.parsers.reasoning.empty() || !meta.parsers.tool.empty();
+  ojson calls = ojson::array();
+  for (auto& t : c.tool_calls)
+    calls.push_back({{"id", t.id}, {"type", "function"}, {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
+  return {{"role", meta.role},
+          {"content", parsed && c.text.empty() ? ojson(nullptr) : ojson(c.text)},
+          {"reasoning_content", c.reasoning.empty() ? ojson(nullptr) : ojson(c.reasoning)},
+          {"tool_calls", std::move(calls)}};
+}
+
 }  // namespace
+
+std::string finish_reason_of(FinishReason r, bool called_tools) {
+  if (called_tools && r != FinishReason::None && r != FinishReason::Abort) return "tool_calls";
+  return finish_reason_str(r);
+}
+
+ojson chat_delta(const std::string& content, const std::string& reasoning) {
+  ojson d = ojson::object();
+  if (!reasoning.empty()) d["reasoning_content"] = reasoning;
+  if (!content.empty()) d["content"] = content;
+  return d;
+}
+
+std::vector<ojson> tool_call_fragments(const output::ToolCall& call, int index) {
+  ojson head = {
+      {"index", index}, {"id", call.id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", ""}}}};
+  ojson args = {{"index", index}, {"function", {{"arguments", call.arguments}}}};
+  return {{{"tool_calls", ojson::array({std::move(head)})}}, {{"tool_calls", ojson::array({std::move(args)})}}};
+}
 
 ojson usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
   return {{"prompt_tokens", prompt_tokens},
@@ -28,11 +60,11 @@ ojson full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& c
   for (size_t i = 0; i < choices.size(); ++i) {
     ojson c = {{"index", i}};
     if (meta.endpoint == Endpoint::ChatCompletions)
-      c["message"] = {{"role", meta.role}, {"content", choices[i].text}};
+      c["message"] = chat_message(meta, choices[i]);
     else
       c["text"] = choices[i].text;
     if (meta.with_token_ids) c["token_ids"] = choices[i].token_ids;
-    c["logprobs"] = nullptr;
+    c["logprobs"] = choices[i].logprobs;
     c["finish_reason"] = reason(choices[i].finish_reason);
     cs.push_back(std::move(c));
   }
@@ -42,7 +74,7 @@ ojson full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& c
 }
 
 ojson stream_chunk(const ResponseMeta& meta, int index, const ojson& delta, const std::string& finish_reason,
-                   const std::vector<int32_t>& token_ids) {
+                   const std::vector<int32_t>& token_ids, const ojson& logprobs) {
   ojson r = head(meta, true);
   ojson c = {{"index", index}};
   if (meta.endpoint == Endpoint::ChatCompletions)
@@ -50,7 +82,7 @@ ojson stream_chunk(const ResponseMeta& meta, int index, const ojson& delta, cons
   else
     c["text"] = delta.value("content", "");
   if (meta.with_token_ids) c["token_ids"] = token_ids;
-  c["logprobs"] = nullptr;
+  c["logprobs"] = logprobs;
   c["finish_reason"] = reason(finish_reason);
   r["choices"] = ojson::array({std::move(c)});
   return r;

@@ -19,8 +19,12 @@ void RequestChannel::push(ChoiceEvent ev) {
     if (!queue_.empty() && queue_.back().index == ev.index && queue_.back().finish == FinishReason::None) {
       auto& b = queue_.back();
       b.text += ev.text;
+      b.reasoning += ev.reasoning;
+      for (auto& c : ev.tool_calls) b.tool_calls.push_back(std::move(c));
+      b.called_tools = ev.called_tools;
       b.num_tokens += ev.num_tokens;
       b.token_ids.insert(b.token_ids.end(), ev.token_ids.begin(), ev.token_ids.end());
+      b.logprobs.insert(b.logprobs.end(), ev.logprobs.begin(), ev.logprobs.end());
       b.finish = ev.finish;
     } else {
       queue_.push_back(std::move(ev));

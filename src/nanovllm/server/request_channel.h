@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "nanovllm/output/tool_parser.h"
+#include "nanovllm/ops/logits_processing.h"
 #include "nanovllm/sampling_params.h"
 #include "nanovllm/server/api_error.h"
 
@@ -22,10 +24,14 @@ namespace nanovllm::server {
 // event of a choice carries its finish reason.
 struct ChoiceEvent {
   int index = 0;
-  std::string text;
+  std::string text;                          // content
+  std::string reasoning;                     // reasoning content (--reasoning-parser)
+  std::vector<output::ToolCall> tool_calls;  // complete tool calls (--tool-call-parser)
   int num_tokens = 0;
   std::vector<int32_t> token_ids;  // the new tokens (returned by a server without a tokenizer)
+  std::vector<TokenLogprobs> logprobs;  // of token_ids, when the request asked
   FinishReason finish = FinishReason::None;
+  bool called_tools = false;  // with `finish`: the choice produced tool calls (finish_reason "tool_calls")
 };
 
 class RequestChannel {

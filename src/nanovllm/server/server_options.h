@@ -18,6 +18,9 @@ struct ServerOptions {
   double request_timeout_s = 600;    // a request running longer is aborted (0 = never)
   int http_threads = 4;              // I/O threads; connections are coroutines, not threads
   int keep_alive_timeout_s = 30;     // an idle connection, or one sending a request this long, closes
+  std::string reasoning_parser;          // --reasoning-parser (qwen3): <think> -> reasoning_content
+  std::string tool_call_parser;          // --tool-call-parser (hermes)
+  bool enable_auto_tool_choice = false;  // --enable-auto-tool-choice: tool_choice "auto" parses tool calls
   // CORS (vLLM's --allowed-origins/-methods/-headers). No origins: no CORS headers and no preflight.
   std::vector<std::string> allowed_origins;
   std::vector<std::string> allowed_methods{"*"}, allowed_headers{"*"};

@@ -87,9 +87,10 @@ run(async () => {
     // enable_thinking=false renders an empty think block: more prompt tokens.
     const nothink = await c.chat.completions.create({ ...chat, chat_template_kwargs: { enable_thinking: false } });
     check(nothink.usage.prompt_tokens > ch.usage.prompt_tokens, 'enable_thinking=false changes the prompt');
-    // Tools reach the template.
+    // Tools reach the template (tool_choice "none": this server has no --enable-auto-tool-choice,
+    // so the default "auto" is refused, as by vLLM).
     const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
-    const withTools = await c.chat.completions.create({ ...chat, tools });
+    const withTools = await c.chat.completions.create({ ...chat, tools, tool_choice: 'none' });
     check(withTools.usage.prompt_tokens > ch.usage.prompt_tokens + 20, 'tools rendered into the prompt');
     // Text content parts are accepted.
     const parts = await c.chat.completions.create({ ...chat, messages: [{ role: 'user', content: [{ type: 'text', text: 'Hi!' }] }] });

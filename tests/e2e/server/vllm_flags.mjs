@@ -17,7 +17,7 @@ async function vllmCommandLine() {
     JSON.stringify({ temperature: 0.0, max_new_tokens: 5, eos_token_id: [151645, 151643], do_sample: false }));
   const s = await startServer([
     '--dtype', 'auto', '--max-model-len', '8192', '-tp', '1', '--seed', '0',
-    // TODO(i19 lead): add '--reasoning-parser', 'qwen3', '--enable-auto-tool-choice', '--tool-call-parser', 'hermes' at merge.
+    '--reasoning-parser', 'qwen3', '--enable-auto-tool-choice', '--tool-call-parser', 'hermes',
     '--trust-remote-code', '--kv-cache-dtype', 'auto', '--uvicorn-log-level', 'info',
     '--allowed-origins', JSON.stringify([ORIGIN]), '--allowed-methods', '["GET", "POST"]',
     '--root-path', '/api', '--response-role', 'bot', '--enable-log-requests', '--log-stats-interval', '0.5',

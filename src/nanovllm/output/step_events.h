@@ -1,0 +1,41 @@
+// One engine step as per-request events for the output processors: each request that got a token
+// or finished, with the token (-1 when none) and, on its last event, the engine's finish reason
+// and final output. The engine lists a finishing request's last token among new_tokens and again
+// among finished; the processors need both at once (the stopping token is not shown as text).
+#pragma once
+#include <map>
+#include <vector>
+
+#include "nanovllm/engine/llm_engine.h"
+
+namespace nanovllm::output {
+
+struct TokenEvent {
+  int64_t request_id;
+  int32_t token;                             // -1: the request finished without a new token
+  FinishReason finish = FinishReason::None;  // the engine's
+  const RequestOutput* finished = nullptr;   // set with `finish`; points into the StepResult
+  const TokenLogprobs* logprobs = nullptr;   // the token's logprobs when its request asked; into the StepResult
+};
+
+inline std::vector<TokenEvent> step_events(const StepResult& r) {
+  std::map<int64_t, const RequestOutput*> fin;
+  for (auto& f : r.finished) fin[f.request_id] = &f;
+  std::vector<TokenEvent> out;
+  out.reserve(r.new_tokens.size());
+  for (size_t k = 0; k < r.new_tokens.size(); ++k) {
+    const auto [rid, tok] = r.new_tokens[k];
+    const TokenLogprobs* lp = k < r.new_logprobs.size() ? &r.new_logprobs[k] : nullptr;
+    auto it = fin.find(rid);
+    if (it == fin.end()) {
+      out.push_back({rid, tok, FinishReason::None, nullptr, lp});
+    } else {
+      out.push_back({rid, tok, it->second->finish_reason, it->second, lp});
+      fin.erase(it);
+    }
+  }
+  for (auto& [rid, f] : fin) out.push_back({rid, -1, f->finish_reason, f});
+  return out;
+}
+
+}  // namespace nanovllm::output

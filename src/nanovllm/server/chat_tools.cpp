@@ -1,0 +1,72 @@
+#include "nanovllm/server/chat_tools.h"
+
+#include "nanovllm/request_json.h"
+
+namespace nanovllm::server {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& param, const std::string& msg, const std::string& code = "invalid_value") {
+  throw ApiError(400, msg, param, code);
+}
+
+}  // namespace
+
+void prepare_tool_calls(ojson& message, const std::string& where) {
+  auto it = message.find("tool_calls");
+  if (it == message.end() || it->is_null()) return;
+  if (!it->is_array()) bad(where + ".tool_calls", where + ".tool_calls must be a list", "invalid_type");
+  for (size_t j = 0; j < it->size(); ++j) {
+    ojson& call = (*it)[j];
+    const std::string at = where + ".tool_calls[" + std::to_string(j) + "]";
+    if (!call.is_object() || !call.contains("function") || !call["function"].is_object())
+      bad(at, at + " must be {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}",
+          "invalid_type");
+    ojson& fn = call["function"];
+    if (!fn.contains("name") || !fn["name"].is_string())
+      bad(at + ".function.name", at + ".function needs a string 'name'", "missing_field");
+    auto args = fn.find("arguments");
+    if (args == fn.end() || !args->is_string()) continue;  // already an object: kept as given
+    try {
+      *args = parse_request_json<ojson>(args->get<std::string>());
+    } catch (const InvalidRequest& e) {
+      bad(at + ".function.arguments", at + ".function.arguments is not valid JSON: " + e.what());
+    }
+  }
+}
+
+output::OutputParsers chat_output_parsers(const ojson& body, const ModelInfo& m, bool has_tools,
+                                          std::optional<bool> enable_thinking) {
+  output::OutputParsers p;
+  if (enable_thinking != false) p.reasoning = m.reasoning_parser;
+  auto tc = body.find("tool_choice");
+  std::string choice = has_tools ? "auto" : "none";
+  if (tc != body.end() && !tc->is_null()) {
+    if (tc->is_object()) {
+      if (!has_tools) bad("tool_choice", "When using `tool_choice`, `tools` must be set.");
+      bad("tool_choice",
+          "tool_choice naming a function is not supported: it needs structured output, which this server does not "
+          "have yet; use \"auto\"",
+          "unsupported_parameter");
+    }
+    if (!tc->is_string() || (*tc != "none" && *tc != "auto" && *tc != "required"))
+      bad("tool_choice", "Invalid value for `tool_choice`: " + tc->dump() +
+                             "! Only named tools, \"none\", \"auto\" or \"required\" are supported.");
+    choice = tc->get<std::string>();
+    // vLLM: "required" with an empty tool list behaves as "none".
+    if (choice == "required" && !has_tools && body.contains("tools") && body["tools"].is_array()) choice = "none";
+  }
+  if (choice == "none") return p;
+  if (!has_tools) bad("tool_choice", "When using `tool_choice`, `tools` must be set.");
+  if (choice == "required")
+    bad("tool_choice",
+        "tool_choice \"required\" is not supported: it needs structured output, which this server does not have "
+        "yet; use \"auto\"",
+        "unsupported_parameter");
+  if (!m.enable_auto_tool_choice || m.tool_call_parser.empty())
+    bad("tool_choice", "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set");
+  p.tool = m.tool_call_parser;
+  return p;
+}
+
+}  // namespace nanovllm::server
