@@ -140,6 +140,16 @@ gen_err=$("$BIN" "${GG[@]}" 2>&1 >/dev/null)
 [ "$(ntok "$("$BIN" "${GG[@]}" --override-generation-config '{"max_new_tokens": 2}' 2>/dev/null)")" = 2 ] &&
   ok "generate --override-generation-config" || fail "--override-generation-config"
 
+# ... repetition_penalty included: greedy text that repeats a token (the dummy model does) changes.
+mkdir -p "$TMP/r" && cp "$TMP/q"/*.json "$TMP/r/"
+echo '{"temperature": 0.0, "repetition_penalty": 5.0}' > "$TMP/r/generation_config.json"
+R=(generate "$TMP/r" --load-format dummy --device cpu --kv-cache-memory 20000000 --ignore-eos --max-tokens 24 -p hi --json)
+plain=$("$BIN" "${R[@]}" --generation-config vllm --temperature 0 2>/dev/null)
+penal=$("$BIN" "${R[@]}" 2>/dev/null)
+uniq_tokens() { python3 -c 'import json, sys; print(len(set(json.loads(sys.argv[1])["token_ids"])))' "$1"; }
+[ "$(uniq_tokens "$penal")" -gt "$(uniq_tokens "$plain")" ] && ok "generation config repetition_penalty applied" ||
+  fail "repetition_penalty from generation_config.json: $(uniq_tokens "$penal") vs $(uniq_tokens "$plain") distinct tokens"
+
 # The server side.
 timeout 170 node "$SRC/tests/e2e/server/vllm_flags.mjs" || fail "tests/e2e/server/vllm_flags.mjs"
 
