@@ -74,6 +74,10 @@ cat > "$TMP/q/config.json" <<'JSON'
  "max_position_embeddings": 4096, "tie_word_embeddings": true, "eos_token_id": [151645, 151643], "bos_token_id": 151643,
  "rms_norm_eps": 1e-6, "rope_theta": 1000000, "torch_dtype": "float32"}
 JSON
+# tokenize takes the model positionally too.
+tout=$(echo '{"text": "hi"}' | "$BIN" tokenize "$TMP/q" --input - 2>&1)
+[ "$tout" = '{"ids":[6023]}' ] && ok "tokenize MODEL" || fail "tokenize MODEL: $tout"
+
 # Repeatable flags take one value each: a MODEL after them is still the model.
 out=$("$BIN" generate -p "1 2" -p "3" --stop-token-ids 7,8 --stop-token-ids 9 "$TMP/q" --load-format dummy --device cpu --kv-cache-memory 20000000 \
   --max-tokens 2 --json 2>&1)
