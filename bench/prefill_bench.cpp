@@ -11,7 +11,7 @@
 // (2 M N K / time); scripts/ttft_transformers.py --kernels-only times torch.matmul on the same.
 //
 // Usage: prefill_bench [N ...]   (default 1024 8192 32000); NANOVLLM_BENCH_TILED=0 skips the
-// CUDA-core kernel (seconds per call at 32K).
+// CUDA-core kernel (seconds per call at 32K); NANOVLLM_BENCH_KERNELS=wgmma_tma,wgmma times only those.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -88,6 +88,7 @@ int main(int argc, char** argv) {
   if (lens.empty()) lens = {1024, 8192, 32000};
   const char* tiled_env = std::getenv("NANOVLLM_BENCH_TILED");
   const bool tiled = !(tiled_env && std::string(tiled_env) == "0");
+  const char* only = std::getenv("NANOVLLM_BENCH_KERNELS");  // e.g. "wgmma_tma,wgmma": only these
   const Shape3 shapes[] = {{"qwen3-0.6b", 16, 8, 128}, {"qwen3-8b", 32, 8, 128}};
   const int64_t bs = 256;
   CudaBackend be(0);
@@ -131,6 +132,8 @@ int main(int argc, char** argv) {
                                   {"tiled", PrefillAttention::Tiled, 32}};
       for (const Variant& var : variants) {
         if (var.kernel == PrefillAttention::Tiled && !tiled) continue;
+        if (only && ("," + std::string(only) + ",").find("," + std::string(var.name) + ",") == std::string::npos)
+          continue;
         be.set_prefill_attention(var.kernel);
         be.set_prefill_rows_per_warp(var.rows_per_warp);
         const int runs = var.kernel == PrefillAttention::Tiled ? 1 : (n <= 8192 ? 20 : 5);

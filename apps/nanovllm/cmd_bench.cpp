@@ -11,11 +11,12 @@
 
 #include "bench_interference.h"
 #include "commands.h"
-#include "latency_stats.h"
 #include "engine_flags.h"
+#include "latency_stats.h"
 #include "nanovllm/llm.h"
 #include "nanovllm/ops/profiling_backend.h"
 #include "nanovllm/utils/error.h"
+#include "nanovllm/utils/progress.h"
 #include "nanovllm/utils/python_random.h"
 #include "tensor_parallel_start.h"
 
@@ -28,8 +29,12 @@ struct BenchArgs {
   bool latency = false;
   bool interference = false;
   InterferenceArgs interference_args;
-  int64_t profile_decode = 0;  // batch size for the per-op decode breakdown (0 = off)
+  int64_t profile_decode = 0;   // batch size for the per-op decode breakdown (0 = off)
+  int64_t profile_prefill = 0;  // prompt length for the per-op prefill breakdown (0 = off)
   int64_t latency_prompt_len = 1024, latency_output_len = 256;
+  // Applied to every request of the throughput workload (the cost of logprobs and penalties).
+  int logprobs = -1;
+  float repetition_penalty = 1.0f, frequency_penalty = 0.0f;
 };
 
 // bench.py draws ids from [0, 10000]; smaller test vocabularies are clamped.
@@ -53,6 +58,10 @@ nlohmann::json throughput(LLMEngine& e, const BenchArgs& a) {
     sp.temperature = 0.6f;
     sp.ignore_eos = true;
     sp.max_tokens = int(rng.randint(100, a.max_output_len));
+    if (a.logprobs >= 0) sp.logprobs = a.logprobs;
+    sp.repetition_penalty = a.repetition_penalty;
+    sp.frequency_penalty = a.frequency_penalty;
+    sp.validate();
     params.push_back(sp);
     prompt_tokens += int64_t(prompts[size_t(i)].size());
     output_tokens += sp.max_tokens;
@@ -64,11 +73,15 @@ nlohmann::json throughput(LLMEngine& e, const BenchArgs& a) {
   for (int64_t i = 0; i < a.num_seqs; ++i) e.add_request(prompts[size_t(i)], params[size_t(i)]);
   int64_t generated = 0;
   double prefill_s = 0, decode_s = 0;
+  ProgressBar bar(a.num_seqs, true);  // stderr, and only when it is a terminal
   while (e.has_unfinished()) {
     auto r = e.step();
     generated += int64_t(r.new_tokens.size());
     (r.is_prefill ? prefill_s : decode_s) += r.seconds;
+    bar.on_step(r.is_prefill, r.num_tokens, r.seconds);
+    for (size_t i = 0; i < r.finished.size(); ++i) bar.on_finished();
   }
+  bar.done();
   const double secs = now_seconds() - t0;
   if (generated != output_tokens)
     throw Error("bench: generated " + std::to_string(generated) + " tokens, expected " + std::to_string(output_tokens));
@@ -82,6 +95,9 @@ nlohmann::json throughput(LLMEngine& e, const BenchArgs& a) {
           {"output_tok_s", double(output_tokens) / secs},
           {"total_tok_s", double(prompt_tokens + output_tokens) / secs},
           {"preemptions", e.scheduler().num_preemptions()},
+          {"logprobs", a.logprobs},
+          {"repetition_penalty", a.repetition_penalty},
+          {"frequency_penalty", a.frequency_penalty},
           {"roofline_fraction_h100_qwen3_0_6b", double(output_tokens) / secs / kRooflineTokS}};
 }
 
@@ -99,6 +115,7 @@ nlohmann::json latency(LLMEngine& e, const BenchArgs& a) {
   sp.max_tokens = int(a.latency_output_len);
   std::vector<double> ttfts;
   double decode_tok_s = 0;
+  ProgressBar bar(3, true);
   for (int rep = 0; rep < 3; ++rep) {
     prompt[0] = int32_t(rep);  // no prefix-cache hits between repetitions
     const double t0 = now_seconds();
@@ -109,17 +126,65 @@ nlohmann::json latency(LLMEngine& e, const BenchArgs& a) {
       auto r = e.step();
       tokens += int64_t(r.new_tokens.size());
       if (tokens == 1 && first == 0) first = now_seconds();
+      bar.on_step(r.is_prefill, r.num_tokens, r.seconds);
     }
+    bar.on_finished();
     const double t1 = now_seconds();
     ttfts.push_back(first - t0);
     decode_tok_s = std::max(decode_tok_s, double(tokens - 1) / (t1 - first));
   }
+  bar.done();
   std::sort(ttfts.begin(), ttfts.end());
   return {{"mode", "latency"},
           {"prompt_tokens", a.latency_prompt_len},
           {"output_tokens", a.latency_output_len},
           {"ttft_ms_median", ttfts[1] * 1e3},
           {"decode_tok_s", decode_tok_s}};
+}
+
+// The profiled ops, slowest first, per step of `steps`.
+nlohmann::json ops_table(const ProfilingBackend& prof, int steps) {
+  double total = 0;
+  for (auto& [op, st] : prof.stats()) total += st.seconds;
+  std::vector<std::pair<double, std::string>> order;
+  for (auto& [op, st] : prof.stats()) order.emplace_back(st.seconds, op);
+  std::sort(order.rbegin(), order.rend());
+  nlohmann::json ops = nlohmann::json::array();
+  for (auto& [secs, op] : order)
+    ops.push_back({{"op", op},
+                   {"calls_per_step", double(prof.stats().at(op).calls) / steps},
+                   {"ms_per_step", secs / steps * 1e3},
+                   {"fraction", secs / total}});
+  return ops;
+}
+
+// Per-op time of one prefill of N prompt tokens (ops synchronized one by one; one step when
+// --max-num-batched-tokens >= N, else its chunks): where time to first token goes.
+nlohmann::json profile_prefill(LLMEngine& e, const BenchArgs& a) {
+  auto* prof = dynamic_cast<ProfilingBackend*>(&e.model_runner().backend());
+  if (!prof) throw Error("bench: profiling backend missing");
+  SamplingParams sp;
+  sp.temperature = 0;
+  sp.ignore_eos = true;
+  sp.max_tokens = 1;
+  e.add_request({5, 6, 7}, sp);  // warm-up
+  while (e.has_unfinished()) e.step();
+  PythonRandom rng(3);
+  std::vector<int32_t> p(size_t(a.profile_prefill));
+  for (auto& t : p) t = int32_t(rng.randint(0, max_token_id(e)));
+  prof->reset();
+  e.add_request(p, sp);
+  double wall = 0;
+  int steps = 0;
+  while (e.has_unfinished()) {
+    wall += e.step().seconds;
+    ++steps;
+  }
+  return {{"mode", "profile_prefill"},
+          {"prompt_tokens", a.profile_prefill},
+          {"steps", steps},
+          {"ms_profiled", wall * 1e3},
+          {"ops", ops_table(*prof, 1)}};
 }
 
 // Per-op time of one decode step at batch B (ops synchronized one by one, so the sum exceeds a
@@ -148,17 +213,7 @@ nlohmann::json profile_decode(LLMEngine& e, const BenchArgs& a) {
     wall += r.seconds;
     batch = r.num_tokens;
   }
-  double total = 0;
-  for (auto& [op, st] : prof->stats()) total += st.seconds;
-  nlohmann::json ops = nlohmann::json::array();
-  std::vector<std::pair<double, std::string>> order;
-  for (auto& [op, st] : prof->stats()) order.emplace_back(st.seconds, op);
-  std::sort(order.rbegin(), order.rend());
-  for (auto& [secs, op] : order)
-    ops.push_back({{"op", op},
-                   {"calls_per_step", double(prof->stats().at(op).calls) / steps},
-                   {"ms_per_step", secs / steps * 1e3},
-                   {"fraction", secs / total}});
+  nlohmann::json ops = ops_table(*prof, steps);
   while (e.has_unfinished()) e.step();
   return {{"mode", "profile_decode"},
           {"batch", batch},
@@ -173,7 +228,9 @@ void run(const BenchArgs& a) {
         "bench: --num-seqs must be >= 1 and --max-input-len/--max-output-len >= 100 (lengths are randint(100, max))");
   EngineConfig cfg = a.engine.resolve();
   // bench.py runs its workload with LLM(max_model_len=4096); the latency modes take the model's.
-  if (!a.latency && !a.interference && a.profile_decode == 0 && cfg.max_model_len_is_auto()) cfg.max_model_len = 4096;
+  if (!a.latency && !a.interference && a.profile_decode == 0 && a.profile_prefill == 0 && cfg.max_model_len_is_auto())
+    cfg.max_model_len = 4096;
+  if (a.profile_prefill > 0) cfg.profile_ops = true;
   if (a.profile_decode > 0) {
     cfg.profile_ops = true;
     cfg.max_num_seqs = std::max(cfg.max_num_seqs, a.profile_decode);
@@ -182,10 +239,11 @@ void run(const BenchArgs& a) {
   if (tp.worker) return run_worker(cfg, a.engine.spawned());
   print_kernel_options(cfg);
   LLMEngine e(cfg);
-  nlohmann::json out = a.profile_decode > 0 ? profile_decode(e, a)
-                       : a.interference     ? interference(e, a.interference_args)
-                       : a.latency          ? latency(e, a)
-                                            : throughput(e, a);
+  nlohmann::json out = a.profile_decode > 0    ? profile_decode(e, a)
+                       : a.profile_prefill > 0 ? profile_prefill(e, a)
+                       : a.interference        ? interference(e, a.interference_args)
+                       : a.latency             ? latency(e, a)
+                                               : throughput(e, a);
   out["model"] = cfg.model;
   out["device"] = e.model_runner().backend().name();
   out["enforce_eager"] = cfg.enforce_eager;
@@ -206,8 +264,14 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--max-output-len", a->max_output_len, "longest output (bench.py: 1024)");
   cmd->add_flag("--latency", a->latency, "batch-1 latency mode instead of throughput");
   cmd->add_option("--profile-decode", a->profile_decode, "per-op time of a decode step at this batch size");
+  cmd->add_option("--profile-prefill", a->profile_prefill,
+                  "per-op time of the prefill of one prompt of this many tokens (set --max-num-batched-tokens >= it "
+                  "for one step)");
   cmd->add_option("--latency-prompt-len", a->latency_prompt_len, "latency mode: prompt tokens");
   cmd->add_option("--latency-output-len", a->latency_output_len, "latency mode: output tokens");
+  cmd->add_option("--logprobs", a->logprobs, "throughput: every request asks for N logprobs (default: none)");
+  cmd->add_option("--repetition-penalty", a->repetition_penalty, "throughput: every request's repetition_penalty");
+  cmd->add_option("--frequency-penalty", a->frequency_penalty, "throughput: every request's frequency_penalty");
   cmd->add_flag("--interference", a->interference,
                 "interference mode: inter-token latency of running streams while a long prompt is read");
   cmd->add_option("--interference-streams", a->interference_args.streams, "interference mode: running streams");

@@ -15,6 +15,7 @@
 #include "nanovllm/request_json.h"
 #include "nanovllm/utils/error.h"
 #include "tensor_parallel_start.h"
+#include "vllm_flags.h"
 
 namespace nanovllm::cli {
 namespace {
@@ -24,37 +25,86 @@ struct GenerateArgs {
   std::vector<std::string> prompts;
   std::string input;
   bool chat = false;
-  int thinking = -1;  // -1: template default
+  bool enable_thinking = false, no_thinking = false;  // neither: the template's default
+  std::string chat_template;                          // --chat-template FILE_OR_STRING
   SamplingParams sp;
-  int64_t seed = -1;
   bool json = false;
   bool no_progress = false;
 };
+
+// Renders chat messages before the model loads (a template error costs no loading time): the
+// tokenizer's template, or --chat-template's.
+class ChatRenderer {
+ public:
+  ChatRenderer(const EngineConfig& cfg, const GenerateArgs& a) : a_(a) {
+    const std::string dir = find_tokenizer_dir(cfg, a.engine.tokenizer);
+    if (dir.empty())
+      throw UserError("--chat needs a tokenizer: no tokenizer.json for '" + cfg.model + "' (pass --tokenizer DIR)");
+    tok_ = Tokenizer::from_dir(dir);
+    const std::string source =
+        a.chat_template.empty() ? tok_->chat_template() : read_chat_template_flag(a.chat_template);
+    if (!source.empty()) tmpl_ = std::make_unique<ChatTemplate>(source);
+    dir_ = dir;
+  }
+
+  std::string render(const nlohmann::ordered_json& messages) const {
+    if (!tmpl_) throw UserError(dir_ + ": the tokenizer has no chat template (pass --chat-template)");
+    ChatTemplateInputs in;
+    in.messages = messages;
+    in.add_generation_prompt = true;
+    if (a_.enable_thinking) in.enable_thinking = true;
+    if (a_.no_thinking) in.enable_thinking = false;
+    in.bos_token = tok_->bos_token();
+    in.eos_token = tok_->eos_token();
+    return tmpl_->render(in);
+  }
+
+ private:
+  const GenerateArgs& a_;
+  std::string dir_;
+  std::unique_ptr<Tokenizer> tok_;
+  std::unique_ptr<ChatTemplate> tmpl_;
+};
+
+// --stop values as many CLIs take them: \n, \t and \\ stand for a newline, a tab and a backslash.
+std::string unescaped(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 1 < s.size() && (s[i + 1] == 'n' || s[i + 1] == 't' || s[i + 1] == '\\')) {
+      out += s[i + 1] == 'n' ? '\n' : s[i + 1] == 't' ? '\t' : '\\';
+      ++i;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
 
 struct Request {
   Prompt prompt;
   SamplingParams sp;
 };
 
-Prompt chat_prompt(const LLM& llm, const nlohmann::ordered_json& messages, const GenerateArgs& a) {
-  ChatTemplateInputs in;
-  in.messages = messages;
-  in.add_generation_prompt = true;
-  if (a.thinking >= 0) in.enable_thinking = a.thinking == 1;
-  return Prompt::of_text(llm.apply_chat_template(in));
-}
-
-std::vector<Request> read_requests(const LLM& llm, const GenerateArgs& a) {
+// `chat` is needed (non-null) for --chat and for JSONL lines with "messages".
+std::vector<Request> read_requests(const ChatRenderer* chat, const GenerateArgs& a) {
+  auto render = [&](const nlohmann::ordered_json& messages) {
+    if (!chat) throw UserError("chat messages need a tokenizer with a chat template");
+    return Prompt::of_text(chat->render(messages));
+  };
   std::vector<Request> reqs;
   for (auto& p : a.prompts) {
     if (a.chat)
-      reqs.push_back({chat_prompt(llm, nlohmann::ordered_json::array({{{"role", "user"}, {"content", p}}}), a), a.sp});
+      reqs.push_back({render(nlohmann::ordered_json::array({{{"role", "user"}, {"content", p}}})), a.sp});
     else
       reqs.push_back({Prompt::of_text(p), a.sp});
   }
   if (a.input.empty()) return reqs;
-  std::ifstream in(a.input);
-  if (!in) throw UserError("--input " + a.input + ": cannot open file");
+  std::ifstream file;
+  if (a.input != "-") {
+    file.open(a.input);
+    if (!file) throw UserError("--input " + a.input + ": cannot open file");
+  }
+  std::istream& in = a.input == "-" ? std::cin : file;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -78,7 +128,7 @@ std::vector<Request> read_requests(const LLM& llm, const GenerateArgs& a) {
         r.prompt.text = j["prompt"].get<std::string>();
         if (r.prompt.text.empty()) throw UserError(where + "the prompt is empty");
       } else if (j.contains("messages")) {
-        r.prompt = chat_prompt(llm, j["messages"], a);
+        r.prompt = render(j["messages"]);
       } else {
         throw UserError(where + "needs 'prompt', 'prompt_token_ids' or 'messages'");
       }
@@ -87,29 +137,40 @@ std::vector<Request> read_requests(const LLM& llm, const GenerateArgs& a) {
       throw UserError(where + "invalid JSON: " + e.what());
     } catch (const InvalidRequest& e) {
       throw UserError(where + e.what());
+    } catch (const TokenizerError& e) {
+      throw UserError(where + "chat template: " + e.what());
     }
   }
   return reqs;
 }
 
 void run(GenerateArgs& a) {
-  if (a.seed >= 0) a.sp.seed = uint64_t(a.seed);
+  for (auto& s : a.sp.stop) s = unescaped(s);
   a.sp.validate();
+  if (a.enable_thinking && a.no_thinking) throw UserError("--enable-thinking and --no-thinking contradict each other");
   EngineConfig cfg = a.engine.resolve();
   if (cfg.tp_rank == 0 && a.prompts.empty() && a.input.empty())
-    throw UserError("nothing to generate: give --prompt TEXT or --input FILE.jsonl");
+    throw UserError("nothing to generate: give --prompt TEXT or --input FILE.jsonl (- for standard input)");
+  // Rank 0 reads and checks every request (and renders chat messages) before any model loads.
+  std::vector<Request> reqs;
+  if (cfg.tp_rank == 0) {
+    std::unique_ptr<ChatRenderer> chat;
+    const bool wants_chat = a.chat || !a.input.empty();  // a JSONL file may hold "messages"
+    if (wants_chat && (a.chat || !find_tokenizer_dir(cfg, a.engine.tokenizer).empty()))
+      chat = std::make_unique<ChatRenderer>(cfg, a);
+    reqs = read_requests(chat.get(), a);
+  }
   TpStart tp = start_tensor_parallel(cfg, a.engine);
   if (tp.worker) return run_worker(cfg, a.engine.spawned());
   print_kernel_options(cfg);
   LLM llm(cfg, a.engine.tokenizer);
-  auto reqs = read_requests(llm, a);
   std::vector<Prompt> prompts;
   std::vector<SamplingParams> params;
   for (auto& r : reqs) {
     prompts.push_back(r.prompt);
     params.push_back(r.sp);
   }
-  auto outs = llm.generate(prompts, params, !a.no_progress && !a.json);
+  auto outs = llm.generate(prompts, params, !a.no_progress);  // on stderr, and only on a terminal
   for (size_t i = 0; i < outs.size(); ++i) {
     const auto& o = outs[i];
     if (a.json) {
@@ -139,21 +200,22 @@ void add_generate(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "generate text for prompts");
   a->engine.add_to(*cmd);
   cmd->add_option("--prompt,-p", a->prompts, "a prompt (repeatable)");
-  cmd->add_option("--input,-i", a->input, "JSONL file of requests");
+  cmd->add_option("--input,-i", a->input, "JSONL file of requests, or - for standard input");
   cmd->add_flag("--chat", a->chat, "send each --prompt as a user message through the chat template");
-  cmd->add_flag("--enable-thinking{1},--no-thinking{0}", a->thinking,
-                "chat: thinking on/off (template default otherwise)");
+  cmd->add_flag("--enable-thinking", a->enable_thinking, "chat: enable_thinking=true (default: the template's)");
+  cmd->add_flag("--no-thinking", a->no_thinking, "chat: enable_thinking=false (default: the template's)");
+  cmd->add_option("--chat-template", a->chat_template, "a chat template file, or the template itself (Jinja)");
   cmd->add_option("--temperature", a->sp.temperature, "0 = greedy");
   cmd->add_option("--top-k", a->sp.top_k, "0 or -1 = off");
   cmd->add_option("--top-p", a->sp.top_p, "nucleus sampling mass, (0, 1]");
   cmd->add_option("--min-p", a->sp.min_p, "drop tokens below min_p x the top probability");
   cmd->add_option("--max-tokens", a->sp.max_tokens, "tokens to generate per request");
   cmd->add_flag("--ignore-eos", a->sp.ignore_eos, "keep generating past EOS");
-  cmd->add_option("--seed", a->seed, "sampling seed (same seed, same output)");
-  cmd->add_option("--stop", a->sp.stop, "stop string (repeatable)");
+  cmd->add_option("--stop", a->sp.stop,
+                  "stop string (repeatable); \\n, \\t and \\\\ are a newline, a tab, a backslash");
   cmd->add_option("--stop-token-ids", a->sp.stop_token_ids, "stop token ids");
   cmd->add_flag("--json", a->json, "one JSON object per request");
-  cmd->add_flag("--no-progress", a->no_progress, "no progress bar");
+  cmd->add_flag("--no-progress", a->no_progress, "no progress line (shown on stderr when it is a terminal)");
   cmd->callback([a] { run(*a); });
 }
 

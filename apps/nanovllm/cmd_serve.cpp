@@ -10,7 +10,9 @@
 #include "nanovllm/llm.h"
 #include "nanovllm/output/reasoning_parser.h"
 #include "nanovllm/output/tool_parser.h"
+#include "startup_log.h"
 #include "tensor_parallel_start.h"
+#include "vllm_flags.h"
 #ifndef NANOVLLM_NO_HTTP_SERVER
 #include "nanovllm/server/http_server.h"
 #endif
@@ -38,11 +40,12 @@ void check_output_parsers(const server::ServerOptions& o) {
 
 struct ServeArgs {
   EngineFlags engine;
+  VllmServeFlags vllm;
   server::ServerOptions opts;
   bool skip_tokenizer_init = false;
 };
 
-void run(const ServeArgs& a) {
+void run(ServeArgs& a) {
 #ifdef NANOVLLM_NO_HTTP_SERVER
   (void)a;
   throw UserError("this build has no HTTP server (Boost 1.81 was not found at configure time)");
@@ -52,6 +55,8 @@ void run(const ServeArgs& a) {
   if (a.opts.keep_alive_timeout_s < 1) throw UserError("--keep-alive-timeout must be at least 1 second");
   check_output_parsers(a.opts);
   EngineConfig cfg = a.engine.resolve();
+  apply_vllm_serve_flags(a.vllm, cfg.model, a.opts);
+  const std::string chat_template = read_chat_template_flag(a.vllm.chat_template);
   // A server without a tokenizer answers text prompts with errors and returns no text: only on request.
   if (!a.skip_tokenizer_init && find_tokenizer_dir(cfg, a.engine.tokenizer).empty()) {
     std::string where = "the model directory";
@@ -81,10 +86,12 @@ void run(const ServeArgs& a) {
   sigaction(SIGTERM, &sa, nullptr);
 
   LLM llm(cfg, a.engine.tokenizer, a.skip_tokenizer_init);
+  if (!chat_template.empty()) llm.set_chat_template(chat_template);
+  log_startup(a.opts, llm);
   server::HttpServer srv(llm, a.opts);
   const int port = srv.bind();
   std::printf("nanovllm serve: listening on http://%s:%d (model '%s')\n", a.opts.host.c_str(), port,
-              (a.opts.served_model_name.empty() ? a.engine.cfg.model : a.opts.served_model_name).c_str());
+              (a.opts.served_model_name.empty() ? cfg.model : a.opts.served_model_name).c_str());
   std::fflush(stdout);
   std::thread waiter([&] {
     char c = 0;
@@ -107,7 +114,8 @@ void add_serve(CLI::App& app) {
   auto& o = a->opts;
   cmd->add_option("--host", o.host, "address to bind (default 127.0.0.1; 0.0.0.0 exposes it)");
   cmd->add_option("--port", o.port, "port (0 = any free port, printed at start)")->check(CLI::Range(0, 65535));
-  cmd->add_option("--api-key", o.api_key, "require 'Authorization: Bearer KEY' on /v1 routes");
+  cmd->add_option("--api-key", o.api_key,
+                  "require 'Authorization: Bearer KEY' on /v1 routes (default: $VLLM_API_KEY, if set)");
   cmd->add_option("--served-model-name", o.served_model_name, "model name in the API (default: the --model value)");
   cmd->add_option("--max-body-bytes", o.max_body_bytes, "largest request body accepted (else 413)");
   cmd->add_flag("--skip-tokenizer-init", a->skip_tokenizer_init,
@@ -122,6 +130,7 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--tool-call-parser", o.tool_call_parser, "parse tool calls of the model's output (chat): hermes");
   cmd->add_flag("--enable-auto-tool-choice", o.enable_auto_tool_choice,
                 "tool_choice \"auto\": the model's tool calls become tool_calls (needs --tool-call-parser)");
+  add_vllm_serve_flags(*cmd, a->vllm, o);
   cmd->callback([a] { run(*a); });
 }
 

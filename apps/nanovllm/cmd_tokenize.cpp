@@ -16,10 +16,11 @@ namespace nanovllm::cli {
 namespace {
 
 struct TokenizeArgs {
-  std::string model, tokenizer, input;
+  std::string model_arg, model, tokenizer, input;
 };
 
-void run(const TokenizeArgs& a) {
+void run(TokenizeArgs& a) {
+  a.model = chosen_model(a.model_arg, a.model);
   EngineConfig cfg;
   cfg.model = a.model;
   const std::string dir = find_tokenizer_dir(cfg, a.tokenizer);
@@ -48,7 +49,8 @@ void run(const TokenizeArgs& a) {
         out["ids"] = tok->encode(j["text"].get<std::string>());
       } else if (j.contains("messages")) {
         if (!tmpl) {
-          if (tok->chat_template().empty()) throw UserError(dir + ": tokenizer_config.json has no chat_template");
+          if (tok->chat_template().empty())
+            throw UserError(dir + ": no chat_template in tokenizer_config.json or chat_template.jinja");
           tmpl = std::make_unique<ChatTemplate>(tok->chat_template());
         }
         ChatTemplateInputs ci;
@@ -78,7 +80,8 @@ void run(const TokenizeArgs& a) {
 void add_tokenize(CLI::App& app) {
   auto a = std::make_shared<TokenizeArgs>();
   auto* cmd = app.add_subcommand("tokenize", "encode text or render chat messages (debugging)");
-  cmd->add_option("--model,-m", a->model, "model directory or preset")->required();
+  cmd->add_option("MODEL", a->model_arg, "model directory or preset");
+  cmd->add_option("--model,-m", a->model, "the model, as MODEL");
   cmd->add_option("--tokenizer", a->tokenizer, "tokenizer directory");
   cmd->add_option("--input,-i", a->input, "JSONL file, or - for stdin")->required();
   cmd->callback([a] { run(*a); });

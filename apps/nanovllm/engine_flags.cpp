@@ -5,13 +5,14 @@
 
 #include "nanovllm/engine/tensor_parallel.h"
 #include "nanovllm/utils/error.h"
+#include "vllm_flags.h"
 
 namespace nanovllm::cli {
 
-void EngineFlags::add_to(CLI::App& app, bool model_required) {
-  auto* m = app.add_option("--model,-m", cfg.model,
-                           "model directory, or a built-in preset (qwen3-0.6b, qwen3-1.7b, qwen3-8b)");
-  if (model_required) m->required();
+void EngineFlags::add_to(CLI::App& app) {
+  app.add_option("MODEL", model_arg, "model directory, or a built-in preset (qwen3-0.6b, qwen3-1.7b, qwen3-8b)");
+  app.add_option("--model,-m", cfg.model, "the model, as MODEL (both given: they must agree)");
+  add_vllm_engine_flags(app, *this);
   app.add_option("--load-format", load_format, "auto (safetensors) or dummy (random weights)")
       ->check(CLI::IsMember({"auto", "safetensors", "dummy"}));
   app.add_option("--tokenizer", tokenizer, "tokenizer directory (default: the model's, or the Qwen3 one for presets)");
@@ -24,7 +25,7 @@ void EngineFlags::add_to(CLI::App& app, bool model_required) {
   app.add_option("--gpu-memory-utilization", cfg.gpu_memory_utilization, "fraction of GPU memory to use");
   app.add_option("--kv-cache-memory", cfg.kv_cache_memory, "bytes of KV cache (CPU; default 4 GiB)");
   app.add_flag("--enforce-eager", cfg.enforce_eager, "no CUDA graphs");
-  app.add_option("--tensor-parallel-size", cfg.tensor_parallel_size, "ranks (GPUs) to shard the model over");
+  app.add_option("--tensor-parallel-size", cfg.tensor_parallel_size, "ranks (GPUs) to shard the model over (-tp)");
   app.add_option("--nnodes", cfg.nnodes, "hosts the ranks span (each runs tensor-parallel-size / nnodes)");
   app.add_option("--node-rank", cfg.node_rank, "this host's index in [0, nnodes)");
   app.add_option("--master-addr", cfg.master_addr, "where rank 0 listens for the other ranks");
@@ -39,13 +40,28 @@ void EngineFlags::add_to(CLI::App& app, bool model_required) {
   app.add_flag("--no-enable-chunked-prefill", no_chunked_prefill,
                "nano-vllm's prefill-first steps: a new prompt pauses every running stream until it is read");
   app.add_option("--threads", cfg.num_threads, "CPU backend threads (default: all cores)");
+  app.add_option("--max-logprobs", cfg.max_logprobs, "most logprobs a request may ask for (-1: the vocabulary)");
+  app.add_option("--logprobs-mode", cfg.logprobs_mode,
+                 "raw_logprobs (default: from the model's logits) or processed_logprobs (after penalties, "
+                 "logit_bias and temperature)");
   app.add_option("--kernel-options", kernel_options,
                  "CUDA kernel tuning, KEY=VALUE[,KEY=VALUE...]: pdl, gemv_norm, max_decode_splits, decode_cluster, "
                  "decode_warps, p2p_all_reduce, all_reduce_norm, prefill_attention (README: GPU)");
 }
 
+std::string chosen_model(const std::string& positional, const std::string& flag) {
+  if (!positional.empty() && !flag.empty() && positional != flag)
+    throw UserError("the model is given twice and differently: MODEL '" + positional + "' and --model '" + flag + "'");
+  const std::string m = positional.empty() ? flag : positional;
+  if (m.empty()) throw UserError("no model: give it as the first argument (e.g. nanovllm serve MODEL) or with --model");
+  return m;
+}
+
+std::string EngineFlags::model() const { return chosen_model(model_arg, cfg.model); }
+
 EngineConfig EngineFlags::resolve() const {
   EngineConfig c = cfg;
+  c.model = model();
   c.load_dummy = load_format == "dummy";
   if (prefix_caching && no_prefix_caching)
     throw UserError("--enable-prefix-caching and --no-enable-prefix-caching contradict each other");
@@ -68,6 +84,7 @@ EngineConfig EngineFlags::resolve() const {
     apply_kernel_env_overrides(c.kernels, [](const char* name) { return std::getenv(name); });
     if (!kernel_options.empty()) apply_kernel_options(c.kernels, kernel_options);
   }
+  check_vllm_engine_flags(*this, c);
   c.validate();
   return c;
 }

@@ -8,6 +8,10 @@ namespace nanovllm::cli {
 
 struct EngineFlags {
   EngineConfig cfg;
+  std::string model_arg;  // the positional MODEL (vLLM: `vllm serve MODEL`); --model is the other spelling
+  std::string dtype = "auto";
+  std::string kv_cache_dtype = "auto";
+  bool trust_remote_code = false;
   std::string load_format = "auto";
   std::string tokenizer;
   std::string kernel_options;  // --kernel-options KEY=VALUE[,KEY=VALUE...]
@@ -19,12 +23,17 @@ struct EngineFlags {
   int spawned_rank = -1;  // hidden: set by the launcher on the workers it starts
   int spawned_port = 0;
 
-  void add_to(CLI::App& app, bool model_required = true);
+  void add_to(CLI::App& app);
+  // The model named by MODEL or --model (one of them, the same if both); throws UserError.
+  std::string model() const;
   // Resolves the flags into cfg (load format, prefix caching, tensor-parallel rank, and on rank 0
   // the kernel options: NANOVLLM_* environment overrides, then --kernel-options); throws UserError.
   EngineConfig resolve() const;
   bool spawned() const { return spawned_rank >= 0; }
 };
+
+// The model of MODEL (positional) and --model: either, or both when they agree; throws UserError.
+std::string chosen_model(const std::string& positional, const std::string& flag);
 
 // Prints "kernel options: pdl=on ..." to stderr when cfg runs on CUDA (rank 0: the options every
 // rank uses). The start-up line of generate, bench and serve.

@@ -1,29 +1,42 @@
-// nanovllm: generate | bench | bench-serve | tokenize (| serve). User errors print one line and exit 2.
+// nanovllm: generate | bench | bench-serve | tokenize (| serve). User errors print one line and exit 2;
+// unknown flags and commands come with a "did you mean".
 #include <cstdio>
 #include <new>
 
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
+#include "did_you_mean.h"
 #include "nanovllm/dist/socket.h"
 #include "nanovllm/utils/error.h"
+#include "nanovllm/version.h"
+#include "vllm_flags.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"nano-vllm in C++: a fast, readable LLM inference engine"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", nanovllm::kVersion);
   nanovllm::cli::add_generate(app);
   nanovllm::cli::add_bench(app);
   nanovllm::cli::add_bench_serve(app);
   nanovllm::cli::add_tokenize(app);
   nanovllm::cli::add_serve(app);
+  // vLLM's spellings CLI11 cannot express (-tp), then CLI11's argument order (last first).
+  const std::vector<std::string> args = nanovllm::cli::expand_vllm_aliases({argv + 1, argv + argc});
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
-    app.parse(argc, argv);
+    nanovllm::cli::check_subcommand(app, args);
+    app.parse(reversed);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    // An unknown flag is the likeliest cause: name it, with the nearest known one.
+    const std::string unknown = nanovllm::cli::unknown_flag_message(app, args);
+    std::fprintf(stderr, "error: %s\n", unknown.empty() ? e.what() : unknown.c_str());
     return 2;
   } catch (const nanovllm::UserError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -128,6 +128,12 @@ void EngineConfig::validate() const {
   if (kv_cache_memory < 0) throw UserError("--kv-cache-memory must be >= 0 bytes");
   if (device != "cpu" && device != "cuda" && device != "auto")
     throw UserError("--device must be cpu, cuda or auto (got '" + device + "')");
+  if (max_logprobs < -1)
+    throw UserError("--max-logprobs must be -1 (the vocabulary) or >= 0 (got " + std::to_string(max_logprobs) + ")");
+  if (logprobs_mode != "raw_logprobs" && logprobs_mode != "processed_logprobs")
+    throw UserError("--logprobs-mode '" + logprobs_mode +
+                    "' is not implemented: use raw_logprobs (the default) or processed_logprobs (raw_logits and "
+                    "processed_logits are not)");
   kernels.validate();
 }
 

@@ -100,6 +100,11 @@ struct EngineConfig {
   // (vLLM V1). Off: nano-vllm's prefill-first steps (scheduler.h has both policies).
   bool enable_chunked_prefill = true;
   uint64_t seed = 0;         // engine seed for requests without their own
+  // Most logprobs a request may ask for (vLLM's --max-logprobs; -1: the vocabulary).
+  int max_logprobs = 20;
+  // What logprobs are computed from (vLLM's --logprobs-mode): raw_logprobs (the model's logits) or
+  // processed_logprobs (after penalties, logit_bias, min_tokens and temperature).
+  std::string logprobs_mode = "raw_logprobs";
   int num_threads = 0;       // CPU backend threads; 0 = all cores
   bool profile_ops = false;  // time every op (ProfilingBackend; implies eager)
   KernelOptions kernels;     // CUDA kernel tuning knobs (kernel_options.h); rank 0's go to every rank

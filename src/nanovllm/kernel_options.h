@@ -42,10 +42,10 @@ enum class GemvNormFusion {
 // Which kernel computes prefill (and chunked-prefill / mixed-step) attention; decode steps use the
 // split-KV decode kernel either way. Read by CudaBackend::attention's plan (attention.cu).
 enum class PrefillAttention {
-  Auto,   // the fastest that applies: Hopper's wgmma kernel on sm_90, else mma.sync tensor cores,
-          // else (head dims and GQA groups the tensor-core kernels lack) the CUDA-core kernel
-  WgmmaTma,  // FlashAttention-3's structure (attention_prefill_tma.cu): as Wgmma, block size 8/16/32/64k;
-             // not yet faster than Wgmma (kernel_plan.h), so never auto's choice
+  Auto,   // the fastest that applies: on sm_90 the TMA kernel (block sizes it takes) or the wgmma
+          // kernel, else mma.sync tensor cores, else (head dims and GQA groups the tensor-core
+          // kernels lack) the CUDA-core kernel
+  WgmmaTma,  // FlashAttention-3's structure (attention_prefill_tma.cu): as Wgmma, block size a multiple of 8
   Wgmma,  // the wgmma kernel (attention_prefill_sm90.cu): sm_90 with a build carrying sm_90a
   Mma,    // the mma.sync tensor-core kernel (attention_prefill.cu), where it applies
   Tiled,  // the CUDA-core kernel (attention_tiled.cu): the slow reference

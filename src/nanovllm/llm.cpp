@@ -70,7 +70,8 @@ std::vector<int32_t> LLM::to_token_ids(const Prompt& p) const {
 
 std::string LLM::apply_chat_template(const ChatTemplateInputs& in) const {
   const Tokenizer& tok = require_tokenizer();
-  if (!chat_template_) throw UserError("the tokenizer has no chat_template in tokenizer_config.json");
+  if (!chat_template_)
+    throw UserError("the tokenizer has no chat template (tokenizer_config.json, chat_template.jinja)");
   ChatTemplateInputs x = in;
   if (x.bos_token.empty()) x.bos_token = tok.bos_token();
   if (x.eos_token.empty()) x.eos_token = tok.eos_token();

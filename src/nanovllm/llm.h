@@ -49,6 +49,8 @@ class LLM {
 
   // Chat messages -> prompt text through the model's chat template.
   std::string apply_chat_template(const ChatTemplateInputs& in) const;
+  // Replaces the tokenizer's chat template (--chat-template); throws TokenizerError on bad syntax.
+  void set_chat_template(const std::string& source) { chat_template_ = std::make_unique<ChatTemplate>(source); }
 
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
   const Tokenizer& require_tokenizer() const;  // throws UserError when there is none

@@ -1,5 +1,6 @@
 #include "nanovllm/request_json.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "nanovllm/utils/error.h"
@@ -23,6 +24,30 @@ template <class Json>
 double number(const Json& j, const char* name) {
   if (!j.is_number()) wrong_type(name, "a number");
   return j.template get<double>();
+}
+
+// {"token id as a string": bias}: the bias clamped to [-100, 100] as vLLM's OpenAI layer does; ids
+// past the vocabulary are refused by the engine, which knows its size.
+template <class Json>
+void read_logit_bias(const Json& v, SamplingParams& sp) {
+  if (!v.is_object()) wrong_type("logit_bias", "an object mapping token ids to biases");
+  sp.logit_bias.clear();
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    const std::string& key = it.key();
+    size_t used = 0;
+    long long id = -1;
+    try {
+      id = std::stoll(key, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (key.empty() || used != key.size() || id < 0 || id > std::numeric_limits<int32_t>::max())
+      throw InvalidRequest("logit_bias", "Found token_id `" + key +
+                                             "` in logit_bias but token_id must be an integer or string "
+                                             "representing an integer");
+    const double bias = number(*it, "logit_bias");
+    sp.logit_bias.emplace_back(int32_t(id), float(std::min(100.0, std::max(-100.0, bias))));
+  }
 }
 
 }  // namespace
@@ -106,6 +131,17 @@ void read_sampling_fields(const Json& j, SamplingParams& sp) {
       sp.stop_token_ids.push_back(int32_t(id));
     }
   }
+  if (auto* v = field(j, "presence_penalty")) sp.presence_penalty = float(number(*v, "presence_penalty"));
+  if (auto* v = field(j, "frequency_penalty")) sp.frequency_penalty = float(number(*v, "frequency_penalty"));
+  if (auto* v = field(j, "repetition_penalty")) sp.repetition_penalty = float(number(*v, "repetition_penalty"));
+  if (auto* v = field(j, "min_tokens")) {
+    const int64_t m = request_integer(*v, "min_tokens");
+    if (m < 0 || m > (1 << 30))
+      throw InvalidRequest("min_tokens",
+                           "min_tokens must be greater than or equal to 0, got " + std::to_string(m) + ".");
+    sp.min_tokens = int(m);
+  }
+  if (auto* v = field(j, "logit_bias")) read_logit_bias(*v, sp);
   sp.validate();
 }
 

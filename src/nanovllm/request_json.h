@@ -31,8 +31,9 @@ int64_t request_integer(const Json& v, const std::string& param);
 
 // Reads the OpenAI/vLLM sampling fields present in `j` into `sp` (absent fields keep their
 // value): temperature, top_p, top_k, min_p, seed, max_tokens (or max_completion_tokens), ignore_eos, stop (string or
-// list), stop_token_ids, skip_special_tokens,
-// include_stop_str_in_output. Then validates.
+// list), stop_token_ids, skip_special_tokens, include_stop_str_in_output, presence_penalty, frequency_penalty,
+// repetition_penalty, logit_bias ({"id": bias}, clamped to [-100, 100]), min_tokens. Then validates. (`n` and
+// `logprobs`, whose shapes differ between the endpoints, are the server's.)
 template <class Json>
 void read_sampling_fields(const Json& j, SamplingParams& sp);
 

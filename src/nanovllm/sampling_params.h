@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace nanovllm {
@@ -19,10 +20,25 @@ struct SamplingParams {
   std::vector<std::string> stop;  // stop strings (need a tokenizer)
   bool skip_special_tokens = true;
   bool include_stop_str_in_output = false;  // keep the stop string (or stop token's text) in the text
+  // Logits processing before temperature, as vLLM V1 (ops/logits_processing.h has the formulas).
+  float presence_penalty = 0.0f;                      // [-2, 2], over the output tokens
+  float frequency_penalty = 0.0f;                     // [-2, 2], over the output tokens
+  float repetition_penalty = 1.0f;                    // > 0, over prompt and output tokens
+  std::vector<std::pair<int32_t, float>> logit_bias;  // (token id, bias in [-100, 100])
+  int min_tokens = 0;  // EOS and stop_token_ids are masked until this many tokens are generated
+  // Logprobs of each generated token and of the top `logprobs` candidates (0: the chosen token
+  // only); none when unset. The engine refuses more than its max_logprobs.
+  std::optional<int> logprobs;
+  int n = 1;  // parallel samples of one prompt (the server expands them into n sequences)
 
   // Throws InvalidRequest naming the field.
   void validate() const;
   bool greedy() const { return temperature == 0.0f; }
+  // Any of the logits processors above is active (else sampling takes the plain path).
+  bool processes_logits() const {
+    return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f || !logit_bias.empty() ||
+           min_tokens > 0;
+  }
 };
 
 enum class FinishReason : uint8_t { None, Stop, Length, Abort };

@@ -224,7 +224,7 @@ TEST(CudaAttention, PrefillBatchWithPrefixHitsAndChunks) {
       run_attention_case(be, cfg_name("prefill-mixed", h, bs), seqs, h.hq, h.hkv, h.d, bs, true, 11);
 }
 
-// The tensor-core prefill kernels (head dims 64/128; wgmma on an H100, mma.sync elsewhere) at the
+// The tensor-core prefill kernels (head dims 64/128; TMA + wgmma on an H100, mma.sync elsewhere) at the
 // issue's awkward shapes: prompts around their 64/128-row and 64-key tiles, a prompt of 4,097, prefix
 // hits and chunk starts mid-block, GQA groups 1, 2, 4, 5 (64 rows are 12 tokens of 5 heads plus 4
 // padding rows), 8 and 64. The mixed batch is also forced through mma.sync (16 and 32 rows per
@@ -244,12 +244,12 @@ TEST(CudaAttention, PrefillTensorCoreAwkwardShapes) {
       // ctx - qlen cached keys: prefix hits / earlier chunks ending mid-block (bs 16: 9, 3, 12 ...).
       const std::vector<SeqSpec> mixed{{4097, 1000}, {1000, 333}, {130, 65}, {64, 63}, {77, 1}, {300, 44}, {65, 64}};
       run_attention_case(be, cfg_name("prefill-tc-mixed", h, bs), mixed, h.hq, h.hkv, h.d, bs, true, 31);
-      if (be.gpu.wgmma()) {  // auto took the wgmma kernel: its TMA sibling too (block sizes 16 and 256)
-        be.gpu.set_prefill_attention(PrefillAttention::WgmmaTma);
+      if (be.gpu.wgmma()) {  // auto took the TMA kernel (block sizes 16 and 256): its wgmma sibling too
+        be.gpu.set_prefill_attention(PrefillAttention::Wgmma);
         for (int32_t len : {1, 65, 4097})
-          run_attention_case(be, cfg_name("prefill-tma", h, bs) + " len " + std::to_string(len), {{len, len}}, h.hq,
+          run_attention_case(be, cfg_name("prefill-wgmma", h, bs) + " len " + std::to_string(len), {{len, len}}, h.hq,
                              h.hkv, h.d, bs, true, uint32_t(len + bs));
-        run_attention_case(be, cfg_name("prefill-tma-mixed", h, bs), mixed, h.hq, h.hkv, h.d, bs, true, 31);
+        run_attention_case(be, cfg_name("prefill-wgmma-mixed", h, bs), mixed, h.hq, h.hkv, h.d, bs, true, 31);
       }
       be.gpu.set_prefill_attention(PrefillAttention::Mma);
       for (int rows : {16, 32}) {
@@ -264,6 +264,13 @@ TEST(CudaAttention, PrefillTensorCoreAwkwardShapes) {
       }
       be.gpu.set_prefill_attention(PrefillAttention::Auto);
     }
+  // Block sizes whose TMA boxes are smaller than the 128-key tile and whose tiles cross blocks
+  // (48: boxes of 16 rows; 192: boxes of 64), mid-block prefix hits included.
+  const HeadCfg h{16, 8, 128};
+  for (int64_t bs : {48, 192})
+    run_attention_case(be, cfg_name("prefill-tc-mixed", h, bs),
+                       {{4097, 1000}, {1000, 333}, {130, 65}, {77, 1}, {300, 44}, {65, 64}}, h.hq, h.hkv, h.d, bs, true,
+                       37);
 }
 
 TEST(CudaAttention, Decode) {

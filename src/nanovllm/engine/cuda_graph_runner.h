@@ -28,6 +28,7 @@ class CudaGraphRunner {
   // Decode logits [B, V] for prepared inputs of B <= max_batch() sequences.
   Tensor run(const StepInputs& in);
   const std::vector<int64_t>& buckets() const { return buckets_; }
+  int64_t num_graphs() const { return int64_t(graph_.size()); }  // captured so far
 
  private:
   int64_t bucket_for(int64_t b) const;

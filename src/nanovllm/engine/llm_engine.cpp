@@ -69,6 +69,7 @@ int64_t LLMEngine::add_request(std::vector<int32_t> prompt, const SamplingParams
     if (prompt[i] < 0 || prompt[i] >= mcfg_.vocab_size)
       throw InvalidRequest("prompt", "token id " + std::to_string(prompt[i]) + " at position " + std::to_string(i) +
                                          " is outside the vocabulary [0, " + std::to_string(mcfg_.vocab_size) + ")");
+  check_sampling_limits(params);
   const int64_t n = int64_t(prompt.size());
   if (n >= cfg_.max_model_len)
     throw InvalidRequest("prompt", "the prompt has " + std::to_string(n) + " tokens but max_model_len is " +
@@ -89,12 +90,36 @@ int64_t LLMEngine::add_request(std::vector<int32_t> prompt, const SamplingParams
   return id;
 }
 
+// What only the engine knows: its vocabulary and max_logprobs (vLLM's messages).
+void LLMEngine::check_sampling_limits(const SamplingParams& params) const {
+  if (params.n != 1)
+    throw InvalidRequest("n", "the engine takes one sequence per request (n=" + std::to_string(params.n) +
+                                  "): add n requests with seeds seed + i, as the server does");
+  const int64_t vocab = mcfg_.vocab_size;
+  const int64_t max_lp = cfg_.max_logprobs < 0 ? vocab : cfg_.max_logprobs;
+  if (params.logprobs && *params.logprobs > max_lp)
+    throw InvalidRequest("logprobs", "Requested sample logprobs of " + std::to_string(*params.logprobs) +
+                                         ", which is greater than max allowed: " + std::to_string(max_lp));
+  std::string bad;
+  for (auto& [id, bias] : params.logit_bias)
+    if (id >= vocab) bad += (bad.empty() ? "" : ", ") + std::to_string(id);
+  if (!bad.empty())
+    throw InvalidRequest(
+        "logit_bias", "token_id(s) " + bad +
+                          " in logit_bias contain out-of-vocab token ids. Vocabulary size: " + std::to_string(vocab));
+  for (int32_t id : params.stop_token_ids)
+    if (params.min_tokens > 0 && id >= vocab)
+      throw InvalidRequest("stop_token_ids", "stop_token_ids: token id " + std::to_string(id) +
+                                                 " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+}
+
 RequestOutput LLMEngine::output_of(const Sequence& s) const {
   RequestOutput o;
   o.request_id = s.id;
   o.prompt_token_ids.assign(s.token_ids.begin(), s.token_ids.begin() + s.num_prompt_tokens);
   o.token_ids = s.completion_token_ids();
   o.finish_reason = s.finish_reason;
+  o.logprobs = s.logprobs;
   auto it = cached_prompt_tokens_.find(s.id);
   o.num_cached_prompt_tokens = it == cached_prompt_tokens_.end() ? 0 : it->second;
   return o;
@@ -118,9 +143,15 @@ StepResult LLMEngine::step() {
   // Remember which sequences complete their prefill (or decode) this step: they get a token.
   std::vector<bool> gets_token;
   for (auto* s : batch.seqs) gets_token.push_back(s->num_cached_tokens + s->num_scheduled_tokens >= s->num_tokens());
+  const std::vector<TokenLogprobs>& lps = runner_->last_logprobs();
+  for (size_t i = 0; i < lps.size(); ++i)
+    if (gets_token[i] && batch.seqs[i]->params.logprobs) batch.seqs[i]->logprobs.push_back(lps[i]);
   auto finished = scheduler_->postprocess(batch, tokens);
-  for (size_t i = 0; i < batch.seqs.size(); ++i)
-    if (gets_token[i]) r.new_tokens.emplace_back(batch.seqs[i]->id, tokens[i]);
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    if (!gets_token[i]) continue;
+    r.new_tokens.emplace_back(batch.seqs[i]->id, tokens[i]);
+    if (!lps.empty()) r.new_logprobs.push_back(lps[i]);
+  }
   for (auto* s : finished) {
     r.finished.push_back(output_of(*s));
     cached_prompt_tokens_.erase(s->id);

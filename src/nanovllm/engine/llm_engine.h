@@ -24,6 +24,7 @@ struct RequestOutput {
   std::string text;
   FinishReason finish_reason = FinishReason::None;
   int64_t num_cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
+  std::vector<TokenLogprobs> logprobs;   // one per token of token_ids when the request asked
 };
 
 // What one step did: which sequences got a new token, which finished.
@@ -33,6 +34,9 @@ struct StepResult {
   int64_t num_prefill_tokens = 0;   // of which prompt tokens (the rest are decodes)
   double seconds = 0;
   std::vector<std::pair<int64_t, int32_t>> new_tokens;  // (request id, token)
+  // Parallel to new_tokens when some request of the step asked for logprobs (else empty); the
+  // entries of requests that did not ask are empty.
+  std::vector<TokenLogprobs> new_logprobs;
   std::vector<RequestOutput> finished;
 };
 
@@ -64,6 +68,7 @@ class LLMEngine {
  private:
   void init();
   RequestOutput output_of(const Sequence& s) const;
+  void check_sampling_limits(const SamplingParams& params) const;
 
   EngineConfig cfg_;
   ModelConfig mcfg_;

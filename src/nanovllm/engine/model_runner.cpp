@@ -177,6 +177,8 @@ int64_t ModelRunner::gpu_kv_blocks_after_warmup() {
   return blocks;
 }
 
+int64_t ModelRunner::num_cuda_graphs() const { return graphs_ ? graphs_->num_graphs() : 0; }
+
 int64_t ModelRunner::kv_bytes_per_block() const {
   return 2 * mcfg_.num_hidden_layers * cfg_.block_size * kv_heads_ * mcfg_.head_dim *
          int64_t(dtype_size(backend_->act_dtype()));
@@ -232,11 +234,28 @@ std::vector<int32_t> ModelRunner::forward_and_sample(const ScheduledBatch& batch
   Tensor logits = forward_logits(in);
   if (logits_observer) logits_observer(batch, backend_->to_host_f32(logits));
   std::vector<SamplingRow> rows;
+  std::vector<LogitsProcessing> processing;  // rows point into it: reserved before the first push
+  bool any_logprobs = false;
+  const bool processed = cfg_.logprobs_mode == "processed_logprobs";
   for (auto* s : batch.seqs) {
     const auto& p = s->params;
     rows.push_back({p.temperature, p.top_k, p.top_p, p.min_p, s->seed, s->num_tokens()});
+    // A prompt chunk that does not reach the end gets no token: nothing to process or report.
+    if (s->num_cached_tokens + s->num_scheduled_tokens < s->num_tokens()) continue;
+    if (p.processes_logits()) {
+      if (!processing_builder_) processing_builder_ = std::make_unique<LogitsProcessingBuilder>(mcfg_.vocab_size);
+      if (processing.empty()) processing.reserve(batch.seqs.size());
+      processing.push_back(processing_builder_->build(p, s->token_ids, s->num_prompt_tokens, mcfg_.eos_token_ids));
+      rows.back().processing = &processing.back();
+    }
+    if (p.logprobs) {
+      rows.back().num_logprobs = *p.logprobs;
+      rows.back().processed_logprobs = processed;
+      any_logprobs = true;
+    }
   }
-  return backend_->sample(logits, rows);
+  logprobs_.clear();
+  return backend_->sample(logits, rows, any_logprobs ? &logprobs_ : nullptr);
 }
 
 std::vector<int32_t> ModelRunner::run(const ScheduledBatch& batch) {

@@ -39,6 +39,9 @@ class ModelRunner {
 
   // Rank 0 (or the only rank): one step, one token per sequence.
   std::vector<int32_t> run(const ScheduledBatch& batch);
+  // The logprobs of the last run's tokens, one entry per sequence of its batch (filled for those
+  // whose request asked and that got a token); empty when none asked.
+  const std::vector<TokenLogprobs>& last_logprobs() const { return logprobs_; }
   // Tensor-parallel workers: the forward of a step rank 0 sent (logits stay on the device).
   void run_worker_step(StepInputs& in);
 
@@ -53,6 +56,7 @@ class ModelRunner {
   Backend& backend() { return *backend_; }
   CausalLM& model() { return *model_; }
   bool uses_cuda_graphs() const { return graphs_ != nullptr; }
+  int64_t num_cuda_graphs() const;  // decode graphs captured (0: eager)
 
  private:
   Tensor forward_logits(StepInputs& in);
@@ -77,7 +81,9 @@ class ModelRunner {
   Tensor kv_cache_;       // [2, L, num_blocks, block_size, Hkv, D]
   std::vector<LayerKVCache> layers_kv_;
   int64_t num_kv_blocks_ = 0;
-  std::unique_ptr<CudaGraphRunner> graphs_;  // decode graphs (GPU, unless enforce_eager)
+  std::unique_ptr<CudaGraphRunner> graphs_;                      // decode graphs (GPU, unless enforce_eager)
+  std::unique_ptr<LogitsProcessingBuilder> processing_builder_;  // built on the first row that needs it
+  std::vector<TokenLogprobs> logprobs_;
 };
 
 }  // namespace nanovllm

@@ -147,8 +147,10 @@ std::vector<Sequence*> Scheduler::postprocess(const ScheduledBatch& batch, const
     const int32_t tok = token_ids[i];
     seq->token_ids.push_back(tok);
     const auto& p = seq->params;
-    bool stop = (!p.ignore_eos && std::find(eos_.begin(), eos_.end(), tok) != eos_.end()) ||
-                std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), tok) != p.stop_token_ids.end();
+    // Before min_tokens the sampler masks the stop ids; a stop is never taken there (as vLLM).
+    bool stop = seq->num_completion_tokens() >= p.min_tokens &&
+                ((!p.ignore_eos && std::find(eos_.begin(), eos_.end(), tok) != eos_.end()) ||
+                 std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), tok) != p.stop_token_ids.end());
     if (stop) {
       finish(seq, FinishReason::Stop);
     } else if (seq->num_completion_tokens() >= p.max_tokens || seq->num_tokens() >= max_model_len_) {

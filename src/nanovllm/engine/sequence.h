@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "nanovllm/ops/logits_processing.h"
 #include "nanovllm/sampling_params.h"
 
 namespace nanovllm {
@@ -31,6 +32,7 @@ class Sequence {
   FinishReason finish_reason = FinishReason::None;
   int64_t num_preemptions = 0;
   int64_t block_size;
+  std::vector<TokenLogprobs> logprobs;  // of each completion token, when params.logprobs is set
 
   int64_t num_tokens() const { return int64_t(token_ids.size()); }
   int64_t num_completion_tokens() const { return num_tokens() - num_prompt_tokens; }

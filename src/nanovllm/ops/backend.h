@@ -10,6 +10,7 @@
 
 #include "nanovllm/kernel_options.h"
 #include "nanovllm/ops/attention_metadata.h"
+#include "nanovllm/ops/logits_processing.h"
 #include "nanovllm/ops/rope_params.h"
 #include "nanovllm/utils/tensor.h"
 
@@ -23,6 +24,13 @@ struct SamplingRow {
   float min_p = 0;
   uint64_t seed = 0;     // noise = f(seed, position, vocab index): same seed, same output
   int64_t position = 0;  // position of the token being sampled
+  // Penalties, logit_bias, min_tokens (ops/logits_processing.h), applied to the logits before
+  // temperature; null for a row without any (it costs nothing then).
+  const LogitsProcessing* processing = nullptr;
+  // -1: no logprobs. N >= 0: the sampled token's logprob and the top N, from the raw logits, or
+  // with processed_logprobs from the processed logits divided by the temperature (1 when greedy).
+  int num_logprobs = -1;
+  bool processed_logprobs = false;
 };
 
 class Backend {
@@ -130,7 +138,9 @@ class Backend {
   // out[b] = x[rows[b]]. rows: host indices; x: [T, H]; out: [B, H].
   virtual void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) = 0;
   // One token per row of logits [B, V] (act dtype or F32). The step's only device->host sync.
-  virtual std::vector<int32_t> sample(const Tensor& logits, const std::vector<SamplingRow>& rows) = 0;
+  // `logprobs` (needed when a row has num_logprobs >= 0) gets B entries, filled for those rows.
+  virtual std::vector<int32_t> sample(const Tensor& logits, const std::vector<SamplingRow>& rows,
+                                      std::vector<TokenLogprobs>* logprobs = nullptr) = 0;
   // Logits to host as float (tests and fixtures).
   virtual std::vector<float> to_host_f32(const Tensor& t) = 0;
 

@@ -91,9 +91,10 @@ class ProfilingBackend final : public Backend {
   void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override {
     timed("gather_rows", [&] { in_->gather_rows(x, rows, out); });
   }
-  std::vector<int32_t> sample(const Tensor& logits, const std::vector<SamplingRow>& rows) override {
+  std::vector<int32_t> sample(const Tensor& logits, const std::vector<SamplingRow>& rows,
+                              std::vector<TokenLogprobs>* logprobs = nullptr) override {
     std::vector<int32_t> out;
-    timed("sample", [&] { out = in_->sample(logits, rows); });
+    timed("sample", [&] { out = in_->sample(logits, rows, logprobs); });
     return out;
   }
   std::vector<float> to_host_f32(const Tensor& t) override { return in_->to_host_f32(t); }

@@ -15,6 +15,7 @@ struct TokenEvent {
   int32_t token;                             // -1: the request finished without a new token
   FinishReason finish = FinishReason::None;  // the engine's
   const RequestOutput* finished = nullptr;   // set with `finish`; points into the StepResult
+  const TokenLogprobs* logprobs = nullptr;   // the token's logprobs when its request asked; into the StepResult
 };
 
 inline std::vector<TokenEvent> step_events(const StepResult& r) {
@@ -22,12 +23,14 @@ inline std::vector<TokenEvent> step_events(const StepResult& r) {
   for (auto& f : r.finished) fin[f.request_id] = &f;
   std::vector<TokenEvent> out;
   out.reserve(r.new_tokens.size());
-  for (auto& [rid, tok] : r.new_tokens) {
+  for (size_t k = 0; k < r.new_tokens.size(); ++k) {
+    const auto [rid, tok] = r.new_tokens[k];
+    const TokenLogprobs* lp = k < r.new_logprobs.size() ? &r.new_logprobs[k] : nullptr;
     auto it = fin.find(rid);
     if (it == fin.end()) {
-      out.push_back({rid, tok});
+      out.push_back({rid, tok, FinishReason::None, nullptr, lp});
     } else {
-      out.push_back({rid, tok, it->second->finish_reason, it->second});
+      out.push_back({rid, tok, it->second->finish_reason, it->second, lp});
       fin.erase(it);
     }
   }

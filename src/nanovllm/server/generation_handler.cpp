@@ -3,6 +3,7 @@
 #include <chrono>
 #include <ctime>
 #include <memory>
+#include <optional>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/post.hpp>
@@ -10,6 +11,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "nanovllm/server/openai_logprobs.h"
 #include "nanovllm/server/sse.h"
 
 namespace nanovllm::server {
@@ -69,7 +71,7 @@ struct CancelOnExit {
   ~CancelOnExit() { loop.cancel(ch); }
 };
 
-// The SSE text of new events: chat streams open with the assistant role for each choice, the
+// The SSE text of new events: chat streams open with the response role for each choice, the
 // last event of a choice carries its finish reason; reasoning and tool calls go out as vLLM
 // streams them (delta.reasoning_content, delta.tool_calls fragments).
 struct StreamWriter {
@@ -79,6 +81,8 @@ struct StreamWriter {
   bool include_usage;
   bool continuous_usage;  // usage (so far) in every chunk
   int64_t prompt_tokens;
+  std::optional<int> logprobs;       // the request's N, when it asked
+  std::vector<int64_t> text_offset;  // per choice: characters streamed so far (completions' text_offset)
   int64_t completion_tokens = 0;
   std::vector<int> calls_sent = std::vector<int>(size_t(num_choices), 0);  // tool calls per choice
 
@@ -93,7 +97,7 @@ struct StreamWriter {
     std::string out;
     if (chat())
       for (int i = 0; i < num_choices; ++i)
-        event(out, stream_chunk(meta, i, {{"role", "assistant"}, {"content", ""}}, ""));
+        event(out, stream_chunk(meta, i, {{"role", meta.role}, {"content", ""}}, ""));
     return out;
   }
 
@@ -101,14 +105,20 @@ struct StreamWriter {
     completion_tokens += e.num_tokens;
     const bool last = e.finish != FinishReason::None;
     const bool ids = meta.with_token_ids && !e.token_ids.empty();
+    ojson lps;  // null unless asked
+    if (logprobs && !e.logprobs.empty()) {
+      text_offset.resize(size_t(num_choices), 0);
+      lps = logprobs_json(st.model, meta.endpoint, *logprobs, e.token_ids, e.logprobs, text_offset[size_t(e.index)]);
+      text_offset[size_t(e.index)] += text_chars(e.text);
+    }
     if (!chat()) {
-      if (!e.text.empty() || ids || last)
-        event(out,
-              stream_chunk(meta, e.index, {{"content", e.text}}, last ? finish_reason_str(e.finish) : "", e.token_ids));
+      if (!e.text.empty() || ids || last || !lps.is_null())
+        event(out, stream_chunk(meta, e.index, {{"content", e.text}}, last ? finish_reason_str(e.finish) : "",
+                                e.token_ids, lps));
       return;
     }
     const ojson delta = chat_delta(e.text, e.reasoning);
-    if (!delta.empty() || ids) event(out, stream_chunk(meta, e.index, delta, "", e.token_ids));
+    if (!delta.empty() || ids || !lps.is_null()) event(out, stream_chunk(meta, e.index, delta, "", e.token_ids, lps));
     for (auto& call : e.tool_calls)
       for (auto& fragment : tool_call_fragments(call, calls_sent[size_t(e.index)]++))
         event(out, stream_chunk(meta, e.index, fragment, ""));
@@ -131,16 +141,17 @@ struct StreamWriter {
 net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Connection& c) {
   const bool chat = req.endpoint == Endpoint::ChatCompletions;
   const char* prefix = chat ? "chatcmpl-" : "cmpl-";
-  const ResponseMeta meta{req.endpoint,
-                          req.request_id.empty() ? st.new_id(prefix) : prefix + req.request_id,
-                          int64_t(std::time(nullptr)),
-                          st.model.name,
-                          st.model.token_ids_only,
-                          req.parsers};
-  const int n = int(req.prompts.size());
+  ResponseMeta meta{req.endpoint,
+                    req.request_id.empty() ? st.new_id(prefix) : prefix + req.request_id,
+                    int64_t(std::time(nullptr)),
+                    st.model.name,
+                    st.model.token_ids_only,
+                    req.parsers};
+  meta.role = st.model.response_role;
+  const int n = int(req.prompts.size()) * req.params.n;  // choices: n per prompt
   const int64_t prompt_tokens = total_prompt_tokens(req);
   Wakeup wake(co_await net::this_coro::executor);
-  auto ch = st.loop.submit(std::move(req.prompts), req.params, wake.notifier(), req.parsers);
+  auto ch = st.loop.submit(std::move(req.prompts), req.params, wake.notifier(), req.parsers, meta.id);
   CancelOnExit cancel_on_exit{st.loop, *ch};
 
   // No status line before the engine has taken the request: a refusal is a plain 4xx.
@@ -150,7 +161,7 @@ net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Co
 
   std::vector<ChoiceEvent> events;
   if (req.stream) {
-    StreamWriter w{st, meta, n, req.include_usage, req.continuous_usage, prompt_tokens};
+    StreamWriter w{st, meta, n, req.include_usage, req.continuous_usage, prompt_tokens, req.params.logprobs, {}};
     const Connection::Headers no_cache{{"Cache-Control", "no-cache"}};
     if (!co_await c.start_stream(kSseType, no_cache)) co_return;
     std::string out = w.opening();
@@ -169,6 +180,7 @@ net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Co
   }
 
   std::vector<ChoiceResult> choices(size_t(n), ChoiceResult{});
+  std::vector<std::vector<TokenLogprobs>> logprobs(static_cast<size_t>(n));
   int64_t completion_tokens = 0;
   for (;;) {
     events.clear();
@@ -180,12 +192,18 @@ net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Co
       for (auto& call : e.tool_calls) c.tool_calls.push_back(call);
       c.token_ids.insert(c.token_ids.end(), e.token_ids.begin(), e.token_ids.end());
       completion_tokens += e.num_tokens;
+      auto& lps = logprobs[size_t(e.index)];
+      lps.insert(lps.end(), e.logprobs.begin(), e.logprobs.end());
       if (e.finish != FinishReason::None) c.finish_reason = finish_reason_of(e.finish, e.called_tools);
     }
     if (ended) break;
     if (!co_await wake.wait(c, 1s)) co_return;
   }
   if (auto err = ch->error()) throw *err;
+  if (req.params.logprobs)
+    for (size_t i = 0; i < choices.size(); ++i)
+      choices[i].logprobs =
+          logprobs_json(st.model, req.endpoint, *req.params.logprobs, choices[i].token_ids, logprobs[i], 0);
   co_await c.send_json(http::status::ok,
                        json_text(full_response(meta, choices, usage_json(prompt_tokens, completion_tokens))));
 }

@@ -76,6 +76,7 @@ std::string Connection::head(http::status status, std::string_view content_type,
     h += "\r\n";
   }
   for (auto& [k, v] : extra) h += k + ": " + v + "\r\n";
+  for (auto& [k, v] : common_headers_) h += k + ": " + v + "\r\n";
   if (!keep_alive_)
     h += "Connection: close\r\n";
   else if (http_version_ < 11)

@@ -51,6 +51,11 @@ class Connection {
     http_version_ = http_version;
     keep_alive_ = keep_alive;
     response_started_ = chunked_ = false;
+    common_headers_.clear();
+  }
+  // Headers the response to the current request carries whatever it turns out to be (CORS).
+  void add_common_header(std::string name, std::string value) {
+    common_headers_.emplace_back(std::move(name), std::move(value));
   }
   bool keep_alive() const { return keep_alive_; }
 
@@ -87,6 +92,7 @@ class Connection {
   bool keep_alive_ = true;
   bool response_started_ = false;
   bool chunked_ = false;
+  Headers common_headers_;
 };
 
 }  // namespace nanovllm::server

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <ctime>
 #include <optional>
@@ -20,9 +21,11 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include "nanovllm/server/cors.h"
 #include "nanovllm/server/generation_handler.h"
 #include "nanovllm/server/http_connection.h"
 #include "nanovllm/server/server_state.h"
+#include "nanovllm/version.h"
 
 namespace nanovllm::server {
 
@@ -32,7 +35,8 @@ using tcp = net::ip::tcp;
 using Request = http::request<http::string_body>;
 constexpr auto use_tuple = net::as_tuple(net::use_awaitable);
 // Content types, named: GCC 12 miscompiles string literals inside co_await expressions.
-constexpr std::string_view kMetricsType = "text/plain; version=0.0.4", kNoType = "";
+constexpr std::string_view kMetricsType = "text/plain; version=0.0.4", kNoType = "", kTextType = "text/plain";
+constexpr std::string_view kModelsPrefix = "/v1/models/";
 
 ModelInfo model_info(LLM& llm, const ServerOptions& o) {
   ModelInfo m;
@@ -44,6 +48,8 @@ ModelInfo model_info(LLM& llm, const ServerOptions& o) {
   m.reasoning_parser = o.reasoning_parser;
   m.tool_call_parser = o.tool_call_parser;
   m.enable_auto_tool_choice = o.enable_auto_tool_choice;
+  m.defaults = o.defaults;
+  m.response_role = o.response_role;
   return m;
 }
 
@@ -51,6 +57,40 @@ ModelInfo model_info(LLM& llm, const ServerOptions& o) {
 GenerationRequest with_request_id(GenerationRequest r, const Request& req) {
   if (auto it = req.find("X-Request-Id"); it != req.end() && !it->value().empty()) r.request_id = it->value();
   return r;
+}
+
+CacheInfo cache_info(LLM& llm) {
+  const EngineConfig& cfg = llm.engine().config();
+  CacheInfo c;
+  c.block_size = cfg.block_size;
+  c.num_blocks = llm.engine().block_manager().num_blocks();
+  c.enable_prefix_caching = cfg.enable_prefix_caching;
+  c.gpu_memory_utilization = cfg.gpu_memory_utilization;
+  return c;
+}
+
+// The request target's path, without the query and without --root-path in front (a proxy may
+// forward /prefix/v1/... or strip it: both are served).
+std::string strip_root_path(std::string_view target, const std::string& root) {
+  std::string path(target.substr(0, target.find('?')));
+  if (!root.empty() && path.rfind(root, 0) == 0 && (path.size() == root.size() || path[root.size()] == '/'))
+    path = path.size() == root.size() ? "/" : path.substr(root.size());
+  return path;
+}
+
+// "%2F" -> "/" (model ids such as Qwen/Qwen3-0.6B may arrive encoded); malformed escapes stay.
+std::string percent_decoded(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out += char(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
 }
 
 // Constant-time comparison, so the key cannot be guessed byte by byte from response times.
@@ -100,7 +140,7 @@ void log_escaped(const char* what, std::exception_ptr e) {
 }  // namespace
 
 struct HttpServer::Impl {
-  Impl(LLM& llm, const ServerOptions& o) : st(llm, o, model_info(llm, o)) {
+  Impl(LLM& llm, const ServerOptions& o) : st(llm, o, model_info(llm, o), cache_info(llm)) {
     st.started_at = int64_t(std::time(nullptr));
   }
 
@@ -114,6 +154,17 @@ struct HttpServer::Impl {
     Connection::Headers extra;
     if (e.status == 401) extra.emplace_back("WWW-Authenticate", "Bearer");
     co_await c.send_json(http::status(e.status), json_text(e.to_json()), extra);
+  }
+
+  static ojson version_response() { return {{"version", kVersion}}; }
+
+  // GET /v1/models/{id}: the served model's card, 404 for any other id.
+  ojson model_response(const std::string& encoded_id) const {
+    const std::string id = percent_decoded(encoded_id);
+    if (id != st.model.name)
+      throw ApiError(404, "The model '" + id + "' does not exist; this server serves '" + st.model.name + "'", "model",
+                     "model_not_found");
+    return model_card(st.model, st.started_at);
   }
 
   net::awaitable<void> send_json(Connection& c, const ojson& j) {
@@ -141,20 +192,34 @@ struct HttpServer::Impl {
   }
 
   net::awaitable<void> route(Connection& c, const Request& req) {
-    const std::string_view target = req.target();
-    const std::string path(target.substr(0, target.find('?')));
+    const std::string path = strip_root_path(req.target(), st.opts.root_path);
     const bool get = req.method() == http::verb::get, post = req.method() == http::verb::post;
+    const CorsAnswer ca =
+        cors(st.opts, req.method_string(), req[http::field::origin], req[http::field::access_control_request_method],
+             req[http::field::access_control_request_headers]);
+    for (auto& [k, v] : ca.headers) c.add_common_header(k, v);
+    if (ca.preflight) {  // before authorization: preflights carry no credentials
+      const bool ok = ca.refusal.empty();
+      std::string body = ok ? std::string("OK") : ca.refusal;  // not in the co_await (GCC 12)
+      co_await c.send(ok ? http::status::ok : http::status::bad_request, kTextType, std::move(body));
+      co_return;
+    }
     std::optional<ApiError> err;
     try {
       authorize(req, path);
-      if (path == "/health" || path == "/metrics" || path == "/v1/models") {
+      if (path == "/health" || path == "/metrics" || path == "/v1/models" || path == "/version" ||
+          path.rfind(kModelsPrefix, 0) == 0) {
         if (!get) throw ApiError(405, "method " + std::string(req.method_string()) + " is not allowed on " + path);
         if (path == "/health")
           co_await c.send(http::status::ok, kNoType, std::string());
         else if (path == "/metrics")
           co_await c.send(http::status::ok, kMetricsType, st.metrics.render());
-        else
+        else if (path == "/version")
+          co_await send_json(c, version_response());
+        else if (path == "/v1/models")
           co_await send_json(c, models_response(st.model, st.started_at));
+        else
+          co_await send_json(c, model_response(path.substr(kModelsPrefix.size())));
       } else if (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/tokenize" ||
                  path == "/detokenize") {
         if (!post) throw ApiError(405, "method " + std::string(req.method_string()) + " is not allowed on " + path);

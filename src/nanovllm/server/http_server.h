@@ -1,6 +1,7 @@
 // `nanovllm serve`: the OpenAI-compatible HTTP server. Routes:
-//   POST /v1/completions  POST /v1/chat/completions  GET /v1/models
-//   GET /health  GET /metrics  POST /tokenize  POST /detokenize
+//   POST /v1/completions  POST /v1/chat/completions  GET /v1/models  GET /v1/models/{id}
+//   GET /health  GET /metrics  GET /version  POST /tokenize  POST /detokenize
+// Every route also answers under --root-path; CORS headers and preflights with --allowed-origins.
 // Transport: Boost.Beast's HTTP/1.1 parser over Boost.Asio, one C++20 coroutine per connection on
 // a few I/O threads (`http_threads`), so thousands of concurrent streams cost no thread each.
 // Requests go to the single engine thread (EngineLoop) and come back through RequestChannels.

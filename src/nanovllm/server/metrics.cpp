@@ -43,13 +43,36 @@ void Histogram::render(const std::string& name, const std::string& help, const s
   sample(out, name + "_count", labels, double(count_));
 }
 
-Metrics::Metrics(std::string model_name)
-    : labels_("model_name=\"" + model_name + "\""),
+namespace {
+
+// vLLM's buckets: request lengths 1, 2, 5, 10, 20, 50, ... (build_1_2_5_buckets up to max_model_len,
+// here a fixed 1M), phase latencies as its request_latency_buckets, step sizes as its
+// iteration_tokens buckets.
+std::vector<double> one_two_five_buckets() {
+  std::vector<double> b;
+  for (double m = 1; m <= 1e6; m *= 10)
+    for (double k : {1.0, 2.0, 5.0}) b.push_back(k * m);
+  return b;
+}
+std::vector<double> phase_buckets() {
+  return {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+          30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+}
+
+}  // namespace
+
+Metrics::Metrics(std::string model_name, CacheInfo cache)
+    : labels_("model_name=\"" + model_name + "\""), cache_(std::move(cache)),
       ttft_(
           {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640}),
       itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,
             0.4,   0.5,    0.75,  1,    2.5,   5,    7.5,   10,  20,   40,  80}),
-      e2e_({0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920}) {}
+      e2e_({0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920}),
+      prompt_len_(one_two_five_buckets()), generation_len_(one_two_five_buckets()), queue_(phase_buckets()),
+      prefill_(phase_buckets()), decode_(phase_buckets()),
+      iteration_({1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384}) {
+  gauges_.kv_blocks_total = cache_.num_blocks;  // right from start-up, before any step
+}
 
 void Metrics::on_request_added(int64_t n) {
   std::lock_guard lk(mu_);
@@ -67,10 +90,19 @@ void Metrics::on_inter_token(double s) {
   std::lock_guard lk(mu_);
   itl_.observe(s);
 }
-void Metrics::on_request_finished(FinishReason why, double e2e) {
+void Metrics::on_iteration(int64_t tokens) {
   std::lock_guard lk(mu_);
-  ++finished_[finish_reason_str(why)];
-  e2e_.observe(e2e);
+  iteration_.observe(double(tokens));
+}
+void Metrics::on_request_finished(const FinishedRequest& r) {
+  std::lock_guard lk(mu_);
+  ++finished_[finish_reason_str(r.why)];
+  e2e_.observe(r.e2e_s);
+  prompt_len_.observe(double(r.prompt_tokens));
+  generation_len_.observe(double(r.generation_tokens));
+  queue_.observe(r.queue_s);
+  prefill_.observe(r.prefill_s);
+  decode_.observe(r.decode_s);
 }
 void Metrics::on_http_error(int status) {
   std::lock_guard lk(mu_);
@@ -124,6 +156,21 @@ std::string Metrics::render() const {
   ttft_.render("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels_, o);
   itl_.render("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", labels_, o);
   e2e_.render("vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", labels_, o);
+  prompt_len_.render("vllm:request_prompt_tokens", "Number of prefill tokens processed.", labels_, o);
+  generation_len_.render("vllm:request_generation_tokens", "Number of generation tokens processed.", labels_, o);
+  queue_.render("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", labels_, o);
+  prefill_.render("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", labels_,
+                  o);
+  decode_.render("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", labels_,
+                 o);
+  iteration_.render("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", labels_, o);
+  header(o, "vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig.");
+  sample(o, "vllm:cache_config_info",
+         labels_ + ",block_size=\"" + std::to_string(cache_.block_size) + "\",cache_dtype=\"" + cache_.cache_dtype +
+             "\",enable_prefix_caching=\"" + (cache_.enable_prefix_caching ? "True" : "False") +
+             "\",gpu_memory_utilization=\"" + num(cache_.gpu_memory_utilization) + "\",num_gpu_blocks=\"" +
+             std::to_string(cache_.num_blocks) + "\"",
+         1.0);
   return o;
 }
 

@@ -36,15 +36,32 @@ struct EngineGauges {
   int64_t preemptions = 0;
 };
 
+// The KV cache as vllm:cache_config_info describes it (known from start-up).
+struct CacheInfo {
+  int64_t block_size = 0, num_blocks = 0;
+  bool enable_prefix_caching = true;
+  double gpu_memory_utilization = 0;
+  std::string cache_dtype = "auto";
+};
+
+// One request at its end. Phases as vLLM splits them: queued (arrival -> first scheduled),
+// prefill (-> first token), decode (-> last token); 0 for a phase never reached.
+struct FinishedRequest {
+  FinishReason why = FinishReason::None;
+  int64_t prompt_tokens = 0, generation_tokens = 0;
+  double e2e_s = 0, queue_s = 0, prefill_s = 0, decode_s = 0;
+};
+
 class Metrics {
  public:
-  explicit Metrics(std::string model_name);
+  explicit Metrics(std::string model_name, CacheInfo cache = {});
 
   void on_request_added(int64_t prompt_tokens);
   void on_tokens(int64_t n);  // generation tokens
   void on_first_token(double seconds_since_arrival);
   void on_inter_token(double seconds);
-  void on_request_finished(FinishReason why, double e2e_seconds);
+  void on_iteration(int64_t tokens);  // tokens computed by one engine step
+  void on_request_finished(const FinishedRequest& r);
   void on_http_error(int status);
   void set_gauges(const EngineGauges& g);
   EngineGauges gauges() const;
@@ -53,12 +70,14 @@ class Metrics {
 
  private:
   std::string labels_;  // model_name="..."
+  CacheInfo cache_;
   mutable std::mutex mu_;
   EngineGauges gauges_;
   int64_t prompt_tokens_ = 0, generation_tokens_ = 0;
   std::map<std::string, int64_t> finished_;  // finish reason -> count
   std::map<int, int64_t> http_errors_;       // status -> count
   Histogram ttft_, itl_, e2e_;
+  Histogram prompt_len_, generation_len_, queue_, prefill_, decode_, iteration_;
 };
 
 }  // namespace nanovllm::server

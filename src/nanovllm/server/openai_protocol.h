@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "nanovllm/generation_defaults.h"
 #include "nanovllm/llm.h"
 #include "nanovllm/output/output_processor.h"
 #include "nanovllm/server/api_error.h"
@@ -34,6 +35,8 @@ struct ModelInfo {
   std::string reasoning_parser;
   std::string tool_call_parser;
   bool enable_auto_tool_choice = false;
+  GenerationDefaults defaults;              // the generation config's sampling defaults
+  std::string response_role = "assistant";  // --response-role
 };
 
 enum class Endpoint { Completions, ChatCompletions };
@@ -59,6 +62,7 @@ GenerationRequest parse_chat_request(const ojson& body, const ModelInfo& m);
 ojson tokenize_response(const ojson& body, const ModelInfo& m);    // POST /tokenize
 ojson detokenize_response(const ojson& body, const ModelInfo& m);  // POST /detokenize
 ojson models_response(const ModelInfo& m, int64_t created);        // GET /v1/models
+ojson model_card(const ModelInfo& m, int64_t created);             // GET /v1/models/{id}
 
 // Identity shared by the response and all chunks of one request.
 struct ResponseMeta {
@@ -66,8 +70,9 @@ struct ResponseMeta {
   std::string id;
   int64_t created;
   std::string model;
-  bool with_token_ids = false;    // add "token_ids" to choices and chunks (ModelInfo::token_ids_only)
-  output::OutputParsers parsers;  // chat messages get reasoning_content / tool_calls
+  bool with_token_ids = false;     // add "token_ids" to choices and chunks (ModelInfo::token_ids_only)
+  output::OutputParsers parsers;   // chat messages get reasoning_content / tool_calls
+  std::string role = "assistant";  // chat: the message's role (--response-role)
 };
 
 struct ChoiceResult {
@@ -76,6 +81,7 @@ struct ChoiceResult {
   std::vector<output::ToolCall> tool_calls;
   std::vector<int32_t> token_ids;
   std::string finish_reason;
+  ojson logprobs;  // null unless the request asked (openai_logprobs.h)
 };
 
 // The finish_reason of a choice: "tool_calls" when its answer called tools, as vLLM.
@@ -92,7 +98,7 @@ ojson full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& c
 // delta["content"] as "text". finish_reason empty = null. `token_ids`: the chunk's new tokens,
 // shown when meta.with_token_ids.
 ojson stream_chunk(const ResponseMeta& meta, int index, const ojson& delta, const std::string& finish_reason,
-                   const std::vector<int32_t>& token_ids = {});
+                   const std::vector<int32_t>& token_ids = {}, const ojson& logprobs = nullptr);
 ojson usage_chunk(const ResponseMeta& meta, const ojson& usage);
 
 }  // namespace nanovllm::server

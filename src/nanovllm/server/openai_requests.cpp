@@ -5,6 +5,7 @@
 
 #include "nanovllm/request_json.h"
 #include "nanovllm/server/chat_tools.h"
+#include "nanovllm/server/openai_logprobs.h"
 #include "nanovllm/server/openai_protocol.h"
 #include "nanovllm/server/request_fields.h"
 #include "nanovllm/tokenizer/utf8.h"
@@ -72,13 +73,7 @@ std::vector<int32_t> token_ids(const ojson& arr, const std::string& param) {
 template <class DefaultMax>
 void read_common(const ojson& body, GenerationRequest& r, const ModelInfo& m, const std::string& prompt_param,
                  DefaultMax default_max_tokens) {
-  if (const ojson* n = field(body, "n"))
-    if (request_int(*n, "n") != 1) bad("n", "only n=1 is supported (got " + n->dump() + ")");
-  for (const char* f : {"best_of", "logprobs", "top_logprobs", "logit_bias"}) {
-    const ojson* v = field(body, f);
-    if (v && !(v->is_boolean() && !v->get<bool>()) && !(f == std::string("best_of") && *v == 1))
-      bad(f, std::string("'") + f + "' is not supported by this server", "unsupported_parameter");
-  }
+  read_choice_fields(body, r);  // n, best_of, logprobs, top_logprobs, prompt_logprobs (openai_logprobs.cpp)
   r.stream = boolean(body, "stream", false);
   if (const ojson* so = field(body, "stream_options")) {
     if (!so->is_object()) wrong_type("stream_options", "an object");
@@ -115,7 +110,7 @@ void read_common(const ojson& body, GenerationRequest& r, const ModelInfo& m, co
               std::to_string(n) + " in the prompt, " + std::to_string(r.params.max_tokens) +
               " for the completion). Please reduce the prompt or max_tokens.",
           "context_length_exceeded");
-    max_default = std::min(max_default, default_max_tokens(n));
+    max_default = std::min(max_default, m.defaults.default_max_tokens(default_max_tokens(n)));
   }
   if (!has_max) r.params.max_tokens = int(max_default);
 }
@@ -231,6 +226,7 @@ GenerationRequest parse_completion_request(const ojson& body, const ModelInfo& m
   warn_unknown_fields(body, Endpoint::Completions);
   GenerationRequest r;
   r.endpoint = Endpoint::Completions;
+  r.params = m.defaults.params();  // the generation config's defaults; the request's fields win
   const ojson* p = field(body, "prompt");
   if (!p) bad("prompt", "'prompt' is required", "missing_field");
   const std::string want = "a string, a list of strings, a list of token ids or a list of token-id lists";
@@ -261,6 +257,7 @@ GenerationRequest parse_chat_request(const ojson& body, const ModelInfo& m) {
   GenerationRequest r;
   r.endpoint = Endpoint::ChatCompletions;
   warn_unknown_fields(body, Endpoint::ChatCompletions);
+  r.params = m.defaults.params();  // the generation config's defaults; the request's fields win
   const ChatTemplateInputs in = chat_inputs(body);
   r.parsers = chat_output_parsers(body, m, !in.tools.is_null(), in.enable_thinking);
   const std::string text = render_chat(m, body, in);

@@ -21,7 +21,7 @@ ojson chat_message(const ResponseMeta& meta, const ChoiceResult& c) {
   ojson calls = ojson::array();
   for (auto& t : c.tool_calls)
     calls.push_back({{"id", t.id}, {"type", "function"}, {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
-  return {{"role", "assistant"},
+  return {{"role", meta.role},
           {"content", parsed && c.text.empty() ? ojson(nullptr) : ojson(c.text)},
           {"reasoning_content", c.reasoning.empty() ? ojson(nullptr) : ojson(c.reasoning)},
           {"tool_calls", std::move(calls)}};
@@ -64,7 +64,7 @@ ojson full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& c
     else
       c["text"] = choices[i].text;
     if (meta.with_token_ids) c["token_ids"] = choices[i].token_ids;
-    c["logprobs"] = nullptr;
+    c["logprobs"] = choices[i].logprobs;
     c["finish_reason"] = reason(choices[i].finish_reason);
     cs.push_back(std::move(c));
   }
@@ -74,7 +74,7 @@ ojson full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& c
 }
 
 ojson stream_chunk(const ResponseMeta& meta, int index, const ojson& delta, const std::string& finish_reason,
-                   const std::vector<int32_t>& token_ids) {
+                   const std::vector<int32_t>& token_ids, const ojson& logprobs) {
   ojson r = head(meta, true);
   ojson c = {{"index", index}};
   if (meta.endpoint == Endpoint::ChatCompletions)
@@ -82,7 +82,7 @@ ojson stream_chunk(const ResponseMeta& meta, int index, const ojson& delta, cons
   else
     c["text"] = delta.value("content", "");
   if (meta.with_token_ids) c["token_ids"] = token_ids;
-  c["logprobs"] = nullptr;
+  c["logprobs"] = logprobs;
   c["finish_reason"] = reason(finish_reason);
   r["choices"] = ojson::array({std::move(c)});
   return r;
@@ -95,15 +95,18 @@ ojson usage_chunk(const ResponseMeta& meta, const ojson& usage) {
   return r;
 }
 
+ojson model_card(const ModelInfo& m, int64_t created) {
+  return {{"id", m.name},
+          {"object", "model"},
+          {"created", created},
+          {"owned_by", "nanovllm"},
+          {"root", m.root},
+          {"parent", nullptr},
+          {"max_model_len", m.max_model_len}};
+}
+
 ojson models_response(const ModelInfo& m, int64_t created) {
-  ojson card = {{"id", m.name},
-                {"object", "model"},
-                {"created", created},
-                {"owned_by", "nanovllm"},
-                {"root", m.root},
-                {"parent", nullptr},
-                {"max_model_len", m.max_model_len}};
-  return {{"object", "list"}, {"data", ojson::array({card})}};
+  return {{"object", "list"}, {"data", ojson::array({model_card(m, created)})}};
 }
 
 }  // namespace nanovllm::server

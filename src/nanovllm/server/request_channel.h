@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "nanovllm/output/tool_parser.h"
+#include "nanovllm/ops/logits_processing.h"
 #include "nanovllm/sampling_params.h"
 #include "nanovllm/server/api_error.h"
 
@@ -28,6 +29,7 @@ struct ChoiceEvent {
   std::vector<output::ToolCall> tool_calls;  // complete tool calls (--tool-call-parser)
   int num_tokens = 0;
   std::vector<int32_t> token_ids;  // the new tokens (returned by a server without a tokenizer)
+  std::vector<TokenLogprobs> logprobs;  // of token_ids, when the request asked
   FinishReason finish = FinishReason::None;
   bool called_tools = false;  // with `finish`: the choice produced tool calls (finish_reason "tool_calls")
 };

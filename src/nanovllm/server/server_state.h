@@ -14,8 +14,9 @@
 namespace nanovllm::server {
 
 struct ServerState {
-  ServerState(LLM& llm, const ServerOptions& o, ModelInfo m)
-      : opts(o), model(std::move(m)), metrics(model.name), loop(llm, metrics, o.request_timeout_s) {}
+  ServerState(LLM& llm, const ServerOptions& o, ModelInfo m, CacheInfo cache)
+      : opts(o), model(std::move(m)), metrics(model.name, std::move(cache)),
+        loop(llm, metrics, o.request_timeout_s, {o.logger, o.log_requests, o.log_stats, o.log_stats_interval_s}) {}
 
   ServerOptions opts;
   ModelInfo model;

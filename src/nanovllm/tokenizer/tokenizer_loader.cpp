@@ -1,4 +1,4 @@
-// Tokenizer::from_dir: reads tokenizer.json (required) and tokenizer_config.json (optional) and
+// Tokenizer::from_dir: reads tokenizer.json (required), tokenizer_config.json and chat_template.jinja (optional) and
 // turns every I/O or JSON problem into a TokenizerError that names the file.
 #include <filesystem>
 #include <fstream>
@@ -55,6 +55,13 @@ std::unique_ptr<Tokenizer> Tokenizer::from_dir(const std::string& dir) {
   const nlohmann::json tok = parse(read_file(tok_path), tok_path.string());
   nlohmann::json cfg;
   if (fs::is_regular_file(cfg_path, ec)) cfg = parse(read_file(cfg_path), cfg_path.string());
+  // Newer checkpoints ship the chat template beside the tokenizer instead of inside its config
+  // (as transformers, the config's own chat_template wins).
+  const fs::path jinja_path = fs::path(dir) / "chat_template.jinja";
+  if (!(cfg.is_object() && cfg.contains("chat_template")) && fs::is_regular_file(jinja_path, ec)) {
+    if (!cfg.is_object()) cfg = nlohmann::json::object();
+    cfg["chat_template"] = read_file(jinja_path);
+  }
   try {
     return build(tok, cfg, tok_path.string());
   } catch (const TokenizerError& e) {

@@ -13,12 +13,12 @@ export const OpenAI = (await import(path.join(SRC, 'tests/oracles/node_modules/o
 export const MODEL = 'tiny-qwen3';
 
 // The tiny model: Qwen3 shapes scaled down, the tokenizer's vocabulary (151936).
-export function writeTinyModel() {
+export function writeTinyModel({ maxPositions = 4096 } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'nanovllm-srv-'));
   const config = {
     architectures: ['Qwen3ForCausalLM'], model_type: 'qwen3', vocab_size: 151936, hidden_size: 64,
     intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 32,
-    max_position_embeddings: 4096, tie_word_embeddings: true, eos_token_id: [151645, 151643], bos_token_id: 151643,
+    max_position_embeddings: maxPositions, tie_word_embeddings: true, eos_token_id: [151645, 151643], bos_token_id: 151643,
     rms_norm_eps: 1e-6, rope_theta: 1000000, torch_dtype: 'float32',
   };
   fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(config));
@@ -32,12 +32,14 @@ function killAll() { for (const p of live) { try { p.kill('SIGKILL'); } catch {}
 process.on('exit', killAll);
 for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => { killAll(); process.exit(1); });
 
-export async function startServer(extra = [], { apiKey, modelDir, kvBytes = 200000000, dummy = true } = {}) {
+// `positional`: the model as vLLM's first argument (serve DIR) instead of --model DIR; `env`: extra
+// environment variables of the server; `dummy`: random weights (false: the model's own).
+export async function startServer(extra = [], { apiKey, modelDir, kvBytes = 200000000, dummy = true, positional = false, env = {} } = {}) {
   const dir = modelDir ?? writeTinyModel();
-  const args = ['serve', '--model', dir, ...(dummy ? ['--load-format', 'dummy'] : []), '--device', 'cpu', '--kv-cache-memory', String(kvBytes),
-    '--served-model-name', MODEL, '--port', '0', ...extra];
+  const args = ['serve', ...(positional ? [dir] : ['--model', dir]), ...(dummy ? ['--load-format', 'dummy'] : []), '--device', 'cpu',
+    '--kv-cache-memory', String(kvBytes), '--served-model-name', MODEL, '--port', '0', ...extra];
   if (apiKey) args.push('--api-key', apiKey);
-  const proc = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   live.add(proc);
   let log = '';
   proc.stderr.on('data', (d) => { log += d; });
@@ -77,7 +79,7 @@ export async function metrics(base) {
   const text = await (await fetch(`${base}/metrics`)).text();
   const m = {};
   for (const line of text.split('\n')) {
-    const r = line.match(/^([a-z_:]+)\{model_name="[^"]*"\} ([0-9.e+-]+)$/);
+    const r = line.match(/^([a-z0-9_:]+)\{model_name="[^"]*"\} ([0-9.e+-]+)$/);
     if (r) m[r[1]] = Number(r[2]);
   }
   return m;

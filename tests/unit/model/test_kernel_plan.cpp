@@ -276,22 +276,26 @@ TEST(KernelPlan, AttentionKernelChoice) {
   };
   using P = std::pair<int64_t, K>;
   EXPECT_EQ(plan(8, 8, 128, 2, true), P(8, K::None));                // a decode batch
-  EXPECT_EQ(plan(8, 8, 128, 16, true), P(0, K::PrefillWgmma));       // G > 8: no decode kernel
+  EXPECT_EQ(plan(8, 8, 128, 16, true), P(0, K::PrefillWgmmaTma));    // G > 8: no decode kernel
   EXPECT_EQ(plan(8, 8, 96, 2, false), P(0, K::PrefillTiled));        // D = 96: neither
-  EXPECT_EQ(plan(65, 64, 128, 4, true), P(64, K::PrefillWgmma));     // a mixed step: 64 decodes + a chunk
+  EXPECT_EQ(plan(65, 64, 128, 4, true), P(64, K::PrefillWgmmaTma));  // a mixed step: 64 decodes + a chunk
+  EXPECT_EQ(plan(3, 0, 128, 4, true), P(0, K::PrefillWgmmaTma));
+  EXPECT_EQ(plan(3, 0, 128, 4, false), P(0, K::PrefillMma));  // no sm_90a: mma.sync
+  bs = 12;                                                    // a block size no TMA box holds: wgmma
   EXPECT_EQ(plan(3, 0, 128, 4, true), P(0, K::PrefillWgmma));
+  bs = 256;
   EXPECT_EQ(plan(3, 0, 64, 64, false), P(0, K::PrefillMma));
   EXPECT_EQ(plan(3, 1, 24, 3, true), P(0, K::PrefillTiled));
   EXPECT_THROW(plan(3, 0, 128, 65, true), UserError);  // nothing takes 65 heads per KV head
   EXPECT_THROW(plan(3, 0, 96, 32, true), UserError);
   EXPECT_THROW(plan(3, 3, 128, 65, true), UserError);  // one-token rows too: no decode kernel for G = 65
-  // The TMA kernel only when forced, and only for block sizes a TMA box holds.
+  // Forced, the TMA kernel only for block sizes a TMA box holds.
   o.prefill_attention = PrefillAttention::WgmmaTma;
-  for (int64_t b : {1, 4, 48, 96}) {
+  for (int64_t b : {1, 4, 12, 100}) {
     bs = b;
     EXPECT_THROW(plan(3, 0, 128, 4, true), UserError) << b;
   }
-  for (int64_t b : {8, 16, 32, 64, 128, 512}) {
+  for (int64_t b : {8, 16, 32, 48, 64, 128, 192, 512}) {
     bs = b;
     EXPECT_EQ(plan(3, 0, 128, 4, true), P(0, K::PrefillWgmmaTma)) << b;
   }

@@ -67,13 +67,35 @@ int32_t sample_row_cpu(const float* logits, int64_t V, const SamplingRow& row) {
   return best;
 }
 
-std::vector<int32_t> CpuBackend::sample(const Tensor& logits, const std::vector<SamplingRow>& rows) {
+// A row: logits processing (on a copy, so raw logprobs still see the model's logits), sampling,
+// then the logprobs it asked for.
+std::vector<int32_t> CpuBackend::sample(const Tensor& logits, const std::vector<SamplingRow>& rows,
+                                        std::vector<TokenLogprobs>* logprobs) {
   if (logits.dim() != 2 || logits.size(0) != int64_t(rows.size()) || logits.dtype() != DType::F32)
     throw Error("sample: logits must be F32 [B, V] with one sampling row each, got " + shape_str(logits.shape()));
   const int64_t B = logits.size(0), V = logits.size(1);
+  const bool any_logprobs = std::any_of(rows.begin(), rows.end(), [](auto& r) { return r.num_logprobs >= 0; });
+  if (any_logprobs && !logprobs) throw Error("sample: a row asks for logprobs but no output was given");
+  if (logprobs) logprobs->assign(size_t(B), TokenLogprobs{});
   std::vector<int32_t> out(static_cast<size_t>(B));
 #pragma omp parallel for schedule(dynamic)
-  for (int64_t b = 0; b < B; ++b) out[size_t(b)] = sample_row_cpu(logits.data<float>() + b * V, V, rows[size_t(b)]);
+  for (int64_t b = 0; b < B; ++b) {
+    const SamplingRow& row = rows[size_t(b)];
+    const float* raw = logits.data<float>() + b * V;
+    const float* src = raw;
+    std::vector<float> processed;
+    if (row.processing) {
+      processed.assign(raw, raw + V);
+      apply_logits_processing(processed.data(), V, *row.processing);
+      src = processed.data();
+    }
+    out[size_t(b)] = sample_row_cpu(src, V, row);
+    if (row.num_logprobs >= 0) {
+      const float scale = row.processed_logprobs && row.temperature > 0 ? 1.0f / row.temperature : 1.0f;
+      (*logprobs)[size_t(b)] =
+          row_logprobs(row.processed_logprobs ? src : raw, V, scale, out[size_t(b)], row.num_logprobs);
+    }
+  }
   return out;
 }
 

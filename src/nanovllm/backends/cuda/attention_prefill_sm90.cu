@@ -140,16 +140,19 @@ __global__ void __launch_bounds__(kThreads, 2)
 
     softmax_tile(s, o, m, l, lim, t * kBN, kfull, P.scale_log2, lane);
 
+    // P as bf16 A fragments before the fence: registers written between the fence and an RS wgmma
+    // make ptxas inject fences of its own (warning C7519).
+    uint32_t pf[kBN / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) probs_fragment(s, kk, pf[kk]);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kBN / 16; ++kk) {
-      uint32_t pf[4];
-      probs_fragment(s, kk, pf);
       const uint64_t dv = wgmma_desc_sw128(vb + kk * 16 * 64, kBN * 128, 1024);
       if constexpr (D == 128)
-        wgmma_m64n128k16_rs_t(o, pf, dv);
+        wgmma_m64n128k16_rs_t(o, pf[kk], dv);
       else
-        wgmma_m64n64k16_rs_t(o, pf, dv);
+        wgmma_m64n64k16_rs_t(o, pf[kk], dv);
     }
     wgmma_commit();
     wgmma_wait<0>();

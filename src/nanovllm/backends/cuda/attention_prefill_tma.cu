@@ -2,25 +2,31 @@
 // online softmax of attention_prefill_sm90.cu, fed by a producer warp through the tensor memory
 // accelerator, with the two consumer warpgroups taking turns on the tensor cores.
 //
-// Why (measured on an H100 at 32K tokens, Qwen3-0.6B heads, bench/RESULTS.md): the two-warpgroup
-// kernel of attention_prefill_sm90.cu runs at ~390 TFLOP/s; without its K/V loads it ran at 600,
-// without its softmax at 591, without both at 937. Its warps issue the paged gather (address math
-// and cp.async per 16 bytes) and wait for it, then wait for each product before the softmax:
-// loads, softmax and MMAs do not overlap. Here
-//  * warpgroup 0 is the producer: one thread walks the block table and issues one TMA copy per
-//    (tile half, block) into a ring of kStages K/V stages, each guarded by a full/empty mbarrier
-//    pair (tma.cuh); the warpgroup gives its registers to the consumers (setmaxnreg);
+// Why (measured on an H100, bench/prefill_bench.cpp, bench/RESULTS.md): the two-warpgroup kernel
+// of attention_prefill_sm90.cu runs at ~395 TFLOP/s at 32K tokens; without its K/V loads it ran at
+// 600, without its softmax at 591, without both at 937: its loads, softmax and MMAs do not overlap.
+// This kernel runs at 622 (Qwen3-0.6B heads) / 620 (8B) TFLOP/s at 32K and 562 / 567 at 8K
+// (PyTorch 2.11's SDPA: ~660 / 625 at 32K). Here
+//  * warpgroup 0 is the producer: one thread walks the block table and issues TMA copies (one 2D
+//    box per tile half and block) into a ring of K and V stages, K and V each guarded by a
+//    full/empty mbarrier pair (tma.cuh); the warpgroup gives its registers to the consumers
+//    (setmaxnreg);
 //  * warpgroups 1 and 2 each own 64 query rows (128 packed GQA rows per CTA, as the other kernel);
-//    per key tile t a consumer issues S_t = Q K_t^T and P_{t-1} V_{t-1} together, runs the softmax
-//    of S_t while P V is on the tensor cores, then rescales O (intra-warpgroup overlap), and the
-//    two consumers hand the tensor cores to each other with named barriers ("ping-pong"): one
-//    issues its products while the other runs its softmax.
-// The paged cache is read as a 2D tensor [slots][Hkv x D]: a 64-key tile of head h is the box of
-// 64 columns (128 bytes, swizzled as wgmma.cuh's tiles) at column h D + 64 half, rows = its slots;
-// a block holds whole tiles when block_size % 64 == 0, else (block_size 8, 16, 32) a tile is
-// 64 / block_size boxes. Keys past the sequence: slots of its last block (stale but finite: the
-// KV cache is zeroed when allocated) or coordinates below 0 (table padding: TMA reads zeros); their
-// scores are masked, so their P is 0.
+//    per 128-key tile t a consumer issues S_t = Q K_t^T and P_{t-1} V_{t-1} together, runs the
+//    softmax of S_t while P V is on the tensor cores, then rescales O (intra-warpgroup overlap),
+//    and the two consumers hand the tensor cores to each other with named barriers ("ping-pong"):
+//    one issues its products while the other runs its softmax.
+// What made the difference (same run, 32K, 0.6B heads): a single K/V barrier pair over 3 stages of
+// 64-key tiles, and RS wgmma whose P fragments were written after the wgmma fence (ptxas then
+// serializes the wgmma: warnings C7519/C7520), gave 377 TFLOP/s; P converted before the fence, a
+// warp-uniform producer branch, split K/V barriers and 6 stages: 454; 128-key tiles (3 stages,
+// per-tile softmax and barrier costs halved): 622.
+// The paged cache is read as a 2D tensor [slots][Hkv x D]: the keys of head h are the 64-column
+// boxes (128 bytes, swizzled as wgmma.cuh's tiles) at columns h D + 64 half; a tile's rows are
+// boxes of tma_box_rows(block_size) slots (kernel_plan.h: the largest power of two dividing the
+// block size and the tile), so a box never crosses a block. Keys past the sequence: slots of its
+// last block (stale but finite: the KV cache is zeroed when allocated) or coordinates below 0
+// (table padding: TMA reads zeros); their scores are masked, so their P is 0.
 #include <cuda.h>
 
 #include <cfloat>
@@ -36,18 +42,38 @@ namespace nanovllm::cuda {
 namespace {
 
 static_assert(tma_block_size_ok(64) && tma_block_size_ok(8) && !tma_block_size_ok(1), "kernel_plan.h's rule");
-constexpr int kBM = 128;        // packed query rows per CTA: 2 consumer warpgroups x 64
-constexpr int kBN = 64;         // keys per tile
-constexpr int kStages = 3;      // K/V ring
-constexpr int kThreads = 384;   // warpgroup 0 produces, 1 and 2 consume
+static_assert(tma_box_rows(256) == 128 && tma_box_rows(192) == 64 && tma_box_rows(16) == 16, "kernel_plan.h's rule");
+constexpr int kBM = 128;                // packed query rows per CTA: 2 consumer warpgroups x 64
+constexpr int kBN = int(kTmaTileKeys);  // keys per tile (64 or 128; kernel_plan.h)
+// K/V ring depth: as many stages as shared memory holds next to the Q tile, at most 8 (a stage is
+// one K tile and one V tile: 64 KiB at D = 128 and 128-key tiles, so 3 stages + Q = 224 KiB).
+template <int D>
+constexpr int stages() {
+  constexpr int budget = 227 * 1024 - 1024 - 64 * 8 - kBM * D * 2;
+  constexpr int n = budget / (2 * kBN * D * 2);
+  return n > 8 ? 8 : n;
+}
+// Registers: the producer warpgroup keeps few, the consumers take the rest (64 K regs / 384 threads).
+constexpr int kProducerRegs = kBN == 128 ? 24 : 40;
+constexpr int kConsumerRegs = kBN == 128 ? 240 : 232;
+constexpr int kThreads = 384;  // warpgroup 0 produces, 1 and 2 consume
 constexpr int kConsumers = 256;
 // Named barriers (0 is __syncthreads): the consumers' Q tile, then each consumer's turn.
 constexpr int kBarQ = 1, kBarTurn0 = 2;
 
+// S (+)= Q K^T over one k-step for a 64- or 128-key tile.
+__device__ __forceinline__ void wgmma_ss(float (&d)[8][4], uint64_t da, uint64_t db, int acc) {
+  wgmma_m64n64k16_ss(d, da, db, acc);
+}
+__device__ __forceinline__ void wgmma_ss(float (&d)[16][4], uint64_t da, uint64_t db, int acc) {
+  wgmma_m64n128k16_ss(d, da, db, acc);
+}
+
 template <int D>
 constexpr size_t tma_smem_bytes() {
-  return size_t(kBM + 2 * kStages * kBN) * D * sizeof(bf16) + 2 * kStages * sizeof(uint64_t) + 1024;
+  return size_t(kBM + 2 * stages<D>() * kBN) * D * sizeof(bf16) + 4 * stages<D>() * sizeof(uint64_t) + 1024;
 }
+static_assert(tma_smem_bytes<128>() <= 227 * 1024 && tma_smem_bytes<64>() <= 227 * 1024, "fits an SM");
 
 template <int D>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -57,12 +83,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int KS = D / 16;  // k-steps of Q K^T
   constexpr int NT = kBN / 8;
   constexpr int DT = D / 8;
+  constexpr int kStages = stages<D>();
   extern __shared__ unsigned char smem_raw[];
   bf16* qs = reinterpret_cast<bf16*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  bf16* ks = qs + kBM * D;             // [kStages][kBN][D], as D/64 swizzled [kBN][64] halves
-  bf16* vs = ks + kStages * kBN * D;   // [kStages][kBN][D]
-  uint64_t* full = reinterpret_cast<uint64_t*>(vs + kStages * kBN * D);
-  uint64_t* empty = full + kStages;
+  bf16* ks = qs + kBM * D;            // [kStages][kBN][D], as D/64 swizzled [kBN][64] halves
+  bf16* vs = ks + kStages * kBN * D;  // [kStages][kBN][D]
+  // K and V have their own full/empty barriers: S_t = Q K_t^T starts once K_t has landed, and K_t's
+  // stage is refilled once S_t is done, while V_t is still to be used by the next tile's P V.
+  uint64_t* kfull_bar = reinterpret_cast<uint64_t*>(vs + kStages * kBN * D);
+  uint64_t* vfull_bar = kfull_bar + kStages;
+  uint64_t* kempty_bar = vfull_bar + kStages;
+  uint64_t* vempty_bar = kempty_bar + kStages;
   pdl_begin();
 
   const int h = blockIdx.y;
@@ -82,38 +113,47 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], kConsumers);
+      mbar_init(&kfull_bar[s], 1);
+      mbar_init(&vfull_bar[s], 1);
+      mbar_init(&kempty_bar[s], kConsumers / 32);  // one arrival per consumer warp
+      mbar_init(&vempty_bar[s], kConsumers / 32);
     }
     mbar_fence_init();
   }
   __syncthreads();
 
-  if (tid < 128) {  // ---- producer
-    regs_dec<40>();
+  // The warpgroup index through a shuffle, so the compiler sees it is warp-uniform: without it the
+  // consumers' wgmma sit in a "divergent path" and ptxas serializes them (warning C7520).
+  const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);
+  if (wg == 0) {  // ---- producer
+    regs_dec<kProducerRegs>();
     if (tid != 0) return;
-    const int R = P.bs < kBN ? P.bs : kBN;  // rows per box: a block's slots are contiguous
-    for (int t = 0; t < ntiles; ++t) {
+    const int R = int(tma_box_rows(P.bs));  // rows per box: a block's slots are contiguous
+    // One tile's boxes of K (kv = 0) or V (kv = 1) into stage s, once the consumers released it.
+    auto load = [&](int t, int kv) {
       const int s = t % kStages;
-      if (t >= kStages) mbar_wait(&empty[s], ((t / kStages) - 1) & 1);
-      mbar_arrive_expect_tx(&full[s], 2 * kBN * D * sizeof(bf16));
+      uint64_t* full = kv ? &vfull_bar[s] : &kfull_bar[s];
+      if (t >= kStages) mbar_wait(kv ? &vempty_bar[s] : &kempty_bar[s], ((t / kStages) - 1) & 1);
+      mbar_arrive_expect_tx(full, kBN * D * sizeof(bf16));
       for (int r0 = 0; r0 < kBN; r0 += R) {
         const int j = t * kBN + r0;
         const int blk = j < kmax ? table[j / P.bs] : -1;  // past the sequence: rows below 0 read as zeros
         const int y = blk * P.bs + j % P.bs;
 #pragma unroll
-        for (int hf = 0; hf < D / 64; ++hf) {
-          const int off = (s * kBN * D) + hf * kBN * 64 + r0 * 64;
-          tma_load_2d(ks + off, &kmap, h * D + hf * 64, y, &full[s]);
-          tma_load_2d(vs + off, &vmap, h * D + hf * 64, y, &full[s]);
-        }
+        for (int hf = 0; hf < D / 64; ++hf)
+          tma_load_2d((kv ? vs : ks) + (s * kBN * D) + hf * kBN * 64 + r0 * 64, kv ? &vmap : &kmap, h * D + hf * 64, y,
+                      full);
       }
+    };
+    for (int t = 0; t < ntiles; ++t) {
+      load(t, 0);
+      load(t, 1);
     }
     return;
   }
 
   // ---- consumers: warpgroup cg = 0 or 1, warp w = 0..7 of the 8 consumer warps
-  regs_inc<232>();
+  regs_inc<kConsumerRegs>();
   const int ct = tid - 128, w = ct >> 5, cg = w >> 2;
   for (int idx = ct; idx < kBM * CH; idx += kConsumers) {
     const int r = idx / CH, c = idx % CH;
@@ -137,25 +177,30 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int i = 0; i < DT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const bf16* q_wg = qs + cg * 64 * 64;  // the warpgroup's 64 rows in each half
-  auto qk = [&](float (&acc)[NT][4], const bf16* kb) {
+  auto qk = [&](float(&acc)[NT][4], const bf16* kb) {
 #pragma unroll
     for (int kk = 0; kk < KS; ++kk) {
       const int half = kk >> 2, koff = (kk & 3) * 16;
       const uint64_t da = wgmma_desc_sw128(q_wg + half * kBM * 64 + koff, 16, 1024);
       const uint64_t db = wgmma_desc_sw128(kb + half * kBN * 64 + koff, 16, 1024);
-      wgmma_m64n64k16_ss(acc, da, db, kk > 0);
+      wgmma_ss(acc, da, db, kk > 0);
     }
   };
-  auto pv = [&](const float (&p)[NT][4], const bf16* vb) {
+  // P is rounded to bf16 A fragments before the wgmma fence that precedes the products: registers
+  // written between the fence and an RS wgmma make ptxas inject fences and serialize the wgmma
+  // (warnings C7519/C7520).
+  auto to_probs = [&](const float(&p)[NT][4], uint32_t(&pf)[kBN / 16][4]) {
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) probs_fragment(p, kk, pf[kk]);
+  };
+  auto pv = [&](uint32_t(&pf)[kBN / 16][4], const bf16* vb) {
 #pragma unroll
     for (int kk = 0; kk < kBN / 16; ++kk) {
-      uint32_t pf[4];
-      probs_fragment(p, kk, pf);
       const uint64_t dv = wgmma_desc_sw128(vb + kk * 16 * 64, kBN * 128, 1024);
       if constexpr (D == 128)
-        wgmma_m64n128k16_rs_t(o, pf, dv);
+        wgmma_m64n128k16_rs_t(o, pf[kk], dv);
       else
-        wgmma_m64n64k16_rs_t(o, pf, dv);
+        wgmma_m64n64k16_rs_t(o, pf[kk], dv);
     }
   };
   // Turns: consumer cg issues its products between named_sync(its barrier) and named_arrive(the
@@ -167,40 +212,53 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   if (cg == 1) named_arrive(other, kConsumers);
 
+  // A warp's release of a stage: every lane has waited for the products that read it.
+  auto release = [&](uint64_t* bar) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(bar);
+  };
   float s[NT][4];
-  mbar_wait(&full[0], 0);
+  mbar_wait(&kfull_bar[0], 0);
   named_sync(mine, kConsumers);
   wgmma_fence();
   qk(s, ks);
   wgmma_commit();
   turn_end(false);
   wgmma_wait<0>();
+  release(&kempty_bar[0]);
   softmax_tile(s, o, m, l, lim, 0, kfull, P.scale_log2, lane);
   for (int t = 1; t < ntiles; ++t) {
     const int st = t % kStages, prev = (t - 1) % kStages;
-    mbar_wait(&full[st], (t / kStages) & 1);
+    mbar_wait(&kfull_bar[st], (t / kStages) & 1);
+    mbar_wait(&vfull_bar[prev], ((t - 1) / kStages) & 1);
     float sn[NT][4];
+    uint32_t pf[kBN / 16][4];
+    to_probs(s, pf);
     named_sync(mine, kConsumers);
     wgmma_fence();
     qk(sn, ks + st * kBN * D);
     wgmma_commit();
-    pv(s, vs + prev * kBN * D);
+    pv(pf, vs + prev * kBN * D);
     wgmma_commit();
     turn_end(false);
     wgmma_wait<1>();  // S_t; P_{t-1} V_{t-1} may still run
+    release(&kempty_bar[st]);
     float corr[2];
     softmax_scores(sn, m, l, corr, lim, t * kBN, kfull, P.scale_log2, lane);
     wgmma_wait<0>();
-    mbar_arrive(&empty[prev]);
+    release(&vempty_bar[prev]);
     rescale_rows(o, corr);
 #pragma unroll
     for (int j = 0; j < NT; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[j][e] = sn[j][e];
   }
+  mbar_wait(&vfull_bar[(ntiles - 1) % kStages], ((ntiles - 1) / kStages) & 1);
+  uint32_t pf[kBN / 16][4];
+  to_probs(s, pf);
   named_sync(mine, kConsumers);
   wgmma_fence();
-  pv(s, vs + ((ntiles - 1) % kStages) * kBN * D);
+  pv(pf, vs + ((ntiles - 1) % kStages) * kBN * D);
   wgmma_commit();
   turn_end(true);
   wgmma_wait<0>();
@@ -231,7 +289,7 @@ TmaDesc make_cache_tma(const void* cache, int64_t slots, int64_t row_elems, int6
   TmaDesc d{};
   const cuuint64_t dims[2] = {cuuint64_t(row_elems), cuuint64_t(slots)};
   const cuuint64_t strides[1] = {cuuint64_t(row_elems) * sizeof(bf16)};
-  const cuuint32_t box[2] = {64, cuuint32_t(block_size < kBN ? block_size : kBN)};
+  const cuuint32_t box[2] = {64, cuuint32_t(tma_box_rows(block_size))};
   const cuuint32_t estr[2] = {1, 1};
   const CUresult r = reinterpret_cast<Encode>(fn)(
       reinterpret_cast<CUtensorMap*>(d.bytes), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(cache), dims,

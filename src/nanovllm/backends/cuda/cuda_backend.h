@@ -79,7 +79,8 @@ class CudaBackend final : public Backend {
                            bool silu_mul) override;
   void merge_vocab_shards(const Tensor& parts, Tensor& out) override;
   void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override;
-  std::vector<int32_t> sample(const Tensor& logits, const std::vector<SamplingRow>& rows) override;
+  std::vector<int32_t> sample(const Tensor& logits, const std::vector<SamplingRow>& rows,
+                              std::vector<TokenLogprobs>* logprobs = nullptr) override;
   std::vector<float> to_host_f32(const Tensor& t) override;
 
   // ---- CUDA graphs ----

@@ -54,8 +54,7 @@ AttentionKernel prefill_kernel(const AttentionProblem& p, bool wgmma, const Kern
       if (!tc || !wgmma || !tma_block_size_ok(p.block_size))
         throw UserError(
             "kernel option prefill_attention=wgmma_tma: the TMA kernel needs an sm_90 GPU, a build with sm_90a, "
-            "head_dim 64 or 128, at most 64 query heads per KV head and a block size that is a multiple of 64 or "
-            "8, 16 or 32 (" +
+            "head_dim 64 or 128, at most 64 query heads per KV head and a block size that is a multiple of 8 (" +
             shape + ", block size " + std::to_string(p.block_size) + ")");
       return AttentionKernel::PrefillWgmmaTma;
     case PrefillAttention::Wgmma:
@@ -73,7 +72,9 @@ AttentionKernel prefill_kernel(const AttentionProblem& p, bool wgmma, const Kern
             shape + ")");
       return AttentionKernel::PrefillMma;
     case PrefillAttention::Auto:
-      if (tc) return wgmma ? AttentionKernel::PrefillWgmma : AttentionKernel::PrefillMma;
+      if (tc && wgmma)
+        return tma_block_size_ok(p.block_size) ? AttentionKernel::PrefillWgmmaTma : AttentionKernel::PrefillWgmma;
+      if (tc) return AttentionKernel::PrefillMma;
       break;
     case PrefillAttention::Tiled: break;
   }

@@ -34,12 +34,11 @@
 //    (bench/prefill_bench.cpp, bench/RESULTS.md, issue 17): the CUDA-core kernel 15.9 TFLOP/s,
 //    mma.sync 228 (16 rows per warp) / 305 (32), wgmma 390-397, PyTorch 2.11's SDPA 625.
 //    - wgmma with a TMA producer warp (attention_prefill_tma.cu, FlashAttention-3's structure):
-//      only when forced (prefill_attention=wgmma_tma), where the wgmma kernel runs and block_size
-//      is a multiple of 64, or 8, 16 or 32 (tma_block_size_ok). Not auto's choice: measured
-//      against the wgmma kernel in the same run (2026-11-24), 370 vs 387 TFLOP/s at 32K (0.6B
-//      heads), 380 vs 395 (8B), 340 vs 297 and 350 vs 366 at 8K;
+//      where the wgmma kernel runs and block_size is a multiple of 8 (tma_block_size_ok). Measured against the wgmma
+//      kernel in the same run (2026-11-25, bench/RESULTS.md): 454 vs 396 TFLOP/s at 32K (0.6B heads), 460 vs 403 (8B),
+//      422 vs 310 and 432 vs 376 at 8K;
 //    - wgmma (attention_prefill_sm90.cu): sm_90 with sm_90a code in the build, head_dim 64/128,
-//      G <= 64;
+//      G <= 64, other block sizes;
 //    - mma.sync (attention_prefill.cu): head_dim 64/128, G <= 64 (sm_80+);
 //    - the CUDA-core kernel (attention_tiled.cu) for anything else: head_dim a multiple of 8 up to
 //      256, G <= 16.
@@ -144,8 +143,15 @@ constexpr bool prefill_tc_supports(int64_t head_dim, int64_t group) {
   return (head_dim == 64 || head_dim == 128) && group >= 1 && group <= kPrefillTcMaxGroup;
 }
 
-// attention_prefill_tma.cu: a 64-key tile is whole blocks, or lies in one (a TMA box per block, >= 8 rows).
-constexpr bool tma_block_size_ok(int64_t bs) { return bs >= 8 && (bs % 64 == 0 || 64 % bs == 0); }
+// attention_prefill_tma.cu reads a tile of kTmaTileKeys keys as TMA boxes of tma_box_rows(bs) slots:
+// the largest power of two dividing both the block size and the tile, so a box never crosses a
+// block; boxes of fewer than 8 rows (32 to a tile half) are not worth it.
+constexpr int64_t kTmaTileKeys = 128;
+constexpr int64_t tma_box_rows(int64_t bs) {
+  const int64_t low = bs & -bs;
+  return low < kTmaTileKeys ? low : kTmaTileKeys;
+}
+constexpr bool tma_block_size_ok(int64_t bs) { return bs >= 8 && bs % 8 == 0; }
 
 enum class AttentionKernel { None, Decode, PrefillWgmmaTma, PrefillWgmma, PrefillMma, PrefillTiled };
 

@@ -8,12 +8,19 @@
 // The top-k / top-p thresholds are found by bisection on the float bits of p (31 counting or
 // summing passes over the row each), which needs no sort and no scratch memory. Ties at a
 // threshold keep every tied entry (the CPU keeps the lower indices): only exact ties differ.
-// The tokens come back with one device->host copy: the step's only synchronisation.
+// Rows with penalties, logit_bias or min_tokens first go through process_logits (an F32 copy of the
+// batch's logits, adjusted per row), and rows that ask for logprobs through the logprobs kernel after
+// sampling (logits_kernels.cu); a batch without either runs exactly the plain path.
+// The tokens (and logprobs) come back with one device->host sync: the step's only synchronisation.
+#include <algorithm>
 #include <cfloat>
+#include <cstring>
 #include <type_traits>
 
 #include "nanovllm/backends/cuda/cuda_backend.h"
 #include "nanovllm/backends/cuda/cuda_common.cuh"
+#include "nanovllm/backends/cuda/logits_kernels.h"
+#include "nanovllm/backends/cuda/sampler_reduce.cuh"
 #include "nanovllm/ops/sampling_noise.h"
 
 namespace nanovllm {
@@ -28,58 +35,6 @@ struct DevRow {
   uint64_t seed;
   int64_t position;
 };
-
-template <class T>
-__device__ __forceinline__ float ld(const T* p, int64_t i);
-template <>
-__device__ __forceinline__ float ld<float>(const float* p, int64_t i) {
-  return p[i];
-}
-template <>
-__device__ __forceinline__ float ld<bf16>(const bf16* p, int64_t i) {
-  return __bfloat162float(p[i]);
-}
-
-// (value, index) argmax across a warp, the lowest index winning ties; every lane gets the result.
-__device__ __forceinline__ void warp_argmax(float& v, int& idx) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float v2 = __shfl_xor_sync(0xffffffffu, v, o);
-    const int i2 = __shfl_xor_sync(0xffffffffu, idx, o);
-    if (v2 > v || (v2 == v && i2 < idx)) {
-      v = v2;
-      idx = i2;
-    }
-  }
-}
-
-// The same across the block (through shared sv/si, one slot per warp); every thread gets the result.
-__device__ void block_argmax(float& v, int& idx, float* sv, int* si) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  warp_argmax(v, idx);
-  __syncthreads();
-  if (lane == 0) {
-    sv[warp] = v;
-    si[warp] = idx;
-  }
-  __syncthreads();
-  v = sv[lane];
-  idx = si[lane];
-  warp_argmax(v, idx);
-}
-
-__device__ double block_sum_d(double v, double* red) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  __syncthreads();
-  if (lane == 0) red[warp] = v;
-  __syncthreads();
-  v = red[lane];
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 template <class T>
 __global__ void __launch_bounds__(kSampleThreads)
@@ -187,7 +142,8 @@ __global__ void __launch_bounds__(kSampleThreads)
   if (threadIdx.x == 0) out[b] = best < 0.f ? bi : besti;
 }
 
-std::vector<int32_t> CudaBackend::sample(const Tensor& logits, const std::vector<SamplingRow>& rows) {
+std::vector<int32_t> CudaBackend::sample(const Tensor& logits, const std::vector<SamplingRow>& rows,
+                                         std::vector<TokenLogprobs>* logprobs) {
   if (logits.dim() != 2 || logits.size(0) != int64_t(rows.size()) ||
       (logits.dtype() != DType::F32 && logits.dtype() != DType::BF16) || logits.device() != Device::CUDA)
     throw Error("sample: logits must be F32 or BF16 [B, V] on the GPU with one sampling row each, got " +
@@ -198,19 +154,65 @@ std::vector<int32_t> CudaBackend::sample(const Tensor& logits, const std::vector
   if (V >= int64_t(0x7fffffff)) throw Error("sample: vocabulary too large");
   auto s = static_cast<cudaStream_t>(stream_);
   std::vector<DevRow> host(static_cast<size_t>(B));
+  // Logits processing and logprobs: packed only when some row asks (the plain path is unchanged).
+  std::vector<DevPenalties> pens;
+  std::vector<LogitAdjust> entries;
+  std::vector<DevLogprobRow> lp_rows;
+  int64_t max_n = 0;
   for (int64_t b = 0; b < B; ++b) {
     const auto& r = rows[size_t(b)];
     host[size_t(b)] = {r.temperature, r.top_p, r.min_p, r.top_k, r.seed, r.position};
+    if (r.processing && !r.processing->entries.empty()) {
+      if (pens.empty()) pens.assign(size_t(B), DevPenalties{1.f, 0.f, 0.f, 0, 0});
+      const auto& p = *r.processing;
+      for (auto& e : p.entries)
+        if (e.token < 0 || e.token >= V) throw Error("sample: logits processing names a token outside the vocabulary");
+      pens[size_t(b)] = {p.repetition_penalty, p.frequency_penalty, p.presence_penalty, int32_t(entries.size()),
+                         int32_t(entries.size() + p.entries.size())};
+      entries.insert(entries.end(), p.entries.begin(), p.entries.end());
+    }
+    if (r.num_logprobs >= 0) {
+      const float scale = r.processed_logprobs && r.temperature > 0 ? 1.0f / r.temperature : 1.0f;
+      lp_rows.push_back({int32_t(b), std::min<int32_t>(r.num_logprobs, int32_t(V)), r.processed_logprobs ? 1 : 0,
+                         scale});
+      max_n = std::max<int64_t>(max_n, lp_rows.back().n);
+    }
   }
-  Tensor drows = empty({int64_t(B * sizeof(DevRow) / 4)}, DType::I32);
+  if (!lp_rows.empty() && !logprobs) throw Error("sample: a row asks for logprobs but no output was given");
+  auto upload = [&](const void* data, size_t bytes) {
+    Tensor t = empty({int64_t((bytes + 3) / 4)}, DType::I32);
+    h2d(t.raw(), data, bytes);
+    return t;
+  };
+  Tensor processed;  // [B, V] F32 when some row has entries
+  if (!pens.empty()) {
+    processed = empty({B, V}, DType::F32);
+    Tensor dpens = upload(pens.data(), pens.size() * sizeof(DevPenalties));
+    Tensor dentries = upload(entries.data(), entries.size() * sizeof(LogitAdjust));
+    launch_process_logits(logits.raw(), logits.dtype(), B, V, static_cast<const DevPenalties*>(dpens.raw()),
+                          dentries.raw(), processed.data<float>(), on_stream());
+  }
+  Tensor drows = upload(host.data(), host.size() * sizeof(DevRow));
   Tensor dout = empty({B}, DType::I32);
-  h2d(drows.raw(), host.data(), host.size() * sizeof(DevRow));
-  if (logits.dtype() == DType::F32)
-    launch(sample_kernel<float>, unsigned(B), kSampleThreads, 0, on_stream(), logits.data<float>(), V,
+  const Tensor& src = pens.empty() ? logits : processed;
+  if (src.dtype() == DType::F32)
+    launch(sample_kernel<float>, unsigned(B), kSampleThreads, 0, on_stream(), src.data<float>(), V,
            static_cast<const DevRow*>(drows.raw()), dout.data<int32_t>());
   else
-    launch(sample_kernel<bf16>, unsigned(B), kSampleThreads, 0, on_stream(), logits.data<bf16>(), V,
+    launch(sample_kernel<bf16>, unsigned(B), kSampleThreads, 0, on_stream(), src.data<bf16>(), V,
            static_cast<const DevRow*>(drows.raw()), dout.data<int32_t>());
+  Tensor dlp;  // [R, 1 + 2 max_n] floats
+  const int64_t stride = 1 + 2 * max_n;
+  if (!lp_rows.empty()) {
+    // Processed logprobs of a row without entries read its raw logits (nothing was applied).
+    for (auto& r : lp_rows)
+      if (pens.empty() || pens[size_t(r.row)].begin == pens[size_t(r.row)].end) r.processed = 0;
+    Tensor dlprows = upload(lp_rows.data(), lp_rows.size() * sizeof(DevLogprobRow));
+    dlp = empty({int64_t(lp_rows.size()) * stride}, DType::F32);
+    launch_logprobs(logits.raw(), logits.dtype(), pens.empty() ? nullptr : processed.data<float>(), V,
+                    static_cast<const DevLogprobRow*>(dlprows.raw()), int64_t(lp_rows.size()), dout.data<int32_t>(),
+                    dlp.data<float>(), max_n, on_stream());
+  }
   if (pinned_tokens_n_ < size_t(B)) {
     if (pinned_tokens_) NV_CUDA_CHECK(cudaFreeHost(pinned_tokens_));
     pinned_tokens_ = nullptr;
@@ -218,8 +220,24 @@ std::vector<int32_t> CudaBackend::sample(const Tensor& logits, const std::vector
     NV_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned_tokens_), pinned_tokens_n_ * 4));
   }
   NV_CUDA_CHECK(cudaMemcpyAsync(pinned_tokens_, dout.raw(), size_t(B) * 4, cudaMemcpyDeviceToHost, s));
+  std::vector<float> lp_host(lp_rows.size() * size_t(stride));
+  if (!lp_rows.empty())
+    NV_CUDA_CHECK(cudaMemcpyAsync(lp_host.data(), dlp.raw(), lp_host.size() * 4, cudaMemcpyDeviceToHost, s));
   NV_CUDA_CHECK(cudaStreamSynchronize(s));
   in_step_ = false;  // the step ends with its tokens
+  if (logprobs) {
+    logprobs->assign(size_t(B), TokenLogprobs{});
+    for (size_t k = 0; k < lp_rows.size(); ++k) {
+      const float* o = lp_host.data() + k * size_t(stride);
+      TokenLogprobs& t = (*logprobs)[size_t(lp_rows[k].row)];
+      t.logprob = o[0];
+      for (int j = 0; j < lp_rows[k].n; ++j) {
+        int32_t id;
+        std::memcpy(&id, &o[1 + 2 * j], 4);
+        t.top.emplace_back(id, o[2 + 2 * j]);
+      }
+    }
+  }
   return std::vector<int32_t>(pinned_tokens_, pinned_tokens_ + B);
 }
 

@@ -1,0 +1,138 @@
+#include "vllm_flags.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine_flags.h"
+#include "nanovllm/engine/tensor_parallel.h"
+#include "nanovllm/tokenizer/chat_template.h"
+#include "nanovllm/utils/error.h"
+
+namespace nanovllm::cli {
+
+namespace {
+
+// A JSON list of strings (vLLM's CORS flags: --allowed-origins '["https://a.example"]').
+std::vector<std::string> json_list(const std::string& flag, const std::string& text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception&) {
+    throw UserError(flag + " " + text + ": must be a JSON list of strings, e.g. '[\"*\"]'");
+  }
+  if (!j.is_array()) throw UserError(flag + " " + text + ": must be a JSON list of strings, e.g. '[\"*\"]'");
+  std::vector<std::string> out;
+  for (auto& v : j) {
+    if (!v.is_string()) throw UserError(flag + " " + text + ": must be a JSON list of strings");
+    out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> expand_vllm_aliases(std::vector<std::string> args) {
+  for (auto& a : args) {
+    if (a == "-tp") a = "--tensor-parallel-size";
+    if (a.rfind("-tp=", 0) == 0) a = "--tensor-parallel-size=" + a.substr(4);
+  }
+  return args;
+}
+
+void add_vllm_engine_flags(CLI::App& app, EngineFlags& f) {
+  app.add_option(
+      "--dtype", f.dtype,
+      "auto (the device's: bfloat16 on CUDA, float32 on the CPU), or that dtype by name; others are refused");
+  app.add_option("--kv-cache-dtype", f.kv_cache_dtype, "auto (the model dtype; FP8 is not implemented yet)");
+  app.add_option("--seed", f.cfg.seed, "engine seed: requests without their own seed draw theirs from it (default 0)");
+  app.add_flag("--trust-remote-code", f.trust_remote_code, "accepted for vLLM's command lines; nothing remote is run");
+}
+
+void check_vllm_engine_flags(const EngineFlags& f, const EngineConfig& cfg) {
+  const std::string device = resolved_device(cfg);
+  const std::string computes = device == "cuda" ? "bfloat16" : "float32";
+  const std::string& d = f.dtype;
+  const bool bf16 = d == "bfloat16", f32 = d == "float32" || d == "float", f16 = d == "float16" || d == "half";
+  if (!(d == "auto" || bf16 || f32 || f16))
+    throw UserError("--dtype " + d + ": not a dtype (auto, bfloat16, float16, float32)");
+  if (d != "auto" && !(computes == "bfloat16" ? bf16 : f32))
+    throw UserError("--dtype " + d + ": the " + device + " backend computes in " + computes +
+                    " only; use --dtype auto or " + computes);
+  if (f.kv_cache_dtype != "auto")
+    throw UserError("--kv-cache-dtype " + f.kv_cache_dtype +
+                    ": only auto is supported (the KV cache is stored in the model dtype; FP8 is not implemented)");
+  if (f.trust_remote_code && cfg.tp_rank == 0 && !f.spawned())
+    std::fprintf(stderr, "note: --trust-remote-code accepted; nothing remote is run (the Qwen3 code is built in)\n");
+}
+
+void add_vllm_serve_flags(CLI::App& cmd, VllmServeFlags& f, server::ServerOptions& o) {
+  cmd.add_option("--chat-template", f.chat_template, "a chat template file, or the template itself (Jinja)");
+  cmd.add_option("--generation-config", f.generation_config,
+                 "auto (the model's generation_config.json sets default sampling params), vllm (ignore it) or a "
+                 "directory holding one");
+  cmd.add_option("--override-generation-config", f.override_generation_config,
+                 "JSON merged over the generation config, e.g. '{\"temperature\": 0.5}'");
+  cmd.add_flag("--enable-log-requests", f.enable_log_requests, "log each request received and finished");
+  cmd.add_flag("--disable-log-requests", f.disable_log_requests, "no request logs (the default)");
+  cmd.add_flag("--disable-log-stats", f.disable_log_stats, "no periodic stats line");
+  cmd.add_option("--allowed-origins", f.allowed_origins,
+                 "CORS: JSON list of origins, e.g. '[\"*\"]' (unset: no CORS headers, no preflight)");
+  cmd.add_option("--allowed-methods", f.allowed_methods, "CORS: JSON list of methods (default [\"*\"])");
+  cmd.add_option("--allowed-headers", f.allowed_headers, "CORS: JSON list of request headers (default [\"*\"])");
+  cmd.add_option("--root-path", o.root_path, "path prefix a proxy adds (routes are served with and without it)");
+  cmd.add_option("--response-role", o.response_role, "the role of chat completion messages (default assistant)");
+  cmd.add_option("--uvicorn-log-level", f.uvicorn_log_level, "vLLM's HTTP log level, mapped to --log-level");
+  cmd.add_option("--log-level", f.log_level, "debug, info (default), warning, error or critical");
+  cmd.add_option("--log-stats-interval", o.log_stats_interval_s)->group("");  // hidden: tests (vLLM: 10 s)
+}
+
+void apply_vllm_serve_flags(const VllmServeFlags& f, const std::string& model_dir, server::ServerOptions& o) {
+  if (f.enable_log_requests && f.disable_log_requests)
+    throw UserError("--enable-log-requests and --disable-log-requests contradict each other");
+  o.log_requests = f.enable_log_requests;
+  o.log_stats = !f.disable_log_stats;
+  if (!f.allowed_origins.empty()) o.allowed_origins = json_list("--allowed-origins", f.allowed_origins);
+  if (!f.allowed_methods.empty()) o.allowed_methods = json_list("--allowed-methods", f.allowed_methods);
+  if (!f.allowed_headers.empty()) o.allowed_headers = json_list("--allowed-headers", f.allowed_headers);
+  if (!o.root_path.empty() && (o.root_path[0] != '/' || o.root_path.find_first_of("?# ") != std::string::npos))
+    throw UserError("--root-path " + o.root_path + ": must be a path starting with /");
+  while (o.root_path.size() > 1 && o.root_path.back() == '/') o.root_path.pop_back();
+  if (o.root_path == "/") o.root_path.clear();
+  if (o.response_role.empty()) throw UserError("--response-role must not be empty");
+  if (!(o.log_stats_interval_s > 0)) throw UserError("--log-stats-interval must be positive");
+  LogLevel level = LogLevel::Info;
+  if (!f.uvicorn_log_level.empty()) level = parse_log_level(f.uvicorn_log_level, "--uvicorn-log-level");
+  if (!f.log_level.empty()) level = parse_log_level(f.log_level, "--log-level");
+  o.logger = Logger(level);
+  if (o.api_key.empty())
+    if (const char* k = std::getenv("VLLM_API_KEY"); k && *k) o.api_key = k;
+  o.defaults = load_generation_defaults(f.generation_config, model_dir, f.override_generation_config);
+}
+
+std::string read_chat_template_flag(const std::string& value) {
+  if (value.empty()) return "";
+  std::error_code ec;
+  std::string text = value;
+  if (std::filesystem::is_regular_file(value, ec)) {
+    std::ifstream in(value);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (!in) throw UserError("--chat-template " + value + ": cannot read the file");
+    text = ss.str();
+  } else if (value.find("{{") == std::string::npos && value.find("{%") == std::string::npos) {
+    throw UserError("--chat-template " + value + ": no such file, and not a Jinja template either");
+  }
+  try {
+    ChatTemplate check(text);  // syntax errors now, before the model loads
+  } catch (const TokenizerError& e) {
+    throw UserError("--chat-template: " + std::string(e.what()));
+  }
+  return text;
+}
+
+}  // namespace nanovllm::cli

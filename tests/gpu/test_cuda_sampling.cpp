@@ -1,0 +1,112 @@
+// The CUDA sampler's optional passes against the CPU backend: logits processing (penalties,
+// logit_bias, min_tokens) and logprobs (log-softmax + top-N, raw and processed), on batches that
+// mix rows with and without them, at a real vocabulary (151,936) and an odd one, F32 and BF16.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "gpu_test_util.h"
+#include "nanovllm/backends/cpu/cpu_backend.h"
+#include "nanovllm/backends/cuda/cuda_backend.h"
+
+using namespace nanovllm;
+using namespace nanovllm::test;
+
+namespace {
+
+// Row b's processing: a mix of penalties, biases and bans over a prompt and an output.
+LogitsProcessing make_processing(int64_t b, int64_t V, std::mt19937& rng) {
+  SamplingParams p;
+  p.repetition_penalty = b % 3 == 0 ? 1.0f : 1.4f;
+  p.frequency_penalty = b % 2 ? 0.7f : -0.5f;
+  p.presence_penalty = b % 4 == 1 ? 1.5f : 0.0f;
+  p.logit_bias = {{int32_t(rng() % V), 3.0f}, {int32_t(rng() % V), -100.0f}};
+  p.min_tokens = b % 5 == 0 ? 1000 : 0;
+  p.stop_token_ids = {int32_t(rng() % V)};
+  std::vector<int32_t> prompt(size_t(50 + b * 7)), output(size_t(3 + b * 5));
+  for (auto& t : prompt) t = int32_t(rng() % 300);  // repeats, overlapping the output
+  for (auto& t : output) t = int32_t(rng() % 300);
+  LogitsProcessingBuilder builder(V);
+  const std::vector<int32_t> eos{1, 2};
+  std::vector<int32_t> tokens = prompt;
+  tokens.insert(tokens.end(), output.begin(), output.end());
+  return builder.build(p, tokens, int64_t(prompt.size()), eos);
+}
+
+}  // namespace
+
+TEST(CudaSampling, ProcessingAndLogprobsMatchTheCpu) {
+  REQUIRE_GPU();
+  CpuBackend cpu{16};
+  CudaBackend gpu(0, KernelOptions{});
+  for (int64_t V : {int64_t(151936), int64_t(1003)}) {
+    const int64_t B = 17;
+    std::mt19937 rng{uint32_t(V)};
+    std::normal_distribution<float> nd(0.f, 2.f);
+    std::vector<float> logits(size_t(B * V));
+    for (auto& x : logits) x = nd(rng);
+    std::vector<LogitsProcessing> procs;
+    procs.reserve(size_t(B));
+    std::vector<SamplingRow> rows;
+    for (int64_t b = 0; b < B; ++b) {
+      procs.push_back(make_processing(b, V, rng));
+      SamplingRow r;
+      r.temperature = b % 3 == 2 ? 0.0f : 0.8f;
+      r.top_k = b % 4 == 3 ? 40 : 0;
+      r.seed = 77 + uint64_t(b);
+      r.position = 10 + b;
+      if (b % 2 == 0) r.processing = &procs.back();   // odd rows take the plain path
+      r.num_logprobs = b % 3 == 1 ? -1 : int(b % 7);  // some rows ask, N from 0 to 6
+      r.processed_logprobs = b % 4 == 0;
+      rows.push_back(r);
+    }
+    for (DType dt : {DType::F32, DType::BF16}) {
+      std::vector<float> l = logits;
+      if (dt == DType::BF16)
+        for (auto& x : l) x = bf16_round(x);
+      Tensor cl = cpu.empty({B, V}, DType::F32), gl = gpu.empty({B, V}, dt);
+      cpu.upload(l.data(), DType::F32, cl);
+      gpu.upload(l.data(), DType::F32, gl);
+      std::vector<TokenLogprobs> clp, glp;
+      const auto want = cpu.sample(cl, rows, &clp);
+      const auto got = gpu.sample(gl, rows, &glp);
+      int mism = 0;
+      for (int64_t b = 0; b < B; ++b) {
+        EXPECT_EQ(got[size_t(b)], want[size_t(b)]) << "V " << V << " " << dtype_name(dt) << " row " << b;
+        mism += got[size_t(b)] != want[size_t(b)];
+        const auto& r = rows[size_t(b)];
+        if (r.num_logprobs < 0 || got[size_t(b)] != want[size_t(b)]) continue;
+        EXPECT_NEAR(glp[size_t(b)].logprob, clp[size_t(b)].logprob, 1e-4) << "row " << b;
+        ASSERT_EQ(glp[size_t(b)].top.size(), clp[size_t(b)].top.size()) << "row " << b;
+        for (size_t k = 0; k < clp[size_t(b)].top.size(); ++k) {
+          EXPECT_EQ(glp[size_t(b)].top[k].first, clp[size_t(b)].top[k].first) << "row " << b << " rank " << k;
+          EXPECT_NEAR(glp[size_t(b)].top[k].second, clp[size_t(b)].top[k].second, 1e-4) << "row " << b;
+        }
+      }
+      std::printf("[gpu] sampling with processing/logprobs V=%lld %s: %d/%lld rows differ from the CPU\n", (long long)V,
+                  dtype_name(dt), mism, (long long)B);
+    }
+  }
+}
+
+// A batch without processing or logprobs gives the same tokens through either entry point.
+TEST(CudaSampling, PlainRowsAreUnchanged) {
+  REQUIRE_GPU();
+  CudaBackend gpu(0, KernelOptions{});
+  const int64_t B = 9, V = 5000;
+  std::vector<float> l(size_t(B * V));
+  std::mt19937 rng(3);
+  for (auto& x : l) x = float(rng() % 1000) / 100.f;
+  Tensor gl = gpu.empty({B, V}, DType::F32);
+  gpu.upload(l.data(), DType::F32, gl);
+  std::vector<SamplingRow> rows(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) rows[size_t(b)] = {0.7f, 0, 1.0f, 0.0f, uint64_t(b), 5};
+  std::vector<TokenLogprobs> lp;
+  const auto a = gpu.sample(gl, rows);
+  const auto c = gpu.sample(gl, rows, &lp);
+  EXPECT_EQ(a, c);
+  ASSERT_EQ(lp.size(), size_t(B));
+  for (auto& t : lp) EXPECT_TRUE(t.top.empty());
+}
