@@ -212,9 +212,9 @@ void EngineLoop::route(const StepResult& r) {
     output::OutputDelta d;
     try {
       d = l.out->push(e.token, e.finish);
-    } catch (const std::exception& e) {  // this request's text failed; the others go on
+    } catch (const std::exception& ex) {  // this request's text failed; the others go on
       llm_.engine().abort(it->first);
-      l.channel->fail(ApiError(500, std::string("detokenization failed: ") + e.what()));
+      l.channel->fail(ApiError(500, std::string("detokenization failed: ") + ex.what()));
       live_.erase(it);
       continue;
     }
