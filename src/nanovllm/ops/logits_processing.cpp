@@ -72,6 +72,9 @@ TokenLogprobs row_logprobs(const float* logits, int64_t V, float scale, int32_t 
   auto lp = [&](int64_t i) { return float(double(logits[i] * scale) - lse); };
   TokenLogprobs out;
   out.logprob = lp(token);
+  const float xt = logits[token] * scale;
+  out.rank = 1;
+  for (int64_t i = 0; i < V; ++i) out.rank += logits[i] * scale > xt;
   const int64_t k = std::min<int64_t>(n, V);
   if (k > 0) {
     std::vector<int32_t> order(static_cast<size_t>(V));

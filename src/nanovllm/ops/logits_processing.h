@@ -57,6 +57,7 @@ void apply_logits_processing(float* logits, int64_t V, const LogitsProcessing& p
 // first (lower id first on ties).
 struct TokenLogprobs {
   float logprob = 0;
+  int32_t rank = 0;  // 1 + how many entries are larger (vLLM's rank)
   std::vector<std::pair<int32_t, float>> top;
 };
 

@@ -12,6 +12,7 @@ SamplingParams child_params(const SamplingParams& sp, int j) {
   SamplingParams c = sp;
   c.n = 1;
   if (sp.seed) c.seed = *sp.seed + uint64_t(j);
+  if (j > 0) c.prompt_logprobs.reset();  // the same prompt: the response repeats choice 0's
   return c;
 }
 
@@ -163,8 +164,10 @@ void EngineLoop::route(const StepResult& r) {
     auto it = live_.find(rid);
     if (it == live_.end()) continue;
     Live& l = it->second;
-    std::vector<TokenLogprobs> lps;
+    std::vector<TokenLogprobs> lps, prompt_lps;
     if (k < r.new_logprobs.size() && l.wants_logprobs) lps.push_back(r.new_logprobs[k]);
+    for (auto& [prid, plps] : r.prompt_logprobs)
+      if (prid == rid) prompt_lps = plps;
     if (!l.siblings.empty()) {
       add_siblings(l);
       it = live_.find(rid);  // live_ is a map: `l` stays valid, this keeps the iterator honest
@@ -189,11 +192,11 @@ void EngineLoop::route(const StepResult& r) {
     }
     if (l.text && l.text->stopped()) {  // a stop string: end it here, the engine forgets it
       llm_.engine().abort(rid);
-      l.channel->push({l.index, std::move(delta), 1, {tok}, std::move(lps), FinishReason::None});
+      l.channel->push({l.index, std::move(delta), 1, {tok}, std::move(lps), std::move(prompt_lps), FinishReason::None});
       finish(it, FinishReason::Stop, "");
       continue;
     }
-    l.channel->push({l.index, std::move(delta), 1, {tok}, std::move(lps), FinishReason::None});
+    l.channel->push({l.index, std::move(delta), 1, {tok}, std::move(lps), std::move(prompt_lps), FinishReason::None});
   }
   for (auto& f : r.finished) {
     auto it = live_.find(f.request_id);
@@ -205,7 +208,7 @@ void EngineLoop::route(const StepResult& r) {
 void EngineLoop::finish(std::map<int64_t, Live>::iterator it, FinishReason why, std::string tail) {
   Live& l = it->second;
   metrics_.on_request_finished(why, std::chrono::duration<double>(Clock::now() - l.arrival).count());
-  l.channel->push({l.index, std::move(tail), 0, {}, {}, why});
+  l.channel->push({l.index, std::move(tail), 0, {}, {}, {}, why});
   live_.erase(it);
 }
 

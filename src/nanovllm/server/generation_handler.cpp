@@ -3,7 +3,6 @@
 #include <chrono>
 #include <ctime>
 #include <memory>
-#include <optional>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/post.hpp>
@@ -79,8 +78,7 @@ struct StreamWriter {
   int num_choices;
   bool include_usage;
   int64_t prompt_tokens;
-  std::optional<int> logprobs;       // the request's N, when it asked
-  std::vector<int64_t> text_offset;  // per choice: characters streamed so far (completions' text_offset)
+  LogprobsAssembler& extras;  // logprobs and echo (openai_logprobs.h)
   int64_t completion_tokens = 0;
 
   bool chat() const { return meta.endpoint == Endpoint::ChatCompletions; }
@@ -97,14 +95,9 @@ struct StreamWriter {
     completion_tokens += e.num_tokens;
     const bool last = e.finish != FinishReason::None;
     const bool ids = meta.with_token_ids && !e.token_ids.empty();
-    ojson lps;  // null unless asked
-    if (logprobs && !e.logprobs.empty()) {
-      text_offset.resize(size_t(num_choices), 0);
-      lps = logprobs_json(st.model, meta.endpoint, *logprobs, e.token_ids, e.logprobs, text_offset[size_t(e.index)]);
-      text_offset[size_t(e.index)] += text_chars(e.text);
-    }
-    if (!e.text.empty() || ids || !lps.is_null() || (last && !chat()))
-      sse::append_event(out, stream_chunk(meta, e.index, {{"content", e.text}},
+    const auto [text, lps] = extras.stream(e);  // lps: null unless asked
+    if (!text.empty() || ids || !lps.is_null() || (last && !chat()))
+      sse::append_event(out, stream_chunk(meta, e.index, {{"content", text}},
                                           chat() || !last ? "" : finish_reason_str(e.finish), e.token_ids, lps));
     if (last && chat())
       sse::append_event(out, stream_chunk(meta, e.index, ojson::object(), finish_reason_str(e.finish)));
@@ -129,6 +122,7 @@ net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Co
                           st.model.name, st.model.token_ids_only};
   const int n = int(req.prompts.size()) * req.params.n;  // choices: n per prompt
   const int64_t prompt_tokens = total_prompt_tokens(req);
+  LogprobsAssembler extras(st.model, req);
   Wakeup wake(co_await net::this_coro::executor);
   auto ch = st.loop.submit(std::move(req.prompts), req.params, wake.notifier());
   CancelOnExit cancel_on_exit{st.loop, *ch};
@@ -140,7 +134,7 @@ net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Co
 
   std::vector<ChoiceEvent> events;
   if (req.stream) {
-    StreamWriter w{st, meta, n, req.include_usage, prompt_tokens, req.params.logprobs, {}};
+    StreamWriter w{st, meta, n, req.include_usage, prompt_tokens, extras};
     const Connection::Headers no_cache{{"Cache-Control", "no-cache"}};
     if (!co_await c.start_stream(kSseType, no_cache)) co_return;
     std::string out = w.opening();
@@ -159,7 +153,6 @@ net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Co
   }
 
   std::vector<ChoiceResult> choices(size_t(n), ChoiceResult{});
-  std::vector<std::vector<TokenLogprobs>> logprobs(static_cast<size_t>(n));
   int64_t completion_tokens = 0;
   for (;;) {
     events.clear();
@@ -169,18 +162,14 @@ net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Co
       choices[size_t(e.index)].token_ids.insert(choices[size_t(e.index)].token_ids.end(), e.token_ids.begin(),
                                                 e.token_ids.end());
       completion_tokens += e.num_tokens;
-      auto& lps = logprobs[size_t(e.index)];
-      lps.insert(lps.end(), e.logprobs.begin(), e.logprobs.end());
+      extras.collect(e);
       if (e.finish != FinishReason::None) choices[size_t(e.index)].finish_reason = finish_reason_str(e.finish);
     }
     if (ended) break;
     if (!co_await wake.wait(c, 1s)) co_return;
   }
   if (auto err = ch->error()) throw *err;
-  if (req.params.logprobs)
-    for (size_t i = 0; i < choices.size(); ++i)
-      choices[i].logprobs =
-          logprobs_json(st.model, req.endpoint, *req.params.logprobs, choices[i].token_ids, logprobs[i], 0);
+  extras.complete(choices);
   co_await c.send_json(http::status::ok,
                        json_text(full_response(meta, choices, usage_json(prompt_tokens, completion_tokens))));
 }

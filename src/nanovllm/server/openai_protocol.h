@@ -38,6 +38,7 @@ struct GenerationRequest {
   SamplingParams params;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  bool echo = false;           // completions: the prompt before each choice's text (openai_logprobs.h)
 };
 
 // Body -> JSON object. Invalid UTF-8 and malformed JSON are 400s naming the byte offset.
@@ -64,7 +65,8 @@ struct ChoiceResult {
   std::string text;
   std::vector<int32_t> token_ids;
   std::string finish_reason;
-  ojson logprobs;  // null unless the request asked (openai_logprobs.h)
+  ojson logprobs;         // null unless the request asked (openai_logprobs.h)
+  ojson prompt_logprobs;  // shown only when the request asked
 };
 
 ojson usage_json(int64_t prompt_tokens, int64_t completion_tokens);
