@@ -34,13 +34,7 @@ __global__ void __launch_bounds__(kRowThreads)
   for (int32_t e = r.begin + int32_t(threadIdx.x); e < r.end; e += int32_t(blockDim.x)) {
     const LogitAdjust a = entries[e];
     if (a.token < 0 || a.token >= V) continue;  // checked on the host
-    float l = dst[a.token];
-    if (a.flags & kAdjustBanned) l = -INFINITY;
-    l += a.bias;
-    if (a.flags & kAdjustSeen) l = l > 0.f ? l * inv_rep : l * r.repetition;
-    l -= r.frequency * float(a.output_count);
-    if (a.output_count > 0) l -= r.presence;
-    dst[a.token] = l;
+    dst[a.token] = adjust_logit(dst[a.token], a, r.repetition, inv_rep, r.frequency, r.presence);
   }
 }
 
