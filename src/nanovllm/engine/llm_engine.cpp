@@ -110,7 +110,7 @@ void LLMEngine::check_sampling_limits(const SamplingParams& params) const {
     if (id >= vocab) bad += (bad.empty() ? "" : ", ") + std::to_string(id);
   if (!bad.empty())
     throw InvalidRequest(
-        "logit_bias", "token_id(s) " + bad +
+        "logit_bias", "token_id(s) [" + bad + "]" +
                           " in logit_bias contain out-of-vocab token ids. Vocabulary size: " + std::to_string(vocab));
   for (int32_t id : params.stop_token_ids)
     if (params.min_tokens > 0 && id >= vocab)

@@ -143,9 +143,13 @@ int64_t ModelRunner::gpu_kv_blocks_after_warmup() {
     std::vector<std::unique_ptr<Sequence>> seqs;
     ScheduledBatch batch;
     batch.is_prefill = true;
+    // The sampler's largest path too: logits processing (an F32 copy of the logits) and logprobs.
+    SamplingParams warm;
+    warm.repetition_penalty = 1.1f;
+    warm.logprobs = 1;
     for (int64_t i = 0; i < nseq; ++i) {
       const int64_t n = lens[size_t(i)];
-      seqs.push_back(std::make_unique<Sequence>(-1 - i, std::vector<int32_t>(size_t(n), 0), SamplingParams{}, bs, 0));
+      seqs.push_back(std::make_unique<Sequence>(-1 - i, std::vector<int32_t>(size_t(n), 0), warm, bs, 0));
       for (int64_t b = 0; b < (n + bs - 1) / bs; ++b) seqs.back()->block_table.push_back(int32_t(b));
       seqs.back()->num_scheduled_tokens = n;
       batch.seqs.push_back(seqs.back().get());
