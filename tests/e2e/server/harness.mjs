@@ -32,9 +32,9 @@ function killAll() { for (const p of live) { try { p.kill('SIGKILL'); } catch {}
 process.on('exit', killAll);
 for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => { killAll(); process.exit(1); });
 
-export async function startServer(extra = [], { apiKey, modelDir, kvBytes = 200000000 } = {}) {
+export async function startServer(extra = [], { apiKey, modelDir, kvBytes = 200000000, loadFormat = 'dummy' } = {}) {
   const dir = modelDir ?? writeTinyModel();
-  const args = ['serve', '--model', dir, '--load-format', 'dummy', '--device', 'cpu', '--kv-cache-memory', String(kvBytes),
+  const args = ['serve', '--model', dir, '--load-format', loadFormat, '--device', 'cpu', '--kv-cache-memory', String(kvBytes),
     '--served-model-name', MODEL, '--port', '0', ...extra];
   if (apiKey) args.push('--api-key', apiKey);
   const proc = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });

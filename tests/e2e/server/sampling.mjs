@@ -2,7 +2,9 @@
 // and chat, streamed and not) and consistent values, n parallel samples (distinct, indexed, sharing
 // the prompt's KV blocks), penalties out of range, logit_bias forcing a token, min_tokens holding
 // back a stop token.
-import { MODEL, check, eq, metrics, run, startServer } from './harness.mjs';
+import fs from 'node:fs';
+import path from 'node:path';
+import { MODEL, SRC, check, eq, metrics, run, startServer } from './harness.mjs';
 const JSON_HEADERS = { 'content-type': 'application/json' };
 const close = (a, b, tol = 1e-4) => Math.abs(a - b) <= tol;
 const chars = (s) => [...s].length;
@@ -151,5 +153,34 @@ run(async () => {
     check(s.alive(), 'server still running');
   } finally {
     await s.stop();
+  }
+
+  // Logprobs against transformers: the fixture model's real weights (no tokenizer: token-id prompts,
+  // tokens named token_id:N), log_softmax of reference.json's logits within 1e-4 along the greedy path.
+  const fixture = path.join(SRC, 'tests/fixtures/tiny-qwen3-untied');
+  const ref = JSON.parse(fs.readFileSync(path.join(fixture, 'reference.json'), 'utf8'));
+  const f = await startServer(['--skip-tokenizer-init'], { modelDir: fixture, loadFormat: 'auto' });
+  try {
+    let compared = 0;
+    for (const pr of ref.prompts.slice(0, 4)) {
+      const r = await f.client.completions.create({ model: MODEL, prompt: pr.prompt_token_ids, max_tokens: ref.max_new_tokens, temperature: 0, ignore_eos: true, logprobs: 5 });
+      const lp = r.choices[0].logprobs;
+      const ids = r.choices[0].token_ids;
+      for (let s2 = 0; s2 < ids.length && ids[s2] === pr.greedy_token_ids[s2]; s2++) {
+        const x = pr.logits[s2];
+        const mx = Math.max(...x);
+        const lse = mx + Math.log(x.reduce((a, v) => a + Math.exp(v - mx), 0));
+        check(close(lp.token_logprobs[s2], x[ids[s2]] - lse, 1e-4), `fixture logprob step ${s2}: ${lp.token_logprobs[s2]} vs ${x[ids[s2]] - lse}`);
+        eq(lp.tokens[s2], `token_id:${ids[s2]}`, 'tokens named by id without a tokenizer');
+        for (const [k, v] of Object.entries(lp.top_logprobs[s2])) {
+          const id = Number(k.split(':')[1]);
+          check(close(v, x[id] - lse, 1e-4), `fixture top logprob of ${k} at step ${s2}`);
+        }
+        compared++;
+      }
+    }
+    check(compared >= 40, `compared ${compared} fixture steps`);
+  } finally {
+    await f.stop();
   }
 });
