@@ -254,8 +254,8 @@ void ModelRunner::compute_prompt_logprobs(const ScheduledBatch& batch, const Ste
     for (size_t c = 0; c < rows.size(); c += kPromptLogitRows) {
       const size_t e = std::min(rows.size(), c + kPromptLogitRows);
       Tensor logits = model_->compute_logits(hidden, {rows.begin() + int64_t(c), rows.begin() + int64_t(e)});
-      auto lps = backend_->token_logprobs(
-          logits, {targets.begin() + int64_t(c), targets.begin() + int64_t(e)}, *s->params.prompt_logprobs);
+      auto lps = backend_->token_logprobs(logits, {targets.begin() + int64_t(c), targets.begin() + int64_t(e)},
+                                          *s->params.prompt_logprobs);
       out.insert(out.end(), lps.begin(), lps.end());
     }
     prompt_logprobs_.emplace_back(i, std::move(out));

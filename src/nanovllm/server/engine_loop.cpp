@@ -115,7 +115,8 @@ int64_t EngineLoop::add_choice(const std::shared_ptr<RequestChannel>& ch, std::v
   l.channel = ch;
   l.index = index;
   l.wants_logprobs = sp.logprobs.has_value();
-  if (const Tokenizer* tok = llm_.tokenizer()) l.text = std::make_unique<TextStream>(*tok, sp.stop, sp.skip_special_tokens);
+  if (const Tokenizer* tok = llm_.tokenizer())
+    l.text = std::make_unique<TextStream>(*tok, sp.stop, sp.skip_special_tokens);
   l.arrival = l.last_token = arrival;
   l.deadline = arrival + std::chrono::duration_cast<Clock::duration>(timeout_);
   live_.emplace(rid, std::move(l));
@@ -168,10 +169,7 @@ void EngineLoop::route(const StepResult& r) {
     if (k < r.new_logprobs.size() && l.wants_logprobs) lps.push_back(r.new_logprobs[k]);
     for (auto& [prid, plps] : r.prompt_logprobs)
       if (prid == rid) prompt_lps = plps;
-    if (!l.siblings.empty()) {
-      add_siblings(l);
-      it = live_.find(rid);  // live_ is a map: `l` stays valid, this keeps the iterator honest
-    }
+    if (!l.siblings.empty()) add_siblings(l);  // map insertions keep `it` and `l` valid
     const double gap = std::chrono::duration<double>(now - l.last_token).count();
     if (l.num_tokens == 0)
       metrics_.on_first_token(gap);

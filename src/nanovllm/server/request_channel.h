@@ -25,8 +25,8 @@ struct ChoiceEvent {
   int index = 0;
   std::string text;
   int num_tokens = 0;
-  std::vector<int32_t> token_ids;  // the new tokens (returned by a server without a tokenizer)
-  std::vector<TokenLogprobs> logprobs;  // of token_ids, when the request asked
+  std::vector<int32_t> token_ids;              // the new tokens (returned by a server without a tokenizer)
+  std::vector<TokenLogprobs> logprobs;         // of token_ids, when the request asked
   std::vector<TokenLogprobs> prompt_logprobs;  // with a choice's first token, when the request asked
   FinishReason finish = FinishReason::None;
 };

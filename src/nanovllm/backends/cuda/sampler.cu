@@ -190,8 +190,8 @@ std::vector<int32_t> CudaBackend::sample(const Tensor& logits, const std::vector
     }
     if (r.num_logprobs >= 0) {
       const float scale = r.processed_logprobs && r.temperature > 0 ? 1.0f / r.temperature : 1.0f;
-      lp_rows.push_back({int32_t(b), std::min<int32_t>(r.num_logprobs, int32_t(V)), r.processed_logprobs ? 1 : 0,
-                         scale});
+      lp_rows.push_back(
+          {int32_t(b), std::min<int32_t>(r.num_logprobs, int32_t(V)), r.processed_logprobs ? 1 : 0, scale});
       max_n = std::max<int64_t>(max_n, lp_rows.back().n);
     }
   }
@@ -250,7 +250,8 @@ std::vector<int32_t> CudaBackend::sample(const Tensor& logits, const std::vector
   return std::vector<int32_t>(pinned_tokens_, pinned_tokens_ + B);
 }
 
-std::vector<TokenLogprobs> CudaBackend::token_logprobs(const Tensor& logits, const std::vector<int32_t>& tokens, int n) {
+std::vector<TokenLogprobs> CudaBackend::token_logprobs(const Tensor& logits, const std::vector<int32_t>& tokens,
+                                                       int n) {
   if (logits.dim() != 2 || logits.size(0) != int64_t(tokens.size()) ||
       (logits.dtype() != DType::F32 && logits.dtype() != DType::BF16) || logits.device() != Device::CUDA)
     throw Error("token_logprobs: logits must be F32 or BF16 [B, V] on the GPU with one token each, got " +
