@@ -51,6 +51,9 @@ void SamplingParams::validate() const {
   }
   if (logprobs && *logprobs < 0)
     throw InvalidRequest("logprobs", "logprobs must be non-negative, got " + std::to_string(*logprobs) + ".");
+  if (prompt_logprobs && *prompt_logprobs < 0)
+    throw InvalidRequest("prompt_logprobs",
+                         "prompt_logprobs must be non-negative, got " + std::to_string(*prompt_logprobs) + ".");
   if (n < 1) throw InvalidRequest("n", "n must be at least 1, got " + std::to_string(n) + ".");
 }
 

@@ -29,6 +29,10 @@ struct SamplingParams {
   // Logprobs of each generated token and of the top `logprobs` candidates (0: the chosen token
   // only); none when unset. The engine refuses more than its max_logprobs.
   std::optional<int> logprobs;
+  // Logprobs of each prompt token after the first (given the tokens before it) and the top
+  // `prompt_logprobs` candidates, from the raw logits; such a prompt is computed, not read from
+  // the prefix cache.
+  std::optional<int> prompt_logprobs;
   int n = 1;  // parallel samples of one prompt (the server expands them into n sequences)
 
   // Throws InvalidRequest naming the field.

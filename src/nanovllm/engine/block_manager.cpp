@@ -48,7 +48,7 @@ int32_t BlockManager::lookup(const Sequence& seq, int64_t i, std::optional<uint6
 
 int64_t BlockManager::can_allocate(const Sequence& seq) const {
   int64_t hits = 0, hits_in_free = 0;
-  if (prefix_caching_) {
+  if (prefix_caching_ && !seq.needs_prompt_logprobs()) {  // prompt logprobs need every prompt position computed
     const int64_t lookups = (seq.num_tokens() - 1) / block_size_;  // never the last token's block
     std::optional<uint64_t> prefix;
     for (int64_t i = 0; i < lookups; ++i) {
@@ -92,7 +92,7 @@ void BlockManager::allocate(Sequence& seq) {
   if (can_allocate(seq) < 0)
     throw ResourceError("block manager: not enough free blocks for sequence " + std::to_string(seq.id));
   std::optional<uint64_t> prefix;
-  bool hitting = prefix_caching_;
+  bool hitting = prefix_caching_ && !seq.needs_prompt_logprobs();
   const int64_t lookups = (seq.num_tokens() - 1) / block_size_;
   int64_t hits = 0;
   for (int64_t i = 0; i < seq.num_blocks(); ++i) {

@@ -100,12 +100,17 @@ void LLMEngine::check_sampling_limits(const SamplingParams& params) const {
   if (params.logprobs && *params.logprobs > max_lp)
     throw InvalidRequest("logprobs", "Requested sample logprobs of " + std::to_string(*params.logprobs) +
                                          ", which is greater than max allowed: " + std::to_string(max_lp));
+  if (params.prompt_logprobs && *params.prompt_logprobs > max_lp)
+    throw InvalidRequest("prompt_logprobs", "Requested prompt logprobs of " + std::to_string(*params.prompt_logprobs) +
+                                                ", which is greater than max allowed: " + std::to_string(max_lp));
+  if (params.prompt_logprobs && cfg_.tensor_parallel_size > 1)
+    throw InvalidRequest("prompt_logprobs", "prompt_logprobs is not implemented with tensor parallelism");
   std::string bad;
   for (auto& [id, bias] : params.logit_bias)
     if (id >= vocab) bad += (bad.empty() ? "" : ", ") + std::to_string(id);
   if (!bad.empty())
     throw InvalidRequest(
-        "logit_bias", "token_id(s) " + bad +
+        "logit_bias", "token_id(s) [" + bad + "]" +
                           " in logit_bias contain out-of-vocab token ids. Vocabulary size: " + std::to_string(vocab));
   for (int32_t id : params.stop_token_ids)
     if (params.min_tokens > 0 && id >= vocab)
@@ -120,6 +125,7 @@ RequestOutput LLMEngine::output_of(const Sequence& s) const {
   o.token_ids = s.completion_token_ids();
   o.finish_reason = s.finish_reason;
   o.logprobs = s.logprobs;
+  o.prompt_logprobs = s.prompt_logprobs;
   auto it = cached_prompt_tokens_.find(s.id);
   o.num_cached_prompt_tokens = it == cached_prompt_tokens_.end() ? 0 : it->second;
   return o;
@@ -143,6 +149,13 @@ StepResult LLMEngine::step() {
   // Remember which sequences complete their prefill (or decode) this step: they get a token.
   std::vector<bool> gets_token;
   for (auto* s : batch.seqs) gets_token.push_back(s->num_cached_tokens + s->num_scheduled_tokens >= s->num_tokens());
+  for (auto& [i, plps] : runner_->last_prompt_logprobs()) {
+    auto& dst = batch.seqs[i]->prompt_logprobs;
+    dst.insert(dst.end(), plps.begin(), plps.end());
+  }
+  for (size_t i = 0; i < batch.seqs.size(); ++i)  // the first token: the prompt's logprobs are complete
+    if (gets_token[i] && batch.seqs[i]->params.prompt_logprobs && batch.seqs[i]->num_completion_tokens() == 0)
+      r.prompt_logprobs.emplace_back(batch.seqs[i]->id, batch.seqs[i]->prompt_logprobs);
   const std::vector<TokenLogprobs>& lps = runner_->last_logprobs();
   for (size_t i = 0; i < lps.size(); ++i)
     if (gets_token[i] && batch.seqs[i]->params.logprobs) batch.seqs[i]->logprobs.push_back(lps[i]);

@@ -25,6 +25,7 @@ struct RequestOutput {
   FinishReason finish_reason = FinishReason::None;
   int64_t num_cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
   std::vector<TokenLogprobs> logprobs;   // one per token of token_ids when the request asked
+  std::vector<TokenLogprobs> prompt_logprobs;  // of prompt tokens 1.. when the request asked
 };
 
 // What one step did: which sequences got a new token, which finished.
@@ -37,6 +38,8 @@ struct StepResult {
   // Parallel to new_tokens when some request of the step asked for logprobs (else empty); the
   // entries of requests that did not ask are empty.
   std::vector<TokenLogprobs> new_logprobs;
+  // Requests that asked for prompt logprobs and got their first token: those of prompt tokens 1..
+  std::vector<std::pair<int64_t, std::vector<TokenLogprobs>>> prompt_logprobs;
   std::vector<RequestOutput> finished;
 };
 

@@ -143,9 +143,13 @@ int64_t ModelRunner::gpu_kv_blocks_after_warmup() {
     std::vector<std::unique_ptr<Sequence>> seqs;
     ScheduledBatch batch;
     batch.is_prefill = true;
+    // The sampler's largest path too: logits processing (an F32 copy of the logits) and logprobs.
+    SamplingParams warm;
+    warm.repetition_penalty = 1.1f;
+    warm.logprobs = 1;
     for (int64_t i = 0; i < nseq; ++i) {
       const int64_t n = lens[size_t(i)];
-      seqs.push_back(std::make_unique<Sequence>(-1 - i, std::vector<int32_t>(size_t(n), 0), SamplingParams{}, bs, 0));
+      seqs.push_back(std::make_unique<Sequence>(-1 - i, std::vector<int32_t>(size_t(n), 0), warm, bs, 0));
       for (int64_t b = 0; b < (n + bs - 1) / bs; ++b) seqs.back()->block_table.push_back(int32_t(b));
       seqs.back()->num_scheduled_tokens = n;
       batch.seqs.push_back(seqs.back().get());
@@ -215,7 +219,7 @@ StepInputs ModelRunner::prepare(const ScheduledBatch& batch, int64_t bs) {
   return in;
 }
 
-Tensor ModelRunner::forward_logits(StepInputs& in) {
+Tensor ModelRunner::forward_logits(StepInputs& in, Tensor* hidden_out) {
   if (trace_)
     trace("step " + std::to_string(steps_++) + (in.md.is_prefill ? " prefill " : " decode ") +
           std::to_string(in.md.num_tokens));
@@ -227,11 +231,46 @@ Tensor ModelRunner::forward_logits(StepInputs& in) {
   backend_->upload(in.positions.data(), DType::I32, pos);
   backend_->prepare_metadata(in.md);
   Tensor hidden = model_->forward(ids, pos, layers_kv_, in.md);
+  if (hidden_out) *hidden_out = hidden;
   return model_->compute_logits(hidden, in.last_rows);
 }
 
+// Prompt logprobs: the logits of a prompt position p predict token p + 1; the positions this step
+// computes that a sequence still needs go through the LM head in chunks of kPromptLogitRows rows
+// (bounded memory: [rows, V] logits at a time), then token_logprobs on the backend.
+void ModelRunner::compute_prompt_logprobs(const ScheduledBatch& batch, const StepInputs& in, const Tensor& hidden) {
+  constexpr size_t kPromptLogitRows = 32;
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const Sequence* s = batch.seqs[i];
+    if (!s->needs_prompt_logprobs()) continue;
+    const int64_t begin = s->num_cached_tokens, end = begin + s->num_scheduled_tokens;
+    const int64_t have = int64_t(s->prompt_logprobs.size());
+    if (begin > have)
+      throw Error("model runner: sequence " + std::to_string(s->id) + " skipped prompt positions it needs logprobs of");
+    std::vector<int32_t> rows, targets;
+    for (int64_t p = have; p < std::min(end, s->num_prompt_tokens - 1); ++p) {
+      rows.push_back(in.md.cu_seqlens_q[i] + int32_t(p - begin));
+      targets.push_back(s->token_ids[size_t(p + 1)]);
+    }
+    std::vector<TokenLogprobs> out;
+    for (size_t c = 0; c < rows.size(); c += kPromptLogitRows) {
+      const size_t e = std::min(rows.size(), c + kPromptLogitRows);
+      Tensor logits = model_->compute_logits(hidden, {rows.begin() + int64_t(c), rows.begin() + int64_t(e)});
+      auto lps = backend_->token_logprobs(logits, {targets.begin() + int64_t(c), targets.begin() + int64_t(e)},
+                                          *s->params.prompt_logprobs);
+      out.insert(out.end(), lps.begin(), lps.end());
+    }
+    prompt_logprobs_.emplace_back(i, std::move(out));
+  }
+}
+
 std::vector<int32_t> ModelRunner::forward_and_sample(const ScheduledBatch& batch, StepInputs& in) {
-  Tensor logits = forward_logits(in);
+  prompt_logprobs_.clear();
+  const bool any_prompt_logprobs =
+      std::any_of(batch.seqs.begin(), batch.seqs.end(), [](const Sequence* s) { return s->needs_prompt_logprobs(); });
+  Tensor hidden;
+  Tensor logits = forward_logits(in, any_prompt_logprobs ? &hidden : nullptr);
+  if (any_prompt_logprobs) compute_prompt_logprobs(batch, in, hidden);
   if (logits_observer) logits_observer(batch, backend_->to_host_f32(logits));
   std::vector<SamplingRow> rows;
   std::vector<LogitsProcessing> processing;  // rows point into it: reserved before the first push

@@ -42,6 +42,11 @@ class ModelRunner {
   // The logprobs of the last run's tokens, one entry per sequence of its batch (filled for those
   // whose request asked and that got a token); empty when none asked.
   const std::vector<TokenLogprobs>& last_logprobs() const { return logprobs_; }
+  // Prompt logprobs the last run computed: (index in its batch, logprobs of the next prompt
+  // positions of that sequence), for the sequences that need them.
+  const std::vector<std::pair<size_t, std::vector<TokenLogprobs>>>& last_prompt_logprobs() const {
+    return prompt_logprobs_;
+  }
   // Tensor-parallel workers: the forward of a step rank 0 sent (logits stay on the device).
   void run_worker_step(StepInputs& in);
 
@@ -59,7 +64,8 @@ class ModelRunner {
   int64_t num_cuda_graphs() const;  // decode graphs captured (0: eager)
 
  private:
-  Tensor forward_logits(StepInputs& in);
+  Tensor forward_logits(StepInputs& in, Tensor* hidden_out = nullptr);
+  void compute_prompt_logprobs(const ScheduledBatch& batch, const StepInputs& in, const Tensor& hidden);
   std::vector<int32_t> forward_and_sample(const ScheduledBatch& batch, StepInputs& in);
   void allocate_kv_cache();
   int64_t gpu_kv_blocks_after_warmup();
@@ -84,6 +90,7 @@ class ModelRunner {
   std::unique_ptr<CudaGraphRunner> graphs_;                      // decode graphs (GPU, unless enforce_eager)
   std::unique_ptr<LogitsProcessingBuilder> processing_builder_;  // built on the first row that needs it
   std::vector<TokenLogprobs> logprobs_;
+  std::vector<std::pair<size_t, std::vector<TokenLogprobs>>> prompt_logprobs_;
 };
 
 }  // namespace nanovllm

@@ -33,6 +33,11 @@ class Sequence {
   int64_t num_preemptions = 0;
   int64_t block_size;
   std::vector<TokenLogprobs> logprobs;  // of each completion token, when params.logprobs is set
+  // Of prompt tokens 1.. (params.prompt_logprobs), filled as the prompt's chunks are computed.
+  std::vector<TokenLogprobs> prompt_logprobs;
+  bool needs_prompt_logprobs() const {
+    return params.prompt_logprobs && int64_t(prompt_logprobs.size()) < num_prompt_tokens - 1;
+  }
 
   int64_t num_tokens() const { return int64_t(token_ids.size()); }
   int64_t num_completion_tokens() const { return num_tokens() - num_prompt_tokens; }

@@ -141,6 +141,9 @@ class Backend {
   // `logprobs` (needed when a row has num_logprobs >= 0) gets B entries, filled for those rows.
   virtual std::vector<int32_t> sample(const Tensor& logits, const std::vector<SamplingRow>& rows,
                                       std::vector<TokenLogprobs>* logprobs = nullptr) = 0;
+  // Raw logprobs of given tokens (prompt logprobs): for each row b of logits [B, V] (act dtype or
+  // F32), log_softmax(logits[b])[tokens[b]], its rank and the top n. Synchronizes.
+  virtual std::vector<TokenLogprobs> token_logprobs(const Tensor& logits, const std::vector<int32_t>& tokens, int n) = 0;
   // Logits to host as float (tests and fixtures).
   virtual std::vector<float> to_host_f32(const Tensor& t) = 0;
 

@@ -53,13 +53,8 @@ void apply_logits_processing(float* logits, int64_t V, const LogitsProcessing& p
   const float inv_rep = 1.0f / p.repetition_penalty;
   for (const LogitAdjust& e : p.entries) {
     if (e.token < 0 || e.token >= V) throw Error("logits processing: token id outside the logits row");
-    float l = logits[e.token];
-    if (e.flags & kAdjustBanned) l = -INFINITY;
-    l += e.bias;
-    if (e.flags & kAdjustSeen) l = l > 0 ? l * inv_rep : l * p.repetition_penalty;
-    l -= p.frequency_penalty * float(e.output_count);
-    if (e.output_count > 0) l -= p.presence_penalty;
-    logits[e.token] = l;
+    logits[e.token] =
+        adjust_logit(logits[e.token], e, p.repetition_penalty, inv_rep, p.frequency_penalty, p.presence_penalty);
   }
 }
 
@@ -72,6 +67,9 @@ TokenLogprobs row_logprobs(const float* logits, int64_t V, float scale, int32_t 
   auto lp = [&](int64_t i) { return float(double(logits[i] * scale) - lse); };
   TokenLogprobs out;
   out.logprob = lp(token);
+  const float xt = logits[token] * scale;
+  out.rank = 1;
+  for (int64_t i = 0; i < V; ++i) out.rank += logits[i] * scale > xt;
   const int64_t k = std::min<int64_t>(n, V);
   if (k > 0) {
     std::vector<int32_t> order(static_cast<size_t>(V));

@@ -11,10 +11,12 @@
 // tokens (LogitAdjust): the backends apply the entries (each token once, no order between them)
 // and never look at a row without any.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <utility>
 #include <vector>
 
+#include "nanovllm/ops/sampling_noise.h"  // NANOVLLM_HD
 #include "nanovllm/sampling_params.h"
 
 namespace nanovllm {
@@ -27,6 +29,16 @@ struct LogitAdjust {
   float bias = 0;
 };
 inline constexpr int32_t kAdjustSeen = 1, kAdjustBanned = 2;
+
+// One token's logit after its adjustments, in vLLM's order (the CPU and the CUDA kernel both use it).
+NANOVLLM_HD float adjust_logit(float l, const LogitAdjust& a, float rep, float inv_rep, float freq, float pres) {
+  if (a.flags & kAdjustBanned) l = -INFINITY;
+  l += a.bias;
+  if (a.flags & kAdjustSeen) l = l > 0 ? l * inv_rep : l * rep;
+  l -= freq * float(a.output_count);
+  if (a.output_count > 0) l -= pres;
+  return l;
+}
 
 struct LogitsProcessing {
   float repetition_penalty = 1, frequency_penalty = 0, presence_penalty = 0;
@@ -57,6 +69,7 @@ void apply_logits_processing(float* logits, int64_t V, const LogitsProcessing& p
 // first (lower id first on ties).
 struct TokenLogprobs {
   float logprob = 0;
+  int32_t rank = 0;  // 1 + how many entries are larger (vLLM's rank)
   std::vector<std::pair<int32_t, float>> top;
 };
 

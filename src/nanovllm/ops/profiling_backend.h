@@ -91,6 +91,12 @@ class ProfilingBackend final : public Backend {
   void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override {
     timed("gather_rows", [&] { in_->gather_rows(x, rows, out); });
   }
+  std::vector<TokenLogprobs> token_logprobs(const Tensor& logits, const std::vector<int32_t>& tokens,
+                                           int n) override {
+    std::vector<TokenLogprobs> out;
+    timed("token_logprobs", [&] { out = in_->token_logprobs(logits, tokens, n); });
+    return out;
+  }
   std::vector<int32_t> sample(const Tensor& logits, const std::vector<SamplingRow>& rows,
                               std::vector<TokenLogprobs>* logprobs = nullptr) override {
     std::vector<int32_t> out;

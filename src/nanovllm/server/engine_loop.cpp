@@ -15,6 +15,7 @@ SamplingParams child_params(const SamplingParams& sp, int j) {
   SamplingParams c = sp;
   c.n = 1;
   if (sp.seed) c.seed = *sp.seed + uint64_t(j);
+  if (j > 0) c.prompt_logprobs.reset();  // the same prompt: the response repeats choice 0's
   return c;
 }
 
@@ -209,6 +210,8 @@ void EngineLoop::route(const StepResult& r) {
       ev.token_ids = {e.token};
       if (l.wants_logprobs && e.logprobs) ev.logprobs.push_back(*e.logprobs);
     }
+    for (auto& [prid, plps] : r.prompt_logprobs)
+      if (prid == e.request_id) ev.prompt_logprobs = plps;
     output::OutputDelta d;
     try {
       d = l.out->push(e.token, e.finish);

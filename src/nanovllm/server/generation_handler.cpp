@@ -3,7 +3,6 @@
 #include <chrono>
 #include <ctime>
 #include <memory>
-#include <optional>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/post.hpp>
@@ -81,8 +80,7 @@ struct StreamWriter {
   bool include_usage;
   bool continuous_usage;  // usage (so far) in every chunk
   int64_t prompt_tokens;
-  std::optional<int> logprobs;       // the request's N, when it asked
-  std::vector<int64_t> text_offset;  // per choice: characters streamed so far (completions' text_offset)
+  LogprobsAssembler& extras;  // logprobs and echo (openai_logprobs.h)
   int64_t completion_tokens = 0;
   std::vector<int> calls_sent = std::vector<int>(size_t(num_choices), 0);  // tool calls per choice
 
@@ -105,19 +103,14 @@ struct StreamWriter {
     completion_tokens += e.num_tokens;
     const bool last = e.finish != FinishReason::None;
     const bool ids = meta.with_token_ids && !e.token_ids.empty();
-    ojson lps;  // null unless asked
-    if (logprobs && !e.logprobs.empty()) {
-      text_offset.resize(size_t(num_choices), 0);
-      lps = logprobs_json(st.model, meta.endpoint, *logprobs, e.token_ids, e.logprobs, text_offset[size_t(e.index)]);
-      text_offset[size_t(e.index)] += text_chars(e.text);
-    }
+    const auto [text, lps] = extras.stream(e);  // text with the echo; lps: null unless asked
     if (!chat()) {
-      if (!e.text.empty() || ids || last || !lps.is_null())
-        event(out, stream_chunk(meta, e.index, {{"content", e.text}}, last ? finish_reason_str(e.finish) : "",
+      if (!text.empty() || ids || last || !lps.is_null())
+        event(out, stream_chunk(meta, e.index, {{"content", text}}, last ? finish_reason_str(e.finish) : "",
                                 e.token_ids, lps));
       return;
     }
-    const ojson delta = chat_delta(e.text, e.reasoning);
+    const ojson delta = chat_delta(text, e.reasoning);
     if (!delta.empty() || ids || !lps.is_null()) event(out, stream_chunk(meta, e.index, delta, "", e.token_ids, lps));
     for (auto& call : e.tool_calls)
       for (auto& fragment : tool_call_fragments(call, calls_sent[size_t(e.index)]++))
@@ -150,6 +143,7 @@ net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Co
   meta.role = st.model.response_role;
   const int n = int(req.prompts.size()) * req.params.n;  // choices: n per prompt
   const int64_t prompt_tokens = total_prompt_tokens(req);
+  LogprobsAssembler extras(st.model, req);
   Wakeup wake(co_await net::this_coro::executor);
   auto ch = st.loop.submit(std::move(req.prompts), req.params, wake.notifier(), req.parsers, meta.id);
   CancelOnExit cancel_on_exit{st.loop, *ch};
@@ -161,7 +155,7 @@ net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Co
 
   std::vector<ChoiceEvent> events;
   if (req.stream) {
-    StreamWriter w{st, meta, n, req.include_usage, req.continuous_usage, prompt_tokens, req.params.logprobs, {}};
+    StreamWriter w{st, meta, n, req.include_usage, req.continuous_usage, prompt_tokens, extras};
     const Connection::Headers no_cache{{"Cache-Control", "no-cache"}};
     if (!co_await c.start_stream(kSseType, no_cache)) co_return;
     std::string out = w.opening();
@@ -180,7 +174,6 @@ net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Co
   }
 
   std::vector<ChoiceResult> choices(size_t(n), ChoiceResult{});
-  std::vector<std::vector<TokenLogprobs>> logprobs(static_cast<size_t>(n));
   int64_t completion_tokens = 0;
   for (;;) {
     events.clear();
@@ -192,18 +185,14 @@ net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Co
       for (auto& call : e.tool_calls) c.tool_calls.push_back(call);
       c.token_ids.insert(c.token_ids.end(), e.token_ids.begin(), e.token_ids.end());
       completion_tokens += e.num_tokens;
-      auto& lps = logprobs[size_t(e.index)];
-      lps.insert(lps.end(), e.logprobs.begin(), e.logprobs.end());
+      extras.collect(e);
       if (e.finish != FinishReason::None) c.finish_reason = finish_reason_of(e.finish, e.called_tools);
     }
     if (ended) break;
     if (!co_await wake.wait(c, 1s)) co_return;
   }
   if (auto err = ch->error()) throw *err;
-  if (req.params.logprobs)
-    for (size_t i = 0; i < choices.size(); ++i)
-      choices[i].logprobs =
-          logprobs_json(st.model, req.endpoint, *req.params.logprobs, choices[i].token_ids, logprobs[i], 0);
+  extras.complete(choices);
   co_await c.send_json(http::status::ok,
                        json_text(full_response(meta, choices, usage_json(prompt_tokens, completion_tokens))));
 }

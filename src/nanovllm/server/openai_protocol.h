@@ -48,6 +48,7 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage
   bool continuous_usage = false;  // stream_options.continuous_usage_stats: usage in every chunk
+  bool echo = false;              // completions: the prompt before each choice's text (openai_logprobs.h)
   output::OutputParsers parsers;  // reasoning / tool-call parsing of the answer (chat)
   std::string request_id;         // the client's (request_id, X-Request-Id): the response id's suffix
 };
@@ -81,7 +82,8 @@ struct ChoiceResult {
   std::vector<output::ToolCall> tool_calls;
   std::vector<int32_t> token_ids;
   std::string finish_reason;
-  ojson logprobs;  // null unless the request asked (openai_logprobs.h)
+  ojson logprobs;         // null unless the request asked (openai_logprobs.h)
+  ojson prompt_logprobs;  // shown only when the request asked
 };
 
 // The finish_reason of a choice: "tool_calls" when its answer called tools, as vLLM.

@@ -248,7 +248,6 @@ GenerationRequest parse_completion_request(const ojson& body, const ModelInfo& m
   } else {
     wrong_type("prompt", want);
   }
-  if (boolean(body, "echo", false)) bad("echo", "echo=true is not supported", "unsupported_parameter");
   read_common(body, r, m, "prompt", [&](int64_t n) { return std::min<int64_t>(16, m.max_model_len - n); });
   return r;
 }

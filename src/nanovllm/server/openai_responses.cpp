@@ -66,6 +66,7 @@ ojson full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& c
     if (meta.with_token_ids) c["token_ids"] = choices[i].token_ids;
     c["logprobs"] = choices[i].logprobs;
     c["finish_reason"] = reason(choices[i].finish_reason);
+    if (!choices[i].prompt_logprobs.is_null()) c["prompt_logprobs"] = choices[i].prompt_logprobs;
     cs.push_back(std::move(c));
   }
   r["choices"] = std::move(cs);

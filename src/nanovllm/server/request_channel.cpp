@@ -25,6 +25,7 @@ void RequestChannel::push(ChoiceEvent ev) {
       b.num_tokens += ev.num_tokens;
       b.token_ids.insert(b.token_ids.end(), ev.token_ids.begin(), ev.token_ids.end());
       b.logprobs.insert(b.logprobs.end(), ev.logprobs.begin(), ev.logprobs.end());
+      if (b.prompt_logprobs.empty()) b.prompt_logprobs = std::move(ev.prompt_logprobs);
       b.finish = ev.finish;
     } else {
       queue_.push_back(std::move(ev));

@@ -28,8 +28,9 @@ struct ChoiceEvent {
   std::string reasoning;                     // reasoning content (--reasoning-parser)
   std::vector<output::ToolCall> tool_calls;  // complete tool calls (--tool-call-parser)
   int num_tokens = 0;
-  std::vector<int32_t> token_ids;  // the new tokens (returned by a server without a tokenizer)
-  std::vector<TokenLogprobs> logprobs;  // of token_ids, when the request asked
+  std::vector<int32_t> token_ids;              // the new tokens (returned by a server without a tokenizer)
+  std::vector<TokenLogprobs> logprobs;         // of token_ids, when the request asked
+  std::vector<TokenLogprobs> prompt_logprobs;  // with a choice's first token, when the request asked
   FinishReason finish = FinishReason::None;
   bool called_tools = false;  // with `finish`: the choice produced tool calls (finish_reason "tool_calls")
 };

@@ -55,7 +55,7 @@ const corpus = [
   ['repetition_penalty 0', '/v1/chat/completions', CH({ repetition_penalty: 0 }), 400, 'repetition_penalty', 'greater than zero'],
   ['logit_bias key not an id', '/v1/completions', C({ logit_bias: { abc: 1 } }), 400, 'logit_bias', 'must be an integer'],
   ['top_logprobs without logprobs', '/v1/chat/completions', CH({ top_logprobs: 2 }), 400, 'top_logprobs', '`logprobs` must be set to true'],
-  ['echo true', '/v1/completions', C({ echo: true }), 400, 'echo', 'echo=true is not supported'],
+  ['echo a string', '/v1/completions', C({ echo: 'yes' }), 400, 'echo', "'echo' must be a boolean"],
   ['stream a string', '/v1/completions', C({ stream: 'yes' }), 400, 'stream', "'stream' must be a boolean"],
   ['stop a number', '/v1/completions', C({ stop: 5 }), 400, 'stop', "'stop' must be a string or a list"],
   ['empty stop string', '/v1/completions', C({ stop: [''] }), 400, 'stop', 'must not be empty'],

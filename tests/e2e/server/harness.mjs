@@ -33,10 +33,12 @@ process.on('exit', killAll);
 for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => { killAll(); process.exit(1); });
 
 // `positional`: the model as vLLM's first argument (serve DIR) instead of --model DIR; `env`: extra
-// environment variables of the server; `dummy`: random weights (false: the model's own).
-export async function startServer(extra = [], { apiKey, modelDir, kvBytes = 200000000, dummy = true, positional = false, env = {} } = {}) {
+// environment variables of the server; `dummy`: random weights (false: the model's own), or
+// `loadFormat` named.
+export async function startServer(extra = [], { apiKey, modelDir, kvBytes = 200000000, dummy = true, loadFormat, positional = false, env = {} } = {}) {
   const dir = modelDir ?? writeTinyModel();
-  const args = ['serve', ...(positional ? [dir] : ['--model', dir]), ...(dummy ? ['--load-format', 'dummy'] : []), '--device', 'cpu',
+  const format = loadFormat ?? (dummy ? 'dummy' : null);
+  const args = ['serve', ...(positional ? [dir] : ['--model', dir]), ...(format ? ['--load-format', format] : []), '--device', 'cpu',
     '--kv-cache-memory', String(kvBytes), '--served-model-name', MODEL, '--port', '0', ...extra];
   if (apiKey) args.push('--api-key', apiKey);
   const proc = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });

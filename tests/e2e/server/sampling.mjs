@@ -2,7 +2,9 @@
 // and chat, streamed and not) and consistent values, n parallel samples (distinct, indexed, sharing
 // the prompt's KV blocks), penalties out of range, logit_bias forcing a token, min_tokens holding
 // back a stop token.
-import { MODEL, check, eq, metrics, run, startServer } from './harness.mjs';
+import fs from 'node:fs';
+import path from 'node:path';
+import { MODEL, SRC, check, eq, metrics, run, startServer } from './harness.mjs';
 const JSON_HEADERS = { 'content-type': 'application/json' };
 const close = (a, b, tol = 1e-4) => Math.abs(a - b) <= tol;
 const chars = (s) => [...s].length;
@@ -92,7 +94,7 @@ run(async () => {
     // Out of range: 400 naming the field.
     for (const [f, v, msg] of [['presence_penalty', 2.5, 'must be in [-2, 2]'], ['frequency_penalty', -3, 'must be in [-2, 2]'],
       ['repetition_penalty', 0, 'greater than zero'], ['min_tokens', 50, 'less than or equal to max_tokens'],
-      ['logprobs', 21, 'greater than max allowed: 20'], ['prompt_logprobs', 1, 'not implemented']]) {
+      ['logprobs', 21, 'greater than max allowed: 20'], ['prompt_logprobs', 21, 'greater than max allowed: 20']]) {
       const r = await post('/v1/completions', { model: MODEL, prompt: 'x', max_tokens: 5, [f]: v });
       eq([r.status, r.body.error?.param], [400, f], `${f}=${v}: 400`);
       check(r.body.error.message.includes(msg), `${f}: message "${r.body.error.message}" says "${msg}"`);
@@ -100,6 +102,41 @@ run(async () => {
     const oov = await post('/v1/completions', { model: MODEL, prompt: 'x', logit_bias: { 999999: 5 } });
     eq([oov.status, oov.body.error?.param], [400, 'logit_bias'], 'logit_bias out of vocab: 400');
     check(oov.body.error.message.includes('999999'), 'the message names the id');
+
+    const ps = await post('/v1/completions', { model: MODEL, prompt: 'x', prompt_logprobs: 1, stream: true });
+    eq([ps.status, ps.body.error?.param], [400, 'prompt_logprobs'], 'streamed prompt_logprobs: 400 (not implemented)');
+    const pc = await post('/v1/chat/completions', { model: MODEL, messages: [{ role: 'user', content: 'x' }], prompt_logprobs: 1 });
+    eq([pc.status, pc.body.error?.param], [400, 'prompt_logprobs'], 'chat prompt_logprobs: 400 (not implemented)');
+
+    // echo and prompt_logprobs (completions).
+    const ptext = 'The capital of France is';
+    const ptok = (await post('/tokenize', { prompt: ptext })).body.tokens;
+    const P = ptok.length;
+    const plain = await c.completions.create({ model: MODEL, prompt: ptext, max_tokens: 5, temperature: 0, ignore_eos: true });
+    const echoed = await c.completions.create({ model: MODEL, prompt: ptext, max_tokens: 5, temperature: 0, ignore_eos: true, echo: true, logprobs: 2 });
+    const ec = echoed.choices[0];
+    eq(ec.text, ptext + plain.choices[0].text, 'echo: the prompt, then the completion');
+    eq(ec.logprobs.tokens.length, P + 5, 'echo: logprobs of prompt and completion tokens');
+    eq(ec.logprobs.tokens.join(''), ec.text, 'echo: tokens join to the text');
+    eq([ec.logprobs.token_logprobs[0], ec.logprobs.top_logprobs[0]], [null, null], 'echo: the first prompt token has no logprob');
+    eq(ec.logprobs.text_offset[P], chars(ptext), 'echo: the completion starts after the prompt');
+    eq(ec.prompt_logprobs.length, P, 'echo with logprobs computes prompt_logprobs');
+    for (let i = 1; i < P; i++) {
+      const e = ec.prompt_logprobs[i][String(ptok[i])];
+      eq(Object.keys(e), ['logprob', 'rank', 'decoded_token'], `prompt_logprobs[${i}] entry keys`);
+      check(close(e.logprob, ec.logprobs.token_logprobs[i], 1e-6), `prompt logprob ${i} == echoed token logprob`);
+      check(Number.isInteger(e.rank) && e.rank >= 1, `rank ${e.rank}`);
+      eq(e.decoded_token, ec.logprobs.tokens[i], `decoded_token ${i}`);
+      check(Object.keys(ec.prompt_logprobs[i]).length <= 3, 'the prompt token and the top 2');
+    }
+    eq(ec.prompt_logprobs[0], null, 'prompt_logprobs[0] is null');
+    const es = await collect(await c.completions.create({ model: MODEL, prompt: ptext, max_tokens: 5, temperature: 0, ignore_eos: true, echo: true, logprobs: 2, stream: true }));
+    eq(es.map((ch) => ch.choices.map((x) => x.text).join('')).join(''), ec.text, 'streamed echo text');
+    eq(es.flatMap((ch) => ch.choices.flatMap((x) => x.logprobs?.tokens ?? [])), ec.logprobs.tokens, 'streamed echo logprobs tokens');
+    const pl2 = await c.completions.create({ model: MODEL, prompt: ptext, max_tokens: 2, n: 2, temperature: 1, seed: 4, prompt_logprobs: 0 });
+    eq(pl2.choices[1].prompt_logprobs, pl2.choices[0].prompt_logprobs, 'n=2: every choice carries the prompt logprobs');
+    check(pl2.choices[0].prompt_logprobs.slice(1).every((d, i) => Object.keys(d).length === 1 && String(ptok[i + 1]) in d), 'prompt_logprobs 0: the prompt token only');
+    check(!('prompt_logprobs' in plain.choices[0]), 'no prompt_logprobs unless asked');
 
     // logit_bias 100 on one token: every output token is that token (sampled, not greedy).
     const tok = (await post('/tokenize', { prompt: ' Paris' })).body.tokens[0];
@@ -116,5 +153,34 @@ run(async () => {
     check(s.alive(), 'server still running');
   } finally {
     await s.stop();
+  }
+
+  // Logprobs against transformers: the fixture model's real weights (no tokenizer: token-id prompts,
+  // tokens named token_id:N), log_softmax of reference.json's logits within 1e-4 along the greedy path.
+  const fixture = path.join(SRC, 'tests/fixtures/tiny-qwen3-untied');
+  const ref = JSON.parse(fs.readFileSync(path.join(fixture, 'reference.json'), 'utf8'));
+  const f = await startServer(['--skip-tokenizer-init'], { modelDir: fixture, loadFormat: 'auto' });
+  try {
+    let compared = 0;
+    for (const pr of ref.prompts.slice(0, 4)) {
+      const r = await f.client.completions.create({ model: MODEL, prompt: pr.prompt_token_ids, max_tokens: ref.max_new_tokens, temperature: 0, ignore_eos: true, logprobs: 5 });
+      const lp = r.choices[0].logprobs;
+      const ids = r.choices[0].token_ids;
+      for (let s2 = 0; s2 < ids.length && ids[s2] === pr.greedy_token_ids[s2]; s2++) {
+        const x = pr.logits[s2];
+        const mx = Math.max(...x);
+        const lse = mx + Math.log(x.reduce((a, v) => a + Math.exp(v - mx), 0));
+        check(close(lp.token_logprobs[s2], x[ids[s2]] - lse, 1e-4), `fixture logprob step ${s2}: ${lp.token_logprobs[s2]} vs ${x[ids[s2]] - lse}`);
+        eq(lp.tokens[s2], `token_id:${ids[s2]}`, 'tokens named by id without a tokenizer');
+        for (const [k, v] of Object.entries(lp.top_logprobs[s2])) {
+          const id = Number(k.split(':')[1]);
+          check(close(v, x[id] - lse, 1e-4), `fixture top logprob of ${k} at step ${s2}`);
+        }
+        compared++;
+      }
+    }
+    check(compared >= 40, `compared ${compared} fixture steps`);
+  } finally {
+    await f.stop();
   }
 });

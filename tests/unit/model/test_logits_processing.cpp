@@ -245,3 +245,44 @@ TEST(LogitsProcessing, LimitsAreRefusedNamingTheField) {
   sp.logit_bias = {{3, 1.f}, {700, 1.f}, {9999, 2.f}};  // vocabulary 700
   EXPECT_NE(engine_field(sp).find("700, 9999"), std::string::npos) << engine_field(sp);
 }
+
+// Prompt logprobs: a prompt made of a reference prompt and its greedy continuation; the logprob of
+// continuation token s (at position P + s) must be log_softmax(reference logits[s]) of it, through
+// chunked prefill (small budget) and again on a second run (the prompt is not read from the cache).
+TEST(LogitsProcessing, PromptLogprobsMatchReferenceThroughChunks) {
+  const std::string dir = test::fixture("tiny-qwen3-untied");
+  std::ifstream in(dir + "/reference.json");
+  ASSERT_TRUE(in);
+  const auto ref = nlohmann::json::parse(in);
+  EngineConfig cfg = test::tiny_cfg(dir);
+  cfg.block_size = 16;
+  cfg.max_num_batched_tokens = 64;
+  cfg.max_num_seqs = 8;
+  LLMEngine engine(cfg);
+  int compared = 0;
+  for (int round = 0; round < 2; ++round)
+    for (const auto& pr : ref["prompts"]) {
+      auto prompt = pr["prompt_token_ids"].get<std::vector<int32_t>>();
+      const size_t P = prompt.size();
+      const auto greedy = pr["greedy_token_ids"].get<std::vector<int32_t>>();
+      prompt.insert(prompt.end(), greedy.begin(), greedy.end());
+      SamplingParams sp = test::greedy(1);
+      sp.prompt_logprobs = 2;
+      const Traced r = run_one(engine, prompt, sp);
+      ASSERT_EQ(r.out.prompt_logprobs.size(), prompt.size() - 1);
+      for (size_t s = 0; s < greedy.size(); ++s) {
+        const auto lsm = log_softmax(pr["logits"][s].get<std::vector<double>>());
+        const TokenLogprobs& lp = r.out.prompt_logprobs[P + s - 1];
+        EXPECT_NEAR(lp.logprob, lsm[size_t(greedy[s])], 1e-4) << "prompt len " << P << " step " << s;
+        ASSERT_EQ(lp.top.size(), 2u);
+        const int32_t best = int32_t(std::max_element(lsm.begin(), lsm.end()) - lsm.begin());
+        if (pr["margins"][s].get<double>() > 1e-3) {
+          EXPECT_EQ(lp.top[0].first, best);
+          if (greedy[s] == best) EXPECT_EQ(lp.rank, 1);
+        }
+        ++compared;
+      }
+      if (round == 1) EXPECT_EQ(engine.block_manager().num_free_blocks(), engine.block_manager().num_blocks());
+    }
+  EXPECT_GT(compared, 200);
+}

@@ -99,4 +99,19 @@ std::vector<int32_t> CpuBackend::sample(const Tensor& logits, const std::vector<
   return out;
 }
 
+std::vector<TokenLogprobs> CpuBackend::token_logprobs(const Tensor& logits, const std::vector<int32_t>& tokens, int n) {
+  if (logits.dim() != 2 || logits.size(0) != int64_t(tokens.size()) || logits.dtype() != DType::F32)
+    throw Error("token_logprobs: logits must be F32 [B, V] with one token each, got " + shape_str(logits.shape()));
+  const int64_t B = logits.size(0), V = logits.size(1);
+  std::vector<TokenLogprobs> out(static_cast<size_t>(B));
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t b = 0; b < B; ++b) {
+    const int32_t t = tokens[size_t(b)];
+    if (t >= 0 && t < V) out[size_t(b)] = row_logprobs(logits.data<float>() + b * V, V, 1.0f, t, n);
+  }
+  for (int32_t t : tokens)
+    if (t < 0 || t >= V) throw Error("token_logprobs: token id " + std::to_string(t) + " is outside the vocabulary");
+  return out;
+}
+
 }  // namespace nanovllm

@@ -81,6 +81,7 @@ class CudaBackend final : public Backend {
   void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override;
   std::vector<int32_t> sample(const Tensor& logits, const std::vector<SamplingRow>& rows,
                               std::vector<TokenLogprobs>* logprobs = nullptr) override;
+  std::vector<TokenLogprobs> token_logprobs(const Tensor& logits, const std::vector<int32_t>& tokens, int n) override;
   std::vector<float> to_host_f32(const Tensor& t) override;
 
   // ---- CUDA graphs ----

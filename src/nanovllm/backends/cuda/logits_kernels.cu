@@ -4,7 +4,8 @@
 //     (ops/logits_processing.h): -inf when banned (min_tokens), + bias, repetition scaling when
 //     seen in the prompt or output, - frequency * count, - presence when in the output.
 //   logprobs: one CTA per asking row: x_i = logit_i * scale; max by block argmax (which is also the
-//     top-1), lse = max + log(sum exp(x_i - max)) (double sum); the sampled token's x - lse; the
+//     top-1), lse = max + log(sum exp(x_i - max)) (double sum); the sampled token's x - lse and rank
+//     (1 + the entries above it, one counting pass); the
 //     top N as N successive block argmaxes, each over the entries that come after the previous one
 //     in (value desc, index asc) order: no sort, no scratch, N + 2 passes over the row.
 #include <cfloat>
@@ -33,13 +34,7 @@ __global__ void __launch_bounds__(kRowThreads)
   for (int32_t e = r.begin + int32_t(threadIdx.x); e < r.end; e += int32_t(blockDim.x)) {
     const LogitAdjust a = entries[e];
     if (a.token < 0 || a.token >= V) continue;  // checked on the host
-    float l = dst[a.token];
-    if (a.flags & kAdjustBanned) l = -INFINITY;
-    l += a.bias;
-    if (a.flags & kAdjustSeen) l = l > 0.f ? l * inv_rep : l * r.repetition;
-    l -= r.frequency * float(a.output_count);
-    if (a.output_count > 0) l -= r.presence;
-    dst[a.token] = l;
+    dst[a.token] = adjust_logit(dst[a.token], a, r.repetition, inv_rep, r.frequency, r.presence);
   }
 }
 
@@ -70,7 +65,14 @@ __global__ void __launch_bounds__(kRowThreads)
   sum = block_sum_d(sum, sd);
   const double lse = double(bv) + log(sum);
   float* o = out + int64_t(blockIdx.x) * stride;
-  if (threadIdx.x == 0) o[0] = float(double(x(tokens[r.row])) - lse);
+  const float xt = x(tokens[r.row]);
+  float above = 0;  // entries larger than the token's: its rank - 1 (exact in float below 2^24)
+  for (int64_t i = threadIdx.x; i < V; i += blockDim.x) above += x(i) > xt ? 1.f : 0.f;
+  above = block_sum(above, sv);
+  if (threadIdx.x == 0) {
+    o[0] = float(double(xt) - lse);
+    o[1] = above + 1.f;
+  }
   float pv = bv;
   int pi = bi;
   for (int k = 0; k < r.n && k < V; ++k) {
@@ -90,8 +92,8 @@ __global__ void __launch_bounds__(kRowThreads)
       pi = ci;
     }
     if (threadIdx.x == 0) {
-      o[1 + 2 * k] = __int_as_float(pi);
-      o[2 + 2 * k] = float(double(pv) - lse);
+      o[2 + 2 * k] = __int_as_float(pi);
+      o[3 + 2 * k] = float(double(pv) - lse);
     }
   }
 }
@@ -109,7 +111,7 @@ void launch_process_logits(const void* logits, DType dtype, int64_t B, int64_t V
 
 void launch_logprobs(const void* raw, DType dtype, const float* processed, int64_t V, const DevLogprobRow* rows,
                      int64_t R, const int32_t* tokens, float* out, int64_t max_n, Stream st) {
-  const int64_t stride = 1 + 2 * max_n;
+  const int64_t stride = 2 + 2 * max_n;
   if (dtype == DType::F32)
     launch(logprobs_kernel<float>, unsigned(R), kRowThreads, 0, st, static_cast<const float*>(raw), processed, V, rows,
            tokens, out, stride);

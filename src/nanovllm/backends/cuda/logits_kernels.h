@@ -27,8 +27,9 @@ struct DevLogprobRow {
   float scale;
 };
 
-// For each of the R rows: out[r * stride] = log_softmax(x * scale)[tokens[row]], then N pairs
-// (token id as float bits, logprob), best first, lower id on ties; stride = 1 + 2 * max_n.
+// For each of the R rows: out[r * stride] = log_softmax(x * scale)[tokens[row]], out[r * stride + 1]
+// its rank (as a float), then N pairs (token id as float bits, logprob), best first, lower id on ties;
+// stride = 2 + 2 * max_n.
 void launch_logprobs(const void* raw, DType dtype, const float* processed, int64_t V, const DevLogprobRow* rows,
                      int64_t R, const int32_t* tokens, float* out, int64_t max_n, Stream st);
 

@@ -142,6 +142,23 @@ __global__ void __launch_bounds__(kSampleThreads)
   if (threadIdx.x == 0) out[b] = best < 0.f ? bi : besti;
 }
 
+namespace {
+
+// One row of launch_logprobs' output: logprob, rank, then n (id bits, logprob) pairs.
+TokenLogprobs unpack_logprobs(const float* o, int n) {
+  TokenLogprobs t;
+  t.logprob = o[0];
+  t.rank = int32_t(o[1]);
+  for (int j = 0; j < n; ++j) {
+    int32_t id;
+    std::memcpy(&id, &o[2 + 2 * j], 4);
+    t.top.emplace_back(id, o[3 + 2 * j]);
+  }
+  return t;
+}
+
+}  // namespace
+
 std::vector<int32_t> CudaBackend::sample(const Tensor& logits, const std::vector<SamplingRow>& rows,
                                          std::vector<TokenLogprobs>* logprobs) {
   if (logits.dim() != 2 || logits.size(0) != int64_t(rows.size()) ||
@@ -173,8 +190,8 @@ std::vector<int32_t> CudaBackend::sample(const Tensor& logits, const std::vector
     }
     if (r.num_logprobs >= 0) {
       const float scale = r.processed_logprobs && r.temperature > 0 ? 1.0f / r.temperature : 1.0f;
-      lp_rows.push_back({int32_t(b), std::min<int32_t>(r.num_logprobs, int32_t(V)), r.processed_logprobs ? 1 : 0,
-                         scale});
+      lp_rows.push_back(
+          {int32_t(b), std::min<int32_t>(r.num_logprobs, int32_t(V)), r.processed_logprobs ? 1 : 0, scale});
       max_n = std::max<int64_t>(max_n, lp_rows.back().n);
     }
   }
@@ -201,8 +218,8 @@ std::vector<int32_t> CudaBackend::sample(const Tensor& logits, const std::vector
   else
     launch(sample_kernel<bf16>, unsigned(B), kSampleThreads, 0, on_stream(), src.data<bf16>(), V,
            static_cast<const DevRow*>(drows.raw()), dout.data<int32_t>());
-  Tensor dlp;  // [R, 1 + 2 max_n] floats
-  const int64_t stride = 1 + 2 * max_n;
+  Tensor dlp;  // [R, 2 + 2 max_n] floats
+  const int64_t stride = 2 + 2 * max_n;
   if (!lp_rows.empty()) {
     // Processed logprobs of a row without entries read its raw logits (nothing was applied).
     for (auto& r : lp_rows)
@@ -227,18 +244,41 @@ std::vector<int32_t> CudaBackend::sample(const Tensor& logits, const std::vector
   in_step_ = false;  // the step ends with its tokens
   if (logprobs) {
     logprobs->assign(size_t(B), TokenLogprobs{});
-    for (size_t k = 0; k < lp_rows.size(); ++k) {
-      const float* o = lp_host.data() + k * size_t(stride);
-      TokenLogprobs& t = (*logprobs)[size_t(lp_rows[k].row)];
-      t.logprob = o[0];
-      for (int j = 0; j < lp_rows[k].n; ++j) {
-        int32_t id;
-        std::memcpy(&id, &o[1 + 2 * j], 4);
-        t.top.emplace_back(id, o[2 + 2 * j]);
-      }
-    }
+    for (size_t k = 0; k < lp_rows.size(); ++k)
+      (*logprobs)[size_t(lp_rows[k].row)] = unpack_logprobs(lp_host.data() + k * size_t(stride), lp_rows[k].n);
   }
   return std::vector<int32_t>(pinned_tokens_, pinned_tokens_ + B);
+}
+
+std::vector<TokenLogprobs> CudaBackend::token_logprobs(const Tensor& logits, const std::vector<int32_t>& tokens,
+                                                       int n) {
+  if (logits.dim() != 2 || logits.size(0) != int64_t(tokens.size()) ||
+      (logits.dtype() != DType::F32 && logits.dtype() != DType::BF16) || logits.device() != Device::CUDA)
+    throw Error("token_logprobs: logits must be F32 or BF16 [B, V] on the GPU with one token each, got " +
+                shape_str(logits.shape()));
+  if (capturing_) throw Error("token_logprobs: cannot run inside a CUDA graph capture (it synchronizes)");
+  const int64_t B = logits.size(0), V = logits.size(1);
+  if (B == 0) return {};
+  for (int32_t t : tokens)
+    if (t < 0 || t >= V) throw Error("token_logprobs: token id " + std::to_string(t) + " is outside the vocabulary");
+  const int32_t nn = std::min<int32_t>(n, int32_t(V));
+  std::vector<DevLogprobRow> rows;
+  for (int64_t b = 0; b < B; ++b) rows.push_back({int32_t(b), nn, 0, 1.0f});
+  Tensor drows = empty({int64_t(rows.size() * sizeof(DevLogprobRow) / 4)}, DType::I32);
+  h2d(drows.raw(), rows.data(), rows.size() * sizeof(DevLogprobRow));
+  Tensor dtok = empty({B}, DType::I32);
+  h2d(dtok.raw(), tokens.data(), tokens.size() * 4);
+  const int64_t stride = 2 + 2 * int64_t(nn);
+  Tensor dlp = empty({B * stride}, DType::F32);
+  launch_logprobs(logits.raw(), logits.dtype(), nullptr, V, static_cast<const DevLogprobRow*>(drows.raw()), B,
+                  dtok.data<int32_t>(), dlp.data<float>(), nn, on_stream());
+  std::vector<float> host(static_cast<size_t>(B * stride));
+  auto s = static_cast<cudaStream_t>(stream_);
+  NV_CUDA_CHECK(cudaMemcpyAsync(host.data(), dlp.raw(), host.size() * 4, cudaMemcpyDeviceToHost, s));
+  NV_CUDA_CHECK(cudaStreamSynchronize(s));
+  std::vector<TokenLogprobs> out;
+  for (int64_t b = 0; b < B; ++b) out.push_back(unpack_logprobs(host.data() + b * stride, nn));
+  return out;
 }
 
 }  // namespace nanovllm
