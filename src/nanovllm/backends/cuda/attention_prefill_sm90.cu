@@ -140,11 +140,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 
     softmax_tile(s, o, m, l, lim, t * kBN, kfull, P.scale_log2, lane);
 
-    // P as bf16 A fragments before the fence: registers written between the fence and an RS wgmma
-    // make ptxas inject fences of its own (warning C7519).
     uint32_t pf[kBN / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < kBN / 16; ++kk) probs_fragment(s, kk, pf[kk]);
+    probs_fragments(s, pf);  // before the fence (attention_prefill_tile.cuh)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kBN / 16; ++kk) {

@@ -96,6 +96,15 @@ __device__ __forceinline__ void probs_fragment(const float (&s)[NT][4], int kk, 
   pf[3] = pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 }
 
+// All of a tile's P fragments (keys 16 kk .. 16 kk + 15 for each kk), converted before the wgmma
+// fence that precedes the P V products: registers written between the fence and an RS wgmma make
+// ptxas inject fences of its own and serialize the wgmma (warnings C7519/C7520).
+template <int NT>
+__device__ __forceinline__ void probs_fragments(const float (&s)[NT][4], uint32_t (&pf)[NT / 2][4]) {
+#pragma unroll
+  for (int kk = 0; kk < NT / 2; ++kk) probs_fragment(s, kk, pf[kk]);
+}
+
 // Writes the warp's rows r (this lane's g and g + 8 of the 16 at row0) of O / l: row r is token
 // tok0 + r / G of query head h * G + r % G; rows >= rows are padding.
 template <int DT>

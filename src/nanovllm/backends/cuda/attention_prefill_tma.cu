@@ -62,11 +62,13 @@ constexpr int kConsumers = 256;
 constexpr int kBarQ = 1, kBarTurn0 = 2;
 
 // S (+)= Q K^T over one k-step for a 64- or 128-key tile.
-__device__ __forceinline__ void wgmma_ss(float (&d)[8][4], uint64_t da, uint64_t db, int acc) {
-  wgmma_m64n64k16_ss(d, da, db, acc);
-}
-__device__ __forceinline__ void wgmma_ss(float (&d)[16][4], uint64_t da, uint64_t db, int acc) {
-  wgmma_m64n128k16_ss(d, da, db, acc);
+template <int NT>
+__device__ __forceinline__ void wgmma_ss(float (&d)[NT][4], uint64_t da, uint64_t db, int acc) {
+  static_assert(NT == 8 || NT == 16, "64- or 128-key tiles");
+  if constexpr (NT == 16)
+    wgmma_m64n128k16_ss(d, da, db, acc);
+  else
+    wgmma_m64n64k16_ss(d, da, db, acc);
 }
 
 template <int D>
@@ -186,13 +188,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_ss(acc, da, db, kk > 0);
     }
   };
-  // P is rounded to bf16 A fragments before the wgmma fence that precedes the products: registers
-  // written between the fence and an RS wgmma make ptxas inject fences and serialize the wgmma
-  // (warnings C7519/C7520).
-  auto to_probs = [&](const float(&p)[NT][4], uint32_t(&pf)[kBN / 16][4]) {
-#pragma unroll
-    for (int kk = 0; kk < kBN / 16; ++kk) probs_fragment(p, kk, pf[kk]);
-  };
   auto pv = [&](uint32_t(&pf)[kBN / 16][4], const bf16* vb) {
 #pragma unroll
     for (int kk = 0; kk < kBN / 16; ++kk) {
@@ -233,7 +228,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_wait(&vfull_bar[prev], ((t - 1) / kStages) & 1);
     float sn[NT][4];
     uint32_t pf[kBN / 16][4];
-    to_probs(s, pf);
+    probs_fragments(s, pf);  // before the fence (attention_prefill_tile.cuh)
     named_sync(mine, kConsumers);
     wgmma_fence();
     qk(sn, ks + st * kBN * D);
@@ -255,7 +250,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   mbar_wait(&vfull_bar[(ntiles - 1) % kStages], ((ntiles - 1) / kStages) & 1);
   uint32_t pf[kBN / 16][4];
-  to_probs(s, pf);
+  probs_fragments(s, pf);  // before the fence (attention_prefill_tile.cuh)
   named_sync(mine, kConsumers);
   wgmma_fence();
   pv(pf, vs + ((ntiles - 1) % kStages) * kBN * D);
