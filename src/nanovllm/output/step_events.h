@@ -16,21 +16,27 @@ struct TokenEvent {
   FinishReason finish = FinishReason::None;  // the engine's
   const RequestOutput* finished = nullptr;   // set with `finish`; points into the StepResult
   const TokenLogprobs* logprobs = nullptr;   // the token's logprobs when its request asked; into the StepResult
+  // With a request's first token, when it asked: the logprobs of its prompt; into the StepResult.
+  const std::vector<TokenLogprobs>* prompt_logprobs = nullptr;
 };
 
 inline std::vector<TokenEvent> step_events(const StepResult& r) {
   std::map<int64_t, const RequestOutput*> fin;
   for (auto& f : r.finished) fin[f.request_id] = &f;
+  std::map<int64_t, const std::vector<TokenLogprobs>*> prompt;  // the engine lists them with a new token
+  for (auto& [rid, lps] : r.prompt_logprobs) prompt[rid] = &lps;
   std::vector<TokenEvent> out;
   out.reserve(r.new_tokens.size());
   for (size_t k = 0; k < r.new_tokens.size(); ++k) {
     const auto [rid, tok] = r.new_tokens[k];
     const TokenLogprobs* lp = k < r.new_logprobs.size() ? &r.new_logprobs[k] : nullptr;
+    const auto pit = prompt.find(rid);
+    const std::vector<TokenLogprobs>* plp = pit == prompt.end() ? nullptr : pit->second;
     auto it = fin.find(rid);
     if (it == fin.end()) {
-      out.push_back({rid, tok, FinishReason::None, nullptr, lp});
+      out.push_back({rid, tok, FinishReason::None, nullptr, lp, plp});
     } else {
-      out.push_back({rid, tok, it->second->finish_reason, it->second, lp});
+      out.push_back({rid, tok, it->second->finish_reason, it->second, lp, plp});
       fin.erase(it);
     }
   }

@@ -109,11 +109,10 @@ void EngineLoop::admit(Job& job) {
       // n > 1: choice i * n + j of seed + j (vLLM's parallel sampling); the first goes in now.
       std::vector<Sibling> siblings;
       for (int j = 1; j < n; ++j)
-        siblings.push_back({job.prompts[i], child_params(job.params, j), int(i) * n + j, job.parsers,
-                            choice_id(job, int(i) * n + j)});
-      const int64_t rid =
-          add_choice(job.channel, std::move(job.prompts[i]), child_params(job.params, 0), int(i) * n, job.arrival,
-                     job.parsers, choice_id(job, int(i) * n));
+        siblings.push_back(
+            {job.prompts[i], child_params(job.params, j), int(i) * n + j, job.parsers, choice_id(job, int(i) * n + j)});
+      const int64_t rid = add_choice(job.channel, std::move(job.prompts[i]), child_params(job.params, 0), int(i) * n,
+                                     job.arrival, job.parsers, choice_id(job, int(i) * n));
       added.push_back(rid);
       live_.at(rid).siblings = std::move(siblings);
     }
@@ -210,8 +209,7 @@ void EngineLoop::route(const StepResult& r) {
       ev.token_ids = {e.token};
       if (l.wants_logprobs && e.logprobs) ev.logprobs.push_back(*e.logprobs);
     }
-    for (auto& [prid, plps] : r.prompt_logprobs)
-      if (prid == e.request_id) ev.prompt_logprobs = plps;
+    if (e.prompt_logprobs) ev.prompt_logprobs = *e.prompt_logprobs;
     output::OutputDelta d;
     try {
       d = l.out->push(e.token, e.finish);
