@@ -79,15 +79,15 @@ std::string LLM::apply_chat_template(const ChatTemplateInputs& in) const {
 }
 
 std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params,
-                                         bool progress) {
+                                         bool progress, const std::function<void()>& after_step) {
   if (params.size() != 1 && params.size() != prompts.size())
     throw UserError("generate: " + std::to_string(params.size()) + " sampling params for " +
                     std::to_string(prompts.size()) + " prompts");
   // Tokenize and validate everything first: a bad request fails before any work starts.
-  std::vector<std::vector<int32_t>> ids;
+  std::vector<Prompt> checked;
   for (size_t i = 0; i < prompts.size(); ++i) {
     try {
-      ids.push_back(to_token_ids(prompts[i]));
+      checked.push_back(Prompt::of_ids(to_token_ids(prompts[i])));
       const auto& sp = params[params.size() == 1 ? 0 : i];
       sp.validate();
       if (!sp.stop.empty()) require_tokenizer();
@@ -95,49 +95,76 @@ std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts, con
       throw InvalidRequest(e.param, "request " + std::to_string(i) + ": " + e.what());
     }
   }
-  struct Live {
-    size_t index;
-    output::OutputProcessor out;
-  };
-  std::map<int64_t, Live> live;
+  std::map<int64_t, size_t> mine;  // this call's unfinished requests -> their prompt index
   std::vector<RequestOutput> outs(prompts.size());
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    const auto& sp = params[params.size() == 1 ? 0 : i];
-    int64_t id;
-    try {
-      id = engine_->add_request(ids[i], sp);
-    } catch (const InvalidRequest& e) {
-      for (auto& [rid, _] : live) engine_->abort(rid);
-      throw InvalidRequest(e.param, "request " + std::to_string(i) + ": " + e.what());
-    }
-    live.emplace(id, Live{i, output::OutputProcessor(tokenizer_.get(), sp)});
-    outs[i].request_id = id;
-    outs[i].prompt_token_ids = ids[i];
-  }
-  ProgressBar bar(int64_t(prompts.size()), progress);
-  while (engine_->has_unfinished()) {
-    StepResult r = engine_->step();
-    bar.on_step(r.is_prefill, r.num_tokens, r.seconds);
-    for (const output::TokenEvent& e : output::step_events(r)) {
-      auto it = live.find(e.request_id);
-      if (it == live.end()) continue;
-      RequestOutput& o = outs[it->second.index];
-      const output::OutputDelta d = it->second.out.push(e.token, e.finish);
-      if (e.token >= 0) o.token_ids.push_back(e.token);
-      o.text += d.text;
-      if (d.finish == FinishReason::None) continue;
-      if (d.stopped_by_string) engine_->abort(e.request_id);  // the engine does not know stop strings
-      o.finish_reason = d.finish;
-      if (e.finished) {
-        o.num_cached_prompt_tokens = e.finished->num_cached_prompt_tokens;
-        o.token_ids = e.finished->token_ids;
+  try {
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      try {
+        mine.emplace(add_request(checked[i], params[params.size() == 1 ? 0 : i]), i);
+      } catch (const InvalidRequest& e) {
+        throw InvalidRequest(e.param, "request " + std::to_string(i) + ": " + e.what());
       }
-      live.erase(it);
-      bar.on_finished();
     }
+    ProgressBar bar(int64_t(prompts.size()), progress);
+    while (!mine.empty()) {
+      StepResult r;
+      std::vector<RequestOutput> done = step(&r);
+      bar.on_step(r.is_prefill, r.num_tokens, r.seconds);
+      for (RequestOutput& o : done) {
+        auto it = mine.find(o.request_id);
+        if (it == mine.end()) continue;  // queued by add_request outside this call
+        outs[it->second] = std::move(o);
+        mine.erase(it);
+        bar.on_finished();
+      }
+      if (after_step) after_step();
+    }
+    bar.done();
+  } catch (...) {
+    for (auto& [id, _] : mine) abort_request(id);
+    throw;
   }
-  bar.done();
   return outs;
+}
+
+int64_t LLM::add_request(const Prompt& prompt, const SamplingParams& params) {
+  std::vector<int32_t> ids = to_token_ids(prompt);
+  params.validate();
+  if (!params.stop.empty()) require_tokenizer();
+  const int64_t id = engine_->add_request(ids, params);
+  Live& l = live_.emplace(id, Live{output::OutputProcessor(tokenizer_.get(), params), {}}).first->second;
+  l.o.request_id = id;
+  l.o.prompt_token_ids = std::move(ids);
+  return id;
+}
+
+void LLM::abort_request(int64_t id) {
+  engine_->abort(id);
+  live_.erase(id);
+}
+
+std::vector<RequestOutput> LLM::step(StepResult* stats) {
+  StepResult r = engine_->step();
+  std::vector<RequestOutput> finished;
+  for (const output::TokenEvent& e : output::step_events(r)) {
+    auto it = live_.find(e.request_id);
+    if (it == live_.end()) continue;
+    RequestOutput& o = it->second.o;
+    const output::OutputDelta d = it->second.out.push(e.token, e.finish);
+    if (e.token >= 0) o.token_ids.push_back(e.token);
+    o.text += d.text;
+    if (d.finish == FinishReason::None) continue;
+    if (d.stopped_by_string) engine_->abort(e.request_id);  // the engine does not know stop strings
+    o.finish_reason = d.finish;
+    if (e.finished) {
+      o.num_cached_prompt_tokens = e.finished->num_cached_prompt_tokens;
+      o.token_ids = e.finished->token_ids;
+    }
+    finished.push_back(std::move(o));
+    live_.erase(it);
+  }
+  if (stats) *stats = std::move(r);
+  return finished;
 }
 
 }  // namespace nanovllm

@@ -5,6 +5,8 @@
 //   auto outs = llm.generate({nanovllm::Prompt::text("Hello")}, {nanovllm::SamplingParams{}});
 //   std::cout << outs[0].text;
 #pragma once
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +15,7 @@
 
 #include "nanovllm/config.h"
 #include "nanovllm/engine/llm_engine.h"
+#include "nanovllm/output/output_processor.h"
 #include "nanovllm/sampling_params.h"
 #include "nanovllm/tokenizer/chat_template.h"
 #include "nanovllm/tokenizer/tokenizer.h"
@@ -43,9 +46,18 @@ class LLM {
 
   // One output per prompt, in order. params has one entry (for all) or one per prompt.
   // Throws InvalidRequest (with the prompt index in the message) before running anything if
-  // any request is invalid.
+  // any request is invalid. `after_step` (optional) runs after every engine step and may throw
+  // (the Python binding's Ctrl-C check): the call's unfinished requests are then aborted.
   std::vector<RequestOutput> generate(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params,
-                                      bool progress = false);
+                                      bool progress = false, const std::function<void()>& after_step = {});
+
+  // nano-vllm's LLMEngine loop with text: queue a request (tokenized and validated; throws
+  // InvalidRequest), then step() while has_unfinished(). step() returns the requests that
+  // finished in it (text, token ids, finish reason); `stats` gets the engine's StepResult.
+  int64_t add_request(const Prompt& prompt, const SamplingParams& params);
+  std::vector<RequestOutput> step(StepResult* stats = nullptr);
+  bool has_unfinished() const { return engine_->has_unfinished(); }
+  void abort_request(int64_t id);
 
   // Chat messages -> prompt text through the model's chat template.
   std::string apply_chat_template(const ChatTemplateInputs& in) const;
@@ -61,6 +73,11 @@ class LLM {
   std::unique_ptr<LLMEngine> engine_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ChatTemplate> chat_template_;
+  struct Live {  // a request between add_request and its last step: its text so far
+    output::OutputProcessor out;
+    RequestOutput o;
+  };
+  std::map<int64_t, Live> live_;
 };
 
 }  // namespace nanovllm

@@ -1,0 +1,126 @@
+"""nanovllm's Python API on the CPU backend with the tiny fixtures: outputs, greedy equality with
+the CLI, sampling params as one or a list, token-id and text prompts, the LLMEngine loop."""
+import os
+import shutil
+import unittest
+
+from helpers import CPU, FIXTURE, byte_tokenizer_model, cli_generate, reference_prompts
+from nanovllm import LLM, LLMEngine, SamplingParams
+
+
+class GenerateTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.llm = LLM(FIXTURE, **CPU)
+
+    def test_output_is_a_dict_per_prompt_in_order(self):
+        prompts = reference_prompts()[:4]
+        outs = self.llm.generate(prompts, SamplingParams(temperature=0, max_tokens=5, ignore_eos=True),
+                                 use_tqdm=False)
+        self.assertEqual(len(outs), 4)
+        for o in outs:
+            self.assertEqual(set(o), {"text", "token_ids"})
+            self.assertIsInstance(o["text"], str)
+            self.assertEqual(len(o["token_ids"]), 5)
+            self.assertTrue(all(isinstance(t, int) and 0 <= t < 512 for t in o["token_ids"]))
+        # Each alone gives the same (order and batching do not change greedy outputs).
+        for p, o in zip(prompts, outs):
+            alone = self.llm.generate([p], SamplingParams(temperature=0, max_tokens=5, ignore_eos=True),
+                                      use_tqdm=False)
+            self.assertEqual(alone[0]["token_ids"], o["token_ids"])
+
+    def test_greedy_equals_the_cli(self):
+        prompts = reference_prompts()
+        want = cli_generate(FIXTURE, [{"prompt_token_ids": p, "max_tokens": 24, "temperature": 0,
+                                       "ignore_eos": True} for p in prompts])
+        got = self.llm.generate(prompts, SamplingParams(temperature=0, max_tokens=24, ignore_eos=True),
+                                use_tqdm=False)
+        self.assertEqual([o["token_ids"] for o in got], [w["token_ids"] for w in want])
+        self.assertTrue(any(len(set(w["token_ids"])) > 1 for w in want))  # not a degenerate run
+
+    def test_seeded_sampling_equals_the_cli(self):
+        prompts = reference_prompts()[:3]
+        sp = dict(temperature=0.8, top_k=50, top_p=0.9, seed=7, max_tokens=12, ignore_eos=True)
+        want = cli_generate(FIXTURE, [dict(prompt_token_ids=p, **sp) for p in prompts])
+        got = self.llm.generate(prompts, SamplingParams(**sp), use_tqdm=False)
+        self.assertEqual([o["token_ids"] for o in got], [w["token_ids"] for w in want])
+
+    def test_stop_token_ids_end_a_request(self):
+        p = reference_prompts()[2]
+        full = self.llm.generate([p], SamplingParams(temperature=0, max_tokens=24, ignore_eos=True),
+                                 use_tqdm=False)[0]["token_ids"]
+        stop = full[3]
+        cut = self.llm.generate([p], SamplingParams(temperature=0, max_tokens=24, ignore_eos=True,
+                                                    stop_token_ids=[stop]), use_tqdm=False)[0]["token_ids"]
+        self.assertEqual(cut, full[:full.index(stop) + 1])
+
+    def test_one_params_or_a_list(self):
+        prompts = reference_prompts()[:3]
+        sp = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
+        one = self.llm.generate(prompts, sp, use_tqdm=False)
+        many = self.llm.generate(prompts, [sp] * 3, use_tqdm=False)
+        self.assertEqual(one, many)
+        lens = [SamplingParams(temperature=0, max_tokens=n, ignore_eos=True) for n in (1, 4, 9)]
+        outs = self.llm.generate(prompts, lens, use_tqdm=False)
+        self.assertEqual([len(o["token_ids"]) for o in outs], [1, 4, 9])
+        for o, full in zip(outs, one):  # a prefix of the longer greedy run
+            n = min(len(o["token_ids"]), 6)
+            self.assertEqual(o["token_ids"][:n], full["token_ids"][:n])
+
+    def test_progress_bar_does_not_change_outputs(self):
+        sp = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
+        p = reference_prompts()[:2]
+        self.assertEqual(self.llm.generate(p, sp), self.llm.generate(p, sp, use_tqdm=False))
+
+    def test_empty_prompt_list(self):
+        self.assertEqual(self.llm.generate([], SamplingParams()), [])
+
+
+class TextTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = byte_tokenizer_model()
+        cls.llm = LLM(cls.model, **CPU)
+
+    @classmethod
+    def tearDownClass(cls):
+        del cls.llm
+        shutil.rmtree(cls.model)
+
+    def test_text_and_token_id_prompts_agree(self):
+        sp = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True, skip_special_tokens=False)
+        by_text, by_ids = self.llm.generate(["Hello", list(b"Hello")], sp, use_tqdm=False)
+        self.assertEqual(by_text, by_ids)
+        self.assertIsInstance(by_text["text"], str)
+        self.assertNotEqual(by_text["text"], "")
+
+class LLMEngineTest(unittest.TestCase):
+
+    def test_add_request_step_loop(self):
+        engine = LLMEngine(FIXTURE, **CPU)
+        prompts = reference_prompts()[:3]
+        sps = [SamplingParams(temperature=0, max_tokens=n, ignore_eos=True) for n in (3, 5, 7)]
+        ids = [engine.add_request(p, sp) for p, sp in zip(prompts, sps)]
+        self.assertEqual(len(set(ids)), 3)
+        self.assertFalse(engine.is_finished())
+        done, counts = {}, []
+        while not engine.is_finished():
+            outputs, num_tokens = engine.step()
+            counts.append(num_tokens)
+            for seq_id, token_ids in outputs:
+                done[seq_id] = token_ids
+        self.assertEqual(sorted(done), sorted(ids))
+        self.assertEqual(counts[0], sum(len(p) for p in prompts))  # the prefill: every prompt token
+        self.assertTrue(all(c < 0 for c in counts[1:]))  # decode steps: minus the sequences
+        self.assertEqual(counts[1], -3)
+        want = engine.generate(prompts, sps, use_tqdm=False)
+        self.assertEqual([done[i] for i in ids], [w["token_ids"] for w in want])
+
+    def test_llm_is_an_llm_engine(self):
+        self.assertTrue(issubclass(LLM, LLMEngine))
+
+
+if __name__ == "__main__":
+    unittest.main()
