@@ -28,15 +28,17 @@ def version():
 
 class CMakeBuildPy(build_py):
     def run(self):
+        package = os.path.join(BUILD_DIR, "python", "nanovllm")
         configure = ["cmake", "-S", ROOT, "-B", BUILD_DIR, "-DNANOVLLM_PYTHON=ON"]
         if not os.path.exists(os.path.join(BUILD_DIR, "CMakeCache.txt")):
             configure += [f"-DPython_EXECUTABLE={sys.executable}", "-DCMAKE_BUILD_TYPE=Release"]
             configure += ["-G", "Ninja"] if shutil.which("ninja") else []
             configure += shlex.split(os.environ.get("NANOVLLM_CMAKE_ARGS", ""))
-        subprocess.check_call(configure)
+            subprocess.check_call(configure)
+        elif not os.path.isdir(package):  # configured without the Python package: add it
+            subprocess.check_call(configure)
         subprocess.check_call(["cmake", "--build", BUILD_DIR, "--target", "nanovllm_python_package",
                                "-j", str(os.cpu_count() or 1)])
-        package = os.path.join(BUILD_DIR, "python", "nanovllm")
         module = "_core" + sysconfig.get_config_var("EXT_SUFFIX")
         if not os.path.exists(os.path.join(package, module)):
             sys.exit(f"error: {BUILD_DIR} builds the extension for another Python than {sys.executable} "

@@ -24,7 +24,8 @@ def _describe(spec):
     if isinstance(spec, tuple):
         return " or ".join(_describe(s) for s in spec)
     if isinstance(spec, list):
-        return f"a list of {_describe(spec[0])}"
+        inner = spec[0]
+        return f"a list of {inner.__name__}" if isinstance(inner, type) else f"a list of ({_describe(inner)})"
     if isinstance(spec, dict):
         ((k, v),) = spec.items()
         return f"a dict of {_describe(k)} to {_describe(v)}"

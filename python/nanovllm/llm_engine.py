@@ -9,7 +9,7 @@ from nanovllm.sampling_params import SamplingParams
 def _prompt(p, what="prompt"):
     if isinstance(p, str):
         return p
-    check_type(what, p, [int])
+    check_type(what, p, (str, [int]))
     return list(p)
 
 
@@ -54,7 +54,8 @@ class LLMEngine:
         progress bar with the prefill and decode throughput on stderr (when it is a terminal)."""
         if isinstance(prompts, str):
             prompts = [prompts]
-        check_type("prompts", prompts, [(str, [int])])
+        if not isinstance(prompts, (list, tuple)):
+            raise TypeError(f"prompts must be a list of prompts (str or list of int), got {type(prompts).__name__}")
         ps = [_prompt(p, f"prompts[{i}]") for i, p in enumerate(prompts)]
         if isinstance(sampling_params, (list, tuple)):
             if len(sampling_params) != len(ps):
