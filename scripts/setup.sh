@@ -5,7 +5,8 @@ cd "$(dirname "$0")/.."
 
 pkgs=(build-essential cmake ninja-build ccache pkg-config nlohmann-json3-dev libxxhash-dev
       libgtest-dev libcli11-dev libopenblas-dev libpcre2-dev libutf8proc-dev libboost1.81-dev
-      nodejs npm)
+      nodejs npm
+      pybind11-dev python3-dev python3-venv python3-pip python3-setuptools python3-wheel)  # the Python package
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -5,8 +5,8 @@
 #include <csignal>
 #include <cstdio>
 
-#include "nanovllm/dist/socket.h"
 #include "nanovllm/engine/llm_engine.h"
+#include "nanovllm/engine/local_ranks.h"
 #include "nanovllm/engine/tensor_parallel.h"
 #include "nanovllm/utils/error.h"
 
@@ -32,19 +32,7 @@ TpStart start_tensor_parallel(EngineConfig& cfg, const EngineFlags& flags) {
     };
   }
   if (flags.rank >= 0 || flags.spawned()) return st;  // manual start, or started by a launcher
-  if (cfg.master_port == 0) {
-    if (cfg.nnodes > 1)
-      throw UserError("--nnodes " + std::to_string(cfg.nnodes) + " needs --master-port and --master-addr");
-    cfg.master_port = pick_free_port(cfg.master_addr);
-  }
-  const int first = cfg.node_rank * cfg.ranks_per_node();
-  std::vector<int> others;
-  for (int r = first + 1; r < first + cfg.ranks_per_node(); ++r) others.push_back(r);
-  const int port = cfg.master_port;
-  st.launcher = std::make_unique<LocalLauncher>(others, [port](int r) {
-    return std::vector<std::string>{"--tp-spawned-rank", std::to_string(r), "--tp-spawned-port", std::to_string(port)};
-  });
-  st.launcher->start_monitor(cfg.on_tp_peer_lost);
+  st.launcher = start_local_ranks(cfg);
   return st;
 }
 

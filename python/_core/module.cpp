@@ -5,9 +5,14 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <variant>
 
+#include "nanovllm/engine/local_ranks.h"
+#include "nanovllm/engine/tensor_parallel.h"
 #include "nanovllm/llm.h"
 #include "nanovllm/utils/error.h"
 #include "nanovllm/version.h"
@@ -43,6 +48,44 @@ py::dict output_dict(const RequestOutput& o, bool with_details) {
   }
   return d;
 }
+
+// Tensor parallelism: the node's other ranks are `worker_program` (the nanovllm executable, run
+// as `generate` workers, as the CLI starts them); none for tensor_parallel_size 1.
+std::unique_ptr<LocalLauncher> start_ranks(EngineConfig& cfg, const std::string& worker_program) {
+  if (cfg.tensor_parallel_size == 1) return nullptr;
+  check_tensor_parallel(cfg, resolve_model_config(cfg));  // before any process or GPU work
+  if (worker_program.empty() || access(worker_program.c_str(), X_OK) != 0)
+    throw UserError("tensor_parallel_size " + std::to_string(cfg.tensor_parallel_size) +
+                    " needs the nanovllm executable for the other ranks (not found: '" + worker_program + "')");
+  cfg.on_tp_peer_lost = [](const std::string& what) {  // as the CLI's rank 0: nothing to go on with
+    std::fprintf(stderr, "error: %s\n", what.c_str());
+    std::fflush(stderr);
+    _exit(1);
+  };
+  std::vector<std::string> cmd{worker_program,
+                               "generate",
+                               "--model",
+                               cfg.model,
+                               "--device",
+                               cfg.device,
+                               "--tensor-parallel-size",
+                               std::to_string(cfg.tensor_parallel_size),
+                               "--load-format",
+                               cfg.load_dummy ? "dummy" : "auto"};
+  if (cfg.num_threads > 0) cmd.insert(cmd.end(), {"--threads", std::to_string(cfg.num_threads)});
+  return start_local_ranks(cfg, std::move(cmd));
+}
+
+struct Ranks {
+  std::unique_ptr<LocalLauncher> launcher;
+};
+
+// A Python LLM: the other ranks (a base, so started before the engine, which waits for them, and
+// stopped after it, which says goodbye to them), then the engine.
+struct PyLLM : Ranks, LLM {
+  PyLLM(EngineConfig cfg, const std::string& tokenizer_dir, bool skip_tokenizer_init, const std::string& worker_program)
+      : Ranks{start_ranks(cfg, worker_program)}, LLM(std::move(cfg), tokenizer_dir, skip_tokenizer_init) {}
+};
 
 void bind_engine_config(py::module_& m) {
   py::class_<EngineConfig>(m, "EngineConfig")
@@ -97,15 +140,17 @@ void bind_sampling_params(py::module_& m) {
 }
 
 void bind_llm(py::module_& m) {
-  py::class_<LLM>(m, "LLM")
-      .def(py::init([](EngineConfig cfg, const std::string& tokenizer_dir, bool skip_tokenizer_init) {
+  py::class_<PyLLM>(m, "LLM")
+      .def(py::init([](EngineConfig cfg, const std::string& tokenizer_dir, bool skip_tokenizer_init,
+                       const std::string& worker_program) {
              py::gil_scoped_release nogil;
-             return std::make_unique<LLM>(std::move(cfg), tokenizer_dir, skip_tokenizer_init);
+             return std::make_unique<PyLLM>(std::move(cfg), tokenizer_dir, skip_tokenizer_init, worker_program);
            }),
-           py::arg("config"), py::arg("tokenizer_dir") = "", py::arg("skip_tokenizer_init") = false)
+           py::arg("config"), py::arg("tokenizer_dir") = "", py::arg("skip_tokenizer_init") = false,
+           py::arg("worker_program") = "")
       .def(
           "generate",
-          [](LLM& llm, const std::vector<PromptArg>& prompts, const std::vector<SamplingParams>& params,
+          [](PyLLM& llm, const std::vector<PromptArg>& prompts, const std::vector<SamplingParams>& params,
              bool progress) {
             std::vector<Prompt> ps;
             for (auto& p : prompts) ps.push_back(to_prompt(p));
@@ -120,10 +165,11 @@ void bind_llm(py::module_& m) {
           },
           py::arg("prompts"), py::arg("params"), py::arg("progress"))
       .def(
-          "add_request", [](LLM& llm, const PromptArg& p, const SamplingParams& sp) { return llm.add_request(to_prompt(p), sp); },
+          "add_request",
+          [](PyLLM& llm, const PromptArg& p, const SamplingParams& sp) { return llm.add_request(to_prompt(p), sp); },
           py::arg("prompt"), py::arg("params"))
       .def("step",
-           [](LLM& llm) {
+           [](PyLLM& llm) {
              StepResult r;
              std::vector<RequestOutput> done;
              {
@@ -136,12 +182,15 @@ void bind_llm(py::module_& m) {
              const int64_t n = r.is_prefill ? r.num_tokens : -r.num_tokens;
              return py::make_tuple(l, n);
            })
-      .def("has_unfinished", &LLM::has_unfinished)
-      .def("abort_request", &LLM::abort_request)
-      .def("encode", [](const LLM& llm, const std::string& text) { return llm.require_tokenizer().encode(text); })
-      .def("decode", [](const LLM& llm, const std::vector<int32_t>& ids, bool skip_special_tokens) {
-        return llm.require_tokenizer().decode(ids, skip_special_tokens);
-      }, py::arg("token_ids"), py::arg("skip_special_tokens") = true);
+      .def("has_unfinished", [](const PyLLM& llm) { return llm.has_unfinished(); })
+      .def("abort_request", [](PyLLM& llm, int64_t id) { llm.abort_request(id); })
+      .def("encode", [](const PyLLM& llm, const std::string& text) { return llm.require_tokenizer().encode(text); })
+      .def(
+          "decode",
+          [](const PyLLM& llm, const std::vector<int32_t>& ids, bool skip_special_tokens) {
+            return llm.require_tokenizer().decode(ids, skip_special_tokens);
+          },
+          py::arg("token_ids"), py::arg("skip_special_tokens") = true);
 }
 
 }  // namespace

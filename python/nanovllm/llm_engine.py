@@ -1,5 +1,7 @@
 """nano-vllm's LLMEngine: add_request / step / is_finished, and generate() over them (run in
 C++ with the GIL released; Ctrl-C raises KeyboardInterrupt and aborts the call's requests)."""
+import os
+
 from nanovllm import _core
 from nanovllm._checks import check_type
 from nanovllm.config import EngineArgs, engine_messages
@@ -23,11 +25,10 @@ class LLMEngine:
 
     def __init__(self, model, **kwargs):
         args = EngineArgs(model, kwargs)
-        if args.config.tensor_parallel_size > 1:
-            raise ValueError("tensor_parallel_size > 1 is not available from Python yet: use the CLI "
-                             "(nanovllm generate|bench|serve --tensor-parallel-size N)")
+        # tensor_parallel_size > 1: the other ranks are the package's nanovllm executable.
+        worker = os.path.join(os.path.dirname(__file__), "bin", "nanovllm")
         with engine_messages():
-            self._llm = _core.LLM(args.config, args.tokenizer_dir, args.skip_tokenizer_init)
+            self._llm = _core.LLM(args.config, args.tokenizer_dir, args.skip_tokenizer_init, worker)
 
     def exit(self):
         """Frees the engine (nano-vllm's exit(); also done when the object goes away)."""

@@ -35,8 +35,11 @@ static std::string status_str(int status) {
 }
 
 LocalLauncher::LocalLauncher(const std::vector<int>& ranks,
-                             const std::function<std::vector<std::string>(int)>& extra_args) {
-  const std::vector<std::string> base = own_command_line();
+                             const std::function<std::vector<std::string>(int)>& extra_args,
+                             std::vector<std::string> command) {
+  const bool self = command.empty();
+  const std::vector<std::string> base = self ? own_command_line() : std::move(command);
+  const std::string program = self ? "/proc/self/exe" : base[0];
   const pid_t parent = getpid();
   for (int rank : ranks) {
     // Everything the child needs is built before fork(): after it only async-signal-safe calls.
@@ -52,7 +55,7 @@ LocalLauncher::LocalLauncher(const std::vector<int>& ranks,
       if (getppid() != parent) _exit(kExitRankZeroGone);
       int devnull = open("/dev/null", O_WRONLY);
       if (devnull >= 0) dup2(devnull, STDOUT_FILENO);
-      execv("/proc/self/exe", argv.data());
+      execv(program.c_str(), argv.data());
       _exit(127);
     }
     children_.push_back({rank, pid});

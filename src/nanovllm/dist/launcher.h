@@ -21,7 +21,10 @@ constexpr int kExitRankZeroGone = 3;
 
 class LocalLauncher {
  public:
-  LocalLauncher(const std::vector<int>& ranks, const std::function<std::vector<std::string>(int)>& extra_args);
+  // `command`: the workers' command line, program first (the Python package runs the nanovllm
+  // executable); empty: this process's own, re-executed.
+  LocalLauncher(const std::vector<int>& ranks, const std::function<std::vector<std::string>(int)>& extra_args,
+                std::vector<std::string> command = {});
   // Waits up to 10 s for the workers to finish (they get the goodbye from rank 0 first), then
   // kills the rest.
   ~LocalLauncher();
