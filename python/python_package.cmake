@@ -13,7 +13,10 @@ if(NANOVLLM_SANITIZE OR NANOVLLM_SANITIZE_THREAD OR NANOVLLM_FUZZ)
 endif()
 find_package(Python 3.9 COMPONENTS Interpreter Development.Module QUIET)
 if(Python_FOUND)
-  find_package(pybind11 2.10 CONFIG QUIET)
+  # Debian's pybind11-dev, else a pip-installed pybind11 of this Python (the GPU image's).
+  execute_process(COMMAND ${Python_EXECUTABLE} -m pybind11 --cmakedir OUTPUT_VARIABLE NANOVLLM_PIP_PYBIND11
+    OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  find_package(pybind11 2.10 CONFIG QUIET HINTS ${NANOVLLM_PIP_PYBIND11})
 endif()
 if(NOT Python_FOUND OR NOT pybind11_FOUND)
   if(NANOVLLM_PYTHON STREQUAL "ON")
