@@ -11,6 +11,11 @@ if(NANOVLLM_SANITIZE OR NANOVLLM_SANITIZE_THREAD OR NANOVLLM_FUZZ)
   endif()
   return()
 endif()
+# The Debian interpreter (whose python3-dev and pybind11-dev scripts/setup.sh installs) unless one
+# is named (-DPython_EXECUTABLE=...) or a venv is active: not a pyenv shim earlier in PATH.
+if(NOT DEFINED Python_EXECUTABLE AND NOT DEFINED ENV{VIRTUAL_ENV} AND EXISTS /usr/bin/python3)
+  set(Python_EXECUTABLE /usr/bin/python3)
+endif()
 find_package(Python 3.9 COMPONENTS Interpreter Development.Module QUIET)
 if(Python_FOUND)
   # Debian's pybind11-dev, else a pip-installed pybind11 of this Python (the GPU image's).

@@ -132,7 +132,10 @@ int64_t LLM::add_request(const Prompt& prompt, const SamplingParams& params) {
   params.validate();
   if (!params.stop.empty()) require_tokenizer();
   const int64_t id = engine_->add_request(ids, params);
-  Live& l = live_.emplace(id, Live{output::OutputProcessor(tokenizer_.get(), params), {}}).first->second;
+  Live& l = live_[id];
+  if (!params.stop.empty()) l.out.emplace(tokenizer_.get(), params);
+  l.skip_special_tokens = params.skip_special_tokens;
+  l.include_stop_str_in_output = params.include_stop_str_in_output;
   l.o.request_id = id;
   l.o.prompt_token_ids = std::move(ids);
   return id;
@@ -143,23 +146,41 @@ void LLM::abort_request(int64_t id) {
   live_.erase(id);
 }
 
+// The text of a finished request decoded at once, as the output processor would have made it:
+// the token that ended it in the engine (EOS, a stop token: `stop_token`) is not text unless
+// asked for, and ids past the tokenizer's vocabulary (a padded embedding) have none.
+void LLM::finish_text(Live& l, bool stop_token) const {
+  if (!tokenizer_) return;
+  std::vector<int32_t> ids;
+  const size_t n = l.o.token_ids.size() - (stop_token && !l.include_stop_str_in_output ? 1 : 0);
+  for (size_t i = 0; i < n; ++i)
+    if (l.o.token_ids[i] >= 0 && l.o.token_ids[i] < tokenizer_->vocab_size()) ids.push_back(l.o.token_ids[i]);
+  l.o.text = tokenizer_->decode(ids, l.skip_special_tokens);
+}
+
 std::vector<RequestOutput> LLM::step(StepResult* stats) {
   StepResult r = engine_->step();
   std::vector<RequestOutput> finished;
   for (const output::TokenEvent& e : output::step_events(r)) {
     auto it = live_.find(e.request_id);
     if (it == live_.end()) continue;
-    RequestOutput& o = it->second.o;
-    const output::OutputDelta d = it->second.out.push(e.token, e.finish);
+    Live& l = it->second;
+    RequestOutput& o = l.o;
+    FinishReason finish = e.finish;
+    if (l.out) {
+      const output::OutputDelta d = l.out->push(e.token, e.finish);
+      o.text += d.text;
+      finish = d.finish;
+      if (d.stopped_by_string) engine_->abort(e.request_id);  // the engine does not know stop strings
+    }
     if (e.token >= 0) o.token_ids.push_back(e.token);
-    o.text += d.text;
-    if (d.finish == FinishReason::None) continue;
-    if (d.stopped_by_string) engine_->abort(e.request_id);  // the engine does not know stop strings
-    o.finish_reason = d.finish;
+    if (finish == FinishReason::None) continue;
+    o.finish_reason = finish;
     if (e.finished) {
       o.num_cached_prompt_tokens = e.finished->num_cached_prompt_tokens;
       o.token_ids = e.finished->token_ids;
     }
+    if (!l.out) finish_text(l, finish == FinishReason::Stop && e.token >= 0 && !o.token_ids.empty());
     finished.push_back(std::move(o));
     live_.erase(it);
   }

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,10 +74,16 @@ class LLM {
   std::unique_ptr<LLMEngine> engine_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ChatTemplate> chat_template_;
-  struct Live {  // a request between add_request and its last step: its text so far
-    output::OutputProcessor out;
+  // A request between add_request and its last step. Its text is made as it goes (the output
+  // processor) only where stop strings need it; else it is decoded once when it finishes, which
+  // costs the engine loop nothing per token (nano-vllm decodes at the end too).
+  struct Live {
+    std::optional<output::OutputProcessor> out;
     RequestOutput o;
+    bool skip_special_tokens = true;
+    bool include_stop_str_in_output = false;
   };
+  void finish_text(Live& l, bool stop_token) const;
   std::map<int64_t, Live> live_;
 };
 

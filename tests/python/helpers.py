@@ -30,12 +30,29 @@ def _byte_to_unicode():  # GPT-2's table: a byte-level BPE vocabulary of the 256
     return {b: chr(c) for b, c in zip(bs, cs)}
 
 
-def byte_tokenizer_model():
-    """A temporary copy of the tiny fixture with a byte-level tokenizer (token id = byte, 256 ids
-    within its 512) so that text prompts work; the caller removes the directory."""
+def _fixture_copy():
     d = tempfile.mkdtemp(prefix="nanovllm-pytest-")
     for f in ("config.json", "generation_config.json", "model.safetensors"):
         shutil.copy(os.path.join(FIXTURE, f), d)
+    return d
+
+
+def qwen3_tokenizer_model():
+    """A temporary copy of the tiny fixture with the package's Qwen3 tokenizer (the model's 512 ids
+    are its first tokens); the caller removes the directory."""
+    import nanovllm
+    d = _fixture_copy()
+    tok = os.path.join(os.path.dirname(nanovllm.__file__), "tokenizers", "qwen3")
+    for f in os.listdir(tok):
+        shutil.copy(os.path.join(tok, f), d)
+    return d
+
+
+def byte_tokenizer_model():
+    """A temporary copy of the tiny fixture with a byte-level tokenizer (token id = byte, 256 ids
+    within its 512: the others have no text) so that text prompts work; the caller removes the
+    directory."""
+    d = _fixture_copy()
     vocab = {c: b for b, c in _byte_to_unicode().items()}
     with open(os.path.join(d, "tokenizer.json"), "w") as f:
         json.dump({"model": {"type": "BPE", "vocab": vocab, "merges": []},

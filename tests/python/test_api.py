@@ -4,7 +4,7 @@ import os
 import shutil
 import unittest
 
-from helpers import CPU, FIXTURE, byte_tokenizer_model, cli_generate, reference_prompts
+from helpers import CPU, FIXTURE, byte_tokenizer_model, cli_generate, qwen3_tokenizer_model, reference_prompts
 from nanovllm import LLM, LLMEngine, SamplingParams
 
 
@@ -95,6 +95,38 @@ class TextTest(unittest.TestCase):
         self.assertEqual(by_text, by_ids)
         self.assertIsInstance(by_text["text"], str)
         self.assertNotEqual(by_text["text"], "")
+
+class TextAtTheEndTest(unittest.TestCase):
+    """Without stop strings a request's text is decoded once when it finishes; with them, token by
+    token (the output processor). Both give the same text."""
+
+    def check(self, model):
+        llm = LLM(model, **CPU)
+        prompts = [p for p in reference_prompts() if len(p) < 200]
+        never = ["\x00never\x00"]  # a stop string that does not occur: the incremental path
+        for extra in (dict(ignore_eos=True), dict(stop_token_ids=[106, 310, 80]),
+                      dict(stop_token_ids=[106, 310, 80], include_stop_str_in_output=True),
+                      dict(ignore_eos=True, skip_special_tokens=False)):
+            at_end = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=40, **extra), use_tqdm=False)
+            incremental = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=40, stop=never, **extra),
+                                       use_tqdm=False)
+            self.assertEqual(at_end, incremental, extra)
+            self.assertTrue(any(o["text"] for o in at_end))
+
+    def test_qwen3_tokenizer(self):
+        model = qwen3_tokenizer_model()
+        try:
+            self.check(model)
+        finally:
+            shutil.rmtree(model)
+
+    def test_byte_tokenizer_with_ids_past_its_vocabulary(self):
+        model = byte_tokenizer_model()
+        try:
+            self.check(model)
+        finally:
+            shutil.rmtree(model)
+
 
 class LLMEngineTest(unittest.TestCase):
 
