@@ -16,7 +16,7 @@ endif()
 if(NOT DEFINED Python_EXECUTABLE AND NOT DEFINED ENV{VIRTUAL_ENV} AND EXISTS /usr/bin/python3)
   set(Python_EXECUTABLE /usr/bin/python3)
 endif()
-find_package(Python 3.9 COMPONENTS Interpreter Development.Module QUIET)
+find_package(Python 3.10 COMPONENTS Interpreter Development.Module QUIET)
 if(Python_FOUND)
   # Debian's pybind11-dev, else a pip-installed pybind11 of this Python (the GPU image's).
   execute_process(COMMAND ${Python_EXECUTABLE} -m pybind11 --cmakedir OUTPUT_VARIABLE NANOVLLM_PIP_PYBIND11

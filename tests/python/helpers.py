@@ -61,13 +61,17 @@ def byte_tokenizer_model():
     return d
 
 
-def cli_generate(model, requests, *flags):
+def cli_generate_on(device, model, requests, *flags):
     """`nanovllm generate --json` for request dicts (prompt_token_ids, max_tokens, ...)."""
     lines = "".join(json.dumps(r) + "\n" for r in requests)
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as f:
         f.write(lines)
         f.flush()
-        out = subprocess.run([BINARY, "generate", "--model", model, "--device", "cpu", "--kv-cache-memory",
-                              "16000000", "--input", f.name, "--json", *flags],
-                             check=True, capture_output=True, text=True).stdout
+        out = subprocess.run([BINARY, "generate", "--model", model, "--device", device, "--input", f.name, "--json",
+                              *flags], check=True, capture_output=True, text=True).stdout
     return [json.loads(line) for line in out.splitlines()]
+
+
+def cli_generate(model, requests, *flags):
+    """The CLI on the CPU with the tiny fixture's KV cache."""
+    return cli_generate_on("cpu", model, requests, "--kv-cache-memory", "16000000", *flags)
