@@ -100,32 +100,28 @@ class TextAtTheEndTest(unittest.TestCase):
     """Without stop strings a request's text is decoded once when it finishes; with them, token by
     token (the output processor). Both give the same text."""
 
-    def check(self, model):
-        llm = LLM(model, **CPU)
-        prompts = [p for p in reference_prompts() if len(p) < 200]
-        never = ["\x00never\x00"]  # a stop string that does not occur: the incremental path
-        for extra in (dict(ignore_eos=True), dict(stop_token_ids=[106, 310, 80]),
-                      dict(stop_token_ids=[106, 310, 80], include_stop_str_in_output=True),
-                      dict(ignore_eos=True, skip_special_tokens=False)):
-            at_end = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=40, **extra), use_tqdm=False)
-            incremental = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=40, stop=never, **extra),
-                                       use_tqdm=False)
-            self.assertEqual(at_end, incremental, extra)
-            self.assertTrue(any(o["text"] for o in at_end))
+    def check(self, make_model):
+        model = make_model()
+        try:
+            llm = LLM(model, **CPU)
+            prompts = [p for p in reference_prompts() if len(p) < 200]
+            never = ["\x00never\x00"]  # a stop string that does not occur: the incremental path
+            for extra in (dict(ignore_eos=True), dict(stop_token_ids=[106, 310, 80]),
+                          dict(stop_token_ids=[106, 310, 80], include_stop_str_in_output=True),
+                          dict(ignore_eos=True, skip_special_tokens=False)):
+                sp = dict(temperature=0, max_tokens=40, **extra)
+                at_end = llm.generate(prompts, SamplingParams(**sp), use_tqdm=False)
+                incremental = llm.generate(prompts, SamplingParams(stop=never, **sp), use_tqdm=False)
+                self.assertEqual(at_end, incremental, extra)
+                self.assertTrue(any(o["text"] for o in at_end))
+        finally:
+            shutil.rmtree(model)
 
     def test_qwen3_tokenizer(self):
-        model = qwen3_tokenizer_model()
-        try:
-            self.check(model)
-        finally:
-            shutil.rmtree(model)
+        self.check(qwen3_tokenizer_model)
 
     def test_byte_tokenizer_with_ids_past_its_vocabulary(self):
-        model = byte_tokenizer_model()
-        try:
-            self.check(model)
-        finally:
-            shutil.rmtree(model)
+        self.check(byte_tokenizer_model)
 
 
 class LLMEngineTest(unittest.TestCase):
