@@ -33,3 +33,6 @@ endif()
 message(STATUS "Python package: on (${Python_EXECUTABLE}, pybind11 ${pybind11_VERSION})")
 set(NANOVLLM_PYTHON_ENABLED ON)
 set(CMAKE_POSITION_INDEPENDENT_CODE ON)
+# -fPIC would otherwise keep gcc from inlining the libraries' own global functions (they could be
+# interposed): the executables keep -fPIE's code.
+add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fno-semantic-interposition>)
