@@ -2,12 +2,12 @@
 // [num_blocks, bs, Hkv, D], FP32 softmax in the log2 domain.
 //
 // A CTA per (sequence b, kv head h, KV split): the split takes a contiguous range of the sequence's
-// keys, and its GQA group of G query heads shares every K/V load. Within a CTA, a key row is read
-// by a lane group of D/8 lanes (one 16-byte load of 8 BF16 each), so a warp walks 32/(D/8) keys at
-// a time and each lane group keeps an online-softmax state {m, l, o[8 dims]} per group head. Each
-// lane group has kKeysInFlight keys loaded at once, and their scores share one rescale of the state.
-// States are merged across the lane groups of a warp (shuffles), across warps (shared memory), and
-// across splits:
+// keys (with a sliding window W, of its last W keys only: the splits divide those), and its GQA group of G query heads
+// shares every K/V load. Within a CTA, a key row is read by a lane group of D/8 lanes (one 16-byte load of 8 BF16
+// each), so a warp walks 32/(D/8) keys at a time and each lane group keeps an online-softmax state {m, l, o[8 dims]}
+// per group head. Each lane group has kKeysInFlight keys loaded at once, and their scores share one rescale of the
+// state. States are merged across the lane groups of a warp (shuffles), across warps (shared memory), and across
+// splits:
 //  * on sm_90+, the S splits of (b, h) form one thread-block cluster: each CTA leaves its result
 //    (normalized o and log2-sum-exp per head) in its shared memory, and after a cluster barrier
 //    every CTA merges a 1/S slice of the G x D outputs, reading the others' shared memory directly
@@ -96,8 +96,9 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int sub = lane / L, li = lane % L;
   const int ctx = P.ctx_lens[b];
-  const int chunk = (ctx + S - 1) / S;
-  const int kbeg = split * chunk, kend = min(ctx, kbeg + chunk);
+  const int kstart = P.window > 0 ? max(0, ctx - P.window) : 0;  // keys before the window are never read
+  const int chunk = (ctx - kstart + S - 1) / S;
+  const int kbeg = kstart + split * chunk, kend = min(ctx, kbeg + chunk);
   const int32_t* table = P.block_tables + int64_t(b) * P.max_blocks;
   auto kv_offset = [&](int k) {
     const int64_t slot = int64_t(table[k / P.bs]) * P.bs + k % P.bs;
@@ -337,8 +338,8 @@ void decode_attention(const DecodeAttnArgs& a, Stream st) {
   launch_clustered(k, grid, dim3(unsigned(nw * 32)), 0, st, dim3(1, 1, a.cluster ? unsigned(a.S) : 1u), a);
   NV_LAUNCH_CHECK();
   if (a.S > 1 && !a.cluster) {
-    launch(attn_merge_kernel, dim3(unsigned(a.B * a.Hq)), dim3(unsigned(kMergeThreads)), 0, st, a.part_o,
-           a.part_lse, a.out, a.S, a.D);
+    launch(attn_merge_kernel, dim3(unsigned(a.B * a.Hq)), dim3(unsigned(kMergeThreads)), 0, st, a.part_o, a.part_lse,
+           a.out, a.S, a.D);
     NV_LAUNCH_CHECK();
   }
 }
