@@ -188,7 +188,8 @@ __global__ void __launch_bounds__(kThreads) prefill_attn_tc_kernel(const Prefill
       for (int mt = 0; mt < MT; ++mt) mask_window(s[mt], lim[mt], kt, P.window, lane);
     }
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) softmax_tile(s[mt], o[mt], m[mt], l[mt], lim[mt], kt, kfull, sl2, lane);
+    for (int mt = 0; mt < MT; ++mt)
+      softmax_tile</*kMaybeEmpty=*/true>(s[mt], o[mt], m[mt], l[mt], lim[mt], kt, kfull, sl2, lane);
 
       // O += P V: P straight from the S accumulators, V fragments shared by the m-tiles.
 #pragma unroll

@@ -45,16 +45,17 @@ __device__ __forceinline__ void mask_window(float (&s)[NT][4], const int (&lim)[
     }
 }
 
-// The online-softmax step of the lane's rows half hf (g or g + 8); returns 2^(m_old - m_new). A row
-// with no visible key yet (only under a sliding window) keeps m = -inf, corr 1 and probabilities 0.
-template <int NT>
+// The online-softmax step of the lane's rows half hf (g or g + 8); returns 2^(m_old - m_new). With
+// kMaybeEmpty (a sliding window: a row may have no visible key in a tile yet), such a row keeps
+// m = -inf, corr 1 and probabilities 0; without it the kernels keep their code as it was.
+template <bool kMaybeEmpty = false, int NT>
 __device__ __forceinline__ float softmax_half(float (&s)[NT][4], float (&m)[2], float (&l)[2], int hf, float sl2) {
   float mx = m[hf];
 #pragma unroll
   for (int j = 0; j < NT; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * hf], s[j][2 * hf + 1]));
   mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
   mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-  const bool none = mx == -INFINITY;
+  const bool none = kMaybeEmpty && mx == -INFINITY;
   const float corr = none ? 1.f : exp2f((m[hf] - mx) * sl2);
   m[hf] = mx;
   const float ms = none ? 0.f : mx * sl2;
@@ -88,13 +89,13 @@ __device__ __forceinline__ void rescale_rows(float (&o)[DT][4], const float (&co
   }
 }
 
-template <int NT, int DT>
+template <bool kMaybeEmpty = false, int NT, int DT>
 __device__ __forceinline__ void softmax_tile(float (&s)[NT][4], float (&o)[DT][4], float (&m)[2], float (&l)[2],
                                              const int (&lim)[2], int kt, int kfull, float sl2, int lane) {
   mask_tile(s, lim, kt, kfull, lane);
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
-    const float corr = softmax_half(s, m, l, hf, sl2);
+    const float corr = softmax_half<kMaybeEmpty>(s, m, l, hf, sl2);
 #pragma unroll
     for (int i = 0; i < DT; ++i) {
       o[i][2 * hf] *= corr;
