@@ -40,7 +40,10 @@ std::string find_tokenizer_dir(const EngineConfig& cfg, const std::string& expli
     return explicit_dir;
   }
   if (fs::exists(fs::path(cfg.model) / "tokenizer.json")) return cfg.model;
-  if (ModelConfig::preset(cfg.model))
+  // The bundled Qwen3 tokenizer serves the Qwen presets (Qwen2.5 has the same byte-level BPE and
+  // ids); the Llama and Mistral presets have none of their own: token ids only, or --tokenizer.
+  const auto preset = ModelConfig::preset(cfg.model);
+  if (preset && (preset->architecture == "Qwen3ForCausalLM" || preset->architecture == "Qwen2ForCausalLM"))
     for (auto& d : preset_tokenizer_dirs())
       if (fs::exists(fs::path(d) / "tokenizer.json")) return d;
   return "";

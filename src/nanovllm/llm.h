@@ -27,7 +27,7 @@ struct Prompt {
 };
 
 // Where the tokenizer of cfg.model lives: `explicit_dir`, else the model directory when it has
-// tokenizer.json, else (built-in Qwen3 presets) the first of preset_tokenizer_dirs() that has one.
+// tokenizer.json, else (built-in Qwen3 and Qwen2.5 presets) the first of preset_tokenizer_dirs() that has one.
 // Empty when there is none.
 std::string find_tokenizer_dir(const EngineConfig& cfg, const std::string& explicit_dir);
 // Where the presets' Qwen3 tokenizer is looked for: $NANOVLLM_TOKENIZER_DIR, then
