@@ -15,6 +15,8 @@
 // writes /tmp/tl.<pid>.txt per process (one per tensor-parallel rank); stderr without the variable.
 // NANOVLLM_TIMELINE_SKIP (default 5): replays dropped at the start; NANOVLLM_TIMELINE_SEQ (default
 // 0): also print the first N kernels of a replay in order, each with its mean increment.
+// Kernels launched outside graphs (eager prefill) are summarized first: per kernel name, calls,
+// total and mean duration, and the GPU time they span (first start to last end).
 #include <cupti.h>
 #include <cxxabi.h>
 #include <unistd.h>
@@ -92,8 +94,35 @@ long env_long(const char* name, long fallback) {
 // One graph launch: its kernels sorted by start.
 using Replay = std::vector<const KernelRecord*>;
 
+// Kernels outside graphs (eager steps such as a long prefill): per name, calls and summed duration.
+void summarize_eager(FILE* out) {
+  Timeline& t = timeline();
+  std::map<uint32_t, std::pair<long, double>> per_name;  // name -> (calls, ns)
+  uint64_t first = UINT64_MAX, last = 0;
+  double busy = 0;
+  for (const auto& r : t.records) {
+    if (r.graph != 0) continue;
+    auto& [calls, ns] = per_name[r.name];
+    ++calls;
+    ns += double(r.end - r.start);
+    busy += double(r.end - r.start);
+    first = std::min(first, r.start);
+    last = std::max(last, r.end);
+  }
+  if (per_name.empty()) return;
+  std::fprintf(out, "eager kernels: %.1f ms of kernel time within a %.1f ms span\n", busy * 1e-6,
+               double(last - first) * 1e-6);
+  std::vector<std::pair<uint32_t, std::pair<long, double>>> rows(per_name.begin(), per_name.end());
+  std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.second.second > b.second.second; });
+  std::fprintf(out, "%11s %6s %9s %11s  %s\n", "total ms", "%", "calls", "us/call", "kernel");
+  for (auto& [name, cd] : rows)
+    std::fprintf(out, "%11.2f %5.1f%% %9ld %11.2f  %s\n", cd.second * 1e-6, 100.0 * cd.second / busy, cd.first,
+                 cd.second * 1e-3 / double(cd.first), t.names[name].c_str());
+}
+
 void summarize(FILE* out) {
   Timeline& t = timeline();
+  summarize_eager(out);
   std::map<uint32_t, Replay> by_launch;  // correlation id -> kernels
   std::map<uint32_t, int> launches_of_graph;
   for (const auto& r : t.records)

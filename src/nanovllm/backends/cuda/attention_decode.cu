@@ -2,12 +2,14 @@
 // [num_blocks, bs, Hkv, D], FP32 softmax in the log2 domain.
 //
 // A CTA per (sequence b, kv head h, KV split): the split takes a contiguous range of the sequence's
-// keys (with a sliding window W, of its last W keys only: the splits divide those), and its GQA group of G query heads
-// shares every K/V load. Within a CTA, a key row is read by a lane group of D/8 lanes (one 16-byte load of 8 BF16
-// each), so a warp walks 32/(D/8) keys at a time and each lane group keeps an online-softmax state {m, l, o[8 dims]}
-// per group head. Each lane group has kKeysInFlight keys loaded at once, and their scores share one rescale of the
-// state. States are merged across the lane groups of a warp (shuffles), across warps (shared memory), and across
-// splits:
+// keys (with a sliding window W, of its last W keys only: the splits divide those), and its GQA
+// group of G query heads shares every K/V load. Within a CTA, a key row is read
+// by a lane group of D/8 lanes (one 16-byte load of 8 BF16 each), so a warp walks 32/(D/8) keys at
+// a time and each lane group keeps an online-softmax state {m, l, o[8 dims]} per group head. Each
+// lane group has kKeysInFlight keys loaded at once, and their scores share one rescale of the state
+// (for group sizes where the registers allow, the next kKeysInFlight keys are in flight meanwhile).
+// States are merged across the lane groups of a warp (shuffles), across warps (shared memory), and
+// across splits:
 //  * on sm_90+, the S splits of (b, h) form one thread-block cluster: each CTA leaves its result
 //    (normalized o and log2-sum-exp per head) in its shared memory, and after a cluster barrier
 //    every CTA merges a 1/S slice of the G x D outputs, reading the others' shared memory directly
@@ -136,20 +138,33 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
     }
   }
 
-  for (int k0 = kfirst; k0 < kend; k0 += U * STEP) {
-    uint4 kk[U], vv[U];
-    bool ok[U];
+  // Software pipeline where it is free: the loads of the next U keys are issued before the current
+  // ones are used, so each lane group keeps 2U key rows in flight across the softmax arithmetic.
+  // It costs 8-20 registers a thread: at 8 warps (sm_90 ptxas) G = 3, 4, 6, 7, 8 keep their CTAs
+  // per SM and pipeline; G = 1, 2, 5 would lose one, and for G = 2 that measured slower (Qwen3-0.6B
+  // batch-1 at 32K: 418 vs 429 tok/s, one wave of 264 instead of 392 split CTAs), while G = 4 gained
+  // (Qwen3-8B at 32K: 127.6 -> 133.1 tok/s, H100; bench/RESULTS.md).
+  constexpr bool kPipelined = G == 3 || G == 4 || G >= 6;
+  uint4 kk[U], vv[U];
+  bool ok[U];
+  auto load = [&](int k0, uint4(&dk)[U], uint4(&dv)[U], bool(&dok)[U]) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int k = k0 + u * STEP + sub;
-      ok[u] = k < kend;
-      kk[u] = vv[u] = make_uint4(0, 0, 0, 0);
-      if (ok[u]) {
+      dok[u] = k < kend;
+      dk[u] = dv[u] = make_uint4(0, 0, 0, 0);
+      if (dok[u]) {
         const int64_t off = kv_offset(k);
-        kk[u] = *reinterpret_cast<const uint4*>(P.kc + off);
-        vv[u] = *reinterpret_cast<const uint4*>(P.vc + off);
+        dk[u] = *reinterpret_cast<const uint4*>(P.kc + off);
+        dv[u] = *reinterpret_cast<const uint4*>(P.vc + off);
       }
     }
+  };
+  load(kfirst, kk, vv, ok);
+  for (int k0 = kfirst; k0 < kend; k0 += U * STEP) {
+    uint4 nk[U], nv[U];
+    bool nok[U];
+    if constexpr (kPipelined) load(k0 + U * STEP, nk, nv, nok);
     // Scores s[u][g] = q_g . k_u, reduced over the lane group (every lane shuffles).
     float s[U][G];
 #pragma unroll
@@ -193,6 +208,16 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
         for (int u = 0; u < U; ++u) acc += p[u] * vf[u][e];
         o[g][e] = acc;
       }
+    }
+    if constexpr (kPipelined) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        kk[u] = nk[u];
+        vv[u] = nv[u];
+        ok[u] = nok[u];
+      }
+    } else {
+      load(k0 + U * STEP, kk, vv, ok);
     }
   }
 
