@@ -9,13 +9,15 @@ namespace nanovllm {
 
 namespace {
 
-ModelConfig qwen3(int64_t hidden, int64_t inter, int64_t layers, int64_t heads, int64_t kv_heads, bool tied) {
-  ModelConfig c;  // Qwen/Qwen3-*
-  c.architecture = "Qwen3ForCausalLM";
-  c.vocab_size = 151936;
+// Qwen/Qwen3-* and Qwen/Qwen2.5-*-Instruct (the latter: use_sliding_window false, full attention).
+ModelConfig qwen(const char* architecture, int64_t vocab, int64_t hidden, int64_t inter, int64_t layers, int64_t heads,
+                 int64_t kv_heads, int64_t head_dim, int64_t max_positions, bool tied) {
+  ModelConfig c;
+  c.architecture = architecture;
+  c.vocab_size = vocab;
   c.hidden_size = hidden, c.intermediate_size = inter, c.num_hidden_layers = layers;
-  c.num_attention_heads = heads, c.num_key_value_heads = kv_heads, c.head_dim = 128;
-  c.max_position_embeddings = 40960;
+  c.num_attention_heads = heads, c.num_key_value_heads = kv_heads, c.head_dim = head_dim;
+  c.max_position_embeddings = max_positions;
   c.rms_norm_eps = 1e-6;
   c.rope_theta = 1000000;
   c.tie_word_embeddings = tied;
@@ -24,20 +26,13 @@ ModelConfig qwen3(int64_t hidden, int64_t inter, int64_t layers, int64_t heads, 
   return c;
 }
 
+ModelConfig qwen3(int64_t hidden, int64_t inter, int64_t layers, int64_t heads, int64_t kv_heads, bool tied) {
+  return qwen("Qwen3ForCausalLM", 151936, hidden, inter, layers, heads, kv_heads, 128, 40960, tied);
+}
+
 ModelConfig qwen25(int64_t vocab, int64_t hidden, int64_t inter, int64_t layers, int64_t heads, int64_t kv_heads,
                    bool tied) {
-  ModelConfig c;  // Qwen/Qwen2.5-*-Instruct (use_sliding_window false: full attention)
-  c.architecture = "Qwen2ForCausalLM";
-  c.vocab_size = vocab;
-  c.hidden_size = hidden, c.intermediate_size = inter, c.num_hidden_layers = layers;
-  c.num_attention_heads = heads, c.num_key_value_heads = kv_heads, c.head_dim = hidden / heads;
-  c.max_position_embeddings = 32768;
-  c.rms_norm_eps = 1e-6;
-  c.rope_theta = 1000000;
-  c.tie_word_embeddings = tied;
-  c.eos_token_ids = {151645, 151643};
-  c.bos_token_id = 151643;
-  return c;
+  return qwen("Qwen2ForCausalLM", vocab, hidden, inter, layers, heads, kv_heads, hidden / heads, 32768, tied);
 }
 
 ModelConfig llama3(int64_t hidden, int64_t inter, int64_t layers, int64_t head_dim, double factor, bool tied) {
