@@ -1,4 +1,5 @@
-// The CUDA engine against transformers (bf16, GPU) at Qwen3-0.6B size with random weights:
+// The CUDA engine against transformers (bf16, GPU) at Qwen3-0.6B size with random weights (or any
+// shape of the reference script's --arch: Llama-3.1-8B, Qwen2.5-7B, ...; sizes come from config.json):
 // last-token logits of 64 prompts of lengths 1..3000, all in one batch (chunked prefill,
 // paged KV, prefix-free), and prompts of 8K and 32K tokens one at a time. Needs NANOVLLM_HF06B_DIR made by
 // scripts/make_qwen3_06b_reference.py.
@@ -25,6 +26,20 @@ struct LogitsMatch {
   int64_t ref_top = 0, got_top = 0;
 };
 
+// The reference model's config.json (any family the reference script makes: --arch).
+nlohmann::json model_config(const char* dir) {
+  std::ifstream in(std::string(dir) + "/config.json");
+  EXPECT_TRUE(in) << dir << "/config.json";
+  return in ? nlohmann::json::parse(in) : nlohmann::json::object();
+}
+
+// "LlamaForCausalLM, 32 layers, hidden 4096": what the run compared, for the printed summary.
+std::string describe(const nlohmann::json& c) {
+  return c.value("architectures", nlohmann::json::array({"?"}))[0].get<std::string>() + ", " +
+         std::to_string(c.value("num_hidden_layers", 0)) + " layers, hidden " +
+         std::to_string(c.value("hidden_size", 0));
+}
+
 LogitsMatch match_logits(const float* r, const float* g, int64_t V) {
   double dot = 0, nr = 0, ng = 0;
   LogitsMatch m;
@@ -47,7 +62,9 @@ TEST(HFQwen3_06B, LastTokenLogitsMatchTransformers) {
   std::ifstream pin(std::string(dir) + "/prompts.json");
   ASSERT_TRUE(pin);
   auto prompts = nlohmann::json::parse(pin)["prompts"].get<std::vector<std::vector<int32_t>>>();
-  const int64_t V = 151936, P = int64_t(prompts.size());
+  const nlohmann::json mc = model_config(dir);
+  const int64_t V = mc.value("vocab_size", int64_t(0)), P = int64_t(prompts.size());
+  ASSERT_GT(V, 0);
   std::vector<float> ref(size_t(P * V));
   std::ifstream lin(std::string(dir) + "/ref_logits.f32", std::ios::binary);
   ASSERT_TRUE(lin.read(reinterpret_cast<char*>(ref.data()), std::streamsize(ref.size() * 4)));
@@ -110,8 +127,8 @@ TEST(HFQwen3_06B, LastTokenLogitsMatchTransformers) {
           g[size_t(ag)], (long long)a32, e32[ar], e32[ag]);
     }
   }
-  std::printf("Qwen3-0.6B random weights, %lld prompts: cosine min %.6f mean %.6f, top-1 agreement %d/%lld\n",
-              (long long)P, min_cos, sum_cos / double(P), agree, (long long)P);
+  std::printf("%s, random weights, %lld prompts: cosine min %.6f mean %.6f, top-1 agreement %d/%lld\n",
+              describe(mc).c_str(), (long long)P, min_cos, sum_cos / double(P), agree, (long long)P);
   // Context: how far each bf16 implementation is from the float32 computation of the same weights.
   auto top1_vs_fp32 = [&](auto logits_of) {
     int n = 0;
@@ -167,7 +184,9 @@ TEST(HFQwen3_06B, PerLayerStreamNearFloat32) {
   const int64_t idx = j.value("dump_prompt", int64_t(-1));
   ASSERT_GE(idx, 0) << "prompts.json has no dump_prompt: re-run the reference script";
   const auto prompt = j["prompts"][size_t(idx)].get<std::vector<int32_t>>();
-  const int64_t L = 28, H = 1024;
+  const nlohmann::json mc = model_config(dir);
+  const int64_t L = mc.value("num_hidden_layers", int64_t(0)), H = mc.value("hidden_size", int64_t(0));
+  ASSERT_GT(L * H, 0);
   auto read = [&](const std::string& name) {
     std::vector<float> v(size_t(L * 2 * H));
     std::ifstream in(std::string(dir) + "/" + name, std::ios::binary);
@@ -249,7 +268,8 @@ TEST(HFQwen3_06B, LongPromptsMatchTransformers) {
   std::ifstream pin(std::string(dir) + "/long_prompts.json");
   ASSERT_TRUE(pin) << "no long_prompts.json: re-run the reference script with --long";
   auto prompts = nlohmann::json::parse(pin)["prompts"].get<std::vector<std::vector<int32_t>>>();
-  const int64_t V = 151936, P = int64_t(prompts.size());
+  const int64_t V = model_config(dir).value("vocab_size", int64_t(0)), P = int64_t(prompts.size());
+  ASSERT_GT(V, 0);
   auto read = [&](const char* name) {
     std::vector<float> v(size_t(P * V));
     std::ifstream in(std::string(dir) + "/" + name, std::ios::binary);
