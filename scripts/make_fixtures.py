@@ -187,35 +187,9 @@ def read_safetensors_header(path):
 # Verification (standard library only)
 # --------------------------------------------------------------------------
 
-def verify_model_dir(d, name=None):
-    problems = []
-    name = name or os.path.basename(os.path.normpath(d))
-    cfg = json.load(open(os.path.join(d, "config.json")))
-    gen = json.load(open(os.path.join(d, "generation_config.json")))
-    ref = json.load(open(os.path.join(d, "reference.json")))
-
-    for k in ["vocab_size", "hidden_size", "num_attention_heads", "num_key_value_heads",
-              "head_dim", "intermediate_size", "num_hidden_layers", "rope_theta",
-              "rms_norm_eps", "max_position_embeddings", "tie_word_embeddings",
-              "eos_token_id", "torch_dtype"]:
-        if k not in cfg:
-            problems.append("config.json lacks %s" % k)
-    if cfg.get("architectures") != ["Qwen3ForCausalLM"]:
-        problems.append("architectures: %r" % cfg.get("architectures"))
-    if cfg.get("model_type") != "qwen3":
-        problems.append("model_type: %r" % cfg.get("model_type"))
-    if name in MODELS:
-        spec = MODELS[name]
-        for k, v in spec["config"].items():
-            if cfg.get(k) != v:
-                problems.append("config.json %s = %r, expected %r" % (k, cfg.get(k), v))
-        if cfg.get("torch_dtype") != spec["dtype"]:
-            problems.append("torch_dtype %r" % cfg.get("torch_dtype"))
-    if eos_list(gen.get("eos_token_id")) != eos_list(cfg.get("eos_token_id")):
-        problems.append("generation_config eos %r != config eos %r"
-                        % (gen.get("eos_token_id"), cfg.get("eos_token_id")))
-
-    st_dtype = {"bfloat16": "BF16", "float32": "F32", "float16": "F16"}[cfg["torch_dtype"]]
+def verify_weights(d, exp, st_dtype, problems):
+    """Checks the safetensors files (and index) of model directory d against exp (name -> shape), every
+    tensor stored as st_dtype; appends to problems. Returns (found, files, total_bytes)."""
     index_path = os.path.join(d, "model.safetensors.index.json")
     if os.path.exists(index_path):
         index = json.load(open(index_path))
@@ -258,7 +232,6 @@ def verify_model_dir(d, name=None):
             problems.append("index weight_map names differ from files")
         if index.get("metadata", {}).get("total_size") != total_bytes:
             problems.append("index total_size %r != %d" % (index.get("metadata", {}).get("total_size"), total_bytes))
-    exp = expected_tensors(cfg)
     if set(exp) != set(found):
         problems.append("tensor names differ: missing %s extra %s"
                         % (sorted(set(exp) - set(found)), sorted(set(found) - set(exp))))
@@ -270,6 +243,12 @@ def verify_model_dir(d, name=None):
             if info["dtype"] != st_dtype:
                 problems.append("%s dtype %s expected %s" % (tname, info["dtype"], st_dtype))
 
+    return found, files, total_bytes
+
+
+def verify_reference(ref, cfg, problems):
+    """Checks reference.json's shape and self-consistency (every token the argmax of its logits, margins
+    = top1 - top2); appends to problems. Returns (min_margin, argmax ties within rounding, eos generated)."""
     # reference.json
     v = cfg["vocab_size"]
     eos = eos_list(cfg["eos_token_id"])
@@ -309,6 +288,40 @@ def verify_model_dir(d, name=None):
                 problems.append("prompt %d step %d: margin %r vs logits %r" % (pi, s, margins[s], srt[0] - srt[1]))
             if toks[s] in eos:
                 n_eos_generated += 1
+    return min_margin, n_close, n_eos_generated
+
+
+def verify_model_dir(d, name=None):
+    problems = []
+    name = name or os.path.basename(os.path.normpath(d))
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    gen = json.load(open(os.path.join(d, "generation_config.json")))
+    ref = json.load(open(os.path.join(d, "reference.json")))
+
+    for k in ["vocab_size", "hidden_size", "num_attention_heads", "num_key_value_heads",
+              "head_dim", "intermediate_size", "num_hidden_layers", "rope_theta",
+              "rms_norm_eps", "max_position_embeddings", "tie_word_embeddings",
+              "eos_token_id", "torch_dtype"]:
+        if k not in cfg:
+            problems.append("config.json lacks %s" % k)
+    if cfg.get("architectures") != ["Qwen3ForCausalLM"]:
+        problems.append("architectures: %r" % cfg.get("architectures"))
+    if cfg.get("model_type") != "qwen3":
+        problems.append("model_type: %r" % cfg.get("model_type"))
+    if name in MODELS:
+        spec = MODELS[name]
+        for k, v in spec["config"].items():
+            if cfg.get(k) != v:
+                problems.append("config.json %s = %r, expected %r" % (k, cfg.get(k), v))
+        if cfg.get("torch_dtype") != spec["dtype"]:
+            problems.append("torch_dtype %r" % cfg.get("torch_dtype"))
+    if eos_list(gen.get("eos_token_id")) != eos_list(cfg.get("eos_token_id")):
+        problems.append("generation_config eos %r != config eos %r"
+                        % (gen.get("eos_token_id"), cfg.get("eos_token_id")))
+
+    st_dtype = {"bfloat16": "BF16", "float32": "F32", "float16": "F16"}[cfg["torch_dtype"]]
+    found, files, total_bytes = verify_weights(d, expected_tensors(cfg), st_dtype, problems)
+    min_margin, n_close, n_eos_generated = verify_reference(ref, cfg, problems)
     summary = {
         "tensors": len(found),
         "files": files,
@@ -328,6 +341,10 @@ def verify(root):
         return 1
     bad = 0
     for n in names:
+        arch = json.load(open(os.path.join(root, n, "config.json"))).get("architectures")
+        if arch != ["Qwen3ForCausalLM"]:
+            print("%s: %r, not checked here (scripts/make_family_fixtures.py --verify)" % (n, arch))
+            continue
         problems, summary = verify_model_dir(os.path.join(root, n), n)
         print("%s: %s" % (n, json.dumps(summary)))
         for p in problems:

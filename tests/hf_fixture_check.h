@@ -1,6 +1,7 @@
 // Runs the tiny Hugging Face fixtures (tests/fixtures/<name>/reference.json, made by
-// scripts/make_fixtures.py) through the real engine: all prompts in one batch, greedy, each
-// step's logits captured. Greedy tokens must equal the reference's wherever its top-1/top-2
+// scripts/make_fixtures.py and make_family_fixtures.py) through the real engine: all prompts in one
+// batch, greedy, the logits of each step that samples a token captured (chunked prefills' earlier
+// chunks sample none). Greedy tokens must equal the reference's wherever its top-1/top-2
 // margin exceeds 0.05, up to the first divergence (a near-tie may go the other way, after which
 // the contexts differ). Shared by the CPU test (tests/unit/model) and the CUDA one (tests/gpu).
 #pragma once
@@ -38,8 +39,11 @@ inline FixtureResult run_fixture(const std::string& name, EngineConfig cfg) {
   std::map<int64_t, size_t> prompt_of;                        // request id -> prompt index
   std::map<int64_t, std::vector<std::vector<float>>> logits;  // request id -> per-step logits
   engine.model_runner().logits_observer = [&](const ScheduledBatch& b, const std::vector<float>& l) {
-    for (size_t i = 0; i < b.seqs.size(); ++i)
-      logits[b.seqs[i]->id].emplace_back(l.begin() + int64_t(i) * V, l.begin() + int64_t(i + 1) * V);
+    for (size_t i = 0; i < b.seqs.size(); ++i) {
+      const Sequence& s = *b.seqs[i];
+      if (s.num_cached_tokens + s.num_scheduled_tokens < s.num_tokens()) continue;  // a prefill chunk, not the last
+      logits[s.id].emplace_back(l.begin() + int64_t(i) * V, l.begin() + int64_t(i + 1) * V);
+    }
   };
   SamplingParams sp;
   sp.temperature = 0;

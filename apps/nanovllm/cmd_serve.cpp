@@ -59,12 +59,14 @@ void run(ServeArgs& a) {
   const std::string chat_template = read_chat_template_flag(a.vllm.chat_template);
   // A server without a tokenizer answers text prompts with errors and returns no text: only on request.
   if (!a.skip_tokenizer_init && find_tokenizer_dir(cfg, a.engine.tokenizer).empty()) {
-    std::string where = "the model directory";
+    std::string where = "looked in the model directory";
     if (ModelConfig::preset(cfg.model)) {
       where = "";
-      for (auto& d : preset_tokenizer_dirs()) where += (where.empty() ? "" : ", ") + d;
+      for (auto& d : preset_tokenizer_dirs(preset_tokenizer_name(cfg.model)))
+        where += (where.empty() ? "looked in " : ", ") + d;
+      if (where.empty()) where = "none is bundled for this preset";
     }
-    throw UserError("no tokenizer.json for '" + cfg.model + "' (looked in " + where +
+    throw UserError("no tokenizer.json for '" + cfg.model + "' (" + where +
                     "); pass --tokenizer DIR, or --skip-tokenizer-init to serve token ids only");
   }
   TpStart tp = start_tensor_parallel(cfg, a.engine);

@@ -1,5 +1,5 @@
-// Presets, the context-length rules (sliding window, the model's length, --max-model-len) and
-// EngineConfig's validation; config.json itself is read in config_json.cpp.
+// The context-length rules (the model's length, --max-model-len) and EngineConfig's validation;
+// config.json itself is read in config_json.cpp, the presets are in models/presets.cpp.
 #include "nanovllm/config.h"
 
 #include <algorithm>
@@ -19,16 +19,6 @@ std::string shown(double x) {
 }
 }  // namespace
 
-std::vector<std::string> ModelConfig::supported_architectures() { return {"Qwen3ForCausalLM"}; }
-
-void ModelConfig::check_context(int64_t max_model_len) const {
-  if (sliding_window > 0 && sliding_window < max_model_len)
-    throw LoadError("the model's config.json enables sliding-window attention (a window of " +
-                    std::to_string(sliding_window) + " tokens in some layers), which is not implemented: pass " +
-                    "--max-model-len " + std::to_string(sliding_window) +
-                    " or less, where full attention gives the same result");
-}
-
 int64_t ModelConfig::derived_max_model_len() const {
   if (!rope_scaling.is_yarn()) return max_position_embeddings;
   // vLLM: derived = original_max_position_embeddings * factor for YaRN (int() of the product);
@@ -40,8 +30,7 @@ int64_t ModelConfig::derived_max_model_len() const {
 
 int64_t initial_max_model_len(const EngineConfig& cfg, const ModelConfig& mcfg) {
   const int64_t model_len = mcfg.derived_max_model_len();
-  if (cfg.max_model_len_is_auto())
-    return mcfg.sliding_window > 0 ? std::min(model_len, mcfg.sliding_window) : model_len;
+  if (cfg.max_model_len_is_auto()) return model_len;
   if (cfg.max_model_len > model_len)
     throw UserError("--max-model-len " + std::to_string(cfg.max_model_len) + " is larger than the model's " +
                     std::to_string(model_len) + " (" +
@@ -50,48 +39,8 @@ int64_t initial_max_model_len(const EngineConfig& cfg, const ModelConfig& mcfg) 
                                std::to_string(mcfg.rope_scaling.original_max_position_embeddings)
                          : "max_position_embeddings in config.json") +
                     "); positions past it give wrong outputs. Leave --max-model-len unset for the model's length");
-  mcfg.check_context(cfg.max_model_len);
   return cfg.max_model_len;
 }
-
-// The real Qwen3 configs (Hugging Face Qwen/Qwen3-*), so benchmarks need no download.
-std::optional<ModelConfig> ModelConfig::preset(const std::string& name) {
-  ModelConfig c;
-  c.vocab_size = 151936;
-  c.head_dim = 128;
-  c.max_position_embeddings = 40960;
-  c.rms_norm_eps = 1e-6;
-  c.rope_theta = 1000000;
-  c.eos_token_ids = {151645, 151643};
-  c.bos_token_id = 151643;
-  if (name == "qwen3-0.6b") {
-    c.hidden_size = 1024;
-    c.intermediate_size = 3072;
-    c.num_hidden_layers = 28;
-    c.num_attention_heads = 16;
-    c.num_key_value_heads = 8;
-    c.tie_word_embeddings = true;
-  } else if (name == "qwen3-1.7b") {
-    c.hidden_size = 2048;
-    c.intermediate_size = 6144;
-    c.num_hidden_layers = 28;
-    c.num_attention_heads = 16;
-    c.num_key_value_heads = 8;
-    c.tie_word_embeddings = true;
-  } else if (name == "qwen3-8b") {
-    c.hidden_size = 4096;
-    c.intermediate_size = 12288;
-    c.num_hidden_layers = 36;
-    c.num_attention_heads = 32;
-    c.num_key_value_heads = 8;
-    c.tie_word_embeddings = false;
-  } else {
-    return std::nullopt;
-  }
-  return c;
-}
-
-std::vector<std::string> ModelConfig::preset_names() { return {"qwen3-0.6b", "qwen3-1.7b", "qwen3-8b"}; }
 
 void EngineConfig::validate() const {
   auto pos = [](const char* name, int64_t v) {

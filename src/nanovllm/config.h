@@ -13,17 +13,19 @@
 namespace nanovllm {
 
 // RoPE scaling beyond rope_theta (config.json's rope_scaling, or transformers 5's rope_parameters).
-// Only YaRN is implemented; its fields keep transformers' names and defaults.
+// YaRN and Llama 3's are implemented; the fields keep transformers' names and defaults.
 struct RopeScaling {
-  std::string type = "default";                  // "default" (plain RoPE) or "yarn"
-  double factor = 1;                             // context extension: factor * original_max_position_embeddings
-  int64_t original_max_position_embeddings = 0;  // the pre-training context length
-  std::optional<double> attention_factor;        // cos/sin scale; unset: from factor (and mscale)
-  double beta_fast = 32, beta_slow = 1;          // rotations bounding the interpolation ramp
-  double mscale = 0, mscale_all_dim = 0;         // DeepSeek's form of the attention factor; 0: unused
-  bool truncate = true;                          // round the ramp's bounds to whole dimensions
+  std::string type = "default";                      // "default" (plain RoPE), "yarn" or "llama3"
+  double factor = 1;                                 // context extension: factor * original_max_position_embeddings
+  int64_t original_max_position_embeddings = 0;      // the pre-training context length
+  std::optional<double> attention_factor;            // cos/sin scale; unset: from factor (and mscale)
+  double beta_fast = 32, beta_slow = 1;              // rotations bounding the interpolation ramp
+  double mscale = 0, mscale_all_dim = 0;             // DeepSeek's form of the attention factor; 0: unused
+  bool truncate = true;                              // round the ramp's bounds to whole dimensions
+  double low_freq_factor = 1, high_freq_factor = 4;  // llama3: the band of wavelengths that is blended
 
   bool is_yarn() const { return type == "yarn"; }
+  bool is_llama3() const { return type == "llama3"; }
 };
 
 struct ModelConfig {
@@ -43,25 +45,34 @@ struct ModelConfig {
   std::string torch_dtype = "bfloat16";
   std::vector<int32_t> eos_token_ids;  // generation_config.json wins over config.json
   std::optional<int32_t> bos_token_id;
-  // > 0: some layers attend only to the last `sliding_window` tokens (use_sliding_window). Not
-  // implemented; equal to full attention while a sequence fits in the window.
+  // > 0: the layers marked in sliding_layers (all of them when it is empty) attend only to the
+  // last `sliding_window` keys, themselves included (Mistral; Qwen2/3 with use_sliding_window).
   int64_t sliding_window = 0;
+  std::vector<bool> sliding_layers;  // [num_hidden_layers] or empty
+
+  // The window of layer i: 0 = full attention.
+  int64_t layer_window(int64_t i) const {
+    if (sliding_window <= 0) return 0;
+    return sliding_layers.empty() || (size_t(i) < sliding_layers.size() && sliding_layers[size_t(i)]) ? sliding_window
+                                                                                                      : 0;
+  }
 
   // Parses <dir>/config.json (+ generation_config.json if present). Throws LoadError naming the
   // file and key of a wrong type, an out-of-range size or a feature we do not implement.
   static ModelConfig from_dir(const std::string& dir);
   // Parses a config.json text (already read); `where` names it in errors.
   static ModelConfig from_json_text(const std::string& text, const std::string& where);
-  // Built-in presets for benchmarks without weights: qwen3-0.6b, qwen3-1.7b, qwen3-8b.
+  // Built-in presets for benchmarks without weights (preset_names(): Qwen3, Qwen2.5, Llama 3.x, Mistral).
   static std::optional<ModelConfig> preset(const std::string& name);
   static std::vector<std::string> preset_names();
-  static std::vector<std::string> supported_architectures();
+  static std::vector<std::string> supported_architectures();  // models/registry.cpp
+  // The config.json model_type of a supported architecture; "" for any other.
+  static std::string model_type_of(const std::string& architecture);
 
-  // Throws LoadError when the model cannot run contexts of max_model_len tokens (sliding window).
-  void check_context(int64_t max_model_len) const;
   // The longest context the model is made for, as vLLM derives it (_get_and_verify_max_len):
   // max_position_embeddings, or for YaRN factor * original_max_position_embeddings, whatever
-  // max_position_embeddings says (Qwen3's YaRN recipe keeps 40960 there and reaches 131072).
+  // max_position_embeddings says (Qwen3's YaRN recipe keeps 40960 there and reaches 131072);
+  // llama3 scaling keeps max_position_embeddings (Llama 3.1: 131072).
   int64_t derived_max_model_len() const;
   // Parameters of the network, or nullopt when the count overflows int64.
   std::optional<int64_t> checked_num_parameters() const;
@@ -99,7 +110,7 @@ struct EngineConfig {
   // Mixed steps: running decodes share each step's token budget with chunks of waiting prompts
   // (vLLM V1). Off: nano-vllm's prefill-first steps (scheduler.h has both policies).
   bool enable_chunked_prefill = true;
-  uint64_t seed = 0;         // engine seed for requests without their own
+  uint64_t seed = 0;  // engine seed for requests without their own
   // Most logprobs a request may ask for (vLLM's --max-logprobs; -1: the vocabulary).
   int max_logprobs = 20;
   // What logprobs are computed from (vLLM's --logprobs-mode): raw_logprobs (the model's logits) or
@@ -116,9 +127,8 @@ struct EngineConfig {
 };
 
 // The context length to start with: an explicit max_model_len checked against the model (above
-// derived_max_model_len: a UserError, as vLLM; past a sliding window: LoadError), or, unset, the
-// model's length, no longer than a sliding window (not implemented). The KV cache may lower an
-// unset one further (ModelRunner).
+// derived_max_model_len: a UserError, as vLLM), or, unset, the model's length. The KV cache may
+// lower an unset one further (ModelRunner).
 int64_t initial_max_model_len(const EngineConfig& cfg, const ModelConfig& mcfg);
 
 }  // namespace nanovllm

@@ -1,10 +1,10 @@
 // ModelConfig from a Hugging Face config.json (+ generation_config.json). Every key we read has
 // its JSON type and its range checked, and an error names the file and the key: a broken or
 // hostile config fails here in one clear line, not later as a bad_alloc, an int64 overflow or a
-// nlohmann type_error. Qwen3 features we do not implement (projection biases, sliding windows,
-// RoPE scaling other than YaRN, other activations, quantized weights) are refused rather than
-// ignored, since ignoring them would give wrong logits without a word. Defaults are transformers'
-// Qwen3Config's.
+// nlohmann type_error. Features we do not implement (o_proj/MLP biases, RoPE scaling other than
+// YaRN and llama3, other activations, quantized weights) are refused rather than ignored, since
+// ignoring them would give wrong logits without a word. Defaults are those of transformers' config
+// class of the architecture (Qwen3Config, Qwen2Config, LlamaConfig, MistralConfig).
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -145,15 +145,15 @@ std::string architecture_of(const Reader& r) {
       r.fail("architectures", "must be a list of one architecture name (got " + shown(*a) + ")");
     arch = (*a)[0].get<std::string>();
   }
-  auto sup = ModelConfig::supported_architectures();
-  if (std::find(sup.begin(), sup.end(), arch) == sup.end()) {
+  if (arch.empty()) arch = "Qwen3ForCausalLM";  // (the default of ModelConfig)
+  const std::string expected_type = ModelConfig::model_type_of(arch);
+  if (expected_type.empty()) {
     std::string list;
-    for (auto& s : sup) list += (list.empty() ? "" : ", ") + s;
-    throw LoadError(r.where() + ": unsupported architecture '" + (arch.empty() ? "(none)" : arch) +
-                    "'; supported: " + list);
+    for (auto& s : ModelConfig::supported_architectures()) list += (list.empty() ? "" : ", ") + s;
+    throw LoadError(r.where() + ": unsupported architecture '" + arch + "'; supported: " + list);
   }
-  const std::string type = r.string_or("model_type", "qwen3");
-  if (type != "qwen3") r.fail("model_type", "is '" + type + "', which does not match the architecture " + arch);
+  const std::string type = r.string_or("model_type", expected_type);
+  if (type != expected_type) r.fail("model_type", "is '" + type + "', which does not match the architecture " + arch);
   return arch;
 }
 
@@ -197,11 +197,31 @@ void read_yarn(const Reader& r, const Reader& sub, ModelConfig& c) {
   y.truncate = sub.boolean_or("truncate", true);
 }
 
+// Llama 3's RoPE scaling (transformers' _compute_llama3_parameters; _validate_llama3_parameters
+// requires every key): factor, low_freq_factor, high_freq_factor, original_max_position_embeddings.
+void read_llama3(const Reader& sub, ModelConfig& c) {
+  RopeScaling& s = c.rope_scaling;
+  s.type = "llama3";
+  for (const char* key : {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
+    if (!sub.has(key))
+      sub.fail(key,
+               "is missing (rope_type llama3 needs factor, low_freq_factor, high_freq_factor "
+               "and original_max_position_embeddings)");
+  s.factor = sub.number_or("factor", 0, 1e6, 1);
+  if (s.factor < 1) sub.fail("factor", "is " + json(s.factor).dump() + ", below 1");
+  s.low_freq_factor = sub.number_or("low_freq_factor", 0, 1e6, 1);
+  s.high_freq_factor = sub.number_or("high_freq_factor", 0, 1e6, 4);
+  if (!(s.high_freq_factor > s.low_freq_factor))
+    sub.fail("high_freq_factor", "(" + json(s.high_freq_factor).dump() + ") must be above low_freq_factor (" +
+                                     json(s.low_freq_factor).dump() + ")");
+  s.original_max_position_embeddings = sub.integer("original_max_position_embeddings", 1, kMaxPositions);
+}
+
 // RoPE: rope_theta and the RoPE dictionary, which is `rope_scaling` (config.json of transformers 4,
 // and Qwen3's YaRN recipe) or `rope_parameters` (transformers 5). As transformers 5's
 // convert_rope_params_to_dict: a non-empty rope_scaling replaces rope_parameters, and rope_theta
-// comes from the dictionary, else the top level, else 10000. Default RoPE and YaRN are implemented;
-// every other type (linear, dynamic, longrope, llama3, ...) is refused by name.
+// comes from the dictionary, else the top level, else 10000. Default RoPE, YaRN and llama3 are
+// implemented; every other type (linear, dynamic, longrope, ...) is refused by name.
 void read_rope(const Reader& r, ModelConfig& c) {
   c.rope_theta = r.number_or("rope_theta", 0, 1e12, 10000.0);
   const json* scaling = r.object("rope_scaling");
@@ -216,42 +236,49 @@ void read_rope(const Reader& r, ModelConfig& c) {
       r.fail(key, "has a partial_rotary_factor below 1, which is not implemented");
     if (type == "yarn")
       read_yarn(r, sub, c);
+    else if (type == "llama3")
+      read_llama3(sub, c);
     else if (type != "default")
-      r.fail(key, "has RoPE type '" + type + "', which is not implemented (only the default RoPE and yarn are)");
+      r.fail(key, "has RoPE type '" + type + "', which is not implemented (the default RoPE, yarn and llama3 are)");
   }
   if (r.has("partial_rotary_factor") && r.number_or("partial_rotary_factor", 0, 1, 1) != 1)
     r.fail("partial_rotary_factor", "below 1 is not implemented");
 }
 
-// Sliding-window attention, as transformers' Qwen3Config decides it: the window exists only with
-// use_sliding_window (absent: 4096, null: none), and applies to the layers that layer_types marks
-// (or, without layer_types, to layers >= max_window_layers). Recorded, not implemented: the
-// engine refuses a context longer than the window (ModelConfig::check_context).
+// Sliding-window attention, as transformers decides it. Qwen2/Qwen3Config: the window exists only
+// with use_sliding_window (absent: 4096, null: none), and applies to the layers that layer_types
+// marks (or, without layer_types, to layers >= max_window_layers). MistralConfig: sliding_window
+// (absent: 4096, null: none) applies to every layer. LlamaConfig has no window.
 void read_sliding_window(const Reader& r, ModelConfig& c) {
-  const bool use = r.boolean_or("use_sliding_window", false);
+  if (c.architecture == "LlamaForCausalLM") return;
+  const bool mistral = c.architecture == "MistralForCausalLM";
+  const bool use = mistral || r.boolean_or("use_sliding_window", false);
   const int64_t window = !r.present("sliding_window") ? 4096 : r.integer_or("sliding_window", 1, kMaxPositions, 0);
   const int64_t from = r.integer_or("max_window_layers", 0, INT32_MAX, 28);
-  bool sliding_layers = false;
+  std::vector<bool> sliding(size_t(c.num_hidden_layers), mistral);
   if (const json* types = r.find("layer_types")) {
     // (Its length is not checked: a config with more layers than its weights fails on the first
-    // missing tensor, which says more.)
+    // missing tensor, which says more; layers past its end are full attention.)
     if (!types->is_array()) r.fail("layer_types", "must be a list of layer types (got " + shown(*types) + ")");
     for (size_t i = 0; i < types->size(); ++i) {
       const json& t = (*types)[i];
-      if (t == "sliding_attention")
-        sliding_layers = true;
-      else if (t != "full_attention")
+      if (t != "sliding_attention" && t != "full_attention")
         r.fail("layer_types", "entry " + std::to_string(i) + " is " + shown(t) +
                                   ", which is not implemented (full_attention or sliding_attention)");
+      if (!mistral && i < sliding.size()) sliding[i] = t == "sliding_attention";  // (MistralModel ignores it)
     }
-  } else {
-    sliding_layers = from < c.num_hidden_layers;
+  } else if (!mistral) {
+    for (int64_t i = from; i < c.num_hidden_layers; ++i) sliding[size_t(i)] = true;
   }
-  c.sliding_window = use && sliding_layers ? window : 0;
+  const bool any = std::find(sliding.begin(), sliding.end(), true) != sliding.end();
+  c.sliding_window = use && any ? window : 0;
+  if (c.sliding_window > 0) c.sliding_layers = std::move(sliding);
 }
 
-void refuse_unimplemented(const Reader& r) {
-  if (r.boolean_or("attention_bias", false))
+// Qwen2's q/k/v biases are part of the architecture (transformers ignores attention_bias there);
+// elsewhere attention_bias adds an o_proj bias too, which is not implemented.
+void refuse_unimplemented(const Reader& r, const std::string& architecture) {
+  if (architecture != "Qwen2ForCausalLM" && r.boolean_or("attention_bias", false))
     r.fail("attention_bias", "is true (biases in the q/k/v/o projections), which is not implemented");
   if (r.boolean_or("mlp_bias", false)) r.fail("mlp_bias", "is true (biases in the MLP), which is not implemented");
   const std::string act = r.string_or("hidden_act", "silu");
@@ -276,10 +303,12 @@ std::optional<int64_t> ModelConfig::checked_num_parameters() const {
     layer = layer && term ? checked_add(*layer, *term) : std::nullopt;
   };
   add_layer(mul({num_attention_heads + 2 * num_key_value_heads, D, H}));  // q, k, v
-  add_layer(mul({H, num_attention_heads, D}));                            // o
-  add_layer(mul({2, D}));                                                 // q_norm, k_norm
-  add_layer(mul({3, I, H}));                                              // gate, up, down
-  add_layer(mul({2, H}));                                                 // the two layer norms
+  if (architecture == "Qwen2ForCausalLM")
+    add_layer(mul({num_attention_heads + 2 * num_key_value_heads, D}));  // their biases
+  add_layer(mul({H, num_attention_heads, D}));                           // o
+  if (architecture == "Qwen3ForCausalLM") add_layer(mul({2, D}));        // q_norm, k_norm
+  add_layer(mul({3, I, H}));                                             // gate, up, down
+  add_layer(mul({2, H}));                                                // the two layer norms
   add(layer ? mul({L, *layer}) : std::nullopt);
   add(mul({tie_word_embeddings ? 1 : 2, vocab_size, H}));  // embedding (+ LM head)
   add(H);                                                  // final norm
@@ -300,7 +329,15 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
   if (c.num_attention_heads % c.num_key_value_heads != 0)
     throw LoadError(where + ": num_attention_heads (" + std::to_string(c.num_attention_heads) +
                     ") is not a multiple of num_key_value_heads (" + std::to_string(c.num_key_value_heads) + ")");
-  c.head_dim = r.integer_or("head_dim", 2, kMaxHeadDim, 128);
+  // transformers' Qwen3Config defaults head_dim to 128; the others to hidden_size / num_attention_heads.
+  if (c.architecture == "Qwen3ForCausalLM" || r.has("head_dim")) {
+    c.head_dim = r.integer_or("head_dim", 2, kMaxHeadDim, 128);
+  } else {
+    if (c.hidden_size % c.num_attention_heads != 0)
+      r.fail("hidden_size", "(" + std::to_string(c.hidden_size) + ") is not a multiple of num_attention_heads (" +
+                                std::to_string(c.num_attention_heads) + ") and head_dim is not given");
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  }
   if (c.head_dim % 2 != 0) throw LoadError(where + ": head_dim must be even for rotary embeddings");
   c.max_position_embeddings = r.integer("max_position_embeddings", 1, kMaxPositions);
   c.rms_norm_eps = r.number_or("rms_norm_eps", 0, 1, 1e-6);
@@ -308,7 +345,7 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
   c.torch_dtype = r.string_or("torch_dtype", r.string_or("dtype", c.torch_dtype));
   read_rope(r, c);
   read_sliding_window(r, c);
-  refuse_unimplemented(r);
+  refuse_unimplemented(r, c.architecture);
   c.eos_token_ids = r.token_ids("eos_token_id", c.vocab_size);
   if (r.has("bos_token_id")) c.bos_token_id = int32_t(r.integer("bos_token_id", 0, c.vocab_size - 1));
   const auto params = c.checked_num_parameters();

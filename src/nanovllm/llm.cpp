@@ -22,13 +22,22 @@ fs::path executable_dir() {
 
 }  // namespace
 
-std::vector<std::string> preset_tokenizer_dirs() {
+std::string preset_tokenizer_name(const std::string& model) {
+  const auto preset = ModelConfig::preset(model);
+  if (!preset) return "";
+  // Qwen2.5 has Qwen3's byte-level BPE and ids (Qwen3 adds a few special tokens).
+  if (preset->architecture == "Qwen3ForCausalLM" || preset->architecture == "Qwen2ForCausalLM") return "qwen3";
+  if (preset->architecture == "LlamaForCausalLM") return "llama3";
+  return "";
+}
+
+std::vector<std::string> preset_tokenizer_dirs(const std::string& name) {
   std::vector<std::string> dirs;
   if (const char* env = std::getenv("NANOVLLM_TOKENIZER_DIR")) dirs.emplace_back(env);
   const fs::path exe = executable_dir();
-  if (!exe.empty()) {
-    dirs.push_back((exe / "share/nanovllm/tokenizers/qwen3").string());     // the build tree
-    dirs.push_back((exe / "../share/nanovllm/tokenizers/qwen3").string());  // an installed prefix
+  if (!exe.empty() && !name.empty()) {
+    dirs.push_back((exe / "share/nanovllm/tokenizers" / name).string());     // the build tree
+    dirs.push_back((exe / "../share/nanovllm/tokenizers" / name).string());  // an installed prefix
   }
   return dirs;
 }
@@ -41,7 +50,7 @@ std::string find_tokenizer_dir(const EngineConfig& cfg, const std::string& expli
   }
   if (fs::exists(fs::path(cfg.model) / "tokenizer.json")) return cfg.model;
   if (ModelConfig::preset(cfg.model))
-    for (auto& d : preset_tokenizer_dirs())
+    for (auto& d : preset_tokenizer_dirs(preset_tokenizer_name(cfg.model)))
       if (fs::exists(fs::path(d) / "tokenizer.json")) return d;
   return "";
 }

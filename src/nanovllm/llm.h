@@ -31,13 +31,16 @@ struct Prompt {
 };
 
 // Where the tokenizer of cfg.model lives: `explicit_dir`, else the model directory when it has
-// tokenizer.json, else (built-in Qwen3 presets) the first of preset_tokenizer_dirs() that has one.
-// Empty when there is none.
+// tokenizer.json, else (a built-in preset) the first of preset_tokenizer_dirs(its tokenizer) that has
+// one. Empty when there is none.
 std::string find_tokenizer_dir(const EngineConfig& cfg, const std::string& explicit_dir);
-// Where the presets' Qwen3 tokenizer is looked for: $NANOVLLM_TOKENIZER_DIR, then
-// share/nanovllm/tokenizers/qwen3 beside the executable (the build tree: CMake copies it there
+// The tokenizer bundled for a preset: "qwen3" (the Qwen3 and Qwen2.5 presets), "llama3" (Llama
+// 3.x); "" for Mistral (none bundled) and for anything not a preset.
+std::string preset_tokenizer_name(const std::string& model);
+// Where a preset's tokenizer `name` is looked for: $NANOVLLM_TOKENIZER_DIR, then
+// share/nanovllm/tokenizers/<name> beside the executable (the build tree: CMake copies it there
 // from the npm data of scripts/setup.sh) and under its prefix (`cmake --install`).
-std::vector<std::string> preset_tokenizer_dirs();
+std::vector<std::string> preset_tokenizer_dirs(const std::string& name = "qwen3");
 
 class LLM {
  public:

@@ -92,10 +92,8 @@ check 2 "--max-model-len 1025 is larger than the model's 1024 (YaRN factor 4 * o
 config "j['quantization_config'] = {'quant_method': 'awq'}"
 expect "quantized checkpoints are not implemented"
 config "j['use_sliding_window'] = True; j['sliding_window'] = 16; j['layer_types'][1] = 'sliding_attention'"
-check 2 "sliding-window attention (a window of 16 tokens in some layers), which is not implemented: pass --max-model-len 16 or less" \
-  "${G[@]}" --model "$M" --input "$TMP/in.jsonl" --max-model-len 17
-CASE="config.json: sliding window as long as --max-model-len"; check 0 "" "${G[@]}" --model "$M" --input "$TMP/in.jsonl" --max-model-len 16
-CASE="config.json: sliding window, --max-model-len unset (lowered to the window)"; check 0 "" "${G[@]}" --model "$M" --input "$TMP/in.jsonl"
+CASE="config.json: sliding window (implemented), --max-model-len past it"; check 0 "" "${G[@]}" --model "$M" --input "$TMP/in.jsonl" --max-model-len 17
+CASE="config.json: sliding window, --max-model-len unset"; check 0 "" "${G[@]}" --model "$M" --input "$TMP/in.jsonl"
 CASE="config.json: a FIFO"; fresh; rm "$M/config.json"; mkfifo "$M/config.json"
 expect "config.json: not a regular file (it is a FIFO)"
 CASE="generation_config.json: a FIFO"; fresh; rm "$M/generation_config.json"; mkfifo "$M/generation_config.json"

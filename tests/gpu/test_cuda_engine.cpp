@@ -1,4 +1,4 @@
-// The whole engine on CUDA (BF16) against Hugging Face references of the tiny Qwen3 fixtures
+// The whole engine on CUDA (BF16) against Hugging Face references of the tiny fixtures
 // (tests/fixtures, made in FP32): greedy tokens must agree wherever the reference's top-1/top-2
 // margin exceeds 0.05, up to the first divergence (a near-tie may go the other way in BF16, after
 // which the contexts differ); logits within kLogitAtol.
@@ -47,3 +47,10 @@ TEST(CudaEngine, TiedBlockSizeOne) { check_fixture_cuda("tiny-qwen3-tied", 1, fa
 // YaRN RoPE: the inverse frequencies and the cos/sin scale reach the kernel (positions past the
 // fixture's 128 pre-training ones).
 TEST(CudaEngine, YarnRope) { check_fixture_cuda("tiny-qwen3-yarn", 16, false); }
+// The families beside Qwen3 (scripts/make_family_fixtures.py): Qwen2's q/k/v biases (the bias-add
+// kernel, RoPE without q/k norm), Llama 3's rope scaling, Mistral's 48-token sliding window under
+// prompts of up to 300 tokens (decode and prefill kernels with the window, chunked and whole).
+TEST(CudaEngine, Qwen2Biases) { check_fixture_cuda("tiny-qwen2", 16, false); }
+TEST(CudaEngine, Llama3Rope) { check_fixture_cuda("tiny-llama3", 16, false); }
+TEST(CudaEngine, MistralSlidingWindow) { check_fixture_cuda("tiny-mistral", 16, false); }
+TEST(CudaEngine, MistralSlidingWindowAutoKvCache) { check_fixture_cuda("tiny-mistral", 256, true); }

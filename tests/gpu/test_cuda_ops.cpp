@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <numeric>
 
+#include "nanovllm/layers/rotary_embedding.h"
 #include "nanovllm/ops/checks.h"
 
 using namespace nanovllm;
@@ -125,6 +126,51 @@ TEST(CudaOps, QkNormRope) {
   }
 }
 
+// Qwen2's q/k/v bias add, and RoPE without the q/k norm (Llama, Qwen2, Mistral), fused with the
+// cache store as the models call it.
+TEST(CudaOps, AddBiasAndRopeWithoutNorm) {
+  REQUIRE_GPU();
+  Backends be;
+  for (auto [T, N] : std::vector<std::pair<int64_t, int64_t>>{{1, 1152}, {17, 100}, {300, 4608}}) {
+    auto x = make_pair(be.cpu, be.gpu, {T, N}, rand_bf16(size_t(T * N), 41, -2, 2));
+    auto b = make_pair(be.cpu, be.gpu, {N}, rand_bf16(size_t(N), 42, -2, 2));
+    be.cpu.add_bias(x.cpu, b.cpu);
+    be.gpu.add_bias(x.gpu, b.gpu);
+    expect_close("add_bias T=" + std::to_string(T) + " N=" + std::to_string(N), be.gpu.to_host_f32(x.gpu),
+                 be.cpu.to_host_f32(x.cpu), 1e-2, 3e-2);
+  }
+  struct Cfg {
+    int64_t hq, hkv, d;
+  };
+  for (auto c : {Cfg{32, 8, 128}, Cfg{14, 2, 64}, Cfg{9, 3, 16}, Cfg{6, 2, 32}}) {
+    const int64_t T = 17, W = (c.hq + 2 * c.hkv) * c.d, bs = 16, nb = 4;
+    auto qkv = make_pair(be.cpu, be.gpu, {T, W}, rand_bf16(size_t(T * W), 43, -2, 2));
+    std::vector<int32_t> pos(T);
+    for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = int32_t((t * 977) % 40000);
+    auto p = make_i32(be.cpu, be.gpu, pos);
+    RopeScaling s;
+    s.type = "llama3", s.factor = 8, s.original_max_position_embeddings = 64;
+    const RopeParams rope = llama3_rope(c.d, 500000, s);
+    const Shape cs{nb, bs, c.hkv, c.d};
+    auto kc = make_pair(be.cpu, be.gpu, cs, std::vector<float>(size_t(nb * bs * c.hkv * c.d), 0.f));
+    auto vc = make_pair(be.cpu, be.gpu, cs, std::vector<float>(size_t(nb * bs * c.hkv * c.d), 0.f));
+    AttentionMetadata md;
+    md.num_seqs = 1, md.num_tokens = T, md.max_blocks = nb, md.is_prefill = true;
+    md.cu_seqlens_q = {0, int32_t(T)}, md.cu_seqlens_k = {0, int32_t(T)}, md.context_lens = {int32_t(T)};
+    md.block_tables = {3, 1, 0, 2};
+    for (int32_t t = 0; t < T; ++t)
+      md.slot_mapping.push_back(md.block_tables[size_t(t / bs)] * int32_t(bs) + t % int32_t(bs));
+    md.max_seqlen_q = md.max_seqlen_k = int32_t(T);
+    be.gpu.prepare_metadata(md);
+    be.cpu.qk_norm_rope_store(qkv.cpu, Tensor(), Tensor(), p.cpu, kc.cpu, vc.cpu, c.hq, c.hkv, c.d, 1e-6f, rope, md);
+    be.gpu.qk_norm_rope_store(qkv.gpu, Tensor(), Tensor(), p.gpu, kc.gpu, vc.gpu, c.hq, c.hkv, c.d, 1e-6f, rope, md);
+    const std::string tag = " D=" + std::to_string(c.d);
+    expect_close("rope (no norm)" + tag, be.gpu.to_host_f32(qkv.gpu), be.cpu.to_host_f32(qkv.cpu), 1e-2, 5e-2);
+    expect_close("rope (no norm) k cache" + tag, be.gpu.to_host_f32(kc.gpu), be.cpu.to_host_f32(kc.cpu), 1e-2, 5e-2);
+    EXPECT_EQ(be.gpu.to_host_f32(vc.gpu), be.cpu.to_host_f32(vc.cpu)) << "v cache" << tag;
+  }
+}
+
 // ---------------------------------------------------------------- paged attention
 
 struct SeqSpec {
@@ -132,9 +178,10 @@ struct SeqSpec {
 };
 
 // Builds a batch over shuffled blocks, fills the cached part of each sequence's keys/values
-// directly, stores the new tokens' k/v through store_kvcache and compares attention outputs.
+// directly, stores the new tokens' k/v through store_kvcache and compares attention outputs
+// (window > 0: sliding-window attention).
 void run_attention_case(Backends& be, const std::string& name, const std::vector<SeqSpec>& seqs, int64_t hq,
-                        int64_t hkv, int64_t D, int64_t bs, bool is_prefill, uint32_t seed) {
+                        int64_t hkv, int64_t D, int64_t bs, bool is_prefill, uint32_t seed, int64_t window = 0) {
   const int64_t B = int64_t(seqs.size());
   int64_t nblocks = 0, max_blocks = 0, T = 0;
   for (auto& s : seqs) {
@@ -187,8 +234,8 @@ void run_attention_case(Backends& be, const std::string& name, const std::vector
   be.cpu.store_kvcache(qkv.cpu, k.cpu, v.cpu, hq, hkv, D, md);
   be.gpu.store_kvcache(qkv.gpu, k.gpu, v.gpu, hq, hkv, D, md);
   Pair out{be.cpu.empty({T, hq * D}, DType::F32), be.gpu.empty({T, hq * D}, DType::BF16)};
-  be.cpu.attention(qkv.cpu, k.cpu, v.cpu, out.cpu, hq, hkv, D, scale, md);
-  be.gpu.attention(qkv.gpu, k.gpu, v.gpu, out.gpu, hq, hkv, D, scale, md);
+  be.cpu.attention(qkv.cpu, k.cpu, v.cpu, out.cpu, hq, hkv, D, scale, md, window);
+  be.gpu.attention(qkv.gpu, k.gpu, v.gpu, out.gpu, hq, hkv, D, scale, md, window);
   EXPECT_EQ(be.gpu.to_host_f32(k.gpu), be.cpu.to_host_f32(k.cpu)) << name << ": k cache";
   EXPECT_EQ(be.gpu.to_host_f32(v.gpu), be.cpu.to_host_f32(v.cpu)) << name << ": v cache";
   expect_close(name, be.gpu.to_host_f32(out.gpu), be.cpu.to_host_f32(out.cpu), 1e-2, 3e-2);
@@ -271,6 +318,33 @@ TEST(CudaAttention, PrefillTensorCoreAwkwardShapes) {
     run_attention_case(be, cfg_name("prefill-tc-mixed", h, bs),
                        {{4097, 1000}, {1000, 333}, {130, 65}, {77, 1}, {300, 44}, {65, 64}}, h.hq, h.hkv, h.d, bs, true,
                        37);
+}
+
+// Sliding-window attention (Mistral): decodes whose context is shorter, as long as and far longer
+// than the window (the splits then cover only the window); prefills, fresh and after cached
+// prefixes, whose rows start inside, at and past the window, on every prefill kernel that has the
+// window (Auto routes windowed prefills of the Hopper kernels to mma.sync), windows smaller than,
+// equal to and not a multiple of the 64-key tiles and the block size.
+TEST(CudaAttention, SlidingWindow) {
+  REQUIRE_GPU();
+  Backends be;
+  std::vector<SeqSpec> decodes;
+  for (int32_t l : {1, 47, 48, 49, 97, 255, 256, 257, 1025, 4097, 33, 129}) decodes.push_back({l, 1});
+  const std::vector<SeqSpec> prefills{{4097, 1000}, {1000, 333}, {130, 65}, {64, 63}, {77, 1}, {300, 44}, {48, 48}};
+  const HeadCfg heads[] = {{32, 8, 128}, {4, 2, 64}, {6, 2, 32}, {9, 3, 16}};
+  for (auto& h : heads)
+    for (int64_t bs : {16, 256})
+      for (int64_t window : {1, 48, 64, 100, 4096}) {
+        const std::string tag = cfg_name("window", h, bs) + " W " + std::to_string(window);
+        run_attention_case(be, tag + " decode", decodes, h.hq, h.hkv, h.d, bs, false, 51, window);
+        for (auto kernel : {PrefillAttention::Auto, PrefillAttention::Mma, PrefillAttention::Tiled}) {
+          if (kernel == PrefillAttention::Mma && h.d != 64 && h.d != 128) continue;  // (no such mma kernel)
+          be.gpu.set_prefill_attention(kernel);
+          run_attention_case(be, tag + " prefill kernel " + std::to_string(int(kernel)), prefills, h.hq, h.hkv, h.d, bs,
+                             true, 52, window);
+        }
+        be.gpu.set_prefill_attention(PrefillAttention::Auto);
+      }
 }
 
 TEST(CudaAttention, Decode) {

@@ -15,11 +15,12 @@ struct LayerKVCache {
 struct PagedAttention {
   int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
   float scale = 1.0f;
+  int64_t sliding_window = 0;  // > 0: each query reads only its last sliding_window keys
 
   // qkv: [T, (Hq + 2 Hkv) * D] after q/k norm and RoPE, k/v stored -> [T, Hq * D]
   Tensor forward(Backend& be, const Tensor& qkv, const LayerKVCache& cache, const AttentionMetadata& md) const {
     Tensor out = be.empty({qkv.size(0), num_heads * head_dim}, qkv.dtype());
-    be.attention(qkv, cache.k, cache.v, out, num_heads, num_kv_heads, head_dim, scale, md);
+    be.attention(qkv, cache.k, cache.v, out, num_heads, num_kv_heads, head_dim, scale, md, sliding_window);
     return out;
   }
 };

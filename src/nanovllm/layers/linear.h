@@ -1,4 +1,4 @@
-// Linear layers (no bias in Qwen3). The weight is [N, K] in the backend's weight dtype and may be
+// Linear layers, with an optional bias (Qwen2's q/k/v). The weight is [N, K] in the backend's weight dtype and may be
 // packed from several checkpoint tensors: q/k/v -> qkv_proj, gate/up -> gate_up_proj; each
 // WeightSpec (models/weights.h) says which rows of the packed weight a checkpoint tensor fills.
 // Tensor parallelism (nano-vllm's Column/RowParallelLinear): a column-parallel layer is a plain
@@ -16,15 +16,22 @@ namespace nanovllm {
 
 struct Linear {
   Tensor weight;  // [out_features, in_features]
+  Tensor bias;    // [out_features], or undefined: no bias
 
-  void create(Backend& be, int64_t out_features, int64_t in_features) {
+  void create(Backend& be, int64_t out_features, int64_t in_features, bool with_bias = false) {
     weight = be.empty({out_features, in_features}, be.weight_dtype());
+    if (with_bias) bias = be.empty({out_features}, be.weight_dtype());
   }
   // x: [T, in] -> [T, out]
   Tensor forward(Backend& be, const Tensor& x) const {
     Tensor out = be.empty({x.size(0), weight.size(0)}, be.act_dtype());
     be.linear(x, weight, out);
+    add_bias(be, out);
     return out;
+  }
+  // out += bias, where there is one (for callers that ran the GEMM fused with something else).
+  void add_bias(Backend& be, Tensor& out) const {
+    if (bias.defined()) be.add_bias(out, bias);
   }
 };
 

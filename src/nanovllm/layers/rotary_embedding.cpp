@@ -1,5 +1,6 @@
-// YaRN's inverse frequencies and attention factor, step by step as transformers 5.17 computes them
-// (modeling_rope_utils.py, _compute_yarn_parameters), in double and rounded once to float.
+// YaRN's and Llama 3's inverse frequencies (and YaRN's attention factor), step by step as
+// transformers 5.17 computes them (modeling_rope_utils.py, _compute_yarn_parameters and
+// _compute_llama3_parameters), in double and rounded once to float.
 #include "nanovllm/layers/rotary_embedding.h"
 
 #include <algorithm>
@@ -59,8 +60,27 @@ RopeParams yarn_rope(int64_t head_dim, double theta, const RopeScaling& y) {
   return p;
 }
 
+RopeParams llama3_rope(int64_t head_dim, double theta, const RopeScaling& s) {
+  RopeParams p = RopeParams::plain(head_dim, theta);
+  const double old_len = double(s.original_max_position_embeddings);
+  const double low_freq_wavelen = old_len / s.low_freq_factor, high_freq_wavelen = old_len / s.high_freq_factor;
+  for (float& f : p.inv_freq) {
+    const double inv = f, wavelen = 2 * std::numbers::pi / inv;
+    if (wavelen < high_freq_wavelen) continue;  // high frequencies: kept
+    if (wavelen > low_freq_wavelen) {           // low frequencies: interpolated by factor
+      f = float(inv / s.factor);
+      continue;
+    }
+    // In between: blended, from 1/factor at the low edge to 1 at the high edge.
+    const double smooth = (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+    f = float((1 - smooth) * inv / s.factor + smooth * inv);
+  }
+  return p;
+}
+
 RopeParams rotary_embedding(const ModelConfig& cfg) {
   if (cfg.rope_scaling.is_yarn()) return yarn_rope(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling);
+  if (cfg.rope_scaling.is_llama3()) return llama3_rope(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling);
   return RopeParams::plain(cfg.head_dim, cfg.rope_theta);
 }
 

@@ -1,5 +1,5 @@
 // What the engine needs from a model architecture, and the registry that builds one from a
-// ModelConfig. Qwen3 is the first; others register in models/registry.cpp.
+// ModelConfig. Architectures register in models/registry.cpp.
 #pragma once
 #include <functional>
 #include <memory>

@@ -31,8 +31,7 @@ Shape WeightSpec::local_shape() const {
 // The rows [row_offset, row_offset + local rows) of dst as a tensor view.
 static Tensor dst_view(const WeightSpec& s) {
   const Shape local = s.local_shape();
-  const int64_t rows = local.empty() ? 1 : local[0];
-  if (s.dst->dim() == 1) return *s.dst;
+  const int64_t rows = local.empty() ? 1 : local[0];  // of a 1-D dst (a packed bias): elements
   return s.dst->rows(s.row_offset, s.row_offset + rows);
 }
 
@@ -86,8 +85,8 @@ void load_dummy_weights(Backend& be, const std::vector<WeightSpec>& specs) {
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
       const int64_t r1 = std::min(rows, r0 + chunk), n = (r1 - r0) * cols;
       host.resize(size_t(n));
-      if (local.size() == 1) {
-        std::fill(host.begin(), host.end(), 1.0f);
+      if (local.size() == 1) {  // norm weights 1, biases 0
+        std::fill(host.begin(), host.end(), s.name.ends_with(".bias") ? 0.0f : 1.0f);
       } else {
 #pragma omp parallel for
         for (int64_t i = 0; i < n; ++i) {

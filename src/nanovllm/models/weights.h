@@ -32,7 +32,7 @@ struct WeightSpec {
 // Throws LoadError naming the missing tensor or the shape mismatch.
 void load_weights(Backend& be, const SafetensorsCheckpoint& ckpt, const std::vector<WeightSpec>& specs);
 
-// Deterministic random weights (--load-format dummy): norms (1-D weights) get 1.0, matrices
+// Deterministic random weights (--load-format dummy): norms (1-D weights) get 1.0, biases 0, matrices
 // uniform values with std 0.02, each tensor seeded by its name and each value by its index in
 // the full tensor, so that a shard holds exactly the full tensor's slice (TP=N equals TP=1).
 void load_dummy_weights(Backend& be, const std::vector<WeightSpec>& specs);

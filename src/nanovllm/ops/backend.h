@@ -90,9 +90,12 @@ class Backend {
   // out = x @ w^T. x: [T, K]; w: [N, K]; out: [T, N] in the act dtype or F32 (tensor
   // parallelism keeps row-parallel partial sums in F32 until they are all-reduced).
   virtual void linear(const Tensor& x, const Tensor& w, Tensor& out) = 0;
-  // In place on qkv: [T, (Hq + 2 Hkv) * D]: RMSNorm each q and k head over D (weights [D]),
-  // then rotary embedding (rotate-half) at positions [T] (I32) with rope.inv_freq [D/2] and
-  // rope.attention_scaling.
+  // x[t, :] += bias for every row t. x: [T, N] (act dtype); bias: [N] (weight dtype). (Qwen2's
+  // q/k/v biases.)
+  virtual void add_bias(Tensor& x, const Tensor& bias) = 0;
+  // In place on qkv: [T, (Hq + 2 Hkv) * D]: RMSNorm each q and k head over D (weights [D]; both
+  // undefined: no norm, as in Llama, Qwen2, Mistral), then rotary embedding (rotate-half) at
+  // positions [T] (I32) with rope.inv_freq [D/2] and rope.attention_scaling.
   virtual void qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
                             int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps,
                             const RopeParams& rope) = 0;
@@ -107,10 +110,11 @@ class Backend {
   virtual void store_kvcache(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, int64_t num_heads,
                              int64_t num_kv_heads, int64_t head_dim, const AttentionMetadata& md) = 0;
   // Causal paged attention of the q part of qkv against the cached keys/values of each sequence
-  // (prefix hits and earlier chunks included). out: [T, Hq * D].
+  // (prefix hits and earlier chunks included). out: [T, Hq * D]. sliding_window > 0: the query at
+  // position p reads only keys p - sliding_window + 1 .. p (transformers' sliding window).
   virtual void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out,
                          int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float scale,
-                         const AttentionMetadata& md) = 0;
+                         const AttentionMetadata& md, int64_t sliding_window = 0) = 0;
   // dst = src converted to dst's dtype (same shape; F32 <-> the act dtype).
   virtual void cast(const Tensor& src, Tensor& dst) = 0;
   // out = silu(x[:, :I]) * x[:, I:]. x: [T, 2I]; out: [T, I].
@@ -143,7 +147,8 @@ class Backend {
                                       std::vector<TokenLogprobs>* logprobs = nullptr) = 0;
   // Raw logprobs of given tokens (prompt logprobs): for each row b of logits [B, V] (act dtype or
   // F32), log_softmax(logits[b])[tokens[b]], its rank and the top n. Synchronizes.
-  virtual std::vector<TokenLogprobs> token_logprobs(const Tensor& logits, const std::vector<int32_t>& tokens, int n) = 0;
+  virtual std::vector<TokenLogprobs> token_logprobs(const Tensor& logits, const std::vector<int32_t>& tokens,
+                                                    int n) = 0;
   // Logits to host as float (tests and fixtures).
   virtual std::vector<float> to_host_f32(const Tensor& t) = 0;
 

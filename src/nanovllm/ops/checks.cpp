@@ -1,5 +1,7 @@
 #include "nanovllm/ops/checks.h"
 
+#include <climits>
+
 #include "nanovllm/ops/backend.h"
 #include "nanovllm/utils/error.h"
 
@@ -48,6 +50,23 @@ void check_rope(const RopeParams& rope, int64_t head_dim, const char* op) {
   if (int64_t(rope.inv_freq.size()) != head_dim / 2)
     fail(op, "rope.inv_freq has " + std::to_string(rope.inv_freq.size()) +
                  " entries, not head_dim / 2 = " + std::to_string(head_dim / 2));
+}
+
+void check_qk_norm_weights(const Tensor& q_norm_w, const Tensor& k_norm_w, int64_t head_dim, const char* op) {
+  if (!q_norm_w.defined() && !k_norm_w.defined()) return;
+  if (!q_norm_w.defined() || !k_norm_w.defined() || q_norm_w.numel() != head_dim || k_norm_w.numel() != head_dim)
+    fail(op, "q/k norm weights must both be [head_dim] or both be absent");
+}
+
+void check_add_bias(const Tensor& x, const Tensor& bias) {
+  want_dim("add_bias", "x", x, 2);
+  want_dim("add_bias", "bias", bias, 1);
+  if (bias.size(0) != x.size(1)) fail("add_bias", "x " + shape_str(x.shape()) + " + bias " + shape_str(bias.shape()));
+}
+
+void check_sliding_window(int64_t sliding_window, const char* op) {
+  if (sliding_window < 0 || sliding_window > INT32_MAX)
+    fail(op, "sliding_window " + std::to_string(sliding_window) + " is not in [0, 2^31)");
 }
 
 void check_kv_cache(const Tensor& k_cache, const Tensor& v_cache, int64_t num_kv_heads, int64_t head_dim) {

@@ -15,6 +15,10 @@ void check_rms_norm(const Tensor& x, const Tensor& w, const Tensor& out);
 void check_linear(const Tensor& x, const Tensor& w, const Tensor& out);
 void check_qkv(const Tensor& qkv, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, const char* op);
 void check_rope(const RopeParams& rope, int64_t head_dim, const char* op);
+// q/k norm weights: both [head_dim], or both undefined (no q/k norm).
+void check_qk_norm_weights(const Tensor& q_norm_w, const Tensor& k_norm_w, int64_t head_dim, const char* op);
+void check_add_bias(const Tensor& x, const Tensor& bias);
+void check_sliding_window(int64_t sliding_window, const char* op);
 void check_kv_cache(const Tensor& k_cache, const Tensor& v_cache, int64_t num_kv_heads, int64_t head_dim);
 void check_metadata(const AttentionMetadata& md, int64_t num_tokens, int64_t num_cache_slots);
 void check_silu_and_mul(const Tensor& x, const Tensor& out);

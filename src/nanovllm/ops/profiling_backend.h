@@ -51,6 +51,9 @@ class ProfilingBackend final : public Backend {
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override {
     timed("gemm N=" + std::to_string(w.size(0)) + " K=" + std::to_string(w.size(1)), [&] { in_->linear(x, w, out); });
   }
+  void add_bias(Tensor& x, const Tensor& bias) override {
+    timed("add_bias", [&] { in_->add_bias(x, bias); });
+  }
   void qk_norm_rope(Tensor& qkv, const Tensor& qn, const Tensor& kn, const Tensor& pos, int64_t hq, int64_t hkv,
                     int64_t d, float eps, const RopeParams& rope) override {
     timed("qk_norm_rope", [&] { in_->qk_norm_rope(qkv, qn, kn, pos, hq, hkv, d, eps, rope); });
@@ -60,9 +63,9 @@ class ProfilingBackend final : public Backend {
     timed("store_kvcache", [&] { in_->store_kvcache(qkv, k, v, hq, hkv, d, md); });
   }
   void attention(const Tensor& qkv, const Tensor& k, const Tensor& v, Tensor& out, int64_t hq, int64_t hkv, int64_t d,
-                 float scale, const AttentionMetadata& md) override {
+                 float scale, const AttentionMetadata& md, int64_t window = 0) override {
     timed(md.is_prefill ? "attention_prefill" : "attention_decode",
-          [&] { in_->attention(qkv, k, v, out, hq, hkv, d, scale, md); });
+          [&] { in_->attention(qkv, k, v, out, hq, hkv, d, scale, md, window); });
   }
   void cast(const Tensor& src, Tensor& dst) override {
     timed("cast", [&] { in_->cast(src, dst); });
@@ -91,8 +94,7 @@ class ProfilingBackend final : public Backend {
   void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override {
     timed("gather_rows", [&] { in_->gather_rows(x, rows, out); });
   }
-  std::vector<TokenLogprobs> token_logprobs(const Tensor& logits, const std::vector<int32_t>& tokens,
-                                           int n) override {
+  std::vector<TokenLogprobs> token_logprobs(const Tensor& logits, const std::vector<int32_t>& tokens, int n) override {
     std::vector<TokenLogprobs> out;
     timed("token_logprobs", [&] { out = in_->token_logprobs(logits, tokens, n); });
     return out;

@@ -152,9 +152,9 @@ TEST(ConfigValidation, UnimplementedFeaturesAreRefused) {
                       "quantized checkpoints are not implemented");
   EXPECT_CONFIG_ERROR(
       json({{"rope_scaling", {{"type", "linear"}, {"factor", 4.0}}}}),
-      "'rope_scaling' has RoPE type 'linear', which is not implemented (only the default RoPE and yarn are)");
+      "'rope_scaling' has RoPE type 'linear', which is not implemented (the default RoPE, yarn and llama3 are)");
   EXPECT_CONFIG_ERROR(json({{"rope_parameters", {{"rope_type", "llama3"}}}}),
-                      "'rope_parameters' has RoPE type 'llama3'");
+                      "'rope_parameters': 'factor' is missing (rope_type llama3 needs factor, low_freq_factor");
   EXPECT_CONFIG_ERROR(json({{"rope_scaling", {{"rope_type", "dynamic"}, {"factor", 2.0}}}}), "RoPE type 'dynamic'");
   EXPECT_CONFIG_ERROR(json({{"rope_parameters", {{"rope_type", "longrope"}}}}), "RoPE type 'longrope'");
   EXPECT_CONFIG_ERROR(
@@ -307,10 +307,10 @@ TEST(ConfigValidation, MaxModelLenAgainstTheModel) {
       refused(131073).find("larger than the model's 131072 (YaRN factor 4 * original_max_position_embeddings 32768)"),
       std::string::npos)
       << refused(131073);
-  // Unset, with a sliding window (not implemented): the window's length.
+  // A sliding window does not limit the context (the attention kernels apply it).
   m.sliding_window = 4096;
   cfg.max_model_len = 0;
-  EXPECT_EQ(initial_max_model_len(cfg, m), 4096);
+  EXPECT_EQ(initial_max_model_len(cfg, m), 131072);
   cfg.max_model_len = -1;
   EXPECT_THROW(cfg.validate(), UserError);
 }
@@ -346,19 +346,27 @@ TEST(ConfigValidation, SlidingWindowFollowsTransformers) {
   absent.merge_patch({{"use_sliding_window", true}, {"layer_types", nullptr}, {"max_window_layers", 0}});
   EXPECT_EQ(ModelConfig::from_json_text(absent.dump(), "m/config.json").sliding_window, 4096);
 
-  ModelConfig c;
-  c.sliding_window = 16;
-  EXPECT_NO_THROW(c.check_context(16));
-  try {
-    c.check_context(17);
-    ADD_FAILURE();
-  } catch (const LoadError& e) {
-    EXPECT_NE(
-        std::string(e.what()).find("sliding-window attention (a window of 16 tokens in some layers), which is not "
-                                   "implemented: pass --max-model-len 16 or less"),
-        std::string::npos)
-        << e.what();
-  }
+  // Which layers: layer_types, or from max_window_layers on.
+  auto layers = [&](const json& patch) {
+    json k = j;
+    k.merge_patch(patch);
+    const ModelConfig c = ModelConfig::from_json_text(k.dump(), "m/config.json");
+    std::vector<int64_t> w;
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) w.push_back(c.layer_window(i));
+    return w;
+  };
+  EXPECT_EQ(layers({{"use_sliding_window", true},
+                    {"sliding_window", 16},
+                    {"layer_types", {"sliding_attention", "full_attention"}}}),
+            (std::vector<int64_t>{16, 0}));
+  EXPECT_EQ(
+      layers(
+          {{"use_sliding_window", true}, {"sliding_window", 16}, {"layer_types", nullptr}, {"max_window_layers", 1}}),
+      (std::vector<int64_t>{0, 16}));
+  EXPECT_EQ(
+      layers(
+          {{"use_sliding_window", false}, {"sliding_window", 16}, {"layer_types", nullptr}, {"max_window_layers", 0}}),
+      (std::vector<int64_t>{0, 0}));
 }
 
 TEST(ConfigValidation, GenerationConfigIsTypedAndConfigFilesMustBeRegular) {
@@ -389,21 +397,4 @@ TEST(ConfigValidation, GenerationConfigIsTypedAndConfigFilesMustBeRegular) {
   ASSERT_EQ(::mkfifo((dir / "config.json").c_str(), 0600), 0);
   EXPECT_NE(error().find("config.json: not a regular file (it is a FIFO)"), std::string::npos) << error();
   fs::remove_all(dir);
-}
-
-// The engine refuses a context longer than a sliding window, before loading anything.
-TEST(ConfigValidation, EngineRefusesContextLongerThanSlidingWindow) {
-  ModelConfig m = *ModelConfig::preset("qwen3-0.6b");
-  m.sliding_window = 4096;
-  EngineConfig cfg;
-  cfg.model = "qwen3-0.6b";
-  cfg.load_dummy = true;
-  cfg.device = "cpu";
-  cfg.max_model_len = 8192;
-  try {
-    LLMEngine e(cfg, m);
-    ADD_FAILURE();
-  } catch (const LoadError& e) {
-    EXPECT_NE(std::string(e.what()).find("pass --max-model-len 4096 or less"), std::string::npos) << e.what();
-  }
 }

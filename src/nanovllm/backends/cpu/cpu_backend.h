@@ -22,6 +22,7 @@ class CpuBackend final : public Backend {
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
+  void add_bias(Tensor& x, const Tensor& bias) override;
   void qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
                     int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps,
                     const RopeParams& rope) override;
@@ -29,7 +30,8 @@ class CpuBackend final : public Backend {
   void store_kvcache(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, int64_t num_heads, int64_t num_kv_heads,
                      int64_t head_dim, const AttentionMetadata& md) override;
   void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out, int64_t num_heads,
-                 int64_t num_kv_heads, int64_t head_dim, float scale, const AttentionMetadata& md) override;
+                 int64_t num_kv_heads, int64_t head_dim, float scale, const AttentionMetadata& md,
+                 int64_t sliding_window = 0) override;
   void cast(const Tensor& src, Tensor& dst) override;
   void silu_and_mul(const Tensor& x, Tensor& out) override;
   void merge_vocab_shards(const Tensor& parts, Tensor& out) override;

@@ -1,4 +1,5 @@
-// Fused q/k RMSNorm + rotary embedding, in place on the packed qkv rows.
+// Fused q/k RMSNorm (Qwen3; none for Llama, Qwen2, Mistral) + rotary embedding, in place on the
+// packed qkv rows.
 // qkv row layout: [q heads (Hq x D) | k heads (Hkv x D) | v heads (Hkv x D)].
 // RoPE is the rotate-half form of Hugging Face's Qwen3: for i < D/2, with
 // angle = float(pos) * inv_freq[i] in float32 as transformers does, and cos/sin rounded to float
@@ -14,11 +15,14 @@
 
 namespace nanovllm {
 
+// w == nullptr: RoPE only (no q/k norm).
 static void norm_rope_head(float* x, const float* w, float eps, int64_t D, const float* cos, const float* sin) {
-  double ss = 0;
-  for (int64_t i = 0; i < D; ++i) ss += double(x[i]) * x[i];
-  const float inv = float(1.0 / std::sqrt(ss / double(D) + eps));
-  for (int64_t i = 0; i < D; ++i) x[i] = x[i] * inv * w[i];
+  if (w) {
+    double ss = 0;
+    for (int64_t i = 0; i < D; ++i) ss += double(x[i]) * x[i];
+    const float inv = float(1.0 / std::sqrt(ss / double(D) + eps));
+    for (int64_t i = 0; i < D; ++i) x[i] = x[i] * inv * w[i];
+  }
   const int64_t h = D / 2;
   for (int64_t i = 0; i < h; ++i) {
     const float a = x[i], b = x[i + h];
@@ -32,8 +36,10 @@ void CpuBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor&
                               const RopeParams& rope) {
   check_qkv(qkv, num_heads, num_kv_heads, head_dim, "qk_norm_rope");
   check_rope(rope, head_dim, "qk_norm_rope");
-  if (q_norm_w.numel() != head_dim || k_norm_w.numel() != head_dim || positions.numel() != qkv.size(0))
-    throw Error("qk_norm_rope: norm weights must be [head_dim] and positions [T]");
+  check_qk_norm_weights(q_norm_w, k_norm_w, head_dim, "qk_norm_rope");
+  if (positions.numel() != qkv.size(0)) throw Error("qk_norm_rope: positions must be [T]");
+  const float* qw = q_norm_w.defined() ? q_norm_w.data<float>() : nullptr;
+  const float* kw = k_norm_w.defined() ? k_norm_w.data<float>() : nullptr;
   const int64_t T = qkv.size(0), D = head_dim, h = D / 2, W = qkv.size(1);
   const std::vector<float>& inv_freq = rope.inv_freq;
   const float scale = rope.attention_scaling;
@@ -47,10 +53,9 @@ void CpuBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor&
       sin[size_t(i)] = float(std::sin(double(angle))) * scale;
     }
     float* row = qkv.data<float>() + t * W;
-    for (int64_t hd = 0; hd < num_heads; ++hd)
-      norm_rope_head(row + hd * D, q_norm_w.data<float>(), eps, D, cos.data(), sin.data());
+    for (int64_t hd = 0; hd < num_heads; ++hd) norm_rope_head(row + hd * D, qw, eps, D, cos.data(), sin.data());
     for (int64_t hd = 0; hd < num_kv_heads; ++hd)
-      norm_rope_head(row + (num_heads + hd) * D, k_norm_w.data<float>(), eps, D, cos.data(), sin.data());
+      norm_rope_head(row + (num_heads + hd) * D, kw, eps, D, cos.data(), sin.data());
   }
 }
 

@@ -8,8 +8,11 @@
 //    attention_prefill_tma.cu) on sm_90, else flash-attention-2 on mma.sync (attention_prefill.cu);
 //  * anything else: the CUDA-core kernel of attention_tiled.cu.
 // Sequence b computes the q tokens cu_seqlens_q[b]..cu_seqlens_q[b+1]), the last of its
-// context_lens[b] keys; its new token i sees keys [0, ctx - qlen + i]. Every key is read from the
-// paged cache through the block table (prefix-cache hits and earlier prefill chunks included).
+// context_lens[b] keys; its new token i sees keys [0, ctx - qlen + i], with a sliding window W only
+// the last W of them: the decode kernel splits only those, the prefill kernels skip key tiles
+// before the window and mask the rest; windowed prefills take the mma.sync kernel (the Hopper
+// kernels have no window). Every key is read from the paged cache through the block table
+// (prefix-cache hits and earlier prefill chunks included).
 #include <algorithm>
 
 #include "nanovllm/backends/cuda/attention_decode.cuh"
@@ -52,8 +55,9 @@ void set_paged_args(Args& a, const Tensor& qkv, const Tensor& k_cache, const Ten
 
 void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out,
                             int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float scale,
-                            const AttentionMetadata& md) {
+                            const AttentionMetadata& md, int64_t sliding_window) {
   check_qkv(qkv, num_heads, num_kv_heads, head_dim, "attention");
+  check_sliding_window(sliding_window, "attention");
   check_kv_cache(k_cache, v_cache, num_kv_heads, head_dim);
   check_metadata(md, qkv.size(0), k_cache.size(0) * k_cache.size(1));
   const int64_t T = qkv.size(0), D = head_dim;
@@ -80,11 +84,15 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
     single = B;
   else
     while (single < B && md.cu_seqlens_q[size_t(single + 1)] - md.cu_seqlens_q[size_t(single)] == 1) ++single;
-  const AttentionPlan plan = plan_attention({B, single, D, G, k_cache.size(1)}, wgmma_, options_);
+  AttentionPlan plan = plan_attention({B, single, D, G, k_cache.size(1)}, wgmma_, options_);
+  if (sliding_window > 0 &&
+      (plan.rest == AttentionKernel::PrefillWgmma || plan.rest == AttentionKernel::PrefillWgmmaTma))
+    plan.rest = AttentionKernel::PrefillMma;  // same head dims and groups, with the window
   if (plan.decode_seqs > 0) {
     // Rows 0..decode_seqs-1 are those sequences' tokens: the prefix of every per-sequence array.
     DecodeAttnArgs a;
     set_paged_args(a, qkv, k_cache, v_cache, out, num_heads, num_kv_heads, D, scale_log2, md);
+    a.window = int(sliding_window);
     const int64_t Bd = plan.decode_seqs;
     a.B = int(Bd);
     DecodeAttentionProblem prob;
@@ -92,10 +100,12 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
     // The longest context of these rows: from the host lengths (under graph capture, the bound of
     // the graph's context range), else the batch's max_seqlen_k.
     if (int64_t(md.context_lens.size()) >= Bd)
-      for (int64_t b = 0; b < Bd; ++b) prob.max_context = std::max<int64_t>(prob.max_context, md.context_lens[size_t(b)]);
+      for (int64_t b = 0; b < Bd; ++b)
+        prob.max_context = std::max<int64_t>(prob.max_context, md.context_lens[size_t(b)]);
     else
       prob.max_context = md.max_seqlen_k;
-    const DecodeAttentionPlan dplan = plan_decode_attention(prob);  // kernel_plan.h
+    if (sliding_window > 0) prob.max_context = std::min(prob.max_context, sliding_window);  // keys read
+    const DecodeAttentionPlan dplan = plan_decode_attention(prob);                          // kernel_plan.h
     a.S = dplan.splits;
     a.warps = dplan.warps;
     a.cluster = dplan.cluster;
@@ -115,6 +125,7 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
   const int64_t b0 = plan.decode_seqs;
   PrefillAttnArgs a;
   set_paged_args(a, qkv, k_cache, v_cache, out, num_heads, num_kv_heads, D, scale_log2, md);
+  a.window = int(sliding_window);
   a.B = int(B - b0);
   a.cu_q = md.d_cu_seqlens_q.data<int32_t>() + b0;
   a.ctx_lens += b0;

@@ -2,7 +2,8 @@
 // [num_blocks, bs, Hkv, D], FP32 softmax in the log2 domain.
 //
 // A CTA per (sequence b, kv head h, KV split): the split takes a contiguous range of the sequence's
-// keys, and its GQA group of G query heads shares every K/V load. Within a CTA, a key row is read
+// keys (with a sliding window W, of its last W keys only: the splits divide those), and its GQA
+// group of G query heads shares every K/V load. Within a CTA, a key row is read
 // by a lane group of D/8 lanes (one 16-byte load of 8 BF16 each), so a warp walks 32/(D/8) keys at
 // a time and each lane group keeps an online-softmax state {m, l, o[8 dims]} per group head. Each
 // lane group has kKeysInFlight keys loaded at once, and their scores share one rescale of the state
@@ -97,8 +98,9 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int sub = lane / L, li = lane % L;
   const int ctx = P.ctx_lens[b];
-  const int chunk = (ctx + S - 1) / S;
-  const int kbeg = split * chunk, kend = min(ctx, kbeg + chunk);
+  const int kstart = P.window > 0 ? max(0, ctx - P.window) : 0;  // keys before the window are never read
+  const int chunk = (ctx - kstart + S - 1) / S;
+  const int kbeg = kstart + split * chunk, kend = min(ctx, kbeg + chunk);
   const int32_t* table = P.block_tables + int64_t(b) * P.max_blocks;
   auto kv_offset = [&](int k) {
     const int64_t slot = int64_t(table[k / P.bs]) * P.bs + k % P.bs;

@@ -17,6 +17,7 @@ struct DecodeAttnArgs {
   const int32_t* ctx_lens = nullptr;      // [B] keys per sequence, the new token's included
   const int32_t* block_tables = nullptr;  // [B, max_blocks]
   int max_blocks = 0, B = 0, Hq = 0, Hkv = 0, D = 0, bs = 0;
+  int window = 0;             // > 0: the token reads only its last `window` keys (sliding window)
   int S = 1;                  // KV splits (1..kDecodeMaxSplits)
   int warps = 4;              // warps per CTA: 8 (split CTAs whose 8 warps' states fit) or 4
   bool cluster = false;       // S > 1: merge the splits through distributed shared memory (sm_90+)

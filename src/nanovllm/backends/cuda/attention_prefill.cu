@@ -78,7 +78,11 @@ __global__ void __launch_bounds__(kThreads) prefill_attn_tc_kernel(const Prefill
   const int rows = min(TQ, qlen - tok0) * G;
   const int past = P.ctx_lens[b] - qlen;    // keys before the first new token
   const int kmax = past + tok0 + rows / G;  // keys seen by the tile's last token
-  const int kfull = past + tok0 + 1;        // keys [0, kfull) are seen by every row
+  const int kfull = past + tok0 + 1;        // keys [0, kfull) are seen by every row (without a window)
+  // Sliding window W: the first row reads from key past + tok0 - W + 1 on; key tiles before the one
+  // holding it are skipped, and keys before a row's window are masked where a tile reaches below
+  // the last row's window (kt < kmax - W).
+  const int kt0 = P.window > 0 ? max(0, past + tok0 - P.window + 1) / kBN * kBN : 0;
   const int32_t* table = P.block_tables + int64_t(b) * P.max_blocks;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
@@ -110,7 +114,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attn_tc_kernel(const Prefill
       cp_async16(vd + swz<D>(key, c), P.vc + off, ok ? 16 : 0);
     }
   };
-  load_kv(0, 0);
+  load_kv(0, kt0);
   cp_async_commit();
 
   // This lane's rows: g and g + 8 of each of the warp's m-tiles, and the last key each may see.
@@ -135,11 +139,12 @@ __global__ void __launch_bounds__(kThreads) prefill_attn_tc_kernel(const Prefill
     l[mt][0] = l[mt][1] = 0.f;
   }
 
-  const int ntiles = (kmax + kBN - 1) / kBN;
+  const int ntiles = (kmax - kt0 + kBN - 1) / kBN;
   for (int t = 0; t < ntiles; ++t) {
+    const int kt = kt0 + t * kBN;
     cp_async_wait<0>();
     __syncthreads();  // tile t landed for every thread; tile t - 1's buffer is free
-    if (t + 1 < ntiles) load_kv((t + 1) & 1, (t + 1) * kBN);
+    if (t + 1 < ntiles) load_kv((t + 1) & 1, kt + kBN);
     cp_async_commit();
     if constexpr (kQInRegs) {
       if (t == 0) {
@@ -178,8 +183,13 @@ __global__ void __launch_bounds__(kThreads) prefill_attn_tc_kernel(const Prefill
       }
     }
 
+    if (P.window > 0 && kt < kmax - P.window) {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) softmax_tile(s[mt], o[mt], m[mt], l[mt], lim[mt], t * kBN, kfull, sl2, lane);
+      for (int mt = 0; mt < MT; ++mt) mask_window(s[mt], lim[mt], kt, P.window, lane);
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+      softmax_tile</*kMaybeEmpty=*/true>(s[mt], o[mt], m[mt], l[mt], lim[mt], kt, kfull, sl2, lane);
 
       // O += P V: P straight from the S accumulators, V fragments shared by the m-tiles.
 #pragma unroll

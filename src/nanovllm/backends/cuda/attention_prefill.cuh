@@ -8,8 +8,10 @@
 //  * attention_tiled.cu: the same function on CUDA cores, for the head dims and GQA groups the
 //    tensor-core kernel lacks (and as its reference for timing).
 // Sequence b computes its new tokens cu_q[b]..cu_q[b+1]), the last of its ctx_lens[b] keys: new
-// token i sees keys [0, ctx - qlen + i]. Every key, the new tokens' own included, is read from the
-// paged cache through the block table (prefix-cache hits and earlier prefill chunks alike).
+// token i sees keys [0, ctx - qlen + i], with a sliding window W only the last W of them (the
+// tensor-core kernel on mma.sync and the CUDA-core kernel implement the window; the Hopper ones
+// do not, and attention.cu does not route windowed layers to them). Every key, the new tokens' own included, is read
+// from the paged cache through the block table (prefix-cache hits and earlier prefill chunks alike).
 #pragma once
 #include <cstdint>
 
@@ -27,7 +29,8 @@ struct PrefillAttnArgs {
   const int32_t* ctx_lens = nullptr;      // [B] keys per sequence, the new tokens included
   const int32_t* block_tables = nullptr;  // [B, max_blocks]
   int max_blocks = 0, B = 0, Hq = 0, Hkv = 0, D = 0, bs = 0;
-  int max_q = 0;  // new tokens of the longest sequence (host-side: sizes the grid)
+  int window = 0;  // > 0: token i reads only keys (ctx - qlen + i - window, ctx - qlen + i] (mma and tiled kernels)
+  int max_q = 0;   // new tokens of the longest sequence (host-side: sizes the grid)
   int64_t W = 0;
   float scale_log2 = 0.f;  // softmax scale * log2(e)
 };

@@ -16,8 +16,9 @@ namespace nanovllm::cuda {
 //    a row add their parts at the end); corr[hf] = 2^(m_old - m_new) is what O must be scaled by
 //    (softmax_tile does it here; attention_prefill_tma.cu once the P V product in flight is done);
 //  - s is left holding the probabilities 2^(s * sl2 - m * sl2), ready to round into P.
-// Key 0 is visible to every row and lies in the first tile, so the maxima are finite from the first
-// tile on and 2^(-inf) = 0 takes care of masked scores. sl2 = softmax scale * log2(e).
+// Without a sliding window key 0 is visible to every row and lies in the first tile, so the maxima
+// are finite from the first tile on and 2^(-inf) = 0 takes care of masked scores (softmax_half
+// guards the windowed case). sl2 = softmax scale * log2(e).
 template <int NT>
 __device__ __forceinline__ void mask_tile(float (&s)[NT][4], const int (&lim)[2], int kt, int kfull, int lane) {
   if (kt + NT * 8 > kfull) {
@@ -31,17 +32,33 @@ __device__ __forceinline__ void mask_tile(float (&s)[NT][4], const int (&lim)[2]
   }
 }
 
-// The online-softmax step of the lane's rows half hf (g or g + 8); returns 2^(m_old - m_new).
+// Sliding window W: scores of keys before a row's window (key <= lim - W) become -inf. Only the
+// mma.sync kernel calls it, for tiles that reach below the last row's window.
 template <int NT>
+__device__ __forceinline__ void mask_window(float (&s)[NT][4], const int (&lim)[2], int kt, int window, int lane) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = kt + j * 8 + (lane & 3) * 2 + (e & 1);
+      if (key <= lim[e >> 1] - window) s[j][e] = -INFINITY;
+    }
+}
+
+// The online-softmax step of the lane's rows half hf (g or g + 8); returns 2^(m_old - m_new). With
+// kMaybeEmpty (a sliding window: a row may have no visible key in a tile yet), such a row keeps
+// m = -inf, corr 1 and probabilities 0; without it the kernels keep their code as it was.
+template <bool kMaybeEmpty = false, int NT>
 __device__ __forceinline__ float softmax_half(float (&s)[NT][4], float (&m)[2], float (&l)[2], int hf, float sl2) {
   float mx = m[hf];
 #pragma unroll
   for (int j = 0; j < NT; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * hf], s[j][2 * hf + 1]));
   mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
   mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-  const float corr = exp2f((m[hf] - mx) * sl2);
+  const bool none = kMaybeEmpty && mx == -INFINITY;
+  const float corr = none ? 1.f : exp2f((m[hf] - mx) * sl2);
   m[hf] = mx;
-  const float ms = mx * sl2;
+  const float ms = none ? 0.f : mx * sl2;
   float sum = 0.f;
 #pragma unroll
   for (int j = 0; j < NT; ++j) {
@@ -72,13 +89,13 @@ __device__ __forceinline__ void rescale_rows(float (&o)[DT][4], const float (&co
   }
 }
 
-template <int NT, int DT>
+template <bool kMaybeEmpty = false, int NT, int DT>
 __device__ __forceinline__ void softmax_tile(float (&s)[NT][4], float (&o)[DT][4], float (&m)[2], float (&l)[2],
                                              const int (&lim)[2], int kt, int kfull, float sl2, int lane) {
   mask_tile(s, lim, kt, kfull, lane);
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
-    const float corr = softmax_half(s, m, l, hf, sl2);
+    const float corr = softmax_half<kMaybeEmpty>(s, m, l, hf, sl2);
 #pragma unroll
     for (int i = 0; i < DT; ++i) {
       o[i][2 * hf] *= corr;

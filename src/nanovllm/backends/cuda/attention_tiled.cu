@@ -7,7 +7,8 @@
 // A CTA takes (sequence, tile of TQ new tokens, kv head): its rows are the TQ x G (query token, GQA
 // head) pairs, at most 16, 4 per warp. Keys come in tiles of 32 through shared memory (K transposed
 // as float, V as BF16); lane j scores key j for the warp's 4 rows, online softmax {m, l, o} per
-// row, o spread over lanes (2 dims per lane per 64).
+// row, o spread over lanes (2 dims per lane per 64). With a sliding window, key tiles before the
+// first token's window are skipped and keys before a row's window are masked.
 #include <algorithm>
 #include <cfloat>
 
@@ -39,6 +40,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int ntok = min(TQ, qlen - tok0), rows = ntok * G;
   const int ctx = P.ctx_lens[b];
   const int kmax = ctx - qlen + tok0 + ntok;  // keys visible to the tile's last token
+  // With a sliding window, the tile's first token reads from key kmin on: earlier key tiles are skipped.
+  const int kmin = P.window > 0 ? max(0, ctx - qlen + tok0 - P.window + 1) : 0;
   const int32_t* table = P.block_tables + int64_t(b) * P.max_blocks;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
@@ -49,20 +52,21 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 
   float m[kRowsPerWarp], l[kRowsPerWarp], o[kRowsPerWarp][NCH][2];
-  int nk[kRowsPerWarp];
+  int nk[kRowsPerWarp], lo[kRowsPerWarp];  // row j reads keys [lo[j], nk[j])
 #pragma unroll
   for (int j = 0; j < kRowsPerWarp; ++j) {
     m[j] = -INFINITY;
     l[j] = 0.f;
     const int r = warp * kRowsPerWarp + j;
     nk[j] = r < rows ? ctx - qlen + tok0 + r / G + 1 : 0;
+    lo[j] = P.window > 0 ? max(0, nk[j] - P.window) : 0;
 #pragma unroll
     for (int c = 0; c < NCH; ++c) o[j][c][0] = o[j][c][1] = 0.f;
   }
   const int row0 = warp * kRowsPerWarp;
   const int dv = D / 8;  // 16-byte pieces per key row
 
-  for (int kt = 0; kt < kmax; kt += kTileKeys) {
+  for (int kt = kmin / kTileKeys * kTileKeys; kt < kmax; kt += kTileKeys) {
     __syncthreads();  // previous tile consumed (and q loaded, first time)
     for (int idx = tid; idx < kTileKeys * dv; idx += blockDim.x) {
       const int key = idx / dv, part = idx % dv, j = kt + key;
@@ -94,7 +98,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     float p[kRowsPerWarp];
 #pragma unroll
     for (int j = 0; j < kRowsPerWarp; ++j) {
-      if (kt + lane >= nk[j]) s[j] = -INFINITY;
+      if (kt + lane >= nk[j] || kt + lane < lo[j]) s[j] = -INFINITY;
       const float mnew = fmaxf(m[j], warp_max(s[j]));
       const float corr = mnew == -INFINITY ? 1.f : exp2f(m[j] - mnew);
       p[j] = mnew == -INFINITY ? 0.f : exp2f(s[j] - mnew);

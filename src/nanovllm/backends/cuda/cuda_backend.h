@@ -61,6 +61,7 @@ class CudaBackend final : public Backend {
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
+  void add_bias(Tensor& x, const Tensor& bias) override;
   void qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
                     int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps,
                     const RopeParams& rope) override;
@@ -68,7 +69,8 @@ class CudaBackend final : public Backend {
   void store_kvcache(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, int64_t num_heads, int64_t num_kv_heads,
                      int64_t head_dim, const AttentionMetadata& md) override;
   void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out, int64_t num_heads,
-                 int64_t num_kv_heads, int64_t head_dim, float scale, const AttentionMetadata& md) override;
+                 int64_t num_kv_heads, int64_t head_dim, float scale, const AttentionMetadata& md,
+                 int64_t sliding_window = 0) override;
   void cast(const Tensor& src, Tensor& dst) override;
   void silu_and_mul(const Tensor& x, Tensor& out) override;
   void qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
@@ -141,7 +143,7 @@ class CudaBackend final : public Backend {
   // (gemm_heuristic_rows(T), N, K, F32 out) -> the heuristic's algorithm for that bucket, owned
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, GemmPlan*> gemm_bucket_plans_;
   GemmPlan* make_gemm_plan(int64_t T, int64_t N, int64_t K, bool f32_out);  // descriptors only
-  void gemm_heuristic(GemmPlan& p, int64_t T, int64_t N, int64_t K);         // sets p.algo
+  void gemm_heuristic(GemmPlan& p, int64_t T, int64_t N, int64_t K);        // sets p.algo
 
   std::shared_ptr<StepArena> arena_;  // the step's activations (tensors hold weak references)
   std::map<int64_t, std::vector<std::pair<void*, size_t>>> graph_outputs_;  // graph -> arena blocks it writes
@@ -161,7 +163,7 @@ class CudaBackend final : public Backend {
   // address, slots, row elements, block size), made once each.
   std::map<std::tuple<const void*, int64_t, int64_t, int64_t>, cuda::TmaDesc> cache_tma_;
   bool pdl_ = false;
-  bool wgmma_ = false;                                           // the sm_90a prefill kernel runs here
+  bool wgmma_ = false;  // the sm_90a prefill kernel runs here
   int prefill_rows_per_warp_ = 32;
   size_t pinned_tokens_n_ = 0;
 };

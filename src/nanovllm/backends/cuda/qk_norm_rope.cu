@@ -1,4 +1,5 @@
-// Fused q/k RMSNorm + rotary embedding (rotate-half), in place on the packed qkv rows
+// Fused q/k RMSNorm (Qwen3; qw == kw == nullptr: none, as Llama, Qwen2, Mistral) + rotary
+// embedding (rotate-half), in place on the packed qkv rows
 // [T, (Hq + 2 Hkv) * D]. A CTA per (token, head group); groups only at small T (decode batches,
 // where one CTA per token would walk its heads one warp round trip after another). Each CTA
 // computes the token's cos/sin table (D/2 entries) in shared memory as the CPU reference does
@@ -60,10 +61,10 @@ __global__ void qk_norm_rope_kernel(bf16* __restrict__ qkv, const bf16* __restri
   for (int c = 0; c < kC; ++c) {
     const int i = lane + 32 * c;
     const bool in = i < half;
-    wq[0][c] = in ? __bfloat162float(qw[i]) : 0.f;
-    wq[1][c] = in ? __bfloat162float(qw[i + half]) : 0.f;
-    wk[0][c] = in ? __bfloat162float(kw[i]) : 0.f;
-    wk[1][c] = in ? __bfloat162float(kw[i + half]) : 0.f;
+    wq[0][c] = in ? (qw ? __bfloat162float(qw[i]) : 1.f) : 0.f;  // no norm: weights 1 and inv 1 (exact)
+    wq[1][c] = in ? (qw ? __bfloat162float(qw[i + half]) : 1.f) : 0.f;
+    wk[0][c] = in ? (kw ? __bfloat162float(kw[i]) : 1.f) : 0.f;
+    wk[1][c] = in ? (kw ? __bfloat162float(kw[i + half]) : 1.f) : 0.f;
   }
   pdl_begin();
   __syncthreads();
@@ -82,8 +83,7 @@ __global__ void qk_norm_rope_kernel(bf16* __restrict__ qkv, const bf16* __restri
         ss += a[c] * a[c] + b[c] * b[c];
       }
     }
-    ss = warp_sum(ss);
-    const float inv = 1.0f / sqrtf(ss / float(D) + eps);
+    const float inv = qw ? 1.0f / sqrtf(warp_sum(ss) / float(D) + eps) : 1.0f;
 #pragma unroll
     for (int c = 0; c < kMaxHeadDim / 64; ++c) {
       const int i = lane + 32 * c;
@@ -120,11 +120,12 @@ static void run_qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& 
                              const RopeParams& rope, const KVDest& kv, Stream st, int num_sms) {
   check_qkv(qkv, num_heads, num_kv_heads, head_dim, "qk_norm_rope");
   check_rope(rope, head_dim, "qk_norm_rope");
-  if (q_norm_w.numel() != head_dim || k_norm_w.numel() != head_dim || positions.numel() != qkv.size(0))
-    throw Error("qk_norm_rope: norm weights must be [head_dim] and positions [T]");
+  check_qk_norm_weights(q_norm_w, k_norm_w, head_dim, "qk_norm_rope");
+  if (positions.numel() != qkv.size(0)) throw Error("qk_norm_rope: positions must be [T]");
+  const bool norm = q_norm_w.defined();
   if (head_dim % 2 != 0 || head_dim > kMaxHeadDim)
     throw Error("qk_norm_rope: head_dim " + std::to_string(head_dim) + " must be even and at most 256");
-  if (qkv.dtype() != DType::BF16 || q_norm_w.dtype() != DType::BF16 || k_norm_w.dtype() != DType::BF16 ||
+  if (qkv.dtype() != DType::BF16 || (norm && (q_norm_w.dtype() != DType::BF16 || k_norm_w.dtype() != DType::BF16)) ||
       positions.dtype() != DType::I32)
     throw Error("qk_norm_rope: qkv and norm weights must be BF16, positions I32");
   const int64_t T = qkv.size(0), D = head_dim;
@@ -137,8 +138,8 @@ static void run_qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& 
   int64_t groups = (heads + per_cta - 1) / per_cta;
   while (groups > 1 && T * groups > num_sms) --groups;
   launch(qk_norm_rope_kernel, dim3(unsigned(T), unsigned(groups)), threads, 0, st, qkv.data<bf16>(),
-         q_norm_w.data<bf16>(), k_norm_w.data<bf16>(), positions.data<int32_t>(), f, rope.attention_scaling,
-         qkv.size(1), int(num_heads), int(num_kv_heads), int(D), eps, kv);
+         norm ? q_norm_w.data<bf16>() : nullptr, norm ? k_norm_w.data<bf16>() : nullptr, positions.data<int32_t>(), f,
+         rope.attention_scaling, qkv.size(1), int(num_heads), int(num_kv_heads), int(D), eps, kv);
 }
 
 void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,

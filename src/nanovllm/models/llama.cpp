@@ -1,4 +1,4 @@
-#include "nanovllm/models/qwen3.h"
+#include "nanovllm/models/llama.h"
 
 #include <cmath>
 
@@ -6,21 +6,21 @@
 
 namespace nanovllm {
 
-Tensor Qwen3Attention::forward(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& qkv,
+Tensor LlamaAttention::forward(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& qkv,
                                LayerKVCache& kv, const AttentionMetadata& md) {
-  // q/k RMSNorm + RoPE in place, and this step's k/v into the cache pages at md.slot_mapping.
+  // (q/k RMSNorm +) RoPE in place, and this step's k/v into the cache pages at md.slot_mapping.
   be.qk_norm_rope_store(qkv, q_norm.weight, k_norm.weight, positions, kv.k, kv.v, attn.num_heads, attn.num_kv_heads,
                         attn.head_dim, q_norm.eps, rope, md);
   Tensor o = attn.forward(be, qkv, kv, md);  // [T, Hq * D]
   return o_proj.forward(be, o);              // [T, H]
 }
 
-Tensor Qwen3MLP::forward(Backend& be, Tensor& x, Tensor& residual, const RMSNorm& post_norm) const {
+Tensor LlamaMLP::forward(Backend& be, Tensor& x, Tensor& residual, const RMSNorm& post_norm) const {
   Tensor act = post_norm.forward_residual_linear(be, x, residual, gate_up_proj.weight, /*silu_mul=*/true);  // [T, I]
   return down_proj.forward(be, act);                                                                        // [T, H]
 }
 
-void Qwen3DecoderLayer::forward(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& x,
+void LlamaDecoderLayer::forward(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& x,
                                 Tensor& residual, LayerKVCache& kv, const AttentionMetadata& md,
                                 const LayerObserver& obs, int64_t index) {
   Tensor qkv;  // input_layernorm, then qkv_proj: [T, (Hq + 2 Hkv) * D]
@@ -29,6 +29,7 @@ void Qwen3DecoderLayer::forward(Backend& be, const Tensor& positions, const Rope
     qkv = self_attn.qkv_proj.forward(be, input_layernorm.forward(be, x));
   } else {
     qkv = input_layernorm.forward_residual_linear(be, x, residual, self_attn.qkv_proj.weight);
+    self_attn.qkv_proj.add_bias(be, qkv);  // (the fused norm + GEMM leaves the bias out)
     if (obs) obs(index - 1, 1, residual);
   }
   x = self_attn.forward(be, positions, rope, qkv, kv, md);
@@ -36,7 +37,8 @@ void Qwen3DecoderLayer::forward(Backend& be, const Tensor& positions, const Rope
   if (obs) obs(index, 0, residual);
 }
 
-Qwen3ForCausalLM::Qwen3ForCausalLM(const ModelConfig& cfg, Backend& be, Communicator* comm) : cfg_(cfg), be_(be) {
+LlamaForCausalLM::LlamaForCausalLM(const ModelConfig& cfg, Backend& be, Communicator* comm, LlamaFeatures features)
+    : cfg_(cfg), features_(features), be_(be) {
   if (comm) {
     rank_ = comm->rank();
     world_ = comm->world_size();
@@ -51,13 +53,17 @@ Qwen3ForCausalLM::Qwen3ForCausalLM(const ModelConfig& cfg, Backend& be, Communic
   embed_tokens_.comm = comm;
   lm_head_.comm = comm;
   layers_.resize(size_t(cfg.num_hidden_layers));
-  for (auto& l : layers_) {
-    l.self_attn.qkv_proj.create(be, (Hq + 2 * Hkv) * D, H);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    auto& l = layers_[i];
+    l.self_attn.qkv_proj.create(be, (Hq + 2 * Hkv) * D, H, features.qkv_bias);
     l.self_attn.o_proj.create(be, H, Hq * D);
     l.self_attn.o_proj.comm = comm;
-    l.self_attn.q_norm.create(be, D, cfg.rms_norm_eps);
-    l.self_attn.k_norm.create(be, D, cfg.rms_norm_eps);
-    l.self_attn.attn = {Hq, Hkv, D, float(1.0 / std::sqrt(double(D)))};
+    l.self_attn.q_norm.eps = l.self_attn.k_norm.eps = float(cfg.rms_norm_eps);
+    if (features.qk_norm) {
+      l.self_attn.q_norm.create(be, D, cfg.rms_norm_eps);
+      l.self_attn.k_norm.create(be, D, cfg.rms_norm_eps);
+    }
+    l.self_attn.attn = {Hq, Hkv, D, float(1.0 / std::sqrt(double(D))), cfg.layer_window(int64_t(i))};
     l.mlp.gate_up_proj.create(be, 2 * I, H);
     l.mlp.down_proj.create(be, H, I);
     l.mlp.down_proj.comm = comm;
@@ -72,9 +78,10 @@ Qwen3ForCausalLM::Qwen3ForCausalLM(const ModelConfig& cfg, Backend& be, Communic
 }
 
 // Checkpoint tensors are full-size; each spec takes this rank's slice. Column-parallel (split
-// rows): q/k/v by heads, gate/up by I, embedding and LM head by vocabulary; row-parallel (split
-// columns): o_proj, down_proj. The packed destinations take the local slices back to back.
-std::vector<WeightSpec> Qwen3ForCausalLM::weight_specs() {
+// rows): q/k/v (and their biases) by heads, gate/up by I, embedding and LM head by vocabulary;
+// row-parallel (split columns): o_proj, down_proj. The packed destinations take the local slices
+// back to back.
+std::vector<WeightSpec> LlamaForCausalLM::weight_specs() {
   const int64_t H = cfg_.hidden_size, D = cfg_.head_dim, I = cfg_.intermediate_size, N = world_;
   const int64_t q = cfg_.q_size(), kv = cfg_.kv_size();
   auto rows = [&](std::string name, Shape shape, Tensor* dst, int64_t offset = 0) {
@@ -94,12 +101,20 @@ std::vector<WeightSpec> Qwen3ForCausalLM::weight_specs() {
   for (size_t i = 0; i < layers_.size(); ++i) {
     auto& l = layers_[i];
     const std::string p = "model.layers." + std::to_string(i) + ".";
-    s.push_back(rows(p + "self_attn.q_proj.weight", {q, H}, &l.self_attn.qkv_proj.weight, 0));
-    s.push_back(rows(p + "self_attn.k_proj.weight", {kv, H}, &l.self_attn.qkv_proj.weight, q / N));
-    s.push_back(rows(p + "self_attn.v_proj.weight", {kv, H}, &l.self_attn.qkv_proj.weight, (q + kv) / N));
+    for (const char* part : {"weight", "bias"}) {
+      const bool weight = part[0] == 'w';
+      if (!weight && !features_.qkv_bias) break;
+      Tensor* dst = weight ? &l.self_attn.qkv_proj.weight : &l.self_attn.qkv_proj.bias;
+      auto shape = [&](int64_t n) { return weight ? Shape{n, H} : Shape{n}; };
+      s.push_back(rows(p + "self_attn.q_proj." + part, shape(q), dst, 0));
+      s.push_back(rows(p + "self_attn.k_proj." + part, shape(kv), dst, q / N));
+      s.push_back(rows(p + "self_attn.v_proj." + part, shape(kv), dst, (q + kv) / N));
+    }
     s.push_back(cols(p + "self_attn.o_proj.weight", {H, q}, &l.self_attn.o_proj.weight));
-    s.push_back({p + "self_attn.q_norm.weight", {D}, &l.self_attn.q_norm.weight});
-    s.push_back({p + "self_attn.k_norm.weight", {D}, &l.self_attn.k_norm.weight});
+    if (features_.qk_norm) {
+      s.push_back({p + "self_attn.q_norm.weight", {D}, &l.self_attn.q_norm.weight});
+      s.push_back({p + "self_attn.k_norm.weight", {D}, &l.self_attn.k_norm.weight});
+    }
     s.push_back(rows(p + "mlp.gate_proj.weight", {I, H}, &l.mlp.gate_up_proj.weight, 0));
     s.push_back(rows(p + "mlp.up_proj.weight", {I, H}, &l.mlp.gate_up_proj.weight, I / N));
     s.push_back(cols(p + "mlp.down_proj.weight", {H, I}, &l.mlp.down_proj.weight));
@@ -111,14 +126,14 @@ std::vector<WeightSpec> Qwen3ForCausalLM::weight_specs() {
   return s;
 }
 
-void Qwen3ForCausalLM::finalize_weights() {
+void LlamaForCausalLM::finalize_weights() {
   lm_head_.weight = cfg_.tie_word_embeddings ? embed_tokens_.weight : lm_head_weight_;
 }
 
-Tensor Qwen3ForCausalLM::forward(const Tensor& ids, const Tensor& positions, std::vector<LayerKVCache>& kv,
+Tensor LlamaForCausalLM::forward(const Tensor& ids, const Tensor& positions, std::vector<LayerKVCache>& kv,
                                  const AttentionMetadata& md) {
   if (kv.size() != layers_.size())
-    throw Error("qwen3: KV cache has " + std::to_string(kv.size()) + " layers, model has " +
+    throw Error(cfg_.architecture + ": KV cache has " + std::to_string(kv.size()) + " layers, model has " +
                 std::to_string(layers_.size()));
   Tensor x = embed_tokens_.forward(be_, ids);  // [T, H]
   Tensor residual;
@@ -129,27 +144,8 @@ Tensor Qwen3ForCausalLM::forward(const Tensor& ids, const Tensor& positions, std
   return x;
 }
 
-Tensor Qwen3ForCausalLM::compute_logits(const Tensor& hidden, const std::vector<int32_t>& last_rows) {
+Tensor LlamaForCausalLM::compute_logits(const Tensor& hidden, const std::vector<int32_t>& last_rows) {
   return lm_head_.forward(be_, hidden, last_rows);
-}
-
-std::unique_ptr<CausalLM> create_model(const ModelConfig& cfg, Backend& be, Communicator* comm) {
-  if (cfg.architecture == "Qwen3ForCausalLM") return std::make_unique<Qwen3ForCausalLM>(cfg, be, comm);
-  throw LoadError("unsupported architecture '" + cfg.architecture + "'");
-}
-
-void validate_tensor_parallel(const ModelConfig& cfg, int world) {
-  if (world < 1) throw UserError("--tensor-parallel-size must be positive (got " + std::to_string(world) + ")");
-  const std::pair<const char*, int64_t> dims[] = {{"num_attention_heads", cfg.num_attention_heads},
-                                                  {"num_key_value_heads", cfg.num_key_value_heads},
-                                                  {"intermediate_size", cfg.intermediate_size},
-                                                  {"vocab_size", cfg.vocab_size}};
-  for (auto& [name, v] : dims)
-    if (v % world != 0)
-      throw UserError("--tensor-parallel-size " + std::to_string(world) + " does not divide the model's " + name +
-                      " (" + std::to_string(v) + "); choose a size that divides num_attention_heads (" +
-                      std::to_string(cfg.num_attention_heads) + ") and num_key_value_heads (" +
-                      std::to_string(cfg.num_key_value_heads) + ")");
 }
 
 }  // namespace nanovllm

@@ -1,0 +1,82 @@
+// Llama for causal LM, shaped like the Hugging Face model so the two read side by side:
+// LlamaAttention -> LlamaMLP -> LlamaDecoderLayer -> LlamaModel -> LlamaForCausalLM (LlamaModel's
+// embedding, layers and final norm are folded into LlamaForCausalLM).
+// The dense families that transformers derives from Llama (their modular_*.py files) are this
+// network with a feature more, chosen by their classes (qwen2.h, qwen3.h, mistral.h): q/k/v
+// biases (Qwen2), an RMSNorm over each q and k head (Qwen3); and, wherever the config asks for it
+// (ModelConfig::layer_window), sliding-window attention (Mistral; Qwen2/3 with use_sliding_window).
+#pragma once
+#include <vector>
+
+#include "nanovllm/layers/attention.h"
+#include "nanovllm/layers/embed_head.h"
+#include "nanovllm/layers/layernorm.h"
+#include "nanovllm/layers/linear.h"
+#include "nanovllm/layers/rotary_embedding.h"
+#include "nanovllm/models/causal_lm.h"
+
+namespace nanovllm {
+
+struct LlamaFeatures {
+  bool qkv_bias = false;  // q_proj, k_proj, v_proj have biases (Qwen2)
+  bool qk_norm = false;   // q_norm, k_norm: RMSNorm of each q and k head before RoPE (Qwen3)
+};
+
+// Shapes per rank: with N tensor-parallel ranks Hq, Hkv and I below are the full model's / N
+// (each rank owns whole heads), V is V/N; H and D are not split.
+struct LlamaAttention {
+  Linear qkv_proj;           // [(Hq + 2 Hkv) * D, H] packed from q_proj, k_proj, v_proj (column-parallel),
+                             // with qkv_bias a bias [(Hq + 2 Hkv) * D] packed the same way
+  RowParallelLinear o_proj;  // [H, Hq * D]
+  RMSNorm q_norm, k_norm;    // [D], applied per head; with qk_norm only (else undefined weights)
+  PagedAttention attn;       // attn.sliding_window: this layer's window (0: full attention)
+
+  // qkv: [T, (Hq + 2 Hkv) * D], the output of qkv_proj (the decoder layer runs it, fused with its
+  // input norm) -> [T, H] (under TP: F32 partial sums, which the next norm all-reduces).
+  // rope: the model's rotary embedding (Hugging Face passes its cos/sin down as position_embeddings).
+  Tensor forward(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& qkv, LayerKVCache& kv,
+                 const AttentionMetadata& md);
+};
+
+struct LlamaMLP {
+  Linear gate_up_proj;          // [2I, H] packed from gate_proj, up_proj (column-parallel)
+  RowParallelLinear down_proj;  // [H, I]
+  // residual += x; then down(silu(gate) * up) of post_norm(residual): the norm is fused with
+  // gate_up_proj. x: [T, H] (spent) -> [T, H] (under TP: partial sums, as LlamaAttention's).
+  Tensor forward(Backend& be, Tensor& x, Tensor& residual, const RMSNorm& post_norm) const;
+};
+
+struct LlamaDecoderLayer {
+  LlamaAttention self_attn;
+  LlamaMLP mlp;
+  RMSNorm input_layernorm, post_attention_layernorm;
+  // x: [T, H] in, out; residual: [T, H] running sum (undefined before the first layer).
+  // obs (may be empty): the stream after this layer's attention add (stage 0, as `index`) and, once
+  // this layer's input norm has added it, the previous layer's output (stage 1, as index - 1).
+  void forward(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& x, Tensor& residual,
+               LayerKVCache& kv, const AttentionMetadata& md, const LayerObserver& obs, int64_t index);
+};
+
+class LlamaForCausalLM : public CausalLM {
+ public:
+  LlamaForCausalLM(const ModelConfig& cfg, Backend& be, Communicator* comm, LlamaFeatures features = {});
+  std::vector<WeightSpec> weight_specs() override;
+  void finalize_weights() override;
+  Tensor forward(const Tensor& ids, const Tensor& positions, std::vector<LayerKVCache>& kv,
+                 const AttentionMetadata& md) override;
+  Tensor compute_logits(const Tensor& hidden, const std::vector<int32_t>& last_rows) override;
+
+ private:
+  ModelConfig cfg_;
+  LlamaFeatures features_;
+  Backend& be_;
+  int rank_ = 0, world_ = 1;  // tensor parallelism
+  VocabEmbedding embed_tokens_;
+  RopeParams rotary_emb_;  // one for all layers, as LlamaModel.rotary_emb
+  std::vector<LlamaDecoderLayer> layers_;
+  RMSNorm norm_;
+  LMHead lm_head_;
+  Tensor lm_head_weight_;  // own weight when untied
+};
+
+}  // namespace nanovllm
