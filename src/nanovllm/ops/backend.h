@@ -143,7 +143,8 @@ class Backend {
                                       std::vector<TokenLogprobs>* logprobs = nullptr) = 0;
   // Raw logprobs of given tokens (prompt logprobs): for each row b of logits [B, V] (act dtype or
   // F32), log_softmax(logits[b])[tokens[b]], its rank and the top n. Synchronizes.
-  virtual std::vector<TokenLogprobs> token_logprobs(const Tensor& logits, const std::vector<int32_t>& tokens, int n) = 0;
+  virtual std::vector<TokenLogprobs> token_logprobs(const Tensor& logits, const std::vector<int32_t>& tokens,
+                                                    int n) = 0;
   // Logits to host as float (tests and fixtures).
   virtual std::vector<float> to_host_f32(const Tensor& t) = 0;
 
@@ -151,7 +152,9 @@ class Backend {
   [[noreturn]] void throw_no_graphs() const;
 };
 
-std::unique_ptr<Backend> make_cpu_backend(int num_threads);
+// num_threads 0: all cores. The default precision is the exact reference (the oracle of tests);
+// the engine passes its KernelOptions::cpu_precision.
+std::unique_ptr<Backend> make_cpu_backend(int num_threads, CpuPrecision precision = CpuPrecision::Exact);
 // Throws UserError when CUDA is not compiled in or no GPU is present. The kernels launch as
 // `options` say (validated here); nothing is read from the environment.
 std::unique_ptr<Backend> make_cuda_backend(int device_index, const KernelOptions& options);

@@ -38,6 +38,9 @@ void CpuBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor&
   const std::vector<float>& inv_freq = rope.inv_freq;
   const float scale = rope.attention_scaling;
   const int32_t* pos = positions.data<int32_t>();
+  std::vector<float> q_scratch, k_scratch;
+  const float* qw = weights_f32(q_norm_w, q_scratch);
+  const float* kw = weights_f32(k_norm_w, k_scratch);
 #pragma omp parallel for if (T * num_heads * D >= (1 << 14))
   for (int64_t t = 0; t < T; ++t) {
     std::vector<float> cos(static_cast<size_t>(h)), sin(static_cast<size_t>(h));
@@ -47,10 +50,9 @@ void CpuBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor&
       sin[size_t(i)] = float(std::sin(double(angle))) * scale;
     }
     float* row = qkv.data<float>() + t * W;
-    for (int64_t hd = 0; hd < num_heads; ++hd)
-      norm_rope_head(row + hd * D, q_norm_w.data<float>(), eps, D, cos.data(), sin.data());
+    for (int64_t hd = 0; hd < num_heads; ++hd) norm_rope_head(row + hd * D, qw, eps, D, cos.data(), sin.data());
     for (int64_t hd = 0; hd < num_kv_heads; ++hd)
-      norm_rope_head(row + (num_heads + hd) * D, k_norm_w.data<float>(), eps, D, cos.data(), sin.data());
+      norm_rope_head(row + (num_heads + hd) * D, kw, eps, D, cos.data(), sin.data());
   }
 }
 

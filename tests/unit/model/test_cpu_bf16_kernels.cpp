@@ -1,0 +1,103 @@
+// The CPU fast path's BF16-weight kernels (backends/cpu/cpu_bf16_kernels.h): every variant this CPU
+// runs against a double-precision reference of the same BF16 weights, over shapes that exercise
+// the 4-row and 4-weight-row blocks and the K tails; and CpuBackend::linear with BF16 weights
+// against the exact path (F32 weights holding the same values).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "nanovllm/backends/cpu/cpu_bf16_kernels.h"
+#include "nanovllm/ops/backend.h"
+#include "nanovllm/utils/dtype.h"
+
+using namespace nanovllm;
+
+namespace {
+
+struct Problem {
+  int64_t T, N, K;
+  std::vector<float> x;
+  std::vector<uint16_t> w;
+  std::vector<double> want;  // [T, N]
+};
+
+Problem make_problem(int64_t T, int64_t N, int64_t K, uint32_t seed) {
+  Problem p{T, N, K, std::vector<float>(size_t(T * K)), std::vector<uint16_t>(size_t(N * K)), {}};
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (auto& v : p.x) v = u(rng);
+  for (auto& v : p.w) v = f32_to_bf16(u(rng));
+  p.want.assign(size_t(T * N), 0.0);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) s += double(p.x[size_t(t * K + k)]) * bf16_to_f32(p.w[size_t(n * K + k)]);
+      p.want[size_t(t * N + n)] = s;
+    }
+  return p;
+}
+
+// FP32 sums of K products of magnitude <= 1: error well under K * 2^-24 * sqrt(K) for these sizes.
+double tolerance(int64_t K) { return 4e-6 * double(K); }
+
+}  // namespace
+
+TEST(CpuBf16Kernels, EveryVariantMatchesTheReference) {
+  const cpu::Isa top = cpu::detected_isa();
+  std::printf("this CPU runs the %s kernels\n", cpu::isa_name(top));
+  for (int isa = 0; isa <= int(top); ++isa)
+    for (auto [T, N, K] : {std::tuple{1, 13, 1024}, {3, 9, 33}, {4, 70, 128}, {5, 8, 7}, {9, 67, 300}, {1, 4, 16}}) {
+      const Problem p = make_problem(T, N, K, uint32_t(T * 1000 + N + K));
+      // Rows [2, N - 1) only, into a wider output: the row range and ldo are honoured.
+      const int64_t ldo = N + 3;
+      std::vector<float> out(size_t(T * ldo), -7.0f);
+      cpu::gemv_bf16(p.x.data(), K, T, p.w.data(), K, 2, N - 1, out.data(), ldo, cpu::Isa(isa));
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t n = 0; n < ldo; ++n) {
+          const float got = out[size_t(t * ldo + n)];
+          if (n < 2 || n >= N - 1)
+            EXPECT_EQ(got, -7.0f) << "row " << n << " outside the range was written";
+          else
+            EXPECT_NEAR(got, p.want[size_t(t * N + n)], tolerance(K))
+                << cpu::isa_name(cpu::Isa(isa)) << " T=" << T << " N=" << N << " K=" << K << " t=" << t << " n=" << n;
+        }
+    }
+}
+
+TEST(CpuBf16Kernels, WidenIsExact) {
+  std::vector<uint16_t> src(37);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = f32_to_bf16(float(i) * 0.37f - 5.0f);
+  for (int isa = 0; isa <= int(cpu::detected_isa()); ++isa) {
+    std::vector<float> dst(src.size());
+    cpu::widen_bf16(src.data(), int64_t(src.size()), dst.data(), cpu::Isa(isa));
+    for (size_t i = 0; i < src.size(); ++i) EXPECT_EQ(dst[i], bf16_to_f32(src[i]));
+  }
+}
+
+// The fast backend (BF16 weights) against the exact one (F32 weights of the same values), at a
+// decode shape (GEMV) and a prefill shape.
+TEST(CpuBf16Kernels, FastLinearMatchesExactLinear) {
+  auto exact = make_cpu_backend(2, CpuPrecision::Exact);
+  auto fast = make_cpu_backend(2, CpuPrecision::Fast);
+  ASSERT_EQ(exact->weight_dtype(), DType::F32);
+  ASSERT_EQ(fast->weight_dtype(), DType::BF16);
+  for (int64_t T : {1, 4, 37}) {
+    const Problem p = make_problem(T, 300, 520, uint32_t(T));
+    std::vector<float> wf(p.w.size());
+    for (size_t i = 0; i < wf.size(); ++i) wf[i] = bf16_to_f32(p.w[i]);
+    Tensor x = exact->empty({T, p.K}, DType::F32);
+    exact->upload(p.x.data(), DType::F32, x);
+    Tensor w32 = exact->empty({p.N, p.K}, DType::F32), w16 = fast->empty({p.N, p.K}, DType::BF16);
+    exact->upload(wf.data(), DType::F32, w32);
+    fast->upload(wf.data(), DType::F32, w16);  // F32 -> BF16 at upload: exact for BF16 values
+    Tensor a = exact->empty({T, p.N}, DType::F32), b = fast->empty({T, p.N}, DType::F32);
+    exact->linear(x, w32, a);
+    fast->linear(x, w16, b);
+    for (int64_t i = 0; i < T * p.N; ++i) {
+      EXPECT_NEAR(a.data<float>()[i], p.want[size_t(i)], tolerance(p.K));
+      EXPECT_NEAR(b.data<float>()[i], a.data<float>()[i], 2 * tolerance(p.K)) << "T=" << T << " i=" << i;
+    }
+  }
+}
