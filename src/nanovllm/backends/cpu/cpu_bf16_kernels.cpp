@@ -122,6 +122,53 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void rows4_avx512(const flo
     for (int r = 0; r < 4; ++r) out[t * ldo + r] = _mm512_reduce_add_ps(acc[t][r]);
 }
 
+#define NANOVLLM_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+// NT rows of BF16 x against four BF16 weight rows: 32 elements per vdpbf16ps.
+template <int NT>
+NANOVLLM_BF16_TARGET void rows4_dp(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t K, float* out,
+                                   int64_t ldo) {
+  __m512 acc[NT][4];
+  for (int t = 0; t < NT; ++t)
+    for (int r = 0; r < 4; ++r) acc[t][r] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; k += 32) {
+    const int64_t pairs = (K - k) / 2;
+    const __mmask16 m = pairs >= 16 ? __mmask16(0xffff) : __mmask16((1u << pairs) - 1);
+    __m512bh wv[4];
+    for (int r = 0; r < 4; ++r) wv[r] = (__m512bh)_mm512_maskz_loadu_epi32(m, w + r * K + k);
+    for (int t = 0; t < NT; ++t) {
+      const __m512bh xv = (__m512bh)_mm512_maskz_loadu_epi32(m, x + t * ldx + k);
+      for (int r = 0; r < 4; ++r) acc[t][r] = _mm512_dpbf16_ps(acc[t][r], xv, wv[r]);
+    }
+  }
+  for (int t = 0; t < NT; ++t)
+    for (int r = 0; r < 4; ++r) out[t * ldo + r] = _mm512_reduce_add_ps(acc[t][r]);
+}
+
+// One weight row (the rows left over by the 4-row blocks).
+NANOVLLM_BF16_TARGET void row_dp(const uint16_t* x, int64_t ldx, int64_t nt, const uint16_t* w, int64_t K, float* out,
+                                 int64_t ldo) {
+  for (int64_t t = 0; t < nt; ++t) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; k += 32) {
+      const int64_t pairs = (K - k) / 2;
+      const __mmask16 m = pairs >= 16 ? __mmask16(0xffff) : __mmask16((1u << pairs) - 1);
+      acc = _mm512_dpbf16_ps(acc, (__m512bh)_mm512_maskz_loadu_epi32(m, x + t * ldx + k),
+                             (__m512bh)_mm512_maskz_loadu_epi32(m, w + k));
+    }
+    out[t * ldo] = _mm512_reduce_add_ps(acc);
+  }
+}
+
+NANOVLLM_BF16_TARGET void round_avx512bf16(const float* src, int64_t n, uint16_t* dst) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    _mm512_storeu_si512(dst + i, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16), _mm512_loadu_ps(src + i)));
+  for (; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
+}
+
+using DpFn = void (*)(const uint16_t*, int64_t, const uint16_t*, int64_t, float*, int64_t);
+
 using Rows4Fn = void (*)(const float*, int64_t, const uint16_t*, int64_t, float*, int64_t);
 
 using RowFn = void (*)(const float*, int64_t, const uint16_t*, int64_t, float*, int64_t);
@@ -131,6 +178,7 @@ RowFn row_fn(Isa isa, int nt) {
   static const RowFn avx2[kMaxRows] = {row_avx2<1>, row_avx2<2>, row_avx2<3>, row_avx2<4>};
   static const RowFn avx512[kMaxRows] = {row_avx512<1>, row_avx512<2>, row_avx512<3>, row_avx512<4>};
   switch (isa) {
+    case Isa::Avx512Bf16:
     case Isa::Avx512: return avx512[nt - 1];
     case Isa::Avx2: return avx2[nt - 1];
     case Isa::Portable: break;
@@ -140,6 +188,9 @@ RowFn row_fn(Isa isa, int nt) {
 
 Isa detect() {
   __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512bf16"))
+    return Isa::Avx512Bf16;
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
     return Isa::Avx512;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
@@ -168,6 +219,7 @@ Isa detected_isa() {
 
 const char* isa_name(Isa isa) {
   switch (isa) {
+    case Isa::Avx512Bf16: return "avx512_bf16";
     case Isa::Avx512: return "avx512";
     case Isa::Avx2: return "avx2";
     case Isa::Portable: break;
@@ -189,7 +241,7 @@ void gemv_bf16(const float* x, int64_t ldx, int64_t T, const uint16_t* w, int64_
       const float* xt = x + t0 * ldx;
       float* ot = out + t0 * ldo;
       int64_t n = b0;
-      if (isa == Isa::Avx512)
+      if (isa >= Isa::Avx512)
         for (; n + 4 <= b1; n += 4) rows4[nt - 1](xt, ldx, w + n * K, K, ot + n, ldo);
       const RowFn fn = row_fn(isa, nt);
       for (; n < b1; ++n) fn(xt, ldx, w + n * K, K, ot + n, ldo);
@@ -197,9 +249,31 @@ void gemv_bf16(const float* x, int64_t ldx, int64_t T, const uint16_t* w, int64_
   }
 }
 
+void gemm_bf16_dp(const uint16_t* xb, int64_t ldx, int64_t T, const uint16_t* w, int64_t K, int64_t n0, int64_t n1,
+                  float* out, int64_t ldo) {
+  check_isa(Isa::Avx512Bf16);
+  if (K % 2 != 0) throw Error("gemm_bf16_dp: K must be even (got " + std::to_string(K) + ")");
+  static const DpFn rows4[kMaxRows] = {rows4_dp<1>, rows4_dp<2>, rows4_dp<3>, rows4_dp<4>};
+  constexpr int64_t kBlockRows = 64;
+  for (int64_t b0 = n0; b0 < n1; b0 += kBlockRows) {
+    const int64_t b1 = std::min(n1, b0 + kBlockRows);
+    for (int64_t t0 = 0; t0 < T; t0 += kMaxRows) {
+      const int nt = int(std::min<int64_t>(kMaxRows, T - t0));
+      int64_t n = b0;
+      for (; n + 4 <= b1; n += 4) rows4[nt - 1](xb + t0 * ldx, ldx, w + n * K, K, out + t0 * ldo + n, ldo);
+      for (; n < b1; ++n) row_dp(xb + t0 * ldx, ldx, nt, w + n * K, K, out + t0 * ldo + n, ldo);
+    }
+  }
+}
+
+void round_to_bf16(const float* src, int64_t n, uint16_t* dst) {
+  if (detected_isa() == Isa::Avx512Bf16) return round_avx512bf16(src, n, dst);
+  for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
+}
+
 void widen_bf16(const uint16_t* src, int64_t n, float* dst, Isa isa) {
   check_isa(isa);
-  if (isa == Isa::Avx512) return widen_avx512(src, n, dst);
+  if (isa >= Isa::Avx512) return widen_avx512(src, n, dst);
   for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
 }
 

@@ -7,7 +7,8 @@
 
 namespace nanovllm::cpu {
 
-enum class Isa { Portable, Avx2, Avx512 };
+// Avx512Bf16: AVX-512 with the BF16 dot product (vdpbf16ps: Zen 4, Cooper Lake, Sapphire Rapids).
+enum class Isa { Portable, Avx2, Avx512, Avx512Bf16 };
 Isa detected_isa();  // what this CPU runs (cached)
 const char* isa_name(Isa isa);
 
@@ -16,6 +17,15 @@ const char* isa_name(Isa isa);
 // of x). `isa` picks the variant (tests compare them); a variant the CPU lacks is refused.
 void gemv_bf16(const float* x, int64_t ldx, int64_t T, const uint16_t* w, int64_t K, int64_t n0, int64_t n1, float* out,
                int64_t ldo, Isa isa = detected_isa());
+
+// The prefill GEMM of CPUs with vdpbf16ps (detected_isa() == Avx512Bf16; refused otherwise):
+// the same sums with x rounded to BF16 first (xb: [T, ldx] BF16, see round_to_bf16), products
+// summed pairwise in FP32. K must be even. Twice the multiply-adds per instruction of gemv_bf16.
+void gemm_bf16_dp(const uint16_t* xb, int64_t ldx, int64_t T, const uint16_t* w, int64_t K, int64_t n0, int64_t n1,
+                  float* out, int64_t ldo);
+
+// dst[i] = bf16(src[i]) (round to nearest even) for n values.
+void round_to_bf16(const float* src, int64_t n, uint16_t* dst);
 
 // dst[i] = float(src[i]) for n BF16 values.
 void widen_bf16(const uint16_t* src, int64_t n, float* dst, Isa isa = detected_isa());

@@ -2,9 +2,13 @@
 // backend's OpenMP threads, the one pool of the forward: OpenBLAS runs single-threaded inside each
 // thread's share, so no second pool spins against it.
 //   F32 w (the exact path): OpenBLAS sgemm on each share.
-//   BF16 w (the fast path): up to kGemvRows rows of x, the GEMV kernel reads the BF16 rows once
-//   (decode is bound by the bytes of the weights); more rows (prefill), each thread widens blocks of
-//   kBlock weight rows to FP32 and runs sgemm on them (the widening is 1/T of the block's work).
+//   BF16 w (the fast path): up to kGemvRows rows of x (decode), gemv_bf16 reads the BF16 rows and
+//   multiplies them with the FP32 activations exactly (decode is bound by the weights' bytes); more
+//   rows (prefill), on CPUs with vdpbf16ps, x is rounded to BF16 once and gemm_bf16_dp does twice
+//   the multiply-adds per instruction (as llama.cpp rounds activations to its weights' type);
+//   without it, gemv_bf16 on blocks of weight rows.
+// Why not a library: Debian 12's OpenBLAS (0.3.21) is built without sbgemm, and oneDNN (2.6) would
+// be a new dependency for one op; these kernels are ~200 lines and reach the memory bandwidth.
 #include <cblas.h>
 #include <omp.h>
 
@@ -21,7 +25,6 @@ namespace nanovllm {
 namespace {
 
 constexpr int64_t kGemvRows = 8;
-constexpr int64_t kBlock = 64;  // weight rows widened at a time: 64 x K floats stay in L2
 
 // [begin, end) of share `i` of n rows split into `parts` multiples of `align`.
 std::pair<int64_t, int64_t> share(int64_t n, int parts, int i, int64_t align) {
@@ -63,18 +66,13 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
     });
   } else if (w.dtype() == DType::BF16) {
     const uint16_t* wp = w.data<uint16_t>();
-    if (T <= kGemvRows) {
-      split_rows(N, T * N * K, [&](int64_t n0, int64_t n1) { cpu::gemv_bf16(xp, K, T, wp, K, n0, n1, op, N); });
+    if (T > kGemvRows && K % 2 == 0 && cpu::detected_isa() == cpu::Isa::Avx512Bf16) {
+      std::vector<uint16_t> xb(size_t(T * K));
+      cpu::round_to_bf16(xp, T * K, xb.data());
+      split_rows(N, T * N * K,
+                 [&](int64_t n0, int64_t n1) { cpu::gemm_bf16_dp(xb.data(), K, T, wp, K, n0, n1, op, N); });
     } else {
-      split_rows(N, T * N * K, [&](int64_t n0, int64_t n1) {
-        std::vector<float> block(size_t(std::min(kBlock, n1 - n0) * K));
-        for (int64_t b0 = n0; b0 < n1; b0 += kBlock) {
-          const int64_t rows = std::min(kBlock, n1 - b0);
-          cpu::widen_bf16(wp + b0 * K, rows * K, block.data());
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(T), int(rows), int(K), 1.0f, xp, int(K),
-                      block.data(), int(K), 0.0f, op + b0, int(N));
-        }
-      });
+      split_rows(N, T * N * K, [&](int64_t n0, int64_t n1) { cpu::gemv_bf16(xp, K, T, wp, K, n0, n1, op, N); });
     }
   } else {
     throw Error(std::string("cpu linear: weights must be F32 or BF16 (got ") + dtype_name(w.dtype()) + ")");
