@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nanovllm/backends/cpu/cpu_bf16_kernels.h"
+#include "nanovllm/backends/cpu/cpu_vec.h"
 #include "nanovllm/ops/backend.h"
 #include "nanovllm/utils/dtype.h"
 #include "nanovllm/utils/error.h"
@@ -145,5 +146,22 @@ TEST(CpuBf16Kernels, FastLinearMatchesExactLinear) {
       const double tol = rounds && T > 8 ? 3.0 * std::sqrt(double(p.K)) * 0x1p-9 : 2 * tolerance(p.K);
       EXPECT_NEAR(b.data<float>()[i], a.data<float>()[i], tol) << "T=" << T << " i=" << i;
     }
+  }
+}
+
+// The attention's vector helpers (cpu_vec.h) against plain loops, lengths around the vector width.
+TEST(CpuVec, DotAndAxpyMatchPlainLoops) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (int64_t n : {1, 15, 16, 17, 64, 100, 128}) {
+    std::vector<float> a(size_t(n)), b(size_t(n)), y(size_t(n) + 1, 3.0f);
+    for (auto& v : a) v = u(rng);
+    for (auto& v : b) v = u(rng);
+    double want = 0;
+    for (int64_t i = 0; i < n; ++i) want += double(a[size_t(i)]) * b[size_t(i)];
+    EXPECT_NEAR(cpu::dot_f32(a.data(), b.data(), n), want, 1e-5) << n;
+    cpu::axpy_f32(0.5f, a.data(), y.data(), n);
+    for (int64_t i = 0; i < n; ++i) EXPECT_FLOAT_EQ(y[size_t(i)], 3.0f + 0.5f * a[size_t(i)]) << n;
+    EXPECT_EQ(y[size_t(n)], 3.0f) << "wrote past n";
   }
 }
