@@ -154,7 +154,7 @@ TEST(CpuVec, DotAndAxpyMatchPlainLoops) {
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (int64_t n : {1, 15, 16, 17, 64, 100, 128}) {
-    std::vector<float> a(size_t(n)), b(size_t(n)), y(size_t(n) + 1, 3.0f);
+    std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n)), y(static_cast<size_t>(n) + 1, 3.0f);
     for (auto& v : a) v = u(rng);
     for (auto& v : b) v = u(rng);
     double want = 0;
