@@ -2,11 +2,12 @@
 // backend's OpenMP threads, the one pool of the forward: OpenBLAS runs single-threaded inside each
 // thread's share, so no second pool spins against it.
 //   F32 w (the exact path): OpenBLAS sgemm on each share.
-//   BF16 w (the fast path): up to kGemvRows rows of x (decode), gemv_bf16 reads the BF16 rows and
-//   multiplies them with the FP32 activations exactly (decode is bound by the weights' bytes); more
-//   rows (prefill), on CPUs with vdpbf16ps, x is rounded to BF16 once and gemm_bf16_dp does twice
-//   the multiply-adds per instruction (as llama.cpp rounds activations to its weights' type);
-//   without it, gemv_bf16 on blocks of weight rows.
+//   BF16 w (the fast path): on CPUs with vdpbf16ps, x is rounded to BF16 once and gemm_bf16_dp
+//   does twice the multiply-adds per instruction of FP32 (as llama.cpp rounds activations to its
+//   weights' type); elsewhere gemv_bf16 multiplies the FP32 activations with the widened weights.
+//   One kernel for every number of rows, whose per-row sums do not depend on the other rows: a
+//   sequence's tokens are the same whatever batch it runs in (the server's tests rely on it).
+//   Weights come in blocks of 64 rows against every 4 rows of x, so prefill reads them once.
 // Why not a library: Debian 12's OpenBLAS (0.3.21) is built without sbgemm, and oneDNN (2.6) would
 // be a new dependency for one op; these kernels are ~200 lines and reach the memory bandwidth.
 #include <cblas.h>
@@ -23,8 +24,6 @@
 namespace nanovllm {
 
 namespace {
-
-constexpr int64_t kGemvRows = 8;
 
 // [begin, end) of share `i` of n rows split into `parts` multiples of `align`.
 std::pair<int64_t, int64_t> share(int64_t n, int parts, int i, int64_t align) {
@@ -66,7 +65,7 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
     });
   } else if (w.dtype() == DType::BF16) {
     const uint16_t* wp = w.data<uint16_t>();
-    if (T > kGemvRows && K % 2 == 0 && cpu::detected_isa() == cpu::Isa::Avx512Bf16) {
+    if (K % 2 == 0 && cpu::detected_isa() == cpu::Isa::Avx512Bf16) {
       std::vector<uint16_t> xb(size_t(T * K));
       cpu::round_to_bf16(xp, T * K, xb.data());
       split_rows(N, T * N * K,
