@@ -25,19 +25,24 @@ struct Problem {
   std::vector<double> want;  // [T, N]
 };
 
+// p.want = x @ w^T in double.
+void set_reference(Problem& p) {
+  p.want.assign(size_t(p.T * p.N), 0.0);
+  for (int64_t t = 0; t < p.T; ++t)
+    for (int64_t n = 0; n < p.N; ++n) {
+      double s = 0;
+      for (int64_t k = 0; k < p.K; ++k) s += double(p.x[size_t(t * p.K + k)]) * bf16_to_f32(p.w[size_t(n * p.K + k)]);
+      p.want[size_t(t * p.N + n)] = s;
+    }
+}
+
 Problem make_problem(int64_t T, int64_t N, int64_t K, uint32_t seed) {
   Problem p{T, N, K, std::vector<float>(size_t(T * K)), std::vector<uint16_t>(size_t(N * K)), {}};
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (auto& v : p.x) v = u(rng);
   for (auto& v : p.w) v = f32_to_bf16(u(rng));
-  p.want.assign(size_t(T * N), 0.0);
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t n = 0; n < N; ++n) {
-      double s = 0;
-      for (int64_t k = 0; k < K; ++k) s += double(p.x[size_t(t * K + k)]) * bf16_to_f32(p.w[size_t(n * K + k)]);
-      p.want[size_t(t * N + n)] = s;
-    }
+  set_reference(p);
   return p;
 }
 
@@ -96,23 +101,14 @@ TEST(CpuBf16Kernels, DotProductGemmMatchesTheReference) {
       EXPECT_EQ(xb[i], f32_to_bf16(p.x[i]));
       p.x[i] = bf16_to_f32(xb[i]);
     }
-    const Problem ref = [&] {
-      Problem r = p;
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t n = 0; n < N; ++n) {
-          double s = 0;
-          for (int64_t k = 0; k < K; ++k) s += double(p.x[size_t(t * K + k)]) * bf16_to_f32(p.w[size_t(n * K + k)]);
-          r.want[size_t(t * N + n)] = s;
-        }
-      return r;
-    }();
+    set_reference(p);
     const int64_t ldo = N + 1;
     std::vector<float> out(size_t(T * ldo), -7.0f);
     cpu::gemm_bf16_dp(xb.data(), K, T, p.w.data(), K, 1, N, out.data(), ldo);
     for (int64_t t = 0; t < T; ++t) {
       EXPECT_EQ(out[size_t(t * ldo)], -7.0f);
       for (int64_t n = 1; n < N; ++n)
-        EXPECT_NEAR(out[size_t(t * ldo + n)], ref.want[size_t(t * N + n)], tolerance(K)) << "T=" << T << " n=" << n;
+        EXPECT_NEAR(out[size_t(t * ldo + n)], p.want[size_t(t * N + n)], tolerance(K)) << "T=" << T << " n=" << n;
     }
   }
   std::vector<uint16_t> odd(3);
