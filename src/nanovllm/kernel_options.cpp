@@ -13,7 +13,7 @@ namespace {
 
 struct Option {
   const char* key;
-  const char* env;
+  const char* env;     // null: no environment override
   const char* values;  // what the error message offers
   // Parses `v` into o; false when v is not a legal value.
   bool (*parse)(KernelOptions& o, const std::string& v);
@@ -87,9 +87,7 @@ const std::vector<Option>& options() {
        },
        [](const KernelOptions& o) { return std::to_string(o.max_decode_splits); }},
       {"long_decode_context", "NANOVLLM_LONG_DECODE_CONTEXT", "0 (off) or a key count up to 999999",
-       [](KernelOptions& o, const std::string& v) {
-         return parse_int(v, 0, 999999, o.long_decode_context);
-       },
+       [](KernelOptions& o, const std::string& v) { return parse_int(v, 0, 999999, o.long_decode_context); },
        [](const KernelOptions& o) { return std::to_string(o.long_decode_context); }},
       {"long_decode_splits", "NANOVLLM_LONG_DECODE_SPLITS", "an integer in [1, 128]",
        [](KernelOptions& o, const std::string& v) {
@@ -115,9 +113,8 @@ const std::vector<Option>& options() {
        [](const KernelOptions& o) { return on_off(o.all_reduce_norm); }},
       {"prefill_attention", "NANOVLLM_PREFILL_ATTENTION", "auto, wgmma_tma, wgmma, mma or tiled",
        [](KernelOptions& o, const std::string& v) {
-         for (PrefillAttention p :
-              {PrefillAttention::Auto, PrefillAttention::WgmmaTma, PrefillAttention::Wgmma, PrefillAttention::Mma,
-               PrefillAttention::Tiled})
+         for (PrefillAttention p : {PrefillAttention::Auto, PrefillAttention::WgmmaTma, PrefillAttention::Wgmma,
+                                    PrefillAttention::Mma, PrefillAttention::Tiled})
            if (v == prefill_attention_name(p)) {
              o.prefill_attention = p;
              return true;
@@ -125,6 +122,13 @@ const std::vector<Option>& options() {
          return false;
        },
        [](const KernelOptions& o) { return std::string(prefill_attention_name(o.prefill_attention)); }},
+      {"cpu_precision", nullptr, "fast or exact",
+       [](KernelOptions& o, const std::string& v) {
+         if (v != "fast" && v != "exact") return false;
+         o.cpu_precision = v == "fast" ? CpuPrecision::Fast : CpuPrecision::Exact;
+         return true;
+       },
+       [](const KernelOptions& o) { return std::string(o.cpu_precision == CpuPrecision::Fast ? "fast" : "exact"); }},
   };
   return table;
 }
@@ -152,8 +156,8 @@ void set_kernel_option(KernelOptions& o, const std::string& key, const std::stri
 bool operator==(const KernelOptions& a, const KernelOptions& b) {
   auto fields = [](const KernelOptions& o) {
     return std::tie(o.pdl, o.gemv_norm, o.max_decode_splits, o.long_decode_context, o.long_decode_splits,
-                    o.decode_cluster, o.decode_warps, o.p2p_all_reduce,
-                    o.all_reduce_norm, o.prefill_attention);
+                    o.decode_cluster, o.decode_warps, o.p2p_all_reduce, o.all_reduce_norm, o.prefill_attention,
+                    o.cpu_precision);
   };
   return fields(a) == fields(b);
 }
@@ -202,7 +206,8 @@ void apply_kernel_options(KernelOptions& o, const std::string& spec) {
 
 void apply_kernel_env_overrides(KernelOptions& o, const EnvLookup& getenv) {
   for (const Option& opt : options())
-    if (const char* v = getenv(opt.env); v && *v) set_option(o, opt, v, opt.env + std::string("=") + v);
+    if (const char* v = opt.env ? getenv(opt.env) : nullptr; v && *v)
+      set_option(o, opt, v, opt.env + std::string("=") + v);
 }
 
 }  // namespace nanovllm

@@ -25,6 +25,7 @@
 //   p2p_all_reduce     NANOVLLM_P2P_ALLREDUCE       on | off
 //   all_reduce_norm    NANOVLLM_ALLREDUCE_NORM      on | off
 //   prefill_attention  NANOVLLM_PREFILL_ATTENTION   auto | wgmma_tma | wgmma | mma | tiled
+//   cpu_precision      (none: typed config only)    fast | exact   (the CPU backend, below)
 #pragma once
 #include <functional>
 #include <string>
@@ -42,14 +43,20 @@ enum class GemvNormFusion {
 // Which kernel computes prefill (and chunked-prefill / mixed-step) attention; decode steps use the
 // split-KV decode kernel either way. Read by CudaBackend::attention's plan (attention.cu).
 enum class PrefillAttention {
-  Auto,   // the fastest that applies: on sm_90 the TMA kernel (block sizes it takes) or the wgmma
-          // kernel, else mma.sync tensor cores, else (head dims and GQA groups the tensor-core
-          // kernels lack) the CUDA-core kernel
+  Auto,      // the fastest that applies: on sm_90 the TMA kernel (block sizes it takes) or the wgmma
+             // kernel, else mma.sync tensor cores, else (head dims and GQA groups the tensor-core
+             // kernels lack) the CUDA-core kernel
   WgmmaTma,  // FlashAttention-3's structure (attention_prefill_tma.cu): as Wgmma, block size a multiple of 8
-  Wgmma,  // the wgmma kernel (attention_prefill_sm90.cu): sm_90 with a build carrying sm_90a
-  Mma,    // the mma.sync tensor-core kernel (attention_prefill.cu), where it applies
-  Tiled,  // the CUDA-core kernel (attention_tiled.cu): the slow reference
+  Wgmma,     // the wgmma kernel (attention_prefill_sm90.cu): sm_90 with a build carrying sm_90a
+  Mma,       // the mma.sync tensor-core kernel (attention_prefill.cu), where it applies
+  Tiled,     // the CUDA-core kernel (attention_tiled.cu): the slow reference
 };
+
+// The CPU backend's arithmetic (backends/cpu/cpu_backend.h). Exact: FP32 weights, OpenBLAS sgemm,
+// the oracle of the CUDA kernels and of the Hugging Face fixture tests. Fast: weights kept in BF16
+// (half the bytes a decode step reads), GEMV/GEMM kernels that widen them to FP32 and accumulate in
+// FP32 (AVX-512 / AVX2 / portable, chosen at run time by the CPU's features).
+enum class CpuPrecision { Fast, Exact };
 
 struct KernelOptions {
   // Programmatic dependent launch of every kernel (sm_90+; ignored before): a kernel's launch and
@@ -84,6 +91,8 @@ struct KernelOptions {
   bool all_reduce_norm = true;
   // See PrefillAttention.
   PrefillAttention prefill_attention = PrefillAttention::Auto;
+  // See CpuPrecision (the engine's CPU backend; make_cpu_backend's own default is Exact).
+  CpuPrecision cpu_precision = CpuPrecision::Fast;
 
   // Throws UserError naming the field when a value is out of range.
   void validate() const;

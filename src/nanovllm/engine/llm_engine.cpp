@@ -26,7 +26,7 @@ ModelConfig resolve_model_config(const EngineConfig& cfg) {
 std::unique_ptr<Backend> make_backend(const EngineConfig& cfg) {
   const std::string dev = resolved_device(cfg);
   auto be = dev == "cuda" ? make_cuda_backend(cfg.tensor_parallel_size > 1 ? cfg.local_rank() : 0, cfg.kernels)
-                          : make_cpu_backend(cfg.num_threads);
+                          : make_cpu_backend(cfg.num_threads, cfg.kernels.cpu_precision);
   if (cfg.profile_ops) return std::make_unique<ProfilingBackend>(std::move(be));
   return be;
 }

@@ -156,7 +156,9 @@ class Backend {
   [[noreturn]] void throw_no_graphs() const;
 };
 
-std::unique_ptr<Backend> make_cpu_backend(int num_threads);
+// num_threads 0: all cores. The default precision is the exact reference (the oracle of tests);
+// the engine passes its KernelOptions::cpu_precision.
+std::unique_ptr<Backend> make_cpu_backend(int num_threads, CpuPrecision precision = CpuPrecision::Exact);
 // Throws UserError when CUDA is not compiled in or no GPU is present. The kernels launch as
 // `options` say (validated here); nothing is read from the environment.
 std::unique_ptr<Backend> make_cuda_backend(int device_index, const KernelOptions& options);

@@ -159,7 +159,11 @@ run(async () => {
   // tokens named token_id:N), log_softmax of reference.json's logits within 1e-4 along the greedy path.
   const fixture = path.join(SRC, 'tests/fixtures/tiny-qwen3-untied');
   const ref = JSON.parse(fs.readFileSync(path.join(fixture, 'reference.json'), 'utf8'));
-  const f = await startServer(['--skip-tokenizer-init'], { modelDir: fixture, loadFormat: 'auto' });
+  // The CPU's exact path (FP32 weights): the fixture's F32 weights as transformers ran them.
+  const f = await startServer(['--skip-tokenizer-init', '--kernel-options', 'cpu_precision=exact'], {
+    modelDir: fixture,
+    loadFormat: 'auto',
+  });
   try {
     let compared = 0;
     for (const pr of ref.prompts.slice(0, 4)) {

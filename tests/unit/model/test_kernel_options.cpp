@@ -47,7 +47,8 @@ TEST(KernelOptions, DefaultsAreTheMeasuredBest) {
   const KernelOptions o;
   EXPECT_EQ(o.to_string(),
             "pdl=on gemv_norm=auto max_decode_splits=16 long_decode_context=8192 long_decode_splits=64 "
-            "decode_cluster=on decode_warps=8 p2p_all_reduce=on all_reduce_norm=on prefill_attention=auto");
+            "decode_cluster=on decode_warps=8 p2p_all_reduce=on all_reduce_norm=on prefill_attention=auto "
+            "cpu_precision=fast");
   EXPECT_NO_THROW(o.validate());
   EXPECT_EQ(from_env({}), o);  // no variables set: nothing changes
 }
@@ -97,7 +98,8 @@ TEST(KernelOptions, BadEnvironmentValuesAreRefusedByName) {
             std::string::npos);
   EXPECT_NE(env_error({{"NANOVLLM_GEMV_NORM", "3"}}).find("gemv_norm must be auto, never or always"),
             std::string::npos);
-  EXPECT_NE(env_error({{"NANOVLLM_PREFILL_ATTENTION", "flash"}}).find("auto, wgmma_tma, wgmma, mma or tiled"), std::string::npos);
+  EXPECT_NE(env_error({{"NANOVLLM_PREFILL_ATTENTION", "flash"}}).find("auto, wgmma_tma, wgmma, mma or tiled"),
+            std::string::npos);
   EXPECT_EQ(env_error({{"NANOVLLM_LONG_DECODE_SPLITS", "129"}}),
             "NANOVLLM_LONG_DECODE_SPLITS=129: kernel option long_decode_splits must be an integer in [1, 128] (got "
             "'129')");
@@ -109,7 +111,9 @@ TEST(KernelOptions, BadEnvironmentValuesAreRefusedByName) {
 
 TEST(KernelOptions, CliSpecParsesAndRoundTrips) {
   KernelOptions o;
-  apply_kernel_options(o, "pdl=off,max_decode_splits=8,prefill_attention=mma");
+  apply_kernel_options(o, "pdl=off,max_decode_splits=8,prefill_attention=mma,cpu_precision=exact");
+  EXPECT_EQ(o.cpu_precision, CpuPrecision::Exact);
+  EXPECT_NE(spec_error("cpu_precision=bf16").find("cpu_precision must be fast or exact"), std::string::npos);
   EXPECT_FALSE(o.pdl);
   EXPECT_EQ(o.max_decode_splits, 8);
   EXPECT_EQ(o.prefill_attention, PrefillAttention::Mma);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nanovllm/backends/cpu/cpu_backend.h"
+#include "nanovllm/backends/cpu/cpu_vec.h"
 #include "nanovllm/ops/checks.h"
 #include "nanovllm/utils/error.h"
 
@@ -70,9 +71,7 @@ void CpuBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tenso
         const int64_t slot = int64_t(table[key / bs]) * bs + key % bs;
         slots[size_t(j)] = slot;
         const float* k = k_cache.data<float>() + slot * kv_row + kvh * D;
-        float s = 0;
-        for (int64_t d = 0; d < D; ++d) s += q[d] * k[d];
-        s *= scale;
+        const float s = cpu::dot_f32(q, k, D) * scale;
         scores[size_t(j)] = s;
         m = std::max(m, s);
       }
@@ -86,7 +85,7 @@ void CpuBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tenso
       for (int64_t j = 0; j < nkeys; ++j) {
         const float p = float(scores[size_t(j)] / denom);
         const float* v = v_cache.data<float>() + slots[size_t(j)] * kv_row + kvh * D;
-        for (int64_t d = 0; d < D; ++d) o[d] += p * v[d];
+        cpu::axpy_f32(p, v, o, D);
       }
     }
   }

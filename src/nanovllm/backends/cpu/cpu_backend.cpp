@@ -17,13 +17,24 @@ namespace nanovllm {
 // Waking the thread team costs more than small elementwise ops (decode at small batch).
 static bool parallel_worth_it(int64_t elements) { return elements >= (1 << 16); }
 
-std::unique_ptr<Backend> make_cpu_backend(int num_threads) { return std::make_unique<CpuBackend>(num_threads); }
+std::unique_ptr<Backend> make_cpu_backend(int num_threads, CpuPrecision precision) {
+  return std::make_unique<CpuBackend>(num_threads, precision);
+}
 
-CpuBackend::CpuBackend(int num_threads) {
-  if (num_threads > 0) {
-    omp_set_num_threads(num_threads);
-    openblas_set_num_threads(num_threads);
-  }
+// OpenMP is the forward's one thread pool; OpenBLAS runs inside its threads' shares, single-threaded
+// (its own threads would spin against OpenMP's: ~30% of a decode step).
+CpuBackend::CpuBackend(int num_threads, CpuPrecision precision) : precision_(precision) {
+  if (num_threads > 0) omp_set_num_threads(num_threads);
+  openblas_set_num_threads(1);
+}
+
+const float* weights_f32(const Tensor& w, std::vector<float>& scratch) {
+  if (w.dtype() == DType::F32) return w.data<float>();
+  if (w.dtype() != DType::BF16 && w.dtype() != DType::F16)
+    throw Error(std::string("cpu: weights must be F32, BF16 or F16 (got ") + dtype_name(w.dtype()) + ")");
+  scratch.resize(size_t(w.numel()));
+  convert_to_f32(w.raw(), w.dtype(), scratch.size(), scratch.data());
+  return scratch.data();
 }
 
 void CpuBackend::upload(const void* src, DType src_dtype, Tensor& dst) {
@@ -32,6 +43,14 @@ void CpuBackend::upload(const void* src, DType src_dtype, Tensor& dst) {
     std::memcpy(dst.raw(), src, dst.nbytes());
   } else if (dst.dtype() == DType::F32) {
     convert_to_f32(src, src_dtype, n, dst.data<float>());
+  } else if (dst.dtype() == DType::BF16 && (src_dtype == DType::F32 || src_dtype == DType::F16)) {
+    std::vector<float> f(std::min<size_t>(n, size_t(1) << 20));
+    uint16_t* d = dst.data<uint16_t>();
+    for (size_t i = 0; i < n; i += f.size()) {  // in chunks: no full-size FP32 copy
+      const size_t m = std::min(f.size(), n - i);
+      convert_to_f32(static_cast<const char*>(src) + i * dtype_size(src_dtype), src_dtype, m, f.data());
+      for (size_t j = 0; j < m; ++j) d[i + j] = f32_to_bf16(f[j]);
+    }
   } else {
     throw Error(std::string("cpu upload: cannot convert ") + dtype_name(src_dtype) + " to " + dtype_name(dst.dtype()));
   }
@@ -60,7 +79,8 @@ void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out, 
     if (row < 0 || row >= V)
       std::memset(o, 0, size_t(H) * 4);
     else
-      std::memcpy(o, table.data<float>() + row * H, size_t(H) * 4);
+      convert_to_f32(static_cast<const char*>(table.raw()) + size_t(row * H) * dtype_size(table.dtype()), table.dtype(),
+                     size_t(H), o);
   }
 }
 
@@ -85,20 +105,23 @@ static void rms_norm_row(const float* x, const float* w, float eps, int64_t n, f
 void CpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
   check_rms_norm(x, w, out);
   const int64_t T = x.size(0), H = x.size(1);
+  std::vector<float> scratch;
+  const float* wf = weights_f32(w, scratch);
 #pragma omp parallel for if (parallel_worth_it(T * H))
-  for (int64_t t = 0; t < T; ++t)
-    rms_norm_row(x.data<float>() + t * H, w.data<float>(), eps, H, out.data<float>() + t * H);
+  for (int64_t t = 0; t < T; ++t) rms_norm_row(x.data<float>() + t * H, wf, eps, H, out.data<float>() + t * H);
 }
 
 void CpuBackend::add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) {
   check_rms_norm(x, w, residual);
   const int64_t T = x.size(0), H = x.size(1);
+  std::vector<float> scratch;
+  const float* wf = weights_f32(w, scratch);
 #pragma omp parallel for if (parallel_worth_it(T * H))
   for (int64_t t = 0; t < T; ++t) {
     float* xr = x.data<float>() + t * H;
     float* rr = residual.data<float>() + t * H;
     for (int64_t i = 0; i < H; ++i) rr[i] += xr[i];
-    rms_norm_row(rr, w.data<float>(), eps, H, xr);
+    rms_norm_row(rr, wf, eps, H, xr);
   }
 }
 

@@ -1,18 +1,22 @@
-// The CPU backend: the numerical reference for every op. FP32 activations, weights and KV cache
-// (BF16/F16 checkpoints are widened at load), math in FP32 (attention softmax in FP32 with
-// online rescaling). GEMMs through OpenBLAS; other ops threaded with OpenMP over both cores.
+// The CPU backend: the numerical reference for every op. FP32 activations and KV cache, math in
+// FP32 (attention softmax in FP32 with online rescaling). Weights: FP32 with CpuPrecision::Exact
+// (BF16/F16 checkpoints are widened at load; GEMMs through OpenBLAS sgemm), BF16 with
+// CpuPrecision::Fast (kernels in cpu_bf16_kernels.h widen them as they read). Every op is
+// threaded by one OpenMP pool (OpenBLAS runs single-threaded inside it: cpu_linear.cpp).
 #pragma once
+#include <vector>
+
 #include "nanovllm/ops/backend.h"
 
 namespace nanovllm {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int num_threads);
+  CpuBackend(int num_threads, CpuPrecision precision);
   Device device() const override { return Device::CPU; }
   std::string name() const override { return "cpu"; }
   DType act_dtype() const override { return DType::F32; }
-  DType weight_dtype() const override { return DType::F32; }
+  DType weight_dtype() const override { return precision_ == CpuPrecision::Fast ? DType::BF16 : DType::F32; }
 
   Tensor empty(const Shape& shape, DType dtype) override { return Tensor::host(shape, dtype); }
   void upload(const void* src, DType src_dtype, Tensor& dst) override;
@@ -40,7 +44,13 @@ class CpuBackend final : public Backend {
                               std::vector<TokenLogprobs>* logprobs = nullptr) override;
   std::vector<TokenLogprobs> token_logprobs(const Tensor& logits, const std::vector<int32_t>& tokens, int n) override;
   std::vector<float> to_host_f32(const Tensor& t) override;
+
+ private:
+  CpuPrecision precision_;
 };
+
+// A weight vector as floats: w's own data when F32, else widened into `scratch`.
+const float* weights_f32(const Tensor& w, std::vector<float>& scratch);
 
 // Samples one row of float logits [V]; shared with tests. Implements greedy, temperature with
 // Gumbel-max (argmax p_i / E_i, E_i ~ Exp(1)), top-k, top-p, min-p.

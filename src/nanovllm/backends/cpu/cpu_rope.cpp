@@ -44,6 +44,9 @@ void CpuBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor&
   const std::vector<float>& inv_freq = rope.inv_freq;
   const float scale = rope.attention_scaling;
   const int32_t* pos = positions.data<int32_t>();
+  std::vector<float> q_scratch, k_scratch;
+  const float* qw = weights_f32(q_norm_w, q_scratch);
+  const float* kw = weights_f32(k_norm_w, k_scratch);
 #pragma omp parallel for if (T * num_heads * D >= (1 << 14))
   for (int64_t t = 0; t < T; ++t) {
     std::vector<float> cos(static_cast<size_t>(h)), sin(static_cast<size_t>(h));

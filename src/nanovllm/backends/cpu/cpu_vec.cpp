@@ -1,0 +1,58 @@
+// FP32 vector helpers (cpu_vec.h).
+#include "nanovllm/backends/cpu/cpu_vec.h"
+
+#include <immintrin.h>
+
+#include "nanovllm/backends/cpu/cpu_bf16_kernels.h"
+
+// GCC 12 flags the undefined vectors inside its own AVX-512 intrinsics (_mm512_reduce_add_ps).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace nanovllm::cpu {
+
+namespace {
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) float dot_avx512(const float* a, const float* b, int64_t n) {
+  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+    s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), s0);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void axpy_avx512(float a, const float* x, float* y, int64_t n) {
+  const __m512 av = _mm512_set1_ps(a);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, m,
+                          _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
+  }
+}
+
+bool has_avx512() { return detected_isa() >= Isa::Avx512; }
+
+}  // namespace
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+  if (has_avx512()) return dot_avx512(a, b, n);
+  float s[4] = {};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int l = 0; l < 4; ++l) s[l] += a[i + l] * b[i + l];
+  for (; i < n; ++i) s[0] += a[i] * b[i];
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+void axpy_f32(float a, const float* x, float* y, int64_t n) {
+  if (has_avx512()) return axpy_avx512(a, x, y, n);
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+}  // namespace nanovllm::cpu
