@@ -12,7 +12,8 @@ namespace nanovllm {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(int num_threads, CpuPrecision precision);
+  // The exact path (FP32 weights) unless asked otherwise: the oracle of the CUDA tests.
+  explicit CpuBackend(int num_threads, CpuPrecision precision = CpuPrecision::Exact);
   Device device() const override { return Device::CPU; }
   std::string name() const override { return "cpu"; }
   DType act_dtype() const override { return DType::F32; }

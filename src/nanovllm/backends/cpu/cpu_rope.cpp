@@ -38,15 +38,14 @@ void CpuBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor&
   check_rope(rope, head_dim, "qk_norm_rope");
   check_qk_norm_weights(q_norm_w, k_norm_w, head_dim, "qk_norm_rope");
   if (positions.numel() != qkv.size(0)) throw Error("qk_norm_rope: positions must be [T]");
-  const float* qw = q_norm_w.defined() ? q_norm_w.data<float>() : nullptr;
-  const float* kw = k_norm_w.defined() ? k_norm_w.data<float>() : nullptr;
   const int64_t T = qkv.size(0), D = head_dim, h = D / 2, W = qkv.size(1);
   const std::vector<float>& inv_freq = rope.inv_freq;
   const float scale = rope.attention_scaling;
   const int32_t* pos = positions.data<int32_t>();
   std::vector<float> q_scratch, k_scratch;
-  const float* qw = weights_f32(q_norm_w, q_scratch);
-  const float* kw = weights_f32(k_norm_w, k_scratch);
+  // Undefined norm weights: RoPE only (Llama, Qwen2, Mistral).
+  const float* qw = q_norm_w.defined() ? weights_f32(q_norm_w, q_scratch) : nullptr;
+  const float* kw = k_norm_w.defined() ? weights_f32(k_norm_w, k_scratch) : nullptr;
 #pragma omp parallel for if (T * num_heads * D >= (1 << 14))
   for (int64_t t = 0; t < T; ++t) {
     std::vector<float> cos(static_cast<size_t>(h)), sin(static_cast<size_t>(h));
