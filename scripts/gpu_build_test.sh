@@ -42,8 +42,11 @@ fi
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+# The Python package with the interpreter that has torch and a pip-installed pybind11 (the image's
+# python3 on PATH, not /usr/bin/python3, which CMake would otherwise take).
+py=(); python3 -m pybind11 --cmakedir >/dev/null 2>&1 && py=(-DPython_EXECUTABLE="$(command -v python3)")
 cmake -S . -B "$BUILD_DIR" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH" \
-  -DNANOVLLM_CUDA=ON -DNANOVLLM_BUILD_TESTS=ON >"$OUT/configure.txt" 2>&1 || { tail -40 "$OUT/configure.txt"; exit 3; }
+  -DNANOVLLM_CUDA=ON -DNANOVLLM_BUILD_TESTS=ON "${py[@]}" >"$OUT/configure.txt" 2>&1 || { tail -40 "$OUT/configure.txt"; exit 3; }
 cmake --build "$BUILD_DIR" -j"$(nproc)" --target ${TARGETS:-gpu_tests} >"$OUT/build.txt" 2>&1 || { grep -E "error|Error" -A3 "$OUT/build.txt" | head -80; exit 4; }
 ctest --test-dir "$BUILD_DIR" -L gpu --output-on-failure --timeout 600 "$@" 2>&1 | tee "$OUT/ctest.txt" | \
   grep -vE "^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed" | tail -150
