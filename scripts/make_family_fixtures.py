@@ -30,13 +30,10 @@ What each model exercises:
                GQA, head_dim 32 != hidden / heads, untied.
 """
 
-import argparse
 import copy
-import datetime
 import json
 import math
 import os
-import platform
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -601,44 +598,11 @@ def generate_one(name, spec, out_root, versions):
         f.write("\n")
 
 
-def generate(out_root, only):
-    import torch
-    import transformers
-    import safetensors
-    torch.set_grad_enabled(False)
-    versions = {
-        "script": "scripts/make_family_fixtures.py",
-        "transformers": transformers.__version__,
-        "torch": torch.__version__,
-        "safetensors": getattr(safetensors, "__version__", "?"),
-        "python": platform.python_version(),
-        "compute": "cpu float32",
-        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
-    log("versions: %s" % json.dumps(versions))
-    os.makedirs(out_root, exist_ok=True)
-    for name, spec in MODELS.items():
-        if only and name not in only:
-            continue
-        generate_one(name, spec, out_root, versions)
-    try:
-        return verify(out_root, only)
-    except Exception as e:  # keep the generated files even if the checker breaks
-        log("verify crashed: %r" % (e,))
-        return 2
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", help="output directory for generated fixtures")
-    ap.add_argument("--only", nargs="*", default=None, help="model names to generate / verify")
-    ap.add_argument("--verify", metavar="DIR", help="verify fixtures under DIR (no torch needed)")
-    args = ap.parse_args()
-    if args.verify:
-        return verify(args.verify, args.only)
-    if not args.out:
-        ap.error("--out or --verify is required")
-    return generate(args.out, args.only)
+    return mf.cli(__doc__,
+                  lambda out, only: mf.generate_all("scripts/make_family_fixtures.py", MODELS, generate_one,
+                                                    lambda root: verify(root, only), out, only),
+                  verify)
 
 
 if __name__ == "__main__":

@@ -722,13 +722,16 @@ def generate_one(name, spec, out_root, versions):
         f.write("\n")
 
 
-def generate(out_root, only):
+def generate_all(script, models, generate_one, verify_root, out_root, only):
+    """Generates every model of `models` (or those named in `only`) with generate_one(name, spec,
+    out_root, versions), then checks the result with verify_root(out_root). Shared with
+    make_family_fixtures.py."""
     import torch
     import transformers
     import safetensors
     torch.set_grad_enabled(False)
     versions = {
-        "script": "scripts/make_fixtures.py",
+        "script": script,
         "transformers": transformers.__version__,
         "torch": torch.__version__,
         "safetensors": getattr(safetensors, "__version__", "?"),
@@ -738,28 +741,34 @@ def generate(out_root, only):
     }
     log("versions: %s" % json.dumps(versions))
     os.makedirs(out_root, exist_ok=True)
-    for name, spec in MODELS.items():
+    for name, spec in models.items():
         if only and name not in only:
             continue
         generate_one(name, spec, out_root, versions)
     try:
-        return verify(out_root)
+        return verify_root(out_root)
     except Exception as e:  # keep the generated files even if the checker breaks
         log("verify crashed: %r" % (e,))
         return 2
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def cli(doc, generate_fn, verify_fn):
+    """The command line of both fixture scripts: --out DIR [--only NAME ...] | --verify DIR."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", help="output directory for generated fixtures")
-    ap.add_argument("--only", nargs="*", default=None, help="model names to generate")
+    ap.add_argument("--only", nargs="*", default=None, help="model names to generate / verify")
     ap.add_argument("--verify", metavar="DIR", help="verify fixtures under DIR (no torch needed)")
     args = ap.parse_args()
     if args.verify:
-        return verify(args.verify)
+        return verify_fn(args.verify, args.only)
     if not args.out:
         ap.error("--out or --verify is required")
-    return generate(args.out, args.only)
+    return generate_fn(args.out, args.only)
+
+
+def main():
+    return cli(__doc__, lambda out, only: generate_all("scripts/make_fixtures.py", MODELS, generate_one, verify, out, only),
+               lambda root, only: verify(root))
 
 
 if __name__ == "__main__":
