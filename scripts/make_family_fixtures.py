@@ -437,31 +437,7 @@ def tensors_to_save(model, spec):
 
 def write_configs(model, spec, d, transformers_version):
     fam = FAMILIES[spec["family"]]
-    model.config.save_pretrained(d)
-    path = os.path.join(d, "config.json")
-    cfg = json.load(open(path))
-    hf_keys = sorted(cfg)
-    for k in ("_attn_implementation", "attn_implementation", "_name_or_path"):
-        cfg.pop(k, None)
-    cfg.update(spec["config"])  # classic top-level keys (rope_theta, rope_scaling, sliding_window...) as specified
-    cfg["architectures"] = [fam["architecture"]]
-    cfg["model_type"] = fam["model_type"]
-    cfg["torch_dtype"] = spec["dtype"]
-    cfg["dtype"] = spec["dtype"]
-    with open(path, "w") as f:
-        json.dump(cfg, f, indent=2, sort_keys=True)
-        f.write("\n")
-    gen = {
-        "_from_model_config": False,
-        "bos_token_id": spec["config"]["bos_token_id"],
-        "eos_token_id": spec["config"]["eos_token_id"],
-        "do_sample": False,
-        "transformers_version": transformers_version,
-    }
-    with open(os.path.join(d, "generation_config.json"), "w") as f:
-        json.dump(gen, f, indent=2)
-        f.write("\n")
-    return hf_keys
+    return mf.write_configs(model, spec, d, transformers_version, fam["architecture"], fam["model_type"], common={})
 
 
 def without_window(spec):

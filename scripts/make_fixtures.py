@@ -537,17 +537,20 @@ def save_weights(tensors, d, num_shards):
     return files
 
 
-def write_configs(model, spec, d, transformers_version):
+def write_configs(model, spec, d, transformers_version, architecture="Qwen3ForCausalLM", model_type="qwen3",
+                  common=COMMON_CONFIG):
+    """config.json (transformers' keys, then `common` and the spec's keys as given) and
+    generation_config.json; returns the keys transformers wrote. Shared with make_family_fixtures.py."""
     model.config.save_pretrained(d)
     path = os.path.join(d, "config.json")
     cfg = json.load(open(path))
     hf_keys = sorted(cfg)
     for k in ("_attn_implementation", "attn_implementation", "_name_or_path"):
         cfg.pop(k, None)
-    cfg.update(COMMON_CONFIG)
-    cfg.update(spec["config"])  # top-level rope_theta, eos form, etc. exactly as specified
-    cfg["architectures"] = ["Qwen3ForCausalLM"]
-    cfg["model_type"] = "qwen3"
+    cfg.update(common)
+    cfg.update(spec["config"])  # top-level rope_theta, rope_scaling, eos form, etc. exactly as specified
+    cfg["architectures"] = [architecture]
+    cfg["model_type"] = model_type
     cfg["torch_dtype"] = spec["dtype"]
     cfg["dtype"] = spec["dtype"]
     with open(path, "w") as f:
