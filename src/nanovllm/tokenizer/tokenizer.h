@@ -1,4 +1,5 @@
-// Hugging Face tokenizer.json (byte-level BPE: Qwen3, Qwen2.5, Llama 3) plus tokenizer_config.json.
+// Hugging Face tokenizer.json (byte-level BPE: Qwen3, Qwen2.5, Llama 3; SentencePiece-style BPE with byte
+// fallback: Llama 2, Mistral) plus tokenizer_config.json.
 // Public interface used by the engine, CLI and server. Implementation: tokenizer/*.cpp.
 #pragma once
 #include <cstdint>
