@@ -74,7 +74,7 @@ const Tokenizer& LLM::require_tokenizer() const {
 std::vector<int32_t> LLM::to_token_ids(const Prompt& p) const {
   if (!p.token_ids.empty()) return p.token_ids;
   if (p.text.empty()) throw InvalidRequest("prompt", "the prompt is empty");
-  return require_tokenizer().encode(p.text);
+  return require_tokenizer().encode(p.text, p.add_special_tokens);
 }
 
 std::string LLM::apply_chat_template(const ChatTemplateInputs& in) const {

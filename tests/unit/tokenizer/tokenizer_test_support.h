@@ -71,7 +71,8 @@ inline const std::vector<std::string>& corpus() {
 // through its Node bindings) for `tokenizer_json` (default: Qwen3's), or an empty vector (with
 // *why set) when node or the npm packages are unavailable.
 inline std::vector<std::vector<int32_t>> hf_reference(const std::vector<std::string>& texts, std::string* why,
-                                                      const std::filesystem::path& tokenizer_json = {}) {
+                                                      const std::filesystem::path& tokenizer_json = {},
+                                                      bool add_special_tokens = false) {
   namespace fs = std::filesystem;
   const fs::path script = source_dir() / "tests/oracles/tokenize_oracle.mjs";
   if (!fs::exists(source_dir() / "tests/oracles/node_modules/tokenizers")) {
@@ -81,8 +82,8 @@ inline std::vector<std::vector<int32_t>> hf_reference(const std::vector<std::str
   const fs::path tmp = fs::temp_directory_path() / ("nanovllm_tok_" + std::to_string(::getpid()));
   fs::create_directories(tmp);
   { std::ofstream(tmp / "in.json") << nlohmann::json(texts).dump(); }
-  std::string cmd = "node '" + script.string() + "' encode '" + (tmp / "in.json").string() + "' '" +
-                    (tmp / "out.json").string() + "'";
+  std::string cmd = "node '" + script.string() + (add_special_tokens ? "' encode-special '" : "' encode '") +
+                    (tmp / "in.json").string() + "' '" + (tmp / "out.json").string() + "'";
   if (!tokenizer_json.empty()) cmd += " '" + tokenizer_json.string() + "'";
   if (std::system(cmd.c_str()) != 0) {
     *why = "the Hugging Face reference failed: " + cmd;
