@@ -11,8 +11,10 @@
 //
 // GEMM kernel (one template for 1 and 2): grid (ceil(N / kBN), moe_max_tiles); CTA = 4 warps over
 // a kMoeBlockM (32) x kBN (64) output tile (2 x 2 warps, each 16 rows x 32 columns = 4 m16n8 MMA
-// tiles, twice for gate_up), K in steps of kBK (32) staged in shared memory with 16-byte loads and
-// read as mma.sync m16n8k16 BF16 fragments (mma.cuh's layouts), FP32 accumulation. Each CTA reads
+// tiles, twice for gate_up), K in steps of kBK (32) through a 3-stage cp.async pipeline in shared
+// memory (two steps in flight while one is multiplied: decode is a stream of weight bytes, and a
+// CTA must keep enough of them in flight), read as mma.sync m16n8k16 BF16 fragments (mma.cuh's
+// layouts), FP32 accumulation. Each CTA reads
 // its tile's expert from tile_expert and exits at once when it is -1 (a tile past the real count),
 // so the grid depends only on (T, k, E) — CUDA-graph safe, no host sync — and at decode only the
 // chosen experts' weights are read. Rows of padding (sorted_pairs == T k) load zeros and are not
@@ -36,12 +38,7 @@ using namespace cuda;
 
 namespace {
 
-constexpr int kBN = 64, kBK = 32, kPad = 8, kThreads = 128;
-
-// 8 BF16 at p when the row has them (k dims are multiples of 8, so a chunk is all in or all out).
-__device__ __forceinline__ uint4 load8_or_zero(const bf16* p, bool ok) {
-  return ok ? *reinterpret_cast<const uint4*>(p) : make_uint4(0, 0, 0, 0);
-}
+constexpr int kBN = 64, kBK = 32, kPad = 8, kThreads = 128, kStages = 3;
 
 __device__ __forceinline__ uint32_t smem_u32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
@@ -53,8 +50,8 @@ __global__ void __launch_bounds__(kThreads)
                     const int32_t* __restrict__ sorted_pairs, const int32_t* __restrict__ tile_expert, int TK, int topk,
                     int N, int Kd) {
   constexpr int kMats = kGateUp ? 2 : 1;
-  __shared__ __align__(16) bf16 As[kMoeBlockM][kBK + kPad];
-  __shared__ __align__(16) bf16 Bs[kMats][kBN][kBK + kPad];
+  __shared__ __align__(16) bf16 As[kStages][kMoeBlockM][kBK + kPad];
+  __shared__ __align__(16) bf16 Bs[kStages][kMats][kBN][kBK + kPad];
   pdl_begin();
   const int tile = blockIdx.y;
   const int e = tile_expert[tile];
@@ -70,32 +67,47 @@ __global__ void __launch_bounds__(kThreads)
   if (pair < TK) a_src = kGateUp ? A + int64_t(pair / topk) * Kd : A + int64_t(row0 + a_r) * Kd;
   const bf16* We = W + int64_t(e) * kMats * N * Kd;
 
-  float acc[kMats][4][4] = {};
-  for (int k0 = 0; k0 < Kd; k0 += kBK) {
-    *reinterpret_cast<uint4*>(&As[a_r][a_c]) = load8_or_zero(a_src + k0 + a_c, a_src && k0 + a_c < Kd);
+  // One K step into shared-memory stage `st` by cp.async (out-of-range chunks are zero-filled).
+  auto load_stage = [&](int st, int k0) {
+    const bool a_ok = a_src && k0 + a_c < Kd;
+    cp_async16(&As[st][a_r][a_c], a_ok ? a_src + k0 + a_c : W, a_ok ? 16 : 0);
 #pragma unroll
     for (int c = tid; c < kBN * kBK / 8; c += kThreads) {
       const int r = c >> 2, cc = (c & 3) * 8, n = n0 + r;
       const bool ok = n < N && k0 + cc < Kd;
 #pragma unroll
       for (int m = 0; m < kMats; ++m)
-        *reinterpret_cast<uint4*>(&Bs[m][r][cc]) = load8_or_zero(We + (int64_t(m) * N + n) * Kd + k0 + cc, ok);
+        cp_async16(&Bs[st][m][r][cc], ok ? We + (int64_t(m) * N + n) * Kd + k0 + cc : W, ok ? 16 : 0);
     }
-    __syncthreads();
+  };
+
+  float acc[kMats][4][4] = {};
+  const int nk = (Kd + kBK - 1) / kBK;
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < nk) load_stage(st, st * kBK);
+    cp_async_commit();
+  }
+  for (int kt = 0; kt < nk; ++kt) {
+    cp_async_wait<kStages - 2>();  // step kt has landed (this thread's copies) ...
+    __syncthreads();               // ... and everyone's; and stage (kt - 1) % kStages is free again
+    const int st = kt % kStages;
 #pragma unroll
     for (int kk = 0; kk < kBK; kk += 16) {
       const int ar = wm * 16 + g;
-      const uint32_t a[4] = {smem_u32(&As[ar][kk + 2 * q]), smem_u32(&As[ar + 8][kk + 2 * q]),
-                             smem_u32(&As[ar][kk + 2 * q + 8]), smem_u32(&As[ar + 8][kk + 2 * q + 8])};
+      const uint32_t a[4] = {smem_u32(&As[st][ar][kk + 2 * q]), smem_u32(&As[st][ar + 8][kk + 2 * q]),
+                             smem_u32(&As[st][ar][kk + 2 * q + 8]), smem_u32(&As[st][ar + 8][kk + 2 * q + 8])};
 #pragma unroll
       for (int m = 0; m < kMats; ++m)
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt) {
           const int bn = wn * 32 + nt * 8 + g;
-          mma_bf16_16816(acc[m][nt], a, smem_u32(&Bs[m][bn][kk + 2 * q]), smem_u32(&Bs[m][bn][kk + 2 * q + 8]));
+          mma_bf16_16816(acc[m][nt], a, smem_u32(&Bs[st][m][bn][kk + 2 * q]), smem_u32(&Bs[st][m][bn][kk + 2 * q + 8]));
         }
     }
-    __syncthreads();
+    const int next = kt + kStages - 1;
+    if (next < nk) load_stage(next % kStages, next * kBK);
+    cp_async_commit();
   }
 
 #pragma unroll
