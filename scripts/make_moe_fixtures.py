@@ -125,35 +125,19 @@ def sparse_layers(cfg):
 
 def expected_tensors(cfg):
     """name -> shape, in the published Qwen3-30B-A3B layout (one tensor per expert)."""
-    v, h = cfg["vocab_size"], cfg["hidden_size"]
-    nh, nkv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
-    out = {"model.embed_tokens.weight": [v, h], "model.norm.weight": [h]}
-    if not cfg["tie_word_embeddings"]:
-        out["lm_head.weight"] = [v, h]
-    sparse = set(sparse_layers(cfg))
-    for i in range(cfg["num_hidden_layers"]):
-        p = "model.layers.%d." % i
-        out[p + "input_layernorm.weight"] = [h]
-        out[p + "post_attention_layernorm.weight"] = [h]
-        out[p + "self_attn.q_proj.weight"] = [nh * hd, h]
-        out[p + "self_attn.k_proj.weight"] = [nkv * hd, h]
-        out[p + "self_attn.v_proj.weight"] = [nkv * hd, h]
-        out[p + "self_attn.o_proj.weight"] = [h, nh * hd]
-        out[p + "self_attn.q_norm.weight"] = [hd]
-        out[p + "self_attn.k_norm.weight"] = [hd]
-        if i in sparse:
-            inter = cfg["moe_intermediate_size"]
-            out[p + "mlp.gate.weight"] = [cfg["num_experts"], h]
-            for e in range(cfg["num_experts"]):
-                q = p + "mlp.experts.%d." % e
-                out[q + "gate_proj.weight"] = [inter, h]
-                out[q + "up_proj.weight"] = [inter, h]
-                out[q + "down_proj.weight"] = [h, inter]
-        else:
-            inter = cfg["intermediate_size"]
-            out[p + "mlp.gate_proj.weight"] = [inter, h]
-            out[p + "mlp.up_proj.weight"] = [inter, h]
-            out[p + "mlp.down_proj.weight"] = [h, inter]
+    h = cfg["hidden_size"]
+    out = mf.expected_tensors(cfg)  # Qwen3's, a dense MLP in every layer
+    for i in sparse_layers(cfg):
+        p = "model.layers.%d.mlp." % i
+        for proj in ("gate_proj", "up_proj", "down_proj"):
+            del out[p + proj + ".weight"]
+        inter = cfg["moe_intermediate_size"]
+        out[p + "gate.weight"] = [cfg["num_experts"], h]
+        for e in range(cfg["num_experts"]):
+            q = p + "experts.%d." % e
+            out[q + "gate_proj.weight"] = [inter, h]
+            out[q + "up_proj.weight"] = [inter, h]
+            out[q + "down_proj.weight"] = [h, inter]
     return out
 
 
@@ -195,19 +179,7 @@ def verify_model_dir(d, name):
 
 
 def verify(root, only=None):
-    names = [n for n in MODELS if os.path.isfile(os.path.join(root, n, "config.json")) and (not only or n in only)]
-    if not names:
-        print("no model directories of %s under %s" % (sorted(MODELS), root))
-        return 1
-    bad = 0
-    for n in names:
-        problems, summary = verify_model_dir(os.path.join(root, n), n)
-        print("%s: %s" % (n, json.dumps(summary)))
-        for p in problems:
-            print("  PROBLEM: " + p)
-        bad += len(problems)
-    print("verify: %s" % ("OK" if bad == 0 else "%d problem(s)" % bad))
-    return 0 if bad == 0 else 1
+    return mf.report_models(root, MODELS, verify_model_dir, only)
 
 
 # --------------------------------------------------------------------------
@@ -370,27 +342,11 @@ def generate_one(name, spec, out_root, versions):
     hf_keys = mf.write_configs(model, spec, d, versions["transformers"], ARCH, MODEL_TYPE, common={})
     log("%s: saved %s" % (name, files))
     prompts = mf.make_prompts(spec)
-    entries, step_rows = [], []
     checks = {"kv_cache": [], "hf_config_keys_written": hf_keys,
               "attn_implementation": getattr(model.config, "_attn_implementation", None),
-              "in_memory_expert_params": sorted({n.split("mlp.experts.")[1] for n, _ in model.named_parameters()
-                                                 if "mlp.experts." in n and n.startswith("model.layers.0.")})}
-    for prompt in prompts:
-        toks, margins, rows = mf.greedy_full(model, prompt, mf.MAX_NEW_TOKENS)
-        step_rows.append(rows[0])
-        try:
-            ctoks, crows = mf.greedy_cached(model, prompt, mf.MAX_NEW_TOKENS)
-            checks["kv_cache"].append({"tokens_agree": ctoks == toks,
-                                       "max_abs_logit_diff": float(max((a - b).abs().max() for a, b in zip(rows, crows)))})
-        except Exception as e:
-            checks["kv_cache"].append({"error": repr(e)})
-        entries.append({
-            "prompt_token_ids": prompt,
-            "greedy_token_ids": toks,
-            "margins": [round(m, mf.MARGIN_DECIMALS) for m in margins],
-            "logits": [[round(x, mf.LOGIT_DECIMALS) for x in r.tolist()] for r in rows],
-        })
-        log("%s prompt len %d: tokens %s min margin %.4f" % (name, len(prompt), toks, min(margins)))
+              "in_memory_expert_params": sorted(n for n, _ in model.named_parameters() if n.startswith(
+                  "model.layers.%d.mlp.experts." % sparse_layers(spec["config"])[0]))[:6]}
+    entries, step_rows, checks["kv_cache"] = mf.reference_entries(model, prompts, name, log)
     gaps = router_gaps(model, spec, prompts, entries)
     try:  # verify() requires it: it proves the per-expert names and the split of fused tensors
         checks["hf_reload"] = hf_reload_check(d, prompts[5], step_rows[5])
@@ -409,11 +365,7 @@ def generate_one(name, spec, out_root, versions):
         "dtype_saved": spec["dtype"],
         "max_new_tokens": mf.MAX_NEW_TOKENS,
         "eos_token_ids": mf.eos_list(spec["config"]["eos_token_id"]),
-        "description": ("Greedy decoding with Hugging Face %s in float32 on CPU, eager attention, "
-                        "full forward pass (no KV cache) at every step, no eos stopping. "
-                        "logits[s] are the last-position logits that chose greedy_token_ids[s] "
-                        "(rounded to %d decimals); margins[s] = top1 - top2 logit before rounding."
-                        % (ARCH, mf.LOGIT_DECIMALS)),
+        "description": mf.reference_description(ARCH),
         "generator": dict(versions, seed=spec["seed"],
                           weights="matrices ~ N(0, %g), RMSNorm ~ U(%g, %g)%s"
                           % (mf.LINEAR_STD, mf.NORM_LOW, mf.NORM_HIGH,
