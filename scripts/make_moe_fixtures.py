@@ -208,7 +208,11 @@ def build_model(name, spec):
             log("Qwen3MoeConfig(rope_parameters form: %s) refused: %r" % (use_rope_parameters, e))
             continue
         config.architectures = [ARCH]
-        config._attn_implementation = "eager"
+        config.head_dim = hd  # (transformers 5's Qwen3MoeConfig declares no head_dim; the attention reads it)
+        try:
+            config._attn_implementation = "eager"
+        except Exception as e:  # pragma: no cover
+            log("could not set eager attention on config: %r" % (e,))
         model = transformers.Qwen3MoeForCausalLM(config)
         inv = model.model.rotary_emb.inv_freq.double().tolist()
         if len(inv) == len(want) and all(abs(a - b) <= 1e-5 * b for a, b in zip(inv, want)):
