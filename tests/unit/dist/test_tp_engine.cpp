@@ -92,8 +92,10 @@ EngineConfig base(const std::string& model) {
 }  // namespace
 
 TEST(TensorParallelEngine, Tp2MatchesTp1OnTheFixtures) {
-  // (tiny-qwen2: its q/k/v biases split by heads; tiny-mistral: the sliding window on each rank.)
-  for (std::string model : {"tiny-qwen3-tied", "tiny-qwen3-untied", "tiny-qwen2", "tiny-mistral"}) {
+  // (tiny-qwen2: its q/k/v biases split by heads; tiny-mistral: the sliding window on each rank;
+  // tiny-qwen3-moe: every expert's intermediate split, the router whole on each rank.)
+  for (std::string model : {"tiny-qwen3-tied", "tiny-qwen3-untied", "tiny-qwen2", "tiny-mistral", "tiny-qwen3-moe",
+                            "tiny-qwen3-moe-nonorm"}) {
     const auto cfg = base(test::fixture(model));
     expect_same(generate(cfg, 2), generate(cfg, 1), model + " TP=2");
   }
