@@ -10,18 +10,16 @@
 //     (to BF16, or kept F32 as tensor parallelism's partial sums).
 //
 // GEMM kernel (one template for 1 and 2): grid (ceil(N / kBN), moe_max_tiles); CTA = 4 warps over
-// a kMoeBlockM (32) x kBN (64) output tile (2 x 2 warps, each 16 rows x 32 columns = 4 m16n8 MMA
-// tiles, twice for gate_up), K in steps of kBK (32) through a 3-stage cp.async pipeline in shared
-// memory (two steps in flight while one is multiplied: decode is a stream of weight bytes, and a
-// CTA must keep enough of them in flight), read as mma.sync m16n8k16 BF16 fragments (mma.cuh's
-// layouts), FP32 accumulation. Each CTA reads
-// its tile's expert from tile_expert and exits at once when it is -1 (a tile past the real count),
-// so the grid depends only on (T, k, E) — CUDA-graph safe, no host sync — and at decode only the
-// chosen experts' weights are read. Rows of padding (sorted_pairs == T k) load zeros and are not
-// stored.
-// Why a separate combine rather than atomics in down's epilogue: the sum over a token's k experts
-// is then in a fixed order (bitwise reproducible, as the CUDA-graph vs eager tests compare), needs
-// no zeroed F32 output and no atomics on BF16, and rounds once; the price is y's round trip
+// a kMoeBlockM (32) x kBN output tile (2 x 2 warps, each 16 rows x kBN / 2 columns = kBN / 16 m16n8
+// MMA tiles, twice for gate_up; kBN 64, or 32 where 64 would leave SMs idle: decode), K in steps of kBK (32) through a
+// 3-stage cp.async pipeline in shared memory (two steps in flight while one is multiplied: decode is a stream of weight
+// bytes, and a CTA must keep enough of them in flight), read as mma.sync m16n8k16 BF16 fragments (mma.cuh's layouts),
+// FP32 accumulation. Each CTA reads its tile's expert from tile_expert and exits at once when it is -1 (a tile past the
+// real count), so the grid depends only on (T, k, E) — CUDA-graph safe, no host sync — and at decode only the chosen
+// experts' weights are read. Rows of padding (sorted_pairs == T k) load zeros and are not stored. Why a separate
+// combine rather than atomics in down's epilogue: the sum over a token's k experts is then in a fixed order (bitwise
+// reproducible, as the CUDA-graph vs eager tests compare), needs no zeroed F32 output and no atomics on BF16, and
+// rounds once; the price is y's round trip
 // ([T k, H] BF16), small beside the expert weights a step reads.
 // Rounding, as transformers' BF16 modules: gate and up rounded to BF16, silu(gate) rounded, the
 // product rounded (act), y rounded; the combine's sum in F32.
@@ -38,18 +36,18 @@ using namespace cuda;
 
 namespace {
 
-constexpr int kBN = 64, kBK = 32, kPad = 8, kThreads = 128, kStages = 3;
+constexpr int kBK = 32, kPad = 8, kThreads = 128, kStages = 3;
 
 __device__ __forceinline__ uint32_t smem_u32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
 // kGateUp: A = x [T, Kd] gathered by token, W = w13 [E, 2N, Kd], out = act [rows, N].
 // else:    A = act [rows, Kd] (rows in sorted order), W = w2 [E, N, Kd], out = y [rows, N].
-template <bool kGateUp>
+template <bool kGateUp, int kBN>
 __global__ void __launch_bounds__(kThreads)
     moe_gemm_kernel(const bf16* __restrict__ A, const bf16* __restrict__ W, bf16* __restrict__ out,
                     const int32_t* __restrict__ sorted_pairs, const int32_t* __restrict__ tile_expert, int TK, int topk,
                     int N, int Kd) {
-  constexpr int kMats = kGateUp ? 2 : 1;
+  constexpr int kMats = kGateUp ? 2 : 1, kNT = kBN / 16;  // n8 MMA tiles per warp (kBN / 2 columns)
   __shared__ __align__(16) bf16 As[kStages][kMoeBlockM][kBK + kPad];
   __shared__ __align__(16) bf16 Bs[kStages][kMats][kBN][kBK + kPad];
   pdl_begin();
@@ -81,7 +79,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   };
 
-  float acc[kMats][4][4] = {};
+  float acc[kMats][kNT][4] = {};
   const int nk = (Kd + kBK - 1) / kBK;
 #pragma unroll
   for (int st = 0; st < kStages - 1; ++st) {
@@ -100,8 +98,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int m = 0; m < kMats; ++m)
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-          const int bn = wn * 32 + nt * 8 + g;
+        for (int nt = 0; nt < kNT; ++nt) {
+          const int bn = wn * (kBN / 2) + nt * 8 + g;
           mma_bf16_16816(acc[m][nt], a, smem_u32(&Bs[st][m][bn][kk + 2 * q]), smem_u32(&Bs[st][m][bn][kk + 2 * q + 8]));
         }
     }
@@ -115,10 +113,10 @@ __global__ void __launch_bounds__(kThreads)
     const int row = row0 + wm * 16 + g + half * 8;
     if (sorted_pairs[row] >= TK) continue;  // padding
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
+    for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        const int n = n0 + wn * 32 + nt * 8 + 2 * q + i;
+        const int n = n0 + wn * (kBN / 2) + nt * 8 + 2 * q + i;
         if (n >= N) continue;
         float v = acc[0][nt][half * 2 + i];
         if constexpr (kGateUp) {
@@ -179,12 +177,15 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& w13, const Tensor& 
   const Stream st = on_stream();
   moe_align(ids, E, sorted_pairs, tile_expert, pair_row, st);
   Tensor act = empty({tiles * kMoeBlockM, I}, DType::BF16), y = empty({tiles * kMoeBlockM, H}, DType::BF16);
-  launch(moe_gemm_kernel<true>, dim3(ceil_div(I, kBN), unsigned(tiles)), dim3(kThreads), 0, st, x.data<bf16>(),
-         w13.data<bf16>(), act.data<bf16>(), sorted_pairs.data<int32_t>(), tile_expert.data<int32_t>(), int(TK), int(K),
-         int(I), int(H));
-  launch(moe_gemm_kernel<false>, dim3(ceil_div(H, kBN), unsigned(tiles)), dim3(kThreads), 0, st, act.data<bf16>(),
-         w2.data<bf16>(), y.data<bf16>(), sorted_pairs.data<int32_t>(), tile_expert.data<int32_t>(), int(TK), int(K),
-         int(H), int(I));
+  // 64-column tiles, or 32 where the 64-column grid would not fill the SMs once (decode: a handful of
+  // tiles per expert), so that more CTAs stream the chosen experts' weights at once.
+  auto gemm = [&](auto kernel64, auto kernel32, const bf16* a, const bf16* w, bf16* o, int64_t N, int64_t Kd) {
+    const bool narrow = int64_t(ceil_div(N, 64)) * tiles < num_sms_;
+    launch(narrow ? kernel32 : kernel64, dim3(ceil_div(N, narrow ? 32 : 64), unsigned(tiles)), dim3(kThreads), 0, st, a,
+           w, o, sorted_pairs.data<int32_t>(), tile_expert.data<int32_t>(), int(TK), int(K), int(N), int(Kd));
+  };
+  gemm(moe_gemm_kernel<true, 64>, moe_gemm_kernel<true, 32>, x.data<bf16>(), w13.data<bf16>(), act.data<bf16>(), I, H);
+  gemm(moe_gemm_kernel<false, 64>, moe_gemm_kernel<false, 32>, act.data<bf16>(), w2.data<bf16>(), y.data<bf16>(), H, I);
   launch(moe_combine_kernel, dim3(unsigned(T)), dim3(unsigned(std::min<int64_t>(256, ceil_div(H, 8)))), 0, st,
          y.data<bf16>(), weights.data<float>(), pair_row.data<int32_t>(), int(K), int(H), out.raw(),
          out.dtype() == DType::F32);
