@@ -175,7 +175,11 @@ std::vector<std::vector<int32_t>> run_cuda_fixture(const std::string& name, bool
   auto r = test::run_fixture(name, cfg);
   std::printf("[gpu] e2e %s%s: %d greedy tokens compared, %d diverged at a near-tie, max |logit diff| %.3e\n",
               name.c_str(), eager ? " eager" : " graphs", r.compared, r.diverged, r.max_logit_diff);
-  EXPECT_LT(r.max_logit_diff, 0.15) << name;  // BF16 vs transformers FP32, as test_cuda_engine.cpp
+  // BF16 vs transformers FP32. Looser than the dense families' 0.15 (test_cuda_engine.cpp): the router
+  // reads BF16 activations, and a token whose k-th and (k+1)-th router probabilities lie within BF16's
+  // error of each other (the fixtures' smallest gaps are 5e-5) may take the other expert, which moves
+  // that token's logits by more than rounding does.
+  EXPECT_LT(r.max_logit_diff, 0.5) << name;
   EXPECT_GT(r.compared, 40) << name;
   EXPECT_TRUE(r.all_blocks_free);
   // The greedy tokens themselves, for graphs vs eager.
