@@ -19,7 +19,7 @@ if [ -d /tmp/deps ]; then
 fi
 grep -h "^\[gpu\]" build-gpu/Testing/Temporary/LastTest.log | head -60 > "$OUT/moe_gpu_lines.txt"
 # The CPU side with the fixtures: engine vs transformers (1e-4), the dense equivalence, TP=2 vs TP=1.
-ctest --test-dir build-gpu -L unit -R "Qwen3Moe" --output-on-failure --timeout 600 2>&1 | tee "$OUT/ctest_moe_cpu.txt" | tail -15
+ctest --test-dir build-gpu -L unit -R "Qwen3Moe|TensorParallelEngine" --output-on-failure --timeout 600 2>&1 | tee "$OUT/ctest_moe_cpu.txt" | tail -15
 [ "${1:-}" = tests ] && exit 0
 B=build-gpu/nanovllm
 # 61 GB of weights: 0.92 of 80 GB leaves ~10 GB for the KV cache and the step's activations.
