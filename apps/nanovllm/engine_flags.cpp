@@ -10,9 +10,10 @@
 namespace nanovllm::cli {
 
 void EngineFlags::add_to(CLI::App& app) {
-  app.add_option("MODEL", model_arg,
-                 "model directory, or a built-in preset (qwen3-0.6b, qwen3-1.7b, qwen3-8b, qwen2.5-0.5b, qwen2.5-7b, "
-                 "llama-3.2-1b, llama-3.1-8b, mistral-7b)");
+  app.add_option(
+      "MODEL", model_arg,
+      "model directory, or a built-in preset (qwen3-0.6b, qwen3-1.7b, qwen3-8b, qwen3-30b-a3b, qwen2.5-0.5b, "
+      "qwen2.5-7b, llama-3.2-1b, llama-3.1-8b, mistral-7b)");
   app.add_option("--model,-m", cfg.model, "the model, as MODEL (both given: they must agree)");
   add_vllm_engine_flags(app, *this);
   app.add_option("--load-format", load_format, "auto (safetensors) or dummy (random weights)")

@@ -1,7 +1,7 @@
 // The op interface every backend implements (CPU: the reference; CUDA: the fast one).
 // Model code calls only these; activations use the backend's act_dtype (F32 on CPU, BF16 on
 // CUDA), weights its weight dtype. Shapes: T tokens, H hidden, V vocab, B sequences,
-// Hq/Hkv heads, D head_dim, I intermediate size. Shapes are checked in ops/checks.cpp.
+// Hq/Hkv heads, D head_dim, I intermediate size, E experts. Shapes are checked in ops/checks.cpp.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -119,6 +119,18 @@ class Backend {
   virtual void cast(const Tensor& src, Tensor& dst) = 0;
   // out = silu(x[:, :I]) * x[:, I:]. x: [T, 2I]; out: [T, I].
   virtual void silu_and_mul(const Tensor& x, Tensor& out) = 0;
+
+  // Mixture of experts (Qwen3-MoE's sparse block, transformers' Qwen3MoeTopKRouter and experts).
+  // The router: p = softmax(logits[t]) in F32, the top_k largest of p (descending; of equal
+  // values the lower expert index first), divided by their sum when renormalize. logits: [T, E]
+  // (F32 or the act dtype); weights: [T, top_k] F32; ids: [T, top_k] I32.
+  virtual void moe_topk(const Tensor& logits, int64_t top_k, bool renormalize, Tensor& weights, Tensor& ids) = 0;
+  // The experts and their combine: out[t] = sum_j weights[t, j] * down_e(silu(gate_e(x[t])) * up_e(x[t]))
+  // with e = ids[t, j]. x: [T, H]; w13: [E, 2I, H] (expert e's gate rows, then its up rows);
+  // w2: [E, H, I]; weights, ids: [T, k] as moe_topk writes them; out: [T, H] in the act dtype or F32
+  // (tensor parallelism: each rank holds a slice of every expert's I, and out is its partial sums).
+  virtual void moe_experts(const Tensor& x, const Tensor& w13, const Tensor& w2, const Tensor& weights,
+                           const Tensor& ids, Tensor& out) = 0;
 
   // Fused pairs (the defaults run the two ops; a backend overrides where one pass is faster,
   // e.g. CUDA at decode batch sizes, where each kernel launch costs more than its work).

@@ -133,6 +133,38 @@ void check_gather_rows(const Tensor& x, const std::vector<int32_t>& rows, const 
     if (r < 0 || r >= x.size(0)) fail("gather_rows", "row " + std::to_string(r) + " out of range");
 }
 
+void check_moe_topk(const Tensor& logits, int64_t top_k, const Tensor& weights, const Tensor& ids) {
+  want_dim("moe_topk", "logits", logits, 2);
+  want_dim("moe_topk", "weights", weights, 2);
+  want_dim("moe_topk", "ids", ids, 2);
+  if (top_k < 1 || top_k > logits.size(1))
+    fail("moe_topk", "top_k " + std::to_string(top_k) + " outside [1, " + std::to_string(logits.size(1)) + "]");
+  if (weights.dtype() != DType::F32 || ids.dtype() != DType::I32) fail("moe_topk", "weights must be F32, ids I32");
+  const Shape want{logits.size(0), top_k};
+  if (weights.shape() != want || ids.shape() != want)
+    fail("moe_topk", "logits " + shape_str(logits.shape()) + ", top_k " + std::to_string(top_k) + ": weights " +
+                         shape_str(weights.shape()) + ", ids " + shape_str(ids.shape()));
+}
+
+void check_moe_experts(const Tensor& x, const Tensor& w13, const Tensor& w2, const Tensor& weights, const Tensor& ids,
+                       const Tensor& out) {
+  want_dim("moe_experts", "x", x, 2);
+  want_dim("moe_experts", "w13", w13, 3);
+  want_dim("moe_experts", "w2", w2, 3);
+  want_dim("moe_experts", "weights", weights, 2);
+  want_dim("moe_experts", "ids", ids, 2);
+  want_dim("moe_experts", "out", out, 2);
+  const int64_t T = x.size(0), H = x.size(1), E = w13.size(0), I = w13.size(1) / 2;
+  if (w13.size(1) % 2 != 0 || w13.size(2) != H || w2.shape() != Shape{E, H, I})
+    fail("moe_experts", "x " + shape_str(x.shape()) + ", w13 " + shape_str(w13.shape()) + ", w2 " +
+                            shape_str(w2.shape()) + ": want w13 [E, 2I, H] and w2 [E, H, I]");
+  if (weights.dtype() != DType::F32 || ids.dtype() != DType::I32) fail("moe_experts", "weights must be F32, ids I32");
+  if (weights.size(0) != T || ids.shape() != weights.shape() || weights.size(1) > E)
+    fail("moe_experts", "weights " + shape_str(weights.shape()) + ", ids " + shape_str(ids.shape()) + " for " +
+                            std::to_string(T) + " tokens of " + std::to_string(E) + " experts");
+  if (out.shape() != x.shape()) fail("moe_experts", "out " + shape_str(out.shape()) + " != x " + shape_str(x.shape()));
+}
+
 void Backend::qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
                                  Tensor& k_cache, Tensor& v_cache, int64_t num_heads, int64_t num_kv_heads,
                                  int64_t head_dim, float eps, const RopeParams& rope, const AttentionMetadata& md) {

@@ -26,6 +26,9 @@ void check_linear_silu_mul(const Tensor& x, const Tensor& w, const Tensor& out);
 void check_add_rms_norm_linear(const Tensor& x, const Tensor& residual, const Tensor& norm_w, const Tensor& w,
                                const Tensor& out, bool silu_mul);
 void check_cast(const Tensor& src, const Tensor& dst);
+void check_moe_topk(const Tensor& logits, int64_t top_k, const Tensor& weights, const Tensor& ids);
+void check_moe_experts(const Tensor& x, const Tensor& w13, const Tensor& w2, const Tensor& weights, const Tensor& ids,
+                       const Tensor& out);
 void check_gather_rows(const Tensor& x, const std::vector<int32_t>& rows, const Tensor& out);
 
 }  // namespace nanovllm

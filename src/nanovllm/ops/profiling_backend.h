@@ -73,6 +73,13 @@ class ProfilingBackend final : public Backend {
   void silu_and_mul(const Tensor& x, Tensor& out) override {
     timed("silu_and_mul", [&] { in_->silu_and_mul(x, out); });
   }
+  void moe_topk(const Tensor& logits, int64_t k, bool renorm, Tensor& weights, Tensor& ids) override {
+    timed("moe_topk", [&] { in_->moe_topk(logits, k, renorm, weights, ids); });
+  }
+  void moe_experts(const Tensor& x, const Tensor& w13, const Tensor& w2, const Tensor& weights, const Tensor& ids,
+                   Tensor& out) override {
+    timed("moe_experts", [&] { in_->moe_experts(x, w13, w2, weights, ids, out); });
+  }
   void qk_norm_rope_store(Tensor& qkv, const Tensor& qn, const Tensor& kn, const Tensor& pos, Tensor& k, Tensor& v,
                           int64_t hq, int64_t hkv, int64_t d, float eps, const RopeParams& rope,
                           const AttentionMetadata& md) override {

@@ -39,6 +39,9 @@ class CpuBackend final : public Backend {
                  int64_t sliding_window = 0) override;
   void cast(const Tensor& src, Tensor& dst) override;
   void silu_and_mul(const Tensor& x, Tensor& out) override;
+  void moe_topk(const Tensor& logits, int64_t top_k, bool renormalize, Tensor& weights, Tensor& ids) override;
+  void moe_experts(const Tensor& x, const Tensor& w13, const Tensor& w2, const Tensor& weights, const Tensor& ids,
+                   Tensor& out) override;
   void merge_vocab_shards(const Tensor& parts, Tensor& out) override;
   void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override;
   std::vector<int32_t> sample(const Tensor& logits, const std::vector<SamplingRow>& rows,

@@ -79,6 +79,9 @@ class CudaBackend final : public Backend {
   void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) override;
   void add_rms_norm_linear(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out,
                            bool silu_mul) override;
+  void moe_topk(const Tensor& logits, int64_t top_k, bool renormalize, Tensor& weights, Tensor& ids) override;
+  void moe_experts(const Tensor& x, const Tensor& w13, const Tensor& w2, const Tensor& weights, const Tensor& ids,
+                   Tensor& out) override;  // moe_gemm.cu (routing: moe_routing.cu)
   void merge_vocab_shards(const Tensor& parts, Tensor& out) override;
   void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override;
   std::vector<int32_t> sample(const Tensor& logits, const std::vector<SamplingRow>& rows,
