@@ -135,9 +135,10 @@ void check_gather_rows(const Tensor& x, const std::vector<int32_t>& rows, const 
 
 void Backend::qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
                                  Tensor& k_cache, Tensor& v_cache, int64_t num_heads, int64_t num_kv_heads,
-                                 int64_t head_dim, float eps, const RopeParams& rope, const AttentionMetadata& md) {
+                                 int64_t head_dim, float eps, const RopeParams& rope, const AttentionMetadata& md,
+                                 KVScales kv_scales) {
   qk_norm_rope(qkv, q_norm_w, k_norm_w, positions, num_heads, num_kv_heads, head_dim, eps, rope);
-  store_kvcache(qkv, k_cache, v_cache, num_heads, num_kv_heads, head_dim, md);
+  store_kvcache(qkv, k_cache, v_cache, num_heads, num_kv_heads, head_dim, md, kv_scales);
 }
 
 void Backend::linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) {

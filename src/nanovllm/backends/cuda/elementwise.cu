@@ -280,7 +280,8 @@ __global__ void store_kvcache_kernel(const bf16* __restrict__ qkv, bf16* __restr
 }
 
 void CudaBackend::store_kvcache(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, int64_t num_heads,
-                                int64_t num_kv_heads, int64_t head_dim, const AttentionMetadata& md) {
+                                int64_t num_kv_heads, int64_t head_dim, const AttentionMetadata& md,
+                                KVScales kv_scales) {
   check_qkv(qkv, num_heads, num_kv_heads, head_dim, "store_kvcache");
   check_kv_cache(k_cache, v_cache, num_kv_heads, head_dim);
   check_metadata(md, qkv.size(0), k_cache.size(0) * k_cache.size(1));

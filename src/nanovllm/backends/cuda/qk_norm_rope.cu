@@ -152,7 +152,7 @@ void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor
 void CudaBackend::qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w,
                                      const Tensor& positions, Tensor& k_cache, Tensor& v_cache, int64_t num_heads,
                                      int64_t num_kv_heads, int64_t head_dim, float eps, const RopeParams& rope,
-                                     const AttentionMetadata& md) {
+                                     const AttentionMetadata& md, KVScales kv_scales) {
   check_kv_cache(k_cache, v_cache, num_kv_heads, head_dim);
   check_metadata(md, qkv.size(0), k_cache.size(0) * k_cache.size(1));
   if (k_cache.dtype() != DType::BF16 || v_cache.dtype() != DType::BF16)
