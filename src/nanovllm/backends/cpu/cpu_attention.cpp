@@ -44,8 +44,8 @@ std::vector<float> fp8_table(float scale) {
 }
 
 // Row `slot`, head kvh of a cache as floats: in place for F32, else decoded into buf.
-const float* cache_row(const Tensor& cache, int64_t slot, int64_t kv_row, int64_t kvh, int64_t D,
-                       const float* table, float* buf) {
+const float* cache_row(const Tensor& cache, int64_t slot, int64_t kv_row, int64_t kvh, int64_t D, const float* table,
+                       float* buf) {
   if (!table) return cache.data<float>() + slot * kv_row + kvh * D;
   const uint8_t* codes = cache.data<uint8_t>() + slot * kv_row + kvh * D;
   for (int64_t d = 0; d < D; ++d) buf[d] = table[codes[d]];
