@@ -26,9 +26,7 @@ bool fp8_caches(const Tensor& k_cache, const Tensor& v_cache, KVScales s, const 
   if (k_cache.dtype() != v_cache.dtype() || (k_cache.dtype() != DType::F32 && k_cache.dtype() != DType::F8E4M3))
     throw Error(std::string(op) + ": k_cache and v_cache must both be F32 or both F8E4M3, got " +
                 dtype_name(k_cache.dtype()) + " and " + dtype_name(v_cache.dtype()));
-  if (!(s.k > 0 && s.v > 0 && std::isfinite(s.k) && std::isfinite(s.v)))
-    throw Error(std::string(op) + ": KV cache scales must be positive and finite, got k " + std::to_string(s.k) +
-                ", v " + std::to_string(s.v));
+  check_kv_scales(s, op);
   return k_cache.dtype() == DType::F8E4M3;
 }
 
