@@ -266,39 +266,45 @@ __global__ void __launch_bounds__(kThreads) prefill_attn_tc_kernel(const Prefill
     store_rows(o[mt], l[mt], (warp * MT + mt) * 16, rows, G, h, q0 + tok0, int64_t(P.Hq) * D, P.out, lane);
 }
 
-template <int D, int MT>
+template <int D, int MT, bool F8>
 void launch_tc(const PrefillAttnArgs& a, Stream st) {
   const int G = a.Hq / a.Hkv, TQ = rows_per_cta<MT>() / G;
   const int tiles = (a.max_q + TQ - 1) / TQ;
   if (tiles == 0) return;
-  const dim3 grid(unsigned(a.B) * unsigned(tiles), unsigned(a.Hkv));
-  if (a.kc8)
-    launch(prefill_attn_tc_kernel<D, MT, true>, grid, dim3(kThreads), smem_bytes<D, MT>(), st, a, G, tiles);
-  else
-    launch(prefill_attn_tc_kernel<D, MT, false>, grid, dim3(kThreads), smem_bytes<D, MT>(), st, a, G, tiles);
+  launch(prefill_attn_tc_kernel<D, MT, F8>, dim3(unsigned(a.B) * unsigned(tiles), unsigned(a.Hkv)), dim3(kThreads),
+         smem_bytes<D, MT>(), st, a, G, tiles);
 }
 
-template <int D, int MT>
+template <int D, int MT, bool F8>
 void set_smem_limit() {
-  for (auto k : {prefill_attn_tc_kernel<D, MT, false>, prefill_attn_tc_kernel<D, MT, true>})
-    NV_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes<D, MT>())));
+  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_tc_kernel<D, MT, F8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     int(smem_bytes<D, MT>())));
 }
 
 }  // namespace
 
 void prefill_attention_tc(const PrefillAttnArgs& a, Stream st, int rows_per_warp) {
   const bool two = rows_per_warp == 32;
-  if (a.D == 64)
-    two ? launch_tc<64, 2>(a, st) : launch_tc<64, 1>(a, st);
-  else
-    two ? launch_tc<128, 2>(a, st) : launch_tc<128, 1>(a, st);
+  if (a.kc8) {  // FP8 at D = 128: 16 rows per warp (32 spill: the staging registers on top of O)
+    if (a.D == 64)
+      two ? launch_tc<64, 2, true>(a, st) : launch_tc<64, 1, true>(a, st);
+    else
+      launch_tc<128, 1, true>(a, st);
+  } else if (a.D == 64) {
+    two ? launch_tc<64, 2, false>(a, st) : launch_tc<64, 1, false>(a, st);
+  } else {
+    two ? launch_tc<128, 2, false>(a, st) : launch_tc<128, 1, false>(a, st);
+  }
 }
 
 void prefill_attention_init() {
-  set_smem_limit<64, 1>();
-  set_smem_limit<64, 2>();
-  set_smem_limit<128, 1>();
-  set_smem_limit<128, 2>();
+  set_smem_limit<64, 1, false>();
+  set_smem_limit<64, 2, false>();
+  set_smem_limit<128, 1, false>();
+  set_smem_limit<128, 2, false>();
+  set_smem_limit<64, 1, true>();
+  set_smem_limit<64, 2, true>();
+  set_smem_limit<128, 1, true>();
 }
 
 }  // namespace nanovllm::cuda
