@@ -10,7 +10,7 @@ Tensor LlamaAttention::forward(Backend& be, const Tensor& positions, const RopeP
                                LayerKVCache& kv, const AttentionMetadata& md) {
   // (q/k RMSNorm +) RoPE in place, and this step's k/v into the cache pages at md.slot_mapping.
   be.qk_norm_rope_store(qkv, q_norm.weight, k_norm.weight, positions, kv.k, kv.v, attn.num_heads, attn.num_kv_heads,
-                        attn.head_dim, q_norm.eps, rope, md);
+                        attn.head_dim, q_norm.eps, rope, md, kv.scales);
   Tensor o = attn.forward(be, qkv, kv, md);  // [T, Hq * D]
   return o_proj.forward(be, o);              // [T, H]
 }

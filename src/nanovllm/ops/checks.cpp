@@ -1,6 +1,7 @@
 #include "nanovllm/ops/checks.h"
 
 #include <climits>
+#include <cmath>
 
 #include "nanovllm/ops/backend.h"
 #include "nanovllm/utils/error.h"
@@ -73,6 +74,12 @@ void check_kv_cache(const Tensor& k_cache, const Tensor& v_cache, int64_t num_kv
   want_dim("kv_cache", "k_cache", k_cache, 4);
   if (k_cache.shape() != v_cache.shape() || k_cache.size(2) != num_kv_heads || k_cache.size(3) != head_dim)
     fail("kv_cache", "k_cache " + shape_str(k_cache.shape()) + ", v_cache " + shape_str(v_cache.shape()));
+}
+
+void check_kv_scales(KVScales s, const char* op) {
+  if (!(s.k > 0 && s.v > 0 && std::isfinite(s.k) && std::isfinite(s.v)))
+    fail(op,
+         "KV cache scales must be positive and finite, got k " + std::to_string(s.k) + ", v " + std::to_string(s.v));
 }
 
 void check_metadata(const AttentionMetadata& md, int64_t num_tokens, int64_t num_cache_slots) {
@@ -167,9 +174,10 @@ void check_moe_experts(const Tensor& x, const Tensor& w13, const Tensor& w2, con
 
 void Backend::qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
                                  Tensor& k_cache, Tensor& v_cache, int64_t num_heads, int64_t num_kv_heads,
-                                 int64_t head_dim, float eps, const RopeParams& rope, const AttentionMetadata& md) {
+                                 int64_t head_dim, float eps, const RopeParams& rope, const AttentionMetadata& md,
+                                 KVScales kv_scales) {
   qk_norm_rope(qkv, q_norm_w, k_norm_w, positions, num_heads, num_kv_heads, head_dim, eps, rope);
-  store_kvcache(qkv, k_cache, v_cache, num_heads, num_kv_heads, head_dim, md);
+  store_kvcache(qkv, k_cache, v_cache, num_heads, num_kv_heads, head_dim, md, kv_scales);
 }
 
 void Backend::linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) {
