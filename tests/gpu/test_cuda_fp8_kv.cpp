@@ -170,11 +170,13 @@ TEST(CudaFp8KV, FusedNormRopeStoreWritesCodes) {
   be.cpu.qk_norm_rope_store(qkv.cpu, qw.cpu, kw.cpu, p.cpu, k.cpu, v.cpu, hq, hkv, D, 1e-6f, rope, md, s);
   be.gpu.qk_norm_rope_store(qkv.gpu, qw.gpu, kw.gpu, p.gpu, k.gpu, v.gpu, hq, hkv, D, 1e-6f, rope, md, s);
   expect_close("fp8 qk_norm_rope_store qkv", be.gpu.to_host_f32(qkv.gpu), be.cpu.to_host_f32(qkv.cpu), 1e-2, 5e-2);
-  // v: the same BF16 inputs, the same codes. k: values within one E4M3 step (1/8 relative) and a
-  // small overall error.
+  // v: the same BF16 inputs, the same codes. k: values within one E4M3 step (1/8 relative), plus
+  // what the two sides' roundings of the normed and rotated k (values up to ~4 in code units) leave
+  // where RoPE's x cos - y sin nearly cancels (H100: 0.0156 at a code of 0.0156), and a small
+  // overall error.
   EXPECT_EQ(be.gpu.to_host_f32(v.gpu), be.cpu.to_host_f32(v.cpu)) << "v codes";
   const auto kg = be.gpu.to_host_f32(k.gpu), kc = be.cpu.to_host_f32(k.cpu);
-  for (size_t i = 0; i < kg.size(); ++i) ASSERT_LE(std::fabs(kg[i] - kc[i]), std::fabs(kc[i]) / 7 + 1e-3) << i;
+  for (size_t i = 0; i < kg.size(); ++i) ASSERT_LE(std::fabs(kg[i] - kc[i]), std::fabs(kc[i]) / 7 + 3e-2) << i;
   expect_close("fp8 qk_norm_rope_store k codes", kg, kc, 3e-2, 8.0);
 }
 
@@ -255,17 +257,30 @@ std::vector<std::vector<int32_t>> random_prompts(size_t n, int64_t V, uint32_t s
   return ps;
 }
 
-TEST(CudaFp8KV, EngineOnTinyFixtures) {
+TEST(CudaFp8KV, TinyFixturesAreRefusedNamingTheHeadDim) {
   REQUIRE_GPU();
-  for (const char* fx : {"tiny-qwen3-untied", "tiny-qwen3-tied", "tiny-llama3", "tiny-qwen2", "tiny-mistral"}) {
+  // The tiny fixtures' head dims (16, 24, 32) have no FP8 kernel (decode and mma.sync prefill take 64
+  // and 128); the engine refuses them at start-up with the shape, not mid-request. The FP8 engine is
+  // compared with the BF16-KV engine at Qwen3-0.6B size below, and on every tiny fixture on the CPU
+  // (test_fp8_kv_cache.cpp).
+  for (const char* fx : {"tiny-qwen3-untied", "tiny-llama3", "tiny-mistral"}) {
     EngineConfig cfg;
     cfg.model = fixture(fx);
     cfg.device = "cuda";
     cfg.gpu_memory_utilization = 0.3;
     cfg.block_size = 16;
-    const int64_t V = ModelConfig::from_dir(cfg.model).vocab_size;
-    // Random tiny models: 0.99 (the CPU test's bound; Qwen3-0.6B size below has the 0.995).
-    compare_fp8_engine(cfg, random_prompts(17, V, 5), 24, 0.99, fx);
+    cfg.kv_cache_dtype = KVCacheDtype::FP8E4M3;
+    try {
+      LLMEngine e(cfg);
+      SamplingParams sp;
+      sp.max_tokens = 2;
+      e.add_request({1, 2, 3}, sp);
+      while (e.has_unfinished()) e.step();
+      ADD_FAILURE() << fx << ": an FP8 KV cache at this head dim was not refused";
+    } catch (const UserError& err) {
+      EXPECT_NE(std::string(err.what()).find("no attention kernel reads an FP8 KV cache at head_dim"), std::string::npos)
+          << fx << ": " << err.what();
+    }
   }
 }
 
