@@ -171,12 +171,12 @@ TEST(CudaFp8KV, FusedNormRopeStoreWritesCodes) {
   be.gpu.qk_norm_rope_store(qkv.gpu, qw.gpu, kw.gpu, p.gpu, k.gpu, v.gpu, hq, hkv, D, 1e-6f, rope, md, s);
   expect_close("fp8 qk_norm_rope_store qkv", be.gpu.to_host_f32(qkv.gpu), be.cpu.to_host_f32(qkv.cpu), 1e-2, 5e-2);
   // v: the same BF16 inputs, the same codes. k: values within one E4M3 step (1/8 relative), plus
-  // what the two sides' roundings of the normed and rotated k (values up to ~4 in code units) leave
-  // where RoPE's x cos - y sin nearly cancels (H100: 0.0156 at a code of 0.0156), and a small
-  // overall error.
+  // what the two sides' roundings of the normed and rotated k leave where RoPE's x cos - y sin
+  // nearly cancels: a BF16 step of the terms, which reach ~8 in code units (k_scale 0.5), is 0.03
+  // (H100: 0.0156 and 0.0332 seen at small codes); and a small overall error.
   EXPECT_EQ(be.gpu.to_host_f32(v.gpu), be.cpu.to_host_f32(v.cpu)) << "v codes";
   const auto kg = be.gpu.to_host_f32(k.gpu), kc = be.cpu.to_host_f32(k.cpu);
-  for (size_t i = 0; i < kg.size(); ++i) ASSERT_LE(std::fabs(kg[i] - kc[i]), std::fabs(kc[i]) / 7 + 3e-2) << i;
+  for (size_t i = 0; i < kg.size(); ++i) ASSERT_LE(std::fabs(kg[i] - kc[i]), std::fabs(kc[i]) / 7 + 8e-2) << i;
   expect_close("fp8 qk_norm_rope_store k codes", kg, kc, 3e-2, 8.0);
 }
 
