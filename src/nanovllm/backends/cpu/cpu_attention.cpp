@@ -50,7 +50,7 @@ void CpuBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tenso
 #pragma omp parallel if (T * num_heads >= 8)
   {
     std::vector<float> scores;
-    std::vector<int64_t> slots;
+    std::vector<const float*> keys, values;
 #pragma omp for schedule(dynamic)
     for (int64_t th = 0; th < T * num_heads; ++th) {
       const int64_t t = th / num_heads, h = th % num_heads, kvh = h / group;
@@ -64,29 +64,29 @@ void CpuBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tenso
       const float* q = qkv.data<float>() + t * W + h * D;
       const int32_t* table = md.block_tables.data() + b * md.max_blocks;
       scores.resize(size_t(nkeys));
-      slots.resize(size_t(nkeys));
-      float m = -INFINITY;
+      keys.resize(size_t(nkeys));
+      values.resize(size_t(nkeys));
       for (int64_t j = 0; j < nkeys; ++j) {
         const int64_t key = first + j;
-        const int64_t slot = int64_t(table[key / bs]) * bs + key % bs;
-        slots[size_t(j)] = slot;
-        const float* k = k_cache.data<float>() + slot * kv_row + kvh * D;
-        const float s = cpu::dot_f32(q, k, D) * scale;
-        scores[size_t(j)] = s;
-        m = std::max(m, s);
+        const int64_t off = (int64_t(table[key / bs]) * bs + key % bs) * kv_row + kvh * D;
+        keys[size_t(j)] = k_cache.data<float>() + off;
+        values[size_t(j)] = v_cache.data<float>() + off;
+      }
+      cpu::dots_f32(q, keys.data(), nkeys, D, scores.data());
+      float m = -INFINITY;
+      for (int64_t j = 0; j < nkeys; ++j) {
+        scores[size_t(j)] *= scale;
+        m = std::max(m, scores[size_t(j)]);
       }
       double denom = 0;
       for (int64_t j = 0; j < nkeys; ++j) {
         scores[size_t(j)] = std::exp(scores[size_t(j)] - m);
         denom += scores[size_t(j)];
       }
+      for (int64_t j = 0; j < nkeys; ++j) scores[size_t(j)] = float(scores[size_t(j)] / denom);
       float* o = out.data<float>() + t * num_heads * D + h * D;
       std::fill(o, o + D, 0.0f);
-      for (int64_t j = 0; j < nkeys; ++j) {
-        const float p = float(scores[size_t(j)] / denom);
-        const float* v = v_cache.data<float>() + slots[size_t(j)] * kv_row + kvh * D;
-        cpu::axpy_f32(p, v, o, D);
-      }
+      cpu::weighted_sum_f32(scores.data(), values.data(), nkeys, D, o);
     }
   }
 }

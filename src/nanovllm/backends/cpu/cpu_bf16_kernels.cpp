@@ -18,7 +18,8 @@ namespace nanovllm::cpu {
 
 namespace {
 
-constexpr int kMaxRows = 4;  // rows of x per pass over a weight row
+constexpr int kMaxRows = 4;   // rows of x per pass over a weight row (decode)
+constexpr int kTileRows = 8;  // rows of x per pass in the prefill GEMM
 
 // ---- portable ----
 template <int NT>
@@ -124,25 +125,26 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void rows4_avx512(const flo
 
 #define NANOVLLM_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
-// NT rows of BF16 x against four BF16 weight rows: 32 elements per vdpbf16ps.
-template <int NT>
-NANOVLLM_BF16_TARGET void rows4_dp(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t K, float* out,
-                                   int64_t ldo) {
-  __m512 acc[NT][4];
+// NT rows of BF16 x against NR BF16 weight rows: 32 elements per vdpbf16ps. Every output is the
+// same 16-lane chain over K then one reduction, whatever NT and NR: the tile changes loads, not sums.
+template <int NT, int NR>
+NANOVLLM_BF16_TARGET void rows_dp(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t K, float* out,
+                                  int64_t ldo) {
+  __m512 acc[NT][NR];
   for (int t = 0; t < NT; ++t)
-    for (int r = 0; r < 4; ++r) acc[t][r] = _mm512_setzero_ps();
+    for (int r = 0; r < NR; ++r) acc[t][r] = _mm512_setzero_ps();
   for (int64_t k = 0; k < K; k += 32) {
     const int64_t pairs = (K - k) / 2;
     const __mmask16 m = pairs >= 16 ? __mmask16(0xffff) : __mmask16((1u << pairs) - 1);
-    __m512bh wv[4];
-    for (int r = 0; r < 4; ++r) wv[r] = (__m512bh)_mm512_maskz_loadu_epi32(m, w + r * K + k);
+    __m512bh wv[NR];
+    for (int r = 0; r < NR; ++r) wv[r] = (__m512bh)_mm512_maskz_loadu_epi32(m, w + r * K + k);
     for (int t = 0; t < NT; ++t) {
       const __m512bh xv = (__m512bh)_mm512_maskz_loadu_epi32(m, x + t * ldx + k);
-      for (int r = 0; r < 4; ++r) acc[t][r] = _mm512_dpbf16_ps(acc[t][r], xv, wv[r]);
+      for (int r = 0; r < NR; ++r) acc[t][r] = _mm512_dpbf16_ps(acc[t][r], xv, wv[r]);
     }
   }
   for (int t = 0; t < NT; ++t)
-    for (int r = 0; r < 4; ++r) out[t * ldo + r] = _mm512_reduce_add_ps(acc[t][r]);
+    for (int r = 0; r < NR; ++r) out[t * ldo + r] = _mm512_reduce_add_ps(acc[t][r]);
 }
 
 // One weight row (the rows left over by the 4-row blocks).
@@ -253,14 +255,21 @@ void gemm_bf16_dp(const uint16_t* xb, int64_t ldx, int64_t T, const uint16_t* w,
                   float* out, int64_t ldo) {
   check_isa(Isa::Avx512Bf16);
   if (K % 2 != 0) throw Error("gemm_bf16_dp: K must be even (got " + std::to_string(K) + ")");
-  static const DpFn rows4[kMaxRows] = {rows4_dp<1>, rows4_dp<2>, rows4_dp<3>, rows4_dp<4>};
-  constexpr int64_t kBlockRows = 64;
+  // Few rows of x (decode): 4 weight rows at once, four streams from memory. Many (prefill): tiles
+  // of 8 rows of x by 3 weight rows (24 accumulators), each weight load used 8 times.
+  static const DpFn rows4[kMaxRows] = {rows_dp<1, 4>, rows_dp<2, 4>, rows_dp<3, 4>, rows_dp<4, 4>};
+  static const DpFn rows3[kTileRows] = {rows_dp<1, 3>, rows_dp<2, 3>, rows_dp<3, 3>, rows_dp<4, 3>,
+                                        rows_dp<5, 3>, rows_dp<6, 3>, rows_dp<7, 3>, rows_dp<8, 3>};
+  const bool wide = T > kMaxRows;
+  const int64_t step = wide ? kTileRows : kMaxRows, nr = wide ? 3 : 4;
+  constexpr int64_t kBlockRows = 96;  // weight rows per block (in L2), a multiple of 3 and 4
   for (int64_t b0 = n0; b0 < n1; b0 += kBlockRows) {
     const int64_t b1 = std::min(n1, b0 + kBlockRows);
-    for (int64_t t0 = 0; t0 < T; t0 += kMaxRows) {
-      const int nt = int(std::min<int64_t>(kMaxRows, T - t0));
+    for (int64_t t0 = 0; t0 < T; t0 += step) {
+      const int nt = int(std::min<int64_t>(step, T - t0));
+      const DpFn fn = wide ? rows3[nt - 1] : rows4[nt - 1];
       int64_t n = b0;
-      for (; n + 4 <= b1; n += 4) rows4[nt - 1](xb + t0 * ldx, ldx, w + n * K, K, out + t0 * ldo + n, ldo);
+      for (; n + nr <= b1; n += nr) fn(xb + t0 * ldx, ldx, w + n * K, K, out + t0 * ldo + n, ldo);
       for (; n < b1; ++n) row_dp(xb + t0 * ldx, ldx, nt, w + n * K, K, out + t0 * ldo + n, ldo);
     }
   }
