@@ -18,6 +18,11 @@ namespace nanovllm::cpu {
 
 namespace {
 
+// Unrolls a loop over a template-constant count early enough that GCC keeps arrays of vector
+// accumulators in registers (without it GCC 12 stores every accumulator to the stack on every
+// iteration: the store port, not the multiply-adds, bounds the kernel).
+#define NANOVLLM_UNROLL _Pragma("GCC unroll 32")
+
 constexpr int kMaxRows = 4;   // rows of x per pass over a weight row (decode)
 constexpr int kTileRows = 8;  // rows of x per pass in the prefill GEMM
 
@@ -26,12 +31,13 @@ template <int NT>
 void row_portable(const float* x, int64_t ldx, const uint16_t* w, int64_t K, float* out, int64_t ldo) {
   float acc[NT][4] = {};
   int64_t k = 0;
-  for (; k + 4 <= K; k += 4)
-    for (int l = 0; l < 4; ++l) {
+  for (; k + 4 <= K; k += 4) {
+    NANOVLLM_UNROLL for (int l = 0; l < 4; ++l) {
       const float wv = bf16_to_f32(w[k + l]);
-      for (int t = 0; t < NT; ++t) acc[t][l] += x[t * ldx + k + l] * wv;
+      NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) acc[t][l] += x[t * ldx + k + l] * wv;
     }
-  for (int t = 0; t < NT; ++t) {
+  }
+  NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) {
     float s = (acc[t][0] + acc[t][1]) + (acc[t][2] + acc[t][3]);
     for (int64_t kk = k; kk < K; ++kk) s += x[t * ldx + kk] * bf16_to_f32(w[kk]);
     out[t * ldo] = s;
@@ -55,16 +61,16 @@ template <int NT>
 __attribute__((target("avx2,fma"))) void row_avx2(const float* x, int64_t ldx, const uint16_t* w, int64_t K, float* out,
                                                   int64_t ldo) {
   __m256 acc[NT][2];
-  for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+  NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
   int64_t k = 0;
   for (; k + 16 <= K; k += 16) {
     const __m256 w0 = widen8(w + k), w1 = widen8(w + k + 8);
-    for (int t = 0; t < NT; ++t) {
+    NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) {
       acc[t][0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + t * ldx + k), w0, acc[t][0]);
       acc[t][1] = _mm256_fmadd_ps(_mm256_loadu_ps(x + t * ldx + k + 8), w1, acc[t][1]);
     }
   }
-  for (int t = 0; t < NT; ++t) {
+  NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) {
     float s = hsum8(_mm256_add_ps(acc[t][0], acc[t][1]));
     for (int64_t kk = k; kk < K; ++kk) s += x[t * ldx + kk] * bf16_to_f32(w[kk]);
     out[t * ldo] = s;
@@ -80,12 +86,12 @@ template <int NT>
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void row_avx512(const float* x, int64_t ldx, const uint16_t* w,
                                                                      int64_t K, float* out, int64_t ldo) {
   __m512 acc[NT][2];
-  for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+  NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + 32 <= K; k += 32) {
     const __m512 w0 = widen16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k)));
     const __m512 w1 = widen16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k + 16)));
-    for (int t = 0; t < NT; ++t) {
+    NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) {
       acc[t][0] = _mm512_fmadd_ps(_mm512_loadu_ps(x + t * ldx + k), w0, acc[t][0]);
       acc[t][1] = _mm512_fmadd_ps(_mm512_loadu_ps(x + t * ldx + k + 16), w1, acc[t][1]);
     }
@@ -93,9 +99,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void row_avx512(const float
   for (; k < K; k += 16) {  // masked tail, 16 at a time
     const __mmask16 m = K - k >= 16 ? __mmask16(0xffff) : __mmask16((1u << (K - k)) - 1);
     const __m512 w0 = widen16(_mm256_maskz_loadu_epi16(m, w + k));
-    for (int t = 0; t < NT; ++t) acc[t][0] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + t * ldx + k), w0, acc[t][0]);
+    NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) acc[t][0] =
+        _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + t * ldx + k), w0, acc[t][0]);
   }
-  for (int t = 0; t < NT; ++t) out[t * ldo] = _mm512_reduce_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]));
+  NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) out[t * ldo] = _mm512_reduce_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]));
 }
 
 // NT rows of x against four weight rows at once: four streams from memory in flight (one stream
@@ -104,23 +111,23 @@ template <int NT>
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void rows4_avx512(const float* x, int64_t ldx, const uint16_t* w,
                                                                        int64_t K, float* out, int64_t ldo) {
   __m512 acc[NT][4];
-  for (int t = 0; t < NT; ++t)
-    for (int r = 0; r < 4; ++r) acc[t][r] = _mm512_setzero_ps();
+  NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) NANOVLLM_UNROLL for (int r = 0; r < 4; ++r) acc[t][r] =
+      _mm512_setzero_ps();
   int64_t k = 0;
   for (; k < K; k += 16) {
     const __mmask16 m = K - k >= 16 ? __mmask16(0xffff) : __mmask16((1u << (K - k)) - 1);
     __m512 wv[4];
-    for (int r = 0; r < 4; ++r) {
+    NANOVLLM_UNROLL for (int r = 0; r < 4; ++r) {
       _mm_prefetch(reinterpret_cast<const char*>(w + r * K + k) + 512, _MM_HINT_T0);
       wv[r] = widen16(_mm256_maskz_loadu_epi16(m, w + r * K + k));
     }
-    for (int t = 0; t < NT; ++t) {
+    NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) {
       const __m512 xv = _mm512_maskz_loadu_ps(m, x + t * ldx + k);
-      for (int r = 0; r < 4; ++r) acc[t][r] = _mm512_fmadd_ps(xv, wv[r], acc[t][r]);
+      NANOVLLM_UNROLL for (int r = 0; r < 4; ++r) acc[t][r] = _mm512_fmadd_ps(xv, wv[r], acc[t][r]);
     }
   }
-  for (int t = 0; t < NT; ++t)
-    for (int r = 0; r < 4; ++r) out[t * ldo + r] = _mm512_reduce_add_ps(acc[t][r]);
+  NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) NANOVLLM_UNROLL for (int r = 0; r < 4; ++r) out[t * ldo + r] =
+      _mm512_reduce_add_ps(acc[t][r]);
 }
 
 #define NANOVLLM_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
@@ -131,20 +138,20 @@ template <int NT, int NR>
 NANOVLLM_BF16_TARGET void rows_dp(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t K, float* out,
                                   int64_t ldo) {
   __m512 acc[NT][NR];
-  for (int t = 0; t < NT; ++t)
-    for (int r = 0; r < NR; ++r) acc[t][r] = _mm512_setzero_ps();
+  NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) NANOVLLM_UNROLL for (int r = 0; r < NR; ++r) acc[t][r] =
+      _mm512_setzero_ps();
   for (int64_t k = 0; k < K; k += 32) {
     const int64_t pairs = (K - k) / 2;
     const __mmask16 m = pairs >= 16 ? __mmask16(0xffff) : __mmask16((1u << pairs) - 1);
     __m512bh wv[NR];
-    for (int r = 0; r < NR; ++r) wv[r] = (__m512bh)_mm512_maskz_loadu_epi32(m, w + r * K + k);
-    for (int t = 0; t < NT; ++t) {
+    NANOVLLM_UNROLL for (int r = 0; r < NR; ++r) wv[r] = (__m512bh)_mm512_maskz_loadu_epi32(m, w + r * K + k);
+    NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) {
       const __m512bh xv = (__m512bh)_mm512_maskz_loadu_epi32(m, x + t * ldx + k);
-      for (int r = 0; r < NR; ++r) acc[t][r] = _mm512_dpbf16_ps(acc[t][r], xv, wv[r]);
+      NANOVLLM_UNROLL for (int r = 0; r < NR; ++r) acc[t][r] = _mm512_dpbf16_ps(acc[t][r], xv, wv[r]);
     }
   }
-  for (int t = 0; t < NT; ++t)
-    for (int r = 0; r < NR; ++r) out[t * ldo + r] = _mm512_reduce_add_ps(acc[t][r]);
+  NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) NANOVLLM_UNROLL for (int r = 0; r < NR; ++r) out[t * ldo + r] =
+      _mm512_reduce_add_ps(acc[t][r]);
 }
 
 // One weight row (the rows left over by the 4-row blocks).
