@@ -105,28 +105,29 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void row_avx512(const float
   NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) out[t * ldo] = _mm512_reduce_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]));
 }
 
-// NT rows of x against four weight rows at once: four streams from memory in flight (one stream
-// alone does not reach the memory bandwidth), software-prefetched ahead.
-template <int NT>
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void rows4_avx512(const float* x, int64_t ldx, const uint16_t* w,
-                                                                       int64_t K, float* out, int64_t ldo) {
-  __m512 acc[NT][4];
-  NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) NANOVLLM_UNROLL for (int r = 0; r < 4; ++r) acc[t][r] =
+// NT rows of x against NR weight rows at once (decode: 4 weight rows, four streams from memory in
+// flight, software-prefetched ahead; prefill: 8 x 3 tiles, each widened weight used 8 times).
+// Every output is the same 16-lane chain over K then one reduction, whatever NT and NR.
+template <int NT, int NR>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void rows_avx512(const float* x, int64_t ldx, const uint16_t* w,
+                                                                      int64_t K, float* out, int64_t ldo) {
+  __m512 acc[NT][NR];
+  NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) NANOVLLM_UNROLL for (int r = 0; r < NR; ++r) acc[t][r] =
       _mm512_setzero_ps();
   int64_t k = 0;
   for (; k < K; k += 16) {
     const __mmask16 m = K - k >= 16 ? __mmask16(0xffff) : __mmask16((1u << (K - k)) - 1);
-    __m512 wv[4];
-    NANOVLLM_UNROLL for (int r = 0; r < 4; ++r) {
+    __m512 wv[NR];
+    NANOVLLM_UNROLL for (int r = 0; r < NR; ++r) {
       _mm_prefetch(reinterpret_cast<const char*>(w + r * K + k) + 512, _MM_HINT_T0);
       wv[r] = widen16(_mm256_maskz_loadu_epi16(m, w + r * K + k));
     }
     NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) {
       const __m512 xv = _mm512_maskz_loadu_ps(m, x + t * ldx + k);
-      NANOVLLM_UNROLL for (int r = 0; r < 4; ++r) acc[t][r] = _mm512_fmadd_ps(xv, wv[r], acc[t][r]);
+      NANOVLLM_UNROLL for (int r = 0; r < NR; ++r) acc[t][r] = _mm512_fmadd_ps(xv, wv[r], acc[t][r]);
     }
   }
-  NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) NANOVLLM_UNROLL for (int r = 0; r < 4; ++r) out[t * ldo + r] =
+  NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) NANOVLLM_UNROLL for (int r = 0; r < NR; ++r) out[t * ldo + r] =
       _mm512_reduce_add_ps(acc[t][r]);
 }
 
@@ -178,7 +179,7 @@ NANOVLLM_BF16_TARGET void round_avx512bf16(const float* src, int64_t n, uint16_t
 
 using DpFn = void (*)(const uint16_t*, int64_t, const uint16_t*, int64_t, float*, int64_t);
 
-using Rows4Fn = void (*)(const float*, int64_t, const uint16_t*, int64_t, float*, int64_t);
+using RowsFn = void (*)(const float*, int64_t, const uint16_t*, int64_t, float*, int64_t);
 
 using RowFn = void (*)(const float*, int64_t, const uint16_t*, int64_t, float*, int64_t);
 
@@ -241,19 +242,34 @@ const char* isa_name(Isa isa) {
 void gemv_bf16(const float* x, int64_t ldx, int64_t T, const uint16_t* w, int64_t K, int64_t n0, int64_t n1, float* out,
                int64_t ldo, Isa isa) {
   check_isa(isa);
-  static const Rows4Fn rows4[kMaxRows] = {rows4_avx512<1>, rows4_avx512<2>, rows4_avx512<3>, rows4_avx512<4>};
-  constexpr int64_t kBlockRows = 64;
+  if (isa < Isa::Avx512) {
+    constexpr int64_t kBlockRows = 64;
+    for (int64_t b0 = n0; b0 < n1; b0 += kBlockRows) {
+      const int64_t b1 = std::min(n1, b0 + kBlockRows);
+      for (int64_t t0 = 0; t0 < T; t0 += kMaxRows) {
+        const int nt = int(std::min<int64_t>(kMaxRows, T - t0));
+        const RowFn fn = row_fn(isa, nt);
+        for (int64_t n = b0; n < b1; ++n) fn(x + t0 * ldx, ldx, w + n * K, K, out + t0 * ldo + n, ldo);
+      }
+    }
+    return;
+  }
+  static const RowsFn rows4[kMaxRows] = {rows_avx512<1, 4>, rows_avx512<2, 4>, rows_avx512<3, 4>, rows_avx512<4, 4>};
+  static const RowsFn rows3[kTileRows] = {rows_avx512<1, 3>, rows_avx512<2, 3>, rows_avx512<3, 3>, rows_avx512<4, 3>,
+                                          rows_avx512<5, 3>, rows_avx512<6, 3>, rows_avx512<7, 3>, rows_avx512<8, 3>};
+  static const RowsFn rows1[kTileRows] = {rows_avx512<1, 1>, rows_avx512<2, 1>, rows_avx512<3, 1>, rows_avx512<4, 1>,
+                                          rows_avx512<5, 1>, rows_avx512<6, 1>, rows_avx512<7, 1>, rows_avx512<8, 1>};
+  const bool wide = T > kMaxRows;
+  const int64_t step = wide ? kTileRows : kMaxRows, nr = wide ? 3 : 4;
+  constexpr int64_t kBlockRows = 96;  // weight rows per block (in L2), a multiple of 3 and 4
   for (int64_t b0 = n0; b0 < n1; b0 += kBlockRows) {
     const int64_t b1 = std::min(n1, b0 + kBlockRows);
-    for (int64_t t0 = 0; t0 < T; t0 += kMaxRows) {
-      const int nt = int(std::min<int64_t>(kMaxRows, T - t0));
-      const float* xt = x + t0 * ldx;
-      float* ot = out + t0 * ldo;
+    for (int64_t t0 = 0; t0 < T; t0 += step) {
+      const int nt = int(std::min<int64_t>(step, T - t0));
+      const RowsFn fn = wide ? rows3[nt - 1] : rows4[nt - 1];
       int64_t n = b0;
-      if (isa >= Isa::Avx512)
-        for (; n + 4 <= b1; n += 4) rows4[nt - 1](xt, ldx, w + n * K, K, ot + n, ldo);
-      const RowFn fn = row_fn(isa, nt);
-      for (; n < b1; ++n) fn(xt, ldx, w + n * K, K, ot + n, ldo);
+      for (; n + nr <= b1; n += nr) fn(x + t0 * ldx, ldx, w + n * K, K, out + t0 * ldo + n, ldo);
+      for (; n < b1; ++n) rows1[nt - 1](x + t0 * ldx, ldx, w + n * K, K, out + t0 * ldo + n, ldo);
     }
   }
 }
