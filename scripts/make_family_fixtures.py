@@ -284,19 +284,7 @@ def verify_model_dir(d, name):
 
 
 def verify(root, only=None):
-    names = [n for n in MODELS if os.path.isfile(os.path.join(root, n, "config.json")) and (not only or n in only)]
-    if not names:
-        print("no model directories of %s under %s" % (sorted(MODELS), root))
-        return 1
-    bad = 0
-    for n in names:
-        problems, summary = verify_model_dir(os.path.join(root, n), n)
-        print("%s: %s" % (n, json.dumps(summary)))
-        for p in problems:
-            print("  PROBLEM: " + p)
-        bad += len(problems)
-    print("verify: %s" % ("OK" if bad == 0 else "%d problem(s)" % bad))
-    return 0 if bad == 0 else 1
+    return mf.report_models(root, MODELS, verify_model_dir, only)
 
 
 # --------------------------------------------------------------------------
@@ -507,31 +495,12 @@ def generate_one(name, spec, out_root, versions):
     log("%s: saved %s" % (name, files))
 
     prompts = mf.make_prompts(spec)
-    entries = []
     checks = {"kv_cache": [], "hf_config_keys_written": hf_keys,
               "attn_implementation": getattr(model.config, "_attn_implementation", None),
               "hf_sliding_window": getattr(model.config, "sliding_window", None),
               "hf_layer_types": getattr(model.config, "layer_types", None)}
     inv_freq, attention_scaling = model_rope(model)
-    step_rows = []
-    for prompt in prompts:
-        toks, margins, rows = mf.greedy_full(model, prompt, mf.MAX_NEW_TOKENS)
-        step_rows.append(rows[0])
-        try:
-            ctoks, crows = mf.greedy_cached(model, prompt, mf.MAX_NEW_TOKENS)
-            checks["kv_cache"].append({
-                "tokens_agree": ctoks == toks,
-                "max_abs_logit_diff": float(max((a - b).abs().max() for a, b in zip(rows, crows))),
-            })
-        except Exception as e:
-            checks["kv_cache"].append({"error": repr(e)})
-        entries.append({
-            "prompt_token_ids": prompt,
-            "greedy_token_ids": toks,
-            "margins": [round(m, mf.MARGIN_DECIMALS) for m in margins],
-            "logits": [[round(x, mf.LOGIT_DECIMALS) for x in r.tolist()] for r in rows],
-        })
-        log("%s prompt len %d: tokens %s min margin %.4f" % (name, len(prompt), toks, min(margins)))
+    entries, step_rows, checks["kv_cache"] = mf.reference_entries(model, prompts, name, log)
     checks["window"] = window_checks(name, spec, model, prompts, entries)
     try:
         checks["hf_reload"] = hf_reload_check(d, spec, prompts[5], step_rows[5])
@@ -554,11 +523,7 @@ def generate_one(name, spec, out_root, versions):
         "dtype_saved": spec["dtype"],
         "max_new_tokens": mf.MAX_NEW_TOKENS,
         "eos_token_ids": mf.eos_list(spec["config"]["eos_token_id"]),
-        "description": ("Greedy decoding with Hugging Face %s in float32 on CPU, eager attention, "
-                        "full forward pass (no KV cache) at every step, no eos stopping. "
-                        "logits[s] are the last-position logits that chose greedy_token_ids[s] "
-                        "(rounded to %d decimals); margins[s] = top1 - top2 logit before rounding."
-                        % (arch, mf.LOGIT_DECIMALS)),
+        "description": mf.reference_description(arch),
         "generator": dict(versions, seed=spec["seed"],
                           weights="Linear/Embedding ~ N(0, %g), biases ~ N(0, %g), RMSNorm ~ U(%g, %g)%s"
                           % (LINEAR_STD, BIAS_STD, NORM_LOW, NORM_HIGH,

@@ -333,18 +333,11 @@ def verify_model_dir(d, name=None):
     return problems, summary
 
 
-def verify(root):
-    names = sorted(n for n in os.listdir(root)
-                   if os.path.isfile(os.path.join(root, n, "config.json")))
-    if not names:
-        print("no model directories under %s" % root)
-        return 1
+def report(root, names, verify_model_dir):
+    """verify_model_dir(dir, name) -> (problems, summary) for each model directory of names under root,
+    printed, then the verdict; returns the exit status. Shared with the other fixture scripts."""
     bad = 0
     for n in names:
-        arch = json.load(open(os.path.join(root, n, "config.json"))).get("architectures")
-        if arch != ["Qwen3ForCausalLM"]:
-            print("%s: %r, not checked here (scripts/make_family_fixtures.py --verify)" % (n, arch))
-            continue
         problems, summary = verify_model_dir(os.path.join(root, n), n)
         print("%s: %s" % (n, json.dumps(summary)))
         for p in problems:
@@ -352,6 +345,39 @@ def verify(root):
         bad += len(problems)
     print("verify: %s" % ("OK" if bad == 0 else "%d problem(s)" % bad))
     return 0 if bad == 0 else 1
+
+
+def report_models(root, models, verify_model_dir, only):
+    """report() over the models of `models` (those in `only`, if given) that root holds."""
+    names = [n for n in models if os.path.isfile(os.path.join(root, n, "config.json")) and (not only or n in only)]
+    if not names:
+        print("no model directories of %s under %s" % (sorted(models), root))
+        return 1
+    return report(root, names, verify_model_dir)
+
+
+def reference_description(architecture):
+    return ("Greedy decoding with Hugging Face %s in float32 on CPU, eager attention, "
+            "full forward pass (no KV cache) at every step, no eos stopping. "
+            "logits[s] are the last-position logits that chose greedy_token_ids[s] "
+            "(rounded to %d decimals); margins[s] = top1 - top2 logit before rounding."
+            % (architecture, LOGIT_DECIMALS))
+
+
+def verify(root):
+    names = []
+    for n in sorted(os.listdir(root)):
+        if not os.path.isfile(os.path.join(root, n, "config.json")):
+            continue
+        arch = json.load(open(os.path.join(root, n, "config.json"))).get("architectures")
+        if arch != ["Qwen3ForCausalLM"]:
+            print("%s: %r, not checked here (scripts/make_family_fixtures.py --verify)" % (n, arch))
+            continue
+        names.append(n)
+    if not names:
+        print("no model directories under %s" % root)
+        return 1
+    return report(root, names, verify_model_dir)
 
 
 # --------------------------------------------------------------------------
@@ -600,6 +626,29 @@ def greedy_full(model, prompt, n_new):
     return toks, margins, rows
 
 
+def reference_entries(model, prompts, name, log):
+    """Per prompt: the reference.json entry (greedy tokens, margins, rounded logits of every step), the
+    first step's logits row, and the KV-cache cross-check. Shared with the other fixture scripts."""
+    entries, step_rows, kv_checks = [], [], []
+    for prompt in prompts:
+        toks, margins, rows = greedy_full(model, prompt, MAX_NEW_TOKENS)
+        step_rows.append(rows[0])
+        try:
+            ctoks, crows = greedy_cached(model, prompt, MAX_NEW_TOKENS)
+            kv_checks.append({"tokens_agree": ctoks == toks,
+                              "max_abs_logit_diff": float(max((a - b).abs().max() for a, b in zip(rows, crows)))})
+        except Exception as e:
+            kv_checks.append({"error": repr(e)})
+        entries.append({
+            "prompt_token_ids": prompt,
+            "greedy_token_ids": toks,
+            "margins": [round(m, MARGIN_DECIMALS) for m in margins],
+            "logits": [[round(x, LOGIT_DECIMALS) for x in r.tolist()] for r in rows],
+        })
+        log("%s prompt len %d: tokens %s min margin %.4f" % (name, len(prompt), toks, min(margins)))
+    return entries, step_rows, kv_checks
+
+
 def greedy_cached(model, prompt, n_new):
     """Greedy decoding through HF's KV cache (cross-check only)."""
     import torch
@@ -663,29 +712,10 @@ def generate_one(name, spec, out_root, versions):
     log("%s: saved %s" % (name, files))
 
     prompts = make_prompts(spec)
-    entries = []
     checks = {"kv_cache": [], "hf_config_keys_written": hf_keys,
               "attn_implementation": getattr(model.config, "_attn_implementation", None)}
     inv_freq, attention_scaling = model_rope(model)
-    step0_rows = []
-    for pi, prompt in enumerate(prompts):
-        toks, margins, rows = greedy_full(model, prompt, MAX_NEW_TOKENS)
-        step0_rows.append(rows[0])
-        try:
-            ctoks, crows = greedy_cached(model, prompt, MAX_NEW_TOKENS)
-            checks["kv_cache"].append({
-                "tokens_agree": ctoks == toks,
-                "max_abs_logit_diff": float(max((a - b).abs().max() for a, b in zip(rows, crows))),
-            })
-        except Exception as e:
-            checks["kv_cache"].append({"error": repr(e)})
-        entries.append({
-            "prompt_token_ids": prompt,
-            "greedy_token_ids": toks,
-            "margins": [round(m, MARGIN_DECIMALS) for m in margins],
-            "logits": [[round(x, LOGIT_DECIMALS) for x in r.tolist()] for r in rows],
-        })
-        log("%s prompt len %d: tokens %s min margin %.4f" % (name, len(prompt), toks, min(margins)))
+    entries, step0_rows, checks["kv_cache"] = reference_entries(model, prompts, name, log)
     try:
         checks["hf_reload"] = hf_reload_check(d, prompts[3], step0_rows[3], spec["config"])
     except Exception as e:

@@ -109,7 +109,7 @@ struct Request {
 std::vector<Request> read_requests(const ChatRenderer* chat, const GenerateArgs& a) {
   auto render = [&](const nlohmann::ordered_json& messages) {
     if (!chat) throw UserError("chat messages need a tokenizer with a chat template");
-    return Prompt::of_text(chat->render(messages));
+    return Prompt::of_text(chat->render(messages), false);  // the template wrote its specials
   };
   std::vector<Request> reqs;
   for (auto& p : a.prompts) {

@@ -10,9 +10,10 @@
 namespace nanovllm::cli {
 
 void EngineFlags::add_to(CLI::App& app) {
-  app.add_option("MODEL", model_arg,
-                 "model directory, or a built-in preset (qwen3-0.6b, qwen3-1.7b, qwen3-8b, qwen2.5-0.5b, qwen2.5-7b, "
-                 "llama-3.2-1b, llama-3.1-8b, mistral-7b)");
+  app.add_option(
+      "MODEL", model_arg,
+      "model directory, or a built-in preset (qwen3-0.6b, qwen3-1.7b, qwen3-8b, qwen3-30b-a3b, qwen2.5-0.5b, "
+      "qwen2.5-7b, llama-3.2-1b, llama-3.1-8b, mistral-7b)");
   app.add_option("--model,-m", cfg.model, "the model, as MODEL (both given: they must agree)");
   add_vllm_engine_flags(app, *this);
   app.add_option("--load-format", load_format, "auto (safetensors) or dummy (random weights)")
@@ -72,6 +73,7 @@ EngineConfig EngineFlags::resolve() const {
   if (chunked_prefill && no_chunked_prefill)
     throw UserError("--enable-chunked-prefill and --no-enable-chunked-prefill contradict each other");
   c.enable_chunked_prefill = !no_chunked_prefill;
+  c.kv_cache_dtype = parse_kv_cache_dtype(kv_cache_dtype);
   if (spawned_rank >= 0) {
     c.tp_rank = spawned_rank;
     c.master_port = spawned_port;
@@ -93,7 +95,10 @@ EngineConfig EngineFlags::resolve() const {
 }
 
 void print_kernel_options(const EngineConfig& cfg) {
-  if (cfg.tp_rank != 0 || resolved_device(cfg) != "cuda") return;
+  if (cfg.tp_rank != 0) return;
+  if (cfg.kv_cache_dtype != KVCacheDtype::Auto)
+    std::fprintf(stderr, "kv cache dtype: %s\n", kv_cache_dtype_name(cfg.kv_cache_dtype));
+  if (resolved_device(cfg) != "cuda") return;
   std::fprintf(stderr, "kernel options: %s\n", cfg.kernels.to_string().c_str());
   std::fflush(stderr);
 }

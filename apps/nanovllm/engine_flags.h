@@ -35,8 +35,9 @@ struct EngineFlags {
 // The model of MODEL (positional) and --model: either, or both when they agree; throws UserError.
 std::string chosen_model(const std::string& positional, const std::string& flag);
 
-// Prints "kernel options: pdl=on ..." to stderr when cfg runs on CUDA (rank 0: the options every
-// rank uses). The start-up line of generate, bench and serve.
+// Prints "kv cache dtype: fp8_e4m3" (unless auto) and, when cfg runs on CUDA, "kernel options:
+// pdl=on ..." to stderr (rank 0: the options every rank uses). The start-up lines of generate,
+// bench and serve.
 void print_kernel_options(const EngineConfig& cfg);
 
 }  // namespace nanovllm::cli

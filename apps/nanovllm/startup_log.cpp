@@ -34,7 +34,9 @@ void log_startup(const server::ServerOptions& opts, LLM& llm) {
   std::snprintf(conc, sizeof conc, "%.2f", double(tokens) / double(cfg.max_model_len));
   log.info("KV cache: " + std::to_string(blocks) + " blocks of " + std::to_string(cfg.block_size) +
            " tokens = " + std::to_string(tokens) + " tokens; max_model_len " + std::to_string(cfg.max_model_len) +
-           "; maximum concurrency for " + std::to_string(cfg.max_model_len) + " tokens per request: " + conc + "x");
+           "; maximum concurrency for " + std::to_string(cfg.max_model_len) + " tokens per request: " + conc +
+           "x; stored as " + dtype_name(e.model_runner().kv_cache_dtype()) + " (--kv-cache-dtype " +
+           kv_cache_dtype_name(cfg.kv_cache_dtype) + ")");
   if (e.model_runner().uses_cuda_graphs())
     log.info("CUDA graphs: " + std::to_string(e.model_runner().num_cuda_graphs()) + " decode graphs captured");
   else

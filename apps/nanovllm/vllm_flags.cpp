@@ -48,7 +48,9 @@ void add_vllm_engine_flags(CLI::App& app, EngineFlags& f) {
   app.add_option(
       "--dtype", f.dtype,
       "auto (the device's: bfloat16 on CUDA, float32 on the CPU), or that dtype by name; others are refused");
-  app.add_option("--kv-cache-dtype", f.kv_cache_dtype, "auto (the model dtype; FP8 is not implemented yet)");
+  app.add_option("--kv-cache-dtype", f.kv_cache_dtype,
+                 "auto (the model dtype), bf16, or fp8 / fp8_e4m3 (E4M3 with per-layer scales: half the bytes, "
+                 "twice the tokens)");
   app.add_option("--seed", f.cfg.seed, "engine seed: requests without their own seed draw theirs from it (default 0)");
   app.add_flag("--trust-remote-code", f.trust_remote_code, "accepted for vLLM's command lines; nothing remote is run");
 }
@@ -63,9 +65,9 @@ void check_vllm_engine_flags(const EngineFlags& f, const EngineConfig& cfg) {
   if (d != "auto" && !(computes == "bfloat16" ? bf16 : f32))
     throw UserError("--dtype " + d + ": the " + device + " backend computes in " + computes +
                     " only; use --dtype auto or " + computes);
-  if (f.kv_cache_dtype != "auto")
-    throw UserError("--kv-cache-dtype " + f.kv_cache_dtype +
-                    ": only auto is supported (the KV cache is stored in the model dtype; FP8 is not implemented)");
+  if (cfg.kv_cache_dtype == KVCacheDtype::BF16 && device != "cuda")
+    throw UserError("--kv-cache-dtype bf16: the " + device + " backend computes in " + computes +
+                    " and keeps its KV cache so; use auto or fp8");
   if (f.trust_remote_code && cfg.tp_rank == 0 && !f.spawned())
     std::fprintf(stderr, "note: --trust-remote-code accepted; nothing remote is run (the Qwen3 code is built in)\n");
 }

@@ -108,6 +108,10 @@ void bind_engine_config(py::module_& m) {
       .def_readwrite("max_logprobs", &EngineConfig::max_logprobs)
       .def_readwrite("logprobs_mode", &EngineConfig::logprobs_mode)
       .def_readwrite("num_threads", &EngineConfig::num_threads)
+      // vLLM's names in and the canonical one out; a bad value is a ValueError naming it.
+      .def_property(
+          "kv_cache_dtype", [](const EngineConfig& c) { return std::string(kv_cache_dtype_name(c.kv_cache_dtype)); },
+          [](EngineConfig& c, const std::string& s) { c.kv_cache_dtype = parse_kv_cache_dtype(s); })
       // The CLI's order: NANOVLLM_* environment overrides, then the explicit options.
       .def("apply_kernel_options",
            [](EngineConfig& c, const std::string& spec) {

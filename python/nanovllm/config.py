@@ -27,7 +27,8 @@ _FIELDS = {
     "logprobs_mode": ("logprobs_mode", str),
 }
 # Keywords that are not EngineConfig fields.
-_OTHER = {"load_format": str, "tokenizer": (str, None), "skip_tokenizer_init": bool, "kernel_options": str}
+_OTHER = {"load_format": str, "tokenizer": (str, None), "skip_tokenizer_init": bool, "kernel_options": str,
+          "kv_cache_dtype": str}  # auto, bf16, fp8, fp8_e4m3 (vLLM's names)
 # nano-vllm's Config fields that it derives itself: only their "unset" values are accepted.
 _DERIVED = {"hf_config": None, "eos": -1}
 # The engine's messages name CLI flags; these keywords are spelled differently.
@@ -66,6 +67,7 @@ class EngineArgs:
             raise ValueError(f"load_format must be auto, safetensors or dummy (got {load_format!r})")
         cfg.load_dummy = load_format == "dummy"
         with engine_messages():
+            cfg.kv_cache_dtype = kwargs.get("kv_cache_dtype", "auto")
             cfg.apply_kernel_options(kwargs.get("kernel_options", ""))
             cfg.validate()
         self.config = cfg

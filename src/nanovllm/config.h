@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nanovllm/kernel_options.h"
+#include "nanovllm/kv_cache_dtype.h"
 
 namespace nanovllm {
 
@@ -49,6 +50,23 @@ struct ModelConfig {
   // last `sliding_window` keys, themselves included (Mistral; Qwen2/3 with use_sliding_window).
   int64_t sliding_window = 0;
   std::vector<bool> sliding_layers;  // [num_hidden_layers] or empty
+  // Mixture of experts (Qwen3MoeForCausalLM; 0 experts: a dense model). A sparse layer's MLP routes
+  // each token to num_experts_per_tok of num_experts SwiGLU experts of moe_intermediate_size; the
+  // other layers keep a dense MLP of intermediate_size (see is_moe_layer).
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;
+  bool norm_topk_prob = false;           // renormalize the top-k routing weights to sum to 1
+  int64_t decoder_sparse_step = 1;       // layer i is sparse when (i + 1) % decoder_sparse_step == 0 ...
+  std::vector<int64_t> mlp_only_layers;  // ... and i is not listed here
+
+  // Whether layer i's MLP is the sparse MoE block (transformers' Qwen3MoeDecoderLayer).
+  bool is_moe_layer(int64_t i) const {
+    if (num_experts <= 0 || (i + 1) % decoder_sparse_step != 0) return false;
+    for (int64_t j : mlp_only_layers)
+      if (j == i) return false;
+    return true;
+  }
 
   // The window of layer i: 0 = full attention.
   int64_t layer_window(int64_t i) const {
@@ -62,7 +80,8 @@ struct ModelConfig {
   static ModelConfig from_dir(const std::string& dir);
   // Parses a config.json text (already read); `where` names it in errors.
   static ModelConfig from_json_text(const std::string& text, const std::string& where);
-  // Built-in presets for benchmarks without weights (preset_names(): Qwen3, Qwen2.5, Llama 3.x, Mistral).
+  // Built-in presets for benchmarks without weights (preset_names(): Qwen3, Qwen3-MoE, Qwen2.5, Llama 3.x,
+  // Mistral).
   static std::optional<ModelConfig> preset(const std::string& name);
   static std::vector<std::string> preset_names();
   static std::vector<std::string> supported_architectures();  // models/registry.cpp
@@ -94,6 +113,7 @@ struct EngineConfig {
   double gpu_memory_utilization = 0.9;
   int64_t kv_cache_memory = 0;     // bytes of KV cache; 0 = automatic (CPU: 4 GiB or what fits)
   int64_t num_kvcache_blocks = 0;  // explicit block count (tests); overrides kv_cache_memory
+  KVCacheDtype kv_cache_dtype = KVCacheDtype::Auto;  // --kv-cache-dtype (kv_cache_dtype.h)
   bool enforce_eager = false;
   int tensor_parallel_size = 1;
   // Tensor parallelism: this process's rank, the nodes it spans (each runs N / nnodes ranks, on

@@ -4,7 +4,7 @@
 // nlohmann type_error. Features we do not implement (o_proj/MLP biases, RoPE scaling other than
 // YaRN and llama3, other activations, quantized weights) are refused rather than ignored, since
 // ignoring them would give wrong logits without a word. Defaults are those of transformers' config
-// class of the architecture (Qwen3Config, Qwen2Config, LlamaConfig, MistralConfig).
+// class of the architecture (Qwen3Config, Qwen2Config, LlamaConfig, MistralConfig, Qwen3MoeConfig).
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -33,6 +33,7 @@ constexpr int64_t kMaxLayers = int64_t(1) << 12;
 constexpr int64_t kMaxHeads = int64_t(1) << 12;
 constexpr int64_t kMaxHeadDim = int64_t(1) << 12;
 constexpr int64_t kMaxPositions = INT32_MAX;  // positions are int32 on the device
+constexpr int64_t kMaxExperts = int64_t(1) << 12;
 constexpr int64_t kMaxParameters = int64_t(1) << 40;
 
 std::string shown(const json& v) {
@@ -248,11 +249,12 @@ void read_rope(const Reader& r, ModelConfig& c) {
 // Sliding-window attention, as transformers decides it. Qwen2/Qwen3Config: the window exists only
 // with use_sliding_window (absent: 4096, null: none), and applies to the layers that layer_types
 // marks (or, without layer_types, to layers >= max_window_layers). MistralConfig: sliding_window
-// (absent: 4096, null: none) applies to every layer. LlamaConfig has no window.
+// (absent: 4096, null: none) applies to every layer. Qwen3MoeConfig: with use_sliding_window, every
+// layer (Qwen3MoeAttention reads config.sliding_window alone). LlamaConfig has no window.
 void read_sliding_window(const Reader& r, ModelConfig& c) {
   if (c.architecture == "LlamaForCausalLM") return;
-  const bool mistral = c.architecture == "MistralForCausalLM";
-  const bool use = mistral || r.boolean_or("use_sliding_window", false);
+  const bool use = c.architecture == "MistralForCausalLM" || r.boolean_or("use_sliding_window", false);
+  const bool mistral = c.architecture == "MistralForCausalLM" || c.architecture == "Qwen3MoeForCausalLM";
   const int64_t window = !r.present("sliding_window") ? 4096 : r.integer_or("sliding_window", 1, kMaxPositions, 0);
   const int64_t from = r.integer_or("max_window_layers", 0, INT32_MAX, 28);
   std::vector<bool> sliding(size_t(c.num_hidden_layers), mistral);
@@ -273,6 +275,30 @@ void read_sliding_window(const Reader& r, ModelConfig& c) {
   const bool any = std::find(sliding.begin(), sliding.end(), true) != sliding.end();
   c.sliding_window = use && any ? window : 0;
   if (c.sliding_window > 0) c.sliding_layers = std::move(sliding);
+}
+
+// Qwen3MoeConfig's experts (num_experts, alias num_local_experts in transformers 5's attribute_map),
+// top-k routing and which layers are sparse. router_aux_loss_coef and output_router_logits only
+// matter in training; shared experts (Qwen2-MoE) are another architecture, refused by name.
+void read_moe(const Reader& r, ModelConfig& c) {
+  if (c.architecture != "Qwen3MoeForCausalLM") return;
+  const char* experts_key = r.has("num_experts") ? "num_experts" : "num_local_experts";
+  c.num_experts = r.integer_or(experts_key, 1, kMaxExperts, 128);
+  if (r.has("num_experts") && r.has("num_local_experts") &&
+      r.integer("num_local_experts", 1, kMaxExperts) != c.num_experts)
+    r.fail("num_local_experts", "differs from num_experts (" + std::to_string(c.num_experts) + ")");
+  c.num_experts_per_tok = r.integer_or("num_experts_per_tok", 1, c.num_experts, std::min<int64_t>(8, c.num_experts));
+  c.moe_intermediate_size = r.integer_or("moe_intermediate_size", 1, kMaxIntermediate, 768);
+  c.norm_topk_prob = r.boolean_or("norm_topk_prob", false);
+  c.decoder_sparse_step = r.integer_or("decoder_sparse_step", 1, kMaxLayers, 1);
+  if (const json* only = r.find("mlp_only_layers")) {
+    if (!only->is_array()) r.fail("mlp_only_layers", "must be a list of layer indices (got " + shown(*only) + ")");
+    for (size_t i = 0; i < only->size(); ++i)
+      c.mlp_only_layers.push_back(
+          r.integer_value("mlp_only_layers[" + std::to_string(i) + "]", (*only)[i], 0, c.num_hidden_layers - 1));
+  }
+  if (const json* shared = r.find("shared_expert_intermediate_size"); shared && *shared != 0)
+    r.fail("shared_expert_intermediate_size", "is set: shared experts are not implemented (Qwen3-MoE has none)");
 }
 
 // Qwen2's q/k/v biases are part of the architecture (transformers ignores attention_bias there);
@@ -306,10 +332,12 @@ std::optional<int64_t> ModelConfig::checked_num_parameters() const {
   if (architecture == "Qwen2ForCausalLM")
     add_layer(mul({num_attention_heads + 2 * num_key_value_heads, D}));  // their biases
   add_layer(mul({H, num_attention_heads, D}));                           // o
-  if (architecture == "Qwen3ForCausalLM") add_layer(mul({2, D}));        // q_norm, k_norm
-  add_layer(mul({3, I, H}));                                             // gate, up, down
-  add_layer(mul({2, H}));                                                // the two layer norms
+  if (architecture == "Qwen3ForCausalLM" || architecture == "Qwen3MoeForCausalLM")
+    add_layer(mul({2, D}));  // q_norm, k_norm
+  add_layer(mul({2, H}));    // the two layer norms
   add(layer ? mul({L, *layer}) : std::nullopt);
+  for (int64_t i = 0; i < L; ++i)  // MLPs: dense gate, up, down; or the router and each expert's
+    add(is_moe_layer(i) ? mul({num_experts, 3 * moe_intermediate_size + 1, H}) : mul({3, I, H}));
   add(mul({tie_word_embeddings ? 1 : 2, vocab_size, H}));  // embedding (+ LM head)
   add(H);                                                  // final norm
   return n;
@@ -345,6 +373,7 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
   c.torch_dtype = r.string_or("torch_dtype", r.string_or("dtype", c.torch_dtype));
   read_rope(r, c);
   read_sliding_window(r, c);
+  read_moe(r, c);
   refuse_unimplemented(r, c.architecture);
   c.eos_token_ids = r.token_ids("eos_token_id", c.vocab_size);
   if (r.has("bos_token_id")) c.bos_token_id = int32_t(r.integer("bos_token_id", 0, c.vocab_size - 1));

@@ -25,8 +25,10 @@ fs::path executable_dir() {
 std::string preset_tokenizer_name(const std::string& model) {
   const auto preset = ModelConfig::preset(model);
   if (!preset) return "";
-  // Qwen2.5 has Qwen3's byte-level BPE and ids (Qwen3 adds a few special tokens).
-  if (preset->architecture == "Qwen3ForCausalLM" || preset->architecture == "Qwen2ForCausalLM") return "qwen3";
+  // Qwen2.5 has Qwen3's byte-level BPE and ids (Qwen3 adds a few special tokens); Qwen3-MoE is Qwen3's.
+  if (preset->architecture == "Qwen3ForCausalLM" || preset->architecture == "Qwen3MoeForCausalLM" ||
+      preset->architecture == "Qwen2ForCausalLM")
+    return "qwen3";
   if (preset->architecture == "LlamaForCausalLM") return "llama3";
   return "";
 }
@@ -74,7 +76,7 @@ const Tokenizer& LLM::require_tokenizer() const {
 std::vector<int32_t> LLM::to_token_ids(const Prompt& p) const {
   if (!p.token_ids.empty()) return p.token_ids;
   if (p.text.empty()) throw InvalidRequest("prompt", "the prompt is empty");
-  return require_tokenizer().encode(p.text);
+  return require_tokenizer().encode(p.text, p.add_special_tokens);
 }
 
 std::string LLM::apply_chat_template(const ChatTemplateInputs& in) const {

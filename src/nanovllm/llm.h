@@ -26,8 +26,13 @@ namespace nanovllm {
 struct Prompt {
   std::string text;  // used when token_ids is empty
   std::vector<int32_t> token_ids;
-  static Prompt of_text(std::string t) { return {std::move(t), {}}; }
-  static Prompt of_ids(std::vector<int32_t> ids) { return {"", std::move(ids)}; }
+  // Text prompts: add the tokenizer's special tokens (its post-processor's BOS for Llama and
+  // Mistral; none for Qwen), as vLLM and Hugging Face do; false for text a chat template rendered.
+  bool add_special_tokens = true;
+  static Prompt of_text(std::string t, bool add_special_tokens = true) {
+    return {std::move(t), {}, add_special_tokens};
+  }
+  static Prompt of_ids(std::vector<int32_t> ids) { return {"", std::move(ids), false}; }
 };
 
 // Where the tokenizer of cfg.model lives: `explicit_dir`, else the model directory when it has

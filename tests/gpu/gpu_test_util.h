@@ -2,8 +2,10 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -30,6 +32,13 @@ inline std::vector<float> rand_bf16(size_t n, uint32_t seed, float lo = -1.f, fl
   return v;
 }
 
+// The oracle and the device under test, side by side (kernel options for the CUDA one).
+struct Backends {
+  explicit Backends(const KernelOptions& o = {}) : gpu(0, o) {}
+  CpuBackend cpu{16};
+  CudaBackend gpu;
+};
+
 struct Pair {
   Tensor cpu, gpu;
 };
@@ -47,6 +56,60 @@ inline Pair make_i32(CpuBackend& cpu, CudaBackend& gpu, const std::vector<int32_
   cpu.upload(v.data(), DType::I32, p.cpu);
   gpu.upload(v.data(), DType::I32, p.gpu);
   return p;
+}
+
+struct SeqSpec {
+  int32_t ctx, qlen;  // context length (cached + new) and new tokens this step
+};
+
+// One step's attention metadata over shuffled blocks of bs slots (3 spare blocks nobody uses), and
+// the slots of the keys before each sequence's new tokens (cached: the test writes them itself).
+struct PagedBatch {
+  AttentionMetadata md;
+  int64_t nblocks = 0;
+  std::vector<int64_t> cached_slots;
+};
+
+inline PagedBatch paged_batch(const std::vector<SeqSpec>& seqs, int64_t bs, bool is_prefill, uint32_t seed) {
+  PagedBatch pb;
+  int64_t max_blocks = 0, T = 0;
+  for (auto& s : seqs) {
+    const int64_t nb = (s.ctx + bs - 1) / bs;
+    pb.nblocks += nb;
+    max_blocks = std::max(max_blocks, nb);
+    T += s.qlen;
+  }
+  pb.nblocks += 3;
+  std::vector<int32_t> pool(static_cast<size_t>(pb.nblocks));
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), std::mt19937(seed));
+  AttentionMetadata& md = pb.md;
+  md.is_prefill = is_prefill;
+  md.num_seqs = int64_t(seqs.size());
+  md.num_tokens = T;
+  md.max_blocks = max_blocks;
+  md.cu_seqlens_q.push_back(0);
+  md.cu_seqlens_k.push_back(0);
+  size_t next = 0;
+  for (auto& s : seqs) {
+    const int64_t nb = (s.ctx + bs - 1) / bs;
+    std::vector<int32_t> table(pool.begin() + int64_t(next), pool.begin() + int64_t(next + size_t(nb)));
+    next += size_t(nb);
+    for (int64_t i = 0; i < max_blocks; ++i) md.block_tables.push_back(i < nb ? table[size_t(i)] : -1);
+    for (int32_t j = 0; j < s.ctx; ++j) {
+      const int64_t slot = int64_t(table[size_t(j / bs)]) * bs + j % bs;
+      if (j < s.ctx - s.qlen)
+        pb.cached_slots.push_back(slot);
+      else
+        md.slot_mapping.push_back(int32_t(slot));
+    }
+    md.cu_seqlens_q.push_back(md.cu_seqlens_q.back() + s.qlen);
+    md.cu_seqlens_k.push_back(md.cu_seqlens_k.back() + s.ctx);
+    md.max_seqlen_q = std::max(md.max_seqlen_q, s.qlen);
+    md.max_seqlen_k = std::max(md.max_seqlen_k, s.ctx);
+    md.context_lens.push_back(s.ctx);
+  }
+  return pb;
 }
 
 struct ErrStats {

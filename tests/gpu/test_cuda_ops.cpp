@@ -15,12 +15,6 @@ using namespace nanovllm::test;
 
 namespace {
 
-struct Backends {
-  explicit Backends(const KernelOptions& o = {}) : gpu(0, o) {}
-  CpuBackend cpu{16};
-  CudaBackend gpu;
-};
-
 TEST(CudaOps, EmbeddingAndGatherRowsExact) {
   REQUIRE_GPU();
   Backends be;
@@ -173,57 +167,19 @@ TEST(CudaOps, AddBiasAndRopeWithoutNorm) {
 
 // ---------------------------------------------------------------- paged attention
 
-struct SeqSpec {
-  int32_t ctx, qlen;  // context length (cached + new) and new tokens this step
-};
-
 // Builds a batch over shuffled blocks, fills the cached part of each sequence's keys/values
 // directly, stores the new tokens' k/v through store_kvcache and compares attention outputs
 // (window > 0: sliding-window attention).
 void run_attention_case(Backends& be, const std::string& name, const std::vector<SeqSpec>& seqs, int64_t hq,
                         int64_t hkv, int64_t D, int64_t bs, bool is_prefill, uint32_t seed, int64_t window = 0) {
-  const int64_t B = int64_t(seqs.size());
-  int64_t nblocks = 0, max_blocks = 0, T = 0;
-  for (auto& s : seqs) {
-    const int64_t nb = (s.ctx + bs - 1) / bs;
-    nblocks += nb;
-    max_blocks = std::max(max_blocks, nb);
-    T += s.qlen;
-  }
-  nblocks += 3;  // spare blocks that nobody uses
-  std::vector<int32_t> pool(static_cast<size_t>(nblocks));
-  std::iota(pool.begin(), pool.end(), 0);
-  std::shuffle(pool.begin(), pool.end(), std::mt19937(seed));
-  AttentionMetadata md;
-  md.is_prefill = is_prefill;
-  md.num_seqs = B;
-  md.num_tokens = T;
-  md.max_blocks = max_blocks;
-  md.cu_seqlens_q.push_back(0);
-  md.cu_seqlens_k.push_back(0);
-  size_t next = 0;
-  const int64_t row = hkv * D;
+  PagedBatch pb = paged_batch(seqs, bs, is_prefill, seed);
+  AttentionMetadata& md = pb.md;
+  const int64_t nblocks = pb.nblocks, T = md.num_tokens, row = hkv * D;
   std::vector<float> kc(size_t(nblocks * bs * row), 0.f), vc(kc.size(), 0.f);
   auto kvals = rand_bf16(kc.size(), seed + 1), vvals = rand_bf16(kc.size(), seed + 2);
-  for (auto& s : seqs) {
-    const int64_t nb = (s.ctx + bs - 1) / bs;
-    std::vector<int32_t> table(pool.begin() + int64_t(next), pool.begin() + int64_t(next + size_t(nb)));
-    next += size_t(nb);
-    for (int64_t i = 0; i < max_blocks; ++i) md.block_tables.push_back(i < nb ? table[size_t(i)] : -1);
-    for (int32_t j = 0; j < s.ctx; ++j) {
-      const int64_t slot = int64_t(table[size_t(j / bs)]) * bs + j % bs;
-      if (j < s.ctx - s.qlen) {  // cached key: written directly
-        std::copy_n(kvals.begin() + slot * row, row, kc.begin() + slot * row);
-        std::copy_n(vvals.begin() + slot * row, row, vc.begin() + slot * row);
-      } else {
-        md.slot_mapping.push_back(int32_t(slot));
-      }
-    }
-    md.cu_seqlens_q.push_back(md.cu_seqlens_q.back() + s.qlen);
-    md.cu_seqlens_k.push_back(md.cu_seqlens_k.back() + s.ctx);
-    md.max_seqlen_q = std::max(md.max_seqlen_q, s.qlen);
-    md.max_seqlen_k = std::max(md.max_seqlen_k, s.ctx);
-    md.context_lens.push_back(s.ctx);
+  for (int64_t slot : pb.cached_slots) {  // cached keys: written directly
+    std::copy_n(kvals.begin() + slot * row, row, kc.begin() + slot * row);
+    std::copy_n(vvals.begin() + slot * row, row, vc.begin() + slot * row);
   }
   const int64_t W = (hq + 2 * hkv) * D;
   Shape cs{nblocks, bs, hkv, D};

@@ -40,6 +40,10 @@ class ConstructionErrorsTest(unittest.TestCase):
             LLM(FIXTURE, load_format="gguf", **CPU)
         with self.assertRaisesRegex(ValueError, "eos: derived from the model"):
             LLM(FIXTURE, eos=5, **CPU)
+        with self.assertRaisesRegex(ValueError, "kv_cache_dtype fp8_e5m2: not implemented"):
+            LLM(FIXTURE, kv_cache_dtype="fp8_e5m2", **CPU)
+        with self.assertRaisesRegex(TypeError, "kv_cache_dtype must be a str"):
+            LLM(FIXTURE, kv_cache_dtype=8, **CPU)
 
     def test_bad_models(self):
         with self.assertRaisesRegex(ValueError, "/no/such/model"):
@@ -51,6 +55,12 @@ class ConstructionErrorsTest(unittest.TestCase):
         llm = LLM(FIXTURE, num_kvcache_blocks=-1, eos=-1, hf_config=None, enforce_eager=True,
                   tensor_parallel_size=1, max_model_len=256, max_num_seqs=16, max_num_batched_tokens=1024,
                   kvcache_block_size=16, **CPU)
+        out = llm.generate([[3, 4, 5]], SamplingParams(temperature=0, max_tokens=3, ignore_eos=True),
+                           use_tqdm=False)
+        self.assertEqual(len(out[0]["token_ids"]), 3)
+
+    def test_fp8_kv_cache(self):
+        llm = LLM(FIXTURE, kv_cache_dtype="fp8", **CPU)
         out = llm.generate([[3, 4, 5]], SamplingParams(temperature=0, max_tokens=3, ignore_eos=True),
                            use_tqdm=False)
         self.assertEqual(len(out[0]["token_ids"]), 3)

@@ -2,6 +2,7 @@
 
 #include "nanovllm/dist/tp_group.h"
 #include "nanovllm/engine/cuda_graph_runner.h"
+#include "nanovllm/engine/kv_cache_scales.h"
 #include "nanovllm/engine/tp_protocol.h"
 
 #include <algorithm>
@@ -25,6 +26,8 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
          std::to_string(cfg_.max_model_len) + ": sliding-window attention (a window of " +
          std::to_string(mcfg_.sliding_window) + " tokens in some layers) is not implemented");
   kv_heads_ = mcfg_.num_key_value_heads / (tp_ ? tp_->world() : 1);
+  kv_dtype_ = resolve_kv_cache_dtype(cfg_.kv_cache_dtype, backend_->act_dtype(), backend_->name());
+  kv_scales_.assign(size_t(mcfg_.num_hidden_layers), KVScales{});
   const char* tr = std::getenv("NANOVLLM_TP_TRACE");
   trace_ = tr && std::string(tr) == "1";
   trace("communicator");
@@ -50,6 +53,7 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
     load_dummy_weights(*backend_, specs);
   else
     load_weights(*backend_, *ckpt, specs);
+  if (ckpt && kv_dtype_ == DType::F8E4M3) kv_scales_ = load_kv_cache_scales(*ckpt, mcfg_.num_hidden_layers);
   ckpt.reset();
   model_->finalize_weights();
 
@@ -115,13 +119,12 @@ void ModelRunner::allocate_kv_cache() {
   const int64_t L = mcfg_.num_hidden_layers;
   layers_kv_.clear();
   kv_cache_ = Tensor();
-  kv_cache_ =
-      backend_->empty({2, L, num_kv_blocks_, cfg_.block_size, kv_heads_, mcfg_.head_dim}, backend_->act_dtype());
+  kv_cache_ = backend_->empty({2, L, num_kv_blocks_, cfg_.block_size, kv_heads_, mcfg_.head_dim}, kv_dtype_);
   const int64_t layer_elems = num_kv_blocks_ * cfg_.block_size * kv_heads_ * mcfg_.head_dim;
   Tensor flat = kv_cache_.view({2 * L, layer_elems});
   for (int64_t l = 0; l < L; ++l) {
     Shape s{num_kv_blocks_, cfg_.block_size, kv_heads_, mcfg_.head_dim};
-    layers_kv_.push_back({flat.rows(l, l + 1).view(s), flat.rows(L + l, L + l + 1).view(s)});
+    layers_kv_.push_back({flat.rows(l, l + 1).view(s), flat.rows(L + l, L + l + 1).view(s), kv_scales_[size_t(l)]});
   }
 }
 
@@ -184,8 +187,7 @@ int64_t ModelRunner::gpu_kv_blocks_after_warmup() {
 int64_t ModelRunner::num_cuda_graphs() const { return graphs_ ? graphs_->num_graphs() : 0; }
 
 int64_t ModelRunner::kv_bytes_per_block() const {
-  return 2 * mcfg_.num_hidden_layers * cfg_.block_size * kv_heads_ * mcfg_.head_dim *
-         int64_t(dtype_size(backend_->act_dtype()));
+  return 2 * mcfg_.num_hidden_layers * cfg_.block_size * kv_heads_ * mcfg_.head_dim * int64_t(dtype_size(kv_dtype_));
 }
 
 StepInputs ModelRunner::prepare(const ScheduledBatch& batch, int64_t bs) {

@@ -7,9 +7,11 @@
 
 namespace nanovllm {
 
-// One layer's view of the KV cache: k, v: [num_blocks, block_size, Hkv, D].
+// One layer's view of the KV cache: k, v: [num_blocks, block_size, Hkv, D] in the act dtype or
+// F8E4M3 (--kv-cache-dtype fp8, read and written with `scales`; kv_cache_dtype.h).
 struct LayerKVCache {
   Tensor k, v;
+  KVScales scales;
 };
 
 struct PagedAttention {
@@ -20,7 +22,8 @@ struct PagedAttention {
   // qkv: [T, (Hq + 2 Hkv) * D] after q/k norm and RoPE, k/v stored -> [T, Hq * D]
   Tensor forward(Backend& be, const Tensor& qkv, const LayerKVCache& cache, const AttentionMetadata& md) const {
     Tensor out = be.empty({qkv.size(0), num_heads * head_dim}, qkv.dtype());
-    be.attention(qkv, cache.k, cache.v, out, num_heads, num_kv_heads, head_dim, scale, md, sliding_window);
+    be.attention(qkv, cache.k, cache.v, out, num_heads, num_kv_heads, head_dim, scale, md, sliding_window,
+                 cache.scales);
     return out;
   }
 };

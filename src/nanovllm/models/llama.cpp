@@ -10,7 +10,7 @@ Tensor LlamaAttention::forward(Backend& be, const Tensor& positions, const RopeP
                                LayerKVCache& kv, const AttentionMetadata& md) {
   // (q/k RMSNorm +) RoPE in place, and this step's k/v into the cache pages at md.slot_mapping.
   be.qk_norm_rope_store(qkv, q_norm.weight, k_norm.weight, positions, kv.k, kv.v, attn.num_heads, attn.num_kv_heads,
-                        attn.head_dim, q_norm.eps, rope, md);
+                        attn.head_dim, q_norm.eps, rope, md, kv.scales);
   Tensor o = attn.forward(be, qkv, kv, md);  // [T, Hq * D]
   return o_proj.forward(be, o);              // [T, H]
 }
@@ -33,7 +33,8 @@ void LlamaDecoderLayer::forward(Backend& be, const Tensor& positions, const Rope
     if (obs) obs(index - 1, 1, residual);
   }
   x = self_attn.forward(be, positions, rope, qkv, kv, md);
-  x = mlp.forward(be, x, residual, post_attention_layernorm);  // the post-attention norm runs inside
+  x = other_mlp ? other_mlp->forward(be, x, residual, post_attention_layernorm)
+                : mlp.forward(be, x, residual, post_attention_layernorm);  // the post-attention norm runs inside
   if (obs) obs(index, 0, residual);
 }
 
@@ -45,6 +46,7 @@ LlamaForCausalLM::LlamaForCausalLM(const ModelConfig& cfg, Backend& be, Communic
   }
   validate_tensor_parallel(cfg, world_);
   if (world_ == 1) comm = nullptr;  // one rank: no collectives at all
+  comm_ = comm;
   const int64_t N = world_, H = cfg.hidden_size, D = cfg.head_dim, I = cfg.intermediate_size / N;
   const int64_t Hq = cfg.num_attention_heads / N, Hkv = cfg.num_key_value_heads / N, V = cfg.vocab_size / N;
   rotary_emb_ = rotary_embedding(cfg);
@@ -64,9 +66,11 @@ LlamaForCausalLM::LlamaForCausalLM(const ModelConfig& cfg, Backend& be, Communic
       l.self_attn.k_norm.create(be, D, cfg.rms_norm_eps);
     }
     l.self_attn.attn = {Hq, Hkv, D, float(1.0 / std::sqrt(double(D))), cfg.layer_window(int64_t(i))};
-    l.mlp.gate_up_proj.create(be, 2 * I, H);
-    l.mlp.down_proj.create(be, H, I);
-    l.mlp.down_proj.comm = comm;
+    if (!cfg.is_moe_layer(int64_t(i))) {
+      l.mlp.gate_up_proj.create(be, 2 * I, H);
+      l.mlp.down_proj.create(be, H, I);
+      l.mlp.down_proj.comm = comm;
+    }
     l.input_layernorm.create(be, H, cfg.rms_norm_eps);
     l.input_layernorm.comm = comm;  // its residual form adds down_proj's partial sums
     l.post_attention_layernorm.create(be, H, cfg.rms_norm_eps);
@@ -115,9 +119,11 @@ std::vector<WeightSpec> LlamaForCausalLM::weight_specs() {
       s.push_back({p + "self_attn.q_norm.weight", {D}, &l.self_attn.q_norm.weight});
       s.push_back({p + "self_attn.k_norm.weight", {D}, &l.self_attn.k_norm.weight});
     }
-    s.push_back(rows(p + "mlp.gate_proj.weight", {I, H}, &l.mlp.gate_up_proj.weight, 0));
-    s.push_back(rows(p + "mlp.up_proj.weight", {I, H}, &l.mlp.gate_up_proj.weight, I / N));
-    s.push_back(cols(p + "mlp.down_proj.weight", {H, I}, &l.mlp.down_proj.weight));
+    if (!cfg_.is_moe_layer(int64_t(i))) {
+      s.push_back(rows(p + "mlp.gate_proj.weight", {I, H}, &l.mlp.gate_up_proj.weight, 0));
+      s.push_back(rows(p + "mlp.up_proj.weight", {I, H}, &l.mlp.gate_up_proj.weight, I / N));
+      s.push_back(cols(p + "mlp.down_proj.weight", {H, I}, &l.mlp.down_proj.weight));
+    }
     s.push_back({p + "input_layernorm.weight", {H}, &l.input_layernorm.weight});
     s.push_back({p + "post_attention_layernorm.weight", {H}, &l.post_attention_layernorm.weight});
   }

@@ -1,6 +1,8 @@
 // Llama for causal LM, shaped like the Hugging Face model so the two read side by side:
 // LlamaAttention -> LlamaMLP -> LlamaDecoderLayer -> LlamaModel -> LlamaForCausalLM (LlamaModel's
 // embedding, layers and final norm are folded into LlamaForCausalLM).
+// Mixture-of-experts layers (ModelConfig::is_moe_layer) get no dense MLP here: the derived class
+// (qwen3_moe.h) sets their LlamaDecoderLayer::other_mlp and loads its weights.
 // The dense families that transformers derives from Llama (their modular_*.py files) are this
 // network with a feature more, chosen by their classes (qwen2.h, qwen3.h, mistral.h): q/k/v
 // biases (Qwen2), an RMSNorm over each q and k head (Qwen3); and, wherever the config asks for it
@@ -46,9 +48,17 @@ struct LlamaMLP {
   Tensor forward(Backend& be, Tensor& x, Tensor& residual, const RMSNorm& post_norm) const;
 };
 
+// A layer's MLP in place of LlamaMLP (Qwen3-MoE's sparse block, models/qwen3_moe.h), with the same
+// contract as LlamaMLP::forward.
+struct LayerMlp {
+  virtual ~LayerMlp() = default;
+  virtual Tensor forward(Backend& be, Tensor& x, Tensor& residual, const RMSNorm& post_norm) const = 0;
+};
+
 struct LlamaDecoderLayer {
   LlamaAttention self_attn;
-  LlamaMLP mlp;
+  LlamaMLP mlp;                         // undefined weights where other_mlp is set
+  const LayerMlp* other_mlp = nullptr;  // set: this layer's MLP instead of `mlp` (owned by the model)
   RMSNorm input_layernorm, post_attention_layernorm;
   // x: [T, H] in, out; residual: [T, H] running sum (undefined before the first layer).
   // obs (may be empty): the stream after this layer's attention add (stage 0, as `index`) and, once
@@ -66,11 +76,12 @@ class LlamaForCausalLM : public CausalLM {
                  const AttentionMetadata& md) override;
   Tensor compute_logits(const Tensor& hidden, const std::vector<int32_t>& last_rows) override;
 
- private:
+ protected:
   ModelConfig cfg_;
   LlamaFeatures features_;
   Backend& be_;
-  int rank_ = 0, world_ = 1;  // tensor parallelism
+  int rank_ = 0, world_ = 1;      // tensor parallelism
+  Communicator* comm_ = nullptr;  // its collectives; nullptr for one rank
   VocabEmbedding embed_tokens_;
   RopeParams rotary_emb_;  // one for all layers, as LlamaModel.rotary_emb
   std::vector<LlamaDecoderLayer> layers_;

@@ -30,6 +30,18 @@ ModelConfig qwen3(int64_t hidden, int64_t inter, int64_t layers, int64_t heads, 
   return qwen("Qwen3ForCausalLM", 151936, hidden, inter, layers, heads, kv_heads, 128, 40960, tied);
 }
 
+// Qwen/Qwen3-30B-A3B: 48 layers, every one sparse (decoder_sparse_step 1, mlp_only_layers []), 128
+// experts of moe_intermediate_size 768, top-8 renormalized; intermediate_size 6144 is unused.
+ModelConfig qwen3_30b_a3b() {
+  ModelConfig c = qwen("Qwen3MoeForCausalLM", 151936, 2048, 6144, 48, 32, 4, 128, 40960, false);
+  c.num_experts = 128;
+  c.num_experts_per_tok = 8;
+  c.moe_intermediate_size = 768;
+  c.norm_topk_prob = true;
+  c.decoder_sparse_step = 1;
+  return c;
+}
+
 ModelConfig qwen25(int64_t vocab, int64_t hidden, int64_t inter, int64_t layers, int64_t heads, int64_t kv_heads,
                    bool tied) {
   return qwen("Qwen2ForCausalLM", vocab, hidden, inter, layers, heads, kv_heads, hidden / heads, 32768, tied);
@@ -75,6 +87,7 @@ const std::pair<const char*, std::function<ModelConfig()>> kPresets[] = {
     {"qwen3-0.6b", [] { return qwen3(1024, 3072, 28, 16, 8, true); }},
     {"qwen3-1.7b", [] { return qwen3(2048, 6144, 28, 16, 8, true); }},
     {"qwen3-8b", [] { return qwen3(4096, 12288, 36, 32, 8, false); }},
+    {"qwen3-30b-a3b", qwen3_30b_a3b},
     {"qwen2.5-0.5b", [] { return qwen25(151936, 896, 4864, 24, 14, 2, true); }},
     {"qwen2.5-7b", [] { return qwen25(152064, 3584, 18944, 28, 28, 4, false); }},
     {"llama-3.2-1b", [] { return llama3(2048, 8192, 16, 64, 32, true); }},

@@ -6,6 +6,7 @@
 #include "nanovllm/models/mistral.h"
 #include "nanovllm/models/qwen2.h"
 #include "nanovllm/models/qwen3.h"
+#include "nanovllm/models/qwen3_moe.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {
@@ -25,6 +26,7 @@ std::unique_ptr<CausalLM> make(const ModelConfig& cfg, Backend& be, Communicator
 
 constexpr std::array kArchitectures = {
     Architecture{"Qwen3ForCausalLM", "qwen3", make<Qwen3ForCausalLM>},
+    Architecture{"Qwen3MoeForCausalLM", "qwen3_moe", make<Qwen3MoeForCausalLM>},
     Architecture{"Qwen2ForCausalLM", "qwen2", make<Qwen2ForCausalLM>},
     Architecture{"LlamaForCausalLM", "llama", make<LlamaForCausalLM>},
     Architecture{"MistralForCausalLM", "mistral", make<MistralForCausalLM>},
@@ -62,6 +64,9 @@ void validate_tensor_parallel(const ModelConfig& cfg, int world) {
                                                   {"num_key_value_heads", cfg.num_key_value_heads},
                                                   {"intermediate_size", cfg.intermediate_size},
                                                   {"vocab_size", cfg.vocab_size}};
+  if (cfg.num_experts > 0 && cfg.moe_intermediate_size % world != 0)
+    throw UserError("--tensor-parallel-size " + std::to_string(world) + " does not divide the model's " +
+                    "moe_intermediate_size (" + std::to_string(cfg.moe_intermediate_size) + ")");
   for (auto& [name, v] : dims)
     if (v % world != 0)
       throw UserError("--tensor-parallel-size " + std::to_string(world) + " does not divide the model's " + name +

@@ -1,7 +1,7 @@
 // The op interface every backend implements (CPU: the reference; CUDA: the fast one).
 // Model code calls only these; activations use the backend's act_dtype (F32 on CPU, BF16 on
 // CUDA), weights its weight dtype. Shapes: T tokens, H hidden, V vocab, B sequences,
-// Hq/Hkv heads, D head_dim, I intermediate size. Shapes are checked in ops/checks.cpp.
+// Hq/Hkv heads, D head_dim, I intermediate size, E experts. Shapes are checked in ops/checks.cpp.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nanovllm/kernel_options.h"
+#include "nanovllm/kv_cache_dtype.h"
 #include "nanovllm/ops/attention_metadata.h"
 #include "nanovllm/ops/logits_processing.h"
 #include "nanovllm/ops/rope_params.h"
@@ -106,26 +107,42 @@ class Backend {
                  RopeParams::plain(head_dim, rope_theta));
   }
   // Writes the k and v parts of qkv into the caches at md.slot_mapping (slot -1 skipped).
-  // k_cache, v_cache: [num_blocks, block_size, Hkv, D].
+  // k_cache, v_cache: [num_blocks, block_size, Hkv, D], in the act dtype or F8E4M3 (the FP8 KV
+  // cache: k / kv_scales.k and v / kv_scales.v, rounded and saturated; kv_cache_dtype.h).
   virtual void store_kvcache(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, int64_t num_heads,
-                             int64_t num_kv_heads, int64_t head_dim, const AttentionMetadata& md) = 0;
+                             int64_t num_kv_heads, int64_t head_dim, const AttentionMetadata& md,
+                             KVScales kv_scales = {}) = 0;
   // Causal paged attention of the q part of qkv against the cached keys/values of each sequence
   // (prefix hits and earlier chunks included). out: [T, Hq * D]. sliding_window > 0: the query at
   // position p reads only keys p - sliding_window + 1 .. p (transformers' sliding window).
+  // F8E4M3 caches are read as code x kv_scales.k (keys) and code x kv_scales.v (values).
   virtual void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out,
                          int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float scale,
-                         const AttentionMetadata& md, int64_t sliding_window = 0) = 0;
+                         const AttentionMetadata& md, int64_t sliding_window = 0, KVScales kv_scales = {}) = 0;
   // dst = src converted to dst's dtype (same shape; F32 <-> the act dtype).
   virtual void cast(const Tensor& src, Tensor& dst) = 0;
   // out = silu(x[:, :I]) * x[:, I:]. x: [T, 2I]; out: [T, I].
   virtual void silu_and_mul(const Tensor& x, Tensor& out) = 0;
+
+  // Mixture of experts (Qwen3-MoE's sparse block, transformers' Qwen3MoeTopKRouter and experts).
+  // The router: p = softmax(logits[t]) in F32, the top_k largest of p (descending; of equal
+  // values the lower expert index first), divided by their sum when renormalize. logits: [T, E]
+  // (F32 or the act dtype); weights: [T, top_k] F32; ids: [T, top_k] I32.
+  virtual void moe_topk(const Tensor& logits, int64_t top_k, bool renormalize, Tensor& weights, Tensor& ids) = 0;
+  // The experts and their combine: out[t] = sum_j weights[t, j] * down_e(silu(gate_e(x[t])) * up_e(x[t]))
+  // with e = ids[t, j]. x: [T, H]; w13: [E, 2I, H] (expert e's gate rows, then its up rows);
+  // w2: [E, H, I]; weights, ids: [T, k] as moe_topk writes them; out: [T, H] in the act dtype or F32
+  // (tensor parallelism: each rank holds a slice of every expert's I, and out is its partial sums).
+  virtual void moe_experts(const Tensor& x, const Tensor& w13, const Tensor& w2, const Tensor& weights,
+                           const Tensor& ids, Tensor& out) = 0;
 
   // Fused pairs (the defaults run the two ops; a backend overrides where one pass is faster,
   // e.g. CUDA at decode batch sizes, where each kernel launch costs more than its work).
   // qk_norm_rope, then store_kvcache of the result.
   virtual void qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
                                   Tensor& k_cache, Tensor& v_cache, int64_t num_heads, int64_t num_kv_heads,
-                                  int64_t head_dim, float eps, const RopeParams& rope, const AttentionMetadata& md);
+                                  int64_t head_dim, float eps, const RopeParams& rope, const AttentionMetadata& md,
+                                  KVScales kv_scales = {});
   // out = silu_and_mul(x @ w^T): the gated MLP's first half. x: [T, K]; w: [2I, K] (gate rows, then
   // up rows); out: [T, I].
   virtual void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out);

@@ -1,6 +1,7 @@
 #include "nanovllm/ops/checks.h"
 
 #include <climits>
+#include <cmath>
 
 #include "nanovllm/ops/backend.h"
 #include "nanovllm/utils/error.h"
@@ -75,6 +76,12 @@ void check_kv_cache(const Tensor& k_cache, const Tensor& v_cache, int64_t num_kv
     fail("kv_cache", "k_cache " + shape_str(k_cache.shape()) + ", v_cache " + shape_str(v_cache.shape()));
 }
 
+void check_kv_scales(KVScales s, const char* op) {
+  if (!(s.k > 0 && s.v > 0 && std::isfinite(s.k) && std::isfinite(s.v)))
+    fail(op,
+         "KV cache scales must be positive and finite, got k " + std::to_string(s.k) + ", v " + std::to_string(s.v));
+}
+
 void check_metadata(const AttentionMetadata& md, int64_t num_tokens, int64_t num_cache_slots) {
   const char* op = "attention";
   if (int64_t(md.slot_mapping.size()) != num_tokens)
@@ -133,11 +140,44 @@ void check_gather_rows(const Tensor& x, const std::vector<int32_t>& rows, const 
     if (r < 0 || r >= x.size(0)) fail("gather_rows", "row " + std::to_string(r) + " out of range");
 }
 
+void check_moe_topk(const Tensor& logits, int64_t top_k, const Tensor& weights, const Tensor& ids) {
+  want_dim("moe_topk", "logits", logits, 2);
+  want_dim("moe_topk", "weights", weights, 2);
+  want_dim("moe_topk", "ids", ids, 2);
+  if (top_k < 1 || top_k > logits.size(1))
+    fail("moe_topk", "top_k " + std::to_string(top_k) + " outside [1, " + std::to_string(logits.size(1)) + "]");
+  if (weights.dtype() != DType::F32 || ids.dtype() != DType::I32) fail("moe_topk", "weights must be F32, ids I32");
+  const Shape want{logits.size(0), top_k};
+  if (weights.shape() != want || ids.shape() != want)
+    fail("moe_topk", "logits " + shape_str(logits.shape()) + ", top_k " + std::to_string(top_k) + ": weights " +
+                         shape_str(weights.shape()) + ", ids " + shape_str(ids.shape()));
+}
+
+void check_moe_experts(const Tensor& x, const Tensor& w13, const Tensor& w2, const Tensor& weights, const Tensor& ids,
+                       const Tensor& out) {
+  want_dim("moe_experts", "x", x, 2);
+  want_dim("moe_experts", "w13", w13, 3);
+  want_dim("moe_experts", "w2", w2, 3);
+  want_dim("moe_experts", "weights", weights, 2);
+  want_dim("moe_experts", "ids", ids, 2);
+  want_dim("moe_experts", "out", out, 2);
+  const int64_t T = x.size(0), H = x.size(1), E = w13.size(0), I = w13.size(1) / 2;
+  if (w13.size(1) % 2 != 0 || w13.size(2) != H || w2.shape() != Shape{E, H, I})
+    fail("moe_experts", "x " + shape_str(x.shape()) + ", w13 " + shape_str(w13.shape()) + ", w2 " +
+                            shape_str(w2.shape()) + ": want w13 [E, 2I, H] and w2 [E, H, I]");
+  if (weights.dtype() != DType::F32 || ids.dtype() != DType::I32) fail("moe_experts", "weights must be F32, ids I32");
+  if (weights.size(0) != T || ids.shape() != weights.shape() || weights.size(1) > E)
+    fail("moe_experts", "weights " + shape_str(weights.shape()) + ", ids " + shape_str(ids.shape()) + " for " +
+                            std::to_string(T) + " tokens of " + std::to_string(E) + " experts");
+  if (out.shape() != x.shape()) fail("moe_experts", "out " + shape_str(out.shape()) + " != x " + shape_str(x.shape()));
+}
+
 void Backend::qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
                                  Tensor& k_cache, Tensor& v_cache, int64_t num_heads, int64_t num_kv_heads,
-                                 int64_t head_dim, float eps, const RopeParams& rope, const AttentionMetadata& md) {
+                                 int64_t head_dim, float eps, const RopeParams& rope, const AttentionMetadata& md,
+                                 KVScales kv_scales) {
   qk_norm_rope(qkv, q_norm_w, k_norm_w, positions, num_heads, num_kv_heads, head_dim, eps, rope);
-  store_kvcache(qkv, k_cache, v_cache, num_heads, num_kv_heads, head_dim, md);
+  store_kvcache(qkv, k_cache, v_cache, num_heads, num_kv_heads, head_dim, md, kv_scales);
 }
 
 void Backend::linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) {

@@ -59,13 +59,13 @@ class ProfilingBackend final : public Backend {
     timed("qk_norm_rope", [&] { in_->qk_norm_rope(qkv, qn, kn, pos, hq, hkv, d, eps, rope); });
   }
   void store_kvcache(const Tensor& qkv, Tensor& k, Tensor& v, int64_t hq, int64_t hkv, int64_t d,
-                     const AttentionMetadata& md) override {
-    timed("store_kvcache", [&] { in_->store_kvcache(qkv, k, v, hq, hkv, d, md); });
+                     const AttentionMetadata& md, KVScales kvs = {}) override {
+    timed("store_kvcache", [&] { in_->store_kvcache(qkv, k, v, hq, hkv, d, md, kvs); });
   }
   void attention(const Tensor& qkv, const Tensor& k, const Tensor& v, Tensor& out, int64_t hq, int64_t hkv, int64_t d,
-                 float scale, const AttentionMetadata& md, int64_t window = 0) override {
+                 float scale, const AttentionMetadata& md, int64_t window = 0, KVScales kvs = {}) override {
     timed(md.is_prefill ? "attention_prefill" : "attention_decode",
-          [&] { in_->attention(qkv, k, v, out, hq, hkv, d, scale, md, window); });
+          [&] { in_->attention(qkv, k, v, out, hq, hkv, d, scale, md, window, kvs); });
   }
   void cast(const Tensor& src, Tensor& dst) override {
     timed("cast", [&] { in_->cast(src, dst); });
@@ -73,10 +73,18 @@ class ProfilingBackend final : public Backend {
   void silu_and_mul(const Tensor& x, Tensor& out) override {
     timed("silu_and_mul", [&] { in_->silu_and_mul(x, out); });
   }
+  void moe_topk(const Tensor& logits, int64_t k, bool renorm, Tensor& weights, Tensor& ids) override {
+    timed("moe_topk", [&] { in_->moe_topk(logits, k, renorm, weights, ids); });
+  }
+  void moe_experts(const Tensor& x, const Tensor& w13, const Tensor& w2, const Tensor& weights, const Tensor& ids,
+                   Tensor& out) override {
+    timed("moe_experts", [&] { in_->moe_experts(x, w13, w2, weights, ids, out); });
+  }
   void qk_norm_rope_store(Tensor& qkv, const Tensor& qn, const Tensor& kn, const Tensor& pos, Tensor& k, Tensor& v,
                           int64_t hq, int64_t hkv, int64_t d, float eps, const RopeParams& rope,
-                          const AttentionMetadata& md) override {
-    timed("qk_norm_rope_store", [&] { in_->qk_norm_rope_store(qkv, qn, kn, pos, k, v, hq, hkv, d, eps, rope, md); });
+                          const AttentionMetadata& md, KVScales kvs = {}) override {
+    timed("qk_norm_rope_store",
+          [&] { in_->qk_norm_rope_store(qkv, qn, kn, pos, k, v, hq, hkv, d, eps, rope, md, kvs); });
   }
   void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) override {
     timed("gemm+silu N=" + std::to_string(w.size(0)) + " K=" + std::to_string(w.size(1)),

@@ -48,9 +48,10 @@ const Tokenizer& tokenizer_of(const ModelInfo& m) {
   return *m.llm->tokenizer();
 }
 
-std::vector<int32_t> encode(const ModelInfo& m, const std::string& text, const std::string& param) {
+std::vector<int32_t> encode(const ModelInfo& m, const std::string& text, const std::string& param,
+                            bool add_special_tokens) {
   try {
-    return tokenizer_of(m).encode(text);
+    return tokenizer_of(m).encode(text, add_special_tokens);
   } catch (const UserError& e) {
     bad(param, param + ": " + e.what());
   }
@@ -230,15 +231,17 @@ GenerationRequest parse_completion_request(const ojson& body, const ModelInfo& m
   const ojson* p = field(body, "prompt");
   if (!p) bad("prompt", "'prompt' is required", "missing_field");
   const std::string want = "a string, a list of strings, a list of token ids or a list of token-id lists";
+  // vLLM's default for completions: the tokenizer's special tokens (BOS) are added.
+  const bool specials = boolean(body, "add_special_tokens", true);
   if (p->is_string()) {
-    r.prompts.push_back(encode(m, p->get<std::string>(), "prompt"));
+    r.prompts.push_back(encode(m, p->get<std::string>(), "prompt", specials));
   } else if (p->is_array() && !p->empty()) {
     if ((*p)[0].is_number_integer()) {
       r.prompts.push_back(token_ids(*p, "prompt"));
     } else {
       for (auto& e : *p) {
         if (e.is_string())
-          r.prompts.push_back(encode(m, e.get<std::string>(), "prompt"));
+          r.prompts.push_back(encode(m, e.get<std::string>(), "prompt", specials));
         else if (e.is_array())
           r.prompts.push_back(token_ids(e, "prompt"));
         else
@@ -260,7 +263,8 @@ GenerationRequest parse_chat_request(const ojson& body, const ModelInfo& m) {
   const ChatTemplateInputs in = chat_inputs(body);
   r.parsers = chat_output_parsers(body, m, !in.tools.is_null(), in.enable_thinking);
   const std::string text = render_chat(m, body, in);
-  r.prompts.push_back(encode(m, text, "messages"));
+  // vLLM's default for chat: none added (the template writes them).
+  r.prompts.push_back(encode(m, text, "messages", boolean(body, "add_special_tokens", false)));
   read_common(body, r, m, "messages", [&](int64_t n) { return m.max_model_len - n; });
   return r;
 }
@@ -268,12 +272,12 @@ GenerationRequest parse_chat_request(const ojson& body, const ModelInfo& m) {
 ojson tokenize_response(const ojson& body, const ModelInfo& m) {
   std::vector<int32_t> ids;
   if (field(body, "messages")) {
-    ids = encode(m, render_chat(m, body, chat_inputs(body)), "messages");
+    ids = encode(m, render_chat(m, body, chat_inputs(body)), "messages", boolean(body, "add_special_tokens", false));
   } else {
     const ojson* p = field(body, "prompt");
     if (!p) bad("prompt", "'prompt' or 'messages' is required", "missing_field");
     if (!p->is_string()) wrong_type("prompt", "a string");
-    ids = encode(m, p->get<std::string>(), "prompt");
+    ids = encode(m, p->get<std::string>(), "prompt", boolean(body, "add_special_tokens", true));
   }
   return {{"count", ids.size()}, {"max_model_len", m.max_model_len}, {"tokens", ids}, {"token_strs", nullptr}};
 }

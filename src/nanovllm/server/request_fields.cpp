@@ -77,9 +77,9 @@ const FieldRule kFields[] = {
     // vLLM's extra parameters
     {"add_generation_prompt", kChat, nullptr, nullptr},
     {"continue_final_message", kChat, is_false, "continue_final_message is not supported"},
-    // Completions: our prompts get no special tokens added either way (the Qwen3 tokenizer adds none).
-    {"add_special_tokens", kCompletions, nullptr, nullptr},
-    {"add_special_tokens", kChat, is_false, "add_special_tokens=true is not supported for chat"},
+    // The tokenizer's post-processor specials (BOS of Llama / Mistral); default true for
+    // completions, false for chat (the template writes them), as vLLM.
+    {"add_special_tokens", kBoth, nullptr, nullptr},
     {"documents", kChat, never, "documents (RAG templates) are not supported"},
     {"chat_template", kChat, nullptr, nullptr},
     {"chat_template_kwargs", kChat, nullptr, nullptr},

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <climits>
+#include <cstdio>
 
 #include "nanovllm/tokenizer/byte_level.h"
 #include "nanovllm/tokenizer/tokenizer.h"
@@ -45,7 +46,10 @@ BpeModel::BpeModel(const nlohmann::json& model, bool byte_level) : byte_level_(b
   };
   if (nonempty_string("continuing_subword_prefix") || nonempty_string("end_of_word_suffix"))
     throw TokenizerError("tokenizer.json: BPE subword prefixes/suffixes are not supported");
-  if (model.value("byte_fallback", false)) throw TokenizerError("tokenizer.json: BPE byte_fallback is not supported");
+  byte_fallback_ = model.value("byte_fallback", false);
+  fuse_unk_ = model.value("fuse_unk", false);
+  if (byte_fallback_ && byte_level_)
+    throw TokenizerError("tokenizer.json: BPE byte_fallback with a byte-level vocabulary is not supported");
   if (model.contains("dropout") && model["dropout"].is_number() && model["dropout"].get<double>() > 0)
     throw TokenizerError("tokenizer.json: BPE dropout is not supported");
   ignore_merges_ = model.value("ignore_merges", false);
@@ -78,7 +82,10 @@ BpeModel::BpeModel(const nlohmann::json& model, bool byte_level) : byte_level_(b
   }
   byte_ids_.fill(-1);
   for (int b = 0; b < 256; ++b) {
-    auto it = vocab_.find(std::string(1, static_cast<char>(b)));
+    // Byte-level: the byte itself; byte fallback: the SentencePiece token "<0xAB>".
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    auto it = byte_level_ ? vocab_.find(std::string(1, static_cast<char>(b))) : vocab_.find(name);
     if (it != vocab_.end()) byte_ids_[b] = it->second;
   }
   if (model.contains("unk_token") && model["unk_token"].is_string()) {
@@ -143,15 +150,27 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<int32_t>& syms
     }
     return;
   }
+  // Characters; one missing from the vocabulary becomes its bytes' "<0xAB>" tokens (byte_fallback,
+  // when all of them exist), else the unknown token (consecutive ones fused into one with fuse_unk).
+  bool last_unk = false;
   for (size_t i = 0; i < word.size();) {
     size_t n = utf8::sequence_length(word, i);
     if (n == 0) n = 1;
-    auto it = vocab_.find(std::string(word.substr(i, n)));
-    if (it != vocab_.end())
-      syms.push_back(it->second);
-    else if (unk_id_)
-      syms.push_back(*unk_id_);
+    const std::string_view ch = word.substr(i, n);
     i += n;
+    auto it = vocab_.find(std::string(ch));
+    if (it != vocab_.end()) {
+      syms.push_back(it->second);
+      last_unk = false;
+      continue;
+    }
+    if (byte_fallback_ && std::all_of(ch.begin(), ch.end(), [&](char c) { return byte_ids_[uint8_t(c)] >= 0; })) {
+      for (char c : ch) syms.push_back(byte_ids_[static_cast<uint8_t>(c)]);
+      last_unk = false;
+      continue;
+    }
+    if (unk_id_ && !(fuse_unk_ && last_unk)) syms.push_back(*unk_id_);
+    last_unk = unk_id_.has_value();
   }
 }
 

@@ -69,12 +69,14 @@ class BpeModel {
 
   bool byte_level_;
   bool ignore_merges_ = false;
+  bool byte_fallback_ = false;  // unknown characters as "<0xAB>" byte tokens (SentencePiece BPE)
+  bool fuse_unk_ = false;       // consecutive unknown characters give one unknown token
   std::optional<int32_t> unk_id_;
   std::unordered_map<std::string, int32_t> vocab_;       // raw bytes (or text) -> id
   std::unordered_map<std::string, int32_t> unmappable_;  // byte-level strings outside the table
   std::vector<std::string> id_bytes_;
   std::vector<bool> present_;
-  std::array<int32_t, 256> byte_ids_{};  // id of each single byte, or -1
+  std::array<int32_t, 256> byte_ids_{};  // id of each byte (byte-level: the byte; byte_fallback: "<0xAB>"), or -1
   MergeTable merges_;
   WordCache cache_;
 };

@@ -8,31 +8,7 @@
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {
-namespace {
-
-// Deeper than any tokenizer.json that Hugging Face reads (serde_json stops at 128 JSON levels,
-// two per Sequence); the bound keeps hostile files from overflowing the stack.
-constexpr int kMaxNesting = 64;
-
-std::string decoder_type_check(const nlohmann::json& decoder, bool* byte_level, int depth = 1) {
-  if (decoder.is_null()) return "";
-  if (depth > kMaxNesting)
-    throw TokenizerError("tokenizer.json: decoder Sequences nested deeper than " + std::to_string(kMaxNesting) +
-                         " levels");
-  if (!decoder.is_object() || !decoder.contains("type") || !decoder["type"].is_string())
-    throw TokenizerError("tokenizer.json: decoder without a \"type\"");
-  const std::string type = decoder["type"];
-  if (type == "ByteLevel") {
-    *byte_level = true;
-  } else if (type == "Sequence" && decoder.contains("decoders") && decoder["decoders"].is_array()) {
-    for (const auto& d : decoder["decoders"]) decoder_type_check(d, byte_level, depth + 1);
-  } else {
-    throw TokenizerError("tokenizer.json: unsupported decoder type '" + type + "'");
-  }
-  return type;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 struct HfTokenizer::EncodeState {
   PreTokenizer::Scratch pre;
@@ -43,13 +19,20 @@ struct HfTokenizer::EncodeState {
 HfTokenizer::HfTokenizer(const nlohmann::json& tokenizer, const nlohmann::json& config)
     : added_(tokenizer.value("added_tokens", nlohmann::json())),
       normalizer_(tokenizer.value("normalizer", nlohmann::json())),
-      pre_tokenizer_(tokenizer.value("pre_tokenizer", nlohmann::json())) {
-  bool byte_level = pre_tokenizer_.has_byte_level();
-  decoder_type_check(tokenizer.value("decoder", nlohmann::json()), &byte_level);
+      pre_tokenizer_(tokenizer.value("pre_tokenizer", nlohmann::json())),
+      decoder_(tokenizer.value("decoder", nlohmann::json()), &byte_level_) {
+  byte_level_ = byte_level_ || pre_tokenizer_.has_byte_level();
   if (!tokenizer.contains("model")) throw TokenizerError("tokenizer.json: no \"model\"");
-  model_ = std::make_unique<BpeModel>(tokenizer["model"], byte_level);
+  model_ = std::make_unique<BpeModel>(tokenizer["model"], byte_level_);
+
   vocab_size_ = model_->id_limit();
   for (const AddedToken& t : added_.tokens()) vocab_size_ = std::max(vocab_size_, t.id + 1);
+  post_ = PostProcessor(tokenizer.value("post_processor", nlohmann::json()));
+  for (const auto* ids : {&post_.prefix, &post_.suffix})
+    for (const int32_t id : *ids)
+      if (id >= vocab_size_)
+        throw TokenizerError("tokenizer.json: post_processor adds token id " + std::to_string(id) +
+                             ", outside the vocabulary of " + std::to_string(vocab_size_));
   read_config(config);
 }
 
@@ -88,23 +71,27 @@ std::vector<int32_t> HfTokenizer::encode(std::string_view text) const {
   ids.reserve(text.size() / 4 + 1);
   EncodeState st;
   added_.raw().split(
-      text, [&](std::string_view seg) { encode_segment(seg, st, ids); }, [&](int32_t id) { ids.push_back(id); });
+      text, [&](std::string_view seg) { encode_segment(seg, seg.data() == text.data(), st, ids); },
+      [&](int32_t id) { ids.push_back(id); });
   return ids;
 }
 
-void HfTokenizer::encode_segment(std::string_view raw, EncodeState& st, std::vector<int32_t>& ids) const {
+void HfTokenizer::encode_segment(std::string_view raw, bool at_start, EncodeState& st,
+                                 std::vector<int32_t>& ids) const {
   const std::string_view norm = normalizer_.apply(raw, st.normalized);
   if (added_.normalized().empty()) {
-    encode_normalized(norm, st, ids);
+    encode_normalized(norm, at_start, st, ids);
     return;
   }
   added_.normalized().split(
-      norm, [&](std::string_view seg) { encode_normalized(seg, st, ids); }, [&](int32_t id) { ids.push_back(id); });
+      norm, [&](std::string_view seg) { encode_normalized(seg, at_start && seg.data() == norm.data(), st, ids); },
+      [&](int32_t id) { ids.push_back(id); });
 }
 
-void HfTokenizer::encode_normalized(std::string_view text, EncodeState& st, std::vector<int32_t>& ids) const {
+void HfTokenizer::encode_normalized(std::string_view text, bool at_start, EncodeState& st,
+                                    std::vector<int32_t>& ids) const {
   st.pieces.clear();
-  pre_tokenizer_.split(text, st.pre, st.pieces);
+  pre_tokenizer_.split(text, st.pre, st.pieces, at_start);
   for (std::string_view piece : st.pieces) model_->encode_word(piece, ids);
   st.pre.owned.clear();
 }
@@ -124,6 +111,25 @@ void HfTokenizer::append_bytes(const int32_t* ids, size_t n, bool skip_special_t
 }
 
 std::string HfTokenizer::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
+  if (!byte_level_) {  // token strings through the decoder chain (SentencePiece-style vocabularies)
+    std::vector<std::string> tokens;
+    tokens.reserve(ids.size());
+    for (const int32_t id : ids) {
+      if (const AddedToken* t = added_.find(id)) {
+        if (!(skip_special_tokens && t->special)) tokens.push_back(t->content);
+      } else if (model_->has_id(id)) {
+        tokens.push_back(model_->bytes_of(id));
+      } else {
+        throw TokenizerError("token id " + std::to_string(id) + " is out of range [0, " + std::to_string(vocab_size_) +
+                             ")");
+      }
+    }
+    std::string text = decoder_.decode(std::move(tokens));
+    if (utf8::find_invalid(text) == utf8::kValid) return text;
+    std::string repaired;
+    utf8::append_lossy(text, repaired);
+    return repaired;
+  }
   std::string bytes;
   append_bytes(ids.data(), ids.size(), skip_special_tokens, bytes);
   std::string text;

@@ -16,6 +16,16 @@ bool ends_with_replacement(std::string_view s) {
   return s.size() >= utf8::kReplacement.size() && s.substr(s.size() - utf8::kReplacement.size()) == utf8::kReplacement;
 }
 
+// new_text from where prefix_text ends. The window's text normally extends the prefix's; it does
+// not when a ByteFallback run turns invalid after the prefix's part of it was emitted (bytes "A"
+// then 0xE2 then a normal token: "A" became U+FFFD U+FFFD): what was emitted stays, and the delta
+// starts at a character boundary so that it is valid UTF-8 either way.
+std::string delta(const std::string& new_text, const std::string& prefix_text) {
+  size_t start = prefix_text.size();
+  while (start < new_text.size() && (static_cast<unsigned char>(new_text[start]) & 0xC0) == 0x80) ++start;
+  return new_text.substr(start);
+}
+
 }  // namespace
 
 IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tok, bool skip_special_tokens)
@@ -34,7 +44,7 @@ std::string IncrementalDetokenizer::push(int32_t id) {
   if (new_text.size() <= prefix_text.size() || ends_with_replacement(new_text)) return "";
   prefix_offset_ = read_offset_;
   read_offset_ = ids_.size();
-  return new_text.substr(prefix_text.size());
+  return delta(new_text, prefix_text);
 }
 
 std::string IncrementalDetokenizer::flush() {
@@ -42,7 +52,7 @@ std::string IncrementalDetokenizer::flush() {
       tok_.decode({ids_.begin() + prefix_offset_, ids_.begin() + read_offset_}, skip_special_);
   const std::string new_text = tok_.decode({ids_.begin() + prefix_offset_, ids_.end()}, skip_special_);
   prefix_offset_ = read_offset_ = ids_.size();
-  return new_text.size() > prefix_text.size() ? new_text.substr(prefix_text.size()) : std::string();
+  return new_text.size() > prefix_text.size() ? delta(new_text, prefix_text) : std::string();
 }
 
 }  // namespace nanovllm

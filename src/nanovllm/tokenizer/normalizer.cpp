@@ -8,6 +8,7 @@
 // normalized by utf8proc (Unicode 15) and the cut characters are kept as they are.
 #include "nanovllm/tokenizer/normalizer.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 
@@ -63,14 +64,26 @@ void Normalizer::add(const nlohmann::json& config, int depth) {
     throw TokenizerError("tokenizer.json: normalizer without a \"type\"");
   const std::string type = config["type"];
   constexpr int kBase = UTF8PROC_STABLE;
+  auto form = [&](int options) { steps_.push_back({options, false, "", ""}); };
   if (type == "NFC") {
-    forms_.push_back(kBase | UTF8PROC_COMPOSE);
+    form(kBase | UTF8PROC_COMPOSE);
   } else if (type == "NFD") {
-    forms_.push_back(kBase | UTF8PROC_DECOMPOSE);
+    form(kBase | UTF8PROC_DECOMPOSE);
   } else if (type == "NFKC") {
-    forms_.push_back(kBase | UTF8PROC_COMPOSE | UTF8PROC_COMPAT);
+    form(kBase | UTF8PROC_COMPOSE | UTF8PROC_COMPAT);
   } else if (type == "NFKD") {
-    forms_.push_back(kBase | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT);
+    form(kBase | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT);
+  } else if (type == "Prepend") {
+    if (!config.contains("prepend") || !config["prepend"].is_string())
+      throw TokenizerError("tokenizer.json: Prepend normalizer without a \"prepend\" string");
+    steps_.push_back({0, true, config["prepend"].get<std::string>(), ""});
+  } else if (type == "Replace") {
+    const auto& pattern = config.value("pattern", nlohmann::json());
+    if (!pattern.is_object() || !pattern.contains("String") || !pattern["String"].is_string())
+      throw TokenizerError("tokenizer.json: Replace normalizer supports only a String pattern");
+    if (!config.contains("content") || !config["content"].is_string())
+      throw TokenizerError("tokenizer.json: Replace normalizer without a \"content\" string");
+    steps_.push_back({0, false, pattern["String"].get<std::string>(), config["content"].get<std::string>()});
   } else if (type == "Sequence") {
     if (!config.contains("normalizers") || !config["normalizers"].is_array())
       throw TokenizerError("tokenizer.json: Sequence normalizer without \"normalizers\"");
@@ -81,19 +94,29 @@ void Normalizer::add(const nlohmann::json& config, int depth) {
 }
 
 std::string_view Normalizer::apply(std::string_view in, std::string& storage) const {
-  if (forms_.empty()) return in;
-  bool ascii = true;
-  for (char c : in) {
-    if (static_cast<unsigned char>(c) >= 0x80) {
-      ascii = false;
-      break;
-    }
-  }
-  if (ascii) return in;
+  if (steps_.empty()) return in;
   std::string_view cur = in;
   std::string next;
-  for (int options : forms_) {
-    normalize(cur, options, next);
+  for (const Step& step : steps_) {
+    if (step.form != 0) {
+      // Pure ASCII is invariant under every normalization form.
+      if (std::all_of(cur.begin(), cur.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) continue;
+      normalize(cur, step.form, next);
+    } else if (step.prepend) {
+      if (cur.empty()) continue;
+      next.assign(step.a);
+      next.append(cur);
+    } else {
+      if (step.a.empty() || cur.find(step.a) == std::string_view::npos) continue;
+      next.clear();
+      for (size_t pos = 0;;) {
+        const size_t at = cur.find(step.a, pos);
+        next.append(cur.substr(pos, at == std::string_view::npos ? std::string_view::npos : at - pos));
+        if (at == std::string_view::npos) break;
+        next.append(step.b);
+        pos = at + step.a.size();
+      }
+    }
     storage.swap(next);
     cur = storage;
   }

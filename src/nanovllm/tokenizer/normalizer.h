@@ -1,5 +1,6 @@
 // tokenizer.json "normalizer": Unicode normalization forms (NFC, NFD, NFKC, NFKD) via utf8proc,
-// or a Sequence of them, or none. Other types are refused at load time.
+// Prepend and Replace (String pattern; SentencePiece-style vocabularies: Llama 2, Mistral), a
+// Sequence of them, or none. Other types are refused at load time.
 #pragma once
 #include <string>
 #include <string_view>
@@ -13,14 +14,19 @@ class Normalizer {
  public:
   // `config` is the "normalizer" value (may be null). Throws TokenizerError on unsupported types.
   explicit Normalizer(const nlohmann::json& config);
-  bool is_identity() const { return forms_.empty(); }
+  bool is_identity() const { return steps_.empty(); }
   // Normalizes valid UTF-8 `in`. Returns `in` itself when nothing changes (no copy), else a view
   // of `storage`.
   std::string_view apply(std::string_view in, std::string& storage) const;
 
  private:
   void add(const nlohmann::json& config, int depth);
-  std::vector<int> forms_;  // utf8proc option sets, applied in order
+  struct Step {
+    int form = 0;  // utf8proc option set; 0: a Prepend (text = a + text, unless empty) or Replace
+    bool prepend = false;
+    std::string a, b;  // Prepend: a; Replace: every a becomes b
+  };
+  std::vector<Step> steps_;  // applied in order
 };
 
 }  // namespace nanovllm

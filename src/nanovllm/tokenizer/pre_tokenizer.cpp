@@ -69,12 +69,35 @@ void PreTokenizer::add(const nlohmann::json& config, int depth) {
     step.add_prefix_space = config.value("add_prefix_space", false);
     if (config.value("use_regex", true)) step.regex = std::make_shared<Regex>(kGpt2Pattern);
     if (step.regex || step.add_prefix_space) steps_.push_back(std::move(step));
+  } else if (type == "Metaspace") {
+    Step step;
+    step.metaspace = config.value("replacement", std::string("\xE2\x96\x81"));
+    if (step.metaspace.empty())
+      throw TokenizerError("tokenizer.json: Metaspace pre_tokenizer with an empty replacement");
+    std::string scheme;
+    if (config.contains("prepend_scheme")) {
+      if (!config["prepend_scheme"].is_string())
+        throw TokenizerError("tokenizer.json: Metaspace pre_tokenizer's prepend_scheme is not a string");
+      scheme = config["prepend_scheme"].get<std::string>();
+    } else {
+      scheme = config.value("add_prefix_space", true) ? "always" : "never";
+    }
+    if (scheme != "always" && scheme != "first" && scheme != "never")
+      throw TokenizerError("tokenizer.json: Metaspace pre_tokenizer with unknown prepend_scheme '" + scheme + "'");
+    step.prepend_always = scheme == "always";
+    step.prepend_first = scheme == "first";
+    if (config.value("split", true)) {
+      step.regex = std::make_shared<Regex>(Regex::quote(step.metaspace));
+      step.behavior = Behavior::MergedWithNext;
+    }
+    steps_.push_back(std::move(step));
   } else {
     throw TokenizerError("tokenizer.json: unsupported pre_tokenizer type '" + type + "'");
   }
 }
 
-void PreTokenizer::split(std::string_view text, Scratch& scratch, std::vector<std::string_view>& pieces) const {
+void PreTokenizer::split(std::string_view text, Scratch& scratch, std::vector<std::string_view>& pieces,
+                         bool at_start) const {
   if (text.empty()) return;
   if (steps_.empty()) {
     pieces.push_back(text);
@@ -87,13 +110,27 @@ void PreTokenizer::split(std::string_view text, Scratch& scratch, std::vector<st
   for (size_t s = 0; s < steps_.size(); ++s) {
     std::vector<std::string_view>& out = s + 1 == steps_.size() ? pieces : scratch.tmp;
     if (&out == &scratch.tmp) out.clear();
-    for (std::string_view piece : cur) apply(steps_[s], piece, fast_ok, scratch, out);
+    for (std::string_view piece : cur)
+      apply(steps_[s], piece, fast_ok, at_start && piece.data() == text.data(), scratch, out);
     if (s + 1 < steps_.size()) cur.swap(scratch.tmp);
   }
 }
 
-void PreTokenizer::apply(const Step& step, std::string_view piece, bool fast_ok, Scratch& scratch,
+void PreTokenizer::apply(const Step& step, std::string_view piece, bool fast_ok, bool at_start, Scratch& scratch,
                          std::vector<std::string_view>& out) const {
+  if (!step.metaspace.empty()) {
+    std::string& m = scratch.owned.emplace_back();
+    const bool prefix = (step.prepend_always || (step.prepend_first && at_start)) &&
+                        !(piece.substr(0, 1) == " " || piece.substr(0, step.metaspace.size()) == step.metaspace);
+    if (prefix) m = step.metaspace;
+    for (char c : piece) {
+      if (c == ' ')
+        m += step.metaspace;
+      else
+        m.push_back(c);
+    }
+    piece = m;
+  }
   if (step.add_prefix_space && !piece.empty() && piece.front() != ' ') {
     std::string& spaced = scratch.owned.emplace_back();
     spaced.reserve(piece.size() + 1);
@@ -124,8 +161,8 @@ void PreTokenizer::apply(const Step& step, std::string_view piece, bool fast_ok,
         else
           out.push_back(seg);
         break;
-      case Behavior::MergedWithNext:  // a delimiter absorbs whatever follows it
-        if (last_was_delim && out.size() > first_out)
+      case Behavior::MergedWithNext:  // a delimiter absorbs the non-delimiter that follows it
+        if (!delim && last_was_delim && out.size() > first_out)
           out.back() = std::string_view(out.back().data(), out.back().size() + seg.size());
         else
           out.push_back(seg);

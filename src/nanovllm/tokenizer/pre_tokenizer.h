@@ -1,6 +1,7 @@
 // tokenizer.json "pre_tokenizer": splits normalized text into pieces that BPE encodes one by one.
 // Supported: Split (Regex or String pattern, every behavior, invert), ByteLevel (add_prefix_space,
-// use_regex with the GPT-2 pattern) and Sequence of those. Pieces are byte strings: the ByteLevel
+// use_regex with the GPT-2 pattern), Metaspace (SentencePiece-style: spaces become U+2581, a prefix
+// by prepend_scheme, optional split before each U+2581) and Sequence of those. Pieces are byte strings: the ByteLevel
 // byte->char mapping is not materialized, the BPE model works on raw bytes instead.
 #pragma once
 #include <deque>
@@ -30,7 +31,10 @@ class PreTokenizer {
   bool has_byte_level() const { return byte_level_; }
 
   // Appends the pieces of `text` to `pieces` (views into `text` or into scratch.owned).
-  void split(std::string_view text, Scratch& scratch, std::vector<std::string_view>& pieces) const;
+  // `at_start`: text begins at offset 0 of the string being encoded (Metaspace's "first" scheme
+  // prepends only there; text after an added token does not begin there).
+  void split(std::string_view text, Scratch& scratch, std::vector<std::string_view>& pieces,
+             bool at_start = true) const;
 
  private:
   enum class Behavior { Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous };
@@ -39,9 +43,13 @@ class PreTokenizer {
     Behavior behavior = Behavior::Isolated;
     bool invert = false;
     bool add_prefix_space = false;
+    // Metaspace: spaces -> replacement, then `replacement` prepended where the scheme says
+    std::string metaspace;        // the replacement (empty: not a Metaspace step)
+    bool prepend_always = false;  // prepend_scheme "always" (else "first" or "never")
+    bool prepend_first = false;   // prepend_scheme "first"
   };
   void add(const nlohmann::json& config, int depth);
-  void apply(const Step& step, std::string_view piece, bool fast_ok, Scratch& scratch,
+  void apply(const Step& step, std::string_view piece, bool fast_ok, bool at_start, Scratch& scratch,
              std::vector<std::string_view>& out) const;
 
   std::vector<Step> steps_;

@@ -1,4 +1,5 @@
-// Hugging Face tokenizer.json (byte-level BPE: Qwen3, Qwen2.5, Llama 3) plus tokenizer_config.json.
+// Hugging Face tokenizer.json (byte-level BPE: Qwen3, Qwen2.5, Llama 3; SentencePiece-style BPE with byte
+// fallback: Llama 2, Mistral) plus tokenizer_config.json.
 // Public interface used by the engine, CLI and server. Implementation: tokenizer/*.cpp.
 #pragma once
 #include <cstdint>
@@ -24,6 +25,18 @@ class Tokenizer {
   // Text -> ids. Special/added tokens in the text are matched before pre-tokenization.
   // Invalid UTF-8 throws TokenizerError naming the byte offset. No BOS is added.
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  // The same, with add_special_tokens: the post-processor's special tokens around the ids (Llama
+  // and Mistral: BOS in front; Qwen: none), as Hugging Face's encode(text) and vLLM's prompts.
+  std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const {
+    std::vector<int32_t> ids = encode(text);
+    if (add_special_tokens && !(special_prefix().empty() && special_suffix().empty())) {
+      ids.insert(ids.begin(), special_prefix().begin(), special_prefix().end());
+      ids.insert(ids.end(), special_suffix().begin(), special_suffix().end());
+    }
+    return ids;
+  }
+  virtual const std::vector<int32_t>& special_prefix() const = 0;
+  virtual const std::vector<int32_t>& special_suffix() const = 0;
   // Ids -> text. Ids out of range throw TokenizerError.
   virtual std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const = 0;
   virtual int32_t vocab_size() const = 0;

@@ -4,9 +4,12 @@
 #include <cstring>
 #include <string>
 
+#include "nanovllm/utils/fp8.h"
+
 namespace nanovllm {
 
-enum class DType : uint8_t { F32, BF16, F16, I32, I64 };
+// F8E4M3: one byte per element (the FP8 KV cache; utils/fp8.h converts).
+enum class DType : uint8_t { F32, BF16, F16, I32, I64, F8E4M3 };
 
 inline size_t dtype_size(DType t) {
   switch (t) {
@@ -15,6 +18,7 @@ inline size_t dtype_size(DType t) {
     case DType::BF16:
     case DType::F16: return 2;
     case DType::I64: return 8;
+    case DType::F8E4M3: return 1;
   }
   return 0;
 }
@@ -26,6 +30,7 @@ inline const char* dtype_name(DType t) {
     case DType::F16: return "F16";
     case DType::I32: return "I32";
     case DType::I64: return "I64";
+    case DType::F8E4M3: return "F8_E4M3";
   }
   return "?";
 }
@@ -69,7 +74,7 @@ inline float f16_to_f32(uint16_t h) {
   return f;
 }
 
-// Converts n elements of a float-like dtype (F32/BF16/F16) into float.
+// Converts n elements of a float-like dtype (F32/BF16/F16/F8E4M3) into float.
 inline void convert_to_f32(const void* src, DType t, size_t n, float* dst) {
   if (t == DType::F32) {
     std::memcpy(dst, src, n * 4);
@@ -79,6 +84,9 @@ inline void convert_to_f32(const void* src, DType t, size_t n, float* dst) {
   } else if (t == DType::F16) {
     auto* s = static_cast<const uint16_t*>(src);
     for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+  } else if (t == DType::F8E4M3) {
+    auto* s = static_cast<const uint8_t*>(src);
+    for (size_t i = 0; i < n; ++i) dst[i] = e4m3_to_f32(s[i]);
   }
 }
 

@@ -106,6 +106,7 @@ async function vllmCommandLine() {
     const log = s.log();
     check(/KV cache: \d+ blocks of \d+ tokens = \d+ tokens; max_model_len 8192/.test(log), `start-up summary:\n${log}`);
     check(/dtype float32, device cpu/.test(log), 'start-up summary: dtype and device');
+    check(log.includes('stored as F32 (--kv-cache-dtype auto)'), 'start-up summary: KV cache dtype');
     check(log.includes('Default sampling parameters have been overridden by the model\'s Hugging Face generation config: {"max_tokens":5,"temperature":0.0}'),
       'generation config line');
     check(log.includes('--trust-remote-code accepted'), 'trust-remote-code note');

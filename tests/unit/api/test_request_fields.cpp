@@ -41,7 +41,6 @@ TEST(RequestFields, UnimplementedFieldsAreRefusedUnlessDefault) {
       {"allowed_token_ids", {1, 2}},
       {"truncate_prompt_tokens", 5},
       {"continue_final_message", true},
-      {"add_special_tokens", true},
       {"spaces_between_special_tokens", false},
       {"include_reasoning", false},
       {"cache_salt", "s"},

@@ -92,8 +92,10 @@ EngineConfig base(const std::string& model) {
 }  // namespace
 
 TEST(TensorParallelEngine, Tp2MatchesTp1OnTheFixtures) {
-  // (tiny-qwen2: its q/k/v biases split by heads; tiny-mistral: the sliding window on each rank.)
-  for (std::string model : {"tiny-qwen3-tied", "tiny-qwen3-untied", "tiny-qwen2", "tiny-mistral"}) {
+  // (tiny-qwen2: its q/k/v biases split by heads; tiny-mistral: the sliding window on each rank;
+  // tiny-qwen3-moe: every expert's intermediate split, the router whole on each rank.)
+  for (std::string model : {"tiny-qwen3-tied", "tiny-qwen3-untied", "tiny-qwen2", "tiny-mistral", "tiny-qwen3-moe",
+                            "tiny-qwen3-moe-nonorm"}) {
     const auto cfg = base(test::fixture(model));
     expect_same(generate(cfg, 2), generate(cfg, 1), model + " TP=2");
   }
@@ -111,6 +113,22 @@ TEST(TensorParallelEngine, Tp4MatchesTp1WithDummyWeights) {
   const TpRun one = generate(cfg, 1);
   expect_same(generate(cfg, 4), one, "dummy TP=4");
   expect_same(generate(cfg, 2), one, "dummy TP=2");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TensorParallelEngine, Qwen3MoeTp2MatchesTp1WithDummyWeights) {
+  // Every expert's moe_intermediate_size (24) and the dense layer's (40) split in halves; the router
+  // whole on each rank; layer 1 dense between two sparse layers.
+  const auto dir = std::filesystem::temp_directory_path() / ("nanovllm_tp_moe_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << R"({"architectures": ["Qwen3MoeForCausalLM"], "vocab_size": 256,
+    "hidden_size": 64, "intermediate_size": 40, "moe_intermediate_size": 24, "num_experts": 8,
+    "num_experts_per_tok": 2, "norm_topk_prob": true, "mlp_only_layers": [1], "num_hidden_layers": 3,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 512,
+    "eos_token_id": 1})";
+  auto cfg = base(dir.string());
+  cfg.load_dummy = true;
+  expect_same(generate(cfg, 2), generate(cfg, 1), "Qwen3-MoE dummy TP=2");
   std::filesystem::remove_all(dir);
 }
 

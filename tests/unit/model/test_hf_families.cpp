@@ -5,10 +5,13 @@
 // 3 KV heads, untied F32 in 2 shards), tiny-mistral (a 48-token sliding window under prompts of up
 // to 300 tokens, head_dim 32 != hidden / heads). Each also through small blocks and chunked
 // prefill, whose later chunks read the earlier ones (and, with a window, only the last 48 keys of
-// them) from the paged cache.
+// them) from the paged cache. Qwen3-MoE (scripts/make_moe_fixtures.py): tiny-qwen3-moe (8 experts,
+// top-2 renormalized, a dense layer between two sparse ones through mlp_only_layers, BF16 in 2
+// shards) and tiny-qwen3-moe-nonorm (6 experts, top-3 not renormalized, decoder_sparse_step 2, tied).
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -90,4 +93,35 @@ TEST(HFFamilies, MistralSlidingWindow) {
   check_fixture("tiny-mistral", 256);
   check_fixture("tiny-mistral", 16, 40);  // chunks shorter than the window
   check_fixture("tiny-mistral", 1, 100);
+}
+
+// Qwen3-MoE: the engine's router picks the experts transformers picked (the generator recorded the
+// smallest gap between the k-th and (k+1)-th router probability, far above rounding), and the
+// sparse layers are the ones transformers built.
+namespace {
+void check_moe(const std::string& name) {
+  ASSERT_TRUE(std::filesystem::exists(test::fixture(name) + "/reference.json"))
+      << "missing fixture " << name << ": generate it with scripts/make_moe_fixtures.py (tests/fixtures/README.md)";
+  const auto ref = reference(name);
+  const ModelConfig cfg = ModelConfig::from_dir(test::fixture(name));
+  EXPECT_EQ(cfg.architecture, "Qwen3MoeForCausalLM");
+  std::vector<int64_t> sparse;
+  for (int64_t i = 0; i < cfg.num_hidden_layers; ++i)
+    if (cfg.is_moe_layer(i)) sparse.push_back(i);
+  EXPECT_EQ(sparse, ref.at("moe").at("sparse_layers").get<std::vector<int64_t>>());
+  EXPECT_LT(sparse.size(), size_t(cfg.num_hidden_layers));  // a dense layer too
+  for (double gap : ref.at("moe").at("min_router_gap").get<std::vector<double>>()) EXPECT_GT(gap, 1e-5);
+}
+}  // namespace
+
+TEST(HFFamilies, Qwen3MoeRenormalizedTopK) {
+  check_moe("tiny-qwen3-moe");
+  check_fixture("tiny-qwen3-moe", 256);
+  check_fixture("tiny-qwen3-moe", 16, 64);
+}
+
+TEST(HFFamilies, Qwen3MoeTopKWithoutRenormalization) {
+  check_moe("tiny-qwen3-moe-nonorm");
+  check_fixture("tiny-qwen3-moe-nonorm", 256);
+  check_fixture("tiny-qwen3-moe-nonorm", 1, 64);
 }

@@ -265,6 +265,33 @@ TEST(KernelPlan, DecodeAttentionLongContext) {
 // mixed step) go to the split-KV kernel where it applies; the rest to wgmma on Hopper builds, else
 // mma.sync, else the CUDA-core kernel; a forced kernel that cannot run the shape is a UserError
 // naming the option.
+// An FP8 KV cache: decodes as before, every other sequence on mma.sync (the Hopper and CUDA-core
+// kernels decline it in the plan); shapes only they take, or forcing them, are UserErrors.
+TEST(KernelPlan, Fp8KVCacheTakesTheMmaPrefill) {
+  using nanovllm::UserError;
+  using K = AttentionKernel;
+  KernelOptions o;
+  auto plan = [&](int64_t B, int64_t single, int64_t D, int64_t G, bool wgmma) {
+    AttentionProblem p{B, single, D, G, 256};
+    p.fp8_kv = true;
+    const AttentionPlan r = plan_attention(p, wgmma, o);
+    return std::pair<int64_t, K>{r.decode_seqs, r.rest};
+  };
+  using P = std::pair<int64_t, K>;
+  EXPECT_EQ(plan(8, 8, 128, 2, true), P(8, K::None));
+  EXPECT_EQ(plan(65, 64, 128, 4, true), P(64, K::PrefillMma));
+  EXPECT_EQ(plan(3, 0, 64, 8, true), P(0, K::PrefillMma));
+  EXPECT_EQ(plan(8, 8, 128, 16, true), P(0, K::PrefillMma));  // G > 8: no decode kernel
+  EXPECT_THROW(plan(3, 0, 96, 2, true), UserError);           // only the CUDA-core kernel takes D = 96
+  EXPECT_THROW(plan(3, 0, 128, 65, false), UserError);
+  for (auto forced : {PrefillAttention::WgmmaTma, PrefillAttention::Wgmma, PrefillAttention::Tiled}) {
+    o.prefill_attention = forced;
+    EXPECT_THROW(plan(3, 0, 128, 4, true), UserError);
+  }
+  o.prefill_attention = PrefillAttention::Mma;
+  EXPECT_EQ(plan(3, 0, 128, 4, true), P(0, K::PrefillMma));
+}
+
 TEST(KernelPlan, AttentionKernelChoice) {
   using nanovllm::UserError;
   using K = AttentionKernel;

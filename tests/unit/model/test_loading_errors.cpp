@@ -54,11 +54,11 @@ TEST(LoadingErrors, MissingDirectoryAndConfig) {
 TEST(LoadingErrors, UnsupportedArchitectureListsSupported) {
   TempModel m;
   std::string c = m.read("config.json");
-  c.replace(c.find("Qwen3ForCausalLM"), 16, "Qwen3MoeForCausalLM");
+  c.replace(c.find("Qwen3ForCausalLM"), 16, "Qwen2MoeForCausalLM");
   m.write("config.json", c);
   expect_error(m.dir.string(),
-               "unsupported architecture 'Qwen3MoeForCausalLM'; supported: Qwen3ForCausalLM, Qwen2ForCausalLM, "
-               "LlamaForCausalLM, MistralForCausalLM");
+               "unsupported architecture 'Qwen2MoeForCausalLM'; supported: Qwen3ForCausalLM, Qwen3MoeForCausalLM, "
+               "Qwen2ForCausalLM, LlamaForCausalLM, MistralForCausalLM");
 }
 
 TEST(LoadingErrors, TruncatedSafetensors) {

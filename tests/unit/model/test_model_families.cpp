@@ -174,9 +174,9 @@ TEST(ModelFamilies, DefaultsAndRefusals) {
   EXPECT_NE(error_of(l).find("'high_freq_factor' (1.0) must be above low_freq_factor (1.0)"), std::string::npos)
       << error_of(l);
   json x = json::parse(kMistral7B);
-  x["architectures"] = {"Qwen3MoeForCausalLM"};
-  EXPECT_NE(error_of(x).find("unsupported architecture 'Qwen3MoeForCausalLM'; supported: Qwen3ForCausalLM, "
-                             "Qwen2ForCausalLM, LlamaForCausalLM, MistralForCausalLM"),
+  x["architectures"] = {"Qwen2MoeForCausalLM"};
+  EXPECT_NE(error_of(x).find("unsupported architecture 'Qwen2MoeForCausalLM'; supported: Qwen3ForCausalLM, "
+                             "Qwen3MoeForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, MistralForCausalLM"),
             std::string::npos)
       << error_of(x);
 }

@@ -132,7 +132,9 @@ TEST(TokenizerComponents, SplitBehaviors) {
   EXPECT_EQ(pieces_of(split("Isolated"), "a-b--c-"), (V{"a", "-", "b", "-", "-", "c", "-"}));
   EXPECT_EQ(pieces_of(split("Removed"), "a-b--c-"), (V{"a", "b", "c"}));
   EXPECT_EQ(pieces_of(split("MergedWithPrevious"), "a-b--c-"), (V{"a-", "b-", "-", "c-"}));
-  EXPECT_EQ(pieces_of(split("MergedWithNext"), "-a-b--c"), (V{"-a", "-b", "--c"}));
+  // As Hugging Face documents it ("the-final--countdown" -> "the", "-final", "-", "-countdown"): a
+  // delimiter joins the non-delimiter after it, never another delimiter (the mirror of the above).
+  EXPECT_EQ(pieces_of(split("MergedWithNext"), "-a-b--c"), (V{"-a", "-b", "-", "-c"}));
   EXPECT_EQ(pieces_of(split("Contiguous"), "a-b--c"), (V{"a", "-", "b", "--", "c"}));
   EXPECT_EQ(pieces_of(split("Removed", true), "a-b--c"), (V{"-", "-", "-"}));
   const nlohmann::json seq = {{"type", "Sequence"},

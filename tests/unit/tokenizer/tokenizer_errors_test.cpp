@@ -87,6 +87,43 @@ TEST(TokenizerErrors, UnsupportedComponentsAreNamed) {
   expect_error([&] { build(tiny({{"model", {{"byte_fallback", true}}}})); }, "byte_fallback");
   expect_error([&] { build(tiny({{"added_tokens", "nope"}})); }, "added_tokens");
   expect_error([&] { tokenizer_from_json("{", ""); }, "malformed JSON");
+  // Post-processors: an unknown type, a template naming an undefined special, an id outside the vocab.
+  expect_error(
+      [&] {
+        build(tiny({{"post_processor", {{"type", "Unknownish"}}}}));
+      },
+      "post_processor type 'Unknownish'");
+  const nlohmann::json bos = {{"SpecialToken", {{"id", "<s>"}}}}, seq = {{"Sequence", {{"id", "A"}}}};
+  expect_error(
+      [&] {
+        build(tiny({{"post_processor", {{"type", "TemplateProcessing"}, {"single", {bos, seq}}}}}));
+      },
+      "special token '<s>'");
+  expect_error(
+      [&] {
+        build(tiny({{"post_processor",
+                     {{"type", "TemplateProcessing"},
+                      {"single", {bos, seq}},
+                      {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {7}}, {"tokens", {"<s>"}}}}}}}}}));
+      },
+      "token id 7, outside the vocabulary");
+}
+
+// The single-sequence template's specials: before and after the text, Bert-style cls/sep too.
+TEST(TokenizerErrors, PostProcessorSpecialsAreAdded) {
+  const nlohmann::json a = {{"SpecialToken", {{"id", "A0"}}}}, b = {{"SpecialToken", {{"id", "B1"}}}},
+                       seq = {{"Sequence", {{"id", "A"}}}};
+  const nlohmann::json specials = {{"A0", {{"id", "A0"}, {"ids", {0}}}}, {"B1", {{"id", "B1"}, {"ids", {1, 0}}}}};
+  auto t = tokenizer_from_json(
+      tiny(
+          {{"post_processor", {{"type", "TemplateProcessing"}, {"single", {a, seq, b}}, {"special_tokens", specials}}}})
+          .dump(),
+      "");
+  EXPECT_EQ(t->encode("ab", true), (std::vector<int32_t>{0, 2, 1, 0}));
+  EXPECT_EQ(t->encode("ab", false), (std::vector<int32_t>{2}));
+  auto bert = tokenizer_from_json(
+      tiny({{"post_processor", {{"type", "BertProcessing"}, {"cls", {"b", 1}}, {"sep", {"a", 0}}}}}).dump(), "");
+  EXPECT_EQ(bert->encode("ab", true), (std::vector<int32_t>{1, 2, 0}));
 }
 
 // Sequences nested `depth` deep around `leaf`, as tokenizer.json spells them.

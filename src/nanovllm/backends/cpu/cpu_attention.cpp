@@ -4,6 +4,8 @@
 // Sequence b computes q tokens cu_seqlens_q[b]..cu_seqlens_q[b+1]) which are the last of its
 // context_lens[b] keys; new token i (0-based among them) sees keys [0, ctx - qlen + i], or with a
 // sliding window W only the last W of them, [ctx - qlen + i - W + 1, ctx - qlen + i].
+// Caches are F32 (the act dtype) or F8E4M3 (--kv-cache-dtype fp8): stored as e4m3(x / scale),
+// read back through a 256-entry table of code x scale into a row buffer, then the same FP32 math.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -13,19 +15,61 @@
 #include "nanovllm/backends/cpu/cpu_vec.h"
 #include "nanovllm/ops/checks.h"
 #include "nanovllm/utils/error.h"
+#include "nanovllm/utils/fp8.h"
 
 namespace nanovllm {
 
+namespace {
+
+// The caches are F32 or F8E4M3, both the same; FP8 scales must be positive and finite.
+bool fp8_caches(const Tensor& k_cache, const Tensor& v_cache, KVScales s, const char* op) {
+  if (k_cache.dtype() != v_cache.dtype() || (k_cache.dtype() != DType::F32 && k_cache.dtype() != DType::F8E4M3))
+    throw Error(std::string(op) + ": k_cache and v_cache must both be F32 or both F8E4M3, got " +
+                dtype_name(k_cache.dtype()) + " and " + dtype_name(v_cache.dtype()));
+  check_kv_scales(s, op);
+  return k_cache.dtype() == DType::F8E4M3;
+}
+
+void quantize_row(const float* src, uint8_t* dst, int64_t n, float inv_scale) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_e4m3(src[i] * inv_scale);
+}
+
+// code -> code's value x scale.
+std::vector<float> fp8_table(float scale) {
+  std::vector<float> t(256);
+  for (int c = 0; c < 256; ++c) t[size_t(c)] = e4m3_to_f32(uint8_t(c)) * scale;
+  return t;
+}
+
+// Row `slot`, head kvh of a cache as floats: in place for F32, else decoded into buf.
+const float* cache_row(const Tensor& cache, int64_t slot, int64_t kv_row, int64_t kvh, int64_t D, const float* table,
+                       float* buf) {
+  if (!table) return cache.data<float>() + slot * kv_row + kvh * D;
+  const uint8_t* codes = cache.data<uint8_t>() + slot * kv_row + kvh * D;
+  for (int64_t d = 0; d < D; ++d) buf[d] = table[codes[d]];
+  return buf;
+}
+
+}  // namespace
+
 void CpuBackend::store_kvcache(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, int64_t num_heads,
-                               int64_t num_kv_heads, int64_t head_dim, const AttentionMetadata& md) {
+                               int64_t num_kv_heads, int64_t head_dim, const AttentionMetadata& md,
+                               KVScales kv_scales) {
   check_qkv(qkv, num_heads, num_kv_heads, head_dim, "store_kvcache");
   check_kv_cache(k_cache, v_cache, num_kv_heads, head_dim);
   check_metadata(md, qkv.size(0), k_cache.size(0) * k_cache.size(1));
+  const bool fp8 = fp8_caches(k_cache, v_cache, kv_scales, "store_kvcache");
   const int64_t T = qkv.size(0), W = qkv.size(1), row = num_kv_heads * head_dim;
+  const float inv_k = 1.0f / kv_scales.k, inv_v = 1.0f / kv_scales.v;
   for (int64_t t = 0; t < T; ++t) {
     const int32_t slot = md.slot_mapping[size_t(t)];
     if (slot < 0) continue;
     const float* src = qkv.data<float>() + t * W + num_heads * head_dim;
+    if (fp8) {
+      quantize_row(src, k_cache.data<uint8_t>() + int64_t(slot) * row, row, inv_k);
+      quantize_row(src + row, v_cache.data<uint8_t>() + int64_t(slot) * row, row, inv_v);
+      continue;
+    }
     std::memcpy(k_cache.data<float>() + int64_t(slot) * row, src, size_t(row) * 4);
     std::memcpy(v_cache.data<float>() + int64_t(slot) * row, src + row, size_t(row) * 4);
   }
@@ -33,11 +77,16 @@ void CpuBackend::store_kvcache(const Tensor& qkv, Tensor& k_cache, Tensor& v_cac
 
 void CpuBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out,
                            int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float scale,
-                           const AttentionMetadata& md, int64_t sliding_window) {
+                           const AttentionMetadata& md, int64_t sliding_window, KVScales kv_scales) {
   check_qkv(qkv, num_heads, num_kv_heads, head_dim, "attention");
   check_sliding_window(sliding_window, "attention");
   check_kv_cache(k_cache, v_cache, num_kv_heads, head_dim);
   check_metadata(md, qkv.size(0), k_cache.size(0) * k_cache.size(1));
+  const bool fp8 = fp8_caches(k_cache, v_cache, kv_scales, "attention");
+  const std::vector<float> k_table = fp8 ? fp8_table(kv_scales.k) : std::vector<float>();
+  const std::vector<float> v_table = fp8 ? fp8_table(kv_scales.v) : std::vector<float>();
+  const float* kt = fp8 ? k_table.data() : nullptr;
+  const float* vt = fp8 ? v_table.data() : nullptr;
   const int64_t T = qkv.size(0), W = qkv.size(1), D = head_dim, bs = k_cache.size(1);
   const int64_t group = num_heads / num_kv_heads, kv_row = num_kv_heads * D;
   if (out.dim() != 2 || out.size(0) != T || out.size(1) != num_heads * D)
@@ -49,7 +98,7 @@ void CpuBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tenso
       seq_of[size_t(t)] = int32_t(b);
 #pragma omp parallel if (T * num_heads >= 8)
   {
-    std::vector<float> scores;
+    std::vector<float> scores, k_rows, v_rows;  // FP8 caches: the task's keys and values decoded
     std::vector<const float*> keys, values;
 #pragma omp for schedule(dynamic)
     for (int64_t th = 0; th < T * num_heads; ++th) {
@@ -66,11 +115,15 @@ void CpuBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tenso
       scores.resize(size_t(nkeys));
       keys.resize(size_t(nkeys));
       values.resize(size_t(nkeys));
+      if (fp8) {
+        k_rows.resize(size_t(nkeys * D));
+        v_rows.resize(size_t(nkeys * D));
+      }
       for (int64_t j = 0; j < nkeys; ++j) {
         const int64_t key = first + j;
-        const int64_t off = (int64_t(table[key / bs]) * bs + key % bs) * kv_row + kvh * D;
-        keys[size_t(j)] = k_cache.data<float>() + off;
-        values[size_t(j)] = v_cache.data<float>() + off;
+        const int64_t slot = int64_t(table[key / bs]) * bs + key % bs;
+        keys[size_t(j)] = cache_row(k_cache, slot, kv_row, kvh, D, kt, fp8 ? k_rows.data() + j * D : nullptr);
+        values[size_t(j)] = cache_row(v_cache, slot, kv_row, kvh, D, vt, fp8 ? v_rows.data() + j * D : nullptr);
       }
       cpu::dots_f32(q, keys.data(), nkeys, D, scores.data());
       float m = -INFINITY;

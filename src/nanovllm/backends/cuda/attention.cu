@@ -1,4 +1,5 @@
 // CudaBackend::attention: paged causal attention on BF16 caches [num_blocks, block_size, Hkv, D]
+// (or FP8 E4M3 ones, --kv-cache-dtype fp8: the decode and mma.sync kernels convert in registers)
 // with FP32 softmax. Checks the shapes, then plan_attention() (kernel_plan.h, which has the rules
 // and measurements) splits the batch between these kernels:
 //  * the leading sequences with one new token (a decode batch, or the decodes of a mixed step;
@@ -36,8 +37,10 @@ void set_paged_args(Args& a, const Tensor& qkv, const Tensor& k_cache, const Ten
                     int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float scale_log2,
                     const AttentionMetadata& md) {
   a.qkv = qkv.data<bf16>();
-  a.kc = k_cache.data<bf16>();
-  a.vc = v_cache.data<bf16>();
+  if (k_cache.dtype() == DType::BF16) {  // else the FP8 fields, set by the caller
+    a.kc = k_cache.data<bf16>();
+    a.vc = v_cache.data<bf16>();
+  }
   a.out = out.data<bf16>();
   a.ctx_lens = md.d_context_lens.data<int32_t>();
   a.block_tables = md.max_blocks > 0 ? md.d_block_tables.data<int32_t>() : nullptr;
@@ -55,7 +58,7 @@ void set_paged_args(Args& a, const Tensor& qkv, const Tensor& k_cache, const Ten
 
 void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out,
                             int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float scale,
-                            const AttentionMetadata& md, int64_t sliding_window) {
+                            const AttentionMetadata& md, int64_t sliding_window, KVScales kv_scales) {
   check_qkv(qkv, num_heads, num_kv_heads, head_dim, "attention");
   check_sliding_window(sliding_window, "attention");
   check_kv_cache(k_cache, v_cache, num_kv_heads, head_dim);
@@ -63,9 +66,11 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
   const int64_t T = qkv.size(0), D = head_dim;
   if (out.dim() != 2 || out.size(0) != T || out.size(1) != num_heads * D)
     throw Error("attention: out must be [T, Hq*D], got " + shape_str(out.shape()));
-  if (qkv.dtype() != DType::BF16 || k_cache.dtype() != DType::BF16 || v_cache.dtype() != DType::BF16 ||
-      out.dtype() != DType::BF16)
-    throw Error("attention: qkv, caches and out must be BF16");
+  const bool fp8 = k_cache.dtype() == DType::F8E4M3;
+  if (qkv.dtype() != DType::BF16 || out.dtype() != DType::BF16 || v_cache.dtype() != k_cache.dtype() ||
+      !(fp8 || k_cache.dtype() == DType::BF16))
+    throw Error("attention: qkv and out must be BF16, the caches both BF16 or both F8E4M3");
+  if (fp8) check_kv_scales(kv_scales, "attention");
   if (D % 8 != 0 || D > 256)
     throw Error("attention: head_dim " + std::to_string(D) + " must be a multiple of 8, at most 256");
   if (num_kv_heads <= 0 || num_heads % num_kv_heads != 0)
@@ -84,7 +89,9 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
     single = B;
   else
     while (single < B && md.cu_seqlens_q[size_t(single + 1)] - md.cu_seqlens_q[size_t(single)] == 1) ++single;
-  AttentionPlan plan = plan_attention({B, single, D, G, k_cache.size(1)}, wgmma_, options_);
+  AttentionProblem problem{B, single, D, G, k_cache.size(1)};
+  problem.fp8_kv = fp8;
+  AttentionPlan plan = plan_attention(problem, wgmma_, options_);
   if (sliding_window > 0 &&
       (plan.rest == AttentionKernel::PrefillWgmma || plan.rest == AttentionKernel::PrefillWgmmaTma))
     plan.rest = AttentionKernel::PrefillMma;  // same head dims and groups, with the window
@@ -92,6 +99,10 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
     // Rows 0..decode_seqs-1 are those sequences' tokens: the prefix of every per-sequence array.
     DecodeAttnArgs a;
     set_paged_args(a, qkv, k_cache, v_cache, out, num_heads, num_kv_heads, D, scale_log2, md);
+    if (fp8) {
+      a.kc = k_cache.raw(), a.vc = v_cache.raw(), a.fp8 = true;
+      a.k_scale = kv_scales.k, a.v_scale = kv_scales.v;
+    }
     a.window = int(sliding_window);
     const int64_t Bd = plan.decode_seqs;
     a.B = int(Bd);
@@ -125,6 +136,10 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
   const int64_t b0 = plan.decode_seqs;
   PrefillAttnArgs a;
   set_paged_args(a, qkv, k_cache, v_cache, out, num_heads, num_kv_heads, D, scale_log2, md);
+  if (fp8) {
+    a.kc8 = k_cache.data<uint8_t>(), a.vc8 = v_cache.data<uint8_t>();
+    a.k_scale = kv_scales.k, a.v_scale = kv_scales.v;
+  }
   a.window = int(sliding_window);
   a.B = int(B - b0);
   a.cu_q = md.d_cu_seqlens_q.data<int32_t>() + b0;

@@ -1,6 +1,12 @@
 // Decode attention: one new token per sequence against its paged BF16 cache
 // [num_blocks, bs, Hkv, D], FP32 softmax in the log2 domain.
 //
+// The FP8 KV cache (F8: E4M3 codes, --kv-cache-dtype fp8) keeps the same thread mapping: a lane
+// still owns 8 elements of a key row, now one 8-byte load instead of 16 (16 elements per lane
+// would double the q and o registers of every group head), converted in registers (e4m3x2 ->
+// f16x2 -> f32). The key scale is folded into q (q . (c k_scale) = (q k_scale) . c) and the value
+// scale into the CTA's normalized output (o is linear in v), so the inner loop has no extra work.
+//
 // A CTA per (sequence b, kv head h, KV split): the split takes a contiguous range of the sequence's
 // keys (with a sliding window W, of its last W keys only: the splits divide those), and its GQA
 // group of G query heads shares every K/V load. Within a CTA, a key row is read
@@ -25,8 +31,10 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <type_traits>
 
 #include "nanovllm/backends/cuda/attention_decode.cuh"
+#include "nanovllm/backends/cuda/fp8.cuh"
 
 namespace nanovllm::cuda {
 namespace {
@@ -84,9 +92,14 @@ __global__ void __launch_bounds__(kMergeThreads)
   }
 }
 
-// grid (B, Hkv, S), block NW warps; with P.cluster, launched as clusters of (1, 1, S).
-template <int D, int G, int NW>
+// grid (B, Hkv, S), block NW warps; with P.cluster, launched as clusters of (1, 1, S). F8: the
+// caches hold E4M3 codes.
+template <int D, int G, int NW, bool F8>
 __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnArgs P) {
+  using KV = std::conditional_t<F8, uint2, uint4>;  // a lane's 8 elements of a key row
+  using Elem = std::conditional_t<F8, uint8_t, bf16>;
+  const Elem* kc = static_cast<const Elem*>(P.kc);
+  const Elem* vc = static_cast<const Elem*>(P.vc);
   constexpr int L = D / 8;        // lanes per key row
   constexpr int KPW = 32 / L;     // lane groups per warp
   constexpr int STEP = NW * KPW;  // lane groups per CTA: keys per loop step (times U)
@@ -118,8 +131,8 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
     const int k = kfirst + i * STEP + sub;
     if (k < kend && k < ctx - 1) {
       const int64_t off = kv_offset(k);
-      prefetch_l2(P.kc + off);
-      prefetch_l2(P.vc + off);
+      prefetch_l2(kc + off);
+      prefetch_l2(vc + off);
     }
   }
   pdl_begin();
@@ -131,9 +144,10 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
     l[g] = 0.f;
     const uint4 u = *reinterpret_cast<const uint4*>(P.qkv + int64_t(b) * P.W + int64_t(h * G + g) * D + li * 8);
     unpack8(u, q[g]);
+    const float qscale = F8 ? P.scale_log2 * P.k_scale : P.scale_log2;
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
-      q[g][e] *= P.scale_log2;
+      q[g][e] *= qscale;
       o[g][e] = 0.f;
     }
   }
@@ -145,24 +159,30 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
   // batch-1 at 32K: 418 vs 429 tok/s, one wave of 264 instead of 392 split CTAs), while G = 4 gained
   // (Qwen3-8B at 32K: 127.6 -> 133.1 tok/s, H100; bench/RESULTS.md).
   constexpr bool kPipelined = G == 3 || G == 4 || G >= 6;
-  uint4 kk[U], vv[U];
+  KV kk[U], vv[U];
   bool ok[U];
-  auto load = [&](int k0, uint4(&dk)[U], uint4(&dv)[U], bool(&dok)[U]) {
+  auto load = [&](int k0, KV(&dk)[U], KV(&dv)[U], bool(&dok)[U]) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int k = k0 + u * STEP + sub;
       dok[u] = k < kend;
-      dk[u] = dv[u] = make_uint4(0, 0, 0, 0);
+      dk[u] = dv[u] = KV{};
       if (dok[u]) {
         const int64_t off = kv_offset(k);
-        dk[u] = *reinterpret_cast<const uint4*>(P.kc + off);
-        dv[u] = *reinterpret_cast<const uint4*>(P.vc + off);
+        dk[u] = *reinterpret_cast<const KV*>(kc + off);
+        dv[u] = *reinterpret_cast<const KV*>(vc + off);
       }
     }
   };
+  auto unpack = [](const KV& x, float* f) {
+    if constexpr (F8)
+      unpack8_e4m3(x, f);
+    else
+      unpack8(x, f);
+  };
   load(kfirst, kk, vv, ok);
   for (int k0 = kfirst; k0 < kend; k0 += U * STEP) {
-    uint4 nk[U], nv[U];
+    KV nk[U], nv[U];
     bool nok[U];
     if constexpr (kPipelined) load(k0 + U * STEP, nk, nv, nok);
     // Scores s[u][g] = q_g . k_u, reduced over the lane group (every lane shuffles).
@@ -170,7 +190,7 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       float kf[8];
-      unpack8(kk[u], kf);
+      unpack(kk[u], kf);
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         float acc = 0.f;
@@ -183,7 +203,7 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
     }
     float vf[U][8];
 #pragma unroll
-    for (int u = 0; u < U; ++u) unpack8(vv[u], vf[u]);
+    for (int u = 0; u < U; ++u) unpack(vv[u], vf[u]);
       // One rescale for the U keys: m' = max(m, s_u), o' = o 2^(m - m') + sum_u 2^(s_u - m') v_u.
 #pragma unroll
     for (int g = 0; g < G; ++g) {
@@ -263,7 +283,7 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
         acc += sm_o[w][g][d] * c;
       }
     }
-    const float val = lsum > 0.f ? acc / lsum : 0.f;
+    const float val = lsum > 0.f ? (F8 ? acc / lsum * P.v_scale : acc / lsum) : 0.f;
     const float lse = lsum > 0.f ? mx + log2f(lsum) : -INFINITY;  // empty split: weight 0
     const int hq = h * G + g;
     if (S == 1) {
@@ -319,30 +339,31 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
 using DecodeKernel = void (*)(DecodeAttnArgs);
 
 // 8 warps when asked for and their per-warp states fit 32 KiB of static shared memory, else 4.
-template <int D, int G>
+template <int D, int G, bool F8>
 DecodeKernel kernel_for_g(int warps) {
   if constexpr (decode_eight_warps_fit(D, G))
-    if (warps >= 8) return attn_decode_kernel<D, G, 8>;
-  return attn_decode_kernel<D, G, 4>;
+    if (warps >= 8) return attn_decode_kernel<D, G, 8, F8>;
+  return attn_decode_kernel<D, G, 4, F8>;
 }
 
 // The instantiation for head dim D (64 or 128), group size G (1..8) and `warps` (4 or 8).
-template <int D>
+template <int D, bool F8>
 DecodeKernel kernel_for_d(int G, int warps) {
   switch (G) {
-    case 1: return kernel_for_g<D, 1>(warps);
-    case 2: return kernel_for_g<D, 2>(warps);
-    case 3: return kernel_for_g<D, 3>(warps);
-    case 4: return kernel_for_g<D, 4>(warps);
-    case 5: return kernel_for_g<D, 5>(warps);
-    case 6: return kernel_for_g<D, 6>(warps);
-    case 7: return kernel_for_g<D, 7>(warps);
-    default: return kernel_for_g<D, 8>(warps);
+    case 1: return kernel_for_g<D, 1, F8>(warps);
+    case 2: return kernel_for_g<D, 2, F8>(warps);
+    case 3: return kernel_for_g<D, 3, F8>(warps);
+    case 4: return kernel_for_g<D, 4, F8>(warps);
+    case 5: return kernel_for_g<D, 5, F8>(warps);
+    case 6: return kernel_for_g<D, 6, F8>(warps);
+    case 7: return kernel_for_g<D, 7, F8>(warps);
+    default: return kernel_for_g<D, 8, F8>(warps);
   }
 }
 
-DecodeKernel kernel_for(int D, int G, int warps) {
-  return D == 128 ? kernel_for_d<128>(G, warps) : kernel_for_d<64>(G, warps);
+DecodeKernel kernel_for(int D, int G, int warps, bool f8 = false) {
+  if (f8) return D == 128 ? kernel_for_d<128, true>(G, warps) : kernel_for_d<64, true>(G, warps);
+  return D == 128 ? kernel_for_d<128, false>(G, warps) : kernel_for_d<64, false>(G, warps);
 }
 
 }  // namespace
@@ -358,7 +379,7 @@ void decode_attention(const DecodeAttnArgs& a, Stream st) {
   if (a.S < 1 || a.S > kDecodeMaxSplitsGlobal || (a.cluster && a.S > kDecodeMaxSplits))
     throw Error("decode attention: " + std::to_string(a.S) + " splits" + (a.cluster ? " in a cluster" : "") +
                 " is not a plan of plan_decode_attention");
-  const DecodeKernel k = kernel_for(a.D, G, nw);
+  const DecodeKernel k = kernel_for(a.D, G, nw, a.fp8);
   const dim3 grid(unsigned(a.B), unsigned(a.Hkv), unsigned(a.S));
   launch_clustered(k, grid, dim3(unsigned(nw * 32)), 0, st, dim3(1, 1, a.cluster ? unsigned(a.S) : 1u), a);
   NV_LAUNCH_CHECK();
@@ -387,7 +408,9 @@ int decode_cluster_limit() {
   for (int D : {64, 128})
     for (int G = 1; G <= 8; ++G)
       for (int warps : {4, 8})
-        NV_CUDA_CHECK(cudaFuncSetAttribute(kernel_for(D, G, warps), cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+        for (bool f8 : {false, true})
+          NV_CUDA_CHECK(
+              cudaFuncSetAttribute(kernel_for(D, G, warps, f8), cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   // The biggest CTA (most shared memory) decides: can a cluster of n of them be resident at once?
   for (int n = kDecodeMaxSplits; n > 1; n /= 2) {
     cudaLaunchConfig_t cfg = {};

@@ -1,4 +1,4 @@
-// Decode attention (one new token per sequence) over the paged BF16 KV cache: the interface
+// Decode attention (one new token per sequence) over the paged BF16 or FP8 KV cache: the interface
 // between CudaBackend::attention (attention.cu, which checks shapes and takes the plan of
 // plan_decode_attention, kernel_plan.h) and the split-KV kernel of attention_decode.cu.
 #pragma once
@@ -11,8 +11,10 @@ namespace nanovllm::cuda {
 
 struct DecodeAttnArgs {
   const bf16* qkv = nullptr;  // [B, W]: q heads first, row stride W
-  const bf16* kc = nullptr;   // [num_blocks, bs, Hkv, D]
-  const bf16* vc = nullptr;
+  const void* kc = nullptr;   // [num_blocks, bs, Hkv, D]: BF16, or E4M3 codes with fp8
+  const void* vc = nullptr;
+  bool fp8 = false;  // the FP8 KV cache: keys are code x k_scale, values code x v_scale
+  float k_scale = 1.f, v_scale = 1.f;
   bf16* out = nullptr;                    // [B, Hq * D]
   const int32_t* ctx_lens = nullptr;      // [B] keys per sequence, the new token's included
   const int32_t* block_tables = nullptr;  // [B, max_blocks]
@@ -35,7 +37,8 @@ void decode_attention(const DecodeAttnArgs& a, Stream st);
 // power of two, <= kDecodeMaxSplits) that the current device can schedule for the biggest decode
 // CTA; 1 on devices without thread-block clusters (before sm_90).
 int decode_cluster_limit();
-// CTAs of the split decode kernel for (head_dim 64/128, group 1..8, warps 4/8) that one SM holds at once.
+// CTAs of the split decode kernel for (head_dim 64/128, group 1..8, warps 4/8) that one SM holds at
+// once (of the BF16-cache kernel; the FP8 one keeps fewer registers in flight).
 int decode_resident_ctas(int head_dim, int group, int warps);
 
 }  // namespace nanovllm::cuda

@@ -25,10 +25,17 @@
 // the 8 row addresses of each ldmatrix phase fall in 8 different bank groups (no conflicts).
 // Shared memory per CTA: (64 + 4 x 64) rows x D x 2 bytes = 80 KiB at D = 128 (two CTAs per SM on
 // an H100), 40 KiB at D = 64.
+//
+// The FP8 KV cache (F8: E4M3 codes, --kv-cache-dtype fp8): tiles are staged through registers
+// instead of cp.async. The loads of tile t+1 (8 codes = 8 bytes per chunk) are issued before tile
+// t is computed and are converted (code x scale -> BF16) and stored into the other buffer after it,
+// so the global latency still overlaps the math; the shared-memory tiles and everything after them
+// are the BF16 kernel's.
 #include <cfloat>
 
 #include "nanovllm/backends/cuda/attention_prefill.cuh"
 #include "nanovllm/backends/cuda/attention_prefill_tile.cuh"
+#include "nanovllm/backends/cuda/fp8.cuh"
 #include "nanovllm/backends/cuda/mma.cuh"
 
 namespace nanovllm::cuda {
@@ -54,7 +61,7 @@ __device__ __forceinline__ int swz(int r, int c) {
   return r * D + ((c ^ (r & 7)) << 3);
 }
 
-template <int D, int MT>
+template <int D, int MT, bool F8>
 __global__ void __launch_bounds__(kThreads) prefill_attn_tc_kernel(const PrefillAttnArgs P, int G, int tiles_per_seq) {
   constexpr int kBM = rows_per_cta<MT>();
   constexpr int CH = D / 8;           // 16-byte chunks per row
@@ -114,7 +121,44 @@ __global__ void __launch_bounds__(kThreads) prefill_attn_tc_kernel(const Prefill
       cp_async16(vd + swz<D>(key, c), P.vc + off, ok ? 16 : 0);
     }
   };
-  load_kv(0, kt0);
+  // F8: a thread's chunks of a tile in registers (fetch_kv), then converted into buffer `buf` (put_kv).
+  constexpr int kChunks = F8 ? kBN * CH / kThreads : 1;
+  uint2 k8[kChunks], v8[kChunks];
+  auto fetch_kv = [&](int kt) {
+    const int c = tid % CH;
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int key = tid / CH + i * (kThreads / CH), j = kt + key;
+      k8[i] = v8[i] = make_uint2(0, 0);
+      if (j < kmax) {
+        const int64_t off = ((int64_t(table[j / P.bs]) * P.bs + j % P.bs) * P.Hkv + h) * D + c * 8;
+        k8[i] = *reinterpret_cast<const uint2*>(P.kc8 + off);
+        v8[i] = *reinterpret_cast<const uint2*>(P.vc8 + off);
+      }
+    }
+  };
+  auto put_kv = [&](int buf) {
+    const int c = tid % CH;
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int key = tid / CH + i * (kThreads / CH);
+      float f[8];
+      unpack8_e4m3(k8[i], f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) f[e] *= P.k_scale;
+      *reinterpret_cast<uint4*>(ks + buf * kBN * D + swz<D>(key, c)) = pack8(f);
+      unpack8_e4m3(v8[i], f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) f[e] *= P.v_scale;
+      *reinterpret_cast<uint4*>(vs + buf * kBN * D + swz<D>(key, c)) = pack8(f);
+    }
+  };
+  if constexpr (F8) {
+    fetch_kv(kt0);
+    put_kv(0);
+  } else {
+    load_kv(0, kt0);
+  }
   cp_async_commit();
 
   // This lane's rows: g and g + 8 of each of the warp's m-tiles, and the last key each may see.
@@ -144,7 +188,11 @@ __global__ void __launch_bounds__(kThreads) prefill_attn_tc_kernel(const Prefill
     const int kt = kt0 + t * kBN;
     cp_async_wait<0>();
     __syncthreads();  // tile t landed for every thread; tile t - 1's buffer is free
-    if (t + 1 < ntiles) load_kv((t + 1) & 1, kt + kBN);
+    if constexpr (F8) {
+      if (t + 1 < ntiles) fetch_kv(kt + kBN);  // converted into the other buffer after this tile
+    } else {
+      if (t + 1 < ntiles) load_kv((t + 1) & 1, kt + kBN);
+    }
     cp_async_commit();
     if constexpr (kQInRegs) {
       if (t == 0) {
@@ -208,6 +256,9 @@ __global__ void __launch_bounds__(kThreads) prefill_attn_tc_kernel(const Prefill
         }
       }
     }
+    if constexpr (F8) {
+      if (t + 1 < ntiles) put_kv((t + 1) & 1);  // that buffer's last reader was tile t - 1 (synced above)
+    }
   }
 
 #pragma unroll
@@ -215,18 +266,18 @@ __global__ void __launch_bounds__(kThreads) prefill_attn_tc_kernel(const Prefill
     store_rows(o[mt], l[mt], (warp * MT + mt) * 16, rows, G, h, q0 + tok0, int64_t(P.Hq) * D, P.out, lane);
 }
 
-template <int D, int MT>
+template <int D, int MT, bool F8>
 void launch_tc(const PrefillAttnArgs& a, Stream st) {
   const int G = a.Hq / a.Hkv, TQ = rows_per_cta<MT>() / G;
   const int tiles = (a.max_q + TQ - 1) / TQ;
   if (tiles == 0) return;
-  launch(prefill_attn_tc_kernel<D, MT>, dim3(unsigned(a.B) * unsigned(tiles), unsigned(a.Hkv)), dim3(kThreads),
+  launch(prefill_attn_tc_kernel<D, MT, F8>, dim3(unsigned(a.B) * unsigned(tiles), unsigned(a.Hkv)), dim3(kThreads),
          smem_bytes<D, MT>(), st, a, G, tiles);
 }
 
-template <int D, int MT>
+template <int D, int MT, bool F8>
 void set_smem_limit() {
-  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_tc_kernel<D, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_tc_kernel<D, MT, F8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      int(smem_bytes<D, MT>())));
 }
 
@@ -234,17 +285,26 @@ void set_smem_limit() {
 
 void prefill_attention_tc(const PrefillAttnArgs& a, Stream st, int rows_per_warp) {
   const bool two = rows_per_warp == 32;
-  if (a.D == 64)
-    two ? launch_tc<64, 2>(a, st) : launch_tc<64, 1>(a, st);
-  else
-    two ? launch_tc<128, 2>(a, st) : launch_tc<128, 1>(a, st);
+  if (a.kc8) {  // FP8 at D = 128: 16 rows per warp (32 spill: the staging registers on top of O)
+    if (a.D == 64)
+      two ? launch_tc<64, 2, true>(a, st) : launch_tc<64, 1, true>(a, st);
+    else
+      launch_tc<128, 1, true>(a, st);
+  } else if (a.D == 64) {
+    two ? launch_tc<64, 2, false>(a, st) : launch_tc<64, 1, false>(a, st);
+  } else {
+    two ? launch_tc<128, 2, false>(a, st) : launch_tc<128, 1, false>(a, st);
+  }
 }
 
 void prefill_attention_init() {
-  set_smem_limit<64, 1>();
-  set_smem_limit<64, 2>();
-  set_smem_limit<128, 1>();
-  set_smem_limit<128, 2>();
+  set_smem_limit<64, 1, false>();
+  set_smem_limit<64, 2, false>();
+  set_smem_limit<128, 1, false>();
+  set_smem_limit<128, 2, false>();
+  set_smem_limit<64, 1, true>();
+  set_smem_limit<64, 2, true>();
+  set_smem_limit<128, 1, true>();
 }
 
 }  // namespace nanovllm::cuda

@@ -24,6 +24,11 @@ struct PrefillAttnArgs {
   const bf16* qkv = nullptr;  // [T, W]: token t's query heads at columns [0, Hq * D)
   const bf16* kc = nullptr;   // [num_blocks, bs, Hkv, D]
   const bf16* vc = nullptr;
+  // The FP8 KV cache instead (kc, vc null): E4M3 codes, read as code x k_scale / v_scale. Only the
+  // mma.sync kernel reads it (kernel_plan.h's plan_attention sends it nowhere else).
+  const uint8_t* kc8 = nullptr;
+  const uint8_t* vc8 = nullptr;
+  float k_scale = 1.f, v_scale = 1.f;
   bf16* out = nullptr;                    // [T, Hq * D]
   const int32_t* cu_q = nullptr;          // [B + 1] new-token offsets
   const int32_t* ctx_lens = nullptr;      // [B] keys per sequence, the new tokens included

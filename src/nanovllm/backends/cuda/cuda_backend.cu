@@ -291,7 +291,8 @@ std::vector<float> CudaBackend::to_host_f32(const Tensor& t) {
   switch (t.dtype()) {
     case DType::F32:
     case DType::BF16:
-    case DType::F16: convert_to_f32(raw.data(), t.dtype(), n, out.data()); break;
+    case DType::F16:
+    case DType::F8E4M3: convert_to_f32(raw.data(), t.dtype(), n, out.data()); break;
     case DType::I32:
       for (size_t i = 0; i < n; ++i) out[i] = float(reinterpret_cast<int32_t*>(raw.data())[i]);
       break;

@@ -67,18 +67,22 @@ class CudaBackend final : public Backend {
                     const RopeParams& rope) override;
   using Backend::qk_norm_rope;  // the plain-RoPE form
   void store_kvcache(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, int64_t num_heads, int64_t num_kv_heads,
-                     int64_t head_dim, const AttentionMetadata& md) override;
+                     int64_t head_dim, const AttentionMetadata& md, KVScales kv_scales = {}) override;
   void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out, int64_t num_heads,
                  int64_t num_kv_heads, int64_t head_dim, float scale, const AttentionMetadata& md,
-                 int64_t sliding_window = 0) override;
+                 int64_t sliding_window = 0, KVScales kv_scales = {}) override;
   void cast(const Tensor& src, Tensor& dst) override;
   void silu_and_mul(const Tensor& x, Tensor& out) override;
   void qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
                           Tensor& k_cache, Tensor& v_cache, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,
-                          float eps, const RopeParams& rope, const AttentionMetadata& md) override;
+                          float eps, const RopeParams& rope, const AttentionMetadata& md,
+                          KVScales kv_scales = {}) override;
   void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) override;
   void add_rms_norm_linear(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out,
                            bool silu_mul) override;
+  void moe_topk(const Tensor& logits, int64_t top_k, bool renormalize, Tensor& weights, Tensor& ids) override;
+  void moe_experts(const Tensor& x, const Tensor& w13, const Tensor& w2, const Tensor& weights, const Tensor& ids,
+                   Tensor& out) override;  // moe_gemm.cu (routing: moe_routing.cu)
   void merge_vocab_shards(const Tensor& parts, Tensor& out) override;
   void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override;
   std::vector<int32_t> sample(const Tensor& logits, const std::vector<SamplingRow>& rows,

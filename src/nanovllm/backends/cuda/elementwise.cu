@@ -6,6 +6,7 @@
 
 #include "nanovllm/backends/cuda/cuda_backend.h"
 #include "nanovllm/backends/cuda/cuda_common.cuh"
+#include "nanovllm/backends/cuda/fp8.cuh"
 #include "nanovllm/ops/checks.h"
 
 namespace nanovllm {
@@ -279,18 +280,58 @@ __global__ void store_kvcache_kernel(const bf16* __restrict__ qkv, bf16* __restr
   }
 }
 
+// The FP8 KV cache: codes of value x inv_k / inv_v, 8 values per step where the rows allow.
+__global__ void store_kvcache_fp8_kernel(const bf16* __restrict__ qkv, uint8_t* __restrict__ kc,
+                                         uint8_t* __restrict__ vc, const int32_t* __restrict__ slots, int64_t W,
+                                         int64_t k_off, int64_t row, bool vec, float inv_k, float inv_v) {
+  pdl_begin();
+  const int64_t t = blockIdx.x;
+  const int64_t slot = slots[t];
+  if (slot < 0) return;
+  const bf16* k = qkv + t * W + k_off;
+  const bf16* v = k + row;
+  uint8_t* kd = kc + slot * row;
+  uint8_t* vd = vc + slot * row;
+  if (vec) {
+    for (int64_t i = threadIdx.x; i < row / 8; i += blockDim.x) {
+      float f[8];
+      unpack8(reinterpret_cast<const uint4*>(k)[i], f);
+      reinterpret_cast<uint2*>(kd)[i] = pack8_e4m3(f, inv_k);
+      unpack8(reinterpret_cast<const uint4*>(v)[i], f);
+      reinterpret_cast<uint2*>(vd)[i] = pack8_e4m3(f, inv_v);
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < row; i += blockDim.x) {
+      kd[i] = float_to_e4m3(__bfloat162float(k[i]) * inv_k);
+      vd[i] = float_to_e4m3(__bfloat162float(v[i]) * inv_v);
+    }
+  }
+}
+
 void CudaBackend::store_kvcache(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, int64_t num_heads,
-                                int64_t num_kv_heads, int64_t head_dim, const AttentionMetadata& md) {
+                                int64_t num_kv_heads, int64_t head_dim, const AttentionMetadata& md,
+                                KVScales kv_scales) {
   check_qkv(qkv, num_heads, num_kv_heads, head_dim, "store_kvcache");
   check_kv_cache(k_cache, v_cache, num_kv_heads, head_dim);
   check_metadata(md, qkv.size(0), k_cache.size(0) * k_cache.size(1));
   want_bf16(qkv, "store_kvcache", "qkv");
-  want_bf16(k_cache, "store_kvcache", "k_cache");
-  want_bf16(v_cache, "store_kvcache", "v_cache");
+  const bool fp8 = k_cache.dtype() == DType::F8E4M3 && v_cache.dtype() == DType::F8E4M3;
+  if (!fp8) {
+    want_bf16(k_cache, "store_kvcache", "k_cache");
+    want_bf16(v_cache, "store_kvcache", "v_cache");
+  } else {
+    check_kv_scales(kv_scales, "store_kvcache");
+  }
   if (!md.d_slot_mapping.defined()) throw Error("store_kvcache: prepare_metadata() was not called for this batch");
   const int64_t T = qkv.size(0), W = qkv.size(1), row = num_kv_heads * head_dim;
   if (T == 0) return;
   const bool vec = row % 8 == 0 && (num_heads * head_dim) % 8 == 0 && W % 8 == 0;
+  if (fp8) {
+    launch(store_kvcache_fp8_kernel, unsigned(T), 128, 0, on_stream(), qkv.data<bf16>(), k_cache.data<uint8_t>(),
+           v_cache.data<uint8_t>(), md.d_slot_mapping.data<int32_t>(), W, num_heads * head_dim, row, vec,
+           1.0f / kv_scales.k, 1.0f / kv_scales.v);
+    return;
+  }
   launch(store_kvcache_kernel, unsigned(T), 128, 0, on_stream(), qkv.data<bf16>(), k_cache.data<bf16>(),
          v_cache.data<bf16>(), md.d_slot_mapping.data<int32_t>(), W, num_heads * head_dim, row, vec);
 }

@@ -160,6 +160,7 @@ struct AttentionProblem {
   int64_t leading_single = 0;  // leading sequences with exactly one new token (num_seqs: a decode batch)
   int64_t head_dim = 0, group = 1;
   int64_t block_size = 0;  // of the paged cache
+  bool fp8_kv = false;     // an F8E4M3 cache: only the decode and mma.sync kernels read it
 };
 
 struct AttentionPlan {
@@ -168,7 +169,10 @@ struct AttentionPlan {
 };
 
 // wgmma: the Hopper kernel runs on this device and build (prefill_attention_sm90_init()). Throws a
-// UserError when the option forces a kernel that cannot run the problem.
+// UserError when the option forces a kernel that cannot run the problem. With fp8_kv (the FP8 KV
+// cache) prefill takes the mma.sync kernel, which converts FP8 K/V while staging them into shared
+// memory; the Hopper kernels (TMA/wgmma read BF16 tiles as they are) and the CUDA-core kernel
+// decline it here: a shape only they take is a UserError, as is forcing one of them.
 AttentionPlan plan_attention(const AttentionProblem& p, bool wgmma, const KernelOptions& o);
 
 // ---- attention at decode

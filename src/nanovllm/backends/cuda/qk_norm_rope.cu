@@ -15,10 +15,12 @@
 //
 // qk_norm_rope_store also writes the token's k (after norm and RoPE) and v heads into the KV cache
 // at slot_mapping[t] (rows of Hkv * D; -1 skips), which saves store_kvcache's launch per layer.
+// With the FP8 KV cache it writes E4M3 codes of the BF16 values x 1/scale (saturating).
 #include <cmath>
 
 #include "nanovllm/backends/cuda/cuda_backend.h"
 #include "nanovllm/backends/cuda/cuda_common.cuh"
+#include "nanovllm/backends/cuda/fp8.cuh"
 #include "nanovllm/ops/checks.h"
 
 namespace nanovllm {
@@ -30,10 +32,13 @@ struct InvFreq {
   float v[kMaxHeadDim / 2];
 };
 // Where the fused form stores k/v: caches [num_blocks * block_size, Hkv, D]; k == nullptr: no store.
+// fp8: the caches hold E4M3 codes of value x inv_k (keys) / inv_v (values).
 struct KVDest {
-  bf16* k = nullptr;
-  bf16* v = nullptr;
+  void* k = nullptr;
+  void* v = nullptr;
   const int32_t* slots = nullptr;
+  bool fp8 = false;
+  float inv_k = 1.f, inv_v = 1.f;
 };
 
 __global__ void qk_norm_rope_kernel(bf16* __restrict__ qkv, const bf16* __restrict__ qw, const bf16* __restrict__ kw,
@@ -95,9 +100,16 @@ __global__ void qk_norm_rope_kernel(bf16* __restrict__ qkv, const bf16* __restri
         x[i] = ya;
         x[i + half] = yb;
         if (hd >= Hq && slot >= 0) {
-          bf16* kd = kv.k + slot * kv_row + int64_t(hd - Hq) * D;
-          kd[i] = ya;
-          kd[i + half] = yb;
+          const int64_t at = slot * kv_row + int64_t(hd - Hq) * D;
+          if (kv.fp8) {
+            uint8_t* kd = static_cast<uint8_t*>(kv.k) + at;
+            kd[i] = float_to_e4m3(__bfloat162float(ya) * kv.inv_k);
+            kd[i + half] = float_to_e4m3(__bfloat162float(yb) * kv.inv_k);
+          } else {
+            bf16* kd = static_cast<bf16*>(kv.k) + at;
+            kd[i] = ya;
+            kd[i + half] = yb;
+          }
         }
       }
     }
@@ -105,7 +117,21 @@ __global__ void qk_norm_rope_kernel(bf16* __restrict__ qkv, const bf16* __restri
   if (slot < 0 || blockIdx.y != 0) return;
   // v heads: straight copy into the cache row (16-byte pieces when D allows).
   const bf16* vs = qkv + t * W + int64_t(Hq + Hkv) * D;
-  bf16* vd = kv.v + slot * kv_row;
+  if (kv.fp8) {  // 8 values (16 bytes) -> 8 codes (8 bytes) per step when D allows
+    uint8_t* vd = static_cast<uint8_t*>(kv.v) + slot * kv_row;
+    if (D % 8 == 0 && W % 8 == 0) {
+      for (int64_t i = threadIdx.x; i < kv_row / 8; i += blockDim.x) {
+        float f[8];
+        unpack8(reinterpret_cast<const uint4*>(vs)[i], f);
+        reinterpret_cast<uint2*>(vd)[i] = pack8_e4m3(f, kv.inv_v);
+      }
+    } else {
+      for (int64_t i = threadIdx.x; i < kv_row; i += blockDim.x)
+        vd[i] = float_to_e4m3(__bfloat162float(vs[i]) * kv.inv_v);
+    }
+    return;
+  }
+  bf16* vd = static_cast<bf16*>(kv.v) + slot * kv_row;
   if (D % 8 == 0 && W % 8 == 0) {
     for (int64_t i = threadIdx.x; i < kv_row / 8; i += blockDim.x)
       reinterpret_cast<uint4*>(vd)[i] = reinterpret_cast<const uint4*>(vs)[i];
@@ -152,16 +178,21 @@ void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor
 void CudaBackend::qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w,
                                      const Tensor& positions, Tensor& k_cache, Tensor& v_cache, int64_t num_heads,
                                      int64_t num_kv_heads, int64_t head_dim, float eps, const RopeParams& rope,
-                                     const AttentionMetadata& md) {
+                                     const AttentionMetadata& md, KVScales kv_scales) {
   check_kv_cache(k_cache, v_cache, num_kv_heads, head_dim);
   check_metadata(md, qkv.size(0), k_cache.size(0) * k_cache.size(1));
-  if (k_cache.dtype() != DType::BF16 || v_cache.dtype() != DType::BF16)
-    throw Error("qk_norm_rope_store: k_cache and v_cache must be BF16");
+  const bool fp8 = k_cache.dtype() == DType::F8E4M3;
+  if (v_cache.dtype() != k_cache.dtype() || !(fp8 || k_cache.dtype() == DType::BF16))
+    throw Error("qk_norm_rope_store: k_cache and v_cache must both be BF16 or both F8E4M3");
+  if (fp8) check_kv_scales(kv_scales, "qk_norm_rope_store");
   if (!md.d_slot_mapping.defined()) throw Error("qk_norm_rope_store: prepare_metadata() was not called for this batch");
   KVDest kv;
-  kv.k = k_cache.data<bf16>();
-  kv.v = v_cache.data<bf16>();
+  kv.k = k_cache.raw();
+  kv.v = v_cache.raw();
   kv.slots = md.d_slot_mapping.data<int32_t>();
+  kv.fp8 = fp8;
+  kv.inv_k = 1.0f / kv_scales.k;
+  kv.inv_v = 1.0f / kv_scales.v;
   run_qk_norm_rope(qkv, q_norm_w, k_norm_w, positions, num_heads, num_kv_heads, head_dim, eps, rope, kv, on_stream(),
                    num_sms_);
 }
