@@ -71,8 +71,14 @@ namespace {
 
 // dst[c] = uniform(-a, a) from element index base + c's counter-based number. Cloned for AVX-512
 // (chosen at load time by the CPU): the generator's 64-bit multiplies vectorize; same values.
-__attribute__((target_clones("avx512f", "default"))) void fill_uniform(uint64_t seed, uint64_t base, int64_t cols,
-                                                                       float a, float* dst) {
+// Not under the sanitizers: the clone's ifunc resolver runs during relocation, before the
+// ThreadSanitizer runtime is up, and crashed every TSan binary at start-up.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define NANOVLLM_FILL_CLONES
+#else
+#define NANOVLLM_FILL_CLONES __attribute__((target_clones("avx512f", "default")))
+#endif
+NANOVLLM_FILL_CLONES void fill_uniform(uint64_t seed, uint64_t base, int64_t cols, float a, float* dst) {
   for (int64_t c = 0; c < cols; ++c) dst[c] = (2.0f * sampling_uniform(seed, 0, base + uint64_t(c)) - 1.0f) * a;
 }
 
