@@ -255,55 +255,43 @@ void CudaBackend::cast(const Tensor& src, Tensor& dst) {
 }
 
 // ---------------------------------------------------------------- KV-cache store
-// k/v parts of qkv row t -> caches at slot_mapping[t] (rows of Hkv*D elements); -1 skips.
-__global__ void store_kvcache_kernel(const bf16* __restrict__ qkv, bf16* __restrict__ kc, bf16* __restrict__ vc,
-                                     const int32_t* __restrict__ slots, int64_t W, int64_t k_off, int64_t row,
-                                     bool vec) {
-  pdl_begin();
-  const int64_t t = blockIdx.x;
-  const int64_t slot = slots[t];
-  if (slot < 0) return;
-  const bf16* k = qkv + t * W + k_off;
-  const bf16* v = k + row;
-  bf16* kd = kc + slot * row;
-  bf16* vd = vc + slot * row;
-  if (vec) {
-    for (int64_t i = threadIdx.x; i < row / 8; i += blockDim.x) {
-      reinterpret_cast<uint4*>(kd)[i] = reinterpret_cast<const uint4*>(k)[i];
-      reinterpret_cast<uint4*>(vd)[i] = reinterpret_cast<const uint4*>(v)[i];
-    }
-  } else {
-    for (int64_t i = threadIdx.x; i < row; i += blockDim.x) {
-      kd[i] = k[i];
-      vd[i] = v[i];
-    }
-  }
+// k/v parts of qkv row t -> caches at slot_mapping[t] (rows of Hkv*D elements); -1 skips. Elem is
+// the cache's element: bf16 (copied) or uint8_t (FP8 E4M3 codes of value x inv_k / inv_v), 8
+// values per step where the rows allow.
+__device__ __forceinline__ void store8(const uint4& x, bf16* dst, int64_t i, float) {
+  reinterpret_cast<uint4*>(dst)[i] = x;
+}
+__device__ __forceinline__ void store8(const uint4& x, uint8_t* dst, int64_t i, float inv) {
+  float f[8];
+  unpack8(x, f);
+  reinterpret_cast<uint2*>(dst)[i] = pack8_e4m3(f, inv);
+}
+__device__ __forceinline__ void store1(bf16 x, bf16* dst, float) { *dst = x; }
+__device__ __forceinline__ void store1(bf16 x, uint8_t* dst, float inv) {
+  *dst = float_to_e4m3(__bfloat162float(x) * inv);
 }
 
-// The FP8 KV cache: codes of value x inv_k / inv_v, 8 values per step where the rows allow.
-__global__ void store_kvcache_fp8_kernel(const bf16* __restrict__ qkv, uint8_t* __restrict__ kc,
-                                         uint8_t* __restrict__ vc, const int32_t* __restrict__ slots, int64_t W,
-                                         int64_t k_off, int64_t row, bool vec, float inv_k, float inv_v) {
+template <class Elem>
+__global__ void store_kvcache_kernel(const bf16* __restrict__ qkv, Elem* __restrict__ kc, Elem* __restrict__ vc,
+                                     const int32_t* __restrict__ slots, int64_t W, int64_t k_off, int64_t row, bool vec,
+                                     float inv_k, float inv_v) {
   pdl_begin();
   const int64_t t = blockIdx.x;
   const int64_t slot = slots[t];
   if (slot < 0) return;
   const bf16* k = qkv + t * W + k_off;
   const bf16* v = k + row;
-  uint8_t* kd = kc + slot * row;
-  uint8_t* vd = vc + slot * row;
+  Elem* kd = kc + slot * row;
+  Elem* vd = vc + slot * row;
   if (vec) {
     for (int64_t i = threadIdx.x; i < row / 8; i += blockDim.x) {
-      float f[8];
-      unpack8(reinterpret_cast<const uint4*>(k)[i], f);
-      reinterpret_cast<uint2*>(kd)[i] = pack8_e4m3(f, inv_k);
-      unpack8(reinterpret_cast<const uint4*>(v)[i], f);
-      reinterpret_cast<uint2*>(vd)[i] = pack8_e4m3(f, inv_v);
+      store8(reinterpret_cast<const uint4*>(k)[i], kd, i, inv_k);
+      store8(reinterpret_cast<const uint4*>(v)[i], vd, i, inv_v);
     }
   } else {
     for (int64_t i = threadIdx.x; i < row; i += blockDim.x) {
-      kd[i] = float_to_e4m3(__bfloat162float(k[i]) * inv_k);
-      vd[i] = float_to_e4m3(__bfloat162float(v[i]) * inv_v);
+      store1(k[i], kd + i, inv_k);
+      store1(v[i], vd + i, inv_v);
     }
   }
 }
@@ -327,13 +315,13 @@ void CudaBackend::store_kvcache(const Tensor& qkv, Tensor& k_cache, Tensor& v_ca
   if (T == 0) return;
   const bool vec = row % 8 == 0 && (num_heads * head_dim) % 8 == 0 && W % 8 == 0;
   if (fp8) {
-    launch(store_kvcache_fp8_kernel, unsigned(T), 128, 0, on_stream(), qkv.data<bf16>(), k_cache.data<uint8_t>(),
+    launch(store_kvcache_kernel<uint8_t>, unsigned(T), 128, 0, on_stream(), qkv.data<bf16>(), k_cache.data<uint8_t>(),
            v_cache.data<uint8_t>(), md.d_slot_mapping.data<int32_t>(), W, num_heads * head_dim, row, vec,
            1.0f / kv_scales.k, 1.0f / kv_scales.v);
-    return;
+  } else {
+    launch(store_kvcache_kernel<bf16>, unsigned(T), 128, 0, on_stream(), qkv.data<bf16>(), k_cache.data<bf16>(),
+           v_cache.data<bf16>(), md.d_slot_mapping.data<int32_t>(), W, num_heads * head_dim, row, vec, 1.0f, 1.0f);
   }
-  launch(store_kvcache_kernel, unsigned(T), 128, 0, on_stream(), qkv.data<bf16>(), k_cache.data<bf16>(),
-         v_cache.data<bf16>(), md.d_slot_mapping.data<int32_t>(), W, num_heads * head_dim, row, vec);
 }
 
 }  // namespace nanovllm
