@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config_test_util.h"
 #include "nanovllm/config.h"
 #include "nanovllm/layers/rotary_embedding.h"
 #include "nanovllm/utils/error.h"
@@ -58,16 +59,8 @@ const char* kMistral7B = R"({
   "sliding_window": 4096, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
   "transformers_version": "4.34.0.dev0", "use_cache": true, "vocab_size": 32000})";
 
-ModelConfig parse(const json& j) { return ModelConfig::from_json_text(j.dump(), "m/config.json"); }
-
-std::string error_of(const json& j) {
-  try {
-    parse(j);
-  } catch (const LoadError& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::config_error;
+using test::parse_config;
 
 void expect_same(const ModelConfig& c, const ModelConfig& p) {
   EXPECT_EQ(c.architecture, p.architecture);
@@ -122,18 +115,18 @@ TEST(ModelFamilies, RealConfigsMatchPresetsAndParameterCounts) {
 // use_sliding_window (Qwen2.5's configs carry a window and leave it off). Llama: never.
 TEST(ModelFamilies, SlidingWindowAsEachConfigClassHasIt) {
   json m = json::parse(kMistral7B);
-  EXPECT_EQ(parse(m).layer_window(0), 4096);
-  EXPECT_EQ(parse(m).layer_window(31), 4096);
+  EXPECT_EQ(parse_config(m).layer_window(0), 4096);
+  EXPECT_EQ(parse_config(m).layer_window(31), 4096);
   m.erase("sliding_window");
-  EXPECT_EQ(parse(m).layer_window(5), 4096);
+  EXPECT_EQ(parse_config(m).layer_window(5), 4096);
   m["sliding_window"] = nullptr;
-  EXPECT_EQ(parse(m).layer_window(5), 0);
-  EXPECT_EQ(parse(m).sliding_window, 0);
+  EXPECT_EQ(parse_config(m).layer_window(5), 0);
+  EXPECT_EQ(parse_config(m).sliding_window, 0);
 
   json q = json::parse(kQwen25_05B);
-  EXPECT_EQ(parse(q).sliding_window, 0);
+  EXPECT_EQ(parse_config(q).sliding_window, 0);
   q["use_sliding_window"] = true;  // layers 21.. (max_window_layers) get the window
-  const ModelConfig qc = parse(q);
+  const ModelConfig qc = parse_config(q);
   EXPECT_EQ(qc.layer_window(20), 0);
   EXPECT_EQ(qc.layer_window(21), 32768);
   EXPECT_EQ(qc.layer_window(23), 32768);
@@ -141,44 +134,46 @@ TEST(ModelFamilies, SlidingWindowAsEachConfigClassHasIt) {
   json l = json::parse(kLlama31_8B);
   l["sliding_window"] = 16;
   l["use_sliding_window"] = true;
-  EXPECT_EQ(parse(l).sliding_window, 0);
+  EXPECT_EQ(parse_config(l).sliding_window, 0);
 }
 
 TEST(ModelFamilies, DefaultsAndRefusals) {
   json q = json::parse(kQwen25_05B);
   q["attention_bias"] = true;  // Qwen2's q/k/v biases are the architecture's; transformers ignores the key
-  EXPECT_EQ(error_of(q), "");
+  EXPECT_EQ(config_error(q), "");
   json l = json::parse(kLlama31_8B);
   l["attention_bias"] = true;
-  EXPECT_NE(error_of(l).find("'attention_bias' is true (biases in the q/k/v/o projections), which is not implemented"),
-            std::string::npos)
-      << error_of(l);
+  EXPECT_NE(
+      config_error(l).find("'attention_bias' is true (biases in the q/k/v/o projections), which is not implemented"),
+      std::string::npos)
+      << config_error(l);
   l = json::parse(kLlama31_8B);
   l["model_type"] = "mistral";
-  EXPECT_NE(error_of(l).find("'model_type' is 'mistral', which does not match the architecture LlamaForCausalLM"),
+  EXPECT_NE(config_error(l).find("'model_type' is 'mistral', which does not match the architecture LlamaForCausalLM"),
             std::string::npos);
   l = json::parse(kLlama31_8B);
   l.erase("model_type");  // absent: the architecture's
-  EXPECT_EQ(error_of(l), "");
+  EXPECT_EQ(config_error(l), "");
   l["num_attention_heads"] = 24;  // 4096 / 24 is not whole, and no head_dim is given
   l["num_key_value_heads"] = 8;
-  EXPECT_NE(error_of(l).find("'hidden_size' (4096) is not a multiple of num_attention_heads (24)"), std::string::npos)
-      << error_of(l);
+  EXPECT_NE(config_error(l).find("'hidden_size' (4096) is not a multiple of num_attention_heads (24)"),
+            std::string::npos)
+      << config_error(l);
   l["head_dim"] = 128;
-  EXPECT_EQ(error_of(l), "");
+  EXPECT_EQ(config_error(l), "");
   l = json::parse(kLlama31_8B);
   l["rope_scaling"].erase("low_freq_factor");
-  EXPECT_NE(error_of(l).find("'rope_scaling': 'low_freq_factor' is missing"), std::string::npos) << error_of(l);
+  EXPECT_NE(config_error(l).find("'rope_scaling': 'low_freq_factor' is missing"), std::string::npos) << config_error(l);
   l = json::parse(kLlama31_8B);
   l["rope_scaling"]["high_freq_factor"] = 1.0;
-  EXPECT_NE(error_of(l).find("'high_freq_factor' (1.0) must be above low_freq_factor (1.0)"), std::string::npos)
-      << error_of(l);
+  EXPECT_NE(config_error(l).find("'high_freq_factor' (1.0) must be above low_freq_factor (1.0)"), std::string::npos)
+      << config_error(l);
   json x = json::parse(kMistral7B);
   x["architectures"] = {"Qwen2MoeForCausalLM"};
-  EXPECT_NE(error_of(x).find("unsupported architecture 'Qwen2MoeForCausalLM'; supported: Qwen3ForCausalLM, "
-                             "Qwen3MoeForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, MistralForCausalLM"),
+  EXPECT_NE(config_error(x).find("unsupported architecture 'Qwen2MoeForCausalLM'; supported: Qwen3ForCausalLM, "
+                                 "Qwen3MoeForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, MistralForCausalLM"),
             std::string::npos)
-      << error_of(x);
+      << config_error(x);
 }
 
 // Llama 3.1 (head_dim 128, theta 5e5, factor 8, original 8192): pair i of wavelength

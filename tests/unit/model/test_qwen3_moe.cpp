@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config_test_util.h"
 #include "nanovllm/config.h"
 #include "nanovllm/models/causal_lm.h"
 #include "nanovllm/ops/backend.h"
@@ -33,16 +34,8 @@ const char* kQwen3_30B_A3B = R"({
   "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
   "use_cache": true, "use_sliding_window": false, "vocab_size": 151936})";
 
-ModelConfig parse(const json& j) { return ModelConfig::from_json_text(j.dump(), "m/config.json"); }
-
-std::string error_of(const json& j) {
-  try {
-    parse(j);
-  } catch (const LoadError& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::config_error;
+using test::parse_config;
 
 }  // namespace
 
@@ -77,26 +70,26 @@ TEST(Qwen3Moe, SparseLayersAsTransformersDecides) {
   j["num_hidden_layers"] = 6;
   j["decoder_sparse_step"] = 2;  // (i + 1) % 2 == 0: layers 1, 3, 5
   j["mlp_only_layers"] = {3};    // ... but not 3
-  const ModelConfig c = parse(j);
+  const ModelConfig c = parse_config(j);
   for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(c.is_moe_layer(i), i == 1 || i == 5) << i;
   // Absent keys: Qwen3MoeConfig's defaults (norm_topk_prob false, 128 experts, top 8, 768).
   for (const char* k : {"norm_topk_prob", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
                         "decoder_sparse_step", "mlp_only_layers"})
     j.erase(k);
-  const ModelConfig d = parse(j);
+  const ModelConfig d = parse_config(j);
   EXPECT_FALSE(d.norm_topk_prob);
   EXPECT_EQ(d.num_experts, 128);
   EXPECT_EQ(d.num_experts_per_tok, 8);
   EXPECT_EQ(d.moe_intermediate_size, 768);
   for (int64_t i = 0; i < 6; ++i) EXPECT_TRUE(d.is_moe_layer(i)) << i;
   j["num_local_experts"] = 16;  // transformers 5's spelling (attribute_map)
-  EXPECT_EQ(parse(j).num_experts, 16);
+  EXPECT_EQ(parse_config(j).num_experts, 16);
   // A dense family never has MoE layers.
   json dense = json::parse(kQwen3_30B_A3B);
   dense["architectures"] = {"Qwen3ForCausalLM"};
   dense["model_type"] = "qwen3";
-  EXPECT_EQ(parse(dense).num_experts, 0);
-  EXPECT_FALSE(parse(dense).is_moe_layer(0));
+  EXPECT_EQ(parse_config(dense).num_experts, 0);
+  EXPECT_FALSE(parse_config(dense).is_moe_layer(0));
 }
 
 TEST(Qwen3Moe, BadConfigsAreRefusedByKey) {
@@ -118,7 +111,7 @@ TEST(Qwen3Moe, BadConfigsAreRefusedByKey) {
        }) {
     json j = json::parse(kQwen3_30B_A3B);
     j[k.key] = k.value;
-    EXPECT_NE(error_of(j).find(k.message), std::string::npos) << k.key << ": " << error_of(j);
+    EXPECT_NE(config_error(j).find(k.message), std::string::npos) << k.key << ": " << config_error(j);
   }
   const ModelConfig c = ModelConfig::from_json_text(kQwen3_30B_A3B, "c");
   EXPECT_NO_THROW(validate_tensor_parallel(c, 4));
