@@ -74,6 +74,7 @@ EngineConfig EngineFlags::resolve() const {
     throw UserError("--enable-chunked-prefill and --no-enable-chunked-prefill contradict each other");
   c.enable_chunked_prefill = !no_chunked_prefill;
   c.kv_cache_dtype = parse_kv_cache_dtype(kv_cache_dtype);
+  c.quantization = parse_quantization(quantization);
   if (spawned_rank >= 0) {
     c.tp_rank = spawned_rank;
     c.master_port = spawned_port;
@@ -98,6 +99,8 @@ void print_kernel_options(const EngineConfig& cfg) {
   if (cfg.tp_rank != 0) return;
   if (cfg.kv_cache_dtype != KVCacheDtype::Auto)
     std::fprintf(stderr, "kv cache dtype: %s\n", kv_cache_dtype_name(cfg.kv_cache_dtype));
+  if (cfg.quantization != Quantization::None)
+    std::fprintf(stderr, "quantization: %s\n", quantization_name(cfg.quantization));
   if (resolved_device(cfg) != "cuda") return;
   std::fprintf(stderr, "kernel options: %s\n", cfg.kernels.to_string().c_str());
   std::fflush(stderr);

@@ -11,6 +11,7 @@ struct EngineFlags {
   std::string model_arg;  // the positional MODEL (vLLM: `vllm serve MODEL`); --model is the other spelling
   std::string dtype = "auto";
   std::string kv_cache_dtype = "auto";
+  std::string quantization = "none";
   bool trust_remote_code = false;
   std::string load_format = "auto";
   std::string tokenizer;

@@ -51,6 +51,8 @@ void add_vllm_engine_flags(CLI::App& app, EngineFlags& f) {
   app.add_option("--kv-cache-dtype", f.kv_cache_dtype,
                  "auto (the model dtype), bf16, or fp8 / fp8_e4m3 (E4M3 with per-layer scales: half the bytes, "
                  "twice the tokens)");
+  app.add_option("--quantization,-q", f.quantization,
+                 "weights: none (as loaded), fp8 (E4M3, quantized at load or an FP8 checkpoint's) or int8");
   app.add_option("--seed", f.cfg.seed, "engine seed: requests without their own seed draw theirs from it (default 0)");
   app.add_flag("--trust-remote-code", f.trust_remote_code, "accepted for vLLM's command lines; nothing remote is run");
 }

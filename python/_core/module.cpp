@@ -112,6 +112,9 @@ void bind_engine_config(py::module_& m) {
       .def_property(
           "kv_cache_dtype", [](const EngineConfig& c) { return std::string(kv_cache_dtype_name(c.kv_cache_dtype)); },
           [](EngineConfig& c, const std::string& s) { c.kv_cache_dtype = parse_kv_cache_dtype(s); })
+      .def_property(
+          "quantization", [](const EngineConfig& c) { return std::string(quantization_name(c.quantization)); },
+          [](EngineConfig& c, const std::string& s) { c.quantization = parse_quantization(s); })
       // The CLI's order: NANOVLLM_* environment overrides, then the explicit options.
       .def("apply_kernel_options",
            [](EngineConfig& c, const std::string& spec) {

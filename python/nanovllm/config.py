@@ -28,7 +28,8 @@ _FIELDS = {
 }
 # Keywords that are not EngineConfig fields.
 _OTHER = {"load_format": str, "tokenizer": (str, None), "skip_tokenizer_init": bool, "kernel_options": str,
-          "kv_cache_dtype": str}  # auto, bf16, fp8, fp8_e4m3 (vLLM's names)
+          "kv_cache_dtype": str,  # auto, bf16, fp8, fp8_e4m3 (vLLM's names)
+          "quantization": (str, None)}  # None, fp8, int8
 # nano-vllm's Config fields that it derives itself: only their "unset" values are accepted.
 _DERIVED = {"hf_config": None, "eos": -1}
 # The engine's messages name CLI flags; these keywords are spelled differently.
@@ -68,6 +69,7 @@ class EngineArgs:
         cfg.load_dummy = load_format == "dummy"
         with engine_messages():
             cfg.kv_cache_dtype = kwargs.get("kv_cache_dtype", "auto")
+            cfg.quantization = kwargs.get("quantization") or "none"
             cfg.apply_kernel_options(kwargs.get("kernel_options", ""))
             cfg.validate()
         self.config = cfg

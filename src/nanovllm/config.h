@@ -10,6 +10,7 @@
 
 #include "nanovllm/kernel_options.h"
 #include "nanovllm/kv_cache_dtype.h"
+#include "nanovllm/quantization.h"
 
 namespace nanovllm {
 
@@ -114,6 +115,7 @@ struct EngineConfig {
   int64_t kv_cache_memory = 0;     // bytes of KV cache; 0 = automatic (CPU: 4 GiB or what fits)
   int64_t num_kvcache_blocks = 0;  // explicit block count (tests); overrides kv_cache_memory
   KVCacheDtype kv_cache_dtype = KVCacheDtype::Auto;  // --kv-cache-dtype (kv_cache_dtype.h)
+  Quantization quantization = Quantization::None;    // --quantization (quantization.h)
   bool enforce_eager = false;
   int tensor_parallel_size = 1;
   // Tensor parallelism: this process's rank, the nodes it spans (each runs N / nnodes ranks, on

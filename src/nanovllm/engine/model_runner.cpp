@@ -27,6 +27,9 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
          std::to_string(mcfg_.sliding_window) + " tokens in some layers) is not implemented");
   kv_heads_ = mcfg_.num_key_value_heads / (tp_ ? tp_->world() : 1);
   kv_dtype_ = resolve_kv_cache_dtype(cfg_.kv_cache_dtype, backend_->act_dtype(), backend_->name());
+  if (cfg_.quantization != Quantization::None)
+    throw UserError(std::string("--quantization ") + quantization_name(cfg_.quantization) + ": not implemented on the " +
+                    backend_->name() + " backend (use none)");
   kv_scales_.assign(size_t(mcfg_.num_hidden_layers), KVScales{});
   const char* tr = std::getenv("NANOVLLM_TP_TRACE");
   trace_ = tr && std::string(tr) == "1";

@@ -79,6 +79,7 @@ std::vector<uint8_t> encode_settings(const EngineConfig& c, const ModelConfig& m
                       {"kv_cache_memory", c.kv_cache_memory},
                       {"num_kvcache_blocks", c.num_kvcache_blocks},
                       {"kv_cache_dtype", kv_cache_dtype_name(c.kv_cache_dtype)},
+                      {"quantization", quantization_name(c.quantization)},
                       {"enforce_eager", c.enforce_eager},
                       {"profile_ops", c.profile_ops},
                       {"kernels", c.kernels.to_string(",")},
@@ -107,6 +108,7 @@ void apply_settings(const std::vector<uint8_t>& bytes, EngineConfig& c, const Mo
   c.kv_cache_memory = j["kv_cache_memory"];
   c.num_kvcache_blocks = j["num_kvcache_blocks"];
   c.kv_cache_dtype = parse_kv_cache_dtype(j["kv_cache_dtype"].get<std::string>());
+  c.quantization = parse_quantization(j["quantization"].get<std::string>());
   c.enforce_eager = j["enforce_eager"];
   c.profile_ops = j["profile_ops"];
   // Rank 0's kernel options, in --kernel-options form, onto the defaults: this rank's own
