@@ -15,8 +15,9 @@
 namespace nanovllm {
 
 struct Linear {
-  Tensor weight;  // [out_features, in_features]
-  Tensor bias;    // [out_features], or undefined: no bias
+  Tensor weight;               // [out_features, in_features]: values, or codes with weight_scales
+  Tensor bias;                 // [out_features], or undefined: no bias
+  WeightScales weight_scales;  // quantized weights' scales (ops/weight_scales.h); undefined: not quantized
 
   void create(Backend& be, int64_t out_features, int64_t in_features, bool with_bias = false) {
     weight = be.empty({out_features, in_features}, be.weight_dtype());
@@ -25,7 +26,7 @@ struct Linear {
   // x: [T, in] -> [T, out]
   Tensor forward(Backend& be, const Tensor& x) const {
     Tensor out = be.empty({x.size(0), weight.size(0)}, be.act_dtype());
-    be.linear(x, weight, out);
+    be.linear(x, weight, weight_scales, out);
     add_bias(be, out);
     return out;
   }
@@ -44,7 +45,7 @@ struct RowParallelLinear : Linear {
   Tensor forward(Backend& be, const Tensor& x) const {
     if (!comm) return Linear::forward(be, x);
     Tensor partial = be.empty({x.size(0), weight.size(0)}, DType::F32);
-    be.linear(x, weight, partial);
+    be.linear(x, weight, weight_scales, partial);
     return partial;
   }
 };

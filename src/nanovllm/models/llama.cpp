@@ -16,7 +16,7 @@ Tensor LlamaAttention::forward(Backend& be, const Tensor& positions, const RopeP
 }
 
 Tensor LlamaMLP::forward(Backend& be, Tensor& x, Tensor& residual, const RMSNorm& post_norm) const {
-  Tensor act = post_norm.forward_residual_linear(be, x, residual, gate_up_proj.weight, /*silu_mul=*/true);  // [T, I]
+  Tensor act = post_norm.forward_residual_linear(be, x, residual, gate_up_proj, /*silu_mul=*/true);  // [T, I]
   return down_proj.forward(be, act);                                                                        // [T, H]
 }
 
@@ -28,7 +28,7 @@ void LlamaDecoderLayer::forward(Backend& be, const Tensor& positions, const Rope
     residual = x;
     qkv = self_attn.qkv_proj.forward(be, input_layernorm.forward(be, x));
   } else {
-    qkv = input_layernorm.forward_residual_linear(be, x, residual, self_attn.qkv_proj.weight);
+    qkv = input_layernorm.forward_residual_linear(be, x, residual, self_attn.qkv_proj);
     self_attn.qkv_proj.add_bias(be, qkv);  // (the fused norm + GEMM leaves the bias out)
     if (obs) obs(index - 1, 1, residual);
   }

@@ -13,6 +13,7 @@
 #include "nanovllm/ops/attention_metadata.h"
 #include "nanovllm/ops/logits_processing.h"
 #include "nanovllm/ops/rope_params.h"
+#include "nanovllm/ops/weight_scales.h"
 #include "nanovllm/utils/tensor.h"
 
 namespace nanovllm {
@@ -91,6 +92,15 @@ class Backend {
   // out = x @ w^T. x: [T, K]; w: [N, K]; out: [T, N] in the act dtype or F32 (tensor
   // parallelism keeps row-parallel partial sums in F32 until they are all-reduced).
   virtual void linear(const Tensor& x, const Tensor& w, Tensor& out) = 0;
+  // The same with a quantized w (F8E4M3 or I8 codes [N, K]) and its scales (ops/weight_scales.h);
+  // unquantized (scales undefined): linear above. A backend without kernels for w's scheme throws.
+  void linear(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) {
+    if (scales.defined())
+      linear_quantized(x, w, scales, out);
+    else
+      linear(x, w, out);
+  }
+  virtual void linear_quantized(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out);
   // x[t, :] += bias for every row t. x: [T, N] (act dtype); bias: [N] (weight dtype). (Qwen2's
   // q/k/v biases.)
   virtual void add_bias(Tensor& x, const Tensor& bias) = 0;

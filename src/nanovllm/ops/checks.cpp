@@ -180,6 +180,12 @@ void Backend::qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const Tens
   store_kvcache(qkv, k_cache, v_cache, num_heads, num_kv_heads, head_dim, md, kv_scales);
 }
 
+void Backend::linear_quantized(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) {
+  (void)x, (void)scales, (void)out;
+  throw UserError("linear: " + std::string(dtype_name(w.dtype())) + " (quantized) weights are not implemented on the " +
+                  name() + " backend");
+}
+
 void Backend::linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) {
   check_linear_silu_mul(x, w, out);
   Tensor gate_up = empty({x.size(0), w.size(0)}, out.dtype());

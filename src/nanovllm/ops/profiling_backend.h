@@ -86,6 +86,11 @@ class ProfilingBackend final : public Backend {
     timed("qk_norm_rope_store",
           [&] { in_->qk_norm_rope_store(qkv, qn, kn, pos, k, v, hq, hkv, d, eps, rope, md, kvs); });
   }
+  void linear_quantized(const Tensor& x, const Tensor& w, const WeightScales& s, Tensor& out) override {
+    timed(std::string("gemm ") + dtype_name(w.dtype()) + " N=" + std::to_string(w.size(0)) +
+              " K=" + std::to_string(w.size(1)),
+          [&] { in_->linear_quantized(x, w, s, out); });
+  }
   void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) override {
     timed("gemm+silu N=" + std::to_string(w.size(0)) + " K=" + std::to_string(w.size(1)),
           [&] { in_->linear_silu_mul(x, w, out); });
