@@ -4,6 +4,7 @@
 #include "nanovllm/engine/cuda_graph_runner.h"
 #include "nanovllm/engine/kv_cache_scales.h"
 #include "nanovllm/engine/tp_protocol.h"
+#include "nanovllm/models/quantize_weights.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -27,9 +28,9 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
          std::to_string(mcfg_.sliding_window) + " tokens in some layers) is not implemented");
   kv_heads_ = mcfg_.num_key_value_heads / (tp_ ? tp_->world() : 1);
   kv_dtype_ = resolve_kv_cache_dtype(cfg_.kv_cache_dtype, backend_->act_dtype(), backend_->name());
-  if (cfg_.quantization != Quantization::None)
-    throw UserError(std::string("--quantization ") + quantization_name(cfg_.quantization) + ": not implemented on the " +
-                    backend_->name() + " backend (use none)");
+  if (!backend_->supports_quantization(cfg_.quantization))
+    throw UserError(std::string("--quantization ") + quantization_name(cfg_.quantization) +
+                    ": not implemented on the " + backend_->name() + " backend (use none)");
   kv_scales_.assign(size_t(mcfg_.num_hidden_layers), KVScales{});
   const char* tr = std::getenv("NANOVLLM_TP_TRACE");
   trace_ = tr && std::string(tr) == "1";
@@ -59,6 +60,8 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
   if (ckpt && kv_dtype_ == DType::F8E4M3) kv_scales_ = load_kv_cache_scales(*ckpt, mcfg_.num_hidden_layers);
   ckpt.reset();
   model_->finalize_weights();
+  if (cfg_.quantization != Quantization::None)
+    quantize_weights(*backend_, *model_, cfg_.quantization, mcfg_.architecture);
 
   // KV cache budget: an explicit block count, else bytes (CPU default: 4 GiB, at least one
   // sequence of an explicit max_model_len), else on a GPU what gpu_memory_utilization leaves after

@@ -9,6 +9,7 @@
 #include "nanovllm/config.h"
 #include "nanovllm/dist/communicator.h"
 #include "nanovllm/layers/attention.h"
+#include "nanovllm/layers/linear.h"
 #include "nanovllm/models/weights.h"
 #include "nanovllm/ops/backend.h"
 
@@ -28,6 +29,9 @@ class CausalLM {
   virtual std::vector<WeightSpec> weight_specs() = 0;
   // Called after loading (ties the LM head to the embedding when configured).
   virtual void finalize_weights() = 0;
+  // The linear layers --quantization converts after loading (quantize_weights.h): the decoder's
+  // dense projections, not the embedding, the LM head or MoE experts. Empty: no quantized path.
+  virtual std::vector<Linear*> quantizable_linears() { return {}; }
   // ids, positions: [T] I32 -> final hidden states [T, H].
   virtual Tensor forward(const Tensor& ids, const Tensor& positions, std::vector<LayerKVCache>& kv,
                          const AttentionMetadata& md) = 0;

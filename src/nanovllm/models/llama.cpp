@@ -17,7 +17,7 @@ Tensor LlamaAttention::forward(Backend& be, const Tensor& positions, const RopeP
 
 Tensor LlamaMLP::forward(Backend& be, Tensor& x, Tensor& residual, const RMSNorm& post_norm) const {
   Tensor act = post_norm.forward_residual_linear(be, x, residual, gate_up_proj, /*silu_mul=*/true);  // [T, I]
-  return down_proj.forward(be, act);                                                                        // [T, H]
+  return down_proj.forward(be, act);                                                                 // [T, H]
 }
 
 void LlamaDecoderLayer::forward(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& x,
@@ -134,6 +134,18 @@ std::vector<WeightSpec> LlamaForCausalLM::weight_specs() {
 
 void LlamaForCausalLM::finalize_weights() {
   lm_head_.weight = cfg_.tie_word_embeddings ? embed_tokens_.weight : lm_head_weight_;
+}
+
+std::vector<Linear*> LlamaForCausalLM::quantizable_linears() {
+  std::vector<Linear*> out;
+  for (auto& l : layers_) {
+    out.push_back(&l.self_attn.qkv_proj);
+    out.push_back(&l.self_attn.o_proj);
+    if (l.other_mlp) continue;
+    out.push_back(&l.mlp.gate_up_proj);
+    out.push_back(&l.mlp.down_proj);
+  }
+  return out;
 }
 
 Tensor LlamaForCausalLM::forward(const Tensor& ids, const Tensor& positions, std::vector<LayerKVCache>& kv,

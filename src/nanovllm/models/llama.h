@@ -72,6 +72,7 @@ class LlamaForCausalLM : public CausalLM {
   LlamaForCausalLM(const ModelConfig& cfg, Backend& be, Communicator* comm, LlamaFeatures features = {});
   std::vector<WeightSpec> weight_specs() override;
   void finalize_weights() override;
+  std::vector<Linear*> quantizable_linears() override;
   Tensor forward(const Tensor& ids, const Tensor& positions, std::vector<LayerKVCache>& kv,
                  const AttentionMetadata& md) override;
   Tensor compute_logits(const Tensor& hidden, const std::vector<int32_t>& last_rows) override;

@@ -14,6 +14,7 @@
 #include "nanovllm/ops/logits_processing.h"
 #include "nanovllm/ops/rope_params.h"
 #include "nanovllm/ops/weight_scales.h"
+#include "nanovllm/quantization.h"
 #include "nanovllm/utils/tensor.h"
 
 namespace nanovllm {
@@ -101,6 +102,10 @@ class Backend {
       linear(x, w, out);
   }
   virtual void linear_quantized(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out);
+  // Weight quantization (--quantization, quantization.h): whether this backend has kernels for q,
+  // and w [N, K] (weight dtype) -> codes [N, K] with their scales, as linear_quantized reads them.
+  virtual bool supports_quantization(Quantization q) const { return q == Quantization::None; }
+  virtual void quantize_weight(const Tensor& w, Quantization q, Tensor& codes, WeightScales& scales);
   // x[t, :] += bias for every row t. x: [T, N] (act dtype); bias: [N] (weight dtype). (Qwen2's
   // q/k/v biases.)
   virtual void add_bias(Tensor& x, const Tensor& bias) = 0;

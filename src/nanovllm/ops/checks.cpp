@@ -186,6 +186,12 @@ void Backend::linear_quantized(const Tensor& x, const Tensor& w, const WeightSca
                   name() + " backend");
 }
 
+void Backend::quantize_weight(const Tensor& w, Quantization q, Tensor& codes, WeightScales& scales) {
+  (void)w, (void)codes, (void)scales;
+  throw UserError(std::string("--quantization ") + quantization_name(q) + ": not implemented on the " + name() +
+                  " backend");
+}
+
 void Backend::linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) {
   check_linear_silu_mul(x, w, out);
   Tensor gate_up = empty({x.size(0), w.size(0)}, out.dtype());

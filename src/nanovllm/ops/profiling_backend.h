@@ -91,6 +91,10 @@ class ProfilingBackend final : public Backend {
               " K=" + std::to_string(w.size(1)),
           [&] { in_->linear_quantized(x, w, s, out); });
   }
+  bool supports_quantization(Quantization q) const override { return in_->supports_quantization(q); }
+  void quantize_weight(const Tensor& w, Quantization q, Tensor& codes, WeightScales& s) override {
+    in_->quantize_weight(w, q, codes, s);
+  }
   void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) override {
     timed("gemm+silu N=" + std::to_string(w.size(0)) + " K=" + std::to_string(w.size(1)),
           [&] { in_->linear_silu_mul(x, w, out); });
