@@ -6,6 +6,7 @@
 // --kv-cache-dtype fp8 against BF16 KV: the tiny fixtures, and Qwen3-0.6B size (NANOVLLM_HF06B_DIR,
 // scripts/make_qwen3_06b_reference.py) where the last-token logits must keep cosine >= 0.995.
 #include "gpu_test_util.h"
+#include "hf_fixture_check.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -110,19 +111,52 @@ TEST(CudaFp8KV, DecodeAwkwardShapes) {
 }
 
 // Prefills: fresh prompts around the 64-key tiles, and a batch with prefix hits and chunks ending
-// mid-block, plus one-token rows leading a mixed step (decode kernel + mma.sync in one call).
+// mid-block, plus one-token rows leading a mixed step (decode kernel + a prefill kernel in one
+// call), on every prefill kernel: mma.sync reads the codes, the TMA, wgmma and CUDA-core kernels a
+// BF16 scratch copy of the blocks (kv_fp8_scratch.cu); auto is the TMA kernel on an H100.
 TEST(CudaFp8KV, PrefillAwkwardShapes) {
   REQUIRE_GPU();
+  const std::pair<PrefillAttention, const char*> kernels[] = {{PrefillAttention::Auto, "prefill[auto]"},
+                                                              {PrefillAttention::Wgmma, "prefill[wgmma]"},
+                                                              {PrefillAttention::Mma, "prefill[mma]"},
+                                                              {PrefillAttention::Tiled, "prefill[tiled]"}};
+  for (auto [kernel, tag] : kernels) {
+    KernelOptions o;
+    o.prefill_attention = kernel;
+    Backends be(o);
+    for (auto& h : kHeads)
+      for (int64_t bs : {16, 256})
+        for (const KVScales& s : kScales) {
+          if (kernel != PrefillAttention::Auto && s.k == 1.0f) continue;  // fewer cases for the forced kernels
+          for (int32_t len : {1, 63, 64, 65, 97, 255, 256, 257})
+            run_fp8_case(be, cfg_name(tag, h, bs, s) + " len " + std::to_string(len), {{len, len}}, h.hq, h.hkv, h.d,
+                         bs, true, uint32_t(len + bs), s);
+          const std::vector<SeqSpec> mixed{{257, 1}, {98, 1}, {4097, 1000}, {1000, 333}, {130, 65},
+                                           {64, 63}, {77, 1}, {300, 44},    {65, 64}};
+          run_fp8_case(be, cfg_name(tag, h, bs, s) + " mixed", mixed, h.hq, h.hkv, h.d, bs, true, 31, s);
+        }
+  }
+  // Head dims only the CUDA-core kernel takes (the tiny fixtures' kind), through the scratch.
   Backends be;
+  for (const HeadCfg h : {HeadCfg{4, 2, 32}, HeadCfg{6, 2, 96}, HeadCfg{8, 8, 16}})
+    for (int64_t bs : {16, 256}) {
+      const KVScales s{0.37f, 1.3f};
+      run_fp8_case(be, cfg_name("prefill-odd-head", h, bs, s), {{257, 1}, {1000, 333}, {65, 65}, {4097, 1000}}, h.hq,
+                   h.hkv, h.d, bs, true, 41, s);
+      run_fp8_case(be, cfg_name("decode-odd-head", h, bs, s), {{257, 1}, {4097, 1}, {1, 1}}, h.hq, h.hkv, h.d, bs,
+                   false, 43, s);
+    }
+}
+
+// mma.sync's rows per warp (16 or 32) on the FP8 codes.
+TEST(CudaFp8KV, PrefillMmaRowsPerWarp) {
+  REQUIRE_GPU();
+  KernelOptions o;
+  o.prefill_attention = PrefillAttention::Mma;
+  Backends be(o);
   for (auto& h : kHeads)
     for (int64_t bs : {16, 256})
       for (const KVScales& s : kScales) {
-        for (int32_t len : {1, 63, 64, 65, 97, 255, 256, 257})
-          run_fp8_case(be, cfg_name("prefill", h, bs, s) + " len " + std::to_string(len), {{len, len}}, h.hq, h.hkv,
-                       h.d, bs, true, uint32_t(len + bs), s);
-        const std::vector<SeqSpec> mixed{{257, 1}, {98, 1}, {4097, 1000}, {1000, 333}, {130, 65},
-                                         {64, 63}, {77, 1}, {300, 44},    {65, 64}};
-        run_fp8_case(be, cfg_name("prefill-mixed", h, bs, s), mixed, h.hq, h.hkv, h.d, bs, true, 31, s);
         for (int rows : {16, 32}) {
           be.gpu.set_prefill_rows_per_warp(rows);
           run_fp8_case(be, cfg_name("prefill-mixed", h, bs, s) + " rows/warp " + std::to_string(rows),
@@ -257,30 +291,25 @@ std::vector<std::vector<int32_t>> random_prompts(size_t n, int64_t V, uint32_t s
   return ps;
 }
 
-TEST(CudaFp8KV, TinyFixturesAreRefusedNamingTheHeadDim) {
+// The tiny fixtures' head dims (16, 24, 32) have no decode or tensor-core kernel: with an FP8 cache
+// every step runs the CUDA-core kernel on the BF16 scratch. Against transformers' FP32 references
+// (tests/fixtures): greedy tokens up to the first near-tie, logits within a bound that leaves room
+// for E4M3's 3 mantissa bits (BF16 KV: 0.15, test_cuda_engine.cpp).
+TEST(CudaFp8KV, TinyFixturesRunOnTheScratch) {
   REQUIRE_GPU();
-  // The tiny fixtures' head dims (16, 24, 32) have no FP8 kernel (decode and mma.sync prefill take 64
-  // and 128); the engine refuses them at start-up with the shape, not mid-request. The FP8 engine is
-  // compared with the BF16-KV engine at Qwen3-0.6B size below, and on every tiny fixture on the CPU
-  // (test_fp8_kv_cache.cpp).
   for (const char* fx : {"tiny-qwen3-untied", "tiny-llama3", "tiny-mistral"}) {
     EngineConfig cfg;
-    cfg.model = fixture(fx);
     cfg.device = "cuda";
-    cfg.gpu_memory_utilization = 0.3;
     cfg.block_size = 16;
+    cfg.kv_cache_memory = 64 << 20;
     cfg.kv_cache_dtype = KVCacheDtype::FP8E4M3;
-    try {
-      LLMEngine e(cfg);
-      SamplingParams sp;
-      sp.max_tokens = 2;
-      e.add_request({1, 2, 3}, sp);
-      while (e.has_unfinished()) e.step();
-      ADD_FAILURE() << fx << ": an FP8 KV cache at this head dim was not refused";
-    } catch (const UserError& err) {
-      EXPECT_NE(std::string(err.what()).find("no attention kernel reads an FP8 KV cache at head_dim"), std::string::npos)
-          << fx << ": " << err.what();
-    }
+    const auto r = run_fixture(fx, cfg);
+    std::printf(
+        "[gpu] fp8 KV %s: %d greedy tokens compared, %d prompts diverged at a near-tie, max |logit diff| %.3e\n", fx,
+        r.compared, r.diverged, r.max_logit_diff);
+    EXPECT_LT(r.max_logit_diff, 0.5) << fx;
+    EXPECT_GT(r.compared, 20) << fx;
+    EXPECT_TRUE(r.all_blocks_free) << fx;
   }
 }
 
