@@ -127,7 +127,6 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
       part_lse = empty({Bd * num_heads * a.S}, DType::F32);
       a.part_o = part_o.data<float>();
       a.part_lse = part_lse.data<float>();
-      if (Bd * num_kv_heads <= decode_counters_.numel()) a.counters = decode_counters_.data<int32_t>();
     }
     decode_attention(a, s);
   }

@@ -21,8 +21,7 @@
 //    every CTA merges a 1/S slice of the G x D outputs, reading the others' shared memory directly
 //    (distributed shared memory: no global partials, no counters, no second kernel);
 //  * before sm_90, and beyond a cluster's 16 CTAs (long contexts at small batch), partials go to
-//    global memory; the last CTA of each (b, h) to finish (a counter per group) merges them, or,
-//    without counters, attn_merge_kernel does.
+//    global memory and attn_merge_kernel merges them.
 // Why so many splits and warps at small batch: one sequence has Hkv CTAs without splits, so at
 // batch 1 the kernel is a chain of latencies (DRAM round trips per key step, then the merges);
 // more CTAs and warps shorten the chain each CTA walks. The number of splits depends on the batch
@@ -51,24 +50,18 @@ constexpr int kKeysInFlight = 2;  // per lane group and loop step (4 measured sl
 // thread, then group 0 adds the P sums in order. (A thread walking the S partials one dependent
 // step at a time cost S L2 round trips: 64 splits made Qwen3-0.6B batch-1 decode at 8K slower than
 // 16, bench/RESULTS.md.) Reads go through L2 (__ldcg): other CTAs wrote the partials.
-// merge_split_row is that merge for one row, by every thread of the calling block (blockDim.x a
-// multiple of 32 and at least kDecodeMaxSplitsGlobal and D); scratch: kMergeScratch(blockDim.x)
-// floats of shared memory. The merge kernel calls it for its row; a split decode CTA that finds
-// itself the last of its (sequence, KV head) calls it for the G rows of its heads.
 constexpr int kMergeThreads = 256;
-static_assert(kDecodeMaxSplitsGlobal <= 128, "one log-sum-exp per thread of a 4-warp CTA");
-__host__ __device__ constexpr int merge_scratch_floats(int threads) {
-  return kDecodeMaxSplitsGlobal + threads / 32 + threads;
-}
+static_assert(kDecodeMaxSplitsGlobal <= kMergeThreads, "one log-sum-exp per thread");
 
-__device__ void merge_split_row(const float* __restrict__ part_o, const float* __restrict__ part_lse,
-                                bf16* __restrict__ out, int S, int D, int64_t bh, float* scratch) {
-  const int T = blockDim.x;
-  float* w = scratch;                             // [kDecodeMaxSplitsGlobal]
-  float* red = scratch + kDecodeMaxSplitsGlobal;  // [T / 32]
-  float* sums = red + T / 32;                     // [T]
+__global__ void __launch_bounds__(kMergeThreads)
+    attn_merge_kernel(const float* __restrict__ part_o, const float* __restrict__ part_lse, bf16* __restrict__ out,
+                      int S, int D) {
+  __shared__ float w[kDecodeMaxSplitsGlobal];
+  __shared__ float red[kMergeThreads / 32];
+  __shared__ float sums[kMergeThreads];
+  pdl_begin();
+  const int64_t bh = blockIdx.x;
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
-  __syncthreads();  // the scratch may hold the previous row's
   const float lse = t < S ? __ldcg(part_lse + bh * S + t) : -INFINITY;
   // Block max of the log-sum-exps.
   float mx = lse;
@@ -77,12 +70,13 @@ __device__ void merge_split_row(const float* __restrict__ part_o, const float* _
   if (lane == 0) red[warp] = mx;
   __syncthreads();
   mx = red[0];
-  for (int i = 1; i < T / 32; ++i) mx = fmaxf(mx, red[i]);
+#pragma unroll
+  for (int i = 1; i < kMergeThreads / 32; ++i) mx = fmaxf(mx, red[i]);
   if (t < S) w[t] = mx == -INFINITY ? 0.f : exp2f(lse - mx);  // an empty split weighs 0
   __syncthreads();
   float wsum = 0.f;
   for (int s = 0; s < S; ++s) wsum += w[s];  // the same order in every thread
-  const int P = T / D, p = t / D, d = t % D;
+  const int P = kMergeThreads / D, p = t / D, d = t % D;
   float acc = 0.f;
   if (p < P) {
     const float* src = part_o + (bh * S) * D + d;
@@ -98,14 +92,6 @@ __device__ void merge_split_row(const float* __restrict__ part_o, const float* _
   }
 }
 
-__global__ void __launch_bounds__(kMergeThreads)
-    attn_merge_kernel(const float* __restrict__ part_o, const float* __restrict__ part_lse, bf16* __restrict__ out,
-                      int S, int D) {
-  __shared__ float scratch[merge_scratch_floats(kMergeThreads)];
-  pdl_begin();
-  merge_split_row(part_o, part_lse, out, S, D, blockIdx.x, scratch);
-}
-
 // grid (B, Hkv, S), block NW warps; with P.cluster, launched as clusters of (1, 1, S). F8: the
 // caches hold E4M3 codes.
 template <int D, int G, int NW, bool F8>
@@ -119,13 +105,8 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
   constexpr int STEP = NW * KPW;  // lane groups per CTA: keys per loop step (times U)
   constexpr int U = kKeysInFlight;
   __shared__ float sm_m[NW][G], sm_l[NW][G];
-  // Each warp's state; row [0] then holds the CTA's normalized output; at the end, the last CTA's
-  // merge scratch (merge_split_row), which for small G x D needs more.
-  constexpr int kSmO = NW * G * D > merge_scratch_floats(NW * 32) ? NW * G * D : merge_scratch_floats(NW * 32);
-  __shared__ float sm_o_buf[kSmO];
-  auto& sm_o = *reinterpret_cast<float(*)[NW][G][D]>(sm_o_buf);
-  __shared__ float sm_lse[G];  // the CTA's log2-sum-exp per head (cluster merge)
-  __shared__ bool sm_last;     // global partials with counters: this CTA is its group's last
+  __shared__ float sm_o[NW][G][D];  // each warp's state; row [0] then holds the CTA's normalized output
+  __shared__ float sm_lse[G];       // the CTA's log2-sum-exp per head (cluster merge)
   const int b = blockIdx.x, h = blockIdx.y, split = blockIdx.z, S = gridDim.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int sub = lane / L, li = lane % L;
@@ -316,25 +297,6 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
       if (d == 0) sm_lse[g] = lse;
     }
   }
-  if (S > 1 && !P.cluster && P.counters) {
-    // The last split CTA of (b, h) to finish merges the group's partials: no second kernel, whose
-    // launch after this grid (and the loads it then starts) cost ~7 us a layer at batch 1, 32K.
-    // Release: every thread's partials are made visible before the count (threadfence + barrier);
-    // the last CTA resets the counter for the next launch (graph replays use the same one).
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      int* c = P.counters + int64_t(b) * P.Hkv + h;
-      sm_last = atomicAdd(c, 1) == S - 1;
-      if (sm_last) *c = 0;
-    }
-    __syncthreads();
-    if (!sm_last) return;
-    __threadfence();  // acquire: the other CTAs' partials (read through L2 by __ldcg)
-    for (int g = 0; g < G; ++g)
-      merge_split_row(P.part_o, P.part_lse, P.out, S, D, int64_t(b) * P.Hq + h * G + g, sm_o_buf);
-    return;
-  }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (S == 1 || !P.cluster) return;
   // Cluster merge. The barrier publishes every CTA's sm_o[0] / sm_lse to the cluster (arrive has
@@ -421,7 +383,7 @@ void decode_attention(const DecodeAttnArgs& a, Stream st) {
   const dim3 grid(unsigned(a.B), unsigned(a.Hkv), unsigned(a.S));
   launch_clustered(k, grid, dim3(unsigned(nw * 32)), 0, st, dim3(1, 1, a.cluster ? unsigned(a.S) : 1u), a);
   NV_LAUNCH_CHECK();
-  if (a.S > 1 && !a.cluster && !a.counters) {
+  if (a.S > 1 && !a.cluster) {
     launch(attn_merge_kernel, dim3(unsigned(a.B * a.Hq)), dim3(unsigned(kMergeThreads)), 0, st, a.part_o, a.part_lse,
            a.out, a.S, a.D);
     NV_LAUNCH_CHECK();

@@ -25,14 +25,11 @@ struct DecodeAttnArgs {
   bool cluster = false;       // S > 1: merge the splits through distributed shared memory (sm_90+)
   float* part_o = nullptr;    // S > 1 without clusters: [B, Hq, S, D] partial outputs, merged by a second kernel
   float* part_lse = nullptr;  // and [B, Hq, S] their log2-sum-exps
-  // With partials: [B, Hkv] zeros (left zero again): the last split CTA of each (b, h) merges its
-  // group's partials, instead of the merge kernel (null).
-  int* counters = nullptr;
   int64_t W = 0;
   float scale_log2 = 0.f;  // softmax scale * log2(e)
 };
 
-// Launches the decode kernel (and, for S > 1 without clusters or counters, the merge kernel) on `st`.
+// Launches the decode kernel (and, for S > 1 without clusters, the merge kernel) on `st`.
 void decode_attention(const DecodeAttnArgs& a, Stream st);
 
 // Called once per backend: lets every decode kernel launch clusters of more than 8 CTAs (the

@@ -74,7 +74,6 @@ CudaBackend::CudaBackend(int device_index, const KernelOptions& options) : devic
   staging_bytes_ = size_t(8) << 20;
   NV_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&staging_), staging_bytes_));
   device_cluster_limit_ = cuda::decode_cluster_limit();
-  decode_counters_ = empty({kDecodeCounters}, DType::I32);  // outside a step: persistent, zeros
   cuda::prefill_attention_init();
   wgmma_ = cuda::prefill_attention_sm90_init();
   if (wgmma_) cuda::prefill_attention_tma_init();
@@ -132,14 +131,16 @@ std::vector<int64_t> CudaBackend::decode_context_breaks(int64_t batch) const {
 }
 
 cuda::DecodeAttentionPlan CudaBackend::plan_decode_attention(const cuda::DecodeAttentionProblem& p) const {
-  return cuda::plan_decode_attention(
-      p, num_sms_, device_cluster_limit_, options_, [&](int64_t head_dim, int64_t group, int warps) {
-        const auto key = std::make_tuple(head_dim, group, warps);
-        auto it = decode_resident_.find(key);
-        if (it == decode_resident_.end())
-          it = decode_resident_.emplace(key, cuda::decode_resident_ctas(int(head_dim), int(group), warps)).first;
-        return it->second;
-      });
+  return cuda::plan_decode_attention(p, num_sms_, device_cluster_limit_, options_,
+                                     [&](int64_t head_dim, int64_t group, int warps) {
+                                       const auto key = std::make_tuple(head_dim, group, warps);
+                                       auto it = decode_resident_.find(key);
+                                       if (it == decode_resident_.end())
+                                         it = decode_resident_
+                                                  .emplace(key, cuda::decode_resident_ctas(int(head_dim), int(group), warps))
+                                                  .first;
+                                       return it->second;
+                                     });
 }
 
 CudaBackend::~CudaBackend() {

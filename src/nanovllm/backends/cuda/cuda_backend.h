@@ -157,10 +157,6 @@ class CudaBackend final : public Backend {
   size_t staging_bytes_ = 0, staging_off_ = 0;
   void* staging_done_ = nullptr;      // cudaEvent_t recorded after the last staged copy
   int32_t* pinned_tokens_ = nullptr;  // sampler output
-  // The split decode kernel's merge counters, one per (sequence, KV head) of a batch: zeros between
-  // launches (attention_decode.cuh); batches with more groups merge in a second kernel.
-  static constexpr int64_t kDecodeCounters = 1 << 16;
-  Tensor decode_counters_;
   // The largest cluster of decode CTAs this device schedules (1: no clusters, before sm_90).
   int device_cluster_limit_ = 1;
   // One wave of the norm-prologue GEMV per (M, K, silu_mul): occupancy x SMs (plan_linear).
