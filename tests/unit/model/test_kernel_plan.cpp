@@ -266,7 +266,7 @@ TEST(KernelPlan, DecodeAttentionLongContext) {
 // mma.sync, else the CUDA-core kernel; a forced kernel that cannot run the shape is a UserError
 // naming the option.
 // An FP8 KV cache: the same kernels as BF16 (attention.cu gives the Hopper and CUDA-core kernels a
-// BF16 scratch copy of the blocks they read).
+// BF16 scratch copy of the blocks they read), except in decode steps: mma.sync, or a UserError.
 TEST(KernelPlan, Fp8KVCacheTakesTheSameKernels) {
   using nanovllm::UserError;
   using K = AttentionKernel;
@@ -292,6 +292,23 @@ TEST(KernelPlan, Fp8KVCacheTakesTheSameKernels) {
   for (auto [option, kernel] : forced) {
     o.prefill_attention = option;
     EXPECT_EQ(plan(3, 0, 128, 4, true), P(0, kernel));
+  }
+  o = KernelOptions{};
+  auto decode = [&](int64_t B, int64_t D, int64_t G) {
+    AttentionProblem p{B, B, D, G, 256};
+    p.fp8_kv = p.decode_step = true;
+    const AttentionPlan r = plan_attention(p, true, o);
+    return std::pair<int64_t, K>{r.decode_seqs, r.rest};
+  };
+  EXPECT_EQ(decode(8, 128, 2), P(8, K::None));
+  EXPECT_EQ(decode(8, 128, 16), P(0, K::PrefillMma));  // G > 8: not the decode kernel, not the scratch
+  try {
+    decode(8, 32, 2);
+    ADD_FAILURE() << "an FP8 decode step at head_dim 32 was planned";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("no decode attention kernel reads an FP8 KV cache at head_dim 32"),
+              std::string::npos)
+        << e.what();
   }
 }
 

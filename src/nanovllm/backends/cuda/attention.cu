@@ -92,6 +92,7 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
     while (single < B && md.cu_seqlens_q[size_t(single + 1)] - md.cu_seqlens_q[size_t(single)] == 1) ++single;
   AttentionProblem problem{B, single, D, G, k_cache.size(1)};
   problem.fp8_kv = fp8;
+  problem.decode_step = !md.is_prefill;
   AttentionPlan plan = plan_attention(problem, wgmma_, options_);
   if (sliding_window > 0 &&
       (plan.rest == AttentionKernel::PrefillWgmma || plan.rest == AttentionKernel::PrefillWgmmaTma))

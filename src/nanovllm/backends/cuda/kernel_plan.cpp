@@ -49,6 +49,12 @@ AttentionKernel prefill_kernel(const AttentionProblem& p, bool wgmma, const Kern
   const int64_t D = p.head_dim, G = p.group;
   const bool tc = prefill_tc_supports(D, G);
   const auto shape = "head_dim " + std::to_string(D) + ", " + std::to_string(G) + " query heads per KV head";
+  if (p.fp8_kv && p.decode_step) {
+    if (!tc)
+      throw UserError("--kv-cache-dtype fp8: no decode attention kernel reads an FP8 KV cache at " + shape +
+                      " (head_dim 64 or 128, at most 64 query heads per KV head)");
+    return AttentionKernel::PrefillMma;
+  }
   switch (o.prefill_attention) {
     case PrefillAttention::WgmmaTma:
       if (!tc || !wgmma || !tma_block_size_ok(p.block_size))
