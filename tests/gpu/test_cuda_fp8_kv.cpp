@@ -111,30 +111,28 @@ TEST(CudaFp8KV, DecodeAwkwardShapes) {
 
 // Prefills: fresh prompts around the 64-key tiles, and a batch with prefix hits and chunks ending
 // mid-block, plus one-token rows leading a mixed step (decode kernel + a prefill kernel in one
-// call), on every prefill kernel: mma.sync reads the codes, the TMA, wgmma and CUDA-core kernels a
+// call), on a prefill kernel: mma.sync reads the codes, the TMA, wgmma and CUDA-core kernels a
 // BF16 scratch copy of the blocks (kv_fp8_scratch.cu); auto is the TMA kernel on an H100.
+void run_prefill_cases(PrefillAttention kernel, const char* tag, bool all_scales) {
+  KernelOptions o;
+  o.prefill_attention = kernel;
+  Backends be(o);
+  for (auto& h : kHeads)
+    for (int64_t bs : {16, 256})
+      for (const KVScales& s : kScales) {
+        if (!all_scales && s.k == 1.0f) continue;
+        for (int32_t len : {1, 63, 64, 65, 97, 255, 256, 257})
+          run_fp8_case(be, cfg_name(tag, h, bs, s) + " len " + std::to_string(len), {{len, len}}, h.hq, h.hkv, h.d, bs,
+                       true, uint32_t(len + bs), s);
+        const std::vector<SeqSpec> mixed{{257, 1}, {98, 1}, {4097, 1000}, {1000, 333}, {130, 65},
+                                         {64, 63}, {77, 1}, {300, 44},    {65, 64}};
+        run_fp8_case(be, cfg_name(tag, h, bs, s) + " mixed", mixed, h.hq, h.hkv, h.d, bs, true, 31, s);
+      }
+}
+
 TEST(CudaFp8KV, PrefillAwkwardShapes) {
   REQUIRE_GPU();
-  const std::pair<PrefillAttention, const char*> kernels[] = {{PrefillAttention::Auto, "prefill[auto]"},
-                                                              {PrefillAttention::Wgmma, "prefill[wgmma]"},
-                                                              {PrefillAttention::Mma, "prefill[mma]"},
-                                                              {PrefillAttention::Tiled, "prefill[tiled]"}};
-  for (auto [kernel, tag] : kernels) {
-    KernelOptions o;
-    o.prefill_attention = kernel;
-    Backends be(o);
-    for (auto& h : kHeads)
-      for (int64_t bs : {16, 256})
-        for (const KVScales& s : kScales) {
-          if (kernel != PrefillAttention::Auto && s.k == 1.0f) continue;  // fewer cases for the forced kernels
-          for (int32_t len : {1, 63, 64, 65, 97, 255, 256, 257})
-            run_fp8_case(be, cfg_name(tag, h, bs, s) + " len " + std::to_string(len), {{len, len}}, h.hq, h.hkv, h.d,
-                         bs, true, uint32_t(len + bs), s);
-          const std::vector<SeqSpec> mixed{{257, 1}, {98, 1}, {4097, 1000}, {1000, 333}, {130, 65},
-                                           {64, 63}, {77, 1}, {300, 44},    {65, 64}};
-          run_fp8_case(be, cfg_name(tag, h, bs, s) + " mixed", mixed, h.hq, h.hkv, h.d, bs, true, 31, s);
-        }
-  }
+  run_prefill_cases(PrefillAttention::Auto, "prefill[auto]", true);
   // Head dims only the CUDA-core kernel takes (the tiny fixtures' kind), through the scratch.
   Backends be;
   for (const HeadCfg h : {HeadCfg{4, 2, 32}, HeadCfg{6, 2, 96}, HeadCfg{8, 8, 16}})
@@ -143,6 +141,14 @@ TEST(CudaFp8KV, PrefillAwkwardShapes) {
       run_fp8_case(be, cfg_name("prefill-odd-head", h, bs, s), {{257, 1}, {1000, 333}, {65, 65}, {4097, 1000}}, h.hq,
                    h.hkv, h.d, bs, true, 41, s);
     }
+}
+
+// The other prefill kernels forced (fewer scales).
+TEST(CudaFp8KV, PrefillAwkwardShapesForcedKernels) {
+  REQUIRE_GPU();
+  run_prefill_cases(PrefillAttention::Wgmma, "prefill[wgmma]", false);
+  run_prefill_cases(PrefillAttention::Mma, "prefill[mma]", false);
+  run_prefill_cases(PrefillAttention::Tiled, "prefill[tiled]", false);
 }
 
 // mma.sync's rows per warp (16 or 32) on the FP8 codes.
