@@ -1,0 +1,162 @@
+// FP8 weights on CUDA (backends/cuda/fp8_linear.cu) against the CPU oracle (ops/fp8_weights.h):
+// quantize_weight's codes and scales bit-equal to the CPU's from the same BF16 weight; the FP8 GEMV
+// (T <= 8) and the dequantize + BF16 GEMM path (larger T, K % 16 != 0) at awkward shapes, per-channel
+// and 128 x 128 block scales, BF16 and F32 outputs; the engine with -q fp8 and with an FP8
+// checkpoint, CUDA against CPU.
+#include <cuda_runtime.h>
+
+#include <cstring>
+
+#include "fp8_checkpoint_writer.h"
+#include "gpu_test_util.h"
+#include "nanovllm/ops/fp8_weights.h"
+#include "temp_dir.h"
+#include "test_paths.h"
+#include "unit/model/engine_compare.h"
+
+using namespace nanovllm;
+
+namespace {
+
+int device_sm() {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return 0;
+  return prop.major * 10 + prop.minor;
+}
+
+#define REQUIRE_FP8_GPU()                                                          \
+  do {                                                                             \
+    REQUIRE_GPU();                                                                 \
+    if (device_sm() < 89) GTEST_SKIP() << "FP8 weights need sm_89+ (see Refusal)"; \
+  } while (0)
+
+void qlinear(Backend& be, const Tensor& x, const Tensor& w, const WeightScales& s, Tensor& out) {
+  be.linear(x, w, s, out);
+}
+
+// A copy of host codes / scales on the GPU.
+Tensor to_gpu(CudaBackend& gpu, const Tensor& host) {
+  Tensor t = gpu.empty(host.shape(), host.dtype());
+  gpu.upload(host.raw(), host.dtype(), t);
+  return t;
+}
+
+TEST(CudaFp8Weights, QuantizeWeightMatchesTheCpuBitForBit) {
+  REQUIRE_FP8_GPU();
+  test::Backends b;
+  for (auto [N, K] : {std::pair<int64_t, int64_t>{37, 131}, {256, 1024}, {1000, 200}}) {
+    std::vector<float> v = test::rand_bf16(size_t(N * K), uint32_t(N), -2.f, 2.f);
+    for (int64_t k = 0; k < K; ++k) v[size_t(3 * K + k)] = 0;  // an all-zero row: scale 1
+    for (int64_t k = 0; k < K; ++k) v[size_t(5 * K + k)] *= 1e-3f;
+    auto w = test::make_pair(b.cpu, b.gpu, {N, K}, v);
+    Tensor cc, gc;
+    WeightScales cs, gs;
+    b.cpu.quantize_weight(w.cpu, Quantization::FP8, cc, cs);
+    b.gpu.quantize_weight(w.gpu, Quantization::FP8, gc, gs);
+    ASSERT_EQ(gc.dtype(), DType::F8E4M3);
+    ASSERT_EQ(gs.scale.shape(), cs.scale.shape());
+    EXPECT_EQ(gs.block_n, 1);
+    EXPECT_EQ(gs.block_k, 0);
+    std::vector<uint8_t> codes(static_cast<size_t>(N * K));
+    std::vector<float> scales(static_cast<size_t>(N));
+    b.gpu.download(gc, codes.data());
+    b.gpu.download(gs.scale, scales.data());
+    EXPECT_EQ(std::memcmp(codes.data(), cc.raw(), codes.size()), 0) << N << "x" << K;
+    EXPECT_EQ(std::memcmp(scales.data(), cs.scale.raw(), scales.size() * 4), 0) << N << "x" << K;
+    EXPECT_EQ(scales[3], 1.0f);
+  }
+}
+
+// out = x @ value^T on both backends, x BF16-rounded; per-channel scales from quantize_weight or
+// random 128 x 128 block scales (partial blocks at the edges).
+void check_linear(test::Backends& b, int64_t T, int64_t N, int64_t K, bool block, bool f32_out) {
+  const std::string name = "fp8 linear T" + std::to_string(T) + " N" + std::to_string(N) + " K" + std::to_string(K) +
+                           (block ? " block" : " channel") + (f32_out ? " f32" : "");
+  Tensor cc, gc;
+  WeightScales cs, gs;
+  if (!block) {
+    auto w = test::make_pair(b.cpu, b.gpu, {N, K}, test::rand_bf16(size_t(N * K), uint32_t(N + K)));
+    b.cpu.quantize_weight(w.cpu, Quantization::FP8, cc, cs);
+    b.gpu.quantize_weight(w.gpu, Quantization::FP8, gc, gs);
+  } else {
+    std::mt19937 rng(uint32_t(T * 7 + N));
+    cc = Tensor::host({N, K}, DType::F8E4M3);
+    for (int64_t i = 0; i < cc.numel(); ++i) {
+      const uint8_t c = uint8_t(rng());
+      cc.data<uint8_t>()[i] = (c & 0x7f) == 0x7f ? 0x7e : c;
+    }
+    const int64_t bn = (N + 127) / 128, bk = (K + 127) / 128;
+    cs = WeightScales{Tensor::host({bn, bk}, DType::F32), 128, 128};
+    for (int64_t i = 0; i < bn * bk; ++i) cs.scale.data<float>()[i] = std::ldexp(1.0f, int(rng() % 5) - 10);
+    gc = to_gpu(b.gpu, cc);
+    gs = WeightScales{to_gpu(b.gpu, cs.scale), 128, 128};
+  }
+  auto x = test::make_pair(b.cpu, b.gpu, {T, K}, test::rand_bf16(size_t(T * K), uint32_t(T)));
+  Tensor oc = b.cpu.empty({T, N}, DType::F32), og = b.gpu.empty({T, N}, f32_out ? DType::F32 : DType::BF16);
+  qlinear(b.cpu, x.cpu, cc, cs, oc);
+  qlinear(b.gpu, x.gpu, gc, gs, og);
+  const std::vector<float> got = b.gpu.to_host_f32(og), ref = b.cpu.to_host_f32(oc);
+  double amax = 0;
+  for (float v : ref) amax = std::max(amax, double(std::fabs(v)));
+  // GEMV: exact products, F32 sums in another order, one BF16 rounding (2^-9). Dequantize + GEMM:
+  // each weight rounded to BF16 as well.
+  test::expect_close(name, got, ref, 1e-2, 1e-2 * amax + 1e-6);
+}
+
+TEST(CudaFp8Weights, LinearAwkwardShapesAgainstTheCpu) {
+  REQUIRE_FP8_GPU();
+  test::Backends b;
+  for (int64_t T : {1, 3, 8, 17, 100, 1000})
+    for (auto [N, K] : {std::pair<int64_t, int64_t>{256, 512}, {200, 96}, {129, 144}, {300, 264}, {1000, 1024}})
+      for (bool block : {false, true}) check_linear(b, T, N, K, block, false);
+  for (int64_t T : {1, 5, 33}) check_linear(b, T, 384, 640, true, true);  // row-parallel partials in F32
+  for (int64_t T : {2, 40}) check_linear(b, T, 1000, 1024, false, true);
+}
+
+TEST(CudaFp8Weights, RefusalBelowSm89) {
+  REQUIRE_GPU();
+  CudaBackend gpu(0);
+  const bool fp8 = device_sm() >= 89;
+  EXPECT_EQ(gpu.supports_quantization(Quantization::FP8), fp8);
+  EXPECT_FALSE(gpu.supports_quantization(Quantization::INT8));
+  if (!fp8) {
+    Tensor w = gpu.empty({4, 16}, DType::BF16), codes;
+    WeightScales s;
+    EXPECT_THROW(gpu.quantize_weight(w, Quantization::FP8, codes, s), UserError);
+  }
+}
+
+// The engine with -q fp8 on CUDA against the CPU engine with -q fp8 (the same per-channel codes up
+// to the rounding of F32 fixture weights to BF16): greedy tokens and logits up to the first
+// difference; the whole engine path (GEMV at decode and short prompts, dequantize + GEMM for
+// longer prompts, CUDA graphs).
+void compare_cuda_cpu(const std::string& model, Quantization q, double min_cosine) {
+  EngineConfig cfg = test::tiny_cfg(model);
+  cfg.quantization = q;
+  LLMEngine cpu(cfg);
+  cfg.device = "cuda";
+  cfg.kv_cache_memory = 64 << 20;
+  LLMEngine gpu(cfg);
+  EXPECT_EQ(gpu.model_runner().quantization(), Quantization::FP8);
+  const test::Agreement g = test::compare_greedy(cpu, gpu, 6, 16);
+  std::printf("[gpu] %s fp8 weights: cuda vs cpu: %zu/%zu greedy tokens, worst logits cosine %.6f over %zu steps\n",
+              model.c_str(), g.same, g.total, g.worst_cosine, g.compared);
+  EXPECT_EQ(g.total, 96u);
+  EXPECT_GE(g.worst_cosine, min_cosine) << model;
+  EXPECT_GE(g.compared, 30u) << model;
+}
+
+TEST(CudaFp8Weights, EngineQuantizedAtLoadAgainstTheCpu) {
+  REQUIRE_FP8_GPU();
+  for (const char* fx : {"tiny-qwen3-tied", "tiny-qwen3-untied", "tiny-llama3"})
+    compare_cuda_cpu(test::fixture(fx), Quantization::FP8, 0.99);
+}
+
+TEST(CudaFp8Weights, EngineOnAnFp8CheckpointAgainstTheCpu) {
+  REQUIRE_FP8_GPU();
+  test::TempDir d;
+  const test::Fp8Checkpoints c = test::write_fp8_checkpoints(d.dir.string());
+  compare_cuda_cpu(c.fp8, Quantization::None, 0.995);  // the checkpoint's fp8, same codes on both
+}
+
+}  // namespace
