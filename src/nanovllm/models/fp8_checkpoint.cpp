@@ -41,8 +41,11 @@ Quantization parse_quantization_config(const nlohmann::json& q, const std::strin
          "': quantized checkpoints are not implemented except fine-grained FP8 (quant_method fp8)");
   for (const auto& [key, v] : q.items())
     if (key != "quant_method" && key != "fmt" && key != "weight_block_size" && key != "activation_scheme" &&
-        key != "modules_to_not_convert" && key != "ignored_layers")
+        key != "modules_to_not_convert" && key != "ignored_layers" && key != "dequantize")
       fail("has '" + key + "' (" + v.dump() + "), which is not implemented for FP8 checkpoints");
+  // transformers' FineGrainedFP8Config saves its load-time option: dequantize to BF16 on load.
+  if (auto d = q.find("dequantize"); d != q.end() && !d->is_null() && *d != false)
+    fail("has dequantize " + d->dump() + ": loading an FP8 checkpoint as BF16 is not implemented (set it false)");
   if (const std::string fmt = str("fmt", "e4m3"); fmt != "e4m3")
     fail("has fmt '" + fmt + "': only e4m3 FP8 weights are implemented");
   if (const std::string act = str("activation_scheme", "dynamic"); act != "dynamic")

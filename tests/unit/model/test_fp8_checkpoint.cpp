@@ -29,6 +29,7 @@ TEST(Fp8Checkpoint, ConfigAcceptsQwensFormat) {
   nlohmann::json minimal = {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};  // FineGrainedFP8Config
   EXPECT_EQ(test::parse_config(config_with(minimal)).checkpoint_quantization, Quantization::FP8);
   minimal["ignored_layers"] = {"lm_head", "model.layers.0.mlp.gate"};  // vLLM's name; a MoE router
+  minimal["dequantize"] = false;                                       // transformers' load option
   EXPECT_EQ(test::parse_config(config_with(minimal)).checkpoint_quantization, Quantization::FP8);
   EXPECT_EQ(test::parse_config(test::fp8_fixture_config()).checkpoint_quantization, Quantization::None);
 }
@@ -58,6 +59,7 @@ TEST(Fp8Checkpoint, ConfigRefusesOtherFormatsByName) {
       {with("modules_to_not_convert", {"model.layers.3.mlp"}), "model.layers.3.mlp"},
       {with("modules_to_not_convert", "lm_head"), "must be a list"},
       {with("kv_cache_scheme", {{"num_bits", 8}}), "'kv_cache_scheme'"},
+      {with("dequantize", true), "dequantize true"},
       {config_with("fp8"), "must be an object"},
   };
   for (const auto& [cfg, want] : cases) {
