@@ -1,13 +1,17 @@
-// FP8 weights on CUDA (backends/cuda/fp8_linear.cu) against the CPU oracle (ops/fp8_weights.h):
-// quantize_weight's codes and scales bit-equal to the CPU's from the same BF16 weight; the FP8 GEMV
-// (T <= 8), cuBLASLt's FP8 GEMM with per-token activation scales (larger T, per-channel; against the
-// oracle fed the same rounded activations) and the dequantize + BF16 GEMM path (block scales, odd
-// shapes) at awkward shapes, per-channel
-// and 128 x 128 block scales, BF16 and F32 outputs; the engine with -q fp8 and with an FP8
-// checkpoint, CUDA against CPU.
+// FP8 weights on CUDA (backends/cuda/fp8_linear.cu, fp8_gemm_cublaslt.cu) against the CPU oracle
+// (ops/fp8_weights.h): quantize_weight's codes and scales bit-equal to the CPU's from the same BF16
+// weight; at awkward shapes, per-channel and 128 x 128 block scales, BF16 and F32 outputs: the FP8
+// GEMV (T <= 8), cuBLASLt's FP8 GEMM with per-token activation scales (larger T, per-channel; the
+// oracle is fed the same rounded activations) and the dequantize + BF16 GEMM path (block scales, odd
+// shapes); the engine with -q fp8 and with an FP8 checkpoint, CUDA against CPU; Qwen3-0.6B size
+// against the BF16 engine (NANOVLLM_HF06B_DIR) and an FP8 checkpoint saved by transformers against
+// transformers' logits (NANOVLLM_FP8_DIR, scripts/make_fp8_checkpoint.py).
 #include <cuda_runtime.h>
 
 #include <cstring>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "fp8_checkpoint_writer.h"
 #include "gpu_test_util.h"
@@ -196,6 +200,47 @@ TEST(CudaFp8Weights, Qwen3_06BSizeLogitsNearBf16) {
       g.same, g.total, g.worst_cosine, g.compared);
   EXPECT_GE(g.worst_cosine, 0.99);
   EXPECT_LT(g.worst_cosine, 1.0) << "identical logits: were the weights quantized?";
+}
+
+}  // namespace
+
+namespace {
+
+// An FP8 checkpoint saved by transformers (scripts/make_fp8_checkpoint.py, NANOVLLM_FP8_DIR): the
+// engine loads transformers' own quantization_config and tensors, and its last-token logits stay
+// near transformers running the same checkpoint (which also quantizes activations per 128 columns):
+// cosine >= 0.99, top-1 agreement printed.
+TEST(CudaFp8Weights, Fp8CheckpointFromTransformers) {
+  REQUIRE_FP8_GPU();
+  const char* dir = std::getenv("NANOVLLM_FP8_DIR");
+  ASSERT_NE(dir, nullptr) << "set NANOVLLM_FP8_DIR (scripts/make_fp8_checkpoint.py --src DIR --out FP8DIR)";
+  std::ifstream pin(std::string(dir) + "/prompts.json");
+  ASSERT_TRUE(pin);
+  const auto prompts = nlohmann::json::parse(pin)["prompts"].get<std::vector<std::vector<int32_t>>>();
+  EngineConfig cfg;
+  cfg.model = dir;
+  cfg.device = "cuda";
+  cfg.gpu_memory_utilization = 0.3;
+  LLMEngine e(cfg);
+  EXPECT_EQ(e.model_runner().quantization(), Quantization::FP8);
+  const int64_t V = e.model_config().vocab_size;
+  std::vector<float> ref(prompts.size() * size_t(V));
+  std::ifstream rin(std::string(dir) + "/ref_logits.f32", std::ios::binary);
+  ASSERT_TRUE(rin.read(reinterpret_cast<char*>(ref.data()), std::streamsize(ref.size() * 4)));
+  double worst = 1;
+  size_t top1 = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::vector<float> got = test::generate(e, prompts[i], 1).logits.at(0);
+    const std::vector<float> want(ref.begin() + int64_t(i) * V, ref.begin() + int64_t(i + 1) * V);
+    worst = std::min(worst, test::cosine(got, want));
+    top1 += std::max_element(got.begin(), got.end()) - got.begin() ==
+            std::max_element(want.begin(), want.end()) - want.begin();
+  }
+  std::printf(
+      "[gpu] FP8 checkpoint from transformers: last-token logits vs transformers fp8: cosine min %.6f, top-1 "
+      "%zu/%zu\n",
+      worst, top1, prompts.size());
+  EXPECT_GE(worst, 0.99);
 }
 
 }  // namespace
