@@ -93,11 +93,12 @@ bool CudaBackend::linear_fp8_cublaslt(const Tensor& x, const Tensor& w, const We
       cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
       cuda::check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "transa");
       cuda::check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "transb");
+      // A cuBLASLt without outer-vector scales refuses the mode: no FP8 plan (the caller dequantizes).
       const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-      cuda::check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)),
-                  "A scale mode");
-      cuda::check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)),
-                  "B scale mode");
+      const bool modes = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode,
+                                                        sizeof(mode)) == CUBLAS_STATUS_SUCCESS &&
+                         cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode,
+                                                        sizeof(mode)) == CUBLAS_STATUS_SUCCESS;
       cuda::check(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_8F_E4M3, uint64_t(K), uint64_t(N), K), "A");  // w^T
       cuda::check(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_8F_E4M3, uint64_t(K), uint64_t(T), K), "B");  // x^T
       cuda::check(cublasLtMatrixLayoutCreate(&p->c, f32_out ? CUDA_R_32F : CUDA_R_16BF, uint64_t(N), uint64_t(T), N),
@@ -109,7 +110,8 @@ bool CudaBackend::linear_fp8_cublaslt(const Tensor& x, const Tensor& w, const We
       cublasLtMatmulHeuristicResult_t res{};
       int found = 0;
       const cublasStatus_t st =
-          cublasLtMatmulAlgoGetHeuristic(h, p->desc, p->a, p->b, p->c, p->c, pref, 1, &res, &found);
+          modes ? cublasLtMatmulAlgoGetHeuristic(h, p->desc, p->a, p->b, p->c, p->c, pref, 1, &res, &found)
+                : CUBLAS_STATUS_NOT_SUPPORTED;
       cublasLtMatmulPreferenceDestroy(pref);
       p->found = st == CUBLAS_STATUS_SUCCESS && found > 0;
       if (p->found) p->algo = res.algo;
