@@ -7,9 +7,9 @@
 //      (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, cuBLAS 12.9+): out^T[n, t] = w_scale[n] x
 //      a_scale[t] x sum_k code_w[n, k] code_x[t, k], in BF16 or F32.
 // The layout is gemm_cublaslt.cu's (column-major out^T = (w^T)^T x^T, "TN", the form FP8 matmuls
-// need). Descriptors are cached per (T, N, K, F32 out); the scale pointers are set on every call
-// (each layer has its own), so the captured graph holds them. The codes and scales of x live in the
-// step arena.
+// need). Descriptors are cached per (T, N, K, F32 out), the algorithm per bucket of T; the scale
+// pointers are set on every call (each layer has its own), so the captured graph holds them. The
+// codes and scales of x live in the step arena.
 #include <cublasLt.h>
 
 #include <string>
@@ -80,46 +80,86 @@ void CudaBackend::destroy_fp8_gemm() {
   fp8_gemm_plans_.clear();
 }
 
+// The plan of (T, N, K, f32_out). As linear() does for BF16 (gemm_cublaslt.cu), the heuristic is
+// asked once per bucket of row counts (gemm_heuristic_rows; bucket plans are kept under -bucket in
+// the same map), and its algorithm serves every T of the bucket that cublasLtMatmulAlgoCheck
+// accepts, so prefills of new lengths do not query it mid-step.
 bool CudaBackend::linear_fp8_cublaslt(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) {
   const int64_t T = x.size(0), K = x.size(1), N = w.size(0);
   const bool f32_out = out.dtype() == DType::F32;
   auto h = static_cast<cublasLtHandle_t>(cublaslt_);
-  const auto key = std::make_tuple(T, N, K, f32_out);
-  auto it = fp8_gemm_plans_.find(key);
-  if (it == fp8_gemm_plans_.end()) {
+  // Descriptors of out^T [N, T] = (w^T)^T x^T with FP8 operands and outer-vector scales; `modes`
+  // false where this cuBLASLt refuses the scale mode (no FP8 plan then: the caller dequantizes).
+  auto make_fp8_plan = [](int64_t T, int64_t N, int64_t K, bool f32_out, bool& modes) {
     auto* p = new Fp8GemmPlan();
     try {
       cuda::check(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc");
       cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
       cuda::check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "transa");
       cuda::check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "transb");
-      // A cuBLASLt without outer-vector scales refuses the mode: no FP8 plan (the caller dequantizes).
       const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-      const bool modes = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode,
-                                                        sizeof(mode)) == CUBLAS_STATUS_SUCCESS &&
-                         cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode,
-                                                        sizeof(mode)) == CUBLAS_STATUS_SUCCESS;
+      modes = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)) ==
+                  CUBLAS_STATUS_SUCCESS &&
+              cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)) ==
+                  CUBLAS_STATUS_SUCCESS;
       cuda::check(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_8F_E4M3, uint64_t(K), uint64_t(N), K), "A");  // w^T
       cuda::check(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_8F_E4M3, uint64_t(K), uint64_t(T), K), "B");  // x^T
       cuda::check(cublasLtMatrixLayoutCreate(&p->c, f32_out ? CUDA_R_32F : CUDA_R_16BF, uint64_t(N), uint64_t(T), N),
                   "C");
-      cublasLtMatmulPreference_t pref;
-      cuda::check(cublasLtMatmulPreferenceCreate(&pref), "preference");
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
-                                           sizeof(workspace_bytes_));
-      cublasLtMatmulHeuristicResult_t res{};
-      int found = 0;
-      const cublasStatus_t st =
-          modes ? cublasLtMatmulAlgoGetHeuristic(h, p->desc, p->a, p->b, p->c, p->c, pref, 1, &res, &found)
-                : CUBLAS_STATUS_NOT_SUPPORTED;
-      cublasLtMatmulPreferenceDestroy(pref);
-      p->found = st == CUBLAS_STATUS_SUCCESS && found > 0;
-      if (p->found) p->algo = res.algo;
     } catch (...) {
       delete p;
       throw;
     }
-    it = fp8_gemm_plans_.emplace(key, p).first;
+    return p;
+  };
+  auto heuristic = [&](Fp8GemmPlan& p, bool modes) {
+    cublasLtMatmulPreference_t pref;
+    cuda::check(cublasLtMatmulPreferenceCreate(&pref), "preference");
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
+                                         sizeof(workspace_bytes_));
+    cublasLtMatmulHeuristicResult_t res{};
+    int found = 0;
+    const cublasStatus_t st = modes
+                                  ? cublasLtMatmulAlgoGetHeuristic(h, p.desc, p.a, p.b, p.c, p.c, pref, 1, &res, &found)
+                                  : CUBLAS_STATUS_NOT_SUPPORTED;
+    cublasLtMatmulPreferenceDestroy(pref);
+    p.found = st == CUBLAS_STATUS_SUCCESS && found > 0;
+    if (p.found) p.algo = res.algo;
+  };
+  auto it = fp8_gemm_plans_.find(std::make_tuple(T, N, K, f32_out));
+  if (it == fp8_gemm_plans_.end()) {
+    bool modes = false;
+    Fp8GemmPlan* p = make_fp8_plan(T, N, K, f32_out, modes);
+    try {
+      const int64_t Tb = cuda::gemm_heuristic_rows(T);
+      const auto bkey = std::make_tuple(-Tb, N, K, f32_out);
+      auto bit = fp8_gemm_plans_.find(bkey);
+      if (bit == fp8_gemm_plans_.end()) {
+        bool bmodes = false;
+        Fp8GemmPlan* b = make_fp8_plan(Tb, N, K, f32_out, bmodes);
+        try {
+          heuristic(*b, bmodes);
+        } catch (...) {
+          delete b;
+          throw;
+        }
+        bit = fp8_gemm_plans_.emplace(bkey, b).first;
+      }
+      cublasLtMatmulHeuristicResult_t check{};
+      if (modes && bit->second->found &&
+          cublasLtMatmulAlgoCheck(h, p->desc, p->a, p->b, p->c, p->c, &bit->second->algo, &check) ==
+              CUBLAS_STATUS_SUCCESS &&
+          check.workspaceSize <= workspace_bytes_) {
+        p->algo = bit->second->algo;
+        p->found = true;
+      } else {
+        heuristic(*p, modes);
+      }
+    } catch (...) {
+      delete p;
+      throw;
+    }
+    it = fp8_gemm_plans_.emplace(std::make_tuple(T, N, K, f32_out), p).first;
   }
   Fp8GemmPlan& p = *it->second;
   if (!p.found) return false;
