@@ -110,19 +110,56 @@ TEST(CudaFp8KV, DecodeAwkwardShapes) {
 }
 
 // Prefills: fresh prompts around the 64-key tiles, and a batch with prefix hits and chunks ending
-// mid-block, plus one-token rows leading a mixed step (decode kernel + mma.sync in one call).
-TEST(CudaFp8KV, PrefillAwkwardShapes) {
-  REQUIRE_GPU();
-  Backends be;
+// mid-block, plus one-token rows leading a mixed step (decode kernel + a prefill kernel in one
+// call), on a prefill kernel: mma.sync reads the codes, the TMA, wgmma and CUDA-core kernels a
+// BF16 scratch copy of the blocks (kv_fp8_scratch.cu); auto is the TMA kernel on an H100.
+void run_prefill_cases(PrefillAttention kernel, const char* tag, bool all_scales) {
+  KernelOptions o;
+  o.prefill_attention = kernel;
+  Backends be(o);
   for (auto& h : kHeads)
     for (int64_t bs : {16, 256})
       for (const KVScales& s : kScales) {
+        if (!all_scales && s.k == 1.0f) continue;
         for (int32_t len : {1, 63, 64, 65, 97, 255, 256, 257})
-          run_fp8_case(be, cfg_name("prefill", h, bs, s) + " len " + std::to_string(len), {{len, len}}, h.hq, h.hkv,
-                       h.d, bs, true, uint32_t(len + bs), s);
+          run_fp8_case(be, cfg_name(tag, h, bs, s) + " len " + std::to_string(len), {{len, len}}, h.hq, h.hkv, h.d, bs,
+                       true, uint32_t(len + bs), s);
         const std::vector<SeqSpec> mixed{{257, 1}, {98, 1}, {4097, 1000}, {1000, 333}, {130, 65},
                                          {64, 63}, {77, 1}, {300, 44},    {65, 64}};
-        run_fp8_case(be, cfg_name("prefill-mixed", h, bs, s), mixed, h.hq, h.hkv, h.d, bs, true, 31, s);
+        run_fp8_case(be, cfg_name(tag, h, bs, s) + " mixed", mixed, h.hq, h.hkv, h.d, bs, true, 31, s);
+      }
+}
+
+TEST(CudaFp8KV, PrefillAwkwardShapes) {
+  REQUIRE_GPU();
+  run_prefill_cases(PrefillAttention::Auto, "prefill[auto]", true);
+  // Head dims only the CUDA-core kernel takes (the tiny fixtures' kind), through the scratch.
+  Backends be;
+  for (const HeadCfg h : {HeadCfg{4, 2, 32}, HeadCfg{6, 2, 96}, HeadCfg{8, 8, 16}})
+    for (int64_t bs : {16, 256}) {
+      const KVScales s{0.37f, 1.3f};
+      run_fp8_case(be, cfg_name("prefill-odd-head", h, bs, s), {{257, 1}, {1000, 333}, {65, 65}, {4097, 1000}}, h.hq,
+                   h.hkv, h.d, bs, true, 41, s);
+    }
+}
+
+// The other prefill kernels forced (fewer scales).
+TEST(CudaFp8KV, PrefillAwkwardShapesForcedKernels) {
+  REQUIRE_GPU();
+  run_prefill_cases(PrefillAttention::Wgmma, "prefill[wgmma]", false);
+  run_prefill_cases(PrefillAttention::Mma, "prefill[mma]", false);
+  run_prefill_cases(PrefillAttention::Tiled, "prefill[tiled]", false);
+}
+
+// mma.sync's rows per warp (16 or 32) on the FP8 codes.
+TEST(CudaFp8KV, PrefillMmaRowsPerWarp) {
+  REQUIRE_GPU();
+  KernelOptions o;
+  o.prefill_attention = PrefillAttention::Mma;
+  Backends be(o);
+  for (auto& h : kHeads)
+    for (int64_t bs : {16, 256})
+      for (const KVScales& s : kScales) {
         for (int rows : {16, 32}) {
           be.gpu.set_prefill_rows_per_warp(rows);
           run_fp8_case(be, cfg_name("prefill-mixed", h, bs, s) + " rows/warp " + std::to_string(rows),
@@ -259,10 +296,11 @@ std::vector<std::vector<int32_t>> random_prompts(size_t n, int64_t V, uint32_t s
 
 TEST(CudaFp8KV, TinyFixturesAreRefusedNamingTheHeadDim) {
   REQUIRE_GPU();
-  // The tiny fixtures' head dims (16, 24, 32) have no FP8 kernel (decode and mma.sync prefill take 64
-  // and 128); the engine refuses them at start-up with the shape, not mid-request. The FP8 engine is
-  // compared with the BF16-KV engine at Qwen3-0.6B size below, and on every tiny fixture on the CPU
-  // (test_fp8_kv_cache.cpp).
+  // The tiny fixtures' head dims (16, 24, 32) have no FP8 decode kernel (decode and mma.sync take 64
+  // and 128; the BF16 scratch of the other prefill kernels is not for decode steps, whose CUDA graphs
+  // fix the grid); the engine refuses them at start-up with the shape, not mid-request. The FP8 engine
+  // is compared with the BF16-KV engine at Qwen3-0.6B size below, and on every tiny fixture on the
+  // CPU (test_fp8_kv_cache.cpp).
   for (const char* fx : {"tiny-qwen3-untied", "tiny-llama3", "tiny-mistral"}) {
     EngineConfig cfg;
     cfg.model = fixture(fx);
@@ -278,7 +316,8 @@ TEST(CudaFp8KV, TinyFixturesAreRefusedNamingTheHeadDim) {
       while (e.has_unfinished()) e.step();
       ADD_FAILURE() << fx << ": an FP8 KV cache at this head dim was not refused";
     } catch (const UserError& err) {
-      EXPECT_NE(std::string(err.what()).find("no attention kernel reads an FP8 KV cache at head_dim"), std::string::npos)
+      EXPECT_NE(std::string(err.what()).find("no decode attention kernel reads an FP8 KV cache at head_dim"),
+                std::string::npos)
           << fx << ": " << err.what();
     }
   }

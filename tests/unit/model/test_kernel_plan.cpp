@@ -265,9 +265,9 @@ TEST(KernelPlan, DecodeAttentionLongContext) {
 // mixed step) go to the split-KV kernel where it applies; the rest to wgmma on Hopper builds, else
 // mma.sync, else the CUDA-core kernel; a forced kernel that cannot run the shape is a UserError
 // naming the option.
-// An FP8 KV cache: decodes as before, every other sequence on mma.sync (the Hopper and CUDA-core
-// kernels decline it in the plan); shapes only they take, or forcing them, are UserErrors.
-TEST(KernelPlan, Fp8KVCacheTakesTheMmaPrefill) {
+// An FP8 KV cache: the same kernels as BF16 (attention.cu gives the Hopper and CUDA-core kernels a
+// BF16 scratch copy of the blocks they read), except in decode steps: mma.sync, or a UserError.
+TEST(KernelPlan, Fp8KVCacheTakesTheSameKernels) {
   using nanovllm::UserError;
   using K = AttentionKernel;
   KernelOptions o;
@@ -279,17 +279,37 @@ TEST(KernelPlan, Fp8KVCacheTakesTheMmaPrefill) {
   };
   using P = std::pair<int64_t, K>;
   EXPECT_EQ(plan(8, 8, 128, 2, true), P(8, K::None));
-  EXPECT_EQ(plan(65, 64, 128, 4, true), P(64, K::PrefillMma));
-  EXPECT_EQ(plan(3, 0, 64, 8, true), P(0, K::PrefillMma));
-  EXPECT_EQ(plan(8, 8, 128, 16, true), P(0, K::PrefillMma));  // G > 8: no decode kernel
-  EXPECT_THROW(plan(3, 0, 96, 2, true), UserError);           // only the CUDA-core kernel takes D = 96
+  EXPECT_EQ(plan(65, 64, 128, 4, true), P(64, K::PrefillWgmmaTma));
+  EXPECT_EQ(plan(65, 64, 128, 4, false), P(64, K::PrefillMma));  // no sm_90a: mma.sync reads the codes
+  EXPECT_EQ(plan(3, 0, 64, 8, true), P(0, K::PrefillWgmmaTma));
+  EXPECT_EQ(plan(8, 8, 128, 16, true), P(0, K::PrefillWgmmaTma));  // G > 8: no decode kernel
+  EXPECT_EQ(plan(3, 0, 96, 2, true), P(0, K::PrefillTiled));       // only the CUDA-core kernel takes D = 96
   EXPECT_THROW(plan(3, 0, 128, 65, false), UserError);
-  for (auto forced : {PrefillAttention::WgmmaTma, PrefillAttention::Wgmma, PrefillAttention::Tiled}) {
-    o.prefill_attention = forced;
-    EXPECT_THROW(plan(3, 0, 128, 4, true), UserError);
+  const std::pair<PrefillAttention, K> forced[] = {{PrefillAttention::WgmmaTma, K::PrefillWgmmaTma},
+                                                   {PrefillAttention::Wgmma, K::PrefillWgmma},
+                                                   {PrefillAttention::Mma, K::PrefillMma},
+                                                   {PrefillAttention::Tiled, K::PrefillTiled}};
+  for (auto [option, kernel] : forced) {
+    o.prefill_attention = option;
+    EXPECT_EQ(plan(3, 0, 128, 4, true), P(0, kernel));
   }
-  o.prefill_attention = PrefillAttention::Mma;
-  EXPECT_EQ(plan(3, 0, 128, 4, true), P(0, K::PrefillMma));
+  o = KernelOptions{};
+  auto decode = [&](int64_t B, int64_t D, int64_t G) {
+    AttentionProblem p{B, B, D, G, 256};
+    p.fp8_kv = p.decode_step = true;
+    const AttentionPlan r = plan_attention(p, true, o);
+    return std::pair<int64_t, K>{r.decode_seqs, r.rest};
+  };
+  EXPECT_EQ(decode(8, 128, 2), P(8, K::None));
+  EXPECT_EQ(decode(8, 128, 16), P(0, K::PrefillMma));  // G > 8: not the decode kernel, not the scratch
+  try {
+    decode(8, 32, 2);
+    ADD_FAILURE() << "an FP8 decode step at head_dim 32 was planned";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("no decode attention kernel reads an FP8 KV cache at head_dim 32"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(KernelPlan, AttentionKernelChoice) {

@@ -1,5 +1,6 @@
 // CudaBackend::attention: paged causal attention on BF16 caches [num_blocks, block_size, Hkv, D]
-// (or FP8 E4M3 ones, --kv-cache-dtype fp8: the decode and mma.sync kernels convert in registers)
+// (or FP8 E4M3 ones, --kv-cache-dtype fp8: the decode and mma.sync kernels convert in registers,
+// the other prefill kernels read a BF16 scratch copy of the blocks they need, kv_fp8_scratch.cu)
 // with FP32 softmax. Checks the shapes, then plan_attention() (kernel_plan.h, which has the rules
 // and measurements) splits the batch between these kernels:
 //  * the leading sequences with one new token (a decode batch, or the decodes of a mixed step;
@@ -91,6 +92,7 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
     while (single < B && md.cu_seqlens_q[size_t(single + 1)] - md.cu_seqlens_q[size_t(single)] == 1) ++single;
   AttentionProblem problem{B, single, D, G, k_cache.size(1)};
   problem.fp8_kv = fp8;
+  problem.decode_step = !md.is_prefill;
   AttentionPlan plan = plan_attention(problem, wgmma_, options_);
   if (sliding_window > 0 &&
       (plan.rest == AttentionKernel::PrefillWgmma || plan.rest == AttentionKernel::PrefillWgmmaTma))
@@ -147,7 +149,32 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
   if (a.block_tables) a.block_tables += b0 * md.max_blocks;
   for (int64_t b = b0; b < B; ++b)
     a.max_q = std::max<int>(a.max_q, md.cu_seqlens_q[size_t(b + 1)] - md.cu_seqlens_q[size_t(b)]);
-  if (plan.rest == AttentionKernel::PrefillWgmmaTma)
+  // FP8 cache on a kernel that reads BF16: these sequences' blocks converted, with their own table.
+  Tensor scratch_k, scratch_v, scratch_tables;
+  if (fp8 && plan.rest != AttentionKernel::PrefillMma) {
+    if (int64_t(md.context_lens.size()) < B || !a.block_tables)
+      throw Error("attention: an FP8 KV cache prefill needs the host context lengths and block tables");
+    const int64_t bs = k_cache.size(1);
+    int64_t n = 0;
+    for (int64_t b = b0; b < B; ++b) n += (md.context_lens[size_t(b)] + bs - 1) / bs;
+    scratch_k = empty({n, bs, num_kv_heads, D}, DType::BF16);
+    scratch_v = empty({n, bs, num_kv_heads, D}, DType::BF16);
+    scratch_tables = empty({B - b0, md.max_blocks}, DType::I32);
+    KvFp8ScratchArgs c;
+    c.k8 = a.kc8, c.v8 = a.vc8, c.k_scale = kv_scales.k, c.v_scale = kv_scales.v;
+    c.block_tables = a.block_tables, c.ctx_lens = a.ctx_lens;
+    c.kb = scratch_k.data<bf16>(), c.vb = scratch_v.data<bf16>(), c.tables_out = scratch_tables.data<int32_t>();
+    c.B = a.B, c.max_blocks = a.max_blocks, c.bs = int(bs), c.Hkv = int(num_kv_heads), c.D = int(D);
+    kv_fp8_to_bf16_scratch(c, n, s);
+    a.kc = scratch_k.data<bf16>(), a.vc = scratch_v.data<bf16>(), a.kc8 = nullptr, a.vc8 = nullptr;
+    a.block_tables = scratch_tables.data<int32_t>();
+  }
+  if (plan.rest == AttentionKernel::PrefillWgmmaTma && scratch_k.defined()) {
+    // Per call (the scratch moves between layers and steps): not kept in cache_tma_'s map.
+    const int64_t slots = scratch_k.size(0) * scratch_k.size(1);
+    prefill_attention_tma(a, make_cache_tma(a.kc, slots, num_kv_heads * D, k_cache.size(1)),
+                          make_cache_tma(a.vc, slots, num_kv_heads * D, k_cache.size(1)), s);
+  } else if (plan.rest == AttentionKernel::PrefillWgmmaTma)
     prefill_attention_tma(a, cache_tma(k_cache), cache_tma(v_cache), s);
   else if (plan.rest == AttentionKernel::PrefillWgmma)
     prefill_attention_sm90(a, s);

@@ -25,7 +25,8 @@ struct PrefillAttnArgs {
   const bf16* kc = nullptr;   // [num_blocks, bs, Hkv, D]
   const bf16* vc = nullptr;
   // The FP8 KV cache instead (kc, vc null): E4M3 codes, read as code x k_scale / v_scale. Only the
-  // mma.sync kernel reads it (kernel_plan.h's plan_attention sends it nowhere else).
+  // mma.sync kernel reads it; for the Hopper kernels attention.cu converts the blocks to BF16 first
+  // (kv_fp8_to_bf16_scratch below).
   const uint8_t* kc8 = nullptr;
   const uint8_t* vc8 = nullptr;
   float k_scale = 1.f, v_scale = 1.f;
@@ -57,6 +58,21 @@ void prefill_attention_tma(const PrefillAttnArgs& a, const TmaDesc& k, const Tma
 TmaDesc make_cache_tma(const void* cache, int64_t slots, int64_t row_elems, int64_t block_size);
 // Called once per backend where the wgmma kernel runs (shared-memory limits of the TMA kernel).
 void prefill_attention_tma_init();
+// The FP8 KV cache's blocks that B prefill sequences read, converted to a BF16 scratch cache with a
+// block table onto it, so the Hopper kernels above (BF16 tiles by TMA) serve --kv-cache-dtype fp8
+// (kv_fp8_scratch.cu has the layout). n: sum over b of ceil(ctx_lens[b] / bs), on the host.
+struct KvFp8ScratchArgs {
+  const uint8_t* k8 = nullptr;  // [num_blocks, bs, Hkv, D] E4M3 codes
+  const uint8_t* v8 = nullptr;
+  float k_scale = 1.f, v_scale = 1.f;
+  const int32_t* block_tables = nullptr;  // [B, max_blocks]
+  const int32_t* ctx_lens = nullptr;      // [B]
+  bf16* kb = nullptr;                     // [n, bs, Hkv, D]
+  bf16* vb = nullptr;
+  int32_t* tables_out = nullptr;  // [B, max_blocks]
+  int B = 0, max_blocks = 0, bs = 0, Hkv = 0, D = 0;
+};
+void kv_fp8_to_bf16_scratch(const KvFp8ScratchArgs& a, int64_t n, Stream st);
 // Launches the CUDA-core kernel on `st` (D % 8 == 0, D <= 256, G <= 16).
 void prefill_attention_tiled(const PrefillAttnArgs& a, Stream st);
 // Called once per backend: raises the tensor-core kernels' dynamic shared-memory limit.

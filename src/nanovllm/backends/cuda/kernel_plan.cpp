@@ -49,13 +49,9 @@ AttentionKernel prefill_kernel(const AttentionProblem& p, bool wgmma, const Kern
   const int64_t D = p.head_dim, G = p.group;
   const bool tc = prefill_tc_supports(D, G);
   const auto shape = "head_dim " + std::to_string(D) + ", " + std::to_string(G) + " query heads per KV head";
-  if (p.fp8_kv) {
-    if (o.prefill_attention != PrefillAttention::Auto && o.prefill_attention != PrefillAttention::Mma)
-      throw UserError(
-          "kernel option prefill_attention: the wgmma_tma, wgmma and tiled kernels do not read an FP8 KV cache "
-          "(--kv-cache-dtype fp8 prefills on mma; use auto or mma)");
+  if (p.fp8_kv && p.decode_step) {
     if (!tc)
-      throw UserError("--kv-cache-dtype fp8: no attention kernel reads an FP8 KV cache at " + shape +
+      throw UserError("--kv-cache-dtype fp8: no decode attention kernel reads an FP8 KV cache at " + shape +
                       " (head_dim 64 or 128, at most 64 query heads per KV head)");
     return AttentionKernel::PrefillMma;
   }
