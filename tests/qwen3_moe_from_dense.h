@@ -17,32 +17,10 @@
 #include "nanovllm/utils/dtype.h"
 #include "nanovllm/utils/error.h"
 #include "nanovllm/utils/safetensors.h"
+#include "safetensors_writer.h"
 #include "test_paths.h"
 
 namespace nanovllm::test {
-
-// name -> (dtype, shape, bytes), written as one safetensors file.
-struct StTensor {
-  std::string dtype;
-  std::vector<int64_t> shape;
-  std::string bytes;
-};
-
-inline void write_safetensors(const std::string& path, const std::map<std::string, StTensor>& tensors) {
-  nlohmann::json header = nlohmann::json::object();
-  size_t off = 0;
-  for (const auto& [name, t] : tensors) {
-    header[name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {off, off + t.bytes.size()}}};
-    off += t.bytes.size();
-  }
-  std::string h = header.dump();
-  h.append((8 - h.size() % 8) % 8, ' ');
-  std::ofstream out(path, std::ios::binary);
-  const uint64_t n = h.size();
-  out.write(reinterpret_cast<const char*>(&n), 8);
-  out << h;
-  for (const auto& [name, t] : tensors) out << t.bytes;
-}
 
 // Writes the MoE form of tiny-qwen3-tied into dir (config.json, generation_config.json,
 // model.safetensors); returns the dense fixture's directory.

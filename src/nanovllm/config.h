@@ -60,6 +60,9 @@ struct ModelConfig {
   bool norm_topk_prob = false;           // renormalize the top-k routing weights to sum to 1
   int64_t decoder_sparse_step = 1;       // layer i is sparse when (i + 1) % decoder_sparse_step == 0 ...
   std::vector<int64_t> mlp_only_layers;  // ... and i is not listed here
+  // The checkpoint's weights: FP8 for config.json's quantization_config of Qwen's FP8 checkpoints
+  // (models/fp8_checkpoint.h), else None.
+  Quantization checkpoint_quantization = Quantization::None;
 
   // Whether layer i's MLP is the sparse MoE block (transformers' Qwen3MoeDecoderLayer).
   bool is_moe_layer(int64_t i) const {
@@ -112,8 +115,8 @@ struct EngineConfig {
   int64_t max_model_len = 0;
   int64_t block_size = 256;
   double gpu_memory_utilization = 0.9;
-  int64_t kv_cache_memory = 0;     // bytes of KV cache; 0 = automatic (CPU: 4 GiB or what fits)
-  int64_t num_kvcache_blocks = 0;  // explicit block count (tests); overrides kv_cache_memory
+  int64_t kv_cache_memory = 0;                       // bytes of KV cache; 0 = automatic (CPU: 4 GiB or what fits)
+  int64_t num_kvcache_blocks = 0;                    // explicit block count (tests); overrides kv_cache_memory
   KVCacheDtype kv_cache_dtype = KVCacheDtype::Auto;  // --kv-cache-dtype (kv_cache_dtype.h)
   Quantization quantization = Quantization::None;    // --quantization (quantization.h)
   bool enforce_eager = false;

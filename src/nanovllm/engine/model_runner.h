@@ -58,7 +58,8 @@ class ModelRunner {
   int64_t num_kv_blocks() const { return num_kv_blocks_; }
   int64_t max_model_len() const { return cfg_.max_model_len; }  // settled (never 0)
   int64_t kv_bytes_per_block() const;
-  DType kv_cache_dtype() const { return kv_dtype_; }  // the act dtype or F8E4M3 (--kv-cache-dtype)
+  DType kv_cache_dtype() const { return kv_dtype_; }           // the act dtype or F8E4M3 (--kv-cache-dtype)
+  Quantization quantization() const { return quantization_; }  // --quantization or the checkpoint's
   Backend& backend() { return *backend_; }
   CausalLM& model() { return *model_; }
   bool uses_cuda_graphs() const { return graphs_ != nullptr; }
@@ -87,6 +88,7 @@ class ModelRunner {
   int64_t kv_heads_ = 0;  // this rank's KV heads: Hkv / tensor_parallel_size
   Tensor kv_cache_;       // [2, L, num_blocks, block_size, Hkv, D] of kv_dtype_
   DType kv_dtype_ = DType::F32;
+  Quantization quantization_ = Quantization::None;
   std::vector<KVScales> kv_scales_;  // [L]: 1.0, or the checkpoint's (FP8 cache only)
   std::vector<LayerKVCache> layers_kv_;
   int64_t num_kv_blocks_ = 0;

@@ -46,7 +46,11 @@ void load_weights(Backend& be, const SafetensorsCheckpoint& ckpt, const std::vec
     if (t->shape != s.shape)
       throw LoadError(t->file + ": tensor '" + s.name + "' has shape " + shape_str(t->shape) +
                       " but the config implies " + shape_str(s.shape));
-    if (t->dtype != DType::F32 && t->dtype != DType::BF16 && t->dtype != DType::F16)
+    if ((t->dtype == DType::F8E4M3) != (s.dst->dtype() == DType::F8E4M3))  // FP8 checkpoints' codes
+      throw LoadError(t->file + ": tensor '" + s.name + "' has dtype " + dtype_name(t->dtype) + " where " +
+                      (t->dtype == DType::F8E4M3 ? "an unquantized weight (F32, BF16 or F16)" : "F8_E4M3 codes") +
+                      " belong (config.json's quantization_config)");
+    if (t->dtype != DType::F32 && t->dtype != DType::BF16 && t->dtype != DType::F16 && t->dtype != DType::F8E4M3)
       throw LoadError(t->file + ": tensor '" + s.name + "' has dtype " + dtype_name(t->dtype) +
                       "; weights must be F32, BF16 or F16");
     Tensor view = dst_view(s);

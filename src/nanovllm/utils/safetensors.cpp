@@ -41,8 +41,9 @@ DType parse_dtype(const json& v, const std::string& path, const std::string& nam
   if (s == "F16") return DType::F16;
   if (s == "I32") return DType::I32;
   if (s == "I64") return DType::I64;
+  if (s == "F8_E4M3") return DType::F8E4M3;
   throw LoadError(path + ": tensor '" + name + "' has unsupported dtype " + s +
-                  " (supported: F32, BF16, F16, I32, I64)");
+                  " (supported: F32, BF16, F16, I32, I64, F8_E4M3)");
 }
 
 std::vector<int64_t> parse_shape(const json& v, const std::string& path, const std::string& name) {
@@ -82,8 +83,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
                       std::to_string(kMaxHeaderBytes) + " bytes (corrupt file)");
     const std::string_view header_text(reinterpret_cast<const char*>(bytes) + 8, hlen);
     if (const size_t deep = find_json_too_deep(header_text); deep != std::string::npos)
-      throw LoadError(path + ": header nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels at byte offset " +
-                      std::to_string(8 + deep) + " (corrupt file)");
+      throw LoadError(path + ": header nests JSON deeper than " + std::to_string(kMaxJsonDepth) +
+                      " levels at byte offset " + std::to_string(8 + deep) + " (corrupt file)");
     json header;
     try {
       header = json::parse(header_text);

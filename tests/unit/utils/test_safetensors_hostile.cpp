@@ -124,7 +124,7 @@ TEST(SafetensorsHostile, WrongJsonTypesNameTheTensorAndKey) {
   } cases[] = {
       {{{"dtype", 5}}, "tensor 'w': \"dtype\" must be a string such as \"BF16\" (got number)"},
       {{{"dtype", nullptr}}, "lacks dtype/shape/data_offsets"},
-      {{{"dtype", "F8_E4M3"}}, "unsupported dtype F8_E4M3"},
+      {{{"dtype", "F8_E5M2"}}, "unsupported dtype F8_E5M2"},
       {{{"shape", "2"}}, "tensor 'w': \"shape\" must be an array of sizes (got string)"},
       {{{"shape", 2}}, "tensor 'w': \"shape\" must be an array of sizes (got number)"},
       {{{"shape", {2.5}}}, "\"shape\" [2.5] is not a list of non-negative integers"},

@@ -21,6 +21,7 @@
 #include "nanovllm/backends/cpu/cpu_backend.h"
 #include "nanovllm/backends/cpu/cpu_bf16_kernels.h"
 #include "nanovllm/ops/checks.h"
+#include "nanovllm/ops/fp8_weights.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {
@@ -71,6 +72,29 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
   } else {
     throw Error(std::string("cpu linear: weights must be F32 or BF16 (got ") + dtype_name(w.dtype()) + ")");
   }
+}
+
+// FP8 weights: each thread dequantizes 64 rows of codes at a time into F32 and multiplies them with
+// sgemm, so the result is the F32 GEMM of the dequantized weights (ops/fp8_weights.h's semantics).
+void CpuBackend::linear_quantized(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) {
+  check_linear(x, w, out);
+  if (w.dtype() != DType::F8E4M3) return Backend::linear_quantized(x, w, scales, out);
+  check_fp8_weight(w, scales, "cpu linear");
+  const int64_t T = x.size(0), K = x.size(1), N = w.size(0);
+  if (T == 0) return;
+  if (x.dtype() != DType::F32 || out.dtype() != DType::F32) throw Error("cpu linear: x and out must be F32");
+  const float* xp = x.data<float>();
+  float* op = out.data<float>();
+  split_rows(N, T * N * K, [&](int64_t n0, int64_t n1) {
+    constexpr int64_t kRows = 64;
+    std::vector<float> deq(size_t(kRows * K));
+    for (int64_t b = n0; b < n1; b += kRows) {
+      const int64_t e = std::min(n1, b + kRows);
+      for (int64_t n = b; n < e; ++n) fp8_dequantize_row(w, scales, n, 0, K, deq.data() + (n - b) * K);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(T), int(e - b), int(K), 1.0f, xp, int(K), deq.data(),
+                  int(K), 0.0f, op + b, int(N));
+    }
+  });
 }
 
 }  // namespace nanovllm

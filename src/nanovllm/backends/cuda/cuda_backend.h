@@ -61,6 +61,10 @@ class CudaBackend final : public Backend {
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
+  // FP8 weights (fp8_linear.cu; ops/fp8_weights.h): sm_89+ (FP8 conversions in hardware).
+  void linear_quantized(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) override;
+  bool supports_quantization(Quantization q) const override;
+  void quantize_weight(const Tensor& w, Quantization q, Tensor& codes, WeightScales& scales) override;
   void add_bias(Tensor& x, const Tensor& bias) override;
   void qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
                     int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps,
@@ -138,6 +142,7 @@ class CudaBackend final : public Backend {
   int device_ = 0;
   KernelOptions options_;
   int num_sms_ = 0;
+  int sm_ = 0;  // compute capability, major * 10 + minor
   size_t max_smem_optin_ = 0;
   void* stream_ = nullptr;     // cudaStream_t
   void* cublaslt_ = nullptr;   // cublasLtHandle_t
@@ -147,7 +152,13 @@ class CudaBackend final : public Backend {
   // (gemm_heuristic_rows(T), N, K, F32 out) -> the heuristic's algorithm for that bucket, owned
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, GemmPlan*> gemm_bucket_plans_;
   GemmPlan* make_gemm_plan(int64_t T, int64_t N, int64_t K, bool f32_out);  // descriptors only
-  void gemm_heuristic(GemmPlan& p, int64_t T, int64_t N, int64_t K);        // sets p.algo
+  // FP8 weights x per-token FP8 activations through cuBLASLt (fp8_gemm_cublaslt.cu): false where
+  // cuBLASLt has no algorithm for the shape (the caller dequantizes instead).
+  struct Fp8GemmPlan;  // descriptors + algorithm (or none) for one (T, N, K, F32 out)
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Fp8GemmPlan*> fp8_gemm_plans_;  // owned
+  bool linear_fp8_cublaslt(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out);
+  void destroy_fp8_gemm();
+  void gemm_heuristic(GemmPlan& p, int64_t T, int64_t N, int64_t K);  // sets p.algo
 
   std::shared_ptr<StepArena> arena_;  // the step's activations (tensors hold weak references)
   std::map<int64_t, std::vector<std::pair<void*, size_t>>> graph_outputs_;  // graph -> arena blocks it writes

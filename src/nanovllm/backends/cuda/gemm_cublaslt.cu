@@ -88,6 +88,7 @@ void CudaBackend::gemm_heuristic(GemmPlan& p, int64_t T, int64_t N, int64_t K) {
 }
 
 void CudaBackend::destroy_gemm() {
+  destroy_fp8_gemm();
   for (auto& [k, p] : gemm_plans_) delete p;
   gemm_plans_.clear();
   for (auto& [k, p] : gemm_bucket_plans_) delete p;

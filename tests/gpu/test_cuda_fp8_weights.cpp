@@ -1,0 +1,246 @@
+// FP8 weights on CUDA (backends/cuda/fp8_linear.cu, fp8_gemm_cublaslt.cu) against the CPU oracle
+// (ops/fp8_weights.h): quantize_weight's codes and scales bit-equal to the CPU's from the same BF16
+// weight; at awkward shapes, per-channel and 128 x 128 block scales, BF16 and F32 outputs: the FP8
+// GEMV (T <= 8), cuBLASLt's FP8 GEMM with per-token activation scales (larger T, per-channel; the
+// oracle is fed the same rounded activations) and the dequantize + BF16 GEMM path (block scales, odd
+// shapes); the engine with -q fp8 and with an FP8 checkpoint, CUDA against CPU; Qwen3-0.6B size
+// against the BF16 engine (NANOVLLM_HF06B_DIR) and an FP8 checkpoint saved by transformers against
+// transformers' logits (NANOVLLM_FP8_DIR, scripts/make_fp8_checkpoint.py).
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "fp8_checkpoint_writer.h"
+#include "gpu_test_util.h"
+#include "nanovllm/backends/cuda/kernel_plan.h"
+#include "nanovllm/ops/fp8_weights.h"
+#include "temp_dir.h"
+#include "test_paths.h"
+#include "unit/model/engine_compare.h"
+
+using namespace nanovllm;
+
+namespace {
+
+int device_sm() {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return 0;
+  return prop.major * 10 + prop.minor;
+}
+
+#define REQUIRE_FP8_GPU()                                                          \
+  do {                                                                             \
+    REQUIRE_GPU();                                                                 \
+    if (device_sm() < 89) GTEST_SKIP() << "FP8 weights need sm_89+ (see Refusal)"; \
+  } while (0)
+
+void qlinear(Backend& be, const Tensor& x, const Tensor& w, const WeightScales& s, Tensor& out) {
+  be.linear(x, w, s, out);
+}
+
+// A copy of host codes / scales on the GPU.
+Tensor to_gpu(CudaBackend& gpu, const Tensor& host) {
+  Tensor t = gpu.empty(host.shape(), host.dtype());
+  gpu.upload(host.raw(), host.dtype(), t);
+  return t;
+}
+
+TEST(CudaFp8Weights, QuantizeWeightMatchesTheCpuBitForBit) {
+  REQUIRE_FP8_GPU();
+  test::Backends b;
+  for (auto [N, K] : {std::pair<int64_t, int64_t>{37, 131}, {256, 1024}, {1000, 200}}) {
+    std::vector<float> v = test::rand_bf16(size_t(N * K), uint32_t(N), -2.f, 2.f);
+    for (int64_t k = 0; k < K; ++k) v[size_t(3 * K + k)] = 0;  // an all-zero row: scale 1
+    for (int64_t k = 0; k < K; ++k) v[size_t(5 * K + k)] *= 1e-3f;
+    auto w = test::make_pair(b.cpu, b.gpu, {N, K}, v);
+    Tensor cc, gc;
+    WeightScales cs, gs;
+    b.cpu.quantize_weight(w.cpu, Quantization::FP8, cc, cs);
+    b.gpu.quantize_weight(w.gpu, Quantization::FP8, gc, gs);
+    ASSERT_EQ(gc.dtype(), DType::F8E4M3);
+    ASSERT_EQ(gs.scale.shape(), cs.scale.shape());
+    EXPECT_EQ(gs.block_n, 1);
+    EXPECT_EQ(gs.block_k, 0);
+    std::vector<uint8_t> codes(static_cast<size_t>(N * K));
+    std::vector<float> scales(static_cast<size_t>(N));
+    b.gpu.download(gc, codes.data());
+    b.gpu.download(gs.scale, scales.data());
+    EXPECT_EQ(std::memcmp(codes.data(), cc.raw(), codes.size()), 0) << N << "x" << K;
+    EXPECT_EQ(std::memcmp(scales.data(), cs.scale.raw(), scales.size() * 4), 0) << N << "x" << K;
+    EXPECT_EQ(scales[3], 1.0f);
+  }
+}
+
+// out = x @ value^T on both backends, x BF16-rounded; per-channel scales from quantize_weight or
+// random 128 x 128 block scales (partial blocks at the edges).
+void check_linear(test::Backends& b, int64_t T, int64_t N, int64_t K, bool block, bool f32_out) {
+  const std::string name = "fp8 linear T" + std::to_string(T) + " N" + std::to_string(N) + " K" + std::to_string(K) +
+                           (block ? " block" : " channel") + (f32_out ? " f32" : "");
+  Tensor cc, gc;
+  WeightScales cs, gs;
+  if (!block) {
+    auto w = test::make_pair(b.cpu, b.gpu, {N, K}, test::rand_bf16(size_t(N * K), uint32_t(N + K)));
+    b.cpu.quantize_weight(w.cpu, Quantization::FP8, cc, cs);
+    b.gpu.quantize_weight(w.gpu, Quantization::FP8, gc, gs);
+  } else {
+    std::mt19937 rng(uint32_t(T * 7 + N));
+    cc = Tensor::host({N, K}, DType::F8E4M3);
+    for (int64_t i = 0; i < cc.numel(); ++i) {
+      const uint8_t c = uint8_t(rng());
+      cc.data<uint8_t>()[i] = (c & 0x7f) == 0x7f ? 0x7e : c;
+    }
+    const int64_t bn = (N + 127) / 128, bk = (K + 127) / 128;
+    cs = WeightScales{Tensor::host({bn, bk}, DType::F32), 128, 128};
+    for (int64_t i = 0; i < bn * bk; ++i) cs.scale.data<float>()[i] = std::ldexp(1.0f, int(rng() % 5) - 10);
+    gc = to_gpu(b.gpu, cc);
+    gs = WeightScales{to_gpu(b.gpu, cs.scale), 128, 128};
+  }
+  auto x = test::make_pair(b.cpu, b.gpu, {T, K}, test::rand_bf16(size_t(T * K), uint32_t(T)));
+  Tensor oc = b.cpu.empty({T, N}, DType::F32), og = b.gpu.empty({T, N}, f32_out ? DType::F32 : DType::BF16);
+  // cuBLASLt's FP8 GEMM quantizes x per token first: the oracle gets x rounded the same way.
+  cuda::Fp8LinearProblem prob;
+  prob.T = T, prob.N = N, prob.K = K, prob.block_k = cs.block_k;
+  const cuda::Fp8LinearKernel kernel = cuda::plan_fp8_linear(prob);
+  if (kernel == cuda::Fp8LinearKernel::CublasLtFp8) fake_quantize_activations_fp8(x.cpu, 0);
+  qlinear(b.cpu, x.cpu, cc, cs, oc);
+  qlinear(b.gpu, x.gpu, gc, gs, og);
+  const std::vector<float> got = b.gpu.to_host_f32(og), ref = b.cpu.to_host_f32(oc);
+  double amax = 0;
+  for (float v : ref) amax = std::max(amax, double(std::fabs(v)));
+  // GEMV: exact products, F32 sums in another order, one BF16 rounding (2^-9). Dequantize + GEMM:
+  // each weight rounded to BF16 as well.
+  const char* kname = kernel == cuda::Fp8LinearKernel::Gemv          ? " [gemv]"
+                      : kernel == cuda::Fp8LinearKernel::CublasLtFp8 ? " [cublaslt fp8]"
+                                                                     : " [dequantize + gemm]";
+  test::expect_close(name + kname, got, ref, 1e-2, 1e-2 * amax + 1e-6);
+}
+
+TEST(CudaFp8Weights, LinearAwkwardShapesAgainstTheCpu) {
+  REQUIRE_FP8_GPU();
+  test::Backends b;
+  for (int64_t T : {1, 3, 8, 17, 100, 1000})
+    for (auto [N, K] :
+         {std::pair<int64_t, int64_t>{256, 512}, {200, 96}, {129, 144}, {300, 264}, {1000, 1024}, {384, 640}})
+      for (bool block : {false, true}) check_linear(b, T, N, K, block, false);
+  for (int64_t T : {1, 5, 33}) check_linear(b, T, 384, 640, true, true);  // row-parallel partials in F32
+  for (int64_t T : {2, 40}) check_linear(b, T, 1008, 1024, false, true);  // T 40: cuBLASLt FP8 to F32
+}
+
+TEST(CudaFp8Weights, RefusalBelowSm89) {
+  REQUIRE_GPU();
+  CudaBackend gpu(0);
+  const bool fp8 = device_sm() >= 89;
+  EXPECT_EQ(gpu.supports_quantization(Quantization::FP8), fp8);
+  EXPECT_FALSE(gpu.supports_quantization(Quantization::INT8));
+  if (!fp8) {
+    Tensor w = gpu.empty({4, 16}, DType::BF16), codes;
+    WeightScales s;
+    EXPECT_THROW(gpu.quantize_weight(w, Quantization::FP8, codes, s), UserError);
+  }
+}
+
+// The engine with -q fp8 on CUDA against the CPU engine with -q fp8 (the same per-channel codes up
+// to the rounding of F32 fixture weights to BF16): greedy tokens and logits up to the first
+// difference; the whole engine path (GEMV at decode and short prompts, dequantize + GEMM for
+// longer prompts, CUDA graphs).
+void compare_cuda_cpu(const std::string& model, Quantization q, double min_cosine) {
+  EngineConfig cfg = test::tiny_cfg(model);
+  cfg.quantization = q;
+  LLMEngine cpu(cfg);
+  cfg.device = "cuda";
+  cfg.kv_cache_memory = 64 << 20;
+  LLMEngine gpu(cfg);
+  EXPECT_EQ(gpu.model_runner().quantization(), Quantization::FP8);
+  const test::Agreement g = test::compare_greedy(cpu, gpu, 6, 16);
+  std::printf("[gpu] %s fp8 weights: cuda vs cpu: %zu/%zu greedy tokens, worst logits cosine %.6f over %zu steps\n",
+              model.c_str(), g.same, g.total, g.worst_cosine, g.compared);
+  EXPECT_EQ(g.total, 96u);
+  EXPECT_GE(g.worst_cosine, min_cosine) << model;
+  EXPECT_GE(g.compared, 30u) << model;
+}
+
+TEST(CudaFp8Weights, EngineQuantizedAtLoadAgainstTheCpu) {
+  REQUIRE_FP8_GPU();
+  for (const char* fx : {"tiny-qwen3-tied", "tiny-qwen3-untied", "tiny-llama3"})
+    compare_cuda_cpu(test::fixture(fx), Quantization::FP8, 0.99);
+}
+
+TEST(CudaFp8Weights, EngineOnAnFp8CheckpointAgainstTheCpu) {
+  REQUIRE_FP8_GPU();
+  test::TempDir d;
+  const test::Fp8Checkpoints c = test::write_fp8_checkpoints(d.dir.string());
+  compare_cuda_cpu(c.fp8, Quantization::None, 0.995);  // the checkpoint's fp8, same codes on both
+}
+
+}  // namespace
+
+namespace {
+
+// Qwen3-0.6B size, random weights (the reference directory of test_hf_qwen3_06b.cpp): the issue's
+// bound for FP8 weights, logits cosine >= 0.99 against the BF16 engine (every step up to the first
+// differing greedy token; the first is the prompt's last-token logits), both on CUDA.
+TEST(CudaFp8Weights, Qwen3_06BSizeLogitsNearBf16) {
+  REQUIRE_FP8_GPU();
+  const char* dir = std::getenv("NANOVLLM_HF06B_DIR");
+  ASSERT_NE(dir, nullptr) << "set NANOVLLM_HF06B_DIR (scripts/make_qwen3_06b_reference.py --out DIR)";
+  EngineConfig cfg;
+  cfg.model = dir;
+  cfg.device = "cuda";
+  cfg.gpu_memory_utilization = 0.3;
+  LLMEngine bf16(cfg);
+  cfg.quantization = Quantization::FP8;
+  LLMEngine fp8(cfg);
+  const test::Agreement g = test::compare_greedy(bf16, fp8, 8, 16);
+  std::printf(
+      "[gpu] Qwen3-0.6B size: fp8 weights vs bf16: %zu/%zu greedy tokens agree, worst logits cosine %.6f over "
+      "%zu steps\n",
+      g.same, g.total, g.worst_cosine, g.compared);
+  EXPECT_GE(g.worst_cosine, 0.99);
+  EXPECT_LT(g.worst_cosine, 1.0) << "identical logits: were the weights quantized?";
+}
+
+}  // namespace
+
+namespace {
+
+// An FP8 checkpoint saved by transformers (scripts/make_fp8_checkpoint.py, NANOVLLM_FP8_DIR): the
+// engine loads transformers' own quantization_config and tensors, and its last-token logits stay
+// near transformers running the same checkpoint (which also quantizes activations per 128 columns):
+// cosine >= 0.99, top-1 agreement printed.
+TEST(CudaFp8Weights, Fp8CheckpointFromTransformers) {
+  REQUIRE_FP8_GPU();
+  const char* dir = std::getenv("NANOVLLM_FP8_DIR");
+  ASSERT_NE(dir, nullptr) << "set NANOVLLM_FP8_DIR (scripts/make_fp8_checkpoint.py --src DIR --out FP8DIR)";
+  std::ifstream pin(std::string(dir) + "/prompts.json");
+  ASSERT_TRUE(pin);
+  const auto prompts = nlohmann::json::parse(pin)["prompts"].get<std::vector<std::vector<int32_t>>>();
+  EngineConfig cfg;
+  cfg.model = dir;
+  cfg.device = "cuda";
+  cfg.gpu_memory_utilization = 0.3;
+  LLMEngine e(cfg);
+  EXPECT_EQ(e.model_runner().quantization(), Quantization::FP8);
+  const int64_t V = e.model_config().vocab_size;
+  std::vector<float> ref(prompts.size() * size_t(V));
+  std::ifstream rin(std::string(dir) + "/ref_logits.f32", std::ios::binary);
+  ASSERT_TRUE(rin.read(reinterpret_cast<char*>(ref.data()), std::streamsize(ref.size() * 4)));
+  double worst = 1;
+  size_t top1 = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::vector<float> got = test::generate(e, prompts[i], 1).logits.at(0);
+    const std::vector<float> want(ref.begin() + int64_t(i) * V, ref.begin() + int64_t(i + 1) * V);
+    worst = std::min(worst, test::cosine(got, want));
+    top1 += std::max_element(got.begin(), got.end()) - got.begin() ==
+            std::max_element(want.begin(), want.end()) - want.begin();
+  }
+  std::printf(
+      "[gpu] FP8 checkpoint from transformers: last-token logits vs transformers fp8: cosine min %.6f, top-1 "
+      "%zu/%zu\n",
+      worst, top1, prompts.size());
+  EXPECT_GE(worst, 0.99);
+}
+
+}  // namespace
