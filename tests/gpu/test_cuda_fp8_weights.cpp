@@ -54,7 +54,8 @@ TEST(CudaFp8Weights, QuantizeWeightMatchesTheCpuBitForBit) {
   for (auto [N, K] : {std::pair<int64_t, int64_t>{37, 131}, {256, 1024}, {1000, 200}}) {
     std::vector<float> v = test::rand_bf16(size_t(N * K), uint32_t(N), -2.f, 2.f);
     for (int64_t k = 0; k < K; ++k) v[size_t(3 * K + k)] = 0;  // an all-zero row: scale 1
-    for (int64_t k = 0; k < K; ++k) v[size_t(5 * K + k)] *= 1e-3f;
+    // Small values, rounded to BF16 as the GPU copy holds them (the CPU copy is F32).
+    for (int64_t k = 0; k < K; ++k) v[size_t(5 * K + k)] = test::bf16_round(v[size_t(5 * K + k)] * 1e-3f);
     auto w = test::make_pair(b.cpu, b.gpu, {N, K}, v);
     Tensor cc, gc;
     WeightScales cs, gs;

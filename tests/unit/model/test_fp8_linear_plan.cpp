@@ -14,6 +14,8 @@ TEST(Fp8LinearPlan, GemvForDecodeRowsFp8GemmForPerChannelElseDequantize) {
     EXPECT_EQ(cuda::plan_fp8_linear(p), cuda::Fp8LinearKernel::Gemv) << T;
   }
   p.T = 9;
+  EXPECT_EQ(cuda::plan_fp8_linear(p), cuda::Fp8LinearKernel::DequantizeGemm);  // cuBLASLt FP8: off (kernel_plan.h)
+  p.allow_cublaslt_fp8 = true;
   EXPECT_EQ(cuda::plan_fp8_linear(p), cuda::Fp8LinearKernel::CublasLtFp8);
   p.block_k = 128;  // block scales: not on cuBLASLt yet
   EXPECT_EQ(cuda::plan_fp8_linear(p), cuda::Fp8LinearKernel::DequantizeGemm);

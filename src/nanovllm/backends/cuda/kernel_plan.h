@@ -155,6 +155,9 @@ struct Fp8LinearProblem {
   int64_t T = 0, N = 0, K = 0;
   int64_t block_k = 0;  // of the scales (0: per output channel)
   bool aligned16 = true;
+  // The cuBLASLt FP8 GEMM is wrong as wired (H100, 2026-11-26: rel_l2 0.025 vs ~0.002 for the other
+  // paths, CudaFp8Weights.LinearAwkwardShapesAgainstTheCpu): off until fixed; tests of the plan set it.
+  bool allow_cublaslt_fp8 = false;
 };
 Fp8LinearKernel plan_fp8_linear(const Fp8LinearProblem& p);
 
