@@ -27,6 +27,10 @@ class CpuBackend final : public Backend {
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
+  // INT8 weights (--quantization int8: cpu_int8.cpp, Q8_0-like codes and dynamic INT8 activations).
+  void linear_quantized(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) override;
+  bool supports_quantization(Quantization q) const override;
+  void quantize_weight(const Tensor& w, Quantization q, Tensor& codes, WeightScales& scales) override;
   void add_bias(Tensor& x, const Tensor& bias) override;
   void qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
                     int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps,

@@ -1,0 +1,72 @@
+// Comparing two engines' greedy generations on the tiny fixtures (a quantized engine against the
+// unquantized one): tokens and the logits of every step, the logits' cosine up to the first
+// differing token (later steps see different contexts).
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "nanovllm/engine/llm_engine.h"
+#include "tiny_engine.h"
+
+namespace nanovllm::test {
+
+struct GenRun {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<float>> logits;  // per generated token
+};
+
+inline GenRun generate(LLMEngine& e, const std::vector<int32_t>& prompt, int n) {
+  GenRun r;
+  const int64_t V = e.model_config().vocab_size;
+  e.model_runner().logits_observer = [&](const ScheduledBatch& b, const std::vector<float>& l) {
+    const Sequence* s = b.seqs.at(0);
+    if (s->num_cached_tokens + s->num_scheduled_tokens == s->num_tokens())
+      r.logits.emplace_back(l.begin(), l.begin() + V);
+  };
+  const int64_t id = e.add_request(prompt, greedy(n));
+  while (e.has_unfinished())
+    for (auto& o : e.step().finished)
+      if (o.request_id == id) r.tokens = o.token_ids;
+  e.model_runner().logits_observer = nullptr;
+  return r;
+}
+
+inline double cosine(const std::vector<float>& a, const std::vector<float>& b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < a.size(); ++i) ab += double(a[i]) * b[i], aa += double(a[i]) * a[i], bb += double(b[i]) * b[i];
+  return ab / std::sqrt(aa * bb);
+}
+
+// n random token ids in [3, V).
+inline std::vector<int32_t> prompt_tokens(size_t n, int64_t V, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = int32_t(3 + rng() % uint32_t(V - 3));
+  return t;
+}
+
+struct Agreement {
+  size_t same = 0, total = 0, compared = 0;  // greedy tokens equal / generated; logits rows compared
+  double worst_cosine = 1;
+};
+
+// `prompts` prompts of lengths 5, 28, 51, ... (seeded), `n` greedy tokens each, in both engines.
+inline Agreement compare_greedy(LLMEngine& ref, LLMEngine& other, uint32_t prompts = 4, int n = 12) {
+  Agreement g;
+  for (uint32_t seed = 0; seed < prompts; ++seed) {
+    const auto prompt = prompt_tokens(5 + 23 * seed, ref.model_config().vocab_size, 100 + seed);
+    const GenRun a = generate(ref, prompt, n), b = generate(other, prompt, n);
+    for (size_t i = 0; i < a.tokens.size() && i < b.tokens.size(); ++i) g.same += a.tokens[i] == b.tokens[i];
+    g.total += a.tokens.size();
+    for (size_t i = 0; i < a.logits.size() && i < b.logits.size(); ++i) {
+      g.worst_cosine = std::min(g.worst_cosine, cosine(a.logits[i], b.logits[i]));
+      ++g.compared;
+      if (a.tokens[i] != b.tokens[i]) break;
+    }
+  }
+  return g;
+}
+
+}  // namespace nanovllm::test
