@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Side by side on the CPU: llama.cpp (node-llama-cpp's prebuilt CPU library, bench/llamacpp) on a
 # random-weight GGUF of Qwen3-0.6B's shape (F16 and Q8_0, written by bench/llamacpp/make_gguf.mjs)
-# and `nanovllm bench --latency` on the qwen3-0.6b preset with dummy weights (BF16, the fast path),
-# alternately A B A B, batch 1, THREADS threads. Each run prints one line: prompt and decode tok/s
+# and `nanovllm bench --latency` on the qwen3-0.6b preset with dummy weights (BF16, the fast path;
+# and --quantization int8 against Q8_0), alternately A B A B, batch 1, THREADS threads. Each run prints one line: prompt and decode tok/s
 # and peak RSS. Every timed run holds /tmp/heavy.lock (no build on a shared machine meanwhile).
-#   scripts/cpu_vs_llamacpp.sh [ROUNDS]    env: THREADS (2), BIN (build/nanovllm), GGUF_DIR, SHAPES
+#   scripts/cpu_vs_llamacpp.sh [ROUNDS]    env: THREADS (2), BIN (build/nanovllm), GGUF_DIR, SHAPES,
+#   RUNS (which runs, in order: "f16 fast q8_0 int8"), OURS_FLAGS (more flags for our runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-2}
@@ -12,6 +13,8 @@ THREADS=${THREADS:-2}
 BIN=${BIN:-build/nanovllm}
 GGUF_DIR=${GGUF_DIR:-bench/llamacpp/models}
 SHAPES=${SHAPES:-"32:64 512:16"}  # prompt:output tokens
+RUNS=${RUNS:-"f16 fast q8_0 int8"}  # llama.cpp f16 / q8_0; ours fast (BF16 weights) / int8 (-q int8)
+OURS_FLAGS=${OURS_FLAGS:-}
 LOCK=/tmp/heavy.lock
 
 [ -x "$BIN" ] || { echo "no $BIN: build first (scripts/build.sh)" >&2; exit 1; }
@@ -35,10 +38,13 @@ llama() {  # gguf-type prompt output
         `prompt ${r.prompt_tok_s.toFixed(1)} tok/s, decode ${r.decode_tok_s.toFixed(2)} tok/s, peak ${r.peak_rss_mib.toFixed(0)} MiB`)' "$1"
 }
 
-ours() {  # precision prompt output
-  local out
+ours() {  # fast|int8 prompt output
+  local out q=none
+  [ "$1" = int8 ] && q=int8
+  # shellcheck disable=SC2086
   out=$(flock "$LOCK" /usr/bin/time -f 'peak_kib %M' "$BIN" bench --model qwen3-0.6b --load-format dummy --latency \
-    --latency-prompt-len "$2" --latency-output-len "$3" --threads "$THREADS" --kernel-options cpu_precision="$1" 2>&1)
+    --latency-prompt-len "$2" --latency-output-len "$3" --threads "$THREADS" --kernel-options cpu_precision=fast \
+    --quantization "$q" $OURS_FLAGS 2>&1)
   echo "$out" | node -e 'const lines = require("fs").readFileSync(0, "utf8").split("\n");
     const r = JSON.parse(lines.find((l) => l.startsWith("{")));
     const kib = Number(lines.find((l) => l.startsWith("peak_kib")).split(" ")[1]);
@@ -51,8 +57,12 @@ echo "# $(date -u +%F) $(git rev-parse --short HEAD) $(grep -m1 'model name' /pr
 for shape in $SHAPES; do
   p=${shape%:*} o=${shape#*:}
   for r in $(seq "$ROUNDS"); do
-    llama f16 "$p" "$o"
-    ours fast "$p" "$o"
-    llama q8_0 "$p" "$o"
+    for run in $RUNS; do
+      case $run in
+        f16 | q8_0) llama "$run" "$p" "$o" ;;
+        fast | int8) ours "$run" "$p" "$o" ;;
+        *) echo "unknown run $run (f16, q8_0, fast, int8)" >&2; exit 1 ;;
+      esac
+    done
   done
 done

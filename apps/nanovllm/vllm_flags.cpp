@@ -67,9 +67,6 @@ void check_vllm_engine_flags(const EngineFlags& f, const EngineConfig& cfg) {
   if (d != "auto" && !(computes == "bfloat16" ? bf16 : f32))
     throw UserError("--dtype " + d + ": the " + device + " backend computes in " + computes +
                     " only; use --dtype auto or " + computes);
-  if (cfg.kv_cache_dtype == KVCacheDtype::BF16 && device != "cuda")
-    throw UserError("--kv-cache-dtype bf16: the " + device + " backend computes in " + computes +
-                    " and keeps its KV cache so; use auto or fp8");
   if (f.trust_remote_code && cfg.tp_rank == 0 && !f.spawned())
     std::fprintf(stderr, "note: --trust-remote-code accepted; nothing remote is run (the Qwen3 code is built in)\n");
 }

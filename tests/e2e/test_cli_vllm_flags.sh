@@ -45,7 +45,6 @@ expect_error "--dtype bfloat16: the cpu backend computes in float32 only" serve 
 expect_error "--dtype int4: not a dtype" serve "$FIX" --device cpu --dtype int4
 expect_error "--kv-cache-dtype fp8_e5m2: not implemented (use auto, bf16, fp8 or fp8_e4m3" serve "$FIX" --device cpu --kv-cache-dtype fp8_e5m2
 expect_error "--quantization awq: not implemented (use none, fp8 or int8)" generate "$FIX" --device cpu --quantization awq -p hi
-expect_error "--kv-cache-dtype bf16: the cpu backend computes in float32" generate "$FIX" --device cpu --kv-cache-dtype bf16 -p hi
 # Server flags checked before the model loads.
 expect_error "--allowed-origins *: must be a JSON list of strings" serve "$FIX" --device cpu --allowed-origins '*'
 expect_error "--override-generation-config: not valid JSON" serve "$FIX" --device cpu --override-generation-config '{temp'
@@ -71,6 +70,12 @@ out=$(printf '{"prompt_token_ids": [1, 2, 3], "max_tokens": 4}\n' |
   "$BIN" generate "$FIX" --device cpu --kv-cache-memory 8000000 --kv-cache-dtype fp8 --input - --json 2>&1)
 grep -q 'kv cache dtype: fp8_e4m3' <<<"$out" && grep -q '"finish_reason":"length"' <<<"$out" &&
   ok "generate --kv-cache-dtype fp8" || fail "generate --kv-cache-dtype fp8: $out"
+# --kv-cache-dtype bf16 on the CPU: BF16 cache (F32 math), and -q int8 weights.
+out=$(printf '{"prompt_token_ids": [1, 2, 3], "max_tokens": 4}\n' |
+  "$BIN" generate "$FIX" --device cpu --kv-cache-memory 8000000 --kv-cache-dtype bf16 -q int8 --input - --json 2>&1)
+grep -q 'kv cache dtype: bf16' <<<"$out" && grep -q 'quantization: int8' <<<"$out" &&
+  grep -q '"finish_reason":"length"' <<<"$out" && ok "generate --kv-cache-dtype bf16 -q int8" ||
+  fail "generate --kv-cache-dtype bf16 -q int8: $out"
 
 # -q fp8: E4M3 weights quantized at load (CPU reference), said at start-up.
 out=$(printf '{"prompt_token_ids": [1, 2, 3], "max_tokens": 4}\n' |

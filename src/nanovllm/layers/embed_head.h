@@ -31,7 +31,8 @@ struct VocabEmbedding {
 };
 
 struct LMHead {
-  Tensor weight;  // [V/N, H]
+  Tensor weight;               // [V/N, H]: values, or codes with weight_scales
+  WeightScales weight_scales;  // quantized (--quantization int8, models/quantize_weights.cpp); else undefined
   Communicator* comm = nullptr;
 
   // hidden: [T, H]; last_rows: [B] row of each sequence's last token -> logits [B, V]
@@ -46,7 +47,7 @@ struct LMHead {
     }
     const int64_t B = last.size(0), Vl = weight.size(0);
     Tensor logits = be.empty({B, Vl}, be.act_dtype());
-    be.linear(last, weight, logits);
+    be.linear(last, weight, weight_scales, logits);
     if (!comm) return logits;
     const int64_t N = comm->world_size();
     Tensor parts = be.empty({N, B, Vl}, be.act_dtype());

@@ -9,6 +9,7 @@
 #include "nanovllm/config.h"
 #include "nanovllm/dist/communicator.h"
 #include "nanovllm/layers/attention.h"
+#include "nanovllm/layers/embed_head.h"
 #include "nanovllm/layers/linear.h"
 #include "nanovllm/models/weights.h"
 #include "nanovllm/ops/backend.h"
@@ -32,6 +33,9 @@ class CausalLM {
   // The linear layers --quantization converts after loading (quantize_weights.h): the decoder's
   // dense projections, not the embedding, the LM head or MoE experts. Empty: no quantized path.
   virtual std::vector<Linear*> quantizable_linears() { return {}; }
+  // The LM head, which --quantization int8 converts too (as llama.cpp's Q8_0 does its output
+  // matrix: a third of a Qwen3-0.6B decode step's bytes); null: none to convert.
+  virtual LMHead* lm_head() { return nullptr; }
   // ids, positions: [T] I32 -> final hidden states [T, H].
   virtual Tensor forward(const Tensor& ids, const Tensor& positions, std::vector<LayerKVCache>& kv,
                          const AttentionMetadata& md) = 0;

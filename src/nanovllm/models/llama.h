@@ -73,6 +73,7 @@ class LlamaForCausalLM : public CausalLM {
   std::vector<WeightSpec> weight_specs() override;
   void finalize_weights() override;
   std::vector<Linear*> quantizable_linears() override;
+  LMHead* lm_head() override { return &lm_head_; }
   Tensor forward(const Tensor& ids, const Tensor& positions, std::vector<LayerKVCache>& kv,
                  const AttentionMetadata& md) override;
   Tensor compute_logits(const Tensor& hidden, const std::vector<int32_t>& last_rows) override;

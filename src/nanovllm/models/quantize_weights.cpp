@@ -16,6 +16,15 @@ void quantize_weights(Backend& be, CausalLM& model, Quantization q, const std::s
     l->weight = codes;  // the unquantized weight is freed here
     l->weight_scales = scales;
   }
+  // int8 converts the LM head too (llama.cpp's Q8_0 does); tied to the embedding, the embedding keeps
+  // the unquantized table for its row lookups.
+  if (LMHead* head = model.lm_head(); head && q == Quantization::INT8) {
+    Tensor codes;
+    WeightScales scales;
+    be.quantize_weight(head->weight, q, codes, scales);
+    head->weight = codes;
+    head->weight_scales = scales;
+  }
 }
 
 }  // namespace nanovllm

@@ -1,7 +1,7 @@
 // --quantization on a checkpoint loaded in the weight dtype: every quantizable linear layer of
 // the model (CausalLM::quantizable_linears) gets its weight replaced by codes and scales
 // (Backend::quantize_weight), one layer at a time, so the peak is the unquantized model plus one
-// layer's codes. Biases stay as they are.
+// layer's codes. Biases stay as they are. int8 converts the LM head too (CausalLM::lm_head).
 #pragma once
 #include <string>
 

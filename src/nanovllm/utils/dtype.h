@@ -8,8 +8,9 @@
 
 namespace nanovllm {
 
-// F8E4M3: one byte per element (the FP8 KV cache; utils/fp8.h converts).
-enum class DType : uint8_t { F32, BF16, F16, I32, I64, F8E4M3 };
+// F8E4M3: one byte per element (the FP8 KV cache; utils/fp8.h converts). I8: signed 8-bit codes
+// (--quantization int8 weights; their values need the scales beside them).
+enum class DType : uint8_t { F32, BF16, F16, I32, I64, F8E4M3, I8 };
 
 inline size_t dtype_size(DType t) {
   switch (t) {
@@ -18,7 +19,8 @@ inline size_t dtype_size(DType t) {
     case DType::BF16:
     case DType::F16: return 2;
     case DType::I64: return 8;
-    case DType::F8E4M3: return 1;
+    case DType::F8E4M3:
+    case DType::I8: return 1;
   }
   return 0;
 }
@@ -31,6 +33,7 @@ inline const char* dtype_name(DType t) {
     case DType::I32: return "I32";
     case DType::I64: return "I64";
     case DType::F8E4M3: return "F8_E4M3";
+    case DType::I8: return "I8";
   }
   return "?";
 }

@@ -1,6 +1,7 @@
 // The FP8 (E4M3) KV cache on the CPU backend, the oracle of the CUDA kernels: store quantizes with
 // the layer's scales, attention reads code x scale; the engine with --kv-cache-dtype fp8 against
 // the F32 cache on the tiny fixtures; the config, pool sizing and the checkpoint's scales.
+// And the BF16 cache (--kv-cache-dtype bf16) on the CPU: rounded when stored, widened when read.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -179,7 +180,8 @@ TEST(Fp8KVCache, CpuRefusesMixedCachesAndBadScales) {
   Tensor v32 = be.empty({nblocks, 4, 1, 8}, DType::F32), k16 = be.empty({nblocks, 4, 1, 8}, DType::BF16);
   EXPECT_THROW(be.store_kvcache(qkv, k8, v32, 1, 1, 8, md), Error);
   EXPECT_THROW(be.attention(qkv, k8, v32, out, 1, 1, 8, 1.0f, md), Error);
-  EXPECT_THROW(be.store_kvcache(qkv, k16, k16, 1, 1, 8, md), Error);
+  EXPECT_THROW(be.store_kvcache(qkv, k16, v32, 1, 1, 8, md), Error);
+  EXPECT_THROW(be.attention(qkv, k8, k16, out, 1, 1, 8, 1.0f, md), Error);
   for (KVScales bad : {KVScales{0, 1}, KVScales{1, -1}, KVScales{NAN, 1}, KVScales{1, INFINITY}}) {
     EXPECT_THROW(be.store_kvcache(qkv, k8, v8, 1, 1, 8, md, bad), Error);
     EXPECT_THROW(be.attention(qkv, k8, v8, out, 1, 1, 8, 1.0f, md, 0, bad), Error);
@@ -204,10 +206,7 @@ TEST(Fp8KVCache, ConfigNamesAndRefusals) {
   EXPECT_EQ(resolve_kv_cache_dtype(KVCacheDtype::Auto, DType::F32, "cpu"), DType::F32);
   EXPECT_EQ(resolve_kv_cache_dtype(KVCacheDtype::FP8E4M3, DType::F32, "cpu"), DType::F8E4M3);
   EXPECT_EQ(resolve_kv_cache_dtype(KVCacheDtype::BF16, DType::BF16, "cuda"), DType::BF16);
-  EXPECT_THROW(resolve_kv_cache_dtype(KVCacheDtype::BF16, DType::F32, "cpu"), UserError);
-  EngineConfig cfg = test::tiny_cfg();
-  cfg.kv_cache_dtype = KVCacheDtype::BF16;
-  EXPECT_THROW(LLMEngine e(cfg), UserError);
+  EXPECT_EQ(resolve_kv_cache_dtype(KVCacheDtype::BF16, DType::F32, "cpu"), DType::BF16);  // test_cpu_bf16_kv.cpp
 }
 
 // The same bytes hold four times the blocks of the CPU's F32 cache (twice those of a BF16 one).
@@ -323,6 +322,66 @@ TEST(Fp8KVCache, EngineUsesTheCheckpointScales) {
   const auto base = test::generate(plain, test::prompt_tokens(20, 512, 9), 2).logits.at(0);
   EXPECT_EQ(run(1.0f), base);
   EXPECT_NE(run(0.001f), base);
+}
+
+}  // namespace
+}  // namespace nanovllm
+
+namespace nanovllm {
+namespace {
+
+// --kv-cache-dtype bf16 on the CPU: store rounds keys and values to BF16 (nearest even), and
+// attention over the BF16 cache equals, bit for bit, attention over an F32 cache holding the same
+// rounded values (prefill chunks with a cached prefix, GQA, a one-token sequence).
+TEST(Bf16KVCache, CpuAttentionEqualsF32OverTheRoundedValues) {
+  CpuBackend be(2);
+  const int64_t Hq = 4, Hkv = 2, D = 64, bs = 4, W = (Hq + 2 * Hkv) * D;
+  int64_t nblocks = 0;
+  AttentionMetadata md = paged_md({{40, 9}, {7, 7}, {1, 1}}, bs, nblocks, 5);
+  const int64_t T = md.num_tokens;
+  Tensor qkv = filled(be, {T, W}, 1, -2, 2);
+  Tensor k16 = be.empty({nblocks, bs, Hkv, D}, DType::BF16), v16 = be.empty({nblocks, bs, Hkv, D}, DType::BF16);
+  Tensor k32 = filled(be, {nblocks, bs, Hkv, D}, 2, -2, 2), v32 = filled(be, {nblocks, bs, Hkv, D}, 3, -2, 2);
+  for (int64_t i = 0; i < k32.numel(); ++i) {  // the cached prefix: the same values in both
+    k16.data<uint16_t>()[i] = f32_to_bf16(k32.data<float>()[i]);
+    v16.data<uint16_t>()[i] = f32_to_bf16(v32.data<float>()[i]);
+  }
+  be.store_kvcache(qkv, k16, v16, Hq, Hkv, D, md);
+  be.store_kvcache(qkv, k32, v32, Hq, Hkv, D, md);
+  for (int64_t i = 0; i < k32.numel(); ++i) {
+    ASSERT_EQ(k16.data<uint16_t>()[i], f32_to_bf16(k32.data<float>()[i])) << i;
+    ASSERT_EQ(v16.data<uint16_t>()[i], f32_to_bf16(v32.data<float>()[i])) << i;
+    k32.data<float>()[i] = bf16_to_f32(k16.data<uint16_t>()[i]);
+    v32.data<float>()[i] = bf16_to_f32(v16.data<uint16_t>()[i]);
+  }
+  Tensor o16 = be.empty({T, Hq * D}, DType::F32), o32 = be.empty({T, Hq * D}, DType::F32);
+  be.attention(qkv, k16, v16, o16, Hq, Hkv, D, 0.125f, md);
+  be.attention(qkv, k32, v32, o32, Hq, Hkv, D, 0.125f, md);
+  EXPECT_EQ(std::memcmp(o16.raw(), o32.raw(), o16.nbytes()), 0);
+}
+
+// The engine with a BF16 cache against the F32 one on the tiny fixtures: logits cosine >= 0.999
+// up to the first differing token (agreement printed), and twice the blocks in the same bytes.
+TEST(Bf16KVCache, EngineAgreesWithTheF32CacheOnTinyFixtures) {
+  for (auto [fx, precision] : {std::pair{"tiny-qwen3-untied", CpuPrecision::Exact},
+                               {"tiny-llama3", CpuPrecision::Exact},
+                               {"tiny-mistral", CpuPrecision::Exact},
+                               {"tiny-qwen3-untied", CpuPrecision::Fast}}) {
+    EngineConfig cfg = test::tiny_cfg(test::fixture(fx));
+    cfg.kernels.cpu_precision = precision;
+    LLMEngine ref(cfg);
+    cfg.kv_cache_dtype = KVCacheDtype::BF16;
+    LLMEngine b16(cfg);
+    EXPECT_EQ(b16.model_runner().kv_cache_dtype(), DType::BF16);
+    EXPECT_EQ(b16.model_runner().kv_bytes_per_block() * 2, ref.model_runner().kv_bytes_per_block());
+    EXPECT_GE(b16.model_runner().num_kv_blocks(), 2 * ref.model_runner().num_kv_blocks());
+    const test::Agreement g = test::compare_greedy(ref, b16);
+    std::printf("%s (%s): bf16 KV vs F32 KV: %zu/%zu greedy tokens agree; worst logits cosine %.6f over %zu steps\n",
+                fx, precision == CpuPrecision::Fast ? "fast" : "exact", g.same, g.total, g.worst_cosine, g.compared);
+    EXPECT_EQ(g.total, 48u);
+    EXPECT_GE(g.worst_cosine, 0.999) << fx;
+    EXPECT_LT(g.worst_cosine, 1.0) << fx << ": identical logits; was the cache rounded?";
+  }
 }
 
 }  // namespace

@@ -156,8 +156,13 @@ TEST(Fp8Weights, ScaleShapeAndDtypeAreChecked) {
     }
     EXPECT_THROW(qlinear(be, x, codes, bad, out), Error);
   }
+  // The CPU backend dispatches by scheme: int8 gives I8 codes (cpu_int8.cpp), fp8 E4M3 ones.
   WeightScales s;
-  EXPECT_THROW(be.quantize_weight(x, Quantization::INT8, codes, s), UserError);
+  Tensor q;
+  be.quantize_weight(x, Quantization::INT8, q, s);
+  EXPECT_EQ(q.dtype(), DType::I8);
+  be.quantize_weight(x, Quantization::FP8, q, s);
+  EXPECT_EQ(q.dtype(), DType::F8E4M3);
 }
 
 // The activation rounding of the CUDA prefill GEMM: each row (or 128-column block) scaled to 448 at

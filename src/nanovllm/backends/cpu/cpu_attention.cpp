@@ -4,14 +4,17 @@
 // Sequence b computes q tokens cu_seqlens_q[b]..cu_seqlens_q[b+1]) which are the last of its
 // context_lens[b] keys; new token i (0-based among them) sees keys [0, ctx - qlen + i], or with a
 // sliding window W only the last W of them, [ctx - qlen + i - W + 1, ctx - qlen + i].
-// Caches are F32 (the act dtype) or F8E4M3 (--kv-cache-dtype fp8): stored as e4m3(x / scale),
-// read back through a 256-entry table of code x scale into a row buffer, then the same FP32 math.
+// Caches are F32 (the act dtype), BF16 (--kv-cache-dtype bf16: rounded to nearest even when stored,
+// widened with vector loads when read) or F8E4M3 (--kv-cache-dtype fp8: stored as e4m3(x / scale),
+// read back through a 256-entry table of code x scale); both read into a row buffer, then the same
+// FP32 math.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "nanovllm/backends/cpu/cpu_backend.h"
+#include "nanovllm/backends/cpu/cpu_bf16_kernels.h"
 #include "nanovllm/backends/cpu/cpu_vec.h"
 #include "nanovllm/ops/checks.h"
 #include "nanovllm/utils/error.h"
@@ -21,13 +24,14 @@ namespace nanovllm {
 
 namespace {
 
-// The caches are F32 or F8E4M3, both the same; FP8 scales must be positive and finite.
-bool fp8_caches(const Tensor& k_cache, const Tensor& v_cache, KVScales s, const char* op) {
-  if (k_cache.dtype() != v_cache.dtype() || (k_cache.dtype() != DType::F32 && k_cache.dtype() != DType::F8E4M3))
-    throw Error(std::string(op) + ": k_cache and v_cache must both be F32 or both F8E4M3, got " +
-                dtype_name(k_cache.dtype()) + " and " + dtype_name(v_cache.dtype()));
+// The caches are F32, BF16 or F8E4M3, both the same; FP8 scales must be positive and finite.
+DType cache_dtype(const Tensor& k_cache, const Tensor& v_cache, KVScales s, const char* op) {
+  const DType d = k_cache.dtype();
+  if (d != v_cache.dtype() || (d != DType::F32 && d != DType::BF16 && d != DType::F8E4M3))
+    throw Error(std::string(op) + ": k_cache and v_cache must both be F32, BF16 or F8E4M3, got " + dtype_name(d) +
+                " and " + dtype_name(v_cache.dtype()));
   check_kv_scales(s, op);
-  return k_cache.dtype() == DType::F8E4M3;
+  return d;
 }
 
 void quantize_row(const float* src, uint8_t* dst, int64_t n, float inv_scale) {
@@ -41,11 +45,26 @@ std::vector<float> fp8_table(float scale) {
   return t;
 }
 
-// Row `slot`, head kvh of a cache as floats: in place for F32, else decoded into buf.
+// Writes `row` floats of src into slot `slot` of a cache of any of the three dtypes.
+void store_row(const float* src, Tensor& cache, int64_t slot, int64_t row, float inv_scale) {
+  switch (cache.dtype()) {
+    case DType::F8E4M3: return quantize_row(src, cache.data<uint8_t>() + slot * row, row, inv_scale);
+    case DType::BF16: return cpu::round_to_bf16(src, row, cache.data<uint16_t>() + slot * row);
+    default: std::memcpy(cache.data<float>() + slot * row, src, size_t(row) * 4);
+  }
+}
+
+// Row `slot`, head kvh of a cache as floats: in place for F32, else decoded into buf (FP8 through
+// `table`, BF16 widened).
 const float* cache_row(const Tensor& cache, int64_t slot, int64_t kv_row, int64_t kvh, int64_t D, const float* table,
                        float* buf) {
-  if (!table) return cache.data<float>() + slot * kv_row + kvh * D;
-  const uint8_t* codes = cache.data<uint8_t>() + slot * kv_row + kvh * D;
+  const int64_t at = slot * kv_row + kvh * D;
+  if (cache.dtype() == DType::F32) return cache.data<float>() + at;
+  if (cache.dtype() == DType::BF16) {
+    cpu::widen_bf16(cache.data<uint16_t>() + at, D, buf);
+    return buf;
+  }
+  const uint8_t* codes = cache.data<uint8_t>() + at;
   for (int64_t d = 0; d < D; ++d) buf[d] = table[codes[d]];
   return buf;
 }
@@ -58,20 +77,15 @@ void CpuBackend::store_kvcache(const Tensor& qkv, Tensor& k_cache, Tensor& v_cac
   check_qkv(qkv, num_heads, num_kv_heads, head_dim, "store_kvcache");
   check_kv_cache(k_cache, v_cache, num_kv_heads, head_dim);
   check_metadata(md, qkv.size(0), k_cache.size(0) * k_cache.size(1));
-  const bool fp8 = fp8_caches(k_cache, v_cache, kv_scales, "store_kvcache");
+  cache_dtype(k_cache, v_cache, kv_scales, "store_kvcache");
   const int64_t T = qkv.size(0), W = qkv.size(1), row = num_kv_heads * head_dim;
   const float inv_k = 1.0f / kv_scales.k, inv_v = 1.0f / kv_scales.v;
   for (int64_t t = 0; t < T; ++t) {
     const int32_t slot = md.slot_mapping[size_t(t)];
     if (slot < 0) continue;
     const float* src = qkv.data<float>() + t * W + num_heads * head_dim;
-    if (fp8) {
-      quantize_row(src, k_cache.data<uint8_t>() + int64_t(slot) * row, row, inv_k);
-      quantize_row(src + row, v_cache.data<uint8_t>() + int64_t(slot) * row, row, inv_v);
-      continue;
-    }
-    std::memcpy(k_cache.data<float>() + int64_t(slot) * row, src, size_t(row) * 4);
-    std::memcpy(v_cache.data<float>() + int64_t(slot) * row, src + row, size_t(row) * 4);
+    store_row(src, k_cache, slot, row, inv_k);
+    store_row(src + row, v_cache, slot, row, inv_v);
   }
 }
 
@@ -82,7 +96,8 @@ void CpuBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tenso
   check_sliding_window(sliding_window, "attention");
   check_kv_cache(k_cache, v_cache, num_kv_heads, head_dim);
   check_metadata(md, qkv.size(0), k_cache.size(0) * k_cache.size(1));
-  const bool fp8 = fp8_caches(k_cache, v_cache, kv_scales, "attention");
+  const DType cdt = cache_dtype(k_cache, v_cache, kv_scales, "attention");
+  const bool fp8 = cdt == DType::F8E4M3, decoded = cdt != DType::F32;
   const std::vector<float> k_table = fp8 ? fp8_table(kv_scales.k) : std::vector<float>();
   const std::vector<float> v_table = fp8 ? fp8_table(kv_scales.v) : std::vector<float>();
   const float* kt = fp8 ? k_table.data() : nullptr;
@@ -98,11 +113,13 @@ void CpuBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tenso
       seq_of[size_t(t)] = int32_t(b);
 #pragma omp parallel if (T * num_heads >= 8)
   {
-    std::vector<float> scores, k_rows, v_rows;  // FP8 caches: the task's keys and values decoded
+    std::vector<float> scores, k_rows, v_rows;  // BF16 / FP8 caches: the task's keys and values decoded
     std::vector<const float*> keys, values;
 #pragma omp for schedule(dynamic)
     for (int64_t th = 0; th < T * num_heads; ++th) {
-      const int64_t t = th / num_heads, h = th % num_heads, kvh = h / group;
+      // Head-major: consecutive tasks read the same head's keys and values (a 512-token prefill's
+      // are 512 KB: in L2), not every head's in turn (4 MB: from memory each time).
+      const int64_t h = th / T, t = th % T, kvh = h / group;
       const int64_t b = seq_of[size_t(t)];
       const int64_t qlen = md.cu_seqlens_q[size_t(b + 1)] - md.cu_seqlens_q[size_t(b)];
       const int64_t ctx = md.context_lens[size_t(b)];
@@ -115,15 +132,15 @@ void CpuBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tenso
       scores.resize(size_t(nkeys));
       keys.resize(size_t(nkeys));
       values.resize(size_t(nkeys));
-      if (fp8) {
+      if (decoded) {
         k_rows.resize(size_t(nkeys * D));
         v_rows.resize(size_t(nkeys * D));
       }
       for (int64_t j = 0; j < nkeys; ++j) {
         const int64_t key = first + j;
         const int64_t slot = int64_t(table[key / bs]) * bs + key % bs;
-        keys[size_t(j)] = cache_row(k_cache, slot, kv_row, kvh, D, kt, fp8 ? k_rows.data() + j * D : nullptr);
-        values[size_t(j)] = cache_row(v_cache, slot, kv_row, kvh, D, vt, fp8 ? v_rows.data() + j * D : nullptr);
+        keys[size_t(j)] = cache_row(k_cache, slot, kv_row, kvh, D, kt, decoded ? k_rows.data() + j * D : nullptr);
+        values[size_t(j)] = cache_row(v_cache, slot, kv_row, kvh, D, vt, decoded ? v_rows.data() + j * D : nullptr);
       }
       cpu::dots_f32(q, keys.data(), nkeys, D, scores.data());
       float m = -INFINITY;

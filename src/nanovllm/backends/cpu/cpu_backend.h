@@ -27,7 +27,9 @@ class CpuBackend final : public Backend {
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
-  // FP8 weights (ops/fp8_weights.h): the F32 GEMM of the dequantized weights (weight-only).
+  // Quantized weights (--quantization): F8E4M3 codes (ops/fp8_weights.h: the F32 GEMM of the dequantized
+  // weights, weight-only; cpu_linear.cpp) or I8 codes (cpu_int8.cpp: Q8_0-like codes and dynamic INT8
+  // activations); dispatched by cpu_quantize.cpp.
   void linear_quantized(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) override;
   bool supports_quantization(Quantization q) const override;
   void quantize_weight(const Tensor& w, Quantization q, Tensor& codes, WeightScales& scales) override;
@@ -54,6 +56,10 @@ class CpuBackend final : public Backend {
   std::vector<float> to_host_f32(const Tensor& t) override;
 
  private:
+  void linear_fp8(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out);
+  void linear_int8(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out);
+  void quantize_weight_fp8(const Tensor& w, Tensor& codes, WeightScales& scales);
+  void quantize_weight_int8(const Tensor& w, Tensor& codes, WeightScales& scales);
   CpuPrecision precision_;
 };
 

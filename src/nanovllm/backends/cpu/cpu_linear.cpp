@@ -13,43 +13,20 @@
 // Why not a library: Debian 12's OpenBLAS (0.3.21) is built without sbgemm, and oneDNN (2.6) would
 // be a new dependency for one op; these kernels are ~200 lines and reach the memory bandwidth.
 #include <cblas.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <vector>
 
 #include "nanovllm/backends/cpu/cpu_backend.h"
 #include "nanovllm/backends/cpu/cpu_bf16_kernels.h"
+#include "nanovllm/backends/cpu/cpu_split.h"
 #include "nanovllm/ops/checks.h"
 #include "nanovllm/ops/fp8_weights.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {
 
-namespace {
-
-// [begin, end) of share `i` of n rows split into `parts` multiples of `align`.
-std::pair<int64_t, int64_t> share(int64_t n, int parts, int i, int64_t align) {
-  const int64_t units = (n + align - 1) / align, per = units / parts, extra = units % parts;
-  const int64_t b = (i * per + std::min<int64_t>(i, extra)) * align;
-  const int64_t e = ((i + 1) * per + std::min<int64_t>(i + 1, extra)) * align;
-  return {std::min(b, n), std::min(e, n)};
-}
-
-// Runs fn(n0, n1) on every thread's share of N rows (the calling thread alone when that is all
-// the work is worth).
-template <class F>
-void split_rows(int64_t N, int64_t work, const F& fn) {
-  const int threads = work >= (int64_t(1) << 15) ? omp_get_max_threads() : 1;
-  if (threads == 1) return fn(int64_t(0), N);
-#pragma omp parallel num_threads(threads)
-  {
-    auto [n0, n1] = share(N, omp_get_num_threads(), omp_get_thread_num(), 16);
-    if (n0 < n1) fn(n0, n1);
-  }
-}
-
-}  // namespace
+using cpu::split_rows;
 
 void CpuBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
   check_linear(x, w, out);
@@ -76,9 +53,7 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
 
 // FP8 weights: each thread dequantizes 64 rows of codes at a time into F32 and multiplies them with
 // sgemm, so the result is the F32 GEMM of the dequantized weights (ops/fp8_weights.h's semantics).
-void CpuBackend::linear_quantized(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) {
-  check_linear(x, w, out);
-  if (w.dtype() != DType::F8E4M3) return Backend::linear_quantized(x, w, scales, out);
+void CpuBackend::linear_fp8(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) {
   check_fp8_weight(w, scales, "cpu linear");
   const int64_t T = x.size(0), K = x.size(1), N = w.size(0);
   if (T == 0) return;

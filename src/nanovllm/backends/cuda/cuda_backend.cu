@@ -300,6 +300,9 @@ std::vector<float> CudaBackend::to_host_f32(const Tensor& t) {
     case DType::I64:
       for (size_t i = 0; i < n; ++i) out[i] = float(reinterpret_cast<int64_t*>(raw.data())[i]);
       break;
+    case DType::I8:
+      for (size_t i = 0; i < n; ++i) out[i] = float(reinterpret_cast<int8_t*>(raw.data())[i]);
+      break;
   }
   return out;
 }
