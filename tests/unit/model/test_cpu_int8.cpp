@@ -16,6 +16,7 @@
 #include "nanovllm/backends/cpu/cpu_int8_kernels.h"
 #include "nanovllm/engine/llm_engine.h"
 #include "nanovllm/utils/error.h"
+#include "quantized_engine_checks.h"
 #include "tiny_engine.h"
 
 namespace nanovllm {
@@ -181,39 +182,10 @@ TEST(CpuInt8, BackendLinearMatchesTheKernelsAndChecksScales) {
 // Greedy generation with -q int8 against the unquantized engine on the tiny fixtures: the logits
 // of every step up to the first differing token have cosine >= 0.99; token agreement is printed.
 TEST(CpuInt8, EngineAgreesWithTheUnquantizedOneOnTinyFixtures) {
-  for (auto [fx, precision] : {std::pair{"tiny-qwen3-untied", CpuPrecision::Exact},
-                               {"tiny-qwen3-tied", CpuPrecision::Exact},
-                               {"tiny-llama3", CpuPrecision::Exact},
-                               {"tiny-qwen2", CpuPrecision::Exact},
-                               {"tiny-qwen3-untied", CpuPrecision::Fast}}) {
-    EngineConfig cfg = test::tiny_cfg(test::fixture(fx));
-    cfg.kernels.cpu_precision = precision;
-    LLMEngine ref(cfg);
-    cfg.quantization = Quantization::INT8;
-    LLMEngine q8(cfg);
-    const test::Agreement g = test::compare_greedy(ref, q8);
-    std::printf(
-        "%s (%s): int8 weights vs unquantized: %zu/%zu greedy tokens agree; worst logits cosine %.6f over %zu "
-        "steps\n",
-        fx, precision == CpuPrecision::Fast ? "fast" : "exact", g.same, g.total, g.worst_cosine, g.compared);
-    EXPECT_EQ(g.total, 48u);
-    EXPECT_GE(g.worst_cosine, 0.99) << fx;
-    EXPECT_LT(g.worst_cosine, 1.0) << fx << ": identical logits; were the weights quantized?";
-  }
+  test::expect_quantized_engine_near_unquantized(Quantization::INT8, 0.99);
 }
 
-TEST(CpuInt8, RefusedForQwen3MoE) {
-  EngineConfig cfg = test::tiny_cfg(test::fixture("tiny-qwen3-moe"));
-  cfg.quantization = Quantization::INT8;
-  try {
-    LLMEngine e(cfg);
-    ADD_FAILURE() << "accepted";
-  } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("--quantization int8: not implemented for Qwen3MoeForCausalLM"),
-              std::string::npos)
-        << e.what();
-  }
-}
+TEST(CpuInt8, RefusedForQwen3MoE) { test::expect_quantization_refused_for_moe(Quantization::INT8); }
 
 }  // namespace
 }  // namespace nanovllm

@@ -13,6 +13,7 @@
 #include "nanovllm/ops/fp8_weights.h"
 #include "nanovllm/utils/error.h"
 #include "nanovllm/utils/fp8.h"
+#include "quantized_engine_checks.h"
 #include "tiny_engine.h"
 
 namespace nanovllm {
@@ -189,39 +190,10 @@ TEST(Fp8Weights, FakeQuantizedActivationsMatchTheE4M3Grid) {
 // unquantized engine on the tiny fixtures: greedy tokens and the logits of every step up to the
 // first differing token (cosine >= 0.99: the bound for FP8 weights).
 TEST(Fp8Weights, EngineAgreesWithTheUnquantizedOneOnTinyFixtures) {
-  for (auto [fx, precision] : {std::pair{"tiny-qwen3-untied", CpuPrecision::Exact},
-                               {"tiny-qwen3-tied", CpuPrecision::Exact},
-                               {"tiny-llama3", CpuPrecision::Exact},
-                               {"tiny-qwen2", CpuPrecision::Exact},
-                               {"tiny-qwen3-untied", CpuPrecision::Fast}}) {
-    EngineConfig cfg = test::tiny_cfg(test::fixture(fx));
-    cfg.kernels.cpu_precision = precision;
-    LLMEngine ref(cfg);
-    cfg.quantization = Quantization::FP8;
-    LLMEngine f8(cfg);
-    const test::Agreement g = test::compare_greedy(ref, f8);
-    std::printf(
-        "%s (%s): fp8 weights vs unquantized: %zu/%zu greedy tokens agree; worst logits cosine %.6f over %zu "
-        "steps\n",
-        fx, precision == CpuPrecision::Fast ? "fast" : "exact", g.same, g.total, g.worst_cosine, g.compared);
-    EXPECT_EQ(g.total, 48u);
-    EXPECT_GE(g.worst_cosine, 0.99) << fx;
-    EXPECT_LT(g.worst_cosine, 1.0) << fx << ": identical logits; were the weights quantized?";
-  }
+  test::expect_quantized_engine_near_unquantized(Quantization::FP8, 0.99);
 }
 
-TEST(Fp8Weights, RefusedForQwen3MoE) {
-  EngineConfig cfg = test::tiny_cfg(test::fixture("tiny-qwen3-moe"));
-  cfg.quantization = Quantization::FP8;
-  try {
-    LLMEngine e(cfg);
-    ADD_FAILURE() << "accepted";
-  } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("--quantization fp8: not implemented for Qwen3MoeForCausalLM"),
-              std::string::npos)
-        << e.what();
-  }
-}
+TEST(Fp8Weights, RefusedForQwen3MoE) { test::expect_quantization_refused_for_moe(Quantization::FP8); }
 
 }  // namespace
 }  // namespace nanovllm
