@@ -20,16 +20,9 @@ void CpuBackend::quantize_weight_int8(const Tensor& w, Tensor& codes, WeightScal
   const int64_t N = w.size(0), K = w.size(1), nb = cpu::q8_blocks(K);
   codes = Tensor::host({N, K}, DType::I8);
   scales = WeightScales{Tensor::host({N, nb}, DType::F32), 1, cpu::kQ8Block};
-  const size_t es = dtype_size(w.dtype());
-#pragma omp parallel if (N * K >= (1 << 16))
-  {
-    std::vector<float> row(static_cast<size_t>(K));
-#pragma omp for
-    for (int64_t n = 0; n < N; ++n) {
-      convert_to_f32(static_cast<const char*>(w.raw()) + size_t(n * K) * es, w.dtype(), size_t(K), row.data());
-      cpu::quantize_q8_row(row.data(), K, codes.data<int8_t>() + n * K, scales.scale.data<float>() + n * nb);
-    }
-  }
+  cpu::for_each_row_f32(w, [&](int64_t n, const float* row) {
+    cpu::quantize_q8_row(row, K, codes.data<int8_t>() + n * K, scales.scale.data<float>() + n * nb);
+  });
 }
 
 void CpuBackend::linear_int8(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) {

@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <utility>
+#include <vector>
+
+#include "nanovllm/utils/tensor.h"
 
 namespace nanovllm::cpu {
 
@@ -28,6 +31,22 @@ void split_rows(int64_t N, int64_t work, const F& fn) {
     auto [n0, n1] = share(N, omp_get_num_threads(), omp_get_thread_num(), 16);
     if (n0 < n1) fn(n0, n1);
   }
+}
+
+// fn(n, row) for every row n of w [N, K] (any dtype convert_to_f32 reads), widened to F32 into a
+// per-thread buffer, the rows split over the threads: the weight quantizers at load (cpu_quantize.cpp,
+// cpu_int8.cpp).
+template <class F>
+void for_each_row_f32(const Tensor& w, const F& fn) {
+  const int64_t N = w.size(0), K = w.size(1);
+  const size_t es = dtype_size(w.dtype());
+  split_rows(N, N * K, [&](int64_t n0, int64_t n1) {
+    std::vector<float> row(static_cast<size_t>(K));
+    for (int64_t n = n0; n < n1; ++n) {
+      convert_to_f32(static_cast<const char*>(w.raw()) + size_t(n * K) * es, w.dtype(), size_t(K), row.data());
+      fn(n, row.data());
+    }
+  });
 }
 
 }  // namespace nanovllm::cpu
