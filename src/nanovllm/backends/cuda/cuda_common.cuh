@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "nanovllm/utils/error.h"
 
@@ -110,6 +111,15 @@ void launch_clustered(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t sm
 template <typename... KArgs, typename... Args>
 void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, Stream st, Args... args) {
   launch_clustered(kernel, grid, block, smem, st, dim3(1, 1, 1), args...);
+}
+
+// f(std::integral_constant<int, M>{}) for the batch M (1..MaxM; larger: MaxM): for kernels whose
+// row count is a template (the GEMVs of gemv.cu and fp8_linear.cu).
+template <int MaxM, class F>
+void with_batch(int64_t M, F&& f) {
+  if constexpr (MaxM > 1)
+    if (M < MaxM) return with_batch<MaxM - 1>(M, f);
+  f(std::integral_constant<int, MaxM>{});
 }
 
 // x rounded to BF16 and back: marks the points where a BF16 model rounds an intermediate.

@@ -24,6 +24,12 @@ __device__ __forceinline__ void unpack8_e4m3(const uint2& u, float* f) {
   }
 }
 
+// 16 codes (one 16-byte load) -> 16 floats.
+__device__ __forceinline__ void unpack16_e4m3(const uint4& u, float* f) {
+  unpack8_e4m3(make_uint2(u.x, u.y), f);
+  unpack8_e4m3(make_uint2(u.z, u.w), f + 8);
+}
+
 // 8 floats x s -> 8 codes.
 __device__ __forceinline__ uint2 pack8_e4m3(const float* f, float s) {
   uint2 u;

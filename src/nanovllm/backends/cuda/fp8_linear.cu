@@ -31,12 +31,6 @@ constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kRows = 4;  // weight rows per CTA
 
-// 16 codes (one 16-byte chunk) -> 16 floats.
-__device__ __forceinline__ void unpack16_e4m3(const uint4& u, float* f) {
-  unpack8_e4m3(make_uint2(u.x, u.y), f);
-  unpack8_e4m3(make_uint2(u.z, u.w), f + 8);
-}
-
 // x: [M, K] BF16; w: [N, K] codes; scale: [ceil(N / block_n), KB] F32 with KB = ceil(K / block_k)
 // (kBlock) or 1 (per channel: block_k 0).
 template <int M, bool kBlock, class OutT>
@@ -165,20 +159,6 @@ __global__ void quantize_rows_fp8_kernel(const bf16* __restrict__ w, uint8_t* __
   if (threadIdx.x == 0) scale[blockIdx.x] = s;
 }
 
-template <class F>
-void with_m8(int64_t M, F&& f) {
-  switch (M) {
-    case 1: f(std::integral_constant<int, 1>{}); break;
-    case 2: f(std::integral_constant<int, 2>{}); break;
-    case 3: f(std::integral_constant<int, 3>{}); break;
-    case 4: f(std::integral_constant<int, 4>{}); break;
-    case 5: f(std::integral_constant<int, 5>{}); break;
-    case 6: f(std::integral_constant<int, 6>{}); break;
-    case 7: f(std::integral_constant<int, 7>{}); break;
-    default: f(std::integral_constant<int, 8>{}); break;
-  }
-}
-
 }  // namespace
 }  // namespace cuda
 
@@ -245,7 +225,7 @@ void CudaBackend::linear_quantized(const Tensor& x, const Tensor& w, const Weigh
       else
         go(cuda::fp8_gemv_kernel<kM, false, cuda::bf16>, out.data<cuda::bf16>());
     };
-    cuda::with_m8(T, pick);
+    cuda::with_batch<cuda::kFp8GemvMaxM>(T, pick);
     NV_LAUNCH_CHECK();
     return;
   }

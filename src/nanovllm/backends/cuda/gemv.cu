@@ -176,17 +176,6 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const bf16* __restri
   }
 }
 
-// f(std::integral_constant<int, M>{}) for the batch M (1..kGemvMaxM): the kernels' M is a template.
-template <class F>
-void with_m(int64_t M, F&& f) {
-  switch (M) {
-    case 1: f(std::integral_constant<int, 1>{}); break;
-    case 2: f(std::integral_constant<int, 2>{}); break;
-    case 3: f(std::integral_constant<int, 3>{}); break;
-    default: f(std::integral_constant<int, 4>{}); break;
-  }
-}
-
 void gemv_bf16(const void* x, const void* w, void* out, int64_t M, int64_t N, int64_t K, Stream st, bool silu_mul,
                bool f32_out, const GemvNorm* norm) {
   uintptr_t addr = reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w);
@@ -221,7 +210,7 @@ void gemv_bf16(const void* x, const void* w, void* out, int64_t M, int64_t N, in
     else
       go(gemv_kernel<kM, false, false, bf16>, ob);
   };
-  with_m(M, pick);
+  with_batch<kGemvMaxM>(M, pick);
 }
 
 int64_t gemv_norm_wave(int64_t M, int64_t K, bool silu_mul, int num_sms) {
@@ -237,7 +226,7 @@ int64_t gemv_norm_wave(int64_t M, int64_t K, bool silu_mul, int num_sms) {
     else
       occ(gemv_kernel<kM, false, true, bf16>);
   };
-  with_m(M, pick);
+  with_batch<kGemvMaxM>(M, pick);
   return int64_t(per_sm) * num_sms;
 }
 

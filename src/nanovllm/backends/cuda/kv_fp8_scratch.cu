@@ -73,8 +73,7 @@ __global__ void __launch_bounds__(kThreads) kv_fp8_to_bf16_kernel(KvFp8ScratchAr
     const int i = i0 + r * kThreads;
     if (i >= n16) break;
     float f[16];
-    unpack8_e4m3(make_uint2(u[r].x, u[r].y), f);
-    unpack8_e4m3(make_uint2(u[r].z, u[r].w), f + 8);
+    unpack16_e4m3(u[r], f);
 #pragma unroll
     for (int e = 0; e < 16; ++e) f[e] *= scale;
     uint4* o = reinterpret_cast<uint4*>(dst) + 2 * int64_t(i);
