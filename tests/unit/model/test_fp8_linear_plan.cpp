@@ -6,7 +6,7 @@
 namespace nanovllm {
 namespace {
 
-TEST(Fp8LinearPlan, GemvForDecodeRowsFp8GemmForPerChannelElseDequantize) {
+TEST(Fp8LinearPlan, GemvForDecodeRowsElseDequantize) {
   cuda::Fp8LinearProblem p;
   p.N = 4096, p.K = 4096;
   for (int64_t T : {1, 8}) {
@@ -14,12 +14,10 @@ TEST(Fp8LinearPlan, GemvForDecodeRowsFp8GemmForPerChannelElseDequantize) {
     EXPECT_EQ(cuda::plan_fp8_linear(p), cuda::Fp8LinearKernel::Gemv) << T;
   }
   p.T = 9;
-  EXPECT_EQ(cuda::plan_fp8_linear(p), cuda::Fp8LinearKernel::DequantizeGemm);  // cuBLASLt FP8: off (kernel_plan.h)
-  p.allow_cublaslt_fp8 = true;
-  EXPECT_EQ(cuda::plan_fp8_linear(p), cuda::Fp8LinearKernel::CublasLtFp8);
-  p.block_k = 128;  // block scales: not on cuBLASLt yet
   EXPECT_EQ(cuda::plan_fp8_linear(p), cuda::Fp8LinearKernel::DequantizeGemm);
-  p.block_k = 0, p.N = 4100;  // C's rows not whole 16-element groups
+  p.block_k = 128;  // block scales
+  EXPECT_EQ(cuda::plan_fp8_linear(p), cuda::Fp8LinearKernel::DequantizeGemm);
+  p.block_k = 0, p.N = 4100;
   EXPECT_EQ(cuda::plan_fp8_linear(p), cuda::Fp8LinearKernel::DequantizeGemm);
   p.N = 4096;
   p.T = 1, p.K = 200;  // not whole 16-byte chunks of codes

@@ -152,12 +152,6 @@ class CudaBackend final : public Backend {
   // (gemm_heuristic_rows(T), N, K, F32 out) -> the heuristic's algorithm for that bucket, owned
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, GemmPlan*> gemm_bucket_plans_;
   GemmPlan* make_gemm_plan(int64_t T, int64_t N, int64_t K, bool f32_out);  // descriptors only
-  // FP8 weights x per-token FP8 activations through cuBLASLt (fp8_gemm_cublaslt.cu): false where
-  // cuBLASLt has no algorithm for the shape (the caller dequantizes instead).
-  struct Fp8GemmPlan;  // descriptors + algorithm (or none) for one (T, N, K, F32 out)
-  std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Fp8GemmPlan*> fp8_gemm_plans_;  // owned
-  bool linear_fp8_cublaslt(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out);
-  void destroy_fp8_gemm();
   void gemm_heuristic(GemmPlan& p, int64_t T, int64_t N, int64_t K);  // sets p.algo
 
   std::shared_ptr<StepArena> arena_;  // the step's activations (tensors hold weak references)

@@ -73,8 +73,8 @@ void CudaBackend::gemm_heuristic(GemmPlan& p, int64_t T, int64_t N, int64_t K) {
   // (the INPLACE / OUTPUT_TYPE schemes): each of those extra BF16 roundings adds error to every
   // output of the GEMM, and over 28 layers that showed (cosine against a float32 reference).
   const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-  cublasStatus_t st =
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction, sizeof(reduction));
+  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction,
+                                                           sizeof(reduction));
   cublasLtMatmulHeuristicResult_t res{};
   int found = 0;
   if (st == CUBLAS_STATUS_SUCCESS)
@@ -88,7 +88,6 @@ void CudaBackend::gemm_heuristic(GemmPlan& p, int64_t T, int64_t N, int64_t K) {
 }
 
 void CudaBackend::destroy_gemm() {
-  destroy_fp8_gemm();
   for (auto& [k, p] : gemm_plans_) delete p;
   gemm_plans_.clear();
   for (auto& [k, p] : gemm_bucket_plans_) delete p;

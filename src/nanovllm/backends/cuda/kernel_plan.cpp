@@ -130,12 +130,7 @@ std::vector<int64_t> decode_context_breaks(int64_t batch, const KernelOptions& o
 Fp8LinearKernel plan_fp8_linear(const Fp8LinearProblem& p) {
   const bool gemv = p.T >= 1 && p.T <= kFp8GemvMaxM && p.K % 16 == 0 && p.aligned16 && p.N <= kGemvMaxDim &&
                     p.K <= kGemvMaxDim && (p.block_k == 0 || p.block_k % 16 == 0);
-  if (gemv) return Fp8LinearKernel::Gemv;
-  // cuBLASLt's FP8 GEMM is not planned: on an H100 it measured rel_l2 0.025 against the CPU oracle
-  // fed the same per-token-rounded activations (the GEMV and dequantize paths: ~0.002), so its
-  // outer-vector scales are probably applied to the wrong operands (kernel_plan.h).
-  const bool fp8_gemm = p.allow_cublaslt_fp8 && p.block_k == 0 && p.K % 16 == 0 && p.N % 16 == 0 && p.aligned16;
-  return fp8_gemm ? Fp8LinearKernel::CublasLtFp8 : Fp8LinearKernel::DequantizeGemm;
+  return gemv ? Fp8LinearKernel::Gemv : Fp8LinearKernel::DequantizeGemm;
 }
 
 }  // namespace nanovllm::cuda

@@ -140,24 +140,18 @@ LinearPlan plan_linear(const LinearProblem& p, const KernelOptions& o, const std
 //    load), 16-byte aligned operands, scales per output channel or in blocks whose K extent is a
 //    multiple of 16: weight-only, one pass over half the bytes of the BF16 weight (batch-1 decode
 //    is that pass). Twice the rows of the BF16 GEMV (8): its loads are half as many bytes per row.
-//  * Per-channel weights (block_k 0), K and N multiples of 16: cuBLASLt's FP8 GEMM on the tensor
-//    cores (E4M3 x E4M3 -> BF16/F32, FP32 accumulation) with outer-vector scales (weight scale per
-//    output channel x activation scale per token), the activations quantized per token first
-//    (quantize_act_fp8_kernel; ops/fp8_weights.h's fake_quantize_activations_fp8 is the host
-//    reference): vLLM's online FP8. Half the weight bytes and twice the BF16 tensor-core rate.
-//  * Otherwise (128 x 128 block scales: cuBLASLt's VEC128 / BLK128x128 modes are not wired yet;
-//    odd shapes; or cuBLASLt has no FP8 algorithm) the codes are dequantized to a BF16 weight in
-//    the step arena and multiplied by cuBLASLt's BF16 GEMM (weight-only like the GEMV; 3 extra
-//    bytes of traffic per weight element).
-enum class Fp8LinearKernel { Gemv, CublasLtFp8, DequantizeGemm };
+//  * Otherwise the codes are dequantized to a BF16 weight in the step arena and multiplied by
+//    cuBLASLt's BF16 GEMM (weight-only like the GEMV; 3 extra bytes of traffic per weight element).
+//    A cuBLASLt FP8 GEMM with per-token activation scales (commit dadb975) measured wrong on an
+//    H100 (rel_l2 0.025 against the oracle fed the same rounded activations, the other paths
+//    ~0.002; likely its outer-vector scales on the wrong operands) and was removed; FP8 tensor-core
+//    GEMMs for prefill (per-channel and 128 x 128 blocks) are still to come (issue 21).
+enum class Fp8LinearKernel { Gemv, DequantizeGemm };
 constexpr int kFp8GemvMaxM = 8;
 struct Fp8LinearProblem {
   int64_t T = 0, N = 0, K = 0;
   int64_t block_k = 0;  // of the scales (0: per output channel)
   bool aligned16 = true;
-  // The cuBLASLt FP8 GEMM is wrong as wired (H100, 2026-11-26: rel_l2 0.025 vs ~0.002 for the other
-  // paths, CudaFp8Weights.LinearAwkwardShapesAgainstTheCpu): off until fixed; tests of the plan set it.
-  bool allow_cublaslt_fp8 = false;
 };
 Fp8LinearKernel plan_fp8_linear(const Fp8LinearProblem& p);
 
