@@ -41,8 +41,16 @@ Quantization parse_quantization_config(const nlohmann::json& q, const std::strin
          "': quantized checkpoints are not implemented except fine-grained FP8 (quant_method fp8)");
   for (const auto& [key, v] : q.items())
     if (key != "quant_method" && key != "fmt" && key != "weight_block_size" && key != "activation_scheme" &&
-        key != "modules_to_not_convert" && key != "ignored_layers" && key != "dequantize")
+        key != "modules_to_not_convert" && key != "ignored_layers" && key != "dequantize" &&
+        key != "modules_to_convert" && key != "scale_fmt")
       fail("has '" + key + "' (" + v.dump() + "), which is not implemented for FP8 checkpoints");
+  // transformers 5 saves modules_to_convert (null: every linear layer, the only choice implemented)
+  // and scale_fmt ("float": F32 weight_scale_inv tensors).
+  if (auto m = q.find("modules_to_convert"); m != q.end() && !m->is_null())
+    fail("has modules_to_convert " + m->dump() +
+         ": converting only some modules is not implemented (null: every linear layer)");
+  if (const std::string sf = str("scale_fmt", "float"); sf != "float")
+    fail("has scale_fmt '" + sf + "': only float (F32) weight_scale_inv tensors are implemented");
   // transformers' FineGrainedFP8Config saves its load-time option: dequantize to BF16 on load.
   if (auto d = q.find("dequantize"); d != q.end() && !d->is_null() && *d != false)
     fail("has dequantize " + d->dump() + ": loading an FP8 checkpoint as BF16 is not implemented (set it false)");

@@ -30,6 +30,8 @@ TEST(Fp8Checkpoint, ConfigAcceptsQwensFormat) {
   EXPECT_EQ(test::parse_config(config_with(minimal)).checkpoint_quantization, Quantization::FP8);
   minimal["ignored_layers"] = {"lm_head", "model.layers.0.mlp.gate"};  // vLLM's name; a MoE router
   minimal["dequantize"] = false;                                       // transformers' load option
+  minimal["modules_to_convert"] = nullptr;                             // transformers 5.17 saves these
+  minimal["scale_fmt"] = "float";
   EXPECT_EQ(test::parse_config(config_with(minimal)).checkpoint_quantization, Quantization::FP8);
   EXPECT_EQ(test::parse_config(test::fp8_fixture_config()).checkpoint_quantization, Quantization::None);
 }
@@ -60,6 +62,8 @@ TEST(Fp8Checkpoint, ConfigRefusesOtherFormatsByName) {
       {with("modules_to_not_convert", "lm_head"), "must be a list"},
       {with("kv_cache_scheme", {{"num_bits", 8}}), "'kv_cache_scheme'"},
       {with("dequantize", true), "dequantize true"},
+      {with("modules_to_convert", {"q_proj"}), "modules_to_convert [\"q_proj\"]"},
+      {with("scale_fmt", "ue8m0"), "scale_fmt 'ue8m0'"},
       {config_with("fp8"), "must be an object"},
   };
   for (const auto& [cfg, want] : cases) {
