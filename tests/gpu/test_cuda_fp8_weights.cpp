@@ -1,9 +1,11 @@
-// FP8 weights on CUDA (backends/cuda/fp8_linear.cu) against the CPU oracle (ops/fp8_weights.h):
-// quantize_weight's codes and scales bit-equal to the CPU's from the same BF16 weight; at awkward
-// shapes, per-channel and 128 x 128 block scales, BF16 and F32 outputs: the FP8 GEMV (T <= 8) and
-// the dequantize + BF16 GEMM path (larger T, odd shapes); the engine with -q fp8 and with an FP8 checkpoint, CUDA
-// against CPU; Qwen3-0.6B size against the BF16 engine (NANOVLLM_HF06B_DIR) and an FP8 checkpoint saved by transformers
-// against transformers' logits (NANOVLLM_FP8_DIR, scripts/make_fp8_checkpoint.py).
+// FP8 weights on CUDA (backends/cuda/fp8_linear.cu, fp8_gemm_cublaslt.cu) against the CPU oracle
+// (ops/fp8_weights.h): quantize_weight's codes and scales bit-equal to the CPU's from the same BF16
+// weight; at awkward shapes, per-channel and 128 x 128 block scales, BF16 and F32 outputs: the FP8
+// GEMV (T <= 8), cuBLASLt's FP8 GEMM with per-token activation scales (larger T, per-channel; the
+// oracle is fed the same rounded activations) and the dequantize + BF16 GEMM path (block scales, odd
+// shapes); the engine with -q fp8 and with an FP8 checkpoint, CUDA against CPU; Qwen3-0.6B size
+// against the BF16 engine (NANOVLLM_HF06B_DIR) and an FP8 checkpoint saved by transformers against
+// transformers' logits (NANOVLLM_FP8_DIR, scripts/make_fp8_checkpoint.py).
 #include <cuda_runtime.h>
 
 #include <cstring>
@@ -99,9 +101,11 @@ void check_linear(test::Backends& b, int64_t T, int64_t N, int64_t K, bool block
   }
   auto x = test::make_pair(b.cpu, b.gpu, {T, K}, test::rand_bf16(size_t(T * K), uint32_t(T)));
   Tensor oc = b.cpu.empty({T, N}, DType::F32), og = b.gpu.empty({T, N}, f32_out ? DType::F32 : DType::BF16);
+  // cuBLASLt's FP8 GEMM quantizes x per token first: the oracle gets x rounded the same way.
   cuda::Fp8LinearProblem prob;
   prob.T = T, prob.N = N, prob.K = K, prob.block_k = cs.block_k;
   const cuda::Fp8LinearKernel kernel = cuda::plan_fp8_linear(prob);
+  if (kernel == cuda::Fp8LinearKernel::CublasLtFp8) fake_quantize_activations_fp8(x.cpu, 0);
   qlinear(b.cpu, x.cpu, cc, cs, oc);
   qlinear(b.gpu, x.gpu, gc, gs, og);
   const std::vector<float> got = b.gpu.to_host_f32(og), ref = b.cpu.to_host_f32(oc);
@@ -109,7 +113,9 @@ void check_linear(test::Backends& b, int64_t T, int64_t N, int64_t K, bool block
   for (float v : ref) amax = std::max(amax, double(std::fabs(v)));
   // GEMV: exact products, F32 sums in another order, one BF16 rounding (2^-9). Dequantize + GEMM:
   // each weight rounded to BF16 as well.
-  const char* kname = kernel == cuda::Fp8LinearKernel::Gemv ? " [gemv]" : " [dequantize + gemm]";
+  const char* kname = kernel == cuda::Fp8LinearKernel::Gemv          ? " [gemv]"
+                      : kernel == cuda::Fp8LinearKernel::CublasLtFp8 ? " [cublaslt fp8]"
+                                                                     : " [dequantize + gemm]";
   test::expect_close(name + kname, got, ref, 1e-2, 1e-2 * amax + 1e-6);
 }
 
@@ -121,7 +127,7 @@ TEST(CudaFp8Weights, LinearAwkwardShapesAgainstTheCpu) {
          {std::pair<int64_t, int64_t>{256, 512}, {200, 96}, {129, 144}, {300, 264}, {1000, 1024}, {384, 640}})
       for (bool block : {false, true}) check_linear(b, T, N, K, block, false);
   for (int64_t T : {1, 5, 33}) check_linear(b, T, 384, 640, true, true);  // row-parallel partials in F32
-  for (int64_t T : {2, 40}) check_linear(b, T, 1008, 1024, false, true);  // T 40: dequantize + GEMM to F32
+  for (int64_t T : {2, 40}) check_linear(b, T, 1008, 1024, false, true);  // T 40: cuBLASLt FP8 to F32
 }
 
 TEST(CudaFp8Weights, RefusalBelowSm89) {

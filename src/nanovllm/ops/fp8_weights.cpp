@@ -44,4 +44,18 @@ void fp8_dequantize_row(const Tensor& codes, const WeightScales& scales, int64_t
   for (int64_t k = k0; k < k1; ++k) out[k - k0] = e4m3_to_f32(c[k]) * s[scales.block_k ? k / scales.block_k : 0];
 }
 
+void fake_quantize_activations_fp8(Tensor& x, int64_t block_k) {
+  if (x.dtype() != DType::F32 || x.dim() != 2) throw Error("fake_quantize_activations_fp8: x must be F32 [T, K]");
+  const int64_t T = x.size(0), K = x.size(1), B = block_k ? block_k : K;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t k0 = 0; k0 < K; k0 += B) {
+      float* r = x.data<float>() + t * K + k0;
+      const int64_t n = std::min(B, K - k0);
+      float amax = 0;
+      for (int64_t k = 0; k < n; ++k) amax = std::max(amax, std::fabs(r[k]));
+      const float s = fp8_row_scale(amax);
+      for (int64_t k = 0; k < n; ++k) r[k] = e4m3_to_f32(f32_to_e4m3(r[k] / s)) * s;
+    }
+}
+
 }  // namespace nanovllm

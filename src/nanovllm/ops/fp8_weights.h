@@ -11,9 +11,13 @@
 //   out[t][n] = sum_k x[t][k] x value[n][k], with F32 accumulation,
 // i.e. weight-only: activations are NOT quantized. This is what the CPU oracle computes exactly (an
 // F32 GEMM of the dequantized weights) and what the CUDA decode GEMV computes (BF16 activations x
-// FP8 weights, rows <= a few) and its larger batches and prompts (the weight dequantized to BF16,
-// then the BF16 GEMM). Weight-only decode is both faster (no activation pass) and more accurate
-// than quantizing activations there.
+// FP8 weights, rows <= a few). The CUDA GEMM of larger batches and prompts with per-channel
+// weights runs on the FP8 tensor cores and so quantizes the activations dynamically per token
+// (vLLM's online FP8), scale = amax / 448; fake_quantize_activations_fp8 below reproduces that
+// rounding on the host (also per 128 columns, the grouping block-scaled GEMMs use), so a test can
+// hold that GEMM to the CPU oracle tightly. Block-scaled weights on CUDA stay weight-only for now
+// (dequantized to BF16 for large batches). Weight-only decode is both faster (no activation pass)
+// and more accurate than quantizing activations there.
 #pragma once
 #include <cstdint>
 
@@ -36,5 +40,10 @@ void check_fp8_weight(const Tensor& codes, const WeightScales& scales, const cha
 
 // value[n][k0..k1) of codes [N, K] (host) with its host scales -> out[0..k1-k0).
 void fp8_dequantize_row(const Tensor& codes, const WeightScales& scales, int64_t n, int64_t k0, int64_t k1, float* out);
+
+// In place on x [T, K] (F32, host): each row (block_k 0) or each 128-column block of a row
+// (block_k 128) replaced by e4m3(x / s) x s with s = amax / 448 (1 where amax is 0): the
+// activation rounding of the CUDA FP8 GEMM.
+void fake_quantize_activations_fp8(Tensor& x, int64_t block_k);
 
 }  // namespace nanovllm

@@ -6,7 +6,7 @@
 namespace nanovllm {
 namespace {
 
-TEST(Fp8LinearPlan, GemvForDecodeRowsElseDequantize) {
+TEST(Fp8LinearPlan, GemvForDecodeRowsFp8GemmForPerChannelElseDequantize) {
   cuda::Fp8LinearProblem p;
   p.N = 4096, p.K = 4096;
   for (int64_t T : {1, 8}) {
@@ -14,10 +14,10 @@ TEST(Fp8LinearPlan, GemvForDecodeRowsElseDequantize) {
     EXPECT_EQ(cuda::plan_fp8_linear(p), cuda::Fp8LinearKernel::Gemv) << T;
   }
   p.T = 9;
+  EXPECT_EQ(cuda::plan_fp8_linear(p), cuda::Fp8LinearKernel::CublasLtFp8);
+  p.block_k = 128;  // block scales: not on cuBLASLt yet
   EXPECT_EQ(cuda::plan_fp8_linear(p), cuda::Fp8LinearKernel::DequantizeGemm);
-  p.block_k = 128;  // block scales
-  EXPECT_EQ(cuda::plan_fp8_linear(p), cuda::Fp8LinearKernel::DequantizeGemm);
-  p.block_k = 0, p.N = 4100;
+  p.block_k = 0, p.N = 4100;  // C's rows not whole 16-element groups
   EXPECT_EQ(cuda::plan_fp8_linear(p), cuda::Fp8LinearKernel::DequantizeGemm);
   p.N = 4096;
   p.T = 1, p.K = 200;  // not whole 16-byte chunks of codes

@@ -166,6 +166,26 @@ TEST(Fp8Weights, ScaleShapeAndDtypeAreChecked) {
   EXPECT_EQ(q.dtype(), DType::F8E4M3);
 }
 
+// The activation rounding of the CUDA prefill GEMM: each row (or 128-column block) scaled to 448 at
+// its largest magnitude and rounded to E4M3: idempotent, and within half a step of each value.
+TEST(Fp8Weights, FakeQuantizedActivationsMatchTheE4M3Grid) {
+  for (int64_t block : {int64_t(0), int64_t(128)}) {
+    Tensor x = random_weight(6, 300, 21, /*zero_row=*/2), y = random_weight(6, 300, 21, 2);
+    fake_quantize_activations_fp8(y, block);
+    Tensor z = Tensor::host({6, 300}, DType::F32);
+    std::copy(y.data<float>(), y.data<float>() + y.numel(), z.data<float>());
+    fake_quantize_activations_fp8(z, block);
+    size_t changed = 0;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const float a = x.data<float>()[i], b = y.data<float>()[i];
+      EXPECT_NEAR(z.data<float>()[i], b, std::fabs(b) * 1e-6) << "not idempotent at " << i;
+      changed += a != b;
+      EXPECT_LE(std::fabs(a - b), std::fabs(a) / 16 + 1e-3f) << i;
+    }
+    EXPECT_GT(changed, 100u);
+  }
+}
+
 // The engine with --quantization fp8 (per-channel weights, weight-only GEMMs) against the
 // unquantized engine on the tiny fixtures: greedy tokens and the logits of every step up to the
 // first differing token (cosine >= 0.99: the bound for FP8 weights).

@@ -148,11 +148,24 @@ class CudaBackend final : public Backend {
   void* cublaslt_ = nullptr;   // cublasLtHandle_t
   void* workspace_ = nullptr;  // cuBLASLt workspace (persistent)
   size_t workspace_bytes_ = 0;
-  std::map<std::tuple<int64_t, int64_t, int64_t, bool>, GemmPlan*> gemm_plans_;  // (T, N, K, F32 out), owned
-  // (gemm_heuristic_rows(T), N, K, F32 out) -> the heuristic's algorithm for that bucket, owned
-  std::map<std::tuple<int64_t, int64_t, int64_t, bool>, GemmPlan*> gemm_bucket_plans_;
-  GemmPlan* make_gemm_plan(int64_t T, int64_t N, int64_t K, bool f32_out);  // descriptors only
-  void gemm_heuristic(GemmPlan& p, int64_t T, int64_t N, int64_t K);  // sets p.algo
+  // cuBLASLt GEMMs (gemm_cublaslt.cu): BF16 x BF16, or E4M3 x E4M3 with per-row scales of both
+  // operands (FP8 weights x per-token FP8 activations, fp8_gemm_cublaslt.cu).
+  enum class GemmOperands { BF16, Fp8RowScaled };
+  using GemmKey = std::tuple<int64_t, int64_t, int64_t, bool, GemmOperands>;  // (T, N, K, F32 out, operands)
+  std::map<GemmKey, GemmPlan*> gemm_plans_;                                    // owned
+  // (gemm_heuristic_rows(T), N, K, F32 out, operands) -> the heuristic's algorithm for that bucket, owned
+  std::map<GemmKey, GemmPlan*> gemm_bucket_plans_;
+  GemmPlan* make_gemm_plan(const GemmKey& k);  // descriptors only
+  bool gemm_heuristic(GemmPlan& p);            // sets p.algo; false where cuBLASLt has none
+  // The plan of k (cached; the algorithm of its row bucket where cuBLASLt accepts it for this T);
+  // nullptr where cuBLASLt has no algorithm (FP8: the caller falls back; BF16 throws).
+  const GemmPlan* gemm_plan(const GemmKey& k);
+  // out^T = op(w^T)^T x^T with the plan's operands; w_scale / x_scale for Fp8RowScaled.
+  void run_gemm(const GemmPlan& p, const void* w, const void* x, void* out, const void* w_scale = nullptr,
+                const void* x_scale = nullptr);
+  // FP8 weights x per-token FP8 activations (fp8_gemm_cublaslt.cu): false where cuBLASLt has no
+  // algorithm for the shape (the caller dequantizes instead).
+  bool linear_fp8_cublaslt(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out);
 
   std::shared_ptr<StepArena> arena_;  // the step's activations (tensors hold weak references)
   std::map<int64_t, std::vector<std::pair<void*, size_t>>> graph_outputs_;  // graph -> arena blocks it writes

@@ -10,8 +10,9 @@
 // multiply each row's sum once at the end; block scales (128 x 128) multiply each chunk's 16-term
 // partial sum (a chunk never straddles a block: block_k % 16 == 0). Batch-1 decode is one pass
 // over the weight bytes: FP8 halves them.
-// Larger T (and odd shapes): dequantize_fp8_kernel writes the BF16 weight (value rounded to BF16)
-// into the step arena and cuBLASLt's BF16 GEMM multiplies it.
+// Larger T: per-channel weights go to cuBLASLt's FP8 GEMM with per-token activation scales
+// (fp8_gemm_cublaslt.cu); the rest (block scales, odd shapes): dequantize_fp8_kernel writes the
+// BF16 weight (value rounded to BF16) into the step arena and cuBLASLt's BF16 GEMM multiplies it.
 // quantize_weight: quantize_rows_fp8_kernel, one CTA per row: scale = amax / 448 (1 for a zero
 // row), code = rn_satfinite(w / scale): bit-equal to the CPU's codes from the same BF16 weight.
 #include <string>
@@ -228,6 +229,7 @@ void CudaBackend::linear_quantized(const Tensor& x, const Tensor& w, const Weigh
     NV_LAUNCH_CHECK();
     return;
   }
+  if (cuda::plan_fp8_linear(p) == cuda::Fp8LinearKernel::CublasLtFp8 && linear_fp8_cublaslt(x, w, scales, out)) return;
   // The BF16 weight lives in the step arena until this GEMM is done (graph-safe: no cudaMalloc
   // inside a captured step once a warm-up has sized the arena).
   Tensor wb = empty({N, K}, DType::BF16);

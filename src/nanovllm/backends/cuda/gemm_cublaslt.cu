@@ -1,9 +1,10 @@
 // out[T, N] = x[T, K] @ w[N, K]^T through cuBLASLt: BF16 operands, FP32 accumulation, BF16 out.
 // Row-major x/w/out are column-major x^T [K, T], w^T [K, N], out^T [N, T], so cuBLASLt computes
 // out^T = op(w^T)^T... i.e. C[N, T] = A^T B with A = w^T (K x N, ld K, transposed) and B = x^T
-// (K x T, ld K). Descriptors are cached per (T, N, K); the heuristic's algorithm per (rows
-// bucket, N, K) (gemm_heuristic_rows, kernel_plan.h), checked for each T it is used with; the
-// workspace is allocated once, so linear() is graph-capturable. Each op asks plan_linear
+// (K x T, ld K). Descriptors are cached per (T, N, K, operands); the heuristic's algorithm per
+// (rows bucket, N, K, operands) (gemm_heuristic_rows, kernel_plan.h), checked for each T it is used
+// with; the workspace is allocated once, so linear() is graph-capturable. The same plans serve the
+// FP8 GEMM of fp8_gemm_cublaslt.cu (E4M3 operands with per-row scales). Each op asks plan_linear
 // (kernel_plan.h) first: decode batches of at most 4 rows go to gemv.cu instead.
 #include <cublasLt.h>
 
@@ -28,6 +29,7 @@ struct CudaBackend::GemmPlan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  bool found = false;  // else cuBLASLt has no algorithm for this problem
   ~GemmPlan() {
     if (a) cublasLtMatrixLayoutDestroy(a);
     if (b) cublasLtMatrixLayoutDestroy(b);
@@ -44,15 +46,30 @@ void CudaBackend::init_gemm() {
   NV_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
 }
 
-CudaBackend::GemmPlan* CudaBackend::make_gemm_plan(int64_t T, int64_t N, int64_t K, bool f32_out) {
+CudaBackend::GemmPlan* CudaBackend::make_gemm_plan(const GemmKey& k) {
+  const auto [T, N, K, f32_out, ops] = k;
+  const bool fp8 = ops == GemmOperands::Fp8RowScaled;
+  const cudaDataType_t in = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
   auto* p = new GemmPlan();
   try {
     NV_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;  // "TN": the form FP8 matmuls need
     NV_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
     NV_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    NV_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, uint64_t(K), uint64_t(N), K));  // w^T
-    NV_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, uint64_t(K), uint64_t(T), K));  // x^T
+    if (fp8) {
+      // One F32 scale per row of each operand: A = w^T's N output channels, B = x^T's T tokens
+      // (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, cuBLAS 12.9+). cuBLASLt 13.1 answers "not
+      // supported" to a heuristic query of scaled modes whose scale pointers are unset (measured on
+      // an H100), so placeholders are set here; run_gemm sets the real ones on every call.
+      const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+      const void* placeholder = workspace_;
+      for (auto attr : {CUBLASLT_MATMUL_DESC_A_SCALE_MODE, CUBLASLT_MATMUL_DESC_B_SCALE_MODE})
+        NV_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, attr, &mode, sizeof(mode)));
+      for (auto attr : {CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER})
+        NV_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, attr, &placeholder, sizeof(placeholder)));
+    }
+    NV_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, in, uint64_t(K), uint64_t(N), K));  // w^T
+    NV_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, in, uint64_t(K), uint64_t(T), K));  // x^T
     NV_CUBLAS_CHECK(
         cublasLtMatrixLayoutCreate(&p->c, f32_out ? CUDA_R_32F : CUDA_R_16BF, uint64_t(N), uint64_t(T), N));  // out^T
   } catch (...) {
@@ -62,8 +79,8 @@ CudaBackend::GemmPlan* CudaBackend::make_gemm_plan(int64_t T, int64_t N, int64_t
   return p;
 }
 
-// Sets p.algo to the heuristic's first algorithm for the plan's problem (T rows, N, K).
-void CudaBackend::gemm_heuristic(GemmPlan& p, int64_t T, int64_t N, int64_t K) {
+// Sets p.algo to the heuristic's first algorithm for the plan's problem; false where it has none.
+bool CudaBackend::gemm_heuristic(GemmPlan& p) {
   auto h = static_cast<cublasLtHandle_t>(cublaslt_);
   cublasLtMatmulPreference_t pref;
   NV_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -73,18 +90,18 @@ void CudaBackend::gemm_heuristic(GemmPlan& p, int64_t T, int64_t N, int64_t K) {
   // (the INPLACE / OUTPUT_TYPE schemes): each of those extra BF16 roundings adds error to every
   // output of the GEMM, and over 28 layers that showed (cosine against a float32 reference).
   const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction,
-                                                           sizeof(reduction));
+  cublasStatus_t st =
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction, sizeof(reduction));
   cublasLtMatmulHeuristicResult_t res{};
   int found = 0;
   if (st == CUBLAS_STATUS_SUCCESS)
     st = cublasLtMatmulAlgoGetHeuristic(h, p.desc, p.a, p.b, p.c, p.c, pref, 1, &res, &found);
   cublasLtMatmulPreferenceDestroy(pref);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) return false;
   NV_CUBLAS_CHECK(st);
-  if (found == 0)
-    throw Error("linear: cuBLASLt has no algorithm for [" + std::to_string(T) + ", " + std::to_string(K) + "] x [" +
-                std::to_string(N) + ", " + std::to_string(K) + "]^T");
-  p.algo = res.algo;
+  p.found = found > 0;
+  if (p.found) p.algo = res.algo;
+  return p.found;
 }
 
 void CudaBackend::destroy_gemm() {
@@ -96,6 +113,61 @@ void CudaBackend::destroy_gemm() {
   workspace_ = nullptr;
   if (cublaslt_) cublasLtDestroy(static_cast<cublasLtHandle_t>(cublaslt_));
   cublaslt_ = nullptr;
+}
+
+const CudaBackend::GemmPlan* CudaBackend::gemm_plan(const GemmKey& k) {
+  auto it = gemm_plans_.find(k);
+  if (it == gemm_plans_.end()) {
+    // Descriptors for this T; the algorithm is the heuristic's for the T bucket (mixed steps and
+    // prefills see many row counts: a heuristic query each, mid-step, cost milliseconds), used
+    // where cuBLASLt confirms it runs this T within the workspace, else this T's own.
+    auto h = static_cast<cublasLtHandle_t>(cublaslt_);
+    GemmPlan* p = make_gemm_plan(k);
+    try {
+      GemmKey bkey = k;
+      std::get<0>(bkey) = cuda::gemm_heuristic_rows(std::get<0>(k));
+      auto bit = gemm_bucket_plans_.find(bkey);
+      if (bit == gemm_bucket_plans_.end()) {
+        GemmPlan* b = make_gemm_plan(bkey);
+        try {
+          gemm_heuristic(*b);
+        } catch (...) {
+          delete b;
+          throw;
+        }
+        bit = gemm_bucket_plans_.emplace(bkey, b).first;
+      }
+      cublasLtMatmulHeuristicResult_t check{};
+      if (bit->second->found &&
+          cublasLtMatmulAlgoCheck(h, p->desc, p->a, p->b, p->c, p->c, &bit->second->algo, &check) ==
+              CUBLAS_STATUS_SUCCESS &&
+          check.workspaceSize <= workspace_bytes_) {
+        p->algo = bit->second->algo;
+        p->found = true;
+      } else {
+        gemm_heuristic(*p);
+      }
+    } catch (...) {
+      delete p;
+      throw;
+    }
+    it = gemm_plans_.emplace(k, p).first;
+  }
+  return it->second->found ? it->second : nullptr;
+}
+
+void CudaBackend::run_gemm(const GemmPlan& p, const void* w, const void* x, void* out, const void* w_scale,
+                           const void* x_scale) {
+  if (w_scale || x_scale) {  // the descriptor is this backend's: the pointers of this call (graphs capture them)
+    NV_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof(w_scale)));
+    NV_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale, sizeof(x_scale)));
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  NV_CUBLAS_CHECK(cublasLtMatmul(static_cast<cublasLtHandle_t>(cublaslt_), p.desc, &alpha, w, p.a, x, p.b, &beta, out,
+                                 p.c, out, p.c, &p.algo, workspace_, workspace_bytes_,
+                                 static_cast<cudaStream_t>(stream_)));
 }
 
 namespace {
@@ -122,45 +194,11 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
     cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, N, K, on_stream(), false, f32_out);
     return;
   }
-  auto h = static_cast<cublasLtHandle_t>(cublaslt_);
-  auto key = std::make_tuple(T, N, K, f32_out);
-  auto it = gemm_plans_.find(key);
-  if (it == gemm_plans_.end()) {
-    // Descriptors for this T; the algorithm is the heuristic's for the T bucket (mixed steps and
-    // prefills see many row counts: a heuristic query each, mid-step, cost milliseconds), used
-    // where cuBLASLt confirms it runs this T within the workspace, else this T's own.
-    GemmPlan* p = make_gemm_plan(T, N, K, f32_out);
-    try {
-      const int64_t Tb = cuda::gemm_heuristic_rows(T);
-      auto bkey = std::make_tuple(Tb, N, K, f32_out);
-      auto bit = gemm_bucket_plans_.find(bkey);
-      if (bit == gemm_bucket_plans_.end()) {
-        GemmPlan* b = make_gemm_plan(Tb, N, K, f32_out);
-        try {
-          gemm_heuristic(*b, Tb, N, K);
-        } catch (...) {
-          delete b;
-          throw;
-        }
-        bit = gemm_bucket_plans_.emplace(bkey, b).first;
-      }
-      cublasLtMatmulHeuristicResult_t check{};
-      if (cublasLtMatmulAlgoCheck(h, p->desc, p->a, p->b, p->c, p->c, &bit->second->algo, &check) ==
-              CUBLAS_STATUS_SUCCESS &&
-          check.workspaceSize <= workspace_bytes_)
-        p->algo = bit->second->algo;
-      else
-        gemm_heuristic(*p, T, N, K);
-    } catch (...) {
-      delete p;
-      throw;
-    }
-    it = gemm_plans_.emplace(key, p).first;
-  }
-  const GemmPlan& p = *it->second;
-  const float alpha = 1.0f, beta = 0.0f;
-  NV_CUBLAS_CHECK(cublasLtMatmul(h, p.desc, &alpha, w.raw(), p.a, x.raw(), p.b, &beta, out.raw(), p.c, out.raw(), p.c,
-                                 &p.algo, workspace_, workspace_bytes_, static_cast<cudaStream_t>(stream_)));
+  const GemmPlan* p = gemm_plan({T, N, K, f32_out, GemmOperands::BF16});
+  if (!p)
+    throw Error("linear: cuBLASLt has no algorithm for [" + std::to_string(T) + ", " + std::to_string(K) + "] x [" +
+                std::to_string(N) + ", " + std::to_string(K) + "]^T");
+  run_gemm(*p, w.raw(), x.raw(), out.raw());
 }
 
 void CudaBackend::linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) {

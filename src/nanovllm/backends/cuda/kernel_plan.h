@@ -140,13 +140,16 @@ LinearPlan plan_linear(const LinearProblem& p, const KernelOptions& o, const std
 //    load), 16-byte aligned operands, scales per output channel or in blocks whose K extent is a
 //    multiple of 16: weight-only, one pass over half the bytes of the BF16 weight (batch-1 decode
 //    is that pass). Twice the rows of the BF16 GEMV (8): its loads are half as many bytes per row.
-//  * Otherwise the codes are dequantized to a BF16 weight in the step arena and multiplied by
+//  * Per-channel weights (block_k 0), K and N multiples of 16: cuBLASLt's FP8 GEMM on the tensor
+//    cores (E4M3 x E4M3 -> BF16/F32, FP32 accumulation) with outer-vector scales (weight scale per
+//    output channel x activation scale per token), the activations quantized per token first
+//    (quantize_act_fp8_kernel; ops/fp8_weights.h's fake_quantize_activations_fp8 is the host
+//    reference): vLLM's online FP8. Half the weight bytes and twice the BF16 tensor-core rate.
+//  * Otherwise (128 x 128 block scales of FP8 checkpoints: cuBLASLt's VEC128 mode for both operands
+//    takes them expanded to per-row 1 x 128 scales, not wired yet; odd shapes; or cuBLASLt has no
+//    FP8 algorithm) the codes are dequantized to a BF16 weight in the step arena and multiplied by
 //    cuBLASLt's BF16 GEMM (weight-only like the GEMV; 3 extra bytes of traffic per weight element).
-//    A cuBLASLt FP8 GEMM with per-token activation scales (commit dadb975) measured wrong on an
-//    H100 (rel_l2 0.025 against the oracle fed the same rounded activations, the other paths
-//    ~0.002; likely its outer-vector scales on the wrong operands) and was removed; FP8 tensor-core
-//    GEMMs for prefill (per-channel and 128 x 128 blocks) are still to come (issue 21).
-enum class Fp8LinearKernel { Gemv, DequantizeGemm };
+enum class Fp8LinearKernel { Gemv, CublasLtFp8, DequantizeGemm };
 constexpr int kFp8GemvMaxM = 8;
 struct Fp8LinearProblem {
   int64_t T = 0, N = 0, K = 0;
