@@ -122,6 +122,13 @@ const std::vector<Option>& options() {
          return false;
        },
        [](const KernelOptions& o) { return std::string(prefill_attention_name(o.prefill_attention)); }},
+      {"fp8_gemm", "NANOVLLM_FP8_GEMM", "auto or dequantize",
+       [](KernelOptions& o, const std::string& v) {
+         if (v != "auto" && v != "dequantize") return false;
+         o.fp8_gemm = v == "auto" ? Fp8Gemm::Auto : Fp8Gemm::Dequantize;
+         return true;
+       },
+       [](const KernelOptions& o) { return std::string(o.fp8_gemm == Fp8Gemm::Auto ? "auto" : "dequantize"); }},
       {"cpu_precision", nullptr, "fast or exact",
        [](KernelOptions& o, const std::string& v) {
          if (v != "fast" && v != "exact") return false;
@@ -157,7 +164,7 @@ bool operator==(const KernelOptions& a, const KernelOptions& b) {
   auto fields = [](const KernelOptions& o) {
     return std::tie(o.pdl, o.gemv_norm, o.max_decode_splits, o.long_decode_context, o.long_decode_splits,
                     o.decode_cluster, o.decode_warps, o.p2p_all_reduce, o.all_reduce_norm, o.prefill_attention,
-                    o.cpu_precision);
+                    o.fp8_gemm, o.cpu_precision);
   };
   return fields(a) == fields(b);
 }
@@ -178,6 +185,8 @@ void KernelOptions::validate() const {
   if (int(gemv_norm) < 0 || int(gemv_norm) > 2)
     throw UserError("kernel option gemv_norm must be never, auto or always (got " + std::to_string(int(gemv_norm)) +
                     ")");
+  if (fp8_gemm != Fp8Gemm::Auto && fp8_gemm != Fp8Gemm::Dequantize)
+    throw UserError("kernel option fp8_gemm must be auto or dequantize (got " + std::to_string(int(fp8_gemm)) + ")");
   if (int(prefill_attention) < 0 || int(prefill_attention) > 4)
     throw UserError("kernel option prefill_attention must be auto, wgmma_tma, wgmma, mma or tiled (got " +
                     std::to_string(int(prefill_attention)) + ")");

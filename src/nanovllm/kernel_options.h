@@ -25,6 +25,7 @@
 //   p2p_all_reduce     NANOVLLM_P2P_ALLREDUCE       on | off
 //   all_reduce_norm    NANOVLLM_ALLREDUCE_NORM      on | off
 //   prefill_attention  NANOVLLM_PREFILL_ATTENTION   auto | wgmma_tma | wgmma | mma | tiled
+//   fp8_gemm           NANOVLLM_FP8_GEMM            auto | dequantize
 //   cpu_precision      (none: typed config only)    fast | exact   (the CPU backend, below)
 #pragma once
 #include <functional>
@@ -50,6 +51,15 @@ enum class PrefillAttention {
   Wgmma,     // the wgmma kernel (attention_prefill_sm90.cu): sm_90 with a build carrying sm_90a
   Mma,       // the mma.sync tensor-core kernel (attention_prefill.cu), where it applies
   Tiled,     // the CUDA-core kernel (attention_tiled.cu): the slow reference
+};
+
+// FP8 weights (--quantization fp8; backends/cuda/kernel_plan.h, plan_fp8_linear) in prefills and
+// batches of more than the FP8 GEMV's 8 rows.
+enum class Fp8Gemm {
+  Auto,        // per-channel weights on the FP8 tensor cores (cuBLASLt) with the activations quantized
+               // per token, as vLLM's online FP8 (Qwen3-8B TTFT at 1K: 16.9 ms vs 29.8 dequantized)
+  Dequantize,  // weight-only: codes dequantized to BF16, then the BF16 GEMM (slower; closer to BF16:
+               // FP8 activations cost accuracy on random-weight models, bench/RESULTS.md)
 };
 
 // The CPU backend's arithmetic (backends/cpu/cpu_backend.h). Exact: FP32 weights, OpenBLAS sgemm,
@@ -91,6 +101,8 @@ struct KernelOptions {
   bool all_reduce_norm = true;
   // See PrefillAttention.
   PrefillAttention prefill_attention = PrefillAttention::Auto;
+  // See Fp8Gemm.
+  Fp8Gemm fp8_gemm = Fp8Gemm::Auto;
   // See CpuPrecision (the engine's CPU backend; make_cpu_backend's own default is Exact).
   CpuPrecision cpu_precision = CpuPrecision::Fast;
 

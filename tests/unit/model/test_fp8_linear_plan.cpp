@@ -15,6 +15,9 @@ TEST(Fp8LinearPlan, GemvForDecodeRowsFp8GemmForPerChannelElseDequantize) {
   }
   p.T = 9;
   EXPECT_EQ(cuda::plan_fp8_linear(p), cuda::Fp8LinearKernel::CublasLtFp8);
+  p.fp8_activations = false;  // --kernel-options fp8_gemm=dequantize: weight-only
+  EXPECT_EQ(cuda::plan_fp8_linear(p), cuda::Fp8LinearKernel::DequantizeGemm);
+  p.fp8_activations = true;
   p.block_k = 128;  // block scales: not on cuBLASLt yet
   EXPECT_EQ(cuda::plan_fp8_linear(p), cuda::Fp8LinearKernel::DequantizeGemm);
   p.block_k = 0, p.N = 4100;  // C's rows not whole 16-element groups

@@ -48,7 +48,7 @@ TEST(KernelOptions, DefaultsAreTheMeasuredBest) {
   EXPECT_EQ(o.to_string(),
             "pdl=on gemv_norm=auto max_decode_splits=16 long_decode_context=8192 long_decode_splits=64 "
             "decode_cluster=on decode_warps=8 p2p_all_reduce=on all_reduce_norm=on prefill_attention=auto "
-            "cpu_precision=fast");
+            "fp8_gemm=auto cpu_precision=fast");
   EXPECT_NO_THROW(o.validate());
   EXPECT_EQ(from_env({}), o);  // no variables set: nothing changes
 }
@@ -63,7 +63,8 @@ TEST(KernelOptions, EnvironmentOverridesEveryField) {
                                     {"NANOVLLM_DECODE_WARPS", "4"},
                                     {"NANOVLLM_P2P_ALLREDUCE", "0"},
                                     {"NANOVLLM_ALLREDUCE_NORM", "off"},
-                                    {"NANOVLLM_PREFILL_ATTENTION", "tiled"}});
+                                    {"NANOVLLM_PREFILL_ATTENTION", "tiled"},
+                                    {"NANOVLLM_FP8_GEMM", "dequantize"}});
   EXPECT_FALSE(o.pdl);
   EXPECT_EQ(o.gemv_norm, GemvNormFusion::Always);
   EXPECT_EQ(o.max_decode_splits, 4);
@@ -74,6 +75,7 @@ TEST(KernelOptions, EnvironmentOverridesEveryField) {
   EXPECT_FALSE(o.p2p_all_reduce);
   EXPECT_FALSE(o.all_reduce_norm);
   EXPECT_EQ(o.prefill_attention, PrefillAttention::Tiled);
+  EXPECT_EQ(o.fp8_gemm, Fp8Gemm::Dequantize);
   // The numeric forms of the old variables and the names are the same values.
   EXPECT_EQ(from_env({{"NANOVLLM_GEMV_NORM", "0"}}).gemv_norm, GemvNormFusion::Never);
   EXPECT_EQ(from_env({{"NANOVLLM_GEMV_NORM", "never"}}).gemv_norm, GemvNormFusion::Never);
@@ -111,8 +113,10 @@ TEST(KernelOptions, BadEnvironmentValuesAreRefusedByName) {
 
 TEST(KernelOptions, CliSpecParsesAndRoundTrips) {
   KernelOptions o;
-  apply_kernel_options(o, "pdl=off,max_decode_splits=8,prefill_attention=mma,cpu_precision=exact");
+  apply_kernel_options(o, "pdl=off,max_decode_splits=8,prefill_attention=mma,cpu_precision=exact,fp8_gemm=dequantize");
   EXPECT_EQ(o.cpu_precision, CpuPrecision::Exact);
+  EXPECT_EQ(o.fp8_gemm, Fp8Gemm::Dequantize);
+  EXPECT_NE(spec_error("fp8_gemm=cublas").find("fp8_gemm must be auto or dequantize"), std::string::npos);
   EXPECT_NE(spec_error("cpu_precision=bf16").find("cpu_precision must be fast or exact"), std::string::npos);
   EXPECT_FALSE(o.pdl);
   EXPECT_EQ(o.max_decode_splits, 8);

@@ -204,6 +204,7 @@ void CudaBackend::linear_quantized(const Tensor& x, const Tensor& w, const Weigh
   const int bn = int(scales.block_n), bk = int(scales.block_k);
   cuda::Fp8LinearProblem p;
   p.T = T, p.N = N, p.K = K, p.block_k = bk;
+  p.fp8_activations = options_.fp8_gemm == Fp8Gemm::Auto;
   p.aligned16 = (reinterpret_cast<uintptr_t>(x.raw()) | reinterpret_cast<uintptr_t>(w.raw())) % 16 == 0;
   if (cuda::plan_fp8_linear(p) == cuda::Fp8LinearKernel::Gemv) {
     const unsigned grid = cuda::ceil_div(N, cuda::kRows);

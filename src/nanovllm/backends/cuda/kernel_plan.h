@@ -140,7 +140,7 @@ LinearPlan plan_linear(const LinearProblem& p, const KernelOptions& o, const std
 //    load), 16-byte aligned operands, scales per output channel or in blocks whose K extent is a
 //    multiple of 16: weight-only, one pass over half the bytes of the BF16 weight (batch-1 decode
 //    is that pass). Twice the rows of the BF16 GEMV (8): its loads are half as many bytes per row.
-//  * Per-channel weights (block_k 0), K and N multiples of 16: cuBLASLt's FP8 GEMM on the tensor
+//  * Per-channel weights (block_k 0), K and N multiples of 16, fp8_gemm=auto: cuBLASLt's FP8 GEMM on the tensor
 //    cores (E4M3 x E4M3 -> BF16/F32, FP32 accumulation) with outer-vector scales (weight scale per
 //    output channel x activation scale per token), the activations quantized per token first
 //    (quantize_act_fp8_kernel; ops/fp8_weights.h's fake_quantize_activations_fp8 is the host
@@ -155,6 +155,7 @@ struct Fp8LinearProblem {
   int64_t T = 0, N = 0, K = 0;
   int64_t block_k = 0;  // of the scales (0: per output channel)
   bool aligned16 = true;
+  bool fp8_activations = true;  // KernelOptions::fp8_gemm auto; false (dequantize): weight-only GEMMs
 };
 Fp8LinearKernel plan_fp8_linear(const Fp8LinearProblem& p);
 
