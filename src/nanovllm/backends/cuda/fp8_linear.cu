@@ -3,7 +3,7 @@
 // FP32 accumulation, weight-only (x is not quantized), as the CPU oracle computes it.
 //
 // Decode (T <= kFp8GemvMaxM, plan_fp8_linear in kernel_plan.h): fp8_gemv_kernel, gemv.cu's
-// structure over codes: a CTA of 4 warps owns 4 weight rows, its 128 lanes stride K in 16-byte
+// structure over codes: a CTA of 4 warps owns 2 weight rows (kRows), its 128 lanes stride K in 16-byte
 // chunks of 16 codes (half the bytes of gemv.cu's 8 BF16 values per chunk), two chunks of every row
 // in flight per lane, and the first ones issued before griddepcontrol.wait (weights are never
 // written by the previous kernel, so their DRAM latency overlaps its tail). Per-channel scales
@@ -29,7 +29,12 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kRows = 4;  // weight rows per CTA
+// Weight rows per CTA: 2, not gemv.cu's 4. Each thread's unpack + FMA burst after its loads land
+// is the long pole of these one-wave kernels (ncu, Qwen3-8B batch-1: < 1 eligible warp per
+// scheduler, 15-20 cycles per issued instruction, o_proj at 1.4 TB/s); 2 rows halve the burst and
+// the registers (48 vs 70: 10 CTAs per SM instead of 7). Qwen3-8B batch-1 decode 267.8 vs 254.4
+// tok/s with 4 rows (H100, bench/RESULTS.md).
+constexpr int kRows = 2;
 
 // x: [M, K] BF16; w: [N, K] codes; scale: [ceil(N / block_n), KB] F32 with KB = ceil(K / block_k)
 // (kBlock) or 1 (per channel: block_k 0).
