@@ -76,10 +76,13 @@ TEST(CudaFp8Weights, QuantizeWeightMatchesTheCpuBitForBit) {
 }
 
 // out = x @ value^T on both backends, x BF16-rounded; per-channel scales from quantize_weight or
-// random 128 x 128 block scales (partial blocks at the edges).
-void check_linear(test::Backends& b, int64_t T, int64_t N, int64_t K, bool block, bool f32_out) {
-  const std::string name = "fp8 linear T" + std::to_string(T) + " N" + std::to_string(N) + " K" + std::to_string(K) +
-                           (block ? " block" : " channel") + (f32_out ? " f32" : "");
+// random 128 x 128 block scales (partial blocks at the edges). silu: out = silu_and_mul(x @
+// value^T) through linear_silu_mul (w = [gate; up], N rows; the FP8 GEMV's fused epilogue on CUDA
+// at decode rows, the CPU's default GEMM + silu_and_mul).
+void check_linear(test::Backends& b, int64_t T, int64_t N, int64_t K, bool block, bool f32_out, bool silu = false) {
+  const std::string name = std::string(silu ? "fp8 linear_silu_mul T" : "fp8 linear T") + std::to_string(T) + " N" +
+                           std::to_string(N) + " K" + std::to_string(K) + (block ? " block" : " channel") +
+                           (f32_out ? " f32" : "");
   Tensor cc, gc;
   WeightScales cs, gs;
   if (!block) {
@@ -100,14 +103,20 @@ void check_linear(test::Backends& b, int64_t T, int64_t N, int64_t K, bool block
     gs = WeightScales{to_gpu(b.gpu, cs.scale), 128, 128};
   }
   auto x = test::make_pair(b.cpu, b.gpu, {T, K}, test::rand_bf16(size_t(T * K), uint32_t(T)));
-  Tensor oc = b.cpu.empty({T, N}, DType::F32), og = b.gpu.empty({T, N}, f32_out ? DType::F32 : DType::BF16);
+  const int64_t outs = silu ? N / 2 : N;
+  Tensor oc = b.cpu.empty({T, outs}, DType::F32), og = b.gpu.empty({T, outs}, f32_out ? DType::F32 : DType::BF16);
   // cuBLASLt's FP8 GEMM quantizes x per token first: the oracle gets x rounded the same way.
   cuda::Fp8LinearProblem prob;
   prob.T = T, prob.N = N, prob.K = K, prob.block_k = cs.block_k;
   const cuda::Fp8LinearKernel kernel = cuda::plan_fp8_linear(prob);
   if (kernel == cuda::Fp8LinearKernel::CublasLtFp8) fake_quantize_activations_fp8(x.cpu, 0);
-  qlinear(b.cpu, x.cpu, cc, cs, oc);
-  qlinear(b.gpu, x.gpu, gc, gs, og);
+  if (silu) {
+    static_cast<Backend&>(b.cpu).linear_silu_mul(x.cpu, cc, cs, oc);
+    static_cast<Backend&>(b.gpu).linear_silu_mul(x.gpu, gc, gs, og);
+  } else {
+    qlinear(b.cpu, x.cpu, cc, cs, oc);
+    qlinear(b.gpu, x.gpu, gc, gs, og);
+  }
   const std::vector<float> got = b.gpu.to_host_f32(og), ref = b.cpu.to_host_f32(oc);
   double amax = 0;
   for (float v : ref) amax = std::max(amax, double(std::fabs(v)));
@@ -128,6 +137,13 @@ TEST(CudaFp8Weights, LinearAwkwardShapesAgainstTheCpu) {
       for (bool block : {false, true}) check_linear(b, T, N, K, block, false);
   for (int64_t T : {1, 5, 33}) check_linear(b, T, 384, 640, true, true);  // row-parallel partials in F32
   for (int64_t T : {2, 40}) check_linear(b, T, 1008, 1024, false, true);  // T 40: cuBLASLt FP8 to F32
+  // The gated activation fused into the GEMV (T <= 8: gate row n and up row N/2 + n per CTA, block
+  // scales across the gate/up boundary at N/2 = 200) and the unfused default (T 17).
+  for (int64_t T : {1, 3, 8, 17})
+    for (bool block : {false, true}) {
+      check_linear(b, T, 400, 512, block, false, true);
+      check_linear(b, T, 258, 144, block, false, true);
+    }
 }
 
 TEST(CudaFp8Weights, RefusalBelowSm89) {

@@ -32,7 +32,8 @@ struct RMSNorm {
   // residual += x, then the projection that follows the norm: norm(residual) @ w^T ([T, N] for w
   // [N, K]), or with silu_mul the gated activation of w = [gate; up] ([T, I] for w [2I, K]). One
   // op, so a backend can fold the norm into the GEMM (x is spent: its contents are unspecified after).
-  // Quantized weights (proj.weight_scales) run the norm, the GEMM and the activation as separate ops.
+  // Quantized weights (proj.weight_scales): the norm, then the GEMM (with the activation where the
+  // backend fuses it: linear_silu_mul_quantized).
   Tensor forward_residual_linear(Backend& be, Tensor& x, Tensor& residual, const Linear& proj,
                                  bool silu_mul = false) const {
     const Tensor& w = proj.weight;
@@ -43,9 +44,7 @@ struct RMSNorm {
         be.linear(x, w, proj.weight_scales, out);
         return out;
       }
-      Tensor gate_up = be.empty({x.size(0), w.size(0)}, be.act_dtype());
-      be.linear(x, w, proj.weight_scales, gate_up);
-      be.silu_and_mul(gate_up, out);
+      be.linear_silu_mul(x, w, proj.weight_scales, out);
       return out;
     }
     if (comm && reduce_add_norm(be, x, residual)) {  // x is now the normed stream

@@ -161,6 +161,16 @@ class Backend {
   // out = silu_and_mul(x @ w^T): the gated MLP's first half. x: [T, K]; w: [2I, K] (gate rows, then
   // up rows); out: [T, I].
   virtual void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out);
+  // The same with a quantized w (F8E4M3 or I8 codes [2I, K] and their scales); unquantized
+  // (scales undefined): linear_silu_mul above.
+  void linear_silu_mul(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) {
+    if (scales.defined())
+      linear_silu_mul_quantized(x, w, scales, out);
+    else
+      linear_silu_mul(x, w, out);
+  }
+  // Default: linear_quantized into a [T, 2I] temporary, then silu_and_mul.
+  virtual void linear_silu_mul_quantized(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out);
   // A decoder layer's norm and the projection after it: residual += x; then
   // out = linear(rms_norm(residual) * norm_w, w), or linear_silu_mul with silu_mul. x, residual:
   // [T, K]; norm_w: [K]; w: [N, K] ([2I, K] with silu_mul); out: [T, N] ([T, I]). The sum may land

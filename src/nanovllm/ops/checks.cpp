@@ -199,6 +199,13 @@ void Backend::linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) {
   silu_and_mul(gate_up, out);
 }
 
+void Backend::linear_silu_mul_quantized(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) {
+  check_linear_silu_mul(x, w, out);
+  Tensor gate_up = empty({x.size(0), w.size(0)}, out.dtype());
+  linear_quantized(x, w, scales, gate_up);
+  silu_and_mul(gate_up, out);
+}
+
 void Backend::add_rms_norm_linear(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps, const Tensor& w,
                                   Tensor& out, bool silu_mul) {
   check_add_rms_norm_linear(x, residual, norm_w, w, out, silu_mul);

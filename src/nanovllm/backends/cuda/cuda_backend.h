@@ -63,6 +63,7 @@ class CudaBackend final : public Backend {
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
   // FP8 weights (fp8_linear.cu; ops/fp8_weights.h): sm_89+ (FP8 conversions in hardware).
   void linear_quantized(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) override;
+  void linear_silu_mul_quantized(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) override;
   bool supports_quantization(Quantization q) const override;
   void quantize_weight(const Tensor& w, Quantization q, Tensor& codes, WeightScales& scales) override;
   void add_bias(Tensor& x, const Tensor& bias) override;

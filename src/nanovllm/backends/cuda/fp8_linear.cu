@@ -36,21 +36,28 @@ constexpr int kThreads = kWarps * 32;
 // tok/s with 4 rows (H100, bench/RESULTS.md).
 constexpr int kRows = 2;
 
-// x: [M, K] BF16; w: [N, K] codes; scale: [ceil(N / block_n), KB] F32 with KB = ceil(K / block_k)
-// (kBlock) or 1 (per channel: block_k 0).
-template <int M, bool kBlock, class OutT>
+// x: [M, K] BF16; w: [N, K] codes ([2N, K] with kSilu: gate rows, then up rows); scale:
+// [ceil(rows / block_n), KB] F32 with KB = ceil(K / block_k) (kBlock) or 1 (per channel: block_k 0).
+// kSilu: out[m, n] = silu(x w_gate[n]^T) * (x w_up[n]^T), a CTA taking gate row n and up row N + n
+// (gemv.cu's silu_mul: BF16 rounding of gate, up, silu and the product, as silu_and_mul after a
+// BF16 GEMM).
+template <int M, bool kBlock, bool kSilu, class OutT>
 __global__ void __launch_bounds__(kThreads)
     fp8_gemv_kernel(const bf16* __restrict__ x, const uint8_t* __restrict__ w, const float* __restrict__ scale,
                     OutT* __restrict__ out, int N, int K, int block_n, int block_k) {
   __shared__ float red[kWarps][M][kRows];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int n0 = blockIdx.x * kRows;
+  constexpr int kOuts = kSilu ? kRows / 2 : kRows;  // output columns per CTA
+  const int n0 = blockIdx.x * kOuts;
   const int KC = K / 16;  // 16-byte chunks of codes per row
   const uint4* xv = reinterpret_cast<const uint4*>(x);
   const uint4* wv = reinterpret_cast<const uint4*>(w);
-  int64_t row[kRows];  // rows past N re-read row N-1 (valid memory; results dropped)
+  int rows[kRows];  // weight rows; past N re-read row N-1 (valid memory; results dropped)
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) row[r] = int64_t(min(n0 + r, N - 1)) * KC;
+  for (int r = 0; r < kRows; ++r) rows[r] = min(n0 + r % kOuts, N - 1) + (kSilu && r >= kOuts ? N : 0);
+  int64_t row[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) row[r] = int64_t(rows[r]) * KC;
 
   uint4 wq[2][kRows];
   auto load_w = [&](int c0) {
@@ -67,7 +74,7 @@ __global__ void __launch_bounds__(kThreads)
   const int KB = kBlock ? (K + block_k - 1) / block_k : 1;
   const float* srow[kRows];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) srow[r] = scale + int64_t(min(n0 + r, N - 1) / block_n) * KB;
+  for (int r = 0; r < kRows; ++r) srow[r] = scale + int64_t(rows[r] / block_n) * KB;
 
   float acc[M][kRows];
 #pragma unroll
@@ -112,13 +119,23 @@ __global__ void __launch_bounds__(kThreads)
       if (lane == 0) red[warp][m][r] = v;
     }
   __syncthreads();
-  if (threadIdx.x < M * kRows) {
-    const int m = threadIdx.x / kRows, r = threadIdx.x % kRows;
+  if (threadIdx.x < M * kOuts) {
+    const int m = threadIdx.x / kOuts, r = threadIdx.x % kOuts;
     if (n0 + r < N) {
-      float s = 0.f;
+      float s = 0.f, u = 0.f;
 #pragma unroll
-      for (int wi = 0; wi < kWarps; ++wi) s += red[wi][m][r];
-      if constexpr (!kBlock) s *= __ldg(srow[r]);
+      for (int wi = 0; wi < kWarps; ++wi) {
+        s += red[wi][m][r];
+        if constexpr (kSilu) u += red[wi][m][r + kOuts];
+      }
+      if constexpr (!kBlock) {
+        s *= __ldg(srow[r]);
+        if constexpr (kSilu) u *= __ldg(srow[r + kOuts]);
+      }
+      if constexpr (kSilu) {
+        const float g = bf16_round(s);
+        s = bf16_round(g / (1.0f + expf(-g))) * bf16_round(u);
+      }
       if constexpr (std::is_same_v<OutT, float>)
         out[int64_t(m) * N + n0 + r] = s;
       else
@@ -193,57 +210,95 @@ void CudaBackend::quantize_weight(const Tensor& w, Quantization q, Tensor& codes
   NV_LAUNCH_CHECK();
 }
 
-void CudaBackend::linear_quantized(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) {
-  check_linear(x, w, out);
-  if (w.dtype() != DType::F8E4M3) return Backend::linear_quantized(x, w, scales, out);
-  require_fp8(sm_);
+namespace {
+
+// The FP8 GEMV plan's problem for x [T, K] and codes [N, K]; throws for shapes no path takes.
+cuda::Fp8LinearProblem fp8_problem(const Tensor& x, const Tensor& w, const WeightScales& scales, Fp8Gemm mode) {
+  const int64_t T = x.size(0), K = x.size(1), N = w.size(0);
+  if (K % 8 != 0 || K > cuda::kGemvMaxDim || N > cuda::kGemvMaxDim)
+    throw Error("linear (FP8 weights): K must be a multiple of 8 (got [" + std::to_string(N) + ", " +
+                std::to_string(K) + "])");
+  cuda::Fp8LinearProblem p;
+  p.T = T, p.N = N, p.K = K, p.block_k = scales.block_k;
+  p.fp8_activations = mode == Fp8Gemm::Auto;
+  p.aligned16 = (reinterpret_cast<uintptr_t>(x.raw()) | reinterpret_cast<uintptr_t>(w.raw())) % 16 == 0;
+  return p;
+}
+
+// fp8_gemv_kernel over x [T <= kFp8GemvMaxM, K] into out [T, outs] (outs = N, or I = N / 2 with silu).
+void launch_fp8_gemv(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out, bool silu,
+                     cuda::Stream stream) {
+  const int64_t T = x.size(0), K = x.size(1), outs = out.size(1);
+  const int bn = int(scales.block_n), bk = int(scales.block_k);
+  const unsigned grid = cuda::ceil_div(outs, silu ? cuda::kRows / 2 : cuda::kRows);
+  const auto* xb = x.data<cuda::bf16>();
+  const auto* wc = w.data<uint8_t>();
+  const float* sc = scales.scale.data<float>();
+  auto pick = [&](auto m_tag) {
+    constexpr int kM = decltype(m_tag)::value;
+    auto go = [&](auto kernel, auto* o) {
+      cuda::launch(kernel, grid, cuda::kThreads, 0, stream, xb, wc, sc, o, int(outs), int(K), bn, bk);
+    };
+    const bool f32 = out.dtype() == DType::F32;
+    if (silu && bk)
+      go(cuda::fp8_gemv_kernel<kM, true, true, cuda::bf16>, out.data<cuda::bf16>());
+    else if (silu)
+      go(cuda::fp8_gemv_kernel<kM, false, true, cuda::bf16>, out.data<cuda::bf16>());
+    else if (bk && f32)
+      go(cuda::fp8_gemv_kernel<kM, true, false, float>, out.data<float>());
+    else if (bk)
+      go(cuda::fp8_gemv_kernel<kM, true, false, cuda::bf16>, out.data<cuda::bf16>());
+    else if (f32)
+      go(cuda::fp8_gemv_kernel<kM, false, false, float>, out.data<float>());
+    else
+      go(cuda::fp8_gemv_kernel<kM, false, false, cuda::bf16>, out.data<cuda::bf16>());
+  };
+  cuda::with_batch<cuda::kFp8GemvMaxM>(T, pick);
+  NV_LAUNCH_CHECK();
+}
+
+void check_fp8_operands(const Tensor& x, const Tensor& w, const WeightScales& scales, const Tensor& out, int sm) {
+  require_fp8(sm);
   check_fp8_weight(w, scales, "cuda linear");
   if (x.dtype() != DType::BF16 || (out.dtype() != DType::BF16 && out.dtype() != DType::F32))
     throw Error(std::string("linear (FP8 weights): x must be BF16, out BF16 or F32 (got ") + dtype_name(x.dtype()) +
                 ", " + dtype_name(out.dtype()) + ")");
+}
+
+}  // namespace
+
+void CudaBackend::linear_quantized(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) {
+  check_linear(x, w, out);
+  if (w.dtype() != DType::F8E4M3) return Backend::linear_quantized(x, w, scales, out);
+  check_fp8_operands(x, w, scales, out, sm_);
   const int64_t T = x.size(0), K = x.size(1), N = w.size(0);
   if (T == 0 || N == 0) return;
-  if (K % 8 != 0 || K > cuda::kGemvMaxDim || N > cuda::kGemvMaxDim)
-    throw Error("linear (FP8 weights): K must be a multiple of 8 (got [" + std::to_string(N) + ", " +
-                std::to_string(K) + "])");
-  const int bn = int(scales.block_n), bk = int(scales.block_k);
-  cuda::Fp8LinearProblem p;
-  p.T = T, p.N = N, p.K = K, p.block_k = bk;
-  p.fp8_activations = options_.fp8_gemm == Fp8Gemm::Auto;
-  p.aligned16 = (reinterpret_cast<uintptr_t>(x.raw()) | reinterpret_cast<uintptr_t>(w.raw())) % 16 == 0;
-  if (cuda::plan_fp8_linear(p) == cuda::Fp8LinearKernel::Gemv) {
-    const unsigned grid = cuda::ceil_div(N, cuda::kRows);
-    const auto* xb = x.data<cuda::bf16>();
-    const auto* wc = w.data<uint8_t>();
-    const float* sc = scales.scale.data<float>();
-    auto pick = [&](auto m_tag) {
-      constexpr int kM = decltype(m_tag)::value;
-      auto go = [&](auto kernel, auto* o) {
-        cuda::launch(kernel, grid, cuda::kThreads, 0, on_stream(), xb, wc, sc, o, int(N), int(K), bn, bk);
-      };
-      const bool f32 = out.dtype() == DType::F32;
-      if (bk && f32)
-        go(cuda::fp8_gemv_kernel<kM, true, float>, out.data<float>());
-      else if (bk)
-        go(cuda::fp8_gemv_kernel<kM, true, cuda::bf16>, out.data<cuda::bf16>());
-      else if (f32)
-        go(cuda::fp8_gemv_kernel<kM, false, float>, out.data<float>());
-      else
-        go(cuda::fp8_gemv_kernel<kM, false, cuda::bf16>, out.data<cuda::bf16>());
-    };
-    cuda::with_batch<cuda::kFp8GemvMaxM>(T, pick);
-    NV_LAUNCH_CHECK();
-    return;
-  }
-  if (cuda::plan_fp8_linear(p) == cuda::Fp8LinearKernel::CublasLtFp8 && linear_fp8_cublaslt(x, w, scales, out)) return;
+  const cuda::Fp8LinearProblem p = fp8_problem(x, w, scales, options_.fp8_gemm);
+  const cuda::Fp8LinearKernel kernel = cuda::plan_fp8_linear(p);
+  if (kernel == cuda::Fp8LinearKernel::Gemv) return launch_fp8_gemv(x, w, scales, out, false, on_stream());
+  if (kernel == cuda::Fp8LinearKernel::CublasLtFp8 && linear_fp8_cublaslt(x, w, scales, out)) return;
   // The BF16 weight lives in the step arena until this GEMM is done (graph-safe: no cudaMalloc
   // inside a captured step once a warm-up has sized the arena).
   Tensor wb = empty({N, K}, DType::BF16);
   const int64_t chunks = N * (K / 8);
   cuda::launch(cuda::dequantize_fp8_kernel, dim3(cuda::ceil_div(chunks, 256)), dim3(256), 0, on_stream(),
-               w.data<uint8_t>(), scales.scale.data<float>(), wb.data<cuda::bf16>(), N, int(K), bn, bk);
+               w.data<uint8_t>(), scales.scale.data<float>(), wb.data<cuda::bf16>(), N, int(K), int(scales.block_n),
+               int(scales.block_k));
   NV_LAUNCH_CHECK();
   linear(x, wb, out);
+}
+
+// Decode rows (the FP8 GEMV's plan): the gated activation in the GEMV's epilogue, one kernel and
+// no [T, 2I] intermediate; otherwise the default (the GEMM, then silu_and_mul).
+void CudaBackend::linear_silu_mul_quantized(const Tensor& x, const Tensor& w, const WeightScales& scales,
+                                            Tensor& out) {
+  check_linear_silu_mul(x, w, out);
+  if (w.dtype() != DType::F8E4M3 || out.dtype() != DType::BF16 || x.size(0) == 0)
+    return Backend::linear_silu_mul_quantized(x, w, scales, out);
+  check_fp8_operands(x, w, scales, out, sm_);
+  if (cuda::plan_fp8_linear(fp8_problem(x, w, scales, options_.fp8_gemm)) != cuda::Fp8LinearKernel::Gemv)
+    return Backend::linear_silu_mul_quantized(x, w, scales, out);
+  launch_fp8_gemv(x, w, scales, out, true, on_stream());
 }
 
 }  // namespace nanovllm
