@@ -74,13 +74,14 @@ void load_weights(Backend& be, const SafetensorsCheckpoint& ckpt, const std::vec
 namespace {
 
 // dst[c] = uniform(-a, a) from element index base + c's counter-based number. Cloned for AVX-512
-// (chosen at load time by the CPU): the generator's 64-bit multiplies vectorize; same values.
+// DQ (chosen at load time by the CPU): the generator's 64-bit multiplies vectorize (vpmullq); same
+// values.
 // Not under the sanitizers: the clone's ifunc resolver runs during relocation, before the
 // ThreadSanitizer runtime is up, and crashed every TSan binary at start-up.
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define NANOVLLM_FILL_CLONES
 #else
-#define NANOVLLM_FILL_CLONES __attribute__((target_clones("avx512f", "default")))
+#define NANOVLLM_FILL_CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
 #endif
 NANOVLLM_FILL_CLONES void fill_uniform(uint64_t seed, uint64_t base, int64_t cols, float a, float* dst) {
   for (int64_t c = 0; c < cols; ++c) dst[c] = (2.0f * sampling_uniform(seed, 0, base + uint64_t(c)) - 1.0f) * a;
@@ -101,7 +102,8 @@ void load_dummy_weights(Backend& be, const std::vector<WeightSpec>& specs) {
     const int64_t rows = local.size() == 1 ? 1 : local[0], cols = numel_of(local) / rows;
     const int64_t full_cols = numel_of(s.shape) / (s.shape.size() == 1 ? 1 : s.shape[0]);
     const int64_t row0 = s.shard_dim == 0 ? s.shard_rank * rows : 0, col0 = s.shard_dim == 1 ? s.shard_rank * cols : 0;
-    const int64_t chunk = std::max<int64_t>(1, (int64_t(1) << 22) / cols);
+    // 2^17 floats a chunk (512 KiB): filled and uploaded while in cache, not through memory.
+    const int64_t chunk = std::max<int64_t>(1, (int64_t(1) << 17) / cols);
     std::vector<float> host;
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
       const int64_t r1 = std::min(rows, r0 + chunk), n = (r1 - r0) * cols;

@@ -4,6 +4,7 @@
 // against the exact path (F32 weights holding the same values).
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -81,6 +82,34 @@ TEST(CpuBf16Kernels, WidenIsExact) {
     cpu::widen_bf16(src.data(), int64_t(src.size()), dst.data(), cpu::Isa(isa));
     for (size_t i = 0; i < src.size(); ++i) EXPECT_EQ(dst[i], bf16_to_f32(src[i]));
   }
+}
+
+// Rounding to BF16 (KV stores, weight uploads) is f32_to_bf16 bit for bit: ties to even, denormals
+// kept (vcvtneps2bf16 would flush them), NaNs quiet, infinities and signed zeros kept; and an F32 ->
+// BF16 upload over many 64K-element blocks and a tail gives the same bits.
+TEST(CpuBf16Kernels, RoundingToBf16IsBitExact) {
+  std::vector<float> src;
+  for (uint32_t u :
+       {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x00018000u, 0x00028000u, 0x3f808000u, 0x3f818000u,
+        0x3f80ffffu, 0x7f7fffffu, 0xff7fffffu, 0x7f800000u, 0xff800000u, 0x7f800001u, 0xffc00000u, 0x7fbfffffu})
+    src.push_back(std::bit_cast<float>(u));
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<uint32_t> bits;
+  while (src.size() < 16 * 70 + 9) src.push_back(std::bit_cast<float>(bits(rng)));
+  std::vector<uint16_t> dst(src.size());
+  cpu::round_to_bf16(src.data(), int64_t(src.size()), dst.data());
+  for (size_t i = 0; i < src.size(); ++i)
+    EXPECT_EQ(dst[i], f32_to_bf16(src[i])) << "i=" << i << " bits=" << std::bit_cast<uint32_t>(src[i]);
+
+  auto fast = make_cpu_backend(2, CpuPrecision::Fast);
+  const int64_t n = 3 * (int64_t(1) << 16) + 77;
+  std::vector<float> big(static_cast<size_t>(n));
+  for (auto& v : big) v = std::bit_cast<float>(bits(rng));
+  Tensor w = fast->empty({n}, DType::BF16);
+  fast->upload(big.data(), DType::F32, w);
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i) wrong += w.data<uint16_t>()[i] != f32_to_bf16(big[size_t(i)]);
+  EXPECT_EQ(wrong, 0);
 }
 
 // The vdpbf16ps GEMM against a double-precision reference with x rounded to BF16 as it rounds it

@@ -170,10 +170,19 @@ NANOVLLM_BF16_TARGET void row_dp(const uint16_t* x, int64_t ldx, int64_t nt, con
   }
 }
 
-NANOVLLM_BF16_TARGET void round_avx512bf16(const float* src, int64_t n, uint16_t* dst) {
+// f32_to_bf16 on 16 lanes at once, bit for bit (denormals kept, NaNs made quiet): not
+// vcvtne2ps2bf16, which flushes denormals to zero.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void round_avx512(const float* src, int64_t n, uint16_t* dst) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+  const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), quiet = _mm512_set1_epi32(0x400000);
   int64_t i = 0;
-  for (; i + 32 <= n; i += 32)
-    _mm512_storeu_si512(dst + i, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16), _mm512_loadu_ps(src + i)));
+  for (; i + 16 <= n; i += 16) {
+    const __m512i u = _mm512_castps_si512(_mm512_loadu_ps(src + i));
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs_mask), inf);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
+    const __m512i r = _mm512_mask_or_epi32(_mm512_add_epi32(u, _mm512_add_epi32(bias, odd)), nan, u, quiet);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+  }
   for (; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
 }
 
@@ -299,7 +308,7 @@ void gemm_bf16_dp(const uint16_t* xb, int64_t ldx, int64_t T, const uint16_t* w,
 }
 
 void round_to_bf16(const float* src, int64_t n, uint16_t* dst) {
-  if (detected_isa() == Isa::Avx512Bf16) return round_avx512bf16(src, n, dst);
+  if (detected_isa() >= Isa::Avx512) return round_avx512(src, n, dst);
   for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
 }
 
