@@ -56,7 +56,7 @@ TEST(CpuBf16Kernels, EveryVariantMatchesTheReference) {
   const cpu::Isa top = cpu::detected_isa();
   std::printf("this CPU runs the %s kernels\n", cpu::isa_name(top));
   for (int isa = 0; isa <= int(top); ++isa)
-    for (auto [T, N, K] : {std::tuple{1, 13, 1024}, {3, 9, 33}, {4, 70, 128}, {5, 8, 7}, {9, 67, 300}, {1, 4, 16}}) {
+    for (auto [T, N, K] : {std::tuple{1, 13, 1024}, {3, 9, 33}, {4, 70, 128}, {5, 8, 7}, {9, 67, 300}, {1, 4, 16}, {2, 21, 100}}) {
       const Problem p = make_problem(T, N, K, uint32_t(T * 1000 + N + K));
       // Rows [2, N - 1) only, into a wider output: the row range and ldo are honoured.
       const int64_t ldo = N + 3;
@@ -154,7 +154,7 @@ TEST(CpuBf16Kernels, FastLinearMatchesExactLinear) {
   ASSERT_EQ(fast->weight_dtype(), DType::BF16);
   // x is rounded to BF16 where the CPU has vdpbf16ps: relative error 2^-9 per product.
   const bool rounds = cpu::detected_isa() == cpu::Isa::Avx512Bf16;
-  for (int64_t T : {1, 4, 37}) {
+  for (int64_t T : {1, 2, 4, 37}) {
     const Problem p = make_problem(T, 300, 520, uint32_t(T));
     std::vector<float> wf(p.w.size());
     for (size_t i = 0; i < wf.size(); ++i) wf[i] = bf16_to_f32(p.w[i]);
