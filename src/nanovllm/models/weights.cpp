@@ -35,7 +35,8 @@ static Tensor dst_view(const WeightSpec& s) {
   return s.dst->rows(s.row_offset, s.row_offset + rows);
 }
 
-void load_weights(Backend& be, const SafetensorsCheckpoint& ckpt, const std::vector<WeightSpec>& specs) {
+void load_weights(Backend& be, const SafetensorsCheckpoint& ckpt, const std::vector<WeightSpec>& specs,
+                  const WeightLoaded& loaded) {
   std::vector<uint8_t> cols;  // host staging for column slices
   for (const auto& s : specs) {
     const TensorInfo* t = ckpt.find(s.name);
@@ -68,6 +69,7 @@ void load_weights(Backend& be, const SafetensorsCheckpoint& ckpt, const std::vec
       src = reinterpret_cast<const char*>(cols.data());
     }
     be.upload(src, t->dtype, view);
+    if (loaded) loaded(s);
   }
 }
 
@@ -89,7 +91,7 @@ NANOVLLM_FILL_CLONES void fill_uniform(uint64_t seed, uint64_t base, int64_t col
 
 }  // namespace
 
-void load_dummy_weights(Backend& be, const std::vector<WeightSpec>& specs) {
+void load_dummy_weights(Backend& be, const std::vector<WeightSpec>& specs, const WeightLoaded& loaded) {
   for (const auto& s : specs) {
     if (s.optional) continue;
     Tensor view = dst_view(s);
@@ -119,6 +121,7 @@ void load_dummy_weights(Backend& be, const std::vector<WeightSpec>& specs) {
       Tensor part = local.size() == 1 ? view : view.rows(r0, r1);
       be.upload(host.data(), DType::F32, part);
     }
+    if (loaded) loaded(s);
   }
 }
 
