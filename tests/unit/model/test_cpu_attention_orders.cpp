@@ -2,7 +2,8 @@
 // key-major (few query tokens per sequence: decode) and head-major (prefill). A decode token is
 // computed inside a batch with a 12-token chunk (head-major), alone, and beside another decode
 // (key-major, kv heads split over tasks), for F32, BF16 and FP8 caches, with and without a sliding
-// window; and both orders against softmax attention in double.
+// window, on the exact and the fast path (its vector softmax); and both orders against softmax
+// attention in double.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -53,9 +54,10 @@ Tensor pick(CpuBackend& be, const Tensor& qkv, const std::vector<int64_t>& rows)
   return t;
 }
 
-void check_orders(DType cache_dtype, int64_t window) {
-  SCOPED_TRACE(std::string(dtype_name(cache_dtype)) + " window " + std::to_string(window));
-  CpuBackend be(2);
+void check_orders(DType cache_dtype, int64_t window, CpuPrecision precision) {
+  SCOPED_TRACE(std::string(dtype_name(cache_dtype)) + " window " + std::to_string(window) +
+               (precision == CpuPrecision::Fast ? " fast" : " exact"));
+  CpuBackend be(2, precision);
   // A decode at 37 keys, a 12-token chunk ending at 50, a decode at 18 (block tables shuffled).
   std::vector<Seq> seqs = {{37, 1, {}}, {50, 12, {}}, {18, 1, {}}};
   std::vector<int32_t> pool(12);
@@ -132,5 +134,6 @@ void check_orders(DType cache_dtype, int64_t window) {
 
 TEST(CpuAttentionOrders, KeyMajorEqualsHeadMajorBitForBit) {
   for (DType dt : {DType::F32, DType::BF16, DType::F8E4M3})
-    for (int64_t window : {int64_t(0), int64_t(7)}) check_orders(dt, window);
+    for (int64_t window : {int64_t(0), int64_t(7)})
+      for (CpuPrecision p : {CpuPrecision::Exact, CpuPrecision::Fast}) check_orders(dt, window, p);
 }

@@ -56,7 +56,8 @@ TEST(CpuBf16Kernels, EveryVariantMatchesTheReference) {
   const cpu::Isa top = cpu::detected_isa();
   std::printf("this CPU runs the %s kernels\n", cpu::isa_name(top));
   for (int isa = 0; isa <= int(top); ++isa)
-    for (auto [T, N, K] : {std::tuple{1, 13, 1024}, {3, 9, 33}, {4, 70, 128}, {5, 8, 7}, {9, 67, 300}, {1, 4, 16}, {2, 21, 100}}) {
+    for (auto [T, N, K] :
+         {std::tuple{1, 13, 1024}, {3, 9, 33}, {4, 70, 128}, {5, 8, 7}, {9, 67, 300}, {1, 4, 16}, {2, 21, 100}}) {
       const Problem p = make_problem(T, N, K, uint32_t(T * 1000 + N + K));
       // Rows [2, N - 1) only, into a wider output: the row range and ldo are honoured.
       const int64_t ldo = N + 3;
@@ -224,5 +225,28 @@ TEST(CpuVec, ManyRowHelpersEqualOneRowHelpers) {
       for (int64_t j = 0; j < count; ++j) cpu::axpy_f32(p[size_t(j)], ptrs[size_t(j)], want.data(), n);
       for (int64_t i = 0; i <= n; ++i) EXPECT_EQ(y[size_t(i)], want[size_t(i)]) << n << " " << count << " " << i;
     }
+  }
+}
+
+// The fast path's softmax against the exact one: within 4e-7 + 2e-6 relative of each value (the
+// vector exp is within 2 ulp of expf, the FP32 sum of n values within n ulp), lengths around the
+// vector width, scores far below the max (exp underflows to 0, as in the exact path) and equal ones.
+TEST(CpuVec, FastSoftmaxMatchesExactSoftmax) {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-30, 30);
+  for (int64_t n : {1, 2, 15, 16, 17, 100, 515}) {
+    std::vector<float> a(static_cast<size_t>(n));
+    for (auto& v : a) v = u(rng);
+    if (n > 2) a[1] = a[0] - 2000.0f, a[2] = a[0];
+    std::vector<float> b = a;
+    cpu::softmax_exact(a.data(), n, 0.7f);
+    cpu::softmax_fast(b.data(), n, 0.7f);
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      EXPECT_NEAR(b[size_t(j)], a[size_t(j)], 4e-7 + 2e-6 * a[size_t(j)]) << "n=" << n << " j=" << j;
+      sum += b[size_t(j)];
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-5) << "n=" << n;
+    if (n > 2) EXPECT_EQ(b[1], 0.0f);
   }
 }

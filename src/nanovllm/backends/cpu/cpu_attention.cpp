@@ -7,7 +7,8 @@
 // Caches are F32 (the act dtype), BF16 (--kv-cache-dtype bf16: rounded to nearest even when stored,
 // widened with vector loads when read) or F8E4M3 (--kv-cache-dtype fp8: stored as e4m3(x / scale),
 // read back through a 256-entry table of code x scale); both read into a row buffer, then the same
-// FP32 math.
+// FP32 math. The softmax is the exact path's (std::exp, a double sum) or with CpuPrecision::Fast a
+// vector one (cpu_vec.h); both task orders below use the same one.
 #include <omp.h>
 
 #include <algorithm>
@@ -93,21 +94,6 @@ void CpuBackend::store_kvcache(const Tensor& qkv, Tensor& k_cache, Tensor& v_cac
 
 namespace {
 
-// scores[j] <- softmax(scores * scale)[j] over n keys (max subtracted, denominator in double).
-void softmax_in_place(float* scores, int64_t n, float scale) {
-  float m = -INFINITY;
-  for (int64_t j = 0; j < n; ++j) {
-    scores[j] *= scale;
-    m = std::max(m, scores[j]);
-  }
-  double denom = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    scores[j] = std::exp(scores[j] - m);
-    denom += scores[j];
-  }
-  for (int64_t j = 0; j < n; ++j) scores[j] = float(scores[j] / denom);
-}
-
 // Where query token t's keys are: sequence b, keys [first, first + nkeys) (causal, windowed).
 struct KeySpan {
   int64_t b, first, nkeys;
@@ -157,6 +143,8 @@ void CpuBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tenso
       spans[size_t(q0 + i)] = {b, first, last - first + 1};
     }
   }
+  // The exact path's softmax, or the fast path's vector one: the same for every task order below.
+  const auto softmax = precision_ == CpuPrecision::Fast ? cpu::softmax_fast : cpu::softmax_exact;
   auto slot_of = [&](const KeySpan& s, int64_t j) {
     const int64_t key = s.first + j;
     return int64_t(md.block_tables[size_t(s.b * md.max_blocks + key / bs)]) * bs + key % bs;
@@ -193,7 +181,7 @@ void CpuBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tenso
                             scores.data() + (h - h0) * s.nkeys + j0);
           }
         }
-        for (int64_t h = 0; h < nh; ++h) softmax_in_place(scores.data() + h * s.nkeys, s.nkeys, scale);
+        for (int64_t h = 0; h < nh; ++h) softmax(scores.data() + h * s.nkeys, s.nkeys, scale);
         float* o = out.data<float>() + t * num_heads * D + h0 * D;
         std::fill(o, o + nh * D, 0.0f);
         for (int64_t j0 = 0; j0 < s.nkeys; j0 += kKeyBlock) {
@@ -233,7 +221,7 @@ void CpuBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tenso
         values[size_t(j)] = cache_row(v_cache, slot, kv_row, kvh, D, vt, decoded ? v_rows.data() + j * D : nullptr);
       }
       cpu::dots_f32(q, keys.data(), nkeys, D, scores.data());
-      softmax_in_place(scores.data(), nkeys, scale);
+      softmax(scores.data(), nkeys, scale);
       float* o = out.data<float>() + t * num_heads * D + h * D;
       std::fill(o, o + D, 0.0f);
       cpu::weighted_sum_f32(scores.data(), values.data(), nkeys, D, o);

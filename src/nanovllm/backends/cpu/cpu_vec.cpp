@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "nanovllm/backends/cpu/cpu_bf16_kernels.h"
 
@@ -94,6 +95,46 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void weighted_sum_avx512(co
   }
 }
 
+// exp(x) for x <= 0 (softmax: x = score - max; clamped at -110, whose exp is 0 in FP32 as 2^-159
+// rounds to 0): x = n ln2 + r with |r| <= ln2 / 2 (ln2 in two parts), exp(r) by Cephes' expf
+// polynomial, then scaled by 2^n.
+__attribute__((target("avx512f"))) __m512 exp_nonpositive(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-110.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+__attribute__((target("avx512f"))) void softmax_avx512(float* s, int64_t n, float scale) {
+  const __m512 sc = _mm512_set1_ps(scale);
+  __m512 mv = _mm512_set1_ps(-INFINITY);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1);
+    const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + j), sc);
+    _mm512_mask_storeu_ps(s + j, m, v);
+    mv = _mm512_mask_max_ps(mv, m, mv, v);
+  }
+  const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(mv));
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1);
+    const __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + j), mx));
+    _mm512_mask_storeu_ps(s + j, m, e);
+    sum = _mm512_mask_add_ps(sum, m, sum, e);
+  }
+  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1);
+    _mm512_mask_storeu_ps(s + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + j), inv));
+  }
+}
+
 bool has_avx512() { return detected_isa() >= Isa::Avx512; }
 
 }  // namespace
@@ -132,6 +173,25 @@ void dots_f32(const float* q, const float* const* rows, int64_t count, int64_t n
 void weighted_sum_f32(const float* p, const float* const* rows, int64_t count, int64_t n, float* y) {
   if (has_avx512()) return weighted_sum_avx512(p, rows, count, n, y);
   for (int64_t j = 0; j < count; ++j) axpy_f32(p[j], rows[j], y, n);
+}
+
+void softmax_exact(float* scores, int64_t n, float scale) {
+  float m = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) {
+    scores[j] *= scale;
+    m = std::max(m, scores[j]);
+  }
+  double denom = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    scores[j] = std::exp(scores[j] - m);
+    denom += scores[j];
+  }
+  for (int64_t j = 0; j < n; ++j) scores[j] = float(scores[j] / denom);
+}
+
+void softmax_fast(float* scores, int64_t n, float scale) {
+  if (has_avx512()) return softmax_avx512(scores, n, scale);
+  softmax_exact(scores, n, scale);
 }
 
 }  // namespace nanovllm::cpu
