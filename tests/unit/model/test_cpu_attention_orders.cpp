@@ -1,5 +1,5 @@
 // The CPU attention's two task orders (cpu_attention.cpp) give the same bits for a query token:
-// key-major (few query tokens per sequence: decode) and head-major (prefill). A decode token is
+// key-major (few query tokens per sequence: decode) and head-major (prefill, queries in pairs). A decode token is
 // computed inside a batch with a 12-token chunk (head-major), alone, and beside another decode
 // (key-major, kv heads split over tasks), for F32, BF16 and FP8 caches, with and without a sliding
 // window, on the exact and the fast path (its vector softmax); and both orders against softmax
@@ -101,6 +101,11 @@ void check_orders(DType cache_dtype, int64_t window, CpuPrecision precision) {
   same(mixed, 0, pair, 0, "decode in a prefill batch vs beside another decode");
   same(mixed, 13, pair, 1, "second decode");
   same(mixed, 12, chunk_end, 0, "a chunk's last query vs the same query alone");
+  // Every query of the chunk (paired with its neighbour in the head-major order, or not) alone.
+  for (int32_t i = 0; i < 12; ++i) {
+    Seq prefix{38 + i + 1, 1, seqs[1].table};
+    same(mixed, 1 + i, run({&prefix}, {rows[size_t(1 + i)]}), 0, ("chunk query " + std::to_string(i)).c_str());
+  }
   // Both orders against softmax in double over the cache's stored values (as attention reads them).
   std::vector<float> kf(size_t(kc.numel())), vf(size_t(vc.numel()));
   const std::vector<float> kd = be.to_host_f32(kc), vd = be.to_host_f32(vc);

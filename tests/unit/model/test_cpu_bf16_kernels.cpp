@@ -224,6 +224,18 @@ TEST(CpuVec, ManyRowHelpersEqualOneRowHelpers) {
       cpu::weighted_sum_f32(p.data(), ptrs.data(), count, n, y.data());
       for (int64_t j = 0; j < count; ++j) cpu::axpy_f32(p[size_t(j)], ptrs[size_t(j)], want.data(), n);
       for (int64_t i = 0; i <= n; ++i) EXPECT_EQ(y[size_t(i)], want[size_t(i)]) << n << " " << count << " " << i;
+      // Two queries at once: each gets its own call's bits (q and p, then q reversed and 2p).
+      std::vector<float> q1(q.rbegin(), q.rend()), p1(p), got1(static_cast<size_t>(count)), pair0(got1), pair1(got1);
+      for (auto& v : p1) v *= 2;
+      cpu::dots_f32(q1.data(), ptrs.data(), count, n, got1.data());
+      cpu::dots2_f32(q.data(), q1.data(), ptrs.data(), count, n, pair0.data(), pair1.data());
+      EXPECT_EQ(pair0, got) << n << " " << count;
+      EXPECT_EQ(pair1, got1) << n << " " << count;
+      std::vector<float> y1(static_cast<size_t>(n) + 1, -0.5f), z0(static_cast<size_t>(n) + 1, 0.25f), z1(y1);
+      cpu::weighted_sum_f32(p1.data(), ptrs.data(), count, n, y1.data());
+      cpu::weighted_sum2_f32(p.data(), p1.data(), ptrs.data(), count, n, z0.data(), z1.data());
+      EXPECT_EQ(z0, y) << n << " " << count;
+      EXPECT_EQ(z1, y1) << n << " " << count;
     }
   }
 }

@@ -197,34 +197,67 @@ void CpuBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tenso
     return;
   }
   // Many query tokens per sequence (prefill): head-major tasks, so consecutive tasks read the same
-  // head's keys and values (a 512-token prefill's are 512 KB: in L2), not every head's in turn.
+  // head's keys and values (a 512-token prefill's are 512 KB: in L2), not every head's in turn. A
+  // task takes two consecutive queries; when they are one sequence's with the same first key (no
+  // window cut), the second's keys extend the first's and both share the loads of their common keys
+  // (dots2_f32 / weighted_sum2_f32: each query's sums are those of its own call).
+  const int64_t pairs = (T + 1) / 2;
 #pragma omp parallel if (T * num_heads >= 8)
   {
-    std::vector<float> scores, k_rows, v_rows;  // BF16 / FP8 caches: the task's keys and values decoded
+    std::vector<float> scores0, scores1, k_rows, v_rows;  // BF16 / FP8 caches: the keys and values decoded
     std::vector<const float*> keys, values;
-#pragma omp for schedule(dynamic)
-    for (int64_t th = 0; th < T * num_heads; ++th) {
-      const int64_t h = th / T, t = th % T, kvh = h / group;
-      const KeySpan& s = spans[size_t(t)];
-      const int64_t nkeys = s.nkeys;
-      const float* q = qkv.data<float>() + t * W + h * D;
-      scores.resize(size_t(nkeys));
-      keys.resize(size_t(nkeys));
-      values.resize(size_t(nkeys));
+    // The rows of span s's keys for kv head kvh into keys / values.
+    auto gather = [&](const KeySpan& s, int64_t kvh) {
+      keys.resize(size_t(s.nkeys));
+      values.resize(size_t(s.nkeys));
       if (decoded) {
-        k_rows.resize(size_t(nkeys * D));
-        v_rows.resize(size_t(nkeys * D));
+        k_rows.resize(size_t(s.nkeys * D));
+        v_rows.resize(size_t(s.nkeys * D));
       }
-      for (int64_t j = 0; j < nkeys; ++j) {
+      for (int64_t j = 0; j < s.nkeys; ++j) {
         const int64_t slot = slot_of(s, j);
         keys[size_t(j)] = cache_row(k_cache, slot, kv_row, kvh, D, kt, decoded ? k_rows.data() + j * D : nullptr);
         values[size_t(j)] = cache_row(v_cache, slot, kv_row, kvh, D, vt, decoded ? v_rows.data() + j * D : nullptr);
       }
-      cpu::dots_f32(q, keys.data(), nkeys, D, scores.data());
-      softmax(scores.data(), nkeys, scale);
+    };
+    auto query = [&](int64_t t, int64_t h) { return qkv.data<float>() + t * W + h * D; };
+    auto output = [&](int64_t t, int64_t h) {
       float* o = out.data<float>() + t * num_heads * D + h * D;
       std::fill(o, o + D, 0.0f);
-      cpu::weighted_sum_f32(scores.data(), values.data(), nkeys, D, o);
+      return o;
+    };
+    auto single = [&](int64_t t, int64_t h) {
+      const KeySpan& s = spans[size_t(t)];
+      gather(s, h / group);
+      scores0.resize(size_t(s.nkeys));
+      cpu::dots_f32(query(t, h), keys.data(), s.nkeys, D, scores0.data());
+      softmax(scores0.data(), s.nkeys, scale);
+      cpu::weighted_sum_f32(scores0.data(), values.data(), s.nkeys, D, output(t, h));
+    };
+#pragma omp for schedule(dynamic)
+    for (int64_t task = 0; task < pairs * num_heads; ++task) {
+      const int64_t h = task / pairs, t0 = task % pairs * 2, t1 = t0 + 1;
+      if (t1 >= T) {
+        single(t0, h);
+        continue;
+      }
+      const KeySpan &a = spans[size_t(t0)], &b = spans[size_t(t1)];
+      if (a.b != b.b || a.first != b.first || b.nkeys < a.nkeys) {
+        single(t0, h);
+        single(t1, h);
+        continue;
+      }
+      gather(b, h / group);  // a's keys are its first a.nkeys
+      const int64_t n0 = a.nkeys, n1 = b.nkeys;
+      scores0.resize(size_t(n0));
+      scores1.resize(size_t(n1));
+      cpu::dots2_f32(query(t0, h), query(t1, h), keys.data(), n0, D, scores0.data(), scores1.data());
+      cpu::dots_f32(query(t1, h), keys.data() + n0, n1 - n0, D, scores1.data() + n0);
+      softmax(scores0.data(), n0, scale);
+      softmax(scores1.data(), n1, scale);
+      float *o0 = output(t0, h), *o1 = output(t1, h);
+      cpu::weighted_sum2_f32(scores0.data(), scores1.data(), values.data(), n0, D, o0, o1);
+      cpu::weighted_sum_f32(scores1.data() + n0, values.data() + n0, n1 - n0, D, o1);
     }
   }
 }
