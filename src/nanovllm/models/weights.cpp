@@ -104,8 +104,10 @@ void load_dummy_weights(Backend& be, const std::vector<WeightSpec>& specs, const
     const int64_t rows = local.size() == 1 ? 1 : local[0], cols = numel_of(local) / rows;
     const int64_t full_cols = numel_of(s.shape) / (s.shape.size() == 1 ? 1 : s.shape[0]);
     const int64_t row0 = s.shard_dim == 0 ? s.shard_rank * rows : 0, col0 = s.shard_dim == 1 ? s.shard_rank * cols : 0;
-    // 2^17 floats a chunk (512 KiB): filled and uploaded while in cache, not through memory.
-    const int64_t chunk = std::max<int64_t>(1, (int64_t(1) << 17) / cols);
+    // On the CPU 2^17 floats a chunk (512 KiB): filled and uploaded while in cache, not through
+    // memory; to a GPU 2^22 (16 MiB), fewer copies.
+    const int64_t chunk_floats = int64_t(1) << (be.device() == Device::CPU ? 17 : 22);
+    const int64_t chunk = std::max<int64_t>(1, chunk_floats / cols);
     std::vector<float> host;
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
       const int64_t r1 = std::min(rows, r0 + chunk), n = (r1 - r0) * cols;
