@@ -1,6 +1,7 @@
 #include "nanovllm/llm.h"
 
 #include <filesystem>
+#include <future>
 #include <map>
 
 #include "nanovllm/output/output_processor.h"
@@ -59,12 +60,16 @@ std::string find_tokenizer_dir(const EngineConfig& cfg, const std::string& expli
 
 LLM::LLM(EngineConfig cfg, const std::string& tokenizer_dir, bool skip_tokenizer_init) {
   const std::string tdir = skip_tokenizer_init ? "" : find_tokenizer_dir(cfg, tokenizer_dir);
+  // The tokenizer (parsing tokenizer.json: ~0.5 s for Qwen3's, one core) loads on its own thread
+  // while the engine loads or generates the weights; its errors come out of get().
+  std::future<std::unique_ptr<Tokenizer>> tokenizer;
+  if (!tdir.empty()) tokenizer = std::async(std::launch::async, [tdir] { return Tokenizer::from_dir(tdir); });
+  engine_ = std::make_unique<LLMEngine>(std::move(cfg));
   if (!tdir.empty()) {
-    tokenizer_ = Tokenizer::from_dir(tdir);
+    tokenizer_ = tokenizer.get();
     if (!tokenizer_->chat_template().empty())
       chat_template_ = std::make_unique<ChatTemplate>(tokenizer_->chat_template());
   }
-  engine_ = std::make_unique<LLMEngine>(std::move(cfg));
 }
 
 const Tokenizer& LLM::require_tokenizer() const {

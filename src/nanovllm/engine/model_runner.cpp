@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include "nanovllm/utils/error.h"
 #include "nanovllm/utils/safetensors.h"
@@ -60,15 +61,19 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
   // An FP8 checkpoint loads its codes and block scales as they are (dummy weights: quantized below).
   const bool fp8_checkpoint = mcfg_.checkpoint_quantization == Quantization::FP8 && !cfg_.load_dummy;
   if (fp8_checkpoint) add_fp8_checkpoint_specs(*backend_, *model_, mcfg_.architecture, specs);
+  // --quantization: each layer is quantized as soon as it is loaded (quantize_weights.h).
+  std::optional<WeightQuantizer> quantizer;
+  if (quantization_ != Quantization::None && !fp8_checkpoint)
+    quantizer.emplace(*backend_, *model_, quantization_, mcfg_.architecture, specs);
+  const WeightLoaded loaded = quantizer ? WeightLoaded([&](const WeightSpec& s) { quantizer->loaded(s); }) : nullptr;
   if (cfg_.load_dummy)
-    load_dummy_weights(*backend_, specs);
+    load_dummy_weights(*backend_, specs, loaded);
   else
-    load_weights(*backend_, *ckpt, specs);
+    load_weights(*backend_, *ckpt, specs, loaded);
   if (ckpt && kv_dtype_ == DType::F8E4M3) kv_scales_ = load_kv_cache_scales(*ckpt, mcfg_.num_hidden_layers);
   ckpt.reset();
   model_->finalize_weights();
-  if (quantization_ != Quantization::None && !fp8_checkpoint)
-    quantize_weights(*backend_, *model_, quantization_, mcfg_.architecture);
+  if (quantizer) quantizer->finish();
 
   // KV cache budget: an explicit block count, else bytes (CPU default: 4 GiB, at least one
   // sequence of an explicit max_model_len), else on a GPU what gpu_memory_utilization leaves after

@@ -4,22 +4,39 @@
 
 namespace nanovllm {
 
-void quantize_weights(Backend& be, CausalLM& model, Quantization q, const std::string& architecture) {
-  if (q == Quantization::None) return;
+WeightQuantizer::WeightQuantizer(Backend& be, CausalLM& model, Quantization q, const std::string& architecture,
+                                 const std::vector<WeightSpec>& specs)
+    : be_(be), model_(model), q_(q) {
   const std::vector<Linear*> linears = model.quantizable_linears();
   if (linears.empty())
     throw UserError(std::string("--quantization ") + quantization_name(q) + ": not implemented for " + architecture);
-  auto quantize = [&](Tensor& weight, WeightScales& weight_scales) {
-    Tensor codes;
-    WeightScales scales;
-    be.quantize_weight(weight, q, codes, scales);
-    weight = codes;  // the unquantized weight is freed here (unless the embedding shares it)
-    weight_scales = scales;
-  };
-  for (Linear* l : linears) quantize(l->weight, l->weight_scales);
+  for (Linear* l : linears) pending_[&l->weight] = {l, 0};
+  for (const WeightSpec& s : specs)
+    if (auto it = pending_.find(s.dst); it != pending_.end()) ++it->second.specs_left;
+}
+
+void WeightQuantizer::quantize(Tensor& weight, WeightScales& weight_scales) {
+  Tensor codes;
+  WeightScales scales;
+  be_.quantize_weight(weight, q_, codes, scales);
+  weight = codes;  // the unquantized weight is freed here (unless the embedding shares it)
+  weight_scales = scales;
+}
+
+void WeightQuantizer::loaded(const WeightSpec& s) {
+  auto it = pending_.find(s.dst);
+  if (it == pending_.end() || --it->second.specs_left > 0) return;
+  Linear* l = it->second.linear;
+  pending_.erase(it);
+  quantize(l->weight, l->weight_scales);
+}
+
+void WeightQuantizer::finish() {
+  for (auto& [weight, p] : pending_) quantize(p.linear->weight, p.linear->weight_scales);
+  pending_.clear();
   // int8 converts the LM head too (llama.cpp's Q8_0 does); tied to the embedding, the embedding keeps
   // the unquantized table for its row lookups.
-  if (LMHead* head = model.lm_head(); head && q == Quantization::INT8) quantize(head->weight, head->weight_scales);
+  if (LMHead* head = model_.lm_head(); head && q_ == Quantization::INT8) quantize(head->weight, head->weight_scales);
 }
 
 }  // namespace nanovllm

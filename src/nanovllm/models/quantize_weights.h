@@ -1,16 +1,43 @@
 // --quantization on a checkpoint loaded in the weight dtype: every quantizable linear layer of
 // the model (CausalLM::quantizable_linears) gets its weight replaced by codes and scales
-// (Backend::quantize_weight), one layer at a time, so the peak is the unquantized model plus one
-// layer's codes. Biases stay as they are. int8 converts the LM head too (CausalLM::lm_head).
+// (Backend::quantize_weight) as soon as the last checkpoint tensor that fills it is loaded, so the
+// unquantized model never exists whole: the peak is the quantized model, one unquantized layer and
+// the unquantized embedding. Biases stay as they are. int8 converts the LM head too
+// (CausalLM::lm_head, once finalize_weights has tied it).
 #pragma once
+#include <map>
 #include <string>
+#include <vector>
 
 #include "nanovllm/models/causal_lm.h"
+#include "nanovllm/models/weights.h"
 #include "nanovllm/quantization.h"
 
 namespace nanovllm {
 
-// Throws UserError when the architecture has no quantized path (e.g. Qwen3-MoE's experts).
-void quantize_weights(Backend& be, CausalLM& model, Quantization q, const std::string& architecture);
+class WeightQuantizer {
+ public:
+  // `specs`: what the load will fill (load_weights / load_dummy_weights with loaded() as their
+  // callback). Throws UserError when the architecture has no quantized path (e.g. Qwen3-MoE's
+  // experts), before anything is loaded.
+  WeightQuantizer(Backend& be, CausalLM& model, Quantization q, const std::string& architecture,
+                  const std::vector<WeightSpec>& specs);
+  // After each spec: quantizes its layer when this was the layer's last tensor.
+  void loaded(const WeightSpec& s);
+  // After CausalLM::finalize_weights: the layers loaded() did not complete (optional tensors
+  // absent), then the int8 LM head.
+  void finish();
+
+ private:
+  struct Pending {
+    Linear* linear;
+    int64_t specs_left;
+  };
+  void quantize(Tensor& weight, WeightScales& weight_scales);
+  Backend& be_;
+  CausalLM& model_;
+  Quantization q_;
+  std::map<const Tensor*, Pending> pending_;  // by the layer's weight tensor
+};
 
 }  // namespace nanovllm

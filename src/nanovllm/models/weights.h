@@ -6,6 +6,7 @@
 // 1: columns, e.g. o_proj of a row-parallel one). Only that slice is read from the mmapped file.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,13 +29,17 @@ struct WeightSpec {
   Shape local_shape() const;
 };
 
+// Called after each spec's tensor is in place (quantize-at-load: models/quantize_weights.h).
+using WeightLoaded = std::function<void(const WeightSpec&)>;
+
 // Loads every spec from the checkpoint (dtype converted to the backend's weight dtype).
 // Throws LoadError naming the missing tensor or the shape mismatch.
-void load_weights(Backend& be, const SafetensorsCheckpoint& ckpt, const std::vector<WeightSpec>& specs);
+void load_weights(Backend& be, const SafetensorsCheckpoint& ckpt, const std::vector<WeightSpec>& specs,
+                  const WeightLoaded& loaded = {});
 
 // Deterministic random weights (--load-format dummy): norms (1-D weights) get 1.0, biases 0, matrices
 // uniform values with std 0.02, each tensor seeded by its name and each value by its index in
 // the full tensor, so that a shard holds exactly the full tensor's slice (TP=N equals TP=1).
-void load_dummy_weights(Backend& be, const std::vector<WeightSpec>& specs);
+void load_dummy_weights(Backend& be, const std::vector<WeightSpec>& specs, const WeightLoaded& loaded = {});
 
 }  // namespace nanovllm

@@ -4,6 +4,7 @@
 // against the exact path (F32 weights holding the same values).
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -55,7 +56,8 @@ TEST(CpuBf16Kernels, EveryVariantMatchesTheReference) {
   const cpu::Isa top = cpu::detected_isa();
   std::printf("this CPU runs the %s kernels\n", cpu::isa_name(top));
   for (int isa = 0; isa <= int(top); ++isa)
-    for (auto [T, N, K] : {std::tuple{1, 13, 1024}, {3, 9, 33}, {4, 70, 128}, {5, 8, 7}, {9, 67, 300}, {1, 4, 16}}) {
+    for (auto [T, N, K] :
+         {std::tuple{1, 13, 1024}, {3, 9, 33}, {4, 70, 128}, {5, 8, 7}, {9, 67, 300}, {1, 4, 16}, {2, 21, 100}}) {
       const Problem p = make_problem(T, N, K, uint32_t(T * 1000 + N + K));
       // Rows [2, N - 1) only, into a wider output: the row range and ldo are honoured.
       const int64_t ldo = N + 3;
@@ -81,6 +83,34 @@ TEST(CpuBf16Kernels, WidenIsExact) {
     cpu::widen_bf16(src.data(), int64_t(src.size()), dst.data(), cpu::Isa(isa));
     for (size_t i = 0; i < src.size(); ++i) EXPECT_EQ(dst[i], bf16_to_f32(src[i]));
   }
+}
+
+// Rounding to BF16 (KV stores, weight uploads) is f32_to_bf16 bit for bit: ties to even, denormals
+// kept (vcvtneps2bf16 would flush them), NaNs quiet, infinities and signed zeros kept; and an F32 ->
+// BF16 upload over many 64K-element blocks and a tail gives the same bits.
+TEST(CpuBf16Kernels, RoundingToBf16IsBitExact) {
+  std::vector<float> src;
+  for (uint32_t u :
+       {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x00018000u, 0x00028000u, 0x3f808000u, 0x3f818000u,
+        0x3f80ffffu, 0x7f7fffffu, 0xff7fffffu, 0x7f800000u, 0xff800000u, 0x7f800001u, 0xffc00000u, 0x7fbfffffu})
+    src.push_back(std::bit_cast<float>(u));
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<uint32_t> bits;
+  while (src.size() < 16 * 70 + 9) src.push_back(std::bit_cast<float>(bits(rng)));
+  std::vector<uint16_t> dst(src.size());
+  cpu::round_to_bf16(src.data(), int64_t(src.size()), dst.data());
+  for (size_t i = 0; i < src.size(); ++i)
+    EXPECT_EQ(dst[i], f32_to_bf16(src[i])) << "i=" << i << " bits=" << std::bit_cast<uint32_t>(src[i]);
+
+  auto fast = make_cpu_backend(2, CpuPrecision::Fast);
+  const int64_t n = 3 * (int64_t(1) << 16) + 77;
+  std::vector<float> big(static_cast<size_t>(n));
+  for (auto& v : big) v = std::bit_cast<float>(bits(rng));
+  Tensor w = fast->empty({n}, DType::BF16);
+  fast->upload(big.data(), DType::F32, w);
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i) wrong += w.data<uint16_t>()[i] != f32_to_bf16(big[size_t(i)]);
+  EXPECT_EQ(wrong, 0);
 }
 
 // The vdpbf16ps GEMM against a double-precision reference with x rounded to BF16 as it rounds it
@@ -125,7 +155,7 @@ TEST(CpuBf16Kernels, FastLinearMatchesExactLinear) {
   ASSERT_EQ(fast->weight_dtype(), DType::BF16);
   // x is rounded to BF16 where the CPU has vdpbf16ps: relative error 2^-9 per product.
   const bool rounds = cpu::detected_isa() == cpu::Isa::Avx512Bf16;
-  for (int64_t T : {1, 4, 37}) {
+  for (int64_t T : {1, 2, 4, 37}) {
     const Problem p = make_problem(T, 300, 520, uint32_t(T));
     std::vector<float> wf(p.w.size());
     for (size_t i = 0; i < wf.size(); ++i) wf[i] = bf16_to_f32(p.w[i]);
@@ -194,6 +224,41 @@ TEST(CpuVec, ManyRowHelpersEqualOneRowHelpers) {
       cpu::weighted_sum_f32(p.data(), ptrs.data(), count, n, y.data());
       for (int64_t j = 0; j < count; ++j) cpu::axpy_f32(p[size_t(j)], ptrs[size_t(j)], want.data(), n);
       for (int64_t i = 0; i <= n; ++i) EXPECT_EQ(y[size_t(i)], want[size_t(i)]) << n << " " << count << " " << i;
+      // Two queries at once: each gets its own call's bits (q and p, then q reversed and 2p).
+      std::vector<float> q1(q.rbegin(), q.rend()), p1(p), got1(static_cast<size_t>(count)), pair0(got1), pair1(got1);
+      for (auto& v : p1) v *= 2;
+      cpu::dots_f32(q1.data(), ptrs.data(), count, n, got1.data());
+      cpu::dots2_f32(q.data(), q1.data(), ptrs.data(), count, n, pair0.data(), pair1.data());
+      EXPECT_EQ(pair0, got) << n << " " << count;
+      EXPECT_EQ(pair1, got1) << n << " " << count;
+      std::vector<float> y1(static_cast<size_t>(n) + 1, -0.5f), z0(static_cast<size_t>(n) + 1, 0.25f), z1(y1);
+      cpu::weighted_sum_f32(p1.data(), ptrs.data(), count, n, y1.data());
+      cpu::weighted_sum2_f32(p.data(), p1.data(), ptrs.data(), count, n, z0.data(), z1.data());
+      EXPECT_EQ(z0, y) << n << " " << count;
+      EXPECT_EQ(z1, y1) << n << " " << count;
     }
+  }
+}
+
+// The fast path's softmax against the exact one: within 4e-7 + 2e-6 relative of each value (the
+// vector exp is within 2 ulp of expf, the FP32 sum of n values within n ulp), lengths around the
+// vector width, scores far below the max (exp underflows to 0, as in the exact path) and equal ones.
+TEST(CpuVec, FastSoftmaxMatchesExactSoftmax) {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-30, 30);
+  for (int64_t n : {1, 2, 15, 16, 17, 100, 515}) {
+    std::vector<float> a(static_cast<size_t>(n));
+    for (auto& v : a) v = u(rng);
+    if (n > 2) a[1] = a[0] - 2000.0f, a[2] = a[0];
+    std::vector<float> b = a;
+    cpu::softmax_exact(a.data(), n, 0.7f);
+    cpu::softmax_fast(b.data(), n, 0.7f);
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      EXPECT_NEAR(b[size_t(j)], a[size_t(j)], 4e-7 + 2e-6 * a[size_t(j)]) << "n=" << n << " j=" << j;
+      sum += b[size_t(j)];
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-5) << "n=" << n;
+    if (n > 2) EXPECT_EQ(b[1], 0.0f);
   }
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "nanovllm/backends/cpu/cpu_bf16_kernels.h"
 #include "nanovllm/ops/checks.h"
 #include "nanovllm/utils/error.h"
 
@@ -37,22 +38,38 @@ const float* weights_f32(const Tensor& w, std::vector<float>& scratch) {
   return scratch.data();
 }
 
+// Split over the threads in blocks of 64K elements (start-up: the dummy or checkpoint weights,
+// ~1.2 GB for Qwen3-0.6B, go through here), BF16 rounded 16 lanes at a time.
 void CpuBackend::upload(const void* src, DType src_dtype, Tensor& dst) {
-  const size_t n = size_t(dst.numel());
-  if (dst.dtype() == src_dtype) {
-    std::memcpy(dst.raw(), src, dst.nbytes());
-  } else if (dst.dtype() == DType::F32) {
-    convert_to_f32(src, src_dtype, n, dst.data<float>());
-  } else if (dst.dtype() == DType::BF16 && (src_dtype == DType::F32 || src_dtype == DType::F16)) {
-    std::vector<float> f(std::min<size_t>(n, size_t(1) << 20));
-    uint16_t* d = dst.data<uint16_t>();
-    for (size_t i = 0; i < n; i += f.size()) {  // in chunks: no full-size FP32 copy
-      const size_t m = std::min(f.size(), n - i);
-      convert_to_f32(static_cast<const char*>(src) + i * dtype_size(src_dtype), src_dtype, m, f.data());
-      for (size_t j = 0; j < m; ++j) d[i + j] = f32_to_bf16(f[j]);
-    }
-  } else {
+  const int64_t n = dst.numel();
+  constexpr int64_t kBlock = int64_t(1) << 16;
+  const char* in = static_cast<const char*>(src);
+  const size_t in_es = dtype_size(src_dtype), out_es = dtype_size(dst.dtype());
+  char* out = static_cast<char*>(dst.raw());
+  const bool to_bf16 = dst.dtype() == DType::BF16 && (src_dtype == DType::F32 || src_dtype == DType::F16);
+  if (dst.dtype() != src_dtype && dst.dtype() != DType::F32 && !to_bf16)
     throw Error(std::string("cpu upload: cannot convert ") + dtype_name(src_dtype) + " to " + dtype_name(dst.dtype()));
+#pragma omp parallel if (parallel_worth_it(n))
+  {
+    std::vector<float> f(to_bf16 && src_dtype != DType::F32 ? size_t(kBlock) : 0);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; i += kBlock) {
+      const int64_t m = std::min(kBlock, n - i);
+      const char* s = in + size_t(i) * in_es;
+      char* d = out + size_t(i) * out_es;
+      if (dst.dtype() == src_dtype) {
+        std::memcpy(d, s, size_t(m) * out_es);
+      } else if (dst.dtype() == DType::F32) {
+        convert_to_f32(s, src_dtype, size_t(m), reinterpret_cast<float*>(d));
+      } else {  // to BF16 from F32 (rounded directly) or F16 (widened first)
+        const float* x = reinterpret_cast<const float*>(s);
+        if (src_dtype != DType::F32) {
+          convert_to_f32(s, src_dtype, size_t(m), f.data());
+          x = f.data();
+        }
+        cpu::round_to_bf16(x, m, reinterpret_cast<uint16_t*>(d));
+      }
+    }
   }
 }
 

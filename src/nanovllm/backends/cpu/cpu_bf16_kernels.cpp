@@ -105,8 +105,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void row_avx512(const float
   NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) out[t * ldo] = _mm512_reduce_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]));
 }
 
-// NT rows of x against NR weight rows at once (decode: 4 weight rows, four streams from memory in
-// flight, software-prefetched ahead; prefill: 8 x 3 tiles, each widened weight used 8 times).
+// NT rows of x against NR weight rows at once (decode: 8 or 4 weight rows, as many streams from
+// memory in flight, software-prefetched ahead; prefill: 8 x 3 tiles, each widened weight used 8 times).
 // Every output is the same 16-lane chain over K then one reduction, whatever NT and NR.
 template <int NT, int NR>
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void rows_avx512(const float* x, int64_t ldx, const uint16_t* w,
@@ -170,10 +170,19 @@ NANOVLLM_BF16_TARGET void row_dp(const uint16_t* x, int64_t ldx, int64_t nt, con
   }
 }
 
-NANOVLLM_BF16_TARGET void round_avx512bf16(const float* src, int64_t n, uint16_t* dst) {
+// f32_to_bf16 on 16 lanes at once, bit for bit (denormals kept, NaNs made quiet): not
+// vcvtne2ps2bf16, which flushes denormals to zero.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void round_avx512(const float* src, int64_t n, uint16_t* dst) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+  const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), quiet = _mm512_set1_epi32(0x400000);
   int64_t i = 0;
-  for (; i + 32 <= n; i += 32)
-    _mm512_storeu_si512(dst + i, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16), _mm512_loadu_ps(src + i)));
+  for (; i + 16 <= n; i += 16) {
+    const __m512i u = _mm512_castps_si512(_mm512_loadu_ps(src + i));
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs_mask), inf);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
+    const __m512i r = _mm512_mask_or_epi32(_mm512_add_epi32(u, _mm512_add_epi32(bias, odd)), nan, u, quiet);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+  }
   for (; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
 }
 
@@ -259,14 +268,18 @@ void gemv_bf16(const float* x, int64_t ldx, int64_t T, const uint16_t* w, int64_
                                           rows_avx512<5, 3>, rows_avx512<6, 3>, rows_avx512<7, 3>, rows_avx512<8, 3>};
   static const RowsFn rows1[kTileRows] = {rows_avx512<1, 1>, rows_avx512<2, 1>, rows_avx512<3, 1>, rows_avx512<4, 1>,
                                           rows_avx512<5, 1>, rows_avx512<6, 1>, rows_avx512<7, 1>, rows_avx512<8, 1>};
-  const bool wide = T > kMaxRows;
-  const int64_t step = wide ? kTileRows : kMaxRows, nr = wide ? 3 : 4;
-  constexpr int64_t kBlockRows = 96;  // weight rows per block (in L2), a multiple of 3 and 4
+  // One or two rows of x (decode at batch 1-2): 8 weight rows at once, eight streams from memory
+  // in flight (measured on the dev VM: all decode GEMMs of a batch-2 step 69-80 -> 60-66 ms, the
+  // copy bandwidth); more rows of x keep 4 (their accumulators fill the registers).
+  static const RowsFn rows8[2] = {rows_avx512<1, 8>, rows_avx512<2, 8>};
+  const bool wide = T > kMaxRows, narrow = T <= 2;
+  const int64_t step = wide ? kTileRows : kMaxRows, nr = wide ? 3 : narrow ? 8 : 4;
+  constexpr int64_t kBlockRows = 96;  // weight rows per block (in L2), a multiple of 3, 4 and 8
   for (int64_t b0 = n0; b0 < n1; b0 += kBlockRows) {
     const int64_t b1 = std::min(n1, b0 + kBlockRows);
     for (int64_t t0 = 0; t0 < T; t0 += step) {
       const int nt = int(std::min<int64_t>(step, T - t0));
-      const RowsFn fn = wide ? rows3[nt - 1] : rows4[nt - 1];
+      const RowsFn fn = wide ? rows3[nt - 1] : narrow ? rows8[nt - 1] : rows4[nt - 1];
       int64_t n = b0;
       for (; n + nr <= b1; n += nr) fn(x + t0 * ldx, ldx, w + n * K, K, out + t0 * ldo + n, ldo);
       for (; n < b1; ++n) rows1[nt - 1](x + t0 * ldx, ldx, w + n * K, K, out + t0 * ldo + n, ldo);
@@ -299,7 +312,7 @@ void gemm_bf16_dp(const uint16_t* xb, int64_t ldx, int64_t T, const uint16_t* w,
 }
 
 void round_to_bf16(const float* src, int64_t n, uint16_t* dst) {
-  if (detected_isa() == Isa::Avx512Bf16) return round_avx512bf16(src, n, dst);
+  if (detected_isa() >= Isa::Avx512) return round_avx512(src, n, dst);
   for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
 }
 

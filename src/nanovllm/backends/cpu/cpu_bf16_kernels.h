@@ -25,7 +25,7 @@ void gemv_bf16(const float* x, int64_t ldx, int64_t T, const uint16_t* w, int64_
 void gemm_bf16_dp(const uint16_t* xb, int64_t ldx, int64_t T, const uint16_t* w, int64_t K, int64_t n0, int64_t n1,
                   float* out, int64_t ldo);
 
-// dst[i] = bf16(src[i]) (round to nearest even) for n values.
+// dst[i] = f32_to_bf16(src[i]) (round to nearest even, bit for bit) for n values.
 void round_to_bf16(const float* src, int64_t n, uint16_t* dst);
 
 // dst[i] = float(src[i]) for n BF16 values.
