@@ -1,6 +1,7 @@
 // FP8 (E4M3) weights on the GPU (--quantization fp8, Qwen's FP8 checkpoints; format and semantics
 // in ops/fp8_weights.h): out[T, N] = x[T, K] @ value[N, K]^T with value = code x scale, BF16 x,
-// FP32 accumulation, weight-only (x is not quantized), as the CPU oracle computes it.
+// FP32 accumulation. The GEMV and the dequantize path are weight-only (x is not quantized), as the
+// CPU oracle computes; the FP8 GEMM (fp8_gemm=auto) quantizes x per token as well.
 //
 // Decode (T <= kFp8GemvMaxM, plan_fp8_linear in kernel_plan.h): fp8_gemv_kernel, gemv.cu's
 // structure over codes: a CTA of 4 warps owns 2 weight rows (kRows), its 128 lanes stride K in 16-byte
@@ -9,7 +10,8 @@
 // written by the previous kernel, so their DRAM latency overlaps its tail). Per-channel scales
 // multiply each row's sum once at the end; block scales (128 x 128) multiply each chunk's 16-term
 // partial sum (a chunk never straddles a block: block_k % 16 == 0). Batch-1 decode is one pass
-// over the weight bytes: FP8 halves them.
+// over the weight bytes: FP8 halves them. With silu (linear_silu_mul_quantized) a CTA takes gate
+// row n and up row I + n and writes silu(gate) * up: the MLP's activation in the GEMV's epilogue.
 // Larger T: per-channel weights go to cuBLASLt's FP8 GEMM with per-token activation scales
 // (fp8_gemm_cublaslt.cu); the rest (block scales, odd shapes): dequantize_fp8_kernel writes the
 // BF16 weight (value rounded to BF16) into the step arena and cuBLASLt's BF16 GEMM multiplies it.
