@@ -2,8 +2,10 @@
 //   greedy (temperature 0): argmax (lowest index on ties)
 //   else: p = softmax(logits / T); keep the top_k largest, then the smallest set whose mass
 //   reaches top_p (on the renormalised top-k distribution), then those with p >= min_p * max p;
-//   token = argmax_i p_i / E_i with E_i = -log(u_i) ~ Exp(1) (Gumbel-max in its exponential form),
-//   u_i = sampling_uniform(seed, position, i).
+//   token = argmax over the kept i of p_i / E_i, E_i = -log(u_i) ~ Exp(1), u_i = sampling_uniform(seed,
+//   position, i) (Gumbel-max in its exponential form), computed in log space as the score
+//   fma(l_i, 1/T, -log(E_i)) = log(p_i / E_i) + a constant of the row: without filters one pass over
+//   the logits, no softmax (the GPU sampler's fast path, whose cost is the noise, not the bytes).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -20,6 +22,26 @@ int32_t sample_row_cpu(const float* logits, int64_t V, const SamplingRow& row) {
     return int32_t(std::max_element(logits, logits + V) - logits);
   }
   const float inv_t = 1.0f / row.temperature;
+  auto score = [&](int64_t i) {
+    const float e = -std::log(sampling_uniform(row.seed, uint64_t(row.position), uint64_t(i)));
+    return std::fma(logits[i], inv_t, -std::log(e));
+  };
+  auto best_of = [&](auto kept) {
+    int32_t best = -1;
+    float best_score = -INFINITY;
+    for (int64_t i = 0; i < V; ++i) {
+      if (!kept(i)) continue;
+      const float s = score(i);
+      if (s > best_score) {
+        best_score = s;
+        best = int32_t(i);
+      }
+    }
+    // Nothing kept, or every score -inf (logits masked to -inf): the greedy token.
+    return best >= 0 ? best : int32_t(std::max_element(logits, logits + V) - logits);
+  };
+  const bool use_k = row.top_k > 0 && row.top_k < V, use_p = row.top_p < 1.0f;
+  if (!use_k && !use_p && row.min_p <= 0.0f) return best_of([](int64_t) { return true; });
   float mx = -INFINITY;
   for (int64_t i = 0; i < V; ++i) mx = std::max(mx, logits[i] * inv_t);
   std::vector<float> p(static_cast<size_t>(V));
@@ -27,7 +49,6 @@ int32_t sample_row_cpu(const float* logits, int64_t V, const SamplingRow& row) {
   for (int64_t i = 0; i < V; ++i) sum += (p[size_t(i)] = std::exp(logits[i] * inv_t - mx));
   for (auto& x : p) x = float(x / sum);
   std::vector<char> keep(size_t(V), 1);
-  const bool use_k = row.top_k > 0 && row.top_k < V, use_p = row.top_p < 1.0f;
   if (use_k || use_p) {
     std::vector<int32_t> order(static_cast<size_t>(V));
     std::iota(order.begin(), order.end(), 0);
@@ -52,19 +73,7 @@ int32_t sample_row_cpu(const float* logits, int64_t V, const SamplingRow& row) {
     for (int64_t i = 0; i < V; ++i)
       if (p[size_t(i)] < row.min_p * pmax) keep[size_t(i)] = 0;
   }
-  int32_t best = -1;
-  float best_score = -1.0f;
-  for (int64_t i = 0; i < V; ++i) {
-    if (!keep[size_t(i)]) continue;
-    const float e = -std::log(sampling_uniform(row.seed, uint64_t(row.position), uint64_t(i)));
-    const float s = p[size_t(i)] / e;
-    if (s > best_score) {
-      best_score = s;
-      best = int32_t(i);
-    }
-  }
-  if (best < 0) best = int32_t(std::max_element(logits, logits + V) - logits);
-  return best;
+  return best_of([&](int64_t i) { return keep[size_t(i)] != 0; });
 }
 
 // A row: logits processing (on a copy, so raw logprobs still see the model's logits), sampling,
