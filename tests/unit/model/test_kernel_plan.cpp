@@ -210,9 +210,10 @@ TEST(KernelPlan, DecodeAttentionMeasuredCases) {
 // graph runner's ranges are the same threshold.
 TEST(KernelPlan, DecodeAttentionLongContext) {
   const KernelOptions def;
-  const auto resident = [](int n) {
-    return [n](int64_t, int64_t, int warps) {
+  const auto resident = [](int n, bool want_fp8 = false) {
+    return [n, want_fp8](int64_t, int64_t, int warps, bool fp8) {
       EXPECT_EQ(warps, 8);
+      EXPECT_EQ(fp8, want_fp8);  // the FP8 cache's kernel asks for its own residency
       return n;
     };
   };
@@ -230,6 +231,9 @@ TEST(KernelPlan, DecodeAttentionLongContext) {
   EXPECT_EQ(plan.warps, 8);
   EXPECT_FALSE(plan.cluster);
   EXPECT_EQ(plan_decode_attention(p, 132, 16, def, resident(2)).splits, 33);  // Qwen3-8B's kernel: 2 per SM
+  p.fp8 = true;
+  EXPECT_EQ(plan_decode_attention(p, 132, 16, def, resident(2, true)).splits, 33);
+  p.fp8 = false;
   EXPECT_EQ(plan_decode_attention(p, 132, 16, def).splits, 33);               // residency unknown: 2
   EXPECT_EQ(plan_decode_attention(p, 132, 16, def, resident(8)).splits, 64);  // long_decode_splits caps
   KernelOptions o;

@@ -110,6 +110,7 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
     a.B = int(Bd);
     DecodeAttentionProblem prob;
     prob.num_seqs = Bd, prob.num_heads = num_heads, prob.num_kv_heads = num_kv_heads, prob.head_dim = D;
+    prob.fp8 = fp8;
     // The longest context of these rows: from the host lengths (under graph capture, the bound of
     // the graph's context range), else the batch's max_seqlen_k.
     if (int64_t(md.context_lens.size()) >= Bd)

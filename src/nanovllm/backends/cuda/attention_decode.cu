@@ -42,6 +42,12 @@ namespace {
 namespace cg = cooperative_groups;
 
 constexpr int kKeysInFlight = 2;  // per lane group and loop step (4 measured slower: bench/RESULTS.md)
+// The FP8 cache: a key row is half the bytes for the same arithmetic, so a lane group needs twice
+// the keys in flight to cover the same DRAM latency, and the 8-byte rows leave the registers for it:
+// 4 keys, pipelined at every group size. bench.py on Qwen3-0.6B with --kv-cache-dtype fp8 (batch
+// 256, attention ~80% of a step): 19,300-19,700 -> 22,200-22,500 output tok/s (H100; 4 keys without
+// the pipeline, or the pipeline with 2 keys: ~21,000; bench/RESULTS.md).
+constexpr int kKeysInFlightFp8 = 4;
 
 // out[b, hq] = sum_s w_s o_s / sum_s w_s over the S partials of row bh = b * Hq + hq, with
 // w_s = 2^(lse_s - max lse); grid B*Hq, block kMergeThreads. Every load is independent of the
@@ -103,7 +109,7 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
   constexpr int L = D / 8;        // lanes per key row
   constexpr int KPW = 32 / L;     // lane groups per warp
   constexpr int STEP = NW * KPW;  // lane groups per CTA: keys per loop step (times U)
-  constexpr int U = kKeysInFlight;
+  constexpr int U = F8 ? kKeysInFlightFp8 : kKeysInFlight;
   __shared__ float sm_m[NW][G], sm_l[NW][G];
   __shared__ float sm_o[NW][G][D];  // each warp's state; row [0] then holds the CTA's normalized output
   __shared__ float sm_lse[G];       // the CTA's log2-sum-exp per head (cluster merge)
@@ -157,8 +163,8 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
   // It costs 8-20 registers a thread: at 8 warps (sm_90 ptxas) G = 3, 4, 6, 7, 8 keep their CTAs
   // per SM and pipeline; G = 1, 2, 5 would lose one, and for G = 2 that measured slower (Qwen3-0.6B
   // batch-1 at 32K: 418 vs 429 tok/s, one wave of 264 instead of 392 split CTAs), while G = 4 gained
-  // (Qwen3-8B at 32K: 127.6 -> 133.1 tok/s, H100; bench/RESULTS.md).
-  constexpr bool kPipelined = G == 3 || G == 4 || G >= 6;
+  // (Qwen3-8B at 32K: 127.6 -> 133.1 tok/s, H100; bench/RESULTS.md). The FP8 cache always pipelines.
+  constexpr bool kPipelined = F8 || G == 3 || G == 4 || G >= 6;
   KV kk[U], vv[U];
   bool ok[U];
   auto load = [&](int k0, KV(&dk)[U], KV(&dv)[U], bool(&dok)[U]) {
@@ -390,12 +396,12 @@ void decode_attention(const DecodeAttnArgs& a, Stream st) {
   }
 }
 
-int decode_resident_ctas(int head_dim, int group, int warps) {
+int decode_resident_ctas(int head_dim, int group, int warps, bool fp8) {
   if ((head_dim != 64 && head_dim != 128) || group < 1 || group > 8 || (warps != 4 && warps != 8))
     throw Error("decode attention: no split kernel for head_dim " + std::to_string(head_dim) + ", group " +
                 std::to_string(group) + ", " + std::to_string(warps) + " warps");
   int n = 0;
-  NV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_for(head_dim, group, warps), warps * 32, 0));
+  NV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_for(head_dim, group, warps, fp8), warps * 32, 0));
   return n;
 }
 

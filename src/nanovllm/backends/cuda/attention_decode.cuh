@@ -37,8 +37,8 @@ void decode_attention(const DecodeAttnArgs& a, Stream st);
 // power of two, <= kDecodeMaxSplits) that the current device can schedule for the biggest decode
 // CTA; 1 on devices without thread-block clusters (before sm_90).
 int decode_cluster_limit();
-// CTAs of the split decode kernel for (head_dim 64/128, group 1..8, warps 4/8) that one SM holds at
-// once (of the BF16-cache kernel; the FP8 one keeps fewer registers in flight).
-int decode_resident_ctas(int head_dim, int group, int warps);
+// CTAs of the split decode kernel for (head_dim 64/128, group 1..8, warps 4/8, BF16 or FP8 cache)
+// that one SM holds at once.
+int decode_resident_ctas(int head_dim, int group, int warps, bool fp8);
 
 }  // namespace nanovllm::cuda

@@ -133,12 +133,12 @@ std::vector<int64_t> CudaBackend::decode_context_breaks(int64_t batch) const {
 
 cuda::DecodeAttentionPlan CudaBackend::plan_decode_attention(const cuda::DecodeAttentionProblem& p) const {
   return cuda::plan_decode_attention(p, num_sms_, device_cluster_limit_, options_,
-                                     [&](int64_t head_dim, int64_t group, int warps) {
-                                       const auto key = std::make_tuple(head_dim, group, warps);
+                                     [&](int64_t head_dim, int64_t group, int warps, bool fp8) {
+                                       const auto key = std::make_tuple(head_dim, group, warps, fp8);
                                        auto it = decode_resident_.find(key);
                                        if (it == decode_resident_.end())
                                          it = decode_resident_
-                                                  .emplace(key, cuda::decode_resident_ctas(int(head_dim), int(group), warps))
+                                                  .emplace(key, cuda::decode_resident_ctas(int(head_dim), int(group), warps, fp8))
                                                   .first;
                                        return it->second;
                                      });

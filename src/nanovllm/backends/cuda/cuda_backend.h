@@ -181,7 +181,7 @@ class CudaBackend final : public Backend {
   // One wave of the norm-prologue GEMV per (M, K, silu_mul): occupancy x SMs (plan_linear).
   std::map<std::tuple<int64_t, int64_t, bool>, int64_t> gemv_norm_wave_;
   // (head_dim, group, warps) -> resident CTAs per SM of that split decode kernel (plan_decode_attention).
-  mutable std::map<std::tuple<int64_t, int64_t, int>, int> decode_resident_;
+  mutable std::map<std::tuple<int64_t, int64_t, int, bool>, int> decode_resident_;
   // TMA descriptors of the paged caches the TMA prefill kernel read (a layer's K or V cache: base
   // address, slots, row elements, block size), made once each.
   std::map<std::tuple<const void*, int64_t, int64_t, int64_t>, cuda::TmaDesc> cache_tma_;

@@ -112,7 +112,7 @@ DecodeAttentionPlan plan_decode_attention(const DecodeAttentionProblem& p, int n
     const int warps = o.decode_warps >= 8 && decode_eight_warps_fit(p.head_dim, group) ? 8 : 4;
     // (Residency is asked only of shapes the decode kernel has: plan_attention sends no others.)
     const bool kernel_exists = (p.head_dim == 64 || p.head_dim == 128) && group >= 1 && group <= 8;
-    const int per_sm = resident && kernel_exists ? std::max(1, resident(p.head_dim, group, warps)) : 2;
+    const int per_sm = resident && kernel_exists ? std::max(1, resident(p.head_dim, group, warps, p.fp8)) : 2;
     const int64_t wave = int64_t(per_sm) * num_sms / ctas;
     const int cap = std::clamp(o.long_decode_splits, 1, kDecodeMaxSplitsGlobal);
     plan.splits = std::max(plan.splits, int(std::min<int64_t>(wave, cap)));

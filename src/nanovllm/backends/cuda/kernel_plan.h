@@ -212,6 +212,7 @@ struct DecodeAttentionProblem {
   int64_t num_seqs = 0;
   int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
   int64_t max_context = 0;  // the longest context of the batch (a bound of it under graph capture)
+  bool fp8 = false;          // the FP8 KV cache's kernel (its own registers, so its own residency)
 };
 
 struct DecodeAttentionPlan {
@@ -221,9 +222,9 @@ struct DecodeAttentionPlan {
 };
 
 // num_sms: the device's SMs; cluster_limit: the largest cluster of decode CTAs it schedules (1
-// without clusters: before sm_90); resident(head_dim, group, warps): CTAs of that split kernel one
-// SM holds at once (the long-context rule; empty: 2).
-using DecodeResidency = std::function<int(int64_t head_dim, int64_t group, int warps)>;
+// without clusters: before sm_90); resident(head_dim, group, warps, fp8): CTAs of that split kernel
+// one SM holds at once (the long-context rule; empty: 2).
+using DecodeResidency = std::function<int(int64_t head_dim, int64_t group, int warps, bool fp8)>;
 DecodeAttentionPlan plan_decode_attention(const DecodeAttentionProblem& p, int num_sms, int cluster_limit,
                                           const KernelOptions& o, const DecodeResidency& resident = {});
 
