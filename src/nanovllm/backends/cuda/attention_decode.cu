@@ -42,12 +42,16 @@ namespace {
 namespace cg = cooperative_groups;
 
 constexpr int kKeysInFlight = 2;  // per lane group and loop step (4 measured slower: bench/RESULTS.md)
-// The FP8 cache: a key row is half the bytes for the same arithmetic, so a lane group needs twice
-// the keys in flight to cover the same DRAM latency, and the 8-byte rows leave the registers for it:
-// 4 keys, pipelined at every group size. bench.py on Qwen3-0.6B with --kv-cache-dtype fp8 (batch
-// 256, attention ~80% of a step): 19,300-19,700 -> 22,200-22,500 output tok/s (H100; 4 keys without
-// the pipeline, or the pipeline with 2 keys: ~21,000; bench/RESULTS.md).
-constexpr int kKeysInFlightFp8 = 4;
+// The FP8 cache at group sizes 1-2: a key row is half the bytes for the same arithmetic, so a lane
+// group needs twice the keys in flight to cover the same DRAM latency, and the 8-byte rows of few
+// heads leave the registers for it: 4 keys, pipelined. bench.py on Qwen3-0.6B (group 2) with
+// --kv-cache-dtype fp8 (batch 256, attention ~80% of a step): 19,700 -> 22,600 output tok/s, batch-1
+// decode at 32K 504 -> 526 tok/s (H100; 8 keys: 17,700; bench/RESULTS.md). Not at group 4: Qwen3-8B
+// at 32K fell from 136.7 to 100.6 tok/s (fewer resident CTAs), and bench.py did not move.
+template <bool F8, int G>
+constexpr int keys_in_flight() {
+  return F8 && G <= 2 ? 4 : kKeysInFlight;
+}
 
 // out[b, hq] = sum_s w_s o_s / sum_s w_s over the S partials of row bh = b * Hq + hq, with
 // w_s = 2^(lse_s - max lse); grid B*Hq, block kMergeThreads. Every load is independent of the
@@ -109,7 +113,7 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
   constexpr int L = D / 8;        // lanes per key row
   constexpr int KPW = 32 / L;     // lane groups per warp
   constexpr int STEP = NW * KPW;  // lane groups per CTA: keys per loop step (times U)
-  constexpr int U = F8 ? kKeysInFlightFp8 : kKeysInFlight;
+  constexpr int U = keys_in_flight<F8, G>();
   __shared__ float sm_m[NW][G], sm_l[NW][G];
   __shared__ float sm_o[NW][G][D];  // each warp's state; row [0] then holds the CTA's normalized output
   __shared__ float sm_lse[G];       // the CTA's log2-sum-exp per head (cluster merge)
@@ -163,8 +167,9 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
   // It costs 8-20 registers a thread: at 8 warps (sm_90 ptxas) G = 3, 4, 6, 7, 8 keep their CTAs
   // per SM and pipeline; G = 1, 2, 5 would lose one, and for G = 2 that measured slower (Qwen3-0.6B
   // batch-1 at 32K: 418 vs 429 tok/s, one wave of 264 instead of 392 split CTAs), while G = 4 gained
-  // (Qwen3-8B at 32K: 127.6 -> 133.1 tok/s, H100; bench/RESULTS.md). The FP8 cache always pipelines.
-  constexpr bool kPipelined = F8 || G == 3 || G == 4 || G >= 6;
+  // (Qwen3-8B at 32K: 127.6 -> 133.1 tok/s, H100; bench/RESULTS.md). The FP8 cache pipelines at
+  // groups 1-2 too (with 4 keys, above).
+  constexpr bool kPipelined = (F8 && G <= 2) || G == 3 || G == 4 || G >= 6;
   KV kk[U], vv[U];
   bool ok[U];
   auto load = [&](int k0, KV(&dk)[U], KV(&dv)[U], bool(&dok)[U]) {
