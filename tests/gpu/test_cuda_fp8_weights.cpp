@@ -135,6 +135,10 @@ TEST(CudaFp8Weights, LinearAwkwardShapesAgainstTheCpu) {
     for (auto [N, K] :
          {std::pair<int64_t, int64_t>{256, 512}, {200, 96}, {129, 144}, {300, 264}, {1000, 1024}, {384, 640}})
       for (bool block : {false, true}) check_linear(b, T, N, K, block, false);
+  // Long rows: the GEMV's 12-warp CTAs (K > 4,096; K 20,480 also loops twice over its chunks).
+  for (int64_t T : {1, 3, 8, 17})
+    for (auto [N, K] : {std::pair<int64_t, int64_t>{72, 12288}, {40, 9232}, {34, 20480}})
+      for (bool block : {false, true}) check_linear(b, T, N, K, block, false);
   for (int64_t T : {1, 5, 33}) check_linear(b, T, 384, 640, true, true);  // row-parallel partials in F32
   for (int64_t T : {2, 40}) check_linear(b, T, 1008, 1024, false, true);  // T 40: cuBLASLt FP8 to F32
   // The gated activation fused into the GEMV (T <= 8: gate row n and up row N/2 + n per CTA, block
