@@ -26,34 +26,41 @@ void fill_portable(uint64_t seed, uint64_t base, int64_t cols, float a, float* d
 
 NANOVLLM_DQ_TARGET inline __m512i splitmix64_x8(__m512i x) {
   x = _mm512_add_epi64(x, _mm512_set1_epi64(int64_t(0x9e3779b97f4a7c15ull)));
-  x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 30)), _mm512_set1_epi64(int64_t(0xbf58476d1ce4e5b9ull)));
-  x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 27)), _mm512_set1_epi64(int64_t(0x94d049bb133111ebull)));
+  x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 30)),
+                         _mm512_set1_epi64(int64_t(0xbf58476d1ce4e5b9ull)));
+  x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 27)),
+                         _mm512_set1_epi64(int64_t(0x94d049bb133111ebull)));
   return _mm512_xor_si512(x, _mm512_srli_epi64(x, 31));
 }
 
-// sampling_uniform(seed, 0, index) then (2u - 1) * a for the 8 counters in `index`: the same
-// float operations as the scalar code (u's 24 bits are exact in a float; +0.5 rounds alike).
-NANOVLLM_DQ_TARGET inline __m256 uniform_x8(__m512i seed, __m512i index, __m256 a) {
-  const __m512i h = splitmix64_x8(_mm512_xor_si512(seed, splitmix64_x8(index)));
-  const __m256 f = _mm256_cvtepi32_ps(_mm512_cvtepi64_epi32(_mm512_srli_epi64(h, 40)));
-  const __m256 u = _mm256_mul_ps(_mm256_add_ps(f, _mm256_set1_ps(0.5f)), _mm256_set1_ps(1.0f / 16777216.0f));
-  return _mm256_mul_ps(_mm256_sub_ps(_mm256_add_ps(u, u), _mm256_set1_ps(1.0f)), a);
+// The top 24 bits of sampling_uniform's hash for the 8 counters in `index` (position 0), in
+// the low half of each 64-bit lane.
+NANOVLLM_DQ_TARGET inline __m512i bits24_x8(__m512i seed, __m512i index) {
+  return _mm512_srli_epi64(splitmix64_x8(_mm512_xor_si512(seed, splitmix64_x8(index))), 40);
 }
 
+// 16 values a pass: sampling_uniform's float steps then (2u - 1) * a, in the scalar code's order
+// (the 24 bits are exact in a float; +0.5 rounds alike; 2u is exact, so a fused 2u - 1 is too).
 NANOVLLM_DQ_TARGET void fill_avx512(uint64_t seed, uint64_t base, int64_t cols, float a, float* dst) {
-  const __m512i s = _mm512_set1_epi64(int64_t(seed)), eight = _mm512_set1_epi64(8);
-  const __m256 av = _mm256_set1_ps(a);
-  __m512i index = _mm512_add_epi64(_mm512_set1_epi64(int64_t(base)), _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m512i s = _mm512_set1_epi64(int64_t(seed)), sixteen = _mm512_set1_epi64(16);
+  const __m512 av = _mm512_set1_ps(a), half = _mm512_set1_ps(0.5f), scale = _mm512_set1_ps(1.0f / 16777216.0f);
+  __m512i lo = _mm512_add_epi64(_mm512_set1_epi64(int64_t(base)), _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
+  __m512i hi = _mm512_add_epi64(lo, _mm512_set1_epi64(8));
+  const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   int64_t c = 0;
-  for (; c + 8 <= cols; c += 8) {
-    _mm256_storeu_ps(dst + c, uniform_x8(s, index, av));
-    index = _mm512_add_epi64(index, eight);
+  for (; c + 16 <= cols; c += 16) {
+    const __m512i bits = _mm512_permutex2var_epi32(bits24_x8(s, lo), evens, bits24_x8(s, hi));
+    const __m512 u = _mm512_mul_ps(_mm512_add_ps(_mm512_cvtepi32_ps(bits), half), scale);  // 24 bits: exact
+    _mm512_storeu_ps(dst + c, _mm512_mul_ps(_mm512_sub_ps(_mm512_add_ps(u, u), _mm512_set1_ps(1.0f)), av));
+    lo = _mm512_add_epi64(lo, sixteen);
+    hi = _mm512_add_epi64(hi, sixteen);
   }
   fill_portable(seed, base + uint64_t(c), cols - c, a, dst + c);
 }
 
-bool has_avx512dq() { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                             __builtin_cpu_supports("avx512vl"); }
+bool has_avx512dq() {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+}
 #endif
 
 }  // namespace
