@@ -1,5 +1,5 @@
-// The CPU backend's buffer pool (backends/cpu/cpu_buffer_pool.h): a released 1-64 MiB buffer is
-// handed out again for the same rounded size, zeroed; what it holds stays under its cap; small
+// The CPU backend's buffer pool (backends/cpu/cpu_buffer_pool.h): once steps run, a released
+// 1-64 MiB buffer is handed out again for the same rounded size, zeroed; what it holds stays under its cap; small
 // and huge tensors bypass it.
 #include <gtest/gtest.h>
 
@@ -11,6 +11,9 @@ using namespace nanovllm;
 
 TEST(CpuBufferPool, ReusesReleasedBuffersZeroed) {
   auto pool = cpu::HostBufferPool::create(size_t(8) << 20);
+  { Tensor loading = pool->take({1000, 600}, DType::F32); }
+  EXPECT_EQ(pool->cached_bytes(), 0u) << "nothing is kept before the first step";
+  pool->start_caching();
   void* first = nullptr;
   {
     Tensor t = pool->take({1000, 600}, DType::F32);  // 2.4 MB
@@ -29,6 +32,7 @@ TEST(CpuBufferPool, ReusesReleasedBuffersZeroed) {
 
 TEST(CpuBufferPool, HoldsNoMoreThanItsCapAndBypassesSmallAndHugeTensors) {
   auto pool = cpu::HostBufferPool::create(size_t(3) << 20);
+  pool->start_caching();
   {
     Tensor a = pool->take({1 << 19}, DType::F32), b = pool->take({1 << 19}, DType::F32);  // 2 MiB each
   }

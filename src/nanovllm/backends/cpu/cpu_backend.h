@@ -23,6 +23,7 @@ class CpuBackend final : public Backend {
   // Zeroed host memory; buffers of 1-64 MiB are reused (cpu_buffer_pool.h).
   Tensor empty(const Shape& shape, DType dtype) override { return pool_->take(shape, dtype); }
   void upload(const void* src, DType src_dtype, Tensor& dst) override;
+  void begin_step() override { pool_->start_caching(); }  // load is over: keep step buffers
   void download(const Tensor& src, void* dst) override;
 
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out, int64_t vocab_start) override;

@@ -56,10 +56,15 @@ Tensor HostBufferPool::take(const Shape& shape, DType dtype) {
   return Tensor(std::move(buf), dtype, shape);
 }
 
+void HostBufferPool::start_caching() {
+  std::lock_guard<std::mutex> lock(mu_);
+  caching_ = true;
+}
+
 void HostBufferPool::give_back(void* p, size_t mapped) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (cached_ + mapped <= max_cached_) {
+    if (caching_ && cached_ + mapped <= max_cached_) {
       free_.emplace(mapped, p);
       cached_ += mapped;
       return;
