@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <vector>
 
-#include "nanovllm/ops/sampling_noise.h"
+#include "nanovllm/models/dummy_fill.h"
 #include "nanovllm/utils/error.h"
 #include "nanovllm/utils/safetensors.h"
 
@@ -73,25 +74,8 @@ void load_weights(Backend& be, const SafetensorsCheckpoint& ckpt, const std::vec
   }
 }
 
-namespace {
-
-// dst[c] = uniform(-a, a) from element index base + c's counter-based number. Cloned for AVX-512
-// DQ (chosen at load time by the CPU): the generator's 64-bit multiplies vectorize (vpmullq); same
-// values.
-// Not under the sanitizers: the clone's ifunc resolver runs during relocation, before the
-// ThreadSanitizer runtime is up, and crashed every TSan binary at start-up.
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define NANOVLLM_FILL_CLONES
-#else
-#define NANOVLLM_FILL_CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
-#endif
-NANOVLLM_FILL_CLONES void fill_uniform(uint64_t seed, uint64_t base, int64_t cols, float a, float* dst) {
-  for (int64_t c = 0; c < cols; ++c) dst[c] = (2.0f * sampling_uniform(seed, 0, base + uint64_t(c)) - 1.0f) * a;
-}
-
-}  // namespace
-
 void load_dummy_weights(Backend& be, const std::vector<WeightSpec>& specs, const WeightLoaded& loaded) {
+  const bool cpu = be.device() == Device::CPU;
   for (const auto& s : specs) {
     if (s.optional) continue;
     Tensor view = dst_view(s);
@@ -102,26 +86,52 @@ void load_dummy_weights(Backend& be, const std::vector<WeightSpec>& specs, const
     // the local slice is element (r + row0, c + col0) of the full tensor, whose index seeds it.
     const Shape local = s.local_shape();
     const int64_t rows = local.size() == 1 ? 1 : local[0], cols = numel_of(local) / rows;
-    const int64_t full_cols = numel_of(s.shape) / (s.shape.size() == 1 ? 1 : s.shape[0]);
+    if (local.size() == 1) {  // norm weights 1, biases 0
+      std::vector<float> host(size_t(cols), s.name.ends_with(".bias") ? 0.0f : 1.0f);
+      be.upload(host.data(), DType::F32, view);
+      if (loaded) loaded(s);
+      continue;
+    }
+    const int64_t full_cols = numel_of(s.shape) / s.shape[0];
     const int64_t row0 = s.shard_dim == 0 ? s.shard_rank * rows : 0, col0 = s.shard_dim == 1 ? s.shard_rank * cols : 0;
-    // On the CPU 2^17 floats a chunk (512 KiB): filled and uploaded while in cache, not through
-    // memory; to a GPU 2^22 (16 MiB), fewer copies.
-    const int64_t chunk_floats = int64_t(1) << (be.device() == Device::CPU ? 17 : 22);
-    const int64_t chunk = std::max<int64_t>(1, chunk_floats / cols);
-    std::vector<float> host;
-    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
-      const int64_t r1 = std::min(rows, r0 + chunk), n = (r1 - r0) * cols;
-      host.resize(size_t(n));
-      if (local.size() == 1) {  // norm weights 1, biases 0
-        std::fill(host.begin(), host.end(), s.name.ends_with(".bias") ? 0.0f : 1.0f);
-      } else {
-        // Row by row: no 64-bit division per element (it cost more than the generator).
-#pragma omp parallel for
-        for (int64_t rr = 0; rr < r1 - r0; ++rr)
-          fill_uniform(seed, uint64_t((row0 + r0 + rr) * full_cols + col0), cols, a, host.data() + rr * cols);
+    auto fill = [&](int64_t r0, int64_t r1, float* host) {
+      for (int64_t r = r0; r < r1; ++r)
+        fill_uniform(seed, uint64_t((row0 + r) * full_cols + col0), cols, a, host + (r - r0) * cols);
+    };
+    // On the CPU 2^17 floats a chunk (512 KiB): each thread fills and uploads (rounds to BF16,
+    // first-touching the weight's pages) its own chunks while they are in cache, taken one at a
+    // time so a thread that shares its core (the tokenizer loads meanwhile) does less; one barrier
+    // a tensor. To a GPU 2^22 (16 MiB) a chunk, filled by all threads, fewer copies.
+    const int64_t chunk = std::max<int64_t>(1, (int64_t(1) << (cpu ? 17 : 22)) / cols);
+    const int64_t num_chunks = (rows + chunk - 1) / chunk;
+    if (cpu) {
+      std::exception_ptr error;  // an exception must not leave the parallel region
+#pragma omp parallel
+      {
+        std::vector<float> host(size_t(std::min(rows, chunk) * cols));
+#pragma omp for schedule(dynamic)
+        for (int64_t i = 0; i < num_chunks; ++i) {
+          const int64_t r0 = i * chunk, r1 = std::min(rows, r0 + chunk);
+          try {
+            fill(r0, r1, host.data());
+            Tensor part = view.rows(r0, r1);
+            be.upload(host.data(), DType::F32, part);
+          } catch (...) {
+#pragma omp critical(nanovllm_dummy_fill)
+            if (!error) error = std::current_exception();
+          }
+        }
       }
-      Tensor part = local.size() == 1 ? view : view.rows(r0, r1);
-      be.upload(host.data(), DType::F32, part);
+      if (error) std::rethrow_exception(error);
+    } else {
+      std::vector<float> host(size_t(std::min(rows, chunk) * cols));
+      for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+        const int64_t r1 = std::min(rows, r0 + chunk);
+#pragma omp parallel for
+        for (int64_t r = r0; r < r1; ++r) fill(r, r + 1, host.data() + (r - r0) * cols);
+        Tensor part = view.rows(r0, r1);
+        be.upload(host.data(), DType::F32, part);
+      }
     }
     if (loaded) loaded(s);
   }

@@ -4,12 +4,14 @@
 // against the exact path (F32 weights holding the same values).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <random>
 #include <vector>
 
 #include "nanovllm/backends/cpu/cpu_bf16_kernels.h"
+#include "nanovllm/backends/cpu/cpu_split.h"
 #include "nanovllm/backends/cpu/cpu_vec.h"
 #include "nanovllm/ops/backend.h"
 #include "nanovllm/utils/dtype.h"
@@ -177,6 +179,44 @@ TEST(CpuBf16Kernels, FastLinearMatchesExactLinear) {
     exact->upload(p.x.data(), DType::F32, x0);
     fast->linear(x0, w16, b0);
     for (int64_t n = 0; n < p.N; ++n) EXPECT_EQ(b0.data<float>()[n], b.data<float>()[n]) << "T=" << T << " n=" << n;
+  }
+}
+
+// The guided split hands out every row exactly once, in ranges that start on `align` (but the
+// last), whatever the thread count and N.
+TEST(CpuBf16Kernels, GuidedSplitCoversEveryRowOnce) {
+  auto be = make_cpu_backend(2, CpuPrecision::Fast);  // sets the pool's threads
+  for (int64_t N : {int64_t(1), int64_t(17), int64_t(1024), int64_t(4099), int64_t(151936)})
+    for (int64_t align : {int64_t(16), int64_t(48)}) {
+      std::vector<std::atomic<int>> seen(static_cast<size_t>(N));
+      std::atomic<int> ranges{0}, misaligned{0};
+      cpu::split_rows_guided(N, int64_t(1) << 20, align, 2 * align, [&](int64_t n0, int64_t n1) {
+        ranges.fetch_add(1);
+        if (n0 % align != 0 || n1 <= n0) misaligned.fetch_add(1);
+        for (int64_t n = n0; n < n1; ++n) seen[size_t(n)].fetch_add(1);
+      });
+      for (int64_t n = 0; n < N; ++n) ASSERT_EQ(seen[size_t(n)].load(), 1) << "N=" << N << " row " << n;
+      EXPECT_EQ(misaligned.load(), 0) << "N=" << N;
+      EXPECT_LE(ranges.load(), N / align + 2) << "N=" << N;
+    }
+}
+
+// The fast linear over 2 threads (rows split as the threads come) gives the single-threaded
+// kernel's bits, at decode and prefill shapes large enough to be split.
+TEST(CpuBf16Kernels, ThreadedFastLinearEqualsOneThread) {
+  auto fast = make_cpu_backend(2, CpuPrecision::Fast);
+  for (int64_t T : {1, 2, 9}) {
+    const Problem p = make_problem(T, 1000, 96, uint32_t(40 + T));
+    Tensor x = fast->empty({T, p.K}, DType::F32), w = fast->empty({p.N, p.K}, DType::BF16);
+    fast->upload(p.x.data(), DType::F32, x);
+    std::vector<float> wf(p.w.size());
+    for (size_t i = 0; i < wf.size(); ++i) wf[i] = bf16_to_f32(p.w[i]);
+    fast->upload(wf.data(), DType::F32, w);
+    Tensor out = fast->empty({T, p.N}, DType::F32);
+    fast->linear(x, w, out);
+    std::vector<float> one(size_t(T * p.N));
+    cpu::gemv_bf16(p.x.data(), p.K, T, p.w.data(), p.K, 0, p.N, one.data(), p.N);
+    for (int64_t i = 0; i < T * p.N; ++i) ASSERT_EQ(out.data<float>()[i], one[size_t(i)]) << "T=" << T << " i=" << i;
   }
 }
 

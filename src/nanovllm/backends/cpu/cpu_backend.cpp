@@ -39,7 +39,8 @@ const float* weights_f32(const Tensor& w, std::vector<float>& scratch) {
 }
 
 // Split over the threads in blocks of 64K elements (start-up: the dummy or checkpoint weights,
-// ~1.2 GB for Qwen3-0.6B, go through here), BF16 rounded 16 lanes at a time.
+// ~1.2 GB for Qwen3-0.6B, go through here), BF16 rounded 16 lanes at a time; called from inside a
+// parallel region (the dummy loader's threads each upload their own chunks), the caller's thread alone.
 void CpuBackend::upload(const void* src, DType src_dtype, Tensor& dst) {
   const int64_t n = dst.numel();
   constexpr int64_t kBlock = int64_t(1) << 16;
@@ -49,7 +50,7 @@ void CpuBackend::upload(const void* src, DType src_dtype, Tensor& dst) {
   const bool to_bf16 = dst.dtype() == DType::BF16 && (src_dtype == DType::F32 || src_dtype == DType::F16);
   if (dst.dtype() != src_dtype && dst.dtype() != DType::F32 && !to_bf16)
     throw Error(std::string("cpu upload: cannot convert ") + dtype_name(src_dtype) + " to " + dtype_name(dst.dtype()));
-#pragma omp parallel if (parallel_worth_it(n))
+#pragma omp parallel if (parallel_worth_it(n) && !omp_in_parallel())
   {
     std::vector<float> f(to_bf16 && src_dtype != DType::F32 ? size_t(kBlock) : 0);
 #pragma omp for schedule(static)

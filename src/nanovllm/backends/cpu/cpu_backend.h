@@ -6,6 +6,7 @@
 #pragma once
 #include <vector>
 
+#include "nanovllm/backends/cpu/cpu_buffer_pool.h"
 #include "nanovllm/ops/backend.h"
 
 namespace nanovllm {
@@ -19,8 +20,10 @@ class CpuBackend final : public Backend {
   DType act_dtype() const override { return DType::F32; }
   DType weight_dtype() const override { return precision_ == CpuPrecision::Fast ? DType::BF16 : DType::F32; }
 
-  Tensor empty(const Shape& shape, DType dtype) override { return Tensor::host(shape, dtype); }
+  // Zeroed host memory; buffers of 1-64 MiB are reused (cpu_buffer_pool.h).
+  Tensor empty(const Shape& shape, DType dtype) override { return pool_->take(shape, dtype); }
   void upload(const void* src, DType src_dtype, Tensor& dst) override;
+  void begin_step() override { pool_->start_caching(); }  // load is over: keep step buffers
   void download(const Tensor& src, void* dst) override;
 
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out, int64_t vocab_start) override;
@@ -61,6 +64,8 @@ class CpuBackend final : public Backend {
   void quantize_weight_fp8(const Tensor& w, Tensor& codes, WeightScales& scales);
   void quantize_weight_int8(const Tensor& w, Tensor& codes, WeightScales& scales);
   CpuPrecision precision_;
+  // Activations and logits, reused from step to step (256 MiB held at most).
+  std::shared_ptr<cpu::HostBufferPool> pool_ = cpu::HostBufferPool::create(size_t(256) << 20);
 };
 
 // A weight vector as floats: w's own data when F32, else widened into `scratch`.

@@ -118,8 +118,15 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void rows_avx512(const floa
   for (; k < K; k += 16) {
     const __mmask16 m = K - k >= 16 ? __mmask16(0xffff) : __mmask16((1u << (K - k)) - 1);
     __m512 wv[NR];
+    if constexpr (NR == 8) {
+      // Decode: the next 8 rows (contiguous, 16 K bytes at K = 1024) into L2 as fast as these are
+      // read (16 bytes of them per element of k), so each core keeps more lines in flight than its
+      // L1 fill buffers allow (dev VM: ~10% more read bandwidth than L1 prefetches 512 bytes ahead).
+      const char* next = reinterpret_cast<const char*>(w + 8 * K) + 16 * k;
+      NANOVLLM_UNROLL for (int l = 0; l < 4; ++l) _mm_prefetch(next + 64 * l, _MM_HINT_T1);
+    }
     NANOVLLM_UNROLL for (int r = 0; r < NR; ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(w + r * K + k) + 512, _MM_HINT_T0);
+      if constexpr (NR != 8) _mm_prefetch(reinterpret_cast<const char*>(w + r * K + k) + 512, _MM_HINT_T0);
       wv[r] = widen16(_mm256_maskz_loadu_epi16(m, w + r * K + k));
     }
     NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) {

@@ -45,7 +45,12 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
     });
   } else if (w.dtype() == DType::BF16) {
     const uint16_t* wp = w.data<uint16_t>();
-    split_rows(N, T * N * K, [&](int64_t n0, int64_t n1) { cpu::gemv_bf16(xp, K, T, wp, K, n0, n1, op, N); });
+    // Ranges taken as the threads come: decode (T <= 2) in multiples of the kernel's 8 rows (32 at
+    // least: 64 KB of weights), prefill in whole 3-row tiles (96 at least: its L2 block). Every
+    // row's sum is the same whichever range holds it.
+    const bool decode = T <= 2;
+    cpu::split_rows_guided(N, T * N * K, decode ? 16 : 48, decode ? 32 : 96,
+                           [&](int64_t n0, int64_t n1) { cpu::gemv_bf16(xp, K, T, wp, K, n0, n1, op, N); });
   } else {
     throw Error(std::string("cpu linear: weights must be F32 or BF16 (got ") + dtype_name(w.dtype()) + ")");
   }

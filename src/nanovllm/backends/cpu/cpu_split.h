@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -30,6 +31,29 @@ void split_rows(int64_t N, int64_t work, const F& fn) {
   {
     auto [n0, n1] = share(N, omp_get_num_threads(), omp_get_thread_num(), 16);
     if (n0 < n1) fn(n0, n1);
+  }
+}
+
+// Runs fn(n0, n1) over N rows split into contiguous ranges that the threads take as they come
+// (each take: 1/(2 * threads) of the rows left, at least `min_rows`, a multiple of `align`), so a
+// thread that loses its core for a while (2 vCPUs shared with other processes) does fewer rows
+// instead of holding the others at the barrier. Only for kernels whose rows do not depend on
+// where a range starts (the fast path's gemv_bf16). The calling thread alone under 2^15 `work`.
+template <class F>
+void split_rows_guided(int64_t N, int64_t work, int64_t align, int64_t min_rows, const F& fn) {
+  const int threads = work >= (int64_t(1) << 15) ? omp_get_max_threads() : 1;
+  if (threads == 1) return fn(int64_t(0), N);
+  std::atomic<int64_t> next{0};
+#pragma omp parallel num_threads(threads)
+  for (;;) {
+    int64_t n0 = next.load(std::memory_order_relaxed), n1 = 0;
+    do {
+      if (n0 >= N) break;
+      const int64_t take = std::max(min_rows, (N - n0) / (2 * int64_t(omp_get_num_threads())));
+      n1 = std::min(N, n0 + (take + align - 1) / align * align);
+    } while (!next.compare_exchange_weak(n0, n1, std::memory_order_relaxed));
+    if (n0 >= N) break;
+    fn(n0, n1);
   }
 }
 
