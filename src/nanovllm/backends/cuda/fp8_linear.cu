@@ -4,8 +4,8 @@
 // CPU oracle computes; the FP8 GEMM (fp8_gemm=auto) quantizes x per token as well.
 //
 // Decode (T <= kFp8GemvMaxM, plan_fp8_linear in kernel_plan.h): fp8_gemv_kernel, gemv.cu's
-// structure over codes: a CTA of 4 warps (12 for rows longer than 4,096 codes) owns 2 weight rows
-// (kRows), its lanes stride K in 16-byte chunks of 16 codes (half the bytes of gemv.cu's 8 BF16 values per chunk), two chunks of every row
+// structure over codes: a CTA of 4 warps owns 2 weight rows (kRows), its 128 lanes stride K in 16-byte
+// chunks of 16 codes (half the bytes of gemv.cu's 8 BF16 values per chunk), two chunks of every row
 // in flight per lane, and the first ones issued before griddepcontrol.wait (weights are never
 // written by the previous kernel, so their DRAM latency overlaps its tail). Per-channel scales
 // multiply each row's sum once at the end; block scales (128 x 128) multiply each chunk's 16-term
@@ -18,7 +18,6 @@
 // quantize_weight: quantize_rows_fp8_kernel, one CTA per row: scale = amax / 448 (1 for a zero
 // row), code = rn_satfinite(w / scale): bit-equal to the CPU's codes from the same BF16 weight.
 #include <string>
-#include <type_traits>
 
 #include "nanovllm/backends/cuda/cuda_backend.h"
 #include "nanovllm/backends/cuda/cuda_common.cuh"
@@ -32,10 +31,6 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-// Long rows (K > 4096: Qwen3-8B's down_proj, K 12,288) take 12 warps, so that every lane still
-// issues all its loads (2 chunks a row) before the wait instead of walking K in dependent round
-// trips (3 for that down_proj with 4 warps).
-constexpr int kWideWarps = 12;
 // Weight rows per CTA: 2, not gemv.cu's 4. Each thread's unpack + FMA burst after its loads land
 // is the long pole of these one-wave kernels (ncu, Qwen3-8B batch-1: < 1 eligible warp per
 // scheduler, 15-20 cycles per issued instruction, o_proj at 1.4 TB/s); 2 rows halve the burst and
@@ -48,12 +43,11 @@ constexpr int kRows = 2;
 // kSilu: out[m, n] = silu(x w_gate[n]^T) * (x w_up[n]^T), a CTA taking gate row n and up row N + n
 // (gemv.cu's silu_mul: BF16 rounding of gate, up, silu and the product, as silu_and_mul after a
 // BF16 GEMM).
-template <int M, bool kBlock, bool kSilu, class OutT, int NW = kWarps>
-__global__ void __launch_bounds__(NW * 32)
+template <int M, bool kBlock, bool kSilu, class OutT>
+__global__ void __launch_bounds__(kThreads)
     fp8_gemv_kernel(const bf16* __restrict__ x, const uint8_t* __restrict__ w, const float* __restrict__ scale,
                     OutT* __restrict__ out, int N, int K, int block_n, int block_k) {
-  constexpr int kCta = NW * 32;  // threads
-  __shared__ float red[NW][M][kRows];
+  __shared__ float red[kWarps][M][kRows];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   constexpr int kOuts = kSilu ? kRows / 2 : kRows;  // output columns per CTA
   const int n0 = blockIdx.x * kOuts;
@@ -69,11 +63,11 @@ __global__ void __launch_bounds__(NW * 32)
 
   uint4 wq[2][kRows];
   auto load_w = [&](int c0) {
-    const bool two = c0 + kCta < KC;
+    const bool two = c0 + kThreads < KC;
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       wq[0][r] = c0 < KC ? __ldg(wv + row[r] + c0) : make_uint4(0, 0, 0, 0);
-      wq[1][r] = two ? __ldg(wv + row[r] + c0 + kCta) : make_uint4(0, 0, 0, 0);
+      wq[1][r] = two ? __ldg(wv + row[r] + c0 + kThreads) : make_uint4(0, 0, 0, 0);
     }
   };
   load_w(threadIdx.x);  // before the wait: weights are not written by the previous kernel
@@ -90,11 +84,11 @@ __global__ void __launch_bounds__(NW * 32)
 #pragma unroll
     for (int r = 0; r < kRows; ++r) acc[m][r] = 0.f;
 
-  for (int c0 = threadIdx.x; c0 < KC; c0 += 2 * kCta) {
+  for (int c0 = threadIdx.x; c0 < KC; c0 += 2 * kThreads) {
     if (c0 != int(threadIdx.x)) load_w(c0);
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
-      const int c = c0 + u * kCta;
+      const int c = c0 + u * kThreads;
       if (c >= KC) break;
       float wf[kRows][16];
       float sc[kRows];
@@ -132,7 +126,7 @@ __global__ void __launch_bounds__(NW * 32)
     if (n0 + r < N) {
       float s = 0.f, u = 0.f;
 #pragma unroll
-      for (int wi = 0; wi < NW; ++wi) {
+      for (int wi = 0; wi < kWarps; ++wi) {
         s += red[wi][m][r];
         if constexpr (kSilu) u += red[wi][m][r + kOuts];
       }
@@ -244,31 +238,22 @@ void launch_fp8_gemv(const Tensor& x, const Tensor& w, const WeightScales& scale
   const float* sc = scales.scale.data<float>();
   auto pick = [&](auto m_tag) {
     constexpr int kM = decltype(m_tag)::value;
-    auto go = [&](auto kernel, auto* o, int warps) {
-      cuda::launch(kernel, grid, unsigned(warps * 32), 0, stream, xb, wc, sc, o, int(outs), int(K), bn, bk);
-    };
-    // Wide CTAs for long rows (plain output only: the gated GEMV's K is the hidden size).
-    auto plain = [&](auto block, auto* o) {
-      constexpr bool kB = decltype(block)::value;
-      using O = std::remove_pointer_t<decltype(o)>;
-      if (K / 16 > 2 * cuda::kThreads)
-        go(cuda::fp8_gemv_kernel<kM, kB, false, O, cuda::kWideWarps>, o, cuda::kWideWarps);
-      else
-        go(cuda::fp8_gemv_kernel<kM, kB, false, O>, o, cuda::kWarps);
+    auto go = [&](auto kernel, auto* o) {
+      cuda::launch(kernel, grid, cuda::kThreads, 0, stream, xb, wc, sc, o, int(outs), int(K), bn, bk);
     };
     const bool f32 = out.dtype() == DType::F32;
     if (silu && bk)
-      go(cuda::fp8_gemv_kernel<kM, true, true, cuda::bf16>, out.data<cuda::bf16>(), cuda::kWarps);
+      go(cuda::fp8_gemv_kernel<kM, true, true, cuda::bf16>, out.data<cuda::bf16>());
     else if (silu)
-      go(cuda::fp8_gemv_kernel<kM, false, true, cuda::bf16>, out.data<cuda::bf16>(), cuda::kWarps);
+      go(cuda::fp8_gemv_kernel<kM, false, true, cuda::bf16>, out.data<cuda::bf16>());
     else if (bk && f32)
-      plain(std::true_type{}, out.data<float>());
+      go(cuda::fp8_gemv_kernel<kM, true, false, float>, out.data<float>());
     else if (bk)
-      plain(std::true_type{}, out.data<cuda::bf16>());
+      go(cuda::fp8_gemv_kernel<kM, true, false, cuda::bf16>, out.data<cuda::bf16>());
     else if (f32)
-      plain(std::false_type{}, out.data<float>());
+      go(cuda::fp8_gemv_kernel<kM, false, false, float>, out.data<float>());
     else
-      plain(std::false_type{}, out.data<cuda::bf16>());
+      go(cuda::fp8_gemv_kernel<kM, false, false, cuda::bf16>, out.data<cuda::bf16>());
   };
   cuda::with_batch<cuda::kFp8GemvMaxM>(T, pick);
   NV_LAUNCH_CHECK();
