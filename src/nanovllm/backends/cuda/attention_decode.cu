@@ -49,9 +49,10 @@ constexpr int kKeysInFlight = 2;  // per lane group and loop step (4 measured sl
 // decode at 32K 504 -> 526 tok/s (H100; 8 keys: 17,700; bench/RESULTS.md). Not at group 4: Qwen3-8B
 // at 32K fell from 136.7 to 100.6 tok/s (fewer resident CTAs), and bench.py did not move.
 template <bool F8, int G>
-constexpr int keys_in_flight() {
-  return F8 && G <= 2 ? 4 : kKeysInFlight;
+constexpr bool deep_fp8() {
+  return F8 && G <= 2;
 }
+constexpr int kKeysInFlightDeepFp8 = 4;
 
 // out[b, hq] = sum_s w_s o_s / sum_s w_s over the S partials of row bh = b * Hq + hq, with
 // w_s = 2^(lse_s - max lse); grid B*Hq, block kMergeThreads. Every load is independent of the
@@ -113,7 +114,7 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
   constexpr int L = D / 8;        // lanes per key row
   constexpr int KPW = 32 / L;     // lane groups per warp
   constexpr int STEP = NW * KPW;  // lane groups per CTA: keys per loop step (times U)
-  constexpr int U = keys_in_flight<F8, G>();
+  constexpr int U = deep_fp8<F8, G>() ? kKeysInFlightDeepFp8 : kKeysInFlight;
   __shared__ float sm_m[NW][G], sm_l[NW][G];
   __shared__ float sm_o[NW][G][D];  // each warp's state; row [0] then holds the CTA's normalized output
   __shared__ float sm_lse[G];       // the CTA's log2-sum-exp per head (cluster merge)
@@ -169,7 +170,7 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
   // batch-1 at 32K: 418 vs 429 tok/s, one wave of 264 instead of 392 split CTAs), while G = 4 gained
   // (Qwen3-8B at 32K: 127.6 -> 133.1 tok/s, H100; bench/RESULTS.md). The FP8 cache pipelines at
   // groups 1-2 too (with 4 keys, above).
-  constexpr bool kPipelined = (F8 && G <= 2) || G == 3 || G == 4 || G >= 6;
+  constexpr bool kPipelined = deep_fp8<F8, G>() || G == 3 || G == 4 || G >= 6;
   KV kk[U], vv[U];
   bool ok[U];
   auto load = [&](int k0, KV(&dk)[U], KV(&dv)[U], bool(&dok)[U]) {
