@@ -9,6 +9,11 @@
 // GEMMs: CudaBackend::linear (cuBLASLt, the algorithm its heuristic picks) at the prefill shapes of
 // both models' layers (qkv, o, gate_up, down) for M = 4,096 and 16,384 tokens, in TFLOP/s
 // (2 M N K / time); scripts/ttft_transformers.py --kernels-only times torch.matmul on the same.
+// The same shapes with FP8 weights (sm_89+; "operands"): per-channel (--quantization fp8: the
+// activations quantized per token, then cuBLASLt's FP8 GEMM), 128 x 128 blocks as in Qwen's FP8
+// checkpoints (the activations quantized per token and 128 columns, cuBLASLt's VEC128 FP8 GEMM),
+// and the same blocks with fp8_gemm=dequantize (weight-only: BF16 weight, then the BF16 GEMM); each
+// call inside a step, as the engine runs it (its temporaries from the step arena).
 //
 // Usage: prefill_bench [N ...]   (default 1024 8192 32000); NANOVLLM_BENCH_TILED=0 skips the
 // CUDA-core kernel (seconds per call at 32K); NANOVLLM_BENCH_KERNELS=wgmma_tma,wgmma times only those.
@@ -50,7 +55,7 @@ double median_seconds(CudaBackend& be, int runs, const std::function<void()>& op
   return t[t.size() / 2];
 }
 
-void bench_gemms(CudaBackend& be) {
+void bench_gemms(CudaBackend& be, CudaBackend& dequantize) {
   struct Gemm {
     const char* model;
     const char* layer;
@@ -70,13 +75,36 @@ void bench_gemms(CudaBackend& be) {
              out = be.empty({m, g.n}, DType::BF16);
       be.upload(host.data(), DType::F32, x);
       be.upload(host.data(), DType::F32, w);
-      const double sec = median_seconds(be, 20, [&] { be.linear(x, w, out); });
-      std::printf(
-          "{\"bench\": \"prefill_gemm\", \"model\": \"%s\", \"layer\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": "
-          "%lld, \"ms\": %.3f, \"tflops\": %.1f}\n",
-          g.model, g.layer, (long long)m, (long long)g.n, (long long)g.k, sec * 1e3,
-          2.0 * double(m) * double(g.n) * double(g.k) / sec / 1e12);
-      std::fflush(stdout);
+      auto report = [&](const char* operands, double sec) {
+        std::printf(
+            "{\"bench\": \"prefill_gemm\", \"model\": \"%s\", \"layer\": \"%s\", \"operands\": \"%s\", \"m\": "
+            "%lld, \"n\": %lld, \"k\": %lld, \"ms\": %.3f, \"tflops\": %.1f}\n",
+            g.model, g.layer, operands, (long long)m, (long long)g.n, (long long)g.k, sec * 1e3,
+            2.0 * double(m) * double(g.n) * double(g.k) / sec / 1e12);
+        std::fflush(stdout);
+      };
+      report("bf16", median_seconds(be, 20, [&] { be.linear(x, w, out); }));
+      if (!be.supports_quantization(Quantization::FP8)) continue;
+      Tensor codes;
+      WeightScales channel;
+      be.quantize_weight(w, Quantization::FP8, codes, channel);
+      const int64_t bn = (g.n + 127) / 128, bk = (g.k + 127) / 128;
+      std::vector<float> block_host(size_t(bn * bk), 1.0f / 448.0f);
+      WeightScales block{be.empty({bn, bk}, DType::F32), 128, 128};
+      be.upload(block_host.data(), DType::F32, block.scale);
+      auto in_step = [](CudaBackend& b, const std::function<void()>& op) {
+        return [&b, op] {
+          b.begin_step();
+          op();
+        };
+      };
+      Backend& fp8 = be;  // linear(x, codes, scales, out) is the Backend interface's
+      Backend& weight_only = dequantize;
+      report("fp8_channel", median_seconds(be, 20, in_step(be, [&] { fp8.linear(x, codes, channel, out); })));
+      report("fp8_block128", median_seconds(be, 20, in_step(be, [&] { fp8.linear(x, codes, block, out); })));
+      report("fp8_block128_dequantize", median_seconds(dequantize, 20, in_step(dequantize, [&] {
+                                                         weight_only.linear(x, codes, block, out);
+                                                       })));
     }
 }
 
@@ -156,6 +184,9 @@ int main(int argc, char** argv) {
       be.set_prefill_attention(PrefillAttention::Auto);
       be.set_prefill_rows_per_warp(32);
     }
-  bench_gemms(be);
+  KernelOptions weight_only;
+  weight_only.fp8_gemm = Fp8Gemm::Dequantize;
+  CudaBackend dequantize(0, weight_only);
+  bench_gemms(be, dequantize);
   return 0;
 }

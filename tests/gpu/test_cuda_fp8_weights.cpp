@@ -108,8 +108,16 @@ void check_linear(test::Backends& b, int64_t T, int64_t N, int64_t K, bool block
   // cuBLASLt's FP8 GEMM quantizes x per token first: the oracle gets x rounded the same way.
   cuda::Fp8LinearProblem prob;
   prob.T = T, prob.N = N, prob.K = K, prob.block_k = cs.block_k;
-  const cuda::Fp8LinearKernel kernel = cuda::plan_fp8_linear(prob);
+  cuda::Fp8LinearKernel kernel = cuda::plan_fp8_linear(prob);
+  // Where cuBLASLt has no VEC128 algorithm, the backend dequantizes instead (weight-only): the
+  // oracle follows what runs. The VEC128 GEMM takes the first T - T % 4 rows, the GEMV the rest.
+  if (kernel == cuda::Fp8LinearKernel::CublasLtFp8Block && !b.gpu.fp8_block_gemm_runs(T, N, K, f32_out))
+    kernel = cuda::Fp8LinearKernel::DequantizeGemm;
   if (kernel == cuda::Fp8LinearKernel::CublasLtFp8) fake_quantize_activations_fp8(x.cpu, 0);
+  if (kernel == cuda::Fp8LinearKernel::CublasLtFp8Block) {
+    Tensor head = x.cpu.rows(0, T / 4 * 4);
+    fake_quantize_activations_fp8(head, 128);
+  }
   if (silu) {
     static_cast<Backend&>(b.cpu).linear_silu_mul(x.cpu, cc, cs, oc);
     static_cast<Backend&>(b.gpu).linear_silu_mul(x.gpu, gc, gs, og);
@@ -122,9 +130,10 @@ void check_linear(test::Backends& b, int64_t T, int64_t N, int64_t K, bool block
   for (float v : ref) amax = std::max(amax, double(std::fabs(v)));
   // GEMV: exact products, F32 sums in another order, one BF16 rounding (2^-9). Dequantize + GEMM:
   // each weight rounded to BF16 as well.
-  const char* kname = kernel == cuda::Fp8LinearKernel::Gemv          ? " [gemv]"
-                      : kernel == cuda::Fp8LinearKernel::CublasLtFp8 ? " [cublaslt fp8]"
-                                                                     : " [dequantize + gemm]";
+  const char* kname = kernel == cuda::Fp8LinearKernel::Gemv               ? " [gemv]"
+                      : kernel == cuda::Fp8LinearKernel::CublasLtFp8      ? " [cublaslt fp8]"
+                      : kernel == cuda::Fp8LinearKernel::CublasLtFp8Block ? " [cublaslt fp8 vec128]"
+                                                                          : " [dequantize + gemm]";
   test::expect_close(name + kname, got, ref, 1e-2, 1e-2 * amax + 1e-6);
 }
 
@@ -140,6 +149,15 @@ TEST(CudaFp8Weights, LinearAwkwardShapesAgainstTheCpu) {
     for (auto [N, K] : {std::pair<int64_t, int64_t>{72, 12288}, {40, 9232}, {34, 20480}})
       for (bool block : {false, true}) check_linear(b, T, N, K, block, false);
   for (int64_t T : {1, 5, 33}) check_linear(b, T, 384, 640, true, true);  // row-parallel partials in F32
+  // 128 x 128 blocks on the FP8 tensor cores (VEC128 scales): partial row blocks (N 400, 272), many
+  // column groups (K 4096), T from 9 to a prefill; cuBLASLt must take the prefill sizes.
+  for (int64_t T : {64, 2049}) EXPECT_TRUE(b.gpu.fp8_block_gemm_runs(T, 272, 4096, false)) << T;
+  for (int64_t T : {9, 17, 33})
+    std::printf("[gpu] VEC128 FP8 GEMM for T %lld: %s\n", (long long)T,
+                b.gpu.fp8_block_gemm_runs(T, 272, 4096, false) ? "cuBLASLt" : "none (dequantized)");
+  for (int64_t T : {9, 64, 300, 2049})
+    for (auto [N, K] : {std::pair<int64_t, int64_t>{400, 1024}, {272, 4096}, {1024, 384}})
+      check_linear(b, T, N, K, true, false);
   for (int64_t T : {2, 40}) check_linear(b, T, 1008, 1024, false, true);  // T 40: cuBLASLt FP8 to F32
   // The gated activation fused into the GEMV (T <= 8: gate row n and up row N/2 + n per CTA, block
   // scales across the gate/up boundary at N/2 = 200) and the unfused default (T 17).
@@ -167,17 +185,20 @@ TEST(CudaFp8Weights, RefusalBelowSm89) {
 // to the rounding of F32 fixture weights to BF16): greedy tokens and logits up to the first
 // difference; the whole engine path (GEMV at decode and short prompts, dequantize + GEMM for
 // longer prompts, CUDA graphs).
-void compare_cuda_cpu(const std::string& model, Quantization q, double min_cosine) {
+void compare_cuda_cpu(const std::string& model, Quantization q, double min_cosine, Fp8Gemm gemm = Fp8Gemm::Auto) {
   EngineConfig cfg = test::tiny_cfg(model);
   cfg.quantization = q;
   LLMEngine cpu(cfg);
   cfg.device = "cuda";
+  cfg.kernels.fp8_gemm = gemm;
   cfg.kv_cache_memory = 64 << 20;
   LLMEngine gpu(cfg);
   EXPECT_EQ(gpu.model_runner().quantization(), Quantization::FP8);
   const test::Agreement g = test::compare_greedy(cpu, gpu, 6, 16);
-  std::printf("[gpu] %s fp8 weights: cuda vs cpu: %zu/%zu greedy tokens, worst logits cosine %.6f over %zu steps\n",
-              model.c_str(), g.same, g.total, g.worst_cosine, g.compared);
+  std::printf(
+      "[gpu] %s fp8 weights (fp8_gemm=%s): cuda vs cpu: %zu/%zu greedy tokens, worst logits cosine %.6f over %zu "
+      "steps\n",
+      model.c_str(), gemm == Fp8Gemm::Auto ? "auto" : "dequantize", g.same, g.total, g.worst_cosine, g.compared);
   EXPECT_EQ(g.total, 96u);
   EXPECT_GE(g.worst_cosine, min_cosine) << model;
   // At least the first two steps of every prompt compared. Greedy tokens may part early: F32
@@ -200,7 +221,11 @@ TEST(CudaFp8Weights, EngineOnAnFp8CheckpointAgainstTheCpu) {
   REQUIRE_FP8_GPU();
   test::TempDir d;
   const test::Fp8Checkpoints c = test::write_fp8_checkpoints(d.dir.string());
-  compare_cuda_cpu(c.fp8, Quantization::None, 0.995);  // the checkpoint's fp8, same codes on both
+  // The checkpoint's codes on both. Weight-only on CUDA too: as close as the CPU's; with prompts'
+  // activations quantized per token and 128 columns (the default, vLLM's block FP8): the bound of
+  // the per-channel test above.
+  compare_cuda_cpu(c.fp8, Quantization::None, 0.995, Fp8Gemm::Dequantize);
+  compare_cuda_cpu(c.fp8, Quantization::None, 0.98, Fp8Gemm::Auto);
 }
 
 }  // namespace

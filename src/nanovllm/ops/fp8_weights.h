@@ -11,13 +11,13 @@
 //   out[t][n] = sum_k x[t][k] x value[n][k], with F32 accumulation,
 // i.e. weight-only: activations are NOT quantized. This is what the CPU oracle computes exactly (an
 // F32 GEMM of the dequantized weights) and what the CUDA decode GEMV computes (BF16 activations x
-// FP8 weights, rows <= a few). The CUDA GEMM of larger batches and prompts with per-channel
-// weights runs on the FP8 tensor cores and so quantizes the activations dynamically per token
-// (vLLM's online FP8), scale = amax / 448; fake_quantize_activations_fp8 below reproduces that
-// rounding on the host (also per 128 columns, the grouping block-scaled GEMMs use), so a test can
-// hold that GEMM to the CPU oracle tightly. Block-scaled weights on CUDA stay weight-only for now
-// (dequantized to BF16 for large batches). Weight-only decode is both faster (no activation pass)
-// and more accurate than quantizing activations there.
+// FP8 weights, rows <= a few). The CUDA GEMM of larger batches and prompts runs on the FP8 tensor
+// cores and so quantizes the activations dynamically, scale = amax / 448: per token for per-channel
+// weights (vLLM's online FP8), per token and 128 columns for 128 x 128 block weights (vLLM's block
+// FP8); fake_quantize_activations_fp8 below reproduces that rounding on the host, so a test can
+// hold that GEMM to the CPU oracle tightly (kernel option fp8_gemm=dequantize keeps CUDA
+// weight-only). Weight-only decode is both faster (no activation pass) and more accurate than
+// quantizing activations there.
 #pragma once
 #include <cstdint>
 

@@ -120,6 +120,10 @@ class CudaBackend final : public Backend {
   cuda::DecodeAttentionPlan plan_decode_attention(const cuda::DecodeAttentionProblem& p) const;
   // The sm_90a prefill kernels (wgmma, and wgmma with TMA) run on this device and build.
   bool wgmma() const { return wgmma_; }
+  // Whether cuBLASLt has a VEC128 FP8 algorithm for the first T - T % 4 rows of x [T, K] x 128 x
+  // 128-block weights [N, K] (plan_fp8_linear's CublasLtFp8Block, the last rows on the GEMV); where
+  // it has none, the codes are dequantized instead.
+  bool fp8_block_gemm_runs(int64_t T, int64_t N, int64_t K, bool f32_out);
   // Overrides options.prefill_attention (tests and attention_bench force each kernel).
   void set_prefill_attention(PrefillAttention p) { options_.prefill_attention = p; }
   // Query rows per warp of the tensor-core prefill kernel: 16 or 32 (A/B timing).
@@ -151,7 +155,10 @@ class CudaBackend final : public Backend {
   size_t workspace_bytes_ = 0;
   // cuBLASLt GEMMs (gemm_cublaslt.cu): BF16 x BF16, or E4M3 x E4M3 with per-row scales of both
   // operands (FP8 weights x per-token FP8 activations, fp8_gemm_cublaslt.cu).
-  enum class GemmOperands { BF16, Fp8RowScaled };
+  // Fp8RowScaled: one scale per row of each operand (per-channel weights x per-token activations);
+  // Fp8Block128: one per row and 128-column group of each (128 x 128 block weights x activations
+  // quantized per token and 128 columns), cuBLASLt's VEC128 scale mode.
+  enum class GemmOperands { BF16, Fp8RowScaled, Fp8Block128 };
   using GemmKey = std::tuple<int64_t, int64_t, int64_t, bool, GemmOperands>;  // (T, N, K, F32 out, operands)
   std::map<GemmKey, GemmPlan*> gemm_plans_;                                    // owned
   // (gemm_heuristic_rows(T), N, K, F32 out, operands) -> the heuristic's algorithm for that bucket, owned
@@ -167,6 +174,9 @@ class CudaBackend final : public Backend {
   // FP8 weights x per-token FP8 activations (fp8_gemm_cublaslt.cu): false where cuBLASLt has no
   // algorithm for the shape (the caller dequantizes instead).
   bool linear_fp8_cublaslt(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out);
+  // The same for 128 x 128 block-scaled weights (FP8 checkpoints), activations quantized per token
+  // and 128-column group.
+  bool linear_fp8_block_cublaslt(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out);
 
   std::shared_ptr<StepArena> arena_;  // the step's activations (tensors hold weak references)
   std::map<int64_t, std::vector<std::pair<void*, size_t>>> graph_outputs_;  // graph -> arena blocks it writes

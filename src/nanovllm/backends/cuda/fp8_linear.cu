@@ -12,9 +12,10 @@
 // partial sum (a chunk never straddles a block: block_k % 16 == 0). Batch-1 decode is one pass
 // over the weight bytes: FP8 halves them. With silu (linear_silu_mul_quantized) a CTA takes gate
 // row n and up row I + n and writes silu(gate) * up: the MLP's activation in the GEMV's epilogue.
-// Larger T: per-channel weights go to cuBLASLt's FP8 GEMM with per-token activation scales
-// (fp8_gemm_cublaslt.cu); the rest (block scales, odd shapes): dequantize_fp8_kernel writes the
-// BF16 weight (value rounded to BF16) into the step arena and cuBLASLt's BF16 GEMM multiplies it.
+// Larger T: cuBLASLt's FP8 GEMM (fp8_gemm_cublaslt.cu) with per-token activation scales for
+// per-channel weights, per-token-and-128-column ones for 128 x 128 block weights; the rest (odd
+// shapes, fp8_gemm=dequantize): dequantize_fp8_kernel writes the BF16 weight (value rounded to
+// BF16) into the step arena and cuBLASLt's BF16 GEMM multiplies it.
 // quantize_weight: quantize_rows_fp8_kernel, one CTA per row: scale = amax / 448 (1 for a zero
 // row), code = rn_satfinite(w / scale): bit-equal to the CPU's codes from the same BF16 weight.
 #include <string>
@@ -279,6 +280,19 @@ void CudaBackend::linear_quantized(const Tensor& x, const Tensor& w, const Weigh
   const cuda::Fp8LinearKernel kernel = cuda::plan_fp8_linear(p);
   if (kernel == cuda::Fp8LinearKernel::Gemv) return launch_fp8_gemv(x, w, scales, out, false, on_stream());
   if (kernel == cuda::Fp8LinearKernel::CublasLtFp8 && linear_fp8_cublaslt(x, w, scales, out)) return;
+  if (kernel == cuda::Fp8LinearKernel::CublasLtFp8Block) {
+    // cuBLASLt's VEC128 scales of x are rows of T floats that must be 16-byte aligned: the GEMM takes
+    // the first T4 = T - T % 4 rows, the GEMV (weight-only) the last 1-3.
+    const int64_t T4 = T / 4 * 4;
+    Tensor head = out.rows(0, T4);
+    if (T4 > 0 && linear_fp8_block_cublaslt(x.rows(0, T4), w, scales, head)) {
+      if (T4 < T) {
+        Tensor tail = out.rows(T4, T);
+        launch_fp8_gemv(x.rows(T4, T), w, scales, tail, false, on_stream());
+      }
+      return;
+    }
+  }
   // The BF16 weight lives in the step arena until this GEMM is done (graph-safe: no cudaMalloc
   // inside a captured step once a warm-up has sized the arena).
   Tensor wb = empty({N, K}, DType::BF16);

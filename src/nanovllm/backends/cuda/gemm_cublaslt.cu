@@ -48,7 +48,7 @@ void CudaBackend::init_gemm() {
 
 CudaBackend::GemmPlan* CudaBackend::make_gemm_plan(const GemmKey& k) {
   const auto [T, N, K, f32_out, ops] = k;
-  const bool fp8 = ops == GemmOperands::Fp8RowScaled;
+  const bool fp8 = ops != GemmOperands::BF16;
   const cudaDataType_t in = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
   auto* p = new GemmPlan();
   try {
@@ -57,11 +57,15 @@ CudaBackend::GemmPlan* CudaBackend::make_gemm_plan(const GemmKey& k) {
     NV_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
     NV_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
     if (fp8) {
-      // One F32 scale per row of each operand: A = w^T's N output channels, B = x^T's T tokens
-      // (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, cuBLAS 12.9+). cuBLASLt 13.1 answers "not
-      // supported" to a heuristic query of scaled modes whose scale pointers are unset (measured on
-      // an H100), so placeholders are set here; run_gemm sets the real ones on every call.
-      const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+      // Fp8RowScaled: one F32 scale per row of each operand: A = w^T's N output channels, B = x^T's
+      // T tokens (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, cuBLAS 12.9+). Fp8Block128: one per row
+      // and 128 K-columns of each, laid out [K / 128][rows] (CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+      // probed on an H100 with cuBLASLt 13.1: the BLK128x128 mode for A was not accepted).
+      // cuBLASLt 13.1 answers "not supported" to a heuristic query of scaled modes whose scale
+      // pointers are unset (measured on an H100), so placeholders are set here; run_gemm sets the
+      // real ones on every call.
+      const int32_t mode = ops == GemmOperands::Fp8RowScaled ? CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F
+                                                             : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
       const void* placeholder = workspace_;
       for (auto attr : {CUBLASLT_MATMUL_DESC_A_SCALE_MODE, CUBLASLT_MATMUL_DESC_B_SCALE_MODE})
         NV_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, attr, &mode, sizeof(mode)));

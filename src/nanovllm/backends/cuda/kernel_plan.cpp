@@ -131,8 +131,10 @@ Fp8LinearKernel plan_fp8_linear(const Fp8LinearProblem& p) {
   const bool gemv = p.T >= 1 && p.T <= kFp8GemvMaxM && p.K % 16 == 0 && p.aligned16 && p.N <= kGemvMaxDim &&
                     p.K <= kGemvMaxDim && (p.block_k == 0 || p.block_k % 16 == 0);
   if (gemv) return Fp8LinearKernel::Gemv;
-  const bool fp8_gemm = p.fp8_activations && p.block_k == 0 && p.K % 16 == 0 && p.N % 16 == 0 && p.aligned16;
-  return fp8_gemm ? Fp8LinearKernel::CublasLtFp8 : Fp8LinearKernel::DequantizeGemm;
+  const bool fp8_gemm = p.fp8_activations && p.K % 16 == 0 && p.N % 16 == 0 && p.aligned16;
+  if (fp8_gemm && p.block_k == 0) return Fp8LinearKernel::CublasLtFp8;
+  if (fp8_gemm && p.block_k == 128 && p.K % 128 == 0) return Fp8LinearKernel::CublasLtFp8Block;
+  return Fp8LinearKernel::DequantizeGemm;
 }
 
 }  // namespace nanovllm::cuda

@@ -145,11 +145,14 @@ LinearPlan plan_linear(const LinearProblem& p, const KernelOptions& o, const std
 //    output channel x activation scale per token), the activations quantized per token first
 //    (quantize_act_fp8_kernel; ops/fp8_weights.h's fake_quantize_activations_fp8 is the host
 //    reference): vLLM's online FP8. Half the weight bytes and twice the BF16 tensor-core rate.
-//  * Otherwise (128 x 128 block scales of FP8 checkpoints: cuBLASLt's VEC128 mode for both operands
-//    takes them expanded to per-row 1 x 128 scales, not wired yet; odd shapes; or cuBLASLt has no
-//    FP8 algorithm) the codes are dequantized to a BF16 weight in the step arena and multiplied by
-//    cuBLASLt's BF16 GEMM (weight-only like the GEMV; 3 extra bytes of traffic per weight element).
-enum class Fp8LinearKernel { Gemv, CublasLtFp8, DequantizeGemm };
+//  * Block scales with 128-column blocks (Qwen's FP8 checkpoints: 128 x 128), K % 128 == 0, N % 16
+//    == 0, fp8_gemm=auto: the same GEMM with cuBLASLt's VEC128 scales for both operands (the
+//    weight's expanded to one per row and 128 columns, the activations quantized per token and 128
+//    columns: vLLM's block FP8).
+//  * Otherwise (odd shapes; fp8_gemm=dequantize; or cuBLASLt has no FP8 algorithm) the codes are
+//    dequantized to a BF16 weight in the step arena and multiplied by cuBLASLt's BF16 GEMM
+//    (weight-only like the GEMV; 3 extra bytes of traffic per weight element).
+enum class Fp8LinearKernel { Gemv, CublasLtFp8, CublasLtFp8Block, DequantizeGemm };
 constexpr int kFp8GemvMaxM = 8;
 struct Fp8LinearProblem {
   int64_t T = 0, N = 0, K = 0;
