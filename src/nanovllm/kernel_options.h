@@ -56,8 +56,9 @@ enum class PrefillAttention {
 // FP8 weights (--quantization fp8; backends/cuda/kernel_plan.h, plan_fp8_linear) in prefills and
 // batches of more than the FP8 GEMV's 8 rows.
 enum class Fp8Gemm {
-  Auto,        // per-channel weights on the FP8 tensor cores (cuBLASLt) with the activations quantized
-               // per token, as vLLM's online FP8 (Qwen3-8B TTFT at 1K: 16.9 ms vs 29.8 dequantized)
+  Auto,        // FP8 tensor cores (cuBLASLt) with the activations quantized per token (per-channel
+               // weights, vLLM's online FP8; Qwen3-8B TTFT at 1K: 16.9 ms vs 29.8 dequantized) or per
+               // token and 128 columns (128 x 128 block weights of FP8 checkpoints; 20.2 vs 30.1 ms)
   Dequantize,  // weight-only: codes dequantized to BF16, then the BF16 GEMM (slower; closer to BF16:
                // FP8 activations cost accuracy on random-weight models, bench/RESULTS.md)
 };
