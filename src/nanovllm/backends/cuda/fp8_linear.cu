@@ -7,9 +7,12 @@
 // structure over codes: a CTA of 4 warps owns 2 weight rows (kRows), its 128 lanes stride K in 16-byte
 // chunks of 16 codes (half the bytes of gemv.cu's 8 BF16 values per chunk), two chunks of every row
 // in flight per lane, and the first ones issued before griddepcontrol.wait (weights are never
-// written by the previous kernel, so their DRAM latency overlaps its tail). Per-channel scales
-// multiply each row's sum once at the end; block scales (128 x 128) multiply each chunk's 16-term
-// partial sum (a chunk never straddles a block: block_k % 16 == 0). Batch-1 decode is one pass
+// written by the previous kernel, so their DRAM latency overlaps its tail). The scales load with the
+// codes: a scale fetched where it is used (per chunk for blocks, after the reduction per channel)
+// put a dependent load into every CTA's critical path (Qwen3-8B batch-1: 248 -> 279 tok/s with
+// block scales, 266 -> 275 per channel). Per-channel scales multiply each row's sum once at the
+// end; block scales (128 x 128) multiply each chunk's 16-term partial sum (a chunk never straddles
+// a block: block_k % 16 == 0). Batch-1 decode is one pass
 // over the weight bytes: FP8 halves them. With silu (linear_silu_mul_quantized) a CTA takes gate
 // row n and up row I + n and writes silu(gate) * up: the MLP's activation in the GEMV's epilogue.
 // Larger T: cuBLASLt's FP8 GEMM (fp8_gemm_cublaslt.cu) with per-token activation scales for
@@ -62,22 +65,34 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int r = 0; r < kRows; ++r) row[r] = int64_t(rows[r]) * KC;
 
+  const int KB = kBlock ? (K + block_k - 1) / block_k : 1;
+  const float* srow[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) srow[r] = scale + int64_t(rows[r] / block_n) * KB;
+
+  // Weight chunks c0 and c0 + kThreads of each row, and with block scales their scales (issued with
+  // the codes, so that their latency is not added to the unpack + FMA burst after the codes land).
   uint4 wq[2][kRows];
+  float ws[2][kRows];
   auto load_w = [&](int c0) {
     const bool two = c0 + kThreads < KC;
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       wq[0][r] = c0 < KC ? __ldg(wv + row[r] + c0) : make_uint4(0, 0, 0, 0);
       wq[1][r] = two ? __ldg(wv + row[r] + c0 + kThreads) : make_uint4(0, 0, 0, 0);
+      if constexpr (kBlock) {
+        ws[0][r] = c0 < KC ? __ldg(srow[r] + (c0 * 16) / block_k) : 0.f;
+        ws[1][r] = two ? __ldg(srow[r] + ((c0 + kThreads) * 16) / block_k) : 0.f;
+      }
     }
   };
-  load_w(threadIdx.x);  // before the wait: weights are not written by the previous kernel
-  pdl_begin();
-
-  const int KB = kBlock ? (K + block_k - 1) / block_k : 1;
-  const float* srow[kRows];
+  load_w(threadIdx.x);  // before the wait: weights and scales are not written by the previous kernel
+  // Per-channel scales of the CTA's rows, for the epilogue: loaded now, not after the reduction
+  // (a dependent DRAM load at the end of every CTA; bench/RESULTS.md).
+  float row_scale[kRows];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) srow[r] = scale + int64_t(rows[r] / block_n) * KB;
+  for (int r = 0; r < kRows; ++r) row_scale[r] = kBlock ? 1.f : __ldg(srow[r]);
+  pdl_begin();
 
   float acc[M][kRows];
 #pragma unroll
@@ -96,7 +111,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
         unpack16_e4m3(wq[u][r], wf[r]);
-        sc[r] = kBlock ? __ldg(srow[r] + (c * 16) / block_k) : 1.f;
+        sc[r] = kBlock ? ws[u][r] : 1.f;
       }
 #pragma unroll
       for (int m = 0; m < M; ++m) {
@@ -131,9 +146,10 @@ __global__ void __launch_bounds__(kThreads)
         s += red[wi][m][r];
         if constexpr (kSilu) u += red[wi][m][r + kOuts];
       }
+      static_assert(kRows == 2, "the epilogue picks one of two row scales");
       if constexpr (!kBlock) {
-        s *= __ldg(srow[r]);
-        if constexpr (kSilu) u *= __ldg(srow[r + kOuts]);
+        s *= kSilu || r == 0 ? row_scale[0] : row_scale[1];
+        if constexpr (kSilu) u *= row_scale[1];
       }
       if constexpr (kSilu) {
         const float g = bf16_round(s);
