@@ -105,13 +105,18 @@ template <bool kResidual>
 __global__ void rms_norm_kernel(const bf16* __restrict__ x, bf16* __restrict__ residual, const bf16* __restrict__ w,
                                 bf16* __restrict__ out, int H, float eps) {
   __shared__ float red[32];
+  // The norm weight's first chunk per thread (all of it when H <= 8 x blockDim), before the wait:
+  // weights are never written by the previous kernel, and loaded after the block sum their DRAM
+  // latency sat in the critical path (two of these kernels per decoder layer at batch 1).
+  const bool vec = (H % 8) == 0;
+  const uint4 w_first =
+      vec && int(threadIdx.x) < H / 8 ? __ldg(reinterpret_cast<const uint4*>(w) + threadIdx.x) : make_uint4(0, 0, 0, 0);
   pdl_begin();
   const int64_t row = blockIdx.x;
   const bf16* xr = x + row * H;
   bf16* rr = kResidual ? residual + row * H : nullptr;
   bf16* orow = out + row * H;
   float ss = 0.f;
-  const bool vec = (H % 8) == 0;
   if (vec) {
     for (int i = threadIdx.x; i < H / 8; i += blockDim.x) {
       float a[8];
@@ -144,7 +149,7 @@ __global__ void rms_norm_kernel(const bf16* __restrict__ x, bf16* __restrict__ r
     for (int i = threadIdx.x; i < H / 8; i += blockDim.x) {
       float a[8], ww[8];
       unpack8(reinterpret_cast<const uint4*>(src)[i], a);
-      unpack8(reinterpret_cast<const uint4*>(w)[i], ww);
+      unpack8(i == int(threadIdx.x) ? w_first : __ldg(reinterpret_cast<const uint4*>(w) + i), ww);
 #pragma unroll
       for (int k = 0; k < 8; ++k) a[k] = bf16_round(a[k] * inv) * ww[k];
       reinterpret_cast<uint4*>(orow)[i] = pack8(a);
