@@ -115,7 +115,7 @@ void check_linear(test::Backends& b, int64_t T, int64_t N, int64_t K, bool block
     kernel = cuda::Fp8LinearKernel::DequantizeGemm;
   if (kernel == cuda::Fp8LinearKernel::CublasLtFp8) fake_quantize_activations_fp8(x.cpu, 0);
   if (kernel == cuda::Fp8LinearKernel::CublasLtFp8Block) {
-    Tensor head = x.cpu.rows(0, T / 4 * 4);
+    Tensor head = x.cpu.rows(0, cuda::fp8_block_gemm_rows(T));
     fake_quantize_activations_fp8(head, 128);
   }
   if (silu) {
@@ -183,8 +183,8 @@ TEST(CudaFp8Weights, RefusalBelowSm89) {
 
 // The engine with -q fp8 on CUDA against the CPU engine with -q fp8 (the same per-channel codes up
 // to the rounding of F32 fixture weights to BF16): greedy tokens and logits up to the first
-// difference; the whole engine path (GEMV at decode and short prompts, dequantize + GEMM for
-// longer prompts, CUDA graphs).
+// difference; the whole engine path (GEMV at decode and short prompts, the FP8 GEMM or dequantize +
+// GEMM for longer prompts as fp8_gemm says, CUDA graphs).
 void compare_cuda_cpu(const std::string& model, Quantization q, double min_cosine, Fp8Gemm gemm = Fp8Gemm::Auto) {
   EngineConfig cfg = test::tiny_cfg(model);
   cfg.quantization = q;

@@ -13,8 +13,8 @@
 //        [K / 128][N] (the layout of cuBLASLt's VEC128 mode; ~1 us a GEMM, into the step arena);
 //     3. cuBLASLt with both operands in CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F: out^T[n, t] =
 //        sum_g w_scale[g][n] x a_scale[g][t] x sum_{k in g} code_w[n, k] code_x[t, k]. Its rows of
-//        a_scale must be 16-byte aligned (T % 4 == 0; on an H100 with cuBLASLt 13.0 odd T found no
-//        algorithm): linear_quantized gives it T - T % 4 rows and the last ones to the GEMV.
+//        a_scale must be 16-byte aligned: linear_quantized gives it fp8_block_gemm_rows(T) rows
+//        (kernel_plan.h) and the last ones to the GEMV.
 // ops/fp8_weights.h's fake_quantize_activations_fp8 (block_k 0 or 128) is the host reference of
 // the activation rounding.
 // The layout and plan cache are gemm_cublaslt.cu's (column-major out^T = (w^T)^T x^T, "TN", the
@@ -120,7 +120,7 @@ bool CudaBackend::linear_fp8_cublaslt(const Tensor& x, const Tensor& w, const We
 }
 
 bool CudaBackend::fp8_block_gemm_runs(int64_t T, int64_t N, int64_t K, bool f32_out) {
-  const int64_t T4 = T / 4 * 4;  // linear_quantized's split: the GEMM's rows
+  const int64_t T4 = cuda::fp8_block_gemm_rows(T);
   return T4 > 0 && gemm_plan({T4, N, K, f32_out, GemmOperands::Fp8Block128}) != nullptr;
 }
 

@@ -12,9 +12,9 @@
 // put a dependent load into every CTA's critical path (Qwen3-8B batch-1: 248 -> 279 tok/s with
 // block scales, 266 -> 275 per channel). Per-channel scales multiply each row's sum once at the
 // end; block scales (128 x 128) multiply each chunk's 16-term partial sum (a chunk never straddles
-// a block: block_k % 16 == 0). Batch-1 decode is one pass
-// over the weight bytes: FP8 halves them. With silu (linear_silu_mul_quantized) a CTA takes gate
-// row n and up row I + n and writes silu(gate) * up: the MLP's activation in the GEMV's epilogue.
+// a block: block_k % 16 == 0). Batch-1 decode is one pass over the weight bytes: FP8 halves them.
+// With silu (linear_silu_mul_quantized) a CTA takes gate row n and up row I + n and writes
+// silu(gate) * up: the MLP's activation in the GEMV's epilogue.
 // Larger T: cuBLASLt's FP8 GEMM (fp8_gemm_cublaslt.cu) with per-token activation scales for
 // per-channel weights, per-token-and-128-column ones for 128 x 128 block weights; the rest (odd
 // shapes, fp8_gemm=dequantize): dequantize_fp8_kernel writes the BF16 weight (value rounded to
@@ -297,9 +297,7 @@ void CudaBackend::linear_quantized(const Tensor& x, const Tensor& w, const Weigh
   if (kernel == cuda::Fp8LinearKernel::Gemv) return launch_fp8_gemv(x, w, scales, out, false, on_stream());
   if (kernel == cuda::Fp8LinearKernel::CublasLtFp8 && linear_fp8_cublaslt(x, w, scales, out)) return;
   if (kernel == cuda::Fp8LinearKernel::CublasLtFp8Block) {
-    // cuBLASLt's VEC128 scales of x are rows of T floats that must be 16-byte aligned: the GEMM takes
-    // the first T4 = T - T % 4 rows, the GEMV (weight-only) the last 1-3.
-    const int64_t T4 = T / 4 * 4;
+    const int64_t T4 = cuda::fp8_block_gemm_rows(T);  // the GEMM's rows; the GEMV takes the rest
     Tensor head = out.rows(0, T4);
     if (T4 > 0 && linear_fp8_block_cublaslt(x.rows(0, T4), w, scales, head)) {
       if (T4 < T) {

@@ -154,6 +154,10 @@ LinearPlan plan_linear(const LinearProblem& p, const KernelOptions& o, const std
 //    (weight-only like the GEMV; 3 extra bytes of traffic per weight element).
 enum class Fp8LinearKernel { Gemv, CublasLtFp8, CublasLtFp8Block, DequantizeGemm };
 constexpr int kFp8GemvMaxM = 8;
+// CublasLtFp8Block's split of T rows: the VEC128 GEMM takes the first T - T % 4 (its rows of
+// activation scales must be 16-byte aligned; odd T found no algorithm on an H100 with cuBLASLt
+// 13.0), the FP8 GEMV (weight-only) the last 1-3.
+constexpr int64_t fp8_block_gemm_rows(int64_t T) { return T / 4 * 4; }
 struct Fp8LinearProblem {
   int64_t T = 0, N = 0, K = 0;
   int64_t block_k = 0;  // of the scales (0: per output channel)
