@@ -87,10 +87,11 @@ struct KernelOptions {
   int long_decode_context = 8192;
   int long_decode_splits = 64;
   static constexpr int kMaxLongDecodeSplits = 128;  // kernel_plan.h: kDecodeMaxSplitsGlobal
-  // sm_90+: the splits of a (sequence, KV head) merge inside one thread-block cluster through
-  // distributed shared memory. off: partials through global memory and a merge kernel (the
-  // pre-Hopper path; for tests of that path and A/B runs).
-  bool decode_cluster = true;
+  // on (sm_90+): the splits of a (sequence, KV head) merge inside one thread-block cluster through
+  // distributed shared memory. off (default): partials through global memory and the merge
+  // kernel, one L2 round trip since 2026-11-26: Qwen3-8B -q fp8 batch-1 283.8 tok/s against 280.3
+  // with clusters, Qwen3-0.6B 1,068 against 1,044 (H100; bench/RESULTS.md).
+  bool decode_cluster = false;
   // Warps per split decode CTA: 8, or 4. Unsplit CTAs, and group sizes whose 8 warps' softmax
   // states do not fit 32 KiB of shared memory, use 4 either way.
   int decode_warps = 8;

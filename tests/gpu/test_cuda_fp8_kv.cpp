@@ -87,9 +87,9 @@ std::string cfg_name(const char* what, const HeadCfg& h, int64_t bs, KVScales s)
          " bs" + std::to_string(bs) + " scales " + std::to_string(s.k) + "/" + std::to_string(s.v);
 }
 
-// Batch 17 of one-token rows over contexts 1..4097: the split-KV decode kernel (cluster merge on
-// sm_90), then with clusters off (partials merged by the second kernel), and a batch of one long
-// context (many splits).
+// Batch 17 of one-token rows over contexts 1..4097: the split-KV decode kernel with the cluster
+// merge (sm_90), then without (the default: partials merged by the second kernel), and a batch of
+// one long context (many splits).
 TEST(CudaFp8KV, DecodeAwkwardShapes) {
   REQUIRE_GPU();
   const int32_t ctxs[] = {1, 97, 255, 256, 257, 4097, 2, 63, 64, 65, 300, 511, 512, 513, 1000, 17, 129};

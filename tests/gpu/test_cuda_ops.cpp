@@ -318,7 +318,7 @@ TEST(CudaAttention, Decode) {
     }
 }
 
-// Batches whose split count is not a power of two (clusters of 5 and 3 CTAs on a 132-SM GPU).
+// Batches whose split count is not a power of two (5 and 3 splits on a 132-SM GPU).
 TEST(CudaAttention, DecodeOddSplits) {
   REQUIRE_GPU();
   Backends be;
@@ -333,19 +333,19 @@ TEST(CudaAttention, DecodeOddSplits) {
   }
 }
 
-// The path for GPUs without thread-block clusters (before sm_90): partials through global memory
-// and a merge kernel, forced here by the kernel option decode_cluster=off.
-TEST(CudaAttention, DecodeWithoutClusters) {
+// The cluster merge (sm_90+, kernel option decode_cluster=on; off by default, where partials go
+// through global memory and the merge kernel): the splits merge through distributed shared memory.
+TEST(CudaAttention, DecodeWithClusters) {
   REQUIRE_GPU();
-  KernelOptions no_cluster;
-  no_cluster.decode_cluster = false;
-  Backends be(no_cluster);
+  KernelOptions clusters;
+  clusters.decode_cluster = true;
+  Backends be(clusters);
   std::vector<SeqSpec> b17;
   for (int32_t l : {1, 97, 255, 256, 257, 4097, 2, 31, 32, 33, 500, 1000, 1023, 1024, 1025, 3000, 17})
     b17.push_back({l, 1});
   for (auto& h : kHeads) {
-    run_attention_case(be, cfg_name("decode B17 no-cluster", h, 16), b17, h.hq, h.hkv, h.d, 16, false, 21);
-    run_attention_case(be, cfg_name("decode B1 no-cluster", h, 16), {{1025, 1}}, h.hq, h.hkv, h.d, 16, false, 22);
+    run_attention_case(be, cfg_name("decode B17 cluster", h, 16), b17, h.hq, h.hkv, h.d, 16, false, 21);
+    run_attention_case(be, cfg_name("decode B1 cluster", h, 16), {{1025, 1}}, h.hq, h.hkv, h.d, 16, false, 22);
   }
 }
 

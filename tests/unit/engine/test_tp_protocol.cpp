@@ -25,7 +25,7 @@ TEST(TpProtocol, SettingsCarryRankZerosKernelOptions) {
   rank0.kernels.pdl = false;
   rank0.kernels.gemv_norm = GemvNormFusion::Always;
   rank0.kernels.max_decode_splits = 3;
-  rank0.kernels.decode_cluster = false;
+  rank0.kernels.decode_cluster = true;
   rank0.kernels.decode_warps = 4;
   rank0.kernels.p2p_all_reduce = false;
   rank0.kernels.all_reduce_norm = false;

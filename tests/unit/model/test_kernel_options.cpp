@@ -47,7 +47,7 @@ TEST(KernelOptions, DefaultsAreTheMeasuredBest) {
   const KernelOptions o;
   EXPECT_EQ(o.to_string(),
             "pdl=on gemv_norm=auto max_decode_splits=16 long_decode_context=8192 long_decode_splits=64 "
-            "decode_cluster=on decode_warps=8 p2p_all_reduce=on all_reduce_norm=on prefill_attention=auto "
+            "decode_cluster=off decode_warps=8 p2p_all_reduce=on all_reduce_norm=on prefill_attention=auto "
             "fp8_gemm=auto cpu_precision=fast");
   EXPECT_NO_THROW(o.validate());
   EXPECT_EQ(from_env({}), o);  // no variables set: nothing changes
@@ -59,7 +59,7 @@ TEST(KernelOptions, EnvironmentOverridesEveryField) {
                                     {"NANOVLLM_DECODE_SPLITS", "4"},
                                     {"NANOVLLM_LONG_DECODE_CONTEXT", "0"},
                                     {"NANOVLLM_LONG_DECODE_SPLITS", "128"},
-                                    {"NANOVLLM_DECODE_CLUSTER", "0"},
+                                    {"NANOVLLM_DECODE_CLUSTER", "1"},
                                     {"NANOVLLM_DECODE_WARPS", "4"},
                                     {"NANOVLLM_P2P_ALLREDUCE", "0"},
                                     {"NANOVLLM_ALLREDUCE_NORM", "off"},
@@ -70,7 +70,7 @@ TEST(KernelOptions, EnvironmentOverridesEveryField) {
   EXPECT_EQ(o.max_decode_splits, 4);
   EXPECT_EQ(o.long_decode_context, 0);
   EXPECT_EQ(o.long_decode_splits, 128);
-  EXPECT_FALSE(o.decode_cluster);
+  EXPECT_TRUE(o.decode_cluster);
   EXPECT_EQ(o.decode_warps, 4);
   EXPECT_FALSE(o.p2p_all_reduce);
   EXPECT_FALSE(o.all_reduce_norm);
@@ -121,7 +121,7 @@ TEST(KernelOptions, CliSpecParsesAndRoundTrips) {
   EXPECT_FALSE(o.pdl);
   EXPECT_EQ(o.max_decode_splits, 8);
   EXPECT_EQ(o.prefill_attention, PrefillAttention::Mma);
-  EXPECT_TRUE(o.decode_cluster);  // untouched
+  EXPECT_FALSE(o.decode_cluster);  // untouched
   // to_string() with ',' is a spec that gives back the same options, from any starting point.
   KernelOptions back;
   back.decode_warps = 4;

@@ -170,13 +170,17 @@ TEST(KernelPlan, DecodeAttentionMeasuredCases) {
   const KernelOptions def;
   DecodeAttentionProblem p;
   p.num_heads = 32, p.num_kv_heads = 8, p.head_dim = 128;  // Qwen3-8B
-  // Batch 1 on an H100 (132 SMs, clusters of 16): 8 CTAs want 33 splits, capped at 16, one cluster each.
+  // Batch 1 on an H100 (132 SMs, clusters of 16): 8 CTAs want 33 splits, capped at 16; the merge
+  // kernel merges them (decode_cluster is off by default), or with the option one cluster each.
   p.num_seqs = 1;
   DecodeAttentionPlan plan = plan_decode_attention(p, 132, 16, def);
   EXPECT_EQ(plan.splits, 16);
   EXPECT_EQ(plan.warps, 8);
-  EXPECT_TRUE(plan.cluster);
-  // Batch 7: ceil(264 / 56) = 5 splits (a cluster of 5); batch 256: one CTA per (sequence, KV head), 4 warps.
+  EXPECT_FALSE(plan.cluster);
+  KernelOptions with_clusters;
+  with_clusters.decode_cluster = true;
+  EXPECT_TRUE(plan_decode_attention(p, 132, 16, with_clusters).cluster);
+  // Batch 7: ceil(264 / 56) = 5 splits; batch 256: one CTA per (sequence, KV head), 4 warps.
   p.num_seqs = 7;
   EXPECT_EQ(plan_decode_attention(p, 132, 16, def).splits, 5);
   p.num_seqs = 256;
@@ -184,9 +188,9 @@ TEST(KernelPlan, DecodeAttentionMeasuredCases) {
   EXPECT_EQ(plan.splits, 1);
   EXPECT_EQ(plan.warps, 4);
   EXPECT_FALSE(plan.cluster);
-  // Before sm_90 (cluster limit 1), or decode_cluster off: the merge kernel.
+  // Before sm_90 (cluster limit 1): the merge kernel, even with decode_cluster on.
   p.num_seqs = 1;
-  EXPECT_FALSE(plan_decode_attention(p, 108, 1, def).cluster);
+  EXPECT_FALSE(plan_decode_attention(p, 108, 1, with_clusters).cluster);
   KernelOptions o;
   o.decode_cluster = false;
   o.max_decode_splits = 4;
@@ -221,12 +225,14 @@ TEST(KernelPlan, DecodeAttentionLongContext) {
   p.num_heads = 16, p.num_kv_heads = 8, p.head_dim = 128;  // Qwen3-0.6B
   p.num_seqs = 1;
   p.max_context = def.long_decode_context - 1;
-  DecodeAttentionPlan plan = plan_decode_attention(p, 132, 16, def, resident(3));
+  KernelOptions with_clusters;
+  with_clusters.decode_cluster = true;
+  DecodeAttentionPlan plan = plan_decode_attention(p, 132, 16, with_clusters, resident(3));
   EXPECT_EQ(plan.splits, 16);
   EXPECT_TRUE(plan.cluster);
   // 8 CTAs per split; 3 resident per SM: floor(396 / 8) = 49 splits, through the merge kernel.
   p.max_context = def.long_decode_context;
-  plan = plan_decode_attention(p, 132, 16, def, resident(3));
+  plan = plan_decode_attention(p, 132, 16, with_clusters, resident(3));
   EXPECT_EQ(plan.splits, 49);
   EXPECT_EQ(plan.warps, 8);
   EXPECT_FALSE(plan.cluster);
@@ -241,11 +247,13 @@ TEST(KernelPlan, DecodeAttentionLongContext) {
   EXPECT_EQ(plan_decode_attention(p, 132, 16, o, resident(8)).splits, 128);
   o.long_decode_splits = 8;  // never fewer splits than the short-context plan
   EXPECT_EQ(plan_decode_attention(p, 132, 16, o, resident(3)).splits, 16);
-  // Batch 4: 32 CTAs, floor(396 / 32) = 12 splits, a cluster of 12 (short contexts: ceil(264 / 32) = 9).
+  // Batch 4: 32 CTAs, floor(396 / 32) = 12 splits, with decode_cluster a cluster of 12 (short
+  // contexts: ceil(264 / 32) = 9).
   p.num_seqs = 4;
-  plan = plan_decode_attention(p, 132, 16, def, resident(3));
+  plan = plan_decode_attention(p, 132, 16, with_clusters, resident(3));
   EXPECT_EQ(plan.splits, 12);
   EXPECT_TRUE(plan.cluster);
+  EXPECT_FALSE(plan_decode_attention(p, 132, 16, def, resident(3)).cluster);
   p.max_context = 100;
   EXPECT_EQ(plan_decode_attention(p, 132, 16, def, resident(3)).splits, 9);
   // Batch 17, or the rule off: the short plan at any context.

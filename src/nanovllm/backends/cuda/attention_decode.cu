@@ -16,12 +16,22 @@
 // (for group sizes where the registers allow, the next kKeysInFlight keys are in flight meanwhile).
 // States are merged across the lane groups of a warp (shuffles), across warps (shared memory), and
 // across splits:
-//  * on sm_90+, the S splits of (b, h) form one thread-block cluster: each CTA leaves its result
-//    (normalized o and log2-sum-exp per head) in its shared memory, and after a cluster barrier
-//    every CTA merges a 1/S slice of the G x D outputs, reading the others' shared memory directly
-//    (distributed shared memory: no global partials, no counters, no second kernel);
-//  * before sm_90, and beyond a cluster's 16 CTAs (long contexts at small batch), partials go to
-//    global memory and attn_merge_kernel merges them.
+//  * by default the partials (normalized o and log2-sum-exp per head) go to global memory and
+//    attn_merge_kernel merges them;
+//  * with the kernel option decode_cluster (sm_90+, at most 16 splits), the S splits of (b, h) form
+//    one thread-block cluster: each CTA leaves its result in its shared memory, and after a cluster
+//    barrier every CTA merges a 1/S slice of the G x D outputs, reading the others' shared memory
+//    directly (distributed shared memory). Slower than the merge kernel since that takes one L2
+//    round trip (kernel_plan.h).
+// PDL (cuda_common.cuh): before its wait a CTA prefetches its first keys into L2 and loads the
+// first U of each lane group into registers (not the step's own token, which the kernel before
+// stores); it lets its successor launch only after its key loop, so that successor's weight loads
+// (the o_proj GEMV's) do not queue before these. Before (pdl_begin at the wait), 90% of the CTAs
+// reached their wait after the q/k norm kernel had finished, their prefetch still ahead of them.
+// With the register loads and the q/k norm kernel's early trigger (qk_norm_rope.cu), which lets
+// these CTAs start during the qkv GEMV: Qwen3-8B -q fp8 batch-1 277.7 -> 280.3 tok/s, Qwen3-0.6B
+// at 32K 427.5 -> 437.7; with the late trigger and the one-round merge kernel on top, 0.6B at 32K
+// 463 (H100; bench/RESULTS.md).
 // Why so many splits and warps at small batch: one sequence has Hkv CTAs without splits, so at
 // batch 1 the kernel is a chain of latencies (DRAM round trips per key step, then the merges);
 // more CTAs and warps shorten the chain each CTA walks. The number of splits depends on the batch
@@ -31,6 +41,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <climits>
 #include <type_traits>
 
 #include "nanovllm/backends/cuda/attention_decode.cuh"
@@ -54,53 +65,67 @@ constexpr bool deep_fp8() {
 }
 constexpr int kKeysInFlightDeepFp8 = 4;
 
-// out[b, hq] = sum_s w_s o_s / sum_s w_s over the S partials of row bh = b * Hq + hq, with
-// w_s = 2^(lse_s - max lse); grid B*Hq, block kMergeThreads. Every load is independent of the
-// others: the S log-sum-exps are read in parallel into shared memory (one per thread), and for the
-// outputs, P = kMergeThreads / D thread groups each sum every P-th partial, 8 loads in flight per
-// thread, then group 0 adds the P sums in order. (A thread walking the S partials one dependent
-// step at a time cost S L2 round trips: 64 splits made Qwen3-0.6B batch-1 decode at 8K slower than
-// 16, bench/RESULTS.md.) Reads go through L2 (__ldcg): other CTAs wrote the partials.
-constexpr int kMergeThreads = 256;
-static_assert(kDecodeMaxSplitsGlobal <= kMergeThreads, "one log-sum-exp per thread");
+// out[b, hq, d] = sum_s w_s o_s[d] / sum_s w_s over the S partials of row bh = b * Hq + hq, with
+// w_s = 2^(lse_s - max lse); grid (B*Hq, D/32), block kMergeWarps warps. A CTA takes 32 dims (a
+// lane each); warp w takes splits w, w + kMergeWarps, ... and loads all of them (log-sum-exp and
+// value) at once, so the kernel waits for one L2 round trip, not one per split; each warp then
+// merges its splits with its own max, and warp 0 merges the warps. (Before: a CTA per row walking
+// the splits 8 loads at a time, after reading the log-sum-exps first: 7.2 us of each Qwen3-0.6B
+// layer at 32K, batch 1; bench/RESULTS.md.) Reads go through L2 (__ldcg): other CTAs wrote them.
+constexpr int kMergeWarps = 8;
+constexpr int kMergePerWarp = kDecodeMaxSplitsGlobal / kMergeWarps;
+static_assert(kDecodeMaxSplitsGlobal % kMergeWarps == 0, "splits per warp");
 
-__global__ void __launch_bounds__(kMergeThreads)
+__global__ void __launch_bounds__(kMergeWarps * 32)
     attn_merge_kernel(const float* __restrict__ part_o, const float* __restrict__ part_lse, bf16* __restrict__ out,
                       int S, int D) {
-  __shared__ float w[kDecodeMaxSplitsGlobal];
-  __shared__ float red[kMergeThreads / 32];
-  __shared__ float sums[kMergeThreads];
+  __shared__ float sm_m[kMergeWarps], sm_l[kMergeWarps], sm_acc[kMergeWarps][32];
   pdl_begin();
   const int64_t bh = blockIdx.x;
-  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
-  const float lse = t < S ? __ldcg(part_lse + bh * S + t) : -INFINITY;
-  // Block max of the log-sum-exps.
-  float mx = lse;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, d = int(blockIdx.y) * 32 + lane;
+  float lse[kMergePerWarp], v[kMergePerWarp];
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-  if (lane == 0) red[warp] = mx;
-  __syncthreads();
-  mx = red[0];
+  for (int i = 0; i < kMergePerWarp; ++i) {
+    const int s = warp + i * kMergeWarps;
+    lse[i] = -INFINITY;
+    v[i] = 0.f;
+    if (s < S) {
+      lse[i] = __ldcg(part_lse + bh * S + s);
+      v[i] = __ldcg(part_o + (bh * S + s) * D + d);
+    }
+  }
+  float m = -INFINITY;
 #pragma unroll
-  for (int i = 1; i < kMergeThreads / 32; ++i) mx = fmaxf(mx, red[i]);
-  if (t < S) w[t] = mx == -INFINITY ? 0.f : exp2f(lse - mx);  // an empty split weighs 0
-  __syncthreads();
-  float wsum = 0.f;
-  for (int s = 0; s < S; ++s) wsum += w[s];  // the same order in every thread
-  const int P = kMergeThreads / D, p = t / D, d = t % D;
-  float acc = 0.f;
-  if (p < P) {
-    const float* src = part_o + (bh * S) * D + d;
-#pragma unroll 8
-    for (int s = p; s < S; s += P) acc += w[s] * __ldcg(src + int64_t(s) * D);
+  for (int i = 0; i < kMergePerWarp; ++i) m = fmaxf(m, lse[i]);
+  float l = 0.f, acc = 0.f;
+  if (m != -INFINITY) {
+#pragma unroll
+    for (int i = 0; i < kMergePerWarp; ++i) {
+      const float w = exp2f(lse[i] - m);  // an empty split (-inf) weighs 0
+      l += w;
+      acc += w * v[i];
+    }
   }
-  sums[t] = acc;
-  __syncthreads();
-  if (t < D) {
-    float total = 0.f;
-    for (int q = 0; q < P; ++q) total += sums[q * D + t];
-    out[bh * D + t] = __float2bfloat16(total * (wsum > 0.f ? 1.f / wsum : 0.f));
+  sm_acc[warp][lane] = acc;
+  if (lane == 0) {
+    sm_m[warp] = m;
+    sm_l[warp] = l;
   }
+  __syncthreads();
+  if (warp != 0) return;
+  float mx = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < kMergeWarps; ++w) mx = fmaxf(mx, sm_m[w]);
+  float lsum = 0.f, total = 0.f;
+  if (mx != -INFINITY) {
+#pragma unroll
+    for (int w = 0; w < kMergeWarps; ++w) {
+      const float c = exp2f(sm_m[w] - mx);
+      lsum += sm_l[w] * c;
+      total += sm_acc[w][lane] * c;
+    }
+  }
+  if (d < D) out[bh * D + d] = __float2bfloat16(lsum > 0.f ? total / lsum : 0.f);
 }
 
 // grid (B, Hkv, S), block NW warps; with P.cluster, launched as clusters of (1, 1, S). F8: the
@@ -137,8 +162,26 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
   // rows were written by uploads and earlier steps, so this DRAM latency overlaps that kernel.
   const int kfirst = kbeg + warp * KPW;
   constexpr int kPrefetch = NW > 4 ? 4 * U : U;
+  KV kk[U], vv[U];
+  bool ok[U];
+  auto load = [&](int k0, KV(&dk)[U], KV(&dv)[U], bool(&dok)[U], int below) {
 #pragma unroll
-  for (int i = 0; i < kPrefetch; ++i) {
+    for (int u = 0; u < U; ++u) {
+      const int k = k0 + u * STEP + sub;
+      dok[u] = k < kend;
+      dk[u] = dv[u] = KV{};
+      if (dok[u] && k < below) {
+        const int64_t off = kv_offset(k);
+        dk[u] = *reinterpret_cast<const KV*>(kc + off);
+        dv[u] = *reinterpret_cast<const KV*>(vc + off);
+      }
+    }
+  };
+  // The first U keys of each lane group go straight into registers before the wait, except the
+  // step's own token (loaded after it): at batch 1 that is most of a short context's keys.
+  load(kfirst, kk, vv, ok, ctx - 1);
+#pragma unroll
+  for (int i = U; i < kPrefetch; ++i) {
     const int k = kfirst + i * STEP + sub;
     if (k < kend && k < ctx - 1) {
       const int64_t off = kv_offset(k);
@@ -146,7 +189,16 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
       prefetch_l2(vc + off);
     }
   }
-  pdl_begin();
+  pdl_wait();
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int k = kfirst + u * STEP + sub;
+    if (k == ctx - 1 && ok[u]) {
+      const int64_t off = kv_offset(k);
+      kk[u] = *reinterpret_cast<const KV*>(kc + off);
+      vv[u] = *reinterpret_cast<const KV*>(vc + off);
+    }
+  }
 
   float q[G][8], o[G][8], m[G], l[G];
 #pragma unroll
@@ -171,32 +223,16 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
   // (Qwen3-8B at 32K: 127.6 -> 133.1 tok/s, H100; bench/RESULTS.md). The FP8 cache pipelines at
   // groups 1-2 too (with 4 keys, above).
   constexpr bool kPipelined = deep_fp8<F8, G>() || G == 3 || G == 4 || G >= 6;
-  KV kk[U], vv[U];
-  bool ok[U];
-  auto load = [&](int k0, KV(&dk)[U], KV(&dv)[U], bool(&dok)[U]) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int k = k0 + u * STEP + sub;
-      dok[u] = k < kend;
-      dk[u] = dv[u] = KV{};
-      if (dok[u]) {
-        const int64_t off = kv_offset(k);
-        dk[u] = *reinterpret_cast<const KV*>(kc + off);
-        dv[u] = *reinterpret_cast<const KV*>(vc + off);
-      }
-    }
-  };
   auto unpack = [](const KV& x, float* f) {
     if constexpr (F8)
       unpack8_e4m3(x, f);
     else
       unpack8(x, f);
   };
-  load(kfirst, kk, vv, ok);
   for (int k0 = kfirst; k0 < kend; k0 += U * STEP) {
     KV nk[U], nv[U];
     bool nok[U];
-    if constexpr (kPipelined) load(k0 + U * STEP, nk, nv, nok);
+    if constexpr (kPipelined) load(k0 + U * STEP, nk, nv, nok, INT_MAX);
     // Scores s[u][g] = q_g . k_u, reduced over the lane group (every lane shuffles).
     float s[U][G];
 #pragma unroll
@@ -249,10 +285,11 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
         ok[u] = nok[u];
       }
     } else {
-      load(k0 + U * STEP, kk, vv, ok);
+      load(k0 + U * STEP, kk, vv, ok, INT_MAX);
     }
   }
 
+  pdl_trigger();  // the keys are read: the successor (merge kernel or o_proj GEMV) may launch
   // Merge the KPW lane groups of the warp (same li, different sub).
 #pragma unroll
   for (int g = 0; g < G; ++g) {
@@ -396,8 +433,8 @@ void decode_attention(const DecodeAttnArgs& a, Stream st) {
   launch_clustered(k, grid, dim3(unsigned(nw * 32)), 0, st, dim3(1, 1, a.cluster ? unsigned(a.S) : 1u), a);
   NV_LAUNCH_CHECK();
   if (a.S > 1 && !a.cluster) {
-    launch(attn_merge_kernel, dim3(unsigned(a.B * a.Hq)), dim3(unsigned(kMergeThreads)), 0, st, a.part_o, a.part_lse,
-           a.out, a.S, a.D);
+    launch(attn_merge_kernel, dim3(unsigned(a.B * a.Hq), unsigned(a.D / 32)), dim3(unsigned(kMergeWarps * 32)), 0, st,
+           a.part_o, a.part_lse, a.out, a.S, a.D);
     NV_LAUNCH_CHECK();
   }
 }
@@ -407,7 +444,8 @@ int decode_resident_ctas(int head_dim, int group, int warps, bool fp8) {
     throw Error("decode attention: no split kernel for head_dim " + std::to_string(head_dim) + ", group " +
                 std::to_string(group) + ", " + std::to_string(warps) + " warps");
   int n = 0;
-  NV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_for(head_dim, group, warps, fp8), warps * 32, 0));
+  NV_CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_for(head_dim, group, warps, fp8), warps * 32, 0));
   return n;
 }
 

@@ -62,12 +62,28 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
 // Before pdl_begin() a kernel may read what the previous kernel cannot have written: weights, the
 // step's uploaded inputs (positions, slots, block tables, lengths) and KV-cache rows of earlier
 // steps. (Anything written two launches back is complete: our predecessor let us start only
-// after its own wait returned.) The GEMV, q/k norm + RoPE and decode attention kernels start
-// their DRAM loads there, so that latency overlaps the previous kernel's tail.
+// after its own wait returned; the one exception, qk_norm_rope_kernel, triggers before its wait,
+// and its successor reads nothing of the step before its own.) The GEMV, q/k norm + RoPE and
+// decode attention kernels start their DRAM loads there, so that latency overlaps the previous
+// kernel's tail.
 __device__ __forceinline__ void pdl_begin() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
+// The two halves of pdl_begin(), for kernels that place them apart. pdl_trigger(): lets our
+// successor be scheduled now (its own wait still waits for our completion and writes).
+// pdl_wait(): waits for the predecessor grid and its writes.
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
 

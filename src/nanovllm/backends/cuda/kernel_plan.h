@@ -68,11 +68,14 @@
 //    the loads gain. At 4K the splits gain ~1% (0.6B 803 -> 809): the rule starts at 8192 keys.
 //    A CUDA graph is captured per context range (decode_context_breaks: the ranges' bounds), so a
 //    replay always runs the plan of its batch's longest context.
-//  * Cluster: on sm_90+ the S > 1 splits of (sequence, KV head) form one thread-block cluster and
-//    merge through distributed shared memory (no global partials, no merge kernel) when S is at
-//    most the largest cluster the device schedules (cluster_limit; 1 before sm_90) and
-//    decode_cluster is on (Qwen3-8B batch-1 TP=1 216.9 -> 227.2 tok/s with clusters and 8 warps,
-//    1f73a39). Else partials go through global memory and a merge kernel.
+//  * Merge: the S > 1 splits' partials go through global memory to the merge kernel (one L2 round
+//    trip). With decode_cluster on (off by default), on sm_90+, they form one thread-block cluster
+//    and merge through distributed shared memory instead, when S is at most the largest cluster the
+//    device schedules (cluster_limit; 1 before sm_90). Clusters won while the merge kernel walked
+//    the splits one L2 round trip after another (Qwen3-8B batch-1 216.9 -> 227.2 tok/s, 1f73a39);
+//    against the one-round merge kernel they lose: Qwen3-8B -q fp8 batch-1 280.3 vs 283.8 tok/s,
+//    Qwen3-0.6B 1,044 vs 1,068 (H100, 2026-11-26): the cluster's two barriers and remote loads
+//    cost ~2.8 us a layer.
 //  * Warps: 8 per split CTA (decode_warps 8, default) when 8 warps' softmax states fit 32 KiB of
 //    shared memory (8 x G x D floats <= 8192), else 4; unsplit CTAs use 4. Measured at 1f73a39,
 //    Qwen3-8B batch-1: 8 warps 227.2 tok/s, 4 warps 224.0, 16 warps 217.3.

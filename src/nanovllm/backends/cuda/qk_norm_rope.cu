@@ -45,6 +45,10 @@ __global__ void qk_norm_rope_kernel(bf16* __restrict__ qkv, const bf16* __restri
                                     const int32_t* __restrict__ pos, const InvFreq inv_freq, float rope_scale,
                                     int64_t W, int Hq, int Hkv, int D, float eps, const KVDest kv) {
   __shared__ float cs[kMaxHeadDim / 2], sn[kMaxHeadDim / 2];
+  // Our successor (decode attention) may launch at once, before our wait: its CTAs then start
+  // during the qkv GEMV and have their KV rows of earlier steps loaded by the time q is ready
+  // (attention_decode.cu; before its wait it reads nothing that the GEMV or this kernel writes).
+  pdl_trigger();
   // Before the wait on the previous kernel (which writes qkv): the cos/sin table (double-precision
   // sincos, the slowest part) and the norm weights. Positions, slots and weights are uploads.
   const int64_t t = blockIdx.x;
