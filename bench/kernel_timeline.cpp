@@ -14,7 +14,8 @@
 //     nanovllm bench ... --latency
 // writes /tmp/tl.<pid>.txt per process (one per tensor-parallel rank); stderr without the variable.
 // NANOVLLM_TIMELINE_SKIP (default 5): replays dropped at the start; NANOVLLM_TIMELINE_SEQ (default
-// 0): also print the first N kernels of a replay in order, each with its mean increment.
+// 0): also print the first N kernels of a replay in order, each with its mean increment, its start
+// relative to the previous kernel's end (negative: launched early under PDL) and its duration.
 // Kernels launched outside graphs (eager prefill) are summarized first: per kernel name, calls,
 // total and mean duration, and the GPU time they span (first start to last end).
 #include <cupti.h>
@@ -153,7 +154,7 @@ void summarize(FILE* out) {
     long calls = 0;
   };
   std::map<std::pair<uint32_t, int32_t>, Acc> per_name;  // (name, grid)
-  std::vector<double> inc_at;
+  std::vector<double> inc_at, start_at, dur_at;          // per position: increment; start - previous end; duration
   double span = 0;
   std::vector<double> idle;  // per replay; the median, since a prefill between two replays is not a step
   size_t n = 0, kernels = replays[skip].size();
@@ -163,13 +164,20 @@ void summarize(FILE* out) {
     uint64_t prev_end = ks.front()->start;
     for (size_t j = 0; j < ks.size(); ++j) {
       const double inc = ks[j]->end > prev_end ? double(ks[j]->end - prev_end) : 0.0;
+      const uint64_t prev_end_before = prev_end;
       prev_end = std::max(prev_end, ks[j]->end);
       Acc& a = per_name[{ks[j]->name, ks[j]->grid}];
       a.dur += double(ks[j]->end - ks[j]->start);
       a.inc += inc;
       ++a.calls;
-      if (inc_at.size() <= j) inc_at.resize(j + 1, 0.0);
+      if (inc_at.size() <= j) {
+        inc_at.resize(j + 1, 0.0);
+        start_at.resize(j + 1, 0.0);
+        dur_at.resize(j + 1, 0.0);
+      }
       inc_at[j] += inc;
+      start_at[j] += double(ks[j]->start) - double(j == 0 ? ks[j]->start : prev_end_before);
+      dur_at[j] += double(ks[j]->end - ks[j]->start);
     }
     span += double(prev_end - ks.front()->start);
     idle.push_back(double(replays[i + 1].front()->start) - double(prev_end));
@@ -193,8 +201,8 @@ void summarize(FILE* out) {
   const size_t seq =
       std::min<size_t>(inc_at.size(), static_cast<size_t>(std::max(0L, env_long("NANOVLLM_TIMELINE_SEQ", 0))));
   for (size_t j = 0; j < seq; ++j)
-    std::fprintf(out, "  #%-4zu inc %7.2f us  %s [%d]\n", j, inc_at[j] * us, t.names[replays[skip][j]->name].c_str(),
-                 replays[skip][j]->grid);
+    std::fprintf(out, "  #%-4zu inc %7.2f us  start %+7.2f  dur %7.2f  %s [%d]\n", j, inc_at[j] * us, start_at[j] * us,
+                 dur_at[j] * us, t.names[replays[skip][j]->name].c_str(), replays[skip][j]->grid);
 }
 
 void at_exit() {
