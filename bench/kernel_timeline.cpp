@@ -166,8 +166,9 @@ void summarize(FILE* out) {
       const double inc = ks[j]->end > prev_end ? double(ks[j]->end - prev_end) : 0.0;
       const uint64_t prev_end_before = prev_end;
       prev_end = std::max(prev_end, ks[j]->end);
+      const double dur = double(ks[j]->end - ks[j]->start);
       Acc& a = per_name[{ks[j]->name, ks[j]->grid}];
-      a.dur += double(ks[j]->end - ks[j]->start);
+      a.dur += dur;
       a.inc += inc;
       ++a.calls;
       if (inc_at.size() <= j) {
@@ -177,7 +178,7 @@ void summarize(FILE* out) {
       }
       inc_at[j] += inc;
       start_at[j] += double(ks[j]->start) - double(j == 0 ? ks[j]->start : prev_end_before);
-      dur_at[j] += double(ks[j]->end - ks[j]->start);
+      dur_at[j] += dur;
     }
     span += double(prev_end - ks.front()->start);
     idle.push_back(double(replays[i + 1].front()->start) - double(prev_end));

@@ -65,6 +65,26 @@ constexpr bool deep_fp8() {
 }
 constexpr int kKeysInFlightDeepFp8 = 4;
 
+// Combines N online-softmax states {m_i, l_i, o_i} (log2 domain; m_i = -inf: an empty state) into
+// m = max m_i, l = sum l_i 2^(m_i - m), o = sum o_i 2^(m_i - m); all empty: m = -inf, l = o = 0.
+// The decode kernel merges its warps with it, the merge kernel its splits (l_i = 1: a split's o is
+// normalized and m its log-sum-exp) and then its warps.
+template <int N, class MOf, class LOf, class OOf>
+__device__ __forceinline__ void merge_states(MOf m_of, LOf l_of, OOf o_of, float& m, float& l, float& o) {
+  m = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < N; ++i) m = fmaxf(m, m_of(i));
+  l = 0.f;
+  o = 0.f;
+  if (m == -INFINITY) return;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const float c = exp2f(m_of(i) - m);  // an empty state weighs 0
+    l += l_of(i) * c;
+    o += o_of(i) * c;
+  }
+}
+
 // out[b, hq, d] = sum_s w_s o_s[d] / sum_s w_s over the S partials of row bh = b * Hq + hq, with
 // w_s = 2^(lse_s - max lse); grid (B*Hq, D/32), block kMergeWarps warps. A CTA takes 32 dims (a
 // lane each); warp w takes splits w, w + kMergeWarps, ... and loads all of them (log-sum-exp and
@@ -94,18 +114,9 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
       v[i] = __ldcg(part_o + (bh * S + s) * D + d);
     }
   }
-  float m = -INFINITY;
-#pragma unroll
-  for (int i = 0; i < kMergePerWarp; ++i) m = fmaxf(m, lse[i]);
-  float l = 0.f, acc = 0.f;
-  if (m != -INFINITY) {
-#pragma unroll
-    for (int i = 0; i < kMergePerWarp; ++i) {
-      const float w = exp2f(lse[i] - m);  // an empty split (-inf) weighs 0
-      l += w;
-      acc += w * v[i];
-    }
-  }
+  float m, l, acc;
+  merge_states<kMergePerWarp>([&](int i) { return lse[i]; }, [](int) { return 1.f; }, [&](int i) { return v[i]; }, m, l,
+                              acc);
   sm_acc[warp][lane] = acc;
   if (lane == 0) {
     sm_m[warp] = m;
@@ -113,18 +124,9 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
   }
   __syncthreads();
   if (warp != 0) return;
-  float mx = -INFINITY;
-#pragma unroll
-  for (int w = 0; w < kMergeWarps; ++w) mx = fmaxf(mx, sm_m[w]);
-  float lsum = 0.f, total = 0.f;
-  if (mx != -INFINITY) {
-#pragma unroll
-    for (int w = 0; w < kMergeWarps; ++w) {
-      const float c = exp2f(sm_m[w] - mx);
-      lsum += sm_l[w] * c;
-      total += sm_acc[w][lane] * c;
-    }
-  }
+  float mx, lsum, total;
+  merge_states<kMergeWarps>([&](int w) { return sm_m[w]; }, [&](int w) { return sm_l[w]; },
+                            [&](int w) { return sm_acc[w][lane]; }, mx, lsum, total);
   if (d < D) out[bh * D + d] = __float2bfloat16(lsum > 0.f ? total / lsum : 0.f);
 }
 
@@ -164,17 +166,18 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
   constexpr int kPrefetch = NW > 4 ? 4 * U : U;
   KV kk[U], vv[U];
   bool ok[U];
+  auto fetch = [&](int k, KV& dk, KV& dv) {
+    const int64_t off = kv_offset(k);
+    dk = *reinterpret_cast<const KV*>(kc + off);
+    dv = *reinterpret_cast<const KV*>(vc + off);
+  };
   auto load = [&](int k0, KV(&dk)[U], KV(&dv)[U], bool(&dok)[U], int below) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int k = k0 + u * STEP + sub;
       dok[u] = k < kend;
       dk[u] = dv[u] = KV{};
-      if (dok[u] && k < below) {
-        const int64_t off = kv_offset(k);
-        dk[u] = *reinterpret_cast<const KV*>(kc + off);
-        dv[u] = *reinterpret_cast<const KV*>(vc + off);
-      }
+      if (dok[u] && k < below) fetch(k, dk[u], dv[u]);
     }
   };
   // The first U keys of each lane group go straight into registers before the wait, except the
@@ -193,11 +196,7 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const int k = kfirst + u * STEP + sub;
-    if (k == ctx - 1 && ok[u]) {
-      const int64_t off = kv_offset(k);
-      kk[u] = *reinterpret_cast<const KV*>(kc + off);
-      vv[u] = *reinterpret_cast<const KV*>(vc + off);
-    }
+    if (k == ctx - 1 && ok[u]) fetch(k, kk[u], vv[u]);
   }
 
   float q[G][8], o[G][8], m[G], l[G];
@@ -320,18 +319,9 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
   // Merge the warps: a thread per (g, d); only that thread touches element (g, d) of sm_o.
   for (int idx = threadIdx.x; idx < G * D; idx += NW * 32) {
     const int g = idx / D, d = idx % D;
-    float mx = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < NW; ++w) mx = fmaxf(mx, sm_m[w][g]);
-    float lsum = 0.f, acc = 0.f;
-    if (mx != -INFINITY) {
-#pragma unroll
-      for (int w = 0; w < NW; ++w) {
-        const float c = exp2f(sm_m[w][g] - mx);
-        lsum += sm_l[w][g] * c;
-        acc += sm_o[w][g][d] * c;
-      }
-    }
+    float mx, lsum, acc;
+    merge_states<NW>([&](int w) { return sm_m[w][g]; }, [&](int w) { return sm_l[w][g]; },
+                     [&](int w) { return sm_o[w][g][d]; }, mx, lsum, acc);
     const float val = lsum > 0.f ? (F8 ? acc / lsum * P.v_scale : acc / lsum) : 0.f;
     const float lse = lsum > 0.f ? mx + log2f(lsum) : -INFINITY;  // empty split: weight 0
     const int hq = h * G + g;

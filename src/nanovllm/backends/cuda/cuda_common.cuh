@@ -66,25 +66,23 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
 // and its successor reads nothing of the step before its own.) The GEMV, q/k norm + RoPE and
 // decode attention kernels start their DRAM loads there, so that latency overlaps the previous
 // kernel's tail.
-__device__ __forceinline__ void pdl_begin() {
+//
+// The two halves, for kernels that place them apart: pdl_wait() waits for the predecessor grid and
+// its writes; pdl_trigger() lets our successor be scheduled now (its own wait still waits for our
+// completion and writes).
+__device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
 }
-
-// The two halves of pdl_begin(), for kernels that place them apart. pdl_trigger(): lets our
-// successor be scheduled now (its own wait still waits for our completion and writes).
-// pdl_wait(): waits for the predecessor grid and its writes.
 __device__ __forceinline__ void pdl_trigger() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
 }
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
+__device__ __forceinline__ void pdl_begin() {
+  pdl_wait();
+  pdl_trigger();
 }
 
 // Asks for the 128-byte line at p to be brought into L2 (no register holds the data).
