@@ -84,7 +84,8 @@ TEST(CudaFused, LinearSiluMul) {
   CpuBackend cpu{8};
   CudaBackend gpu{0};
   for (auto [T, K, I] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-           {1, 1024, 3072}, {2, 1032, 77}, {3, 256, 100}, {4, 2048, 513}, {1, 100, 64}, {17, 1024, 160}}) {
+           {1, 1024, 3072}, {2, 1032, 77}, {3, 256, 100}, {4, 2048, 513}, {1, 100, 64}, {17, 1024, 160},
+           {1, 1000, 77}, {1, 3072, 1025}, {1, 2200, 64}}) {
     auto x = make_pair(cpu, gpu, {T, K}, rand_bf16(size_t(T * K), 31));
     auto w = make_pair(cpu, gpu, {2 * I, K}, rand_bf16(size_t(2 * I * K), 32, -0.05f, 0.05f));
     Pair out{cpu.empty({T, I}, DType::F32), gpu.empty({T, I}, DType::BF16)};
@@ -137,7 +138,7 @@ TEST(CudaFused, LinearF32OutAndCast) {
   CpuBackend cpu{8};
   CudaBackend gpu{0};
   for (auto [T, K, N] :
-       std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 1024, 1001}, {3, 2048, 77}, {17, 1024, 300}}) {
+       std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 1024, 1001}, {1, 3072, 77}, {3, 2048, 77}, {17, 1024, 300}}) {
     auto x = make_pair(cpu, gpu, {T, K}, rand_bf16(size_t(T * K), 41));
     auto w = make_pair(cpu, gpu, {N, K}, rand_bf16(size_t(N * K), 42, -0.05f, 0.05f));
     Tensor ref = cpu.empty({T, N}, DType::F32), got = gpu.empty({T, N}, DType::F32);

@@ -61,9 +61,15 @@ TEST(CudaOps, Linear) {
   REQUIRE_GPU();
   Backends be;
   // T <= 4 with K % 8 == 0 takes the skinny kernel (gemv.cu): N not a multiple of its 4 rows per
-  // CTA, K not a multiple of its 128-chunk stride; K % 8 != 0 and T = 5 take cuBLASLt.
+  // CTA (2 at T = 1: gemv_shape; N odd), K not a multiple of its 128-chunk stride (one to three
+  // rounds of 2 chunks a thread, the last partial or whole); K % 8 != 0 and T = 5 take cuBLASLt.
   for (auto [T, K, N] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 256, 384},
                                                                            {1, 1024, 151},
+                                                                           {1, 1000, 1003},
+                                                                           {1, 2056, 33},
+                                                                           {1, 3072, 1024},
+                                                                           {1, 3000, 77},
+                                                                           {1, 4096, 130},
                                                                            {2, 1032, 1001},
                                                                            {3, 3072, 77},
                                                                            {4, 2056, 4099},

@@ -136,6 +136,30 @@ TEST(KernelPlan, LinearMeasuredCases) {
   EXPECT_EQ(gemv_grid(q), 512);  // SiLU CTAs take 2 outputs
 }
 
+// The GEMV's CTA shape (gemv_shape): 2 weight rows per CTA at one row of x, else 4; the norm
+// prologue keeps 4 (its wave rule counts CTAs of 4 rows).
+TEST(KernelPlan, GemvShapeTwoRowsAtBatchOne) {
+  auto rows = [](int64_t T, int64_t K, bool norm, bool silu, GemvNormFusion fusion) {
+    LinearProblem p;
+    p.T = T, p.N = 1024, p.K = K, p.norm = norm, p.silu_mul = silu;
+    KernelOptions o;
+    o.gemv_norm = fusion;
+    const LinearPlan plan = plan_linear(p, o, [] { return int64_t(1) << 40; });
+    EXPECT_EQ(plan.kernel, LinearKernel::Gemv);
+    return plan.gemv.rows;
+  };
+  for (int64_t K : {8, 1024, 2048, 3072, 4096, 12288})
+    for (bool silu : {false, true}) {
+      EXPECT_EQ(rows(1, K, false, silu, GemvNormFusion::Auto), 2) << K;
+      EXPECT_EQ(rows(1, K, true, silu, GemvNormFusion::Never), 2) << K;  // add_rms_norm, then the GEMV
+      EXPECT_EQ(rows(1, K, true, silu, GemvNormFusion::Always), kGemvRows) << K;
+      for (int64_t T : {2, 3, 4}) EXPECT_EQ(rows(T, K, false, silu, GemvNormFusion::Auto), kGemvRows) << T << " " << K;
+    }
+  EXPECT_EQ(gemv_shape(1, false).rows, 2);
+  EXPECT_EQ(gemv_shape(1, true).rows, kGemvRows);
+  EXPECT_EQ(gemv_shape(4, false).rows, kGemvRows);
+}
+
 TEST(KernelPlan, DecodeAttentionChoosesAsBeforeForEveryShape) {
   int cases = 0, clusters = 0, merges = 0;
   for (int sms : {1, 8, 108, 132})

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "nanovllm/backends/cuda/kernel_plan.h"  // GemvShape
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm::cuda {
@@ -172,11 +173,11 @@ int64_t gemv_norm_wave(int64_t M, int64_t K, bool silu_mul, int num_sms);
 
 // out[M, N] = x[M, K] @ w[N, K]^T (BF16, FP32 accumulation) by the skinny kernel of gemv.cu, on
 // `st`; with silu_mul, w has 2N rows [gate; up] and out[M, N] = silu(x Wg^T) * (x Wu^T); with
-// f32_out, out is F32 (no rounding); with norm, x is first added to the residual and normalized.
-// Called only where plan_linear (kernel_plan.h) chose it; a call outside the kernel's limits
-// (stated there) is a bug and throws Error.
+// f32_out, out is F32 (no rounding); with norm, x is first added to the residual and normalized;
+// in CTAs of `shape` (plan_linear's). Called only where plan_linear (kernel_plan.h) chose it; a call
+// outside the kernel's limits (stated there) is a bug and throws Error.
 void gemv_bf16(const void* x, const void* w, void* out, int64_t M, int64_t N, int64_t K, Stream st,
-               bool silu_mul = false, bool f32_out = false, const GemvNorm* norm = nullptr);
+               bool silu_mul = false, bool f32_out = false, const GemvNorm* norm = nullptr, GemvShape shape = {});
 
 inline unsigned ceil_div(int64_t a, int64_t b) { return unsigned((a + b - 1) / b); }
 

@@ -194,8 +194,9 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
   if (T == 0 || N == 0) return;
   cuda::LinearProblem prob;
   prob.T = T, prob.N = N, prob.K = K, prob.f32_out = f32_out, prob.aligned16 = aligned16({x.raw(), w.raw()});
-  if (plan_linear(prob).kernel == cuda::LinearKernel::Gemv) {
-    cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, N, K, on_stream(), false, f32_out);
+  const cuda::LinearPlan plan = plan_linear(prob);
+  if (plan.kernel == cuda::LinearKernel::Gemv) {
+    cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, N, K, on_stream(), false, f32_out, nullptr, plan.gemv);
     return;
   }
   const GemmPlan* p = gemm_plan({T, N, K, f32_out, GemmOperands::BF16});
@@ -213,8 +214,9 @@ void CudaBackend::linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out)
   if (T == 0 || I == 0) return;
   cuda::LinearProblem prob;
   prob.T = T, prob.N = I, prob.K = K, prob.silu_mul = true, prob.aligned16 = aligned16({x.raw(), w.raw()});
-  if (plan_linear(prob).kernel == cuda::LinearKernel::Gemv)
-    cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, I, K, on_stream(), /*silu_mul=*/true);  // GEMM + SiLU
+  const cuda::LinearPlan plan = plan_linear(prob);
+  if (plan.kernel == cuda::LinearKernel::Gemv)  // GEMM + SiLU
+    cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, I, K, on_stream(), /*silu_mul=*/true, false, nullptr, plan.gemv);
   else
     Backend::linear_silu_mul(x, w, out);  // cuBLASLt, then silu_and_mul
 }

@@ -6,9 +6,10 @@
 //
 // At M this small the product is a pass over the weight (2NK bytes; x is 2MK bytes, the FLOPs are
 // negligible), and cuBLASLt's tiles for it reach well under the bandwidth (batch-1 profile in
-// bench/RESULTS.md: GEMMs took ~48% of a decode step). Here a CTA of 4 warps owns 4 weight rows;
+// bench/RESULTS.md: GEMMs took ~48% of a decode step). Here a CTA of 4 warps owns 4 weight rows
+// (2 at one row of x: twice the CTAs, +0.6-1.1% batch-1 decode; kernel_plan.h, gemv_shape);
 // its 128 lanes stride K in 16-byte chunks (lane t reads chunks t, t + 128, ...), so one row
-// is read by the whole CTA with coalesced 512-byte warp accesses, and all 4 rows' loads (times 2
+// is read by the whole CTA with coalesced 512-byte warp accesses, and all its rows' loads (times 2
 // chunks) are in flight before the first FMA. x chunks come through L1/L2 (each CTA reads x once;
 // that is M/4 of the weight bytes, from L2). Partial sums (FP32) are reduced across lanes with
 // shuffles and across the 4 warps through shared memory; one BF16 rounding at the end, like
@@ -36,36 +37,37 @@
 
 namespace nanovllm::cuda {
 
-constexpr int kGemvWarps = 4;
-constexpr int kGemvThreads = kGemvWarps * 32;
+constexpr int kGemvThreads = kGemvThreadsPerCta;
+constexpr int kGemvWarps = kGemvThreads / 32;
 // kGemvRows (weight rows per CTA), kGemvMaxM and kGemvNormSmem (the normalized x lives in shared
 // memory: M * K * 2 bytes) are in kernel_plan.h.
 
 // N: output columns (kSilu: I, and w has 2I rows). kNorm: x is normalized first (see above); the
 // dynamic shared memory holds the normalized x as [M, K/8] 16-byte chunks.
-template <int M, bool kSilu, bool kNorm, class OutT>
+// R: weight rows per CTA (plan_linear's GemvShape; kGemvRows, or 2 at one row of x).
+template <int M, bool kSilu, bool kNorm, class OutT, int R = kGemvRows>
 __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
                                                             OutT* __restrict__ out, int N, int K, GemvNorm nrm) {
   extern __shared__ uint4 xs[];
-  __shared__ float red[kGemvWarps][M][kGemvRows];
+  __shared__ float red[kGemvWarps][M][R];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  constexpr int kOuts = kSilu ? kGemvRows / 2 : kGemvRows;  // output columns per CTA
+  constexpr int kOuts = kSilu ? R / 2 : R;  // output columns per CTA
   const int n0 = blockIdx.x * kOuts;
   const int KC = K / 8;  // 16-byte chunks per row
   const uint4* xv = reinterpret_cast<const uint4*>(x);
   const uint4* wv = reinterpret_cast<const uint4*>(w);
-  int64_t row[kGemvRows];  // rows past N re-read row N-1 (valid memory; results dropped)
+  int64_t row[R];  // rows past N re-read row N-1 (valid memory; results dropped)
 #pragma unroll
-  for (int r = 0; r < kGemvRows; ++r)
+  for (int r = 0; r < R; ++r)
     row[r] = (int64_t(min(n0 + r % kOuts, N - 1)) + (kSilu && r >= kOuts ? N : 0)) * KC;
 
   // Weight chunks c0 and c0 + kGemvThreads of the CTA's rows (zeros past the row's end).
   constexpr int kStride = kGemvThreads;
-  uint4 wq[2][kGemvRows];
+  uint4 wq[2][R];
   auto load_w = [&](int c0) {
     const bool two = c0 + kStride < KC;
 #pragma unroll
-    for (int r = 0; r < kGemvRows; ++r) {
+    for (int r = 0; r < R; ++r) {
       wq[0][r] = c0 < KC ? __ldg(wv + row[r] + c0) : make_uint4(0, 0, 0, 0);
       wq[1][r] = two ? __ldg(wv + row[r] + c0 + kStride) : make_uint4(0, 0, 0, 0);
     }
@@ -118,11 +120,11 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const bf16* __restri
     __syncthreads();  // xs complete; red free again
   }
 
-  float acc[M][kGemvRows];
+  float acc[M][R];
 #pragma unroll
   for (int m = 0; m < M; ++m)
 #pragma unroll
-    for (int r = 0; r < kGemvRows; ++r) acc[m][r] = 0.f;
+    for (int r = 0; r < R; ++r) acc[m][r] = 0.f;
 
   for (int c0 = threadIdx.x; c0 < KC; c0 += 2 * kStride) {
     if (c0 != int(threadIdx.x)) load_w(c0);
@@ -130,9 +132,9 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const bf16* __restri
     for (int u = 0; u < 2; ++u) {
       const int c = c0 + u * kStride;
       if (c >= KC) break;
-      float wf[kGemvRows][8];
+      float wf[R][8];
 #pragma unroll
-      for (int r = 0; r < kGemvRows; ++r) unpack8(wq[u][r], wf[r]);
+      for (int r = 0; r < R; ++r) unpack8(wq[u][r], wf[r]);
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         float xf[8];
@@ -141,7 +143,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const bf16* __restri
         else
           unpack8(__ldg(xv + int64_t(m) * KC + c), xf);
 #pragma unroll
-        for (int r = 0; r < kGemvRows; ++r)
+        for (int r = 0; r < R; ++r)
 #pragma unroll
           for (int e = 0; e < 8; ++e) acc[m][r] = fmaf(xf[e], wf[r][e], acc[m][r]);
       }
@@ -150,7 +152,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const bf16* __restri
 #pragma unroll
   for (int m = 0; m < M; ++m)
 #pragma unroll
-    for (int r = 0; r < kGemvRows; ++r) {
+    for (int r = 0; r < R; ++r) {
       const float v = warp_sum(acc[m][r]);
       if (lane == 0) red[warp][m][r] = v;
     }
@@ -177,26 +179,39 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const bf16* __restri
 }
 
 void gemv_bf16(const void* x, const void* w, void* out, int64_t M, int64_t N, int64_t K, Stream st, bool silu_mul,
-               bool f32_out, const GemvNorm* norm) {
+               bool f32_out, const GemvNorm* norm, GemvShape shape) {
+  const bool two_rows = shape.rows == 2 && M == 1 && !norm;
   uintptr_t addr = reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w);
   if (norm)
     addr |= reinterpret_cast<uintptr_t>(norm->residual) | reinterpret_cast<uintptr_t>(norm->residual_out) |
             reinterpret_cast<uintptr_t>(norm->norm_w);
   if (M < 1 || M > kGemvMaxM || N < 1 || K % 8 != 0 || addr % 16 != 0 || N > kGemvMaxDim || K > kGemvMaxDim ||
-      (f32_out && (silu_mul || norm)) || (norm && M * K * 2 > kGemvNormSmem))
+      (f32_out && (silu_mul || norm)) || (norm && M * K * 2 > kGemvNormSmem) ||
+      !(shape.rows == kGemvRows || two_rows))
     throw Error("gemv: [" + std::to_string(M) + ", " + std::to_string(K) + "] x [" + std::to_string(N) + ", " +
                 std::to_string(K) + "]^T" + (silu_mul ? " with SiLU" : "") + (norm ? " with the norm prologue" : "") +
-                (f32_out ? " to F32" : "") + " is outside the kernel's limits (kernel_plan.h: plan_linear chose it)");
+                (f32_out ? " to F32" : "") + " in CTAs of " + std::to_string(shape.rows) +
+                " rows is outside the kernel's limits (kernel_plan.h: plan_linear chose it)");
   const auto* xb = static_cast<const bf16*>(x);
   const auto* wb = static_cast<const bf16*>(w);
-  const unsigned grid = ceil_div(N, silu_mul ? kGemvRows / 2 : kGemvRows);
+  const unsigned grid = ceil_div(N, silu_mul ? shape.rows / 2 : shape.rows);
   const int n = int(N), k = int(K);
   const GemvNorm nrm = norm ? *norm : GemvNorm{};
   const size_t smem = norm ? size_t(M * K * 2) : 0;
   auto go = [&](auto kernel, auto* o) { launch(kernel, grid, kGemvThreads, smem, st, xb, wb, o, n, k, nrm); };
   auto* ob = static_cast<bf16*>(out);
   auto* of = static_cast<float*>(out);
-  // One instantiation per (M, variant): plain, SiLU, F32 out, norm, norm + SiLU.
+  // One instantiation per (M, variant): plain, SiLU, F32 out, norm, norm + SiLU; and at one row
+  // in CTAs of 2 rows: plain, SiLU, F32 out.
+  if (two_rows) {
+    if (silu_mul)
+      go(gemv_kernel<1, true, false, bf16, 2>, ob);
+    else if (f32_out)
+      go(gemv_kernel<1, false, false, float, 2>, of);
+    else
+      go(gemv_kernel<1, false, false, bf16, 2>, ob);
+    return;
+  }
   auto pick = [&](auto m_tag) {
     constexpr int kM = decltype(m_tag)::value;
     if (norm && silu_mul)

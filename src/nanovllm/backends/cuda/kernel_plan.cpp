@@ -27,18 +27,26 @@ int64_t gemv_grid(const LinearProblem& p) {
   return (p.N + per_cta - 1) / per_cta;
 }
 
+GemvShape gemv_shape(int64_t T, bool norm) {
+  GemvShape s;
+  if (T == 1 && !norm) s.rows = 2;
+  return s;
+}
+
 LinearPlan plan_linear(const LinearProblem& p, const KernelOptions& o, const std::function<int64_t()>& norm_wave) {
   LinearPlan plan;
   const bool gemv = p.bf16 && p.aligned16 && p.T >= 1 && p.T <= kGemvMaxM && p.N >= 1 && p.K % 8 == 0 &&
                     p.N <= kGemvMaxDim && p.K <= kGemvMaxDim && !(p.f32_out && p.silu_mul);
   if (!gemv) return plan;
   plan.kernel = LinearKernel::Gemv;
+  plan.gemv = gemv_shape(p.T, false);
   if (!p.norm || p.f32_out || p.T * p.K * 2 > kGemvNormSmem) return plan;
   switch (o.gemv_norm) {
     case GemvNormFusion::Never: break;
     case GemvNormFusion::Always: plan.fused_norm = true; break;
     case GemvNormFusion::Auto: plan.fused_norm = p.K <= 2048 && gemv_grid(p) <= norm_wave(); break;
   }
+  plan.gemv = gemv_shape(p.T, plan.fused_norm);
   return plan;
 }
 

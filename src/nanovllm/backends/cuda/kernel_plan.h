@@ -92,6 +92,7 @@ namespace nanovllm::cuda {
 
 constexpr int kGemvMaxM = 4;                       // gemv.cu: rows of x
 constexpr int kGemvRows = 4;                       // gemv.cu: weight rows per CTA (2 gate + 2 up with SiLU)
+constexpr int kGemvThreadsPerCta = 128;            // gemv.cu: threads of a CTA
 constexpr int64_t kGemvNormSmem = 48 << 10;        // gemv.cu norm prologue: x as T x K BF16 in shared memory
 constexpr int64_t kGemvMaxDim = int64_t(1) << 30;  // N and K (int indexing)
 constexpr int kDecodeMaxSplits = 16;               // attention_decode.cu: a cluster holds at most 16 CTAs
@@ -117,10 +118,25 @@ struct LinearProblem {
   bool aligned16 = true;  // every pointer 16-byte aligned
 };
 
+// The GEMV's CTA shape: weight rows per CTA (SiLU: half gate, half up rows).
+struct GemvShape {
+  int rows = kGemvRows;
+};
+
 struct LinearPlan {
   LinearKernel kernel = LinearKernel::CublasLt;
   bool fused_norm = false;  // norm: add + RMSNorm run as the GEMV's prologue (else add_rms_norm first)
+  GemvShape gemv;           // kernel Gemv: its CTA shape (gemv_shape)
 };
+
+// The GEMV's CTA shape (plan_linear): one row of x without the norm prologue takes CTAs of 2 weight
+// rows (SiLU: 1 gate + 1 up), twice the CTAs of the default 4 (each thread then has 2 x 2 chunks of
+// 16 bytes in flight before its wait, not 4 x 2). Measured on an H100 against 4 rows, same calls
+// (bench/RESULTS.md, 2026-11-27): Qwen3-0.6B batch-1 decode 1,079 / 1,078 / 1,081 vs 1,072 / 1,070 /
+// 1,074 tok/s at 1K, 463.5 / 464.6 vs 458.2 / 461.6 at 32K; Qwen3-8B BF16 176.8 vs 175.2. The other
+// way lost: 8 rows x 1 chunk at K <= 1024 and 3 chunks in flight at K <= 3072, 1,005-1,021 vs 1,070;
+// 2 rows x 4 chunks 1,057 vs 1,074. Several rows of x keep 4 rows (not measured otherwise).
+GemvShape gemv_shape(int64_t T, bool norm);
 
 // gemm_heuristic_rows (linear through cuBLASLt; gemm_cublaslt.cu): cuBLASLt's heuristic is asked
 // once per bucket of row counts, not per T: T rounded up to 8, 16, 32, 64, then to a multiple of 64
