@@ -11,7 +11,7 @@
 // its 128 lanes stride K in 16-byte chunks (lane t reads chunks t, t + 128, ...), so one row
 // is read by the whole CTA with coalesced 512-byte warp accesses, and all its rows' loads (times 2
 // chunks) are in flight before the first FMA. x chunks come through L1/L2 (each CTA reads x once;
-// that is M/4 of the weight bytes, from L2). Partial sums (FP32) are reduced across lanes with
+// that is M/R of the weight bytes for R rows a CTA, from L2). Partial sums (FP32) are reduced across lanes with
 // shuffles and across the 4 warps through shared memory; one BF16 rounding at the end, like
 // cuBLASLt's FP32-accumulating path.
 //
@@ -37,8 +37,8 @@
 
 namespace nanovllm::cuda {
 
-constexpr int kGemvThreads = kGemvThreadsPerCta;
-constexpr int kGemvWarps = kGemvThreads / 32;
+constexpr int kGemvWarps = 4;
+constexpr int kGemvThreads = kGemvWarps * 32;
 // kGemvRows (weight rows per CTA), kGemvMaxM and kGemvNormSmem (the normalized x lives in shared
 // memory: M * K * 2 bytes) are in kernel_plan.h.
 

@@ -39,12 +39,12 @@ LinearPlan plan_linear(const LinearProblem& p, const KernelOptions& o, const std
                     p.N <= kGemvMaxDim && p.K <= kGemvMaxDim && !(p.f32_out && p.silu_mul);
   if (!gemv) return plan;
   plan.kernel = LinearKernel::Gemv;
-  plan.gemv = gemv_shape(p.T, false);
-  if (!p.norm || p.f32_out || p.T * p.K * 2 > kGemvNormSmem) return plan;
-  switch (o.gemv_norm) {
-    case GemvNormFusion::Never: break;
-    case GemvNormFusion::Always: plan.fused_norm = true; break;
-    case GemvNormFusion::Auto: plan.fused_norm = p.K <= 2048 && gemv_grid(p) <= norm_wave(); break;
+  if (p.norm && !p.f32_out && p.T * p.K * 2 <= kGemvNormSmem) {
+    switch (o.gemv_norm) {
+      case GemvNormFusion::Never: break;
+      case GemvNormFusion::Always: plan.fused_norm = true; break;
+      case GemvNormFusion::Auto: plan.fused_norm = p.K <= 2048 && gemv_grid(p) <= norm_wave(); break;
+    }
   }
   plan.gemv = gemv_shape(p.T, plan.fused_norm);
   return plan;

@@ -92,7 +92,6 @@ namespace nanovllm::cuda {
 
 constexpr int kGemvMaxM = 4;                       // gemv.cu: rows of x
 constexpr int kGemvRows = 4;                       // gemv.cu: weight rows per CTA (2 gate + 2 up with SiLU)
-constexpr int kGemvThreadsPerCta = 128;            // gemv.cu: threads of a CTA
 constexpr int64_t kGemvNormSmem = 48 << 10;        // gemv.cu norm prologue: x as T x K BF16 in shared memory
 constexpr int64_t kGemvMaxDim = int64_t(1) << 30;  // N and K (int indexing)
 constexpr int kDecodeMaxSplits = 16;               // attention_decode.cu: a cluster holds at most 16 CTAs
