@@ -105,6 +105,9 @@ const std::vector<Option>& options() {
          return true;
        },
        [](const KernelOptions& o) { return std::to_string(o.decode_warps); }},
+      {"decode_read_ahead", "NANOVLLM_DECODE_READ_AHEAD", "on or off",
+       [](KernelOptions& o, const std::string& v) { return parse_bool(v, o.decode_read_ahead); },
+       [](const KernelOptions& o) { return on_off(o.decode_read_ahead); }},
       {"p2p_all_reduce", "NANOVLLM_P2P_ALLREDUCE", "on or off",
        [](KernelOptions& o, const std::string& v) { return parse_bool(v, o.p2p_all_reduce); },
        [](const KernelOptions& o) { return on_off(o.p2p_all_reduce); }},
@@ -163,8 +166,8 @@ void set_kernel_option(KernelOptions& o, const std::string& key, const std::stri
 bool operator==(const KernelOptions& a, const KernelOptions& b) {
   auto fields = [](const KernelOptions& o) {
     return std::tie(o.pdl, o.gemv_norm, o.max_decode_splits, o.long_decode_context, o.long_decode_splits,
-                    o.decode_cluster, o.decode_warps, o.p2p_all_reduce, o.all_reduce_norm, o.prefill_attention,
-                    o.fp8_gemm, o.cpu_precision);
+                    o.decode_cluster, o.decode_warps, o.decode_read_ahead, o.p2p_all_reduce, o.all_reduce_norm,
+                    o.prefill_attention, o.fp8_gemm, o.cpu_precision);
   };
   return fields(a) == fields(b);
 }

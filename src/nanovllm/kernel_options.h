@@ -22,6 +22,7 @@
 //   long_decode_splits NANOVLLM_LONG_DECODE_SPLITS  1 .. 128
 //   decode_cluster     NANOVLLM_DECODE_CLUSTER      on | off
 //   decode_warps       NANOVLLM_DECODE_WARPS        4 | 8
+//   decode_read_ahead  NANOVLLM_DECODE_READ_AHEAD   on | off
 //   p2p_all_reduce     NANOVLLM_P2P_ALLREDUCE       on | off
 //   all_reduce_norm    NANOVLLM_ALLREDUCE_NORM      on | off
 //   prefill_attention  NANOVLLM_PREFILL_ATTENTION   auto | wgmma_tma | wgmma | mma | tiled
@@ -95,6 +96,9 @@ struct KernelOptions {
   // Warps per split decode CTA: 8, or 4. Unsplit CTAs, and group sizes whose 8 warps' softmax
   // states do not fit 32 KiB of shared memory, use 4 either way.
   int decode_warps = 8;
+  // on (sm_90+): at small decode batches the attention's merge kernel brings the layer's next
+  // weights into L2 (kernel_plan.h: read-ahead; Qwen3-0.6B batch-1 +4% at 1K, +1% at 32K). off: not.
+  bool decode_read_ahead = true;
   // Tensor parallelism on CUDA: all-reduces of at most 64 KiB (decode) by the one-shot NVLink peer
   // kernel instead of NCCL (Qwen3-8B TP=2 batch-1: 276.6 tok/s against NCCL's 259.7). off: NCCL.
   bool p2p_all_reduce = true;

@@ -201,6 +201,13 @@ void run_attention_case(Backends& be, const std::string& name, const std::vector
   EXPECT_EQ(be.gpu.to_host_f32(k.gpu), be.cpu.to_host_f32(k.cpu)) << name << ": k cache";
   EXPECT_EQ(be.gpu.to_host_f32(v.gpu), be.cpu.to_host_f32(v.cpu)) << name << ": v cache";
   expect_close(name, be.gpu.to_host_f32(out.gpu), be.cpu.to_host_f32(out.cpu), 1e-2, 3e-2);
+  if (!is_prefill) {  // the read-ahead hint (at batch <= 4, the merge kernel prefetches it) changes nothing
+    ReadAhead then;
+    then.tensors = {&k.gpu, &qkv.gpu, &v.gpu, nullptr};
+    Tensor hinted = be.gpu.empty({T, hq * D}, DType::BF16);
+    be.gpu.attention(qkv.gpu, k.gpu, v.gpu, hinted, hq, hkv, D, scale, md, window, {}, then);
+    EXPECT_EQ(be.gpu.to_host_f32(hinted), be.gpu.to_host_f32(out.gpu)) << name << ": with a read-ahead hint";
+  }
 }
 
 struct HeadCfg {

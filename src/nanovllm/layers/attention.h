@@ -20,10 +20,12 @@ struct PagedAttention {
   int64_t sliding_window = 0;  // > 0: each query reads only its last sliding_window keys
 
   // qkv: [T, (Hq + 2 Hkv) * D] after q/k norm and RoPE, k/v stored -> [T, Hq * D]
-  Tensor forward(Backend& be, const Tensor& qkv, const LayerKVCache& cache, const AttentionMetadata& md) const {
+  // then: what the layer reads next (Backend::attention may start loading it).
+  Tensor forward(Backend& be, const Tensor& qkv, const LayerKVCache& cache, const AttentionMetadata& md,
+                 const ReadAhead& then = {}) const {
     Tensor out = be.empty({qkv.size(0), num_heads * head_dim}, qkv.dtype());
-    be.attention(qkv, cache.k, cache.v, out, num_heads, num_kv_heads, head_dim, scale, md, sliding_window,
-                 cache.scales);
+    be.attention(qkv, cache.k, cache.v, out, num_heads, num_kv_heads, head_dim, scale, md, sliding_window, cache.scales,
+                 then);
     return out;
   }
 };

@@ -7,12 +7,12 @@
 namespace nanovllm {
 
 Tensor LlamaAttention::forward(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& qkv,
-                               LayerKVCache& kv, const AttentionMetadata& md) {
+                               LayerKVCache& kv, const AttentionMetadata& md, const ReadAhead& then) {
   // (q/k RMSNorm +) RoPE in place, and this step's k/v into the cache pages at md.slot_mapping.
   be.qk_norm_rope_store(qkv, q_norm.weight, k_norm.weight, positions, kv.k, kv.v, attn.num_heads, attn.num_kv_heads,
                         attn.head_dim, q_norm.eps, rope, md, kv.scales);
-  Tensor o = attn.forward(be, qkv, kv, md);  // [T, Hq * D]
-  return o_proj.forward(be, o);              // [T, H]
+  Tensor o = attn.forward(be, qkv, kv, md, then);  // [T, Hq * D]
+  return o_proj.forward(be, o);                    // [T, H]
 }
 
 Tensor LlamaMLP::forward(Backend& be, Tensor& x, Tensor& residual, const RMSNorm& post_norm) const {
@@ -22,7 +22,7 @@ Tensor LlamaMLP::forward(Backend& be, Tensor& x, Tensor& residual, const RMSNorm
 
 void LlamaDecoderLayer::forward(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& x,
                                 Tensor& residual, LayerKVCache& kv, const AttentionMetadata& md,
-                                const LayerObserver& obs, int64_t index) {
+                                const LayerObserver& obs, int64_t index, const LlamaDecoderLayer* next) {
   Tensor qkv;  // input_layernorm, then qkv_proj: [T, (Hq + 2 Hkv) * D]
   if (!residual.defined()) {
     residual = x;
@@ -32,7 +32,16 @@ void LlamaDecoderLayer::forward(Backend& be, const Tensor& positions, const Rope
     self_attn.qkv_proj.add_bias(be, qkv);  // (the fused norm + GEMM leaves the bias out)
     if (obs) obs(index - 1, 1, residual);
   }
-  x = self_attn.forward(be, positions, rope, qkv, kv, md);
+  // After the attention come o_proj, the MLP and the next layer's qkv_proj: their weights may be
+  // loaded while the attention finishes (CUDA: into L2, by the decode attention's merge kernel).
+  ReadAhead then;
+  then.tensors[0] = &self_attn.o_proj.weight;
+  if (!other_mlp) {
+    then.tensors[1] = &mlp.gate_up_proj.weight;
+    then.tensors[2] = &mlp.down_proj.weight;
+  }
+  if (next) then.tensors[3] = &next->self_attn.qkv_proj.weight;
+  x = self_attn.forward(be, positions, rope, qkv, kv, md, then);
   x = other_mlp ? other_mlp->forward(be, x, residual, post_attention_layernorm)
                 : mlp.forward(be, x, residual, post_attention_layernorm);  // the post-attention norm runs inside
   if (obs) obs(index, 0, residual);
@@ -156,7 +165,8 @@ Tensor LlamaForCausalLM::forward(const Tensor& ids, const Tensor& positions, std
   Tensor x = embed_tokens_.forward(be_, ids);  // [T, H]
   Tensor residual;
   for (size_t i = 0; i < layers_.size(); ++i)
-    layers_[i].forward(be_, positions, rotary_emb_, x, residual, kv[i], md, layer_observer, int64_t(i));
+    layers_[i].forward(be_, positions, rotary_emb_, x, residual, kv[i], md, layer_observer, int64_t(i),
+                       i + 1 < layers_.size() ? &layers_[i + 1] : nullptr);
   norm_.forward_residual(be_, x, residual);
   if (layer_observer) layer_observer(int64_t(layers_.size()) - 1, 1, residual);
   return x;

@@ -37,7 +37,7 @@ struct LlamaAttention {
   // input norm) -> [T, H] (under TP: F32 partial sums, which the next norm all-reduces).
   // rope: the model's rotary embedding (Hugging Face passes its cos/sin down as position_embeddings).
   Tensor forward(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& qkv, LayerKVCache& kv,
-                 const AttentionMetadata& md);
+                 const AttentionMetadata& md, const ReadAhead& then = {});
 };
 
 struct LlamaMLP {
@@ -63,8 +63,10 @@ struct LlamaDecoderLayer {
   // x: [T, H] in, out; residual: [T, H] running sum (undefined before the first layer).
   // obs (may be empty): the stream after this layer's attention add (stage 0, as `index`) and, once
   // this layer's input norm has added it, the previous layer's output (stage 1, as index - 1).
+  // next: the layer after this one (nullptr for the last), whose qkv_proj is read ahead.
   void forward(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& x, Tensor& residual,
-               LayerKVCache& kv, const AttentionMetadata& md, const LayerObserver& obs, int64_t index);
+               LayerKVCache& kv, const AttentionMetadata& md, const LayerObserver& obs, int64_t index,
+               const LlamaDecoderLayer* next = nullptr);
 };
 
 class LlamaForCausalLM : public CausalLM {

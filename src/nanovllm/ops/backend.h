@@ -3,6 +3,7 @@
 // CUDA), weights its weight dtype. Shapes: T tokens, H hidden, V vocab, B sequences,
 // Hq/Hkv heads, D head_dim, I intermediate size, E experts. Shapes are checked in ops/checks.cpp.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -34,6 +35,13 @@ struct SamplingRow {
   // with processed_logprobs from the processed logits divided by the temperature (1 when greedy).
   int num_logprobs = -1;
   bool processed_logprobs = false;
+};
+
+// What a layer reads right after its attention (o_proj's and the MLP's weights, the next layer's
+// qkv_proj), in that order: a hint a backend may use to start loading them while the attention's
+// last reads finish. Results never depend on it.
+struct ReadAhead {
+  std::array<const Tensor*, 4> tensors{};
 };
 
 class Backend {
@@ -133,7 +141,8 @@ class Backend {
   // F8E4M3 caches are read as code x kv_scales.k (keys) and code x kv_scales.v (values).
   virtual void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out,
                          int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float scale,
-                         const AttentionMetadata& md, int64_t sliding_window = 0, KVScales kv_scales = {}) = 0;
+                         const AttentionMetadata& md, int64_t sliding_window = 0, KVScales kv_scales = {},
+                         const ReadAhead& then = {}) = 0;
   // dst = src converted to dst's dtype (same shape; F32 <-> the act dtype).
   virtual void cast(const Tensor& src, Tensor& dst) = 0;
   // out = silu(x[:, :I]) * x[:, I:]. x: [T, 2I]; out: [T, I].

@@ -63,9 +63,10 @@ class ProfilingBackend final : public Backend {
     timed("store_kvcache", [&] { in_->store_kvcache(qkv, k, v, hq, hkv, d, md, kvs); });
   }
   void attention(const Tensor& qkv, const Tensor& k, const Tensor& v, Tensor& out, int64_t hq, int64_t hkv, int64_t d,
-                 float scale, const AttentionMetadata& md, int64_t window = 0, KVScales kvs = {}) override {
+                 float scale, const AttentionMetadata& md, int64_t window = 0, KVScales kvs = {},
+                 const ReadAhead& then = {}) override {
     timed(md.is_prefill ? "attention_prefill" : "attention_decode",
-          [&] { in_->attention(qkv, k, v, out, hq, hkv, d, scale, md, window, kvs); });
+          [&] { in_->attention(qkv, k, v, out, hq, hkv, d, scale, md, window, kvs, then); });
   }
   void cast(const Tensor& src, Tensor& dst) override {
     timed("cast", [&] { in_->cast(src, dst); });

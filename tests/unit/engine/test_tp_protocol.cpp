@@ -27,6 +27,7 @@ TEST(TpProtocol, SettingsCarryRankZerosKernelOptions) {
   rank0.kernels.max_decode_splits = 3;
   rank0.kernels.decode_cluster = true;
   rank0.kernels.decode_warps = 4;
+  rank0.kernels.decode_read_ahead = false;
   rank0.kernels.p2p_all_reduce = false;
   rank0.kernels.all_reduce_norm = false;
   rank0.kernels.prefill_attention = PrefillAttention::Wgmma;

@@ -47,7 +47,8 @@ TEST(KernelOptions, DefaultsAreTheMeasuredBest) {
   const KernelOptions o;
   EXPECT_EQ(o.to_string(),
             "pdl=on gemv_norm=auto max_decode_splits=16 long_decode_context=8192 long_decode_splits=64 "
-            "decode_cluster=off decode_warps=8 p2p_all_reduce=on all_reduce_norm=on prefill_attention=auto "
+            "decode_cluster=off decode_warps=8 decode_read_ahead=on p2p_all_reduce=on all_reduce_norm=on "
+            "prefill_attention=auto "
             "fp8_gemm=auto cpu_precision=fast");
   EXPECT_NO_THROW(o.validate());
   EXPECT_EQ(from_env({}), o);  // no variables set: nothing changes
@@ -61,6 +62,7 @@ TEST(KernelOptions, EnvironmentOverridesEveryField) {
                                     {"NANOVLLM_LONG_DECODE_SPLITS", "128"},
                                     {"NANOVLLM_DECODE_CLUSTER", "1"},
                                     {"NANOVLLM_DECODE_WARPS", "4"},
+                                    {"NANOVLLM_DECODE_READ_AHEAD", "off"},
                                     {"NANOVLLM_P2P_ALLREDUCE", "0"},
                                     {"NANOVLLM_ALLREDUCE_NORM", "off"},
                                     {"NANOVLLM_PREFILL_ATTENTION", "tiled"},
@@ -72,6 +74,7 @@ TEST(KernelOptions, EnvironmentOverridesEveryField) {
   EXPECT_EQ(o.long_decode_splits, 128);
   EXPECT_TRUE(o.decode_cluster);
   EXPECT_EQ(o.decode_warps, 4);
+  EXPECT_FALSE(o.decode_read_ahead);
   EXPECT_FALSE(o.p2p_all_reduce);
   EXPECT_FALSE(o.all_reduce_norm);
   EXPECT_EQ(o.prefill_attention, PrefillAttention::Tiled);

@@ -231,6 +231,45 @@ TEST(KernelPlan, DecodeAttentionMeasuredCases) {
   EXPECT_FALSE(decode_eight_warps_fit(128, 9));
 }
 
+// Read-ahead (kernel_plan.h): 48% of the L2, 16-byte multiples, only where the merge kernel runs, at
+// the GEMV's batches, in steps without prefill rows, with the option on.
+TEST(KernelPlan, DecodeAttentionReadAhead) {
+  const KernelOptions def;
+  DecodeAttentionProblem p;
+  p.num_heads = 16, p.num_kv_heads = 8, p.head_dim = 128, p.num_seqs = 1;  // Qwen3-0.6B
+  p.l2_bytes = 50 << 20;                                                   // an H100
+  DecodeAttentionPlan plan = plan_decode_attention(p, 132, 16, def);
+  ASSERT_GT(plan.splits, 1);
+  EXPECT_EQ(plan.read_ahead_bytes, int64_t(24) << 20);
+  p.l2_bytes = 40 << 20;  // an A100
+  EXPECT_EQ(plan_decode_attention(p, 108, 1, def).read_ahead_bytes, (int64_t(40) << 20) * 48 / 100 / 16 * 16);
+  EXPECT_EQ(plan_decode_attention(p, 108, 1, def).read_ahead_bytes % 16, 0);
+  p.l2_bytes = 50 << 20;
+  for (int64_t B : {2, kGemvMaxM}) {
+    p.num_seqs = B;
+    EXPECT_GT(plan_decode_attention(p, 132, 16, def).read_ahead_bytes, 0) << B;
+  }
+  p.num_seqs = kGemvMaxM + 1;  // cuBLASLt batches read each weight once for all rows
+  EXPECT_EQ(plan_decode_attention(p, 132, 16, def).read_ahead_bytes, 0);
+  p.num_seqs = 1;
+  p.mixed_step = true;  // prefill attention follows: the weights are not next
+  EXPECT_EQ(plan_decode_attention(p, 132, 16, def).read_ahead_bytes, 0);
+  p.mixed_step = false;
+  KernelOptions off = def;
+  off.decode_read_ahead = false;
+  EXPECT_EQ(plan_decode_attention(p, 132, 16, off).read_ahead_bytes, 0);
+  KernelOptions clusters = def;
+  clusters.decode_cluster = true;  // no merge kernel to issue it
+  plan = plan_decode_attention(p, 132, 16, clusters);
+  ASSERT_TRUE(plan.cluster);
+  EXPECT_EQ(plan.read_ahead_bytes, 0);
+  KernelOptions one = def;
+  one.max_decode_splits = 1;  // no split, no merge kernel
+  EXPECT_EQ(plan_decode_attention(p, 132, 16, one).read_ahead_bytes, 0);
+  p.l2_bytes = 0;  // unknown L2
+  EXPECT_EQ(plan_decode_attention(p, 132, 16, def).read_ahead_bytes, 0);
+}
+
 // Long contexts at small batch (kernel_plan.h): from long_decode_context keys on, batches of at most
 // 16 sequences take one full wave of split CTAs, floor(resident x SMs / (B x Hkv)) splits (at
 // least the short-context plan's, at most long_decode_splits), merged by the merge kernel beyond a

@@ -119,7 +119,8 @@ int64_t kv_groups(int64_t T, int64_t num_kv_heads, int threads) {
 
 void CpuBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out,
                            int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float scale,
-                           const AttentionMetadata& md, int64_t sliding_window, KVScales kv_scales) {
+                           const AttentionMetadata& md, int64_t sliding_window, KVScales kv_scales,
+                           const ReadAhead& /*then: nothing to read ahead into*/) {
   check_qkv(qkv, num_heads, num_kv_heads, head_dim, "attention");
   check_sliding_window(sliding_window, "attention");
   check_kv_cache(k_cache, v_cache, num_kv_heads, head_dim);

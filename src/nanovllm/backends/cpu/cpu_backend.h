@@ -45,7 +45,7 @@ class CpuBackend final : public Backend {
                      int64_t head_dim, const AttentionMetadata& md, KVScales kv_scales = {}) override;
   void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out, int64_t num_heads,
                  int64_t num_kv_heads, int64_t head_dim, float scale, const AttentionMetadata& md,
-                 int64_t sliding_window = 0, KVScales kv_scales = {}) override;
+                 int64_t sliding_window = 0, KVScales kv_scales = {}, const ReadAhead& then = {}) override;
   void cast(const Tensor& src, Tensor& dst) override;
   void silu_and_mul(const Tensor& x, Tensor& out) override;
   void moe_topk(const Tensor& logits, int64_t top_k, bool renormalize, Tensor& weights, Tensor& ids) override;

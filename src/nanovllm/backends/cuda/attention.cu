@@ -59,7 +59,8 @@ void set_paged_args(Args& a, const Tensor& qkv, const Tensor& k_cache, const Ten
 
 void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out,
                             int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float scale,
-                            const AttentionMetadata& md, int64_t sliding_window, KVScales kv_scales) {
+                            const AttentionMetadata& md, int64_t sliding_window, KVScales kv_scales,
+                            const ReadAhead& then) {
   check_qkv(qkv, num_heads, num_kv_heads, head_dim, "attention");
   check_sliding_window(sliding_window, "attention");
   check_kv_cache(k_cache, v_cache, num_kv_heads, head_dim);
@@ -111,6 +112,8 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
     DecodeAttentionProblem prob;
     prob.num_seqs = Bd, prob.num_heads = num_heads, prob.num_kv_heads = num_kv_heads, prob.head_dim = D;
     prob.fp8 = fp8;
+    prob.mixed_step = plan.rest != AttentionKernel::None;
+    prob.l2_bytes = l2_bytes_;
     // The longest context of these rows: from the host lengths (under graph capture, the bound of
     // the graph's context range), else the batch's max_seqlen_k.
     if (int64_t(md.context_lens.size()) >= Bd)
@@ -129,6 +132,16 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
       part_lse = empty({Bd * num_heads * a.S}, DType::F32);
       a.part_o = part_o.data<float>();
       a.part_lse = part_lse.data<float>();
+    }
+    // The layer's next weights (o_proj, the MLP, the next qkv_proj: `then`), up to the plan's
+    // budget, in the order they are read: the merge kernel brings them into L2.
+    int64_t ahead = 0;
+    for (const Tensor* t : then.tensors) {
+      if (!t || !t->defined() || ahead >= dplan.read_ahead_bytes) continue;
+      const int64_t n = std::min<int64_t>(int64_t(t->nbytes()), dplan.read_ahead_bytes - ahead) & ~int64_t(15);
+      a.ahead.ptr[a.ahead.n] = static_cast<const char*>(t->raw());
+      a.ahead.bytes[a.ahead.n++] = n;
+      ahead += n;
     }
     decode_attention(a, s);
   }

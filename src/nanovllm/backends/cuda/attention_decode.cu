@@ -23,6 +23,7 @@
 //    barrier every CTA merges a 1/S slice of the G x D outputs, reading the others' shared memory
 //    directly (distributed shared memory). Slower than the merge kernel since that takes one L2
 //    round trip (kernel_plan.h).
+// The merge kernel also reads the layer's next weights ahead into L2 (DecodeAttnArgs::ahead).
 // PDL (cuda_common.cuh): before its wait a CTA prefetches its first keys into L2 and loads the
 // first U of each lane group into registers (not the step's own token, which the kernel before
 // stores); it lets its successor launch only after its key loop, so that successor's weight loads
@@ -98,8 +99,12 @@ static_assert(kDecodeMaxSplitsGlobal % kMergeWarps == 0, "splits per warp");
 
 __global__ void __launch_bounds__(kMergeWarps * 32)
     attn_merge_kernel(const float* __restrict__ part_o, const float* __restrict__ part_lse, bf16* __restrict__ out,
-                      int S, int D) {
+                      int S, int D, L2ReadAhead ahead) {
   __shared__ float sm_m[kMergeWarps], sm_l[kMergeWarps], sm_acc[kMergeWarps][32];
+  // Launched once every decode CTA has left its key loop: the weights of o_proj, the MLP and the
+  // next qkv_proj stream into L2 from here on, while the decode CTAs merge their warps and this
+  // kernel waits, merges and hands over (kernel_plan.h: read-ahead).
+  read_ahead_l2(ahead, int64_t(blockIdx.y) * gridDim.x + blockIdx.x, int64_t(gridDim.x) * gridDim.y);
   pdl_begin();
   const int64_t bh = blockIdx.x;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, d = int(blockIdx.y) * 32 + lane;
@@ -424,7 +429,7 @@ void decode_attention(const DecodeAttnArgs& a, Stream st) {
   NV_LAUNCH_CHECK();
   if (a.S > 1 && !a.cluster) {
     launch(attn_merge_kernel, dim3(unsigned(a.B * a.Hq), unsigned(a.D / 32)), dim3(unsigned(kMergeWarps * 32)), 0, st,
-           a.part_o, a.part_lse, a.out, a.S, a.D);
+           a.part_o, a.part_lse, a.out, a.S, a.D, a.ahead);
     NV_LAUNCH_CHECK();
   }
 }

@@ -27,6 +27,9 @@ struct DecodeAttnArgs {
   float* part_lse = nullptr;  // and [B, Hq, S] their log2-sum-exps
   int64_t W = 0;
   float scale_log2 = 0.f;  // softmax scale * log2(e)
+  // What the layer reads next (plan_decode_attention's read-ahead), brought into L2 by the merge
+  // kernel's CTAs before their wait: only with that kernel (S > 1 without clusters).
+  L2ReadAhead ahead;
 };
 
 // Launches the decode kernel (and, for S > 1 without clusters, the merge kernel) on `st`.

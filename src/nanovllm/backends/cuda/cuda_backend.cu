@@ -63,6 +63,7 @@ CudaBackend::CudaBackend(int device_index, const KernelOptions& options) : devic
                     std::to_string(prop.major * 10 + prop.minor) +
                     ") is too old; the CUDA backend needs sm_80 or newer (BF16)");
   num_sms_ = prop.multiProcessorCount;
+  l2_bytes_ = prop.l2CacheSize;
   sm_ = prop.major * 10 + prop.minor;
   pdl_ = prop.major >= 9 && options_.pdl;
   max_smem_optin_ = prop.sharedMemPerBlockOptin;

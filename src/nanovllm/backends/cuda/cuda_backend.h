@@ -75,7 +75,7 @@ class CudaBackend final : public Backend {
                      int64_t head_dim, const AttentionMetadata& md, KVScales kv_scales = {}) override;
   void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, Tensor& out, int64_t num_heads,
                  int64_t num_kv_heads, int64_t head_dim, float scale, const AttentionMetadata& md,
-                 int64_t sliding_window = 0, KVScales kv_scales = {}) override;
+                 int64_t sliding_window = 0, KVScales kv_scales = {}, const ReadAhead& then = {}) override;
   void cast(const Tensor& src, Tensor& dst) override;
   void silu_and_mul(const Tensor& x, Tensor& out) override;
   void qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
@@ -147,7 +147,8 @@ class CudaBackend final : public Backend {
   int device_ = 0;
   KernelOptions options_;
   int num_sms_ = 0;
-  int sm_ = 0;  // compute capability, major * 10 + minor
+  int64_t l2_bytes_ = 0;  // the device's L2 cache (the decode read-ahead's budget)
+  int sm_ = 0;            // compute capability, major * 10 + minor
   size_t max_smem_optin_ = 0;
   void* stream_ = nullptr;     // cudaStream_t
   void* cublaslt_ = nullptr;   // cublasLtHandle_t

@@ -89,6 +89,34 @@ __device__ __forceinline__ void pdl_begin() {
 // Asks for the 128-byte line at p to be brought into L2 (no register holds the data).
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
+// Up to 4 byte ranges (weights a later kernel reads) to bring into L2 now. CTA `part` of a grid
+// of `parts` takes one equal 128-byte-aligned slice of their concatenation and thread 0 asks for
+// it with bulk prefetches (cp.async.bulk.prefetch.L2: the TMA unit fetches; no register or
+// shared memory holds the data, and the CTA need not wait). sm_90+; nothing before.
+struct L2ReadAhead {
+  const char* ptr[4] = {};
+  int64_t bytes[4] = {};  // multiples of 16 (the bulk copy's unit); ptr 16-byte aligned
+  int n = 0;
+};
+
+__device__ __forceinline__ void read_ahead_l2(const L2ReadAhead& r, int64_t part, int64_t parts) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (r.n == 0 || threadIdx.x != 0) return;
+  int64_t total = 0;
+  for (int i = 0; i < r.n; ++i) total += r.bytes[i];
+  const int64_t per = ((total + parts - 1) / parts + 127) & ~int64_t(127);
+  const int64_t lo = part * per, hi = min(total, lo + per);
+  int64_t base = 0;  // where range i starts in the concatenation
+  for (int i = 0; i < r.n; ++i) {
+    const int64_t a = max(lo, base), b = min(hi, base + r.bytes[i]);
+    if (a < b)  // a slice is far below the instruction's 4 GiB limit
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(r.ptr[i] + (a - base)), "r"(uint32_t(b - a))
+                   : "memory");
+    base += r.bytes[i];
+  }
+#endif
+}
+
 // Where a kernel runs: the backend's stream, and whether to launch with PDL (sm_90+ only).
 struct Stream {
   cudaStream_t stream;

@@ -127,6 +127,8 @@ DecodeAttentionPlan plan_decode_attention(const DecodeAttentionProblem& p, int n
   }
   plan.warps = plan.splits > 1 && o.decode_warps >= 8 && decode_eight_warps_fit(p.head_dim, group) ? 8 : 4;
   plan.cluster = o.decode_cluster && plan.splits > 1 && plan.splits <= cluster_limit;
+  if (o.decode_read_ahead && plan.splits > 1 && !plan.cluster && p.num_seqs <= kGemvMaxM && !p.mixed_step)
+    plan.read_ahead_bytes = p.l2_bytes * 48 / 100 / 16 * 16;
   return plan;
 }
 
