@@ -85,7 +85,7 @@
 //    while the merges, norms and GEMVs run, and the GEMVs then read L2. Measured (H100, batch 1,
 //    decode tok/s, same calls alternating): Qwen3-0.6B at 1K 1,092 / 1,096 / 1,090 vs 1,044 /
 //    1,046 / 1,062 (+4%), at 32K 465.0 / 464.0 / 464.6 vs 459.8 / 460.2 / 459.7 (+1%); Qwen3-8B
-//    at 1K 175.6 / 175.5 vs 174.7 / 174.5 (its layer's weights are 10x the budget). Issued by the
+//    at 1K 175.6 / 175.5 vs 174.7 / 174.5 (the budget holds 70% of its o_proj). Issued by the
 //    decode CTAs after their key loops instead: 0.6B at 32K 2-3% slower (it competes with the
 //    CTAs still reading keys), at 1K +1%.
 //  * Warps: 8 per split CTA (decode_warps 8, default) when 8 warps' softmax states fit 32 KiB of
