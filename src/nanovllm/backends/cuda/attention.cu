@@ -137,7 +137,7 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
     // budget, in the order they are read: the merge kernel brings them into L2.
     int64_t ahead = 0;
     for (const Tensor* t : then.tensors) {
-      if (!t || !t->defined() || ahead >= dplan.read_ahead_bytes || reinterpret_cast<uintptr_t>(t->raw()) % 16 != 0)
+      if (!t || !t->defined() || ahead >= dplan.read_ahead_bytes || !aligned16({t->raw()}))
         continue;  // (bulk prefetches start at 16-byte boundaries)
       const int64_t n = std::min<int64_t>(int64_t(t->nbytes()), dplan.read_ahead_bytes - ahead) & ~int64_t(15);
       a.ahead.ptr[a.ahead.n] = static_cast<const char*>(t->raw());

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 
 #include "nanovllm/backends/cuda/kernel_plan.h"  // GemvShape
@@ -88,6 +89,13 @@ __device__ __forceinline__ void pdl_begin() {
 
 // Asks for the 128-byte line at p to be brought into L2 (no register holds the data).
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
+// Every pointer 16-byte aligned (what 16-byte vector loads, TMA and bulk copies need).
+inline bool aligned16(std::initializer_list<const void*> ptrs) {
+  for (const void* p : ptrs)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
+}
 
 // Up to 4 byte ranges (weights a later kernel reads) to bring into L2 now. CTA `part` of a grid
 // of `parts` takes one equal 128-byte-aligned slice of their concatenation and thread 0 asks for

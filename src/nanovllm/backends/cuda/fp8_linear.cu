@@ -240,7 +240,7 @@ cuda::Fp8LinearProblem fp8_problem(const Tensor& x, const Tensor& w, const Weigh
   cuda::Fp8LinearProblem p;
   p.T = T, p.N = N, p.K = K, p.block_k = scales.block_k;
   p.fp8_activations = mode == Fp8Gemm::Auto;
-  p.aligned16 = (reinterpret_cast<uintptr_t>(x.raw()) | reinterpret_cast<uintptr_t>(w.raw())) % 16 == 0;
+  p.aligned16 = cuda::aligned16({x.raw(), w.raw()});
   return p;
 }
 

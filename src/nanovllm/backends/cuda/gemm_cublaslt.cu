@@ -9,7 +9,6 @@
 #include <cublasLt.h>
 
 #include <cstdint>
-#include <initializer_list>
 
 #include "nanovllm/backends/cuda/cuda_backend.h"
 #include "nanovllm/backends/cuda/cuda_common.cuh"
@@ -174,16 +173,6 @@ void CudaBackend::run_gemm(const GemmPlan& p, const void* w, const void* x, void
                                  static_cast<cudaStream_t>(stream_)));
 }
 
-namespace {
-
-bool aligned16(std::initializer_list<const void*> ptrs) {
-  for (const void* p : ptrs)
-    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
-  return true;
-}
-
-}  // namespace
-
 void CudaBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
   check_linear(x, w, out);
   if (x.dtype() != DType::BF16 || w.dtype() != DType::BF16 || (out.dtype() != DType::BF16 && out.dtype() != DType::F32))
@@ -193,7 +182,7 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
   const int64_t T = x.size(0), K = x.size(1), N = w.size(0);
   if (T == 0 || N == 0) return;
   cuda::LinearProblem prob;
-  prob.T = T, prob.N = N, prob.K = K, prob.f32_out = f32_out, prob.aligned16 = aligned16({x.raw(), w.raw()});
+  prob.T = T, prob.N = N, prob.K = K, prob.f32_out = f32_out, prob.aligned16 = cuda::aligned16({x.raw(), w.raw()});
   const cuda::LinearPlan plan = plan_linear(prob);
   if (plan.kernel == cuda::LinearKernel::Gemv) {
     cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, N, K, on_stream(), false, f32_out, nullptr, plan.gemv);
@@ -213,7 +202,7 @@ void CudaBackend::linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out)
     throw Error("linear_silu_mul: x, w and out must be BF16");
   if (T == 0 || I == 0) return;
   cuda::LinearProblem prob;
-  prob.T = T, prob.N = I, prob.K = K, prob.silu_mul = true, prob.aligned16 = aligned16({x.raw(), w.raw()});
+  prob.T = T, prob.N = I, prob.K = K, prob.silu_mul = true, prob.aligned16 = cuda::aligned16({x.raw(), w.raw()});
   const cuda::LinearPlan plan = plan_linear(prob);
   if (plan.kernel == cuda::LinearKernel::Gemv)  // GEMM + SiLU
     cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, I, K, on_stream(), /*silu_mul=*/true, false, nullptr, plan.gemv);
@@ -229,7 +218,8 @@ void CudaBackend::add_rms_norm_linear(Tensor& x, Tensor& residual, const Tensor&
   const int64_t T = x.size(0), K = x.size(1), N = out.size(1);
   cuda::LinearProblem prob;
   prob.T = T, prob.N = N, prob.K = K, prob.silu_mul = silu_mul, prob.norm = true, prob.bf16 = bf16;
-  prob.aligned16 = aligned16({x.raw(), w.raw(), residual.raw(), norm_w.raw()});  // the new residual: an arena block
+  // (the new residual: an arena block)
+  prob.aligned16 = cuda::aligned16({x.raw(), w.raw(), residual.raw(), norm_w.raw()});
   if (!plan_linear(prob).fused_norm) {
     Backend::add_rms_norm_linear(x, residual, norm_w, eps, w, out, silu_mul);  // add_rms_norm, then the product
     return;
