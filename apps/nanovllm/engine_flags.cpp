@@ -49,9 +49,8 @@ void EngineFlags::add_to(CLI::App& app) {
                  "logit_bias and temperature)");
   app.add_option("--kernel-options", kernel_options,
                  "CUDA kernel tuning, KEY=VALUE[,KEY=VALUE...]: pdl, gemv_norm, max_decode_splits, decode_cluster, "
-                 "decode_warps, decode_read_ahead, p2p_all_reduce, all_reduce_norm, prefill_attention, fp8_gemm; the "
-                 "CPU's cpu_precision=fast|exact "
-                 "(README: GPU)");
+                 "decode_warps, decode_read_ahead, p2p_all_reduce, all_reduce_norm, prefill_attention, fp8_gemm; "
+                 "the CPU's cpu_precision=fast|exact (README: GPU)");
 }
 
 std::string chosen_model(const std::string& positional, const std::string& flag) {

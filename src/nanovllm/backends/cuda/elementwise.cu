@@ -64,7 +64,7 @@ __global__ void copy_rows_param_kernel(const uint16_t* __restrict__ src, uint16_
 }
 
 static bool vec_ok(const void* a, const void* b, int64_t row_elems) {
-  return row_elems % 8 == 0 && (reinterpret_cast<uintptr_t>(a) % 16) == 0 && (reinterpret_cast<uintptr_t>(b) % 16) == 0;
+  return row_elems % 8 == 0 && aligned16({a, b});
 }
 
 void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out, int64_t vocab_start) {

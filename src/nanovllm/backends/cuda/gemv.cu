@@ -181,11 +181,8 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const bf16* __restri
 void gemv_bf16(const void* x, const void* w, void* out, int64_t M, int64_t N, int64_t K, Stream st, bool silu_mul,
                bool f32_out, const GemvNorm* norm, GemvShape shape) {
   const bool two_rows = shape.rows == 2 && M == 1 && !norm;
-  uintptr_t addr = reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w);
-  if (norm)
-    addr |= reinterpret_cast<uintptr_t>(norm->residual) | reinterpret_cast<uintptr_t>(norm->residual_out) |
-            reinterpret_cast<uintptr_t>(norm->norm_w);
-  if (M < 1 || M > kGemvMaxM || N < 1 || K % 8 != 0 || addr % 16 != 0 || N > kGemvMaxDim || K > kGemvMaxDim ||
+  const bool aligned = norm ? aligned16({x, w, norm->residual, norm->residual_out, norm->norm_w}) : aligned16({x, w});
+  if (M < 1 || M > kGemvMaxM || N < 1 || K % 8 != 0 || !aligned || N > kGemvMaxDim || K > kGemvMaxDim ||
       (f32_out && (silu_mul || norm)) || (norm && M * K * 2 > kGemvNormSmem) ||
       !(shape.rows == kGemvRows || two_rows))
     throw Error("gemv: [" + std::to_string(M) + ", " + std::to_string(K) + "] x [" + std::to_string(N) + ", " +

@@ -140,9 +140,7 @@ P2pAllReduce::~P2pAllReduce() {
 bool P2pAllReduce::run(void* x, int64_t n, DType dt) {
   const size_t esize = dt == DType::F32 ? 4 : dt == DType::BF16 ? 2 : 0;
   const size_t bytes = size_t(n) * esize;
-  if (!usable_ || esize == 0 || n <= 0 || bytes > kMaxBytes || bytes % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(x) % 16 != 0)
-    return false;
+  if (!usable_ || esize == 0 || n <= 0 || bytes > kMaxBytes || bytes % 16 != 0 || !aligned16({x})) return false;
   Peers P{};
   for (int r = 0; r < world_; ++r) P.base[r] = peers_[size_t(r)];
   auto* xv = static_cast<uint4*>(x);
@@ -156,9 +154,8 @@ bool P2pAllReduce::run(void* x, int64_t n, DType dt) {
 
 bool P2pAllReduce::run_add_rms_norm(const float* partial, int64_t T, int64_t H, bf16* residual, const bf16* w,
                                     float eps, bf16* out) {
-  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   if (!usable_ || T <= 0 || H <= 0 || H % 8 != 0 || T > (int64_t(1) << 30) || H > (int64_t(1) << 20) ||
-      !aligned(partial) || !aligned(residual) || !aligned(w) || !aligned(out))
+      !aligned16({partial, residual, w, out}))
     return false;
   Peers P{};
   for (int r = 0; r < world_; ++r) P.base[r] = peers_[size_t(r)];
