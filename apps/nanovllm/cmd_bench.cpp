@@ -251,6 +251,7 @@ void run(const BenchArgs& a) {
   out["device"] = e.model_runner().backend().name();
   out["enforce_eager"] = cfg.enforce_eager;
   out["chunked_prefill"] = cfg.enable_chunked_prefill;
+  out["async_scheduling"] = e.async_scheduling();
   out["kv_cache_dtype"] = kv_cache_dtype_name(cfg.kv_cache_dtype);
   out["max_num_batched_tokens"] = cfg.max_num_batched_tokens;
   if (e.model_runner().backend().device() == Device::CUDA) out["kernel_options"] = cfg.kernels.to_string();

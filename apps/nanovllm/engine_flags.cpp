@@ -42,6 +42,9 @@ void EngineFlags::add_to(CLI::App& app) {
                "mixed steps: running streams decode while long prompts are read in chunks (default on)");
   app.add_flag("--no-enable-chunked-prefill", no_chunked_prefill,
                "nano-vllm's prefill-first steps: a new prompt pauses every running stream until it is read");
+  app.add_flag("--async-scheduling", async_scheduling,
+               "launch each decode step before the last one's tokens reach the host (default on CUDA)");
+  app.add_flag("--no-async-scheduling", no_async_scheduling, "wait for each step's tokens before the next step");
   app.add_option("--threads", cfg.num_threads, "CPU backend threads (default: all cores)");
   app.add_option("--max-logprobs", cfg.max_logprobs, "most logprobs a request may ask for (-1: the vocabulary)");
   app.add_option("--logprobs-mode", cfg.logprobs_mode,
@@ -73,6 +76,9 @@ EngineConfig EngineFlags::resolve() const {
   if (chunked_prefill && no_chunked_prefill)
     throw UserError("--enable-chunked-prefill and --no-enable-chunked-prefill contradict each other");
   c.enable_chunked_prefill = !no_chunked_prefill;
+  if (async_scheduling && no_async_scheduling)
+    throw UserError("--async-scheduling and --no-async-scheduling contradict each other");
+  if (async_scheduling || no_async_scheduling) c.async_scheduling = async_scheduling;
   c.kv_cache_dtype = parse_kv_cache_dtype(kv_cache_dtype);
   c.quantization = parse_quantization(quantization);
   if (spawned_rank >= 0) {

@@ -20,6 +20,8 @@ struct EngineFlags {
   bool prefix_caching = false;
   bool no_chunked_prefill = false;
   bool chunked_prefill = false;
+  bool async_scheduling = false;
+  bool no_async_scheduling = false;
   int rank = -1;          // --rank: explicit (manual start); -1: the launcher decides
   int spawned_rank = -1;  // hidden: set by the launcher on the workers it starts
   int spawned_port = 0;

@@ -104,6 +104,7 @@ void bind_engine_config(py::module_& m) {
       .def_readwrite("tensor_parallel_size", &EngineConfig::tensor_parallel_size)
       .def_readwrite("enable_prefix_caching", &EngineConfig::enable_prefix_caching)
       .def_readwrite("enable_chunked_prefill", &EngineConfig::enable_chunked_prefill)
+      .def_readwrite("async_scheduling", &EngineConfig::async_scheduling)
       .def_readwrite("seed", &EngineConfig::seed)
       .def_readwrite("max_logprobs", &EngineConfig::max_logprobs)
       .def_readwrite("logprobs_mode", &EngineConfig::logprobs_mode)

@@ -20,6 +20,7 @@ _FIELDS = {
     "device": ("device", str),
     "enable_prefix_caching": ("enable_prefix_caching", bool),
     "enable_chunked_prefill": ("enable_chunked_prefill", bool),
+    "async_scheduling": ("async_scheduling", (bool, None)),  # None: on with CUDA, off on the CPU
     "seed": ("seed", int),
     "kv_cache_memory": ("kv_cache_memory", int),
     "num_threads": ("num_threads", int),

@@ -135,6 +135,11 @@ struct EngineConfig {
   // Mixed steps: running decodes share each step's token budget with chunks of waiting prompts
   // (vLLM V1). Off: nano-vllm's prefill-first steps (scheduler.h has both policies).
   bool enable_chunked_prefill = true;
+  // Async scheduling (vLLM's --async-scheduling; engine/llm_engine.h): a decode step is launched
+  // before the previous step's tokens reach the host, its input ids read on the device, so the
+  // GPU does not wait for the host between steps. Outputs are the same. Unset: on where the
+  // backend runs ahead of the host (CUDA), off on the CPU.
+  std::optional<bool> async_scheduling;
   uint64_t seed = 0;  // engine seed for requests without their own
   // Most logprobs a request may ask for (vLLM's --max-logprobs; -1: the vocabulary).
   int max_logprobs = 20;

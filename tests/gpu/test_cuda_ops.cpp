@@ -450,6 +450,51 @@ TEST(CudaSampler, MatchesCpu) {
   }
 }
 
+// Batches of rows without top-k/top-p/min-p split each row over several CTAs (the last reduces the
+// slices): the CPU's tokens, through sample() and sample_async(), at vocabularies that are and are
+// not multiples of the slice, with the maximum tied across slices (the lowest index wins), and
+// again on the next launches (the per-row counters are left at zero).
+TEST(CudaSampler, SplitRowsMatchTheCpu) {
+  REQUIRE_GPU();
+  Backends be;
+  for (int64_t V : {151936, 50001, 9000}) {
+    for (int64_t B : {1, 3, 8}) {
+      std::mt19937 g{uint32_t(V + B)};
+      std::normal_distribution<float> nd(0.f, 3.f);
+      std::vector<float> logits(size_t(B * V));
+      for (auto& x : logits) x = nd(g);
+      // Row 0: its maximum twice, in the first and the last slice (greedy must take the first).
+      logits[size_t(V - 3)] = 40.f;
+      logits[5] = 40.f;
+      std::vector<SamplingRow> rows(static_cast<size_t>(B));
+      for (int64_t b = 0; b < B; ++b) {
+        rows[size_t(b)].temperature = b % 2 == 0 ? 0.f : 0.3f + 0.4f * float(b);
+        rows[size_t(b)].seed = 77 + uint64_t(b);
+        rows[size_t(b)].position = 1000 + b;
+      }
+      for (DType dt : {DType::F32, DType::BF16}) {
+        std::vector<float> l = logits;
+        if (dt == DType::BF16)
+          for (auto& x : l) x = bf16_round(x);
+        Tensor gl = be.gpu.empty({B, V}, dt);
+        be.gpu.upload(l.data(), DType::F32, gl);
+        for (int rep = 0; rep < 3; ++rep) {
+          const auto got = rep == 1 ? [&] {
+            auto t = be.gpu.sample_async(gl, rows);
+            return be.gpu.wait_tokens(t);
+          }()
+                                    : be.gpu.sample(gl, rows);
+          ASSERT_EQ(got.size(), size_t(B));
+          for (int64_t b = 0; b < B; ++b)
+            EXPECT_EQ(got[size_t(b)], sample_row_cpu(l.data() + b * V, V, rows[size_t(b)]))
+                << "V " << V << " B " << B << " " << dtype_name(dt) << " row " << b << " launch " << rep;
+          EXPECT_EQ(got[0], 5) << "the tied maximum's lowest index";
+        }
+      }
+    }
+  }
+}
+
 TEST(CudaSampler, SeededDistribution) {
   REQUIRE_GPU();
   Backends be;

@@ -1,6 +1,6 @@
 // On CUDA at Qwen3-0.6B size (the random-weight model of NANOVLLM_HF06B_DIR): greedy outputs
-// are identical with and without CUDA graphs, with and without prefix caching, under forced
-// preemption (a KV pool smaller than the batch needs), and with mixed steps (chunked prefill, the
+// are identical with and without CUDA graphs, with and without async scheduling, with and without
+// prefix caching, under forced preemption (a KV pool smaller than the batch needs), and with mixed steps (chunked prefill, the
 // default) or prefill-first steps. Requests come in two waves, so the second wave's prompts are
 // read in chunks while the first wave decodes. The long-context decode plan (more KV splits for a
 // small batch's long contexts, kernel_plan.h) runs the same in graphs, which are captured per
@@ -20,6 +20,7 @@ namespace {
 struct Counts {
   int64_t preemptions = 0;
   int64_t mixed_steps = 0;  // steps with both decodes and prompt tokens
+  int64_t steps_ahead = 0;  // async scheduling's steps launched before the last one's tokens came
 };
 
 std::vector<std::vector<int32_t>> run(EngineConfig cfg, const std::vector<std::vector<int32_t>>& prompts,
@@ -43,6 +44,7 @@ std::vector<std::vector<int32_t>> run(EngineConfig cfg, const std::vector<std::v
   for (size_t i = first_wave; i < prompts.size(); ++i) ids.push_back(e.add_request(prompts[i], sp));
   while (e.has_unfinished()) step();
   counts->preemptions = e.scheduler().num_preemptions();
+  counts->steps_ahead = e.num_steps_ahead();
   EXPECT_EQ(e.block_manager().num_free_blocks(), e.block_manager().num_blocks());
   std::vector<std::vector<int32_t>> v;
   for (auto id : ids) v.push_back(out.at(id));
@@ -89,6 +91,12 @@ TEST(CudaEngineModes, GraphsPrefixCachingAndPreemptionGiveIdenticalGreedyOutputs
   auto want = run(base, prompts, &c);
   EXPECT_GT(c.mixed_steps, 3) << "the second wave was not read alongside the first wave's decodes";
   const int64_t mixed = c.mixed_steps;
+  EXPECT_GT(c.steps_ahead, 20) << "async scheduling (on by default on CUDA) took no step ahead";
+
+  EngineConfig sync = base;
+  sync.async_scheduling = false;
+  EXPECT_EQ(run(sync, prompts, &c), want) << "synchronous steps vs async scheduling";
+  EXPECT_EQ(c.steps_ahead, 0);
 
   EngineConfig first = base;
   first.enable_chunked_prefill = false;

@@ -132,13 +132,17 @@ void BlockManager::deallocate(Sequence& seq) {
   seq.num_hashed_blocks = 0;
 }
 
-bool BlockManager::can_append(const Sequence& seq) const {
-  const int64_t needed = seq.num_blocks() - int64_t(seq.block_table.size());
-  return num_free_blocks() >= needed;
+int64_t BlockManager::blocks_to_append(const Sequence& seq, int64_t extra_tokens) const {
+  const int64_t want = (seq.num_tokens() + extra_tokens + block_size_ - 1) / block_size_;
+  return std::max<int64_t>(0, want - int64_t(seq.block_table.size()));
 }
 
-void BlockManager::may_append(Sequence& seq) {
-  while (int64_t(seq.block_table.size()) < seq.num_blocks()) seq.block_table.push_back(take_free_block());
+bool BlockManager::can_append(const Sequence& seq, int64_t extra_tokens) const {
+  return num_free_blocks() >= blocks_to_append(seq, extra_tokens);
+}
+
+void BlockManager::may_append(Sequence& seq, int64_t extra_tokens) {
+  for (int64_t n = blocks_to_append(seq, extra_tokens); n > 0; --n) seq.block_table.push_back(take_free_block());
 }
 
 void BlockManager::hash_blocks(Sequence& seq) {

@@ -38,9 +38,12 @@ class BlockManager {
   void allocate(Sequence& seq);
   // Releases seq's blocks (walking the table backwards) and resets its cache state.
   void deallocate(Sequence& seq);
-  // Decode: is there a block for the token at position num_tokens-1?
-  bool can_append(const Sequence& seq) const;
-  void may_append(Sequence& seq);
+  // Decode: is there a block for the token at position num_tokens-1 (+ extra_tokens: async
+  // scheduling reserves the slot of a token not sampled yet)?
+  bool can_append(const Sequence& seq, int64_t extra_tokens = 0) const;
+  void may_append(Sequence& seq, int64_t extra_tokens = 0);
+  // Blocks may_append would take.
+  int64_t blocks_to_append(const Sequence& seq, int64_t extra_tokens = 0) const;
   // Seals the blocks that are now full of computed K/V into the prefix cache.
   void hash_blocks(Sequence& seq);
 

@@ -132,17 +132,22 @@ void CudaGraphRunner::capture_one(int64_t b, size_t range, int64_t bound) {
   logits_[{b, range}] = logits;
 }
 
-Tensor CudaGraphRunner::run(const StepInputs& in) {
+Tensor CudaGraphRunner::run(const StepInputs& in, const Tensor* device_ids) {
   const int64_t B = in.md.num_seqs, b = bucket_for(B), n = buckets_.back();
   // Host image of the static inputs of bucket b (the packed layout of inputs_, rows beyond b
   // untouched). Padding rows: token 0 at position 0, slot -1 (no write), context 1 in block 0.
+  // Host image of the static inputs of bucket b: the packed layout of inputs_ up to the bucket's
+  // block tables, one host->device copy. Padding rows: token 0 at position 0, slot -1 (no
+  // write), context 1 in block 0.
   std::vector<int32_t>& h = host_inputs_;
-  h.assign(size_t(5 * n + 1), 0);
+  h.assign(size_t(6 * n + 2 + b * max_blocks_), 0);
   int32_t* ids = h.data();
   int32_t* pos = ids + n;
   int32_t* slot = pos + n;
   int32_t* ctx = slot + n;
   int32_t* cu_k = ctx + n;
+  int32_t* cu_q = cu_k + n + 1;
+  int32_t* tables = cu_q + n + 1;
   for (int64_t i = 0; i < b; ++i) {
     const bool real = i < B;
     ids[i] = real ? in.input_ids[size_t(i)] : 0;
@@ -151,19 +156,23 @@ Tensor CudaGraphRunner::run(const StepInputs& in) {
     ctx[i] = real ? in.md.context_lens[size_t(i)] : 1;
     cu_k[i + 1] = cu_k[i] + ctx[i];
   }
-  std::vector<int32_t>& t = host_tables_;
-  t.assign(size_t(b * max_blocks_), 0);
+  for (int64_t i = 0; i <= n; ++i) cu_q[i] = int32_t(i);  // as captured
   for (int64_t i = 0; i < B; ++i)
     for (int64_t j = 0; j < in.md.max_blocks && j < max_blocks_; ++j) {
       const int32_t blk = in.md.block_tables[size_t(i * in.md.max_blocks + j)];
-      t[size_t(i * max_blocks_ + j)] = blk < 0 ? 0 : blk;
+      tables[i * max_blocks_ + j] = blk < 0 ? 0 : blk;
     }
   // Inside the step, uploads go through the backend's pinned staging: asynchronous, no sync.
   be_.begin_step();
-  Tensor head = inputs_.rows(0, 5 * n + 1);
-  be_.upload(h.data(), DType::I32, head);
-  Tensor tab = tables_.rows(0, b * max_blocks_);
-  be_.upload(t.data(), DType::I32, tab);
+  // Ids already in place (the sampler of the step before wrote them): the upload starts after them.
+  const bool in_place = device_ids && device_ids->raw() == ids_.raw();
+  const int64_t from = in_place ? n : 0;
+  Tensor head = inputs_.rows(from, int64_t(h.size()));
+  be_.upload(h.data() + from, DType::I32, head);
+  if (device_ids && !in_place) {  // after the upload, which wrote placeholders there
+    Tensor dst = ids_.rows(0, B);
+    be_.cast(*device_ids, dst);
+  }
   int64_t longest = 1;
   for (int64_t i = 0; i < B; ++i) longest = std::max<int64_t>(longest, ctx[i]);
   const Key key{b, range_of(b, longest)};

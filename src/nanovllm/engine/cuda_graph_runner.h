@@ -25,8 +25,13 @@ class CudaGraphRunner {
   CudaGraphRunner& operator=(const CudaGraphRunner&) = delete;
   void capture();
   int64_t max_batch() const { return buckets_.empty() ? 0 : buckets_.back(); }
-  // Decode logits [B, V] for prepared inputs of B <= max_batch() sequences.
-  Tensor run(const StepInputs& in);
+  // Decode logits [B, V] for prepared inputs of B <= max_batch() sequences. device_ids: the input
+  // ids on the device ([B] I32, async scheduling's tokens of the step before) instead of in's;
+  // already in place when they are input_ids(B).
+  Tensor run(const StepInputs& in, const Tensor* device_ids = nullptr);
+  // The graphs' static input ids of the first B rows: where the sampler of an async step puts its
+  // tokens, so that the step after reads them without a copy.
+  Tensor input_ids(int64_t B) const { return ids_.rows(0, B); }
   const std::vector<int64_t>& buckets() const { return buckets_; }
   int64_t num_graphs() const { return int64_t(graph_.size()); }  // captured so far
 
@@ -49,7 +54,7 @@ class CudaGraphRunner {
   std::vector<int64_t> buckets_;
   // Static device inputs, sized for the largest bucket: views of one buffer (inputs_).
   Tensor inputs_, ids_, pos_, slot_, ctx_, tables_, cu_q_, cu_k_;
-  std::vector<int32_t> host_inputs_, host_tables_;  // reused host images of the inputs
+  std::vector<int32_t> host_inputs_;  // reused host image of the inputs
   std::map<int64_t, std::vector<int64_t>> breaks_;  // bucket -> context breaks below max_model_len
   using Key = std::pair<int64_t, size_t>;           // (bucket, context range)
   std::map<Key, int64_t> graph_;                    // -> graph handle

@@ -51,6 +51,7 @@ LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)),
   block_manager_ =
       std::make_unique<BlockManager>(runner_->num_kv_blocks(), cfg_.block_size, cfg_.enable_prefix_caching);
   scheduler_ = std::make_unique<Scheduler>(cfg_, *block_manager_, mcfg_.eos_token_ids);
+  async_ = cfg_.async_scheduling.value_or(runner_->backend().runs_asynchronously());
 }
 
 LLMEngine::~LLMEngine() {
@@ -132,10 +133,74 @@ RequestOutput LLMEngine::output_of(const Sequence& s) const {
 }
 
 StepResult LLMEngine::step() {
-  auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = std::chrono::steady_clock::now();
+  if (in_flight_) {
+    InFlight cur = std::move(*in_flight_);
+    in_flight_.reset();
+    if (!running_of(cur.ids).empty()) return step_async(std::move(cur));
+    runner_->wait(cur.tokens);  // every row finished or was aborted: nothing of it is wanted
+  }
   StepResult r;
   ScheduledBatch batch = scheduler_->schedule();
   if (batch.seqs.empty()) return r;
+  if (async_ && runner_->can_run_async(batch)) {
+    std::vector<int64_t> ids;
+    for (auto* s : batch.seqs) ids.push_back(s->id);
+    Backend::SampledTokens tokens = runner_->run_async(batch);
+    return step_async({std::move(batch), std::move(ids), std::move(tokens), t0});
+  }
+  std::vector<int32_t> tokens = runner_->run(batch);
+  finish_step(batch, tokens, r);
+  last_step_end_ = std::chrono::steady_clock::now();
+  r.seconds = std::chrono::duration<double>(last_step_end_ - t0).count();
+  return r;
+}
+
+std::vector<Sequence*> LLMEngine::running_of(const std::vector<int64_t>& ids, std::vector<size_t>* rows) {
+  std::vector<Sequence*> out;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto it = seqs_.find(ids[i]);
+    if (it == seqs_.end() || it->second->status != SequenceStatus::Running) continue;
+    out.push_back(it->second.get());
+    if (rows) rows->push_back(i);
+  }
+  return out;
+}
+
+// `cur` runs on the device, some of its rows live. Rows whose sequences were aborted since it was
+// launched, or finished on the step before it, are dropped. When every row is live and the
+// scheduler can tell the next step, that one is launched before cur's tokens are waited for.
+StepResult LLMEngine::step_async(InFlight cur) {
+  StepResult r;
+  std::vector<size_t> rows;
+  const std::vector<Sequence*> live = running_of(cur.ids, &rows);
+  const bool all_live = live.size() == cur.ids.size();  // then cur.batch's pointers are valid
+  std::optional<InFlight> next;
+  if (all_live && scheduler_->reserve_ahead(cur.batch)) {
+    next = InFlight{cur.batch, cur.ids, runner_->run_ahead(cur.batch, cur.tokens), std::chrono::steady_clock::now()};
+    ++steps_ahead_;
+  }
+  const std::vector<int32_t> all = runner_->wait(cur.tokens);
+  std::vector<int32_t> tokens;
+  for (size_t i : rows) tokens.push_back(all[i]);
+  // The same one-token decodes, of the live rows only.
+  const ScheduledBatch batch = all_live ? cur.batch : scheduler_->resume_ahead(live);
+  finish_step(batch, tokens, r);
+  if (next) {
+    // The step ahead goes on with the sequences that did not finish on cur's tokens (its rows of
+    // the others are dropped when it completes).
+    scheduler_->resume_ahead(running_of(next->ids));
+    in_flight_ = std::move(next);
+  }
+  // The step's own share of the wall clock: from its launch, or from the end of the step before
+  // when it was launched ahead of that one's end (so the seconds of steps add up to the run's).
+  const auto now = std::chrono::steady_clock::now();
+  r.seconds = std::chrono::duration<double>(now - std::max(cur.started, last_step_end_)).count();
+  last_step_end_ = now;
+  return r;
+}
+
+void LLMEngine::finish_step(const ScheduledBatch& batch, const std::vector<int32_t>& tokens, StepResult& r) {
   r.is_prefill = batch.is_prefill;
   r.num_tokens = batch.num_tokens;
   r.num_prefill_tokens = batch.num_prefill_tokens;
@@ -145,7 +210,6 @@ StepResult LLMEngine::step() {
       if (s->num_completion_tokens() == 0 && !cached_prompt_tokens_.count(s->id))
         cached_prompt_tokens_[s->id] = s->num_cached_tokens;
   }
-  std::vector<int32_t> tokens = runner_->run(batch);
   // Remember which sequences complete their prefill (or decode) this step: they get a token.
   std::vector<bool> gets_token;
   for (auto* s : batch.seqs) gets_token.push_back(s->num_cached_tokens + s->num_scheduled_tokens >= s->num_tokens());
@@ -170,8 +234,6 @@ StepResult LLMEngine::step() {
     cached_prompt_tokens_.erase(s->id);
     seqs_.erase(s->id);
   }
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return r;
 }
 
 bool LLMEngine::abort(int64_t id) {

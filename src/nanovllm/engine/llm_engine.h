@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -43,6 +44,15 @@ struct StepResult {
   std::vector<RequestOutput> finished;
 };
 
+// Async scheduling (EngineConfig::async_scheduling, on for CUDA by default). A decode step that
+// can (ModelRunner::can_run_async) is launched without waiting for its tokens; before waiting, the
+// engine launches the step after it where the scheduler can tell that step already
+// (Scheduler::reserve_ahead: the same sequences, room for their next slots), its input ids read
+// from the device. So the GPU runs step N+1 while the host takes step N's tokens, and step() still
+// returns one step's result per call: N's, with N+1 left in flight for the next call. Tokens are
+// the same as without it (a row's sampling depends on its seed and position only); a sequence that
+// stops on step N's token wastes its row of step N+1. A step in flight never blocks the others:
+// aborted or finished sequences are dropped from it when it completes.
 class LLMEngine {
  public:
   // Loads the model; the backend is chosen by cfg.device.
@@ -56,6 +66,8 @@ class LLMEngine {
   int64_t add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& params);
   StepResult step();
   bool has_unfinished() const { return !scheduler_->is_finished(); }
+  bool async_scheduling() const { return async_; }  // as settled for this backend
+  int64_t num_steps_ahead() const { return steps_ahead_; }  // steps launched before the last one's tokens came
   bool abort(int64_t request_id);
 
   // The engine's settings, max_model_len settled (the model's, or lowered to the KV cache).
@@ -69,7 +81,18 @@ class LLMEngine {
   int64_t num_prefill_tokens_computed() const { return prefill_tokens_; }
 
  private:
-  void init();
+  // A step whose tokens are still on the device (async scheduling).
+  struct InFlight {
+    ScheduledBatch batch;                  // its sequences as launched (pointers valid while ids live)
+    std::vector<int64_t> ids;              // their request ids, row by row
+    Backend::SampledTokens tokens;         // one per row
+    std::chrono::steady_clock::time_point started;
+  };
+  StepResult step_async(InFlight cur);
+  // The running sequences among ids (aborted and finished ones are gone), and their rows in ids.
+  std::vector<Sequence*> running_of(const std::vector<int64_t>& ids, std::vector<size_t>* rows = nullptr);
+  // Applies a computed step's tokens (one per sequence of batch) and fills r.
+  void finish_step(const ScheduledBatch& batch, const std::vector<int32_t>& tokens, StepResult& r);
   RequestOutput output_of(const Sequence& s) const;
   void check_sampling_limits(const SamplingParams& params) const;
 
@@ -84,6 +107,10 @@ class LLMEngine {
   int64_t next_id_ = 0;
   int64_t prefill_tokens_ = 0;
   std::mt19937_64 seed_rng_;
+  bool async_ = false;
+  int64_t steps_ahead_ = 0;
+  std::optional<InFlight> in_flight_;
+  std::chrono::steady_clock::time_point last_step_end_{};  // when the last step's tokens were taken
 };
 
 // Resolves cfg.model to a ModelConfig: a directory, or a built-in preset with --load-format dummy.

@@ -208,7 +208,7 @@ int64_t ModelRunner::kv_bytes_per_block() const {
   return 2 * mcfg_.num_hidden_layers * cfg_.block_size * kv_heads_ * mcfg_.head_dim * int64_t(dtype_size(kv_dtype_));
 }
 
-StepInputs ModelRunner::prepare(const ScheduledBatch& batch, int64_t bs) {
+StepInputs ModelRunner::prepare(const ScheduledBatch& batch, int64_t bs, bool ahead) {
   StepInputs in;
   auto& md = in.md;
   md.is_prefill = batch.is_prefill;
@@ -217,12 +217,14 @@ StepInputs ModelRunner::prepare(const ScheduledBatch& batch, int64_t bs) {
   md.cu_seqlens_k.push_back(0);
   for (auto* s : batch.seqs) md.max_blocks = std::max<int64_t>(md.max_blocks, int64_t(s->block_table.size()));
   for (auto* s : batch.seqs) {
-    // New tokens: [num_cached, num_cached + num_scheduled) (decode: just the last token).
-    const int64_t begin = s->num_cached_tokens, end = begin + s->num_scheduled_tokens;
-    if (end > s->num_tokens() || int64_t(s->block_table.size()) * bs < end)
+    // New tokens: [num_cached, num_cached + num_scheduled) (decode: just the last token; ahead:
+    // the one after it, not sampled yet).
+    const int64_t begin = ahead ? s->num_tokens() : s->num_cached_tokens;
+    const int64_t end = ahead ? begin + 1 : begin + s->num_scheduled_tokens;
+    if (end > s->num_tokens() + (ahead ? 1 : 0) || int64_t(s->block_table.size()) * bs < end)
       throw Error("model runner: sequence " + std::to_string(s->id) + " is scheduled past its tokens or blocks");
     for (int64_t p = begin; p < end; ++p) {
-      in.input_ids.push_back(s->token_ids[size_t(p)]);
+      in.input_ids.push_back(ahead ? 0 : s->token_ids[size_t(p)]);
       in.positions.push_back(int32_t(p));
       md.slot_mapping.push_back(int32_t(s->block_table[size_t(p / bs)] * bs + p % bs));
     }
@@ -239,15 +241,18 @@ StepInputs ModelRunner::prepare(const ScheduledBatch& batch, int64_t bs) {
   return in;
 }
 
-Tensor ModelRunner::forward_logits(StepInputs& in, Tensor* hidden_out) {
+Tensor ModelRunner::forward_logits(StepInputs& in, Tensor* hidden_out, const Tensor* device_ids) {
   if (trace_)
     trace("step " + std::to_string(steps_++) + (in.md.is_prefill ? " prefill " : " decode ") +
           std::to_string(in.md.num_tokens));
-  if (graphs_ && !in.md.is_prefill && in.md.num_seqs <= graphs_->max_batch()) return graphs_->run(in);
+  if (graphs_ && !in.md.is_prefill && in.md.num_seqs <= graphs_->max_batch()) return graphs_->run(in, device_ids);
   backend_->begin_step();
   const int64_t T = int64_t(in.input_ids.size());
   Tensor ids = backend_->empty({T}, DType::I32), pos = backend_->empty({T}, DType::I32);
-  backend_->upload(in.input_ids.data(), DType::I32, ids);
+  if (device_ids)
+    backend_->cast(*device_ids, ids);
+  else
+    backend_->upload(in.input_ids.data(), DType::I32, ids);
   backend_->upload(in.positions.data(), DType::I32, pos);
   backend_->prepare_metadata(in.md);
   Tensor hidden = model_->forward(ids, pos, layers_kv_, in.md);
@@ -324,5 +329,51 @@ std::vector<int32_t> ModelRunner::run(const ScheduledBatch& batch) {
 }
 
 void ModelRunner::run_worker_step(StepInputs& in) { forward_logits(in); }
+
+bool ModelRunner::can_run_async(const ScheduledBatch& batch) const {
+  if (tp_ || logits_observer || batch.is_prefill || batch.num_decodes != int64_t(batch.seqs.size())) return false;
+  return std::none_of(batch.seqs.begin(), batch.seqs.end(), [](const Sequence* s) {
+    return s->params.processes_logits() || s->params.logprobs || s->needs_prompt_logprobs();
+  });
+}
+
+std::vector<SamplingRow> ModelRunner::plain_rows(const ScheduledBatch& batch, bool ahead) {
+  std::vector<SamplingRow> rows;
+  for (const Sequence* s : batch.seqs) {
+    const auto& p = s->params;
+    rows.push_back({p.temperature, p.top_k, p.top_p, p.min_p, s->seed, s->num_tokens() + (ahead ? 1 : 0)});
+  }
+  return rows;
+}
+
+Backend::SampledTokens ModelRunner::run_async(const ScheduledBatch& batch) {
+  if (!can_run_async(batch)) throw Error("model runner: run_async on a batch that must run synchronously");
+  logprobs_.clear();
+  prompt_logprobs_.clear();
+  StepInputs in = prepare(batch, cfg_.block_size);
+  Tensor logits = forward_logits(in);
+  return sample_async(batch, logits, false);
+}
+
+// The tokens go where a decode graph of the next step reads its input ids (when one will run it).
+Backend::SampledTokens ModelRunner::sample_async(const ScheduledBatch& batch, const Tensor& logits, bool ahead) {
+  const int64_t B = int64_t(batch.seqs.size());
+  if (graphs_ && B <= graphs_->max_batch()) {
+    const Tensor ids = graphs_->input_ids(B);
+    return backend_->sample_async(logits, plain_rows(batch, ahead), &ids);
+  }
+  return backend_->sample_async(logits, plain_rows(batch, ahead));
+}
+
+Backend::SampledTokens ModelRunner::run_ahead(const ScheduledBatch& batch, const Backend::SampledTokens& prev) {
+  if (!can_run_async(batch) || prev.device.numel() != int64_t(batch.seqs.size()))
+    throw Error("model runner: run_ahead needs an async batch and its " + std::to_string(batch.seqs.size()) +
+                " pending tokens");
+  logprobs_.clear();
+  prompt_logprobs_.clear();
+  StepInputs in = prepare(batch, cfg_.block_size, /*ahead=*/true);
+  Tensor logits = forward_logits(in, nullptr, &prev.device);
+  return sample_async(batch, logits, true);
+}
 
 }  // namespace nanovllm

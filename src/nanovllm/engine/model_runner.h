@@ -50,7 +50,18 @@ class ModelRunner {
   // Tensor-parallel workers: the forward of a step rank 0 sent (logits stay on the device).
   void run_worker_step(StepInputs& in);
 
-  static StepInputs prepare(const ScheduledBatch& batch, int64_t block_size);
+  // Async scheduling (llm_engine.h): steps whose tokens stay on the device until wait().
+  // can_run_async: decodes only, on one rank, no row asking for logprobs or logits processing
+  // (penalties read the tokens so far, which a step ahead does not have on the host), no observer.
+  bool can_run_async(const ScheduledBatch& batch) const;
+  Backend::SampledTokens run_async(const ScheduledBatch& batch);
+  // The decode step after `batch` (run, not yet postprocessed; Scheduler::reserve_ahead made its
+  // slots): row i's input is the token `prev` holds for batch.seqs[i], at position num_tokens().
+  Backend::SampledTokens run_ahead(const ScheduledBatch& batch, const Backend::SampledTokens& prev);
+  std::vector<int32_t> wait(Backend::SampledTokens& t) { return backend_->wait_tokens(t); }
+
+  // ahead: each sequence decodes the token after its last (its id unknown: 0 in input_ids).
+  static StepInputs prepare(const ScheduledBatch& batch, int64_t block_size, bool ahead = false);
   // Optional: sees the logits [B, V] (host floats) of every step before sampling (tests,
   // debugging). Costs a device->host copy of the logits when set.
   std::function<void(const ScheduledBatch&, const std::vector<float>&)> logits_observer;
@@ -66,7 +77,12 @@ class ModelRunner {
   int64_t num_cuda_graphs() const;  // decode graphs captured (0: eager)
 
  private:
-  Tensor forward_logits(StepInputs& in, Tensor* hidden_out = nullptr);
+  // device_ids: the input ids on the device ([T] I32) instead of in.input_ids.
+  Tensor forward_logits(StepInputs& in, Tensor* hidden_out = nullptr, const Tensor* device_ids = nullptr);
+  // The sampling rows of a batch without logits processing or logprobs (async steps); `ahead`
+  // samples the position after num_tokens().
+  static std::vector<SamplingRow> plain_rows(const ScheduledBatch& batch, bool ahead);
+  Backend::SampledTokens sample_async(const ScheduledBatch& batch, const Tensor& logits, bool ahead);
   void compute_prompt_logprobs(const ScheduledBatch& batch, const StepInputs& in, const Tensor& hidden);
   std::vector<int32_t> forward_and_sample(const ScheduledBatch& batch, StepInputs& in);
   void allocate_kv_cache();

@@ -163,6 +163,32 @@ std::vector<Sequence*> Scheduler::postprocess(const ScheduledBatch& batch, const
   return finished;
 }
 
+bool Scheduler::reserve_ahead(const ScheduledBatch& batch) {
+  if (!waiting_.empty() || running_.size() != batch.seqs.size() || batch.num_decodes != int64_t(batch.seqs.size()))
+    return false;
+  int64_t blocks = 0;
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const Sequence* s = batch.seqs[i];
+    if (running_[i] != s || !s->is_decode_step()) return false;
+    // After the coming token: num_tokens() + 1 tokens, num_completion_tokens() + 1 of them sampled.
+    if (s->num_completion_tokens() + 1 >= s->params.max_tokens || s->num_tokens() + 1 >= max_model_len_) return false;
+    blocks += bm_.blocks_to_append(*s, 1);
+  }
+  if (blocks > bm_.num_free_blocks()) return false;
+  for (Sequence* s : batch.seqs) bm_.may_append(*s, 1);
+  return true;
+}
+
+ScheduledBatch Scheduler::resume_ahead(const std::vector<Sequence*>& seqs) {
+  ScheduledBatch batch;
+  for (Sequence* s : seqs) {
+    if (s->status != SequenceStatus::Running || s->num_cached_tokens + 1 != s->num_tokens())
+      throw Error("scheduler: sequence " + std::to_string(s->id) + " cannot resume a step ahead");
+    take(batch, s, 1);
+  }
+  return batch;
+}
+
 bool Scheduler::abort(int64_t seq_id) {
   for (auto* q : {&waiting_, &running_})
     for (Sequence* s : *q)

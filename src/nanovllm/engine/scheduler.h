@@ -61,6 +61,15 @@ class Scheduler {
   ScheduledBatch schedule();
   // Applies one step's sampled tokens (one per sequence). Returns the sequences that finished.
   std::vector<Sequence*> postprocess(const ScheduledBatch& batch, const std::vector<int32_t>& token_ids);
+  // Async scheduling (llm_engine.h). reserve_ahead: `batch` was scheduled and runs, its tokens not
+  // known yet; reserves the slots of the decode step after it where that step is certain to be the
+  // one schedule() would make after postprocess(batch): every running sequence decodes in `batch`
+  // (in running order), none is waiting, none reaches max_tokens or max_model_len with the token
+  // coming, and the free blocks hold the new slots without preemption. Else reserves nothing and
+  // returns false. (A sequence that stops on that token wastes its row of the step ahead.)
+  bool reserve_ahead(const ScheduledBatch& batch);
+  // After postprocess: the step ahead as a batch of those of its sequences still running.
+  ScheduledBatch resume_ahead(const std::vector<Sequence*>& seqs);
   // Removes a sequence wherever it is and frees its blocks; returns false if unknown.
   bool abort(int64_t seq_id);
   bool is_finished() const { return waiting_.empty() && running_.empty(); }

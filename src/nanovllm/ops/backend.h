@@ -143,7 +143,7 @@ class Backend {
                          int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float scale,
                          const AttentionMetadata& md, int64_t sliding_window = 0, KVScales kv_scales = {},
                          const ReadAhead& then = {}) = 0;
-  // dst = src converted to dst's dtype (same shape; F32 <-> the act dtype).
+  // dst = src converted to dst's dtype (same shape; F32 <-> the act dtype), or copied (equal dtypes).
   virtual void cast(const Tensor& src, Tensor& dst) = 0;
   // out = silu(x[:, :I]) * x[:, I:]. x: [T, 2I]; out: [T, I].
   virtual void silu_and_mul(const Tensor& x, Tensor& out) = 0;
@@ -196,6 +196,23 @@ class Backend {
   // `logprobs` (needed when a row has num_logprobs >= 0) gets B entries, filled for those rows.
   virtual std::vector<int32_t> sample(const Tensor& logits, const std::vector<SamplingRow>& rows,
                                       std::vector<TokenLogprobs>* logprobs = nullptr) = 0;
+  // Async scheduling (engine/llm_engine.h): sample() without waiting. The tokens stay on the device
+  // ([B] I32, valid in stream order: the next step's input ids may be copied from them) until
+  // wait_tokens() brings them to the host. No row may ask for logprobs. At most two samplings may
+  // be outstanding. The default samples synchronously (the CPU, whose work never runs ahead).
+  struct SampledTokens {
+    Tensor device;              // [B] I32
+    std::vector<int32_t> host;  // filled by wait_tokens (at once by a synchronous backend)
+    int64_t ticket = -1;        // the backend's pending copy; -1: host is filled
+  };
+  // device_out: where the device tokens go ([B] I32, e.g. the next step's input ids); else the
+  // backend's own buffer.
+  virtual SampledTokens sample_async(const Tensor& logits, const std::vector<SamplingRow>& rows,
+                                     const Tensor* device_out = nullptr);
+  virtual std::vector<int32_t> wait_tokens(SampledTokens& t);
+  // Whether enqueued work runs while the host goes on (then sampling ahead pays: async scheduling's
+  // default). False: every op has finished when it returns.
+  virtual bool runs_asynchronously() const { return false; }
   // Raw logprobs of given tokens (prompt logprobs): for each row b of logits [B, V] (act dtype or
   // F32), log_softmax(logits[b])[tokens[b]], its rank and the top n. Synchronizes.
   virtual std::vector<TokenLogprobs> token_logprobs(const Tensor& logits, const std::vector<int32_t>& tokens,

@@ -216,6 +216,24 @@ void Backend::add_rms_norm_linear(Tensor& x, Tensor& residual, const Tensor& nor
     linear(x, w, out);
 }
 
+Backend::SampledTokens Backend::sample_async(const Tensor& logits, const std::vector<SamplingRow>& rows,
+                                             const Tensor* device_out) {
+  for (const auto& r : rows)
+    if (r.num_logprobs >= 0) throw Error("sample_async: a row asks for logprobs (use sample)");
+  SampledTokens t;
+  t.host = sample(logits, rows);
+  t.device = device_out ? *device_out : empty({int64_t(t.host.size())}, DType::I32);
+  if (t.device.numel() != int64_t(t.host.size()) || t.device.dtype() != DType::I32)
+    throw Error("sample_async: device_out must be [" + std::to_string(t.host.size()) + "] I32");
+  upload(t.host.data(), DType::I32, t.device);
+  return t;
+}
+
+std::vector<int32_t> Backend::wait_tokens(SampledTokens& t) {
+  if (t.ticket != -1) throw Error(name() + " backend: wait_tokens on a ticket it did not issue");
+  return t.host;
+}
+
 void Backend::throw_no_graphs() const { throw Error(name() + " backend: CUDA graphs are not supported"); }
 
 }  // namespace nanovllm

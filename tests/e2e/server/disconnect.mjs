@@ -1,7 +1,9 @@
 // Cancellation: clients that drop mid-stream or while a non-streamed request runs (the openai
 // client's abort, and raw sockets destroyed without a word) leave no running request and no held
 // KV blocks; a request
-// running past --request-timeout gets a 408 and is aborted too. The server keeps serving.
+// running past --request-timeout gets a 408 and is aborted too. The server keeps serving. The
+// server runs with --async-scheduling (CUDA's default, off on the CPU otherwise): aborts land while
+// a step ahead holds the aborted rows.
 import net from 'node:net';
 import { MODEL, check, eq, metrics, run, startServer } from './harness.mjs';
 
@@ -34,7 +36,7 @@ function rawDrop(port, body, bytes, ms = 60000) {
 }
 
 run(async () => {
-  const s = await startServer(['--request-timeout', '2']);
+  const s = await startServer(['--request-timeout', '2', '--async-scheduling']);
   const c = s.client;
   try {
     // 12 openai-client streams that stop reading after a few chunks (abort the HTTP request).

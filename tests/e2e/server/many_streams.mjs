@@ -1,7 +1,8 @@
 // Thousands of concurrent streaming connections on loopback (default 2,000, NANOVLLM_STREAMS):
 // every connection is accepted, every stream receives every token (its text equals the same
 // request made alone, its usage counts all tokens), and the server's memory at that load is
-// reported. Afterwards nothing runs and the KV cache is idle.
+// reported. Afterwards nothing runs and the KV cache is idle. With --async-scheduling (CUDA's
+// default; forced here on the CPU), so streams join and finish while steps run ahead.
 import fs from 'node:fs';
 import { MODEL, check, eq, metrics, run, startServer } from './harness.mjs';
 
@@ -12,7 +13,7 @@ const body = (i) => ({ model: MODEL, prompt: `Stream ${i % PROMPTS} tells a stor
 const rssMiB = (pid) => Number(fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+)/)[1]) / 1024;
 
 run(async () => {
-  const s = await startServer(['--max-num-seqs', '256']);
+  const s = await startServer(['--max-num-seqs', '256', '--async-scheduling']);
   const c = s.client;
   try {
     const want = [];

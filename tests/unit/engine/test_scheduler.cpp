@@ -292,3 +292,52 @@ TEST(SchedulerMixed, PreemptionTakesTheNewestEvenMidPrompt) {
   EXPECT_EQ(big->num_completion_tokens(), 2);
   EXPECT_EQ(h.bm->num_free_blocks(), 6);
 }
+
+// Async scheduling's step ahead: reserved only where the next step is certain, and then with a
+// block exactly when the coming token starts one.
+TEST(Scheduler, ReserveAheadOnlyWhereTheNextStepIsCertain) {
+  Harness h(6, 4, 64, 512, true, /*mixed=*/true);
+  auto* a = h.add(6, 20);
+  auto* b = h.add(3, 3);
+  h.step();                      // prefill: a 2 blocks, b 1 block; then a has 7 tokens, b 4
+  auto d = h.sched->schedule();  // decode: a computes position 6, b position 3 (no new blocks)
+  ASSERT_EQ(d.num_decodes, 2);
+  EXPECT_EQ(h.bm->num_free_blocks(), 3);
+  // b's coming token is its 2nd of 3: the step after may still run; its position 4 needs a block.
+  ASSERT_TRUE(h.sched->reserve_ahead(d));
+  EXPECT_EQ(h.bm->num_free_blocks(), 2);
+  EXPECT_EQ(a->block_table.size(), 2u);  // a's position 7 is in its 2nd block
+  EXPECT_EQ(b->block_table.size(), 2u);
+  EXPECT_EQ(h.bm->check_invariants(h.live()), "");
+  h.sched->postprocess(d, {7, 7});
+  auto next = h.sched->resume_ahead({a, b});
+  ASSERT_EQ(next.num_decodes, 2);
+  EXPECT_EQ(next.num_tokens, 2);
+  // Now b's coming token is its 3rd and last: no step ahead.
+  EXPECT_FALSE(h.sched->reserve_ahead(next));
+  EXPECT_EQ(h.bm->num_free_blocks(), 2);
+  h.sched->postprocess(next, {7, 7});
+  EXPECT_TRUE(b->is_finished());
+  EXPECT_EQ(h.bm->num_free_blocks(), 4);  // b's two blocks, the reserved one too
+  // A waiting request: the next step would admit it.
+  d = h.sched->schedule();  // a decodes position 8: a third block
+  ASSERT_EQ(d.seqs.size(), 1u);
+  EXPECT_EQ(h.bm->num_free_blocks(), 3);
+  h.add(2, 4);
+  EXPECT_FALSE(h.sched->reserve_ahead(d));
+  EXPECT_EQ(h.bm->num_free_blocks(), 3);
+  EXPECT_EQ(h.bm->check_invariants(h.live()), "");
+}
+
+// Where the coming slot needs a block the pool does not have, nothing is reserved: the next step
+// is schedule()'s (which preempts).
+TEST(Scheduler, ReserveAheadNeedsFreeBlocks) {
+  Harness h(1, 4, 64, 512, true, /*mixed=*/true);
+  auto* a = h.add(3, 20);
+  h.step();                      // prefill: 1 block, 4 tokens
+  auto d = h.sched->schedule();  // decode of position 3: the block is full after it
+  ASSERT_EQ(d.num_decodes, 1);
+  EXPECT_FALSE(h.sched->reserve_ahead(d));
+  EXPECT_EQ(a->block_table.size(), 1u);
+  EXPECT_EQ(h.bm->num_free_blocks(), 0);
+}

@@ -165,6 +165,10 @@ void CpuBackend::gather_rows(const Tensor& x, const std::vector<int32_t>& rows, 
 // The CPU backend computes in F32 only: a cast is a copy between F32 tensors.
 void CpuBackend::cast(const Tensor& src, Tensor& dst) {
   check_cast(src, dst);
+  if (src.dtype() == dst.dtype()) {  // a copy (I32 token ids too)
+    std::memcpy(dst.raw(), src.raw(), src.nbytes());
+    return;
+  }
   if (src.dtype() != DType::F32 || dst.dtype() != DType::F32)
     throw Error(std::string("cast: the CPU backend holds F32 activations only (got ") + dtype_name(src.dtype()) +
                 " -> " + dtype_name(dst.dtype()) + ")");

@@ -70,11 +70,13 @@ CudaBackend::CudaBackend(int device_index, const KernelOptions& options) : devic
   cudaStream_t s;
   NV_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   stream_ = s;
-  cudaEvent_t ev;
-  NV_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-  staging_done_ = ev;
-  staging_bytes_ = size_t(8) << 20;
-  NV_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&staging_), staging_bytes_));
+  for (auto* ev : {&staging_done_[0], &staging_done_[1], &async_done_[0], &async_done_[1]}) {
+    cudaEvent_t e;
+    NV_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    *ev = e;
+  }
+  staging_bytes_ = size_t(4) << 20;  // each of the two halves
+  NV_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&staging_), 2 * staging_bytes_));
   device_cluster_limit_ = cuda::decode_cluster_limit();
   cuda::prefill_attention_init();
   wgmma_ = cuda::prefill_attention_sm90_init();
@@ -151,7 +153,11 @@ CudaBackend::~CudaBackend() {
   arena_.reset();
   if (staging_) cudaFreeHost(staging_);
   if (pinned_tokens_) cudaFreeHost(pinned_tokens_);
-  if (staging_done_) cudaEventDestroy(static_cast<cudaEvent_t>(staging_done_));
+  if (async_pinned_) cudaFreeHost(async_pinned_);
+  if (async_dev_) cudaFree(async_dev_);
+  if (sample_tickets_) cudaFree(sample_tickets_);
+  for (void* ev : {staging_done_[0], staging_done_[1], async_done_[0], async_done_[1]})
+    if (ev) cudaEventDestroy(static_cast<cudaEvent_t>(ev));
   if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
 }
 
@@ -178,8 +184,10 @@ void CudaBackend::begin_step() {
   // Every tensor of the last step is dead: all blocks free. A step that spilled into several
   // chunks: merge them (not once graphs exist: their addresses are baked in).
   arena_->reset(/*may_compact=*/!graphs_exist_);
-  // The staging buffer is reused: the previous step's uploads must have been consumed.
-  NV_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(staging_done_)));
+  // Steps alternate between the staging buffer's halves, so that a step can be prepared while the
+  // one before runs (async scheduling); the half's previous uploads (two steps ago) must be done.
+  staging_half_ ^= 1;
+  NV_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(staging_done_[staging_half_])));
   staging_off_ = 0;
   in_step_ = true;
 }
@@ -229,7 +237,7 @@ void CudaBackend::synchronize() {
 void* CudaBackend::staging_alloc(size_t bytes) {
   bytes = (bytes + 63) / 64 * 64;
   if (staging_off_ + bytes > staging_bytes_) return nullptr;
-  void* p = staging_ + staging_off_;
+  void* p = staging_ + size_t(staging_half_) * staging_bytes_ + staging_off_;
   staging_off_ += bytes;
   return p;
 }
@@ -242,7 +250,7 @@ void CudaBackend::h2d(void* dst, const void* src, size_t bytes) {
     if (void* st = staging_alloc(bytes)) {
       std::memcpy(st, src, bytes);
       NV_CUDA_CHECK(cudaMemcpyAsync(dst, st, bytes, cudaMemcpyHostToDevice, s));
-      NV_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(staging_done_), s));
+      NV_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(staging_done_[staging_half_]), s));
       return;
     }
   }

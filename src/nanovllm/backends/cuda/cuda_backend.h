@@ -92,6 +92,10 @@ class CudaBackend final : public Backend {
   void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override;
   std::vector<int32_t> sample(const Tensor& logits, const std::vector<SamplingRow>& rows,
                               std::vector<TokenLogprobs>* logprobs = nullptr) override;
+  SampledTokens sample_async(const Tensor& logits, const std::vector<SamplingRow>& rows,
+                             const Tensor* device_out = nullptr) override;
+  std::vector<int32_t> wait_tokens(SampledTokens& t) override;
+  bool runs_asynchronously() const override { return true; }
   std::vector<TokenLogprobs> token_logprobs(const Tensor& logits, const std::vector<int32_t>& tokens, int n) override;
   std::vector<float> to_host_f32(const Tensor& t) override;
 
@@ -141,6 +145,12 @@ class CudaBackend final : public Backend {
   void h2d(void* dst, const void* src, size_t bytes);
   void* staging_alloc(size_t bytes);
   Tensor device_i32(const int32_t* host, int64_t n);  // scratch copy for the step (or persistent)
+  // sampler.cu: what sample() and sample_async() share. Enqueues logits processing, the sampler
+  // (tokens into dout [B] I32, and into host_out, mapped host memory, where given) and the
+  // logprobs rows asked for (into lp).
+  struct LogprobLaunch;
+  void enqueue_sampling(const Tensor& logits, const std::vector<SamplingRow>& rows, Tensor& dout, LogprobLaunch& lp,
+                        int32_t* host_out = nullptr);
   // The TMA descriptor of a paged cache [num_blocks, block_size, Hkv, D] (made on first use).
   const cuda::TmaDesc& cache_tma(const Tensor& cache);
 
@@ -183,10 +193,25 @@ class CudaBackend final : public Backend {
   std::map<int64_t, std::vector<std::pair<void*, size_t>>> graph_outputs_;  // graph -> arena blocks it writes
   bool in_step_ = false, capturing_ = false, graphs_exist_ = false;
 
-  char* staging_ = nullptr;  // pinned host memory for the step's uploads
+  // Pinned host memory for the steps' uploads: two halves of staging_bytes_, used by alternate steps.
+  char* staging_ = nullptr;
   size_t staging_bytes_ = 0, staging_off_ = 0;
-  void* staging_done_ = nullptr;      // cudaEvent_t recorded after the last staged copy
-  int32_t* pinned_tokens_ = nullptr;  // sampler output
+  int staging_half_ = 0;                      // this step's half
+  void* staging_done_[2] = {nullptr, nullptr};  // cudaEvent_t recorded after each half's last staged copy
+  int32_t* pinned_tokens_ = nullptr;          // sampler output
+  size_t pinned_tokens_n_ = 0;
+  // The split sampler's per-row counters (zero between launches).
+  void* sample_tickets_ = nullptr;
+  size_t sample_tickets_n_ = 0;
+  // sample_async: two slots (alternating tickets) of async_cap_ tokens each, on the device and in
+  // pinned host memory mapped into the device (the sampler writes both), and an event after each
+  // slot's sampler.
+  int32_t* async_dev_ = nullptr;
+  int32_t* async_pinned_ = nullptr;
+  int32_t* async_mapped_ = nullptr;  // async_pinned_ as the device sees it
+  size_t async_cap_ = 0;
+  int64_t async_next_ = 0;  // the next ticket
+  void* async_done_[2] = {nullptr, nullptr};
   // The largest cluster of decode CTAs this device schedules (1: no clusters, before sm_90).
   int device_cluster_limit_ = 1;
   // One wave of the norm-prologue GEMV per (M, K, silu_mul): occupancy x SMs (plan_linear).
@@ -199,7 +224,6 @@ class CudaBackend final : public Backend {
   bool pdl_ = false;
   bool wgmma_ = false;  // the sm_90a prefill kernel runs here
   int prefill_rows_per_warp_ = 32;
-  size_t pinned_tokens_n_ = 0;
 };
 
 }  // namespace nanovllm
