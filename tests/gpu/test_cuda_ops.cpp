@@ -111,23 +111,22 @@ TEST(CudaOps, QkNormRope) {
     int64_t hq, hkv, d;
     float theta;
   };
-  // T = 300: one CTA per token, each warp loading several heads before computing them (40 heads
-  // over 8 warps: 5 each, past the 4 in flight).
+  // T = 300: one CTA per token, each warp walking several heads (40 heads over 8 warps: 5 each).
   for (auto c : {Cfg{16, 8, 128, 1e6f}, Cfg{4, 2, 32, 1e6f}, Cfg{6, 2, 24, 1e4f}, Cfg{4, 2, 64, 1e4f},
                  Cfg{32, 8, 128, 1e6f}, Cfg{32, 8, 256, 1e6f}})
-  for (int64_t T : {int64_t(17), int64_t(300)}) {
-    const int64_t W = (c.hq + 2 * c.hkv) * c.d;
-    auto qkv = make_pair(be.cpu, be.gpu, {T, W}, rand_bf16(size_t(T * W), 8, -2, 2));
-    auto qw = make_pair(be.cpu, be.gpu, {c.d}, rand_bf16(size_t(c.d), 9, 0.5, 1.5));
-    auto kw = make_pair(be.cpu, be.gpu, {c.d}, rand_bf16(size_t(c.d), 10, 0.5, 1.5));
-    std::vector<int32_t> pos(T);
-    for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = int32_t(t == 0 ? 0 : (t * 977) % 40000);
-    auto p = make_i32(be.cpu, be.gpu, pos);
-    be.cpu.qk_norm_rope(qkv.cpu, qw.cpu, kw.cpu, p.cpu, c.hq, c.hkv, c.d, 1e-6f, c.theta);
-    be.gpu.qk_norm_rope(qkv.gpu, qw.gpu, kw.gpu, p.gpu, c.hq, c.hkv, c.d, 1e-6f, c.theta);
-    expect_close("qk_norm_rope D=" + std::to_string(c.d) + " T=" + std::to_string(T), be.gpu.to_host_f32(qkv.gpu),
-                 be.cpu.to_host_f32(qkv.cpu), 1e-2, 5e-2);
-  }
+    for (int64_t T : {int64_t(17), int64_t(300)}) {
+      const int64_t W = (c.hq + 2 * c.hkv) * c.d;
+      auto qkv = make_pair(be.cpu, be.gpu, {T, W}, rand_bf16(size_t(T * W), 8, -2, 2));
+      auto qw = make_pair(be.cpu, be.gpu, {c.d}, rand_bf16(size_t(c.d), 9, 0.5, 1.5));
+      auto kw = make_pair(be.cpu, be.gpu, {c.d}, rand_bf16(size_t(c.d), 10, 0.5, 1.5));
+      std::vector<int32_t> pos(T);
+      for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = int32_t(t == 0 ? 0 : (t * 977) % 40000);
+      auto p = make_i32(be.cpu, be.gpu, pos);
+      be.cpu.qk_norm_rope(qkv.cpu, qw.cpu, kw.cpu, p.cpu, c.hq, c.hkv, c.d, 1e-6f, c.theta);
+      be.gpu.qk_norm_rope(qkv.gpu, qw.gpu, kw.gpu, p.gpu, c.hq, c.hkv, c.d, 1e-6f, c.theta);
+      expect_close("qk_norm_rope D=" + std::to_string(c.d) + " T=" + std::to_string(T), be.gpu.to_host_f32(qkv.gpu),
+                   be.cpu.to_host_f32(qkv.cpu), 1e-2, 5e-2);
+    }
 }
 
 // Qwen2's q/k/v bias add, and RoPE without the q/k norm (Llama, Qwen2, Mistral), fused with the

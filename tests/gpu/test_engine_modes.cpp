@@ -1,10 +1,9 @@
 // On CUDA at Qwen3-0.6B size (the random-weight model of NANOVLLM_HF06B_DIR): greedy outputs
 // are identical with and without CUDA graphs, with and without async scheduling, with and without
-// prefix caching, under forced preemption (a KV pool smaller than the batch needs), and with mixed steps (chunked prefill, the
-// default) or prefill-first steps. Requests come in two waves, so the second wave's prompts are
-// read in chunks while the first wave decodes. The long-context decode plan (more KV splits for a
-// small batch's long contexts, kernel_plan.h) runs the same in graphs, which are captured per
-// context range, as eagerly.
+// prefix caching, under forced preemption (a KV pool smaller than the batch needs), and with mixed steps (chunked
+// prefill, the default) or prefill-first steps. Requests come in two waves, so the second wave's prompts are read in
+// chunks while the first wave decodes. The long-context decode plan (more KV splits for a small batch's long contexts,
+// kernel_plan.h) runs the same in graphs, which are captured per context range, as eagerly.
 #include <gtest/gtest.h>
 
 #include <cstdlib>

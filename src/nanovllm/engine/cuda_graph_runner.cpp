@@ -134,8 +134,6 @@ void CudaGraphRunner::capture_one(int64_t b, size_t range, int64_t bound) {
 
 Tensor CudaGraphRunner::run(const StepInputs& in, const Tensor* device_ids) {
   const int64_t B = in.md.num_seqs, b = bucket_for(B), n = buckets_.back();
-  // Host image of the static inputs of bucket b (the packed layout of inputs_, rows beyond b
-  // untouched). Padding rows: token 0 at position 0, slot -1 (no write), context 1 in block 0.
   // Host image of the static inputs of bucket b: the packed layout of inputs_ up to the bucket's
   // block tables, one host->device copy. Padding rows: token 0 at position 0, slot -1 (no
   // write), context 1 in block 0.

@@ -54,7 +54,7 @@ class CudaGraphRunner {
   std::vector<int64_t> buckets_;
   // Static device inputs, sized for the largest bucket: views of one buffer (inputs_).
   Tensor inputs_, ids_, pos_, slot_, ctx_, tables_, cu_q_, cu_k_;
-  std::vector<int32_t> host_inputs_;  // reused host image of the inputs
+  std::vector<int32_t> host_inputs_;                // reused host image of the inputs
   std::map<int64_t, std::vector<int64_t>> breaks_;  // bucket -> context breaks below max_model_len
   using Key = std::pair<int64_t, size_t>;           // (bucket, context range)
   std::map<Key, int64_t> graph_;                    // -> graph handle

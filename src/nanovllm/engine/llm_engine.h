@@ -66,7 +66,7 @@ class LLMEngine {
   int64_t add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& params);
   StepResult step();
   bool has_unfinished() const { return !scheduler_->is_finished(); }
-  bool async_scheduling() const { return async_; }  // as settled for this backend
+  bool async_scheduling() const { return async_; }          // as settled for this backend
   int64_t num_steps_ahead() const { return steps_ahead_; }  // steps launched before the last one's tokens came
   bool abort(int64_t request_id);
 
@@ -83,9 +83,9 @@ class LLMEngine {
  private:
   // A step whose tokens are still on the device (async scheduling).
   struct InFlight {
-    ScheduledBatch batch;                  // its sequences as launched (pointers valid while ids live)
-    std::vector<int64_t> ids;              // their request ids, row by row
-    Backend::SampledTokens tokens;         // one per row
+    ScheduledBatch batch;           // its sequences as launched (pointers valid while ids live)
+    std::vector<int64_t> ids;       // their request ids, row by row
+    Backend::SampledTokens tokens;  // one per row
     std::chrono::steady_clock::time_point started;
   };
   StepResult step_async(InFlight cur);

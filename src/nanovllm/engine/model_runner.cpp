@@ -297,24 +297,24 @@ std::vector<int32_t> ModelRunner::forward_and_sample(const ScheduledBatch& batch
   Tensor logits = forward_logits(in, any_prompt_logprobs ? &hidden : nullptr);
   if (any_prompt_logprobs) compute_prompt_logprobs(batch, in, hidden);
   if (logits_observer) logits_observer(batch, backend_->to_host_f32(logits));
-  std::vector<SamplingRow> rows;
+  std::vector<SamplingRow> rows = plain_rows(batch, false);
   std::vector<LogitsProcessing> processing;  // rows point into it: reserved before the first push
   bool any_logprobs = false;
   const bool processed = cfg_.logprobs_mode == "processed_logprobs";
-  for (auto* s : batch.seqs) {
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const Sequence* s = batch.seqs[i];
     const auto& p = s->params;
-    rows.push_back({p.temperature, p.top_k, p.top_p, p.min_p, s->seed, s->num_tokens()});
     // A prompt chunk that does not reach the end gets no token: nothing to process or report.
     if (s->num_cached_tokens + s->num_scheduled_tokens < s->num_tokens()) continue;
     if (p.processes_logits()) {
       if (!processing_builder_) processing_builder_ = std::make_unique<LogitsProcessingBuilder>(mcfg_.vocab_size);
       if (processing.empty()) processing.reserve(batch.seqs.size());
       processing.push_back(processing_builder_->build(p, s->token_ids, s->num_prompt_tokens, mcfg_.eos_token_ids));
-      rows.back().processing = &processing.back();
+      rows[i].processing = &processing.back();
     }
     if (p.logprobs) {
-      rows.back().num_logprobs = *p.logprobs;
-      rows.back().processed_logprobs = processed;
+      rows[i].num_logprobs = *p.logprobs;
+      rows[i].processed_logprobs = processed;
       any_logprobs = true;
     }
   }
@@ -348,15 +348,16 @@ std::vector<SamplingRow> ModelRunner::plain_rows(const ScheduledBatch& batch, bo
 
 Backend::SampledTokens ModelRunner::run_async(const ScheduledBatch& batch) {
   if (!can_run_async(batch)) throw Error("model runner: run_async on a batch that must run synchronously");
-  logprobs_.clear();
-  prompt_logprobs_.clear();
   StepInputs in = prepare(batch, cfg_.block_size);
   Tensor logits = forward_logits(in);
   return sample_async(batch, logits, false);
 }
 
 // The tokens go where a decode graph of the next step reads its input ids (when one will run it).
+// An async step has no logprobs: last_logprobs() and last_prompt_logprobs() are empty after it.
 Backend::SampledTokens ModelRunner::sample_async(const ScheduledBatch& batch, const Tensor& logits, bool ahead) {
+  logprobs_.clear();
+  prompt_logprobs_.clear();
   const int64_t B = int64_t(batch.seqs.size());
   if (graphs_ && B <= graphs_->max_batch()) {
     const Tensor ids = graphs_->input_ids(B);
@@ -369,8 +370,6 @@ Backend::SampledTokens ModelRunner::run_ahead(const ScheduledBatch& batch, const
   if (!can_run_async(batch) || prev.device.numel() != int64_t(batch.seqs.size()))
     throw Error("model runner: run_ahead needs an async batch and its " + std::to_string(batch.seqs.size()) +
                 " pending tokens");
-  logprobs_.clear();
-  prompt_logprobs_.clear();
   StepInputs in = prepare(batch, cfg_.block_size, /*ahead=*/true);
   Tensor logits = forward_logits(in, nullptr, &prev.device);
   return sample_async(batch, logits, true);

@@ -51,10 +51,10 @@ Outcome run(bool async, const Script& sc) {
   SamplingParams with_logprobs = greedy(6);
   with_logprobs.logprobs = 2;
   Outcome o;
-  e.add_request(random_tokens(40, 1), greedy(50));       // 0
-  e.add_request(random_tokens(23, 2), seeded);           // 1
-  e.add_request(random_tokens(70, 3), stopping);         // 2
-  e.add_request(random_tokens(17, 4), with_logprobs);    // 3
+  e.add_request(random_tokens(40, 1), greedy(50));                         // 0
+  e.add_request(random_tokens(23, 2), seeded);                             // 1
+  e.add_request(random_tokens(70, 3), stopping);                           // 2
+  e.add_request(random_tokens(17, 4), with_logprobs);                      // 3
   const int64_t doomed = e.add_request(random_tokens(30, 5), greedy(45));  // 4, aborted at step 14
   int64_t steps = 0;
   while (e.has_unfinished()) {

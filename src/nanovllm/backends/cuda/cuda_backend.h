@@ -196,9 +196,9 @@ class CudaBackend final : public Backend {
   // Pinned host memory for the steps' uploads: two halves of staging_bytes_, used by alternate steps.
   char* staging_ = nullptr;
   size_t staging_bytes_ = 0, staging_off_ = 0;
-  int staging_half_ = 0;                      // this step's half
+  int staging_half_ = 0;                        // this step's half
   void* staging_done_[2] = {nullptr, nullptr};  // cudaEvent_t recorded after each half's last staged copy
-  int32_t* pinned_tokens_ = nullptr;          // sampler output
+  int32_t* pinned_tokens_ = nullptr;            // sampler output
   size_t pinned_tokens_n_ = 0;
   // The split sampler's per-row counters (zero between launches).
   void* sample_tickets_ = nullptr;

@@ -412,7 +412,8 @@ Backend::SampledTokens CudaBackend::sample_async(const Tensor& logits, const std
     if (r.num_logprobs >= 0) throw Error("sample_async: a row asks for logprobs (use sample)");
   const int64_t B = logits.dim() == 2 ? logits.size(0) : 0;
   auto s = static_cast<cudaStream_t>(stream_);
-  if (async_cap_ < size_t(B)) {  // first use, or a larger batch: buffers for both slots
+  // First use, or a larger batch: buffers for both slots.
+  if (async_cap_ < size_t(B)) {
     NV_CUDA_CHECK(cudaStreamSynchronize(s));  // the old slots may still be in use
     if (async_pinned_) NV_CUDA_CHECK(cudaFreeHost(async_pinned_));
     if (async_dev_) NV_CUDA_CHECK(cudaFree(async_dev_));
