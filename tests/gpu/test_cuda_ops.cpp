@@ -396,6 +396,16 @@ TEST(CudaAttention, BlockSizeOne) {
 
 // ---------------------------------------------------------------- sampler
 
+// Logits l [B, V] on the GPU in dtype dt; l is rounded to what the GPU holds (BF16), so that the
+// CPU sampler sees the same values.
+Tensor gpu_logits(CudaBackend& gpu, std::vector<float>& l, int64_t B, int64_t V, DType dt) {
+  if (dt == DType::BF16)
+    for (auto& x : l) x = bf16_round(x);
+  Tensor t = gpu.empty({B, V}, dt);
+  gpu.upload(l.data(), DType::F32, t);
+  return t;
+}
+
 TEST(CudaSampler, MatchesCpu) {
   REQUIRE_GPU();
   Backends be;
@@ -436,10 +446,7 @@ TEST(CudaSampler, MatchesCpu) {
     }
     for (DType dt : {DType::F32, DType::BF16}) {
       std::vector<float> l = logits;
-      if (dt == DType::BF16)
-        for (auto& x : l) x = bf16_round(x);
-      Tensor gl = be.gpu.empty({B, V}, dt);
-      be.gpu.upload(l.data(), DType::F32, gl);
+      Tensor gl = gpu_logits(be.gpu, l, B, V, dt);
       auto got = be.gpu.sample(gl, rows);
       int mism = 0;
       for (int64_t b = 0; b < B; ++b) {
@@ -477,10 +484,7 @@ TEST(CudaSampler, SplitRowsMatchTheCpu) {
       }
       for (DType dt : {DType::F32, DType::BF16}) {
         std::vector<float> l = logits;
-        if (dt == DType::BF16)
-          for (auto& x : l) x = bf16_round(x);
-        Tensor gl = be.gpu.empty({B, V}, dt);
-        be.gpu.upload(l.data(), DType::F32, gl);
+        Tensor gl = gpu_logits(be.gpu, l, B, V, dt);
         for (int rep = 0; rep < 3; ++rep) {
           const auto got = rep == 1 ? [&] {
             auto t = be.gpu.sample_async(gl, rows);
