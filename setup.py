@@ -22,7 +22,7 @@ os.makedirs(BUILD_DIR, exist_ok=True)
 
 
 def version():
-    text = open(os.path.join(ROOT, "src/nanovllm/version.h")).read()
+    text = open(os.path.join(ROOT, "src/nanovllm/utils/version.h")).read()
     return re.search(r'kVersion = "([^"]+)"', text).group(1)
 
 

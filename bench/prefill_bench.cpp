@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "nanovllm/backends/cuda/cuda_backend.h"
-#include "nanovllm/ops/attention_metadata.h"
+#include "nanovllm/backends/attention_metadata.h"
 
 using namespace nanovllm;
 

@@ -13,7 +13,7 @@ if [ ! -f tests/fixtures/tiny-qwen3-moe/reference.json ]; then
   tail -3 "$OUT/moe_fixtures.txt"
 fi
 python3 scripts/make_moe_fixtures.py --verify tests/fixtures | tee "$OUT/moe_verify.txt"
-TARGETS="gpu_tests unit_model unit_dist nanovllm_cli" bash scripts/gpu_build_test.sh -R "CudaMoe|Qwen3Moe"
+TARGETS="gpu_tests unit_models unit_engine nanovllm_cli" bash scripts/gpu_build_test.sh -R "CudaMoe|Qwen3Moe"
 if [ -d /tmp/deps ]; then
   export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:/tmp/deps/usr/lib/x86_64-linux-gnu/openblas-pthread:${LD_LIBRARY_PATH:-}
 fi

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-# The real configs (as src/nanovllm/config.cpp's presets).
+# The real configs (as src/nanovllm/config/config.cpp's presets).
 PRESETS = {
     "qwen3-0.6b": dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
                        num_key_value_heads=8, head_dim=128, tie_word_embeddings=True),

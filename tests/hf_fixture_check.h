@@ -3,7 +3,7 @@
 // batch, greedy, the logits of each step that samples a token captured (chunked prefills' earlier
 // chunks sample none). Greedy tokens must equal the reference's wherever its top-1/top-2
 // margin exceeds 0.05, up to the first divergence (a near-tie may go the other way, after which
-// the contexts differ). Shared by the CPU test (tests/unit/model) and the CUDA one (tests/gpu).
+// the contexts differ). Shared by the CPU test (tests/unit/models) and the CUDA one (tests/gpu).
 #pragma once
 #include <gtest/gtest.h>
 

@@ -11,9 +11,9 @@
 
 #include "commands.h"
 #include "engine_flags.h"
-#include "nanovllm/generation_defaults.h"
-#include "nanovllm/llm.h"
-#include "nanovllm/request_json.h"
+#include "nanovllm/config/generation_defaults.h"
+#include "nanovllm/frontend/llm.h"
+#include "nanovllm/config/request_json.h"
 #include "nanovllm/utils/error.h"
 #include "nanovllm/utils/log.h"
 #include "tensor_parallel_start.h"

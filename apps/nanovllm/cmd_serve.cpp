@@ -7,7 +7,8 @@
 
 #include "commands.h"
 #include "engine_flags.h"
-#include "nanovllm/llm.h"
+#include "nanovllm/frontend/llm.h"
+#include "nanovllm/models/hf_config.h"
 #include "nanovllm/output/reasoning_parser.h"
 #include "nanovllm/output/tool_parser.h"
 #include "startup_log.h"
@@ -60,7 +61,7 @@ void run(ServeArgs& a) {
   // A server without a tokenizer answers text prompts with errors and returns no text: only on request.
   if (!a.skip_tokenizer_init && find_tokenizer_dir(cfg, a.engine.tokenizer).empty()) {
     std::string where = "looked in the model directory";
-    if (ModelConfig::preset(cfg.model)) {
+    if (preset_model_config(cfg.model)) {
       where = "";
       for (auto& d : preset_tokenizer_dirs(preset_tokenizer_name(cfg.model)))
         where += (where.empty() ? "looked in " : ", ") + d;

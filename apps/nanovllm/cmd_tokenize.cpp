@@ -9,7 +9,7 @@
 
 #include "commands.h"
 #include "engine_flags.h"
-#include "nanovllm/llm.h"
+#include "nanovllm/frontend/llm.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm::cli {

@@ -2,7 +2,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
-#include "nanovllm/config.h"
+#include "nanovllm/config/config.h"
 
 namespace nanovllm::cli {
 

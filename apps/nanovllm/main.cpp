@@ -9,7 +9,7 @@
 #include "did_you_mean.h"
 #include "nanovllm/dist/socket.h"
 #include "nanovllm/utils/error.h"
-#include "nanovllm/version.h"
+#include "nanovllm/utils/version.h"
 #include "vllm_flags.h"
 
 int main(int argc, char** argv) {

@@ -2,7 +2,7 @@
 // device(s), KV cache blocks and tokens, max_model_len and concurrency, CUDA graphs, and the
 // default sampling parameters taken from the model's generation config.
 #pragma once
-#include "nanovllm/llm.h"
+#include "nanovllm/frontend/llm.h"
 #include "nanovllm/server/server_options.h"
 
 namespace nanovllm::cli {

@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "nanovllm/engine/llm_engine.h"
-#include "nanovllm/engine/local_ranks.h"
+#include "nanovllm/dist/local_ranks.h"
 #include "nanovllm/engine/tensor_parallel.h"
 #include "nanovllm/utils/error.h"
 

@@ -9,7 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "nanovllm/config.h"
+#include "nanovllm/config/config.h"
 #include "nanovllm/server/server_options.h"
 
 namespace nanovllm::cli {

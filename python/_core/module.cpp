@@ -11,11 +11,12 @@
 #include <cstdlib>
 #include <variant>
 
-#include "nanovllm/engine/local_ranks.h"
+#include "nanovllm/dist/local_ranks.h"
 #include "nanovllm/engine/tensor_parallel.h"
-#include "nanovllm/llm.h"
+#include "nanovllm/frontend/llm.h"
+#include "nanovllm/models/hf_config.h"
 #include "nanovllm/utils/error.h"
-#include "nanovllm/version.h"
+#include "nanovllm/utils/version.h"
 
 namespace py = pybind11;
 using namespace nanovllm;
@@ -216,5 +217,5 @@ PYBIND11_MODULE(_core, m) {
   bind_engine_config(m);
   bind_sampling_params(m);
   bind_llm(m);
-  m.def("preset_names", &ModelConfig::preset_names);
+  m.def("preset_names", &preset_names);
 }

@@ -10,14 +10,15 @@
 #include <cstdlib>
 #include <string>
 
-#include "nanovllm/config.h"
+#include "nanovllm/config/config.h"
 #include "nanovllm/layers/rotary_embedding.h"
+#include "nanovllm/models/hf_config.h"
 #include "nanovllm/utils/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   try {
-    const nanovllm::ModelConfig c = nanovllm::ModelConfig::from_json_text(text, "config.json");
+    const nanovllm::ModelConfig c = nanovllm::parse_model_config(text, "config.json");
     const nanovllm::RopeParams rope = nanovllm::rotary_embedding(c);
     if (int64_t(rope.inv_freq.size()) != c.head_dim / 2 || c.derived_max_model_len() < 1) std::abort();
   } catch (const nanovllm::UserError&) {

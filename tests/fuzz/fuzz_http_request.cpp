@@ -17,7 +17,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 
-#include "nanovllm/llm.h"
+#include "nanovllm/frontend/llm.h"
 #include "nanovllm/server/http_connection.h"
 #include "nanovllm/server/openai_protocol.h"
 

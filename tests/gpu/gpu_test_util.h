@@ -11,7 +11,7 @@
 
 #include "nanovllm/backends/cpu/cpu_backend.h"
 #include "nanovllm/backends/cuda/cuda_backend.h"
-#include "nanovllm/ops/backend.h"
+#include "nanovllm/backends/backend.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm::test {

@@ -7,7 +7,7 @@
 #include <cstdio>
 
 #include "hf_fixture_check.h"
-#include "nanovllm/ops/backend.h"
+#include "nanovllm/backends/backend.h"
 
 using namespace nanovllm;
 

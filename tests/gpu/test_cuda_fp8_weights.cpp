@@ -1,5 +1,5 @@
 // FP8 weights on CUDA (backends/cuda/fp8_linear.cu, fp8_gemm_cublaslt.cu) against the CPU oracle
-// (ops/fp8_weights.h): quantize_weight's codes and scales bit-equal to the CPU's from the same BF16
+// (backends/fp8_weights.h): quantize_weight's codes and scales bit-equal to the CPU's from the same BF16
 // weight; at awkward shapes, per-channel and 128 x 128 block scales, BF16 and F32 outputs: the FP8
 // GEMV (T <= 8), cuBLASLt's FP8 GEMM with per-token activation scales (larger T, per-channel; the
 // oracle is fed the same rounded activations) and the dequantize + BF16 GEMM path (block scales, odd
@@ -16,10 +16,10 @@
 #include "fp8_checkpoint_writer.h"
 #include "gpu_test_util.h"
 #include "nanovllm/backends/cuda/kernel_plan.h"
-#include "nanovllm/ops/fp8_weights.h"
+#include "nanovllm/backends/fp8_weights.h"
 #include "temp_dir.h"
 #include "test_paths.h"
-#include "unit/model/engine_compare.h"
+#include "engine_compare.h"
 
 using namespace nanovllm;
 

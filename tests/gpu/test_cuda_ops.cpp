@@ -8,7 +8,7 @@
 #include <numeric>
 
 #include "nanovllm/layers/rotary_embedding.h"
-#include "nanovllm/ops/checks.h"
+#include "nanovllm/backends/checks.h"
 
 using namespace nanovllm;
 using namespace nanovllm::test;

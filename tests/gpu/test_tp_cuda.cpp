@@ -28,7 +28,7 @@
 #include <sstream>
 
 #include "nanovllm/backends/cuda/cuda_backend.h"
-#include "nanovllm/dist/communicator.h"
+#include "nanovllm/backends/communicator.h"
 #include "nanovllm/dist/socket.h"
 #include "nanovllm/engine/llm_engine.h"
 #include "nanovllm/engine/tensor_parallel.h"

@@ -5,7 +5,7 @@
 #pragma once
 #include <vector>
 
-#include "nanovllm/dist/communicator.h"
+#include "nanovllm/backends/communicator.h"
 #include "nanovllm/dist/socket.h"
 
 namespace nanovllm {

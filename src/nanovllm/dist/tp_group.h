@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "nanovllm/dist/communicator.h"
+#include "nanovllm/backends/communicator.h"
 #include "nanovllm/dist/rendezvous.h"
 
 namespace nanovllm {

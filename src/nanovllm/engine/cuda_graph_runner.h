@@ -10,7 +10,7 @@
 #include <map>
 #include <vector>
 
-#include "nanovllm/config.h"
+#include "nanovllm/config/config.h"
 #include "nanovllm/engine/model_runner.h"
 #include "nanovllm/layers/attention.h"
 #include "nanovllm/models/causal_lm.h"

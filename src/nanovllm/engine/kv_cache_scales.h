@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "nanovllm/kv_cache_dtype.h"
+#include "nanovllm/config/kv_cache_dtype.h"
 
 namespace nanovllm {
 

@@ -6,7 +6,8 @@
 #include "nanovllm/dist/tp_group.h"
 #include "nanovllm/engine/tensor_parallel.h"
 #include "nanovllm/engine/tp_protocol.h"
-#include "nanovllm/ops/profiling_backend.h"
+#include "nanovllm/backends/profiling_backend.h"
+#include "nanovllm/models/hf_config.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {
@@ -14,13 +15,13 @@ namespace nanovllm {
 ModelConfig resolve_model_config(const EngineConfig& cfg) {
   if (cfg.model.empty()) throw UserError("no model given (--model DIR or a preset such as qwen3-0.6b)");
   if (!std::filesystem::exists(cfg.model)) {
-    if (auto p = ModelConfig::preset(cfg.model)) {
+    if (auto p = preset_model_config(cfg.model)) {
       if (!cfg.load_dummy)
         throw UserError("'" + cfg.model + "' is a built-in preset without weights: add --load-format dummy");
       return *p;
     }
   }
-  return ModelConfig::from_dir(cfg.model);
+  return load_model_config(cfg.model);
 }
 
 std::unique_ptr<Backend> make_backend(const EngineConfig& cfg) {

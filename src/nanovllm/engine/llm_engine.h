@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "nanovllm/config.h"
+#include "nanovllm/config/config.h"
 #include "nanovllm/engine/block_manager.h"
 #include "nanovllm/engine/model_runner.h"
 #include "nanovllm/engine/scheduler.h"

@@ -32,14 +32,14 @@
 //    of the running queue as above. A prompt arriving stalls every running stream until it is read.
 //
 // Both compute the same tokens: a sequence's logits do not depend on what shares its step, so
-// greedy outputs are identical under either policy (tests/unit/model/test_mixed_steps.cpp, and on
+// greedy outputs are identical under either policy (tests/unit/engine/test_mixed_steps.cpp, and on
 // CUDA tests/gpu/test_engine_modes.cpp).
 #pragma once
 #include <cstdint>
 #include <deque>
 #include <vector>
 
-#include "nanovllm/config.h"
+#include "nanovllm/config/config.h"
 #include "nanovllm/engine/block_manager.h"
 #include "nanovllm/engine/sequence.h"
 

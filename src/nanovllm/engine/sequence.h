@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "nanovllm/ops/logits_processing.h"
-#include "nanovllm/sampling_params.h"
+#include "nanovllm/backends/logits_processing.h"
+#include "nanovllm/config/sampling_params.h"
 
 namespace nanovllm {
 

@@ -5,7 +5,7 @@
 // collectives) -> KV blocks = min over ranks (control channel) -> CUDA graph capture
 // (collectives) -> steps: rank 0 sends each step's inputs, all ranks run the forward.
 #pragma once
-#include "nanovllm/config.h"
+#include "nanovllm/config/config.h"
 #include "nanovllm/dist/rendezvous.h"
 
 namespace nanovllm {

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "nanovllm/config.h"
+#include "nanovllm/config/config.h"
 #include "nanovllm/engine/model_runner.h"
 
 namespace nanovllm {

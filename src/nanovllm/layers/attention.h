@@ -3,7 +3,7 @@
 // own k/v are already in the cache: the model writes them together with q/k norm and RoPE
 // (Backend::qk_norm_rope_store), one pass instead of two.
 #pragma once
-#include "nanovllm/ops/backend.h"
+#include "nanovllm/backends/backend.h"
 
 namespace nanovllm {
 

@@ -8,8 +8,8 @@
 #pragma once
 #include <vector>
 
-#include "nanovllm/dist/communicator.h"
-#include "nanovllm/ops/backend.h"
+#include "nanovllm/backends/communicator.h"
+#include "nanovllm/backends/backend.h"
 
 namespace nanovllm {
 

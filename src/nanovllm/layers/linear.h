@@ -9,15 +9,15 @@
 // summing in BF16 adds two roundings per output; on Qwen3-8B shapes that cost TP=2 vs TP=1 a
 // logits cosine of 0.9984 instead of >= 0.999.)
 #pragma once
-#include "nanovllm/dist/communicator.h"
-#include "nanovllm/ops/backend.h"
+#include "nanovllm/backends/communicator.h"
+#include "nanovllm/backends/backend.h"
 
 namespace nanovllm {
 
 struct Linear {
   Tensor weight;               // [out_features, in_features]: values, or codes with weight_scales
   Tensor bias;                 // [out_features], or undefined: no bias
-  WeightScales weight_scales;  // quantized weights' scales (ops/weight_scales.h); undefined: not quantized
+  WeightScales weight_scales;  // quantized weights' scales (backends/weight_scales.h); undefined: not quantized
 
   void create(Backend& be, int64_t out_features, int64_t in_features, bool with_bias = false) {
     weight = be.empty({out_features, in_features}, be.weight_dtype());

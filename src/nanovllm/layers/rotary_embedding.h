@@ -1,12 +1,12 @@
 // Rotary position embedding of a model (nano-vllm's RotaryEmbedding, Hugging Face's
 // Qwen3RotaryEmbedding with its ROPE_INIT_FUNCTIONS): the inverse frequency of every rotated pair
 // and the cos/sin scale, computed once when the model is built, for plain RoPE, YaRN or llama3. The
-// backend's qk_norm_rope ops apply them (ops/rope_params.h).
+// backend's qk_norm_rope ops apply them (backends/rope_params.h).
 #pragma once
 #include <cstdint>
 
-#include "nanovllm/config.h"
-#include "nanovllm/ops/rope_params.h"
+#include "nanovllm/config/config.h"
+#include "nanovllm/backends/rope_params.h"
 
 namespace nanovllm {
 

@@ -7,7 +7,7 @@
 
 #include <immintrin.h>
 
-#include "nanovllm/ops/sampling_noise.h"
+#include "nanovllm/backends/sampling_noise.h"
 
 // GCC 12 flags the undefined vectors inside its own AVX-512 intrinsics (_mm512_cvtepi64_epi32).
 #pragma GCC diagnostic ignored "-Wuninitialized"

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nanovllm/models/causal_lm.h"
-#include "nanovllm/ops/fp8_weights.h"
+#include "nanovllm/backends/fp8_weights.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {

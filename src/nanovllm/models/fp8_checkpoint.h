@@ -6,7 +6,7 @@
 //   every quantized projection: "<name>.weight" F8_E4M3 [N, K] and "<name>.weight_scale_inv" F32
 //     [ceil(N / 128), ceil(K / 128)], value = code x scale_inv (a multiplier despite its name).
 // The codes and scales load as they are (no dequantization) into Linear::weight and
-// WeightScales{block_n 128, block_k 128} (ops/weight_scales.h); packed q/k/v and gate/up parts and
+// WeightScales{block_n 128, block_k 128} (backends/weight_scales.h); packed q/k/v and gate/up parts and
 // tensor-parallel slices must fall on 128-row (column) block boundaries, refused otherwise naming the
 // tensor. Any other quant_method (awq, gptq, compressed-tensors, bitsandbytes, ...), format, block
 // size or activation scheme is refused by name, as is a module we would quantize in the ignored list.
@@ -17,7 +17,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "nanovllm/models/weights.h"
-#include "nanovllm/quantization.h"
+#include "nanovllm/config/quantization.h"
 
 namespace nanovllm {
 

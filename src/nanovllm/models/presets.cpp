@@ -3,7 +3,8 @@
 #include <functional>
 #include <utility>
 
-#include "nanovllm/config.h"
+#include "nanovllm/config/config.h"
+#include "nanovllm/models/hf_config.h"
 
 namespace nanovllm {
 
@@ -97,13 +98,13 @@ const std::pair<const char*, std::function<ModelConfig()>> kPresets[] = {
 
 }  // namespace
 
-std::optional<ModelConfig> ModelConfig::preset(const std::string& name) {
+std::optional<ModelConfig> preset_model_config(const std::string& name) {
   for (const auto& [n, make] : kPresets)
     if (name == n) return make();
   return std::nullopt;
 }
 
-std::vector<std::string> ModelConfig::preset_names() {
+std::vector<std::string> preset_names() {
   std::vector<std::string> names;
   for (const auto& [n, make] : kPresets) names.emplace_back(n);
   return names;

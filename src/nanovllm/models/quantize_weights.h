@@ -11,7 +11,7 @@
 
 #include "nanovllm/models/causal_lm.h"
 #include "nanovllm/models/weights.h"
-#include "nanovllm/quantization.h"
+#include "nanovllm/config/quantization.h"
 
 namespace nanovllm {
 

@@ -1,8 +1,9 @@
 // The architectures we implement: config.json's `architectures` name -> its model_type and the
-// class that builds it. A new family registers here (and its config keys in config_json.cpp).
+// class that builds it. A new family registers here (and its config keys in models/hf_config.cpp).
 #include <array>
 
 #include "nanovllm/models/causal_lm.h"
+#include "nanovllm/models/hf_config.h"
 #include "nanovllm/models/mistral.h"
 #include "nanovllm/models/qwen2.h"
 #include "nanovllm/models/qwen3.h"
@@ -40,13 +41,13 @@ const Architecture* find_architecture(const std::string& name) {
 
 }  // namespace
 
-std::vector<std::string> ModelConfig::supported_architectures() {
+std::vector<std::string> supported_architectures() {
   std::vector<std::string> names;
   for (const auto& a : kArchitectures) names.emplace_back(a.name);
   return names;
 }
 
-std::string ModelConfig::model_type_of(const std::string& architecture) {
+std::string model_type_of(const std::string& architecture) {
   const Architecture* a = find_architecture(architecture);
   return a ? a->model_type : "";
 }

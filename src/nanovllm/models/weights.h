@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "nanovllm/ops/backend.h"
+#include "nanovllm/backends/backend.h"
 
 namespace nanovllm {
 

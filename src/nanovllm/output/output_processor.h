@@ -16,7 +16,7 @@
 
 #include "nanovllm/output/reasoning_parser.h"
 #include "nanovllm/output/tool_parser.h"
-#include "nanovllm/sampling_params.h"
+#include "nanovllm/config/sampling_params.h"
 #include "nanovllm/tokenizer/tokenizer.h"
 
 namespace nanovllm::output {

@@ -1,6 +1,6 @@
 #include "nanovllm/server/chat_tools.h"
 
-#include "nanovllm/request_json.h"
+#include "nanovllm/config/request_json.h"
 
 namespace nanovllm::server {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "nanovllm/sampling_params.h"
+#include "nanovllm/config/sampling_params.h"
 #include "nanovllm/server/metrics.h"
 #include "nanovllm/utils/log.h"
 

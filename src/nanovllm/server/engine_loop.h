@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "nanovllm/llm.h"
+#include "nanovllm/frontend/llm.h"
 #include "nanovllm/output/output_processor.h"
 #include "nanovllm/server/engine_log.h"
 #include "nanovllm/server/metrics.h"

@@ -25,7 +25,7 @@
 #include "nanovllm/server/generation_handler.h"
 #include "nanovllm/server/http_connection.h"
 #include "nanovllm/server/server_state.h"
-#include "nanovllm/version.h"
+#include "nanovllm/utils/version.h"
 
 namespace nanovllm::server {
 

@@ -8,7 +8,7 @@
 #pragma once
 #include <memory>
 
-#include "nanovllm/llm.h"
+#include "nanovllm/frontend/llm.h"
 #include "nanovllm/server/server_options.h"
 
 namespace nanovllm::server {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "nanovllm/sampling_params.h"
+#include "nanovllm/config/sampling_params.h"
 
 namespace nanovllm::server {
 

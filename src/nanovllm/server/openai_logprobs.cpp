@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "nanovllm/request_json.h"
+#include "nanovllm/config/request_json.h"
 
 namespace nanovllm::server {
 

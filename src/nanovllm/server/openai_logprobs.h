@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "nanovllm/ops/logits_processing.h"
+#include "nanovllm/backends/logits_processing.h"
 #include "nanovllm/server/openai_protocol.h"
 #include "nanovllm/server/request_channel.h"
 

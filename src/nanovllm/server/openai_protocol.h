@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "nanovllm/generation_defaults.h"
-#include "nanovllm/llm.h"
+#include "nanovllm/config/generation_defaults.h"
+#include "nanovllm/frontend/llm.h"
 #include "nanovllm/output/output_processor.h"
 #include "nanovllm/server/api_error.h"
 

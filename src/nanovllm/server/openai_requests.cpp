@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "nanovllm/request_json.h"
+#include "nanovllm/config/request_json.h"
 #include "nanovllm/server/chat_tools.h"
 #include "nanovllm/server/openai_logprobs.h"
 #include "nanovllm/server/openai_protocol.h"

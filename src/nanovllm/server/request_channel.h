@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "nanovllm/output/tool_parser.h"
-#include "nanovllm/ops/logits_processing.h"
-#include "nanovllm/sampling_params.h"
+#include "nanovllm/backends/logits_processing.h"
+#include "nanovllm/config/sampling_params.h"
 #include "nanovllm/server/api_error.h"
 
 namespace nanovllm::server {

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "nanovllm/generation_defaults.h"
+#include "nanovllm/config/generation_defaults.h"
 #include "nanovllm/utils/log.h"
 
 namespace nanovllm::server {

@@ -4,8 +4,9 @@
 
 #include <string>
 
-#include "nanovllm/config.h"
+#include "nanovllm/config/config.h"
 #include "nanovllm/engine/tp_protocol.h"
+#include "nanovllm/models/hf_config.h"
 #include "nanovllm/utils/error.h"
 
 using namespace nanovllm;
@@ -13,7 +14,7 @@ using namespace nanovllm;
 namespace {
 
 ModelConfig model() {
-  auto m = ModelConfig::preset("qwen3-0.6b");
+  auto m = preset_model_config("qwen3-0.6b");
   EXPECT_TRUE(m.has_value());
   return *m;
 }

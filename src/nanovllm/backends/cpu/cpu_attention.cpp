@@ -19,7 +19,7 @@
 #include "nanovllm/backends/cpu/cpu_backend.h"
 #include "nanovllm/backends/cpu/cpu_bf16_kernels.h"
 #include "nanovllm/backends/cpu/cpu_vec.h"
-#include "nanovllm/ops/checks.h"
+#include "nanovllm/backends/checks.h"
 #include "nanovllm/utils/error.h"
 #include "nanovllm/utils/fp8.h"
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "nanovllm/backends/cpu/cpu_buffer_pool.h"
-#include "nanovllm/ops/backend.h"
+#include "nanovllm/backends/backend.h"
 
 namespace nanovllm {
 
@@ -30,7 +30,7 @@ class CpuBackend final : public Backend {
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
-  // Quantized weights (--quantization): F8E4M3 codes (ops/fp8_weights.h: the F32 GEMM of the dequantized
+  // Quantized weights (--quantization): F8E4M3 codes (backends/fp8_weights.h: the F32 GEMM of the dequantized
   // weights, weight-only; cpu_linear.cpp) or I8 codes (cpu_int8.cpp: Q8_0-like codes and dynamic INT8
   // activations); dispatched by cpu_quantize.cpp.
   void linear_quantized(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) override;

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "nanovllm/backends/cpu/cpu_backend.h"
-#include "nanovllm/ops/checks.h"
+#include "nanovllm/backends/checks.h"
 #include "nanovllm/utils/dtype.h"
 #include "nanovllm/utils/error.h"
 

@@ -20,8 +20,8 @@
 #include "nanovllm/backends/cpu/cpu_backend.h"
 #include "nanovllm/backends/cpu/cpu_bf16_kernels.h"
 #include "nanovllm/backends/cpu/cpu_split.h"
-#include "nanovllm/ops/checks.h"
-#include "nanovllm/ops/fp8_weights.h"
+#include "nanovllm/backends/checks.h"
+#include "nanovllm/backends/fp8_weights.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {
@@ -57,7 +57,7 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
 }
 
 // FP8 weights: each thread dequantizes 64 rows of codes at a time into F32 and multiplies them with
-// sgemm, so the result is the F32 GEMM of the dequantized weights (ops/fp8_weights.h's semantics).
+// sgemm, so the result is the F32 GEMM of the dequantized weights (backends/fp8_weights.h's semantics).
 void CpuBackend::linear_fp8(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) {
   check_fp8_weight(w, scales, "cpu linear");
   const int64_t T = x.size(0), K = x.size(1), N = w.size(0);

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "nanovllm/backends/cpu/cpu_backend.h"
-#include "nanovllm/ops/checks.h"
+#include "nanovllm/backends/checks.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "nanovllm/backends/cpu/cpu_backend.h"
-#include "nanovllm/ops/sampling_noise.h"
+#include "nanovllm/backends/sampling_noise.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {

@@ -4,7 +4,7 @@
 // (ceil(N / (8 * 256)), T), 8 elements per thread when N % 8 == 0.
 #include "nanovllm/backends/cuda/cuda_backend.h"
 #include "nanovllm/backends/cuda/cuda_common.cuh"
-#include "nanovllm/ops/checks.h"
+#include "nanovllm/backends/checks.h"
 
 namespace nanovllm {
 

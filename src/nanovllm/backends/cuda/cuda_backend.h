@@ -24,8 +24,8 @@
 
 #include "nanovllm/backends/cuda/kernel_plan.h"
 #include "nanovllm/backends/cuda/tma_desc.h"
-#include "nanovllm/kernel_options.h"
-#include "nanovllm/ops/backend.h"
+#include "nanovllm/config/kernel_options.h"
+#include "nanovllm/backends/backend.h"
 #include "nanovllm/utils/step_arena.h"
 
 namespace nanovllm {
@@ -61,7 +61,7 @@ class CudaBackend final : public Backend {
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
-  // FP8 weights (fp8_linear.cu; ops/fp8_weights.h): sm_89+ (FP8 conversions in hardware).
+  // FP8 weights (fp8_linear.cu; backends/fp8_weights.h): sm_89+ (FP8 conversions in hardware).
   void linear_quantized(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) override;
   void linear_silu_mul_quantized(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) override;
   bool supports_quantization(Quantization q) const override;

@@ -15,7 +15,7 @@
 //        sum_g w_scale[g][n] x a_scale[g][t] x sum_{k in g} code_w[n, k] code_x[t, k]. Its rows of
 //        a_scale must be 16-byte aligned: linear_quantized gives it fp8_block_gemm_rows(T) rows
 //        (kernel_plan.h) and the last ones to the GEMV.
-// ops/fp8_weights.h's fake_quantize_activations_fp8 (block_k 0 or 128) is the host reference of
+// backends/fp8_weights.h's fake_quantize_activations_fp8 (block_k 0 or 128) is the host reference of
 // the activation rounding.
 // The layout and plan cache are gemm_cublaslt.cu's (column-major out^T = (w^T)^T x^T, "TN", the
 // form FP8 matmuls need; GemmOperands::Fp8RowScaled / Fp8Block128): descriptors per (T, N, K, F32

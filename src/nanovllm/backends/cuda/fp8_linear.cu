@@ -1,5 +1,5 @@
 // FP8 (E4M3) weights on the GPU (--quantization fp8, Qwen's FP8 checkpoints; format and semantics
-// in ops/fp8_weights.h): out[T, N] = x[T, K] @ value[N, K]^T with value = code x scale, BF16 x,
+// in backends/fp8_weights.h): out[T, N] = x[T, K] @ value[N, K]^T with value = code x scale, BF16 x,
 // FP32 accumulation. The GEMV and the dequantize path are weight-only (x is not quantized), as the
 // CPU oracle computes; the FP8 GEMM (fp8_gemm=auto) quantizes x per token as well.
 //
@@ -26,8 +26,8 @@
 #include "nanovllm/backends/cuda/cuda_backend.h"
 #include "nanovllm/backends/cuda/cuda_common.cuh"
 #include "nanovllm/backends/cuda/fp8.cuh"
-#include "nanovllm/ops/checks.h"
-#include "nanovllm/ops/fp8_weights.h"
+#include "nanovllm/backends/checks.h"
+#include "nanovllm/backends/fp8_weights.h"
 
 namespace nanovllm {
 namespace cuda {

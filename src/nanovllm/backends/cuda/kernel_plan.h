@@ -2,7 +2,7 @@
 // anything, returning a small struct that says which kernel runs and how. The kernels do not
 // decline work: what they support is stated here (the limits below), and an op only calls a kernel
 // that its plan chose. Plain C++ without CUDA types, so the rules are unit-tested on the CPU
-// (tests/unit/model/test_kernel_plan.cpp); the device facts they need (SM count, cluster limit,
+// (tests/unit/backends/cuda/test_kernel_plan.cpp); the device facts they need (SM count, cluster limit,
 // occupancy) come in as arguments.
 //
 // plan_linear (linear, linear_silu_mul, add_rms_norm_linear; gemm_cublaslt.cu):
@@ -96,7 +96,7 @@
 #include <functional>
 #include <vector>
 
-#include "nanovllm/kernel_options.h"
+#include "nanovllm/config/kernel_options.h"
 
 namespace nanovllm::cuda {
 
@@ -165,7 +165,7 @@ int64_t gemv_grid(const LinearProblem& p);
 // called only where the rule needs it (gemv_norm auto, K <= 2048).
 LinearPlan plan_linear(const LinearProblem& p, const KernelOptions& o, const std::function<int64_t()>& norm_wave);
 
-// ---- FP8 weights (linear_quantized; fp8_linear.cu, semantics in ops/fp8_weights.h)
+// ---- FP8 weights (linear_quantized; fp8_linear.cu, semantics in backends/fp8_weights.h)
 //  * The FP8 GEMV for 1 <= T <= kFp8GemvMaxM rows of BF16 x, K % 16 == 0 (16 codes per 16-byte
 //    load), 16-byte aligned operands, scales per output channel or in blocks whose K extent is a
 //    multiple of 16: weight-only, one pass over half the bytes of the BF16 weight (batch-1 decode
@@ -173,7 +173,7 @@ LinearPlan plan_linear(const LinearProblem& p, const KernelOptions& o, const std
 //  * Per-channel weights (block_k 0), K and N multiples of 16, fp8_gemm=auto: cuBLASLt's FP8 GEMM on the tensor
 //    cores (E4M3 x E4M3 -> BF16/F32, FP32 accumulation) with outer-vector scales (weight scale per
 //    output channel x activation scale per token), the activations quantized per token first
-//    (quantize_act_fp8_kernel; ops/fp8_weights.h's fake_quantize_activations_fp8 is the host
+//    (quantize_act_fp8_kernel; backends/fp8_weights.h's fake_quantize_activations_fp8 is the host
 //    reference): vLLM's online FP8. Half the weight bytes and twice the BF16 tensor-core rate.
 //  * Block scales with 128-column blocks (Qwen's FP8 checkpoints: 128 x 128), K % 128 == 0, N % 16
 //    == 0, fp8_gemm=auto: the same GEMM with cuBLASLt's VEC128 scales for both operands (the

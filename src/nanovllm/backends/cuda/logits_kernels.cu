@@ -1,7 +1,7 @@
 // The sampler's optional passes, for the rows that ask (logits_kernels.h).
 //   process_logits: one CTA per row: the row converted to F32 into out [B, V], then, for a row with
 //     entries, each entry's token (distinct within the row) adjusted by vLLM V1's formulas
-//     (ops/logits_processing.h): -inf when banned (min_tokens), + bias, repetition scaling when
+//     (backends/logits_processing.h): -inf when banned (min_tokens), + bias, repetition scaling when
 //     seen in the prompt or output, - frequency * count, - presence when in the output.
 //   logprobs: one CTA per asking row: x_i = logit_i * scale; max by block argmax (which is also the
 //     top-1), lse = max + log(sum exp(x_i - max)) (double sum); the sampled token's x - lse and rank
@@ -12,7 +12,7 @@
 
 #include "nanovllm/backends/cuda/logits_kernels.h"
 #include "nanovllm/backends/cuda/sampler_reduce.cuh"
-#include "nanovllm/ops/logits_processing.h"
+#include "nanovllm/backends/logits_processing.h"
 
 namespace nanovllm::cuda {
 

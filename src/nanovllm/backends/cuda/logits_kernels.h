@@ -1,5 +1,5 @@
 // The sampler's optional passes (logits_kernels.cu), launched by CudaBackend::sample only for the
-// rows that ask: logits processing (penalties, logit_bias, min_tokens; ops/logits_processing.h)
+// rows that ask: logits processing (penalties, logit_bias, min_tokens; backends/logits_processing.h)
 // and logprobs (log-softmax + top-N).
 #pragma once
 #include <cstdint>

@@ -27,7 +27,7 @@
 #include "nanovllm/backends/cuda/cuda_backend.h"
 #include "nanovllm/backends/cuda/cuda_common.cuh"
 #include "nanovllm/backends/cuda/moe.cuh"
-#include "nanovllm/ops/checks.h"
+#include "nanovllm/backends/checks.h"
 
 namespace nanovllm {
 

@@ -30,7 +30,7 @@
 #include "nanovllm/backends/cuda/cuda_common.cuh"
 #include "nanovllm/backends/cuda/logits_kernels.h"
 #include "nanovllm/backends/cuda/sampler_reduce.cuh"
-#include "nanovllm/ops/sampling_noise.h"
+#include "nanovllm/backends/sampling_noise.h"
 
 namespace nanovllm {
 

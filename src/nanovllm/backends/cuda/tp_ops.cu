@@ -5,7 +5,7 @@
 //  cuda_device_count: visible GPUs, to refuse more ranks per node than GPUs before any GPU work.
 #include "nanovllm/backends/cuda/cuda_backend.h"
 #include "nanovllm/backends/cuda/cuda_common.cuh"
-#include "nanovllm/ops/checks.h"
+#include "nanovllm/backends/checks.h"
 
 namespace nanovllm {
 

@@ -1,0 +1,58 @@
+// Per-request sampling parameters (vLLM's names and defaults).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace nanovllm {
+
+struct SamplingParams {
+  float temperature = 1.0f;      // 0 = greedy
+  int top_k = 0;                 // 0 or -1 = off
+  float top_p = 1.0f;            // (0, 1]
+  float min_p = 0.0f;            // [0, 1]
+  std::optional<uint64_t> seed;  // same seed, same output
+  int max_tokens = 16;
+  bool ignore_eos = false;
+  std::vector<int32_t> stop_token_ids;
+  std::vector<std::string> stop;  // stop strings (need a tokenizer)
+  bool skip_special_tokens = true;
+  bool include_stop_str_in_output = false;  // keep the stop string (or stop token's text) in the text
+  // Logits processing before temperature, as vLLM V1 (backends/logits_processing.h has the formulas).
+  float presence_penalty = 0.0f;                      // [-2, 2], over the output tokens
+  float frequency_penalty = 0.0f;                     // [-2, 2], over the output tokens
+  float repetition_penalty = 1.0f;                    // > 0, over prompt and output tokens
+  std::vector<std::pair<int32_t, float>> logit_bias;  // (token id, bias in [-100, 100])
+  int min_tokens = 0;  // EOS and stop_token_ids are masked until this many tokens are generated
+  // Logprobs of each generated token and of the top `logprobs` candidates (0: the chosen token
+  // only); none when unset. The engine refuses more than its max_logprobs.
+  std::optional<int> logprobs;
+  // Logprobs of each prompt token after the first (given the tokens before it) and the top
+  // `prompt_logprobs` candidates, from the raw logits; such a prompt is computed, not read from
+  // the prefix cache.
+  std::optional<int> prompt_logprobs;
+  int n = 1;  // parallel samples of one prompt (the server expands them into n sequences)
+
+  // Throws InvalidRequest naming the field.
+  void validate() const;
+  bool greedy() const { return temperature == 0.0f; }
+  // Any of the logits processors above is active (else sampling takes the plain path).
+  bool processes_logits() const {
+    return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f || !logit_bias.empty() ||
+           min_tokens > 0;
+  }
+};
+
+enum class FinishReason : uint8_t { None, Stop, Length, Abort };
+inline const char* finish_reason_str(FinishReason r) {
+  switch (r) {
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Length: return "length";
+    case FinishReason::Abort: return "abort";
+    default: return "";
+  }
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,208 @@
+#include "nanovllm/frontend/llm.h"
+
+#include <filesystem>
+#include <future>
+#include <map>
+
+#include "nanovllm/models/hf_config.h"
+#include "nanovllm/output/output_processor.h"
+#include "nanovllm/output/step_events.h"
+#include "nanovllm/utils/error.h"
+#include "nanovllm/utils/progress.h"
+
+namespace nanovllm {
+namespace fs = std::filesystem;
+
+namespace {
+
+// The running executable's directory ("" when /proc is not there).
+fs::path executable_dir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : exe.parent_path();
+}
+
+}  // namespace
+
+std::string preset_tokenizer_name(const std::string& model) {
+  const auto preset = preset_model_config(model);
+  if (!preset) return "";
+  // Qwen2.5 has Qwen3's byte-level BPE and ids (Qwen3 adds a few special tokens); Qwen3-MoE is Qwen3's.
+  if (preset->architecture == "Qwen3ForCausalLM" || preset->architecture == "Qwen3MoeForCausalLM" ||
+      preset->architecture == "Qwen2ForCausalLM")
+    return "qwen3";
+  if (preset->architecture == "LlamaForCausalLM") return "llama3";
+  return "";
+}
+
+std::vector<std::string> preset_tokenizer_dirs(const std::string& name) {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("NANOVLLM_TOKENIZER_DIR")) dirs.emplace_back(env);
+  const fs::path exe = executable_dir();
+  if (!exe.empty() && !name.empty()) {
+    dirs.push_back((exe / "share/nanovllm/tokenizers" / name).string());     // the build tree
+    dirs.push_back((exe / "../share/nanovllm/tokenizers" / name).string());  // an installed prefix
+  }
+  return dirs;
+}
+
+std::string find_tokenizer_dir(const EngineConfig& cfg, const std::string& explicit_dir) {
+  if (!explicit_dir.empty()) {
+    if (!fs::exists(fs::path(explicit_dir) / "tokenizer.json"))
+      throw UserError("--tokenizer " + explicit_dir + ": no tokenizer.json there");
+    return explicit_dir;
+  }
+  if (fs::exists(fs::path(cfg.model) / "tokenizer.json")) return cfg.model;
+  if (preset_model_config(cfg.model))
+    for (auto& d : preset_tokenizer_dirs(preset_tokenizer_name(cfg.model)))
+      if (fs::exists(fs::path(d) / "tokenizer.json")) return d;
+  return "";
+}
+
+LLM::LLM(EngineConfig cfg, const std::string& tokenizer_dir, bool skip_tokenizer_init) {
+  const std::string tdir = skip_tokenizer_init ? "" : find_tokenizer_dir(cfg, tokenizer_dir);
+  // The tokenizer (parsing tokenizer.json: ~0.5 s for Qwen3's, one core) loads on its own thread
+  // while the engine loads or generates the weights; its errors come out of get().
+  std::future<std::unique_ptr<Tokenizer>> tokenizer;
+  if (!tdir.empty()) tokenizer = std::async(std::launch::async, [tdir] { return Tokenizer::from_dir(tdir); });
+  engine_ = std::make_unique<LLMEngine>(std::move(cfg));
+  if (!tdir.empty()) {
+    tokenizer_ = tokenizer.get();
+    if (!tokenizer_->chat_template().empty())
+      chat_template_ = std::make_unique<ChatTemplate>(tokenizer_->chat_template());
+  }
+}
+
+const Tokenizer& LLM::require_tokenizer() const {
+  if (!tokenizer_)
+    throw UserError("the model has no tokenizer (tokenizer.json); give prompts as token ids or pass --tokenizer DIR");
+  return *tokenizer_;
+}
+
+std::vector<int32_t> LLM::to_token_ids(const Prompt& p) const {
+  if (!p.token_ids.empty()) return p.token_ids;
+  if (p.text.empty()) throw InvalidRequest("prompt", "the prompt is empty");
+  return require_tokenizer().encode(p.text, p.add_special_tokens);
+}
+
+std::string LLM::apply_chat_template(const ChatTemplateInputs& in) const {
+  const Tokenizer& tok = require_tokenizer();
+  if (!chat_template_)
+    throw UserError("the tokenizer has no chat template (tokenizer_config.json, chat_template.jinja)");
+  ChatTemplateInputs x = in;
+  if (x.bos_token.empty()) x.bos_token = tok.bos_token();
+  if (x.eos_token.empty()) x.eos_token = tok.eos_token();
+  return chat_template_->render(x);
+}
+
+std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params,
+                                         bool progress, const std::function<void()>& after_step) {
+  if (params.size() != 1 && params.size() != prompts.size())
+    throw UserError("generate: " + std::to_string(params.size()) + " sampling params for " +
+                    std::to_string(prompts.size()) + " prompts");
+  // Tokenize and validate everything first: a bad request fails before any work starts.
+  std::vector<Prompt> checked;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    try {
+      checked.push_back(Prompt::of_ids(to_token_ids(prompts[i])));
+      const auto& sp = params[params.size() == 1 ? 0 : i];
+      sp.validate();
+      if (!sp.stop.empty()) require_tokenizer();
+    } catch (const InvalidRequest& e) {
+      throw InvalidRequest(e.param, "request " + std::to_string(i) + ": " + e.what());
+    }
+  }
+  std::map<int64_t, size_t> mine;  // this call's unfinished requests -> their prompt index
+  std::vector<RequestOutput> outs(prompts.size());
+  try {
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      try {
+        mine.emplace(add_request(checked[i], params[params.size() == 1 ? 0 : i]), i);
+      } catch (const InvalidRequest& e) {
+        throw InvalidRequest(e.param, "request " + std::to_string(i) + ": " + e.what());
+      }
+    }
+    ProgressBar bar(int64_t(prompts.size()), progress);
+    while (!mine.empty()) {
+      StepResult r;
+      std::vector<RequestOutput> done = step(&r);
+      bar.on_step(r.is_prefill, r.num_tokens, r.seconds);
+      for (RequestOutput& o : done) {
+        auto it = mine.find(o.request_id);
+        if (it == mine.end()) continue;  // queued by add_request outside this call
+        outs[it->second] = std::move(o);
+        mine.erase(it);
+        bar.on_finished();
+      }
+      if (after_step) after_step();
+    }
+    bar.done();
+  } catch (...) {
+    for (auto& [id, _] : mine) abort_request(id);
+    throw;
+  }
+  return outs;
+}
+
+int64_t LLM::add_request(const Prompt& prompt, const SamplingParams& params) {
+  std::vector<int32_t> ids = to_token_ids(prompt);
+  params.validate();
+  if (!params.stop.empty()) require_tokenizer();
+  const int64_t id = engine_->add_request(ids, params);
+  Live& l = live_[id];
+  if (!params.stop.empty()) l.out.emplace(tokenizer_.get(), params);
+  l.skip_special_tokens = params.skip_special_tokens;
+  l.include_stop_str_in_output = params.include_stop_str_in_output;
+  l.o.request_id = id;
+  l.o.prompt_token_ids = std::move(ids);
+  return id;
+}
+
+void LLM::abort_request(int64_t id) {
+  engine_->abort(id);
+  live_.erase(id);
+}
+
+// The text of a finished request decoded at once, as the output processor would have made it:
+// the token that ended it in the engine (EOS, a stop token: `stop_token`) is not text unless
+// asked for, and ids past the tokenizer's vocabulary (a padded embedding) have none.
+void LLM::finish_text(Live& l, bool stop_token) const {
+  if (!tokenizer_) return;
+  std::vector<int32_t> ids;
+  const size_t n = l.o.token_ids.size() - (stop_token && !l.include_stop_str_in_output ? 1 : 0);
+  for (size_t i = 0; i < n; ++i)
+    if (l.o.token_ids[i] >= 0 && l.o.token_ids[i] < tokenizer_->vocab_size()) ids.push_back(l.o.token_ids[i]);
+  l.o.text = tokenizer_->decode(ids, l.skip_special_tokens);
+}
+
+std::vector<RequestOutput> LLM::step(StepResult* stats) {
+  StepResult r = engine_->step();
+  std::vector<RequestOutput> finished;
+  for (const output::TokenEvent& e : output::step_events(r)) {
+    auto it = live_.find(e.request_id);
+    if (it == live_.end()) continue;
+    Live& l = it->second;
+    RequestOutput& o = l.o;
+    FinishReason finish = e.finish;
+    if (l.out) {
+      const output::OutputDelta d = l.out->push(e.token, e.finish);
+      o.text += d.text;
+      finish = d.finish;
+      if (d.stopped_by_string) engine_->abort(e.request_id);  // the engine does not know stop strings
+    }
+    if (e.token >= 0) o.token_ids.push_back(e.token);
+    if (finish == FinishReason::None) continue;
+    o.finish_reason = finish;
+    if (e.finished) {
+      o.num_cached_prompt_tokens = e.finished->num_cached_prompt_tokens;
+      o.token_ids = e.finished->token_ids;
+    }
+    if (!l.out) finish_text(l, finish == FinishReason::Stop && e.token >= 0 && !o.token_ids.empty());
+    finished.push_back(std::move(o));
+    live_.erase(it);
+  }
+  if (stats) *stats = std::move(r);
+  return finished;
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,98 @@
+// The public C++ API (nano-vllm's LLM): load a model, generate for a batch of prompts.
+//
+//   nanovllm::EngineConfig cfg;  cfg.model = "/path/to/Qwen3-0.6B";
+//   nanovllm::LLM llm(cfg);
+//   auto outs = llm.generate({nanovllm::Prompt::text("Hello")}, {nanovllm::SamplingParams{}});
+//   std::cout << outs[0].text;
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "nanovllm/config/config.h"
+#include "nanovllm/engine/llm_engine.h"
+#include "nanovllm/output/output_processor.h"
+#include "nanovllm/config/sampling_params.h"
+#include "nanovllm/tokenizer/chat_template.h"
+#include "nanovllm/tokenizer/tokenizer.h"
+
+namespace nanovllm {
+
+struct Prompt {
+  std::string text;  // used when token_ids is empty
+  std::vector<int32_t> token_ids;
+  // Text prompts: add the tokenizer's special tokens (its post-processor's BOS for Llama and
+  // Mistral; none for Qwen), as vLLM and Hugging Face do; false for text a chat template rendered.
+  bool add_special_tokens = true;
+  static Prompt of_text(std::string t, bool add_special_tokens = true) {
+    return {std::move(t), {}, add_special_tokens};
+  }
+  static Prompt of_ids(std::vector<int32_t> ids) { return {"", std::move(ids), false}; }
+};
+
+// Where the tokenizer of cfg.model lives: `explicit_dir`, else the model directory when it has
+// tokenizer.json, else (a built-in preset) the first of preset_tokenizer_dirs(its tokenizer) that has
+// one. Empty when there is none.
+std::string find_tokenizer_dir(const EngineConfig& cfg, const std::string& explicit_dir);
+// The tokenizer bundled for a preset: "qwen3" (the Qwen3 and Qwen2.5 presets), "llama3" (Llama
+// 3.x); "" for Mistral (none bundled) and for anything not a preset.
+std::string preset_tokenizer_name(const std::string& model);
+// Where a preset's tokenizer `name` is looked for: $NANOVLLM_TOKENIZER_DIR, then
+// share/nanovllm/tokenizers/<name> beside the executable (the build tree: CMake copies it there
+// from the npm data of scripts/setup.sh) and under its prefix (`cmake --install`).
+std::vector<std::string> preset_tokenizer_dirs(const std::string& name = "qwen3");
+
+class LLM {
+ public:
+  // `tokenizer_dir` empty: find_tokenizer_dir's choice. `skip_tokenizer_init`: load none (token
+  // ids in and out only, as vLLM's --skip-tokenizer-init).
+  explicit LLM(EngineConfig cfg, const std::string& tokenizer_dir = "", bool skip_tokenizer_init = false);
+
+  // One output per prompt, in order. params has one entry (for all) or one per prompt.
+  // Throws InvalidRequest (with the prompt index in the message) before running anything if
+  // any request is invalid. `after_step` (optional) runs after every engine step and may throw
+  // (the Python binding's Ctrl-C check): the call's unfinished requests are then aborted.
+  std::vector<RequestOutput> generate(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params,
+                                      bool progress = false, const std::function<void()>& after_step = {});
+
+  // nano-vllm's LLMEngine loop with text: queue a request (tokenized and validated; throws
+  // InvalidRequest), then step() while has_unfinished(). step() returns the requests that
+  // finished in it (text, token ids, finish reason); `stats` gets the engine's StepResult.
+  int64_t add_request(const Prompt& prompt, const SamplingParams& params);
+  std::vector<RequestOutput> step(StepResult* stats = nullptr);
+  bool has_unfinished() const { return engine_->has_unfinished(); }
+  void abort_request(int64_t id);
+
+  // Chat messages -> prompt text through the model's chat template.
+  std::string apply_chat_template(const ChatTemplateInputs& in) const;
+  // Replaces the tokenizer's chat template (--chat-template); throws TokenizerError on bad syntax.
+  void set_chat_template(const std::string& source) { chat_template_ = std::make_unique<ChatTemplate>(source); }
+
+  const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  const Tokenizer& require_tokenizer() const;  // throws UserError when there is none
+  LLMEngine& engine() { return *engine_; }
+  std::vector<int32_t> to_token_ids(const Prompt& p) const;
+
+ private:
+  std::unique_ptr<LLMEngine> engine_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ChatTemplate> chat_template_;
+  // A request between add_request and its last step. Its text is made as it goes (the output
+  // processor) only where stop strings need it; else it is decoded once when it finishes, which
+  // costs the engine loop nothing per token (nano-vllm decodes at the end too).
+  struct Live {
+    std::optional<output::OutputProcessor> out;
+    RequestOutput o;
+    bool skip_special_tokens = true;
+    bool include_stop_str_in_output = false;
+  };
+  void finish_text(Live& l, bool stop_token) const;
+  std::map<int64_t, Live> live_;
+};
+
+}  // namespace nanovllm

@@ -1,0 +1,165 @@
+// KernelOptions (kernel_options.h): the NANOVLLM_* environment overrides and --kernel-options parse
+// into the struct, bad values are refused with a UserError naming the variable or key, to_string()
+// reads back to the same options, and EngineConfig::validate() checks fields set from C++.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "nanovllm/config/config.h"
+#include "nanovllm/config/kernel_options.h"
+#include "nanovllm/utils/error.h"
+
+using namespace nanovllm;
+
+namespace {
+
+KernelOptions from_env(const std::map<std::string, std::string>& env) {
+  KernelOptions o;
+  apply_kernel_env_overrides(o, [&env](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+  return o;
+}
+
+// The UserError message of applying `env`, or "" when it was accepted.
+std::string env_error(const std::map<std::string, std::string>& env) {
+  try {
+    from_env(env);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string spec_error(const std::string& spec) {
+  KernelOptions o;
+  try {
+    apply_kernel_options(o, spec);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(KernelOptions, DefaultsAreTheMeasuredBest) {
+  const KernelOptions o;
+  EXPECT_EQ(o.to_string(),
+            "pdl=on gemv_norm=auto max_decode_splits=16 long_decode_context=8192 long_decode_splits=64 "
+            "decode_cluster=off decode_warps=8 decode_read_ahead=on p2p_all_reduce=on all_reduce_norm=on "
+            "prefill_attention=auto fp8_gemm=auto cpu_precision=fast");
+  EXPECT_NO_THROW(o.validate());
+  EXPECT_EQ(from_env({}), o);  // no variables set: nothing changes
+}
+
+TEST(KernelOptions, EnvironmentOverridesEveryField) {
+  const KernelOptions o = from_env({{"NANOVLLM_PDL", "0"},
+                                    {"NANOVLLM_GEMV_NORM", "2"},
+                                    {"NANOVLLM_DECODE_SPLITS", "4"},
+                                    {"NANOVLLM_LONG_DECODE_CONTEXT", "0"},
+                                    {"NANOVLLM_LONG_DECODE_SPLITS", "128"},
+                                    {"NANOVLLM_DECODE_CLUSTER", "1"},
+                                    {"NANOVLLM_DECODE_WARPS", "4"},
+                                    {"NANOVLLM_DECODE_READ_AHEAD", "off"},
+                                    {"NANOVLLM_P2P_ALLREDUCE", "0"},
+                                    {"NANOVLLM_ALLREDUCE_NORM", "off"},
+                                    {"NANOVLLM_PREFILL_ATTENTION", "tiled"},
+                                    {"NANOVLLM_FP8_GEMM", "dequantize"}});
+  EXPECT_FALSE(o.pdl);
+  EXPECT_EQ(o.gemv_norm, GemvNormFusion::Always);
+  EXPECT_EQ(o.max_decode_splits, 4);
+  EXPECT_EQ(o.long_decode_context, 0);
+  EXPECT_EQ(o.long_decode_splits, 128);
+  EXPECT_TRUE(o.decode_cluster);
+  EXPECT_EQ(o.decode_warps, 4);
+  EXPECT_FALSE(o.decode_read_ahead);
+  EXPECT_FALSE(o.p2p_all_reduce);
+  EXPECT_FALSE(o.all_reduce_norm);
+  EXPECT_EQ(o.prefill_attention, PrefillAttention::Tiled);
+  EXPECT_EQ(o.fp8_gemm, Fp8Gemm::Dequantize);
+  // The numeric forms of the old variables and the names are the same values.
+  EXPECT_EQ(from_env({{"NANOVLLM_GEMV_NORM", "0"}}).gemv_norm, GemvNormFusion::Never);
+  EXPECT_EQ(from_env({{"NANOVLLM_GEMV_NORM", "never"}}).gemv_norm, GemvNormFusion::Never);
+  EXPECT_EQ(from_env({{"NANOVLLM_GEMV_NORM", "1"}}).gemv_norm, GemvNormFusion::Auto);
+  EXPECT_TRUE(from_env({{"NANOVLLM_PDL", "1"}}).pdl);
+  EXPECT_TRUE(from_env({{"NANOVLLM_PDL", "true"}}).pdl);
+  EXPECT_TRUE(from_env({{"NANOVLLM_PDL", ""}}).pdl);  // empty: as if unset
+  EXPECT_EQ(from_env({{"NANOVLLM_PREFILL_ATTENTION", "wgmma"}}).prefill_attention, PrefillAttention::Wgmma);
+  EXPECT_EQ(from_env({{"NANOVLLM_PREFILL_ATTENTION", "mma"}}).prefill_attention, PrefillAttention::Mma);
+}
+
+TEST(KernelOptions, BadEnvironmentValuesAreRefusedByName) {
+  EXPECT_EQ(env_error({{"NANOVLLM_DECODE_WARPS", "6"}}),
+            "NANOVLLM_DECODE_WARPS=6: kernel option decode_warps must be 4 or 8 (got '6')");
+  EXPECT_EQ(env_error({{"NANOVLLM_DECODE_WARPS", "16"}}),
+            "NANOVLLM_DECODE_WARPS=16: kernel option decode_warps must be 4 or 8 (got '16')");
+  EXPECT_EQ(env_error({{"NANOVLLM_DECODE_SPLITS", "32"}}),
+            "NANOVLLM_DECODE_SPLITS=32: kernel option max_decode_splits must be an integer in [1, 16] (got '32')");
+  for (const char* bad : {"0", "-1", "8x", " 8", "99999999999"})
+    EXPECT_NE(env_error({{"NANOVLLM_DECODE_SPLITS", bad}}), "") << bad;
+  EXPECT_NE(env_error({{"NANOVLLM_PDL", "yes"}}).find("NANOVLLM_PDL=yes: kernel option pdl must be on or off"),
+            std::string::npos);
+  EXPECT_NE(env_error({{"NANOVLLM_GEMV_NORM", "3"}}).find("gemv_norm must be auto, never or always"),
+            std::string::npos);
+  EXPECT_NE(env_error({{"NANOVLLM_PREFILL_ATTENTION", "flash"}}).find("auto, wgmma_tma, wgmma, mma or tiled"),
+            std::string::npos);
+  EXPECT_EQ(env_error({{"NANOVLLM_LONG_DECODE_SPLITS", "129"}}),
+            "NANOVLLM_LONG_DECODE_SPLITS=129: kernel option long_decode_splits must be an integer in [1, 128] (got "
+            "'129')");
+  EXPECT_NE(env_error({{"NANOVLLM_LONG_DECODE_CONTEXT", "1000000"}}).find("long_decode_context must be 0 (off)"),
+            std::string::npos);
+  EXPECT_NE(env_error({{"NANOVLLM_LONG_DECODE_CONTEXT", "-5"}}), "");
+  EXPECT_EQ(env_error({{"NANOVLLM_DECODE_WARPS", "8"}, {"NANOVLLM_DECODE_SPLITS", "1"}}), "");
+}
+
+TEST(KernelOptions, CliSpecParsesAndRoundTrips) {
+  KernelOptions o;
+  apply_kernel_options(o, "pdl=off,max_decode_splits=8,prefill_attention=mma,cpu_precision=exact,fp8_gemm=dequantize");
+  EXPECT_EQ(o.cpu_precision, CpuPrecision::Exact);
+  EXPECT_EQ(o.fp8_gemm, Fp8Gemm::Dequantize);
+  EXPECT_NE(spec_error("fp8_gemm=cublas").find("fp8_gemm must be auto or dequantize"), std::string::npos);
+  EXPECT_NE(spec_error("cpu_precision=bf16").find("cpu_precision must be fast or exact"), std::string::npos);
+  EXPECT_FALSE(o.pdl);
+  EXPECT_EQ(o.max_decode_splits, 8);
+  EXPECT_EQ(o.prefill_attention, PrefillAttention::Mma);
+  EXPECT_FALSE(o.decode_cluster);  // untouched
+  // to_string() with ',' is a spec that gives back the same options, from any starting point.
+  KernelOptions back;
+  back.decode_warps = 4;
+  apply_kernel_options(back, o.to_string(","));
+  EXPECT_EQ(back, o);
+  EXPECT_NE(back, KernelOptions());
+}
+
+TEST(KernelOptions, BadCliSpecsAreRefused) {
+  EXPECT_EQ(spec_error("decode_warps=4"), "");
+  EXPECT_NE(spec_error("warps=4").find("--kernel-options: unknown kernel option 'warps' (known: pdl, gemv_norm"),
+            std::string::npos);
+  EXPECT_NE(spec_error("pdl").find("expected KEY=VALUE"), std::string::npos);
+  EXPECT_NE(spec_error("pdl=off,").find("expected KEY=VALUE"), std::string::npos);
+  EXPECT_EQ(spec_error("decode_warps=5"), "--kernel-options: kernel option decode_warps must be 4 or 8 (got '5')");
+  EXPECT_NE(spec_error("PDL=off").find("unknown kernel option 'PDL'"), std::string::npos);
+}
+
+TEST(KernelOptions, EngineConfigValidatesFieldsSetFromCpp) {
+  EngineConfig cfg;
+  cfg.model = "m";
+  EXPECT_NO_THROW(cfg.validate());
+  cfg.kernels.decode_warps = 6;
+  try {
+    cfg.validate();
+    ADD_FAILURE() << "decode_warps 6 accepted";
+  } catch (const UserError& e) {
+    EXPECT_STREQ(e.what(), "kernel option decode_warps must be 4 or 8 (got 6)");
+  }
+  cfg.kernels.decode_warps = 8;
+  cfg.kernels.max_decode_splits = 0;
+  EXPECT_THROW(cfg.validate(), UserError);
+  cfg.kernels.max_decode_splits = 17;
+  EXPECT_THROW(cfg.validate(), UserError);
+  cfg.kernels.max_decode_splits = 16;
+  EXPECT_NO_THROW(cfg.validate());
+}
+
+}  // namespace
