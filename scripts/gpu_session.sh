@@ -3,22 +3,30 @@
 # Qwen3-0.6B size, whose reference is generated here first), then the benchmarks of
 # bench/RESULTS.md. Logs and JSON figures land in $OUT. Run from the repository root with .deps
 # carried (see scripts/gpu_build_test.sh):   bash scripts/gpu_session.sh [quick]
+# The fixtures the GPU tests read are made here, while the build runs: the Qwen3-0.6B-size random
+# model with transformers' reference (NANOVLLM_HF06B_DIR), then transformers' FP8 checkpoint of it
+# (NANOVLLM_FP8_DIR); the tests that read them run once they exist. The Python package is built
+# too (python_test_gpu imports it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu-out}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0
-export NANOVLLM_HF06B_DIR=/tmp/hf06b
-(PYTHONUNBUFFERED=1 python3 scripts/make_qwen3_06b_reference.py --out "$NANOVLLM_HF06B_DIR" > "$OUT/hf06b.txt" 2>&1; echo "rc=$?" >> "$OUT/hf06b.txt") &
+export NANOVLLM_HF06B_DIR=/tmp/hf06b NANOVLLM_FP8_DIR=/tmp/fp8-06b
+(export PYTHONUNBUFFERED=1
+ python3 scripts/make_qwen3_06b_reference.py --out "$NANOVLLM_HF06B_DIR" > "$OUT/hf06b.txt" 2>&1; echo "rc=$?" >> "$OUT/hf06b.txt"
+ python3 scripts/make_fp8_checkpoint.py --src "$NANOVLLM_HF06B_DIR" --out "$NANOVLLM_FP8_DIR" >> "$OUT/hf06b.txt" 2>&1
+ echo "fp8 rc=$?" >> "$OUT/hf06b.txt") &
 ref_pid=$!
-TARGETS="gpu_tests nanovllm_cli" bash scripts/gpu_build_test.sh -E "HFQwen3|CudaEngineModes"
+FIXTURE_TESTS="HFQwen3|CudaEngineModes|Fp8CheckpointFromTransformers"
+TARGETS="gpu_tests nanovllm_cli nanovllm_python_package" bash scripts/gpu_build_test.sh -E "$FIXTURE_TESTS"
 wait $ref_pid
 tail -3 "$OUT/hf06b.txt"
 # The carried dev packages (openblas, ...) for the binaries built above.
 if [ -d /tmp/deps ]; then
   export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:/tmp/deps/usr/lib/x86_64-linux-gnu/openblas-pthread:${LD_LIBRARY_PATH:-}
 fi
-ctest --test-dir build-gpu -R "HFQwen3|CudaEngineModes" --output-on-failure --timeout 600 2>&1 | tee "$OUT/ctest_hf.txt" | tail -30
+ctest --test-dir build-gpu -R "$FIXTURE_TESTS" --output-on-failure --timeout 600 2>&1 | tee "$OUT/ctest_hf.txt" | tail -30
 grep -h "cosine\|identical across" build-gpu/Testing/Temporary/LastTest.log | head
 [ "${1:-}" = quick ] && exit 0
 B=build-gpu/nanovllm
