@@ -2,9 +2,11 @@
 the CLI, sampling params as one or a list, token-id and text prompts, the LLMEngine loop."""
 import os
 import shutil
+import subprocess
 import unittest
 
 from helpers import CPU, FIXTURE, byte_tokenizer_model, cli_generate, qwen3_tokenizer_model, reference_prompts
+import nanovllm
 from nanovllm import LLM, LLMEngine, SamplingParams
 
 
@@ -148,6 +150,18 @@ class LLMEngineTest(unittest.TestCase):
 
     def test_llm_is_an_llm_engine(self):
         self.assertTrue(issubclass(LLM, LLMEngine))
+
+
+class ExtensionTest(unittest.TestCase):
+
+    def test_the_module_exports_its_init_function_alone(self):
+        # The static libraries in _core (ours, libstdc++'s statically linked parts on some
+        # toolchains) must not bind symbols of libraries loaded after it (python/CMakeLists.txt).
+        core = nanovllm._core.__file__
+        out = subprocess.run(["nm", "-D", "--defined-only", core], check=True, capture_output=True,
+                             text=True).stdout
+        names = sorted(line.split()[-1] for line in out.splitlines() if line.strip())
+        self.assertEqual(names, ["PyInit__core"])
 
 
 if __name__ == "__main__":
