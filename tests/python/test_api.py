@@ -160,7 +160,9 @@ class ExtensionTest(unittest.TestCase):
         core = nanovllm._core.__file__
         out = subprocess.run(["nm", "-D", "--defined-only", core], check=True, capture_output=True,
                              text=True).stdout
-        names = sorted(line.split()[-1] for line in out.splitlines() if line.strip())
+        # nm's type letter: upper case for a global symbol, u for a GNU_UNIQUE one; lower case local.
+        rows = [line.split() for line in out.splitlines() if line.strip()]
+        names = sorted(r[-1] for r in rows if r[-2].isupper() or r[-2] == "u")
         self.assertEqual(names, ["PyInit__core"])
 
 
