@@ -1,8 +1,8 @@
 // Prefill kernel benchmark (a program, not a test).
-// Attention: one causal prefill of N fresh tokens
-// through CudaBackend::attention, each prefill kernel forced in turn (wgmma, mma.sync with 32 and 16
-// rows per warp, CUDA cores), at the head shapes of
-// Qwen3-0.6B (16/8 heads) and Qwen3-8B (32/8), D = 128, block size 256. Prints one JSON line per
+// Attention: one causal prefill of N fresh tokens through CudaBackend::attention, each prefill
+// kernel forced in turn by its prefill_attention value (wgmma_tma, wgmma, mma with 32 and 16 rows
+// per warp: backends/cuda/attention_prefill_<value>.cu; tiled: attention_tiled.cu), at the head
+// shapes of Qwen3-0.6B (16/8 heads) and Qwen3-8B (32/8), D = 128, block size 256. Prints one JSON line per
 // (shape, N, kernel) with the median time of the runs and the achieved TFLOP/s, counting the
 // causal work 4 * D * Hq * N (N + 1) / 2 (QK^T and PV, multiply-adds as 2 FLOPs).
 //

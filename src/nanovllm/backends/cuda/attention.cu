@@ -2,12 +2,17 @@
 // (or FP8 E4M3 ones, --kv-cache-dtype fp8: the decode and mma.sync kernels convert in registers,
 // the other prefill kernels read a BF16 scratch copy of the blocks they need, kv_fp8_scratch.cu)
 // with FP32 softmax. Checks the shapes, then plan_attention() (kernel_plan.h, which has the rules
-// and measurements) splits the batch between these kernels:
+// and why) splits the batch between these kernels:
 //  * the leading sequences with one new token (a decode batch, or the decodes of a mixed step;
 //    D = 64/128, G <= 8): the split-KV kernel of attention_decode.cu;
-//  * the others, on tensor cores (D = 64/128, G <= 64): Hopper's wgmma kernel
-//    (attention_prefill_sm90.cu; or, forced, its FlashAttention-3-structured sibling
-//    attention_prefill_tma.cu) on sm_90, else flash-attention-2 on mma.sync (attention_prefill.cu);
+//  * the others, on tensor cores (D = 64/128, G <= 64), as KernelOptions::prefill_attention says;
+//    its default (auto) takes, on sm_90 with sm_90a code in the build, the FlashAttention-3-
+//    structured kernel with a TMA producer warp (attention_prefill_wgmma_tma.cu) where the block
+//    size is a multiple of 8, else the wgmma kernel with cp.async loads
+//    (attention_prefill_wgmma.cu); elsewhere flash-attention-2 on mma.sync
+//    (attention_prefill_mma.cu), which also takes windowed layers (below) and, in a decode step
+//    with an FP8 cache, the rows the decode kernel does not (the scratch copy's grid would depend
+//    on the contexts, which a CUDA graph fixes at capture);
 //  * anything else: the CUDA-core kernel of attention_tiled.cu.
 // Sequence b computes the q tokens cu_seqlens_q[b]..cu_seqlens_q[b+1]), the last of its
 // context_lens[b] keys; its new token i sees keys [0, ctx - qlen + i], with a sliding window W only
@@ -187,14 +192,14 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
   if (plan.rest == AttentionKernel::PrefillWgmmaTma && scratch_k.defined()) {
     // Per call (the scratch moves between layers and steps): not kept in cache_tma_'s map.
     const int64_t slots = scratch_k.size(0) * scratch_k.size(1);
-    prefill_attention_tma(a, make_cache_tma(a.kc, slots, num_kv_heads * D, k_cache.size(1)),
-                          make_cache_tma(a.vc, slots, num_kv_heads * D, k_cache.size(1)), s);
+    prefill_attention_wgmma_tma(a, make_cache_tma(a.kc, slots, num_kv_heads * D, k_cache.size(1)),
+                                make_cache_tma(a.vc, slots, num_kv_heads * D, k_cache.size(1)), s);
   } else if (plan.rest == AttentionKernel::PrefillWgmmaTma)
-    prefill_attention_tma(a, cache_tma(k_cache), cache_tma(v_cache), s);
+    prefill_attention_wgmma_tma(a, cache_tma(k_cache), cache_tma(v_cache), s);
   else if (plan.rest == AttentionKernel::PrefillWgmma)
-    prefill_attention_sm90(a, s);
+    prefill_attention_wgmma(a, s);
   else if (plan.rest == AttentionKernel::PrefillMma)
-    prefill_attention_tc(a, s, prefill_rows_per_warp_);
+    prefill_attention_mma(a, s, prefill_rows_per_warp_);
   else
     prefill_attention_tiled(a, s);
   NV_LAUNCH_CHECK();

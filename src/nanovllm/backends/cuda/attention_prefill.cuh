@@ -1,17 +1,21 @@
 // Prefill attention (any number of new tokens per sequence) over the paged BF16 KV cache: the
-// interface between CudaBackend::attention (attention.cu, which checks shapes and picks the
-// kernel) and the two kernels that compute it:
-//  * attention_prefill_sm90.cu: flash-attention on Hopper's warpgroup MMA (wgmma), head dims 64
-//    and 128: the path every Qwen3 prefill takes on an H100/H200;
-//  * attention_prefill.cu: flash-attention-2 on tensor cores (mma.sync m16n8k16), head dims 64
-//    and 128: the same on sm_80+ (A100) and builds without sm_90a;
-//  * attention_tiled.cu: the same function on CUDA cores, for the head dims and GQA groups the
-//    tensor-core kernel lacks (and as its reference for timing).
+// interface between CudaBackend::attention (attention.cu, which checks shapes and runs the kernel
+// that kernel_plan.h's plan_attention chose) and the kernels that compute it, one file each, named
+// after the KernelOptions::prefill_attention value that selects it:
+//  * attention_prefill_wgmma_tma.cu (wgmma_tma): FlashAttention-3's structure on Hopper, a TMA
+//    producer warp feeding two wgmma consumer warpgroups; head dims 64 and 128, block sizes a
+//    multiple of 8: the path every Qwen3 prefill takes on an H100/H200 by default;
+//  * attention_prefill_wgmma.cu (wgmma): flash-attention on Hopper's warpgroup MMA with cp.async
+//    loads, head dims 64 and 128: the Hopper path for the other block sizes;
+//  * attention_prefill_mma.cu (mma): flash-attention-2 on tensor cores (mma.sync m16n8k16), head
+//    dims 64 and 128: the same on sm_80+ (A100) and builds without sm_90a, and sliding windows;
+//  * attention_tiled.cu (tiled): the same function on CUDA cores, for the head dims and GQA groups
+//    the tensor-core kernels lack (and as their reference for timing).
 // Sequence b computes its new tokens cu_q[b]..cu_q[b+1]), the last of its ctx_lens[b] keys: new
 // token i sees keys [0, ctx - qlen + i], with a sliding window W only the last W of them (the
-// tensor-core kernel on mma.sync and the CUDA-core kernel implement the window; the Hopper ones
-// do not, and attention.cu does not route windowed layers to them). Every key, the new tokens' own included, is read
-// from the paged cache through the block table (prefix-cache hits and earlier prefill chunks alike).
+// mma.sync and CUDA-core kernels implement the window; the Hopper ones do not, and attention.cu
+// does not route windowed layers to them). Every key, the new tokens' own included, is read from
+// the paged cache through the block table (prefix-cache hits and earlier prefill chunks alike).
 #pragma once
 #include <cstdint>
 
@@ -41,23 +45,23 @@ struct PrefillAttnArgs {
   float scale_log2 = 0.f;  // softmax scale * log2(e)
 };
 
-// Launches the tensor-core kernel on `st` (sm_80+; where kernel_plan.h's plan_attention chose it),
-// each warp owning 16 or 32 query rows (rows_per_warp).
-void prefill_attention_tc(const PrefillAttnArgs& a, Stream st, int rows_per_warp);
-// Launches the Hopper kernel (wgmma, attention_prefill_sm90.cu) on `st`: same coverage as
-// prefill_attention_tc, only where prefill_attention_sm90_init() returned true.
-void prefill_attention_sm90(const PrefillAttnArgs& a, Stream st);
+// Launches the mma.sync kernel (attention_prefill_mma.cu) on `st` (sm_80+; where kernel_plan.h's
+// plan_attention chose it), each warp owning 16 or 32 query rows (rows_per_warp).
+void prefill_attention_mma(const PrefillAttnArgs& a, Stream st, int rows_per_warp);
+// Launches the Hopper kernel (wgmma, attention_prefill_wgmma.cu) on `st`: same coverage as
+// prefill_attention_mma, only where prefill_attention_wgmma_init() returned true.
+void prefill_attention_wgmma(const PrefillAttnArgs& a, Stream st);
 // Called once per backend: true when the device is sm_90 and this build carries sm_90a code.
-bool prefill_attention_sm90_init();
+bool prefill_attention_wgmma_init();
 // Launches FlashAttention-3's structure on Hopper (TMA producer warp, wgmma consumers,
-// attention_prefill_tma.cu): where the wgmma kernel runs and kernel_plan.h's
+// attention_prefill_wgmma_tma.cu) on `st`: where the wgmma kernel runs and kernel_plan.h's
 // tma_block_size_ok(block size); k and v describe this layer's caches (make_cache_tma).
-void prefill_attention_tma(const PrefillAttnArgs& a, const TmaDesc& k, const TmaDesc& v, Stream st);
+void prefill_attention_wgmma_tma(const PrefillAttnArgs& a, const TmaDesc& k, const TmaDesc& v, Stream st);
 // The TMA descriptor of a paged cache seen as [slots][row_elems] BF16 (row_elems = Hkv x D), boxes
-// of 64 columns x min(block_size, 64) slots, 128-byte swizzle.
+// of 64 columns x tma_box_rows(block_size) slots (kernel_plan.h), 128-byte swizzle.
 TmaDesc make_cache_tma(const void* cache, int64_t slots, int64_t row_elems, int64_t block_size);
 // Called once per backend where the wgmma kernel runs (shared-memory limits of the TMA kernel).
-void prefill_attention_tma_init();
+void prefill_attention_wgmma_tma_init();
 // The FP8 KV cache's blocks that B prefill sequences read, converted to a BF16 scratch cache with a
 // block table onto it, so the Hopper kernels above (BF16 tiles by TMA) serve --kv-cache-dtype fp8
 // (kv_fp8_scratch.cu has the layout). n: sum over b of ceil(ctx_lens[b] / bs), on the host.
@@ -75,7 +79,7 @@ struct KvFp8ScratchArgs {
 void kv_fp8_to_bf16_scratch(const KvFp8ScratchArgs& a, int64_t n, Stream st);
 // Launches the CUDA-core kernel on `st` (D % 8 == 0, D <= 256, G <= 16).
 void prefill_attention_tiled(const PrefillAttnArgs& a, Stream st);
-// Called once per backend: raises the tensor-core kernels' dynamic shared-memory limit.
-void prefill_attention_init();
+// Called once per backend: raises the mma.sync kernel's dynamic shared-memory limit.
+void prefill_attention_mma_init();
 
 }  // namespace nanovllm::cuda

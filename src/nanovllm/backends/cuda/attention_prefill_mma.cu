@@ -62,7 +62,7 @@ __device__ __forceinline__ int swz(int r, int c) {
 }
 
 template <int D, int MT, bool F8>
-__global__ void __launch_bounds__(kThreads) prefill_attn_tc_kernel(const PrefillAttnArgs P, int G, int tiles_per_seq) {
+__global__ void __launch_bounds__(kThreads) prefill_attn_mma_kernel(const PrefillAttnArgs P, int G, int tiles_per_seq) {
   constexpr int kBM = rows_per_cta<MT>();
   constexpr int CH = D / 8;           // 16-byte chunks per row
   constexpr int KS = D / 16;          // k-steps of Q K^T
@@ -267,37 +267,37 @@ __global__ void __launch_bounds__(kThreads) prefill_attn_tc_kernel(const Prefill
 }
 
 template <int D, int MT, bool F8>
-void launch_tc(const PrefillAttnArgs& a, Stream st) {
+void launch_mma(const PrefillAttnArgs& a, Stream st) {
   const int G = a.Hq / a.Hkv, TQ = rows_per_cta<MT>() / G;
   const int tiles = (a.max_q + TQ - 1) / TQ;
   if (tiles == 0) return;
-  launch(prefill_attn_tc_kernel<D, MT, F8>, dim3(unsigned(a.B) * unsigned(tiles), unsigned(a.Hkv)), dim3(kThreads),
+  launch(prefill_attn_mma_kernel<D, MT, F8>, dim3(unsigned(a.B) * unsigned(tiles), unsigned(a.Hkv)), dim3(kThreads),
          smem_bytes<D, MT>(), st, a, G, tiles);
 }
 
 template <int D, int MT, bool F8>
 void set_smem_limit() {
-  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_tc_kernel<D, MT, F8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_mma_kernel<D, MT, F8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      int(smem_bytes<D, MT>())));
 }
 
 }  // namespace
 
-void prefill_attention_tc(const PrefillAttnArgs& a, Stream st, int rows_per_warp) {
+void prefill_attention_mma(const PrefillAttnArgs& a, Stream st, int rows_per_warp) {
   const bool two = rows_per_warp == 32;
   if (a.kc8) {  // FP8 at D = 128: 16 rows per warp (32 spill: the staging registers on top of O)
     if (a.D == 64)
-      two ? launch_tc<64, 2, true>(a, st) : launch_tc<64, 1, true>(a, st);
+      two ? launch_mma<64, 2, true>(a, st) : launch_mma<64, 1, true>(a, st);
     else
-      launch_tc<128, 1, true>(a, st);
+      launch_mma<128, 1, true>(a, st);
   } else if (a.D == 64) {
-    two ? launch_tc<64, 2, false>(a, st) : launch_tc<64, 1, false>(a, st);
+    two ? launch_mma<64, 2, false>(a, st) : launch_mma<64, 1, false>(a, st);
   } else {
-    two ? launch_tc<128, 2, false>(a, st) : launch_tc<128, 1, false>(a, st);
+    two ? launch_mma<128, 2, false>(a, st) : launch_mma<128, 1, false>(a, st);
   }
 }
 
-void prefill_attention_init() {
+void prefill_attention_mma_init() {
   set_smem_limit<64, 1, false>();
   set_smem_limit<64, 2, false>();
   set_smem_limit<128, 1, false>();

@@ -1,5 +1,5 @@
-// The per-tile softmax step shared by the tensor-core prefill kernels (attention_prefill.cu on
-// mma.sync, attention_prefill_sm90.cu on wgmma): both leave a warp's 16 query rows x 64 keys of
+// The per-tile softmax step shared by the tensor-core prefill kernels (attention_prefill_mma.cu on
+// mma.sync, attention_prefill_wgmma.cu on wgmma): both leave a warp's 16 query rows x 64 keys of
 // scores in the m16n8 accumulator layout (lane holds rows g = lane / 4 and g + 8, columns
 // 8j + 2(lane % 4) + {0, 1}), and both keep O in the same layout over the head dims.
 #pragma once
@@ -14,7 +14,7 @@ namespace nanovllm::cuda {
 //    when the tile crosses the first row's limit (kt + NT * 8 > kfull);
 //  - the running max m[hf] and this lane's part of the row sum l[hf] are updated (the 4 lanes of
 //    a row add their parts at the end); corr[hf] = 2^(m_old - m_new) is what O must be scaled by
-//    (softmax_tile does it here; attention_prefill_tma.cu once the P V product in flight is done);
+//    (softmax_tile does it here; attention_prefill_wgmma_tma.cu once the P V product in flight is done);
 //  - s is left holding the probabilities 2^(s * sl2 - m * sl2), ready to round into P.
 // Without a sliding window key 0 is visible to every row and lies in the first tile, so the maxima
 // are finite from the first tile on and 2^(-inf) = 0 takes care of masked scores (softmax_half

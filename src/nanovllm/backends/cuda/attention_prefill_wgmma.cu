@@ -1,5 +1,5 @@
 // Prefill attention on Hopper's warpgroup MMA (wgmma, sm_90a): the flash-attention-2 loop of
-// attention_prefill.cu with both products issued by a warpgroup of 4 warps on 64 query rows, as
+// attention_prefill_mma.cu with both products issued by a warpgroup of 4 warps on 64 query rows, as
 // FlashAttention-3 does (without its warp specialization and TMA: every thread copies tiles with
 // cp.async, double-buffered). Same function, arguments and packed GQA rows as that kernel.
 //
@@ -39,7 +39,7 @@ constexpr int kBN = 64;   // keys per tile
 constexpr int kThreads = 256;
 
 template <int D>
-constexpr size_t sm90_smem_bytes() {
+constexpr size_t wgmma_smem_bytes() {
   return size_t(kBM + 4 * kBN) * D * sizeof(bf16) + 1024;  // + alignment slack for 1024-byte tiles
 }
 
@@ -51,7 +51,7 @@ __device__ __forceinline__ int sw128(int rows, int r, int c) {
 
 template <int D>
 __global__ void __launch_bounds__(kThreads, 2)
-    prefill_attn_sm90_kernel(const PrefillAttnArgs P, int G, int tiles_per_seq) {
+    prefill_attn_wgmma_kernel(const PrefillAttnArgs P, int G, int tiles_per_seq) {
   constexpr int CH = D / 8;   // 16-byte chunks per row
   constexpr int KS = D / 16;  // k-steps of Q K^T
   constexpr int NT = kBN / 8;
@@ -159,21 +159,21 @@ __global__ void __launch_bounds__(kThreads, 2)
 }
 
 template <int D>
-void launch_sm90(const PrefillAttnArgs& a, Stream st) {
+void launch_wgmma(const PrefillAttnArgs& a, Stream st) {
   const int G = a.Hq / a.Hkv, TQ = kBM / G;
   const int tiles = (a.max_q + TQ - 1) / TQ;
   if (tiles == 0) return;
-  launch(prefill_attn_sm90_kernel<D>, dim3(unsigned(a.B) * unsigned(tiles), unsigned(a.Hkv)), dim3(kThreads),
-         sm90_smem_bytes<D>(), st, a, G, tiles);
+  launch(prefill_attn_wgmma_kernel<D>, dim3(unsigned(a.B) * unsigned(tiles), unsigned(a.Hkv)), dim3(kThreads),
+         wgmma_smem_bytes<D>(), st, a, G, tiles);
 }
 
 }  // namespace
 
-void prefill_attention_sm90(const PrefillAttnArgs& a, Stream st) {
+void prefill_attention_wgmma(const PrefillAttnArgs& a, Stream st) {
   if (a.D == 64)
-    launch_sm90<64>(a, st);
+    launch_wgmma<64>(a, st);
   else
-    launch_sm90<128>(a, st);
+    launch_wgmma<128>(a, st);
 }
 
 // 1 when this kernel image carries the wgmma code (built for sm_90a and running on sm_90), else 0.
@@ -185,7 +185,7 @@ __global__ void wgmma_probe_kernel(int* out) {
 #endif
 }
 
-bool prefill_attention_sm90_init() {
+bool prefill_attention_wgmma_init() {
   int major = 0, dev = 0;
   NV_CUDA_CHECK(cudaGetDevice(&dev));
   NV_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
@@ -198,10 +198,10 @@ bool prefill_attention_sm90_init() {
   if (launched == cudaSuccess) NV_CUDA_CHECK(cudaMemcpy(&host, flag, sizeof(int), cudaMemcpyDeviceToHost));
   NV_CUDA_CHECK(cudaFree(flag));
   if (launched != cudaSuccess || host != 1) return false;
-  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_sm90_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     int(sm90_smem_bytes<64>())));
-  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_sm90_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     int(sm90_smem_bytes<128>())));
+  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_wgmma_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     int(wgmma_smem_bytes<64>())));
+  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_wgmma_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     int(wgmma_smem_bytes<128>())));
   return true;
 }
 

@@ -1,9 +1,9 @@
 // Prefill attention on Hopper in FlashAttention-3's structure (sm_90a): the wgmma products and
-// online softmax of attention_prefill_sm90.cu, fed by a producer warp through the tensor memory
+// online softmax of attention_prefill_wgmma.cu, fed by a producer warp through the tensor memory
 // accelerator, with the two consumer warpgroups taking turns on the tensor cores.
 //
 // Why (measured on an H100, bench/prefill_bench.cpp, bench/RESULTS.md): the two-warpgroup kernel
-// of attention_prefill_sm90.cu runs at ~395 TFLOP/s at 32K tokens; without its K/V loads it ran at
+// of attention_prefill_wgmma.cu runs at ~395 TFLOP/s at 32K tokens; without its K/V loads it ran at
 // 600, without its softmax at 591, without both at 937: its loads, softmax and MMAs do not overlap.
 // This kernel runs at 622 (Qwen3-0.6B heads) / 620 (8B) TFLOP/s at 32K and 562 / 567 at 8K
 // (PyTorch 2.11's SDPA: ~660 / 625 at 32K). Here
@@ -79,8 +79,8 @@ static_assert(tma_smem_bytes<128>() <= 227 * 1024 && tma_smem_bytes<64>() <= 227
 
 template <int D>
 __global__ void __launch_bounds__(kThreads, 1)
-    prefill_attn_tma_kernel(const PrefillAttnArgs P, const __grid_constant__ CUtensorMap kmap,
-                            const __grid_constant__ CUtensorMap vmap, int G, int tiles_per_seq) {
+    prefill_attn_wgmma_tma_kernel(const PrefillAttnArgs P, const __grid_constant__ CUtensorMap kmap,
+                                  const __grid_constant__ CUtensorMap vmap, int G, int tiles_per_seq) {
   constexpr int CH = D / 8;   // 16-byte chunks per row
   constexpr int KS = D / 16;  // k-steps of Q K^T
   constexpr int NT = kBN / 8;
@@ -265,7 +265,7 @@ void launch_tma(const PrefillAttnArgs& a, const TmaDesc& k, const TmaDesc& v, St
   const int G = a.Hq / a.Hkv, TQ = kBM / G;
   const int tiles = (a.max_q + TQ - 1) / TQ;
   if (tiles == 0) return;
-  launch(prefill_attn_tma_kernel<D>, dim3(unsigned(a.B) * unsigned(tiles), unsigned(a.Hkv)), dim3(kThreads),
+  launch(prefill_attn_wgmma_tma_kernel<D>, dim3(unsigned(a.B) * unsigned(tiles), unsigned(a.Hkv)), dim3(kThreads),
          tma_smem_bytes<D>(), st, a, *reinterpret_cast<const CUtensorMap*>(k.bytes),
          *reinterpret_cast<const CUtensorMap*>(v.bytes), G, tiles);
 }
@@ -302,17 +302,17 @@ TmaDesc make_cache_tma(const void* cache, int64_t slots, int64_t row_elems, int6
   return d;
 }
 
-void prefill_attention_tma(const PrefillAttnArgs& a, const TmaDesc& k, const TmaDesc& v, Stream st) {
+void prefill_attention_wgmma_tma(const PrefillAttnArgs& a, const TmaDesc& k, const TmaDesc& v, Stream st) {
   if (a.D == 64)
     launch_tma<64>(a, k, v, st);
   else
     launch_tma<128>(a, k, v, st);
 }
 
-void prefill_attention_tma_init() {
-  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_tma_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+void prefill_attention_wgmma_tma_init() {
+  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_wgmma_tma_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      int(tma_smem_bytes<64>())));
-  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_tma_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  NV_CUDA_CHECK(cudaFuncSetAttribute(prefill_attn_wgmma_tma_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      int(tma_smem_bytes<128>())));
 }
 

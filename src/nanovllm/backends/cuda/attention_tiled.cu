@@ -1,6 +1,6 @@
 // Prefill attention on CUDA cores: flash-attention style, for the head dims (not 64 or 128) and
 // GQA groups (more than 64 query heads per kv head) that the tensor-core kernel of
-// attention_prefill.cu lacks; also decode for head dims the decode kernel lacks. Same function and
+// attention_prefill_mma.cu lacks; also decode for head dims the decode kernel lacks. Same function and
 // arguments as that kernel (attention_prefill.cuh); 13-20x slower on long prompts (bench/RESULTS.md,
 // issue 17), so Qwen3 never takes it.
 //

@@ -78,9 +78,9 @@ CudaBackend::CudaBackend(int device_index, const KernelOptions& options) : devic
   staging_bytes_ = size_t(4) << 20;  // each of the two halves
   NV_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&staging_), 2 * staging_bytes_));
   device_cluster_limit_ = cuda::decode_cluster_limit();
-  cuda::prefill_attention_init();
-  wgmma_ = cuda::prefill_attention_sm90_init();
-  if (wgmma_) cuda::prefill_attention_tma_init();
+  cuda::prefill_attention_mma_init();
+  wgmma_ = cuda::prefill_attention_wgmma_init();
+  if (wgmma_) cuda::prefill_attention_wgmma_tma_init();
   if (options_.prefill_attention == PrefillAttention::Wgmma && !wgmma_)
     throw UserError(std::string("kernel option prefill_attention=wgmma: the wgmma kernel needs an sm_90 GPU and a ") +
                     "build with sm_90a code (this is " + prop.name + ", sm_" +

@@ -128,9 +128,9 @@ class CudaBackend final : public Backend {
   // 128-block weights [N, K] (plan_fp8_linear's CublasLtFp8Block, the last rows on the GEMV); where
   // it has none, the codes are dequantized instead.
   bool fp8_block_gemm_runs(int64_t T, int64_t N, int64_t K, bool f32_out);
-  // Overrides options.prefill_attention (tests and attention_bench force each kernel).
+  // Overrides options.prefill_attention (tests and bench/prefill_bench.cpp force each kernel).
   void set_prefill_attention(PrefillAttention p) { options_.prefill_attention = p; }
-  // Query rows per warp of the tensor-core prefill kernel: 16 or 32 (A/B timing).
+  // Query rows per warp of the mma.sync prefill kernel: 16 or 32 (A/B timing).
   void set_prefill_rows_per_warp(int rows) { prefill_rows_per_warp_ = rows; }
 
  private:

@@ -33,13 +33,13 @@
 //    auto takes the fastest that applies. Measured on an H100 at 32K tokens, Qwen3-8B heads
 //    (bench/prefill_bench.cpp, bench/RESULTS.md, issue 17): the CUDA-core kernel 15.9 TFLOP/s,
 //    mma.sync 228 (16 rows per warp) / 305 (32), wgmma 390-397, PyTorch 2.11's SDPA 625.
-//    - wgmma with a TMA producer warp (attention_prefill_tma.cu, FlashAttention-3's structure):
+//    - wgmma with a TMA producer warp (attention_prefill_wgmma_tma.cu, FlashAttention-3's structure):
 //      where the wgmma kernel runs and block_size is a multiple of 8 (tma_block_size_ok). Measured against the wgmma
 //      kernel in the same run (2026-11-25, bench/RESULTS.md): 454 vs 396 TFLOP/s at 32K (0.6B heads), 460 vs 403 (8B),
 //      422 vs 310 and 432 vs 376 at 8K;
-//    - wgmma (attention_prefill_sm90.cu): sm_90 with sm_90a code in the build, head_dim 64/128,
+//    - wgmma (attention_prefill_wgmma.cu): sm_90 with sm_90a code in the build, head_dim 64/128,
 //      G <= 64, other block sizes;
-//    - mma.sync (attention_prefill.cu): head_dim 64/128, G <= 64 (sm_80+);
+//    - mma.sync (attention_prefill_mma.cu): head_dim 64/128, G <= 64 (sm_80+);
 //    - the CUDA-core kernel (attention_tiled.cu) for anything else: head_dim a multiple of 8 up to
 //      256, G <= 16.
 //
@@ -204,7 +204,7 @@ constexpr bool prefill_tc_supports(int64_t head_dim, int64_t group) {
   return (head_dim == 64 || head_dim == 128) && group >= 1 && group <= kPrefillTcMaxGroup;
 }
 
-// attention_prefill_tma.cu reads a tile of kTmaTileKeys keys as TMA boxes of tma_box_rows(bs) slots:
+// attention_prefill_wgmma_tma.cu reads a tile of kTmaTileKeys keys as TMA boxes of tma_box_rows(bs) slots:
 // the largest power of two dividing both the block size and the tile, so a box never crosses a
 // block; boxes of fewer than 8 rows (32 to a tile half) are not worth it.
 constexpr int64_t kTmaTileKeys = 128;
@@ -230,7 +230,7 @@ struct AttentionPlan {
   AttentionKernel rest = AttentionKernel::None;  // the kernel of the others (None: there are none)
 };
 
-// wgmma: the Hopper kernel runs on this device and build (prefill_attention_sm90_init()). Throws a
+// wgmma: the Hopper kernel runs on this device and build (prefill_attention_wgmma_init()). Throws a
 // UserError when the option forces a kernel that cannot run the problem. With fp8_kv (the FP8 KV
 // cache) the choice is the same: the decode and mma.sync kernels convert FP8 K/V in registers; for
 // the others (TMA/wgmma load BF16 tiles as they are) attention.cu first converts the blocks the

@@ -1,7 +1,7 @@
 // Hopper (sm_90a) asynchronous copies and their barriers, as inline PTX: the tensor memory
 // accelerator (TMA: cp.async.bulk.tensor, one thread moves a whole 2D box from global to shared
 // memory) and the shared-memory mbarriers that count its bytes in, as FlashAttention-3's producer
-// warp uses them (attention_prefill_tma.cu).
+// warp uses them (attention_prefill_wgmma_tma.cu).
 //
 // An mbarrier completes a phase when its expected arrivals have arrived and its expected
 // transaction bytes have landed; waiters poll the phase parity. A full/empty pair per pipeline

@@ -17,7 +17,7 @@
 #include "nanovllm/backends/cuda/mma.cuh"
 
 // The wgmma instructions exist only in sm_90a code; other targets compile these helpers to nothing
-// (the kernels using them are only launched where prefill_attention_sm90_init() found sm_90a code).
+// (the kernels using them are only launched where prefill_attention_wgmma_init() found sm_90a code).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define NANOVLLM_WGMMA 1
 #endif
