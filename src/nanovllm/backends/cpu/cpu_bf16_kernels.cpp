@@ -275,9 +275,10 @@ void gemv_bf16(const float* x, int64_t ldx, int64_t T, const uint16_t* w, int64_
                                           rows_avx512<5, 3>, rows_avx512<6, 3>, rows_avx512<7, 3>, rows_avx512<8, 3>};
   static const RowsFn rows1[kTileRows] = {rows_avx512<1, 1>, rows_avx512<2, 1>, rows_avx512<3, 1>, rows_avx512<4, 1>,
                                           rows_avx512<5, 1>, rows_avx512<6, 1>, rows_avx512<7, 1>, rows_avx512<8, 1>};
-  // One or two rows of x (decode at batch 1-2): 8 weight rows at once, eight streams from memory
-  // in flight (measured on the dev VM: all decode GEMMs of a batch-2 step 69-80 -> 60-66 ms, the
-  // copy bandwidth); more rows of x keep 4 (their accumulators fill the registers).
+  // One or two rows of x (decode at batch 1-2): 8 weight rows at once, eight streams from memory in
+  // flight, which reach the dev VM's copy bandwidth (bench/RESULTS.md:
+  // "8 weight rows at once for 1-2 rows of x"); more rows of x keep 4 (their accumulators fill the
+  // registers).
   static const RowsFn rows8[2] = {rows_avx512<1, 8>, rows_avx512<2, 8>};
   const bool wide = T > kMaxRows, narrow = T <= 2;
   const int64_t step = wide ? kTileRows : kMaxRows, nr = wide ? 3 : narrow ? 8 : 4;

@@ -18,10 +18,10 @@ const char* isa_name(Isa isa);
 void gemv_bf16(const float* x, int64_t ldx, int64_t T, const uint16_t* w, int64_t K, int64_t n0, int64_t n1, float* out,
                int64_t ldo, Isa isa = detected_isa());
 
-// A GEMM with vdpbf16ps (detected_isa() == Avx512Bf16; refused otherwise). Not used by linear since
-// 6d47147: on the dev VM vdpbf16ps issues at a quarter of the FP32 FMA rate (cpu_linear.cpp).
-// the same sums with x rounded to BF16 first (xb: [T, ldx] BF16, see round_to_bf16), products
-// summed pairwise in FP32. K must be even. Twice the multiply-adds per instruction of gemv_bf16.
+// A GEMM with vdpbf16ps (detected_isa() == Avx512Bf16; refused otherwise): the same sums with x
+// rounded to BF16 first (xb: [T, ldx] BF16, see round_to_bf16), products summed pairwise in FP32.
+// K must be even. Twice the multiply-adds per instruction of gemv_bf16, yet not used by linear: on
+// the dev VM vdpbf16ps issues at a quarter of the FP32 FMA rate (cpu_linear.cpp).
 void gemm_bf16_dp(const uint16_t* xb, int64_t ldx, int64_t T, const uint16_t* w, int64_t K, int64_t n0, int64_t n1,
                   float* out, int64_t ldo);
 

@@ -4,8 +4,8 @@
 //   F32 w (the exact path): OpenBLAS sgemm on each share.
 //   BF16 w (the fast path): gemv_bf16 multiplies the FP32 activations with the widened weights
 //   (exact products). Not vdpbf16ps (gemm_bf16_dp): on this project's Sapphire Rapids VM it issues
-//   at a quarter of the rate of 512-bit FP32 FMAs (measured: 1.3 G/s against 5.3 G/s, two vCPUs), so
-//   its twice-as-many multiply-adds per instruction lose by half.
+//   at a quarter of the rate of 512-bit FP32 FMAs (bench/RESULTS.md: "1.28 G vdpbf16ps/s"), so its
+//   twice-as-many multiply-adds per instruction lose by half.
 //   One kernel for every number of rows, whose per-row sums do not depend on the other rows: a
 //   sequence's tokens are the same whatever batch it runs in (the server's tests rely on it).
 //   Weights come in blocks of 96 rows against every 8 rows of x (prefill) or 4 (decode), so prefill

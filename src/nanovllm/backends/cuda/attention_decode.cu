@@ -27,12 +27,11 @@
 // PDL (cuda_common.cuh): before its wait a CTA prefetches its first keys into L2 and loads the
 // first U of each lane group into registers (not the step's own token, which the kernel before
 // stores); it lets its successor launch only after its key loop, so that successor's weight loads
-// (the o_proj GEMV's) do not queue before these. Before (pdl_begin at the wait), 90% of the CTAs
-// reached their wait after the q/k norm kernel had finished, their prefetch still ahead of them.
-// With the register loads and the q/k norm kernel's early trigger (qk_norm_rope.cu), which lets
-// these CTAs start during the qkv GEMV: Qwen3-8B -q fp8 batch-1 277.7 -> 280.3 tok/s, Qwen3-0.6B
-// at 32K 427.5 -> 437.7; with the late trigger and the one-round merge kernel on top, 0.6B at 32K
-// 463 (H100; bench/RESULTS.md).
+// (the o_proj GEMV's) do not queue before these. With the trigger at the wait, most CTAs reached
+// their wait after the q/k norm kernel had finished, their prefetch still ahead of them; the
+// register loads, the late trigger and the q/k norm kernel's early trigger (qk_norm_rope.cu),
+// which lets these CTAs start during the qkv GEMV, made batch-1 decode faster (bench/RESULTS.md:
+// "Where decode attention's fixed ~11 us goes", and the row after it).
 // Why so many splits and warps at small batch: one sequence has Hkv CTAs without splits, so at
 // batch 1 the kernel is a chain of latencies (DRAM round trips per key step, then the merges);
 // more CTAs and warps shorten the chain each CTA walks. The number of splits depends on the batch
@@ -53,13 +52,13 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr int kKeysInFlight = 2;  // per lane group and loop step (4 measured slower: bench/RESULTS.md)
+// Per lane group and loop step; 4 is slower (bench/RESULTS.md: "4 keys in flight per lane group").
+constexpr int kKeysInFlight = 2;
 // The FP8 cache at group sizes 1-2: a key row is half the bytes for the same arithmetic, so a lane
 // group needs twice the keys in flight to cover the same DRAM latency, and the 8-byte rows of few
-// heads leave the registers for it: 4 keys, pipelined. bench.py on Qwen3-0.6B (group 2) with
-// --kv-cache-dtype fp8 (batch 256, attention ~80% of a step): 19,700 -> 22,600 output tok/s, batch-1
-// decode at 32K 504 -> 526 tok/s (H100; 8 keys: 17,700; bench/RESULTS.md). Not at group 4: Qwen3-8B
-// at 32K fell from 136.7 to 100.6 tok/s (fewer resident CTAs), and bench.py did not move.
+// heads leave the registers for it: 4 keys, pipelined, faster at batch 256 and at long contexts
+// (8 keys slower). Not at group 4: there it costs resident CTAs, and Qwen3-8B's long-context
+// decode slowed down (bench/RESULTS.md: "FP8 KV decode attention with 4 keys in flight").
 template <bool F8, int G>
 constexpr bool deep_fp8() {
   return F8 && G <= 2;
@@ -90,9 +89,10 @@ __device__ __forceinline__ void merge_states(MOf m_of, LOf l_of, OOf o_of, float
 // w_s = 2^(lse_s - max lse); grid (B*Hq, D/32), block kMergeWarps warps. A CTA takes 32 dims (a
 // lane each); warp w takes splits w, w + kMergeWarps, ... and loads all of them (log-sum-exp and
 // value) at once, so the kernel waits for one L2 round trip, not one per split; each warp then
-// merges its splits with its own max, and warp 0 merges the warps. (Before: a CTA per row walking
-// the splits 8 loads at a time, after reading the log-sum-exps first: 7.2 us of each Qwen3-0.6B
-// layer at 32K, batch 1; bench/RESULTS.md.) Reads go through L2 (__ldcg): other CTAs wrote them.
+// merges its splits with its own max, and warp 0 merges the warps. (A CTA per row walking the
+// splits 8 loads at a time, after reading the log-sum-exps first, waited for a chain of L2 round
+// trips; bench/RESULTS.md: "merge kernel 7.2 us a layer".) Reads go through L2 (__ldcg): other
+// CTAs wrote them.
 constexpr int kMergeWarps = 8;
 constexpr int kMergePerWarp = kDecodeMaxSplitsGlobal / kMergeWarps;
 static_assert(kDecodeMaxSplitsGlobal % kMergeWarps == 0, "splits per warp");
@@ -222,10 +222,10 @@ __global__ void __launch_bounds__(NW * 32) attn_decode_kernel(const DecodeAttnAr
   // Software pipeline where it is free: the loads of the next U keys are issued before the current
   // ones are used, so each lane group keeps 2U key rows in flight across the softmax arithmetic.
   // It costs 8-20 registers a thread: at 8 warps (sm_90 ptxas) G = 3, 4, 6, 7, 8 keep their CTAs
-  // per SM and pipeline; G = 1, 2, 5 would lose one, and for G = 2 that measured slower (Qwen3-0.6B
-  // batch-1 at 32K: 418 vs 429 tok/s, one wave of 264 instead of 392 split CTAs), while G = 4 gained
-  // (Qwen3-8B at 32K: 127.6 -> 133.1 tok/s, H100; bench/RESULTS.md). The FP8 cache pipelines at
-  // groups 1-2 too (with 4 keys, above).
+  // per SM and pipeline; G = 1, 2, 5 would lose one, and for G = 2 that was slower (a smaller wave
+  // of split CTAs), while G = 4 gained (bench/RESULTS.md:
+  // "Decode attention with the next keys' loads in flight"). The FP8 cache pipelines at groups 1-2
+  // too (with 4 keys, above).
   constexpr bool kPipelined = deep_fp8<F8, G>() || G == 3 || G == 4 || G >= 6;
   auto unpack = [](const KV& x, float* f) {
     if constexpr (F8)

@@ -13,18 +13,18 @@
 //                               to BF16 pairs are the A fragment) and V MN-major from shared memory.
 // Shared memory: Q [128][D], K and V [2][64][D], each stored as D/64 tiles of 128-byte rows
 // (wgmma.cuh): 96 KiB at D = 128, two CTAs per SM (128 registers per thread, no spills).
-// Measured on an H100 (bench/attention_bench.cpp, bench/RESULTS.md): 385-397 TFLOP/s at 32K tokens,
-// 1.3x the mma.sync kernel and 61% of PyTorch 2.11's SDPA in the same run. 4 warpgroups per CTA
-// (half the L2 -> SM bytes per FLOP) measured the same (+-2%): the loads are not the limit. What
-// is: the CTA's warpgroups run in lockstep (one __syncthreads per tile), each waiting for its own
-// S product before its softmax, so the tensor cores idle during softmax unless the SM's other CTA
-// fills them. Tried and not kept (2026-11-24, bench/RESULTS.md): one CTA per SM with 2 warpgroups
-// (255 registers, no wgmma serialization) 316-325 TFLOP/s at 32K, with 3 warpgroups (168) 397-407;
-// FlashAttention-3's intra-warpgroup overlap (softmax of S_t while P_{t-1} V_{t-1} and S_t run,
-// three K/V stages) on those shapes 317 / 396-402: no gain, so the softmax is not what stalls the
-// tensor cores. What is left is FlashAttention-3's producer warp: TMA loads of the K/V tiles (a
-// 64-key tile lies in one 256-slot block) with mbarriers, so that the consumer warpgroups issue
-// nothing but MMAs and softmax, instead of every thread's gather address math and cp.async.
+// Faster than the mma.sync kernel, well short of PyTorch's SDPA (bench/RESULTS.md:
+// "wgmma kernel 306.8"). 4 warpgroups per CTA (half the L2 -> SM bytes per FLOP) ran the same
+// (bench/RESULTS.md: "4 warpgroups per CTA (not kept)"): the loads are not the limit. What is: the
+// CTA's warpgroups run in lockstep (one __syncthreads per tile), each waiting for its own S product
+// before its softmax, so the tensor cores idle during softmax unless the SM's other CTA fills them.
+// One CTA per SM with 2 or 3 warpgroups, and FlashAttention-3's intra-warpgroup overlap (softmax of
+// S_t while P_{t-1} V_{t-1} and S_t run, three K/V stages) on those shapes, gained nothing, so the
+// softmax alone is not what stalls the tensor cores (bench/RESULTS.md:
+// "What limits the wgmma prefill kernel"). FlashAttention-3's producer warp, TMA loads of the K/V
+// tiles with mbarriers so that the consumer warpgroups issue nothing but MMAs and softmax, is what
+// attention_prefill_wgmma_tma.cu adds (the faster kernel, where the block size is a multiple of 8);
+// this one serves the other block sizes.
 #include <cfloat>
 
 #include "nanovllm/backends/cuda/attention_prefill.cuh"

@@ -2,11 +2,11 @@
 // online softmax of attention_prefill_wgmma.cu, fed by a producer warp through the tensor memory
 // accelerator, with the two consumer warpgroups taking turns on the tensor cores.
 //
-// Why (measured on an H100, bench/prefill_bench.cpp, bench/RESULTS.md): the two-warpgroup kernel
-// of attention_prefill_wgmma.cu runs at ~395 TFLOP/s at 32K tokens; without its K/V loads it ran at
-// 600, without its softmax at 591, without both at 937: its loads, softmax and MMAs do not overlap.
-// This kernel runs at 622 (Qwen3-0.6B heads) / 620 (8B) TFLOP/s at 32K and 562 / 567 at 8K
-// (PyTorch 2.11's SDPA: ~660 / 625 at 32K). Here
+// Why: the two-warpgroup kernel of attention_prefill_wgmma.cu does not overlap its loads, softmax
+// and MMAs: without its K/V loads, or without its softmax, it ran far faster, and faster still
+// without both (bench/RESULTS.md: "What limits the wgmma prefill kernel"). This kernel overlaps
+// them and runs near PyTorch's SDPA at 8K-32K tokens (bench/RESULTS.md:
+// "128-key tiles (3 stages)"). Here
 //  * warpgroup 0 is the producer: one thread walks the block table and issues TMA copies (one 2D
 //    box per tile half and block) into a ring of K and V stages, K and V each guarded by a
 //    full/empty mbarrier pair (tma.cuh); the warpgroup gives its registers to the consumers
@@ -16,11 +16,10 @@
 //    softmax of S_t while P V is on the tensor cores, then rescales O (intra-warpgroup overlap),
 //    and the two consumers hand the tensor cores to each other with named barriers ("ping-pong"):
 //    one issues its products while the other runs its softmax.
-// What made the difference (same run, 32K, 0.6B heads): a single K/V barrier pair over 3 stages of
-// 64-key tiles, and RS wgmma whose P fragments were written after the wgmma fence (ptxas then
-// serializes the wgmma: warnings C7519/C7520), gave 377 TFLOP/s; P converted before the fence, a
-// warp-uniform producer branch, split K/V barriers and 6 stages: 454; 128-key tiles (3 stages,
-// per-tile softmax and barrier costs halved): 622.
+// What made the difference: P converted to BF16 before the wgmma fence (RS wgmma whose P fragments
+// are written after the fence are serialized by ptxas: warnings C7519/C7520), a warp-uniform
+// producer branch, separate K and V barriers, and 128-key tiles (fewer stages fit, but the per-tile
+// softmax and barrier costs halve) (bench/RESULTS.md: "TMA kernel fixed and made auto").
 // The paged cache is read as a 2D tensor [slots][Hkv x D]: the keys of head h are the 64-column
 // boxes (128 bytes, swizzled as wgmma.cuh's tiles) at columns h D + 64 half; a tile's rows are
 // boxes of tma_box_rows(block_size) slots (kernel_plan.h: the largest power of two dividing the
@@ -278,8 +277,8 @@ TmaDesc make_cache_tma(const void* cache, int64_t slots, int64_t row_elems, int6
                               const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                               CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
   // The driver's entry point, looked up once (immutable afterwards): the FP8 cache's scratch gets
-  // new descriptors every layer, and the lookup cost ~70 us a call (Qwen3-0.6B TTFT at 1K: 7.9 ms
-  // with a lookup per descriptor, 3.7 with BF16's cached descriptors).
+  // new descriptors every layer, and a lookup per descriptor made short prefills much slower
+  // (bench/RESULTS.md: "From attention_prefill_wgmma_tma.cu").
   static void* const fn = [] {
     void* f = nullptr;
     cudaDriverEntryPointQueryResult q{};

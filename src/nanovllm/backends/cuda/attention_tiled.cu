@@ -1,8 +1,8 @@
 // Prefill attention on CUDA cores: flash-attention style, for the head dims (not 64 or 128) and
 // GQA groups (more than 64 query heads per kv head) that the tensor-core kernel of
 // attention_prefill_mma.cu lacks; also decode for head dims the decode kernel lacks. Same function and
-// arguments as that kernel (attention_prefill.cuh); 13-20x slower on long prompts (bench/RESULTS.md,
-// issue 17), so Qwen3 never takes it.
+// arguments as that kernel (attention_prefill.cuh); an order of magnitude slower on long prompts
+// (bench/RESULTS.md: "CUDA-core kernel 15.7 / 15.9"), so Qwen3 never takes it.
 //
 // A CTA takes (sequence, tile of TQ new tokens, kv head): its rows are the TQ x G (query token, GQA
 // head) pairs, at most 16, 4 per warp. Keys come in tiles of 32 through shared memory (K transposed

@@ -4,15 +4,16 @@
 // CPU oracle computes; the FP8 GEMM (fp8_gemm=auto) quantizes x per token as well.
 //
 // Decode (T <= kFp8GemvMaxM, plan_fp8_linear in kernel_plan.h): fp8_gemv_kernel, gemv.cu's
-// structure over codes: a CTA of 4 warps owns 2 weight rows (kRows), its 128 lanes stride K in 16-byte
-// chunks of 16 codes (half the bytes of gemv.cu's 8 BF16 values per chunk), two chunks of every row
-// in flight per lane, and the first ones issued before griddepcontrol.wait (weights are never
-// written by the previous kernel, so their DRAM latency overlaps its tail). The scales load with the
-// codes: a scale fetched where it is used (per chunk for blocks, after the reduction per channel)
-// put a dependent load into every CTA's critical path (Qwen3-8B batch-1: 248 -> 279 tok/s with
-// block scales, 266 -> 275 per channel). Per-channel scales multiply each row's sum once at the
-// end; block scales (128 x 128) multiply each chunk's 16-term partial sum (a chunk never straddles
-// a block: block_k % 16 == 0). Batch-1 decode is one pass over the weight bytes: FP8 halves them.
+// structure over codes: a CTA of 4 warps owns 2 weight rows (kRows), its 128 lanes stride K in
+// 16-byte chunks of 16 codes (half the bytes of gemv.cu's 8 BF16 values per chunk), two chunks of
+// every row in flight per lane, and the first ones issued before griddepcontrol.wait (weights are
+// never written by the previous kernel, so their DRAM latency overlaps its tail). The scales load
+// with the codes: a scale fetched where it is used (per chunk for blocks, after the reduction per
+// channel) put a dependent load into every CTA's critical path (bench/RESULTS.md:
+// "The FP8 GEMV's scales now load with its codes"). Per-channel scales multiply each row's sum once
+// at the end; block scales (128 x 128) multiply each chunk's 16-term partial sum (a chunk never
+// straddles a block: block_k % 16 == 0). Batch-1 decode is one pass over the weight bytes: FP8
+// halves them.
 // With silu (linear_silu_mul_quantized) a CTA takes gate row n and up row I + n and writes
 // silu(gate) * up: the MLP's activation in the GEMV's epilogue.
 // Larger T: cuBLASLt's FP8 GEMM (fp8_gemm_cublaslt.cu) with per-token activation scales for
@@ -35,11 +36,11 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-// Weight rows per CTA: 2, not gemv.cu's 4. Each thread's unpack + FMA burst after its loads land
-// is the long pole of these one-wave kernels (ncu, Qwen3-8B batch-1: < 1 eligible warp per
-// scheduler, 15-20 cycles per issued instruction, o_proj at 1.4 TB/s); 2 rows halve the burst and
-// the registers (48 vs 70: 10 CTAs per SM instead of 7). Qwen3-8B batch-1 decode 267.8 vs 254.4
-// tok/s with 4 rows (H100, bench/RESULTS.md).
+// Weight rows per CTA: 2, not gemv.cu's 4. Each thread's unpack + FMA burst after its loads land is
+// the long pole of these one-wave kernels (ncu: under one eligible warp per scheduler;
+// bench/RESULTS.md: "Where Qwen3-8B batch-1 `-q fp8` decode goes"); 2 rows halve the burst and the
+// registers (more CTAs per SM), and batch-1 decode is faster (bench/RESULTS.md:
+// "FP8 GEMV with 2 weight rows per CTA").
 constexpr int kRows = 2;
 
 // x: [M, K] BF16; w: [N, K] codes ([2N, K] with kSilu: gate rows, then up rows); scale:
@@ -88,7 +89,7 @@ __global__ void __launch_bounds__(kThreads)
   };
   load_w(threadIdx.x);  // before the wait: weights and scales are not written by the previous kernel
   // Per-channel scales of the CTA's rows, for the epilogue: loaded now, not after the reduction
-  // (a dependent DRAM load at the end of every CTA; bench/RESULTS.md).
+  // (a dependent DRAM load at the end of every CTA; the file comment says why).
   float row_scale[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) row_scale[r] = kBlock ? 1.f : __ldg(srow[r]);

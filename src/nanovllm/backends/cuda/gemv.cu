@@ -5,9 +5,9 @@
 // silu_and_mul after a BF16 GEMM).
 //
 // At M this small the product is a pass over the weight (2NK bytes; x is 2MK bytes, the FLOPs are
-// negligible), and cuBLASLt's tiles for it reach well under the bandwidth (batch-1 profile in
-// bench/RESULTS.md: GEMMs took ~48% of a decode step). Here a CTA of 4 warps owns 4 weight rows
-// (2 at one row of x: twice the CTAs, +0.6-1.1% batch-1 decode; kernel_plan.h, gemv_shape);
+// negligible), and cuBLASLt's tiles for it reach well under the bandwidth (bench/RESULTS.md:
+// "GEMMs 48%"). Here a CTA of 4 warps owns 4 weight rows (2 at one row of x: twice the CTAs, faster
+// at batch 1; kernel_plan.h, gemv_shape);
 // its 128 lanes stride K in 16-byte chunks (lane t reads chunks t, t + 128, ...), so one row
 // is read by the whole CTA with coalesced 512-byte warp accesses, and all its rows' loads (times 2
 // chunks) are in flight before the first FMA. x chunks come through L1/L2 (each CTA reads x once;

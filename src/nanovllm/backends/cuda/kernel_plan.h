@@ -8,19 +8,18 @@
 // plan_linear (linear, linear_silu_mul, add_rms_norm_linear; gemm_cublaslt.cu):
 //  * The skinny GEMV (gemv.cu) for 1 <= T <= 4 rows of BF16 x, K % 8 == 0, 16-byte aligned
 //    operands; cuBLASLt otherwise. At these batches the product is one pass over the weight, and
-//    cuBLASLt's tiles stayed well below the bandwidth: GEMMs were 48% of a batch-1 decode step
-//    (ncu profile, bench/RESULTS.md), and the GEMV (with the split-KV merge fusion of the same
-//    change) took Qwen3-0.6B batch-1 decode from 664 to 700.6 tok/s on an H100 (eb6ce35). With silu_mul, the GEMV
-//    computes gate and up and applies SiLU in one kernel; cuBLASLt is followed by silu_and_mul. No F32 output with
-//    silu_mul.
+//    cuBLASLt's tiles stayed well below the bandwidth, so the GEMMs took half a batch-1 decode step
+//    and the GEMV made it faster (bench/RESULTS.md: "GEMMs 48%", "GEMV + merge fusion"). With
+//    silu_mul, the GEMV computes gate and up and applies SiLU in one kernel; cuBLASLt is followed by
+//    silu_and_mul. No F32 output with silu_mul.
 //  * add_rms_norm_linear fuses the residual add + RMSNorm into the GEMV as its prologue (one kernel
 //    instead of two) under KernelOptions::gemv_norm: never; always (where the T rows of x fit 48 KiB
 //    of shared memory); auto (default): only for K <= 2048 and while the GEMV's grid fits one wave
 //    (occupancy x SMs: norm_wave). Every CTA recomputes the prologue, whose bytes grow with K and
-//    with the number of waves: Qwen3-0.6B (K = 1024) +0.8% batch-1 decode when fused, Qwen3-8B
-//    (K = 4096) batch-1 TP=1 206.2 tok/s unfused, 206.2 fused in one wave only, 193.6 always fused
-//    (ddc953a); hence K <= 2048 and one wave. Not fused: add_rms_norm, then the product as
-//    plan_linear chooses for it without the norm.
+//    with the number of waves: fused batch-1 decode is slightly faster at K = 1024 (Qwen3-0.6B), no
+//    faster at K = 4096 (Qwen3-8B) in one wave and slower beyond it
+//    (bench/RESULTS.md: "in one wave only 206.2"); hence K <= 2048 and one wave. Not fused:
+//    add_rms_norm, then the product as plan_linear chooses for it without the norm.
 //
 // plan_attention (attention; attention.cu): which kernels compute a batch's attention.
 //  * The split-KV decode kernel (attention_decode.cu) takes the leading sequences that have exactly
@@ -29,14 +28,12 @@
 //    how). On a prefill kernel those rows would cost a 64-row tile each per KV head, and the grid
 //    of a mixed step (sequences x tiles of the longest chunk) would be mostly empty CTAs.
 //  * The other sequences go to the prefill (and chunked-prefill) kernels, as
-//    KernelOptions::prefill_attention says;
-//    auto takes the fastest that applies. Measured on an H100 at 32K tokens, Qwen3-8B heads
-//    (bench/prefill_bench.cpp, bench/RESULTS.md, issue 17): the CUDA-core kernel 15.9 TFLOP/s,
-//    mma.sync 228 (16 rows per warp) / 305 (32), wgmma 390-397, PyTorch 2.11's SDPA 625.
-//    - wgmma with a TMA producer warp (attention_prefill_wgmma_tma.cu, FlashAttention-3's structure):
-//      where the wgmma kernel runs and block_size is a multiple of 8 (tma_block_size_ok). Measured against the wgmma
-//      kernel in the same run (2026-11-25, bench/RESULTS.md): 454 vs 396 TFLOP/s at 32K (0.6B heads), 460 vs 403 (8B),
-//      422 vs 310 and 432 vs 376 at 8K;
+//    KernelOptions::prefill_attention says; auto takes the fastest that applies, in this order
+//    (bench/prefill_bench.cpp; bench/RESULTS.md:
+//    "Prefill attention on tensor cores and long context"):
+//    - wgmma with a TMA producer warp (attention_prefill_wgmma_tma.cu, FlashAttention-3's
+//      structure): where the wgmma kernel runs and block_size is a multiple of 8
+//      (tma_block_size_ok);
 //    - wgmma (attention_prefill_wgmma.cu): sm_90 with sm_90a code in the build, head_dim 64/128,
 //      G <= 64, other block sizes;
 //    - mma.sync (attention_prefill_mma.cu): head_dim 64/128, G <= 64 (sm_80+);
@@ -51,46 +48,42 @@
 //    max_decode_splits (16, the largest cluster; the most the kernel supports): two CTAs per SM
 //    at batch 1, so the chain of DRAM round trips each CTA walks is short. S depends on the batch
 //    size alone, so a CUDA graph captured for a batch stays valid at every context length.
-//    Measured (Qwen3-8B TP=2 batch-1, ~1.15K context, per-kernel increment): S = 4 39.4 us,
-//    8 23.7, 16 17.0, 32 16.5 (~12 us fixed + ~0.1 us per key per CTA): 16 it is. Wanting 8 CTAs
-//    per SM instead of 2 (two splits at batch 256, TP=2) gained nothing (fcf3096).
+//    A split costs a fixed part plus a part per key of its CTA, so beyond 16 splits the fixed part
+//    dominates and more splits gain little (bench/RESULTS.md:
+//    "decode attention increment at TP=2 by KV splits"); wanting 8 CTAs per SM instead of 2 (two
+//    splits at batch 256, TP=2) gained nothing (bench/RESULTS.md: "NANOVLLM_DECODE_WAVES").
 //  * Long contexts at small batch: with max_context (the longest context of the batch) at least
 //    KernelOptions::long_decode_context and at most kLongDecodeMaxBatch sequences, S is no longer
 //    capped by a cluster's 16: it grows to one full wave, floor(R x SMs / (B x Hkv)) with R the
 //    split kernel's resident CTAs per SM (occupancy; 2 when unknown), at most long_decode_splits
 //    (64, kDecodeMaxSplitsGlobal at most), and the partials go through the merge kernel. At batch
 //    1 the cap of 16 left 128 CTAs on 132 SMs, too few loads in flight to read a long KV cache at
-//    bandwidth. Measured on an H100 (bench --latency, batch 1, decode tok/s; bench/RESULTS.md),
-//    splits 16 / 24 / 33 / 48 / 64: Qwen3-0.6B at 32K 304 / 379 / 398 / 429 / 367, at 8K
-//    646 / 706 / 715 / 718 / 634; Qwen3-8B at 32K 104 / 118 / 127 / 114 / -, at 8K
-//    147 / 154 / 157 / 148 / -: the best is the largest S that stays one wave (0.6B's G = 2
-//    kernel holds 3 CTAs per SM, 8B's G = 4 kernel 2), and beyond a wave the tail costs more than
-//    the loads gain. At 4K the splits gain ~1% (0.6B 803 -> 809): the rule starts at 8192 keys.
+//    bandwidth. The best is the largest S that stays one wave, and beyond a wave the tail costs
+//    more than the loads gain; at 4K keys the splits gain about nothing, so the rule starts at
+//    8192 keys (bench/RESULTS.md: "Long-context decode, batch 1, decode tok/s by KV splits", and
+//    "More than one wave of split CTAs still loses").
 //    A CUDA graph is captured per context range (decode_context_breaks: the ranges' bounds), so a
 //    replay always runs the plan of its batch's longest context.
 //  * Merge: the S > 1 splits' partials go through global memory to the merge kernel (one L2 round
 //    trip). With decode_cluster on (off by default), on sm_90+, they form one thread-block cluster
 //    and merge through distributed shared memory instead, when S is at most the largest cluster the
 //    device schedules (cluster_limit; 1 before sm_90). Clusters won while the merge kernel walked
-//    the splits one L2 round trip after another (Qwen3-8B batch-1 216.9 -> 227.2 tok/s, 1f73a39);
-//    against the one-round merge kernel they lose: Qwen3-8B -q fp8 batch-1 280.3 vs 283.8 tok/s,
-//    Qwen3-0.6B 1,044 vs 1,068 (H100, 2026-11-26): the cluster's two barriers and remote loads
-//    cost ~2.8 us a layer.
+//    the splits one L2 round trip after another; against the one-round merge kernel they lose: the
+//    cluster's two barriers and remote loads cost more than that round trip (bench/RESULTS.md:
+//    "Decode attention rewritten", "clusters 280.1 / 280.5 vs the merge kernel").
 //  * Read-ahead (decode_read_ahead, on by default): at batches of at most kGemvMaxM sequences
 //    (the GEMV's, whose weight loads are a chain of short kernels that leave DRAM idle between
 //    them), in a step without prefill rows, when the merge kernel runs (S > 1 without clusters),
 //    its CTAs ask for the weights the layer reads next (o_proj, the MLP, the next layer's qkv_proj,
 //    in that order, Backend::attention's ReadAhead), up to 48% of the L2 (24 MiB of an H100's 50),
 //    to be brought into L2 before they wait: DRAM streams them from the end of the key loops
-//    while the merges, norms and GEMVs run, and the GEMVs then read L2. Measured (H100, batch 1,
-//    decode tok/s, same calls alternating): Qwen3-0.6B at 1K 1,092 / 1,096 / 1,090 vs 1,044 /
-//    1,046 / 1,062 (+4%), at 32K 465.0 / 464.0 / 464.6 vs 459.8 / 460.2 / 459.7 (+1%); Qwen3-8B
-//    at 1K 175.6 / 175.5 vs 174.7 / 174.5 (the budget holds 70% of its o_proj). Issued by the
-//    decode CTAs after their key loops instead: 0.6B at 32K 2-3% slower (it competes with the
-//    CTAs still reading keys), at 1K +1%.
+//    while the merges, norms and GEMVs run, and the GEMVs then read L2: batch-1 decode gains most
+//    at short contexts, Qwen3-8B less (the budget holds about 70% of its o_proj). Issued by the
+//    decode CTAs after their key loops instead, it competes with the CTAs still reading keys and
+//    loses at long contexts (bench/RESULTS.md: "Reading the layer's next weights").
 //  * Warps: 8 per split CTA (decode_warps 8, default) when 8 warps' softmax states fit 32 KiB of
-//    shared memory (8 x G x D floats <= 8192), else 4; unsplit CTAs use 4. Measured at 1f73a39,
-//    Qwen3-8B batch-1: 8 warps 227.2 tok/s, 4 warps 224.0, 16 warps 217.3.
+//    shared memory (8 x G x D floats <= 8192), else 4; unsplit CTAs use 4. 8 warps were faster
+//    than 4 or 16 at batch 1 (bench/RESULTS.md: "8 warps; 4 warps 224.0").
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -142,20 +135,17 @@ struct LinearPlan {
 
 // The GEMV's CTA shape (plan_linear): one row of x without the norm prologue takes CTAs of 2 weight
 // rows (SiLU: 1 gate + 1 up), twice the CTAs of the default 4 (each thread then has 2 x 2 chunks of
-// 16 bytes in flight before its wait, not 4 x 2). Measured on an H100 against 4 rows, same calls
-// (bench/RESULTS.md, 2026-11-27): Qwen3-0.6B batch-1 decode 1,079 / 1,078 / 1,081 vs 1,072 / 1,070 /
-// 1,074 tok/s at 1K, 463.5 / 464.6 vs 458.2 / 461.6 at 32K; Qwen3-8B BF16 176.8 vs 175.2. The other
-// way lost: 8 rows x 1 chunk at K <= 1024 and 3 chunks in flight at K <= 3072, 1,005-1,021 vs 1,070;
-// 2 rows x 4 chunks 1,057 vs 1,074. Several rows of x keep 4 rows (not measured otherwise).
+// 16 bytes in flight before its wait, not 4 x 2): batch-1 decode is faster than with 4 rows, and 8
+// rows x 1 chunk or 2 rows x 4 chunks were slower (bench/RESULTS.md:
+// "GEMV CTA shape at one row of x"). Several rows of x keep 4 rows (not measured otherwise).
 GemvShape gemv_shape(int64_t T, bool norm);
 
 // gemm_heuristic_rows (linear through cuBLASLt; gemm_cublaslt.cu): cuBLASLt's heuristic is asked
 // once per bucket of row counts, not per T: T rounded up to 8, 16, 32, 64, then to a multiple of 64
 // up to 512, of 256 up to 4096, of 1024 beyond. Its algorithm serves every T of the bucket (after
 // cublasLtMatmulAlgoCheck; else T's own heuristic). Mixed steps and prefills of varied lengths see
-// a new T almost every step, and the queries (with the first use of each new kernel) cost about
-// 10 ms in the step that met them: a mixed step of 128 decodes + a 512-token prompt on Qwen3-0.6B
-// took 18.6 ms as one forward where its parts take 4.8 + 2.7 (bench --interference, issue 18).
+// a new T almost every step, and the queries (with the first use of each new kernel) cost
+// milliseconds in the step that met them (bench/RESULTS.md: "single forward 18.6 ms").
 int64_t gemm_heuristic_rows(int64_t T);
 
 // CTAs of the GEMV's grid for this problem (T rows, N outputs; SiLU CTAs take half as many).
@@ -234,12 +224,11 @@ struct AttentionPlan {
 // UserError when the option forces a kernel that cannot run the problem. With fp8_kv (the FP8 KV
 // cache) the choice is the same: the decode and mma.sync kernels convert FP8 K/V in registers; for
 // the others (TMA/wgmma load BF16 tiles as they are) attention.cu first converts the blocks the
-// prefills read into a BF16 scratch cache (kv_fp8_scratch.cu, ~0.07 ms a layer at 32K tokens).
+// prefills read into a BF16 scratch cache (kv_fp8_scratch.cu), which costs far less than
+// mma.sync's lower rate on long prompts (bench/RESULTS.md: "FP8 KV prefill regression fixed").
 // Not in a decode step: its grid would depend on the contexts, which a CUDA graph fixes at capture;
 // there the sequences the decode kernel does not take go to mma.sync, and a shape it lacks (head
 // dims other than 64/128) is a UserError, which the engine meets at start-up (warm-up, capture).
-// Measured (H100, Qwen3-0.6B, 32K-token prompt): TTFT 767 ms with every FP8 prefill on mma.sync,
-// against BF16's 263 on the TMA kernel.
 AttentionPlan plan_attention(const AttentionProblem& p, bool wgmma, const KernelOptions& o);
 
 // ---- attention at decode

@@ -16,9 +16,10 @@
 // CTA finds its (b, j) by a block scan of ceil(ctx_lens / bs) in rounds of 256 sequences, then
 // converts its chunk of the block's bs x Hkv x D codes (a contiguous run: 256 KiB for bs 256, 8 KV
 // heads, D 128): kPerThread 16-code loads per thread, all issued before any is used.
-// Why: the TMA kernel runs 455-620 TFLOP/s at 8K-32K tokens against ~300 for mma.sync (bench/RESULTS.md).
-// Why chunks: one CTA per block walked its 256 KiB in 64 dependent steps, ~5 ms per prefill at any
-// length on Qwen3-0.6B and -8B (TTFT at 1K: 8.1 vs 3.2 ms with BF16 KV, H100).
+// Why: the TMA kernel runs at about twice mma.sync's rate on long prompts (bench/RESULTS.md:
+// "TMA kernel fixed and made auto"). Why chunks: one CTA per block walked its 256 KiB in 64
+// dependent steps, which added a constant few milliseconds to every prefill (bench/RESULTS.md:
+// "a constant ~5-6 ms with FP8").
 #include <cub/block/block_scan.cuh>
 
 #include "nanovllm/backends/cuda/attention_prefill.cuh"

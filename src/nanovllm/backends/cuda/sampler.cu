@@ -7,9 +7,9 @@
 //   E_i = -log(sampling_uniform(seed, position, i)) (Gumbel-max, exponential form), taken in log
 //   space as the score fma(l_i, 1/T, -log(E_i)).
 // Rows without top-k / top-p / min-p (vLLM's and bench.py's default) need no softmax: one pass over
-// the row computes the scores and the argmax fallback. The cost is the noise, not the bytes: at
-// batch 256 x 151,936 BF16 logits the old three passes (argmax, double sum, then p = exp / sum in
-// double, the noise, p / E) took 225 us a step, 3.4% of bench.py's run (kernel timeline, H100).
+// the row computes the scores and the argmax fallback. The cost is the noise, not the bytes: the
+// three passes it replaced (argmax, double sum, then p = exp / sum in double, the noise, p / E)
+// took about twice as long at batch 256 (bench/RESULTS.md: "Sampler in one pass").
 // The top-k / top-p thresholds are found by bisection on the float bits of p (31 counting or
 // summing passes over the row each), which needs no sort and no scratch memory. Ties at a
 // threshold keep every tied entry (the CPU keeps the lower indices): only exact ties differ.
@@ -17,7 +17,7 @@
 // batch's logits, adjusted per row), and rows that ask for logprobs through the logprobs kernel after
 // sampling (logits_kernels.cu); a batch without either runs exactly the plain path.
 // Batches of rows without top-k / top-p / min-p that leave SMs idle split each row over up to 64
-// CTAs (sample_split_kernel: 11.2 -> 6.0 us for one row of 151,936 BF16 logits, H100 timeline).
+// CTAs (sample_split_kernel; bench/RESULTS.md: "the sampler split over up to 64 CTAs").
 // sample() brings the tokens (and logprobs) back with one device->host sync, the step's only
 // synchronisation; sample_async() (async scheduling) does not wait: the sampler also writes each
 // token into mapped host memory, read once the slot's event has passed.
@@ -47,8 +47,8 @@ struct DevRow {
 };
 
 // Visits every (logit, index) of a row in this thread's share, in increasing index order. BF16 rows
-// of a multiple of 8 at 16-byte addresses go 8 at a time, 4 loads in flight (a batch-1 step is one
-// CTA: scalar loads one round trip after another took ~30 us for 76K entries).
+// of a multiple of 8 at 16-byte addresses go 8 at a time, 4 loads in flight: a batch-1 step is one
+// CTA, where scalar loads, one round trip after another, were slow (bench/RESULTS.md: "From sampler.cu").
 template <class T, class F>
 __device__ __forceinline__ void for_each_logit(const T* __restrict__ lg, int64_t V, F&& f) {
   if constexpr (std::is_same_v<T, bf16>) {
@@ -184,7 +184,7 @@ __global__ void __launch_bounds__(kSampleThreads)
 }
 
 // Rows without top-k, top-p or min-p (greedy, or plain temperature) at small batches, where one
-// CTA per row leaves most SMs idle (a batch-1 step sampled 151,936 logits in 11 us on one SM):
+// CTA per row leaves most SMs idle (bench/RESULTS.md: "11.15 us a call for one row"):
 // grid (S, B). CTA s of row b reduces the slice [s * chunk, (s + 1) * chunk) to its highest logit
 // and highest score (lowest index on ties, as sample_kernel), thread 0 stores the pair and takes a
 // ticket; the row's last CTA (ticket S - 1) reduces the S partials in index order, writes the token

@@ -1,8 +1,9 @@
-// One-shot all-reduce over NVLink peer memory, for the small messages of decode (a Qwen3-8B
-// batch-1 step makes 73 all-reduces of 16 KB). NCCL's ring takes ~9 us for such a message (bench/
-// RESULTS.md); here one kernel does it: each rank copies its input into its own buffer, which
-// every peer maps, raises a flag in each peer's memory, waits for the peers' flags, and sums all
-// ranks' buffers straight over NVLink, in rank order (so every rank gets bit-identical sums).
+// One-shot all-reduce over NVLink peer memory, for the small messages of decode (a Qwen3-8B batch-1
+// step makes 73 all-reduces of 16 KB). NCCL's ring is latency-bound at that size (bench/RESULTS.md:
+// "NCCL all-reduce of BF16 [T, H], eager"); here one kernel does it: each rank copies its input
+// into its own buffer, which every peer maps, raises a flag in each peer's memory, waits for the
+// peers' flags, and sums all ranks' buffers straight over NVLink, in rank order (so every rank gets
+// bit-identical sums).
 //
 // Buffers and flags: one allocation per rank, mapped by the others through CUDA IPC handles
 // (ranks in one process, e.g. the tests' threads, use the pointer and peer access instead),
@@ -35,10 +36,10 @@ namespace nanovllm {
 class P2pAllReduce {
  public:
   static constexpr int kMaxRanks = 8;
-  // The largest message (and the size of each data half); larger ones go to NCCL. Measured on 2
-  // H200s (eager, back to back): 2-16 KB 5.9 us against NCCL's 10.0-10.2; 64 KB 9.8 against 10.7;
-  // 512 KB 49.5 against 11.4 (8 CTAs pulling over NVLink are latency-bound; NCCL keeps more bytes
-  // in flight).
+  // The largest message (and the size of each data half); larger ones go to NCCL. Up to 64 KB this
+  // kernel beats NCCL's ring; at 512 KB its 8 CTAs pulling over NVLink are latency-bound and NCCL,
+  // keeping more bytes in flight, wins (bench/RESULTS.md:
+  // "so the P2P path is now capped at 64 KiB").
   static constexpr size_t kMaxBytes = size_t(64) << 10;
   // bytes of every rank -> the concatenation in rank order (a collective, e.g. ncclAllGather).
   using AllGather = std::function<std::vector<uint8_t>(const std::vector<uint8_t>&)>;

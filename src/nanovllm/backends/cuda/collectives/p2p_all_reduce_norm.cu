@@ -13,8 +13,9 @@
 //  * Bulk (up to kBulkBlocks * kBulkSlab bytes: decode batches up to 512 at H = 4096): LL lines
 //    are half flags, too many bytes here. Each of up to 128 blocks pushes its rows' plain floats
 //    into every peer's slab for that block, then fences and raises one flag per peer
-//    (exchange_flags), and sums once the peers' flags are up. NCCL's ring took ~39 us for [256,
-//    4096] F32 in a Qwen3-8B TP=2 decode step, plus the cast and norm kernels (bench/RESULTS.md).
+//    (exchange_flags), and sums once the peers' flags are up. NCCL's ring alone, before the cast
+//    and norm kernels, took a fifth of a Qwen3-8B TP=2 decode step at batch 256 (bench/RESULTS.md:
+//    "NCCL all-reduce of the F32 partial sums").
 #include "nanovllm/backends/cuda/collectives/p2p_all_reduce.cuh"
 
 #include <algorithm>
