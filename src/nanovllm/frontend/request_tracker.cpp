@@ -76,7 +76,6 @@ std::vector<ChoiceSummary> RequestTracker::abort(int64_t id) {
     ended.push_back(summary_of(it->second));
     it = live_.erase(it);
   }
-  if (ended.empty()) engine_.abort(id);  // not tracked here: the engine may still know it
   return ended;
 }
 

@@ -82,7 +82,7 @@ class RequestTracker {
   // engine id of choice 0. Choices 1.. go into the engine later (TrackerStep::added).
   int64_t add(std::vector<int32_t> prompt, const SamplingParams& sp, const Options& opts);
   // Ends every choice of request `id` in the engine (its KV blocks freed); returns the summaries
-  // of the choices that were in the engine.
+  // of the choices that were in the engine (none for an id that is not live).
   std::vector<ChoiceSummary> abort(int64_t id);
   // Steps the engine and routes its tokens.
   TrackerStep step();
