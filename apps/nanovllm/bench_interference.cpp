@@ -70,7 +70,7 @@ nlohmann::json interference(LLMEngine& e, const InterferenceArgs& a) {
       if (it != token_times.end()) it->second.push_back(t);
     }
   };
-  while (!e.scheduler().waiting().empty()) record(e.step());
+  while (e.scheduler_stats().waiting > 0) record(e.step());
   for (int i = 0; i < 3; ++i) record(e.step());
   std::vector<double> baseline;  // steady decode steps
   for (int i = 0; i < 10; ++i) {

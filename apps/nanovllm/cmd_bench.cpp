@@ -97,7 +97,7 @@ nlohmann::json throughput(LLMEngine& e, const BenchArgs& a) {
           {"decode_seconds", decode_s},
           {"output_tok_s", double(output_tokens) / secs},
           {"total_tok_s", double(prompt_tokens + output_tokens) / secs},
-          {"preemptions", e.scheduler().num_preemptions()},
+          {"preemptions", e.scheduler_stats().preemptions},
           {"logprobs", a.logprobs},
           {"repetition_penalty", a.repetition_penalty},
           {"frequency_penalty", a.frequency_penalty},
@@ -205,7 +205,7 @@ nlohmann::json profile_decode(LLMEngine& e, const BenchArgs& a) {
     for (auto& t : p) t = int32_t(rng.randint(0, max_token_id(e)));
     e.add_request(p, sp);
   }
-  while (!e.scheduler().waiting().empty()) e.step();
+  while (e.scheduler_stats().waiting > 0) e.step();
   for (int i = 0; i < 3; ++i) e.step();  // warm decode
   prof->reset();
   const int steps = 10;

@@ -20,28 +20,26 @@ std::string torch_name(DType t) {
 
 }  // namespace
 
-void log_startup(const server::ServerOptions& opts, LLM& llm) {
+void log_startup(const server::ServerOptions& opts, const LLM& llm) {
   const Logger& log = opts.logger;
-  LLMEngine& e = llm.engine();
-  const EngineConfig& cfg = e.config();
-  Backend& be = e.model_runner().backend();
+  const EngineConfig& cfg = llm.config();
+  const EngineInfo e = llm.engine_info();
   const std::string devices =
-      be.name() + (cfg.tensor_parallel_size > 1 ? " x " + std::to_string(cfg.tensor_parallel_size) + " ranks" : "");
-  log.info("Model " + cfg.model + " (" + e.model_config().architecture + "), dtype " + torch_name(be.act_dtype()) +
+      e.backend + (cfg.tensor_parallel_size > 1 ? " x " + std::to_string(cfg.tensor_parallel_size) + " ranks" : "");
+  log.info("Model " + cfg.model + " (" + llm.model_config().architecture + "), dtype " + torch_name(e.act_dtype) +
            ", device " + devices + ", tensor_parallel_size " + std::to_string(cfg.tensor_parallel_size));
-  const int64_t blocks = e.block_manager().num_blocks(), tokens = blocks * cfg.block_size;
+  const int64_t blocks = e.num_kv_blocks, tokens = blocks * cfg.block_size;
   char conc[32];
   std::snprintf(conc, sizeof conc, "%.2f", double(tokens) / double(cfg.max_model_len));
   log.info("KV cache: " + std::to_string(blocks) + " blocks of " + std::to_string(cfg.block_size) +
            " tokens = " + std::to_string(tokens) + " tokens; max_model_len " + std::to_string(cfg.max_model_len) +
            "; maximum concurrency for " + std::to_string(cfg.max_model_len) + " tokens per request: " + conc +
-           "x; stored as " + dtype_name(e.model_runner().kv_cache_dtype()) + " (--kv-cache-dtype " +
+           "x; stored as " + dtype_name(e.kv_cache_dtype) + " (--kv-cache-dtype " +
            kv_cache_dtype_name(cfg.kv_cache_dtype) + ")");
-  if (e.model_runner().uses_cuda_graphs())
-    log.info("CUDA graphs: " + std::to_string(e.model_runner().num_cuda_graphs()) + " decode graphs captured");
+  if (e.uses_cuda_graphs)
+    log.info("CUDA graphs: " + std::to_string(e.num_cuda_graphs) + " decode graphs captured");
   else
-    log.info(std::string("CUDA graphs: none (") + (be.device() == Device::CUDA ? "--enforce-eager" : "CPU backend") +
-             ")");
+    log.info(std::string("CUDA graphs: none (") + (e.device == Device::CUDA ? "--enforce-eager" : "CPU backend") + ")");
   if (!opts.defaults.empty()) log.info(opts.defaults.log_line());
 }
 

@@ -7,6 +7,6 @@
 
 namespace nanovllm::cli {
 
-void log_startup(const server::ServerOptions& opts, LLM& llm);
+void log_startup(const server::ServerOptions& opts, const LLM& llm);
 
 }  // namespace nanovllm::cli

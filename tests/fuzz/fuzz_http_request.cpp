@@ -55,7 +55,7 @@ struct Served {
     info.llm = llm.get();
     info.name = "tiny-qwen3";
     info.root = cfg.model;
-    info.max_model_len = llm->engine().config().max_model_len;
+    info.max_model_len = llm->config().max_model_len;
     info.reasoning_parser = "qwen3";  // as `serve --reasoning-parser qwen3 --enable-auto-tool-choice ...`
     info.tool_call_parser = "hermes";
     info.enable_auto_tool_choice = true;

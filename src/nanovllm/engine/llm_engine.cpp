@@ -134,6 +134,24 @@ RequestOutput LLMEngine::output_of(const Sequence& s) const {
 }
 
 StepResult LLMEngine::step() {
+  StepResult r = run_step();
+  r.stats = scheduler_stats();
+  return r;
+}
+
+SchedulerStats LLMEngine::scheduler_stats() const {
+  SchedulerStats s;
+  s.running = int64_t(scheduler_->running().size());
+  s.waiting = int64_t(scheduler_->waiting().size());
+  s.kv_blocks_total = block_manager_->num_blocks();
+  s.kv_blocks_used = block_manager_->num_blocks() - block_manager_->num_free_blocks();
+  s.prefix_query_tokens = block_manager_->num_query_tokens();
+  s.prefix_hit_tokens = block_manager_->num_hit_tokens();
+  s.preemptions = scheduler_->num_preemptions();
+  return s;
+}
+
+StepResult LLMEngine::run_step() {
   const auto t0 = std::chrono::steady_clock::now();
   if (in_flight_) {
     InFlight cur = std::move(*in_flight_);
@@ -208,8 +226,10 @@ void LLMEngine::finish_step(const ScheduledBatch& batch, const std::vector<int32
   if (batch.is_prefill) {
     prefill_tokens_ += batch.num_prefill_tokens;
     for (auto* s : batch.seqs)
-      if (s->num_completion_tokens() == 0 && !cached_prompt_tokens_.count(s->id))
+      if (s->num_completion_tokens() == 0 && !cached_prompt_tokens_.count(s->id)) {
         cached_prompt_tokens_[s->id] = s->num_cached_tokens;
+        r.first_scheduled.push_back(s->id);
+      }
   }
   // Remember which sequences complete their prefill (or decode) this step: they get a token.
   std::vector<bool> gets_token;

@@ -29,7 +29,17 @@ struct RequestOutput {
   std::vector<TokenLogprobs> prompt_logprobs;  // of prompt tokens 1.. when the request asked
 };
 
-// What one step did: which sequences got a new token, which finished.
+// The scheduler's and KV cache's state, as a server's metrics and logs show it (counters are
+// cumulative since start-up).
+struct SchedulerStats {
+  int64_t running = 0, waiting = 0;  // sequences
+  int64_t kv_blocks_used = 0, kv_blocks_total = 0;
+  int64_t prefix_query_tokens = 0, prefix_hit_tokens = 0;  // prompt tokens looked up / found in the prefix cache
+  int64_t preemptions = 0;
+};
+
+// What one step did: which sequences got a new token, which finished, and the scheduler's state
+// after it (so that nobody above the engine reads the scheduler or the block manager).
 struct StepResult {
   bool is_prefill = false;          // some prompt tokens were computed (a prefill or mixed step)
   int64_t num_tokens = 0;           // tokens computed
@@ -42,6 +52,9 @@ struct StepResult {
   // Requests that asked for prompt logprobs and got their first token: those of prompt tokens 1..
   std::vector<std::pair<int64_t, std::vector<TokenLogprobs>>> prompt_logprobs;
   std::vector<RequestOutput> finished;
+  // Requests whose computation began in this step (their first prefill chunk): their queueing ends.
+  std::vector<int64_t> first_scheduled;
+  SchedulerStats stats;
 };
 
 // Async scheduling (EngineConfig::async_scheduling, on for CUDA by default). A decode step that
@@ -65,6 +78,7 @@ class LLMEngine {
   // Validates and queues a request; returns its id. Throws InvalidRequest naming the problem.
   int64_t add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& params);
   StepResult step();
+  SchedulerStats scheduler_stats() const;  // now (StepResult::stats is this after the step)
   bool has_unfinished() const { return !scheduler_->is_finished(); }
   bool async_scheduling() const { return async_; }          // as settled for this backend
   int64_t num_steps_ahead() const { return steps_ahead_; }  // steps launched before the last one's tokens came
@@ -88,6 +102,7 @@ class LLMEngine {
     Backend::SampledTokens tokens;  // one per row
     std::chrono::steady_clock::time_point started;
   };
+  StepResult run_step();
   StepResult step_async(InFlight cur);
   // The running sequences among ids (aborted and finished ones are gone), and their rows in ids.
   std::vector<Sequence*> running_of(const std::vector<int64_t>& ids, std::vector<size_t>* rows = nullptr);

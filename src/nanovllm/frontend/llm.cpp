@@ -5,8 +5,6 @@
 #include <map>
 
 #include "nanovllm/models/hf_config.h"
-#include "nanovllm/output/output_processor.h"
-#include "nanovllm/output/step_events.h"
 #include "nanovllm/utils/error.h"
 #include "nanovllm/utils/progress.h"
 
@@ -71,6 +69,21 @@ LLM::LLM(EngineConfig cfg, const std::string& tokenizer_dir, bool skip_tokenizer
     if (!tokenizer_->chat_template().empty())
       chat_template_ = std::make_unique<ChatTemplate>(tokenizer_->chat_template());
   }
+  tracker_ = std::make_unique<RequestTracker>(*engine_, tokenizer_.get());
+}
+
+EngineInfo LLM::engine_info() const {
+  ModelRunner& runner = engine_->model_runner();
+  EngineInfo i;
+  i.backend = runner.backend().name();
+  i.device = runner.backend().device();
+  i.act_dtype = runner.backend().act_dtype();
+  i.kv_cache_dtype = runner.kv_cache_dtype();
+  i.num_kv_blocks = engine_->block_manager().num_blocks();
+  i.uses_cuda_graphs = runner.uses_cuda_graphs();
+  i.num_cuda_graphs = runner.num_cuda_graphs();
+  i.async_scheduling = engine_->async_scheduling();
+  return i;
 }
 
 const Tokenizer& LLM::require_tokenizer() const {
@@ -147,61 +160,23 @@ std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts, con
 int64_t LLM::add_request(const Prompt& prompt, const SamplingParams& params) {
   std::vector<int32_t> ids = to_token_ids(prompt);
   params.validate();
+  if (params.n != 1)
+    throw InvalidRequest("n", "LLM takes one sequence per request (n=" + std::to_string(params.n) +
+                                  "): add the request n times with seeds seed + i");
   if (!params.stop.empty()) require_tokenizer();
-  const int64_t id = engine_->add_request(ids, params);
-  Live& l = live_[id];
-  if (!params.stop.empty()) l.out.emplace(tokenizer_.get(), params);
-  l.skip_special_tokens = params.skip_special_tokens;
-  l.include_stop_str_in_output = params.include_stop_str_in_output;
-  l.o.request_id = id;
-  l.o.prompt_token_ids = std::move(ids);
-  return id;
-}
-
-void LLM::abort_request(int64_t id) {
-  engine_->abort(id);
-  live_.erase(id);
-}
-
-// The text of a finished request decoded at once, as the output processor would have made it:
-// the token that ended it in the engine (EOS, a stop token: `stop_token`) is not text unless
-// asked for, and ids past the tokenizer's vocabulary (a padded embedding) have none.
-void LLM::finish_text(Live& l, bool stop_token) const {
-  if (!tokenizer_) return;
-  std::vector<int32_t> ids;
-  const size_t n = l.o.token_ids.size() - (stop_token && !l.include_stop_str_in_output ? 1 : 0);
-  for (size_t i = 0; i < n; ++i)
-    if (l.o.token_ids[i] >= 0 && l.o.token_ids[i] < tokenizer_->vocab_size()) ids.push_back(l.o.token_ids[i]);
-  l.o.text = tokenizer_->decode(ids, l.skip_special_tokens);
+  RequestTracker::Options opts;
+  opts.stream = false;  // the text once at the end (token by token only where stop strings need it)
+  return tracker_->add(std::move(ids), params, opts);
 }
 
 std::vector<RequestOutput> LLM::step(StepResult* stats) {
-  StepResult r = engine_->step();
+  TrackerStep s = tracker_->step();
   std::vector<RequestOutput> finished;
-  for (const output::TokenEvent& e : output::step_events(r)) {
-    auto it = live_.find(e.request_id);
-    if (it == live_.end()) continue;
-    Live& l = it->second;
-    RequestOutput& o = l.o;
-    FinishReason finish = e.finish;
-    if (l.out) {
-      const output::OutputDelta d = l.out->push(e.token, e.finish);
-      o.text += d.text;
-      finish = d.finish;
-      if (d.stopped_by_string) engine_->abort(e.request_id);  // the engine does not know stop strings
-    }
-    if (e.token >= 0) o.token_ids.push_back(e.token);
-    if (finish == FinishReason::None) continue;
-    o.finish_reason = finish;
-    if (e.finished) {
-      o.num_cached_prompt_tokens = e.finished->num_cached_prompt_tokens;
-      o.token_ids = e.finished->token_ids;
-    }
-    if (!l.out) finish_text(l, finish == FinishReason::Stop && e.token >= 0 && !o.token_ids.empty());
-    finished.push_back(std::move(o));
-    live_.erase(it);
+  for (RequestEvent& ev : s.events) {
+    if (!ev.error.empty()) throw Error("request " + std::to_string(ev.request_id) + ": " + ev.error);
+    if (ev.finish != FinishReason::None) finished.push_back(std::move(ev.output));
   }
-  if (stats) *stats = std::move(r);
+  if (stats) *stats = std::move(s.engine);
   return finished;
 }
 

@@ -2,22 +2,18 @@
 //
 //   nanovllm::EngineConfig cfg;  cfg.model = "/path/to/Qwen3-0.6B";
 //   nanovllm::LLM llm(cfg);
-//   auto outs = llm.generate({nanovllm::Prompt::text("Hello")}, {nanovllm::SamplingParams{}});
+//   auto outs = llm.generate({nanovllm::Prompt::of_text("Hello")}, {nanovllm::SamplingParams{}});
 //   std::cout << outs[0].text;
 #pragma once
 #include <functional>
-#include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "nanovllm/config/config.h"
-#include "nanovllm/engine/llm_engine.h"
-#include "nanovllm/output/output_processor.h"
 #include "nanovllm/config/sampling_params.h"
+#include "nanovllm/engine/llm_engine.h"
+#include "nanovllm/frontend/request_tracker.h"
 #include "nanovllm/tokenizer/chat_template.h"
 #include "nanovllm/tokenizer/tokenizer.h"
 
@@ -47,6 +43,18 @@ std::string preset_tokenizer_name(const std::string& model);
 // from the npm data of scripts/setup.sh) and under its prefix (`cmake --install`).
 std::vector<std::string> preset_tokenizer_dirs(const std::string& name = "qwen3");
 
+// What the engine settled at start-up, for start-up logs, /metrics and benchmark reports.
+struct EngineInfo {
+  std::string backend;  // the backend's name ("cpu", "cuda (NVIDIA H100 ...)")
+  Device device = Device::CPU;
+  DType act_dtype = DType::F32;
+  DType kv_cache_dtype = DType::F32;  // as stored (--kv-cache-dtype)
+  int64_t num_kv_blocks = 0;
+  int64_t num_cuda_graphs = 0;  // decode graphs captured
+  bool uses_cuda_graphs = false;
+  bool async_scheduling = false;  // as settled for the backend
+};
+
 class LLM {
  public:
   // `tokenizer_dir` empty: find_tokenizer_dir's choice. `skip_tokenizer_init`: load none (token
@@ -61,12 +69,22 @@ class LLM {
                                       bool progress = false, const std::function<void()>& after_step = {});
 
   // nano-vllm's LLMEngine loop with text: queue a request (tokenized and validated; throws
-  // InvalidRequest), then step() while has_unfinished(). step() returns the requests that
-  // finished in it (text, token ids, finish reason); `stats` gets the engine's StepResult.
+  // InvalidRequest; one sequence, n = 1), then step() while has_unfinished(). step() returns the
+  // requests that finished in it (text, token ids, finish reason); `stats` gets the engine's
+  // StepResult.
   int64_t add_request(const Prompt& prompt, const SamplingParams& params);
   std::vector<RequestOutput> step(StepResult* stats = nullptr);
-  bool has_unfinished() const { return engine_->has_unfinished(); }
-  void abort_request(int64_t id);
+  bool has_unfinished() const { return tracker_->has_unfinished(); }
+  void abort_request(int64_t id) { tracker_->abort(id); }
+
+  // The live requests, for a front end with its own loop (the server's: streaming, n > 1).
+  RequestTracker& tracker() { return *tracker_; }
+
+  // The resolved settings (max_model_len settled), the model's, and what the engine settled.
+  const EngineConfig& config() const { return engine_->config(); }
+  const ModelConfig& model_config() const { return engine_->model_config(); }
+  EngineInfo engine_info() const;
+  SchedulerStats scheduler_stats() const { return engine_->scheduler_stats(); }
 
   // Chat messages -> prompt text through the model's chat template.
   std::string apply_chat_template(const ChatTemplateInputs& in) const;
@@ -75,24 +93,13 @@ class LLM {
 
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
   const Tokenizer& require_tokenizer() const;  // throws UserError when there is none
-  LLMEngine& engine() { return *engine_; }
   std::vector<int32_t> to_token_ids(const Prompt& p) const;
 
  private:
   std::unique_ptr<LLMEngine> engine_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ChatTemplate> chat_template_;
-  // A request between add_request and its last step. Its text is made as it goes (the output
-  // processor) only where stop strings need it; else it is decoded once when it finishes, which
-  // costs the engine loop nothing per token (nano-vllm decodes at the end too).
-  struct Live {
-    std::optional<output::OutputProcessor> out;
-    RequestOutput o;
-    bool skip_special_tokens = true;
-    bool include_stop_str_in_output = false;
-  };
-  void finish_text(Live& l, bool stop_token) const;
-  std::map<int64_t, Live> live_;
+  std::unique_ptr<RequestTracker> tracker_;  // over engine_ and tokenizer_
 };
 
 }  // namespace nanovllm

@@ -1,10 +1,9 @@
-// The engine thread (llama.cpp server's design): ONE thread owns the LLMEngine and every piece of
-// per-request engine state. HTTP handlers only submit jobs through a locked queue and read
-// outputs from their RequestChannel (which wakes them); cancellation is a flag on the channel that this thread
-// polls. Each loop iteration: admit new jobs, abort cancelled or timed-out requests, step the
-// engine, turn new tokens into text (output::OutputProcessor: detokenization, stop strings,
-// reasoning and tool-call parsing) and push deltas
-// to the channels, then publish gauges to the metrics.
+// The engine thread (llama.cpp server's design): ONE thread owns the LLM (its engine and request
+// tracker). HTTP handlers only submit jobs through a locked queue and read outputs from their
+// RequestChannel (which wakes them); cancellation is a flag on the channel that this thread polls.
+// Each loop iteration: admit new jobs into the tracker, abort cancelled or timed-out requests,
+// step the tracker (it turns tokens into text deltas, ends requests on stop strings and adds the
+// n > 1 choices), push its events to the channels, and feed metrics and logs from them.
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -14,11 +13,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "nanovllm/frontend/llm.h"
-#include "nanovllm/output/output_processor.h"
 #include "nanovllm/server/engine_log.h"
 #include "nanovllm/server/metrics.h"
 #include "nanovllm/server/request_channel.h"
@@ -55,42 +54,26 @@ class EngineLoop {
     Clock::time_point arrival;
     std::string id;
   };
-  // A choice of n > 1 waiting for its first sibling's prompt to be in the prefix cache.
-  struct Sibling {
-    std::vector<int32_t> prompt;
-    SamplingParams params;
-    int index = 0;
-    output::OutputParsers parsers;
-    std::string id;  // for the logs
-  };
-  // One choice of a request, living in the engine.
-  struct Live {
+  // One prompt of a request: its sp.n choices, tracked under the id the tracker gave it.
+  struct Open {
     std::shared_ptr<RequestChannel> channel;
-    int index = 0;
-    std::unique_ptr<output::OutputProcessor> out;
-    Clock::time_point arrival, last_token, deadline;
-    Clock::time_point scheduled{}, first_token{};  // unset (epoch) until reached
-    int num_tokens = 0;
-    // n > 1: the other choices of this prompt, added to the engine once this one has its first
-    // token, so that they find the prompt's KV blocks in the prefix cache.
-    std::vector<Sibling> siblings;
-    bool wants_logprobs = false;
-    int64_t prompt_tokens = 0;
-    std::string id;  // for the logs: the HTTP request's id, with the choice index when n > 1
+    int first_index = 0;  // its choice j is the response's choice first_index + j
+    int remaining = 0;    // choices not ended
+    SamplingParams params;
+    Clock::time_point deadline;
+    std::string id;        // the HTTP request's id, for the logs
+    bool indexed = false;  // the request has several choices: the logs name each with its index
   };
 
   void run();
   void admit(Job& job);
-  int64_t add_choice(const std::shared_ptr<RequestChannel>& ch, std::vector<int32_t> prompt, const SamplingParams& sp,
-                     int index, Clock::time_point arrival, const output::OutputParsers& parsers, std::string id);
-  static std::string choice_id(const Job& job, int index);
-  void add_siblings(Live& first);
+  static std::string choice_id(const Open& o, int choice);
+  void choice_added(const Open& o, int choice, int64_t prompt_tokens);
   void drop_cancelled_and_expired();
-  void route(const StepResult& r);
+  void route(TrackerStep& s);
   void fail_all(const ApiError& err);
   void publish();
-  void mark_scheduled(Clock::time_point step_start);
-  void record_finished(const Live& l, FinishReason why, Clock::time_point now);
+  void record_finished(const Open& o, const ChoiceSummary& s, FinishReason why, Clock::time_point now);
 
   LLM& llm_;
   Metrics& metrics_;
@@ -103,7 +86,7 @@ class EngineLoop {
   std::deque<Job> submits_;
   bool stopping_ = false;
 
-  std::map<int64_t, Live> live_;  // engine request id -> choice; engine thread only
+  std::map<int64_t, Open> open_;  // tracker request id -> prompt of a request; engine thread only
   std::thread thread_;            // last member: starts after everything above exists
 };
 

@@ -41,9 +41,9 @@ constexpr std::string_view kModelsPrefix = "/v1/models/";
 ModelInfo model_info(LLM& llm, const ServerOptions& o) {
   ModelInfo m;
   m.llm = &llm;
-  m.root = llm.engine().config().model;
+  m.root = llm.config().model;
   m.name = o.served_model_name.empty() ? m.root : o.served_model_name;
-  m.max_model_len = llm.engine().config().max_model_len;
+  m.max_model_len = llm.config().max_model_len;
   m.token_ids_only = llm.tokenizer() == nullptr;
   m.reasoning_parser = o.reasoning_parser;
   m.tool_call_parser = o.tool_call_parser;
@@ -60,10 +60,10 @@ GenerationRequest with_request_id(GenerationRequest r, const Request& req) {
 }
 
 CacheInfo cache_info(LLM& llm) {
-  const EngineConfig& cfg = llm.engine().config();
+  const EngineConfig& cfg = llm.config();
   CacheInfo c;
   c.block_size = cfg.block_size;
-  c.num_blocks = llm.engine().block_manager().num_blocks();
+  c.num_blocks = llm.engine_info().num_kv_blocks;
   c.enable_prefix_caching = cfg.enable_prefix_caching;
   c.gpu_memory_utilization = cfg.gpu_memory_utilization;
   return c;
