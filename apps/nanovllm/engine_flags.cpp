@@ -27,9 +27,9 @@ std::string setting_help(const Setting& s) {
   if (s.type == SettingType::Choice) {
     std::string values;
     for (const std::string& c : s.choices) values += (values.empty() ? "" : "|") + c;
-    h += " (" + values + ")";
+    h += " (values " + values + ")";
   } else if (!s.range.empty()) {
-    h += " (" + s.range + ")";
+    h += " (values " + s.range + ")";
   }
   return h + " [default: " + s.default_text() + "]";
 }
@@ -47,7 +47,8 @@ void EngineFlags::add_to(CLI::App& app) {
       app.add_flag(cli11_names(s), g.on, setting_help(s));
       if (!s.off_flag.empty()) app.add_flag(s.off_flag, g.off, s.off_help);
     } else {
-      app.add_option(cli11_names(s), g.text, setting_help(s));
+      const char* type = s.type == SettingType::Int ? "INT" : s.type == SettingType::Float ? "FLOAT" : "TEXT";
+      app.add_option(cli11_names(s), g.text, setting_help(s))->type_name(type);
     }
   }
   add_vllm_engine_flags(app, *this);

@@ -12,7 +12,7 @@ namespace nanovllm::cli {
 struct EngineFlags {
   // What the command line gave for one setting of the table (config/settings.h).
   struct Given {
-    std::string text;         // options
+    std::string text;              // options
     bool on = false, off = false;  // flags: --x / --no-x
   };
 

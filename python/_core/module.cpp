@@ -11,8 +11,8 @@
 #include <cstdlib>
 #include <variant>
 
-#include "nanovllm/dist/local_ranks.h"
 #include "nanovllm/config/settings.h"
+#include "nanovllm/dist/local_ranks.h"
 #include "nanovllm/engine/tensor_parallel.h"
 #include "nanovllm/frontend/llm.h"
 #include "nanovllm/models/hf_config.h"

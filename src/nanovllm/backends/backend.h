@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "nanovllm/config/engine_choices.h"
-#include "nanovllm/config/kernel_options.h"
-#include "nanovllm/config/kv_cache_dtype.h"
 #include "nanovllm/backends/attention_metadata.h"
 #include "nanovllm/backends/logits_processing.h"
 #include "nanovllm/backends/rope_params.h"
 #include "nanovllm/backends/weight_scales.h"
+#include "nanovllm/config/engine_choices.h"
+#include "nanovllm/config/kernel_options.h"
+#include "nanovllm/config/kv_cache_dtype.h"
 #include "nanovllm/config/quantization.h"
 #include "nanovllm/utils/tensor.h"
 

@@ -78,11 +78,12 @@ int64_t settle_max_model_len(const EngineConfig& cfg, const ModelConfig& mcfg, s
   const int64_t holds = *kv_blocks * bs;
   const std::string cache = std::to_string(*kv_blocks) + " blocks of " + std::to_string(bs) + " tokens";
   if (!cfg.max_model_len_is_auto())
-    throw UserError("max_model_len " + std::to_string(len) + " is larger than the KV cache can hold (" + cache +
-                    " = " + std::to_string(holds) + " tokens); lower --max-model-len or enlarge the cache " +
+    throw UserError("max_model_len " + std::to_string(len) + " is larger than the KV cache can hold (" + cache + " = " +
+                    std::to_string(holds) + " tokens); lower --max-model-len or enlarge the cache " +
                     "(--kv-cache-memory, --gpu-memory-utilization)");
-  if (note) *note = "max_model_len lowered from " + std::to_string(len) + " to " + std::to_string(holds) +
-                    ": the KV cache holds " + cache;
+  if (note)
+    *note = "max_model_len lowered from " + std::to_string(len) + " to " + std::to_string(holds) +
+            ": the KV cache holds " + cache;
   return holds;
 }
 

@@ -45,8 +45,9 @@ const char* scheduling_policy_name(SchedulingPolicy) { return "fcfs"; }
 SchedulingPolicy parse_scheduling_policy(const std::string& s, const std::string& flag) {
   if (s == "fcfs") return SchedulingPolicy::Fcfs;
   if (s == "priority")
-    throw UserError(flag + " priority is not implemented: requests are served first come, first served (fcfs), "
-                           "and per-request priorities are not read");
+    throw UserError(flag +
+                    " priority is not implemented: requests are served first come, first served (fcfs), "
+                    "and per-request priorities are not read");
   throw UserError(flag + " must be fcfs (got '" + s + "')");
 }
 

@@ -36,14 +36,14 @@ struct Setting {
   std::string name{};  // the key on the wire and in the README; the field's name where it has one
   SettingType type = SettingType::Text;
   std::string help{};
-  std::vector<std::string> flags{};   // CLI spellings, canonical first ("--tensor-parallel-size", "-tp")
-  std::string off_flag{}, off_help{};     // Bool / OptionalBool: the spelling that turns it off
+  std::vector<std::string> flags{};     // CLI spellings, canonical first ("--tensor-parallel-size", "-tp")
+  std::string off_flag{}, off_help{};   // Bool / OptionalBool: the spelling that turns it off
   std::vector<std::string> keywords{};  // Python LLM(...) keywords (empty: none)
-  bool python_none = false;           // the keywords also take None (= leave unset)
+  bool python_none = false;             // the keywords also take None (= leave unset)
   std::vector<std::string> choices{};   // Choice: the values shown (the accepted ones may be more)
   std::string range{};                  // shown with the help ("> 0", "[0, 65535]")
-  bool travels = false;               // rank 0 sends it to the tensor-parallel workers
-  std::string shown_default{};           // the default as shown, where the value's text is not apt
+  bool travels = false;                 // rank 0 sends it to the tensor-parallel workers
+  std::string shown_default{};          // the default as shown, where the value's text is not apt
   std::function<SettingValue(const EngineConfig&)> get{};
   std::function<void(const Setting&, EngineConfig&, const SettingValue&)> assign{};  // use set()
   std::function<void(const Setting&, const EngineConfig&)> check{};  // its own range (validate); may be empty

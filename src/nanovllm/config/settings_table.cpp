@@ -79,8 +79,9 @@ Access bool_field(bool EngineConfig::*m) {
 
 template <class E>
 Access enum_field(E EngineConfig::*m, const char* (*name)(E), E (*parse)(const std::string&, const std::string&)) {
-  return {[m, name](const EngineConfig& c) { return SettingValue(std::string(name(c.*m))); },
-          [m, parse](const Setting& s, EngineConfig& c, const SettingValue& v) { c.*m = parse(as_text(s, v), s.flag()); }};
+  return {
+      [m, name](const EngineConfig& c) { return SettingValue(std::string(name(c.*m))); },
+      [m, parse](const Setting& s, EngineConfig& c, const SettingValue& v) { c.*m = parse(as_text(s, v), s.flag()); }};
 }
 
 // kv_cache_dtype.h and quantization.h name the flag in their own messages.
@@ -194,30 +195,30 @@ std::vector<Setting> make_settings() {
                                         std::to_string(c.max_model_len) + ")");
                     }}));
   t.push_back(bind(int_field(&C::max_num_seqs), {.name = "max_num_seqs",
-                                                  .type = T::Int,
-                                                  .help = "most sequences per batch",
-                                                  .flags = {"--max-num-seqs"},
-                                                  .keywords = {"max_num_seqs"},
-                                                  .range = "> 0",
-                                                  .travels = true,
-                                                  .check = positive(&C::max_num_seqs)}));
-  t.push_back(bind(int_field(&C::max_num_batched_tokens),
-                   {.name = "max_num_batched_tokens",
-                    .type = T::Int,
-                    .help = "most tokens per step (at least max_num_seqs and one block)",
-                    .flags = {"--max-num-batched-tokens"},
-                    .keywords = {"max_num_batched_tokens"},
-                    .range = "> 0",
-                    .travels = true,
-                    .check = positive(&C::max_num_batched_tokens)}));
+                                                 .type = T::Int,
+                                                 .help = "most sequences per batch",
+                                                 .flags = {"--max-num-seqs"},
+                                                 .keywords = {"max_num_seqs"},
+                                                 .range = "> 0",
+                                                 .travels = true,
+                                                 .check = positive(&C::max_num_seqs)}));
+  t.push_back(
+      bind(int_field(&C::max_num_batched_tokens), {.name = "max_num_batched_tokens",
+                                                   .type = T::Int,
+                                                   .help = "most tokens per step (at least max_num_seqs and one block)",
+                                                   .flags = {"--max-num-batched-tokens"},
+                                                   .keywords = {"max_num_batched_tokens"},
+                                                   .range = "> 0",
+                                                   .travels = true,
+                                                   .check = positive(&C::max_num_batched_tokens)}));
   t.push_back(bind(int_field(&C::block_size), {.name = "block_size",
-                                                .type = T::Int,
-                                                .help = "tokens per KV cache block",
-                                                .flags = {"--block-size"},
-                                                .keywords = {"kvcache_block_size"},
-                                                .range = "> 0",
-                                                .travels = true,
-                                                .check = positive(&C::block_size)}));
+                                               .type = T::Int,
+                                               .help = "tokens per KV cache block",
+                                               .flags = {"--block-size"},
+                                               .keywords = {"kvcache_block_size"},
+                                               .range = "> 0",
+                                               .travels = true,
+                                               .check = positive(&C::block_size)}));
   t.push_back(bind(float_field(&C::gpu_memory_utilization),
                    {.name = "gpu_memory_utilization",
                     .type = T::Float,
@@ -267,50 +268,51 @@ std::vector<Setting> make_settings() {
                     .choices = {"none", "fp8", "int8"},
                     .travels = true}));
   t.push_back(bind(bool_field(&C::enforce_eager), {.name = "enforce_eager",
-                                                    .type = T::Bool,
-                                                    .help = "no CUDA graphs",
-                                                    .flags = {"--enforce-eager"},
-                                                    .keywords = {"enforce_eager"},
-                                                    .travels = true}));
+                                                   .type = T::Bool,
+                                                   .help = "no CUDA graphs",
+                                                   .flags = {"--enforce-eager"},
+                                                   .keywords = {"enforce_eager"},
+                                                   .travels = true}));
   t.push_back(bind(int_field(&C::tensor_parallel_size), {.name = "tensor_parallel_size",
-                                                          .type = T::Int,
-                                                          .help = "ranks (GPUs) to shard the model over",
-                                                          .flags = {"--tensor-parallel-size", "-tp"},
-                                                          .keywords = {"tensor_parallel_size"},
-                                                          .range = "> 0",
-                                                          .check = positive(&C::tensor_parallel_size)}));
+                                                         .type = T::Int,
+                                                         .help = "ranks (GPUs) to shard the model over",
+                                                         .flags = {"--tensor-parallel-size", "-tp"},
+                                                         .keywords = {"tensor_parallel_size"},
+                                                         .range = "> 0",
+                                                         .check = positive(&C::tensor_parallel_size)}));
   t.push_back(bind(int_field(&C::nnodes), {.name = "nnodes",
-                                            .type = T::Int,
-                                            .help = "hosts the ranks span (each runs tensor_parallel_size / nnodes)",
-                                            .flags = {"--nnodes"},
-                                            .range = "> 0",
-                                            .check = positive(&C::nnodes)}));
+                                           .type = T::Int,
+                                           .help = "hosts the ranks span (each runs tensor_parallel_size / nnodes)",
+                                           .flags = {"--nnodes"},
+                                           .range = "> 0",
+                                           .check = positive(&C::nnodes)}));
   t.push_back(bind(int_field(&C::node_rank), {.name = "node_rank",
-                                               .type = T::Int,
-                                               .help = "this host's index",
-                                               .flags = {"--node-rank"},
-                                               .range = "[0, nnodes)"}));
-  t.push_back(bind(
-      Access{[](const C& c) { return SettingValue(c.master_addr); },
-             [](const Setting& s, C& c, const SettingValue& v) { c.master_addr = as_text(s, v); }},
-      {.name = "master_addr", .type = T::Text, .help = "where rank 0 listens for the other ranks", .flags = {"--master-addr"}}));
-  t.push_back(bind(int_field(&C::master_port),
-                   {.name = "master_port",
-                    .type = T::Int,
-                    .help = "rank 0's port; 0: a free one (a single host)",
-                    .flags = {"--master-port"},
-                    .range = "[0, 65535]",
-                    .check = [](const Setting&, const C& c) {
-                      if (c.master_port < 0 || c.master_port > 65535)
-                        throw UserError("--master-port must be in [0, 65535]");
-                    }}));
+                                              .type = T::Int,
+                                              .help = "this host's index",
+                                              .flags = {"--node-rank"},
+                                              .range = "[0, nnodes)"}));
+  t.push_back(bind(Access{[](const C& c) { return SettingValue(c.master_addr); },
+                          [](const Setting& s, C& c, const SettingValue& v) { c.master_addr = as_text(s, v); }},
+                   {.name = "master_addr",
+                    .type = T::Text,
+                    .help = "where rank 0 listens for the other ranks",
+                    .flags = {"--master-addr"}}));
+  t.push_back(bind(int_field(&C::master_port), {.name = "master_port",
+                                                .type = T::Int,
+                                                .help = "rank 0's port; 0: a free one (a single host)",
+                                                .flags = {"--master-port"},
+                                                .range = "[0, 65535]",
+                                                .check = [](const Setting&, const C& c) {
+                                                  if (c.master_port < 0 || c.master_port > 65535)
+                                                    throw UserError("--master-port must be in [0, 65535]");
+                                                }}));
   t.push_back(bind(bool_field(&C::enable_prefix_caching), {.name = "enable_prefix_caching",
-                                                            .type = T::Bool,
-                                                            .help = "reuse the KV blocks of shared prefixes",
-                                                            .flags = {"--enable-prefix-caching"},
-                                                            .off_flag = "--no-enable-prefix-caching",
-                                                            .off_help = "turn prefix caching off",
-                                                            .keywords = {"enable_prefix_caching"}}));
+                                                           .type = T::Bool,
+                                                           .help = "reuse the KV blocks of shared prefixes",
+                                                           .flags = {"--enable-prefix-caching"},
+                                                           .off_flag = "--no-enable-prefix-caching",
+                                                           .off_help = "turn prefix caching off",
+                                                           .keywords = {"enable_prefix_caching"}}));
   t.push_back(bind(bool_field(&C::enable_chunked_prefill),
                    {.name = "enable_chunked_prefill",
                     .type = T::Bool,
@@ -338,23 +340,23 @@ std::vector<Setting> make_settings() {
                     .keywords = {"scheduling_policy"},
                     .choices = {"fcfs"}}));
   t.push_back(bind(int_field(&C::seed), {.name = "seed",
-                                          .type = T::Int,
-                                          .help = "engine seed: requests without their own seed draw theirs from it",
-                                          .flags = {"--seed"},
-                                          .keywords = {"seed"},
-                                          .range = ">= 0"}));
-  t.push_back(bind(int_field(&C::max_logprobs),
-                   {.name = "max_logprobs",
-                    .type = T::Int,
-                    .help = "most logprobs a request may ask for; -1: the vocabulary",
-                    .flags = {"--max-logprobs"},
-                    .keywords = {"max_logprobs"},
-                    .range = ">= -1",
-                    .check = [](const Setting&, const C& c) {
-                      if (c.max_logprobs < -1)
-                        throw UserError("--max-logprobs must be -1 (the vocabulary) or >= 0 (got " +
-                                        std::to_string(c.max_logprobs) + ")");
-                    }}));
+                                         .type = T::Int,
+                                         .help = "engine seed: requests without their own seed draw theirs from it",
+                                         .flags = {"--seed"},
+                                         .keywords = {"seed"},
+                                         .range = ">= 0"}));
+  t.push_back(bind(int_field(&C::max_logprobs), {.name = "max_logprobs",
+                                                 .type = T::Int,
+                                                 .help = "most logprobs a request may ask for; -1: the vocabulary",
+                                                 .flags = {"--max-logprobs"},
+                                                 .keywords = {"max_logprobs"},
+                                                 .range = ">= -1",
+                                                 .check = [](const Setting&, const C& c) {
+                                                   if (c.max_logprobs < -1)
+                                                     throw UserError(
+                                                         "--max-logprobs must be -1 (the vocabulary) or >= 0 (got " +
+                                                         std::to_string(c.max_logprobs) + ")");
+                                                 }}));
   t.push_back(bind(enum_field(&C::logprobs_mode, logprobs_mode_name, parse_logprobs_mode),
                    {.name = "logprobs_mode",
                     .type = T::Choice,
@@ -364,11 +366,11 @@ std::vector<Setting> make_settings() {
                     .keywords = {"logprobs_mode"},
                     .choices = {"raw_logprobs", "processed_logprobs"}}));
   t.push_back(bind(int_field(&C::num_threads), {.name = "num_threads",
-                                                 .type = T::Int,
-                                                 .help = "CPU backend threads; 0: all cores",
-                                                 .flags = {"--threads"},
-                                                 .keywords = {"num_threads"},
-                                                 .range = ">= 0"}));
+                                                .type = T::Int,
+                                                .help = "CPU backend threads; 0: all cores",
+                                                .flags = {"--threads"},
+                                                .keywords = {"num_threads"},
+                                                .range = ">= 0"}));
   t.push_back(bind(enum_field(&C::cpu_precision, cpu_precision_name, parse_cpu_precision),
                    {.name = "cpu_precision",
                     .type = T::Choice,

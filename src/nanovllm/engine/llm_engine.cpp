@@ -36,7 +36,7 @@ LLMEngine::LLMEngine(EngineConfig cfg) : LLMEngine(cfg, resolve_model_config(cfg
 
 LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)), mcfg_(std::move(mcfg)) {
   cfg_.validate();
-  settle_max_model_len(cfg_, mcfg_);  // refuses a bad --max-model-len before any work
+  settle_max_model_len(cfg_, mcfg_);   // refuses a bad --max-model-len before any work
   check_tensor_parallel(cfg_, mcfg_);  // before any GPU work
   seed_rng_.seed(cfg_.seed);
   if (cfg_.tensor_parallel_size > 1) {

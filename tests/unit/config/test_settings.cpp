@@ -63,8 +63,9 @@ TEST(Settings, BadValuesAreRefusedNamingTheFlag) {
   EXPECT_EQ(error_of([&] { set_setting_text(find_setting("seed"), cfg, "-1"); }), "--seed must be >= 0 (got -1)");
   EXPECT_EQ(error_of([&] { set_setting_text(find_setting("tensor_parallel_size"), cfg, "9999999999"); }),
             "--tensor-parallel-size 9999999999 is out of range");
-  EXPECT_NE(error_of([&] { set_setting_text(find_setting("logprobs_mode"), cfg, "raw_logits"); })
-                .find("--logprobs-mode 'raw_logits' is not implemented"),
+  EXPECT_NE(error_of([&] {
+              set_setting_text(find_setting("logprobs_mode"), cfg, "raw_logits");
+            }).find("--logprobs-mode 'raw_logits' is not implemented"),
             std::string::npos);
   EXPECT_EQ(error_of([&] { find_setting("enforce_eager").set(cfg, int64_t(1)); }),
             "--enforce-eager must be a bool (got '1')");
@@ -78,8 +79,9 @@ TEST(Settings, SchedulingPolicyTakesFcfsAndRefusesPriority) {
   const Setting& s = find_setting("scheduling_policy");
   EXPECT_NO_THROW(set_setting_text(s, cfg, "fcfs"));
   EXPECT_EQ(cfg.scheduling_policy, SchedulingPolicy::Fcfs);
-  EXPECT_NE(error_of([&] { set_setting_text(s, cfg, "priority"); })
-                .find("--scheduling-policy priority is not implemented: requests are served first come, first served"),
+  EXPECT_NE(error_of([&] {
+              set_setting_text(s, cfg, "priority");
+            }).find("--scheduling-policy priority is not implemented: requests are served first come, first served"),
             std::string::npos);
   EXPECT_EQ(error_of([&] { set_setting_text(s, cfg, "lifo"); }), "--scheduling-policy must be fcfs (got 'lifo')");
 }
