@@ -41,7 +41,8 @@ class EngineArgs:
                 raise ValueError(f"{k}: derived from the model (config.json, generation_config.json); "
                                  f"it cannot be set (leave it at {unset!r})")
         for k, v in kwargs.items():
-            check_type(k, v, _type_of(_KEYWORDS[k]) if k in _KEYWORDS else _OTHER.get(k))
+            if k not in _DERIVED:
+                check_type(k, v, _type_of(_KEYWORDS[k]) if k in _KEYWORDS else _OTHER[k])
         cfg = _core.EngineConfig()
         cfg.model = model
         with engine_messages():

@@ -34,13 +34,14 @@ std::vector<std::string> companions(const std::string& name) {
 
 TEST(EngineFlags, EverySpellingOfEverySettingParsesIntoItsField) {
   for (const Setting& s : engine_settings()) {
-    const std::string text = test::other_value_text(s);
+    const bool flag_only = s.type == SettingType::Bool || s.type == SettingType::OptionalBool;
+    const std::string text = flag_only ? "true" : test::other_value_text(s);  // a flag turns it on
     EngineConfig want;
     set_setting_text(s, want, text);
     for (const std::string& flag : s.flags) {
       std::vector<std::string> args = companions(s.name);
       args.push_back(flag);
-      if (s.type != SettingType::Bool && s.type != SettingType::OptionalBool) args.push_back(text);
+      if (!flag_only) args.push_back(text);
       EngineConfig got;
       ASSERT_NO_THROW(got = parse(args)) << flag << " " << text;
       EXPECT_EQ(setting_text(s.get(got)), setting_text(s.get(want))) << flag << " " << text;
@@ -72,7 +73,7 @@ TEST(EngineFlags, UnsetFlagsKeepTheDefaults) {
       EXPECT_EQ(setting_text(s.get(got)), setting_text(s.get(defaults))) << s.name;
 }
 
-TEST(EngineFlags, ScheduleingPolicyPriorityIsRefused) {
+TEST(EngineFlags, SchedulingPolicyPriorityIsRefused) {
   try {
     parse({"--scheduling-policy", "priority"});
     ADD_FAILURE() << "priority accepted";
