@@ -22,7 +22,7 @@ inline void expect_quantized_engine_near_unquantized(Quantization q, double min_
                                {"tiny-qwen2", CpuPrecision::Exact},
                                {"tiny-qwen3-untied", CpuPrecision::Fast}}) {
     EngineConfig cfg = tiny_cfg(fixture(fx));
-    cfg.kernels.cpu_precision = precision;
+    cfg.cpu_precision = precision;
     LLMEngine ref(cfg);
     cfg.quantization = q;
     LLMEngine quantized(cfg);

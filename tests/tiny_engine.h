@@ -14,8 +14,8 @@ namespace nanovllm::test {
 inline EngineConfig tiny_cfg(const std::string& model = fixture("tiny-qwen3-untied")) {
   EngineConfig cfg;
   cfg.model = model;
-  cfg.device = "cpu";
-  cfg.kernels.cpu_precision = CpuPrecision::Exact;  // the oracle: tests compare with transformers' FP32
+  cfg.device = DeviceChoice::Cpu;
+  cfg.cpu_precision = CpuPrecision::Exact;  // the oracle: tests compare with transformers' FP32
   cfg.kv_cache_memory = 32 << 20;
   return cfg;
 }

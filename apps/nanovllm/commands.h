@@ -9,5 +9,6 @@ void add_bench(CLI::App& app);
 void add_bench_serve(CLI::App& app);
 void add_tokenize(CLI::App& app);
 void add_serve(CLI::App& app);
+void add_settings(CLI::App& app);  // the engine settings table (README)
 
 }  // namespace nanovllm::cli

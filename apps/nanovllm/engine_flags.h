@@ -1,39 +1,45 @@
 // Engine flags shared by generate, bench and serve, with vLLM's names.
 #pragma once
+#include <map>
+#include <string>
+
 #include <CLI/CLI.hpp>
 
-#include "nanovllm/config/config.h"
+#include "nanovllm/config/settings.h"
 
 namespace nanovllm::cli {
 
 struct EngineFlags {
+  // What the command line gave for one setting of the table (config/settings.h).
+  struct Given {
+    std::string text;              // options
+    bool on = false, off = false;  // flags: --x / --no-x
+  };
+
   EngineConfig cfg;
   std::string model_arg;  // the positional MODEL (vLLM: `vllm serve MODEL`); --model is the other spelling
+  std::map<std::string, Given> given;  // setting name -> its flags' values (filled by CLI11)
   std::string dtype = "auto";
-  std::string kv_cache_dtype = "auto";
-  std::string quantization = "none";
   bool trust_remote_code = false;
-  std::string load_format = "auto";
   std::string tokenizer;
-  std::string kernel_options;  // --kernel-options KEY=VALUE[,KEY=VALUE...]
-  bool no_prefix_caching = false;
-  bool prefix_caching = false;
-  bool no_chunked_prefill = false;
-  bool chunked_prefill = false;
-  bool async_scheduling = false;
-  bool no_async_scheduling = false;
   int rank = -1;          // --rank: explicit (manual start); -1: the launcher decides
   int spawned_rank = -1;  // hidden: set by the launcher on the workers it starts
   int spawned_port = 0;
 
+  // MODEL, --model, every setting of the table with a CLI spelling, and the flags that are not
+  // engine settings (--tokenizer, --rank, vLLM's --dtype and --trust-remote-code, hidden ones).
   void add_to(CLI::App& app);
   // The model named by MODEL or --model (one of them, the same if both); throws UserError.
   std::string model() const;
-  // Resolves the flags into cfg (load format, prefix caching, tensor-parallel rank, and on rank 0
-  // the kernel options: NANOVLLM_* environment overrides, then --kernel-options); throws UserError.
+  // Resolves the flags into a validated cfg (the settings given, the tensor-parallel rank, and on
+  // rank 0 the kernel options: NANOVLLM_* environment overrides, then --kernel-options); throws
+  // UserError.
   EngineConfig resolve() const;
   bool spawned() const { return spawned_rank >= 0; }
 };
+
+// The --help text of a setting: its help, values and default.
+std::string setting_help(const Setting& s);
 
 // The model of MODEL (positional) and --model: either, or both when they agree; throws UserError.
 std::string chosen_model(const std::string& positional, const std::string& flag);

@@ -1,4 +1,4 @@
-// nanovllm: generate | bench | bench-serve | tokenize (| serve). User errors print one line and exit 2;
+// nanovllm: generate | bench | bench-serve | tokenize | settings (| serve). User errors print one line and exit 2;
 // unknown flags and commands come with a "did you mean".
 #include <cstdio>
 #include <new>
@@ -21,7 +21,8 @@ int main(int argc, char** argv) {
   nanovllm::cli::add_bench_serve(app);
   nanovllm::cli::add_tokenize(app);
   nanovllm::cli::add_serve(app);
-  // vLLM's spellings CLI11 cannot express (-tp), then CLI11's argument order (last first).
+  nanovllm::cli::add_settings(app);
+  // The settings' spellings CLI11 cannot express (vLLM's -tp), then CLI11's argument order (last first).
   const std::vector<std::string> args = nanovllm::cli::expand_vllm_aliases({argv + 1, argv + argc});
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {

@@ -37,10 +37,14 @@ std::vector<std::string> json_list(const std::string& flag, const std::string& t
 }  // namespace
 
 std::vector<std::string> expand_vllm_aliases(std::vector<std::string> args) {
-  for (auto& a : args) {
-    if (a == "-tp") a = "--tensor-parallel-size";
-    if (a.rfind("-tp=", 0) == 0) a = "--tensor-parallel-size=" + a.substr(4);
-  }
+  for (const Setting& s : engine_settings())
+    for (const std::string& f : s.flags) {
+      if (f.rfind("--", 0) == 0 || f.size() <= 2) continue;  // CLI11 takes these
+      for (auto& a : args) {
+        if (a == f) a = s.flags.front();
+        if (a.rfind(f + "=", 0) == 0) a = s.flags.front() + a.substr(f.size());
+      }
+    }
   return args;
 }
 
@@ -48,17 +52,11 @@ void add_vllm_engine_flags(CLI::App& app, EngineFlags& f) {
   app.add_option(
       "--dtype", f.dtype,
       "auto (the device's: bfloat16 on CUDA, float32 on the CPU), or that dtype by name; others are refused");
-  app.add_option("--kv-cache-dtype", f.kv_cache_dtype,
-                 "auto (the model dtype), bf16, or fp8 / fp8_e4m3 (E4M3 with per-layer scales: half the bytes, "
-                 "twice the tokens)");
-  app.add_option("--quantization,-q", f.quantization,
-                 "weights: none (as loaded), fp8 (E4M3, quantized at load or an FP8 checkpoint's) or int8");
-  app.add_option("--seed", f.cfg.seed, "engine seed: requests without their own seed draw theirs from it (default 0)");
   app.add_flag("--trust-remote-code", f.trust_remote_code, "accepted for vLLM's command lines; nothing remote is run");
 }
 
 void check_vllm_engine_flags(const EngineFlags& f, const EngineConfig& cfg) {
-  const std::string device = resolved_device(cfg);
+  const std::string device = device_choice_name(resolved_device(cfg));
   const std::string computes = device == "cuda" ? "bfloat16" : "float32";
   const std::string& d = f.dtype;
   const bool bf16 = d == "bfloat16", f32 = d == "float32" || d == "float", f16 = d == "float16" || d == "half";

@@ -1,5 +1,5 @@
-// vLLM's command-line flags beyond the engine knobs of engine_flags.h: the ones every engine
-// subcommand takes (--dtype, --kv-cache-dtype, --seed, --trust-remote-code, -tp) and the server's
+// vLLM's command-line flags that are not engine settings (config/settings.h): the ones every engine
+// subcommand takes (--dtype, --trust-remote-code) and the server's
 // (chat template, generation config, request/stats logs, CORS, root path, response role, log
 // levels, VLLM_API_KEY). Each is honoured where it means something here, accepted with a one-line
 // note where it cannot apply, and refused with a clear message otherwise.
@@ -16,12 +16,13 @@ namespace nanovllm::cli {
 
 struct EngineFlags;
 
-// argv with vLLM's aliases that CLI11 cannot express spelled out: -tp -> --tensor-parallel-size.
+// argv with the settings' spellings that CLI11 cannot express (vLLM's -tp) replaced by their
+// canonical ones (--tensor-parallel-size).
 std::vector<std::string> expand_vllm_aliases(std::vector<std::string> args);
 
 void add_vllm_engine_flags(CLI::App& app, EngineFlags& f);
-// --dtype against what the resolved device computes in, --kv-cache-dtype, --trust-remote-code's
-// note (rank 0 only). Throws UserError.
+// --dtype against what the resolved device computes in, --trust-remote-code's note (rank 0 only).
+// Throws UserError.
 void check_vllm_engine_flags(const EngineFlags& f, const EngineConfig& cfg);
 
 struct VllmServeFlags {

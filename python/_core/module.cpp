@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <variant>
 
+#include "nanovllm/config/settings.h"
 #include "nanovllm/dist/local_ranks.h"
 #include "nanovllm/engine/tensor_parallel.h"
 #include "nanovllm/frontend/llm.h"
@@ -68,7 +69,7 @@ std::unique_ptr<LocalLauncher> start_ranks(EngineConfig& cfg, const std::string&
                                "--model",
                                cfg.model,
                                "--device",
-                               cfg.device,
+                               device_choice_name(cfg.device),
                                "--tensor-parallel-size",
                                std::to_string(cfg.tensor_parallel_size),
                                "--load-format",
@@ -88,42 +89,67 @@ struct PyLLM : Ranks, LLM {
       : Ranks{start_ranks(cfg, worker_program)}, LLM(std::move(cfg), tokenizer_dir, skip_tokenizer_init) {}
 };
 
+py::object to_python(const SettingValue& v) {
+  struct {
+    py::object operator()(std::monostate) const { return py::none(); }
+    py::object operator()(bool b) const { return py::bool_(b); }
+    py::object operator()(int64_t i) const { return py::int_(i); }
+    py::object operator()(double d) const { return py::float_(d); }
+    py::object operator()(const std::string& s) const { return py::str(s); }
+  } convert;
+  return std::visit(convert, v);
+}
+
+const char* type_name(SettingType t) {
+  switch (t) {
+    case SettingType::Bool: return "bool";
+    case SettingType::OptionalBool: return "optional_bool";
+    case SettingType::Int: return "int";
+    case SettingType::Float: return "float";
+    case SettingType::Text: return "str";
+    case SettingType::Choice: return "choice";
+  }
+  return "?";
+}
+
+// The settings table (config/settings.h) as dicts: python/nanovllm/config.py builds LLM(...)'s
+// keywords from it.
+py::list settings_table() {
+  py::list l;
+  for (const Setting& s : engine_settings()) {
+    py::dict d;
+    d["name"] = s.name;
+    d["type"] = type_name(s.type);
+    d["flags"] = s.flags;
+    d["keywords"] = s.keywords;
+    d["python_none"] = s.python_none;
+    d["choices"] = s.choices;
+    d["default"] = s.default_text();
+    d["help"] = s.help;
+    l.append(d);
+  }
+  return l;
+}
+
+// EngineConfig: the model, one generic setter and getter over the settings table, and validate.
 void bind_engine_config(py::module_& m) {
   py::class_<EngineConfig>(m, "EngineConfig")
       .def(py::init<>())
       .def_readwrite("model", &EngineConfig::model)
-      .def_readwrite("load_dummy", &EngineConfig::load_dummy)
-      .def_readwrite("device", &EngineConfig::device)
-      .def_readwrite("max_num_seqs", &EngineConfig::max_num_seqs)
-      .def_readwrite("max_num_batched_tokens", &EngineConfig::max_num_batched_tokens)
-      .def_readwrite("max_model_len", &EngineConfig::max_model_len)
-      .def_readwrite("block_size", &EngineConfig::block_size)
-      .def_readwrite("gpu_memory_utilization", &EngineConfig::gpu_memory_utilization)
-      .def_readwrite("kv_cache_memory", &EngineConfig::kv_cache_memory)
-      .def_readwrite("num_kvcache_blocks", &EngineConfig::num_kvcache_blocks)
-      .def_readwrite("enforce_eager", &EngineConfig::enforce_eager)
-      .def_readwrite("tensor_parallel_size", &EngineConfig::tensor_parallel_size)
-      .def_readwrite("enable_prefix_caching", &EngineConfig::enable_prefix_caching)
-      .def_readwrite("enable_chunked_prefill", &EngineConfig::enable_chunked_prefill)
-      .def_readwrite("async_scheduling", &EngineConfig::async_scheduling)
-      .def_readwrite("seed", &EngineConfig::seed)
-      .def_readwrite("max_logprobs", &EngineConfig::max_logprobs)
-      .def_readwrite("logprobs_mode", &EngineConfig::logprobs_mode)
-      .def_readwrite("num_threads", &EngineConfig::num_threads)
-      // vLLM's names in and the canonical one out; a bad value is a ValueError naming it.
-      .def_property(
-          "kv_cache_dtype", [](const EngineConfig& c) { return std::string(kv_cache_dtype_name(c.kv_cache_dtype)); },
-          [](EngineConfig& c, const std::string& s) { c.kv_cache_dtype = parse_kv_cache_dtype(s); })
-      .def_property(
-          "quantization", [](const EngineConfig& c) { return std::string(quantization_name(c.quantization)); },
-          [](EngineConfig& c, const std::string& s) { c.quantization = parse_quantization(s); })
-      // The CLI's order: NANOVLLM_* environment overrides, then the explicit options.
-      .def("apply_kernel_options",
-           [](EngineConfig& c, const std::string& spec) {
-             apply_kernel_env_overrides(c.kernels, [](const char* name) { return std::getenv(name); });
-             if (!spec.empty()) apply_kernel_options(c.kernels, spec);
-           })
+      // A setting by its table name; a bad value is a ValueError naming its flag.
+      .def("set", [](EngineConfig& c, const std::string& name, const SettingValue& v) { find_setting(name).set(c, v); })
+      .def("get", [](const EngineConfig& c, const std::string& name) { return to_python(find_setting(name).get(c)); })
+      // The CLI's NANOVLLM_* environment overrides of the kernel options (before kernel_options).
+      .def("apply_kernel_env_overrides",
+           [](EngineConfig& c) { apply_kernel_env_overrides(c.kernels, [](const char* n) { return std::getenv(n); }); })
       .def("validate", &EngineConfig::validate);
+  m.def("settings", &settings_table);
+  m.def("preset_tokenizer_name", &preset_tokenizer_name);
+  m.def("find_tokenizer_dir", [](const std::string& model, const std::string& explicit_dir) {
+    EngineConfig c;
+    c.model = model;
+    return find_tokenizer_dir(c, explicit_dir);
+  });
 }
 
 void bind_sampling_params(py::module_& m) {

@@ -47,7 +47,7 @@ struct Served {
     EngineConfig cfg;
     cfg.model = dir.string();
     cfg.load_dummy = true;
-    cfg.device = "cpu";
+    cfg.device = DeviceChoice::Cpu;
     cfg.kv_cache_memory = 16 << 20;
     cfg.num_threads = 1;
     llm = std::make_unique<LLM>(cfg);

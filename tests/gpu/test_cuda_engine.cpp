@@ -18,7 +18,7 @@ constexpr double kLogitAtol = 0.15;  // BF16 weights/activations vs FP32 transfo
 void check_fixture_cuda(const std::string& name, int64_t block_size, bool auto_kv) {
   if (!cuda_available()) GTEST_SKIP() << "no GPU";
   EngineConfig cfg;
-  cfg.device = "cuda";
+  cfg.device = DeviceChoice::Cuda;
   cfg.block_size = block_size;
   if (auto_kv) {
     cfg.gpu_memory_utilization = 0.2;  // KV sizing from the warm-up step's peak

@@ -304,7 +304,7 @@ TEST(CudaFp8KV, TinyFixturesAreRefusedNamingTheHeadDim) {
   for (const char* fx : {"tiny-qwen3-untied", "tiny-llama3", "tiny-mistral"}) {
     EngineConfig cfg;
     cfg.model = fixture(fx);
-    cfg.device = "cuda";
+    cfg.device = DeviceChoice::Cuda;
     cfg.gpu_memory_utilization = 0.3;
     cfg.block_size = 16;
     cfg.kv_cache_dtype = KVCacheDtype::FP8E4M3;
@@ -335,7 +335,7 @@ TEST(CudaFp8KV, Qwen3_06BSizeLogitsNearBf16Kv) {
   auto prompts = nlohmann::json::parse(pin)["prompts"].get<std::vector<std::vector<int32_t>>>();
   EngineConfig cfg;
   cfg.model = dir;
-  cfg.device = "cuda";
+  cfg.device = DeviceChoice::Cuda;
   cfg.gpu_memory_utilization = 0.5;
   compare_fp8_engine(cfg, prompts, 16, 0.995, "Qwen3-0.6B size");
 }

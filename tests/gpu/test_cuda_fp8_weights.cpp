@@ -189,7 +189,7 @@ void compare_cuda_cpu(const std::string& model, Quantization q, double min_cosin
   EngineConfig cfg = test::tiny_cfg(model);
   cfg.quantization = q;
   LLMEngine cpu(cfg);
-  cfg.device = "cuda";
+  cfg.device = DeviceChoice::Cuda;
   cfg.kernels.fp8_gemm = gemm;
   cfg.kv_cache_memory = 64 << 20;
   LLMEngine gpu(cfg);
@@ -249,7 +249,7 @@ TEST(CudaFp8Weights, Qwen3_06BSizeLogitsNearBf16) {
   ASSERT_EQ(prompts.size(), 64u);
   EngineConfig cfg;
   cfg.model = dir;
-  cfg.device = "cuda";
+  cfg.device = DeviceChoice::Cuda;
   cfg.kv_cache_memory = int64_t(1) << 30;  // the engines live at once: no utilization-based sizing
   LLMEngine bf16(cfg);
   std::vector<std::vector<float>> ref;
@@ -299,7 +299,7 @@ TEST(CudaFp8Weights, Fp8CheckpointFromTransformers) {
   const auto prompts = nlohmann::json::parse(pin)["prompts"].get<std::vector<std::vector<int32_t>>>();
   EngineConfig cfg;
   cfg.model = dir;
-  cfg.device = "cuda";
+  cfg.device = DeviceChoice::Cuda;
   cfg.gpu_memory_utilization = 0.3;
   LLMEngine e(cfg);
   EXPECT_EQ(e.model_runner().quantization(), Quantization::FP8);

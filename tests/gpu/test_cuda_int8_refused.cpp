@@ -14,7 +14,7 @@ TEST(CudaInt8, QuantizationInt8IsRefused) {
   REQUIRE_GPU();
   EngineConfig cfg;
   cfg.model = fixture("tiny-qwen3-untied");
-  cfg.device = "cuda";
+  cfg.device = DeviceChoice::Cuda;
   cfg.gpu_memory_utilization = 0.3;
   cfg.quantization = Quantization::INT8;
   try {

@@ -167,7 +167,7 @@ namespace {
 
 std::vector<std::vector<int32_t>> run_cuda_fixture(const std::string& name, bool eager) {
   EngineConfig cfg;
-  cfg.device = "cuda";
+  cfg.device = DeviceChoice::Cuda;
   cfg.block_size = 16;
   cfg.kv_cache_memory = 64 << 20;
   cfg.enforce_eager = eager;
@@ -224,7 +224,7 @@ TEST(CudaMoe, IdenticalExpertsComputeTheDenseModel) {
   auto cuda = [](const std::string& dir, bool eager) {
     EngineConfig c;
     c.model = dir;
-    c.device = "cuda";
+    c.device = DeviceChoice::Cuda;
     c.enforce_eager = eager;
     return c;
   };

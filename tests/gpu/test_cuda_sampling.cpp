@@ -154,8 +154,8 @@ TEST(CudaSampling, EngineBiasAndPromptLogprobs) {
   cfg.max_num_batched_tokens = 64;
   cfg.max_num_seqs = 8;
   EngineConfig ccfg = cfg;
-  cfg.device = "cuda";
-  ccfg.device = "cpu";
+  cfg.device = DeviceChoice::Cuda;
+  ccfg.device = DeviceChoice::Cpu;
   LLMEngine g(cfg), c(ccfg);
   std::vector<int32_t> prompt;
   for (int i = 0; i < 150; ++i) prompt.push_back(3 + (i * 37) % 500);

@@ -82,7 +82,7 @@ TEST(CudaEngineModes, GraphsPrefixCachingAndPreemptionGiveIdenticalGreedyOutputs
   const auto prompts = two_wave_prompts();
   EngineConfig base;
   base.model = dir;
-  base.device = "cuda";
+  base.device = DeviceChoice::Cuda;
   base.gpu_memory_utilization = 0.5;
   base.max_num_batched_tokens = 2048;
   base.max_num_seqs = 64;
@@ -131,7 +131,7 @@ TEST(CudaEngineModes, LongContextDecodePlanInGraphsMatchesEager) {
   const auto prompts = two_wave_prompts();
   EngineConfig base;
   base.model = dir;
-  base.device = "cuda";
+  base.device = DeviceChoice::Cuda;
   base.gpu_memory_utilization = 0.5;
   base.max_num_batched_tokens = 2048;
   base.max_num_seqs = 64;

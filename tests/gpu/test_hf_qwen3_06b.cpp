@@ -75,11 +75,11 @@ TEST(HFQwen3_06B, LastTokenLogitsMatchTransformers) {
 
   EngineConfig cfg;
   cfg.model = dir;
-  cfg.device = "cuda";
+  cfg.device = DeviceChoice::Cuda;
   cfg.gpu_memory_utilization = 0.5;
   // Diagnostics (the assertions below are for the defaults): another device, token budget, or a
   // single prompt, e.g. NANOVLLM_HF06B_DEVICE=cpu NANOVLLM_HF06B_ONLY=38.
-  if (const char* d = std::getenv("NANOVLLM_HF06B_DEVICE")) cfg.device = d;
+  if (const char* d = std::getenv("NANOVLLM_HF06B_DEVICE")) cfg.device = parse_device_choice(d);
   if (const char* m = std::getenv("NANOVLLM_HF06B_MAX_BATCHED")) cfg.max_num_batched_tokens = std::atoll(m);
   int64_t only = -1;
   if (const char* o = std::getenv("NANOVLLM_HF06B_ONLY")) only = std::atoll(o);
@@ -199,7 +199,7 @@ TEST(HFQwen3_06B, PerLayerStreamNearFloat32) {
   auto run = [&](const std::string& device) {
     EngineConfig cfg;
     cfg.model = dir;
-    cfg.device = device;
+    cfg.device = parse_device_choice(device);
     cfg.gpu_memory_utilization = 0.5;
     LLMEngine e(cfg);
     std::vector<float> ours(size_t(L * 2 * H), NAN);
@@ -279,7 +279,7 @@ TEST(HFQwen3_06B, LongPromptsMatchTransformers) {
   const auto ref = read("long_ref_logits.f32"), ref32 = read("long_ref_logits_fp32.f32");
   EngineConfig cfg;
   cfg.model = dir;
-  cfg.device = "cuda";
+  cfg.device = DeviceChoice::Cuda;
   cfg.gpu_memory_utilization = 0.5;
   cfg.max_model_len = 32768 + 256;
   LLMEngine e(cfg);

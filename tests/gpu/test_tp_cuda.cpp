@@ -58,7 +58,7 @@ EngineConfig base_config() {
   const char* hf = std::getenv("NANOVLLM_HF06B_DIR");
   cfg.model = m ? m : hf && std::filesystem::exists(std::string(hf) + "/config.json") ? hf : "qwen3-0.6b";
   cfg.load_dummy = !std::filesystem::exists(cfg.model);
-  cfg.device = "cuda";
+  cfg.device = DeviceChoice::Cuda;
   cfg.gpu_memory_utilization = 0.5;
   cfg.max_num_batched_tokens = 8192;
   return cfg;

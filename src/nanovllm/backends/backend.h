@@ -9,12 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "nanovllm/config/kernel_options.h"
-#include "nanovllm/config/kv_cache_dtype.h"
 #include "nanovllm/backends/attention_metadata.h"
 #include "nanovllm/backends/logits_processing.h"
 #include "nanovllm/backends/rope_params.h"
 #include "nanovllm/backends/weight_scales.h"
+#include "nanovllm/config/engine_choices.h"
+#include "nanovllm/config/kernel_options.h"
+#include "nanovllm/config/kv_cache_dtype.h"
 #include "nanovllm/config/quantization.h"
 #include "nanovllm/utils/tensor.h"
 
@@ -225,7 +226,7 @@ class Backend {
 };
 
 // num_threads 0: all cores. The default precision is the exact reference (the oracle of tests);
-// the engine passes its KernelOptions::cpu_precision.
+// the engine passes its EngineConfig::cpu_precision.
 std::unique_ptr<Backend> make_cpu_backend(int num_threads, CpuPrecision precision = CpuPrecision::Exact);
 // Throws UserError when CUDA is not compiled in or no GPU is present. The kernels launch as
 // `options` say (validated here); nothing is read from the environment.

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "nanovllm/config/settings.h"
 #include "nanovllm/utils/checked_math.h"
 #include "nanovllm/utils/error.h"
 
@@ -57,10 +58,10 @@ std::optional<int64_t> ModelConfig::checked_num_parameters() const {
   return n;
 }
 
-int64_t initial_max_model_len(const EngineConfig& cfg, const ModelConfig& mcfg) {
+int64_t settle_max_model_len(const EngineConfig& cfg, const ModelConfig& mcfg, std::optional<int64_t> kv_blocks,
+                             std::string* note) {
   const int64_t model_len = mcfg.derived_max_model_len();
-  if (cfg.max_model_len_is_auto()) return model_len;
-  if (cfg.max_model_len > model_len)
+  if (!cfg.max_model_len_is_auto() && cfg.max_model_len > model_len)
     throw UserError("--max-model-len " + std::to_string(cfg.max_model_len) + " is larger than the model's " +
                     std::to_string(model_len) + " (" +
                     (mcfg.rope_scaling.is_yarn()
@@ -68,29 +69,35 @@ int64_t initial_max_model_len(const EngineConfig& cfg, const ModelConfig& mcfg) 
                                std::to_string(mcfg.rope_scaling.original_max_position_embeddings)
                          : "max_position_embeddings in config.json") +
                     "); positions past it give wrong outputs. Leave --max-model-len unset for the model's length");
-  return cfg.max_model_len;
+  const int64_t len = cfg.max_model_len_is_auto() ? model_len : cfg.max_model_len;
+  // One sequence of max_model_len tokens must fit the cache, else a request the server accepts
+  // could never be scheduled. Lowering an unset length is what a user who set none wants (vLLM
+  // would refuse it too).
+  const int64_t bs = cfg.block_size;
+  if (!kv_blocks || *kv_blocks * bs >= len) return len;
+  const int64_t holds = *kv_blocks * bs;
+  const std::string cache = std::to_string(*kv_blocks) + " blocks of " + std::to_string(bs) + " tokens";
+  if (!cfg.max_model_len_is_auto())
+    throw UserError("max_model_len " + std::to_string(len) + " is larger than the KV cache can hold (" + cache + " = " +
+                    std::to_string(holds) + " tokens); lower --max-model-len or enlarge the cache " +
+                    "(--kv-cache-memory, --gpu-memory-utilization)");
+  if (note)
+    *note = "max_model_len lowered from " + std::to_string(len) + " to " + std::to_string(holds) +
+            ": the KV cache holds " + cache;
+  return holds;
 }
 
 void EngineConfig::validate() const {
-  auto pos = [](const char* name, int64_t v) {
-    if (v <= 0) throw UserError(std::string("--") + name + " must be positive (got " + std::to_string(v) + ")");
-  };
-  pos("max-num-seqs", max_num_seqs);
-  pos("max-num-batched-tokens", max_num_batched_tokens);
+  for (const Setting& s : engine_settings())
+    if (s.check) s.check(s, *this);
   // Every running sequence decodes one token per step within the budget (as vLLM requires).
   if (max_num_batched_tokens < max_num_seqs)
     throw UserError("--max-num-batched-tokens (" + std::to_string(max_num_batched_tokens) +
                     ") must be at least --max-num-seqs (" + std::to_string(max_num_seqs) +
                     "): each step decodes one token of every running sequence; raise it or lower --max-num-seqs");
-  if (max_model_len < 0)
-    throw UserError("--max-model-len must be positive, or 0 for the model's length (got " +
-                    std::to_string(max_model_len) + ")");
-  pos("block-size", block_size);
   if (max_num_batched_tokens < block_size)
     throw UserError("--max-num-batched-tokens (" + std::to_string(max_num_batched_tokens) +
                     ") must be at least one block (--block-size " + std::to_string(block_size) + ")");
-  pos("tensor-parallel-size", tensor_parallel_size);
-  pos("nnodes", nnodes);
   if (tensor_parallel_size % nnodes != 0)
     throw UserError("--nnodes " + std::to_string(nnodes) + " does not divide --tensor-parallel-size " +
                     std::to_string(tensor_parallel_size) + " (every node runs the same number of ranks)");
@@ -100,19 +107,6 @@ void EngineConfig::validate() const {
   if (tp_rank < 0 || tp_rank >= tensor_parallel_size)
     throw UserError("--rank must be in [0, " + std::to_string(tensor_parallel_size) + ") (got " +
                     std::to_string(tp_rank) + ")");
-  if (master_port < 0 || master_port > 65535) throw UserError("--master-port must be in [0, 65535]");
-  if (!(gpu_memory_utilization > 0 && gpu_memory_utilization <= 1))
-    throw UserError("--gpu-memory-utilization must be in (0, 1] (got " + std::to_string(gpu_memory_utilization) + ")");
-  if (kv_cache_memory < 0) throw UserError("--kv-cache-memory must be >= 0 bytes");
-  if (device != "cpu" && device != "cuda" && device != "auto")
-    throw UserError("--device must be cpu, cuda or auto (got '" + device + "')");
-  if (max_logprobs < -1)
-    throw UserError("--max-logprobs must be -1 (the vocabulary) or >= 0 (got " + std::to_string(max_logprobs) + ")");
-  if (logprobs_mode != "raw_logprobs" && logprobs_mode != "processed_logprobs")
-    throw UserError("--logprobs-mode '" + logprobs_mode +
-                    "' is not implemented: use raw_logprobs (the default) or processed_logprobs (raw_logits and "
-                    "processed_logits are not)");
-  kernels.validate();
 }
 
 }  // namespace nanovllm

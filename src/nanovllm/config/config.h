@@ -1,6 +1,7 @@
 // Model and engine configuration.
 //  ModelConfig: what config.json / generation_config.json say about the network.
-//  EngineConfig: how we run it (nano-vllm's Config, with vLLM's flag names in the CLI).
+//  EngineConfig: how we run it (nano-vllm's Config, with vLLM's flag names in the CLI). Its
+//  user-facing fields are declared, with their flags, keywords and help, in settings.cpp.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "nanovllm/config/engine_choices.h"
 #include "nanovllm/config/kernel_options.h"
 #include "nanovllm/config/kv_cache_dtype.h"
 #include "nanovllm/config/quantization.h"
@@ -94,7 +96,7 @@ struct ModelConfig {
 struct EngineConfig {
   std::string model;            // directory or preset name
   bool load_dummy = false;      // --load-format dummy
-  std::string device = "auto";  // cpu | cuda | auto
+  DeviceChoice device = DeviceChoice::Auto;
   int64_t max_num_seqs = 512;
   int64_t max_num_batched_tokens = 16384;
   // Longest prompt + output. 0 (unset): the model's (ModelConfig::derived_max_model_len), lowered
@@ -132,20 +134,29 @@ struct EngineConfig {
   int max_logprobs = 20;
   // What logprobs are computed from (vLLM's --logprobs-mode): raw_logprobs (the model's logits) or
   // processed_logprobs (after penalties, logit_bias, min_tokens and temperature).
-  std::string logprobs_mode = "raw_logprobs";
-  int num_threads = 0;       // CPU backend threads; 0 = all cores
+  LogprobsMode logprobs_mode = LogprobsMode::RawLogprobs;
+  SchedulingPolicy scheduling_policy = SchedulingPolicy::Fcfs;  // vLLM's --scheduling-policy
+  int num_threads = 0;                                          // CPU backend threads; 0 = all cores
+  CpuPrecision cpu_precision = CpuPrecision::Fast;              // the CPU backend's arithmetic
   bool profile_ops = false;  // time every op (ProfilingBackend; implies eager)
   KernelOptions kernels;     // CUDA kernel tuning knobs (kernel_options.h); rank 0's go to every rank
 
-  void validate() const;  // throws UserError naming the bad field
+  // Throws UserError naming the bad field: each setting's own range (settings.cpp), then the rules
+  // between settings. Run once, where the settings are parsed (the CLI, the Python keywords) or
+  // where a C++ caller hands its config to the engine (LLMEngine).
+  void validate() const;
   bool max_model_len_is_auto() const { return max_model_len == 0; }
   int ranks_per_node() const { return tensor_parallel_size / nnodes; }
   int local_rank() const { return tp_rank % ranks_per_node(); }  // the GPU index on this node
 };
 
-// The context length to start with: an explicit max_model_len checked against the model (above
-// derived_max_model_len: a UserError, as vLLM), or, unset, the model's length. The KV cache may
-// lower an unset one further (ModelRunner).
-int64_t initial_max_model_len(const EngineConfig& cfg, const ModelConfig& mcfg);
+// The context length, settled in one place: an explicit max_model_len checked against the model
+// (above derived_max_model_len: a UserError, as vLLM) or, unset, the model's length; then, once
+// the KV cache's size is known (kv_blocks of cfg.block_size tokens), against the cache: an
+// explicit length it cannot hold is a UserError (as vLLM), an unset one is lowered to the whole
+// blocks it holds, and *note (if given) says so. Every tensor-parallel rank has the same block
+// count, hence the same length.
+int64_t settle_max_model_len(const EngineConfig& cfg, const ModelConfig& mcfg,
+                             std::optional<int64_t> kv_blocks = std::nullopt, std::string* note = nullptr);
 
 }  // namespace nanovllm

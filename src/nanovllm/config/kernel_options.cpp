@@ -132,13 +132,6 @@ const std::vector<Option>& options() {
          return true;
        },
        [](const KernelOptions& o) { return std::string(o.fp8_gemm == Fp8Gemm::Auto ? "auto" : "dequantize"); }},
-      {"cpu_precision", nullptr, "fast or exact",
-       [](KernelOptions& o, const std::string& v) {
-         if (v != "fast" && v != "exact") return false;
-         o.cpu_precision = v == "fast" ? CpuPrecision::Fast : CpuPrecision::Exact;
-         return true;
-       },
-       [](const KernelOptions& o) { return std::string(o.cpu_precision == CpuPrecision::Fast ? "fast" : "exact"); }},
   };
   return table;
 }
@@ -167,7 +160,7 @@ bool operator==(const KernelOptions& a, const KernelOptions& b) {
   auto fields = [](const KernelOptions& o) {
     return std::tie(o.pdl, o.gemv_norm, o.max_decode_splits, o.long_decode_context, o.long_decode_splits,
                     o.decode_cluster, o.decode_warps, o.decode_read_ahead, o.p2p_all_reduce, o.all_reduce_norm,
-                    o.prefill_attention, o.fp8_gemm, o.cpu_precision);
+                    o.prefill_attention, o.fp8_gemm);
   };
   return fields(a) == fields(b);
 }

@@ -27,7 +27,8 @@
 //   all_reduce_norm    NANOVLLM_ALLREDUCE_NORM      on | off
 //   prefill_attention  NANOVLLM_PREFILL_ATTENTION   auto | wgmma_tma | wgmma | mma | tiled
 //   fp8_gemm           NANOVLLM_FP8_GEMM            auto | dequantize
-//   cpu_precision      (none: typed config only)    fast | exact   (the CPU backend, below)
+// The CPU backend's precision is an engine setting (EngineConfig::cpu_precision, --cpu-precision);
+// --kernel-options still takes cpu_precision=fast|exact as its alias (settings.cpp).
 #pragma once
 #include <functional>
 #include <string>
@@ -63,12 +64,6 @@ enum class Fp8Gemm {
   Dequantize,  // weight-only: codes dequantized to BF16, then the BF16 GEMM (slower; closer to BF16:
                // FP8 activations cost accuracy on random-weight models, bench/RESULTS.md)
 };
-
-// The CPU backend's arithmetic (backends/cpu/cpu_backend.h). Exact: FP32 weights, OpenBLAS sgemm,
-// the oracle of the CUDA kernels and of the Hugging Face fixture tests. Fast: weights kept in BF16
-// (half the bytes a decode step reads), GEMV/GEMM kernels that widen them to FP32 and accumulate in
-// FP32 (AVX-512 / AVX2 / portable, chosen at run time by the CPU's features).
-enum class CpuPrecision { Fast, Exact };
 
 struct KernelOptions {
   // Programmatic dependent launch of every kernel (sm_90+; ignored before): a kernel's launch and
@@ -109,8 +104,6 @@ struct KernelOptions {
   PrefillAttention prefill_attention = PrefillAttention::Auto;
   // See Fp8Gemm.
   Fp8Gemm fp8_gemm = Fp8Gemm::Auto;
-  // See CpuPrecision (the engine's CPU backend; make_cpu_backend's own default is Exact).
-  CpuPrecision cpu_precision = CpuPrecision::Fast;
 
   // Throws UserError naming the field when a value is out of range.
   void validate() const;

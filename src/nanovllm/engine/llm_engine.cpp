@@ -25,9 +25,9 @@ ModelConfig resolve_model_config(const EngineConfig& cfg) {
 }
 
 std::unique_ptr<Backend> make_backend(const EngineConfig& cfg) {
-  const std::string dev = resolved_device(cfg);
-  auto be = dev == "cuda" ? make_cuda_backend(cfg.tensor_parallel_size > 1 ? cfg.local_rank() : 0, cfg.kernels)
-                          : make_cpu_backend(cfg.num_threads, cfg.kernels.cpu_precision);
+  auto be = resolved_device(cfg) == DeviceChoice::Cuda
+                ? make_cuda_backend(cfg.tensor_parallel_size > 1 ? cfg.local_rank() : 0, cfg.kernels)
+                : make_cpu_backend(cfg.num_threads, cfg.cpu_precision);
   if (cfg.profile_ops) return std::make_unique<ProfilingBackend>(std::move(be));
   return be;
 }
@@ -36,7 +36,7 @@ LLMEngine::LLMEngine(EngineConfig cfg) : LLMEngine(cfg, resolve_model_config(cfg
 
 LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)), mcfg_(std::move(mcfg)) {
   cfg_.validate();
-  initial_max_model_len(cfg_, mcfg_);  // refuses a bad --max-model-len before any work
+  settle_max_model_len(cfg_, mcfg_);   // refuses a bad --max-model-len before any work
   check_tensor_parallel(cfg_, mcfg_);  // before any GPU work
   seed_rng_.seed(cfg_.seed);
   if (cfg_.tensor_parallel_size > 1) {

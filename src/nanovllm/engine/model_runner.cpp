@@ -23,11 +23,7 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
     : cfg_(cfg), auto_max_model_len_(cfg.max_model_len_is_auto()), mcfg_(mcfg), backend_(std::move(backend)),
       tp_(tp && tp->world() > 1 ? tp : nullptr) {
   validate_tensor_parallel(mcfg_, tp_ ? tp_->world() : 1);
-  cfg_.max_model_len = initial_max_model_len(cfg, mcfg_);
-  if (auto_max_model_len_ && cfg_.max_model_len < mcfg_.derived_max_model_len())
-    note("max_model_len lowered from " + std::to_string(mcfg_.derived_max_model_len()) + " to " +
-         std::to_string(cfg_.max_model_len) + ": sliding-window attention (a window of " +
-         std::to_string(mcfg_.sliding_window) + " tokens in some layers) is not implemented");
+  cfg_.max_model_len = settle_max_model_len(cfg, mcfg_);  // the model's; the KV cache may lower it below
   kv_heads_ = mcfg_.num_key_value_heads / (tp_ ? tp_->world() : 1);
   kv_dtype_ = resolve_kv_cache_dtype(cfg_.kv_cache_dtype, backend_->act_dtype(), backend_->name());
   quantization_ = resolve_quantization(cfg_.quantization, mcfg_.checkpoint_quantization);
@@ -96,7 +92,9 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
   if (num_kv_blocks_ <= 0)
     throw ResourceError("KV cache budget of " + std::to_string(cfg_.kv_cache_memory) + " bytes holds no block of " +
                         std::to_string(per_block) + " bytes; raise --kv-cache-memory or lower --block-size");
-  fit_max_model_len_to_kv_cache();
+  std::string lowered;
+  cfg_.max_model_len = settle_max_model_len(cfg, mcfg_, num_kv_blocks_, &lowered);
+  if (!lowered.empty()) note(lowered);
   allocate_kv_cache();
   if (backend_->supports_graphs() && !cfg_.enforce_eager) {
     graphs_ = std::make_unique<CudaGraphRunner>(*backend_, *model_, layers_kv_, cfg_);
@@ -104,23 +102,6 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
     graphs_->capture();
   }
   trace("ready");
-}
-
-// One sequence of max_model_len tokens must fit the cache, else a request the server accepts could
-// never be scheduled. An explicit length that does not fit is refused (as vLLM); an unset one is
-// lowered to the whole blocks the cache holds (vLLM would refuse it too; lowering is what a user
-// who set no length wants). Every rank has the same block count here, so the same length.
-void ModelRunner::fit_max_model_len_to_kv_cache() {
-  const int64_t bs = cfg_.block_size, holds = num_kv_blocks_ * bs;
-  if (holds >= cfg_.max_model_len) return;
-  const std::string cache = std::to_string(num_kv_blocks_) + " blocks of " + std::to_string(bs) + " tokens";
-  if (!auto_max_model_len_)
-    throw UserError("max_model_len " + std::to_string(cfg_.max_model_len) + " is larger than the KV cache can hold (" +
-                    cache + " = " + std::to_string(holds) + " tokens); lower --max-model-len or enlarge the cache " +
-                    "(--kv-cache-memory, --gpu-memory-utilization)");
-  note("max_model_len lowered from " + std::to_string(cfg_.max_model_len) + " to " + std::to_string(holds) +
-       ": the KV cache holds " + cache);
-  cfg_.max_model_len = holds;
 }
 
 void ModelRunner::note(const std::string& what) const {
@@ -191,7 +172,7 @@ int64_t ModelRunner::gpu_kv_blocks_after_warmup() {
   const int64_t budget = int64_t(double(total) * cfg_.gpu_memory_utilization) - used;
   const int64_t blocks = budget / kv_bytes_per_block();
   // Too little for one max_model_len sequence: refused, unless the length is unset (it is lowered
-  // to what fits, fit_max_model_len_to_kv_cache) and at least a block fits.
+  // to what fits, settle_max_model_len) and at least a block fits.
   if (blocks < (cfg_.max_model_len + bs - 1) / bs && !(auto_max_model_len_ && blocks > 0))
     throw ResourceError("not enough GPU memory for the KV cache: " + std::to_string(total >> 20) + " MiB total, " +
                         std::to_string(used >> 20) + " MiB used by weights, runtime and " + std::to_string(peak >> 20) +
@@ -300,7 +281,7 @@ std::vector<int32_t> ModelRunner::forward_and_sample(const ScheduledBatch& batch
   std::vector<SamplingRow> rows = plain_rows(batch, false);
   std::vector<LogitsProcessing> processing;  // rows point into it: reserved before the first push
   bool any_logprobs = false;
-  const bool processed = cfg_.logprobs_mode == "processed_logprobs";
+  const bool processed = cfg_.logprobs_mode == LogprobsMode::ProcessedLogprobs;
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     const Sequence* s = batch.seqs[i];
     const auto& p = s->params;

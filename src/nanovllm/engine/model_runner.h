@@ -1,7 +1,7 @@
 // Runs one scheduled batch through the model (nano-vllm's ModelRunner): builds input ids,
 // positions and AttentionMetadata from the sequences, runs forward + LM head on each sequence's
 // last token, and samples one token per sequence.
-// It also settles max_model_len: an unset one (EngineConfig::max_model_len 0) becomes the model's
+// It also settles max_model_len (settle_max_model_len, config.h): an unset one becomes the model's
 // length, lowered to what the KV cache holds once its size is known.
 // Tensor parallelism: every rank builds its ModelRunner identically (weights of its shard, the
 // same warm-up, KV-cache sizing agreed as the minimum over ranks, hence the same max_model_len,
@@ -87,7 +87,6 @@ class ModelRunner {
   std::vector<int32_t> forward_and_sample(const ScheduledBatch& batch, StepInputs& in);
   void allocate_kv_cache();
   int64_t gpu_kv_blocks_after_warmup();
-  void fit_max_model_len_to_kv_cache();
 
   EngineConfig cfg_;                 // max_model_len settled (never 0)
   bool auto_max_model_len_ = false;  // the user left it unset: the KV cache may lower it

@@ -20,15 +20,14 @@ RendezvousOptions rendezvous_options(const EngineConfig& cfg) {
   return o;
 }
 
-std::string resolved_device(const EngineConfig& cfg) {
-  if (cfg.device != "auto") return cfg.device;
-  return cuda_available() ? "cuda" : "cpu";
+DeviceChoice resolved_device(const EngineConfig& cfg) {
+  if (cfg.device != DeviceChoice::Auto) return cfg.device;
+  return cuda_available() ? DeviceChoice::Cuda : DeviceChoice::Cpu;
 }
 
 void check_tensor_parallel(const EngineConfig& cfg, const ModelConfig& mcfg) {
-  cfg.validate();
   validate_tensor_parallel(mcfg, cfg.tensor_parallel_size);
-  if (cfg.tensor_parallel_size > 1 && resolved_device(cfg) == "cuda") {
+  if (cfg.tensor_parallel_size > 1 && resolved_device(cfg) == DeviceChoice::Cuda) {
     const int gpus = cuda_device_count();
     if (cfg.ranks_per_node() > gpus)
       throw UserError("--tensor-parallel-size " + std::to_string(cfg.tensor_parallel_size) + " over " +
@@ -43,13 +42,13 @@ void run_tp_worker(EngineConfig cfg) {
   check_tensor_parallel(cfg, mcfg);
   TpGroup tp(rendezvous_options(cfg), true);
   apply_settings(tp.receive(), cfg, mcfg);  // rank 0's settings: identical runners on all ranks
-  check_tensor_parallel(cfg, mcfg);
+  check_tensor_parallel(cfg, mcfg);         // rank 0's device: its GPU count
   tp.start_watchdog(cfg.on_tp_peer_lost);
   ModelRunner runner(cfg, mcfg, make_backend(cfg), &tp);
   // On a GPU a decode step takes a few ms and rank 0's GPU waits for this worker in the step's
   // first collective: poll for the next step for 20 ms instead of sleeping (a sleeping thread
   // wakes tens of us late); longer waits (an idle server) sleep. CPU steps need the cores.
-  if (resolved_device(cfg) == "cuda") tp.set_receive_spin(0.02);
+  if (resolved_device(cfg) == DeviceChoice::Cuda) tp.set_receive_spin(0.02);
   while (true) {
     const auto msg = tp.receive();
     if (msg.empty()) return;  // goodbye

@@ -12,12 +12,13 @@ namespace nanovllm {
 
 RendezvousOptions rendezvous_options(const EngineConfig& cfg);
 
-// "cpu" or "cuda" for cfg.device ("auto": cuda when a GPU is present).
-std::string resolved_device(const EngineConfig& cfg);
+// Cpu or Cuda for cfg.device (Auto: Cuda when a GPU is present).
+DeviceChoice resolved_device(const EngineConfig& cfg);
 
 // Refuses, with a UserError naming the numbers, a tensor-parallel size that does not divide the
 // model's heads (or intermediate size or vocabulary), and on CUDA more ranks per node than
-// visible GPUs. No GPU work: call before starting ranks or backends.
+// visible GPUs. No GPU work: call before starting ranks or backends. cfg is validated already
+// (where it was parsed).
 void check_tensor_parallel(const EngineConfig& cfg, const ModelConfig& mcfg);
 
 // A worker rank (cfg.tp_rank > 0): joins rank 0, builds its ModelRunner and runs the steps rank 0

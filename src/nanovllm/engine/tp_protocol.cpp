@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "nanovllm/config/settings.h"
 #include "nanovllm/dist/wire.h"
 #include "nanovllm/utils/error.h"
 
@@ -66,24 +67,33 @@ static nlohmann::json model_dims(const ModelConfig& m) {
           {"tie_word_embeddings", m.tie_word_embeddings}};
 }
 
+// A setting's value as JSON and back (the table's SettingValue).
+static nlohmann::json to_json(const SettingValue& v) {
+  struct {
+    nlohmann::json operator()(std::monostate) const { return nullptr; }
+    nlohmann::json operator()(bool b) const { return b; }
+    nlohmann::json operator()(int64_t i) const { return i; }
+    nlohmann::json operator()(double d) const { return d; }
+    nlohmann::json operator()(const std::string& s) const { return s; }
+  } json;
+  return std::visit(json, v);
+}
+
+static SettingValue from_json(const nlohmann::json& j) {
+  if (j.is_null()) return std::monostate{};
+  if (j.is_boolean()) return j.get<bool>();
+  if (j.is_number_integer()) return j.get<int64_t>();
+  if (j.is_number()) return j.get<double>();
+  return j.get<std::string>();
+}
+
+// The settings marked `travels` in the table (config/settings.cpp): the ones that shape the
+// ModelRunner. max_model_len goes as given (0: unset): every rank's ModelRunner settles it alike,
+// from the KV blocks agreed over the ranks.
 std::vector<uint8_t> encode_settings(const EngineConfig& c, const ModelConfig& mcfg) {
-  nlohmann::json j = {{"device", c.device},
-                      {"load_dummy", c.load_dummy},
-                      {"max_num_seqs", c.max_num_seqs},
-                      {"max_num_batched_tokens", c.max_num_batched_tokens},
-                      // As given (0: unset): every rank's ModelRunner settles it alike, from the
-                      // KV blocks agreed over the ranks.
-                      {"max_model_len", c.max_model_len},
-                      {"block_size", c.block_size},
-                      {"gpu_memory_utilization", c.gpu_memory_utilization},
-                      {"kv_cache_memory", c.kv_cache_memory},
-                      {"num_kvcache_blocks", c.num_kvcache_blocks},
-                      {"kv_cache_dtype", kv_cache_dtype_name(c.kv_cache_dtype)},
-                      {"quantization", quantization_name(c.quantization)},
-                      {"enforce_eager", c.enforce_eager},
-                      {"profile_ops", c.profile_ops},
-                      {"kernels", c.kernels.to_string(",")},
-                      {"model", model_dims(mcfg)}};
+  nlohmann::json j = {{"model", model_dims(mcfg)}};
+  for (const Setting& s : engine_settings())
+    if (s.travels) j[s.name] = to_json(s.get(c));
   const std::string s = j.dump();
   return {s.begin(), s.end()};
 }
@@ -98,28 +108,20 @@ void apply_settings(const std::vector<uint8_t>& bytes, EngineConfig& c, const Mo
   if (j["model"] != model_dims(mcfg))
     throw UserError("tensor parallel: rank " + std::to_string(c.tp_rank) + "'s model " + model_dims(mcfg).dump() +
                     " differs from rank 0's " + j["model"].dump());
-  c.device = j["device"];
-  c.load_dummy = j["load_dummy"];
-  c.max_num_seqs = j["max_num_seqs"];
-  c.max_num_batched_tokens = j["max_num_batched_tokens"];
-  c.max_model_len = j["max_model_len"];
-  c.block_size = j["block_size"];
-  c.gpu_memory_utilization = j["gpu_memory_utilization"];
-  c.kv_cache_memory = j["kv_cache_memory"];
-  c.num_kvcache_blocks = j["num_kvcache_blocks"];
-  c.kv_cache_dtype = parse_kv_cache_dtype(j["kv_cache_dtype"].get<std::string>());
-  c.quantization = parse_quantization(j["quantization"].get<std::string>());
-  c.enforce_eager = j["enforce_eager"];
-  c.profile_ops = j["profile_ops"];
-  // Rank 0's kernel options, in --kernel-options form, onto the defaults: this rank's own
-  // environment and flags play no part (ranks launching different kernels could hang).
-  KernelOptions kernels;
-  try {
-    apply_kernel_options(kernels, j["kernels"].get<std::string>());
-  } catch (const UserError& e) {
-    throw Error(std::string("tensor parallel: rank 0's kernel options: ") + e.what());
+  // Rank 0's values replace this rank's own flags; the kernel options go as every KEY=VALUE, so
+  // this rank's environment plays no part either (ranks launching different kernels could hang).
+  for (const Setting& s : engine_settings()) {
+    if (!s.travels) continue;
+    if (!j.contains(s.name)) throw Error("tensor parallel: rank 0's settings lack " + s.name);
+    try {
+      s.set(c, from_json(j[s.name]));
+    } catch (const UserError& e) {
+      std::string what = s.name;  // "kernel options"
+      for (char& ch : what)
+        if (ch == '_') ch = ' ';
+      throw Error("tensor parallel: rank 0's " + what + ": " + e.what());
+    }
   }
-  c.kernels = kernels;
 }
 
 }  // namespace nanovllm

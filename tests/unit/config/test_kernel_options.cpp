@@ -48,7 +48,7 @@ TEST(KernelOptions, DefaultsAreTheMeasuredBest) {
   EXPECT_EQ(o.to_string(),
             "pdl=on gemv_norm=auto max_decode_splits=16 long_decode_context=8192 long_decode_splits=64 "
             "decode_cluster=off decode_warps=8 decode_read_ahead=on p2p_all_reduce=on all_reduce_norm=on "
-            "prefill_attention=auto fp8_gemm=auto cpu_precision=fast");
+            "prefill_attention=auto fp8_gemm=auto");
   EXPECT_NO_THROW(o.validate());
   EXPECT_EQ(from_env({}), o);  // no variables set: nothing changes
 }
@@ -115,11 +115,9 @@ TEST(KernelOptions, BadEnvironmentValuesAreRefusedByName) {
 
 TEST(KernelOptions, CliSpecParsesAndRoundTrips) {
   KernelOptions o;
-  apply_kernel_options(o, "pdl=off,max_decode_splits=8,prefill_attention=mma,cpu_precision=exact,fp8_gemm=dequantize");
-  EXPECT_EQ(o.cpu_precision, CpuPrecision::Exact);
+  apply_kernel_options(o, "pdl=off,max_decode_splits=8,prefill_attention=mma,fp8_gemm=dequantize");
   EXPECT_EQ(o.fp8_gemm, Fp8Gemm::Dequantize);
   EXPECT_NE(spec_error("fp8_gemm=cublas").find("fp8_gemm must be auto or dequantize"), std::string::npos);
-  EXPECT_NE(spec_error("cpu_precision=bf16").find("cpu_precision must be fast or exact"), std::string::npos);
   EXPECT_FALSE(o.pdl);
   EXPECT_EQ(o.max_decode_splits, 8);
   EXPECT_EQ(o.prefill_attention, PrefillAttention::Mma);

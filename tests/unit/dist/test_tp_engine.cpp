@@ -78,9 +78,9 @@ void expect_same(const TpRun& a, const TpRun& b, const std::string& what) {
 EngineConfig base(const std::string& model) {
   EngineConfig cfg;
   cfg.model = model;
-  cfg.device = "cpu";
+  cfg.device = DeviceChoice::Cpu;
   // FP32 weights: TP=N's partial sums then agree with TP=1's to the greedy token.
-  cfg.kernels.cpu_precision = CpuPrecision::Exact;
+  cfg.cpu_precision = CpuPrecision::Exact;
   cfg.kv_cache_memory = 8 << 20;
   cfg.block_size = 16;
   cfg.max_num_batched_tokens = 48;  // chunked prefill too

@@ -237,7 +237,7 @@ TEST(Fp8KVCache, EngineAgreesWithTheF32CacheOnTinyFixtures) {
                        Case{"tiny-qwen3-untied", CpuPrecision::Fast}}) {
     const char* fx = c.fixture;
     EngineConfig cfg = test::tiny_cfg(test::fixture(fx));
-    cfg.kernels.cpu_precision = c.precision;
+    cfg.cpu_precision = c.precision;
     LLMEngine ref(cfg);
     cfg.kv_cache_dtype = KVCacheDtype::FP8E4M3;
     LLMEngine f8(cfg);
@@ -369,7 +369,7 @@ TEST(Bf16KVCache, EngineAgreesWithTheF32CacheOnTinyFixtures) {
                                {"tiny-mistral", CpuPrecision::Exact},
                                {"tiny-qwen3-untied", CpuPrecision::Fast}}) {
     EngineConfig cfg = test::tiny_cfg(test::fixture(fx));
-    cfg.kernels.cpu_precision = precision;
+    cfg.cpu_precision = precision;
     LLMEngine ref(cfg);
     cfg.kv_cache_dtype = KVCacheDtype::BF16;
     LLMEngine b16(cfg);

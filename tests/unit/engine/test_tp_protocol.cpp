@@ -8,6 +8,7 @@
 #include "nanovllm/engine/tp_protocol.h"
 #include "nanovllm/models/hf_config.h"
 #include "nanovllm/utils/error.h"
+#include "settings_samples.h"
 
 using namespace nanovllm;
 
@@ -49,6 +50,19 @@ TEST(TpProtocol, SettingsCarryRankZerosKernelOptions) {
   const auto defaults = encode_settings(EngineConfig(), model());
   apply_settings(defaults, worker, model());
   EXPECT_EQ(worker.kernels, KernelOptions());
+}
+
+// The wire is the settings table's: every setting marked `travels` arrives, the others keep the
+// worker's own values.
+TEST(TpProtocol, SettingsMarkedTravellingArriveAndNoOthers) {
+  EngineConfig rank0;
+  for (const Setting& s : engine_settings()) set_setting_text(s, rank0, test::other_value_text(s));
+  EngineConfig worker;
+  worker.tp_rank = 1;
+  apply_settings(encode_settings(rank0, model()), worker, model());
+  const EngineConfig defaults;
+  for (const Setting& s : engine_settings())
+    EXPECT_EQ(setting_text(s.get(worker)), setting_text(s.get(s.travels ? rank0 : defaults))) << s.name;
 }
 
 TEST(TpProtocol, BadKernelOptionsFromRankZeroAreAnError) {

@@ -285,15 +285,15 @@ TEST(ConfigValidation, MaxModelLenAgainstTheModel) {
   auto refused = [&](int64_t len) {
     cfg.max_model_len = len;
     try {
-      initial_max_model_len(cfg, m);
+      settle_max_model_len(cfg, m);
     } catch (const UserError& e) {
       return std::string(e.what());
     }
     return std::string("(accepted)");
   };
-  EXPECT_EQ(initial_max_model_len(cfg, m), 40960);
+  EXPECT_EQ(settle_max_model_len(cfg, m), 40960);
   cfg.max_model_len = 40960;
-  EXPECT_EQ(initial_max_model_len(cfg, m), 40960);
+  EXPECT_EQ(settle_max_model_len(cfg, m), 40960);
   EXPECT_EQ(refused(40961),
             "--max-model-len 40961 is larger than the model's 40960 (max_position_embeddings in config.json); "
             "positions past it give wrong outputs. Leave --max-model-len unset for the model's length");
@@ -301,9 +301,9 @@ TEST(ConfigValidation, MaxModelLenAgainstTheModel) {
   m.rope_scaling.factor = 4;
   m.rope_scaling.original_max_position_embeddings = 32768;
   cfg.max_model_len = 131072;  // past max_position_embeddings (40960), within YaRN's reach
-  EXPECT_EQ(initial_max_model_len(cfg, m), 131072);
+  EXPECT_EQ(settle_max_model_len(cfg, m), 131072);
   cfg.max_model_len = 0;
-  EXPECT_EQ(initial_max_model_len(cfg, m), 131072);
+  EXPECT_EQ(settle_max_model_len(cfg, m), 131072);
   EXPECT_NE(
       refused(131073).find("larger than the model's 131072 (YaRN factor 4 * original_max_position_embeddings 32768)"),
       std::string::npos)
@@ -311,7 +311,7 @@ TEST(ConfigValidation, MaxModelLenAgainstTheModel) {
   // A sliding window does not limit the context (the attention kernels apply it).
   m.sliding_window = 4096;
   cfg.max_model_len = 0;
-  EXPECT_EQ(initial_max_model_len(cfg, m), 131072);
+  EXPECT_EQ(settle_max_model_len(cfg, m), 131072);
   cfg.max_model_len = -1;
   EXPECT_THROW(cfg.validate(), UserError);
 }

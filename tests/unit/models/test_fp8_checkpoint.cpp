@@ -126,11 +126,11 @@ TEST(Fp8Checkpoint, EngineEqualsTheDequantizedModel) {
   const test::Fp8Checkpoints c = test::write_fp8_checkpoints(d.dir.string());
   for (CpuPrecision precision : {CpuPrecision::Exact, CpuPrecision::Fast}) {
     EngineConfig cfg = test::tiny_cfg(c.fp8);
-    cfg.kernels.cpu_precision = precision;
+    cfg.cpu_precision = precision;
     LLMEngine f8(cfg);
     EXPECT_EQ(f8.model_runner().quantization(), Quantization::FP8);
     cfg.model = c.deq;
-    cfg.kernels.cpu_precision = CpuPrecision::Exact;
+    cfg.cpu_precision = CpuPrecision::Exact;
     LLMEngine deq(cfg);
     cfg.model = c.f32;
     LLMEngine f32(cfg);

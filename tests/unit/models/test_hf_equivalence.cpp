@@ -21,8 +21,8 @@ constexpr double kLogitAtol = 1e-4;  // FP32 engine vs FP32 transformers (seen: 
 // The exact path (FP32 weights), the oracle; the fast path's tests are below.
 void check_fixture(const std::string& name, int64_t block_size) {
   EngineConfig cfg;
-  cfg.device = "cpu";
-  cfg.kernels.cpu_precision = CpuPrecision::Exact;
+  cfg.device = DeviceChoice::Cpu;
+  cfg.cpu_precision = CpuPrecision::Exact;
   cfg.block_size = block_size;
   cfg.kv_cache_memory = 64 << 20;
   auto r = test::run_fixture(name, cfg);
@@ -61,10 +61,10 @@ TEST(HFEquivalence, YarnRope) {
 // margin exceeds 0.05 (run_fixture checks each), a near-tie may flip.
 void check_fast(const std::string& name, int64_t block_size) {
   EngineConfig cfg;
-  cfg.device = "cpu";
+  cfg.device = DeviceChoice::Cpu;
   cfg.block_size = block_size;
   cfg.kv_cache_memory = 64 << 20;
-  cfg.kernels.cpu_precision = CpuPrecision::Fast;
+  cfg.cpu_precision = CpuPrecision::Fast;
   auto r = test::run_fixture(name, cfg);
   std::printf("%s (fast): %d greedy tokens compared, max |logit diff| %.2e\n", name.c_str(), r.compared,
               r.max_logit_diff);

@@ -28,8 +28,8 @@ constexpr double kLogitAtol = 1e-4;  // FP32 engine vs FP32 transformers, as the
 
 void check_fixture(const std::string& name, int64_t block_size, int64_t max_batched_tokens = 16384) {
   EngineConfig cfg;
-  cfg.device = "cpu";
-  cfg.kernels.cpu_precision = CpuPrecision::Exact;  // the oracle path: FP32 weights, as transformers ran
+  cfg.device = DeviceChoice::Cpu;
+  cfg.cpu_precision = CpuPrecision::Exact;  // the oracle path: FP32 weights, as transformers ran
   cfg.block_size = block_size;
   cfg.kv_cache_memory = 64 << 20;
   cfg.max_num_batched_tokens = max_batched_tokens;

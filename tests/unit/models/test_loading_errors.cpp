@@ -27,7 +27,7 @@ struct TempModel : test::TempDir {
 std::string load_error(const std::string& dir) {
   EngineConfig cfg;
   cfg.model = dir;
-  cfg.device = "cpu";
+  cfg.device = DeviceChoice::Cpu;
   cfg.kv_cache_memory = 8 << 20;
   try {
     LLMEngine e(cfg);

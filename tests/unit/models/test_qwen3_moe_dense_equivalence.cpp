@@ -17,8 +17,8 @@ namespace {
 EngineConfig cpu_config(const std::string& dir) {
   EngineConfig cfg;
   cfg.model = dir;
-  cfg.device = "cpu";
-  cfg.kernels.cpu_precision = CpuPrecision::Exact;
+  cfg.device = DeviceChoice::Cpu;
+  cfg.cpu_precision = CpuPrecision::Exact;
   return cfg;
 }
 

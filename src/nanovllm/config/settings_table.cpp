@@ -1,0 +1,409 @@
+// The engine settings table (settings.h): each entry binds a setting's spellings and help to its
+// EngineConfig field through small typed accessors (int_field, enum_field, ...).
+#include <limits>
+#include <type_traits>
+
+#include "nanovllm/config/settings.h"
+#include "nanovllm/utils/error.h"
+
+namespace nanovllm {
+
+namespace {
+
+std::string type_name(SettingType t) {
+  switch (t) {
+    case SettingType::Bool:
+    case SettingType::OptionalBool: return "a bool";
+    case SettingType::Int: return "an int";
+    case SettingType::Float: return "a number";
+    case SettingType::Text:
+    case SettingType::Choice: return "a string";
+  }
+  return "?";
+}
+
+[[noreturn]] void wrong_type(const Setting& s, const SettingValue& v) {
+  throw UserError(s.flag() + " must be " + type_name(s.type) + " (got '" + setting_text(v) + "')");
+}
+
+int64_t as_int(const Setting& s, const SettingValue& v) {
+  if (const auto* i = std::get_if<int64_t>(&v)) return *i;
+  wrong_type(s, v);
+}
+
+double as_float(const Setting& s, const SettingValue& v) {
+  if (const auto* d = std::get_if<double>(&v)) return *d;
+  if (const auto* i = std::get_if<int64_t>(&v)) return double(*i);
+  wrong_type(s, v);
+}
+
+bool as_bool(const Setting& s, const SettingValue& v) {
+  if (const auto* b = std::get_if<bool>(&v)) return *b;
+  wrong_type(s, v);
+}
+
+const std::string& as_text(const Setting& s, const SettingValue& v) {
+  if (const auto* t = std::get_if<std::string>(&v)) return *t;
+  wrong_type(s, v);
+}
+
+// Typed access to one EngineConfig field: what an entry's get and assign are made of.
+struct Access {
+  std::function<SettingValue(const EngineConfig&)> get;
+  std::function<void(const Setting&, EngineConfig&, const SettingValue&)> assign;
+};
+
+template <class T>
+Access int_field(T EngineConfig::*m) {
+  return {[m](const EngineConfig& c) { return SettingValue(int64_t(c.*m)); },
+          [m](const Setting& s, EngineConfig& c, const SettingValue& v) {
+            const int64_t i = as_int(s, v);
+            if constexpr (std::is_unsigned_v<T>) {
+              if (i < 0) throw UserError(s.flag() + " must be >= 0 (got " + std::to_string(i) + ")");
+            } else if (i < int64_t(std::numeric_limits<T>::min()) || i > int64_t(std::numeric_limits<T>::max())) {
+              throw UserError(s.flag() + " " + std::to_string(i) + " is out of range");
+            }
+            c.*m = T(i);
+          }};
+}
+
+Access float_field(double EngineConfig::*m) {
+  return {[m](const EngineConfig& c) { return SettingValue(c.*m); },
+          [m](const Setting& s, EngineConfig& c, const SettingValue& v) { c.*m = as_float(s, v); }};
+}
+
+Access bool_field(bool EngineConfig::*m) {
+  return {[m](const EngineConfig& c) { return SettingValue(c.*m); },
+          [m](const Setting& s, EngineConfig& c, const SettingValue& v) { c.*m = as_bool(s, v); }};
+}
+
+template <class E>
+Access enum_field(E EngineConfig::*m, const char* (*name)(E), E (*parse)(const std::string&, const std::string&)) {
+  return {
+      [m, name](const EngineConfig& c) { return SettingValue(std::string(name(c.*m))); },
+      [m, parse](const Setting& s, EngineConfig& c, const SettingValue& v) { c.*m = parse(as_text(s, v), s.flag()); }};
+}
+
+// kv_cache_dtype.h and quantization.h name the flag in their own messages.
+template <class E>
+Access named_enum_field(E EngineConfig::*m, const char* (*name)(E), E (*parse)(const std::string&)) {
+  return {[m, name](const EngineConfig& c) { return SettingValue(std::string(name(c.*m))); },
+          [m, parse](const Setting& s, EngineConfig& c, const SettingValue& v) { c.*m = parse(as_text(s, v)); }};
+}
+
+Access async_scheduling_field() {
+  return {[](const EngineConfig& c) { return c.async_scheduling ? SettingValue(*c.async_scheduling) : SettingValue(); },
+          [](const Setting& s, EngineConfig& c, const SettingValue& v) {
+            if (std::holds_alternative<std::monostate>(v))
+              c.async_scheduling.reset();
+            else
+              c.async_scheduling = as_bool(s, v);
+          }};
+}
+
+// nano-vllm's -1 (and 0): the block count follows from the memory budget.
+Access num_kvcache_blocks_field() {
+  Access a = int_field(&EngineConfig::num_kvcache_blocks);
+  a.assign = [](const Setting& s, EngineConfig& c, const SettingValue& v) {
+    const int64_t n = as_int(s, v);
+    c.num_kvcache_blocks = n == -1 ? 0 : n;
+  };
+  return a;
+}
+
+Access load_format_field() {
+  return {[](const EngineConfig& c) { return SettingValue(std::string(c.load_dummy ? "dummy" : "auto")); },
+          [](const Setting& s, EngineConfig& c, const SettingValue& v) {
+            const std::string& f = as_text(s, v);
+            if (f != "auto" && f != "safetensors" && f != "dummy")
+              throw UserError(s.flag() + " must be auto, safetensors or dummy (got '" + f + "')");
+            c.load_dummy = f == "dummy";
+          }};
+}
+
+// KEY=VALUE[,...] applied over the current options (the CLI's NANOVLLM_* overrides come first).
+// cpu_precision=fast|exact, a kernel option before it became a setting of its own, still works
+// here (scripts and tests use it). Every option's value is on the wire, so a worker ends up with
+// rank 0's options whatever its own were.
+Access kernel_options_field() {
+  return {[](const EngineConfig& c) { return SettingValue(c.kernels.to_string(",")); },
+          [](const Setting& s, EngineConfig& c, const SettingValue& v) {
+            const std::string& spec = as_text(s, v);
+            std::string rest;
+            size_t begin = 0;
+            while (begin < spec.size()) {
+              size_t end = spec.find(',', begin);
+              if (end == std::string::npos) end = spec.size();
+              const std::string pair = spec.substr(begin, end - begin);
+              const std::string key = "cpu_precision=";
+              if (pair.rfind(key, 0) == 0)
+                c.cpu_precision = parse_cpu_precision(pair.substr(key.size()), s.flag() + ": cpu_precision");
+              else
+                rest += (rest.empty() ? "" : ",") + pair;
+              begin = end + 1;
+            }
+            if (!rest.empty()) apply_kernel_options(c.kernels, rest);
+          }};
+}
+
+Setting bind(Access a, Setting s) {
+  s.get = std::move(a.get);
+  s.assign = std::move(a.assign);
+  return s;
+}
+
+// A check that an integer field is positive: "--max-num-seqs must be positive (got 0)".
+template <class T>
+std::function<void(const Setting&, const EngineConfig&)> positive(T EngineConfig::*m) {
+  return [m](const Setting& s, const EngineConfig& c) {
+    if (c.*m <= 0) throw UserError(s.flag() + " must be positive (got " + std::to_string(c.*m) + ")");
+  };
+}
+
+std::vector<Setting> make_settings() {
+  using T = SettingType;
+  using C = EngineConfig;
+  std::vector<Setting> t;
+  t.push_back(bind(load_format_field(),
+                   {.name = "load_format",
+                    .type = T::Choice,
+                    .help = "where the weights come from: the model's safetensors (auto, safetensors) or random "
+                            "ones (dummy)",
+                    .flags = {"--load-format"},
+                    .keywords = {"load_format"},
+                    .choices = {"auto", "safetensors", "dummy"},
+                    .travels = true}));
+  t.push_back(bind(enum_field(&C::device, device_choice_name, parse_device_choice),
+                   {.name = "device",
+                    .type = T::Choice,
+                    .help = "the backend: auto is cuda when a GPU is present",
+                    .flags = {"--device"},
+                    .keywords = {"device"},
+                    .choices = {"auto", "cpu", "cuda"},
+                    .travels = true}));
+  t.push_back(bind(int_field(&C::max_model_len),
+                   {.name = "max_model_len",
+                    .type = T::Int,
+                    .help = "longest prompt + output; 0: the model's, lowered to what the KV cache holds",
+                    .flags = {"--max-model-len"},
+                    .keywords = {"max_model_len"},
+                    .range = ">= 0",
+                    .travels = true,
+                    .check = [](const Setting&, const C& c) {
+                      if (c.max_model_len < 0)
+                        throw UserError("--max-model-len must be positive, or 0 for the model's length (got " +
+                                        std::to_string(c.max_model_len) + ")");
+                    }}));
+  t.push_back(bind(int_field(&C::max_num_seqs), {.name = "max_num_seqs",
+                                                 .type = T::Int,
+                                                 .help = "most sequences per batch",
+                                                 .flags = {"--max-num-seqs"},
+                                                 .keywords = {"max_num_seqs"},
+                                                 .range = "> 0",
+                                                 .travels = true,
+                                                 .check = positive(&C::max_num_seqs)}));
+  t.push_back(
+      bind(int_field(&C::max_num_batched_tokens), {.name = "max_num_batched_tokens",
+                                                   .type = T::Int,
+                                                   .help = "most tokens per step (at least max_num_seqs and one block)",
+                                                   .flags = {"--max-num-batched-tokens"},
+                                                   .keywords = {"max_num_batched_tokens"},
+                                                   .range = "> 0",
+                                                   .travels = true,
+                                                   .check = positive(&C::max_num_batched_tokens)}));
+  t.push_back(bind(int_field(&C::block_size), {.name = "block_size",
+                                               .type = T::Int,
+                                               .help = "tokens per KV cache block",
+                                               .flags = {"--block-size"},
+                                               .keywords = {"kvcache_block_size"},
+                                               .range = "> 0",
+                                               .travels = true,
+                                               .check = positive(&C::block_size)}));
+  t.push_back(bind(float_field(&C::gpu_memory_utilization),
+                   {.name = "gpu_memory_utilization",
+                    .type = T::Float,
+                    .help = "fraction of GPU memory to use",
+                    .flags = {"--gpu-memory-utilization"},
+                    .keywords = {"gpu_memory_utilization"},
+                    .range = "(0, 1]",
+                    .travels = true,
+                    .check = [](const Setting&, const C& c) {
+                      if (!(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1))
+                        throw UserError("--gpu-memory-utilization must be in (0, 1] (got " +
+                                        std::to_string(c.gpu_memory_utilization) + ")");
+                    }}));
+  t.push_back(bind(int_field(&C::kv_cache_memory),
+                   {.name = "kv_cache_memory",
+                    .type = T::Int,
+                    .help = "bytes of KV cache; 0: automatic (the CPU: 4 GiB, at least one max_model_len sequence)",
+                    .flags = {"--kv-cache-memory"},
+                    .keywords = {"kv_cache_memory"},
+                    .range = ">= 0",
+                    .travels = true,
+                    .check = [](const Setting&, const C& c) {
+                      if (c.kv_cache_memory < 0) throw UserError("--kv-cache-memory must be >= 0 bytes");
+                    }}));
+  t.push_back(bind(num_kvcache_blocks_field(),
+                   {.name = "num_kvcache_blocks",
+                    .type = T::Int,
+                    .help = "KV cache blocks, overriding kv_cache_memory; -1 or 0: from the memory budget",
+                    .keywords = {"num_kvcache_blocks"},
+                    .travels = true}));
+  t.push_back(bind(named_enum_field(&C::kv_cache_dtype, kv_cache_dtype_name, parse_kv_cache_dtype),
+                   {.name = "kv_cache_dtype",
+                    .type = T::Choice,
+                    .help = "auto (the model dtype), bf16, or fp8 / fp8_e4m3 (E4M3 with per-layer scales: half "
+                            "the bytes, twice the tokens)",
+                    .flags = {"--kv-cache-dtype"},
+                    .keywords = {"kv_cache_dtype"},
+                    .choices = {"auto", "bf16", "fp8", "fp8_e4m3"},
+                    .travels = true}));
+  t.push_back(bind(named_enum_field(&C::quantization, quantization_name, parse_quantization),
+                   {.name = "quantization",
+                    .type = T::Choice,
+                    .help = "weights: none (as loaded), fp8 (E4M3, quantized at load or an FP8 checkpoint's) or int8",
+                    .flags = {"--quantization", "-q"},
+                    .keywords = {"quantization"},
+                    .python_none = true,
+                    .choices = {"none", "fp8", "int8"},
+                    .travels = true}));
+  t.push_back(bind(bool_field(&C::enforce_eager), {.name = "enforce_eager",
+                                                   .type = T::Bool,
+                                                   .help = "no CUDA graphs",
+                                                   .flags = {"--enforce-eager"},
+                                                   .keywords = {"enforce_eager"},
+                                                   .travels = true}));
+  t.push_back(bind(int_field(&C::tensor_parallel_size), {.name = "tensor_parallel_size",
+                                                         .type = T::Int,
+                                                         .help = "ranks (GPUs) to shard the model over",
+                                                         .flags = {"--tensor-parallel-size", "-tp"},
+                                                         .keywords = {"tensor_parallel_size"},
+                                                         .range = "> 0",
+                                                         .check = positive(&C::tensor_parallel_size)}));
+  t.push_back(bind(int_field(&C::nnodes), {.name = "nnodes",
+                                           .type = T::Int,
+                                           .help = "hosts the ranks span (each runs tensor_parallel_size / nnodes)",
+                                           .flags = {"--nnodes"},
+                                           .range = "> 0",
+                                           .check = positive(&C::nnodes)}));
+  t.push_back(bind(int_field(&C::node_rank), {.name = "node_rank",
+                                              .type = T::Int,
+                                              .help = "this host's index",
+                                              .flags = {"--node-rank"},
+                                              .range = "[0, nnodes)"}));
+  t.push_back(bind(Access{[](const C& c) { return SettingValue(c.master_addr); },
+                          [](const Setting& s, C& c, const SettingValue& v) { c.master_addr = as_text(s, v); }},
+                   {.name = "master_addr",
+                    .type = T::Text,
+                    .help = "where rank 0 listens for the other ranks",
+                    .flags = {"--master-addr"}}));
+  t.push_back(bind(int_field(&C::master_port), {.name = "master_port",
+                                                .type = T::Int,
+                                                .help = "rank 0's port; 0: a free one (a single host)",
+                                                .flags = {"--master-port"},
+                                                .range = "[0, 65535]",
+                                                .check = [](const Setting&, const C& c) {
+                                                  if (c.master_port < 0 || c.master_port > 65535)
+                                                    throw UserError("--master-port must be in [0, 65535]");
+                                                }}));
+  t.push_back(bind(bool_field(&C::enable_prefix_caching), {.name = "enable_prefix_caching",
+                                                           .type = T::Bool,
+                                                           .help = "reuse the KV blocks of shared prefixes",
+                                                           .flags = {"--enable-prefix-caching"},
+                                                           .off_flag = "--no-enable-prefix-caching",
+                                                           .off_help = "turn prefix caching off",
+                                                           .keywords = {"enable_prefix_caching"}}));
+  t.push_back(bind(bool_field(&C::enable_chunked_prefill),
+                   {.name = "enable_chunked_prefill",
+                    .type = T::Bool,
+                    .help = "mixed steps: running streams decode while long prompts are read in chunks",
+                    .flags = {"--enable-chunked-prefill"},
+                    .off_flag = "--no-enable-chunked-prefill",
+                    .off_help = "nano-vllm's prefill-first steps: a new prompt pauses every running stream until "
+                                "it is read",
+                    .keywords = {"enable_chunked_prefill"}}));
+  t.push_back(bind(async_scheduling_field(),
+                   {.name = "async_scheduling",
+                    .type = T::OptionalBool,
+                    .help = "launch each decode step before the last one's tokens reach the host; unset: on CUDA",
+                    .flags = {"--async-scheduling"},
+                    .off_flag = "--no-async-scheduling",
+                    .off_help = "wait for each step's tokens before the next step",
+                    .keywords = {"async_scheduling"},
+                    .python_none = true}));
+  t.push_back(bind(enum_field(&C::scheduling_policy, scheduling_policy_name, parse_scheduling_policy),
+                   {.name = "scheduling_policy",
+                    .type = T::Choice,
+                    .help = "the order requests are served in: fcfs (first come, first served); vLLM's priority "
+                            "is refused",
+                    .flags = {"--scheduling-policy"},
+                    .keywords = {"scheduling_policy"},
+                    .choices = {"fcfs"}}));
+  t.push_back(bind(int_field(&C::seed), {.name = "seed",
+                                         .type = T::Int,
+                                         .help = "engine seed: requests without their own seed draw theirs from it",
+                                         .flags = {"--seed"},
+                                         .keywords = {"seed"},
+                                         .range = ">= 0"}));
+  t.push_back(bind(int_field(&C::max_logprobs), {.name = "max_logprobs",
+                                                 .type = T::Int,
+                                                 .help = "most logprobs a request may ask for; -1: the vocabulary",
+                                                 .flags = {"--max-logprobs"},
+                                                 .keywords = {"max_logprobs"},
+                                                 .range = ">= -1",
+                                                 .check = [](const Setting&, const C& c) {
+                                                   if (c.max_logprobs < -1)
+                                                     throw UserError(
+                                                         "--max-logprobs must be -1 (the vocabulary) or >= 0 (got " +
+                                                         std::to_string(c.max_logprobs) + ")");
+                                                 }}));
+  t.push_back(bind(enum_field(&C::logprobs_mode, logprobs_mode_name, parse_logprobs_mode),
+                   {.name = "logprobs_mode",
+                    .type = T::Choice,
+                    .help = "what logprobs are computed from: the model's logits (raw_logprobs) or the logits after "
+                            "penalties, logit_bias, min_tokens and temperature (processed_logprobs)",
+                    .flags = {"--logprobs-mode"},
+                    .keywords = {"logprobs_mode"},
+                    .choices = {"raw_logprobs", "processed_logprobs"}}));
+  t.push_back(bind(int_field(&C::num_threads), {.name = "num_threads",
+                                                .type = T::Int,
+                                                .help = "CPU backend threads; 0: all cores",
+                                                .flags = {"--threads"},
+                                                .keywords = {"num_threads"},
+                                                .range = ">= 0"}));
+  t.push_back(bind(enum_field(&C::cpu_precision, cpu_precision_name, parse_cpu_precision),
+                   {.name = "cpu_precision",
+                    .type = T::Choice,
+                    .help = "the CPU backend's arithmetic: fast keeps weights in BF16 (GEMV/GEMM kernels for "
+                            "AVX-512, AVX512_BF16, AVX2, chosen at run time); exact FP32 weights and OpenBLAS sgemm, "
+                            "the oracle of the tests",
+                    .flags = {"--cpu-precision"},
+                    .keywords = {"cpu_precision"},
+                    .choices = {"fast", "exact"},
+                    .travels = true}));
+  t.push_back(bind(kernel_options_field(),
+                   {.name = "kernel_options",
+                    .type = T::Text,
+                    .help = "CUDA kernel tuning, KEY=VALUE[,KEY=VALUE...] (README: GPU); cpu_precision=fast|exact "
+                            "is also taken",
+                    .flags = {"--kernel-options"},
+                    .keywords = {"kernel_options"},
+                    .travels = true,
+                    .shown_default = "the measured best",
+                    .check = [](const Setting&, const C& c) { c.kernels.validate(); }}));
+  t.push_back(bind(bool_field(&C::profile_ops),
+                   {.name = "profile_ops",
+                    .type = T::Bool,
+                    .help = "time every op (implies eager; bench's --profile-prefill / --profile-decode set it)",
+                    .travels = true}));
+  return t;
+}
+
+}  // namespace
+
+const std::vector<Setting>& engine_settings() {
+  static const std::vector<Setting> table = make_settings();
+  return table;
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,29 @@
+// A value other than the default for each engine setting (config/settings.h), valid on its own:
+// the tests of the CLI flags, the Python keywords and the tensor-parallel wire set every setting
+// to it and check that it arrives.
+#pragma once
+#include <string>
+
+#include "nanovllm/config/settings.h"
+
+namespace nanovllm::test {
+
+// The CLI's text of a value that differs from s's default.
+inline std::string other_value_text(const Setting& s) {
+  const EngineConfig defaults;
+  const std::string d = setting_text(s.get(defaults));
+  switch (s.type) {
+    case SettingType::Bool:
+    case SettingType::OptionalBool: return d == "true" ? "false" : "true";
+    case SettingType::Int: return std::to_string(std::stoll(d) + 1);
+    case SettingType::Float: return "0.5";
+    case SettingType::Text: return s.name == "kernel_options" ? "pdl=off,decode_warps=4" : "host.example";
+    case SettingType::Choice:
+      for (auto it = s.choices.rbegin(); it != s.choices.rend(); ++it)
+        if (*it != d) return *it;
+      return d;  // a single accepted value (scheduling_policy: fcfs)
+  }
+  return d;
+}
+
+}  // namespace nanovllm::test

@@ -1,0 +1,85 @@
+// The CLI's engine flags (apps/nanovllm/engine_flags.cpp) are the settings table's: every CLI
+// spelling of every setting parses into its field, --help shows each, and vLLM's -tp works.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "engine_flags.h"
+#include "nanovllm/utils/error.h"
+#include "settings_samples.h"
+#include "vllm_flags.h"
+
+using namespace nanovllm;
+
+namespace {
+
+// Parses `generate`-style arguments (MODEL first) into a resolved config.
+EngineConfig parse(std::vector<std::string> args) {
+  CLI::App app;
+  cli::EngineFlags flags;
+  flags.add_to(app);
+  args.insert(args.begin(), "qwen3-0.6b");
+  args = cli::expand_vllm_aliases(args);
+  std::reverse(args.begin(), args.end());  // CLI11's order
+  app.parse(args);
+  return flags.resolve();
+}
+
+// Settings that are valid only with others (tensor parallelism across nodes).
+std::vector<std::string> companions(const std::string& name) {
+  if (name == "nnodes") return {"--tensor-parallel-size", "2"};
+  if (name == "node_rank") return {"--tensor-parallel-size", "2", "--nnodes", "2"};
+  return {};
+}
+
+TEST(EngineFlags, EverySpellingOfEverySettingParsesIntoItsField) {
+  for (const Setting& s : engine_settings()) {
+    const bool flag_only = s.type == SettingType::Bool || s.type == SettingType::OptionalBool;
+    const std::string text = flag_only ? "true" : test::other_value_text(s);  // a flag turns it on
+    EngineConfig want;
+    set_setting_text(s, want, text);
+    for (const std::string& flag : s.flags) {
+      std::vector<std::string> args = companions(s.name);
+      args.push_back(flag);
+      if (!flag_only) args.push_back(text);
+      EngineConfig got;
+      ASSERT_NO_THROW(got = parse(args)) << flag << " " << text;
+      EXPECT_EQ(setting_text(s.get(got)), setting_text(s.get(want))) << flag << " " << text;
+    }
+    if (!s.off_flag.empty()) {
+      EXPECT_EQ(setting_text(s.get(parse({s.off_flag}))), "false") << s.off_flag;
+      EXPECT_THROW(parse({s.flags.front(), s.off_flag}), UserError) << s.off_flag;
+    }
+  }
+}
+
+TEST(EngineFlags, HelpShowsEverySetting) {
+  CLI::App app;
+  cli::EngineFlags flags;
+  flags.add_to(app);
+  const std::string help = app.help();
+  for (const Setting& s : engine_settings()) {
+    for (const std::string& flag : s.flags)
+      if (flag.rfind("--", 0) == 0) EXPECT_NE(help.find(flag), std::string::npos) << flag;
+    if (!s.flags.empty()) EXPECT_NE(help.find(s.help.substr(0, 30)), std::string::npos) << s.name;
+  }
+}
+
+TEST(EngineFlags, UnsetFlagsKeepTheDefaults) {
+  const EngineConfig got = parse({});
+  const EngineConfig defaults;
+  for (const Setting& s : engine_settings())
+    if (s.name != "kernel_options")  // NANOVLLM_* of the environment may apply
+      EXPECT_EQ(setting_text(s.get(got)), setting_text(s.get(defaults))) << s.name;
+}
+
+TEST(EngineFlags, SchedulingPolicyPriorityIsRefused) {
+  try {
+    parse({"--scheduling-policy", "priority"});
+    ADD_FAILURE() << "priority accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("--scheduling-policy priority is not implemented"), std::string::npos);
+  }
+}
+
+}  // namespace
