@@ -15,10 +15,10 @@
 #include "latency_stats.h"
 #include "nanovllm/frontend/llm.h"
 #include "nanovllm/backends/profiling_backend.h"
+#include "nanovllm/frontend/tensor_parallel_start.h"
 #include "nanovllm/utils/error.h"
 #include "nanovllm/utils/progress.h"
 #include "nanovllm/utils/python_random.h"
-#include "tensor_parallel_start.h"
 
 namespace nanovllm::cli {
 namespace {
@@ -238,7 +238,7 @@ void run(const BenchArgs& a) {
     cfg.profile_ops = true;
     cfg.max_num_seqs = std::max(cfg.max_num_seqs, a.profile_decode);
   }
-  TpStart tp = start_tensor_parallel(cfg, a.engine);
+  TpStart tp = start_tensor_parallel(cfg, a.engine.starts_other_ranks());
   if (tp.worker) return run_worker(cfg, a.engine.spawned());
   print_kernel_options(cfg);
   LLMEngine e(cfg);

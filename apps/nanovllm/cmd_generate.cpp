@@ -14,9 +14,9 @@
 #include "nanovllm/config/generation_defaults.h"
 #include "nanovllm/frontend/llm.h"
 #include "nanovllm/config/request_json.h"
+#include "nanovllm/frontend/tensor_parallel_start.h"
 #include "nanovllm/utils/error.h"
 #include "nanovllm/utils/log.h"
-#include "tensor_parallel_start.h"
 #include "vllm_flags.h"
 
 namespace nanovllm::cli {
@@ -181,7 +181,7 @@ void run(GenerateArgs& a) {
       chat = std::make_unique<ChatRenderer>(cfg, a);
     reqs = read_requests(chat.get(), a);
   }
-  TpStart tp = start_tensor_parallel(cfg, a.engine);
+  TpStart tp = start_tensor_parallel(cfg, a.engine.starts_other_ranks());
   if (tp.worker) return run_worker(cfg, a.engine.spawned());
   print_kernel_options(cfg);
   LLM llm(cfg, a.engine.tokenizer);

@@ -8,11 +8,11 @@
 #include "commands.h"
 #include "engine_flags.h"
 #include "nanovllm/frontend/llm.h"
+#include "nanovllm/frontend/tensor_parallel_start.h"
 #include "nanovllm/models/hf_config.h"
 #include "nanovllm/output/reasoning_parser.h"
 #include "nanovllm/output/tool_parser.h"
 #include "startup_log.h"
-#include "tensor_parallel_start.h"
 #include "vllm_flags.h"
 #ifndef NANOVLLM_NO_HTTP_SERVER
 #include "nanovllm/server/http_server.h"
@@ -70,7 +70,7 @@ void run(ServeArgs& a) {
     throw UserError("no tokenizer.json for '" + cfg.model + "' (" + where +
                     "); pass --tokenizer DIR, or --skip-tokenizer-init to serve token ids only");
   }
-  TpStart tp = start_tensor_parallel(cfg, a.engine);
+  TpStart tp = start_tensor_parallel(cfg, a.engine.starts_other_ranks());
   if (tp.worker) return run_worker(cfg, a.engine.spawned());
   print_kernel_options(cfg);
   // SIGINT/SIGTERM stop the server cleanly: the handler only writes a byte to a pipe (all it may

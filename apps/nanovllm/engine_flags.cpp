@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "nanovllm/engine/tensor_parallel.h"
+#include "nanovllm/backends/backend.h"
 #include "nanovllm/utils/error.h"
 #include "vllm_flags.h"
 
@@ -109,7 +109,7 @@ void print_kernel_options(const EngineConfig& cfg) {
     std::fprintf(stderr, "kv cache dtype: %s\n", kv_cache_dtype_name(cfg.kv_cache_dtype));
   if (cfg.quantization != Quantization::None)
     std::fprintf(stderr, "quantization: %s\n", quantization_name(cfg.quantization));
-  if (resolved_device(cfg) != DeviceChoice::Cuda) return;
+  if (resolved_device(cfg.device) != DeviceChoice::Cuda) return;
   std::fprintf(stderr, "kernel options: %s\n", cfg.kernels.to_string().c_str());
   std::fflush(stderr);
 }

@@ -36,6 +36,8 @@ struct EngineFlags {
   // UserError.
   EngineConfig resolve() const;
   bool spawned() const { return spawned_rank >= 0; }
+  // Without --rank, and not started by a launcher: this process starts its node's other ranks.
+  bool starts_other_ranks() const { return rank < 0 && !spawned(); }
 };
 
 // The --help text of a setting: its help, values and default.

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine_flags.h"
-#include "nanovllm/engine/tensor_parallel.h"
+#include "nanovllm/backends/backend.h"
 #include "nanovllm/tokenizer/chat_template.h"
 #include "nanovllm/utils/error.h"
 
@@ -56,7 +56,7 @@ void add_vllm_engine_flags(CLI::App& app, EngineFlags& f) {
 }
 
 void check_vllm_engine_flags(const EngineFlags& f, const EngineConfig& cfg) {
-  const std::string device = device_choice_name(resolved_device(cfg));
+  const std::string device = device_choice_name(resolved_device(cfg.device));
   const std::string computes = device == "cuda" ? "bfloat16" : "float32";
   const std::string& d = f.dtype;
   const bool bf16 = d == "bfloat16", f32 = d == "float32" || d == "float", f16 = d == "float16" || d == "half";

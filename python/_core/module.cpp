@@ -12,8 +12,7 @@
 #include <variant>
 
 #include "nanovllm/config/settings.h"
-#include "nanovllm/dist/local_ranks.h"
-#include "nanovllm/engine/tensor_parallel.h"
+#include "nanovllm/frontend/tensor_parallel_start.h"
 #include "nanovllm/frontend/llm.h"
 #include "nanovllm/models/hf_config.h"
 #include "nanovllm/utils/error.h"
@@ -55,15 +54,9 @@ py::dict output_dict(const RequestOutput& o, bool with_details) {
 // as `generate` workers, as the CLI starts them); none for tensor_parallel_size 1.
 std::unique_ptr<LocalLauncher> start_ranks(EngineConfig& cfg, const std::string& worker_program) {
   if (cfg.tensor_parallel_size == 1) return nullptr;
-  check_tensor_parallel(cfg, resolve_model_config(cfg));  // before any process or GPU work
   if (worker_program.empty() || access(worker_program.c_str(), X_OK) != 0)
     throw UserError("tensor_parallel_size " + std::to_string(cfg.tensor_parallel_size) +
                     " needs the nanovllm executable for the other ranks (not found: '" + worker_program + "')");
-  cfg.on_tp_peer_lost = [](const std::string& what) {  // as the CLI's rank 0: nothing to go on with
-    std::fprintf(stderr, "error: %s\n", what.c_str());
-    std::fflush(stderr);
-    _exit(1);
-  };
   std::vector<std::string> cmd{worker_program,
                                "generate",
                                "--model",
@@ -75,7 +68,7 @@ std::unique_ptr<LocalLauncher> start_ranks(EngineConfig& cfg, const std::string&
                                "--load-format",
                                cfg.load_dummy ? "dummy" : "auto"};
   if (cfg.num_threads > 0) cmd.insert(cmd.end(), {"--threads", std::to_string(cfg.num_threads)});
-  return start_local_ranks(cfg, std::move(cmd));
+  return start_tensor_parallel(cfg, true, std::move(cmd)).launcher;
 }
 
 struct Ranks {

@@ -233,5 +233,7 @@ std::unique_ptr<Backend> make_cpu_backend(int num_threads, CpuPrecision precisio
 std::unique_ptr<Backend> make_cuda_backend(int device_index, const KernelOptions& options);
 bool cuda_available();
 int cuda_device_count();  // visible GPUs (0 without CUDA)
+// The device --device names: Auto is CUDA where a GPU is present, else the CPU.
+DeviceChoice resolved_device(DeviceChoice device);
 
 }  // namespace nanovllm

@@ -7,7 +7,7 @@
 
 namespace nanovllm {
 
-// --device: Auto is cuda when a GPU is present (engine/tensor_parallel.h: resolved_device).
+// --device: Auto is cuda when a GPU is present (backends/backend.h: resolved_device).
 enum class DeviceChoice { Auto, Cpu, Cuda };
 
 // --logprobs-mode (vLLM's): from the model's logits, or after penalties, logit_bias, min_tokens and

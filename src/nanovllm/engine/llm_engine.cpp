@@ -25,7 +25,7 @@ ModelConfig resolve_model_config(const EngineConfig& cfg) {
 }
 
 std::unique_ptr<Backend> make_backend(const EngineConfig& cfg) {
-  auto be = resolved_device(cfg) == DeviceChoice::Cuda
+  auto be = resolved_device(cfg.device) == DeviceChoice::Cuda
                 ? make_cuda_backend(cfg.tensor_parallel_size > 1 ? cfg.local_rank() : 0, cfg.kernels)
                 : make_cpu_backend(cfg.num_threads, cfg.cpu_precision);
   if (cfg.profile_ops) return std::make_unique<ProfilingBackend>(std::move(be));
@@ -41,7 +41,7 @@ LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)),
   seed_rng_.seed(cfg_.seed);
   if (cfg_.tensor_parallel_size > 1) {
     if (cfg_.tp_rank != 0) throw Error("LLMEngine is rank 0; tensor-parallel workers run run_tp_worker()");
-    cfg_.device = resolved_device(cfg_);
+    cfg_.device = resolved_device(cfg_.device);
     tp_ = std::make_unique<TpGroup>(rendezvous_options(cfg_), true);
     tp_->broadcast(encode_settings(cfg_, mcfg_));
     tp_->start_watchdog(cfg_.on_tp_peer_lost);

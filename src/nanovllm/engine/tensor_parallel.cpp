@@ -20,14 +20,9 @@ RendezvousOptions rendezvous_options(const EngineConfig& cfg) {
   return o;
 }
 
-DeviceChoice resolved_device(const EngineConfig& cfg) {
-  if (cfg.device != DeviceChoice::Auto) return cfg.device;
-  return cuda_available() ? DeviceChoice::Cuda : DeviceChoice::Cpu;
-}
-
 void check_tensor_parallel(const EngineConfig& cfg, const ModelConfig& mcfg) {
   validate_tensor_parallel(mcfg, cfg.tensor_parallel_size);
-  if (cfg.tensor_parallel_size > 1 && resolved_device(cfg) == DeviceChoice::Cuda) {
+  if (cfg.tensor_parallel_size > 1 && resolved_device(cfg.device) == DeviceChoice::Cuda) {
     const int gpus = cuda_device_count();
     if (cfg.ranks_per_node() > gpus)
       throw UserError("--tensor-parallel-size " + std::to_string(cfg.tensor_parallel_size) + " over " +
@@ -48,7 +43,7 @@ void run_tp_worker(EngineConfig cfg) {
   // On a GPU a decode step takes a few ms and rank 0's GPU waits for this worker in the step's
   // first collective: poll for the next step for 20 ms instead of sleeping (a sleeping thread
   // wakes tens of us late); longer waits (an idle server) sleep. CPU steps need the cores.
-  if (resolved_device(cfg) == DeviceChoice::Cuda) tp.set_receive_spin(0.02);
+  if (resolved_device(cfg.device) == DeviceChoice::Cuda) tp.set_receive_spin(0.02);
   while (true) {
     const auto msg = tp.receive();
     if (msg.empty()) return;  // goodbye

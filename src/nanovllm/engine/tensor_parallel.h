@@ -12,9 +12,6 @@ namespace nanovllm {
 
 RendezvousOptions rendezvous_options(const EngineConfig& cfg);
 
-// Cpu or Cuda for cfg.device (Auto: Cuda when a GPU is present).
-DeviceChoice resolved_device(const EngineConfig& cfg);
-
 // Refuses, with a UserError naming the numbers, a tensor-parallel size that does not divide the
 // model's heads (or intermediate size or vocabulary), and on CUDA more ranks per node than
 // visible GPUs. No GPU work: call before starting ranks or backends. cfg is validated already

@@ -1,0 +1,11 @@
+// resolved_device (backend.h): --device auto settled once, by the backends' own probe.
+#include "nanovllm/backends/backend.h"
+
+namespace nanovllm {
+
+DeviceChoice resolved_device(DeviceChoice device) {
+  if (device != DeviceChoice::Auto) return device;
+  return cuda_available() ? DeviceChoice::Cuda : DeviceChoice::Cpu;
+}
+
+}  // namespace nanovllm
