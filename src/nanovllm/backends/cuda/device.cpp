@@ -1,4 +1,4 @@
-// resolved_device (backend.h): --device auto settled once, by the backends' own probe.
+// resolved_device (backends/backend.h): --device auto settled once, by the CUDA backend's probe.
 #include "nanovllm/backends/backend.h"
 
 namespace nanovllm {
