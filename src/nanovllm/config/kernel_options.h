@@ -49,9 +49,9 @@ enum class PrefillAttention {
   Auto,      // the fastest that applies: on sm_90 the TMA kernel (block sizes it takes) or the wgmma
              // kernel, else mma.sync tensor cores, else (head dims and GQA groups the tensor-core
              // kernels lack) the CUDA-core kernel
-  WgmmaTma,  // FlashAttention-3's structure (attention_prefill_tma.cu): as Wgmma, block size a multiple of 8
-  Wgmma,     // the wgmma kernel (attention_prefill_sm90.cu): sm_90 with a build carrying sm_90a
-  Mma,       // the mma.sync tensor-core kernel (attention_prefill.cu), where it applies
+  WgmmaTma,  // FlashAttention-3's structure (attention_prefill_wgmma_tma.cu): as Wgmma, block size a multiple of 8
+  Wgmma,     // the wgmma kernel (attention_prefill_wgmma.cu): sm_90 with a build carrying sm_90a
+  Mma,       // the mma.sync tensor-core kernel (attention_prefill_mma.cu), where it applies
   Tiled,     // the CUDA-core kernel (attention_tiled.cu): the slow reference
 };
 
@@ -59,17 +59,17 @@ enum class PrefillAttention {
 // batches of more than the FP8 GEMV's 8 rows.
 enum class Fp8Gemm {
   Auto,        // FP8 tensor cores (cuBLASLt) with the activations quantized per token (per-channel
-               // weights, vLLM's online FP8; Qwen3-8B TTFT at 1K: 16.9 ms vs 29.8 dequantized) or per
-               // token and 128 columns (128 x 128 block weights of FP8 checkpoints; 20.2 vs 30.1 ms)
+               // weights, vLLM's online FP8) or per token and 128 columns (128 x 128 block weights of
+               // FP8 checkpoints): prefill well ahead of the dequantized path (bench/RESULTS.md)
   Dequantize,  // weight-only: codes dequantized to BF16, then the BF16 GEMM (slower; closer to BF16:
                // FP8 activations cost accuracy on random-weight models, bench/RESULTS.md)
 };
 
 struct KernelOptions {
   // Programmatic dependent launch of every kernel (sm_90+; ignored before): a kernel's launch and
-  // set-up overlap its predecessor's tail. off: plain stream order (+4.7% batch-1 decode when on).
+  // set-up overlap its predecessor's tail (faster batch-1 decode). off: plain stream order.
   bool pdl = true;
-  // See GemvNormFusion. never / always exist for A/B timing (Qwen3-8B batch-1: always is 6% slower).
+  // See GemvNormFusion. never / always exist for A/B timing (always is slower at K = 4096).
   GemvNormFusion gemv_norm = GemvNormFusion::Auto;
   // Most KV splits (CTAs per sequence and KV head) of split-KV decode attention, 1..16; the plan
   // uses fewer when the batch already fills the GPU. 1: no split (one CTA walks the whole context).
@@ -79,23 +79,23 @@ struct KernelOptions {
   // 16 sequences whose longest context has at least long_decode_context keys is split into one
   // full wave of CTAs, at most long_decode_splits per (sequence, KV head), partials merged by a
   // merge kernel beyond a cluster's 16, so that enough loads are in flight to read the KV cache
-  // near bandwidth (Qwen3-8B batch-1 at 32K: 104 -> 127 tok/s). 0: never.
+  // near bandwidth (kernel_plan.h says how the wave is sized). 0: never.
   int long_decode_context = 8192;
   int long_decode_splits = 64;
   static constexpr int kMaxLongDecodeSplits = 128;  // kernel_plan.h: kDecodeMaxSplitsGlobal
   // on (sm_90+): the splits of a (sequence, KV head) merge inside one thread-block cluster through
   // distributed shared memory. off (default): partials through global memory and the merge
-  // kernel, one L2 round trip since 2026-11-26: Qwen3-8B -q fp8 batch-1 283.8 tok/s against 280.3
-  // with clusters, Qwen3-0.6B 1,068 against 1,044 (H100; bench/RESULTS.md).
+  // kernel in one L2 round trip, which is faster than the cluster's barriers and remote loads
+  // (bench/RESULTS.md).
   bool decode_cluster = false;
   // Warps per split decode CTA: 8, or 4. Unsplit CTAs, and group sizes whose 8 warps' softmax
   // states do not fit 32 KiB of shared memory, use 4 either way.
   int decode_warps = 8;
   // on (sm_90+): at small decode batches the attention's merge kernel brings the layer's next
-  // weights into L2 (kernel_plan.h: read-ahead; Qwen3-0.6B batch-1 +4% at 1K, +1% at 32K). off: not.
+  // weights into L2 (kernel_plan.h: read-ahead). off: not.
   bool decode_read_ahead = true;
   // Tensor parallelism on CUDA: all-reduces of at most 64 KiB (decode) by the one-shot NVLink peer
-  // kernel instead of NCCL (Qwen3-8B TP=2 batch-1: 276.6 tok/s against NCCL's 259.7). off: NCCL.
+  // kernel instead of NCCL, whose ring costs more for such small messages. off: NCCL.
   bool p2p_all_reduce = true;
   // Tensor parallelism on CUDA: the row-parallel all-reduce fused with the residual add + RMSNorm
   // that follows it (one P2P kernel instead of three; needs p2p_all_reduce). off: separate ops.

@@ -6,7 +6,7 @@
 // (engine/tp_protocol.cpp), --help and the README's settings table (settings_markdown, printed by
 // `nanovllm settings --markdown`). llama.cpp's common/arg.cpp and vLLM's EngineArgs are the same idea.
 //
-// Adding a setting: a field in EngineConfig (config.h), an entry in settings.cpp, and the code
+// Adding a setting: a field in EngineConfig (config.h), an entry in settings_table.cpp, and the code
 // that uses it; then regenerate the README table (a test compares it).
 #pragma once
 #include <cstdint>
