@@ -11,9 +11,7 @@
 
 namespace nanovllm::test {
 
-inline ModelConfig parse_config(const nlohmann::json& j) {
-  return parse_model_config(j.dump(), "m/config.json");
-}
+inline ModelConfig parse_config(const nlohmann::json& j) { return parse_model_config(j.dump(), "m/config.json"); }
 
 inline std::string config_error(const nlohmann::json& j) {
   try {

@@ -12,8 +12,8 @@
 #include <variant>
 
 #include "nanovllm/config/settings.h"
-#include "nanovllm/frontend/tensor_parallel_start.h"
 #include "nanovllm/frontend/llm.h"
+#include "nanovllm/frontend/tensor_parallel_start.h"
 #include "nanovllm/models/hf_config.h"
 #include "nanovllm/utils/error.h"
 #include "nanovllm/utils/version.h"

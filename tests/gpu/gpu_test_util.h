@@ -9,9 +9,9 @@
 #include <random>
 #include <vector>
 
+#include "nanovllm/backends/backend.h"
 #include "nanovllm/backends/cpu/cpu_backend.h"
 #include "nanovllm/backends/cuda/cuda_backend.h"
-#include "nanovllm/backends/backend.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm::test {

@@ -13,13 +13,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine_compare.h"
 #include "fp8_checkpoint_writer.h"
 #include "gpu_test_util.h"
 #include "nanovllm/backends/cuda/kernel_plan.h"
 #include "nanovllm/backends/fp8_weights.h"
 #include "temp_dir.h"
 #include "test_paths.h"
-#include "engine_compare.h"
 
 using namespace nanovllm;
 

@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <numeric>
 
-#include "nanovllm/layers/rotary_embedding.h"
 #include "nanovllm/backends/checks.h"
+#include "nanovllm/layers/rotary_embedding.h"
 
 using namespace nanovllm;
 using namespace nanovllm::test;

@@ -27,8 +27,8 @@
 #include <random>
 #include <sstream>
 
-#include "nanovllm/backends/cuda/cuda_backend.h"
 #include "nanovllm/backends/communicator.h"
+#include "nanovllm/backends/cuda/cuda_backend.h"
 #include "nanovllm/dist/socket.h"
 #include "nanovllm/engine/llm_engine.h"
 #include "nanovllm/engine/tensor_parallel.h"

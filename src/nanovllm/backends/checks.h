@@ -3,9 +3,9 @@
 #pragma once
 #include <vector>
 
-#include "nanovllm/config/kv_cache_dtype.h"
 #include "nanovllm/backends/attention_metadata.h"
 #include "nanovllm/backends/rope_params.h"
+#include "nanovllm/config/kv_cache_dtype.h"
 #include "nanovllm/utils/tensor.h"
 
 namespace nanovllm {

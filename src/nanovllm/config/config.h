@@ -94,8 +94,8 @@ struct ModelConfig {
 };
 
 struct EngineConfig {
-  std::string model;            // directory or preset name
-  bool load_dummy = false;      // --load-format dummy
+  std::string model;        // directory or preset name
+  bool load_dummy = false;  // --load-format dummy
   DeviceChoice device = DeviceChoice::Auto;
   int64_t max_num_seqs = 512;
   int64_t max_num_batched_tokens = 16384;
@@ -138,8 +138,8 @@ struct EngineConfig {
   SchedulingPolicy scheduling_policy = SchedulingPolicy::Fcfs;  // vLLM's --scheduling-policy
   int num_threads = 0;                                          // CPU backend threads; 0 = all cores
   CpuPrecision cpu_precision = CpuPrecision::Fast;              // the CPU backend's arithmetic
-  bool profile_ops = false;  // time every op (ProfilingBackend; implies eager)
-  KernelOptions kernels;     // CUDA kernel tuning knobs (kernel_options.h); rank 0's go to every rank
+  bool profile_ops = false;                                     // time every op (ProfilingBackend; implies eager)
+  KernelOptions kernels;  // CUDA kernel tuning knobs (kernel_options.h); rank 0's go to every rank
 
   // Throws UserError naming the bad field: each setting's own range (settings.cpp), then the rules
   // between settings. Run once, where the settings are parsed (the CLI, the Python keywords) or

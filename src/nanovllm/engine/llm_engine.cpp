@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "nanovllm/backends/profiling_backend.h"
 #include "nanovllm/dist/tp_group.h"
 #include "nanovllm/engine/tensor_parallel.h"
 #include "nanovllm/engine/tp_protocol.h"
-#include "nanovllm/backends/profiling_backend.h"
 #include "nanovllm/models/hf_config.h"
 #include "nanovllm/utils/error.h"
 

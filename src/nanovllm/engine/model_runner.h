@@ -13,10 +13,10 @@
 #include <memory>
 #include <vector>
 
+#include "nanovllm/backends/backend.h"
 #include "nanovllm/config/config.h"
 #include "nanovllm/engine/scheduler.h"
 #include "nanovllm/models/causal_lm.h"
-#include "nanovllm/backends/backend.h"
 
 namespace nanovllm {
 

@@ -8,8 +8,8 @@
 #pragma once
 #include <vector>
 
-#include "nanovllm/backends/communicator.h"
 #include "nanovllm/backends/backend.h"
+#include "nanovllm/backends/communicator.h"
 
 namespace nanovllm {
 

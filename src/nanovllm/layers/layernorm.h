@@ -4,9 +4,9 @@
 // row-parallel layer before (linear.h): the norm completes its all-reduce, fused with the add
 // where the communicator can (Communicator::all_reduce_add_rms_norm), else as separate steps.
 #pragma once
+#include "nanovllm/backends/backend.h"
 #include "nanovllm/backends/communicator.h"
 #include "nanovllm/layers/linear.h"
-#include "nanovllm/backends/backend.h"
 
 namespace nanovllm {
 

@@ -9,8 +9,8 @@
 // summing in BF16 adds two roundings per output; on Qwen3-8B shapes that cost TP=2 vs TP=1 a
 // logits cosine of 0.9984 instead of >= 0.999.)
 #pragma once
-#include "nanovllm/backends/communicator.h"
 #include "nanovllm/backends/backend.h"
+#include "nanovllm/backends/communicator.h"
 
 namespace nanovllm {
 

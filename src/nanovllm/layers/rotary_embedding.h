@@ -5,8 +5,8 @@
 #pragma once
 #include <cstdint>
 
-#include "nanovllm/config/config.h"
 #include "nanovllm/backends/rope_params.h"
+#include "nanovllm/config/config.h"
 
 namespace nanovllm {
 

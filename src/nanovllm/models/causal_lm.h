@@ -6,13 +6,13 @@
 #include <string>
 #include <vector>
 
-#include "nanovllm/config/config.h"
+#include "nanovllm/backends/backend.h"
 #include "nanovllm/backends/communicator.h"
+#include "nanovllm/config/config.h"
 #include "nanovllm/layers/attention.h"
 #include "nanovllm/layers/embed_head.h"
 #include "nanovllm/layers/linear.h"
 #include "nanovllm/models/weights.h"
-#include "nanovllm/backends/backend.h"
 
 namespace nanovllm {
 

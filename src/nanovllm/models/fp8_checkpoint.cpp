@@ -4,8 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "nanovllm/models/causal_lm.h"
 #include "nanovllm/backends/fp8_weights.h"
+#include "nanovllm/models/causal_lm.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {

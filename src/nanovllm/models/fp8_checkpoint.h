@@ -16,8 +16,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "nanovllm/models/weights.h"
 #include "nanovllm/config/quantization.h"
+#include "nanovllm/models/weights.h"
 
 namespace nanovllm {
 

@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "nanovllm/models/hf_config.h"
 #include "nanovllm/models/fp8_checkpoint.h"
+#include "nanovllm/models/hf_config.h"
 #include "nanovllm/utils/checked_math.h"
 #include "nanovllm/utils/error.h"
 #include "nanovllm/utils/file_io.h"

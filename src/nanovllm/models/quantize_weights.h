@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "nanovllm/config/quantization.h"
 #include "nanovllm/models/causal_lm.h"
 #include "nanovllm/models/weights.h"
-#include "nanovllm/config/quantization.h"
 
 namespace nanovllm {
 

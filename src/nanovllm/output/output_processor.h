@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "nanovllm/config/sampling_params.h"
 #include "nanovllm/output/reasoning_parser.h"
 #include "nanovllm/output/tool_parser.h"
-#include "nanovllm/config/sampling_params.h"
 #include "nanovllm/tokenizer/tokenizer.h"
 
 namespace nanovllm::output {

@@ -1,7 +1,7 @@
 #include "nanovllm/output/tool_parser.h"
 
-#include "nanovllm/output/text_match.h"
 #include "nanovllm/config/request_json.h"
+#include "nanovllm/output/text_match.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm::output {

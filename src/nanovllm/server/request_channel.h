@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "nanovllm/output/tool_parser.h"
 #include "nanovllm/backends/logits_processing.h"
 #include "nanovllm/config/sampling_params.h"
+#include "nanovllm/output/tool_parser.h"
 #include "nanovllm/server/api_error.h"
 
 namespace nanovllm::server {

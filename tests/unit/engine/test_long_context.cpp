@@ -149,7 +149,7 @@ TEST(MaxModelLen, MayExceedMaxNumBatchedTokens) {
   auto cfg = tiny_cfg();
   cfg.max_num_batched_tokens = 64;
   cfg.max_num_seqs = 8;  // the budget holds a decode token of every running sequence
-  cfg.block_size = 16;  // and a block
+  cfg.block_size = 16;   // and a block
   LLMEngine e(cfg);
   EXPECT_EQ(e.config().max_model_len, 1024);
   EXPECT_EQ(run_one(e, random_tokens(900, 3), 4).tokens.size(), 4u);

@@ -82,10 +82,10 @@ TEST(MixedSteps, SameOutputsAsPrefillFirstAndNoStalls) {
   const Trace mixed = run(true), first = run(false);
   ASSERT_EQ(mixed.outputs.size(), 6u);
   EXPECT_EQ(mixed.outputs, first.outputs);
-  EXPECT_GT(mixed.mixed_steps, 5);      // the long prompt alone takes 6 chunks
-  EXPECT_EQ(mixed.stalled_steps, 0);    // every running stream advanced in every such step
-  EXPECT_EQ(first.mixed_steps, 0);      // prefill-first never mixes...
-  EXPECT_GT(first.stalled_steps, 5);    // ...and pauses the streams while the long prompt is read
+  EXPECT_GT(mixed.mixed_steps, 5);    // the long prompt alone takes 6 chunks
+  EXPECT_EQ(mixed.stalled_steps, 0);  // every running stream advanced in every such step
+  EXPECT_EQ(first.mixed_steps, 0);    // prefill-first never mixes...
+  EXPECT_GT(first.stalled_steps, 5);  // ...and pauses the streams while the long prompt is read
 }
 
 // The UserError an engine is refused with; "accepted" when it starts.
@@ -104,8 +104,7 @@ TEST(MixedSteps, BudgetBelowMaxNumSeqsOrOneBlockIsRefused) {
   cfg.max_num_seqs = 256;
   cfg.max_num_batched_tokens = 128;
   std::string why = refusal(cfg);
-  EXPECT_NE(why.find("--max-num-batched-tokens (128) must be at least --max-num-seqs (256)"), std::string::npos)
-      << why;
+  EXPECT_NE(why.find("--max-num-batched-tokens (128) must be at least --max-num-seqs (256)"), std::string::npos) << why;
   cfg.max_num_seqs = 8;
   cfg.block_size = 256;
   why = refusal(cfg);

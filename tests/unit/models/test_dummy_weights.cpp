@@ -7,9 +7,9 @@
 #include <cstring>
 #include <vector>
 
+#include "nanovllm/backends/sampling_noise.h"
 #include "nanovllm/models/dummy_fill.h"
 #include "nanovllm/models/weights.h"
-#include "nanovllm/backends/sampling_noise.h"
 #include "nanovllm/utils/dtype.h"
 
 using namespace nanovllm;

@@ -11,9 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "config_test_util.h"
+#include "nanovllm/backends/backend.h"
 #include "nanovllm/config/config.h"
 #include "nanovllm/models/causal_lm.h"
-#include "nanovllm/backends/backend.h"
 #include "nanovllm/models/hf_config.h"
 #include "nanovllm/utils/error.h"
 

@@ -16,10 +16,10 @@
 #include <cstring>
 #include <vector>
 
+#include "nanovllm/backends/checks.h"
 #include "nanovllm/backends/cpu/cpu_backend.h"
 #include "nanovllm/backends/cpu/cpu_bf16_kernels.h"
 #include "nanovllm/backends/cpu/cpu_vec.h"
-#include "nanovllm/backends/checks.h"
 #include "nanovllm/utils/error.h"
 #include "nanovllm/utils/fp8.h"
 

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "nanovllm/backends/cpu/cpu_bf16_kernels.h"
 #include "nanovllm/backends/checks.h"
+#include "nanovllm/backends/cpu/cpu_bf16_kernels.h"
 #include "nanovllm/utils/error.h"
 
 extern "C" void openblas_set_num_threads(int);

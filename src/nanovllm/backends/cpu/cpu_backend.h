@@ -6,8 +6,8 @@
 #pragma once
 #include <vector>
 
-#include "nanovllm/backends/cpu/cpu_buffer_pool.h"
 #include "nanovllm/backends/backend.h"
+#include "nanovllm/backends/cpu/cpu_buffer_pool.h"
 
 namespace nanovllm {
 

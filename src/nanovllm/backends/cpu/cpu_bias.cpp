@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "nanovllm/backends/cpu/cpu_backend.h"
 #include "nanovllm/backends/checks.h"
+#include "nanovllm/backends/cpu/cpu_backend.h"
 #include "nanovllm/utils/dtype.h"
 #include "nanovllm/utils/error.h"
 

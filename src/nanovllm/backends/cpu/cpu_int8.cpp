@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "nanovllm/backends/checks.h"
 #include "nanovllm/backends/cpu/cpu_backend.h"
 #include "nanovllm/backends/cpu/cpu_int8_kernels.h"
 #include "nanovllm/backends/cpu/cpu_split.h"
-#include "nanovllm/backends/checks.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {

@@ -17,10 +17,10 @@
 #include <algorithm>
 #include <vector>
 
+#include "nanovllm/backends/checks.h"
 #include "nanovllm/backends/cpu/cpu_backend.h"
 #include "nanovllm/backends/cpu/cpu_bf16_kernels.h"
 #include "nanovllm/backends/cpu/cpu_split.h"
-#include "nanovllm/backends/checks.h"
 #include "nanovllm/backends/fp8_weights.h"
 #include "nanovllm/utils/error.h"
 

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <vector>
 
-#include "nanovllm/backends/cpu/cpu_backend.h"
 #include "nanovllm/backends/checks.h"
+#include "nanovllm/backends/cpu/cpu_backend.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {

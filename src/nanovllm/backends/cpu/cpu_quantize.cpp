@@ -2,9 +2,9 @@
 // linear's dispatch: fp8 gives per-output-channel E4M3 codes (backends/fp8_weights.h), the format the CUDA
 // backend's FP8 kernels read too; int8 the Q8_0-like codes of cpu_int8.cpp.
 
+#include "nanovllm/backends/checks.h"
 #include "nanovllm/backends/cpu/cpu_backend.h"
 #include "nanovllm/backends/cpu/cpu_split.h"
-#include "nanovllm/backends/checks.h"
 #include "nanovllm/backends/fp8_weights.h"
 #include "nanovllm/utils/error.h"
 

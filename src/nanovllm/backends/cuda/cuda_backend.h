@@ -22,10 +22,10 @@
 #include <tuple>
 #include <vector>
 
+#include "nanovllm/backends/backend.h"
 #include "nanovllm/backends/cuda/kernel_plan.h"
 #include "nanovllm/backends/cuda/tma_desc.h"
 #include "nanovllm/config/kernel_options.h"
-#include "nanovllm/backends/backend.h"
 #include "nanovllm/utils/step_arena.h"
 
 namespace nanovllm {

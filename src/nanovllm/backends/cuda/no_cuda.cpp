@@ -1,7 +1,7 @@
-// Entry points of the CUDA backend (and NCCL) for builds without CUDA (or without NCCL): they report that at run time, so
-// headers need no #ifdefs (CTranslate2's pattern).
-#include "nanovllm/backends/communicator.h"
+// Entry points of the CUDA backend (and NCCL) for builds without CUDA (or without NCCL): they report that at run time,
+// so headers need no #ifdefs (CTranslate2's pattern).
 #include "nanovllm/backends/backend.h"
+#include "nanovllm/backends/communicator.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {

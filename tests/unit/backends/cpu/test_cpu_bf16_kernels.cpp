@@ -10,10 +10,10 @@
 #include <random>
 #include <vector>
 
+#include "nanovllm/backends/backend.h"
 #include "nanovllm/backends/cpu/cpu_bf16_kernels.h"
 #include "nanovllm/backends/cpu/cpu_split.h"
 #include "nanovllm/backends/cpu/cpu_vec.h"
-#include "nanovllm/backends/backend.h"
 #include "nanovllm/utils/dtype.h"
 #include "nanovllm/utils/error.h"
 

@@ -9,8 +9,8 @@
 
 #include "engine_compare.h"
 #include "nanovllm/backends/cpu/cpu_backend.h"
-#include "nanovllm/engine/llm_engine.h"
 #include "nanovllm/backends/fp8_weights.h"
+#include "nanovllm/engine/llm_engine.h"
 #include "nanovllm/utils/error.h"
 #include "nanovllm/utils/fp8.h"
 #include "quantized_engine_checks.h"
