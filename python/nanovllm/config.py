@@ -1,5 +1,5 @@
 """LLM(model, **kwargs) keywords -> the engine's EngineConfig. The keywords come from the engine's
-settings table (_core.settings(); src/nanovllm/config/settings.cpp): nano-vllm's Config fields keep
+settings table (_core.settings(); src/nanovllm/config/settings_table.cpp): nano-vllm's Config fields keep
 their names and meaning, ours follow vLLM's. An unknown keyword is a TypeError naming it, a wrong
 type a TypeError, a bad value a ValueError with the engine's message."""
 import os

@@ -87,7 +87,7 @@ static SettingValue from_json(const nlohmann::json& j) {
   return j.get<std::string>();
 }
 
-// The settings marked `travels` in the table (config/settings.cpp): the ones that shape the
+// The settings marked `travels` in the table (config/settings_table.cpp): the ones that shape the
 // ModelRunner. max_model_len goes as given (0: unset): every rank's ModelRunner settles it alike,
 // from the KV blocks agreed over the ranks.
 std::vector<uint8_t> encode_settings(const EngineConfig& c, const ModelConfig& mcfg) {
