@@ -39,16 +39,17 @@ declare -A below=(
   [jinja]="utils"
   [tokenizer]="utils jinja"
   [config]="utils"
+  [structured]="config utils"
   [backends]="config utils"
   [backends/cpu]="backends config utils"
   [backends/cuda]="backends config utils"
   [dist]="backends backends/cuda config utils"
   [layers]="backends config utils"
   [models]="layers dist backends backends/cuda config utils"
-  [engine]="models layers dist backends backends/cpu backends/cuda config utils"
-  [output]="engine models layers dist backends backends/cpu backends/cuda config utils tokenizer jinja"
-  [frontend]="output engine models layers dist backends backends/cpu backends/cuda config utils tokenizer jinja"
-  [server]="frontend output engine models layers dist backends backends/cpu backends/cuda config utils tokenizer jinja"
+  [engine]="models layers dist backends backends/cpu backends/cuda structured config utils"
+  [output]="engine models layers dist backends backends/cpu backends/cuda structured config utils tokenizer jinja"
+  [frontend]="output engine models layers dist backends backends/cpu backends/cuda structured config utils tokenizer jinja"
+  [server]="frontend output engine models layers dist backends backends/cpu backends/cuda structured config utils tokenizer jinja"
 )
 for f in $(find src/nanovllm -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \) | sort); do
   rel=${f#src/nanovllm/}
