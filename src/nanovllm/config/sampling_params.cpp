@@ -55,6 +55,7 @@ void SamplingParams::validate() const {
     throw InvalidRequest("prompt_logprobs",
                          "prompt_logprobs must be non-negative, got " + std::to_string(*prompt_logprobs) + ".");
   if (n < 1) throw InvalidRequest("n", "n must be at least 1, got " + std::to_string(n) + ".");
+  structured_outputs.validate();
 }
 
 }  // namespace nanovllm

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "nanovllm/config/structured_outputs.h"
+
 namespace nanovllm {
 
 struct SamplingParams {
@@ -34,6 +36,8 @@ struct SamplingParams {
   // the prefix cache.
   std::optional<int> prompt_logprobs;
   int n = 1;  // parallel samples of one prompt (the server expands them into n sequences)
+  // The output conforms to a JSON schema, regex, choice or grammar (each step's tokens masked).
+  StructuredOutputs structured_outputs;
 
   // Throws InvalidRequest naming the field.
   void validate() const;
