@@ -41,10 +41,10 @@ std::string escape_code_point(uint32_t c, bool in_class) {
   }
   if (!in_class && c == '"') return "\\\"";
   if (in_class && (c == ']' || c == '[' || c == '^' || c == '-')) return std::string("\\") + char(c);
-  if (c < 0x20 || c == 0x7F) return "\\x" + hex(c, 2);
-  if (c < 0x80) return std::string(1, char(c));
-  if (c <= 0xFFFF) return "\\u" + hex(c, 4);
-  return "\\U" + hex(c, 8);
+  if (c < 0x80 && c >= 0x20 && c != 0x7F) return std::string(1, char(c));
+  std::string out = c < 0x80 ? "\\x" : c <= 0xFFFF ? "\\u" : "\\U";
+  out += hex(c, c < 0x80 ? 2 : c <= 0xFFFF ? 4 : 8);
+  return out;
 }
 
 // Decodes one UTF-8 code point at s[i]; returns its length, or 0 if the bytes are not valid UTF-8.
@@ -70,7 +70,8 @@ std::string escape_literal(const std::string& s) {
     uint32_t cp = 0;
     size_t n = decode_utf8(s, i, cp);
     if (n == 0) {  // a lone byte: printed as \xHH (xgrammar reads it as U+00HH: only for invalid UTF-8)
-      out += "\\x" + hex(uint8_t(s[i]), 2);
+      out += "\\x";
+      out += hex(uint8_t(s[i]), 2);
       ++i;
       continue;
     }
@@ -230,7 +231,10 @@ std::string Grammar::to_ebnf() const {
         out += "[";
         for (const CharRange& r : e.ranges) {
           out += escape_code_point(r.lo, true);
-          if (r.hi != r.lo) out += "-" + escape_code_point(r.hi, true);
+          if (r.hi != r.lo) {
+            out += '-';
+            out += escape_code_point(r.hi, true);
+          }
         }
         out += "]";
         break;
@@ -258,9 +262,13 @@ std::string Grammar::to_ebnf() const {
         if (e.min == 0 && e.max == kUnbounded) out += "*";
         else if (e.min == 1 && e.max == kUnbounded) out += "+";
         else if (e.min == 0 && e.max == 1) out += "?";
-        else if (e.max == kUnbounded) out += "{" + std::to_string(e.min) + ",}";
-        else if (e.min == e.max) out += "{" + std::to_string(e.min) + "}";
-        else out += "{" + std::to_string(e.min) + "," + std::to_string(e.max) + "}";
+        else {
+          out += '{';
+          out += std::to_string(e.min);
+          if (e.max != e.min) out += ',';
+          if (e.max != e.min && e.max != kUnbounded) out += std::to_string(e.max);
+          out += '}';
+        }
         break;
     }
     if (paren) out += ")";

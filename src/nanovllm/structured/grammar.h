@@ -94,8 +94,8 @@ class Grammar {
   // Throws GrammarError when a rule is declared but never defined, or no root is set.
   void check_complete() const;
 
-  // The grammar in xgrammar's EBNF dialect (also GBNF: `name ::= ...`, "literal" with \n \t \" \\
-  // \xHH \uHHHH escapes, [a-z] classes, ( ) | * + ? {m,n}), root rule first. Parsing the printed
+  // The grammar in xgrammar's EBNF dialect (also GBNF: `name ::= ...`, "literal" with escapes
+  // such as \n \" \xHH \uHHHH, [a-z] classes, ( ) | * + ? {m,n}), root rule first. Parsing the printed
   // text with ebnf.h's parser gives the same language; xgrammar's Grammar.fromEBNF accepts it.
   std::string to_ebnf() const;
 
