@@ -17,6 +17,7 @@
 namespace nanovllm::structured {
 
 class CompiledGrammar;
+struct VocabIndex;
 
 struct CompileLimits {
   size_t max_input_bytes = 1 << 20;           // schema / regex / grammar text
@@ -39,11 +40,16 @@ class GrammarCompiler {
   std::shared_ptr<const CompiledGrammar> compile(const Grammar& grammar);  // uncached
   const Vocabulary& vocabulary() const { return *vocab_; }
   const CompileLimits& limits() const { return limits_; }
+  size_t cached_bytes() const;
 
  private:
+  std::shared_ptr<const CompiledGrammar> cached(const std::string& key);
+  void remember(const std::string& key, std::shared_ptr<const CompiledGrammar> g);
+
   std::shared_ptr<const Vocabulary> vocab_;
   CompileLimits limits_;
-  std::mutex mu_;
+  std::shared_ptr<const VocabIndex> index_vocab_;
+  mutable std::mutex mu_;
   using Entry = std::pair<std::string, std::shared_ptr<const CompiledGrammar>>;
   std::list<Entry> lru_;  // most recent first
   std::unordered_map<std::string, std::list<Entry>::iterator> index_;

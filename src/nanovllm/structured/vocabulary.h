@@ -23,3 +23,15 @@ struct Vocabulary {
 };
 
 }  // namespace nanovllm::structured
+
+namespace nanovllm {
+class Tokenizer;
+}
+
+namespace nanovllm::structured {
+
+// The vocabulary of `tok` padded to the model's logits width `size` (ids past the tokenizer are
+// never matchable); special tokens are not matchable; `stop_ids` are the model's EOS ids.
+Vocabulary vocabulary_from_tokenizer(const Tokenizer& tok, int32_t size, std::vector<int32_t> stop_ids);
+
+}  // namespace nanovllm::structured

@@ -143,6 +143,26 @@ std::optional<int32_t> HfTokenizer::token_to_id(std::string_view token) const {
   return model_->token_to_id(token);
 }
 
+std::string HfTokenizer::token_bytes(int32_t id) const {
+  std::string out;
+  append_bytes(&id, 1, false, out);
+  if (byte_level_ || added_.find(id)) return out;
+  // SentencePiece-style pieces: <0xHH> is one byte, U+2581 a space.
+  auto hex = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; };
+  if (out.size() == 6 && out.compare(0, 3, "<0x") == 0 && out[5] == '>' && hex(out[3]) >= 0 && hex(out[4]) >= 0)
+    return std::string(1, char(hex(out[3]) * 16 + hex(out[4])));
+  std::string text;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out.compare(i, 3, "\xE2\x96\x81") == 0) {
+      text += ' ';
+      i += 2;
+    } else {
+      text += out[i];
+    }
+  }
+  return text;
+}
+
 bool HfTokenizer::is_special(int32_t id) const {
   const AddedToken* t = added_.find(id);
   return t && t->special;

@@ -42,6 +42,10 @@ class Tokenizer {
   virtual int32_t vocab_size() const = 0;
   virtual std::optional<int32_t> token_to_id(std::string_view token) const = 0;
   virtual bool is_special(int32_t id) const = 0;
+  // The bytes token `id` contributes to text in the middle of a sequence (what a grammar matches):
+  // byte-level vocabularies' raw bytes, SentencePiece pieces with U+2581 as a space and <0xHH> as
+  // the byte, added tokens' content. Ids out of range throw TokenizerError.
+  virtual std::string token_bytes(int32_t id) const = 0;
   // From tokenizer_config.json (empty when absent).
   virtual const std::string& chat_template() const = 0;
   virtual const std::string& bos_token() const = 0;

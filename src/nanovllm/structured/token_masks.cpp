@@ -1,0 +1,185 @@
+// Per-state token classification at compile time and the run-time mask (token_masks.h).
+#include "nanovllm/structured/token_masks.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace nanovllm::structured {
+
+namespace {
+
+// Configurations along the bytes of the current token, reused for the next token's common
+// prefix; frames interned past a depth are dropped when the walk returns above it.
+class PrefixWalker {
+ public:
+  PrefixWalker(const Automaton& a, FramePool& pool, size_t max_len)
+      : a_(a), pool_(pool), cfg_(max_len + 1), sizes_(max_len + 1) {}
+  void reset(const Config& start) {
+    cfg_[0] = start;
+    valid_ = 0;
+    sizes_[0] = pool_.size();
+  }
+  // Steps through `tok` from its first `common` bytes (shared with the previous token); returns the
+  // depth d reached: configurations 0..d are valid, and d < tok.size() means cfg(d) has no tops.
+  size_t walk(const std::string& tok, size_t common) {
+    size_t d = std::min(common, valid_);
+    pool_.truncate(sizes_[d]);
+    while (d < tok.size() && !cfg_[d].tops.empty()) {
+      advance(a_, pool_, cfg_[d], uint8_t(tok[d]), cfg_[d + 1]);
+      ++d;
+      sizes_[d] = pool_.size();
+    }
+    valid_ = d;
+    return d;
+  }
+  const Config& at(size_t d) const { return cfg_[d]; }
+  void finish() { pool_.truncate(sizes_[0]); }
+
+ private:
+  const Automaton& a_;
+  FramePool& pool_;
+  std::vector<Config> cfg_;
+  std::vector<size_t> sizes_;
+  size_t valid_ = 0;
+};
+
+size_t common_prefix(const std::string& x, const std::string& y) {
+  size_t n = std::min(x.size(), y.size()), i = 0;
+  while (i < n && x[i] == y[i]) ++i;
+  return i;
+}
+
+}  // namespace
+
+VocabIndex::VocabIndex(std::shared_ptr<const Vocabulary> v) : vocab(std::move(v)) {
+  const auto& bytes = vocab->bytes;
+  const int32_t V = vocab->size();
+  is_stop.assign(size_t(V), 0);
+  for (int32_t t : vocab->stop_ids)
+    if (t >= 0 && t < V) is_stop[size_t(t)] = 1;
+  for (int32_t t = 0; t < V; ++t)
+    if (vocab->matchable[size_t(t)] && !bytes[size_t(t)].empty() && !is_stop[size_t(t)]) sorted.push_back(t);
+  std::sort(sorted.begin(), sorted.end(), [&](int32_t x, int32_t y) { return bytes[size_t(x)] < bytes[size_t(y)]; });
+  rank.assign(size_t(V), -1);
+  lcp.assign(sorted.size(), 0);
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    const std::string& s = bytes[size_t(sorted[i])];
+    rank[size_t(sorted[i])] = int32_t(i);
+    max_len = std::max(max_len, s.size());
+    if (i) lcp[i] = int32_t(common_prefix(bytes[size_t(sorted[i - 1])], s));
+  }
+  size_t i = 0;
+  for (int b = 0; b < 256; ++b) {
+    first_begin[b] = int32_t(i);
+    while (i < sorted.size() && uint8_t(bytes[size_t(sorted[i])][0]) == b) ++i;
+  }
+  first_begin[256] = int32_t(i);
+}
+
+std::vector<StateMask> build_state_masks(const Automaton& a, const VocabIndex& vocab) {
+  const auto& bytes = vocab.vocab->bytes;
+  const size_t V = bytes.size();
+  std::vector<StateMask> masks(size_t(a.num_states()));
+  FramePool pool;
+  PrefixWalker walker(a, pool, vocab.max_len);
+  Config start;
+  for (int32_t s = 0; s < a.num_states(); ++s) {
+    if (!a.has_bytes[size_t(s)]) continue;
+    const std::bitset<256>& follow = a.follow[size_t(a.rule_of[size_t(s)])];
+    pool = FramePool();
+    start.clear();
+    close_frame(a, pool, {s, kOut}, start);
+    walker.reset(start);
+    StateMask& m = masks[size_t(s)];
+    for (int b = 0; b < 256; ++b) {
+      bool viable = start.at_out && follow.test(size_t(b));
+      for (const Frame& f : start.tops) viable = viable || a.step(f.state, uint8_t(b)) >= 0;
+      if (!viable) continue;
+      const int32_t end = vocab.first_begin[b + 1];
+      for (int32_t i = vocab.first_begin[b]; i < end;) {
+        const int32_t t = vocab.sorted[size_t(i)];
+        const std::string& tok = bytes[size_t(t)];
+        const size_t d = walker.walk(tok, i == vocab.first_begin[b] ? 0 : size_t(vocab.lcp[size_t(i)]));
+        if (d == tok.size() && (!walker.at(d).tops.empty() || walker.at(d).at_out)) {
+          m.accepted.push_back(t);
+          ++i;
+          continue;
+        }
+        bool uncertain = false;
+        for (size_t j = 0; j <= d && j < tok.size() && !uncertain; ++j)
+          uncertain = walker.at(j).at_out && follow.test(uint8_t(tok[j]));
+        // Every following token sharing tok's first d + 1 bytes ends the same way.
+        int32_t k = i + 1;
+        if (d < tok.size())
+          while (k < end && size_t(vocab.lcp[size_t(k)]) > d) ++k;
+        if (uncertain)
+          for (int32_t x = i; x < k; ++x) m.uncertain.push_back(vocab.sorted[size_t(x)]);
+        i = k;
+      }
+    }
+    walker.finish();
+    if (m.accepted.size() * 32 > V) {
+      m.accepted_bits.assign((V + 31) / 32, 0);
+      for (int32_t t : m.accepted) m.accepted_bits[size_t(t) / 32] |= 1u << (t % 32);
+      m.accepted = {};
+    }
+    m.accepted.shrink_to_fit();
+    m.uncertain.shrink_to_fit();
+  }
+  return masks;
+}
+
+void fill_token_mask(const Automaton& a, const VocabIndex& vocab, const std::vector<StateMask>& masks,
+                     FramePool& pool, const Config& config, uint32_t* words) {
+  const auto& bytes = vocab.vocab->bytes;
+  const size_t W = vocab.vocab->mask_words();
+  std::memset(words, 0, W * 4);
+  std::vector<int32_t> states;
+  for (const Frame& f : config.tops)
+    if (std::find(states.begin(), states.end(), f.state) == states.end()) states.push_back(f.state);
+  for (int32_t s : states) {
+    const StateMask& m = masks[size_t(s)];
+    if (!m.accepted_bits.empty())
+      for (size_t w = 0; w < W; ++w) words[w] |= m.accepted_bits[w];
+    for (int32_t t : m.accepted) words[size_t(t) / 32] |= 1u << (t % 32);
+  }
+  auto allowed = [&](int32_t t) { return (words[size_t(t) / 32] >> (t % 32)) & 1u; };
+  std::vector<int32_t> candidates;
+  for (int32_t s : states)
+    for (int32_t t : masks[size_t(s)].uncertain)
+      if (!allowed(t)) candidates.push_back(t);
+  if (states.size() > 1) {
+    std::sort(candidates.begin(), candidates.end(),
+              [&](int32_t x, int32_t y) { return vocab.rank[size_t(x)] < vocab.rank[size_t(y)]; });
+    candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  }
+  if (!candidates.empty()) {
+    PrefixWalker walker(a, pool, vocab.max_len);
+    walker.reset(config);
+    const std::string* prev = nullptr;
+    for (int32_t t : candidates) {
+      const std::string& tok = bytes[size_t(t)];
+      size_t d = walker.walk(tok, prev ? common_prefix(*prev, tok) : 0);
+      prev = &tok;
+      if (d == tok.size() && (!walker.at(d).tops.empty() || walker.at(d).at_bottom))
+        words[size_t(t) / 32] |= 1u << (t % 32);
+    }
+    walker.finish();
+  }
+  if (config.at_bottom)
+    for (int32_t t : vocab.vocab->stop_ids) words[size_t(t) / 32] |= 1u << (t % 32);
+}
+
+bool accepts_bytes(const Automaton& a, FramePool& pool, const Config& config, const std::string& bytes, Config* out) {
+  Config cur = config, nxt;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    if (cur.tops.empty()) return false;
+    advance(a, pool, cur, uint8_t(bytes[i]), nxt);
+    std::swap(cur, nxt);
+  }
+  if (cur.tops.empty() && !cur.at_bottom) return false;
+  if (out) *out = std::move(cur);
+  return true;
+}
+
+}  // namespace nanovllm::structured
