@@ -339,50 +339,11 @@ void check_left_recursion(const Automaton& a, const std::vector<uint8_t>& nullab
   }
 }
 
-// FIRST (bytes a rule may start with) and FOLLOW (bytes that may come right after it), fixpoints.
-void compute_follow(Automaton& a, const std::vector<uint8_t>& nullable) {
-  const size_t R = a.rule_start.size();
-  std::vector<std::bitset<256>> first(R);
-  std::vector<int32_t> stamp(size_t(a.num_states()), -1);
-  int32_t gen = 0;
-  // Bytes leaving `s` silently, and whether `s` can finish its rule silently.
-  auto from_state = [&](int32_t s, std::bitset<256>& bytes) {
-    bool can_finish = false;
-    for_each_silent(a, nullable, s, stamp, gen++, [&](int32_t q) {
-      if (a.accepting[size_t(q)]) can_finish = true;
-      for (int b = 0; b < 256; ++b)
-        if (a.step(q, uint8_t(b)) >= 0) bytes.set(size_t(b));
-      for (int32_t i = a.call_begin[size_t(q)]; i < a.call_begin[size_t(q) + 1]; ++i)
-        bytes |= first[size_t(a.calls[size_t(i)].rule)];
-    });
-    return can_finish;
-  };
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < R; ++r) {
-      std::bitset<256> b = first[r];
-      from_state(a.rule_start[r], b);
-      if (b != first[r]) first[r] = b, changed = true;
-    }
-  }
-  a.follow.assign(R, {});
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (int32_t s = 0; s < a.num_states(); ++s)
-      for (int32_t i = a.call_begin[size_t(s)]; i < a.call_begin[size_t(s) + 1]; ++i) {
-        const Automaton::Call& c = a.calls[size_t(i)];
-        std::bitset<256> b = a.follow[size_t(c.rule)];
-        if (from_state(c.target, b)) b |= a.follow[size_t(a.rule_of[size_t(s)])];
-        if (b != a.follow[size_t(c.rule)]) a.follow[size_t(c.rule)] = b, changed = true;
-      }
-  }
-}
-
 }  // namespace
 
 size_t Automaton::bytes() const {
   return next.size() * 4 + call_begin.size() * 4 + calls.size() * sizeof(Call) + accepting.size() * 6 +
-         rule_start.size() * 4 + follow.size() * 32;
+         rule_start.size() * 4 + calls.size() * 4;
 }
 
 Automaton build_automaton(const Grammar& g, const AutomatonLimits& limits) {
@@ -430,7 +391,12 @@ Automaton build_automaton(const Grammar& g, const AutomatonLimits& limits) {
   trim(a, productive);
   std::vector<uint8_t> nullable = finishing_rules(a, false);
   check_left_recursion(a, nullable);
-  compute_follow(a, nullable);
+  a.return_states.assign(a.rule_start.size(), {});
+  for (const Automaton::Call& c : a.calls) a.return_states[size_t(c.rule)].push_back(c.target);
+  for (auto& r : a.return_states) {
+    std::sort(r.begin(), r.end());
+    r.erase(std::unique(r.begin(), r.end()), r.end());
+  }
   return a;
 }
 

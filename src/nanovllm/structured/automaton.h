@@ -11,11 +11,10 @@
 // can still be completed: rules that can never finish are removed (their call edges with them;
 // the root being one is an error), states that cannot reach an accepting state lose their incoming
 // edges, and left recursion (a rule reaching a call of itself without consuming a byte, which a
-// pushdown matcher cannot run) is refused naming the rule. FOLLOW sets (the bytes that may come
-// right after a rule finishes, anywhere in the grammar) let the token-mask cache reject tokens
-// that leave a rule on a byte no caller accepts.
+// pushdown matcher cannot run) is refused naming the rule. Each rule's return states (where its
+// callers continue, anywhere in the grammar) let the token-mask cache follow a token out of a rule
+// into every context the rule appears in, and reject tokens that no context accepts.
 #pragma once
-#include <bitset>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -43,7 +42,7 @@ struct Automaton {
   std::vector<uint8_t> has_bytes;   // some byte leaves this state
   std::vector<int32_t> rule_of;
   std::vector<int32_t> rule_start;  // per rule
-  std::vector<std::bitset<256>> follow;  // per rule
+  std::vector<std::vector<int32_t>> return_states;  // per rule: the targets of the calls of it
   std::vector<std::string> rule_names;
   int32_t root = 0;
 

@@ -3,9 +3,12 @@
 // FramePool (same state over the same parent = same id), so equal stacks compare equal as
 // (state, parent) pairs and a configuration stays a small, duplicate-free set.
 //
-// Two sentinels end every chain: kBottom below the root rule (finishing there completes the text)
-// and kOut below a token-mask cache walk's start frame (finishing there leaves the rule, and what
-// follows depends on callers the walk does not know).
+// Sentinels end every chain: kBottom below the root rule (finishing there completes the text); in a
+// token-mask cache walk, kOut below the walk's start frame and kAny below frames of unknown callers.
+// Finishing the start frame's rule (reaching kOut) continues in every place the grammar calls that
+// rule, each over kAny; finishing a rule over kAny does the same one level up. Frames over kAny are
+// "contextual": the token they carry is allowed in some contexts, to be checked against the real
+// stack at run time.
 #pragma once
 #include <cstdint>
 #include <unordered_map>
@@ -17,10 +20,11 @@ namespace nanovllm::structured {
 
 inline constexpr int32_t kBottom = -1;
 inline constexpr int32_t kOut = -2;
+inline constexpr int32_t kAny = -3;
 
 struct Frame {
   int32_t state = 0;
-  int32_t parent = kBottom;  // a FramePool id, kBottom or kOut
+  int32_t parent = kBottom;  // a FramePool id or a sentinel
   bool operator==(const Frame&) const = default;
 };
 
@@ -28,6 +32,8 @@ class FramePool {
  public:
   int32_t intern(int32_t state, int32_t parent);
   const Frame& at(int32_t id) const { return nodes_[size_t(id)]; }
+  // The frame's chain ends in kAny (it continues a caller the walk does not know).
+  bool contextual(const Frame& f) const { return f.parent == kAny || (f.parent >= 0 && ctx_[size_t(f.parent)]); }
   size_t size() const { return nodes_.size(); }
   // Forgets the frames interned since size() was n (a speculative walk's scratch).
   void truncate(size_t n);
@@ -35,6 +41,7 @@ class FramePool {
  private:
   static uint64_t key(int32_t state, int32_t parent) { return (uint64_t(uint32_t(state)) << 32) | uint32_t(parent); }
   std::vector<Frame> nodes_;
+  std::vector<uint8_t> ctx_;
   std::unordered_map<uint64_t, int32_t> index_;
 };
 
@@ -42,9 +49,10 @@ struct Config {
   std::vector<Frame> tops;  // frames whose state has byte transitions (what the next byte moves)
   bool at_bottom = false;   // the root rule can finish here: the text so far is complete
   bool at_out = false;      // the walk's start rule can finish here
+  bool at_any_end = false;  // a contextual path finished the root rule here
   void clear() {
     tops.clear();
-    at_bottom = at_out = false;
+    at_bottom = at_out = at_any_end = false;
   }
 };
 

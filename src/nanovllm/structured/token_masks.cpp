@@ -85,14 +85,13 @@ std::vector<StateMask> build_state_masks(const Automaton& a, const VocabIndex& v
   Config start;
   for (int32_t s = 0; s < a.num_states(); ++s) {
     if (!a.has_bytes[size_t(s)]) continue;
-    const std::bitset<256>& follow = a.follow[size_t(a.rule_of[size_t(s)])];
     pool = FramePool();
     start.clear();
     close_frame(a, pool, {s, kOut}, start);
     walker.reset(start);
     StateMask& m = masks[size_t(s)];
     for (int b = 0; b < 256; ++b) {
-      bool viable = start.at_out && follow.test(size_t(b));
+      bool viable = false;
       for (const Frame& f : start.tops) viable = viable || a.step(f.state, uint8_t(b)) >= 0;
       if (!viable) continue;
       const int32_t end = vocab.first_begin[b + 1];
@@ -100,21 +99,17 @@ std::vector<StateMask> build_state_masks(const Automaton& a, const VocabIndex& v
         const int32_t t = vocab.sorted[size_t(i)];
         const std::string& tok = bytes[size_t(t)];
         const size_t d = walker.walk(tok, i == vocab.first_begin[b] ? 0 : size_t(vocab.lcp[size_t(i)]));
-        if (d == tok.size() && (!walker.at(d).tops.empty() || walker.at(d).at_out)) {
-          m.accepted.push_back(t);
+        if (d < tok.size()) {  // dead: so is every following token sharing tok's first d + 1 bytes
           ++i;
+          while (i < end && size_t(vocab.lcp[size_t(i)]) > d) ++i;
           continue;
         }
-        bool uncertain = false;
-        for (size_t j = 0; j <= d && j < tok.size() && !uncertain; ++j)
-          uncertain = walker.at(j).at_out && follow.test(uint8_t(tok[j]));
-        // Every following token sharing tok's first d + 1 bytes ends the same way.
-        int32_t k = i + 1;
-        if (d < tok.size())
-          while (k < end && size_t(vocab.lcp[size_t(k)]) > d) ++k;
-        if (uncertain)
-          for (int32_t x = i; x < k; ++x) m.uncertain.push_back(vocab.sorted[size_t(x)]);
-        i = k;
+        const Config& c = walker.at(d);
+        bool local = c.at_out, contextual = c.at_any_end;
+        for (const Frame& f : c.tops) (pool.contextual(f) ? contextual : local) = true;
+        if (local) m.accepted.push_back(t);
+        else if (contextual) m.uncertain.push_back(t);
+        ++i;
       }
     }
     walker.finish();

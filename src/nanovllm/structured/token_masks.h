@@ -4,10 +4,11 @@
 // stack below it, so it is computed once per state when the grammar is compiled (StateMask): a walk
 // over the vocabulary in byte order (a trie walk: tokens sharing a prefix share its steps) from the
 // frame (state, kOut) classifies each token as
-//   accepted   consumed entirely inside the rule (calls included): allowed whatever the stack;
-//   uncertain  the rule can finish partway with the rest of the token starting with a byte in the
-//              rule's FOLLOW set: depends on the callers, checked at run time;
-//   rejected   everything else.
+//   accepted   consumed entirely inside the rule (calls included), or ending exactly where the rule
+//              finishes: allowed whatever the stack below;
+//   uncertain  consumed only by leaving the rule partway into some place that calls it (pda.h's
+//              contextual frames): depends on the real callers, checked at run time;
+//   rejected   no context takes it.
 // At run time (fill_token_mask) the mask is the union of the accepted sets of the configuration's
 // top states plus the uncertain tokens that the full configuration accepts, walked in byte order
 // again so that shared prefixes are stepped once.
