@@ -36,6 +36,9 @@ struct SamplingRow {
   // with processed_logprobs from the processed logits divided by the temperature (1 when greedy).
   int num_logprobs = -1;
   bool processed_logprobs = false;
+  // Structured outputs: a packed bitmask of the tokens this row may sample (bit t % 32 of word
+  // t / 32; (V + 31) / 32 words), applied before everything else; null: no constraint.
+  const uint32_t* allowed = nullptr;
 };
 
 // What a layer reads right after its attention (o_proj's and the MLP's weights, the next layer's

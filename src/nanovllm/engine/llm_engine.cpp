@@ -1,5 +1,7 @@
 #include "nanovllm/engine/llm_engine.h"
 
+#include "nanovllm/structured/compiler.h"
+
 #include <algorithm>
 #include <filesystem>
 
@@ -84,12 +86,29 @@ int64_t LLMEngine::add_request(std::vector<int32_t> prompt, const SamplingParams
     throw InvalidRequest(
         "max_tokens", "prompt plus max_tokens needs " + std::to_string(need) + " KV blocks but the cache holds " +
                           std::to_string(block_manager_->num_blocks()) + "; lower max_tokens or enlarge the KV cache");
+  std::unique_ptr<SequenceGrammar> grammar = compile_grammar(params);
   const int64_t id = next_id_++;
   const uint64_t seed = params.seed ? *params.seed : seed_rng_();
   auto seq = std::make_unique<Sequence>(id, std::move(prompt), params, cfg_.block_size, seed);
+  seq->grammar = std::move(grammar);
   scheduler_->add(seq.get());
   seqs_[id] = std::move(seq);
   return id;
+}
+
+std::unique_ptr<SequenceGrammar> LLMEngine::compile_grammar(const SamplingParams& params) {
+  const StructuredOutputs& so = params.structured_outputs;
+  if (!so.active()) return nullptr;
+  if (!structured_tokenizer_)
+    throw InvalidRequest("structured_outputs",
+                         "structured outputs need the model's tokenizer, and this engine has none");
+  if (so.start_after_token >= mcfg_.vocab_size)
+    throw InvalidRequest("structured_outputs", "the reasoning end token " + std::to_string(so.start_after_token) +
+                                                   " is outside the vocabulary");
+  if (!grammar_compiler_)
+    grammar_compiler_ = std::make_unique<structured::GrammarCompiler>(std::make_shared<const structured::Vocabulary>(
+        structured::vocabulary_from_tokenizer(*structured_tokenizer_, int32_t(mcfg_.vocab_size), mcfg_.eos_token_ids)));
+  return std::make_unique<SequenceGrammar>(grammar_compiler_->compile(so), so.start_after_token);
 }
 
 // What only the engine knows: its vocabulary and max_logprobs (vLLM's messages).

@@ -17,6 +17,10 @@
 namespace nanovllm {
 
 class TpGroup;
+class Tokenizer;
+namespace structured {
+class GrammarCompiler;
+}
 
 struct RequestOutput {
   int64_t request_id = 0;
@@ -75,7 +79,11 @@ class LLMEngine {
   LLMEngine(EngineConfig cfg, ModelConfig mcfg);
   ~LLMEngine();
 
-  // Validates and queues a request; returns its id. Throws InvalidRequest naming the problem.
+  // Structured outputs match the tokens of `tok` (which must outlive the engine); without it a
+  // request asking for them is refused. The vocabulary and its index are built on first use.
+  void enable_structured_outputs(const Tokenizer* tok) { structured_tokenizer_ = tok; }
+  // Validates and queues a request; returns its id. Throws InvalidRequest naming the problem
+  // (structured outputs: a grammar that does not compile, compiled here or read from the cache).
   int64_t add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& params);
   StepResult step();
   SchedulerStats scheduler_stats() const;  // now (StepResult::stats is this after the step)
@@ -110,6 +118,7 @@ class LLMEngine {
   void finish_step(const ScheduledBatch& batch, const std::vector<int32_t>& tokens, StepResult& r);
   RequestOutput output_of(const Sequence& s) const;
   void check_sampling_limits(const SamplingParams& params) const;
+  std::unique_ptr<SequenceGrammar> compile_grammar(const SamplingParams& params);
 
   EngineConfig cfg_;
   ModelConfig mcfg_;
@@ -118,6 +127,8 @@ class LLMEngine {
   std::unique_ptr<BlockManager> block_manager_;
   std::unique_ptr<Scheduler> scheduler_;
   std::map<int64_t, std::unique_ptr<Sequence>> seqs_;
+  const Tokenizer* structured_tokenizer_ = nullptr;
+  std::unique_ptr<structured::GrammarCompiler> grammar_compiler_;  // built on the first structured request
   std::map<int64_t, int64_t> cached_prompt_tokens_;
   int64_t next_id_ = 0;
   int64_t prefill_tokens_ = 0;

@@ -299,6 +299,7 @@ std::vector<int32_t> ModelRunner::forward_and_sample(const ScheduledBatch& batch
       any_logprobs = true;
     }
   }
+  grammar_masks_.fill(batch, rows);  // on the host while the device runs the forward
   logprobs_.clear();
   return backend_->sample(logits, rows, any_logprobs ? &logprobs_ : nullptr);
 }
@@ -314,7 +315,10 @@ void ModelRunner::run_worker_step(StepInputs& in) { forward_logits(in); }
 bool ModelRunner::can_run_async(const ScheduledBatch& batch) const {
   if (tp_ || logits_observer || batch.is_prefill || batch.num_decodes != int64_t(batch.seqs.size())) return false;
   return std::none_of(batch.seqs.begin(), batch.seqs.end(), [](const Sequence* s) {
-    return s->params.processes_logits() || s->params.logprobs || s->needs_prompt_logprobs();
+    // A constrained row's mask needs the token before it (and a reasoning row may start its
+    // constraint with that token): such rows run synchronously.
+    return s->params.processes_logits() || s->params.logprobs || s->needs_prompt_logprobs() ||
+           (s->grammar && !s->grammar->matcher.is_terminated());
   });
 }
 

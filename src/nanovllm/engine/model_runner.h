@@ -16,6 +16,7 @@
 #include "nanovllm/backends/backend.h"
 #include "nanovllm/config/config.h"
 #include "nanovllm/engine/scheduler.h"
+#include "nanovllm/engine/sequence_grammar.h"
 #include "nanovllm/models/causal_lm.h"
 
 namespace nanovllm {
@@ -109,6 +110,7 @@ class ModelRunner {
   int64_t num_kv_blocks_ = 0;
   std::unique_ptr<CudaGraphRunner> graphs_;                      // decode graphs (GPU, unless enforce_eager)
   std::unique_ptr<LogitsProcessingBuilder> processing_builder_;  // built on the first row that needs it
+  GrammarMasks grammar_masks_;  // structured outputs: the constrained rows' masks, reused per step
   std::vector<TokenLogprobs> logprobs_;
   std::vector<std::pair<size_t, std::vector<TokenLogprobs>>> prompt_logprobs_;
 };

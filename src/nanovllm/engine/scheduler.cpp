@@ -146,6 +146,11 @@ std::vector<Sequence*> Scheduler::postprocess(const ScheduledBatch& batch, const
     if (seq->num_cached_tokens < seq->num_tokens()) continue;  // a prefill chunk: no token yet
     const int32_t tok = token_ids[i];
     seq->token_ids.push_back(tok);
+    if (seq->grammar && !advance_grammar(*seq->grammar, tok)) {  // only if a backend ignored the mask
+      finish(seq, FinishReason::Abort);
+      finished.push_back(seq);
+      continue;
+    }
     const auto& p = seq->params;
     // Before min_tokens the sampler masks the stop ids; a stop is never taken there (as vLLM).
     bool stop = seq->num_completion_tokens() >= p.min_tokens &&

@@ -2,12 +2,14 @@
 // the cache, how many this step computes, and its block table.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "nanovllm/backends/logits_processing.h"
 #include "nanovllm/config/sampling_params.h"
+#include "nanovllm/engine/sequence_grammar.h"
 
 namespace nanovllm {
 
@@ -35,6 +37,7 @@ class Sequence {
   std::vector<TokenLogprobs> logprobs;  // of each completion token, when params.logprobs is set
   // Of prompt tokens 1.. (params.prompt_logprobs), filled as the prompt's chunks are computed.
   std::vector<TokenLogprobs> prompt_logprobs;
+  std::unique_ptr<SequenceGrammar> grammar;  // structured outputs: null when unconstrained
   bool needs_prompt_logprobs() const {
     return params.prompt_logprobs && int64_t(prompt_logprobs.size()) < num_prompt_tokens - 1;
   }

@@ -66,6 +66,7 @@ LLM::LLM(EngineConfig cfg, const std::string& tokenizer_dir, bool skip_tokenizer
   engine_ = std::make_unique<LLMEngine>(std::move(cfg));
   if (!tdir.empty()) {
     tokenizer_ = tokenizer.get();
+    engine_->enable_structured_outputs(tokenizer_.get());
     if (!tokenizer_->chat_template().empty())
       chat_template_ = std::make_unique<ChatTemplate>(tokenizer_->chat_template());
   }

@@ -66,7 +66,8 @@ class NfaBuilder {
         }
         return;
       case ExprKind::RuleRef:
-        if (g_.rule(e.rule).body < 0) throw GrammarError("rule '" + g_.rule(e.rule).name + "' is used but never defined");
+        if (g_.rule(e.rule).body < 0)
+          throw GrammarError("rule '" + g_.rule(e.rule).name + "' is used but never defined");
         out[size_t(from)].push_back({EdgeKind::Call, 0, 0, e.rule, to});
         return;
       case ExprKind::Sequence: {
@@ -142,7 +143,7 @@ ByteClasses byte_classes(const std::vector<std::vector<std::vector<NfaEdge>>>& n
 
 // One rule's DFA (local state ids; 0 is the start).
 struct RuleDfa {
-  std::vector<std::vector<int32_t>> next;                    // [state][class]
+  std::vector<std::vector<int32_t>> next;                       // [state][class]
   std::vector<std::vector<std::pair<int32_t, int32_t>>> calls;  // [state] -> (rule, target)
   std::vector<uint8_t> accepting;
 };

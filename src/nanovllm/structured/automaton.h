@@ -24,7 +24,7 @@
 namespace nanovllm::structured {
 
 struct AutomatonLimits {
-  int max_states = 200000;       // NFA and DFA states over all rules
+  int max_states = 200000;  // NFA and DFA states over all rules
   int max_rules = 20000;
 };
 
@@ -38,10 +38,10 @@ struct Automaton {
   std::vector<int32_t> next;        // [num_states * num_classes] -> state or -1
   std::vector<int32_t> call_begin;  // [num_states + 1] offsets into calls
   std::vector<Call> calls;
-  std::vector<uint8_t> accepting;   // the rule may finish in this state
-  std::vector<uint8_t> has_bytes;   // some byte leaves this state
+  std::vector<uint8_t> accepting;  // the rule may finish in this state
+  std::vector<uint8_t> has_bytes;  // some byte leaves this state
   std::vector<int32_t> rule_of;
-  std::vector<int32_t> rule_start;  // per rule
+  std::vector<int32_t> rule_start;                  // per rule
   std::vector<std::vector<int32_t>> return_states;  // per rule: the targets of the calls of it
   std::vector<std::string> rule_names;
   int32_t root = 0;

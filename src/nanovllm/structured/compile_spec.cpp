@@ -44,8 +44,8 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const Structured
   try {
     g = compile(build_grammar(spec, limits_));
   } catch (const GrammarError& e) {
-    throw InvalidRequest("structured_outputs", std::string("invalid ") + structured_kind_name(spec.kind) + ": " +
-                                                   e.what());
+    throw InvalidRequest("structured_outputs",
+                         std::string("invalid ") + structured_kind_name(spec.kind) + ": " + e.what());
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (seconds > limits_.max_compile_seconds)

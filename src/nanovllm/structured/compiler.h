@@ -20,12 +20,12 @@ class CompiledGrammar;
 struct VocabIndex;
 
 struct CompileLimits {
-  size_t max_input_bytes = 1 << 20;           // schema / regex / grammar text
-  int max_schema_depth = 64;                  // nesting of a JSON schema
-  int max_rules = 20000;                      // rules after conversion
-  int max_states = 200000;                    // automaton states over all rules
-  double max_compile_seconds = 10;            // refused past this
-  size_t cache_bytes = size_t(512) << 20;     // LRU bound on the cached compiled grammars
+  size_t max_input_bytes = 1 << 20;        // schema / regex / grammar text
+  int max_schema_depth = 64;               // nesting of a JSON schema
+  int max_rules = 20000;                   // rules after conversion
+  int max_states = 200000;                 // automaton states over all rules
+  double max_compile_seconds = 10;         // refused past this
+  size_t cache_bytes = size_t(512) << 20;  // LRU bound on the cached compiled grammars
 };
 
 // The grammar a request asks for (no vocabulary involved); throws GrammarError naming the fault.

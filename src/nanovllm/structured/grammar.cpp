@@ -86,8 +86,7 @@ std::string escape_literal(const std::string& s) {
 std::vector<CharRange> normalize_ranges(std::vector<CharRange> ranges, bool negated) {
   for (const CharRange& r : ranges)
     if (r.lo > r.hi || r.hi > kMaxCodePoint)
-      throw GrammarError("character class range " + hex(r.lo, 4) + "-" + hex(r.hi, 4) +
-                         " is empty or past U+10FFFF");
+      throw GrammarError("character class range " + hex(r.lo, 4) + "-" + hex(r.hi, 4) + " is empty or past U+10FFFF");
   std::sort(ranges.begin(), ranges.end(), [](const CharRange& a, const CharRange& b) { return a.lo < b.lo; });
   std::vector<CharRange> merged;
   for (const CharRange& r : ranges) {
@@ -132,7 +131,8 @@ int32_t Grammar::char_class(std::vector<CharRange> ranges, bool negated) {
 }
 
 int32_t Grammar::ref(int32_t rule) {
-  if (rule < 0 || size_t(rule) >= rules_.size()) throw GrammarError("reference to rule #" + std::to_string(rule) + " which does not exist");
+  if (rule < 0 || size_t(rule) >= rules_.size())
+    throw GrammarError("reference to rule #" + std::to_string(rule) + " which does not exist");
   Expr e;
   e.kind = ExprKind::RuleRef;
   e.rule = rule;
@@ -259,9 +259,12 @@ std::string Grammar::to_ebnf() const {
         out += "(";
         self(self, e.items[0], 0);
         out += ")";
-        if (e.min == 0 && e.max == kUnbounded) out += "*";
-        else if (e.min == 1 && e.max == kUnbounded) out += "+";
-        else if (e.min == 0 && e.max == 1) out += "?";
+        if (e.min == 0 && e.max == kUnbounded)
+          out += "*";
+        else if (e.min == 1 && e.max == kUnbounded)
+          out += "+";
+        else if (e.min == 0 && e.max == 1)
+          out += "?";
         else {
           out += '{';
           out += std::to_string(e.min);
@@ -279,8 +282,10 @@ std::string Grammar::to_ebnf() const {
     if (r != root_) order.push_back(r);
   for (int32_t r : order) {
     out += rules_[size_t(r)].name + " ::= ";
-    if (rules_[size_t(r)].body < 0) out += "\"\"";
-    else print(print, rules_[size_t(r)].body, 0);
+    if (rules_[size_t(r)].body < 0)
+      out += "\"\"";
+    else
+      print(print, rules_[size_t(r)].body, 0);
     out += "\n";
   }
   return out;

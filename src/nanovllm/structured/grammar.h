@@ -63,8 +63,8 @@ class Grammar {
   int32_t char_class(std::vector<CharRange> ranges, bool negated = false);
   int32_t any_char() { return char_class({{0, kMaxCodePoint}}); }
   int32_t ref(int32_t rule);
-  int32_t seq(std::vector<int32_t> items);     // of none: empty()
-  int32_t choice(std::vector<int32_t> items);  // of none: matches nothing
+  int32_t seq(std::vector<int32_t> items);                 // of none: empty()
+  int32_t choice(std::vector<int32_t> items);              // of none: matches nothing
   int32_t repeat(int32_t item, int32_t min, int32_t max);  // 0 <= min, max == kUnbounded or >= min
   int32_t star(int32_t item) { return repeat(item, 0, kUnbounded); }
   int32_t plus(int32_t item) { return repeat(item, 1, kUnbounded); }

@@ -8,7 +8,7 @@ namespace nanovllm::structured {
 
 struct MatcherState {
   FramePool pool;
-  std::vector<Config> history;  // [0] the start; back() the current configuration
+  std::vector<Config> history;   // [0] the start; back() the current configuration
   std::vector<uint8_t> stopped;  // per history entry: reached by a stop token
 };
 
@@ -59,8 +59,7 @@ void GrammarMatcher::fill_mask(uint32_t* words) const {
     for (size_t w = 0; w < mask_words(); ++w) words[w] = 0;
     return;
   }
-  fill_token_mask(grammar_->automaton, *grammar_->vocab, grammar_->masks, state_->pool, state_->history.back(),
-                  words);
+  fill_token_mask(grammar_->automaton, *grammar_->vocab, grammar_->masks, state_->pool, state_->history.back(), words);
 }
 
 size_t GrammarMatcher::mask_words() const { return grammar_->vocab->vocab->mask_words(); }

@@ -29,8 +29,10 @@ void close_frame(const Automaton& a, FramePool& pool, Frame f, Config& out) {
   std::vector<int32_t> seen_any;  // states visited over kAny
   int n = 0;
   auto push = [&](Frame x) {
-    if (n < 64) stack[n++] = x;
-    else spill.push_back(x);
+    if (n < 64)
+      stack[n++] = x;
+    else
+      spill.push_back(x);
   };
   auto continue_callers = [&](int32_t rule) {
     if (rule == a.root) out.at_any_end = true;

@@ -107,8 +107,10 @@ std::vector<StateMask> build_state_masks(const Automaton& a, const VocabIndex& v
         const Config& c = walker.at(d);
         bool local = c.at_out, contextual = c.at_any_end;
         for (const Frame& f : c.tops) (pool.contextual(f) ? contextual : local) = true;
-        if (local) m.accepted.push_back(t);
-        else if (contextual) m.uncertain.push_back(t);
+        if (local)
+          m.accepted.push_back(t);
+        else if (contextual)
+          m.uncertain.push_back(t);
         ++i;
       }
     }
@@ -124,8 +126,8 @@ std::vector<StateMask> build_state_masks(const Automaton& a, const VocabIndex& v
   return masks;
 }
 
-void fill_token_mask(const Automaton& a, const VocabIndex& vocab, const std::vector<StateMask>& masks,
-                     FramePool& pool, const Config& config, uint32_t* words) {
+void fill_token_mask(const Automaton& a, const VocabIndex& vocab, const std::vector<StateMask>& masks, FramePool& pool,
+                     const Config& config, uint32_t* words) {
   const auto& bytes = vocab.vocab->bytes;
   const size_t W = vocab.vocab->mask_words();
   std::memset(words, 0, W * 4);

@@ -27,9 +27,9 @@ namespace nanovllm::structured {
 struct VocabIndex {
   explicit VocabIndex(std::shared_ptr<const Vocabulary> vocab);
   std::shared_ptr<const Vocabulary> vocab;
-  std::vector<int32_t> sorted;  // matchable token ids in byte order
-  std::vector<int32_t> lcp;     // common prefix length of sorted[i - 1] and sorted[i] (0 for i = 0)
-  std::vector<int32_t> rank;    // token id -> its index in sorted (-1: not matchable)
+  std::vector<int32_t> sorted;    // matchable token ids in byte order
+  std::vector<int32_t> lcp;       // common prefix length of sorted[i - 1] and sorted[i] (0 for i = 0)
+  std::vector<int32_t> rank;      // token id -> its index in sorted (-1: not matchable)
   int32_t first_begin[257] = {};  // tokens starting with byte b: sorted[first_begin[b] .. first_begin[b + 1])
   std::vector<uint8_t> is_stop;   // per token id
   size_t max_len = 0;
@@ -47,12 +47,11 @@ std::vector<StateMask> build_state_masks(const Automaton& a, const VocabIndex& v
 
 // Sets words (vocab.vocab->mask_words() of them) to the tokens allowed after `config`; stop tokens
 // are allowed where config.at_bottom. `pool` gains no frames (scratch frames are dropped).
-void fill_token_mask(const Automaton& a, const VocabIndex& vocab, const std::vector<StateMask>& masks,
-                     FramePool& pool, const Config& config, uint32_t* words);
+void fill_token_mask(const Automaton& a, const VocabIndex& vocab, const std::vector<StateMask>& masks, FramePool& pool,
+                     const Config& config, uint32_t* words);
 
 // Whether `bytes` can follow `config` (the configuration after them is returned in `out` when
 // non-null; frames it needs stay in the pool).
-bool accepts_bytes(const Automaton& a, FramePool& pool, const Config& config, const std::string& bytes,
-                   Config* out);
+bool accepts_bytes(const Automaton& a, FramePool& pool, const Config& config, const std::string& bytes, Config* out);
 
 }  // namespace nanovllm::structured

@@ -1,0 +1,36 @@
+#include "nanovllm/engine/sequence_grammar.h"
+
+#include "nanovllm/backends/backend.h"
+#include "nanovllm/engine/scheduler.h"
+#include "nanovllm/engine/sequence.h"
+
+namespace nanovllm {
+
+bool advance_grammar(SequenceGrammar& g, int32_t token) {
+  if (!g.active) {
+    g.active = token == g.start_after_token;
+    return true;
+  }
+  if (g.matcher.is_terminated()) return true;
+  return g.matcher.accept_token(token);
+}
+
+void GrammarMasks::fill(const ScheduledBatch& batch, std::vector<SamplingRow>& rows) {
+  std::vector<std::pair<size_t, SequenceGrammar*>> todo;
+  size_t words = 0;
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    Sequence* s = batch.seqs[i];
+    if (!s->grammar || !s->grammar->constrains_next()) continue;
+    if (s->num_cached_tokens + s->num_scheduled_tokens < s->num_tokens()) continue;  // a chunk without a token
+    todo.push_back({i, s->grammar.get()});
+    words = s->grammar->matcher.mask_words();
+  }
+  if (todo.empty()) return;
+  if (storage_.size() < todo.size() * words) storage_.resize(todo.size() * words);
+  const int64_t n = int64_t(todo.size());
+#pragma omp parallel for schedule(dynamic) if (n > 1)
+  for (int64_t k = 0; k < n; ++k) todo[size_t(k)].second->matcher.fill_mask(storage_.data() + size_t(k) * words);
+  for (size_t k = 0; k < todo.size(); ++k) rows[todo[k].first].allowed = storage_.data() + k * words;
+}
+
+}  // namespace nanovllm
