@@ -9,10 +9,10 @@ namespace nanovllm::structured {
 
 Vocabulary vocabulary_from_tokenizer(const Tokenizer& tok, int32_t size, std::vector<int32_t> stop_ids) {
   Vocabulary v;
-  const int32_t n = std::max(size, tok.vocab_size());
+  const int32_t n = size;
   v.bytes.resize(size_t(n));
   v.matchable.assign(size_t(n), 0);
-  for (int32_t t = 0; t < tok.vocab_size(); ++t) {
+  for (int32_t t = 0; t < std::min(n, tok.vocab_size()); ++t) {
     try {
       v.bytes[size_t(t)] = tok.token_bytes(t);
     } catch (const Error&) {

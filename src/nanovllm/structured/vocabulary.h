@@ -30,8 +30,9 @@ class Tokenizer;
 
 namespace nanovllm::structured {
 
-// The vocabulary of `tok` padded to the model's logits width `size` (ids past the tokenizer are
-// never matchable); special tokens are not matchable; `stop_ids` are the model's EOS ids.
+// The vocabulary of `tok` over the model's logits width `size` (ids past the tokenizer are never
+// matchable; tokenizer ids past `size` cannot be sampled and are left out); special tokens and
+// `stop_ids` (the model's EOS ids) are not matchable.
 Vocabulary vocabulary_from_tokenizer(const Tokenizer& tok, int32_t size, std::vector<int32_t> stop_ids);
 
 }  // namespace nanovllm::structured
