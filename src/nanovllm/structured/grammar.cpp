@@ -228,15 +228,20 @@ std::string Grammar::to_ebnf() const {
           out += "[^\\x00-\\U0010FFFF]";  // nothing
           break;
         }
-        out += "[";
-        for (const CharRange& r : e.ranges) {
-          out += escape_code_point(r.lo, true);
-          if (r.hi != r.lo) {
-            out += '-';
-            out += escape_code_point(r.hi, true);
+        {
+          // Print the complement, negated, when it is shorter ([^"\\] rather than six ranges).
+          std::vector<CharRange> comp = normalize_ranges(e.ranges, true);
+          const bool negate = !comp.empty() && comp.size() < e.ranges.size();
+          out += negate ? "[^" : "[";
+          for (const CharRange& r : negate ? comp : e.ranges) {
+            out += escape_code_point(r.lo, true);
+            if (r.hi != r.lo) {
+              out += '-';
+              out += escape_code_point(r.hi, true);
+            }
           }
+          out += "]";
         }
-        out += "]";
         break;
       case ExprKind::RuleRef: out += rule(e.rule).name; break;
       case ExprKind::Sequence:

@@ -3,6 +3,7 @@
 // token tried with accept_token) that the cached masks must equal.
 #pragma once
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <random>
@@ -27,17 +28,21 @@ inline Grammar json_grammar() {
   int32_t root = g.add_rule("root");
   g.define(ws, g.star(g.char_class({{' ', ' '}, {'\n', '\n'}, {'\t', '\t'}})));
   int32_t hex = g.char_class({{'0', '9'}, {'a', 'f'}, {'A', 'F'}});
-  int32_t escape = g.seq({g.literal("\\"), g.choice({g.char_class({{'"', '"'}, {'\\', '\\'}, {'/', '/'}, {'b', 'b'},
-                                                                    {'f', 'f'}, {'n', 'n'}, {'r', 'r'}, {'t', 't'}}),
-                                                      g.seq({g.literal("u"), g.repeat(hex, 4, 4)})})});
+  int32_t escape = g.seq(
+      {g.literal("\\"),
+       g.choice(
+           {g.char_class(
+                {{'"', '"'}, {'\\', '\\'}, {'/', '/'}, {'b', 'b'}, {'f', 'f'}, {'n', 'n'}, {'r', 'r'}, {'t', 't'}}),
+            g.seq({g.literal("u"), g.repeat(hex, 4, 4)})})});
   int32_t plain = g.char_class({{'"', '"'}, {'\\', '\\'}, {0, 0x1F}}, true);
   g.define(string, g.seq({g.literal("\""), g.star(g.choice({plain, escape})), g.literal("\"")}));
   int32_t digits = g.plus(g.char_class({{'0', '9'}}));
-  g.define(number, g.seq({g.optional(g.literal("-")),
-                          g.choice({g.literal("0"), g.seq({g.char_class({{'1', '9'}}), g.star(g.char_class({{'0', '9'}}))})}),
-                          g.optional(g.seq({g.literal("."), digits})),
-                          g.optional(g.seq({g.char_class({{'e', 'e'}, {'E', 'E'}}),
-                                            g.optional(g.char_class({{'+', '+'}, {'-', '-'}})), digits}))}));
+  g.define(number,
+           g.seq({g.optional(g.literal("-")),
+                  g.choice({g.literal("0"), g.seq({g.char_class({{'1', '9'}}), g.star(g.char_class({{'0', '9'}}))})}),
+                  g.optional(g.seq({g.literal("."), digits})),
+                  g.optional(g.seq({g.char_class({{'e', 'e'}, {'E', 'E'}}),
+                                    g.optional(g.char_class({{'+', '+'}, {'-', '-'}})), digits}))}));
   auto comma_list = [&](int32_t item) {
     return g.optional(g.seq({item, g.star(g.seq({g.ref(ws), g.literal(","), g.ref(ws), item}))}));
   };
@@ -48,6 +53,27 @@ inline Grammar json_grammar() {
                             g.literal("false"), g.literal("null")}));
   g.define(root, g.seq({g.ref(ws), g.ref(object), g.ref(ws)}));
   g.set_root(root);
+  return g;
+}
+
+// root ::= item ("," item)* ; item ::= "a" | "a" "b"? | list ; list ::= "[" opt "]" ; opt ::= item?
+// Two derivations of "a" (ambiguous), nullable rule calls, recursion through another rule.
+inline Grammar nested_grammar() {
+  Grammar g;
+  int32_t root = g.add_rule("root"), item = g.add_rule("item"), list = g.add_rule("list"), opt = g.add_rule("opt");
+  g.define(root, g.seq({g.ref(item), g.star(g.seq({g.literal(","), g.ref(item)}))}));
+  g.define(item, g.choice({g.literal("a"), g.seq({g.literal("a"), g.optional(g.literal("b"))}), g.ref(list)}));
+  g.define(list, g.seq({g.literal("["), g.ref(opt), g.literal("]")}));
+  g.define(opt, g.optional(g.ref(item)));
+  g.set_root(root);
+  return g;
+}
+
+// One to three characters of [é日-本] then "!": multi-byte classes split across tokens.
+inline Grammar utf8_grammar() {
+  Grammar g;
+  g.set_root(
+      g.add_rule("root", g.seq({g.repeat(g.char_class({{0xE9, 0xE9}, {0x65E5, 0x672C}}), 1, 3), g.literal("!")})));
   return g;
 }
 

@@ -12,11 +12,12 @@ using test::brute_force_mask;
 using test::mask_of;
 
 std::vector<std::string> json_tokens() {
-  std::vector<std::string> t = {"{", "}", "[", "]", ",", ":", "\"", " ", "\n", "a", "b", "0", "1", "9", "-", ".", "e",
-                                "\\", "n", "u", "t", "r", "f", "l", "s", "true", "false", "null", "{\"", "\":", "\",",
-                                "\"}", "\"]", ", ", ": ", "\"a", "a\"", "ab", "12", "0.", ".5", "e+", "[{", "}]", "}}",
-                                "]}", "\\n", "\\u", "00", "é", "\xC3", "\xA9", "日本", "\xE6\x97", "\x01", "\"\"",
-                                "{}", "[]", ",\"", "\": ", "\", \"", "1,", "a\":", "tru", "nul", "\" }"};
+  std::vector<std::string> t = {
+      "{",   "}",   "[",   "]",    ",",      ":",   "\"",   " ",   "\n",   "a",    "b",    "0",        "1",     "9",
+      "-",   ".",   "e",   "\\",   "n",      "u",   "t",    "r",   "f",    "l",    "s",    "true",     "false", "null",
+      "{\"", "\":", "\",", "\"}",  "\"]",    ", ",  ": ",   "\"a", "a\"",  "ab",   "12",   "0.",       ".5",    "e+",
+      "[{",  "}]",  "}}",  "]}",   "\\n",    "\\u", "00",   "é",   "\xC3", "\xA9", "日本", "\xE6\x97", "\x01",  "\"\"",
+      "{}",  "[]",  ",\"", "\": ", "\", \"", "1,",  "a\":", "tru", "nul",  "\" }"};
   return t;
 }
 
@@ -44,17 +45,9 @@ TEST(GrammarMatcher, CachedMaskEqualsBruteForceOnJson) {
 }
 
 TEST(GrammarMatcher, NestedRulesNullablesAndAmbiguity) {
-  Grammar g;
-  // root ::= item ("," item)* ; item ::= a | a b? | list ; list ::= "[" opt "]" ; opt ::= (item)? ;
-  // two derivations of "a" (ambiguous), nullable rule calls, recursion through another rule.
-  int32_t root = g.add_rule("root"), item = g.add_rule("item"), list = g.add_rule("list"), opt = g.add_rule("opt");
-  g.define(root, g.seq({g.ref(item), g.star(g.seq({g.literal(","), g.ref(item)}))}));
-  g.define(item, g.choice({g.literal("a"), g.seq({g.literal("a"), g.optional(g.literal("b"))}), g.ref(list)}));
-  g.define(list, g.seq({g.literal("["), g.ref(opt), g.literal("]")}));
-  g.define(opt, g.optional(g.ref(item)));
-  g.set_root(root);
-  check_random_walks(g, {"a", "b", "ab", ",", "[", "]", "[a", "a]", "],", ",a", "[]", "[[", "]]", "ba", "a,", "]a"},
-                     60, 40, 2);
+  Grammar g = test::nested_grammar();
+  check_random_walks(g, {"a", "b", "ab", ",", "[", "]", "[a", "a]", "],", ",a", "[]", "[[", "]]", "ba", "a,", "]a"}, 60,
+                     40, 2);
 }
 
 TEST(GrammarMatcher, StopTokensOnlyWhereComplete) {
@@ -84,10 +77,10 @@ TEST(GrammarMatcher, StopTokensOnlyWhereComplete) {
 }
 
 TEST(GrammarMatcher, Utf8ClassesAcrossTokenBoundaries) {
-  Grammar g;  // one to three characters of [é日-本] then "!"
-  g.set_root(g.add_rule("root", g.seq({g.repeat(g.char_class({{0xE9, 0xE9}, {0x65E5, 0x672C}}), 1, 3), g.literal("!")})));
-  check_random_walks(g, {"\xC3", "\xA9", "\xC3\xA9", "\xE6", "\x97", "\xA5", "\xE6\x97", "\x97\xA5", "\xE6\x97\xA5",
-                         "!", "\xA9!", "e", "\xE6\x9C\xAC"},
+  Grammar g = test::utf8_grammar();
+  check_random_walks(g,
+                     {"\xC3", "\xA9", "\xC3\xA9", "\xE6", "\x97", "\xA5", "\xE6\x97", "\x97\xA5", "\xE6\x97\xA5", "!",
+                      "\xA9!", "e", "\xE6\x9C\xAC"},
                      60, 12, 3);
 }
 

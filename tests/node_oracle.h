@@ -1,0 +1,83 @@
+// Runs a node oracle script (tests/oracles/*.mjs) once on a JSON request and returns its JSON
+// answer, cached on disk by a hash of the request: ctest runs every test in its own process, so
+// node runs once per change of the request. Null (and `why` says why) when the npm data is missing
+// or node fails.
+#pragma once
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace nanovllm::test {
+
+inline nlohmann::json run_node_oracle(const std::filesystem::path& root, const std::string& script,
+                                      const std::string& needs_module, const nlohmann::json& request,
+                                      std::string* why) {
+  namespace fs = std::filesystem;
+  if (!fs::exists(root / "tests/oracles/node_modules" / needs_module)) {
+    *why = "tests/oracles/node_modules/" + needs_module + " missing (run scripts/setup.sh)";
+    return nullptr;
+  }
+  const std::string body = request.dump();
+  const std::string stem = fs::path(script).stem().string();
+  const fs::path cache =
+      fs::temp_directory_path() / ("nanovllm_" + stem + "_" + std::to_string(std::hash<std::string>{}(body)) + ".json");
+  auto read = [](const fs::path& p) {
+    std::ifstream f(p, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  if (fs::exists(cache)) {
+    try {
+      return nlohmann::json::parse(read(cache));
+    } catch (const nlohmann::json::exception&) {}
+  }
+  std::string tmpl = (fs::temp_directory_path() / "nanovllm_oracle_XXXXXX").string();
+  std::vector<char> path(tmpl.begin(), tmpl.end());
+  path.push_back('\0');
+  int fd = mkstemp(path.data());
+  if (fd < 0) {
+    *why = "mkstemp failed";
+    return nullptr;
+  }
+  const bool wrote = write(fd, body.data(), body.size()) == static_cast<ssize_t>(body.size());
+  close(fd);
+  std::string out;
+  if (wrote) {
+    std::string cmd = "node '" + (root / "tests/oracles" / script).string() + "' " + path.data() + " 2>&1";
+    if (FILE* p = popen(cmd.c_str(), "r")) {
+      char buf[65536];
+      size_t n;
+      while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+      if (pclose(p) != 0) {
+        *why = "node " + script + " failed: " + out.substr(0, 800);
+        out.clear();
+      }
+    }
+  }
+  std::remove(path.data());
+  if (out.empty()) {
+    if (why->empty()) *why = "node " + script + " produced no output";
+    return nullptr;
+  }
+  nlohmann::json parsed;
+  try {
+    parsed = nlohmann::json::parse(out);
+  } catch (const nlohmann::json::exception& e) {
+    *why = "node " + script + " printed something that is not JSON: " + out.substr(0, 800);
+    return nullptr;
+  }
+  const std::string part = cache.string() + "." + std::to_string(getpid());
+  { std::ofstream(part, std::ios::binary) << out; }
+  fs::rename(part, cache);  // atomic: concurrent tests never see half a file
+  return parsed;
+}
+
+}  // namespace nanovllm::test
