@@ -16,9 +16,10 @@
 
 namespace nanovllm::test {
 
-inline nlohmann::json run_node_oracle(const std::filesystem::path& root, const std::string& script,
-                                      const std::string& needs_module, const nlohmann::json& request,
-                                      std::string* why) {
+// Json: nlohmann::json or nlohmann::ordered_json (the request is sent, the answer parsed, as it).
+template <class Json>
+Json run_node_oracle(const std::filesystem::path& root, const std::string& script, const std::string& needs_module,
+                     const Json& request, std::string* why) {
   namespace fs = std::filesystem;
   if (!fs::exists(root / "tests/oracles/node_modules" / needs_module)) {
     *why = "tests/oracles/node_modules/" + needs_module + " missing (run scripts/setup.sh)";
@@ -36,7 +37,7 @@ inline nlohmann::json run_node_oracle(const std::filesystem::path& root, const s
   };
   if (fs::exists(cache)) {
     try {
-      return nlohmann::json::parse(read(cache));
+      return Json::parse(read(cache));
     } catch (const nlohmann::json::exception&) {}
   }
   std::string tmpl = (fs::temp_directory_path() / "nanovllm_oracle_XXXXXX").string();
@@ -67,9 +68,9 @@ inline nlohmann::json run_node_oracle(const std::filesystem::path& root, const s
     if (why->empty()) *why = "node " + script + " produced no output";
     return nullptr;
   }
-  nlohmann::json parsed;
+  Json parsed;
   try {
-    parsed = nlohmann::json::parse(out);
+    parsed = Json::parse(out);
   } catch (const nlohmann::json::exception& e) {
     *why = "node " + script + " printed something that is not JSON: " + out.substr(0, 800);
     return nullptr;

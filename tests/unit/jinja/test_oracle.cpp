@@ -4,6 +4,8 @@
 // (tests/oracles/render_template.mjs, run once per test binary through node).
 #include <gtest/gtest.h>
 
+#include "node_oracle.h"
+
 #include <unistd.h>
 #include <cstdio>
 #include <map>
@@ -54,56 +56,9 @@ ChatTemplateInputs inputs_of(const json& c) {
 const json& oracle_results(std::string* why) {
   static std::string reason;
   static const json results = [&]() -> json {
-    auto root = source_dir();
-    if (!std::filesystem::exists(root / "tests/oracles/node_modules/@huggingface/jinja")) {
-      reason = "tests/oracles/node_modules missing (run scripts/setup.sh)";
-      return nullptr;
-    }
     json req = {{"templates", json::object()}, {"cases", cases()}};
     for (auto& [name, src] : load_templates()) req["templates"][name] = src;
-    // ctest runs every test in its own process: the reference output is cached on disk, keyed
-    // by a hash of the request (templates + conversations), so node runs once per change.
-    std::string body = req.dump();
-    auto cache = std::filesystem::temp_directory_path() /
-                 ("nanovllm_tpl_oracle_" + std::to_string(std::hash<std::string>{}(body)) + ".json");
-    if (std::filesystem::exists(cache)) {
-      try {
-        return json::parse(read_file(cache));
-      } catch (const json::exception&) {}
-    }
-    std::string tmpl = (std::filesystem::temp_directory_path() / "nanovllm_tpl_XXXXXX").string();
-    std::vector<char> path(tmpl.begin(), tmpl.end());
-    path.push_back('\0');
-    int fd = mkstemp(path.data());
-    if (fd < 0) {
-      reason = "mkstemp failed";
-      return nullptr;
-    }
-    bool wrote = write(fd, body.data(), body.size()) == static_cast<ssize_t>(body.size());
-    close(fd);
-    std::string out;
-    if (wrote) {
-      std::string cmd = "node '" + (root / "tests/oracles/render_template.mjs").string() + "' " + path.data() + " 2>&1";
-      if (FILE* p = popen(cmd.c_str(), "r")) {
-        char buf[65536];
-        size_t n;
-        while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-        if (pclose(p) != 0) {
-          reason = "node failed: " + out.substr(0, 500);
-          out.clear();
-        }
-      }
-    }
-    std::remove(path.data());
-    if (out.empty()) {
-      if (reason.empty()) reason = "node produced no output";
-      return nullptr;
-    }
-    json parsed = json::parse(out);
-    std::string part = cache.string() + "." + std::to_string(getpid());
-    { std::ofstream(part, std::ios::binary) << out; }
-    std::filesystem::rename(part, cache);  // atomic: concurrent tests never see half a file
-    return parsed;
+    return test::run_node_oracle(source_dir(), "render_template.mjs", "@huggingface/jinja", req, &reason);
   }();
   *why = reason;
   return results;
