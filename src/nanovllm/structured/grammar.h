@@ -63,8 +63,8 @@ class Grammar {
   int32_t char_class(std::vector<CharRange> ranges, bool negated = false);
   int32_t any_char() { return char_class({{0, kMaxCodePoint}}); }
   int32_t ref(int32_t rule);
-  int32_t seq(std::vector<int32_t> items);     // of none: empty()
-  int32_t choice(std::vector<int32_t> items);  // of none: matches nothing
+  int32_t seq(std::vector<int32_t> items);                 // of none: empty()
+  int32_t choice(std::vector<int32_t> items);              // of none: matches nothing
   int32_t repeat(int32_t item, int32_t min, int32_t max);  // 0 <= min, max == kUnbounded or >= min
   int32_t star(int32_t item) { return repeat(item, 0, kUnbounded); }
   int32_t plus(int32_t item) { return repeat(item, 1, kUnbounded); }
@@ -94,9 +94,12 @@ class Grammar {
   // Throws GrammarError when a rule is declared but never defined, or no root is set.
   void check_complete() const;
 
-  // The grammar in xgrammar's EBNF dialect (also GBNF: `name ::= ...`, "literal" with \n \t \" \\
-  // \xHH \uHHHH escapes, [a-z] classes, ( ) | * + ? {m,n}), root rule first. Parsing the printed
-  // text with ebnf.h's parser gives the same language; xgrammar's Grammar.fromEBNF accepts it.
+  // The grammar in xgrammar's EBNF dialect (also GBNF: `name ::= ...`, "literal" with escapes
+  // \n \t \" \\ \uHHHH \UHHHHHHHH, [a-z] classes, ( ) | * + ? {m,n}), root rule first. Parsing the
+  // printed text with ebnf.h's parser gives the same language; xgrammar's Grammar.fromEBNF accepts
+  // it. Rule names outside [A-Za-z_][A-Za-z0-9_-]* are printed with '_' for the other characters
+  // (numbered if that clashes). A literal's bytes that are not valid UTF-8 cannot be written in
+  // the dialect: each is printed as \u00HH, which reads back as that code point.
   std::string to_ebnf() const;
 
  private:
