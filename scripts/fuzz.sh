@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build-fuzz}
 SECONDS_EACH=${FUZZ_SECONDS:-60}
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(http_request tokenizer template safetensors config)
+[ ${#targets[@]} -gt 0 ] || targets=(http_request tokenizer template safetensors config structured)
 
 # Seeds: the committed corpora plus the inputs the tests already use.
 seeds() {
@@ -21,6 +21,7 @@ seeds() {
     template) echo tests/fixtures/chat ;;
     safetensors) echo tests/fuzz/corpus/safetensors ;;
     config) echo tests/fuzz/corpus/config ;;
+    structured) echo tests/fuzz/corpus/structured ;;
     *) echo "fuzz.sh: unknown target '$1'" >&2; exit 2 ;;
   esac
 }

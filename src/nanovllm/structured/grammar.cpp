@@ -3,12 +3,16 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <unordered_set>
+
+#include "nanovllm/structured/regex_chars.h"
 
 namespace nanovllm::structured {
 
 namespace {
 
-constexpr uint32_t kSurrogateLo = 0xD800, kSurrogateHi = 0xDFFF;
+using chars::kSurrogateHi;
+using chars::kSurrogateLo;
 
 // Removes the surrogate block from sorted, merged ranges.
 std::vector<CharRange> drop_surrogates(const std::vector<CharRange>& in) {
@@ -41,36 +45,22 @@ std::string escape_code_point(uint32_t c, bool in_class) {
   }
   if (!in_class && c == '"') return "\\\"";
   if (in_class && (c == ']' || c == '[' || c == '^' || c == '-')) return std::string("\\") + char(c);
+  // \u00XX, not \xHH: xgrammar reads \x greedily ("\x01A" would be U+001A).
   if (c < 0x80 && c >= 0x20 && c != 0x7F) return std::string(1, char(c));
-  std::string out = c < 0x80 ? "\\x" : c <= 0xFFFF ? "\\u" : "\\U";
-  out += hex(c, c < 0x80 ? 2 : c <= 0xFFFF ? 4 : 8);
+  std::string out = c <= 0xFFFF ? "\\u" : "\\U";
+  out += hex(c, c <= 0xFFFF ? 4 : 8);
   return out;
-}
-
-// Decodes one UTF-8 code point at s[i]; returns its length, or 0 if the bytes are not valid UTF-8.
-size_t decode_utf8(const std::string& s, size_t i, uint32_t& cp) {
-  const auto b = [&](size_t k) { return uint8_t(s[k]); };
-  uint8_t c = b(i);
-  if (c < 0x80) return cp = c, 1;
-  size_t n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 0;
-  if (n == 0 || c > 0xF4 || i + n > s.size()) return 0;
-  cp = c & (0x7F >> n);
-  for (size_t k = 1; k < n; ++k) {
-    if ((b(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (b(i + k) & 0x3F);
-  }
-  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kMin[n] || cp > kMaxCodePoint || (cp >= kSurrogateLo && cp <= kSurrogateHi)) return 0;
-  return n;
 }
 
 std::string escape_literal(const std::string& s) {
   std::string out = "\"";
   for (size_t i = 0; i < s.size();) {
     uint32_t cp = 0;
-    size_t n = decode_utf8(s, i, cp);
-    if (n == 0) {  // a lone byte: printed as \xHH (xgrammar reads it as U+00HH: only for invalid UTF-8)
-      out += "\\x";
+    size_t n = chars::decode_utf8(s, i, cp);
+    if (n == 0) {
+      // A byte that is not part of valid UTF-8 cannot be written in the dialect (its text is
+      // UTF-8 and its escapes are code points): printed as \u00HH, it reads back as U+00HH.
+      out += "\\u00";
       out += hex(uint8_t(s[i]), 2);
       ++i;
       continue;
@@ -79,6 +69,38 @@ std::string escape_literal(const std::string& s) {
     i += n;
   }
   return out + "\"";
+}
+
+// Rule names as printed: [A-Za-z_][A-Za-z0-9_-]* (what both xgrammar and ebnf.h read), other
+// characters replaced by '_', names xgrammar reads as macros suffixed, clashes numbered.
+std::vector<std::string> printable_rule_names(const std::vector<Rule>& rules) {
+  static const std::unordered_set<std::string> kMacros = {"TagDispatch",      "Token", "ExcludeToken",
+                                                          "TokenTagDispatch", "Regex", "Substring"};
+  const auto ok = [](char c, bool first) {
+    return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (!first && (c == '-' || (c >= '0' && c <= '9')));
+  };
+  std::vector<std::string> out(rules.size());
+  std::unordered_set<std::string> taken;
+  for (size_t r = 0; r < rules.size(); ++r) {
+    std::string n = rules[r].name;
+    bool clean = !n.empty() && !kMacros.count(n);
+    for (size_t i = 0; i < n.size(); ++i) clean = clean && ok(n[i], i == 0);
+    if (clean) taken.insert(n), out[r] = n;
+  }
+  for (size_t r = 0; r < rules.size(); ++r) {
+    if (!out[r].empty()) continue;
+    std::string n = rules[r].name;
+    for (size_t i = 0; i < n.size(); ++i)
+      if (!ok(n[i], i == 0)) n[i] = ok(n[i], false) ? n[i] : '_';
+    if (n.empty() || !ok(n[0], true)) n = "r_" + n;
+    if (kMacros.count(n)) n += "_";
+    std::string unique = n;
+    for (int k = 1; taken.count(unique); ++k) unique = n + "_" + std::to_string(k);
+    taken.insert(unique);
+    out[r] = unique;
+  }
+  return out;
 }
 
 }  // namespace
@@ -210,12 +232,13 @@ std::string Grammar::to_ebnf() const {
   // Precedence: choice 0 < sequence 1 < repeat/atom 2; parenthesize a child of lower precedence.
   auto prec = [&](int32_t id) {
     switch (expr(id).kind) {
-      case ExprKind::Choice: return 0;
+      case ExprKind::Choice: return expr(id).items.empty() ? 2 : 0;  // an empty one prints as a class
       case ExprKind::Sequence: return 1;
       default: return 2;
     }
   };
   std::string out;
+  const std::vector<std::string> names = printable_rule_names(rules_);
   auto print = [&](auto&& self, int32_t id, int need) -> void {
     const Expr& e = expr(id);
     bool paren = prec(id) < need;
@@ -243,7 +266,7 @@ std::string Grammar::to_ebnf() const {
           out += "]";
         }
         break;
-      case ExprKind::RuleRef: out += rule(e.rule).name; break;
+      case ExprKind::RuleRef: out += names[size_t(e.rule)]; break;
       case ExprKind::Sequence:
         for (size_t i = 0; i < e.items.size(); ++i) {
           if (i) out += " ";
@@ -286,7 +309,7 @@ std::string Grammar::to_ebnf() const {
   for (int32_t r = 0; r < int32_t(rules_.size()); ++r)
     if (r != root_) order.push_back(r);
   for (int32_t r : order) {
-    out += rules_[size_t(r)].name + " ::= ";
+    out += names[size_t(r)] + " ::= ";
     if (rules_[size_t(r)].body < 0)
       out += "\"\"";
     else

@@ -95,8 +95,11 @@ class Grammar {
   void check_complete() const;
 
   // The grammar in xgrammar's EBNF dialect (also GBNF: `name ::= ...`, "literal" with escapes
-  // such as \n \" \xHH \uHHHH, [a-z] classes, ( ) | * + ? {m,n}), root rule first. Parsing the printed
-  // text with ebnf.h's parser gives the same language; xgrammar's Grammar.fromEBNF accepts it.
+  // \n \t \" \\ \uHHHH \UHHHHHHHH, [a-z] classes, ( ) | * + ? {m,n}), root rule first. Parsing the
+  // printed text with ebnf.h's parser gives the same language; xgrammar's Grammar.fromEBNF accepts
+  // it. Rule names outside [A-Za-z_][A-Za-z0-9_-]* are printed with '_' for the other characters
+  // (numbered if that clashes). A literal's bytes that are not valid UTF-8 cannot be written in
+  // the dialect: each is printed as \u00HH, which reads back as that code point.
   std::string to_ebnf() const;
 
  private:

@@ -44,7 +44,7 @@ TEST(GrammarBuilder, PrintsEscapes) {
   Grammar g;
   g.set_root(g.add_rule("root", g.seq({g.literal("\n\t\\\x01\xC3\xA9\xF0\x9F\x98\x80"),
                                        g.char_class({{']', ']'}, {'-', '-'}, {0x4E00, 0x9FFF}}, true)})));
-  EXPECT_EQ(g.to_ebnf(), "root ::= \"\\n\\t\\\\\\x01\\u00E9\\U0001F600\" [^\\-\\]\\u4E00-\\u9FFF]\n");
+  EXPECT_EQ(g.to_ebnf(), "root ::= \"\\n\\t\\\\\\u0001\\u00E9\\U0001F600\" [^\\-\\]\\u4E00-\\u9FFF]\n");
 }
 
 }  // namespace
