@@ -1,6 +1,7 @@
 // Runs a node oracle script (tests/oracles/*.mjs) once on a JSON request and returns its JSON
-// answer, cached on disk by a hash of the request: ctest runs every test in its own process, so
-// node runs once per change of the request. Null (and `why` says why) when the npm data is missing
+// answer, cached on disk by a hash of the request and the script: ctest runs every test in its own
+// process, so node runs once per change of either. The script's stderr (warnings) is kept apart
+// from the answer and shown when node fails. Null (and `why` says why) when the npm data is missing
 // or node fails.
 #pragma once
 #include <unistd.h>
@@ -52,18 +53,19 @@ Json run_node_oracle(const std::filesystem::path& root, const std::string& scrip
   close(fd);
   std::string out;
   if (wrote) {
-    std::string cmd = "node '" + (root / "tests/oracles" / script).string() + "' " + path.data() + " 2>&1";
+    std::string cmd = "node '" + script_path.string() + "' " + path.data() + " 2>'" + path.data() + ".err'";
     if (FILE* p = popen(cmd.c_str(), "r")) {
       char buf[65536];
       size_t n;
       while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
       if (pclose(p) != 0) {
-        *why = "node " + script + " failed: " + out.substr(0, 800);
+        *why = "node " + script + " failed: " + read(std::string(path.data()) + ".err").substr(0, 800);
         out.clear();
       }
     }
   }
   std::remove(path.data());
+  std::remove((std::string(path.data()) + ".err").c_str());
   if (out.empty()) {
     if (why->empty()) *why = "node " + script + " produced no output";
     return nullptr;
