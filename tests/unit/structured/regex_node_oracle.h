@@ -1,7 +1,7 @@
 // Runs one of the node oracle scripts (tests/oracles/*.mjs) on a JSON request and returns its JSON
 // answer, for the regex and EBNF oracle tests. Node runs once per distinct request: ctest runs
 // every test in its own process, so the answer is cached in the temp directory under a hash of the
-// script name and request (written atomically). Returns null with `why` set when node_modules is
+// scripts and the request (written atomically). Returns null with `why` set when node_modules is
 // missing (the caller skips with that reason) or node fails (the caller fails with it).
 #pragma once
 #include <unistd.h>
@@ -41,16 +41,20 @@ inline nlohmann::json run_node_oracle(const std::string& script, const nlohmann:
     *why = "tests/oracles/node_modules missing (run scripts/setup.sh)";
     return nullptr;
   }
-  const std::string body = request.dump();
-  const fs::path cache =
-      fs::temp_directory_path() /
-      ("nanovllm_" + script + "_" + std::to_string(std::hash<std::string>{}(script + body)) + ".json");
-  if (fs::exists(cache)) {
-    std::ifstream f(cache, std::ios::binary);
+  const auto slurp = [](const fs::path& p) {
+    std::ifstream f(p, std::ios::binary);
     std::stringstream ss;
     ss << f.rdbuf();
+    return ss.str();
+  };
+  const std::string body = request.dump();
+  // The key covers the request and the scripts (this one and the xgrammar loader it imports).
+  const std::string key = slurp(root / "tests/oracles" / script) + slurp(root / "tests/oracles/ebnf_oracle.mjs") + body;
+  const fs::path cache = fs::temp_directory_path() /
+                         ("nanovllm_" + script + "_" + std::to_string(std::hash<std::string>{}(key)) + ".json");
+  if (fs::exists(cache)) {
     try {
-      return nlohmann::json::parse(ss.str());
+      return nlohmann::json::parse(slurp(cache));
     } catch (const nlohmann::json::exception&) {}
   }
   std::string tmpl = (fs::temp_directory_path() / "nanovllm_oracle_XXXXXX").string();
