@@ -54,7 +54,10 @@ class Builder {
       if (x >= 0) keep.push_back(x);
     return keep.empty() ? -1 : g_.choice(std::move(keep));
   }
-  int32_t seq2(int32_t a, int32_t b) { return a < 0 || b < 0 ? -1 : g_.seq({a, b}); }
+  int32_t seq2(int32_t a, int32_t b) {
+    if (a < 0 || b < 0) return -1;
+    return g_.expr(b).kind == ExprKind::Empty ? a : g_.seq({a, b});
+  }
 
   // Same-length digit strings >= s / <= s / in [x, y].
   int32_t ge(const std::string& s) {
@@ -71,7 +74,7 @@ class Builder {
   }
   int32_t same_len(const std::string& x, const std::string& y) {
     if (x.empty()) return g_.empty();
-    if (x[0] == y[0]) return seq2(lit(x[0]), same_len(x.substr(1), y.substr(1)));
+    if (x[0] == y[0]) return seq2(lit(x[0]), same_len(x.substr(1), y.substr(1)));  // (x.size() > 1 usually)
     int n = int(x.size()) - 1;
     return alt({seq2(lit(x[0]), ge(x.substr(1))),
                 x[0] + 1 <= y[0] - 1 ? seq2(digit_class(x[0] + 1, y[0] - 1), any_digits(n)) : -1,

@@ -27,7 +27,10 @@ using namespace detail;
 std::string rule_hint(const Conjunction& c) {
   if (c.empty()) return "any";
   const std::string& p = c.back().ptr;
-  std::string tail = p.substr(p.rfind('/') + 1), out;
+  size_t cut = p.rfind('/');
+  std::string tail = p.substr(cut + 1), out;
+  if (!tail.empty() && tail.find_first_not_of("0123456789") == std::string::npos && cut != std::string::npos && cut > 0)
+    tail = p.substr(p.rfind('/', cut - 1) + 1, cut - p.rfind('/', cut - 1) - 1) + "_" + tail;  // anyOf_1, items_0
   for (char ch : tail)
     if (std::isalnum(uint8_t(ch)) || ch == '_') out += ch;
   return out.empty() ? "value" : out;
@@ -110,8 +113,9 @@ class Emitter {
   int32_t quoted(int32_t content) { return g_.seq({g_.literal("\""), content, g_.literal("\"")}); }
 
   // --- rules per conjunction ---
-  int32_t value(const Conjunction& c) {
-    if (c.empty()) return any_value_ref();
+  int32_t value(const Conjunction& given) {
+    if (given.empty()) return any_value_ref();
+    Conjunction c = follow_pure_refs(doc_, given);
     if (allows_nothing(c)) return -1;
     std::string key = conjunction_key(c);
     auto it = rules_.find(key);
@@ -143,7 +147,12 @@ class Emitter {
     Node rest = n;
     rest.groups.erase(rest.groups.begin());
     std::vector<int32_t> alts;
+    bool alone = is_trivial(rest);  // then a branch is its own rule, shared with other uses
     for (const Conjunction& branch : n.groups.front()) {
+      if (alone) {
+        if (int32_t e = value(branch); e >= 0) alts.push_back(e);
+        continue;
+      }
       Node m = rest;
       merge_nodes(m, build_node(doc_, branch));
       int32_t e = node_expr(m);
@@ -258,7 +267,10 @@ class Emitter {
   }
   int32_t array_expr(const Node& n) {
     if (n.max_items >= 0 && n.min_items > n.max_items) return -1;
-    int32_t body = array_from(n, extra_items_conj(doc_, n), 0);
+    Conjunction extra = extra_items_conj(doc_, n);
+    if (n.prefix.empty() && extra.empty() && n.min_items == 0 && n.max_items < 0)
+      return basic("json_array", [&] { return array_of_any(); });
+    int32_t body = array_from(n, extra, 0);
     return body < 0 ? -1 : g_.seq({open("["), body, close("]")});
   }
 
@@ -287,6 +299,7 @@ class Emitter {
       entries.push_back({r, extra, true});
     }
     bool more = !allows_nothing(extra) && value(extra) >= 0;
+    if (entries.empty() && more && extra.empty()) return any_object();
     auto kv = [&](const Entry& e) { return g_.seq({g_.literal(ojson(e.name).dump()), tok(":"), value(e.conj)}); };
     auto extra_kv = [&] { return g_.seq({quoted(key_excluding(g_, names)), tok(":"), value(extra)}); };
     // tail(i): entries i.. after at least one entry; head(i): entries i.. with none written yet.

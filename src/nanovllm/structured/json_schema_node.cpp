@@ -448,6 +448,31 @@ bool allows_nothing(const Conjunction& c) {
   });
 }
 
+Conjunction follow_pure_refs(const SchemaDoc& doc, const Conjunction& c) {
+  Conjunction out;
+  for (Conjunct x : c) {
+    for (size_t hops = 0; hops < 64; ++hops) {  // a longer chain is left to build_node's cycle check
+      const ojson& s = *x.schema;
+      if (!s.is_object() || !s.contains("$ref") || !s["$ref"].is_string()) break;
+      bool pure = std::all_of(s.items().begin(), s.items().end(), [](const auto& kv) {
+        return kv.key() == "$ref" || annotation_keywords().count(kv.key());
+      });
+      if (!pure && !doc.refs_ignore_siblings) break;
+      Conjunct next = resolve_ref(doc, s["$ref"].get<std::string>(), x.ptr);
+      if (next.ptr == x.ptr) break;
+      x = next;
+    }
+    add_conjunct(out, x);
+  }
+  return out;
+}
+
+bool is_trivial(const Node& n) {
+  return n.types == kAllTypes && !n.values && n.min_length == 0 && n.max_length < 0 && !n.pattern && !n.format &&
+         !n.lo && !n.hi && n.prefix.empty() && !n.items && n.min_items == 0 && n.max_items < 0 && n.props.empty() &&
+         n.required.empty() && !n.additional && !n.has_object_keyword && n.groups.empty();
+}
+
 Node build_node(const SchemaDoc& doc, const Conjunction& c) {
   NodeBuilder b(doc);
   Node n;

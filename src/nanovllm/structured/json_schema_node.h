@@ -108,6 +108,12 @@ Conjunction additional_conj(const SchemaDoc& doc, const Node& n);
 Conjunction extra_items_conj(const SchemaDoc& doc, const Node& n);
 bool allows_nothing(const Conjunction& c);
 
+// The conjunction with each schema that is only a `$ref` (plus annotations) replaced by its target,
+// so that equal schemas reached by different references share one rule.
+Conjunction follow_pure_refs(const SchemaDoc& doc, const Conjunction& c);
+// A node that constrains nothing (every value passes).
+bool is_trivial(const Node& n);
+
 // Whether `v` satisfies the node (and its groups), as the emitted grammar would decide: used to
 // keep only the enum / const values that the rest of the schema allows. Throws GrammarError when
 // that needs a keyword it cannot check (a `pattern` or `format` beside `enum`).
