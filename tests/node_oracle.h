@@ -27,15 +27,15 @@ Json run_node_oracle(const std::filesystem::path& root, const std::string& scrip
     return nullptr;
   }
   const std::string body = request.dump();
-  const std::string stem = fs::path(script).stem().string();
-  const fs::path cache =
-      fs::temp_directory_path() / ("nanovllm_" + stem + "_" + std::to_string(std::hash<std::string>{}(body)) + ".json");
   auto read = [](const fs::path& p) {
     std::ifstream f(p, std::ios::binary);
     std::stringstream ss;
     ss << f.rdbuf();
     return ss.str();
   };
+  const fs::path script_path = root / "tests/oracles" / script;
+  const std::string key = std::to_string(std::hash<std::string>{}(body + read(script_path)));
+  const fs::path cache = fs::temp_directory_path() / ("nanovllm_" + script_path.stem().string() + "_" + key + ".json");
   if (fs::exists(cache)) {
     try {
       return Json::parse(read(cache));

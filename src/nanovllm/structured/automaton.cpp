@@ -19,10 +19,64 @@ struct NfaEdge {
   int32_t to = 0;
 };
 
-// One rule's Thompson NFA: state 0 starts, state 1 accepts.
+// Which rules are inlined into their callers instead of called. A call is a place where a token can
+// leave one rule's automaton for another's, which the token-mask cache can only resolve at run time
+// (a grammar written rule by rule, char ::= ... and string ::= "\"" char* "\"", would make most
+// tokens depend on the stack), while an inlined body is copied, and every copy of a state costs a
+// walk over the vocabulary when the grammar is compiled. So a rule is inlined when it is not
+// recursive and either used once (nothing is copied) or small and cheap to walk: no character class
+// of more than 64 code points (free text such as a JSON string's characters stays one shared rule,
+// whose states and cached masks serve every place that calls it). Inlining bounded-length wide
+// rules too (a JSON string character) was measured: it doubled compile times for no gain in masks.
+std::vector<uint8_t> inlined_rules(const Grammar& g) {
+  const size_t R = g.num_rules();
+  std::vector<std::vector<int32_t>> refs(R);  // rules referenced by each rule's body
+  std::vector<int32_t> uses(R, 0);
+  std::vector<int64_t> size(R, 0);  // rough NFA size of the body, callees counted as 1
+  std::vector<uint8_t> wide(R, 0);  // the body has a class of more than 64 code points
+  for (size_t r = 0; r < R; ++r) {
+    std::vector<int32_t> stack{g.rule(int32_t(r)).body};
+    while (!stack.empty()) {
+      const Expr& e = g.expr(stack.back());
+      stack.pop_back();
+      size[r] += e.kind == ExprKind::Literal ? int64_t(e.literal.size()) : e.kind == ExprKind::CharClass ? 8 : 1;
+      if (e.kind == ExprKind::CharClass) {
+        uint64_t n = 0;
+        for (const CharRange& c : e.ranges) n += c.hi - c.lo + 1;
+        wide[r] |= n > 64;
+      }
+      if (e.kind == ExprKind::RuleRef) refs[r].push_back(e.rule), ++uses[size_t(e.rule)];
+      for (int32_t i : e.items) stack.push_back(i);
+    }
+  }
+  // Recursive rules reach themselves; a rule reaching a wide one is wide.
+  std::vector<uint8_t> recursive(R, 0);
+  for (size_t r = 0; r < R; ++r) {
+    std::vector<uint8_t> seen(R, 0);
+    std::vector<int32_t> stack(refs[r].begin(), refs[r].end());
+    while (!stack.empty()) {
+      int32_t x = stack.back();
+      stack.pop_back();
+      if (size_t(x) == r) recursive[r] = 1;
+      if (seen[size_t(x)]) continue;
+      seen[size_t(x)] = 1;
+      wide[r] |= wide[size_t(x)];
+      stack.insert(stack.end(), refs[size_t(x)].begin(), refs[size_t(x)].end());
+    }
+  }
+  constexpr int64_t kSmall = 64;
+  std::vector<uint8_t> out(R, 0);
+  for (size_t r = 0; r < R; ++r)
+    out[r] = int32_t(r) != g.root() && !recursive[r] && (uses[r] == 1 || (size[r] <= kSmall && !wide[r]));
+  return out;
+}
+
+// One rule's Thompson NFA: state 0 starts, state 1 accepts; inlined rules' bodies are emitted in
+// place of their calls.
 class NfaBuilder {
  public:
-  NfaBuilder(const Grammar& g, int32_t rule, int64_t& budget) : g_(g), rule_(rule), budget_(budget) {
+  NfaBuilder(const Grammar& g, int32_t rule, const std::vector<uint8_t>& inlined, int64_t& budget)
+      : g_(g), rule_(rule), inlined_(inlined), budget_(budget) {
     add();
     add();
     emit(g.rule(rule).body, 0, 1);
@@ -68,7 +122,10 @@ class NfaBuilder {
       case ExprKind::RuleRef:
         if (g_.rule(e.rule).body < 0)
           throw GrammarError("rule '" + g_.rule(e.rule).name + "' is used but never defined");
-        out[size_t(from)].push_back({EdgeKind::Call, 0, 0, e.rule, to});
+        if (inlined_[size_t(e.rule)])
+          emit(g_.rule(e.rule).body, from, to);
+        else
+          out[size_t(from)].push_back({EdgeKind::Call, 0, 0, e.rule, to});
         return;
       case ExprKind::Sequence: {
         int32_t cur = from;
@@ -112,6 +169,7 @@ class NfaBuilder {
 
   const Grammar& g_;
   int32_t rule_;
+  const std::vector<uint8_t>& inlined_;
   int64_t& budget_;
 };
 
@@ -354,7 +412,10 @@ Automaton build_automaton(const Grammar& g, const AutomatonLimits& limits) {
                        std::to_string(limits.max_rules));
   int64_t budget = limits.max_states;
   std::vector<std::vector<std::vector<NfaEdge>>> nfas;
-  for (int32_t r = 0; r < int32_t(g.num_rules()); ++r) nfas.push_back(NfaBuilder(g, r, budget).out);
+  // An inlined rule is never called: it gets an empty automaton (one state, no edges, no masks).
+  const std::vector<uint8_t> inlined = inlined_rules(g);
+  for (int32_t r = 0; r < int32_t(g.num_rules()); ++r)
+    nfas.push_back(inlined[size_t(r)] ? std::vector<std::vector<NfaEdge>>(2) : NfaBuilder(g, r, inlined, budget).out);
   ByteClasses bc = byte_classes(nfas);
   Automaton a;
   a.num_classes = bc.n;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 namespace nanovllm::structured {
 
@@ -76,14 +77,17 @@ VocabIndex::VocabIndex(std::shared_ptr<const Vocabulary> v) : vocab(std::move(v)
   first_begin[256] = int32_t(i);
 }
 
-std::vector<StateMask> build_state_masks(const Automaton& a, const VocabIndex& vocab) {
+namespace {
+
+// The cache entries of states first, first + stride, ... (one thread's share).
+void build_some_masks(const Automaton& a, const VocabIndex& vocab, int32_t first, int32_t stride,
+                      std::vector<StateMask>& masks) {
   const auto& bytes = vocab.vocab->bytes;
   const size_t V = bytes.size();
-  std::vector<StateMask> masks(size_t(a.num_states()));
   FramePool pool;
   PrefixWalker walker(a, pool, vocab.max_len);
   Config start;
-  for (int32_t s = 0; s < a.num_states(); ++s) {
+  for (int32_t s = first; s < a.num_states(); s += stride) {
     if (!a.has_bytes[size_t(s)]) continue;
     pool = FramePool();
     start.clear();
@@ -123,6 +127,21 @@ std::vector<StateMask> build_state_masks(const Automaton& a, const VocabIndex& v
     m.accepted.shrink_to_fit();
     m.uncertain.shrink_to_fit();
   }
+}
+
+}  // namespace
+
+std::vector<StateMask> build_state_masks(const Automaton& a, const VocabIndex& vocab) {
+  std::vector<StateMask> masks(size_t(a.num_states()));
+  // States are independent: a few threads share them round-robin (neighbouring states cost alike).
+  int32_t heavy = 0;
+  for (int32_t s = 0; s < a.num_states(); ++s) heavy += a.has_bytes[size_t(s)];
+  const int32_t threads = std::clamp<int32_t>(int32_t(std::thread::hardware_concurrency()), 1, 8);
+  const int32_t n = std::min(threads, std::max(1, heavy / 8));
+  std::vector<std::thread> pool;
+  for (int32_t t = 1; t < n; ++t) pool.emplace_back([&, t] { build_some_masks(a, vocab, t, n, masks); });
+  build_some_masks(a, vocab, 0, n, masks);
+  for (auto& th : pool) th.join();
   return masks;
 }
 

@@ -81,6 +81,7 @@ inline const std::map<std::string, std::string> kOursVsXgrammar = {
     {"draft4/maximum/1", reason::kNoType},
     {"draft4/minimum/0", reason::kNoType},
     {"draft4/minimum/1", reason::kNoType},
+    {"draft4/pattern/0", reason::kNoType},
     {"draft4/format/0", reason::kNoType},
     {"draft4/format/1", reason::kNoType},
     {"draft4/format/2", reason::kNoType},

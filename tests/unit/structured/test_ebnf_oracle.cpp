@@ -2,7 +2,7 @@
 // print it back (Grammar::to_ebnf); xgrammar must accept exactly the same random strings under our
 // printed grammar as under the original text, and must read our printed text as it stands.
 // tests/oracles/ebnf_oracle.mjs answers for all grammars in one node run (cached, see
-// regex_node_oracle.h).
+// structured_oracles.h).
 //
 // Strings: positives sampled from our parsed grammar (regex_sampler.h), negatives made by mutating
 // them and a few random strings over their alphabet. For the comparison xgrammar gets our grammar
@@ -10,12 +10,11 @@
 // past U+007F), which accepts exactly the same of these strings as our grammar.
 #include <gtest/gtest.h>
 
-
 #include "ebnf_test_grammars.h"
 #include "nanovllm/structured/ebnf.h"
-#include "regex_node_oracle.h"
 #include "regex_sampler.h"
 #include "regex_xgrammar_compat.h"
+#include "structured_oracles.h"
 
 namespace nanovllm::structured::test {
 namespace {
@@ -46,7 +45,7 @@ const json& oracle(std::string* why) {
                                 {"ours_as_printed", g.to_ebnf()}}},
                               {"strings", strings}});
     }
-    return run_node_oracle("ebnf_oracle.mjs", req, &reason);
+    return run_structured_oracle("ebnf_oracle.mjs", req, &reason);
   }();
   *why = reason;
   return results;

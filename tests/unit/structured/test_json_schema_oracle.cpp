@@ -19,7 +19,8 @@
 #include "grammar_sampler.h"
 #include "json_schema_divergences.h"
 #include "nanovllm/structured/json_schema.h"
-#include "node_oracle.h"
+#include "structured_oracles.h"
+#include "test_paths.h"
 
 namespace nanovllm::structured::test {
 namespace {
@@ -112,7 +113,7 @@ TEST(JsonSchemaOracle, MatchesValidatorsAndXgrammar) {
                                 {"samples", c.samples}});
   }
   std::string why;
-  nlohmann::json results = run_node_oracle("json_schema_oracle.mjs", request, &why);
+  nlohmann::json results = run_structured_oracle("json_schema_oracle.mjs", request, &why);
   ASSERT_FALSE(results.is_null()) << why;
 
   int supported = 0, instances = 0, agree_ajv = 0, agree_hyper = 0, agree_xg = 0, xg_refused = 0, samples = 0,

@@ -3,7 +3,7 @@
 // answer from JavaScript's RegExp (whole-string match, flag u: the meaning of the pattern) and
 // from xgrammar running the grammar we print (Grammar::to_ebnf: what we would enforce).
 // tests/oracles/regex_oracle.mjs answers for all cases in one node run (cached, see
-// regex_node_oracle.h).
+// structured_oracles.h).
 //
 // Strings: positives sampled from our grammar (regex_sampler.h), negatives made by mutating them
 // and a few random strings over the patterns' alphabet. A mismatch either way fails: a string
@@ -14,10 +14,10 @@
 #include <map>
 
 #include "nanovllm/structured/regex.h"
-#include "regex_node_oracle.h"
 #include "regex_sampler.h"
 #include "regex_test_patterns.h"
 #include "regex_xgrammar_compat.h"
+#include "structured_oracles.h"
 
 namespace nanovllm::structured::test {
 namespace {
@@ -71,7 +71,7 @@ const json& oracle(std::string* why) {
                               {"ebnf", restrict_to_alphabet(g, non_ascii_alphabet(strings)).to_ebnf()},
                               {"strings", strings}});
     }
-    return run_node_oracle("regex_oracle.mjs", req, &reason);
+    return run_structured_oracle("regex_oracle.mjs", req, &reason);
   }();
   *why = reason;
   return results;

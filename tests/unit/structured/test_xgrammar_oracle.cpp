@@ -8,7 +8,7 @@
 #include <map>
 #include <random>
 
-#include "node_oracle.h"
+#include "structured_oracles.h"
 #include "structured_test_support.h"
 
 namespace nanovllm::structured {
