@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "nanovllm/backends/backend.h"
@@ -42,6 +43,19 @@ struct Backends {
 struct Pair {
   Tensor cpu, gpu;
 };
+
+// A token's logprobs from the GPU against the CPU's: the logprob and the top N within `tol`, the
+// same rank and top ids. `where` names the case in failures.
+inline void expect_same_logprobs(const TokenLogprobs& got, const TokenLogprobs& want, const std::string& where,
+                                 float tol = 1e-4f) {
+  EXPECT_NEAR(got.logprob, want.logprob, tol) << where;
+  EXPECT_EQ(got.rank, want.rank) << where;
+  ASSERT_EQ(got.top.size(), want.top.size()) << where;
+  for (size_t k = 0; k < want.top.size(); ++k) {
+    EXPECT_EQ(got.top[k].first, want.top[k].first) << where << " rank " << k;
+    EXPECT_NEAR(got.top[k].second, want.top[k].second, tol) << where << " rank " << k;
+  }
+}
 
 // The same values as an F32 CPU tensor and a `gpu_dtype` CUDA tensor.
 inline Pair make_pair(CpuBackend& cpu, CudaBackend& gpu, const Shape& shape, const std::vector<float>& v,

@@ -80,13 +80,7 @@ TEST(CudaSampling, ProcessingAndLogprobsMatchTheCpu) {
         mism += got[size_t(b)] != want[size_t(b)];
         const auto& r = rows[size_t(b)];
         if (r.num_logprobs < 0 || got[size_t(b)] != want[size_t(b)]) continue;
-        EXPECT_NEAR(glp[size_t(b)].logprob, clp[size_t(b)].logprob, 1e-4) << "row " << b;
-        EXPECT_EQ(glp[size_t(b)].rank, clp[size_t(b)].rank) << "row " << b;
-        ASSERT_EQ(glp[size_t(b)].top.size(), clp[size_t(b)].top.size()) << "row " << b;
-        for (size_t k = 0; k < clp[size_t(b)].top.size(); ++k) {
-          EXPECT_EQ(glp[size_t(b)].top[k].first, clp[size_t(b)].top[k].first) << "row " << b << " rank " << k;
-          EXPECT_NEAR(glp[size_t(b)].top[k].second, clp[size_t(b)].top[k].second, 1e-4) << "row " << b;
-        }
+        expect_same_logprobs(glp[size_t(b)], clp[size_t(b)], "row " + std::to_string(b));
       }
       std::printf("[gpu] sampling with processing/logprobs V=%lld %s: %d/%lld rows differ from the CPU\n", (long long)V,
                   dtype_name(dt), mism, (long long)B);
@@ -133,13 +127,8 @@ TEST(CudaSampling, TokenLogprobsMatchTheCpu) {
   const auto got = gpu.token_logprobs(gl, tokens, 4);
   ASSERT_EQ(got.size(), want.size());
   for (size_t b = 0; b < want.size(); ++b) {
-    EXPECT_NEAR(got[b].logprob, want[b].logprob, 1e-4) << b;
-    EXPECT_EQ(got[b].rank, want[b].rank) << b;
     ASSERT_EQ(got[b].top.size(), 4u);
-    for (size_t k = 0; k < 4; ++k) {
-      EXPECT_EQ(got[b].top[k].first, want[b].top[k].first) << b << " rank " << k;
-      EXPECT_NEAR(got[b].top[k].second, want[b].top[k].second, 1e-4) << b;
-    }
+    expect_same_logprobs(got[b], want[b], std::to_string(b));
   }
 }
 

@@ -36,6 +36,12 @@ struct SamplingRow {
   // with processed_logprobs from the processed logits divided by the temperature (1 when greedy).
   int num_logprobs = -1;
   bool processed_logprobs = false;
+  // Structured output: the tokens this row may sample, a packed bitmask of (V + 31) / 32 words
+  // (bit t % 32 of word t / 32 set: token t allowed), owned by the caller until sample() returns;
+  // null: no constraint. The others' logits become -inf before penalties, temperature and the
+  // filters (greedy: the argmax over the allowed tokens). Raw logprobs still see the model's logits;
+  // processed logprobs see the mask. A row whose allowed logits are all -inf gets token 0.
+  const uint32_t* allowed = nullptr;
 };
 
 // What a layer reads right after its attention (o_proj's and the MLP's weights, the next layer's

@@ -58,6 +58,11 @@ void apply_logits_processing(float* logits, int64_t V, const LogitsProcessing& p
   }
 }
 
+void apply_allowed_mask(float* logits, int64_t V, const uint32_t* allowed) {
+  for (int64_t i = 0; i < V; ++i)
+    if (!token_allowed(allowed, i)) logits[i] = -INFINITY;
+}
+
 TokenLogprobs row_logprobs(const float* logits, int64_t V, float scale, int32_t token, int n) {
   float mx = -INFINITY;
   for (int64_t i = 0; i < V; ++i) mx = std::max(mx, logits[i] * scale);

@@ -65,6 +65,12 @@ class LogitsProcessingBuilder {
 // In place on one row of F32 logits [V] (the CPU backend; the CUDA kernel does the same per entry).
 void apply_logits_processing(float* logits, int64_t V, const LogitsProcessing& p);
 
+// Structured output's mask (SamplingRow::allowed): whether token t may be sampled.
+NANOVLLM_HD bool token_allowed(const uint32_t* allowed, int64_t t) { return (allowed[t >> 5] >> (t & 31)) & 1u; }
+// In place on one row of F32 logits [V]: the tokens `allowed` does not have become -inf (before
+// apply_logits_processing, whose adjustments keep -inf at -inf).
+void apply_allowed_mask(float* logits, int64_t V, const uint32_t* allowed);
+
 // Logprobs of one sampled token: its log-softmax value and the top N (token id, logprob), highest
 // first (lower id first on ties).
 struct TokenLogprobs {

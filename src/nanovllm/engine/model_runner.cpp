@@ -314,7 +314,8 @@ void ModelRunner::run_worker_step(StepInputs& in) { forward_logits(in); }
 bool ModelRunner::can_run_async(const ScheduledBatch& batch) const {
   if (tp_ || logits_observer || batch.is_prefill || batch.num_decodes != int64_t(batch.seqs.size())) return false;
   return std::none_of(batch.seqs.begin(), batch.seqs.end(), [](const Sequence* s) {
-    return s->params.processes_logits() || s->params.logprobs || s->needs_prompt_logprobs();
+    return s->params.processes_logits() || s->params.logprobs || s->needs_prompt_logprobs() ||
+           s->params.structured_outputs.active();  // masks are applied on the synchronous path only, for now
   });
 }
 

@@ -52,7 +52,8 @@ class ModelRunner {
 
   // Async scheduling (llm_engine.h): steps whose tokens stay on the device until wait().
   // can_run_async: decodes only, on one rank, no row asking for logprobs or logits processing
-  // (penalties read the tokens so far, which a step ahead does not have on the host), no observer.
+  // (penalties read the tokens so far, which a step ahead does not have on the host) or structured
+  // output (its mask needs the last token), no observer.
   bool can_run_async(const ScheduledBatch& batch) const;
   Backend::SampledTokens run_async(const ScheduledBatch& batch);
   // The decode step after `batch` (run, not yet postprocessed; Scheduler::reserve_ahead made its

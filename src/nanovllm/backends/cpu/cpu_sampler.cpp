@@ -1,4 +1,5 @@
 // CPU sampling, the reference for the GPU sampler. Per row of logits [V]:
+//   the row's structured-output mask (SamplingRow::allowed) and logits processing first, on a copy;
 //   greedy (temperature 0): argmax (lowest index on ties)
 //   else: p = softmax(logits / T); keep the top_k largest, then the smallest set whose mass
 //   reaches top_p (on the renormalised top-k distribution), then those with p >= min_p * max p;
@@ -76,8 +77,8 @@ int32_t sample_row_cpu(const float* logits, int64_t V, const SamplingRow& row) {
   return best_of([&](int64_t i) { return keep[size_t(i)] != 0; });
 }
 
-// A row: logits processing (on a copy, so raw logprobs still see the model's logits), sampling,
-// then the logprobs it asked for.
+// A row: its structured-output mask then logits processing (on a copy, so raw logprobs still see
+// the model's logits), sampling, then the logprobs it asked for.
 std::vector<int32_t> CpuBackend::sample(const Tensor& logits, const std::vector<SamplingRow>& rows,
                                         std::vector<TokenLogprobs>* logprobs) {
   if (logits.dim() != 2 || logits.size(0) != int64_t(rows.size()) || logits.dtype() != DType::F32)
@@ -93,9 +94,10 @@ std::vector<int32_t> CpuBackend::sample(const Tensor& logits, const std::vector<
     const float* raw = logits.data<float>() + b * V;
     const float* src = raw;
     std::vector<float> processed;
-    if (row.processing) {
+    if (row.allowed || row.processing) {
       processed.assign(raw, raw + V);
-      apply_logits_processing(processed.data(), V, *row.processing);
+      if (row.allowed) apply_allowed_mask(processed.data(), V, row.allowed);
+      if (row.processing) apply_logits_processing(processed.data(), V, *row.processing);
       src = processed.data();
     }
     out[size_t(b)] = sample_row_cpu(src, V, row);

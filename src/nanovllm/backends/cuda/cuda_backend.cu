@@ -155,6 +155,9 @@ CudaBackend::~CudaBackend() {
   if (pinned_tokens_) cudaFreeHost(pinned_tokens_);
   if (async_pinned_) cudaFreeHost(async_pinned_);
   if (async_dev_) cudaFree(async_dev_);
+  if (mask_pinned_) cudaFreeHost(mask_pinned_);
+  if (mask_dev_) cudaFree(mask_dev_);
+  if (mask_copied_) cudaEventDestroy(static_cast<cudaEvent_t>(mask_copied_));
   if (sample_tickets_) cudaFree(sample_tickets_);
   for (void* ev : {staging_done_[0], staging_done_[1], async_done_[0], async_done_[1]})
     if (ev) cudaEventDestroy(static_cast<cudaEvent_t>(ev));

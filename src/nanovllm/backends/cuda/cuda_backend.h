@@ -151,6 +151,8 @@ class CudaBackend final : public Backend {
   struct LogprobLaunch;
   void enqueue_sampling(const Tensor& logits, const std::vector<SamplingRow>& rows, Tensor& dout, LogprobLaunch& lp,
                         int32_t* host_out = nullptr);
+  // sampler.cu: the packed masks of a batch's masked rows on the device (one H2D copy); null for none.
+  const uint32_t* upload_masks(const std::vector<const uint32_t*>& masks, int64_t V);
   // The TMA descriptor of a paged cache [num_blocks, block_size, Hkv, D] (made on first use).
   const cuda::TmaDesc& cache_tma(const Tensor& cache);
 
@@ -212,6 +214,12 @@ class CudaBackend final : public Backend {
   size_t async_cap_ = 0;
   int64_t async_next_ = 0;  // the next ticket
   void* async_done_[2] = {nullptr, nullptr};
+  // Structured-output masks (upload_masks): pinned staging and the device copy, mask_cap_words_
+  // words each, and an event after the last copy out of the staging.
+  uint32_t* mask_pinned_ = nullptr;
+  uint32_t* mask_dev_ = nullptr;
+  size_t mask_cap_words_ = 0;
+  void* mask_copied_ = nullptr;  // cudaEvent_t
   // The largest cluster of decode CTAs this device schedules (1: no clusters, before sm_90).
   int device_cluster_limit_ = 1;
   // One wave of the norm-prologue GEMV per (M, K, silu_mul): occupancy x SMs (plan_linear).

@@ -1,6 +1,8 @@
 // The sampler's optional passes, for the rows that ask (logits_kernels.h).
-//   process_logits: one CTA per row: the row converted to F32 into out [B, V], then, for a row with
-//     entries, each entry's token (distinct within the row) adjusted by vLLM V1's formulas
+//   process_logits: one CTA per row: the row converted to F32 into out [B, V] (-inf where the row's
+//     structured-output mask, if it has one, does not allow the token: the mask costs no pass of
+//     its own), then, for a row with entries, each entry's token (distinct within the row)
+//     adjusted by vLLM V1's formulas
 //     (backends/logits_processing.h): -inf when banned (min_tokens), + bias, repetition scaling when
 //     seen in the prompt or output, - frequency * count, - presence when in the output.
 //   logprobs: one CTA per asking row: x_i = logit_i * scale; max by block argmax (which is also the
@@ -21,13 +23,19 @@ constexpr int kRowThreads = 1024;
 template <class T>
 __global__ void __launch_bounds__(kRowThreads)
     process_logits_kernel(const T* __restrict__ logits, int64_t V, const DevPenalties* __restrict__ rows,
-                          const LogitAdjust* __restrict__ entries, float* __restrict__ out) {
+                          const LogitAdjust* __restrict__ entries, const uint32_t* __restrict__ masks,
+                          float* __restrict__ out) {
   pdl_begin();
   const int64_t b = blockIdx.x;
   const T* src = logits + b * V;
   float* dst = out + b * V;
-  for (int64_t i = threadIdx.x; i < V; i += blockDim.x) dst[i] = ld(src, i);
   const DevPenalties r = rows[b];
+  if (r.mask >= 0) {
+    const uint32_t* allowed = masks + int64_t(r.mask) * ((V + 31) / 32);
+    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) dst[i] = token_allowed(allowed, i) ? ld(src, i) : -INFINITY;
+  } else {
+    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) dst[i] = ld(src, i);
+  }
   if (r.begin == r.end) return;
   __syncthreads();  // the copies above are visible to the whole block
   const float inv_rep = 1.0f / r.repetition;
@@ -99,14 +107,14 @@ __global__ void __launch_bounds__(kRowThreads)
 }
 
 void launch_process_logits(const void* logits, DType dtype, int64_t B, int64_t V, const DevPenalties* rows,
-                           const void* entries, float* out, Stream st) {
+                           const void* entries, const uint32_t* masks, float* out, Stream st) {
   auto* e = static_cast<const LogitAdjust*>(entries);
   if (dtype == DType::F32)
     launch(process_logits_kernel<float>, unsigned(B), kRowThreads, 0, st, static_cast<const float*>(logits), V, rows, e,
-           out);
+           masks, out);
   else
     launch(process_logits_kernel<bf16>, unsigned(B), kRowThreads, 0, st, static_cast<const bf16*>(logits), V, rows, e,
-           out);
+           masks, out);
 }
 
 void launch_logprobs(const void* raw, DType dtype, const float* processed, int64_t V, const DevLogprobRow* rows,

@@ -13,9 +13,14 @@
 // The top-k / top-p thresholds are found by bisection on the float bits of p (31 counting or
 // summing passes over the row each), which needs no sort and no scratch memory. Ties at a
 // threshold keep every tied entry (the CPU keeps the lower indices): only exact ties differ.
-// Rows with penalties, logit_bias or min_tokens first go through process_logits (an F32 copy of the
-// batch's logits, adjusted per row), and rows that ask for logprobs through the logprobs kernel after
-// sampling (logits_kernels.cu); a batch without either runs exactly the plain path.
+// Rows with a structured-output mask, penalties, logit_bias or min_tokens first go through
+// process_logits (an F32 copy of the batch's logits, masked and adjusted per row: the raw logits stay
+// as the model made them, for raw logprobs), and rows that ask for logprobs through the logprobs
+// kernel after sampling (logits_kernels.cu); a batch without either runs exactly the plain path.
+// The masks of the rows that carry one go to the device in one copy (packed 32-bit words, staged in
+// pinned memory; both buffers grow to the largest batch of masks seen, at least 512 rows, so steps
+// do not allocate). A row whose every candidate is -inf (a mask that allows only banned tokens)
+// gets token 0, as the CPU's argmax does.
 // Batches of rows without top-k / top-p / min-p that leave SMs idle split each row over up to 64
 // CTAs (sample_split_kernel; bench/RESULTS.md: "the sampler split over up to 64 CTAs").
 // sample() brings the tokens (and logprobs) back with one device->host sync, the step's only
@@ -71,6 +76,7 @@ __device__ __forceinline__ void for_each_logit(const T* __restrict__ lg, int64_t
 // Row b's token into out[b] and, where given, into host_out[b] (host memory mapped into the device:
 // sample_async's tokens reach the host without a copy on the stream).
 __device__ __forceinline__ void put_token(int32_t* out, int32_t* host_out, int64_t b, int v) {
+  if (v == 0x7fffffff) v = 0;  // every logit -inf: no argmax was found (the CPU's max_element: 0)
   out[b] = v;
   if (host_out) host_out[b] = v;
 }
@@ -280,6 +286,34 @@ struct CudaBackend::LogprobLaunch {
   int64_t stride = 0;               // 2 + 2 max_n
 };
 
+// The masks of `masks` (one per masked row, (V + 31) / 32 words each) packed into pinned memory and
+// sent to the device in one copy; the device copy, valid in stream order until the next call.
+const uint32_t* CudaBackend::upload_masks(const std::vector<const uint32_t*>& masks, int64_t V) {
+  if (masks.empty()) return nullptr;
+  const size_t W = size_t((V + 31) / 32), words = masks.size() * W;
+  auto s = static_cast<cudaStream_t>(stream_);
+  if (!mask_copied_) {
+    cudaEvent_t e;
+    NV_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    mask_copied_ = e;
+  }
+  if (mask_cap_words_ < words) {  // first use, or more masks than ever: at least 512 rows' worth
+    NV_CUDA_CHECK(cudaStreamSynchronize(s));
+    if (mask_pinned_) NV_CUDA_CHECK(cudaFreeHost(mask_pinned_));
+    if (mask_dev_) NV_CUDA_CHECK(cudaFree(mask_dev_));
+    mask_pinned_ = nullptr;
+    mask_dev_ = nullptr;
+    mask_cap_words_ = std::max(words, 512 * W);
+    NV_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&mask_pinned_), mask_cap_words_ * 4));
+    NV_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&mask_dev_), mask_cap_words_ * 4));
+  }
+  NV_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(mask_copied_)));  // the last copy has left it
+  for (size_t k = 0; k < masks.size(); ++k) std::memcpy(mask_pinned_ + k * W, masks[k], W * 4);
+  NV_CUDA_CHECK(cudaMemcpyAsync(mask_dev_, mask_pinned_, words * 4, cudaMemcpyHostToDevice, s));
+  NV_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(mask_copied_), s));
+  return mask_dev_;
+}
+
 void CudaBackend::enqueue_sampling(const Tensor& logits, const std::vector<SamplingRow>& rows, Tensor& dout,
                                    LogprobLaunch& lp, int32_t* host_out) {
   if (logits.dim() != 2 || logits.size(0) != int64_t(rows.size()) ||
@@ -293,18 +327,28 @@ void CudaBackend::enqueue_sampling(const Tensor& logits, const std::vector<Sampl
   // Logits processing and logprobs: packed only when some row asks (the plain path is unchanged).
   std::vector<DevPenalties> pens;
   std::vector<LogitAdjust> entries;
+  std::vector<const uint32_t*> masks;  // of the rows that carry one, in batch order
   int64_t max_n = 0;
   for (int64_t b = 0; b < B; ++b) {
     const auto& r = rows[size_t(b)];
     host[size_t(b)] = {r.temperature, r.top_p, r.min_p, r.top_k, r.seed, r.position};
-    if (r.processing && !r.processing->entries.empty()) {
-      if (pens.empty()) pens.assign(size_t(B), DevPenalties{1.f, 0.f, 0.f, 0, 0});
+    const bool has_entries = r.processing && !r.processing->entries.empty();
+    if ((has_entries || r.allowed) && pens.empty()) pens.assign(size_t(B), DevPenalties{1.f, 0.f, 0.f, 0, 0, -1});
+    if (has_entries) {
       const auto& p = *r.processing;
       for (auto& e : p.entries)
         if (e.token < 0 || e.token >= V) throw Error("sample: logits processing names a token outside the vocabulary");
-      pens[size_t(b)] = {p.repetition_penalty, p.frequency_penalty, p.presence_penalty, int32_t(entries.size()),
-                         int32_t(entries.size() + p.entries.size())};
+      pens[size_t(b)] = {p.repetition_penalty,
+                         p.frequency_penalty,
+                         p.presence_penalty,
+                         int32_t(entries.size()),
+                         int32_t(entries.size() + p.entries.size()),
+                         -1};
       entries.insert(entries.end(), p.entries.begin(), p.entries.end());
+    }
+    if (r.allowed) {
+      pens[size_t(b)].mask = int32_t(masks.size());
+      masks.push_back(r.allowed);
     }
     if (r.num_logprobs >= 0) {
       const float scale = r.processed_logprobs && r.temperature > 0 ? 1.0f / r.temperature : 1.0f;
@@ -324,7 +368,7 @@ void CudaBackend::enqueue_sampling(const Tensor& logits, const std::vector<Sampl
     Tensor dpens = upload(pens.data(), pens.size() * sizeof(DevPenalties));
     Tensor dentries = upload(entries.data(), entries.size() * sizeof(LogitAdjust));
     launch_process_logits(logits.raw(), logits.dtype(), B, V, static_cast<const DevPenalties*>(dpens.raw()),
-                          dentries.raw(), processed.data<float>(), on_stream());
+                          dentries.raw(), upload_masks(masks, V), processed.data<float>(), on_stream());
   }
   Tensor drows = upload(host.data(), host.size() * sizeof(DevRow));
   const Tensor& src = pens.empty() ? logits : processed;
@@ -364,9 +408,10 @@ void CudaBackend::enqueue_sampling(const Tensor& logits, const std::vector<Sampl
   }
   if (lp.rows.empty()) return;
   lp.stride = 2 + 2 * max_n;
-  // Processed logprobs of a row without entries read its raw logits (nothing was applied).
+  // Processed logprobs of a row without entries or mask read its raw logits (nothing was applied).
   for (auto& r : lp.rows)
-    if (pens.empty() || pens[size_t(r.row)].begin == pens[size_t(r.row)].end) r.processed = 0;
+    if (pens.empty() || (pens[size_t(r.row)].begin == pens[size_t(r.row)].end && pens[size_t(r.row)].mask < 0))
+      r.processed = 0;
   Tensor dlprows = upload(lp.rows.data(), lp.rows.size() * sizeof(DevLogprobRow));
   lp.out = empty({int64_t(lp.rows.size()) * lp.stride}, DType::F32);
   launch_logprobs(logits.raw(), logits.dtype(), pens.empty() ? nullptr : processed.data<float>(), V,
