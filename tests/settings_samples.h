@@ -17,7 +17,10 @@ inline std::string other_value_text(const Setting& s) {
     case SettingType::OptionalBool: return d == "true" ? "false" : "true";
     case SettingType::Int: return std::to_string(std::stoll(d) + 1);
     case SettingType::Float: return "0.5";
-    case SettingType::Text: return s.name == "kernel_options" ? "pdl=off,decode_warps=4" : "host.example";
+    case SettingType::Text:
+      if (s.name == "kernel_options") return "pdl=off,decode_warps=4";
+      if (s.name == "structured_outputs_config") return R"({"backend": "xgrammar", "disable_any_whitespace": false})";
+      return "host.example";
     case SettingType::Choice:
       for (auto it = s.choices.rbegin(); it != s.choices.rend(); ++it)
         if (*it != d) return *it;

@@ -1,7 +1,9 @@
 // `nanovllm generate`: offline generation for prompts given as flags or a JSONL file.
 // JSONL lines: {"prompt": "..."} | {"prompt_token_ids": [...]} | {"messages": [...]} (chat),
 // each optionally with sampling fields (temperature, top_p, top_k, min_p, seed, max_tokens,
-// ignore_eos, stop, stop_token_ids). --json prints one object per request, in input order.
+// ignore_eos, stop, stop_token_ids) and structured-output fields as the server takes them
+// (response_format, structured_outputs, guided_json / guided_regex / guided_choice / guided_grammar;
+// config/structured_request.h). --json prints one object per request, in input order.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -13,6 +15,7 @@
 #include "engine_flags.h"
 #include "nanovllm/config/generation_defaults.h"
 #include "nanovllm/config/request_json.h"
+#include "nanovllm/config/structured_request.h"
 #include "nanovllm/frontend/llm.h"
 #include "nanovllm/frontend/tensor_parallel_start.h"
 #include "nanovllm/utils/error.h"
@@ -105,8 +108,10 @@ struct Request {
   SamplingParams sp;
 };
 
-// `chat` is needed (non-null) for --chat and for JSONL lines with "messages".
-std::vector<Request> read_requests(const ChatRenderer* chat, const GenerateArgs& a) {
+// `chat` is needed (non-null) for --chat and for JSONL lines with "messages". `structured`: the
+// engine's structured-output defaults (--structured-outputs-config).
+std::vector<Request> read_requests(const ChatRenderer* chat, const GenerateArgs& a,
+                                   const StructuredOutputsConfig& structured) {
   auto render = [&](const nlohmann::ordered_json& messages) {
     if (!chat) throw UserError("chat messages need a tokenizer with a chat template");
     return Prompt::of_text(chat->render(messages), false);  // the template wrote its specials
@@ -134,6 +139,7 @@ std::vector<Request> read_requests(const ChatRenderer* chat, const GenerateArgs&
       if (!j.is_object()) throw UserError(where + "each line must be a JSON object");
       Request r{{}, a.sp};
       read_sampling_fields(j, r.sp);
+      r.sp.structured_outputs = read_structured_fields(j, structured).spec;
       if (j.contains("prompt_token_ids")) {
         if (!j["prompt_token_ids"].is_array()) throw UserError(where + "'prompt_token_ids' must be a list of integers");
         for (auto& t : j["prompt_token_ids"]) {
@@ -179,7 +185,7 @@ void run(GenerateArgs& a) {
     const bool wants_chat = a.chat || !a.input.empty();  // a JSONL file may hold "messages"
     if (wants_chat && (a.chat || !find_tokenizer_dir(cfg, a.engine.tokenizer).empty()))
       chat = std::make_unique<ChatRenderer>(cfg, a);
-    reqs = read_requests(chat.get(), a);
+    reqs = read_requests(chat.get(), a, cfg.structured_outputs_config);
   }
   TpStart tp = start_tensor_parallel(cfg, a.engine.starts_other_ranks());
   if (tp.worker) return run_worker(cfg, a.engine.spawned());
@@ -222,7 +228,10 @@ void add_generate(CLI::App& app) {
   a->engine.add_to(*cmd);
   // Vector options take one value per occurrence (repeat the flag), so a MODEL after them stays the model.
   cmd->add_option("--prompt,-p", a->prompts, "a prompt (repeatable)")->allow_extra_args(false);
-  cmd->add_option("--input,-i", a->input, "JSONL file of requests, or - for standard input");
+  cmd->add_option("--input,-i", a->input,
+                  "JSONL file of requests, or - for standard input: one object a line with prompt, "
+                  "prompt_token_ids or messages, sampling fields, and structured outputs as the server takes them "
+                  "(response_format, structured_outputs, guided_json, guided_regex, guided_choice, guided_grammar)");
   cmd->add_flag("--chat", a->chat, "send each --prompt as a user message through the chat template");
   cmd->add_flag("--enable-thinking", a->enable_thinking, "chat: enable_thinking=true (default: the template's)");
   cmd->add_flag("--no-thinking", a->no_thinking, "chat: enable_thinking=false (default: the template's)");

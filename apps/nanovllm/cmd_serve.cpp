@@ -54,8 +54,16 @@ void run(ServeArgs& a) {
   if (a.opts.max_body_bytes <= 0) throw UserError("--max-body-bytes must be positive");
   if (a.opts.http_threads < 1) throw UserError("--http-threads must be at least 1");
   if (a.opts.keep_alive_timeout_s < 1) throw UserError("--keep-alive-timeout must be at least 1 second");
-  check_output_parsers(a.opts);
   EngineConfig cfg = a.engine.resolve();
+  // vLLM's --structured-outputs-config may name the reasoning parser too.
+  if (const std::string& p = cfg.structured_outputs_config.reasoning_parser; !p.empty()) {
+    if (a.opts.reasoning_parser.empty())
+      a.opts.reasoning_parser = p;
+    else if (a.opts.reasoning_parser != p)
+      throw UserError("--reasoning-parser " + a.opts.reasoning_parser + " and --structured-outputs-config's " +
+                      "reasoning_parser " + p + " disagree");
+  }
+  check_output_parsers(a.opts);
   apply_vllm_serve_flags(a.vllm, cfg.model, a.opts);
   const std::string chat_template = read_chat_template_flag(a.vllm.chat_template);
   // A server without a tokenizer answers text prompts with errors and returns no text: only on request.

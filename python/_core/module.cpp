@@ -11,7 +11,9 @@
 #include <cstdlib>
 #include <variant>
 
+#include "nanovllm/config/request_json.h"
 #include "nanovllm/config/settings.h"
+#include "nanovllm/config/structured_request.h"
 #include "nanovllm/frontend/llm.h"
 #include "nanovllm/frontend/tensor_parallel_start.h"
 #include "nanovllm/models/hf_config.h"
@@ -164,7 +166,22 @@ void bind_sampling_params(py::module_& m) {
       .def_readwrite("repetition_penalty", &SamplingParams::repetition_penalty)
       .def_readwrite("logit_bias", &SamplingParams::logit_bias)
       .def_readwrite("min_tokens", &SamplingParams::min_tokens)
+      .def_readwrite("structured_outputs", &SamplingParams::structured_outputs)
       .def("validate", &SamplingParams::validate);
+  py::class_<StructuredOutputs>(m, "StructuredOutputs")
+      .def(py::init<>())
+      .def_property_readonly("kind", [](const StructuredOutputs& s) { return structured_kind_name(s.kind); })
+      .def_readonly("text", &StructuredOutputs::text)
+      .def_readonly("choices", &StructuredOutputs::choices)
+      .def_readonly("any_whitespace", &StructuredOutputs::any_whitespace)
+      .def_readonly("start_after_token", &StructuredOutputs::start_after_token);
+  // The Python layer's StructuredOutputsParams / GuidedDecodingParams as a request's JSON ->
+  // StructuredOutputs, by the server's own reader (config/structured_request.h), over the engine's
+  // structured_outputs_config (JSON).
+  m.def("read_structured_outputs", [](const std::string& request, const std::string& config) {
+    const auto cfg = StructuredOutputsConfig::parse(config, "structured_outputs_config");
+    return read_structured_fields(parse_request_json<nlohmann::ordered_json>(request), cfg).spec;
+  });
 }
 
 void bind_llm(py::module_& m) {

@@ -2,6 +2,7 @@
 settings table (_core.settings(); src/nanovllm/config/settings_table.cpp): nano-vllm's Config fields keep
 their names and meaning, ours follow vLLM's. An unknown keyword is a TypeError naming it, a wrong
 type a TypeError, a bad value a ValueError with the engine's message."""
+import json
 import os
 import re
 
@@ -40,6 +41,8 @@ class EngineArgs:
             if k in kwargs and kwargs[k] != unset:
                 raise ValueError(f"{k}: derived from the model (config.json, generation_config.json); "
                                  f"it cannot be set (leave it at {unset!r})")
+        if isinstance(kwargs.get("structured_outputs_config"), dict):  # vLLM takes a dict: the setting's JSON
+            kwargs = dict(kwargs, structured_outputs_config=json.dumps(kwargs["structured_outputs_config"]))
         for k, v in kwargs.items():
             if k not in _DERIVED:
                 check_type(k, v, _type_of(_KEYWORDS[k]) if k in _KEYWORDS else _OTHER[k])

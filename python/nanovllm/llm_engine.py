@@ -15,10 +15,10 @@ def _prompt(p, what="prompt"):
     return list(p)
 
 
-def _params(sp, what="sampling_params"):
+def _params(sp, structured_config, what="sampling_params"):
     if not isinstance(sp, SamplingParams):
         raise TypeError(f"{what} must be a nanovllm.SamplingParams (got {type(sp).__name__})")
-    return sp.to_core()
+    return sp.to_core(structured_config)
 
 
 class LLMEngine:
@@ -27,6 +27,8 @@ class LLMEngine:
         args = EngineArgs(model, kwargs)
         # tensor_parallel_size > 1: the other ranks are the package's nanovllm executable.
         worker = os.path.join(os.path.dirname(__file__), "bin", "nanovllm")
+        # Structured outputs' engine defaults (JSON whitespace), applied to each request's params.
+        self._structured_config = args.config.get("structured_outputs_config")
         with engine_messages():
             self._llm = _core.LLM(args.config, args.tokenizer_dir, args.skip_tokenizer_init, worker)
 
@@ -37,7 +39,7 @@ class LLMEngine:
     def add_request(self, prompt: str | list[int], sampling_params: SamplingParams) -> int:
         """Queues one request; returns its id (the seq_id that step() reports)."""
         with engine_messages():
-            return self._llm.add_request(_prompt(prompt), _params(sampling_params))
+            return self._llm.add_request(_prompt(prompt), _params(sampling_params, self._structured_config))
 
     def step(self):
         """One engine step: ([(seq_id, completion_token_ids) of the requests that finished], n)
@@ -61,9 +63,10 @@ class LLMEngine:
         if isinstance(sampling_params, (list, tuple)):
             if len(sampling_params) != len(ps):
                 raise ValueError(f"{len(sampling_params)} sampling params for {len(ps)} prompts")
-            sps = [_params(sp, f"sampling_params[{i}]") for i, sp in enumerate(sampling_params)]
+            sps = [_params(sp, self._structured_config, f"sampling_params[{i}]")
+                   for i, sp in enumerate(sampling_params)]
         else:
-            sps = [_params(sampling_params)]
+            sps = [_params(sampling_params, self._structured_config)]
         if not ps:
             return []
         check_type("use_tqdm", use_tqdm, bool)

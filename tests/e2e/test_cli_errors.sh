@@ -77,5 +77,22 @@ export NANOVLLM_DECODE_SPLITS=32
 expect "NANOVLLM_DECODE_SPLITS=32: kernel option max_decode_splits must be an integer in [1, 16]" "${G[@]}" \
   --model "$FIX" --input "$TMP/in.jsonl"
 unset NANOVLLM_DECODE_SPLITS
+# Structured outputs: JSONL lines take the server's fields, refused as the server refuses them.
+printf '{"prompt_token_ids": [1, 2], "guided_json": {"type": "object"}, "guided_regex": "a"}\n' > "$TMP/in.jsonl"
+expect "in.jsonl:1: You can only use one kind of structured outputs constraint, but the request has both guided_json and guided_regex" \
+  "${G[@]}" --model "$FIX" --input "$TMP/in.jsonl"
+printf '{"prompt_token_ids": [1, 2], "structured_outputs": {"colour": "red"}}\n' > "$TMP/in.jsonl"
+expect "in.jsonl:1: 'structured_outputs.colour' is not a structured_outputs field" "${G[@]}" --model "$FIX" \
+  --input "$TMP/in.jsonl"
+printf '{"prompt_token_ids": [1, 2], "response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}\n' \
+  > "$TMP/in.jsonl"
+expect "response_format.json_schema.schema is required" "${G[@]}" --model "$FIX" --input "$TMP/in.jsonl"
+ids '[1, 2]'
+expect "--structured-outputs-config: backend 'lm-format-enforcer' is not available" "${G[@]}" --model "$FIX" \
+  --input "$TMP/in.jsonl" --structured-outputs-config '{"backend": "lm-format-enforcer"}'
+expect "--structured-outputs-config: unknown key 'colour'" "${G[@]}" --model "$FIX" --input "$TMP/in.jsonl" \
+  --structured-outputs-config '{"colour": 1}'
+expect "--guided-decoding-backend: backend 'lmfe' is not available" "${G[@]}" --model "$FIX" --input "$TMP/in.jsonl" \
+  --guided-decoding-backend lmfe
 
 [ $fails -eq 0 ] || { echo "$fails case(s) failed"; exit 1; }

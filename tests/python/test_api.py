@@ -1,5 +1,6 @@
 """nanovllm's Python API on the CPU backend with the tiny fixtures: outputs, greedy equality with
-the CLI, sampling params as one or a list, token-id and text prompts, the LLMEngine loop."""
+the CLI, sampling params as one or a list, token-id and text prompts, the LLMEngine loop, structured
+outputs' parameters."""
 import os
 import shutil
 import subprocess
@@ -7,7 +8,7 @@ import unittest
 
 from helpers import CPU, FIXTURE, byte_tokenizer_model, cli_generate, qwen3_tokenizer_model, reference_prompts
 import nanovllm
-from nanovllm import LLM, LLMEngine, SamplingParams
+from nanovllm import GuidedDecodingParams, LLM, LLMEngine, SamplingParams, StructuredOutputsParams
 
 
 class GenerateTest(unittest.TestCase):
@@ -150,6 +151,81 @@ class LLMEngineTest(unittest.TestCase):
 
     def test_llm_is_an_llm_engine(self):
         self.assertTrue(issubclass(LLM, LLMEngine))
+
+
+class StructuredOutputsTest(unittest.TestCase):
+    """vLLM's StructuredOutputsParams / GuidedDecodingParams -> the engine's structured outputs, through
+    the server's own reader of the request fields."""
+
+    def test_each_kind_reaches_the_engine_params(self):
+        schema = {"type": "object", "properties": {"b": {"type": "integer"}, "a": {"type": "string"}}}
+        cases = [
+            (StructuredOutputsParams(json=schema), "json", '{"type":"object","properties":{"b":{"type":"integer"},'
+                                                           '"a":{"type":"string"}}}'),
+            (StructuredOutputsParams(json='{"type": "integer"}'), "json", '{"type":"integer"}'),
+            (StructuredOutputsParams(regex="[a-z]+"), "regex", "[a-z]+"),
+            (StructuredOutputsParams(grammar='root ::= "a"'), "grammar", 'root ::= "a"'),
+            (StructuredOutputsParams(json_object=True), "json_object", ""),
+        ]
+        for params, kind, text in cases:
+            so = SamplingParams(max_tokens=4, structured_outputs=params).to_core().structured_outputs
+            self.assertEqual((so.kind, so.text), (kind, text))
+        sp = SamplingParams(structured_outputs=StructuredOutputsParams(choice=["yes", "no"]))
+        so = sp.to_core().structured_outputs
+        self.assertEqual((so.kind, so.choices), ("choice", ["yes", "no"]))
+        sp = SamplingParams(guided_decoding=GuidedDecodingParams(regex="x+", backend="xgrammar"))
+        so = sp.to_core().structured_outputs
+        self.assertEqual((so.kind, so.text), ("regex", "x+"))
+        self.assertEqual(SamplingParams().to_core().structured_outputs.kind, "none")
+
+    def test_a_pydantic_model_gives_its_schema(self):
+        class Model:  # what StructuredOutputsParams reads of a pydantic model class
+            @staticmethod
+            def model_json_schema():
+                return {"type": "object", "properties": {"x": {"type": "number"}}}
+        so = SamplingParams(structured_outputs=StructuredOutputsParams(json=Model)).to_core().structured_outputs
+        self.assertEqual(so.text, '{"type":"object","properties":{"x":{"type":"number"}}}')
+
+    def test_whitespace_follows_the_engine_config_unless_the_params_say(self):
+        sp = SamplingParams(structured_outputs=StructuredOutputsParams(json={"type": "object"}))
+        self.assertFalse(sp.to_core().structured_outputs.any_whitespace)  # our default: compact
+        self.assertTrue(sp.to_core('{"disable_any_whitespace": false}').structured_outputs.any_whitespace)
+        compact = SamplingParams(structured_outputs=StructuredOutputsParams(json={}, disable_any_whitespace=True))
+        self.assertFalse(compact.to_core('{"disable_any_whitespace": false}').structured_outputs.any_whitespace)
+        loose = SamplingParams(structured_outputs=StructuredOutputsParams(json={}, whitespace_pattern="[ \n\t]*"))
+        self.assertTrue(loose.to_core().structured_outputs.any_whitespace)
+
+    def test_refusals(self):
+        with self.assertRaisesRegex(ValueError, "only use one kind.*json, regex"):
+            StructuredOutputsParams(json={}, regex="a")
+        with self.assertRaisesRegex(ValueError, "none are specified"):
+            StructuredOutputsParams()
+        with self.assertRaisesRegex(ValueError, "not both"):
+            SamplingParams(structured_outputs=StructuredOutputsParams(regex="a"),
+                           guided_decoding=GuidedDecodingParams(regex="b"))
+        with self.assertRaisesRegex(TypeError, "regex must be a str or None"):
+            StructuredOutputsParams(regex=5)
+        with self.assertRaisesRegex(TypeError, "structured_outputs must be"):
+            SamplingParams(structured_outputs={"regex": "a"})
+        with self.assertRaisesRegex(ValueError, "structured_outputs.choice' must list at least one string"):
+            SamplingParams(structured_outputs=StructuredOutputsParams(choice=[]))
+        with self.assertRaisesRegex(ValueError, "structural tags"):
+            SamplingParams(structured_outputs=StructuredOutputsParams(structural_tag="{}"))
+        with self.assertRaisesRegex(ValueError, "backend 'lmfe' is not available"):
+            SamplingParams(guided_decoding=GuidedDecodingParams(regex="a", backend="lmfe"))
+        with self.assertRaisesRegex(ValueError, "whitespace_pattern"):
+            SamplingParams(structured_outputs=StructuredOutputsParams(json={}, whitespace_pattern=r"\s*"))
+        with self.assertRaisesRegex(ValueError, "structured_outputs.json"):
+            SamplingParams(structured_outputs=StructuredOutputsParams(json="{not json"))
+
+    def test_llm_takes_the_engine_settings(self):
+        llm = LLM(FIXTURE, **CPU, structured_outputs_config={"backend": "xgrammar", "disable_any_whitespace": False},
+                  guided_decoding_backend="xgrammar")
+        self.assertIn('"disable_any_whitespace":false', llm._structured_config)
+        with self.assertRaisesRegex(ValueError, "unknown key 'colour'"):
+            LLM(FIXTURE, **CPU, structured_outputs_config={"colour": 1})
+        with self.assertRaisesRegex(ValueError, "backend 'lmfe' is not available"):
+            LLM(FIXTURE, **CPU, guided_decoding_backend="lmfe")
 
 
 class ExtensionTest(unittest.TestCase):

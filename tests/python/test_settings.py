@@ -1,5 +1,6 @@
 """LLM(...)'s keywords are the engine settings table's (_core.settings()): each keyword sets its
 setting, its type is checked, and a preset gets the tokenizer the CLI gives it."""
+import json
 import os
 import unittest
 
@@ -18,6 +19,8 @@ def other_value(s):
         return 0.5
     if s["type"] == "choice":
         return next((c for c in reversed(s["choices"]) if c != d), d)
+    if s["name"] == "structured_outputs_config":
+        return {"backend": "xgrammar", "disable_any_whitespace": False}  # vLLM's dict (the setting's JSON)
     return "pdl=off" if s["name"] == "kernel_options" else "x"
 
 
@@ -31,6 +34,8 @@ class KeywordsTest(unittest.TestCase):
                 got = cfg.get(s["name"])
                 if s["name"] == "kernel_options":
                     self.assertIn("pdl=off", got, k)
+                elif s["name"] == "structured_outputs_config":
+                    self.assertEqual({a: b for a, b in json.loads(got).items() if a in v}, v, k)
                 else:
                     self.assertEqual(got, v, k)
 

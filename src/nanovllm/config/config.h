@@ -13,6 +13,7 @@
 #include "nanovllm/config/kernel_options.h"
 #include "nanovllm/config/kv_cache_dtype.h"
 #include "nanovllm/config/quantization.h"
+#include "nanovllm/config/structured_outputs_config.h"
 
 namespace nanovllm {
 
@@ -140,6 +141,9 @@ struct EngineConfig {
   CpuPrecision cpu_precision = CpuPrecision::Fast;              // the CPU backend's arithmetic
   bool profile_ops = false;                                     // time every op (ProfilingBackend; implies eager)
   KernelOptions kernels;  // CUDA kernel tuning knobs (kernel_options.h); rank 0's go to every rank
+  // --structured-outputs-config (structured_outputs_config.h): read by the front ends (request
+  // defaults, the reasoning start); rank 0 only.
+  StructuredOutputsConfig structured_outputs_config;
 
   // Throws UserError naming the bad field: each setting's own range (settings.cpp), then the rules
   // between settings. Run once, where the settings are parsed (the CLI, the Python keywords) or

@@ -146,6 +146,24 @@ Access kernel_options_field() {
           }};
 }
 
+// The JSON object of vLLM's --structured-outputs-config, over the defaults.
+Access structured_outputs_config_field() {
+  return {[](const EngineConfig& c) { return SettingValue(c.structured_outputs_config.to_json()); },
+          [](const Setting& s, EngineConfig& c, const SettingValue& v) {
+            c.structured_outputs_config = StructuredOutputsConfig::parse(as_text(s, v), s.flag());
+          }};
+}
+
+// vLLM's older --guided-decoding-backend: the backend of --structured-outputs-config.
+Access guided_decoding_backend_field() {
+  return {[](const EngineConfig& c) { return SettingValue(c.structured_outputs_config.backend); },
+          [](const Setting& s, EngineConfig& c, const SettingValue& v) {
+            const std::string& name = as_text(s, v);
+            if (!is_structured_backend(name)) throw UserError(unknown_structured_backend(s.flag(), name));
+            c.structured_outputs_config.backend = name;
+          }};
+}
+
 Setting bind(Access a, Setting s) {
   s.get = std::move(a.get);
   s.assign = std::move(a.assign);
@@ -391,6 +409,26 @@ std::vector<Setting> make_settings() {
                     .travels = true,
                     .shown_default = "the measured best",
                     .check = [](const Setting&, const C& c) { c.kernels.validate(); }}));
+  t.push_back(bind(structured_outputs_config_field(),
+                   {.name = "structured_outputs_config",
+                    .type = T::Text,
+                    .help = "vLLM's structured-output options, a JSON object: backend (auto, xgrammar, guidance, "
+                            "outlines or nanovllm: all mean our own grammar engine), disable_any_whitespace (JSON "
+                            "output compact unless a request allows any whitespace; default true, vLLM's is false), "
+                            "disable_additional_properties and disable_fallback (accepted, no effect: schemas are "
+                            "always strict and there is no other backend), enable_in_reasoning (constrain the "
+                            "reasoning too), reasoning_parser (as serve --reasoning-parser)",
+                    .flags = {"--structured-outputs-config"},
+                    .keywords = {"structured_outputs_config"},
+                    .shown_default = "backend auto, disable_any_whitespace true (vLLM: false)"}));
+  t.push_back(bind(guided_decoding_backend_field(),
+                   {.name = "guided_decoding_backend",
+                    .type = T::Choice,
+                    .help = "vLLM's older name of structured_outputs_config's backend: every accepted name means our "
+                            "own grammar engine",
+                    .flags = {"--guided-decoding-backend"},
+                    .keywords = {"guided_decoding_backend"},
+                    .choices = {"auto", "xgrammar", "guidance", "outlines", "nanovllm"}}));
   t.push_back(bind(bool_field(&C::profile_ops),
                    {.name = "profile_ops",
                     .type = T::Bool,

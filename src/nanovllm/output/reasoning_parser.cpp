@@ -44,6 +44,11 @@ ReasoningDelta Qwen3ReasoningParser::finish() {
 
 bool is_reasoning_parser(const std::string& name) { return name == "qwen3"; }
 
+ReasoningTags reasoning_tags(const std::string& name) {
+  if (name == "qwen3") return {kThink, kEndThink};
+  throw UserError("unknown reasoning parser '" + name + "' (available: qwen3)");
+}
+
 std::unique_ptr<ReasoningParser> make_reasoning_parser(const std::string& name) {
   if (name == "qwen3") return std::make_unique<Qwen3ReasoningParser>();
   throw UserError("unknown reasoning parser '" + name + "' (available: qwen3)");

@@ -40,4 +40,11 @@ class Qwen3ReasoningParser : public ReasoningParser {
 std::unique_ptr<ReasoningParser> make_reasoning_parser(const std::string& name);
 bool is_reasoning_parser(const std::string& name);
 
+// The tags that open and close a parser's reasoning block ("<think>", "</think>" for qwen3): the
+// front ends find where a structured output's grammar starts with them. Throws as make_reasoning_parser.
+struct ReasoningTags {
+  std::string_view start, end;
+};
+ReasoningTags reasoning_tags(const std::string& name);
+
 }  // namespace nanovllm::output

@@ -36,36 +36,49 @@ void prepare_tool_calls(ojson& message, const std::string& where) {
 }
 
 output::OutputParsers chat_output_parsers(const ojson& body, const ModelInfo& m, bool has_tools,
-                                          std::optional<bool> enable_thinking) {
+                                          std::optional<bool> enable_thinking, StructuredOutputs* forced) {
   output::OutputParsers p;
   if (enable_thinking != false) p.reasoning = m.reasoning_parser;
   auto tc = body.find("tool_choice");
   std::string choice = has_tools ? "auto" : "none";
+  std::string named;  // tool_choice naming a function
   if (tc != body.end() && !tc->is_null()) {
     if (tc->is_object()) {
       if (!has_tools) bad("tool_choice", "When using `tool_choice`, `tools` must be set.");
-      bad("tool_choice",
-          "tool_choice naming a function is not supported: it needs structured output, which this server does not "
-          "have yet; use \"auto\"",
-          "unsupported_parameter");
-    }
-    if (!tc->is_string() || (*tc != "none" && *tc != "auto" && *tc != "required"))
+      const auto fn = tc->find("function");
+      if (tc->value("type", ojson()) != "function" || fn == tc->end() || !fn->is_object() || !fn->contains("name") ||
+          !(*fn)["name"].is_string())
+        bad("tool_choice",
+            "tool_choice naming a function must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
+      named = (*fn)["name"].get<std::string>();
+      choice = "named";
+    } else if (!tc->is_string() || (*tc != "none" && *tc != "auto" && *tc != "required")) {
       bad("tool_choice", "Invalid value for `tool_choice`: " + tc->dump() +
                              "! Only named tools, \"none\", \"auto\" or \"required\" are supported.");
-    choice = tc->get<std::string>();
+    } else {
+      choice = tc->get<std::string>();
+    }
     // vLLM: "required" with an empty tool list behaves as "none".
     if (choice == "required" && !has_tools && body.contains("tools") && body["tools"].is_array()) choice = "none";
   }
   if (choice == "none") return p;
   if (!has_tools) bad("tool_choice", "When using `tool_choice`, `tools` must be set.");
-  if (choice == "required")
+  if (choice == "auto") {
+    if (!m.enable_auto_tool_choice || m.tool_call_parser.empty())
+      bad("tool_choice", "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set");
+    p.tool = m.tool_call_parser;
+    return p;
+  }
+  // "required" or a named function: the output is constrained to tool calls the parser reads.
+  if (m.tool_call_parser != "hermes")
     bad("tool_choice",
-        "tool_choice \"required\" is not supported: it needs structured output, which this server does not have "
-        "yet; use \"auto\"",
+        "tool_choice " + (named.empty() ? std::string("\"required\"") : "naming a function") +
+            " needs the server started with --tool-call-parser hermes (the format its output is "
+            "constrained to)",
         "unsupported_parameter");
-  if (!m.enable_auto_tool_choice || m.tool_call_parser.empty())
-    bad("tool_choice", "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set");
   p.tool = m.tool_call_parser;
+  const StructuredOutputs grammar = hermes_tool_choice_grammar(body.at("tools"), named, m);
+  if (forced) *forced = grammar;
   return p;
 }
 

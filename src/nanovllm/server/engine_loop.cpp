@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "nanovllm/server/structured_fields.h"
+
 namespace nanovllm::server {
 
 EngineLoop::EngineLoop(LLM& llm, Metrics& metrics, double request_timeout_s, EngineLogOptions log)
@@ -22,12 +24,13 @@ void EngineLoop::stop() {
 
 std::shared_ptr<RequestChannel> EngineLoop::submit(std::vector<std::vector<int32_t>> prompts, const SamplingParams& sp,
                                                    std::function<void()> notify, const output::OutputParsers& parsers,
-                                                   std::string request_id) {
+                                                   std::string request_id, std::string structured_field) {
   auto ch = std::make_shared<RequestChannel>(int(prompts.size()) * sp.n, std::move(notify));
   {
     std::lock_guard lk(mu_);
     if (stopping_) throw ApiError(503, "the server is shutting down");
-    submits_.push_back({std::move(prompts), sp, parsers, ch, Clock::now(), std::move(request_id)});
+    submits_.push_back(
+        {std::move(prompts), sp, parsers, ch, Clock::now(), std::move(request_id), std::move(structured_field)});
   }
   cv_.notify_all();
   return ch;
@@ -113,7 +116,7 @@ void EngineLoop::admit(Job& job) {
       open_.erase(rid);
     }
     if (auto* ue = dynamic_cast<const UserError*>(&e))
-      job.channel->fail(ApiError::from(*ue));
+      job.channel->fail(engine_refusal(*ue, job.structured_field));
     else
       job.channel->fail(ApiError(500, std::string("could not add the request: ") + e.what()));
   }

@@ -37,10 +37,11 @@ class EngineLoop {
   // Queues one request with one choice per prompt (all token ids, already validated against
   // max_model_len by the caller). Outputs and errors arrive on the returned channel, which calls
   // `notify` (on this loop's thread) after each change. `parsers`: reasoning/tool-call parsing of
-  // the text (chat). `request_id` names the request in the logs.
+  // the text (chat). `request_id` names the request in the logs. `structured_field`: the request
+  // field that asked for sp.structured_outputs, the param of the 400 when the engine refuses it.
   std::shared_ptr<RequestChannel> submit(std::vector<std::vector<int32_t>> prompts, const SamplingParams& sp,
                                          std::function<void()> notify, const output::OutputParsers& parsers = {},
-                                         std::string request_id = "");
+                                         std::string request_id = "", std::string structured_field = "");
   // The client went away: the loop aborts the request in the engine (freeing its KV blocks).
   void cancel(RequestChannel& ch);
   void stop();
@@ -53,6 +54,7 @@ class EngineLoop {
     std::shared_ptr<RequestChannel> channel;
     Clock::time_point arrival;
     std::string id;
+    std::string structured_field;
   };
   // One prompt of a request: its sp.n choices, tracked under the id the tracker gave it.
   struct Open {

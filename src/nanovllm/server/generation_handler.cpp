@@ -145,7 +145,8 @@ net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Co
   const int64_t prompt_tokens = total_prompt_tokens(req);
   LogprobsAssembler extras(st.model, req);
   Wakeup wake(co_await net::this_coro::executor);
-  auto ch = st.loop.submit(std::move(req.prompts), req.params, wake.notifier(), req.parsers, meta.id);
+  auto ch =
+      st.loop.submit(std::move(req.prompts), req.params, wake.notifier(), req.parsers, meta.id, req.structured_field);
   CancelOnExit cancel_on_exit{st.loop, *ch};
 
   // No status line before the engine has taken the request: a refusal is a plain 4xx.

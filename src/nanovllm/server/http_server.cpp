@@ -50,6 +50,7 @@ ModelInfo model_info(LLM& llm, const ServerOptions& o) {
   m.enable_auto_tool_choice = o.enable_auto_tool_choice;
   m.defaults = o.defaults;
   m.response_role = o.response_role;
+  m.structured = llm.config().structured_outputs_config;
   return m;
 }
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nanovllm/config/generation_defaults.h"
+#include "nanovllm/config/structured_outputs_config.h"
 #include "nanovllm/frontend/llm.h"
 #include "nanovllm/output/output_processor.h"
 #include "nanovllm/server/api_error.h"
@@ -36,6 +37,7 @@ struct ModelInfo {
   std::string tool_call_parser;
   bool enable_auto_tool_choice = false;
   GenerationDefaults defaults;              // the generation config's sampling defaults
+  StructuredOutputsConfig structured;       // --structured-outputs-config (request defaults, reasoning)
   std::string response_role = "assistant";  // --response-role
 };
 
@@ -51,6 +53,9 @@ struct GenerationRequest {
   bool echo = false;              // completions: the prompt before each choice's text (openai_logprobs.h)
   output::OutputParsers parsers;  // reasoning / tool-call parsing of the answer (chat)
   std::string request_id;         // the client's (request_id, X-Request-Id): the response id's suffix
+  // The field that asked for params.structured_outputs (response_format, guided_json, tool_choice,
+  // ...): the param of a 400 for a grammar the engine cannot compile. Empty: none.
+  std::string structured_field;
 };
 
 // Body -> JSON object. Invalid UTF-8 and malformed JSON are 400s naming the byte offset.

@@ -8,6 +8,7 @@
 #include "nanovllm/server/openai_logprobs.h"
 #include "nanovllm/server/openai_protocol.h"
 #include "nanovllm/server/request_fields.h"
+#include "nanovllm/server/structured_fields.h"
 #include "nanovllm/tokenizer/utf8.h"
 
 namespace nanovllm::server {
@@ -252,6 +253,7 @@ GenerationRequest parse_completion_request(const ojson& body, const ModelInfo& m
     wrong_type("prompt", want);
   }
   read_common(body, r, m, "prompt", [&](int64_t n) { return std::min<int64_t>(16, m.max_model_len - n); });
+  read_structured(body, m, {}, false, m.reasoning_parser, r);
   return r;
 }
 
@@ -261,11 +263,13 @@ GenerationRequest parse_chat_request(const ojson& body, const ModelInfo& m) {
   warn_unknown_fields(body, Endpoint::ChatCompletions);
   r.params = m.defaults.params();  // the generation config's defaults; the request's fields win
   const ChatTemplateInputs in = chat_inputs(body);
-  r.parsers = chat_output_parsers(body, m, !in.tools.is_null(), in.enable_thinking);
+  StructuredOutputs forced;  // tool_choice "required" or naming a function: the calls' grammar
+  r.parsers = chat_output_parsers(body, m, !in.tools.is_null(), in.enable_thinking, &forced);
   const std::string text = render_chat(m, body, in);
   // vLLM's default for chat: none added (the template writes them).
   r.prompts.push_back(encode(m, text, "messages", boolean(body, "add_special_tokens", false)));
   read_common(body, r, m, "messages", [&](int64_t n) { return m.max_model_len - n; });
+  read_structured(body, m, forced, true, r.parsers.reasoning, r);
   return r;
 }
 

@@ -14,7 +14,6 @@ bool is_true(const ojson& v) { return v.is_boolean() && v.get<bool>(); }
 bool is_zero(const ojson& v) { return v.is_number() && v.get<double>() == 0; }
 bool is_one(const ojson& v) { return v.is_number() && v.get<double>() == 1; }
 bool is_empty_list(const ojson& v) { return v.is_array() && v.empty(); }
-bool is_text_format(const ojson& v) { return v.is_object() && v.value("type", ojson()) == "text"; }
 
 struct FieldRule {
   const char* name;
@@ -23,7 +22,7 @@ struct FieldRule {
   const char* why;       // for refused values: what is missing
 };
 
-constexpr const char* kNoStructured = "structured output (guided decoding) is not implemented";
+constexpr const char* kNoStructuralTag = "structural tags are not implemented (use json, regex, choice or grammar)";
 
 // vLLM's schema, in its order. Implemented fields are listed too, so that they are not taken
 // for unknown ones.
@@ -52,7 +51,7 @@ const FieldRule kFields[] = {
     {"tool_choice", kChat, nullptr, nullptr},
     {"user", kBoth, nullptr, nullptr},                 // ignored by vLLM too
     {"parallel_tool_calls", kChat, nullptr, nullptr},  // ignored by vLLM: the model decides
-    {"response_format", kBoth, is_text_format, kNoStructured},
+    {"response_format", kBoth, nullptr, nullptr},      // config/structured_request.h
     {"suffix", kCompletions, never, "suffix (fill-in-the-middle) is not supported"},
     {"reasoning_effort", kChat, never, "reasoning_effort is not supported (use chat_template_kwargs)"},
     {"include_reasoning", kChat, is_true, "include_reasoning=false is not supported"},
@@ -85,14 +84,15 @@ const FieldRule kFields[] = {
     {"chat_template_kwargs", kChat, nullptr, nullptr},
     {"mm_processor_kwargs", kBoth, never, "multimodal inputs are not supported"},
     {"media_io_kwargs", kBoth, never, "multimodal inputs are not supported"},
-    {"structured_outputs", kBoth, never, kNoStructured},
-    {"guided_json", kBoth, never, kNoStructured},
-    {"guided_regex", kBoth, never, kNoStructured},
-    {"guided_choice", kBoth, never, kNoStructured},
-    {"guided_grammar", kBoth, never, kNoStructured},
-    {"structural_tag", kBoth, never, kNoStructured},
-    {"guided_decoding_backend", kBoth, never, kNoStructured},
-    {"guided_whitespace_pattern", kBoth, never, kNoStructured},
+    // Structured outputs: read by config/structured_request.h.
+    {"structured_outputs", kBoth, nullptr, nullptr},
+    {"guided_json", kBoth, nullptr, nullptr},
+    {"guided_regex", kBoth, nullptr, nullptr},
+    {"guided_choice", kBoth, nullptr, nullptr},
+    {"guided_grammar", kBoth, nullptr, nullptr},
+    {"structural_tag", kBoth, never, kNoStructuralTag},
+    {"guided_decoding_backend", kBoth, nullptr, nullptr},
+    {"guided_whitespace_pattern", kBoth, nullptr, nullptr},
     {"priority", kBoth, is_zero, "priority scheduling is not implemented"},
     {"request_id", kBoth, nullptr, nullptr},
     {"logits_processors", kBoth, never, "custom logits processors are not supported"},
