@@ -5,7 +5,9 @@
 // mode (bench_interference.h). Prints one JSON object.
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -35,6 +37,9 @@ struct BenchArgs {
   // Applied to every request of the throughput workload (the cost of logprobs and penalties).
   int logprobs = -1;
   float repetition_penalty = 1.0f, frequency_penalty = 0.0f;
+  // Throughput and latency: every request's output constrained by this JSON Schema (a file).
+  std::string json_schema_file;
+  StructuredOutputs structured;  // read from it
 };
 
 // bench.py draws ids from [0, 10000]; smaller test vocabularies are clamped.
@@ -61,6 +66,7 @@ nlohmann::json throughput(LLMEngine& e, const BenchArgs& a) {
     if (a.logprobs >= 0) sp.logprobs = a.logprobs;
     sp.repetition_penalty = a.repetition_penalty;
     sp.frequency_penalty = a.frequency_penalty;
+    sp.structured_outputs = a.structured;
     sp.validate();
     params.push_back(sp);
     prompt_tokens += int64_t(prompts[size_t(i)].size());
@@ -101,6 +107,7 @@ nlohmann::json throughput(LLMEngine& e, const BenchArgs& a) {
           {"logprobs", a.logprobs},
           {"repetition_penalty", a.repetition_penalty},
           {"frequency_penalty", a.frequency_penalty},
+          {"json_schema", a.json_schema_file},
           {"roofline_fraction_h100_qwen3_0_6b", double(output_tokens) / secs / kRooflineTokS}};
 }
 
@@ -116,6 +123,7 @@ nlohmann::json latency(LLMEngine& e, const BenchArgs& a) {
   e.add_request({5, 6, 7}, sp);
   while (e.has_unfinished()) e.step();
   sp.max_tokens = int(a.latency_output_len);
+  sp.structured_outputs = a.structured;
   std::vector<double> ttfts;
   double decode_tok_s = 0;
   ProgressBar bar(3, true);
@@ -225,7 +233,7 @@ nlohmann::json profile_decode(LLMEngine& e, const BenchArgs& a) {
           {"ops", ops}};
 }
 
-void run(const BenchArgs& a) {
+void run(BenchArgs a) {
   if (a.num_seqs < 1 || a.max_input_len < 100 || a.max_output_len < 100)
     throw UserError(
         "bench: --num-seqs must be >= 1 and --max-input-len/--max-output-len >= 100 (lengths are randint(100, max))");
@@ -242,6 +250,19 @@ void run(const BenchArgs& a) {
   if (tp.worker) return run_worker(cfg, a.engine.spawned());
   print_kernel_options(cfg);
   LLMEngine e(cfg);
+  std::unique_ptr<Tokenizer> tokenizer;  // structured outputs match its tokens
+  if (!a.json_schema_file.empty()) {
+    std::ifstream f(a.json_schema_file);
+    if (!f) throw UserError("--json-schema " + a.json_schema_file + ": cannot open file");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    a.structured.kind = StructuredOutputs::Kind::JsonSchema;
+    a.structured.text = ss.str();
+    const std::string dir = find_tokenizer_dir(cfg, a.engine.tokenizer);
+    if (dir.empty()) throw UserError("--json-schema needs the model's tokenizer (give --tokenizer DIR)");
+    tokenizer = Tokenizer::from_dir(dir);
+    e.enable_structured_outputs(tokenizer.get());
+  }
   nlohmann::json out = a.profile_decode > 0    ? profile_decode(e, a)
                        : a.profile_prefill > 0 ? profile_prefill(e, a)
                        : a.interference        ? interference(e, a.interference_args)
@@ -277,6 +298,8 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--logprobs", a->logprobs, "throughput: every request asks for N logprobs (default: none)");
   cmd->add_option("--repetition-penalty", a->repetition_penalty, "throughput: every request's repetition_penalty");
   cmd->add_option("--frequency-penalty", a->frequency_penalty, "throughput: every request's frequency_penalty");
+  cmd->add_option("--json-schema", a->json_schema_file,
+                  "throughput and latency: every request's output follows this JSON Schema (file)");
   cmd->add_flag("--interference", a->interference,
                 "interference mode: inter-token latency of running streams while a long prompt is read");
   cmd->add_option("--interference-streams", a->interference_args.streams, "interference mode: running streams");
