@@ -214,8 +214,18 @@ StepResult LLMEngine::step_async(InFlight cur) {
   const std::vector<Sequence*> live = running_of(cur.ids, &rows);
   const bool all_live = live.size() == cur.ids.size();  // then cur.batch's pointers are valid
   std::optional<InFlight> next;
+  // A constrained row's mask needs cur's token: its step ahead runs the forward now and samples
+  // once cur's tokens have advanced the matchers (the forward still overlaps the host's work).
+  std::optional<Tensor> ahead_logits;
+  auto ahead_started = std::chrono::steady_clock::now();
   if (all_live && scheduler_->reserve_ahead(cur.batch)) {
-    next = InFlight{cur.batch, cur.ids, runner_->run_ahead(cur.batch, cur.tokens), std::chrono::steady_clock::now()};
+    const bool constrained = std::any_of(cur.batch.seqs.begin(), cur.batch.seqs.end(), [](const Sequence* s) {
+      return s->grammar && !s->grammar->matcher.is_terminated();
+    });
+    if (constrained)
+      ahead_logits = runner_->forward_ahead(cur.batch, cur.tokens);
+    else
+      next = InFlight{cur.batch, cur.ids, runner_->run_ahead(cur.batch, cur.tokens), ahead_started};
     ++steps_ahead_;
   }
   const std::vector<int32_t> all = runner_->wait(cur.tokens);
@@ -224,6 +234,15 @@ StepResult LLMEngine::step_async(InFlight cur) {
   // The same one-token decodes, of the live rows only.
   const ScheduledBatch batch = all_live ? cur.batch : scheduler_->resume_ahead(live);
   finish_step(batch, tokens, r);
+  if (ahead_logits) {
+    std::vector<Sequence*> rows_of;  // null where cur's token ended the sequence
+    for (int64_t id : cur.ids) {
+      auto it = seqs_.find(id);
+      rows_of.push_back(it != seqs_.end() && it->second->status == SequenceStatus::Running ? it->second.get()
+                                                                                           : nullptr);
+    }
+    next = InFlight{cur.batch, cur.ids, runner_->sample_ahead(rows_of, *ahead_logits), ahead_started};
+  }
   if (next) {
     // The step ahead goes on with the sequences that did not finish on cur's tokens (its rows of
     // the others are dropped when it completes).

@@ -28,8 +28,8 @@ struct RequestOutput {
   std::vector<int32_t> token_ids;
   std::string text;
   FinishReason finish_reason = FinishReason::None;
-  int64_t num_cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
-  std::vector<TokenLogprobs> logprobs;   // one per token of token_ids when the request asked
+  int64_t num_cached_prompt_tokens = 0;        // prompt tokens served from the prefix cache
+  std::vector<TokenLogprobs> logprobs;         // one per token of token_ids when the request asked
   std::vector<TokenLogprobs> prompt_logprobs;  // of prompt tokens 1.. when the request asked
 };
 
@@ -45,9 +45,9 @@ struct SchedulerStats {
 // What one step did: which sequences got a new token, which finished, and the scheduler's state
 // after it (so that nobody above the engine reads the scheduler or the block manager).
 struct StepResult {
-  bool is_prefill = false;          // some prompt tokens were computed (a prefill or mixed step)
-  int64_t num_tokens = 0;           // tokens computed
-  int64_t num_prefill_tokens = 0;   // of which prompt tokens (the rest are decodes)
+  bool is_prefill = false;         // some prompt tokens were computed (a prefill or mixed step)
+  int64_t num_tokens = 0;          // tokens computed
+  int64_t num_prefill_tokens = 0;  // of which prompt tokens (the rest are decodes)
   double seconds = 0;
   std::vector<std::pair<int64_t, int32_t>> new_tokens;  // (request id, token)
   // Parallel to new_tokens when some request of the step asked for logprobs (else empty); the

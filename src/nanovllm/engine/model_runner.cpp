@@ -315,10 +315,9 @@ void ModelRunner::run_worker_step(StepInputs& in) { forward_logits(in); }
 bool ModelRunner::can_run_async(const ScheduledBatch& batch) const {
   if (tp_ || logits_observer || batch.is_prefill || batch.num_decodes != int64_t(batch.seqs.size())) return false;
   return std::none_of(batch.seqs.begin(), batch.seqs.end(), [](const Sequence* s) {
-    // A constrained row's mask needs the token before it (and a reasoning row may start its
-    // constraint with that token): such rows run synchronously.
-    return s->params.processes_logits() || s->params.logprobs || s->needs_prompt_logprobs() ||
-           (s->grammar && !s->grammar->matcher.is_terminated());
+    // Constrained rows run async too: a step's mask is filled when its previous token is on the
+    // host (run_async), or after it for a step launched ahead (forward_ahead, then sample_ahead).
+    return s->params.processes_logits() || s->params.logprobs || s->needs_prompt_logprobs();
   });
 }
 
@@ -335,29 +334,55 @@ Backend::SampledTokens ModelRunner::run_async(const ScheduledBatch& batch) {
   if (!can_run_async(batch)) throw Error("model runner: run_async on a batch that must run synchronously");
   StepInputs in = prepare(batch, cfg_.block_size);
   Tensor logits = forward_logits(in);
-  return sample_async(batch, logits, false);
+  std::vector<SamplingRow> rows = plain_rows(batch, false);
+  grammar_masks_.fill(batch, rows);  // the previous tokens are on the host
+  return sample_rows_async(logits, std::move(rows));
 }
 
 // The tokens go where a decode graph of the next step reads its input ids (when one will run it).
 // An async step has no logprobs: last_logprobs() and last_prompt_logprobs() are empty after it.
-Backend::SampledTokens ModelRunner::sample_async(const ScheduledBatch& batch, const Tensor& logits, bool ahead) {
+Backend::SampledTokens ModelRunner::sample_rows_async(const Tensor& logits, std::vector<SamplingRow> rows) {
   logprobs_.clear();
   prompt_logprobs_.clear();
-  const int64_t B = int64_t(batch.seqs.size());
+  const int64_t B = int64_t(rows.size());
   if (graphs_ && B <= graphs_->max_batch()) {
     const Tensor ids = graphs_->input_ids(B);
-    return backend_->sample_async(logits, plain_rows(batch, ahead), &ids);
+    return backend_->sample_async(logits, rows, &ids);
   }
-  return backend_->sample_async(logits, plain_rows(batch, ahead));
+  return backend_->sample_async(logits, rows);
 }
 
 Backend::SampledTokens ModelRunner::run_ahead(const ScheduledBatch& batch, const Backend::SampledTokens& prev) {
+  return sample_rows_async(forward_ahead(batch, prev), plain_rows(batch, true));
+}
+
+Tensor ModelRunner::forward_ahead(const ScheduledBatch& batch, const Backend::SampledTokens& prev) {
   if (!can_run_async(batch) || prev.device.numel() != int64_t(batch.seqs.size()))
-    throw Error("model runner: run_ahead needs an async batch and its " + std::to_string(batch.seqs.size()) +
+    throw Error("model runner: forward_ahead needs an async batch and its " + std::to_string(batch.seqs.size()) +
                 " pending tokens");
   StepInputs in = prepare(batch, cfg_.block_size, /*ahead=*/true);
-  Tensor logits = forward_logits(in, nullptr, &prev.device);
-  return sample_async(batch, logits, true);
+  return forward_logits(in, nullptr, &prev.device);
+}
+
+Backend::SampledTokens ModelRunner::sample_ahead(const std::vector<Sequence*>& rows_of, const Tensor& logits) {
+  std::vector<SamplingRow> rows;
+  ScheduledBatch live;  // the rows whose sequences still run (their previous token now appended)
+  std::vector<size_t> live_rows;
+  for (size_t i = 0; i < rows_of.size(); ++i) {
+    const Sequence* s = rows_of[i];
+    if (!s) {
+      rows.push_back({});  // a sequence that ended on the previous token: its row is dropped later
+      continue;
+    }
+    const auto& p = s->params;
+    rows.push_back({p.temperature, p.top_k, p.top_p, p.min_p, s->seed, s->num_tokens()});
+    live.seqs.push_back(const_cast<Sequence*>(s));
+    live_rows.push_back(i);
+  }
+  std::vector<SamplingRow> live_masks(live.seqs.size());
+  grammar_masks_.fill(live, live_masks, /*all_rows_sample=*/true);
+  for (size_t k = 0; k < live_rows.size(); ++k) rows[live_rows[k]].allowed = live_masks[k].allowed;
+  return sample_rows_async(logits, std::move(rows));
 }
 
 }  // namespace nanovllm

@@ -53,13 +53,18 @@ class ModelRunner {
 
   // Async scheduling (llm_engine.h): steps whose tokens stay on the device until wait().
   // can_run_async: decodes only, on one rank, no row asking for logprobs or logits processing
-  // (penalties read the tokens so far, which a step ahead does not have on the host) or structured
-  // output (its mask needs the last token), no observer.
+  // (penalties read the tokens so far, which a step ahead does not have on the host), no observer.
+  // Constrained rows (structured outputs) may: their masks are filled with the tokens on the host.
   bool can_run_async(const ScheduledBatch& batch) const;
   Backend::SampledTokens run_async(const ScheduledBatch& batch);
   // The decode step after `batch` (run, not yet postprocessed; Scheduler::reserve_ahead made its
   // slots): row i's input is the token `prev` holds for batch.seqs[i], at position num_tokens().
   Backend::SampledTokens run_ahead(const ScheduledBatch& batch, const Backend::SampledTokens& prev);
+  // run_ahead in two halves, for batches with constrained rows (whose masks need the previous
+  // tokens): the forward now, the sampling once the previous tokens are on the host and appended.
+  // rows_of: the batch's sequences, row by row, null where one ended on the previous token.
+  Tensor forward_ahead(const ScheduledBatch& batch, const Backend::SampledTokens& prev);
+  Backend::SampledTokens sample_ahead(const std::vector<Sequence*>& rows_of, const Tensor& logits);
   std::vector<int32_t> wait(Backend::SampledTokens& t) { return backend_->wait_tokens(t); }
 
   // ahead: each sequence decodes the token after its last (its id unknown: 0 in input_ids).
@@ -84,7 +89,7 @@ class ModelRunner {
   // The sampling rows of a batch without logits processing or logprobs (async steps); `ahead`
   // samples the position after num_tokens().
   static std::vector<SamplingRow> plain_rows(const ScheduledBatch& batch, bool ahead);
-  Backend::SampledTokens sample_async(const ScheduledBatch& batch, const Tensor& logits, bool ahead);
+  Backend::SampledTokens sample_rows_async(const Tensor& logits, std::vector<SamplingRow> rows);
   void compute_prompt_logprobs(const ScheduledBatch& batch, const StepInputs& in, const Tensor& hidden);
   std::vector<int32_t> forward_and_sample(const ScheduledBatch& batch, StepInputs& in);
   void allocate_kv_cache();

@@ -57,20 +57,21 @@ ScheduledBatch Scheduler::schedule_mixed() {
       continue;
     }
     if (batch.num_tokens >= max_num_batched_tokens_) break;  // only with a budget below max_num_seqs
-    if (!reserve_decode_slot(seq)) continue;  // seq was the newest and had to go
+    if (!reserve_decode_slot(seq)) continue;                 // seq was the newest and had to go
     take(batch, seq, 1);
     ++i;
   }
   // 2. The next chunk of each prompt in progress (its blocks are held since admission).
   for (Sequence* seq : running_) {
-    const int64_t left = seq->num_tokens() - seq->num_cached_tokens, budget = max_num_batched_tokens_ - batch.num_tokens;
+    const int64_t left = seq->num_tokens() - seq->num_cached_tokens,
+                  budget = max_num_batched_tokens_ - batch.num_tokens;
     if (left <= 1) continue;
     if (budget <= 0 || int64_t(batch.seqs.size()) >= max_num_seqs_) break;
     take(batch, seq, std::min(left, budget));
   }
   // 3. Admissions: the last one may be chunked.
-  while (!waiting_.empty() && int64_t(running_.size()) < max_num_seqs_ &&
-         int64_t(batch.seqs.size()) < max_num_seqs_ && batch.num_tokens < max_num_batched_tokens_) {
+  while (!waiting_.empty() && int64_t(running_.size()) < max_num_seqs_ && int64_t(batch.seqs.size()) < max_num_seqs_ &&
+         batch.num_tokens < max_num_batched_tokens_) {
     Sequence* seq = waiting_.front();
     if (bm_.can_allocate(*seq) < 0) break;
     bm_.allocate(*seq);  // sets num_cached_tokens to the prefix-cache hits

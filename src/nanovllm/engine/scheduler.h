@@ -46,11 +46,11 @@
 namespace nanovllm {
 
 struct ScheduledBatch {
-  std::vector<Sequence*> seqs;  // decodes first (one token each), then prefill chunks
-  bool is_prefill = false;          // num_prefill_tokens > 0: a prefill or mixed step
-  int64_t num_tokens = 0;           // tokens computed by this batch (sum of num_scheduled_tokens)
-  int64_t num_decodes = 0;          // sequences decoding their last sampled token (Sequence::is_decode_step)
-  int64_t num_prefill_tokens = 0;   // the other tokens: prompts (and recomputed outputs after preemption)
+  std::vector<Sequence*> seqs;     // decodes first (one token each), then prefill chunks
+  bool is_prefill = false;         // num_prefill_tokens > 0: a prefill or mixed step
+  int64_t num_tokens = 0;          // tokens computed by this batch (sum of num_scheduled_tokens)
+  int64_t num_decodes = 0;         // sequences decoding their last sampled token (Sequence::is_decode_step)
+  int64_t num_prefill_tokens = 0;  // the other tokens: prompts (and recomputed outputs after preemption)
 };
 
 class Scheduler {

@@ -15,13 +15,14 @@ bool advance_grammar(SequenceGrammar& g, int32_t token) {
   return g.matcher.accept_token(token);
 }
 
-void GrammarMasks::fill(const ScheduledBatch& batch, std::vector<SamplingRow>& rows) {
+void GrammarMasks::fill(const ScheduledBatch& batch, std::vector<SamplingRow>& rows, bool all_rows_sample) {
   std::vector<std::pair<size_t, SequenceGrammar*>> todo;
   size_t words = 0;
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     Sequence* s = batch.seqs[i];
     if (!s->grammar || !s->grammar->constrains_next()) continue;
-    if (s->num_cached_tokens + s->num_scheduled_tokens < s->num_tokens()) continue;  // a chunk without a token
+    if (!all_rows_sample && s->num_cached_tokens + s->num_scheduled_tokens < s->num_tokens())
+      continue;  // a prompt chunk without a token
     todo.push_back({i, s->grammar.get()});
     words = s->grammar->matcher.mask_words();
   }

@@ -33,9 +33,10 @@ bool advance_grammar(SequenceGrammar& g, int32_t token);
 // own matcher; the compiled grammars are shared read-only) into storage kept across steps.
 class GrammarMasks {
  public:
-  // For each row i of batch that samples a token and whose sequence constrains it, points
-  // rows[i].allowed at its mask; other rows keep null.
-  void fill(const ScheduledBatch& batch, std::vector<SamplingRow>& rows);
+  // For each row i of batch that samples a token (every row with all_rows_sample, else those whose
+  // prompt or decode is complete) and whose sequence constrains it, points rows[i].allowed at its
+  // mask; other rows keep null. The masks live until the next fill.
+  void fill(const ScheduledBatch& batch, std::vector<SamplingRow>& rows, bool all_rows_sample = false);
 
  private:
   std::vector<uint32_t> storage_;
