@@ -1,5 +1,5 @@
 // The sampler's optional passes, for the rows that ask (logits_kernels.h).
-//   process_logits: one CTA per row: the row converted to F32 into out [B, V] (-inf where the row's
+//   process_logits: grid (row, column slice): the row converted to F32 into out [B, V] (-inf where the row's
 //     structured-output mask, if it has one, does not allow the token: the mask costs no pass of
 //     its own), then, for a row with entries, each entry's token (distinct within the row)
 //     adjusted by vLLM V1's formulas
@@ -10,6 +10,7 @@
 //     (1 + the entries above it, one counting pass); the
 //     top N as N successive block argmaxes, each over the entries that come after the previous one
 //     in (value desc, index asc) order: no sort, no scratch, N + 2 passes over the row.
+#include <algorithm>
 #include <cfloat>
 
 #include "nanovllm/backends/cuda/logits_kernels.h"
@@ -20,28 +21,34 @@ namespace nanovllm::cuda {
 
 constexpr int kRowThreads = 1024;
 
+// Grid (B, S): block (b, y) copies columns [y * slice, (y + 1) * slice) of row b (masked: -inf where
+// the row's bitmask clears the token), then applies the row's entries that fall in those columns.
+// A row is split over S blocks so that a small batch still spreads over the SMs (one block per row
+// left 150K logits to one SM: ~10% of a batch-1 decode step under a grammar).
 template <class T>
 __global__ void __launch_bounds__(kRowThreads)
-    process_logits_kernel(const T* __restrict__ logits, int64_t V, const DevPenalties* __restrict__ rows,
+    process_logits_kernel(const T* __restrict__ logits, int64_t V, int64_t slice, const DevPenalties* __restrict__ rows,
                           const LogitAdjust* __restrict__ entries, const uint32_t* __restrict__ masks,
                           float* __restrict__ out) {
   pdl_begin();
   const int64_t b = blockIdx.x;
+  const int64_t lo = int64_t(blockIdx.y) * slice, hi = lo + slice < V ? lo + slice : V;
   const T* src = logits + b * V;
   float* dst = out + b * V;
   const DevPenalties r = rows[b];
   if (r.mask >= 0) {
     const uint32_t* allowed = masks + int64_t(r.mask) * ((V + 31) / 32);
-    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) dst[i] = token_allowed(allowed, i) ? ld(src, i) : -INFINITY;
+    for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
+      dst[i] = token_allowed(allowed, i) ? ld(src, i) : -INFINITY;
   } else {
-    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) dst[i] = ld(src, i);
+    for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) dst[i] = ld(src, i);
   }
   if (r.begin == r.end) return;
   __syncthreads();  // the copies above are visible to the whole block
   const float inv_rep = 1.0f / r.repetition;
   for (int32_t e = r.begin + int32_t(threadIdx.x); e < r.end; e += int32_t(blockDim.x)) {
     const LogitAdjust a = entries[e];
-    if (a.token < 0 || a.token >= V) continue;  // checked on the host
+    if (a.token < lo || a.token >= hi) continue;  // another block's columns (range checked on the host)
     dst[a.token] = adjust_logit(dst[a.token], a, r.repetition, inv_rep, r.frequency, r.presence);
   }
 }
@@ -109,11 +116,15 @@ __global__ void __launch_bounds__(kRowThreads)
 void launch_process_logits(const void* logits, DType dtype, int64_t B, int64_t V, const DevPenalties* rows,
                            const void* entries, const uint32_t* masks, float* out, Stream st) {
   auto* e = static_cast<const LogitAdjust*>(entries);
+  // Column slices of >= 8K logits, enough of them for ~2 blocks per SM of an H100/H200 over the batch.
+  const int64_t splits = std::max<int64_t>(1, std::min<int64_t>((V + 8191) / 8192, (264 + B - 1) / B));
+  const int64_t slice = ((V + splits - 1) / splits + 31) / 32 * 32;
+  const dim3 grid(unsigned(B), unsigned((V + slice - 1) / slice));
   if (dtype == DType::F32)
-    launch(process_logits_kernel<float>, unsigned(B), kRowThreads, 0, st, static_cast<const float*>(logits), V, rows, e,
+    launch(process_logits_kernel<float>, grid, kRowThreads, 0, st, static_cast<const float*>(logits), V, slice, rows, e,
            masks, out);
   else
-    launch(process_logits_kernel<bf16>, unsigned(B), kRowThreads, 0, st, static_cast<const bf16*>(logits), V, rows, e,
+    launch(process_logits_kernel<bf16>, grid, kRowThreads, 0, st, static_cast<const bf16*>(logits), V, slice, rows, e,
            masks, out);
 }
 
