@@ -84,7 +84,11 @@ class Emitter {
   int32_t number_ref() {
     return basic("json_number", [&] {
       auto digits = [&] { return g_.plus(g_.char_class({{'0', '9'}})); };
-      return g_.seq({integer_body(), g_.optional(g_.seq({g_.literal("."), digits()})),
+      // -?(0|[1-9][0-9]*): a number may be -0 (-0.5 needs it), as xgrammar's.
+      int32_t int_part = g_.seq(
+          {g_.optional(g_.literal("-")),
+           g_.choice({g_.literal("0"), g_.seq({g_.char_class({{'1', '9'}}), g_.star(g_.char_class({{'0', '9'}}))})})});
+      return g_.seq({int_part, g_.optional(g_.seq({g_.literal("."), digits()})),
                      g_.optional(g_.seq({g_.char_class({{'e', 'e'}, {'E', 'E'}}),
                                          g_.optional(g_.char_class({{'+', '+'}, {'-', '-'}})), digits()}))});
     });
@@ -92,10 +96,10 @@ class Emitter {
   int32_t integer_ref() {
     return basic("json_integer", [&] { return integer_body(); });
   }
+  // "0" | "-"? [1-9][0-9]*: no "-0" (valid JSON, but not a form a model needs; xgrammar's too).
   int32_t integer_body() {
-    return g_.seq(
-        {g_.optional(g_.literal("-")),
-         g_.choice({g_.literal("0"), g_.seq({g_.char_class({{'1', '9'}}), g_.star(g_.char_class({{'0', '9'}}))})})});
+    return g_.choice({g_.literal("0"), g_.seq({g_.optional(g_.literal("-")), g_.char_class({{'1', '9'}}),
+                                               g_.star(g_.char_class({{'0', '9'}}))})});
   }
   int32_t any_value_body() {
     return g_.choice({any_object(), basic("json_array", [&] { return array_of_any(); }), string_ref(), number_ref(),

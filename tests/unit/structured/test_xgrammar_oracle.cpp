@@ -8,6 +8,11 @@
 #include <map>
 #include <random>
 
+#include "ebnf_test_grammars.h"
+#include "json_schema_divergences.h"
+#include "nanovllm/structured/ebnf.h"
+#include "nanovllm/structured/regex.h"
+#include "regex_test_patterns.h"
 #include "structured_oracles.h"
 #include "structured_test_support.h"
 
@@ -23,16 +28,46 @@ struct OracleCase {
   std::shared_ptr<const CompiledGrammar> ours;
 };
 
+const char* kTopStringEscape =
+    "xgrammar refuses a first token that opens a top-level string and ends inside an escape (\"\\, \">\\): "
+    "its string rule's lookahead assertion expects a following , } ] or :, which a top-level value never has";
+
 // Cases where xgrammar's language differs from ours; name -> why. (xgrammar 0.1.27's character
 // classes are byte classes past ASCII: a range such as [日-本] matches none of its characters, and
 // a negated class clamps its non-ASCII members to 127 and matches any single byte >= 0x80.)
-const std::map<std::string, std::string> kDivergences = {
-    {"builder_utf8", "xgrammar's classes do not match multi-byte ranges such as [\\u65E5-\\u672C]"},
-};
+const std::map<std::string, std::string> kDivergences = [] {
+  std::map<std::string, std::string> d = {
+      {"builder_utf8", "xgrammar's classes do not match multi-byte ranges such as [\\u65E5-\\u672C]"},
+      {"regex/[^\\s\\S]?a", "an empty class prints as [^\\u0000-\\U0010FFFF], which xgrammar reads as non-empty"},
+      {"json/number_bounds_equal", test::reason::kNumberRange},
+      {"json/config_file", test::reason::kFormat},
+      {"json/string_min_only", test::reason::kLengthEscapes},
+      {"json/ref_definitions_draft", test::reason::kLengthEscapes},
+      {"json/anyof_types", kTopStringEscape},
+      {"json/anyof_nested", kTopStringEscape},
+      {"json/nullable_type_array", kTopStringEscape},
+      {"json/type_array_any", kTopStringEscape},
+  };
+  // The schemas whose language differs from xgrammar's converter's (test_json_schema_oracle.cpp
+  // shows the differing instances): the same reasons hold for their masks.
+  for (const auto& [name, why] : test::kOursVsXgrammar)
+    if (name.rfind("ours/", 0) == 0) d["json/" + name.substr(5)] = why;
+  return d;
+}();
 
 // Token-level differences that are xgrammar's, whatever the grammar: its negated classes accept any
 // byte >= 0x80, so inside [^"\\] it allows tokens that make the text invalid UTF-8 (a lone
 // continuation byte, a lead byte not followed by continuations); ours admit valid UTF-8 only.
+// Also xgrammar's: a JSON string escape \uDC00-\uDFFF (or a high one not followed by a low one) is a
+// lone surrogate, which JSON.parse keeps but no Unicode text holds; our string grammar refuses it.
+bool lone_surrogate_escape(const std::string& prefix, const std::string& tok) {
+  size_t slashes = 0;
+  for (size_t i = prefix.size(); i > 0 && prefix[i - 1] == '\\'; --i) ++slashes;
+  if (slashes % 2 == 0 || tok.size() < 2 || tok[0] != 'u') return false;
+  const char c = tok[1];
+  return c == 'd' || c == 'D';
+}
+
 bool valid_utf8_prefix(const std::string& s) {
   size_t i = 0;
   while (i < s.size()) {
@@ -75,6 +110,40 @@ std::vector<OracleCase> oracle_cases(GrammarCompiler& compiler) {
   add_grammar("builder_json", test::json_grammar());
   add_grammar("builder_nested", test::nested_grammar());
   add_grammar("builder_utf8", test::utf8_grammar());
+  // The JSON-Schema oracle's own schemas: xgrammar compiles each with its own converter (compact,
+  // strict), we with ours.
+  nlohmann::ordered_json all =
+      nlohmann::ordered_json::parse(test::slurp(test::source_dir() / "tests/fixtures/json_schemas/schemas.json"));
+  for (const auto& item : all) {
+    // xgrammar (WebAssembly) aborts on some schemas and is unusable afterwards: those stay out.
+    auto known = test::kOursVsXgrammar.find("ours/" + item.at("name").get<std::string>());
+    if (known != test::kOursVsXgrammar.end() && std::string(known->second).find("aborts") != std::string::npos)
+      continue;
+    StructuredOutputs so;
+    so.kind = StructuredOutputs::Kind::JsonSchema;
+    so.text = item.at("schema").dump();
+    try {
+      cases.push_back({"json/" + item.at("name").get<std::string>(), "json_schema", so.text, compiler.compile(so)});
+    } catch (const InvalidRequest&) {  // refused by our converter: test_json_schema_oracle.cpp lists them
+    }
+  }
+  // The EBNF oracle's grammars, given to xgrammar as written.
+  for (const auto& c : test::ebnf_cases())
+    cases.push_back({"ebnf/" + c.name, "ebnf", c.text, compiler.compile(parse_ebnf(c.text))});
+  // The regex oracle's patterns with ASCII-only classes (xgrammar's classes past ASCII are byte
+  // classes), as our grammar printed in EBNF.
+  for (const auto& c : test::regex_cases()) {
+    Grammar g;
+    try {
+      g = regex_to_grammar(c.pattern);
+    } catch (const GrammarError&) {
+      continue;
+    }
+    bool ascii = true;
+    for (size_t e = 0; e < g.num_exprs(); ++e)
+      for (const CharRange& r : g.expr(int32_t(e)).ranges) ascii = ascii && r.hi < 0x80;
+    if (ascii) add_grammar("regex/" + c.pattern, g);
+  }
   return cases;
 }
 
@@ -135,11 +204,12 @@ TEST(XgrammarOracle, MasksEqualXgrammarAtEveryStep) {
                                          .string()},
                   {"vocab_size", vocab->size()},
                   {"stop_ids", vocab->stop_ids},
-                  {"cases", walk_cases(cases, *vocab, 3, 40)}};
+                  {"cases", walk_cases(cases, *vocab, 2, 30)}};
   std::string why;
   json answer =
       nanovllm::test::run_node_oracle(test::source_dir(), "xgrammar_masks.mjs", "@mlc-ai/web-xgrammar", request, &why);
-  if (answer.is_null()) GTEST_SKIP() << why;
+  if (answer.is_null() && why.rfind("tests/oracles/node_modules", 0) == 0) GTEST_SKIP() << why;
+  ASSERT_FALSE(answer.is_null()) << why;
   std::map<std::string, const json*> walked;
   for (const json& c : request["cases"]) walked[c["name"].get<std::string>()] = &c;
   size_t steps = 0, diverging = 0, explained_steps = 0;
@@ -171,6 +241,7 @@ TEST(XgrammarOracle, MasksEqualXgrammarAtEveryStep) {
       for (size_t t = 0; t < ours.size() * 32; ++t) {
         bool a = (ours[t / 32] >> (t % 32)) & 1u, b = t / 32 < theirs.size() && ((theirs[t / 32] >> (t % 32)) & 1u);
         if (a == b || (b && !valid_utf8_prefix(prefix + vocab->bytes[t]))) continue;  // explained above
+        if (b && lone_surrogate_escape(prefix, vocab->bytes[t])) continue;
         if (listed++ < 12)
           detail += std::string("\n    ") + (a ? "only ours: " : "only xgrammar: ") + std::to_string(t) + " '" +
                     vocab->bytes[t] + "'";
@@ -187,7 +258,9 @@ TEST(XgrammarOracle, MasksEqualXgrammarAtEveryStep) {
     ADD_FAILURE() << name << " differs from xgrammar:" << detail;
   }
   for (auto& [name, why_diverges] : kDivergences)
-    EXPECT_TRUE(diverged[name]) << name << " is listed as diverging (" << why_diverges << ") but matches xgrammar now";
+    if (diverged.count(name) && name.rfind("json/", 0) != 0)  // a schema's walks may miss where it diverges
+      EXPECT_TRUE(diverged[name]) << name << " is listed as diverging (" << why_diverges
+                                  << ") but matches xgrammar now";
   std::printf(
       "xgrammar oracle: %zu walks over %zu grammars, %zu masks compared, %zu walks differ (%zu listed "
       "divergences), %zu masks differ only by xgrammar's invalid-UTF-8 tokens\n",
