@@ -11,6 +11,8 @@ import fs from "fs";
 
 globalThis.require = createRequire(import.meta.url);
 globalThis.__filename = new URL(import.meta.url).pathname;
+console.log = () => {};  // xgrammar prints its warnings with console.log: they must not mix with the answer
+console.error = () => {};
 await import("@mlc-ai/web-xgrammar");
 const xg = globalThis.xgrammar;
 
