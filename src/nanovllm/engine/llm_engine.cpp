@@ -96,19 +96,28 @@ int64_t LLMEngine::add_request(std::vector<int32_t> prompt, const SamplingParams
   return id;
 }
 
-std::unique_ptr<SequenceGrammar> LLMEngine::compile_grammar(const SamplingParams& params) {
-  const StructuredOutputs& so = params.structured_outputs;
-  if (!so.active()) return nullptr;
+structured::GrammarCompiler& LLMEngine::grammar_compiler() {
+  std::lock_guard<std::mutex> lock(compiler_mu_);
   if (!structured_tokenizer_)
     throw InvalidRequest("structured_outputs",
                          "structured outputs need the model's tokenizer, and this engine has none");
-  if (so.start_after_token >= mcfg_.vocab_size)
-    throw InvalidRequest("structured_outputs", "the reasoning end token " + std::to_string(so.start_after_token) +
-                                                   " is outside the vocabulary");
   if (!grammar_compiler_)
     grammar_compiler_ = std::make_unique<structured::GrammarCompiler>(std::make_shared<const structured::Vocabulary>(
         structured::vocabulary_from_tokenizer(*structured_tokenizer_, int32_t(mcfg_.vocab_size), mcfg_.eos_token_ids)));
-  return std::make_unique<SequenceGrammar>(grammar_compiler_->compile(so), so.start_after_token);
+  return *grammar_compiler_;
+}
+
+void LLMEngine::precompile_grammar(const StructuredOutputs& so) {
+  if (so.active()) grammar_compiler().compile(so);
+}
+
+std::unique_ptr<SequenceGrammar> LLMEngine::compile_grammar(const SamplingParams& params) {
+  const StructuredOutputs& so = params.structured_outputs;
+  if (!so.active()) return nullptr;
+  if (so.start_after_token >= mcfg_.vocab_size)
+    throw InvalidRequest("structured_outputs", "the reasoning end token " + std::to_string(so.start_after_token) +
+                                                   " is outside the vocabulary");
+  return std::make_unique<SequenceGrammar>(grammar_compiler().compile(so), so.start_after_token);
 }
 
 // What only the engine knows: its vocabulary and max_logprobs (vLLM's messages).

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <vector>
@@ -82,6 +83,8 @@ class LLMEngine {
   // Structured outputs match the tokens of `tok` (which must outlive the engine); without it a
   // request asking for them is refused. The vocabulary and its index are built on first use.
   void enable_structured_outputs(const Tokenizer* tok) { structured_tokenizer_ = tok; }
+  // Compiles `so` into the grammar cache (thread-safe; the compile of add_request then hits it).
+  void precompile_grammar(const StructuredOutputs& so);
   // Validates and queues a request; returns its id. Throws InvalidRequest naming the problem
   // (structured outputs: a grammar that does not compile, compiled here or read from the cache).
   int64_t add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& params);
@@ -128,7 +131,9 @@ class LLMEngine {
   std::unique_ptr<Scheduler> scheduler_;
   std::map<int64_t, std::unique_ptr<Sequence>> seqs_;
   const Tokenizer* structured_tokenizer_ = nullptr;
-  std::unique_ptr<structured::GrammarCompiler> grammar_compiler_;  // built on the first structured request
+  structured::GrammarCompiler& grammar_compiler();  // built on first use, under compiler_mu_
+  std::mutex compiler_mu_;
+  std::unique_ptr<structured::GrammarCompiler> grammar_compiler_;
   std::map<int64_t, int64_t> cached_prompt_tokens_;
   int64_t next_id_ = 0;
   int64_t prefill_tokens_ = 0;

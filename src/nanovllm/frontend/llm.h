@@ -92,6 +92,10 @@ class LLM {
   void set_chat_template(const std::string& source) { chat_template_ = std::make_unique<ChatTemplate>(source); }
 
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  // Compiles a request's structured outputs into the engine's grammar cache, so that admitting the
+  // request later finds it compiled. Thread-safe: the server calls it off the engine thread. Throws
+  // InvalidRequest as add_request would.
+  void precompile_structured(const StructuredOutputs& so) { engine_->precompile_grammar(so); }
   const Tokenizer& require_tokenizer() const;  // throws UserError when there is none
   std::vector<int32_t> to_token_ids(const Prompt& p) const;
 

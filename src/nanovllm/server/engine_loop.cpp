@@ -9,7 +9,7 @@ namespace nanovllm::server {
 
 EngineLoop::EngineLoop(LLM& llm, Metrics& metrics, double request_timeout_s, EngineLogOptions log)
     : llm_(llm), metrics_(metrics), timeout_(request_timeout_s > 0 ? request_timeout_s : 1e9), log_(log),
-      stats_(log.interval_s), thread_([this] { run(); }) {}
+      stats_(log.interval_s), thread_([this] { run(); }), compiler_([this] { compile_run(); }) {}
 
 EngineLoop::~EngineLoop() { stop(); }
 
@@ -19,7 +19,39 @@ void EngineLoop::stop() {
     stopping_ = true;
   }
   cv_.notify_all();
+  compile_cv_.notify_all();
+  if (compiler_.joinable()) compiler_.join();
   if (thread_.joinable()) thread_.join();
+}
+
+void EngineLoop::compile_run() {
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock lk(mu_);
+      compile_cv_.wait(lk, [&] { return stopping_ || !compiles_.empty(); });
+      if (stopping_) break;
+      job = std::move(compiles_.front());
+      compiles_.pop_front();
+    }
+    try {
+      llm_.precompile_structured(job.params.structured_outputs);
+    } catch (const std::exception&) {
+      // Refused: admission compiles it again and answers the error with the request's field.
+    }
+    {
+      std::lock_guard lk(mu_);
+      if (stopping_) {
+        job.channel->fail(ApiError(503, "the server is shutting down"));
+        break;
+      }
+      submits_.push_back(std::move(job));
+    }
+    cv_.notify_all();
+  }
+  std::lock_guard lk(mu_);
+  for (auto& j : compiles_) j.channel->fail(ApiError(503, "the server is shutting down"));
+  compiles_.clear();
 }
 
 std::shared_ptr<RequestChannel> EngineLoop::submit(std::vector<std::vector<int32_t>> prompts, const SamplingParams& sp,
@@ -29,10 +61,11 @@ std::shared_ptr<RequestChannel> EngineLoop::submit(std::vector<std::vector<int32
   {
     std::lock_guard lk(mu_);
     if (stopping_) throw ApiError(503, "the server is shutting down");
-    submits_.push_back(
-        {std::move(prompts), sp, parsers, ch, Clock::now(), std::move(request_id), std::move(structured_field)});
+    (sp.structured_outputs.active() ? compiles_ : submits_)
+        .push_back(
+            {std::move(prompts), sp, parsers, ch, Clock::now(), std::move(request_id), std::move(structured_field)});
   }
-  cv_.notify_all();
+  (sp.structured_outputs.active() ? compile_cv_ : cv_).notify_all();
   return ch;
 }
 

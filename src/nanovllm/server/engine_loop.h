@@ -4,6 +4,9 @@
 // Each loop iteration: admit new jobs into the tracker, abort cancelled or timed-out requests,
 // step the tracker (it turns tokens into text deltas, ends requests on stop strings and adds the
 // n > 1 choices), push its events to the channels, and feed metrics and logs from them.
+// A request with structured outputs first goes through a second thread that compiles its grammar
+// into the engine's cache (LLM::precompile_structured): a new schema's compile (milliseconds to
+// seconds) never stalls the engine thread, whose admission then finds it compiled.
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -68,6 +71,7 @@ class EngineLoop {
   };
 
   void run();
+  void compile_run();
   void admit(Job& job);
   static std::string choice_id(const Open& o, int choice);
   void choice_added(const Open& o, int choice, int64_t prompt_tokens);
@@ -83,13 +87,16 @@ class EngineLoop {
   EngineLogOptions log_;
   StatsLog stats_;
 
-  std::mutex mu_;  // guards submits_ and stopping_
+  std::mutex mu_;  // guards submits_, compiles_ and stopping_
   std::condition_variable cv_;
+  std::condition_variable compile_cv_;
   std::deque<Job> submits_;
+  std::deque<Job> compiles_;  // structured requests whose grammar compiles before they are submitted
   bool stopping_ = false;
 
   std::map<int64_t, Open> open_;  // tracker request id -> prompt of a request; engine thread only
-  std::thread thread_;            // last member: starts after everything above exists
+  std::thread thread_;            // the engine thread: starts after everything above exists
+  std::thread compiler_;          // the grammar thread
 };
 
 }  // namespace nanovllm::server

@@ -21,9 +21,9 @@
 
 namespace nanovllm::structured::test {
 
-class GrammarSampler {
+class RegexTextSampler {
  public:
-  explicit GrammarSampler(const Grammar& g, uint64_t seed = 1, int max_depth = 8, size_t soft_max_bytes = 400)
+  explicit RegexTextSampler(const Grammar& g, uint64_t seed = 1, int max_depth = 8, size_t soft_max_bytes = 400)
       : g_(g), rng_(seed), max_depth_(max_depth), soft_max_(soft_max_bytes) {
     compute_min_lengths();
   }
@@ -179,7 +179,7 @@ struct StringMix {
 inline std::vector<std::string> oracle_strings(const Grammar& g, uint64_t seed, const StringMix& mix,
                                                std::vector<uint32_t> alphabet) {
   std::mt19937_64 rng(seed);
-  GrammarSampler sampler(g, seed * 7919 + 1);
+  RegexTextSampler sampler(g, seed * 7919 + 1);
   std::set<std::string> seen;
   std::vector<std::string> pos;
   for (size_t k = 0; k < 2 * mix.positives + 16 && pos.size() < mix.positives; ++k)
