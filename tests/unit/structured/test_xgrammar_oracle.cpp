@@ -19,6 +19,14 @@
 namespace nanovllm::structured {
 namespace {
 
+// Under a sanitizer (the CI's ASan + UBSan pass, unoptimized) every 10th grammar is walked: the
+// release pass compares all of them; this pass is for memory errors on the same paths.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr size_t kCaseStride = 10;
+#else
+constexpr size_t kCaseStride = 1;
+#endif
+
 using nlohmann::json;
 
 struct OracleCase {
@@ -104,8 +112,10 @@ std::string mask_hash(const std::vector<uint32_t>& words) {
 
 std::vector<OracleCase> oracle_cases(GrammarCompiler& compiler) {
   std::vector<OracleCase> cases;
+  size_t seen = 0;
+  auto keep = [&] { return seen++ % kCaseStride == 0; };
   auto add_grammar = [&](const std::string& name, const Grammar& g) {
-    cases.push_back({name, "ebnf", g.to_ebnf(), compiler.compile(g)});
+    if (keep()) cases.push_back({name, "ebnf", g.to_ebnf(), compiler.compile(g)});
   };
   add_grammar("builder_json", test::json_grammar());
   add_grammar("builder_nested", test::nested_grammar());
@@ -122,6 +132,7 @@ std::vector<OracleCase> oracle_cases(GrammarCompiler& compiler) {
     StructuredOutputs so;
     so.kind = StructuredOutputs::Kind::JsonSchema;
     so.text = item.at("schema").dump();
+    if (!keep()) continue;
     try {
       cases.push_back({"json/" + item.at("name").get<std::string>(), "json_schema", so.text, compiler.compile(so)});
     } catch (const InvalidRequest&) {  // refused by our converter: test_json_schema_oracle.cpp lists them
@@ -129,7 +140,7 @@ std::vector<OracleCase> oracle_cases(GrammarCompiler& compiler) {
   }
   // The EBNF oracle's grammars, given to xgrammar as written.
   for (const auto& c : test::ebnf_cases())
-    cases.push_back({"ebnf/" + c.name, "ebnf", c.text, compiler.compile(parse_ebnf(c.text))});
+    if (keep()) cases.push_back({"ebnf/" + c.name, "ebnf", c.text, compiler.compile(parse_ebnf(c.text))});
   // The regex oracle's patterns with ASCII-only classes (xgrammar's classes past ASCII are byte
   // classes), as our grammar printed in EBNF.
   for (const auto& c : test::regex_cases()) {
