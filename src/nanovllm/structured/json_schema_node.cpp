@@ -540,16 +540,19 @@ void merge_nodes(Node& a, const Node& b) {
   a.min_items = std::max(a.min_items, b.min_items);
   if (b.max_items >= 0) a.max_items = a.max_items < 0 ? b.max_items : std::min(a.max_items, b.max_items);
   // objects: a property is constrained by both sides' `properties`, or their additionalProperties
-  for (auto& [name, conj] : a.props) {
+  // (Named copies, not structured bindings, in the lambdas: clang 14 cannot capture bindings.)
+  for (auto& prop : a.props) {
+    const std::string& name = prop.first;
     auto it = std::find_if(b.props.begin(), b.props.end(), [&](const auto& p) { return p.first == name; });
     if (it != b.props.end())
-      concat(conj, it->second);
+      concat(prop.second, it->second);
     else if (b.additional)
-      concat(conj, *b.additional);
+      concat(prop.second, *b.additional);
   }
-  for (const auto& [name, conj] : b.props) {
+  for (const auto& prop : b.props) {
+    const std::string& name = prop.first;
     if (std::any_of(a.props.begin(), a.props.end(), [&](const auto& p) { return p.first == name; })) continue;
-    Conjunction c = conj;
+    Conjunction c = prop.second;
     if (a.additional) concat(c, *a.additional);
     a.props.push_back({name, std::move(c)});
   }

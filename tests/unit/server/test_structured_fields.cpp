@@ -124,8 +124,10 @@ TEST(StructuredFields, RefusalsAre400sNamingTheField) {
        "structured_outputs.whitespace_pattern"},
       {{{"structured_outputs", {{"choice", ojson::array()}}}}, "structured_outputs.choice"},
   };
-  for (auto& [extra, param] : cases)
-    EXPECT_EQ(refused([&] { parse_completion_request(completion(extra), m); }), param) << extra.dump();
+  for (auto& c : cases) {
+    const auto& extra = c.first;  // a named reference: clang 14 cannot capture a structured binding
+    EXPECT_EQ(refused([&] { parse_completion_request(completion(extra), m); }), c.second) << extra.dump();
+  }
 }
 
 TEST(StructuredFields, TheFieldsAreNoLongerRefusedByTheAudit) {
