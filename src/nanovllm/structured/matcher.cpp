@@ -10,6 +10,7 @@ struct MatcherState {
   FramePool pool;
   std::vector<Config> history;   // [0] the start; back() the current configuration
   std::vector<uint8_t> stopped;  // per history entry: reached by a stop token
+  PrefixWalker walker;           // fill_mask's scratch
 };
 
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar)
@@ -59,7 +60,8 @@ void GrammarMatcher::fill_mask(uint32_t* words) const {
     for (size_t w = 0; w < mask_words(); ++w) words[w] = 0;
     return;
   }
-  fill_token_mask(grammar_->automaton, *grammar_->vocab, grammar_->masks, state_->pool, state_->history.back(), words);
+  fill_token_mask(grammar_->automaton, *grammar_->vocab, grammar_->masks, state_->pool, state_->walker,
+                  state_->history.back(), words);
 }
 
 size_t GrammarMatcher::mask_words() const { return grammar_->vocab->vocab->mask_words(); }

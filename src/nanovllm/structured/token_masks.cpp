@@ -9,41 +9,6 @@ namespace nanovllm::structured {
 
 namespace {
 
-// Configurations along the bytes of the current token, reused for the next token's common
-// prefix; frames interned past a depth are dropped when the walk returns above it.
-class PrefixWalker {
- public:
-  PrefixWalker(const Automaton& a, FramePool& pool, size_t max_len)
-      : a_(a), pool_(pool), cfg_(max_len + 1), sizes_(max_len + 1) {}
-  void reset(const Config& start) {
-    cfg_[0] = start;
-    valid_ = 0;
-    sizes_[0] = pool_.size();
-  }
-  // Steps through `tok` from its first `common` bytes (shared with the previous token); returns the
-  // depth d reached: configurations 0..d are valid, and d < tok.size() means cfg(d) has no tops.
-  size_t walk(const std::string& tok, size_t common) {
-    size_t d = std::min(common, valid_);
-    pool_.truncate(sizes_[d]);
-    while (d < tok.size() && !cfg_[d].tops.empty()) {
-      advance(a_, pool_, cfg_[d], uint8_t(tok[d]), cfg_[d + 1]);
-      ++d;
-      sizes_[d] = pool_.size();
-    }
-    valid_ = d;
-    return d;
-  }
-  const Config& at(size_t d) const { return cfg_[d]; }
-  void finish() { pool_.truncate(sizes_[0]); }
-
- private:
-  const Automaton& a_;
-  FramePool& pool_;
-  std::vector<Config> cfg_;
-  std::vector<size_t> sizes_;
-  size_t valid_ = 0;
-};
-
 size_t common_prefix(const std::string& x, const std::string& y) {
   size_t n = std::min(x.size(), y.size()), i = 0;
   while (i < n && x[i] == y[i]) ++i;
@@ -51,6 +16,30 @@ size_t common_prefix(const std::string& x, const std::string& y) {
 }
 
 }  // namespace
+
+void PrefixWalker::reset(const Automaton& a, FramePool& pool, const Config& start, size_t max_len) {
+  a_ = &a;
+  pool_ = &pool;
+  if (cfg_.size() < max_len + 1) {
+    cfg_.resize(max_len + 1);
+    sizes_.resize(max_len + 1);
+  }
+  cfg_[0] = start;
+  valid_ = 0;
+  sizes_[0] = pool.size();
+}
+
+size_t PrefixWalker::walk(const std::string& tok, size_t common) {
+  size_t d = std::min(common, valid_);
+  pool_->truncate(sizes_[d]);
+  while (d < tok.size() && !cfg_[d].tops.empty()) {
+    advance(*a_, *pool_, cfg_[d], uint8_t(tok[d]), cfg_[d + 1]);
+    ++d;
+    sizes_[d] = pool_->size();
+  }
+  valid_ = d;
+  return d;
+}
 
 VocabIndex::VocabIndex(std::shared_ptr<const Vocabulary> v) : vocab(std::move(v)) {
   const auto& bytes = vocab->bytes;
@@ -85,14 +74,14 @@ void build_some_masks(const Automaton& a, const VocabIndex& vocab, int32_t first
   const auto& bytes = vocab.vocab->bytes;
   const size_t V = bytes.size();
   FramePool pool;
-  PrefixWalker walker(a, pool, vocab.max_len);
+  PrefixWalker walker;
   Config start;
   for (int32_t s = first; s < a.num_states(); s += stride) {
     if (!a.has_bytes[size_t(s)]) continue;
     pool = FramePool();
     start.clear();
     close_frame(a, pool, {s, kOut}, start);
-    walker.reset(start);
+    walker.reset(a, pool, start, vocab.max_len);
     StateMask& m = masks[size_t(s)];
     for (int b = 0; b < 256; ++b) {
       bool viable = false;
@@ -146,7 +135,7 @@ std::vector<StateMask> build_state_masks(const Automaton& a, const VocabIndex& v
 }
 
 void fill_token_mask(const Automaton& a, const VocabIndex& vocab, const std::vector<StateMask>& masks, FramePool& pool,
-                     const Config& config, uint32_t* words) {
+                     PrefixWalker& walker, const Config& config, uint32_t* words) {
   const auto& bytes = vocab.vocab->bytes;
   const size_t W = vocab.vocab->mask_words();
   std::memset(words, 0, W * 4);
@@ -170,8 +159,7 @@ void fill_token_mask(const Automaton& a, const VocabIndex& vocab, const std::vec
     candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
   }
   if (!candidates.empty()) {
-    PrefixWalker walker(a, pool, vocab.max_len);
-    walker.reset(config);
+    walker.reset(a, pool, config, vocab.max_len);
     const std::string* prev = nullptr;
     for (int32_t t : candidates) {
       const std::string& tok = bytes[size_t(t)];

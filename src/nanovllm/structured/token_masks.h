@@ -35,6 +35,26 @@ struct VocabIndex {
   size_t max_len = 0;
 };
 
+// Configurations along the bytes of the current token, reused for the next token's common prefix;
+// frames interned past a depth are dropped when the walk returns above it. Scratch kept across
+// walks (a matcher keeps one: no allocation per mask once it has grown to the longest token).
+class PrefixWalker {
+ public:
+  void reset(const Automaton& a, FramePool& pool, const Config& start, size_t max_len);
+  // Steps through `tok` from its first `common` bytes (shared with the previous token); returns the
+  // depth d reached: configurations 0..d are valid, and d < tok.size() means cfg(d) has no tops.
+  size_t walk(const std::string& tok, size_t common);
+  const Config& at(size_t d) const { return cfg_[d]; }
+  void finish() { pool_->truncate(sizes_[0]); }
+
+ private:
+  const Automaton* a_ = nullptr;
+  FramePool* pool_ = nullptr;  // set by reset(): a copied walker never uses its source's
+  std::vector<Config> cfg_;
+  std::vector<size_t> sizes_;
+  size_t valid_ = 0;
+};
+
 struct StateMask {
   std::vector<uint32_t> accepted_bits;  // a bitset over token ids when large, else empty and:
   std::vector<int32_t> accepted;        // token ids
@@ -46,9 +66,10 @@ struct StateMask {
 std::vector<StateMask> build_state_masks(const Automaton& a, const VocabIndex& vocab);
 
 // Sets words (vocab.vocab->mask_words() of them) to the tokens allowed after `config`; stop tokens
-// are allowed where config.at_bottom. `pool` gains no frames (scratch frames are dropped).
+// are allowed where config.at_bottom. `pool` gains no frames (scratch frames are dropped);
+// `walker` is scratch.
 void fill_token_mask(const Automaton& a, const VocabIndex& vocab, const std::vector<StateMask>& masks, FramePool& pool,
-                     const Config& config, uint32_t* words);
+                     PrefixWalker& walker, const Config& config, uint32_t* words);
 
 // Whether `bytes` can follow `config` (the configuration after them is returned in `out` when
 // non-null; frames it needs stay in the pool).
