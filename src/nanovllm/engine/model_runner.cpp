@@ -321,12 +321,14 @@ bool ModelRunner::can_run_async(const ScheduledBatch& batch) const {
   });
 }
 
+SamplingRow ModelRunner::plain_row(const Sequence& s, int64_t position) {
+  const auto& p = s.params;
+  return {p.temperature, p.top_k, p.top_p, p.min_p, s.seed, position};
+}
+
 std::vector<SamplingRow> ModelRunner::plain_rows(const ScheduledBatch& batch, bool ahead) {
   std::vector<SamplingRow> rows;
-  for (const Sequence* s : batch.seqs) {
-    const auto& p = s->params;
-    rows.push_back({p.temperature, p.top_k, p.top_p, p.min_p, s->seed, s->num_tokens() + (ahead ? 1 : 0)});
-  }
+  for (const Sequence* s : batch.seqs) rows.push_back(plain_row(*s, s->num_tokens() + (ahead ? 1 : 0)));
   return rows;
 }
 
@@ -366,22 +368,10 @@ Tensor ModelRunner::forward_ahead(const ScheduledBatch& batch, const Backend::Sa
 
 Backend::SampledTokens ModelRunner::sample_ahead(const std::vector<Sequence*>& rows_of, const Tensor& logits) {
   std::vector<SamplingRow> rows;
-  ScheduledBatch live;  // the rows whose sequences still run (their previous token now appended)
-  std::vector<size_t> live_rows;
-  for (size_t i = 0; i < rows_of.size(); ++i) {
-    const Sequence* s = rows_of[i];
-    if (!s) {
-      rows.push_back({});  // a sequence that ended on the previous token: its row is dropped later
-      continue;
-    }
-    const auto& p = s->params;
-    rows.push_back({p.temperature, p.top_k, p.top_p, p.min_p, s->seed, s->num_tokens()});
-    live.seqs.push_back(const_cast<Sequence*>(s));
-    live_rows.push_back(i);
-  }
-  std::vector<SamplingRow> live_masks(live.seqs.size());
-  grammar_masks_.fill(live, live_masks, /*all_rows_sample=*/true);
-  for (size_t k = 0; k < live_rows.size(); ++k) rows[live_rows[k]].allowed = live_masks[k].allowed;
+  // A sequence that ended on the previous token keeps a default row, dropped when the step completes;
+  // the others' previous token is appended: they sample at num_tokens().
+  for (const Sequence* s : rows_of) rows.push_back(s ? plain_row(*s, s->num_tokens()) : SamplingRow{});
+  grammar_masks_.fill(rows_of, rows, /*all_rows_sample=*/true);
   return sample_rows_async(logits, std::move(rows));
 }
 

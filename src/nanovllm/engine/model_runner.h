@@ -88,6 +88,7 @@ class ModelRunner {
   Tensor forward_logits(StepInputs& in, Tensor* hidden_out = nullptr, const Tensor* device_ids = nullptr);
   // The sampling rows of a batch without logits processing or logprobs (async steps); `ahead`
   // samples the position after num_tokens().
+  static SamplingRow plain_row(const Sequence& s, int64_t position);  // sampling settings, no extras
   static std::vector<SamplingRow> plain_rows(const ScheduledBatch& batch, bool ahead);
   Backend::SampledTokens sample_rows_async(const Tensor& logits, std::vector<SamplingRow> rows);
   void compute_prompt_logprobs(const ScheduledBatch& batch, const StepInputs& in, const Tensor& hidden);

@@ -16,11 +16,15 @@ bool advance_grammar(SequenceGrammar& g, int32_t token) {
 }
 
 void GrammarMasks::fill(const ScheduledBatch& batch, std::vector<SamplingRow>& rows, bool all_rows_sample) {
+  fill(batch.seqs, rows, all_rows_sample);
+}
+
+void GrammarMasks::fill(const std::vector<Sequence*>& seqs, std::vector<SamplingRow>& rows, bool all_rows_sample) {
   std::vector<std::pair<size_t, SequenceGrammar*>> todo;
   size_t words = 0;
-  for (size_t i = 0; i < batch.seqs.size(); ++i) {
-    Sequence* s = batch.seqs[i];
-    if (!s->grammar || !s->grammar->constrains_next()) continue;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    Sequence* s = seqs[i];
+    if (!s || !s->grammar || !s->grammar->constrains_next()) continue;
     if (!all_rows_sample && s->num_cached_tokens + s->num_scheduled_tokens < s->num_tokens())
       continue;  // a prompt chunk without a token
     todo.push_back({i, s->grammar.get()});

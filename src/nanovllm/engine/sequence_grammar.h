@@ -37,6 +37,8 @@ class GrammarMasks {
   // prompt or decode is complete) and whose sequence constrains it, points rows[i].allowed at its
   // mask; other rows keep null. The masks live until the next fill.
   void fill(const ScheduledBatch& batch, std::vector<SamplingRow>& rows, bool all_rows_sample = false);
+  // The same over sequences row by row; a null sequence's row keeps no mask.
+  void fill(const std::vector<Sequence*>& seqs, std::vector<SamplingRow>& rows, bool all_rows_sample);
 
  private:
   std::vector<uint32_t> storage_;
