@@ -10,18 +10,13 @@
 #include "nanovllm/utils/error.h"
 #include "test_paths.h"
 #include "tiny_engine.h"
+#include "tiny_llm.h"
 
 using namespace nanovllm;
 using nanovllm::test::greedy;
 using nanovllm::test::random_tokens;
 
 namespace {
-
-LLM tiny_llm() {
-  EngineConfig cfg = test::tiny_cfg();
-  cfg.block_size = 16;
-  return LLM(cfg, test::qwen3_tokenizer_dir());
-}
 
 SamplingParams sampled(int max_tokens, uint64_t seed) {
   SamplingParams sp;
@@ -68,7 +63,7 @@ RequestTracker::Options streaming() { return {}; }
 }  // namespace
 
 TEST(RequestTracker, ParallelChoicesJoinOnceTheFirstPromptIsCachedWithSeedPlusJ) {
-  LLM llm = tiny_llm();
+  LLM llm = test::tiny_qwen3_llm();
   RequestTracker& t = llm.tracker();
   const std::vector<int32_t> prompt = random_tokens(40, 1);  // two full blocks of 16
   SamplingParams sp = sampled(6, 100);
@@ -99,7 +94,7 @@ TEST(RequestTracker, ParallelChoicesJoinOnceTheFirstPromptIsCachedWithSeedPlusJ)
 }
 
 TEST(RequestTracker, StopStringEndsTheRequestAndFreesItsBlocks) {
-  LLM llm = tiny_llm();
+  LLM llm = test::tiny_qwen3_llm();
   const std::vector<int32_t> prompt = random_tokens(30, 2);
   // The text without a stop string, then a stop string taken from its middle.
   const RequestOutput plain = llm.generate({Prompt::of_ids(prompt)}, {greedy(24)})[0];
@@ -122,7 +117,7 @@ TEST(RequestTracker, StopStringEndsTheRequestAndFreesItsBlocks) {
 }
 
 TEST(RequestTracker, TimingsComeInOrder) {
-  LLM llm = tiny_llm();
+  LLM llm = test::tiny_qwen3_llm();
   RequestTracker& t = llm.tracker();
   const auto before = TrackerClock::now();
   const int64_t a = t.add(random_tokens(50, 3), greedy(5), streaming());
@@ -143,7 +138,7 @@ TEST(RequestTracker, TimingsComeInOrder) {
 }
 
 TEST(RequestTracker, AbortEndsEveryChoiceOfALiveRequest) {
-  LLM llm = tiny_llm();
+  LLM llm = test::tiny_qwen3_llm();
   RequestTracker& t = llm.tracker();
   SamplingParams two = sampled(50, 5);
   two.n = 2;
@@ -168,7 +163,7 @@ TEST(RequestTracker, AbortEndsEveryChoiceOfALiveRequest) {
 }
 
 TEST(RequestTracker, LlmAndAStreamingConsumerGetTheSameText) {
-  LLM llm = tiny_llm();
+  LLM llm = test::tiny_qwen3_llm();
   std::vector<Prompt> prompts;
   std::vector<SamplingParams> params;
   for (uint32_t i = 0; i < 4; ++i) {
@@ -198,7 +193,7 @@ TEST(RequestTracker, LlmAndAStreamingConsumerGetTheSameText) {
 }
 
 TEST(RequestTracker, LlmRefusesParallelSamples) {
-  LLM llm = tiny_llm();
+  LLM llm = test::tiny_qwen3_llm();
   SamplingParams sp = greedy(4);
   sp.n = 2;
   EXPECT_THROW(llm.add_request(Prompt::of_ids(random_tokens(8, 1)), sp), InvalidRequest);

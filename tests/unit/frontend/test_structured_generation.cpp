@@ -11,16 +11,11 @@
 #include "nanovllm/utils/error.h"
 #include "test_paths.h"
 #include "tiny_engine.h"
+#include "tiny_llm.h"
 
 using namespace nanovllm;
 
 namespace {
-
-LLM tiny_llm() {
-  EngineConfig cfg = test::tiny_cfg();
-  cfg.block_size = 16;
-  return LLM(cfg, test::qwen3_tokenizer_dir());
-}
 
 SamplingParams sampled(int max_tokens, uint64_t seed) {
   SamplingParams sp;
@@ -37,7 +32,7 @@ std::vector<Prompt> prompts(size_t n) {
 }
 
 TEST(StructuredGeneration, ChoiceOutputsAreChoices) {
-  LLM llm = tiny_llm();
+  LLM llm = test::tiny_qwen3_llm();
   SamplingParams sp = sampled(32, 1);
   sp.structured_outputs.kind = StructuredOutputs::Kind::Choice;
   sp.structured_outputs.choices = {"yes", "no", "maybe not", "{\"a\": 1}", "日本"};
@@ -58,7 +53,7 @@ TEST(StructuredGeneration, ChoiceOutputsAreChoices) {
 }
 
 TEST(StructuredGeneration, ReasoningIsFreeUntilTheStartToken) {
-  LLM llm = tiny_llm();
+  LLM llm = test::tiny_qwen3_llm();
   // logit_bias makes token 17 ('2') the free choice at every step; the constraint starts after it.
   SamplingParams sp = sampled(40, 3);
   sp.logit_bias = {{17, 100.0f}};
@@ -82,7 +77,7 @@ TEST(StructuredGeneration, ReasoningIsFreeUntilTheStartToken) {
 }
 
 TEST(StructuredGeneration, RefusesWhatDoesNotCompile) {
-  LLM llm = tiny_llm();
+  LLM llm = test::tiny_qwen3_llm();
   SamplingParams sp = sampled(8, 1);
   sp.structured_outputs.kind = StructuredOutputs::Kind::Choice;  // empty choice list
   try {

@@ -17,6 +17,7 @@
 #include "node_oracle.h"
 #include "test_paths.h"
 #include "tiny_engine.h"
+#include "tiny_llm.h"
 
 using namespace nanovllm;
 using ojson = nlohmann::ordered_json;
@@ -31,13 +32,6 @@ constexpr int kSchemas = 10, kPerSchema = 10, kMinEndedPercent = 90;  // 3 of th
 constexpr int kSchemas = 50, kPerSchema = 20, kMinEndedPercent = 98;
 #endif
 
-LLM tiny_llm() {
-  EngineConfig cfg = test::tiny_cfg();
-  cfg.block_size = 16;
-  cfg.max_num_seqs = 256;
-  return LLM(cfg, test::qwen3_tokenizer_dir());
-}
-
 SamplingParams sampled(uint64_t seed) {
   SamplingParams sp;
   sp.temperature = 1.0f;
@@ -51,7 +45,7 @@ TEST(StructuredValidity, SampledJsonIsValidForItsSchema) {
   if (!std::filesystem::exists(root + "/tests/oracles/node_modules/ajv")) GTEST_SKIP() << "npm data missing";
   std::ifstream f(root + "/tests/fixtures/json_schemas/schemas.json");
   ojson all = ojson::parse(f);
-  LLM llm = tiny_llm();
+  LLM llm = test::tiny_qwen3_llm(256);
   std::vector<Prompt> prompts;
   std::vector<SamplingParams> params;
   std::vector<ojson> schemas;
@@ -111,7 +105,7 @@ TEST(StructuredValidity, SampledJsonIsValidForItsSchema) {
 }
 
 TEST(StructuredValidity, SampledRegexAndChoiceOutputsMatch) {
-  LLM llm = tiny_llm();
+  LLM llm = test::tiny_qwen3_llm(256);
   const std::vector<std::string> regexes = {"[a-z]{3,12}@[a-z]{2,8}\\.(com|org)", "\\d{3}-\\d{4}",
                                             "(yes|no|maybe)( please)?", "[A-Z][a-z]{1,10}( [A-Z][a-z]{1,10}){0,3}",
                                             "-?(0|[1-9][0-9]{0,5})(\\.[0-9]{1,3})?"};
