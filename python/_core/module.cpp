@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <variant>
 
+#include "nanovllm/config/generation_defaults.h"
 #include "nanovllm/config/request_json.h"
 #include "nanovllm/config/settings.h"
 #include "nanovllm/config/structured_request.h"
@@ -41,14 +42,40 @@ void check_signals() {
   if (PyErr_CheckSignals() != 0) throw py::error_already_set();
 }
 
-py::dict output_dict(const RequestOutput& o, bool with_details) {
+// One step's logprobs as vLLM's dict entries: [(token_id, logprob, rank, decoded_token)], the
+// sampled (or prompt) token first, then the top N by rank; token texts are each id decoded alone,
+// special tokens kept (as vLLM's logprobs detokenization; "" without a tokenizer).
+py::list logprob_entries(const TokenLogprobs& lp, int32_t token, const Tokenizer* tok) {
+  auto text = [&](int32_t id) { return tok && id < tok->vocab_size() ? tok->decode({id}, false) : std::string(); };
+  py::list l;
+  l.append(py::make_tuple(token, lp.logprob, lp.rank, text(token)));
+  for (size_t k = 0; k < lp.top.size(); ++k)
+    l.append(py::make_tuple(lp.top[k].first, lp.top[k].second, int(k) + 1, text(lp.top[k].first)));
+  return l;
+}
+
+py::object logprobs_list(const std::vector<TokenLogprobs>& lps, const std::vector<int32_t>& ids, size_t offset,
+                         const Tokenizer* tok) {
+  py::list l;
+  for (size_t i = 0; i < lps.size() && offset + i < ids.size(); ++i)
+    l.append(logprob_entries(lps[i], ids[offset + i], tok));
+  return l;
+}
+
+// A finished choice for the Python layer (python/nanovllm/outputs.py builds vLLM's RequestOutput);
+// logprobs only when `with_logprobs` (the request asked: an empty list is then an answer).
+py::dict output_dict(const RequestOutput& o, const Tokenizer* tok, bool with_logprobs, bool with_prompt_logprobs) {
   py::dict d;
-  d["text"] = o.text;
+  d["request_id"] = o.request_id;
+  d["index"] = o.index;
+  d["prompt_token_ids"] = o.prompt_token_ids;
   d["token_ids"] = o.token_ids;
-  if (with_details) {
-    d["request_id"] = o.request_id;
-    d["finish_reason"] = finish_reason_str(o.finish_reason);
-  }
+  d["text"] = o.text;
+  d["finish_reason"] = finish_reason_str(o.finish_reason);
+  d["num_cached_tokens"] = o.num_cached_prompt_tokens;
+  d["logprobs"] = with_logprobs ? logprobs_list(o.logprobs, o.token_ids, 0, tok) : py::none();
+  d["prompt_logprobs"] =
+      with_prompt_logprobs ? logprobs_list(o.prompt_logprobs, o.prompt_token_ids, 1, tok) : py::none();
   return d;
 }
 
@@ -167,6 +194,12 @@ void bind_sampling_params(py::module_& m) {
       .def_readwrite("logit_bias", &SamplingParams::logit_bias)
       .def_readwrite("min_tokens", &SamplingParams::min_tokens)
       .def_readwrite("structured_outputs", &SamplingParams::structured_outputs)
+      .def_readwrite("n", &SamplingParams::n)
+      .def_readwrite("logprobs", &SamplingParams::logprobs)
+      .def_readwrite("prompt_logprobs", &SamplingParams::prompt_logprobs)
+      .def_readwrite("allowed_token_ids", &SamplingParams::allowed_token_ids)
+      .def_readwrite("bad_words", &SamplingParams::bad_words)
+      .def_readwrite("detokenize", &SamplingParams::detokenize)
       .def("validate", &SamplingParams::validate);
   py::class_<StructuredOutputs>(m, "StructuredOutputs")
       .def(py::init<>())
@@ -182,6 +215,48 @@ void bind_sampling_params(py::module_& m) {
     const auto cfg = StructuredOutputsConfig::parse(config, "structured_outputs_config");
     return read_structured_fields(parse_request_json<nlohmann::ordered_json>(request), cfg).spec;
   });
+}
+
+// The tokenizer behind LLM.get_tokenizer() (python/nanovllm/tokenizer.py gives it Hugging Face's
+// interface); it lives as long as its LLM.
+void bind_tokenizer(py::module_& m) {
+  py::class_<Tokenizer>(m, "Tokenizer")
+      .def("encode", py::overload_cast<std::string_view, bool>(&Tokenizer::encode, py::const_), py::arg("text"),
+           py::arg("add_special_tokens") = true)
+      .def("decode", &Tokenizer::decode, py::arg("token_ids"), py::arg("skip_special_tokens") = false)
+      .def("id_to_token", &Tokenizer::id_to_token)
+      .def("token_to_id", &Tokenizer::token_to_id)
+      .def("is_special", &Tokenizer::is_special)
+      .def_property_readonly("vocab_size", &Tokenizer::vocab_size)
+      .def_property_readonly("base_vocab_size", &Tokenizer::base_vocab_size)
+      .def_property_readonly("bos_token", &Tokenizer::bos_token)
+      .def_property_readonly("eos_token", &Tokenizer::eos_token)
+      .def_property_readonly("chat_template", &Tokenizer::chat_template);
+}
+
+// A streaming step's events for python/nanovllm/async_llm.py: the new tokens, text and logprobs of
+// each choice, and its end.
+py::list event_dicts(PyLLM& llm, std::vector<RequestEvent>& events) {
+  py::list l;
+  for (RequestEvent& ev : events) {
+    py::dict d;
+    d["request_id"] = ev.request_id;
+    d["index"] = ev.choice;
+    d["text"] = ev.text;
+    d["token_ids"] = ev.token_ids;
+    d["logprobs"] = logprobs_list(ev.logprobs, ev.token_ids, 0, llm.tokenizer());
+    d["error"] = ev.error;
+    d["finish_reason"] = finish_reason_str(ev.finish);
+    d["output"] = ev.finish == FinishReason::None ? py::object(py::none())
+                                                  : py::object(output_dict(ev.output, llm.tokenizer(), false, false));
+    // With the first token, when asked: the prompt's (tokens 1..), as (logprob, rank, top) to be
+    // paired with the prompt ids the caller has.
+    py::list pl;
+    for (auto& lp : ev.prompt_logprobs) pl.append(py::make_tuple(lp.logprob, lp.rank, lp.top));
+    d["prompt_logprobs"] = pl;
+    l.append(d);
+  }
+  return l;
 }
 
 void bind_llm(py::module_& m) {
@@ -205,7 +280,12 @@ void bind_llm(py::module_& m) {
               outs = llm.generate(ps, params, progress, check_signals);
             }
             py::list l;
-            for (auto& o : outs) l.append(output_dict(o, false));
+            size_t i = 0;  // the prompt of outs[k]: each prompt has its n outputs in a row
+            for (size_t k = 0; k < outs.size(); ++k) {
+              const SamplingParams& sp = params[params.size() == 1 ? 0 : i];
+              l.append(output_dict(outs[k], llm.tokenizer(), sp.logprobs.has_value(), sp.prompt_logprobs.has_value()));
+              if (outs[k].index + 1 == sp.n) ++i;
+            }
             return l;
           },
           py::arg("prompts"), py::arg("params"), py::arg("progress"))
@@ -222,14 +302,69 @@ void bind_llm(py::module_& m) {
                done = llm.step(&r);
              }
              py::list l;
-             for (auto& o : done) l.append(output_dict(o, true));
+             for (auto& o : done)
+               l.append(output_dict(o, llm.tokenizer(), !o.logprobs.empty(), !o.prompt_logprobs.empty()));
              // nano-vllm's count: the tokens of a prefill step, minus the sequences of a decode step.
              const int64_t n = r.is_prefill ? r.num_tokens : -r.num_tokens;
              return py::make_tuple(l, n);
            })
+      // Streaming (AsyncLLM): a request whose every token is an event of step_events().
+      .def(
+          "add_stream_request",
+          [](PyLLM& llm, const PromptArg& p, const SamplingParams& sp) {
+            std::vector<int32_t> ids = llm.to_token_ids(to_prompt(p));
+            sp.validate();
+            if (!sp.stop.empty() || !sp.bad_words.empty()) llm.require_tokenizer();
+            RequestTracker::Options opts;
+            opts.stream = true;
+            const int64_t id = llm.tracker().add(ids, sp, opts);
+            return py::make_tuple(id, ids);
+          },
+          py::arg("prompt"), py::arg("params"))
+      .def("step_events",
+           [](PyLLM& llm) {
+             TrackerStep s;
+             {
+               py::gil_scoped_release nogil;
+               s = llm.tracker().step();
+             }
+             return event_dicts(llm, s.events);
+           })
+      .def(
+          "tokenizer", [](const PyLLM& llm) { return llm.tokenizer(); }, py::return_value_policy::reference_internal)
+      // messages (JSON text, as the server's body) -> the prompt text through the model's chat template or `source`.
+      .def(
+          "apply_chat_template",
+          [](const PyLLM& llm, const std::string& messages, const std::string& tools, bool add_generation_prompt,
+             const std::string& kwargs, const std::string& source) {
+            ChatTemplateInputs in;
+            in.messages = nlohmann::ordered_json::parse(messages);
+            if (!tools.empty()) in.tools = nlohmann::ordered_json::parse(tools);
+            in.add_generation_prompt = add_generation_prompt;
+            for (auto& [k, v] : nlohmann::ordered_json::parse(kwargs.empty() ? "{}" : kwargs).items()) {
+              if (k == "enable_thinking" && v.is_boolean())
+                in.enable_thinking = v.get<bool>();
+              else
+                in.extra[k] = v;
+            }
+            if (source.empty()) return llm.apply_chat_template(in);
+            const Tokenizer& tok = llm.require_tokenizer();
+            in.bos_token = tok.bos_token();
+            in.eos_token = tok.eos_token();
+            return ChatTemplate(source).render(in);
+          },
+          py::arg("messages"), py::arg("tools"), py::arg("add_generation_prompt"), py::arg("kwargs"),
+          py::arg("chat_template"))
+      .def_property_readonly("act_dtype", [](const PyLLM& llm) { return dtype_name(llm.engine_info().act_dtype); })
+      .def_property_readonly("max_model_len", [](const PyLLM& llm) { return llm.config().max_model_len; })
+      .def_property_readonly("vocab_size", [](const PyLLM& llm) { return llm.model_config().vocab_size; })
       .def("has_unfinished", [](const PyLLM& llm) { return llm.has_unfinished(); })
       .def("abort_request", [](PyLLM& llm, int64_t id) { llm.abort_request(id); })
       .def("encode", [](const PyLLM& llm, const std::string& text) { return llm.require_tokenizer().encode(text); })
+      .def("encode_text",
+           [](const PyLLM& llm, const std::string& text, bool add_special_tokens) {
+             return llm.require_tokenizer().encode(text, add_special_tokens);
+           })
       .def(
           "decode",
           [](const PyLLM& llm, const std::vector<int32_t>& ids, bool skip_special_tokens) {
@@ -252,6 +387,13 @@ PYBIND11_MODULE(_core, m) {
   });
   bind_engine_config(m);
   bind_sampling_params(m);
+  bind_tokenizer(m);
   bind_llm(m);
   m.def("preset_names", &preset_names);
+  // The generation config's sampling defaults as a dict of vLLM's names (python: LLM's
+  // generation_config / override_generation_config keywords, get_default_sampling_params()).
+  m.def("generation_defaults",
+        [](const std::string& mode, const std::string& model_dir, const std::string& override_json) {
+          return load_generation_defaults(mode, model_dir, override_json).as_json().dump();
+        });
 }

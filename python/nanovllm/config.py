@@ -13,8 +13,13 @@ _SETTINGS = _core.settings()
 _TYPES = {"bool": bool, "optional_bool": bool, "int": int, "float": float, "str": str, "choice": str}
 # keyword -> setting of the table
 _KEYWORDS = {k: s for s in _SETTINGS for k in s["keywords"]}
-# Keywords that are not engine settings.
-_OTHER = {"tokenizer": (str, None), "skip_tokenizer_init": bool}
+# Keywords that are not engine settings: vLLM's that act in the Python layer.
+_OTHER = {"tokenizer": (str, None), "skip_tokenizer_init": bool, "dtype": str, "trust_remote_code": bool,
+          "generation_config": str, "override_generation_config": ({str: object}, None)}
+# vLLM's dtype names -> the activation dtype the engine reports (the CUDA backend computes in bfloat16,
+# the CPU backend in float32; "auto" takes the device's).
+_DTYPES = {"auto": None, "bfloat16": "BF16", "bf16": "BF16", "float32": "F32", "float": "F32", "float16": "F16",
+           "half": "F16"}
 # nano-vllm's Config fields that it derives itself: only their "unset" values are accepted.
 _DERIVED = {"hf_config": None, "eos": -1}
 # The engine's messages name CLI flags; keywords spelled otherwise than the flag are put back.
@@ -55,6 +60,14 @@ class EngineArgs:
                     cfg.set(_KEYWORDS[k]["name"], v)
             cfg.validate()
         self.config = cfg
+        self.dtype = kwargs.get("dtype", "auto")
+        if self.dtype not in _DTYPES:
+            raise ValueError(f"dtype {self.dtype!r}: not a dtype ({', '.join(_DTYPES)})")
+        # generation_config: "auto" (the model's generation_config.json), "vllm" (none) or a directory.
+        override = kwargs.get("override_generation_config")
+        with engine_messages():
+            self.generation = json.loads(_core.generation_defaults(
+                kwargs.get("generation_config", "auto"), model, json.dumps(override) if override else ""))
         self.skip_tokenizer_init = kwargs.get("skip_tokenizer_init", False)
         self.tokenizer_dir = kwargs.get("tokenizer") or self._preset_tokenizer(model)
 
@@ -68,6 +81,14 @@ class EngineArgs:
             return ""
         d = os.path.join(os.path.dirname(__file__), "tokenizers", name)
         return d if os.path.exists(os.path.join(d, "tokenizer.json")) else ""
+
+
+def check_dtype(dtype, act_dtype):
+    """dtype (vLLM's keyword) against what the engine computes in: only "auto" or that one."""
+    want = _DTYPES[dtype]
+    if want is not None and want != act_dtype:
+        have = {"BF16": "bfloat16", "F32": "float32", "F16": "float16"}.get(act_dtype, act_dtype)
+        raise ValueError(f"dtype {dtype!r}: this backend computes in {have} only; use dtype='auto' or {have!r}")
 
 
 class engine_messages:

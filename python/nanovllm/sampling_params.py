@@ -1,9 +1,10 @@
-"""nano-vllm's SamplingParams (temperature, max_tokens, ignore_eos and their defaults) plus the
-engine's other sampling fields with vLLM's names, and structured outputs as vLLM's
+"""vLLM's SamplingParams (nano-vllm's temperature, max_tokens and ignore_eos are among its fields),
+and structured outputs as vLLM's
 StructuredOutputsParams (and its older GuidedDecodingParams). Values are checked when made: a wrong
 type is a TypeError, an out-of-range value a ValueError with the engine's message."""
+import enum
 import json as _json
-from dataclasses import dataclass, field, fields
+from dataclasses import KW_ONLY, dataclass, fields, replace
 
 from nanovllm import _core
 from nanovllm._checks import check_type
@@ -79,47 +80,104 @@ def _structured_request(so, guided):
     return {"structured_outputs": so._fields()} if so is not None else {}
 
 
+class RequestOutputKind(enum.IntEnum):
+    """vLLM's: what each streamed RequestOutput of AsyncLLM holds (LLM.generate returns final ones)."""
+    CUMULATIVE = 0  # everything so far
+    DELTA = 1  # only what is new
+    FINAL_ONLY = 2  # one output, at the end
+
+
+# Fields vLLM has that we do not implement: refused unless left at their default.
+_UNSUPPORTED = {"truncate_prompt_tokens": None, "logits_processors": None, "extra_args": None}
+
+
 @dataclass
 class SamplingParams:
+    """vLLM's SamplingParams (vllm.SamplingParams, same names, defaults and meaning), which also takes
+    nano-vllm's (temperature, max_tokens, ignore_eos). max_tokens None: up to the context length."""
+    # nano-vllm's three fields first (its scripts may pass them by position); the rest by keyword.
     temperature: float = 1.0  # 0: greedy (nano-vllm refuses it; we allow it, as vLLM)
-    max_tokens: int = 64
+    max_tokens: int | None = 16
     ignore_eos: bool = False
-    top_k: int = 0  # 0 or -1: off
+    _: KW_ONLY
+    n: int = 1
+    best_of: int | None = None  # equal to n (vLLM V1 has no other)
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
     top_p: float = 1.0
+    top_k: int = 0  # 0 or -1: off
     min_p: float = 0.0
     seed: int | None = None
     stop: list[str] | str | None = None
     stop_token_ids: list[int] | None = None
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    repetition_penalty: float = 1.0
+    bad_words: list[str] | None = None
     min_tokens: int = 0
-    logit_bias: dict[int, float] | None = None
+    logprobs: int | None = None  # the sampled token's and the top N's (-1: the whole vocabulary)
+    prompt_logprobs: int | None = None
+    detokenize: bool = True
     skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
     include_stop_str_in_output: bool = False
+    logit_bias: dict[int, float] | None = None
+    allowed_token_ids: list[int] | None = None
     structured_outputs: StructuredOutputsParams | None = None
     guided_decoding: GuidedDecodingParams | None = None  # vLLM's older name
+    output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE
+    truncate_prompt_tokens: int | None = None
+    logits_processors: list | None = None
+    extra_args: dict | None = None
 
     def __post_init__(self):
         self._core = None
         self.to_core()  # checks every field now, not at generate time
 
-    def to_core(self, structured_config=None):
+    @staticmethod
+    def from_optional(**kwargs):
+        """vLLM's: the fields given, None meaning the default."""
+        return SamplingParams(**{k: v for k, v in kwargs.items() if v is not None})
+
+    def clone(self):
+        return replace(self)
+
+    def to_core(self, structured_config=None, max_model_len=None, vocab_size=None):
         """The engine's SamplingParams, checked (cached until a field changes). structured_config:
-        the engine's structured_outputs_config (JSON text; None: the defaults)."""
-        key = tuple(repr(getattr(self, f.name)) for f in fields(self)) + (structured_config,)
+        the engine's structured_outputs_config (JSON text; None: the defaults); max_model_len: what
+        max_tokens=None stands for; vocab_size: what logprobs=-1 stands for."""
+        key = tuple(repr(getattr(self, f.name)) for f in fields(self)) + (structured_config, max_model_len, vocab_size)
         if self._core is not None and self._core[0] == key:
             return self._core[1]
         for f in fields(self):
             check_type(f.name, getattr(self, f.name), _TYPES[f.name])
+        for name, default in _UNSUPPORTED.items():
+            if getattr(self, name) != default:
+                raise ValueError(f"{name} is not supported by nanovllm (leave it at {default!r})")
+        if not self.spaces_between_special_tokens:
+            raise ValueError("spaces_between_special_tokens=False is not supported (fast tokenizers, as vLLM's "
+                             "default detokenizer, ignore it)")
+        if self.best_of is not None and self.best_of != self.n:
+            raise ValueError(f"best_of must equal n (got best_of={self.best_of}, n={self.n}): vLLM V1 removed "
+                             "best_of > n, and so do we")
+        if self.allowed_token_ids is not None and not self.allowed_token_ids:
+            raise ValueError("allowed_token_ids is not None and empty!")
+        if self.seed is not None and self.seed < 0:
+            raise ValueError(f"seed must be >= 0 (got {self.seed})")
+        for name in ("logprobs", "prompt_logprobs"):
+            v = getattr(self, name)
+            if v is not None and v < -1:
+                raise ValueError(f"{name} must be non-negative or -1 (the whole vocabulary), got {v}.")
         sp = _core.SamplingParams()
         for name in _SCALARS:
             setattr(sp, name, getattr(self, name))
-        if self.seed is not None and self.seed < 0:
-            raise ValueError(f"seed must be >= 0 (got {self.seed})")
+        sp.max_tokens = self.max_tokens if self.max_tokens is not None else (max_model_len or 1 << 30)
         sp.seed = self.seed
+        whole = vocab_size or 1 << 30
+        sp.logprobs = whole if self.logprobs == -1 else self.logprobs
+        sp.prompt_logprobs = whole if self.prompt_logprobs == -1 else self.prompt_logprobs
         sp.stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
         sp.stop_token_ids = list(self.stop_token_ids or [])
+        sp.bad_words = list(self.bad_words or [])
+        sp.allowed_token_ids = list(self.allowed_token_ids or [])
         sp.logit_bias = sorted((self.logit_bias or {}).items())
         request = _structured_request(self.structured_outputs, self.guided_decoding)
         if request:
@@ -129,13 +187,18 @@ class SamplingParams:
         return sp
 
 
-_SCALARS = ["temperature", "max_tokens", "ignore_eos", "top_k", "top_p", "min_p", "presence_penalty",
+_SCALARS = ["n", "temperature", "ignore_eos", "top_k", "top_p", "min_p", "presence_penalty",
             "frequency_penalty", "repetition_penalty", "min_tokens", "skip_special_tokens",
-            "include_stop_str_in_output"]
+            "include_stop_str_in_output", "detokenize"]
 _TYPES = {
-    "temperature": float, "max_tokens": int, "ignore_eos": bool, "top_k": int, "top_p": float, "min_p": float,
-    "seed": (int, None), "stop": (str, [str], None), "stop_token_ids": ([int], None),
-    "presence_penalty": float, "frequency_penalty": float, "repetition_penalty": float, "min_tokens": int,
-    "logit_bias": ({int: float}, None), "skip_special_tokens": bool, "include_stop_str_in_output": bool,
+    "n": int, "best_of": (int, None), "temperature": float, "max_tokens": (int, None), "ignore_eos": bool,
+    "top_k": int, "top_p": float, "min_p": float, "seed": (int, None), "stop": (str, [str], None),
+    "stop_token_ids": ([int], None), "bad_words": ([str], None), "presence_penalty": float,
+    "frequency_penalty": float, "repetition_penalty": float, "min_tokens": int, "logprobs": (int, None),
+    "prompt_logprobs": (int, None), "detokenize": bool, "skip_special_tokens": bool,
+    "spaces_between_special_tokens": bool, "include_stop_str_in_output": bool,
+    "logit_bias": ({int: float}, None), "allowed_token_ids": ([int], None),
     "structured_outputs": (StructuredOutputsParams, None), "guided_decoding": (GuidedDecodingParams, None),
+    "output_kind": RequestOutputKind, "truncate_prompt_tokens": (int, None), "logits_processors": (list, None),
+    "extra_args": (dict, None),
 }

@@ -11,22 +11,37 @@ import nanovllm
 from nanovllm import GuidedDecodingParams, LLM, LLMEngine, SamplingParams, StructuredOutputsParams
 
 
+def samples(outs):
+    """What a request's samples hold (request ids differ between calls)."""
+    return [[(c.index, c.text, c.token_ids, c.finish_reason, c.stop_reason) for c in o.outputs] for o in outs]
+
+
 class GenerateTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
         cls.llm = LLM(FIXTURE, **CPU)
 
-    def test_output_is_a_dict_per_prompt_in_order(self):
+    def test_a_request_output_per_prompt_in_order(self):
         prompts = reference_prompts()[:4]
         outs = self.llm.generate(prompts, SamplingParams(temperature=0, max_tokens=5, ignore_eos=True),
                                  use_tqdm=False)
         self.assertEqual(len(outs), 4)
-        for o in outs:
+        for p, o in zip(prompts, outs):
+            self.assertIsInstance(o, nanovllm.RequestOutput)
+            self.assertEqual(o.prompt_token_ids, p)
+            self.assertTrue(o.finished)
+            self.assertEqual(len(o.outputs), 1)
+            c = o.outputs[0]
+            self.assertEqual((c.index, c.finish_reason, c.stop_reason), (0, "length", None))
+            self.assertIsNone(c.logprobs)
+            self.assertIsNone(c.cumulative_logprob)
+            # nano-vllm's dict view of the first sample
             self.assertEqual(set(o), {"text", "token_ids"})
-            self.assertIsInstance(o["text"], str)
+            self.assertEqual((o["text"], o["token_ids"]), (c.text, c.token_ids))
             self.assertEqual(len(o["token_ids"]), 5)
             self.assertTrue(all(isinstance(t, int) and 0 <= t < 512 for t in o["token_ids"]))
+        self.assertEqual(len({o.request_id for o in outs}), 4)
         # Each alone gives the same (order and batching do not change greedy outputs).
         for p, o in zip(prompts, outs):
             alone = self.llm.generate([p], SamplingParams(temperature=0, max_tokens=5, ignore_eos=True),
@@ -63,7 +78,7 @@ class GenerateTest(unittest.TestCase):
         sp = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
         one = self.llm.generate(prompts, sp, use_tqdm=False)
         many = self.llm.generate(prompts, [sp] * 3, use_tqdm=False)
-        self.assertEqual(one, many)
+        self.assertEqual(samples(one), samples(many))
         lens = [SamplingParams(temperature=0, max_tokens=n, ignore_eos=True) for n in (1, 4, 9)]
         outs = self.llm.generate(prompts, lens, use_tqdm=False)
         self.assertEqual([len(o["token_ids"]) for o in outs], [1, 4, 9])
@@ -74,7 +89,7 @@ class GenerateTest(unittest.TestCase):
     def test_progress_bar_does_not_change_outputs(self):
         sp = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
         p = reference_prompts()[:2]
-        self.assertEqual(self.llm.generate(p, sp), self.llm.generate(p, sp, use_tqdm=False))
+        self.assertEqual(samples(self.llm.generate(p, sp)), samples(self.llm.generate(p, sp, use_tqdm=False)))
 
     def test_empty_prompt_list(self):
         self.assertEqual(self.llm.generate([], SamplingParams()), [])
@@ -95,7 +110,8 @@ class TextTest(unittest.TestCase):
     def test_text_and_token_id_prompts_agree(self):
         sp = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True, skip_special_tokens=False)
         by_text, by_ids = self.llm.generate(["Hello", list(b"Hello")], sp, use_tqdm=False)
-        self.assertEqual(by_text, by_ids)
+        self.assertEqual(samples([by_text]), samples([by_ids]))
+        self.assertEqual((by_text.prompt, by_ids.prompt), ("Hello", None))
         self.assertIsInstance(by_text["text"], str)
         self.assertNotEqual(by_text["text"], "")
 
@@ -115,7 +131,7 @@ class TextAtTheEndTest(unittest.TestCase):
                 sp = dict(temperature=0, max_tokens=40, **extra)
                 at_end = llm.generate(prompts, SamplingParams(**sp), use_tqdm=False)
                 incremental = llm.generate(prompts, SamplingParams(stop=never, **sp), use_tqdm=False)
-                self.assertEqual(at_end, incremental, extra)
+                self.assertEqual(samples(at_end), samples(incremental), extra)
                 self.assertTrue(any(o["text"] for o in at_end))
         finally:
             shutil.rmtree(model)

@@ -90,10 +90,13 @@ class SamplingParamsErrorsTest(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "stop must be"):
             SamplingParams(stop=[1])
 
-    def test_defaults_are_nano_vllms(self):
+    def test_defaults_are_vllms_and_nano_vllms_order(self):
         sp = SamplingParams()
-        self.assertEqual((sp.temperature, sp.max_tokens, sp.ignore_eos), (1.0, 64, False))
-        self.assertEqual(SamplingParams(0.6, 10, True).max_tokens, 10)
+        self.assertEqual((sp.temperature, sp.max_tokens, sp.ignore_eos, sp.n, sp.top_k, sp.top_p, sp.detokenize),
+                         (1.0, 16, False, 1, 0, 1.0, True))  # vLLM's (nano-vllm's max_tokens was 64)
+        self.assertEqual(SamplingParams(0.6, 10, True).max_tokens, 10)  # nano-vllm's positional order
+        with self.assertRaises(TypeError):
+            SamplingParams(0.6, 10, True, 2)  # the rest are keywords
 
 
 class RequestErrorsTest(unittest.TestCase):
@@ -120,7 +123,7 @@ class RequestErrorsTest(unittest.TestCase):
             self.llm.generate(["text without a tokenizer"], self.sp)
 
     def test_bad_sampling_params(self):
-        with self.assertRaisesRegex(ValueError, "2 sampling params for 3 prompts"):
+        with self.assertRaisesRegex(ValueError, "must be the same \\(3 prompts, 2 sampling params\\)"):
             self.llm.generate([[1], [2], [3]], [self.sp, self.sp])
         with self.assertRaisesRegex(TypeError, "SamplingParams"):
             self.llm.generate([[1]], {"temperature": 0})

@@ -142,6 +142,25 @@ void read_sampling_fields(const Json& j, SamplingParams& sp) {
     sp.min_tokens = int(m);
   }
   if (auto* v = field(j, "logit_bias")) read_logit_bias(*v, sp);
+  if (auto* v = field(j, "allowed_token_ids")) {
+    if (!v->is_array()) wrong_type("allowed_token_ids", "a list of integers");
+    if (v->empty()) throw InvalidRequest("allowed_token_ids", "allowed_token_ids is not None and empty!");
+    sp.allowed_token_ids.clear();
+    for (auto& t : *v) {
+      const int64_t id = request_integer(t, "allowed_token_ids");
+      if (id < 0 || id > std::numeric_limits<int32_t>::max())
+        throw InvalidRequest("allowed_token_ids", "allowed_token_ids contains out-of-vocab token id!");
+      sp.allowed_token_ids.push_back(int32_t(id));
+    }
+  }
+  if (auto* v = field(j, "bad_words")) {
+    if (!v->is_array()) wrong_type("bad_words", "a list of strings");
+    sp.bad_words.clear();
+    for (auto& w : *v) {
+      if (!w.is_string()) wrong_type("bad_words", "a list of strings");
+      sp.bad_words.push_back(w.template get<std::string>());
+    }
+  }
   sp.validate();
 }
 

@@ -55,6 +55,14 @@ void SamplingParams::validate() const {
     throw InvalidRequest("prompt_logprobs",
                          "prompt_logprobs must be non-negative, got " + std::to_string(*prompt_logprobs) + ".");
   if (n < 1) throw InvalidRequest("n", "n must be at least 1, got " + std::to_string(n) + ".");
+  for (int32_t id : allowed_token_ids)
+    if (id < 0) throw InvalidRequest("allowed_token_ids", "allowed_token_ids contains out-of-vocab token id!");
+  for (auto& w : bad_words)
+    if (w.empty()) throw InvalidRequest("bad_words", "bad_words must not contain empty words");
+  if (!detokenize && !stop.empty())
+    throw InvalidRequest("stop",
+                         "stop strings are only supported when detokenize is True. Set detokenize=True "
+                         "to use stop.");
   structured_outputs.validate();
 }
 

@@ -35,7 +35,16 @@ struct SamplingParams {
   // `prompt_logprobs` candidates, from the raw logits; such a prompt is computed, not read from
   // the prefix cache.
   std::optional<int> prompt_logprobs;
-  int n = 1;  // parallel samples of one prompt (the server expands them into n sequences)
+  int n = 1;  // parallel samples of one prompt (the request tracker expands them into n sequences)
+  // Only these tokens may be sampled (vLLM's allowed_token_ids); empty: all. Ids are checked
+  // against the vocabulary by the engine.
+  std::vector<int32_t> allowed_token_ids;
+  // Words that must not be generated (vLLM's bad_words): the front end tokenizes each, with and
+  // without a leading space, into bad_words_token_ids; the engine bans a sequence's last token
+  // whenever the tokens before it were just generated.
+  std::vector<std::string> bad_words;
+  std::vector<std::vector<int32_t>> bad_words_token_ids;
+  bool detokenize = true;  // false: token ids only, no text (stop strings then refused)
   // The output conforms to a JSON schema, regex, choice or grammar (each step's tokens masked).
   StructuredOutputs structured_outputs;
 

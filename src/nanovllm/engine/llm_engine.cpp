@@ -86,11 +86,13 @@ int64_t LLMEngine::add_request(std::vector<int32_t> prompt, const SamplingParams
     throw InvalidRequest(
         "max_tokens", "prompt plus max_tokens needs " + std::to_string(need) + " KV blocks but the cache holds " +
                           std::to_string(block_manager_->num_blocks()) + "; lower max_tokens or enlarge the KV cache");
+  std::unique_ptr<TokenRestrictions> restrictions = TokenRestrictions::of(params, mcfg_.vocab_size);
   std::unique_ptr<SequenceGrammar> grammar = compile_grammar(params);
   const int64_t id = next_id_++;
   const uint64_t seed = params.seed ? *params.seed : seed_rng_();
   auto seq = std::make_unique<Sequence>(id, std::move(prompt), params, cfg_.block_size, seed);
   seq->grammar = std::move(grammar);
+  seq->restrictions = std::move(restrictions);
   scheduler_->add(seq.get());
   seqs_[id] = std::move(seq);
   return id;
@@ -229,7 +231,7 @@ StepResult LLMEngine::step_async(InFlight cur) {
   auto ahead_started = std::chrono::steady_clock::now();
   if (all_live && scheduler_->reserve_ahead(cur.batch)) {
     const bool constrained = std::any_of(cur.batch.seqs.begin(), cur.batch.seqs.end(), [](const Sequence* s) {
-      return s->grammar && !s->grammar->matcher.is_terminated();
+      return (s->grammar && !s->grammar->matcher.is_terminated()) || s->restrictions;
     });
     if (constrained)
       ahead_logits = runner_->forward_ahead(cur.batch, cur.tokens);

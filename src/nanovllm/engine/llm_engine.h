@@ -25,6 +25,7 @@ class GrammarCompiler;
 
 struct RequestOutput {
   int64_t request_id = 0;
+  int index = 0;  // the choice of a request of n parallel samples (0..n-1)
   std::vector<int32_t> prompt_token_ids;
   std::vector<int32_t> token_ids;
   std::string text;

@@ -10,6 +10,7 @@
 #include "nanovllm/backends/logits_processing.h"
 #include "nanovllm/config/sampling_params.h"
 #include "nanovllm/engine/sequence_grammar.h"
+#include "nanovllm/engine/token_restrictions.h"
 
 namespace nanovllm {
 
@@ -37,7 +38,10 @@ class Sequence {
   std::vector<TokenLogprobs> logprobs;  // of each completion token, when params.logprobs is set
   // Of prompt tokens 1.. (params.prompt_logprobs), filled as the prompt's chunks are computed.
   std::vector<TokenLogprobs> prompt_logprobs;
-  std::unique_ptr<SequenceGrammar> grammar;  // structured outputs: null when unconstrained
+  std::unique_ptr<SequenceGrammar> grammar;         // structured outputs: null when unconstrained
+  std::unique_ptr<TokenRestrictions> restrictions;  // allowed_token_ids, bad_words: null when none
+  // The next token is masked (by the grammar, the restrictions or both).
+  bool masks_next() const { return (grammar && grammar->constrains_next()) || restrictions; }
   bool needs_prompt_logprobs() const {
     return params.prompt_logprobs && int64_t(prompt_logprobs.size()) < num_prompt_tokens - 1;
   }

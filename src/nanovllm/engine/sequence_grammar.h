@@ -34,8 +34,9 @@ bool advance_grammar(SequenceGrammar& g, int32_t token);
 class GrammarMasks {
  public:
   // For each row i of batch that samples a token (every row with all_rows_sample, else those whose
-  // prompt or decode is complete) and whose sequence constrains it, points rows[i].allowed at its
-  // mask; other rows keep null. The masks live until the next fill.
+  // prompt or decode is complete) and whose sequence masks it (Sequence::masks_next: its grammar,
+  // its TokenRestrictions, or both combined), points rows[i].allowed at its mask; other rows keep
+  // null. The masks live until the next fill.
   void fill(const ScheduledBatch& batch, std::vector<SamplingRow>& rows, bool all_rows_sample = false);
   // The same over sequences row by row; a null sequence's row keeps no mask.
   void fill(const std::vector<Sequence*>& seqs, std::vector<SamplingRow>& rows, bool all_rows_sample);

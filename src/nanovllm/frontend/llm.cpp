@@ -121,38 +121,50 @@ std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts, con
       checked.push_back(Prompt::of_ids(to_token_ids(prompts[i])));
       const auto& sp = params[params.size() == 1 ? 0 : i];
       sp.validate();
-      if (!sp.stop.empty()) require_tokenizer();
+      if (!sp.stop.empty() || !sp.bad_words.empty()) require_tokenizer();
     } catch (const InvalidRequest& e) {
       throw InvalidRequest(e.param, "request " + std::to_string(i) + ": " + e.what());
     }
   }
-  std::map<int64_t, size_t> mine;  // this call's unfinished requests -> their prompt index
-  std::vector<RequestOutput> outs(prompts.size());
+  // This call's unfinished requests -> the index of their first output; a request of n samples
+  // has n outputs in a row, in choice order.
+  std::map<int64_t, size_t> mine;
+  size_t num_outputs = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) num_outputs += size_t(params[params.size() == 1 ? 0 : i].n);
+  std::vector<RequestOutput> outs(num_outputs);
+  std::map<int64_t, int> left;  // choices still running per request
   try {
+    size_t first = 0;
     for (size_t i = 0; i < prompts.size(); ++i) {
+      const SamplingParams& sp = params[params.size() == 1 ? 0 : i];
       try {
-        mine.emplace(add_request(checked[i], params[params.size() == 1 ? 0 : i]), i);
+        const int64_t id = add_request(checked[i], sp);
+        mine.emplace(id, first);
+        left.emplace(id, sp.n);
       } catch (const InvalidRequest& e) {
         throw InvalidRequest(e.param, "request " + std::to_string(i) + ": " + e.what());
       }
+      first += size_t(sp.n);
     }
     ProgressBar bar(int64_t(prompts.size()), progress);
-    while (!mine.empty()) {
+    while (!left.empty()) {
       StepResult r;
       std::vector<RequestOutput> done = step(&r);
       bar.on_step(r.is_prefill, r.num_tokens, r.seconds);
       for (RequestOutput& o : done) {
         auto it = mine.find(o.request_id);
         if (it == mine.end()) continue;  // queued by add_request outside this call
-        outs[it->second] = std::move(o);
-        mine.erase(it);
-        bar.on_finished();
+        outs[it->second + size_t(o.index)] = std::move(o);
+        if (--left.at(it->first) == 0) {
+          left.erase(it->first);
+          bar.on_finished();
+        }
       }
       if (after_step) after_step();
     }
     bar.done();
   } catch (...) {
-    for (auto& [id, _] : mine) abort_request(id);
+    for (auto& [id, _] : left) abort_request(id);
     throw;
   }
   return outs;
@@ -161,10 +173,7 @@ std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts, con
 int64_t LLM::add_request(const Prompt& prompt, const SamplingParams& params) {
   std::vector<int32_t> ids = to_token_ids(prompt);
   params.validate();
-  if (params.n != 1)
-    throw InvalidRequest("n", "LLM takes one sequence per request (n=" + std::to_string(params.n) +
-                                  "): add the request n times with seeds seed + i");
-  if (!params.stop.empty()) require_tokenizer();
+  if (!params.stop.empty() || !params.bad_words.empty()) require_tokenizer();
   RequestTracker::Options opts;
   opts.stream = false;  // the text once at the end (token by token only where stop strings need it)
   return tracker_->add(std::move(ids), params, opts);

@@ -61,7 +61,8 @@ class LLM {
   // ids in and out only, as vLLM's --skip-tokenizer-init).
   explicit LLM(EngineConfig cfg, const std::string& tokenizer_dir = "", bool skip_tokenizer_init = false);
 
-  // One output per prompt, in order. params has one entry (for all) or one per prompt.
+  // The outputs of each prompt in order: one, or n in a row (choices 0..n-1) for a request of n
+  // parallel samples. params has one entry (for all) or one per prompt.
   // Throws InvalidRequest (with the prompt index in the message) before running anything if
   // any request is invalid. `after_step` (optional) runs after every engine step and may throw
   // (the Python binding's Ctrl-C check): the call's unfinished requests are then aborted.
@@ -69,9 +70,9 @@ class LLM {
                                       bool progress = false, const std::function<void()>& after_step = {});
 
   // nano-vllm's LLMEngine loop with text: queue a request (tokenized and validated; throws
-  // InvalidRequest; one sequence, n = 1), then step() while has_unfinished(). step() returns the
-  // requests that finished in it (text, token ids, finish reason); `stats` gets the engine's
-  // StepResult.
+  // InvalidRequest; its n choices share the returned id), then step() while has_unfinished().
+  // step() returns the choices that finished in it (text, token ids, finish reason, index, and
+  // logprobs when asked); `stats` gets the engine's StepResult.
   int64_t add_request(const Prompt& prompt, const SamplingParams& params);
   std::vector<RequestOutput> step(StepResult* stats = nullptr);
   bool has_unfinished() const { return tracker_->has_unfinished(); }

@@ -1,5 +1,9 @@
 #include "nanovllm/frontend/request_tracker.h"
 
+#include <algorithm>
+
+#include "nanovllm/utils/error.h"
+
 namespace nanovllm {
 
 namespace {
@@ -18,9 +22,28 @@ SamplingParams RequestTracker::choice_params(const SamplingParams& sp, int j) {
   return c;
 }
 
-int64_t RequestTracker::add(std::vector<int32_t> prompt, const SamplingParams& sp, const Options& opts) {
+void RequestTracker::tokenize_bad_words(SamplingParams& sp) const {
+  if (sp.bad_words.empty()) return;
+  if (!tok_) throw InvalidRequest("bad_words", "bad_words need the model's tokenizer, and this engine has none");
+  sp.bad_words_token_ids.clear();
+  for (const std::string& word : sp.bad_words) {
+    const std::string bare = word.substr(std::min(word.find_first_not_of(" \t\n\r\f\v"), word.size()));
+    std::vector<int32_t> alone = tok_->encode(bare, false);
+    if (alone.empty()) continue;
+    // After a space too, where that makes a different token sequence of the same length (vLLM's
+    // SamplingParams.update_from_tokenizer).
+    std::vector<int32_t> spaced = tok_->encode(" " + bare, false);
+    const bool add_spaced = !spaced.empty() && spaced[0] != alone[0] && spaced.size() == alone.size();
+    sp.bad_words_token_ids.push_back(std::move(alone));
+    if (add_spaced) sp.bad_words_token_ids.push_back(std::move(spaced));
+  }
+}
+
+int64_t RequestTracker::add(std::vector<int32_t> prompt, const SamplingParams& params, const Options& opts) {
   Options o = opts;
   if (o.arrival == TrackerClock::time_point{}) o.arrival = TrackerClock::now();
+  SamplingParams sp = params;
+  tokenize_bad_words(sp);
   const int64_t id = add_choice(std::move(prompt), choice_params(sp, 0), -1, 0, o);
   for (int j = 1; j < sp.n; ++j) live_.at(id).siblings.push_back({j, choice_params(sp, j)});
   return id;
@@ -34,9 +57,11 @@ int64_t RequestTracker::add_choice(std::vector<int32_t> prompt, const SamplingPa
   l.choice = choice;
   l.stream = opts.stream;
   l.parsers = opts.parsers;
-  if (opts.stream || !sp.stop.empty()) l.out = std::make_unique<output::OutputProcessor>(tok_, sp, opts.parsers);
+  if ((opts.stream || !sp.stop.empty()) && sp.detokenize)
+    l.out = std::make_unique<output::OutputProcessor>(tok_, sp, opts.parsers);
   l.prompt = std::move(prompt);
   l.wants_logprobs = sp.logprobs.has_value();
+  l.detokenize = sp.detokenize;
   l.skip_special_tokens = sp.skip_special_tokens;
   l.include_stop_str_in_output = sp.include_stop_str_in_output;
   l.times.arrival = opts.arrival;
@@ -111,9 +136,11 @@ bool RequestTracker::route(std::map<int64_t, Live>::iterator it, const output::T
     if (l.stream) {
       ev.token_ids = {e.token};
       if (l.wants_logprobs && e.logprobs) ev.logprobs.push_back(*e.logprobs);
+    } else if (l.wants_logprobs && e.logprobs) {
+      l.logprobs.push_back(*e.logprobs);
     }
   }
-  if (l.stream && e.prompt_logprobs) ev.prompt_logprobs = *e.prompt_logprobs;
+  if (e.prompt_logprobs) (l.stream ? ev.prompt_logprobs : l.prompt_logprobs) = *e.prompt_logprobs;
   FinishReason finish = e.finish;
   if (l.out) {
     output::OutputDelta d;
@@ -154,6 +181,7 @@ void RequestTracker::finish_choice(Live& l, RequestEvent& ev, FinishReason why, 
   if (!l.stream) ev.text.clear();  // the deltas of a stop-string check; the whole text is below
   RequestOutput& o = ev.output;
   o.request_id = l.request_id;
+  o.index = l.choice;
   o.finish_reason = why;
   if (engine_output) {
     o.prompt_token_ids = engine_output->prompt_token_ids;
@@ -163,9 +191,13 @@ void RequestTracker::finish_choice(Live& l, RequestEvent& ev, FinishReason why, 
     o.prompt_token_ids = std::move(l.prompt);
     o.token_ids = std::move(l.tokens);
   }
+  if (!l.stream) {
+    o.logprobs = std::move(l.logprobs);
+    o.prompt_logprobs = std::move(l.prompt_logprobs);
+  }
   if (l.out)
     o.text = l.out->text();
-  else
+  else if (l.detokenize)
     o.text = final_text(o.token_ids, l, why == FinishReason::Stop && with_token && !o.token_ids.empty());
 }
 

@@ -55,7 +55,8 @@ struct RequestEvent {
   FinishReason finish = FinishReason::None;  // set on the choice's last event
   bool called_tools = false;                 // with `finish`: the choice produced tool calls
   std::string error;                         // the choice failed (it has ended; nothing more comes)
-  RequestOutput output;   // with `finish`: the whole output (prompt and completion ids, text; no logprobs)
+  RequestOutput
+      output;  // with `finish`: the whole output (prompt and completion ids, text; logprobs when not streamed)
   ChoiceSummary summary;  // the choice so far (with every event of a streaming choice, and at the end)
 };
 
@@ -110,6 +111,8 @@ class RequestTracker {
     std::vector<int32_t> prompt;                   // for the output and the siblings
     std::vector<int32_t> tokens;
     bool wants_logprobs = false;
+    std::vector<TokenLogprobs> logprobs, prompt_logprobs;  // not streamed: for the output at the end
+    bool detokenize = true;
     bool skip_special_tokens = true;
     bool include_stop_str_in_output = false;
     RequestTimes times;
@@ -125,6 +128,8 @@ class RequestTracker {
   void finish_choice(Live& l, RequestEvent& ev, FinishReason why, const RequestOutput* engine_output, bool with_token);
   std::string final_text(const std::vector<int32_t>& token_ids, const Live& l, bool stop_token) const;
   static ChoiceSummary summary_of(const Live& l);
+  // vLLM's bad_words -> token sequences (each word alone and after a space), by tok_.
+  void tokenize_bad_words(SamplingParams& sp) const;
 
   LLMEngine& engine_;
   const Tokenizer* tok_;

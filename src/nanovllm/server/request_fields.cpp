@@ -13,7 +13,6 @@ bool is_false(const ojson& v) { return v.is_boolean() && !v.get<bool>(); }
 bool is_true(const ojson& v) { return v.is_boolean() && v.get<bool>(); }
 bool is_zero(const ojson& v) { return v.is_number() && v.get<double>() == 0; }
 bool is_one(const ojson& v) { return v.is_number() && v.get<double>() == 1; }
-bool is_empty_list(const ojson& v) { return v.is_array() && v.empty(); }
 
 struct FieldRule {
   const char* name;
@@ -70,8 +69,8 @@ const FieldRule kFields[] = {
     {"spaces_between_special_tokens", kBoth, is_true, "spaces_between_special_tokens=false is not supported"},
     {"truncate_prompt_tokens", kBoth, never, "prompt truncation is not supported"},
     {"prompt_logprobs", kBoth, nullptr, nullptr},
-    {"allowed_token_ids", kBoth, never, "allowed_token_ids is not supported"},
-    {"bad_words", kBoth, is_empty_list, "bad_words is not supported"},
+    {"allowed_token_ids", kBoth, nullptr, nullptr},  // config/request_json.h
+    {"bad_words", kBoth, nullptr, nullptr},
     {"thinking_token_budget", kBoth, never, "thinking_token_budget is not supported"},
     // vLLM's extra parameters
     {"add_generation_prompt", kChat, nullptr, nullptr},

@@ -1,6 +1,8 @@
 // Encode/decode pipeline of HfTokenizer (component parsing lives in the component files).
 #include "nanovllm/tokenizer/hf_tokenizer.h"
 
+#include "nanovllm/tokenizer/byte_level.h"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -141,6 +143,13 @@ std::string HfTokenizer::decode(const std::vector<int32_t>& ids, bool skip_speci
 std::optional<int32_t> HfTokenizer::token_to_id(std::string_view token) const {
   if (auto id = added_.token_to_id(token)) return id;
   return model_->token_to_id(token);
+}
+
+std::string HfTokenizer::id_to_token(int32_t id) const {
+  if (const AddedToken* t = added_.find(id)) return t->content;
+  std::string raw;
+  append_bytes(&id, 1, false, raw);  // throws for an id outside the vocabulary
+  return byte_level_ ? byte_level_table().to_text(raw) : raw;
 }
 
 std::string HfTokenizer::token_bytes(int32_t id) const {

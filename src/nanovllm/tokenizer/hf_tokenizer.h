@@ -31,7 +31,9 @@ class HfTokenizer final : public Tokenizer {
   const std::vector<int32_t>& special_suffix() const override { return post_.suffix; }
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const override;
   int32_t vocab_size() const override { return vocab_size_; }
+  int32_t base_vocab_size() const override { return model_->id_limit(); }
   std::optional<int32_t> token_to_id(std::string_view token) const override;
+  std::string id_to_token(int32_t id) const override;
   bool is_special(int32_t id) const override;
   std::string token_bytes(int32_t id) const override;
   const std::string& chat_template() const override { return chat_template_; }

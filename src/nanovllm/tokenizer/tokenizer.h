@@ -40,7 +40,13 @@ class Tokenizer {
   // Ids -> text. Ids out of range throw TokenizerError.
   virtual std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const = 0;
   virtual int32_t vocab_size() const = 0;
+  // The model's vocabulary without the added tokens (Hugging Face's `vocab_size`; vocab_size()
+  // above is its len(tokenizer)).
+  virtual int32_t base_vocab_size() const = 0;
   virtual std::optional<int32_t> token_to_id(std::string_view token) const = 0;
+  // The token's vocabulary string as tokenizer.json spells it ("Ġthe", "▁the", "<|im_end|>"):
+  // Hugging Face's convert_ids_to_tokens. Throws TokenizerError for an id outside the vocabulary.
+  virtual std::string id_to_token(int32_t id) const = 0;
   virtual bool is_special(int32_t id) const = 0;
   // The bytes token `id` contributes to text in the middle of a sequence (what a grammar matches):
   // byte-level vocabularies' raw bytes, SentencePiece pieces with U+2581 as a space and <0xHH> as

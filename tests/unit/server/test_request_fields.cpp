@@ -34,8 +34,6 @@ TEST(RequestFields, UnimplementedFieldsAreRefusedUnlessDefault) {
       {"use_beam_search", true},
       {"length_penalty", 0.5},
       {"priority", 2},
-      {"bad_words", {"x"}},
-      {"allowed_token_ids", {1, 2}},
       {"truncate_prompt_tokens", 5},
       {"continue_final_message", true},
       {"spaces_between_special_tokens", false},
@@ -50,7 +48,8 @@ TEST(RequestFields, UnimplementedFieldsAreRefusedUnlessDefault) {
       {"use_beam_search", false},
       {"length_penalty", 1.0},
       {"priority", 0},
-      {"bad_words", ojson::array()},
+      {"bad_words", {"x"}},  // config/request_json.h reads these two
+      {"allowed_token_ids", {1, 2}},
       {"continue_final_message", false},
       {"add_special_tokens", false},
       {"spaces_between_special_tokens", true},
