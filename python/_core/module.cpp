@@ -341,7 +341,8 @@ void bind_llm(py::module_& m) {
             in.messages = nlohmann::ordered_json::parse(messages);
             if (!tools.empty()) in.tools = nlohmann::ordered_json::parse(tools);
             in.add_generation_prompt = add_generation_prompt;
-            for (auto& [k, v] : nlohmann::ordered_json::parse(kwargs.empty() ? "{}" : kwargs).items()) {
+            const auto vars = nlohmann::ordered_json::parse(kwargs.empty() ? "{}" : kwargs);
+            for (auto& [k, v] : vars.items()) {
               if (k == "enable_thinking" && v.is_boolean())
                 in.enable_thinking = v.get<bool>();
               else

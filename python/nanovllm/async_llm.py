@@ -30,7 +30,12 @@ class _Request:
         self.sent_text, self.sent_tokens = [0] * n, [0] * n  # what DELTA outputs already gave
 
     def put(self, item):
-        self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+        """To the caller's queue; False when its event loop has closed (nobody will read it)."""
+        try:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+            return True
+        except RuntimeError:
+            return False
 
     def output(self):
         delta = self.sp.output_kind == RequestOutputKind.DELTA
@@ -146,9 +151,12 @@ class AsyncLLM:
                     touched[req.request_id] = req
             for req in touched.values():
                 out_final = all(f is not None for f in req.finish)
+                delivered = True
                 if req.sp.output_kind != RequestOutputKind.FINAL_ONLY or out_final:
-                    req.put(req.output())
-                if out_final:
+                    delivered = req.put(req.output())
+                if not delivered and not out_final:  # its event loop is gone: nobody reads it
+                    engine.abort_request(req.engine_id)
+                if out_final or not delivered:
                     self._forget(req)
 
     def _command(self, engine, cmd):
