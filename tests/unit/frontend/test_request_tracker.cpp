@@ -192,10 +192,34 @@ TEST(RequestTracker, LlmAndAStreamingConsumerGetTheSameText) {
   if (!params[0].stop.empty()) EXPECT_EQ(outs[0].finish_reason, FinishReason::Stop);
 }
 
-TEST(RequestTracker, LlmRefusesParallelSamples) {
+// LLM::generate gives a request of n samples n outputs in a row (index 0..n-1, sample j with seed
+// + j), between the outputs of the other prompts; logprobs come with them when asked.
+TEST(RequestTracker, LlmGeneratesParallelSamplesInOrder) {
   LLM llm = test::tiny_qwen3_llm();
-  SamplingParams sp = greedy(4);
-  sp.n = 2;
-  EXPECT_THROW(llm.add_request(Prompt::of_ids(random_tokens(8, 1)), sp), InvalidRequest);
+  SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.seed = 11;
+  sp.max_tokens = 6;
+  sp.ignore_eos = true;
+  sp.n = 3;
+  sp.logprobs = 2;
+  SamplingParams one = greedy(4);
+  const auto p0 = random_tokens(8, 1), p1 = random_tokens(9, 2);
+  auto outs = llm.generate({Prompt::of_ids(p0), Prompt::of_ids(p1)}, {sp, one});
+  ASSERT_EQ(outs.size(), 4u);
+  for (int j = 0; j < 3; ++j) {
+    EXPECT_EQ(outs[size_t(j)].index, j);
+    EXPECT_EQ(outs[size_t(j)].request_id, outs[0].request_id);
+    EXPECT_EQ(outs[size_t(j)].prompt_token_ids, p0);
+    ASSERT_EQ(outs[size_t(j)].logprobs.size(), 6u);
+    EXPECT_EQ(outs[size_t(j)].logprobs[0].top.size(), 2u);
+    SamplingParams alone = sp;
+    alone.n = 1;
+    alone.seed = 11 + uint64_t(j);
+    EXPECT_EQ(llm.generate({Prompt::of_ids(p0)}, {alone})[0].token_ids, outs[size_t(j)].token_ids) << j;
+  }
+  EXPECT_EQ(outs[3].index, 0);
+  EXPECT_EQ(outs[3].prompt_token_ids, p1);
+  EXPECT_TRUE(outs[3].logprobs.empty());
   EXPECT_FALSE(llm.has_unfinished());
 }
