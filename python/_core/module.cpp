@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <variant>
 
+#include "nanovllm/config/hf_hub.h"
 #include "nanovllm/config/request_json.h"
 #include "nanovllm/config/settings.h"
 #include "nanovllm/config/structured_request.h"
@@ -56,13 +57,14 @@ py::dict output_dict(const RequestOutput& o, bool with_details) {
 // as `generate` workers, as the CLI starts them); none for tensor_parallel_size 1.
 std::unique_ptr<LocalLauncher> start_ranks(EngineConfig& cfg, const std::string& worker_program) {
   if (cfg.tensor_parallel_size == 1) return nullptr;
+  settle_model_dir(cfg);  // the workers load rank 0's snapshot of a Hugging Face id
   if (worker_program.empty() || access(worker_program.c_str(), X_OK) != 0)
     throw UserError("tensor_parallel_size " + std::to_string(cfg.tensor_parallel_size) +
                     " needs the nanovllm executable for the other ranks (not found: '" + worker_program + "')");
   std::vector<std::string> cmd{worker_program,
                                "generate",
                                "--model",
-                               cfg.model,
+                               cfg.model_path(),
                                "--device",
                                device_choice_name(cfg.device),
                                "--tensor-parallel-size",

@@ -79,7 +79,11 @@ class engine_messages:
 
     def __exit__(self, typ, exc, tb):
         if isinstance(exc, ValueError) and exc.args:
-            msg = re.sub(r"--([a-z][a-z-]*)", lambda m: _FLAG_TO_KEYWORD.get(m.group(1), m.group(1).replace("-", "_")),
-                         str(exc.args[0]))
-            raise ValueError(msg) from None
+            # `quoted` commands (huggingface-cli download ... --revision v2) keep their flags, and
+            # so do paths (models--ORG--NAME: a "--" inside a word is no flag).
+            parts = str(exc.args[0]).split("`")
+            parts[::2] = [re.sub(r"(?<![\w-])--([a-z][a-z-]*)",
+                                 lambda m: _FLAG_TO_KEYWORD.get(m.group(1), m.group(1).replace("-", "_")), p)
+                          for p in parts[::2]]
+            raise ValueError("`".join(parts)) from None
         return False
