@@ -174,7 +174,7 @@ void run(GenerateArgs& a) {
   for (auto& s : a.sp.stop) s = unescaped(s);
   if (a.enable_thinking && a.no_thinking) throw UserError("--enable-thinking and --no-thinking contradict each other");
   EngineConfig cfg = a.engine.resolve();
-  if (cfg.tp_rank == 0) apply_generation_defaults(a, cfg.model);
+  if (cfg.tp_rank == 0) apply_generation_defaults(a, cfg.model_path());
   a.sp.validate();
   if (cfg.tp_rank == 0 && a.prompts.empty() && a.input.empty())
     throw UserError("nothing to generate: give --prompt TEXT or --input FILE.jsonl (- for standard input)");

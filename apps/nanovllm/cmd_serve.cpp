@@ -64,11 +64,11 @@ void run(ServeArgs& a) {
                       "reasoning_parser " + p + " disagree");
   }
   check_output_parsers(a.opts);
-  apply_vllm_serve_flags(a.vllm, cfg.model, a.opts);
+  apply_vllm_serve_flags(a.vllm, cfg.model_path(), a.opts);
   const std::string chat_template = read_chat_template_flag(a.vllm.chat_template);
   // A server without a tokenizer answers text prompts with errors and returns no text: only on request.
   if (!a.skip_tokenizer_init && find_tokenizer_dir(cfg, a.engine.tokenizer).empty()) {
-    std::string where = "looked in the model directory";
+    std::string where = "looked in the model directory " + cfg.model_path();
     if (preset_model_config(cfg.model)) {
       where = "";
       for (auto& d : preset_tokenizer_dirs(preset_tokenizer_name(cfg.model)))

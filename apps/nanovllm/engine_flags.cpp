@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "nanovllm/backends/backend.h"
+#include "nanovllm/config/hf_hub.h"
 #include "nanovllm/utils/error.h"
 #include "vllm_flags.h"
 
@@ -37,7 +38,8 @@ std::string setting_help(const Setting& s) {
 void EngineFlags::add_to(CLI::App& app) {
   app.add_option(
       "MODEL", model_arg,
-      "model directory, or a built-in preset (qwen3-0.6b, qwen3-1.7b, qwen3-8b, qwen3-30b-a3b, qwen2.5-0.5b, "
+      "model directory, a Hugging Face id in the local cache (ORG/NAME: see --revision, --download-dir; nothing "
+      "is downloaded), or a built-in preset (qwen3-0.6b, qwen3-1.7b, qwen3-8b, qwen3-30b-a3b, qwen2.5-0.5b, "
       "qwen2.5-7b, llama-3.2-1b, llama-3.1-8b, mistral-7b)");
   app.add_option("--model,-m", cfg.model, "the model, as MODEL (both given: they must agree)");
   for (const Setting& s : engine_settings()) {
@@ -52,7 +54,8 @@ void EngineFlags::add_to(CLI::App& app) {
     }
   }
   add_vllm_engine_flags(app, *this);
-  app.add_option("--tokenizer", tokenizer, "tokenizer directory (default: the model's, or the Qwen3 one for presets)");
+  app.add_option("--tokenizer", tokenizer,
+                 "tokenizer directory or cached Hugging Face id (default: the model's, or the Qwen3 one for presets)");
   app.add_option("--rank", rank, "start just this rank (manual start; starts no other process)");
   app.add_option("--tp-spawned-rank", spawned_rank)->group("");  // hidden: the launcher's workers
   app.add_option("--tp-spawned-port", spawned_port)->group("");
@@ -100,6 +103,7 @@ EngineConfig EngineFlags::resolve() const {
   }
   check_vllm_engine_flags(*this, c);
   c.validate();
+  settle_model_dir(c);  // a Hugging Face id -> its snapshot in the local cache (or a clear error), once
   return c;
 }
 

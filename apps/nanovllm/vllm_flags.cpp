@@ -67,6 +67,9 @@ void check_vllm_engine_flags(const EngineFlags& f, const EngineConfig& cfg) {
                     " only; use --dtype auto or " + computes);
   if (f.trust_remote_code && cfg.tp_rank == 0 && !f.spawned())
     std::fprintf(stderr, "note: --trust-remote-code accepted; nothing remote is run (the Qwen3 code is built in)\n");
+  if (!cfg.code_revision.empty() && cfg.tp_rank == 0 && !f.spawned())
+    std::fprintf(stderr, "note: --code-revision %s accepted; no remote code is run (the model code is built in)\n",
+                 cfg.code_revision.c_str());
 }
 
 void add_vllm_serve_flags(CLI::App& cmd, VllmServeFlags& f, server::ServerOptions& o) {

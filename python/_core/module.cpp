@@ -12,6 +12,7 @@
 #include <variant>
 
 #include "nanovllm/config/generation_defaults.h"
+#include "nanovllm/config/hf_hub.h"
 #include "nanovllm/config/request_json.h"
 #include "nanovllm/config/settings.h"
 #include "nanovllm/config/structured_request.h"
@@ -83,13 +84,14 @@ py::dict output_dict(const RequestOutput& o, const Tokenizer* tok, bool with_log
 // as `generate` workers, as the CLI starts them); none for tensor_parallel_size 1.
 std::unique_ptr<LocalLauncher> start_ranks(EngineConfig& cfg, const std::string& worker_program) {
   if (cfg.tensor_parallel_size == 1) return nullptr;
+  settle_model_dir(cfg);  // the workers load rank 0's snapshot of a Hugging Face id
   if (worker_program.empty() || access(worker_program.c_str(), X_OK) != 0)
     throw UserError("tensor_parallel_size " + std::to_string(cfg.tensor_parallel_size) +
                     " needs the nanovllm executable for the other ranks (not found: '" + worker_program + "')");
   std::vector<std::string> cmd{worker_program,
                                "generate",
                                "--model",
-                               cfg.model,
+                               cfg.model_path(),
                                "--device",
                                device_choice_name(cfg.device),
                                "--tensor-parallel-size",
@@ -357,6 +359,7 @@ void bind_llm(py::module_& m) {
           py::arg("messages"), py::arg("tools"), py::arg("add_generation_prompt"), py::arg("kwargs"),
           py::arg("chat_template"))
       .def_property_readonly("act_dtype", [](const PyLLM& llm) { return dtype_name(llm.engine_info().act_dtype); })
+      .def_property_readonly("model_dir", [](const PyLLM& llm) { return llm.config().model_dir; })
       .def_property_readonly("max_model_len", [](const PyLLM& llm) { return llm.config().max_model_len; })
       .def_property_readonly("vocab_size", [](const PyLLM& llm) { return llm.model_config().vocab_size; })
       .def("has_unfinished", [](const PyLLM& llm) { return llm.has_unfinished(); })

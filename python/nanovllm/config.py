@@ -63,11 +63,10 @@ class EngineArgs:
         self.dtype = kwargs.get("dtype", "auto")
         if self.dtype not in _DTYPES:
             raise ValueError(f"dtype {self.dtype!r}: not a dtype ({', '.join(_DTYPES)})")
-        # generation_config: "auto" (the model's generation_config.json), "vllm" (none) or a directory.
-        override = kwargs.get("override_generation_config")
-        with engine_messages():
-            self.generation = json.loads(_core.generation_defaults(
-                kwargs.get("generation_config", "auto"), model, json.dumps(override) if override else ""))
+        # generation_config: "auto" (the model's generation_config.json), "vllm" (none) or a directory;
+        # read by generation_defaults() once the model's directory is settled.
+        self.generation_config = kwargs.get("generation_config", "auto")
+        self.override_generation_config = kwargs.get("override_generation_config")
         self.skip_tokenizer_init = kwargs.get("skip_tokenizer_init", False)
         self.tokenizer_dir = kwargs.get("tokenizer") or self._preset_tokenizer(model)
 
@@ -81,6 +80,14 @@ class EngineArgs:
             return ""
         d = os.path.join(os.path.dirname(__file__), "tokenizers", name)
         return d if os.path.exists(os.path.join(d, "tokenizer.json")) else ""
+
+
+def generation_defaults(args, model_dir):
+    """The sampling defaults of args' generation_config (vLLM's names) for the model in model_dir."""
+    override = args.override_generation_config
+    with engine_messages():
+        return json.loads(_core.generation_defaults(args.generation_config, model_dir,
+                                                    json.dumps(override) if override else ""))
 
 
 def check_dtype(dtype, act_dtype):
@@ -100,7 +107,11 @@ class engine_messages:
 
     def __exit__(self, typ, exc, tb):
         if isinstance(exc, ValueError) and exc.args:
-            msg = re.sub(r"--([a-z][a-z-]*)", lambda m: _FLAG_TO_KEYWORD.get(m.group(1), m.group(1).replace("-", "_")),
-                         str(exc.args[0]))
-            raise ValueError(msg) from None
+            # `quoted` commands (huggingface-cli download ... --revision v2) keep their flags, and
+            # so do paths (models--ORG--NAME: a "--" inside a word is no flag).
+            parts = str(exc.args[0]).split("`")
+            parts[::2] = [re.sub(r"(?<![\w-])--([a-z][a-z-]*)",
+                                 lambda m: _FLAG_TO_KEYWORD.get(m.group(1), m.group(1).replace("-", "_")), p)
+                          for p in parts[::2]]
+            raise ValueError("`".join(parts)) from None
         return False

@@ -7,7 +7,7 @@ import os
 
 from nanovllm import _core
 from nanovllm._checks import check_type
-from nanovllm.config import EngineArgs, check_dtype, engine_messages
+from nanovllm.config import EngineArgs, check_dtype, engine_messages, generation_defaults
 from nanovllm.outputs import CompletionOutput, RequestOutput, logprob_dicts
 from nanovllm.sampling_params import SamplingParams
 
@@ -53,10 +53,10 @@ class LLMEngine:
         worker = os.path.join(os.path.dirname(__file__), "bin", "nanovllm")
         # Structured outputs' engine defaults (JSON whitespace), applied to each request's params.
         self._structured_config = args.config.get("structured_outputs_config")
-        self._generation = args.generation
         with engine_messages():
             self._llm = _core.LLM(args.config, args.tokenizer_dir, args.skip_tokenizer_init, worker)
         check_dtype(args.dtype, self._llm.act_dtype)
+        self._generation = generation_defaults(args, self._llm.model_dir)
         self._max_model_len = self._llm.max_model_len
         self._vocab_size = self._llm.vocab_size
 

@@ -2,7 +2,8 @@
 # Hostile model directories at start-up: each is a copy of the tied fixture with one thing
 # corrupted (config.json, generation_config.json, model.safetensors, the shard index, the chat
 # template), and `nanovllm generate` must print one line naming the problem and exit 2: never a
-# crash, a hang (FIFOs) or an "internal error" (exit 1).
+# crash, a hang (FIFOs) or an "internal error" (exit 1). Then models by Hugging Face id from a hub
+# cache laid out as huggingface_hub writes it, and the errors of ids and directories not found.
 set -uo pipefail
 BIN=${NANOVLLM_BINARY:?}
 SRC=${NANOVLLM_SOURCE_DIR:?}
@@ -161,5 +162,87 @@ expect "chat template syntax error: template nested too deeply"
 with_template "'{% for m in messages %}{% set x = [] %}{% for i in range(300000) %}{% set x = [x] %}{% endfor %}{{ m.content }}{% endfor %}'"
 CASE="chat template nesting 300,000 lists renders"
 check 0 "" "${G[@]}" --model "$M" --prompt hi --chat
+
+# --- models by Hugging Face id, from a cache laid out as huggingface_hub writes it: blobs named by
+# their etag (sha256 of an LFS file, git blob sha1 of the others), snapshots/<commit>/ of relative
+# links into ../../blobs/, refs/<revision> holding the commit without a newline. Nothing is
+# downloaded; the user's own cache is never looked at.
+unset HF_HOME HUGGINGFACE_HUB_CACHE XDG_CACHE_HOME
+export HF_HUB_CACHE="$TMP/empty-hub"
+hf_snapshot() {  # hf_snapshot ROOT ORG/NAME COMMIT SRC_DIR FILES...
+  python3 - "$@" <<'PY'
+import hashlib, os, sys
+root, repo_id, commit, src = sys.argv[1:5]
+folder = "models--" + repo_id.replace("/", "--")
+repo = os.path.join(root, folder)
+os.makedirs(os.path.join(repo, "blobs"), exist_ok=True)
+os.makedirs(os.path.join(root, ".locks", folder), exist_ok=True)
+snap = os.path.join(repo, "snapshots", commit)
+os.makedirs(snap, exist_ok=True)
+for f in sys.argv[5:]:
+    data = open(os.path.join(src, f), "rb").read()
+    lfs = f.endswith(".safetensors")
+    h = hashlib.sha256(data).hexdigest() if lfs else hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    blob = os.path.join(repo, "blobs", h)
+    if not os.path.exists(blob):
+        open(blob, "wb").write(data)
+    dst = os.path.join(snap, f)
+    os.symlink(os.path.relpath(blob, os.path.dirname(dst)), dst)
+PY
+}
+hf_ref() { mkdir -p "$1/models--${2/\//--}/refs/$(dirname "$3")"; printf '%s' "$4" > "$1/models--${2/\//--}/refs/$3"; }
+C1=1f2e3d4c5b6a79881f2e3d4c5b6a79881f2e3d4c
+C2=aaaabbbbccccddddeeeeffff0000111122223333
+fresh; with_template "'{{ messages[0].content }}'"  # $M: the tied fixture + a byte-level tokenizer
+FILES=(config.json generation_config.json model.safetensors tokenizer.json tokenizer_config.json)
+hf_snapshot "$TMP/hub" tiny-org/Tiny-Qwen3 $C1 "$M" "${FILES[@]}"
+hf_ref "$TMP/hub" tiny-org/Tiny-Qwen3 main $C1
+hf_snapshot "$TMP/hub" tiny-org/Tiny-Qwen3 $C2 "$M" "${FILES[@]}"
+hf_ref "$TMP/hub" tiny-org/Tiny-Qwen3 v1.0 $C2
+cp -r "$TMP/hub" "$TMP/dl"
+printf '{"prompt": "hello"}\n' > "$TMP/text.jsonl"
+want=$(timeout 60 "$BIN" "${G[@]}" --model "$M" --input "$TMP/text.jsonl" 2>/dev/null)
+same() {  # same CASE ENV... -- ARGS...: generates what the directory generates
+  CASE=$1; shift
+  local envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
+  local got rc
+  got=$(env "${envs[@]}" timeout 60 "$BIN" "${G[@]}" "$@" --input "$TMP/text.jsonl" 2>"$TMP/err"); rc=$?
+  if [ $rc -ne 0 ] || [ -z "$want" ] || [ "$got" != "$want" ]; then
+    echo "FAIL: $CASE -> rc=$rc, stdout: ${got:0:300} (wanted: ${want:0:300}), stderr: $(head -c 400 "$TMP/err")"
+    fails=$((fails + 1))
+  else
+    echo "ok: $CASE"
+  fi
+}
+mkdir -p "$TMP/home" "$TMP/home2/.cache/huggingface"
+cp -r "$TMP/hub" "$TMP/home/hub"
+cp -r "$TMP/hub" "$TMP/home2/.cache/huggingface/hub"
+same "id via HF_HUB_CACHE (refs/main)" HF_HUB_CACHE="$TMP/hub" -- tiny-org/Tiny-Qwen3
+same "id via HF_HOME/hub" -u HF_HUB_CACHE HF_HOME="$TMP/home" -- tiny-org/Tiny-Qwen3
+same "id via ~/.cache/huggingface/hub" -u HF_HUB_CACHE HOME="$TMP/home2" -- tiny-org/Tiny-Qwen3
+same "id at a tag (--revision v1.0)" HF_HUB_CACHE="$TMP/hub" -- tiny-org/Tiny-Qwen3 --revision v1.0
+same "id at a commit hash" HF_HUB_CACHE="$TMP/hub" -- --model tiny-org/Tiny-Qwen3 --revision $C2
+same "id via --download-dir" HF_HUB_CACHE="$TMP/empty-hub" -- tiny-org/Tiny-Qwen3 --download-dir "$TMP/dl"
+same "--tokenizer as an id" HF_HUB_CACHE="$TMP/hub" -- "$M" --tokenizer tiny-org/Tiny-Qwen3 --tokenizer-revision v1.0
+
+CASE="an id not in the cache"
+check 2 "model 'tiny-org/Other': no such directory, and the Hugging Face id tiny-org/Other (revision main) is not in the local Hugging Face cache (searched $TMP/empty-hub/models--tiny-org--Other). Nothing is downloaded: get the files with \`huggingface-cli download tiny-org/Other\` (or \`hf download tiny-org/Other\`), or pass a local directory" \
+  "${G[@]}" tiny-org/Other --input "$TMP/in.jsonl"
+CASE="an id cached, not at that revision"
+check 2 "(revision v2) is in the local Hugging Face cache ($TMP/dl) but not at revision v2" \
+  "${G[@]}" tiny-org/Tiny-Qwen3 --revision v2 --download-dir "$TMP/dl" --input "$TMP/in.jsonl"
+CASE="--code-revision is accepted with a note"
+err=$(HF_HUB_CACHE="$TMP/hub" timeout 60 "$BIN" "${G[@]}" tiny-org/Tiny-Qwen3 --code-revision main --input "$TMP/in.jsonl" 2>&1 >/dev/null)
+if grep -q "note: --code-revision main accepted" <<<"$err"; then echo "ok: $CASE"; else echo "FAIL: $CASE: $err"; fails=$((fails + 1)); fi
+for cmd in "generate --prompt hi" serve; do
+  CASE="$cmd: a directory that does not exist"
+  check 2 "model directory '$TMP/no-such-dir' does not exist" $cmd --device cpu "$TMP/no-such-dir"
+  CASE="$cmd: a relative directory that does not exist"
+  check 2 "model directory './no/such/dir' does not exist" $cmd --device cpu ./no/such/dir
+done
+CASE="a snapshot without config.json"
+rm "$TMP/dl/models--tiny-org--Tiny-Qwen3/snapshots/$C2/config.json"
+check 2 "model 'tiny-org/Tiny-Qwen3' (revision v1.0): the cached snapshot $TMP/dl/models--tiny-org--Tiny-Qwen3/snapshots/$C2 has no config.json" \
+  "${G[@]}" tiny-org/Tiny-Qwen3 --revision v1.0 --download-dir "$TMP/dl" --input "$TMP/in.jsonl"
 
 [ $fails -eq 0 ] || { echo "$fails case(s) failed"; exit 1; }

@@ -95,8 +95,15 @@ struct ModelConfig {
 };
 
 struct EngineConfig {
-  std::string model;        // directory or preset name
-  bool load_dummy = false;  // --load-format dummy
+  std::string model;  // directory, Hugging Face id (ORG/NAME) or preset name: the name shown
+  // The local directory the model loads from: `model` resolved once (settle_model_dir, hf_hub.h),
+  // e.g. an id's snapshot in the Hugging Face cache. Empty: not settled yet, or a preset.
+  std::string model_dir;
+  std::string revision = "main";   // --revision: an id's branch, tag or commit hash
+  std::string download_dir;        // --download-dir: a Hugging Face cache root searched first
+  std::string tokenizer_revision;  // --tokenizer-revision: the tokenizer's revision; empty: revision's
+  std::string code_revision;       // --code-revision: vLLM's; accepted, no remote code runs
+  bool load_dummy = false;         // --load-format dummy
   DeviceChoice device = DeviceChoice::Auto;
   int64_t max_num_seqs = 512;
   int64_t max_num_batched_tokens = 16384;
@@ -149,6 +156,8 @@ struct EngineConfig {
   // between settings. Run once, where the settings are parsed (the CLI, the Python keywords) or
   // where a C++ caller hands its config to the engine (LLMEngine).
   void validate() const;
+  // What loaders open: model_dir once settled, else model itself (a directory, or a preset).
+  const std::string& model_path() const { return model_dir.empty() ? model : model_dir; }
   bool max_model_len_is_auto() const { return max_model_len == 0; }
   int ranks_per_node() const { return tensor_parallel_size / nnodes; }
   int local_rank() const { return tp_rank % ranks_per_node(); }  // the GPU index on this node

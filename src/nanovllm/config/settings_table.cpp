@@ -77,6 +77,11 @@ Access bool_field(bool EngineConfig::*m) {
           [m](const Setting& s, EngineConfig& c, const SettingValue& v) { c.*m = as_bool(s, v); }};
 }
 
+Access text_field(std::string EngineConfig::*m) {
+  return {[m](const EngineConfig& c) { return SettingValue(c.*m); },
+          [m](const Setting& s, EngineConfig& c, const SettingValue& v) { c.*m = as_text(s, v); }};
+}
+
 template <class E>
 Access enum_field(E EngineConfig::*m, const char* (*name)(E), E (*parse)(const std::string&, const std::string&)) {
   return {
@@ -182,6 +187,39 @@ std::vector<Setting> make_settings() {
   using T = SettingType;
   using C = EngineConfig;
   std::vector<Setting> t;
+  // Models by Hugging Face id, from the local cache only (hf_hub.h); not sent to tensor-parallel
+  // workers: each resolves the model from its own command line before it hears from rank 0.
+  t.push_back(bind(text_field(&C::revision),
+                   {.name = "revision",
+                    .type = T::Text,
+                    .help = "the revision of a Hugging Face id MODEL: a branch, tag or commit hash, looked up in the "
+                            "local Hugging Face cache (nothing is downloaded)",
+                    .flags = {"--revision"},
+                    .keywords = {"revision"},
+                    .python_none = true}));
+  t.push_back(bind(text_field(&C::download_dir),
+                   {.name = "download_dir",
+                    .type = T::Text,
+                    .help = "a Hugging Face cache directory (as huggingface_hub lays it out) searched for ids before "
+                            "$HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub",
+                    .flags = {"--download-dir"},
+                    .keywords = {"download_dir"},
+                    .python_none = true}));
+  t.push_back(bind(text_field(&C::tokenizer_revision),
+                   {.name = "tokenizer_revision",
+                    .type = T::Text,
+                    .help = "the revision of the tokenizer's Hugging Face id (--tokenizer, else the model's)",
+                    .flags = {"--tokenizer-revision"},
+                    .keywords = {"tokenizer_revision"},
+                    .python_none = true,
+                    .shown_default = "--revision's"}));
+  t.push_back(bind(text_field(&C::code_revision),
+                   {.name = "code_revision",
+                    .type = T::Text,
+                    .help = "vLLM's revision of remote model code: accepted with a note; no remote code runs",
+                    .flags = {"--code-revision"},
+                    .keywords = {"code_revision"},
+                    .python_none = true}));
   t.push_back(bind(load_format_field(),
                    {.name = "load_format",
                     .type = T::Choice,
@@ -309,12 +347,10 @@ std::vector<Setting> make_settings() {
                                               .help = "this host's index",
                                               .flags = {"--node-rank"},
                                               .range = "[0, nnodes)"}));
-  t.push_back(bind(Access{[](const C& c) { return SettingValue(c.master_addr); },
-                          [](const Setting& s, C& c, const SettingValue& v) { c.master_addr = as_text(s, v); }},
-                   {.name = "master_addr",
-                    .type = T::Text,
-                    .help = "where rank 0 listens for the other ranks",
-                    .flags = {"--master-addr"}}));
+  t.push_back(bind(text_field(&C::master_addr), {.name = "master_addr",
+                                                 .type = T::Text,
+                                                 .help = "where rank 0 listens for the other ranks",
+                                                 .flags = {"--master-addr"}}));
   t.push_back(bind(int_field(&C::master_port), {.name = "master_port",
                                                 .type = T::Int,
                                                 .help = "rank 0's port; 0: a free one (a single host)",

@@ -3,9 +3,9 @@
 #include "nanovllm/structured/compiler.h"
 
 #include <algorithm>
-#include <filesystem>
 
 #include "nanovllm/backends/profiling_backend.h"
+#include "nanovllm/config/hf_hub.h"
 #include "nanovllm/dist/tp_group.h"
 #include "nanovllm/engine/tensor_parallel.h"
 #include "nanovllm/engine/tp_protocol.h"
@@ -16,14 +16,15 @@ namespace nanovllm {
 
 ModelConfig resolve_model_config(const EngineConfig& cfg) {
   if (cfg.model.empty()) throw UserError("no model given (--model DIR or a preset such as qwen3-0.6b)");
-  if (!std::filesystem::exists(cfg.model)) {
+  const std::string dir = local_model_dir(cfg);  // a directory, or a Hugging Face id's snapshot
+  if (dir.empty()) {
     if (auto p = preset_model_config(cfg.model)) {
       if (!cfg.load_dummy)
         throw UserError("'" + cfg.model + "' is a built-in preset without weights: add --load-format dummy");
       return *p;
     }
   }
-  return load_model_config(cfg.model);
+  return load_model_config(dir.empty() ? cfg.model : dir);
 }
 
 std::unique_ptr<Backend> make_backend(const EngineConfig& cfg) {
@@ -37,6 +38,7 @@ std::unique_ptr<Backend> make_backend(const EngineConfig& cfg) {
 LLMEngine::LLMEngine(EngineConfig cfg) : LLMEngine(cfg, resolve_model_config(cfg)) {}
 
 LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)), mcfg_(std::move(mcfg)) {
+  settle_model_dir(cfg_);  // the weights load from model_path(): an id's snapshot
   cfg_.validate();
   settle_max_model_len(cfg_, mcfg_);   // refuses a bad --max-model-len before any work
   check_tensor_parallel(cfg_, mcfg_);  // before any GPU work

@@ -145,7 +145,8 @@ class LLMEngine {
   std::chrono::steady_clock::time_point last_step_end_{};  // when the last step's tokens were taken
 };
 
-// Resolves cfg.model to a ModelConfig: a directory, or a built-in preset with --load-format dummy.
+// Resolves cfg.model to a ModelConfig: a directory, a Hugging Face id in the local cache
+// (config/hf_hub.h), or a built-in preset with --load-format dummy.
 ModelConfig resolve_model_config(const EngineConfig& cfg);
 // The backend of this rank (CUDA: GPU cfg.local_rank()).
 std::unique_ptr<Backend> make_backend(const EngineConfig& cfg);

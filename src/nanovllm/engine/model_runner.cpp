@@ -40,7 +40,7 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
   trace("weights");
   // The checkpoint's files are opened and validated before any parameter is allocated.
   std::unique_ptr<SafetensorsCheckpoint> ckpt;
-  if (!cfg_.load_dummy) ckpt = std::make_unique<SafetensorsCheckpoint>(cfg_.model);
+  if (!cfg_.load_dummy) ckpt = std::make_unique<SafetensorsCheckpoint>(cfg_.model_path());
   try {
     model_ = create_model(mcfg_, *backend_, comm_.get());
   } catch (const ResourceError& e) {
@@ -48,7 +48,7 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
     // the allocation succeeds, load_weights names the first tensor that does not match).
     const int64_t need = mcfg_.checked_num_parameters().value_or(INT64_MAX);
     if (ckpt && ckpt->num_elements() < need)
-      throw LoadError(cfg_.model + "/config.json describes a model of " + std::to_string(need) +
+      throw LoadError(cfg_.model_path() + "/config.json describes a model of " + std::to_string(need) +
                       " parameters, but the checkpoint holds " + std::to_string(ckpt->num_elements()) +
                       " elements in all (" + e.what() + ")");
     throw;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "nanovllm/config/hf_hub.h"
 #include "nanovllm/dist/tp_group.h"
 #include "nanovllm/engine/llm_engine.h"
 #include "nanovllm/engine/tp_protocol.h"
@@ -33,6 +34,7 @@ void check_tensor_parallel(const EngineConfig& cfg, const ModelConfig& mcfg) {
 
 void run_tp_worker(EngineConfig cfg) {
   if (cfg.tp_rank <= 0) throw Error("run_tp_worker: rank 0 runs the engine, not a worker");
+  settle_model_dir(cfg);
   ModelConfig mcfg = resolve_model_config(cfg);
   check_tensor_parallel(cfg, mcfg);
   TpGroup tp(rendezvous_options(cfg), true);

@@ -4,6 +4,7 @@
 #include <future>
 #include <map>
 
+#include "nanovllm/config/hf_hub.h"
 #include "nanovllm/models/hf_config.h"
 #include "nanovllm/utils/error.h"
 #include "nanovllm/utils/progress.h"
@@ -45,12 +46,19 @@ std::vector<std::string> preset_tokenizer_dirs(const std::string& name) {
 }
 
 std::string find_tokenizer_dir(const EngineConfig& cfg, const std::string& explicit_dir) {
+  // vLLM: the tokenizer's revision is --tokenizer-revision, else the model's.
+  const std::string revision = cfg.tokenizer_revision.empty() ? cfg.revision : cfg.tokenizer_revision;
   if (!explicit_dir.empty()) {
-    if (!fs::exists(fs::path(explicit_dir) / "tokenizer.json"))
-      throw UserError("--tokenizer " + explicit_dir + ": no tokenizer.json there");
-    return explicit_dir;
+    const std::string dir = resolve_local_dir(explicit_dir, revision, cfg.download_dir, "--tokenizer");
+    if (!fs::exists(fs::path(dir) / "tokenizer.json"))
+      throw UserError("--tokenizer " + explicit_dir + ": no tokenizer.json there" +
+                      (dir == explicit_dir ? "" : " (" + dir + ")"));
+    return dir;
   }
-  if (fs::exists(fs::path(cfg.model) / "tokenizer.json")) return cfg.model;
+  std::string dir = local_model_dir(cfg);  // "" for a preset
+  const bool is_id = !dir.empty() && dir != cfg.model;
+  if (is_id && revision != cfg.revision) dir = resolve_local_dir(cfg.model, revision, cfg.download_dir, "model");
+  if (!dir.empty() && fs::exists(fs::path(dir) / "tokenizer.json")) return dir;
   if (preset_model_config(cfg.model))
     for (auto& d : preset_tokenizer_dirs(preset_tokenizer_name(cfg.model)))
       if (fs::exists(fs::path(d) / "tokenizer.json")) return d;
@@ -58,6 +66,7 @@ std::string find_tokenizer_dir(const EngineConfig& cfg, const std::string& expli
 }
 
 LLM::LLM(EngineConfig cfg, const std::string& tokenizer_dir, bool skip_tokenizer_init) {
+  settle_model_dir(cfg);  // a Hugging Face id -> its cached snapshot, once; cfg.model stays the name shown
   const std::string tdir = skip_tokenizer_init ? "" : find_tokenizer_dir(cfg, tokenizer_dir);
   // The tokenizer (parsing tokenizer.json: ~0.5 s for Qwen3's, one core) loads on its own thread
   // while the engine loads or generates the weights; its errors come out of get().

@@ -31,9 +31,10 @@ struct Prompt {
   static Prompt of_ids(std::vector<int32_t> ids) { return {"", std::move(ids), false}; }
 };
 
-// Where the tokenizer of cfg.model lives: `explicit_dir`, else the model directory when it has
-// tokenizer.json, else (a built-in preset) the first of preset_tokenizer_dirs(its tokenizer) that has
-// one. Empty when there is none.
+// Where the tokenizer of cfg.model lives: `explicit_dir` (a directory, or a Hugging Face id in the
+// local cache at cfg.tokenizer_revision, else cfg.revision), else the model's directory (an id's
+// snapshot at that revision) when it has tokenizer.json, else (a built-in preset) the first of
+// preset_tokenizer_dirs(its tokenizer) that has one. Empty when there is none.
 std::string find_tokenizer_dir(const EngineConfig& cfg, const std::string& explicit_dir);
 // The tokenizer bundled for a preset: "qwen3" (the Qwen3 and Qwen2.5 presets), "llama3" (Llama
 // 3.x); "" for Mistral (none bundled) and for anything not a preset.
