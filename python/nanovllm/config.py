@@ -5,6 +5,7 @@ type a TypeError, a bad value a ValueError with the engine's message."""
 import json
 import os
 import re
+import sys
 
 from nanovllm import _core
 from nanovllm._checks import check_type
@@ -60,6 +61,9 @@ class EngineArgs:
                     cfg.set(_KEYWORDS[k]["name"], v)
             cfg.validate()
         self.config = cfg
+        if kwargs.get("trust_remote_code"):
+            print("note: trust_remote_code accepted; nothing remote is run (the model code is built in)",
+                  file=sys.stderr)
         self.dtype = kwargs.get("dtype", "auto")
         if self.dtype not in _DTYPES:
             raise ValueError(f"dtype {self.dtype!r}: not a dtype ({', '.join(_DTYPES)})")
