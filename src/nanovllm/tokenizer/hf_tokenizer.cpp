@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "nanovllm/tokenizer/byte_level.h"
 #include "nanovllm/tokenizer/utf8.h"
 #include "nanovllm/utils/error.h"
 
@@ -161,6 +162,13 @@ std::string HfTokenizer::token_bytes(int32_t id) const {
     }
   }
   return text;
+}
+
+std::string HfTokenizer::id_to_token(int32_t id) const {
+  if (const AddedToken* t = added_.find(id)) return t->content;
+  std::string bytes;
+  append_bytes(&id, 1, false, bytes);  // throws for an id out of range
+  return byte_level_ ? byte_level_table().to_text(bytes) : bytes;
 }
 
 bool HfTokenizer::is_special(int32_t id) const {

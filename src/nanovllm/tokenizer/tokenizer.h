@@ -46,6 +46,9 @@ class Tokenizer {
   // byte-level vocabularies' raw bytes, SentencePiece pieces with U+2581 as a space and <0xHH> as
   // the byte, added tokens' content. Ids out of range throw TokenizerError.
   virtual std::string token_bytes(int32_t id) const = 0;
+  // The token's string as tokenizer.json spells it ("Ġthe", "▁the", "<|im_end|>"): Hugging Face's
+  // convert_ids_to_tokens, vLLM's /tokenize token_strs. Ids out of range throw TokenizerError.
+  virtual std::string id_to_token(int32_t id) const = 0;
   // From tokenizer_config.json (empty when absent).
   virtual const std::string& chat_template() const = 0;
   virtual const std::string& bos_token() const = 0;
