@@ -244,7 +244,8 @@ void run(const BenchServeArgs& a) {
 
 void add_bench_serve(CLI::App& app) {
   auto a = std::make_shared<BenchServeArgs>();
-  auto* cmd = app.add_subcommand("bench-serve", "serving benchmark against a running server (as vllm bench serve)");
+  auto* cmd = app.add_subcommand(
+      "bench-serve", "serving benchmark against a running server; also spelled `bench serve`, as vllm bench serve");
   cmd->add_option("--base-url", a->base_url, "server address, http://HOST:PORT");
   cmd->add_option("--endpoint", a->endpoint, "completions path (default /v1/completions)");
   cmd->add_option("--model", a->model, "model name in the requests (default: the server's first)");

@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdio>
 #include <thread>
+#include <utility>
 
 #include "commands.h"
 #include "engine_flags.h"
@@ -19,6 +20,7 @@
 #endif
 #include "nanovllm/server/server_options.h"
 #include "nanovllm/utils/error.h"
+#include "nanovllm/utils/version.h"
 
 namespace nanovllm::cli {
 namespace {
@@ -38,6 +40,19 @@ void check_output_parsers(const server::ServerOptions& o) {
   if (o.enable_auto_tool_choice && o.tool_call_parser.empty())
     throw UserError("--enable-auto-tool-choice requires --tool-call-parser");
 }
+
+#ifndef NANOVLLM_NO_HTTP_SERVER
+// The listening socket until the server takes it (closed if start-up fails before).
+struct ListenSocket {
+  int fd = -1;
+  ListenSocket() = default;
+  ListenSocket(const ListenSocket&) = delete;
+  ListenSocket& operator=(const ListenSocket&) = delete;
+  ~ListenSocket() {
+    if (fd >= 0) close(fd);
+  }
+};
+#endif
 
 struct ServeArgs {
   EngineFlags engine;
@@ -66,6 +81,7 @@ void run(ServeArgs& a) {
   check_output_parsers(a.opts);
   apply_vllm_serve_flags(a.vllm, cfg.model_path(), a.opts);
   const std::string chat_template = read_chat_template_flag(a.vllm.chat_template);
+  a.opts.chat_template_given = !chat_template.empty();
   // A server without a tokenizer answers text prompts with errors and returns no text: only on request.
   if (!a.skip_tokenizer_init && find_tokenizer_dir(cfg, a.engine.tokenizer).empty()) {
     std::string where = "looked in the model directory " + cfg.model_path();
@@ -78,6 +94,11 @@ void run(ServeArgs& a) {
     throw UserError("no tokenizer.json for '" + cfg.model + "' (" + where +
                     "); pass --tokenizer DIR, or --skip-tokenizer-init to serve token ids only");
   }
+  // The port first (vLLM binds before building the engine too): one in use fails now, not after
+  // minutes of loading. Rank 0 serves; the other ranks never listen.
+  ListenSocket listener;
+  if (cfg.tp_rank == 0 && !a.engine.spawned())
+    listener.fd = server::HttpServer::listen_socket(a.opts.host, a.opts.port);
   TpStart tp = start_tensor_parallel(cfg, a.engine.starts_other_ranks());
   if (tp.worker) return run_worker(cfg, a.engine.spawned());
   print_kernel_options(cfg);
@@ -100,9 +121,9 @@ void run(ServeArgs& a) {
   if (!chat_template.empty()) llm.set_chat_template(chat_template);
   log_startup(a.opts, llm);
   server::HttpServer srv(llm, a.opts);
-  const int port = srv.bind();
-  std::printf("nanovllm serve: listening on http://%s:%d (model '%s')\n", a.opts.host.c_str(), port,
-              (a.opts.served_model_name.empty() ? cfg.model : a.opts.served_model_name).c_str());
+  const int port = srv.bind(std::exchange(listener.fd, -1));
+  std::printf("nanovllm serve %s: listening on http://%s:%d (model '%s')\n", kVersion, a.opts.host.c_str(), port,
+              (a.opts.served_model_names.empty() ? cfg.model : a.opts.served_model_names.front()).c_str());
   std::fflush(stdout);
   std::thread waiter([&] {
     char c = 0;
@@ -127,7 +148,9 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--port", o.port, "port (0 = any free port, printed at start)")->check(CLI::Range(0, 65535));
   cmd->add_option("--api-key", o.api_key,
                   "require 'Authorization: Bearer KEY' on /v1 routes (default: $VLLM_API_KEY, if set)");
-  cmd->add_option("--served-model-name", o.served_model_name, "model name in the API (default: the --model value)");
+  cmd->add_option("--served-model-name", o.served_model_names,
+                  "model name(s) in the API, each answered; responses report the first (default: the --model value)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--max-body-bytes", o.max_body_bytes, "largest request body accepted (else 413)");
   cmd->add_flag("--skip-tokenizer-init", a->skip_tokenizer_init,
                 "serve without a tokenizer: prompts are token ids, responses carry token_ids and no text");

@@ -17,10 +17,11 @@ struct EngineFlags {
   };
 
   EngineConfig cfg;
-  std::string model_arg;  // the positional MODEL (vLLM: `vllm serve MODEL`); --model is the other spelling
+  std::string model_arg;               // the positional MODEL (vLLM: `vllm serve MODEL`); --model is the other spelling
   std::map<std::string, Given> given;  // setting name -> its flags' values (filled by CLI11)
   std::string dtype = "auto";
   bool trust_remote_code = false;
+  std::string swap_space, compilation_config;  // vLLM's; accepted with a note (nothing to swap or compile)
   std::string tokenizer;
   int rank = -1;          // --rank: explicit (manual start); -1: the launcher decides
   int spawned_rank = -1;  // hidden: set by the launcher on the workers it starts

@@ -1,5 +1,5 @@
-// nanovllm: generate | bench | bench-serve | tokenize | settings (| serve). User errors print one line and exit 2;
-// unknown flags and commands come with a "did you mean".
+// nanovllm: generate | bench | bench-serve (= bench serve) | tokenize | settings (| serve). User errors print one line
+// and exit 2; unknown flags and commands come with a "did you mean".
 #include <cstdio>
 #include <new>
 
@@ -15,6 +15,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"nano-vllm in C++: a fast, readable LLM inference engine"};
   app.require_subcommand(1);
+  nanovllm::cli::take_last_repeated_values(app);
   app.set_version_flag("--version", nanovllm::kVersion);
   nanovllm::cli::add_generate(app);
   nanovllm::cli::add_bench(app);
@@ -23,7 +24,12 @@ int main(int argc, char** argv) {
   nanovllm::cli::add_serve(app);
   nanovllm::cli::add_settings(app);
   // The settings' spellings CLI11 cannot express (vLLM's -tp), then CLI11's argument order (last first).
-  const std::vector<std::string> args = nanovllm::cli::expand_vllm_aliases({argv + 1, argv + argc});
+  std::vector<std::string> args = nanovllm::cli::expand_vllm_aliases({argv + 1, argv + argc});
+  // vLLM spells the serving benchmark `vllm bench serve`: the same as `nanovllm bench-serve`.
+  if (args.size() >= 2 && args[0] == "bench" && args[1] == "serve") {
+    args.erase(args.begin());
+    args[0] = "bench-serve";
+  }
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
     nanovllm::cli::check_subcommand(app, args);

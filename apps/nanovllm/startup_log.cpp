@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "nanovllm/utils/dtype.h"
+#include "nanovllm/utils/version.h"
 
 namespace nanovllm::cli {
 
@@ -24,6 +25,7 @@ void log_startup(const server::ServerOptions& opts, const LLM& llm) {
   const Logger& log = opts.logger;
   const EngineConfig& cfg = llm.config();
   const EngineInfo e = llm.engine_info();
+  log.info(std::string("nano-vllm API server version ") + kVersion);
   const std::string devices =
       e.backend + (cfg.tensor_parallel_size > 1 ? " x " + std::to_string(cfg.tensor_parallel_size) + " ranks" : "");
   log.info("Model " + cfg.model + " (" + llm.model_config().architecture + "), dtype " + torch_name(e.act_dtype) +

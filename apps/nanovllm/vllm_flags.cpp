@@ -36,6 +36,11 @@ std::vector<std::string> json_list(const std::string& flag, const std::string& t
 
 }  // namespace
 
+void take_last_repeated_values(CLI::App& app) {
+  // TakeLast keeps the last `expected` values: one for a scalar, all of them for a list.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+}
+
 std::vector<std::string> expand_vllm_aliases(std::vector<std::string> args) {
   for (const Setting& s : engine_settings())
     for (const std::string& f : s.flags) {
@@ -53,6 +58,11 @@ void add_vllm_engine_flags(CLI::App& app, EngineFlags& f) {
       "--dtype", f.dtype,
       "auto (the device's: bfloat16 on CUDA, float32 on the CPU), or that dtype by name; others are refused");
   app.add_flag("--trust-remote-code", f.trust_remote_code, "accepted for vLLM's command lines; nothing remote is run");
+  app.add_option("--swap-space", f.swap_space,
+                 "vLLM's CPU swap space (GiB): accepted, not used (preemption recomputes)");
+  app.add_option("-O,--compilation-config", f.compilation_config,
+                 "vLLM's torch.compile level or JSON: accepted, not used (no torch.compile; CUDA graphs: "
+                 "--enforce-eager)");
 }
 
 void check_vllm_engine_flags(const EngineFlags& f, const EngineConfig& cfg) {
@@ -65,11 +75,16 @@ void check_vllm_engine_flags(const EngineFlags& f, const EngineConfig& cfg) {
   if (d != "auto" && !(computes == "bfloat16" ? bf16 : f32))
     throw UserError("--dtype " + d + ": the " + device + " backend computes in " + computes +
                     " only; use --dtype auto or " + computes);
-  if (f.trust_remote_code && cfg.tp_rank == 0 && !f.spawned())
+  if (cfg.tp_rank != 0 || f.spawned()) return;
+  if (f.trust_remote_code)
     std::fprintf(stderr, "note: --trust-remote-code accepted; nothing remote is run (the Qwen3 code is built in)\n");
-  if (!cfg.code_revision.empty() && cfg.tp_rank == 0 && !f.spawned())
+  if (!cfg.code_revision.empty())
     std::fprintf(stderr, "note: --code-revision %s accepted; no remote code is run (the model code is built in)\n",
                  cfg.code_revision.c_str());
+  if (!f.swap_space.empty())
+    std::fprintf(stderr, "note: --swap-space accepted and not used (preempted sequences are recomputed)\n");
+  if (!f.compilation_config.empty())
+    std::fprintf(stderr, "note: -O/--compilation-config accepted and not used (no torch.compile here)\n");
 }
 
 void add_vllm_serve_flags(CLI::App& cmd, VllmServeFlags& f, server::ServerOptions& o) {
@@ -91,6 +106,14 @@ void add_vllm_serve_flags(CLI::App& cmd, VllmServeFlags& f, server::ServerOption
   cmd.add_option("--uvicorn-log-level", f.uvicorn_log_level, "vLLM's HTTP log level, mapped to --log-level");
   cmd.add_option("--log-level", f.log_level, "debug, info (default), warning, error or critical");
   cmd.add_option("--log-stats-interval", o.log_stats_interval_s)->group("");  // hidden: tests (vLLM: 10 s)
+  cmd.add_option("--max-log-len", f.max_log_len, "vLLM's prompt length in request logs: accepted, not used");
+  cmd.add_flag("--enable-request-id-headers", f.enable_request_id_headers,
+               "vLLM's X-Request-Id response header: accepted, not used");
+  cmd.add_flag("--enable-force-include-usage", o.force_include_usage,
+               "usage in every streamed response (as stream_options.include_usage)");
+  cmd.add_option(
+      "--default-chat-template-kwargs", f.default_chat_template_kwargs,
+      "JSON object: the defaults of chat requests' chat_template_kwargs, e.g. '{\"enable_thinking\": false}'");
 }
 
 void apply_vllm_serve_flags(const VllmServeFlags& f, const std::string& model_dir, server::ServerOptions& o) {
@@ -114,6 +137,20 @@ void apply_vllm_serve_flags(const VllmServeFlags& f, const std::string& model_di
   if (o.api_key.empty())
     if (const char* k = std::getenv("VLLM_API_KEY"); k && *k) o.api_key = k;
   o.defaults = load_generation_defaults(f.generation_config, model_dir, f.override_generation_config);
+  if (!f.default_chat_template_kwargs.empty()) {
+    const std::string& t = f.default_chat_template_kwargs;
+    try {
+      o.default_chat_template_kwargs = nlohmann::ordered_json::parse(t);
+    } catch (const nlohmann::json::exception&) {
+      throw UserError("--default-chat-template-kwargs " + t +
+                      ": not JSON (want an object, e.g. '{\"enable_thinking\": false}')");
+    }
+    if (!o.default_chat_template_kwargs.is_object())
+      throw UserError("--default-chat-template-kwargs " + t + ": must be a JSON object");
+  }
+  if (!f.max_log_len.empty())
+    std::fprintf(stderr, "note: --max-log-len accepted and not used (no prompts are logged)\n");
+  if (f.enable_request_id_headers) std::fprintf(stderr, "note: --enable-request-id-headers accepted and not used\n");
 }
 
 std::string read_chat_template_flag(const std::string& value) {

@@ -16,6 +16,10 @@ namespace nanovllm::cli {
 
 struct EngineFlags;
 
+// argparse's rule for `app` and the subcommands added after: a flag given twice keeps its last
+// value (vLLM's command lines rely on it); list options keep every value.
+void take_last_repeated_values(CLI::App& app);
+
 // argv with the settings' spellings that CLI11 cannot express (vLLM's -tp) replaced by their
 // canonical ones (--tensor-parallel-size).
 std::vector<std::string> expand_vllm_aliases(std::vector<std::string> args);
@@ -32,6 +36,9 @@ struct VllmServeFlags {
   bool enable_log_requests = false, disable_log_requests = false, disable_log_stats = false;
   std::string allowed_origins, allowed_methods, allowed_headers;  // JSON lists
   std::string uvicorn_log_level, log_level;
+  std::string max_log_len;                   // accepted with a note
+  bool enable_request_id_headers = false;    // accepted with a note
+  std::string default_chat_template_kwargs;  // JSON object
 };
 
 void add_vllm_serve_flags(CLI::App& cmd, VllmServeFlags& f, server::ServerOptions& o);

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "nanovllm/config/structured_outputs.h"
@@ -67,5 +68,10 @@ inline const char* finish_reason_str(FinishReason r) {
     default: return "";
   }
 }
+
+// Why a choice that finished with "stop" stopped, as vLLM reports it: the stop string that matched,
+// or the token of the request's stop_token_ids that ended it; none for EOS, a length or an abort.
+using StopReason =
+    std::variant<std::monostate, int32_t, std::string>;  // vLLM's stop_reason: none, a stop token id, a stop string
 
 }  // namespace nanovllm

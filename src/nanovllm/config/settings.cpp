@@ -3,6 +3,7 @@
 #include "nanovllm/config/settings.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -23,7 +24,7 @@ std::string value_kind(const Setting& s) {
   switch (s.type) {
     case SettingType::Bool:
     case SettingType::OptionalBool: return "bool";
-    case SettingType::Int: return "int";
+    case SettingType::Int: return s.size_suffixes ? "int (CLI: also 32k = 32000, 32K = 32768)" : "int";
     case SettingType::Float: return "number";
     case SettingType::Text: return "text";
     case SettingType::Choice: return code_list(s.choices);
@@ -74,6 +75,28 @@ std::string setting_text(const SettingValue& v) {
   return std::visit(text, v);
 }
 
+std::optional<int64_t> parse_size_suffixed(const std::string& text) {
+  if (text.size() < 2) return std::nullopt;
+  const char suffix = text.back();
+  const std::string number = text.substr(0, text.size() - 1);
+  const std::string decimal = "kmgt", binary = "KMGT";
+  const size_t dec = decimal.find(suffix), bin = binary.find(suffix);
+  if (dec == std::string::npos && bin == std::string::npos) return std::nullopt;
+  // number: digits, and for the decimal suffixes an optional ".digits"
+  const size_t dot = number.find('.');
+  auto digits = [](std::string_view v) {
+    return !v.empty() && v.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  const std::string_view whole = std::string_view(number).substr(0, dot);
+  if (!digits(whole) || (dot != std::string::npos && (bin != std::string::npos || !digits(number.substr(dot + 1)))))
+    return std::nullopt;
+  const double value = std::strtod(number.c_str(), nullptr);
+  const int power = int(dec != std::string::npos ? dec : bin) + 1;
+  const double scale = dec != std::string::npos ? std::pow(1000.0, power) : std::pow(1024.0, power);
+  if (value * scale > 9.2e18) return std::nullopt;
+  return dec != std::string::npos ? int64_t(value * scale) : int64_t(std::stoll(number)) * int64_t(scale);
+}
+
 SettingValue parse_setting_text(const Setting& s, const std::string& text) {
   switch (s.type) {
     case SettingType::OptionalBool:
@@ -86,9 +109,14 @@ SettingValue parse_setting_text(const Setting& s, const std::string& text) {
     case SettingType::Int: {
       int64_t i = 0;
       const auto r = std::from_chars(text.data(), text.data() + text.size(), i);
-      if (text.empty() || r.ec != std::errc() || r.ptr != text.data() + text.size())
-        throw UserError(s.flag() + " must be an integer (got '" + text + "')");
-      return i;
+      if (!text.empty() && r.ec == std::errc() && r.ptr == text.data() + text.size()) return i;
+      if (s.size_suffixes)
+        if (const auto v = parse_size_suffixed(text)) return *v;
+      throw UserError(s.flag() + " must be an integer" +
+                      (s.size_suffixes
+                           ? std::string(", optionally with a k/m/g/t (10^3...) or K/M/G/T (2^10...) suffix")
+                           : std::string()) +
+                      " (got '" + text + "')");
     }
     case SettingType::Float: {
       char* end = nullptr;

@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -43,6 +44,7 @@ struct Setting {
   std::vector<std::string> choices{};   // Choice: the values shown (the accepted ones may be more)
   std::string range{};                  // shown with the help ("> 0", "[0, 65535]")
   bool travels = false;                 // rank 0 sends it to the tensor-parallel workers
+  bool size_suffixes = false;           // Int: the CLI takes vLLM's 32k (10^3) / 32K (2^10) ... T suffixes
   std::string shown_default{};          // the default as shown, where the value's text is not apt
   std::function<SettingValue(const EngineConfig&)> get{};
   std::function<void(const Setting&, EngineConfig&, const SettingValue&)> assign{};  // use set()
@@ -62,6 +64,9 @@ const Setting& find_setting(const std::string& name);
 
 // "true", "16", "0.9", "fp8_e4m3"; "" for unset.
 std::string setting_text(const SettingValue& v);
+// vLLM's human_readable_int: "25.6k" = 25600 (k m g t: powers of 10, decimals allowed), "32K" =
+// 32768 (K M G T: powers of 2, whole numbers only), else a plain integer; nullopt if none of these.
+std::optional<int64_t> parse_size_suffixed(const std::string& text);
 // The CLI's text for `s` as a value of its type; throws UserError naming the flag.
 SettingValue parse_setting_text(const Setting& s, const std::string& text);
 // parse_setting_text, then set.

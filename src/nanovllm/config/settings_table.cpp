@@ -245,6 +245,7 @@ std::vector<Setting> make_settings() {
                     .keywords = {"max_model_len"},
                     .range = ">= 0",
                     .travels = true,
+                    .size_suffixes = true,
                     .check = [](const Setting&, const C& c) {
                       if (c.max_model_len < 0)
                         throw UserError("--max-model-len must be positive, or 0 for the model's length (got " +
@@ -266,6 +267,7 @@ std::vector<Setting> make_settings() {
                                                    .keywords = {"max_num_batched_tokens"},
                                                    .range = "> 0",
                                                    .travels = true,
+                                                   .size_suffixes = true,
                                                    .check = positive(&C::max_num_batched_tokens)}));
   t.push_back(bind(int_field(&C::block_size), {.name = "block_size",
                                                .type = T::Int,
@@ -296,6 +298,7 @@ std::vector<Setting> make_settings() {
                     .keywords = {"kv_cache_memory"},
                     .range = ">= 0",
                     .travels = true,
+                    .size_suffixes = true,
                     .check = [](const Setting&, const C& c) {
                       if (c.kv_cache_memory < 0) throw UserError("--kv-cache-memory must be >= 0 bytes");
                     }}));

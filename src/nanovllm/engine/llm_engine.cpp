@@ -152,12 +152,25 @@ void LLMEngine::check_sampling_limits(const SamplingParams& params) const {
                                                  " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
 }
 
+// As vLLM's check_stop: EOS is tested first (unless ignore_eos) and is no stop_reason; a token of
+// the request's stop_token_ids is, even when it is an EOS id that ignore_eos let through.
+StopReason LLMEngine::stop_reason_of(const Sequence& s) const {
+  if (s.finish_reason != FinishReason::Stop || s.num_tokens() <= s.num_prompt_tokens) return {};
+  const int32_t last = s.token_ids.back();
+  const auto& eos = mcfg_.eos_token_ids;
+  if (!s.params.ignore_eos && std::find(eos.begin(), eos.end(), last) != eos.end()) return {};
+  const auto& stops = s.params.stop_token_ids;
+  if (std::find(stops.begin(), stops.end(), last) != stops.end()) return last;
+  return {};
+}
+
 RequestOutput LLMEngine::output_of(const Sequence& s) const {
   RequestOutput o;
   o.request_id = s.id;
   o.prompt_token_ids.assign(s.token_ids.begin(), s.token_ids.begin() + s.num_prompt_tokens);
   o.token_ids = s.completion_token_ids();
   o.finish_reason = s.finish_reason;
+  o.stop_reason = stop_reason_of(s);
   o.logprobs = s.logprobs;
   o.prompt_logprobs = s.prompt_logprobs;
   auto it = cached_prompt_tokens_.find(s.id);

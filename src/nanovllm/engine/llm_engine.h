@@ -30,6 +30,7 @@ struct RequestOutput {
   std::vector<int32_t> token_ids;
   std::string text;
   FinishReason finish_reason = FinishReason::None;
+  StopReason stop_reason;                      // the stop_token_id that ended it (stop strings: output/ sets them)
   int64_t num_cached_prompt_tokens = 0;        // prompt tokens served from the prefix cache
   std::vector<TokenLogprobs> logprobs;         // one per token of token_ids when the request asked
   std::vector<TokenLogprobs> prompt_logprobs;  // of prompt tokens 1.. when the request asked
@@ -121,6 +122,7 @@ class LLMEngine {
   // Applies a computed step's tokens (one per sequence of batch) and fills r.
   void finish_step(const ScheduledBatch& batch, const std::vector<int32_t>& tokens, StepResult& r);
   RequestOutput output_of(const Sequence& s) const;
+  StopReason stop_reason_of(const Sequence& s) const;
   void check_sampling_limits(const SamplingParams& params) const;
   std::unique_ptr<SequenceGrammar> compile_grammar(const SamplingParams& params);
 

@@ -183,6 +183,12 @@ void RequestTracker::finish_choice(Live& l, RequestEvent& ev, FinishReason why, 
   o.request_id = l.request_id;
   o.index = l.choice;
   o.finish_reason = why;
+  // A stop string the output processor matched, else the engine's stop token.
+  if (l.out && !l.out->matched_stop().empty())
+    o.stop_reason = l.out->matched_stop();
+  else if (engine_output && why == FinishReason::Stop)
+    o.stop_reason = engine_output->stop_reason;
+  ev.stop_reason = o.stop_reason;
   if (engine_output) {
     o.prompt_token_ids = engine_output->prompt_token_ids;
     o.token_ids = engine_output->token_ids;

@@ -53,6 +53,7 @@ struct RequestEvent {
   std::vector<TokenLogprobs> prompt_logprobs;  // with the first token, when the request asked
   double token_gap_s = 0;                    // with a token: seconds since the one before (since arrival for the first)
   FinishReason finish = FinishReason::None;  // set on the choice's last event
+  StopReason stop_reason;                    // with `finish`: the stop string or stop token id (vLLM's)
   bool called_tools = false;                 // with `finish`: the choice produced tool calls
   std::string error;                         // the choice failed (it has ended; nothing more comes)
   RequestOutput

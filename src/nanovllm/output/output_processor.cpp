@@ -45,14 +45,17 @@ std::string OutputProcessor::stop_filter(std::string delta, bool final) {
   pending_ += delta;
   // Held-back text is always the longest suffix that could start a stop string, so a stop string
   // can only begin inside pending_ (never in the text already shown).
-  size_t cut = std::string::npos;
+  // The earliest stop string wins (the first listed of those starting there).
+  size_t start = std::string::npos;
+  const std::string* match = nullptr;
   for (auto& s : stop_) {
     const size_t at = pending_.find(s);
-    if (at != std::string::npos) cut = std::min(cut, at + (include_stop_ ? s.size() : 0));
+    if (at < start) start = at, match = &s;
   }
   std::string out;
-  if (cut != std::string::npos) {
-    out = pending_.substr(0, cut);
+  if (match) {
+    out = pending_.substr(0, start + (include_stop_ ? match->size() : 0));
+    matched_stop_ = *match;
     pending_.clear();
     stopped_ = true;
   } else {

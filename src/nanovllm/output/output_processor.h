@@ -50,6 +50,8 @@ class OutputProcessor {
   bool finished() const { return finished_; }
   bool called_tools() const { return called_tools_; }
   const std::string& text() const { return text_; }  // the visible text so far, before the parsers
+  // The stop string that ended the request (vLLM's stop_reason), empty while none has.
+  const std::string& matched_stop() const { return matched_stop_; }
 
  private:
   std::string stop_filter(std::string delta, bool final);
@@ -63,6 +65,7 @@ class OutputProcessor {
   std::unique_ptr<ToolParser> tools_;
   std::string text_;     // emitted by the stop filter
   std::string pending_;  // decoded but held back (a possible stop string)
+  std::string matched_stop_;
   bool stopped_ = false;
   bool finished_ = false;
   bool called_tools_ = false;

@@ -3,15 +3,22 @@
 namespace nanovllm::server {
 
 namespace {
+// vLLM's error types (its create_error_response's err_type, named after the HTTP status).
 std::string type_of(int status) {
   switch (status) {
-    case 401: return "authentication_error";
-    case 403: return "permission_error";
-    case 404: return "not_found_error";
-    case 408: return "timeout_error";
-    case 413: return "invalid_request_error";
-    case 429: return "rate_limit_error";
-    default: return status >= 500 ? "server_error" : "invalid_request_error";
+    case 400: return "BadRequestError";
+    case 401: return "UnauthorizedError";
+    case 403: return "ForbiddenError";
+    case 404: return "NotFoundError";
+    case 405: return "MethodNotAllowedError";
+    case 408: return "RequestTimeoutError";
+    case 413: return "PayloadTooLargeError";
+    case 415: return "UnsupportedMediaTypeError";
+    case 429: return "TooManyRequestsError";
+    case 431: return "HeadersTooLargeError";
+    case 501: return "NotImplementedError";
+    case 503: return "ServiceUnavailableError";
+    default: return status >= 500 ? "InternalServerError" : "BadRequestError";
   }
 }
 }  // namespace
@@ -21,9 +28,9 @@ ApiError::ApiError(int status_, std::string message, std::string param_, std::st
       code(std::move(code_)) {}
 
 nlohmann::ordered_json ApiError::to_json() const {
-  nlohmann::ordered_json e = {{"message", what()}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
+  // vLLM's ErrorResponse: {"error": {message, type, param, code}} with the HTTP status as the code.
+  nlohmann::ordered_json e = {{"message", what()}, {"type", type}, {"param", nullptr}, {"code", status}};
   if (!param.empty()) e["param"] = param;
-  if (!code.empty()) e["code"] = code;
   return nlohmann::ordered_json{{"error", e}};
 }
 

@@ -1,4 +1,6 @@
-// OpenAI-style API errors: an HTTP status plus {"error": {"message", "type", "param", "code"}}.
+// OpenAI-style API errors as vLLM sends them: an HTTP status plus {"error": {"message", "type",
+// "param", "code"}}, where type is vLLM's error name ("BadRequestError", "NotFoundError", ...) and
+// code the HTTP status (vLLM's ErrorInfo.code is an int).
 // Handlers throw ApiError; the HTTP layer turns it into the response, so every failure of one
 // request stays with that request.
 #pragma once
@@ -13,9 +15,9 @@ namespace nanovllm::server {
 struct ApiError : Error {
   ApiError(int status, std::string message, std::string param = "", std::string code = "");
   int status;
-  std::string type;   // derived from the status: invalid_request_error, authentication_error, ...
+  std::string type;   // derived from the status: BadRequestError, NotFoundError, ...
   std::string param;  // the offending field, or empty
-  std::string code;   // machine-readable reason (e.g. "model_not_found"), or empty
+  std::string code;   // the reason in a word (e.g. "model_not_found") for the code; not sent (vLLM sends the status)
 
   nlohmann::ordered_json to_json() const;
   // 400 for an InvalidRequest (its param), 400 for other UserErrors.

@@ -202,6 +202,7 @@ void EngineLoop::route(TrackerStep& s) {
       ce.logprobs = std::move(ev.logprobs);
       ce.prompt_logprobs = std::move(ev.prompt_logprobs);
       ce.finish = ev.finish;
+      ce.stop_reason = std::move(ev.stop_reason);
       ce.called_tools = ev.called_tools;
       if (ev.finish != FinishReason::None) record_finished(o, ev.summary, ev.finish, now);
       o.channel->push(std::move(ce));
@@ -247,6 +248,10 @@ void EngineLoop::record_finished(const Open& o, const ChoiceSummary& s, FinishRe
   r.queue_s = secs(s.times.arrival, s.times.scheduled);
   r.prefill_s = secs(s.times.scheduled, s.times.first_token);
   r.decode_s = secs(s.times.first_token, s.times.last_token);
+  if (s.choice == 0) {  // the request's parameters, once per request
+    r.n = o.params.n;
+    r.max_tokens = o.params.max_tokens;
+  }
   metrics_.on_request_finished(r);
   if (log_.requests) log_.logger.info(request_finished_line(choice_id(o, s.choice), r));
 }

@@ -80,7 +80,8 @@ struct StreamWriter {
   bool include_usage;
   bool continuous_usage;  // usage (so far) in every chunk
   int64_t prompt_tokens;
-  LogprobsAssembler& extras;  // logprobs and echo (openai_logprobs.h)
+  LogprobsAssembler& extras;     // logprobs and echo (openai_logprobs.h)
+  const std::string& chat_echo;  // chat echo: each choice's first content
   int64_t completion_tokens = 0;
   std::vector<int> calls_sent = std::vector<int>(size_t(num_choices), 0);  // tool calls per choice
 
@@ -93,9 +94,10 @@ struct StreamWriter {
 
   std::string opening() const {
     std::string out;
-    if (chat())
-      for (int i = 0; i < num_choices; ++i)
-        event(out, stream_chunk(meta, i, {{"role", meta.role}, {"content", ""}}, ""));
+    if (!chat()) return out;
+    for (int i = 0; i < num_choices; ++i) event(out, stream_chunk(meta, i, {{"role", meta.role}, {"content", ""}}, ""));
+    if (!chat_echo.empty())  // vLLM: one chunk per choice, after the roles
+      for (int i = 0; i < num_choices; ++i) event(out, stream_chunk(meta, i, {{"content", chat_echo}}, ""));
     return out;
   }
 
@@ -107,7 +109,7 @@ struct StreamWriter {
     if (!chat()) {
       if (!text.empty() || ids || last || !lps.is_null())
         event(out, stream_chunk(meta, e.index, {{"content", text}}, last ? finish_reason_str(e.finish) : "",
-                                e.token_ids, lps));
+                                e.token_ids, lps, stop_reason_json(e.stop_reason)));
       return;
     }
     const ojson delta = chat_delta(text, e.reasoning);
@@ -115,7 +117,9 @@ struct StreamWriter {
     for (auto& call : e.tool_calls)
       for (auto& fragment : tool_call_fragments(call, calls_sent[size_t(e.index)]++))
         event(out, stream_chunk(meta, e.index, fragment, ""));
-    if (last) event(out, stream_chunk(meta, e.index, ojson::object(), finish_reason_of(e.finish, e.called_tools)));
+    if (last)
+      event(out, stream_chunk(meta, e.index, ojson::object(), finish_reason_of(e.finish, e.called_tools), {}, nullptr,
+                              stop_reason_json(e.stop_reason)));
   }
 
   void closing(std::string& out, const RequestChannel& ch) {
@@ -156,7 +160,7 @@ net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Co
 
   std::vector<ChoiceEvent> events;
   if (req.stream) {
-    StreamWriter w{st, meta, n, req.include_usage, req.continuous_usage, prompt_tokens, extras};
+    StreamWriter w{st, meta, n, req.include_usage, req.continuous_usage, prompt_tokens, extras, req.chat_echo};
     const Connection::Headers no_cache{{"Cache-Control", "no-cache"}};
     if (!co_await c.start_stream(kSseType, no_cache)) co_return;
     std::string out = w.opening();
@@ -187,13 +191,17 @@ net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Co
       c.token_ids.insert(c.token_ids.end(), e.token_ids.begin(), e.token_ids.end());
       completion_tokens += e.num_tokens;
       extras.collect(e);
-      if (e.finish != FinishReason::None) c.finish_reason = finish_reason_of(e.finish, e.called_tools);
+      if (e.finish != FinishReason::None) {
+        c.finish_reason = finish_reason_of(e.finish, e.called_tools);
+        c.stop_reason = stop_reason_json(e.stop_reason);
+      }
     }
     if (ended) break;
     if (!co_await wake.wait(c, 1s)) co_return;
   }
   if (auto err = ch->error()) throw *err;
   extras.complete(choices);
+  for (ChoiceResult& c : choices) c.text = req.chat_echo + c.text;
   co_await c.send_json(http::status::ok,
                        json_text(full_response(meta, choices, usage_json(prompt_tokens, completion_tokens))));
 }

@@ -1,6 +1,11 @@
 #include "nanovllm/server/http_server.h"
 
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <cctype>
@@ -42,7 +47,8 @@ ModelInfo model_info(LLM& llm, const ServerOptions& o) {
   ModelInfo m;
   m.llm = &llm;
   m.root = llm.config().model;
-  m.name = o.served_model_name.empty() ? m.root : o.served_model_name;
+  m.names = o.served_model_names.empty() ? std::vector<std::string>{m.root} : o.served_model_names;
+  m.name = m.names.front();
   m.max_model_len = llm.config().max_model_len;
   m.token_ids_only = llm.tokenizer() == nullptr;
   m.reasoning_parser = o.reasoning_parser;
@@ -51,6 +57,9 @@ ModelInfo model_info(LLM& llm, const ServerOptions& o) {
   m.defaults = o.defaults;
   m.response_role = o.response_role;
   m.structured = llm.config().structured_outputs_config;
+  m.force_include_usage = o.force_include_usage;
+  m.has_chat_template = o.chat_template_given || (llm.tokenizer() && !llm.tokenizer()->chat_template().empty());
+  m.default_chat_template_kwargs = o.default_chat_template_kwargs;
   return m;
 }
 
@@ -162,10 +171,10 @@ struct HttpServer::Impl {
   // GET /v1/models/{id}: the served model's card, 404 for any other id.
   ojson model_response(const std::string& encoded_id) const {
     const std::string id = percent_decoded(encoded_id);
-    if (id != st.model.name)
+    if (!serves(st.model, id))
       throw ApiError(404, "The model '" + id + "' does not exist; this server serves '" + st.model.name + "'", "model",
                      "model_not_found");
-    return model_card(st.model, st.started_at);
+    return model_card(st.model, id, st.started_at);
   }
 
   net::awaitable<void> send_json(Connection& c, const ojson& j) {
@@ -302,23 +311,42 @@ HttpServer::HttpServer(LLM& llm, const ServerOptions& opts) : impl_(std::make_un
 
 HttpServer::~HttpServer() { stop(); }
 
-int HttpServer::bind() {
+int HttpServer::listen_socket(const std::string& host, int port) {
   rlimit lim{};
   if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
     lim.rlim_cur = lim.rlim_max;
     setrlimit(RLIMIT_NOFILE, &lim);
   }
-  const ServerOptions& o = impl_->st.opts;
   boost::system::error_code ec;
-  const auto addr = net::ip::make_address(o.host, ec);
-  if (ec) throw UserError("--host " + o.host + " is not an IP address");
+  const auto addr = net::ip::make_address(host, ec);
+  if (ec) throw UserError("--host " + host + " is not an IP address");
+  const tcp::endpoint ep(addr, uint16_t(port));
+  const std::string where = "cannot listen on " + host + ":" + std::to_string(port);
+  const int fd = ::socket(ep.protocol().family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw UserError(where + " (" + std::strerror(errno) + ")");
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(fd, ep.data(), socklen_t(ep.size())) != 0 || ::listen(fd, SOMAXCONN) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw UserError(where + " (" + std::strerror(e) + ")" +
+                    (e == EADDRINUSE ? ": another process uses the port; pick another with --port" : ""));
+  }
+  return fd;
+}
+
+int HttpServer::bind(int fd) {
   tcp::acceptor& a = impl_->acceptor;
-  const tcp::endpoint ep(addr, uint16_t(o.port));
-  a.open(ep.protocol(), ec);
-  if (!ec) a.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (!ec) a.bind(ep, ec);
-  if (!ec) a.listen(net::socket_base::max_listen_connections, ec);
-  if (ec) throw UserError("cannot listen on " + o.host + ":" + std::to_string(o.port) + " (" + ec.message() + ")");
+  boost::system::error_code ec;
+  sockaddr_storage sa{};
+  socklen_t len = sizeof sa;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0)
+    ec.assign(errno, boost::system::system_category());
+  if (!ec) a.assign(sa.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), fd, ec);
+  if (ec) {
+    ::close(fd);
+    throw UserError("cannot serve on the listening socket (" + ec.message() + ")");
+  }
   return a.local_endpoint().port();
 }
 

@@ -19,9 +19,13 @@ class HttpServer {
   HttpServer(LLM& llm, const ServerOptions& opts);
   ~HttpServer();
 
-  // Binds host:port (port 0 = any free one); returns the port. Throws UserError when it cannot.
-  // Also raises the process's open-file limit to its hard limit (a connection holds a descriptor).
-  int bind();
+  // A socket listening on host:port (port 0 = any free one), made before the model loads so that
+  // a port in use fails at once, as vLLM binds first; hand it to bind(). Throws UserError naming
+  // the address and why. Also raises the process's open-file limit to its hard limit (a
+  // connection holds a descriptor).
+  static int listen_socket(const std::string& host, int port);
+  // Serves on `fd` (from listen_socket; the server owns it now); returns its port.
+  int bind(int fd);
   void serve();  // runs the I/O threads (this one included) until stop()
   void stop();   // thread-safe; the engine loop stops (open requests fail with 503), then the I/O
 

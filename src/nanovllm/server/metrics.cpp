@@ -70,7 +70,10 @@ Metrics::Metrics(std::string model_name, CacheInfo cache)
       e2e_({0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920}),
       prompt_len_(one_two_five_buckets()), generation_len_(one_two_five_buckets()), queue_(phase_buckets()),
       prefill_(phase_buckets()), decode_(phase_buckets()),
-      iteration_({1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384}) {
+      iteration_({1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384}), inference_(phase_buckets()),
+      tpot_(
+          {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}),
+      params_n_({1, 2, 5, 10, 20}), params_max_tokens_(one_two_five_buckets()) {
   gauges_.kv_blocks_total = cache_.num_blocks;  // right from start-up, before any step
 }
 
@@ -103,6 +106,10 @@ void Metrics::on_request_finished(const FinishedRequest& r) {
   queue_.observe(r.queue_s);
   prefill_.observe(r.prefill_s);
   decode_.observe(r.decode_s);
+  inference_.observe(r.prefill_s + r.decode_s);
+  tpot_.observe(r.generation_tokens > 1 ? r.decode_s / double(r.generation_tokens - 1) : 0.0);
+  if (r.n > 0) params_n_.observe(double(r.n));
+  if (r.max_tokens > 0) params_max_tokens_.observe(double(r.max_tokens));
 }
 void Metrics::on_http_error(int status) {
   std::lock_guard lk(mu_);
@@ -163,6 +170,13 @@ std::string Metrics::render() const {
                   o);
   decode_.render("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", labels_,
                  o);
+  inference_.render("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
+                    labels_, o);
+  tpot_.render("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.",
+               labels_, o);
+  params_n_.render("vllm:request_params_n", "Histogram of the n request parameter.", labels_, o);
+  params_max_tokens_.render("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", labels_,
+                            o);
   iteration_.render("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", labels_, o);
   header(o, "vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig.");
   sample(o, "vllm:cache_config_info",

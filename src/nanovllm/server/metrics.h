@@ -44,12 +44,16 @@ struct CacheInfo {
   std::string cache_dtype = "auto";
 };
 
-// One request at its end. Phases as vLLM splits them: queued (arrival -> first scheduled),
-// prefill (-> first token), decode (-> last token); 0 for a phase never reached.
+// One request (one choice) at its end. Phases as vLLM splits them: queued (arrival -> first
+// scheduled), prefill (-> first token), decode (-> last token); 0 for a phase never reached.
+// Inference is prefill + decode, the time per output token decode / (generation tokens - 1).
 struct FinishedRequest {
   FinishReason why = FinishReason::None;
   int64_t prompt_tokens = 0, generation_tokens = 0;
   double e2e_s = 0, queue_s = 0, prefill_s = 0, decode_s = 0;
+  // The request's n and max_tokens parameters, recorded once per request (its choice 0); 0: not this one.
+  int n = 0;
+  int64_t max_tokens = 0;
 };
 
 class Metrics {
@@ -78,6 +82,7 @@ class Metrics {
   std::map<int, int64_t> http_errors_;       // status -> count
   Histogram ttft_, itl_, e2e_;
   Histogram prompt_len_, generation_len_, queue_, prefill_, decode_, iteration_;
+  Histogram inference_, tpot_, params_n_, params_max_tokens_;
 };
 
 }  // namespace nanovllm::server

@@ -1,5 +1,6 @@
 // Request side of openai_protocol.h: parsing and validating the bodies of /v1/completions,
 // /v1/chat/completions, /tokenize and /detokenize.
+#include <algorithm>
 #include <cstdio>
 #include <limits>
 
@@ -77,10 +78,12 @@ void read_common(const ojson& body, GenerationRequest& r, const ModelInfo& m, co
                  DefaultMax default_max_tokens) {
   read_choice_fields(body, r);  // n, best_of, logprobs, top_logprobs, prompt_logprobs (openai_logprobs.cpp)
   r.stream = boolean(body, "stream", false);
+  r.include_usage = m.force_include_usage;  // vLLM's should_include_usage
   if (const ojson* so = field(body, "stream_options")) {
     if (!so->is_object()) wrong_type("stream_options", "an object");
     if (!r.stream) bad("stream_options", "Stream options can only be defined when `stream=True`.");
-    r.include_usage = boolean(*so, "include_usage", true);  // vLLM's default once stream_options is given
+    // vLLM's default once stream_options is given
+    r.include_usage = boolean(*so, "include_usage", true) || m.force_include_usage;
     r.continuous_usage = r.include_usage && boolean(*so, "continuous_usage_stats", false);
   }
   if (const ojson* id = field(body, "request_id")) {
@@ -118,7 +121,7 @@ void read_common(const ojson& body, GenerationRequest& r, const ModelInfo& m, co
 }
 
 // messages -> the template's input: content parts flattened to text, key order kept.
-ChatTemplateInputs chat_inputs(const ojson& body) {
+ChatTemplateInputs chat_inputs(const ojson& body, const ModelInfo& m) {
   const ojson* msgs = field(body, "messages");
   if (!msgs) bad("messages", "'messages' is required", "missing_field");
   if (!msgs->is_array() || msgs->empty()) wrong_type("messages", "a non-empty list of messages");
@@ -155,15 +158,18 @@ ChatTemplateInputs chat_inputs(const ojson& body) {
     if (!t->empty()) in.tools = *t;
   }
   in.add_generation_prompt = boolean(body, "add_generation_prompt", true);
+  // The request's chat_template_kwargs over --default-chat-template-kwargs (vLLM merges them so).
+  ojson kwargs = m.default_chat_template_kwargs;
   if (const ojson* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object()) wrong_type("chat_template_kwargs", "an object");
-    for (auto& [k, v] : kw->items()) {
-      if (k == "enable_thinking") {
-        if (!v.is_boolean()) wrong_type("chat_template_kwargs.enable_thinking", "a boolean");
-        in.enable_thinking = v.get<bool>();
-      } else {
-        in.extra[k] = v;
-      }
+    for (auto& [k, v] : kw->items()) kwargs[k] = v;
+  }
+  for (auto& [k, v] : kwargs.items()) {
+    if (k == "enable_thinking") {
+      if (!v.is_boolean()) wrong_type("chat_template_kwargs.enable_thinking", "a boolean");
+      in.enable_thinking = v.get<bool>();
+    } else {
+      in.extra[k] = v;
     }
   }
   return in;
@@ -174,6 +180,10 @@ std::string render_chat(const ModelInfo& m, const ojson& body, const ChatTemplat
   const Tokenizer& tok = tokenizer_of(m);
   const ojson* source = field(body, "chat_template");
   if (source && !source->is_string()) wrong_type("chat_template", "a string (a Jinja template)");
+  if (!source && !m.has_chat_template)  // vLLM refuses such a request too
+    bad("messages",
+        "the model's tokenizer has no chat template, so chat requests cannot be rendered: start the server with "
+        "--chat-template FILE_OR_STRING, or send the template as the request's 'chat_template'");
   std::unique_ptr<ChatTemplate> own;
   try {
     own = source ? std::make_unique<ChatTemplate>(source->get<std::string>()) : nullptr;
@@ -189,6 +199,16 @@ std::string render_chat(const ModelInfo& m, const ojson& body, const ChatTemplat
   } catch (const UserError& e) {
     bad(own ? "chat_template" : "messages", std::string("chat template: ") + e.what());
   }
+}
+
+// vLLM's chat echo: the answer's role is --response-role with add_generation_prompt, else the last
+// message's; when the last message has that role, its content (text parts joined) is echoed.
+std::string chat_echo_text(const ojson& body, const ChatTemplateInputs& in, const ModelInfo& m) {
+  if (!boolean(body, "echo", false)) return "";
+  const ojson& last = in.messages.back();  // chat_inputs: not empty, contents made strings
+  const std::string role = in.add_generation_prompt ? m.response_role : last["role"].get<std::string>();
+  if (last["role"] != role) return "";
+  return last["content"].get<std::string>();
 }
 
 void warn_unknown_fields(const ojson& body, Endpoint ep) {
@@ -215,11 +235,15 @@ ojson parse_body(const std::string& body) {
   return j;
 }
 
+bool serves(const ModelInfo& m, const std::string& name) {
+  return std::find(m.names.begin(), m.names.end(), name) != m.names.end() || name == m.name;
+}
+
 void check_model(const ojson& body, const ModelInfo& m) {
   const ojson* v = field(body, "model");
   if (!v) return;
   if (!v->is_string()) wrong_type("model", "a string");
-  if (v->get<std::string>() != m.name)
+  if (!serves(m, v->get<std::string>()))
     throw ApiError(404, "The model '" + v->get<std::string>() + "' does not exist; this server serves '" + m.name + "'",
                    "model", "model_not_found");
 }
@@ -262,7 +286,7 @@ GenerationRequest parse_chat_request(const ojson& body, const ModelInfo& m) {
   r.endpoint = Endpoint::ChatCompletions;
   warn_unknown_fields(body, Endpoint::ChatCompletions);
   r.params = m.defaults.params();  // the generation config's defaults; the request's fields win
-  const ChatTemplateInputs in = chat_inputs(body);
+  const ChatTemplateInputs in = chat_inputs(body, m);
   StructuredOutputs forced;  // tool_choice "required" or naming a function: the calls' grammar
   r.parsers = chat_output_parsers(body, m, !in.tools.is_null(), in.enable_thinking, &forced);
   const std::string text = render_chat(m, body, in);
@@ -270,20 +294,28 @@ GenerationRequest parse_chat_request(const ojson& body, const ModelInfo& m) {
   r.prompts.push_back(encode(m, text, "messages", boolean(body, "add_special_tokens", false)));
   read_common(body, r, m, "messages", [&](int64_t n) { return m.max_model_len - n; });
   read_structured(body, m, forced, true, r.parsers.reasoning, r);
+  r.chat_echo = chat_echo_text(body, in, m);
   return r;
 }
 
 ojson tokenize_response(const ojson& body, const ModelInfo& m) {
   std::vector<int32_t> ids;
   if (field(body, "messages")) {
-    ids = encode(m, render_chat(m, body, chat_inputs(body)), "messages", boolean(body, "add_special_tokens", false));
+    ids = encode(m, render_chat(m, body, chat_inputs(body, m)), "messages", boolean(body, "add_special_tokens", false));
   } else {
     const ojson* p = field(body, "prompt");
     if (!p) bad("prompt", "'prompt' or 'messages' is required", "missing_field");
     if (!p->is_string()) wrong_type("prompt", "a string");
     ids = encode(m, p->get<std::string>(), "prompt", boolean(body, "add_special_tokens", true));
   }
-  return {{"count", ids.size()}, {"max_model_len", m.max_model_len}, {"tokens", ids}, {"token_strs", nullptr}};
+  // return_token_strs: each token's vocabulary string (convert_ids_to_tokens), as vLLM.
+  ojson strs = nullptr;
+  if (boolean(body, "return_token_strs", false)) {
+    strs = ojson::array();
+    const Tokenizer& tok = tokenizer_of(m);
+    for (int32_t id : ids) strs.push_back(tok.id_to_token(id));
+  }
+  return {{"count", ids.size()}, {"max_model_len", m.max_model_len}, {"tokens", ids}, {"token_strs", std::move(strs)}};
 }
 
 ojson detokenize_response(const ojson& body, const ModelInfo& m) {

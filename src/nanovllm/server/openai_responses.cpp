@@ -34,6 +34,12 @@ std::string finish_reason_of(FinishReason r, bool called_tools) {
   return finish_reason_str(r);
 }
 
+ojson stop_reason_json(const StopReason& r) {
+  if (auto* id = std::get_if<int32_t>(&r)) return *id;
+  if (auto* s = std::get_if<std::string>(&r)) return *s;
+  return nullptr;
+}
+
 ojson chat_delta(const std::string& content, const std::string& reasoning) {
   ojson d = ojson::object();
   if (!reasoning.empty()) d["reasoning_content"] = reasoning;
@@ -66,6 +72,7 @@ ojson full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& c
     if (meta.with_token_ids) c["token_ids"] = choices[i].token_ids;
     c["logprobs"] = choices[i].logprobs;
     c["finish_reason"] = reason(choices[i].finish_reason);
+    c["stop_reason"] = choices[i].stop_reason;
     if (!choices[i].prompt_logprobs.is_null()) c["prompt_logprobs"] = choices[i].prompt_logprobs;
     cs.push_back(std::move(c));
   }
@@ -75,7 +82,8 @@ ojson full_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& c
 }
 
 ojson stream_chunk(const ResponseMeta& meta, int index, const ojson& delta, const std::string& finish_reason,
-                   const std::vector<int32_t>& token_ids, const ojson& logprobs) {
+                   const std::vector<int32_t>& token_ids, const ojson& logprobs,
+                   const std::optional<ojson>& stop_reason) {
   ojson r = head(meta, true);
   ojson c = {{"index", index}};
   if (meta.endpoint == Endpoint::ChatCompletions)
@@ -85,6 +93,10 @@ ojson stream_chunk(const ResponseMeta& meta, int index, const ojson& delta, cons
   if (meta.with_token_ids) c["token_ids"] = token_ids;
   c["logprobs"] = logprobs;
   c["finish_reason"] = reason(finish_reason);
+  if (meta.endpoint == Endpoint::Completions)
+    c["stop_reason"] = stop_reason.value_or(nullptr);
+  else if (stop_reason)
+    c["stop_reason"] = *stop_reason;
   r["choices"] = ojson::array({std::move(c)});
   return r;
 }
@@ -96,8 +108,8 @@ ojson usage_chunk(const ResponseMeta& meta, const ojson& usage) {
   return r;
 }
 
-ojson model_card(const ModelInfo& m, int64_t created) {
-  return {{"id", m.name},
+ojson model_card(const ModelInfo& m, const std::string& id, int64_t created) {
+  return {{"id", id},
           {"object", "model"},
           {"created", created},
           {"owned_by", "nanovllm"},
@@ -107,7 +119,10 @@ ojson model_card(const ModelInfo& m, int64_t created) {
 }
 
 ojson models_response(const ModelInfo& m, int64_t created) {
-  return {{"object", "list"}, {"data", ojson::array({model_card(m, created)})}};
+  ojson data = ojson::array();
+  if (m.names.empty()) data.push_back(model_card(m, m.name, created));
+  for (const std::string& name : m.names) data.push_back(model_card(m, name, created));
+  return {{"object", "list"}, {"data", std::move(data)}};
 }
 
 }  // namespace nanovllm::server

@@ -27,6 +27,7 @@ void RequestChannel::push(ChoiceEvent ev) {
       b.logprobs.insert(b.logprobs.end(), ev.logprobs.begin(), ev.logprobs.end());
       if (b.prompt_logprobs.empty()) b.prompt_logprobs = std::move(ev.prompt_logprobs);
       b.finish = ev.finish;
+      b.stop_reason = std::move(ev.stop_reason);
     } else {
       queue_.push_back(std::move(ev));
     }

@@ -32,6 +32,7 @@ struct ChoiceEvent {
   std::vector<TokenLogprobs> logprobs;         // of token_ids, when the request asked
   std::vector<TokenLogprobs> prompt_logprobs;  // with a choice's first token, when the request asked
   FinishReason finish = FinishReason::None;
+  StopReason stop_reason;     // with `finish`: the stop string or stop token id (vLLM's stop_reason)
   bool called_tools = false;  // with `finish`: the choice produced tool calls (finish_reason "tool_calls")
 };
 

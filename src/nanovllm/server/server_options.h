@@ -4,20 +4,24 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "nanovllm/config/generation_defaults.h"
 #include "nanovllm/utils/log.h"
 
 namespace nanovllm::server {
 
 struct ServerOptions {
-  std::string host = "127.0.0.1";    // loopback by default: exposing it is an explicit choice
-  int port = 8000;                   // 0 = any free port (the chosen one is printed)
-  std::string api_key;               // empty = no authentication
-  std::string served_model_name;     // empty = the --model value, as vLLM does
-  int64_t max_body_bytes = 8 << 20;  // larger request bodies get 413, whatever their framing
-  double request_timeout_s = 600;    // a request running longer is aborted (0 = never)
-  int http_threads = 4;              // I/O threads; connections are coroutines, not threads
-  int keep_alive_timeout_s = 30;     // an idle connection, or one sending a request this long, closes
+  std::string host = "127.0.0.1";  // loopback by default: exposing it is an explicit choice
+  int port = 8000;                 // 0 = any free port (the chosen one is printed)
+  std::string api_key;             // empty = no authentication
+  // --served-model-name: every name answers (requests' "model", /v1/models lists them all); the
+  // first is the one responses report. Empty: the --model value, as vLLM does.
+  std::vector<std::string> served_model_names;
+  int64_t max_body_bytes = 8 << 20;      // larger request bodies get 413, whatever their framing
+  double request_timeout_s = 600;        // a request running longer is aborted (0 = never)
+  int http_threads = 4;                  // I/O threads; connections are coroutines, not threads
+  int keep_alive_timeout_s = 30;         // an idle connection, or one sending a request this long, closes
   std::string reasoning_parser;          // --reasoning-parser (qwen3): <think> -> reasoning_content
   std::string tool_call_parser;          // --tool-call-parser (hermes)
   bool enable_auto_tool_choice = false;  // --enable-auto-tool-choice: tool_choice "auto" parses tool calls
@@ -29,8 +33,12 @@ struct ServerOptions {
   bool log_requests = false;                // a line per request received and finished
   bool log_stats = true;                    // the periodic stats line while busy
   double log_stats_interval_s = 10;
-  Logger logger;                // --log-level
-  GenerationDefaults defaults;  // generation_config.json / --override-generation-config
+  Logger logger;                     // --log-level
+  GenerationDefaults defaults;       // generation_config.json / --override-generation-config
+  bool chat_template_given = false;  // --chat-template (else the tokenizer's, if it has one)
+  bool force_include_usage = false;  // --enable-force-include-usage: usage in every stream
+  // --default-chat-template-kwargs: a request's chat_template_kwargs are merged over these.
+  nlohmann::ordered_json default_chat_template_kwargs = nlohmann::ordered_json::object();
 };
 
 }  // namespace nanovllm::server

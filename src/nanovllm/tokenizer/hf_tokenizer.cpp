@@ -1,11 +1,11 @@
 // Encode/decode pipeline of HfTokenizer (component parsing lives in the component files).
 #include "nanovllm/tokenizer/hf_tokenizer.h"
 
-#include "nanovllm/tokenizer/byte_level.h"
 
 #include <algorithm>
 #include <cstdio>
 
+#include "nanovllm/tokenizer/byte_level.h"
 #include "nanovllm/tokenizer/utf8.h"
 #include "nanovllm/utils/error.h"
 
@@ -145,13 +145,6 @@ std::optional<int32_t> HfTokenizer::token_to_id(std::string_view token) const {
   return model_->token_to_id(token);
 }
 
-std::string HfTokenizer::id_to_token(int32_t id) const {
-  if (const AddedToken* t = added_.find(id)) return t->content;
-  std::string raw;
-  append_bytes(&id, 1, false, raw);  // throws for an id outside the vocabulary
-  return byte_level_ ? byte_level_table().to_text(raw) : raw;
-}
-
 std::string HfTokenizer::token_bytes(int32_t id) const {
   std::string out;
   append_bytes(&id, 1, false, out);
@@ -170,6 +163,13 @@ std::string HfTokenizer::token_bytes(int32_t id) const {
     }
   }
   return text;
+}
+
+std::string HfTokenizer::id_to_token(int32_t id) const {
+  if (const AddedToken* t = added_.find(id)) return t->content;
+  std::string bytes;
+  append_bytes(&id, 1, false, bytes);  // throws for an id out of range
+  return byte_level_ ? byte_level_table().to_text(bytes) : bytes;
 }
 
 bool HfTokenizer::is_special(int32_t id) const {

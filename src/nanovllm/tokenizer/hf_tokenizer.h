@@ -33,9 +33,9 @@ class HfTokenizer final : public Tokenizer {
   int32_t vocab_size() const override { return vocab_size_; }
   int32_t base_vocab_size() const override { return model_->id_limit(); }
   std::optional<int32_t> token_to_id(std::string_view token) const override;
-  std::string id_to_token(int32_t id) const override;
   bool is_special(int32_t id) const override;
   std::string token_bytes(int32_t id) const override;
+  std::string id_to_token(int32_t id) const override;
   const std::string& chat_template() const override { return chat_template_; }
   const std::string& bos_token() const override { return bos_token_; }
   const std::string& eos_token() const override { return eos_token_; }

@@ -44,14 +44,14 @@ class Tokenizer {
   // above is its len(tokenizer)).
   virtual int32_t base_vocab_size() const = 0;
   virtual std::optional<int32_t> token_to_id(std::string_view token) const = 0;
-  // The token's vocabulary string as tokenizer.json spells it ("Ġthe", "▁the", "<|im_end|>"):
-  // Hugging Face's convert_ids_to_tokens. Throws TokenizerError for an id outside the vocabulary.
-  virtual std::string id_to_token(int32_t id) const = 0;
   virtual bool is_special(int32_t id) const = 0;
   // The bytes token `id` contributes to text in the middle of a sequence (what a grammar matches):
   // byte-level vocabularies' raw bytes, SentencePiece pieces with U+2581 as a space and <0xHH> as
   // the byte, added tokens' content. Ids out of range throw TokenizerError.
   virtual std::string token_bytes(int32_t id) const = 0;
+  // The token's string as tokenizer.json spells it ("Ġthe", "▁the", "<|im_end|>"): Hugging Face's
+  // convert_ids_to_tokens, vLLM's /tokenize token_strs. Ids out of range throw TokenizerError.
+  virtual std::string id_to_token(int32_t id) const = 0;
   // From tokenizer_config.json (empty when absent).
   virtual const std::string& chat_template() const = 0;
   virtual const std::string& bos_token() const = 0;

@@ -60,7 +60,7 @@ async function vllmCommandLine() {
     check(err instanceof OpenAI.NotFoundError, `/v1/models/{unknown}: NotFoundError, got ${err}`);
     const nf = await fetch(`${s.base}/v1/models/no-such-model`);
     const nfBody = await nf.json();
-    eq([nf.status, nfBody.error.code], [404, 'model_not_found'], '/v1/models/{unknown} is an OpenAI 404');
+    eq([nf.status, nfBody.error.code, nfBody.error.type], [404, 404, 'NotFoundError'], '/v1/models/{unknown} is an OpenAI 404');
 
     // --root-path: the prefixed routes answer too.
     eq((await (await fetch(`${s.base}/api/v1/models`)).json()).data[0].id, MODEL, '--root-path /api/v1/models');

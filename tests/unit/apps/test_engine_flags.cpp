@@ -16,6 +16,7 @@ namespace {
 // Parses `generate`-style arguments (MODEL first) into a resolved config.
 EngineConfig parse(std::vector<std::string> args) {
   CLI::App app;
+  cli::take_last_repeated_values(app);
   cli::EngineFlags flags;
   flags.add_to(app);
   args.insert(args.begin(), "qwen3-0.6b");
@@ -83,3 +84,15 @@ TEST(EngineFlags, SchedulingPolicyPriorityIsRefused) {
 }
 
 }  // namespace
+
+// argparse's rules, as vLLM's command lines expect: a repeated flag's last value wins, sizes take
+// human_readable_int's suffixes, vLLM's harmless engine flags are accepted.
+TEST(EngineFlags, RepeatedFlagsTakeTheLastValueAndSizesTakeSuffixes) {
+  EngineConfig c = parse({"--max-num-seqs", "3", "--max-num-seqs", "7", "--max-model-len", "32k"});
+  EXPECT_EQ(c.max_num_seqs, 7);
+  EXPECT_EQ(c.max_model_len, 32000);
+  EXPECT_EQ(parse({"--max-model-len", "2K", "--max-num-batched-tokens", "8K"}).max_num_batched_tokens, 8192);
+  EXPECT_EQ(parse({"--enforce-eager", "--enforce-eager"}).enforce_eager, true);
+  EXPECT_NO_THROW(parse({"--swap-space", "4", "-O", "3", "--compilation-config", "{\"level\": 3}"}));
+  EXPECT_THROW(parse({"--max-num-seqs", "1k"}), UserError);  // suffixes only where vLLM takes them
+}

@@ -73,6 +73,27 @@ TEST(Settings, BadValuesAreRefusedNamingTheFlag) {
             "--num-kvcache-blocks must be an int (got 'x')");
 }
 
+// vLLM's human_readable_int: k m g t are powers of 10 (decimals allowed), K M G T powers of 2.
+TEST(Settings, SizeSuffixesAsVllm) {
+  EXPECT_EQ(parse_size_suffixed("32k"), 32000);
+  EXPECT_EQ(parse_size_suffixed("32K"), 32768);
+  EXPECT_EQ(parse_size_suffixed("25.6k"), 25600);
+  EXPECT_EQ(parse_size_suffixed("1M"), int64_t(1) << 20);
+  EXPECT_EQ(parse_size_suffixed("2g"), int64_t(2000000000));
+  EXPECT_EQ(parse_size_suffixed("1T"), int64_t(1) << 40);
+  for (const char* bad : {"1.5K", "k", "12", "1x", "-1k", "1.k", ".5k", "99999999999T"})
+    EXPECT_EQ(parse_size_suffixed(bad), std::nullopt) << bad;
+  EngineConfig cfg;
+  set_setting_text(find_setting("max_model_len"), cfg, "4k");
+  EXPECT_EQ(cfg.max_model_len, 4000);
+  set_setting_text(find_setting("kv_cache_memory"), cfg, "512M");
+  EXPECT_EQ(cfg.kv_cache_memory, int64_t(512) << 20);
+  EXPECT_NE(error_of([&] { set_setting_text(find_setting("max_model_len"), cfg, "1.5K"); }).find("K/M/G/T"),
+            std::string::npos);
+  EXPECT_EQ(error_of([&] { set_setting_text(find_setting("max_num_seqs"), cfg, "1k"); }),
+            "--max-num-seqs must be an integer (got '1k')");
+}
+
 // vLLM's --scheduling-policy: fcfs is what the scheduler does; priority is refused, not ignored.
 TEST(Settings, SchedulingPolicyTakesFcfsAndRefusesPriority) {
   EngineConfig cfg;

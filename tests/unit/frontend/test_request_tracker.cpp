@@ -4,7 +4,9 @@
 // streaming consumer (the server's way: deltas).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
+#include <variant>
 
 #include "nanovllm/frontend/llm.h"
 #include "nanovllm/utils/error.h"
@@ -32,6 +34,7 @@ struct Streamed {
   std::string text;
   std::vector<int32_t> token_ids;
   FinishReason finish = FinishReason::None;
+  StopReason stop_reason;
   ChoiceSummary summary;
   RequestOutput output;
 };
@@ -50,6 +53,7 @@ std::map<StreamKey, Streamed> run_streaming(RequestTracker& t, std::vector<Choic
       g.token_ids.insert(g.token_ids.end(), ev.token_ids.begin(), ev.token_ids.end());
       if (ev.finish != FinishReason::None) {
         g.finish = ev.finish;
+        g.stop_reason = ev.stop_reason;
         g.summary = ev.summary;
         g.output = ev.output;
       }
@@ -114,6 +118,52 @@ TEST(RequestTracker, StopStringEndsTheRequestAndFreesItsBlocks) {
   EXPECT_FALSE(llm.has_unfinished());
   EXPECT_EQ(t.num_live_choices(), 0u);
   EXPECT_EQ(llm.scheduler_stats().kv_blocks_used, 0);  // aborted in the engine on the stop string
+  ASSERT_TRUE(std::holds_alternative<std::string>(g.stop_reason));
+  EXPECT_EQ(std::get<std::string>(g.stop_reason), stop);
+  EXPECT_EQ(g.output.stop_reason, g.stop_reason);
+  // LLM::generate (one event at the end) reports it too.
+  const RequestOutput cut = llm.generate({Prompt::of_ids(prompt)}, {sp})[0];
+  EXPECT_EQ(cut.stop_reason, StopReason(stop));
+}
+
+// vLLM's stop_reason: the token of stop_token_ids that ended the choice; none for a length; none
+// for EOS (tested before stop_token_ids) unless ignore_eos let it through to them.
+TEST(RequestTracker, StopReasonNamesTheStopTokenButNeverEos) {
+  LLM llm = test::tiny_qwen3_llm();
+  const std::vector<int32_t> prompt = random_tokens(30, 7);
+  const RequestOutput plain = llm.generate({Prompt::of_ids(prompt)}, {greedy(12)})[0];
+  EXPECT_EQ(plain.finish_reason, FinishReason::Length);
+  EXPECT_TRUE(std::holds_alternative<std::monostate>(plain.stop_reason));
+  const int32_t stop_tok = plain.token_ids.at(5);
+  const size_t first =
+      size_t(std::find(plain.token_ids.begin(), plain.token_ids.end(), stop_tok) - plain.token_ids.begin());
+
+  SamplingParams sp = greedy(12);
+  sp.stop_token_ids = {stop_tok};
+  RequestTracker& t = llm.tracker();
+  const int64_t id = t.add(prompt, sp, streaming());
+  auto got = run_streaming(t);
+  const Streamed& g = got.at({id, 0});
+  EXPECT_EQ(g.finish, FinishReason::Stop);
+  EXPECT_EQ(g.token_ids.size(), first + 1);
+  EXPECT_EQ(g.stop_reason, StopReason(stop_tok));
+  EXPECT_EQ(g.output.stop_reason, StopReason(stop_tok));
+  EXPECT_EQ(llm.generate({Prompt::of_ids(prompt)}, {sp})[0].stop_reason, StopReason(stop_tok));
+
+  // EOS forced as the first token (logit_bias), and listed in stop_token_ids too.
+  const int32_t eos = llm.model_config().eos_token_ids.at(0);
+  SamplingParams to_eos = greedy(12);
+  to_eos.logit_bias = {{eos, 100.0f}};
+  to_eos.stop_token_ids = {eos};
+  to_eos.ignore_eos = false;
+  const RequestOutput at_eos = llm.generate({Prompt::of_ids(prompt)}, {to_eos})[0];
+  EXPECT_EQ(at_eos.finish_reason, FinishReason::Stop);
+  EXPECT_EQ(at_eos.token_ids, std::vector<int32_t>{eos});
+  EXPECT_TRUE(std::holds_alternative<std::monostate>(at_eos.stop_reason));
+  to_eos.ignore_eos = true;  // now only stop_token_ids ends it, and names it
+  const RequestOutput listed = llm.generate({Prompt::of_ids(prompt)}, {to_eos})[0];
+  EXPECT_EQ(listed.finish_reason, FinishReason::Stop);
+  EXPECT_EQ(listed.stop_reason, StopReason(eos));
 }
 
 TEST(RequestTracker, TimingsComeInOrder) {

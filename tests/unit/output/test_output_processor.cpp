@@ -29,6 +29,7 @@ struct Streamed {
   std::vector<output::ToolCall> calls;
   FinishReason finish = FinishReason::None;
   bool by_string = false;
+  std::string matched_stop;  // the processor's stop_reason
 };
 
 // Pushes `ids`, the last one with `last_finish` (what the engine says), stopping at the first
@@ -45,6 +46,7 @@ Streamed stream(const Tokenizer& tok, const std::vector<int32_t>& ids, const Sam
     if (d.finish != FinishReason::None) {
       s.finish = d.finish;
       s.by_string = d.stopped_by_string;
+      s.matched_stop = p.matched_stop();
       EXPECT_TRUE(p.finished());
       EXPECT_TRUE(p.push(ids[0], FinishReason::None).empty());  // nothing after the end
       break;
@@ -73,8 +75,24 @@ TEST(OutputProcessor, StopStringCutsBeforeIt) {
   EXPECT_EQ(out.text, "The answer is 42. ");
   EXPECT_EQ(out.finish, FinishReason::Stop);
   EXPECT_TRUE(out.by_string);
-  // The earliest of several stop strings wins, even across token boundaries.
-  EXPECT_EQ(stream(*tok, ids, with_stop({"story", "42."})).text, "The answer is ");
+  EXPECT_EQ(out.matched_stop, "END");
+  // The earliest of several stop strings wins, even across token boundaries, and is the reason.
+  Streamed earliest = stream(*tok, ids, with_stop({"story", "42."}));
+  EXPECT_EQ(earliest.text, "The answer is ");
+  EXPECT_EQ(earliest.matched_stop, "42.");
+}
+
+TEST(OutputProcessor, NoStopStringMatchedMeansNoStopReason) {
+  auto tok = qwen3();
+  auto ids = tok->encode("nothing to cut here");
+  EXPECT_EQ(stream(*tok, ids, with_stop({"zzz"})).matched_stop, "");
+  EXPECT_EQ(stream(*tok, ids, with_stop({"zzz"}), FinishReason::Stop).matched_stop, "");
+  // A stop string completed by the last token, when the engine also ended the request: the string
+  // is the reason (as vLLM's detokenizer overrides the engine's).
+  Streamed last = stream(*tok, ids, with_stop({" here"}), FinishReason::Length);
+  EXPECT_EQ(last.finish, FinishReason::Stop);
+  EXPECT_EQ(last.matched_stop, " here");
+  EXPECT_EQ(last.text, "nothing to cut");
 }
 
 TEST(OutputProcessor, IncludeStopStrInOutputKeepsIt) {
