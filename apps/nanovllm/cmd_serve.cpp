@@ -35,8 +35,8 @@ void check_output_parsers(const server::ServerOptions& o) {
     throw UserError("--reasoning-parser " + o.reasoning_parser +
                     ": unknown (available: " + output::reasoning_parser_names() + ")");
   if (!o.tool_call_parser.empty() && !output::is_tool_parser(o.tool_call_parser))
-    throw UserError("--tool-call-parser " + o.tool_call_parser + ": unknown (available: " +
-                    output::tool_parser_names() + ")");
+    throw UserError("--tool-call-parser " + o.tool_call_parser +
+                    ": unknown (available: " + output::tool_parser_names() + ")");
   if (o.enable_auto_tool_choice && o.tool_call_parser.empty())
     throw UserError("--enable-auto-tool-choice requires --tool-call-parser");
 }

@@ -32,8 +32,8 @@ class BracketedToolParser : public ToolParser {
   // Where the next call region starts in `text` (content not yet handed out). at_start: only
   // whitespace came before `text` and no call yet; after_call: only whitespace since the last call.
   virtual Start find_start(std::string_view text, bool at_start, bool after_call) const = 0;
-  virtual bool opens_value(char c) const = 0;             // a value's opening bracket
-  virtual bool head_char(char) const { return false; }    // what may stand between marker and value
+  virtual bool opens_value(char c) const = 0;           // a value's opening bracket
+  virtual bool head_char(char) const { return false; }  // what may stand between marker and value
   // The calls of a region, `head` being what stood before the value (whitespace trimmed): empty
   // optional when they are not calls (the region then stays content).
   virtual std::optional<std::vector<ToolCall>> calls_of(std::string_view head, std::string_view value) = 0;
@@ -51,9 +51,9 @@ class BracketedToolParser : public ToolParser {
   BracketScanner scan_;
   bool at_start_ = true;
   bool in_region_ = false;
-  size_t head_at_ = 0;                            // in the region: where its head starts
-  size_t value_at_ = std::string_view::npos;      // in the region: where its value starts (npos: not yet seen)
-  std::string held_;                              // the region so far, or a partial marker
+  size_t head_at_ = 0;                        // in the region: where its head starts
+  size_t value_at_ = std::string_view::npos;  // in the region: where its value starts (npos: not yet seen)
+  std::string held_;                          // the region so far, or a partial marker
 };
 
 }  // namespace nanovllm::output

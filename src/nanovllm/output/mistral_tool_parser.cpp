@@ -29,7 +29,7 @@ std::optional<std::vector<ToolCall>> MistralToolParser::calls_of(std::string_vie
   } catch (const InvalidRequest&) {
     return std::nullopt;
   }
-  ojson items;  // the {"name", "arguments"} objects
+  ojson items;          // the {"name", "arguments"} objects
   if (!head.empty()) {  // v11: name{arguments}
     if (!j.is_object()) return std::nullopt;
     items = ojson::array({ojson{{"name", std::string(head)}, {"arguments", std::move(j)}}});

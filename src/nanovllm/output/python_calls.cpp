@@ -128,7 +128,8 @@ class Reader {
         digits += c;
       } else if (c == '_' && !digits.empty() && digits.back() != '-') {
         // a digit separator: skipped
-      } else if (c == '.' || c == 'e' || c == 'E' || ((c == '+' || c == '-') && !digits.empty() && digits.back() == 'e')) {
+      } else if (c == '.' || c == 'e' || c == 'E' ||
+                 ((c == '+' || c == '-') && !digits.empty() && digits.back() == 'e')) {
         is_float = true;
         digits += c == 'E' ? 'e' : c;
       } else {
@@ -138,7 +139,8 @@ class Reader {
     }
     if (digits.empty() || digits == "-") throw Refused{};
     if (!is_float) {
-      if (digits.size() > 1 && digits[digits[0] == '-' ? 1 : 0] == '0' && digits.find_first_not_of("-0") != std::string::npos)
+      if (digits.size() > 1 && digits[digits[0] == '-' ? 1 : 0] == '0' &&
+          digits.find_first_not_of("-0") != std::string::npos)
         throw Refused{};  // 012 is a syntax error in Python 3
       int64_t v = 0;
       const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
@@ -146,10 +148,13 @@ class Reader {
       return v;
     }
     // Python accepts "1." and ".5"; JSON and strtod want digits around the point.
-    std::string text = digits;
-    if (const size_t dot = text.find('.'); dot != std::string::npos) {
-      if (dot + 1 == text.size() || !(text[dot + 1] >= '0' && text[dot + 1] <= '9')) text.insert(dot + 1, "0");
-      if (dot == 0 || text[dot - 1] == '-') text.insert(dot, "0");
+    std::string text;
+    for (size_t k = 0; k < digits.size(); ++k) {
+      const bool digit_before = k > 0 && digits[k - 1] >= '0' && digits[k - 1] <= '9';
+      const bool digit_after = k + 1 < digits.size() && digits[k + 1] >= '0' && digits[k + 1] <= '9';
+      if (digits[k] == '.' && !digit_before) text += '0';
+      text += digits[k];
+      if (digits[k] == '.' && !digit_after) text += '0';
     }
     double v = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
@@ -211,13 +216,23 @@ class Reader {
         case 'f': out += '\f'; break;
         case 'v': out += '\v'; break;
         case 'a': out += '\a'; break;
-        case '0': case '1': case '2': case '3': case '4': case '5': case '6': case '7': {  // octal, up to 3 digits
+        case '0':
+        case '1':
+        case '2':
+        case '3':
+        case '4':
+        case '5':
+        case '6':
+        case '7': {  // octal, up to 3 digits
           uint32_t v = uint32_t(e - '0');
-          for (int n = 1; n < 3 && i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '7'; ++n) v = v * 8 + uint32_t(s_[i_++] - '0');
+          for (int n = 1; n < 3 && i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '7'; ++n)
+            v = v * 8 + uint32_t(s_[i_++] - '0');
           append_utf8(out, v);
           break;
         }
-        case '\\': case '\'': case '"': out += e; break;
+        case '\\':
+        case '\'':
+        case '"': out += e; break;
         case '\n': break;  // a line continuation
         case 'x': append_utf8(out, hex(2)); break;
         case 'u': append_utf8(out, hex(4)); break;

@@ -33,8 +33,7 @@ class ReasoningParser {
 // The <think>...</think> parsers: qwen3 (starts_thinking false) and deepseek_r1 (true).
 class ThinkReasoningParser : public ReasoningParser {
  public:
-  explicit ThinkReasoningParser(bool starts_thinking)
-      : state_(starts_thinking ? State::AtStart : State::BeforeThink) {}
+  explicit ThinkReasoningParser(bool starts_thinking) : state_(starts_thinking ? State::AtStart : State::BeforeThink) {}
   ReasoningDelta push(std::string_view text) override;
   ReasoningDelta finish() override;
 

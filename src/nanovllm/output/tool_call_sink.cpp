@@ -40,7 +40,8 @@ std::string ToolCallSink::alnum_id(size_t n) {
   return id;
 }
 
-bool json_tool_call(const nlohmann::ordered_json& j, std::string_view args_key, std::string_view alt_key, ToolCall& out) {
+bool json_tool_call(const nlohmann::ordered_json& j, std::string_view args_key, std::string_view alt_key,
+                    ToolCall& out) {
   if (!j.is_object()) return false;
   const auto name = j.find("name");
   auto args = j.find(args_key);

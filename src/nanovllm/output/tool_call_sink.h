@@ -16,10 +16,10 @@ class ToolCallSink {
  public:
   void text(ToolDelta& d, std::string_view s);
   void call(ToolDelta& d, ToolCall c);
-  void finish() { whitespace_.clear(); }             // at the end: whitespace after a call is dropped
-  bool after_call() const { return after_call_; }     // nothing but whitespace since the last call
+  void finish() { whitespace_.clear(); }           // at the end: whitespace after a call is dropped
+  bool after_call() const { return after_call_; }  // nothing but whitespace since the last call
   std::string hex_id() { return random_tool_call_id(rng_); }
-  std::string alnum_id(size_t n);                     // mistral's: n letters and digits
+  std::string alnum_id(size_t n);  // mistral's: n letters and digits
 
  private:
   bool after_call_ = false;
@@ -31,6 +31,7 @@ bool all_whitespace(std::string_view s);
 
 // A JSON object {"name": "<string>", `args_key`: {...}} as a call (arguments in json.dumps' layout),
 // or false when it is not one. `alt_key`, when not empty, may stand for `args_key` (not both).
-bool json_tool_call(const nlohmann::ordered_json& j, std::string_view args_key, std::string_view alt_key, ToolCall& out);
+bool json_tool_call(const nlohmann::ordered_json& j, std::string_view args_key, std::string_view alt_key,
+                    ToolCall& out);
 
 }  // namespace nanovllm::output

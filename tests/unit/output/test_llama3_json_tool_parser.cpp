@@ -44,13 +44,12 @@ TEST(Llama3JsonToolParser, PythonTagAndLeadingWhitespace) {
 }
 
 TEST(Llama3JsonToolParser, PlainAnswersAndMalformedObjectsStayContent) {
-  for (const std::string text : {std::string("The answer is {\"name\": \"f\", \"parameters\": {}}."),
-                                 std::string("{\"answer\": 42}"), std::string("{\"name\": \"f\"}"),
-                                 std::string("{\"name\": \"f\", \"parameters\": {}, \"arguments\": {}}"),
-                                 std::string("{\"name\": 3, \"parameters\": {}}"),
-                                 std::string("{\"name\": \"f\", \"parameters\": [1]}"),
-                                 std::string("{\"name\": \"f\", \"parameters\": {oops}}"), std::string("  {\"name\": \"f\","),
-                                 std::string("<|python_tag|>print(1)"), std::string("  \n"), std::string("")}) {
+  for (const std::string text :
+       {std::string("The answer is {\"name\": \"f\", \"parameters\": {}}."), std::string("{\"answer\": 42}"),
+        std::string("{\"name\": \"f\"}"), std::string("{\"name\": \"f\", \"parameters\": {}, \"arguments\": {}}"),
+        std::string("{\"name\": 3, \"parameters\": {}}"), std::string("{\"name\": \"f\", \"parameters\": [1]}"),
+        std::string("{\"name\": \"f\", \"parameters\": {oops}}"), std::string("  {\"name\": \"f\","),
+        std::string("<|python_tag|>print(1)"), std::string("  \n"), std::string("")}) {
     for (const ToolDelta& d : splits(text)) {
       EXPECT_EQ(d.content, text);
       EXPECT_TRUE(d.calls.empty()) << text;
@@ -78,7 +77,8 @@ TEST(Llama3JsonToolParser, ContentIsNotHeldBackWithoutReason) {
 }
 
 TEST(Llama3JsonToolParser, DeepNestingIsRefusedNotACrash) {
-  const std::string deep = "{\"name\": \"f\", \"parameters\": " + std::string(100000, '{') + std::string(100000, '}') + "}";
+  const std::string deep =
+      "{\"name\": \"f\", \"parameters\": " + std::string(100000, '{') + std::string(100000, '}') + "}";
   ToolDelta d = parser_test::run_parser("llama3_json", {deep});
   EXPECT_TRUE(d.calls.empty());
   EXPECT_EQ(d.content, deep);

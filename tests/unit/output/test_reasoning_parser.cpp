@@ -79,7 +79,8 @@ TEST(ReasoningParsers, UnknownNameIsAnError) {
 }
 
 TEST(DeepSeekR1ReasoningParser, TextBeforeTheEndTagIsReasoningWithoutAStartTag) {
-  expect_every_split<DeepSeekR1ReasoningParser>("Let me think: 2+2.\n</think>\n\nIt is 4.", "Let me think: 2+2.\n", "\n\nIt is 4.");
+  expect_every_split<DeepSeekR1ReasoningParser>("Let me think: 2+2.\n</think>\n\nIt is 4.", "Let me think: 2+2.\n",
+                                                "\n\nIt is 4.");
   expect_every_split<DeepSeekR1ReasoningParser>("<think>Hmm, ü.</think>Answer", "Hmm, ü.", "Answer");
   expect_every_split<DeepSeekR1ReasoningParser>("</think>Answer </think>", "", "Answer </think>");
 }

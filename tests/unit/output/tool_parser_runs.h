@@ -24,7 +24,8 @@ inline ToolDelta run_parser(const std::string& name, const std::vector<std::stri
 
 inline std::vector<ToolDelta> every_split(const std::string& name, const std::string& text) {
   std::vector<ToolDelta> out{run_parser(name, {text})};
-  for (size_t cut = 0; cut <= text.size(); ++cut) out.push_back(run_parser(name, {text.substr(0, cut), text.substr(cut)}));
+  for (size_t cut = 0; cut <= text.size(); ++cut)
+    out.push_back(run_parser(name, {text.substr(0, cut), text.substr(cut)}));
   std::vector<std::string> bytes;
   for (char c : text) bytes.emplace_back(1, c);
   out.push_back(run_parser(name, bytes));
