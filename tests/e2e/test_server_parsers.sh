@@ -4,4 +4,4 @@
 # (tests/e2e/server/parsers.mjs).
 set -euo pipefail
 : "${NANOVLLM_BINARY:?}" "${NANOVLLM_SOURCE_DIR:?}"
-exec timeout 120 node "$NANOVLLM_SOURCE_DIR/tests/e2e/server/parsers.mjs"
+exec timeout 150 node "$NANOVLLM_SOURCE_DIR/tests/e2e/server/parsers.mjs"

@@ -15,9 +15,9 @@ void prepare_tool_calls(ojson& message, const std::string& where);
 
 // tool_choice: "none" (no parsing), "auto" (the default with tools; needs --enable-auto-tool-choice
 // and --tool-call-parser), "required" (one or more calls) and a named function (exactly one call of
-// it, which must be in `tools`): these two need --tool-call-parser hermes or llama3_json (not the auto flag), whose
-// parser reads the calls, and constrain the output to them: the grammar goes to *forced (when
-// given; kind None otherwise). Reasoning: --reasoning-parser unless enable_thinking is false.
+// it, which must be in `tools`): these two need --tool-call-parser hermes or llama3_json (not the
+// auto flag), whose parser reads the calls, and constrain the output to them: the grammar goes to
+// *forced (when given; kind None otherwise). Reasoning: --reasoning-parser unless enable_thinking is false.
 output::OutputParsers chat_output_parsers(const ojson& body, const ModelInfo& m, bool has_tools,
                                           std::optional<bool> enable_thinking, StructuredOutputs* forced = nullptr);
 

@@ -160,4 +160,4 @@ run(async () => {
   await deepseekCase();
   await refusedAtStart(['--tool-call-parser', 'jamba'], 'hermes, llama3_json, mistral, pythonic');
   await refusedAtStart(['--reasoning-parser', 'granite'], 'deepseek_r1, qwen3');
-}, 55000);
+}, 110000);

@@ -105,9 +105,9 @@ function tokenizeUnique(text, f, vocab, succ, prev, next) {
     if (fb && fb.every((id) => id !== undefined)) out.push([1, fb]);
     return out;
   };
-  let steps = 0;  // a text no tokenization fits makes the search exponential: give up early
+  let steps = 0;
   function dfs(pos) {
-    if (++steps > 200000) throw new Error(`cannot tokenize ${JSON.stringify(text)} with unique successors (search too long)`);
+    if (++steps > 5000000) throw new Error(`cannot tokenize ${JSON.stringify(text)} with unique successors (search too long)`);
     if (pos === units.length) {
       const last = ids[ids.length - 1];
       return !succ.has(last) || succ.get(last) === next;
