@@ -34,9 +34,11 @@ int stop_pipe_write = -1;
 // vLLM's rules for the output-parser flags, checked before the model loads.
 void check_output_parsers(const server::ServerOptions& o) {
   if (!o.reasoning_parser.empty() && !output::is_reasoning_parser(o.reasoning_parser))
-    throw UserError("--reasoning-parser " + o.reasoning_parser + ": unknown (available: qwen3)");
+    throw UserError("--reasoning-parser " + o.reasoning_parser +
+                    ": unknown (available: " + output::reasoning_parser_names() + ")");
   if (!o.tool_call_parser.empty() && !output::is_tool_parser(o.tool_call_parser))
-    throw UserError("--tool-call-parser " + o.tool_call_parser + ": unknown (available: hermes)");
+    throw UserError("--tool-call-parser " + o.tool_call_parser +
+                    ": unknown (available: " + output::tool_parser_names() + ")");
   if (o.enable_auto_tool_choice && o.tool_call_parser.empty())
     throw UserError("--enable-auto-tool-choice requires --tool-call-parser");
 }
@@ -160,8 +162,9 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--keep-alive-timeout", o.keep_alive_timeout_s,
                   "seconds an idle connection, or one sending a request, may take");
   cmd->add_option("--reasoning-parser", o.reasoning_parser,
-                  "split <think> reasoning into reasoning_content (chat): qwen3");
-  cmd->add_option("--tool-call-parser", o.tool_call_parser, "parse tool calls of the model's output (chat): hermes");
+                  "split <think> reasoning into reasoning_content (chat): " + output::reasoning_parser_names());
+  cmd->add_option("--tool-call-parser", o.tool_call_parser,
+                  "parse tool calls of the model's output (chat): " + output::tool_parser_names());
   cmd->add_flag("--enable-auto-tool-choice", o.enable_auto_tool_choice,
                 "tool_choice \"auto\": the model's tool calls become tool_calls (needs --tool-call-parser)");
   add_vllm_serve_flags(*cmd, a->vllm, o);

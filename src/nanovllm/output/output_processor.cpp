@@ -8,7 +8,11 @@ namespace nanovllm::output {
 
 OutputProcessor::OutputProcessor(const Tokenizer* tok, const SamplingParams& sp, const OutputParsers& parsers)
     : tok_(tok), stop_(sp.stop), include_stop_(sp.include_stop_str_in_output) {
-  if (tok_) detok_ = std::make_unique<IncrementalDetokenizer>(*tok_, sp.skip_special_tokens);
+  // A parser whose marker is a special token ([TOOL_CALLS]) needs it in the text, as vLLM's
+  // MistralToolParser turns skip_special_tokens off.
+  const bool skip =
+      sp.skip_special_tokens && !(!parsers.tool.empty() && tool_parser_keeps_special_tokens(parsers.tool));
+  if (tok_) detok_ = std::make_unique<IncrementalDetokenizer>(*tok_, skip);
   if (!parsers.reasoning.empty()) reasoning_ = make_reasoning_parser(parsers.reasoning);
   if (!parsers.tool.empty()) tools_ = make_tool_parser(parsers.tool);
 }

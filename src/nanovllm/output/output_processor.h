@@ -7,7 +7,8 @@
 //      include_stop_str_in_output) and the request ends with finish reason "stop"; a partial stop
 //      string at the end is held back until it is known;
 //   3. optionally (chat), the reasoning parser (<think>...</think> -> reasoning) and then the
-//      tool-call parser on the content (<tool_call> blocks -> structured calls).
+//      tool-call parser on the content (<tool_call> blocks, [TOOL_CALLS] arrays... -> structured
+//      calls; a parser whose marker is a special token detokenizes with special tokens kept).
 // Each push returns what is new; the last delta of a request carries its finish reason.
 #pragma once
 #include <memory>
@@ -21,7 +22,7 @@
 
 namespace nanovllm::output {
 
-// Which parsers run on a request's text (empty: none). Names as vLLM's flags: "qwen3", "hermes".
+// Which parsers run on a request's text (empty: none). Names as vLLM's flags: "qwen3", "hermes"...
 struct OutputParsers {
   std::string reasoning;
   std::string tool;

@@ -10,10 +10,18 @@ constexpr std::string_view kThink = "<think>";
 constexpr std::string_view kEndThink = "</think>";
 }  // namespace
 
-ReasoningDelta Qwen3ReasoningParser::push(std::string_view text) {
+ReasoningDelta ThinkReasoningParser::push(std::string_view text) {
   ReasoningDelta d;
   std::string buf = std::move(held_) + std::string(text);
   held_.clear();
+  if (state_ == State::AtStart) {  // a <think> at the very start is dropped
+    if (buf.size() < kThink.size() && kThink.substr(0, buf.size()) == buf) {
+      held_ = std::move(buf);
+      return d;
+    }
+    if (buf.rfind(kThink, 0) == 0) buf.erase(0, kThink.size());
+    state_ = State::Thinking;
+  }
   // Each pass consumes the buffer up to a tag (changing state) or to a possible partial tag.
   for (;;) {
     if (state_ == State::Answer) {
@@ -35,23 +43,26 @@ ReasoningDelta Qwen3ReasoningParser::push(std::string_view text) {
   }
 }
 
-ReasoningDelta Qwen3ReasoningParser::finish() {
+ReasoningDelta ThinkReasoningParser::finish() {
   ReasoningDelta d;
-  (state_ == State::Thinking ? d.reasoning : d.content) = std::move(held_);
+  (state_ == State::Thinking || state_ == State::AtStart ? d.reasoning : d.content) = std::move(held_);
   held_.clear();
   return d;
 }
 
-bool is_reasoning_parser(const std::string& name) { return name == "qwen3"; }
+bool is_reasoning_parser(const std::string& name) { return name == "qwen3" || name == "deepseek_r1"; }
+
+std::string reasoning_parser_names() { return "deepseek_r1, qwen3"; }
 
 ReasoningTags reasoning_tags(const std::string& name) {
-  if (name == "qwen3") return {kThink, kEndThink};
-  throw UserError("unknown reasoning parser '" + name + "' (available: qwen3)");
+  if (is_reasoning_parser(name)) return {kThink, kEndThink};
+  throw UserError("unknown reasoning parser '" + name + "' (available: " + reasoning_parser_names() + ")");
 }
 
 std::unique_ptr<ReasoningParser> make_reasoning_parser(const std::string& name) {
   if (name == "qwen3") return std::make_unique<Qwen3ReasoningParser>();
-  throw UserError("unknown reasoning parser '" + name + "' (available: qwen3)");
+  if (name == "deepseek_r1") return std::make_unique<DeepSeekR1ReasoningParser>();
+  throw UserError("unknown reasoning parser '" + name + "' (available: " + reasoning_parser_names() + ")");
 }
 
 }  // namespace nanovllm::output

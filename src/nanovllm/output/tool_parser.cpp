@@ -1,7 +1,11 @@
 #include "nanovllm/output/tool_parser.h"
 
 #include "nanovllm/config/request_json.h"
+#include "nanovllm/output/llama3_json_tool_parser.h"
+#include "nanovllm/output/mistral_tool_parser.h"
+#include "nanovllm/output/pythonic_tool_parser.h"
 #include "nanovllm/output/text_match.h"
+#include "nanovllm/output/tool_call_sink.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm::output {
@@ -11,8 +15,6 @@ namespace {
 using ojson = nlohmann::ordered_json;
 constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
-
-bool all_whitespace(std::string_view s) { return s.find_first_not_of(" \t\r\n") == std::string_view::npos; }
 
 }  // namespace
 
@@ -35,18 +37,8 @@ std::string python_json_dumps(const ojson& v) {
   return v.dump(-1, ' ', false, ojson::error_handler_t::replace);
 }
 
-HermesToolParser::HermesToolParser() : rng_(std::random_device{}()) {}
-
-void HermesToolParser::emit_text(ToolDelta& d, std::string_view text) {
-  if (text.empty()) return;
-  if (called_ && all_whitespace(text)) {
-    whitespace_ += text;
-    return;
-  }
-  d.content += whitespace_;
-  whitespace_.clear();
-  d.content += text;
-}
+HermesToolParser::HermesToolParser() : out_(std::make_unique<ToolCallSink>()) {}
+HermesToolParser::~HermesToolParser() = default;
 
 void HermesToolParser::close_block(ToolDelta& d, bool terminated) {
   std::string block = std::move(held_);
@@ -58,21 +50,13 @@ void HermesToolParser::close_block(ToolDelta& d, bool terminated) {
   } catch (const InvalidRequest&) {
     j = nullptr;
   }
-  const ojson* name = j.is_object() && j.contains("name") ? &j["name"] : nullptr;
-  const ojson* args = j.is_object() && j.contains("arguments") ? &j["arguments"] : nullptr;
-  if (!name || !name->is_string() || !args || !args->is_object()) {  // malformed: it stays text
-    emit_text(d, std::string(kOpen) + block + (terminated ? std::string(kClose) : ""));
+  ToolCall call;
+  if (!json_tool_call(j, "arguments", "", call)) {  // malformed: it stays text
+    out_->text(d, std::string(kOpen) + block + (terminated ? std::string(kClose) : ""));
     return;
   }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string id = "chatcmpl-tool-";
-  for (int i = 0; i < 2; ++i) {
-    const uint64_t r = rng_();
-    for (int b = 0; b < 16; ++b) id += kHex[(r >> (4 * b)) & 15];
-  }
-  whitespace_.clear();  // whitespace between blocks is not content
-  d.calls.push_back({std::move(id), name->get<std::string>(), python_json_dumps(*args)});
-  called_ = true;
+  call.id = out_->hex_id();
+  out_->call(d, std::move(call));
 }
 
 ToolDelta HermesToolParser::push(std::string_view text) {
@@ -87,7 +71,7 @@ ToolDelta HermesToolParser::push(std::string_view text) {
         held_ = std::move(buf);
       } else {
         const size_t hold = partial_marker_suffix(buf, tag);
-        emit_text(d, std::string_view(buf).substr(0, buf.size() - hold));
+        out_->text(d, std::string_view(buf).substr(0, buf.size() - hold));
         held_ = buf.substr(buf.size() - hold);
       }
       return d;
@@ -96,7 +80,7 @@ ToolDelta HermesToolParser::push(std::string_view text) {
       held_ = buf.substr(0, at);
       close_block(d, true);
     } else {
-      emit_text(d, std::string_view(buf).substr(0, at));
+      out_->text(d, std::string_view(buf).substr(0, at));
       in_block_ = true;
     }
     buf.erase(0, at + tag.size());
@@ -108,17 +92,26 @@ ToolDelta HermesToolParser::finish() {
   if (in_block_)
     close_block(d, false);
   else
-    emit_text(d, held_);
+    out_->text(d, held_);
   held_.clear();
-  whitespace_.clear();
+  out_->finish();
   return d;
 }
 
-bool is_tool_parser(const std::string& name) { return name == "hermes"; }
+std::string tool_parser_names() { return "hermes, llama3_json, mistral, pythonic"; }
+
+bool is_tool_parser(const std::string& name) {
+  return name == "hermes" || name == "llama3_json" || name == "mistral" || name == "pythonic";
+}
+
+bool tool_parser_keeps_special_tokens(const std::string& name) { return name == "mistral"; }
 
 std::unique_ptr<ToolParser> make_tool_parser(const std::string& name) {
   if (name == "hermes") return std::make_unique<HermesToolParser>();
-  throw UserError("unknown tool-call parser '" + name + "' (available: hermes)");
+  if (name == "llama3_json") return std::make_unique<Llama3JsonToolParser>();
+  if (name == "mistral") return std::make_unique<MistralToolParser>();
+  if (name == "pythonic") return std::make_unique<PythonicToolParser>();
+  throw UserError("unknown tool-call parser '" + name + "' (available: " + tool_parser_names() + ")");
 }
 
 }  // namespace nanovllm::output

@@ -1,5 +1,11 @@
 // Tool-call parsers (vLLM's --tool-call-parser): find the tool calls in a model's streamed
-// content and hand them out as structured calls; the rest stays content.
+// content and hand them out as structured calls; the rest stays content. A call is handed out
+// once complete, whatever the split of the text into deltas (the server streams it as SDK
+// fragments); what is not a well-formed call stays content. The formats:
+//   hermes       <tool_call>{"name", "arguments"}</tool_call> (Qwen), this file
+//   llama3_json  {"name", "parameters"} objects separated by ";" (Llama 3.x), llama3_json_tool_parser.h
+//   mistral      [TOOL_CALLS][{"name", "arguments"}, ...] (Mistral), mistral_tool_parser.h
+//   pythonic     [f(a=1), g()] (Llama 3.2/4, ToolACE), pythonic_tool_parser.h
 //
 // hermes (vLLM's Hermes2ProToolParser, the format of Qwen3's chat template): each
 // <tool_call>{"name": ..., "arguments": {...}}</tool_call> block is one call; its arguments come
@@ -36,26 +42,35 @@ class ToolParser {
   virtual ToolDelta finish() = 0;
 };
 
+class ToolCallSink;
+
 class HermesToolParser : public ToolParser {
  public:
   HermesToolParser();
+  ~HermesToolParser() override;
   ToolDelta push(std::string_view text) override;
   ToolDelta finish() override;
 
  private:
-  void emit_text(ToolDelta& d, std::string_view text);
   void close_block(ToolDelta& d, bool terminated);
 
   bool in_block_ = false;
-  bool called_ = false;     // a call was handed out: trailing whitespace is held
-  std::string held_;        // possible partial tag, or the block's text while in_block_
-  std::string whitespace_;  // whitespace after a call, dropped if nothing else follows
-  std::mt19937_64 rng_;
+  std::string held_;  // possible partial tag, or the block's text while in_block_
+  std::unique_ptr<ToolCallSink> out_;
 };
 
-// The parsers `--tool-call-parser` accepts ("hermes"); others throw UserError naming them.
+// The parsers `--tool-call-parser` accepts (tool_parser_names()); others throw UserError naming them.
 std::unique_ptr<ToolParser> make_tool_parser(const std::string& name);
 bool is_tool_parser(const std::string& name);
+std::string tool_parser_names();  // "hermes, llama3_json, mistral, pythonic"
+
+// Whether the parser's marker is a special token that detokenization must keep (mistral's
+// [TOOL_CALLS]): its requests are detokenized with skip_special_tokens off, as vLLM's
+// MistralToolParser.adjust_request does.
+bool tool_parser_keeps_special_tokens(const std::string& name);
+
+// chatcmpl-tool-<32 hex digits>, as vLLM's random_tool_call_id.
+std::string random_tool_call_id(std::mt19937_64& rng);
 
 // `v` as Python's json.dumps(v, ensure_ascii=False) writes it (", " and ": " separators).
 std::string python_json_dumps(const nlohmann::ordered_json& v);

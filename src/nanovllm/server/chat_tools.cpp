@@ -70,14 +70,15 @@ output::OutputParsers chat_output_parsers(const ojson& body, const ModelInfo& m,
     return p;
   }
   // "required" or a named function: the output is constrained to tool calls the parser reads.
-  if (m.tool_call_parser != "hermes")
+  if (m.tool_call_parser != "hermes" && m.tool_call_parser != "llama3_json")
     bad("tool_choice",
         "tool_choice " + (named.empty() ? std::string("\"required\"") : "naming a function") +
-            " needs the server started with --tool-call-parser hermes (the format its output is "
-            "constrained to)",
+            " needs the server started with --tool-call-parser hermes or llama3_json (the formats its "
+            "output can be constrained to)" +
+            (m.tool_call_parser.empty() ? "" : "; not " + m.tool_call_parser),
         "unsupported_parameter");
   p.tool = m.tool_call_parser;
-  const StructuredOutputs grammar = hermes_tool_choice_grammar(body.at("tools"), named, m);
+  const StructuredOutputs grammar = tool_choice_grammar(m.tool_call_parser, body.at("tools"), named, m);
   if (forced) *forced = grammar;
   return p;
 }

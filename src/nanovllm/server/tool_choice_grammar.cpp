@@ -1,6 +1,6 @@
-// tool_choice "required" / a named function with --tool-call-parser hermes: the request's tools ->
-// the grammar of hermes tool-call blocks (structured/tool_calls.h builds it), given to the engine
-// as an EBNF grammar, so that the output is calls the hermes parser turns into tool_calls.
+// tool_choice "required" / a named function with --tool-call-parser hermes or llama3_json: the
+// request's tools -> the grammar of that parser's tool calls (structured/tool_calls.h builds it),
+// given to the engine as an EBNF grammar, so that the output is calls the parser turns into tool_calls.
 #include <set>
 
 #include "nanovllm/server/chat_tools.h"
@@ -42,7 +42,8 @@ std::vector<Tool> read_tools(const ojson& tools) {
 
 }  // namespace
 
-StructuredOutputs hermes_tool_choice_grammar(const ojson& tools, const std::string& only, const ModelInfo& m) {
+StructuredOutputs tool_choice_grammar(const std::string& parser, const ojson& tools, const std::string& only,
+                                      const ModelInfo& m) {
   std::vector<Tool> all = read_tools(tools);
   if (!only.empty()) {
     std::vector<Tool> one;
@@ -58,7 +59,9 @@ StructuredOutputs hermes_tool_choice_grammar(const ojson& tools, const std::stri
   StructuredOutputs so;
   so.kind = StructuredOutputs::Kind::Grammar;
   try {
-    so.text = structured::hermes_tool_calls_grammar(specs, !only.empty(), opt).to_ebnf();
+    const auto format =
+        parser == "llama3_json" ? structured::ToolCallFormat::Llama3Json : structured::ToolCallFormat::Hermes;
+    so.text = structured::tool_calls_grammar(format, specs, !only.empty(), opt).to_ebnf();
   } catch (const structured::GrammarError& e) {
     bad("tools", std::string("tools: ") + e.what());
   }

@@ -1,8 +1,9 @@
 // Forced tool calls (tool_choice "required" or a named function) as a grammar: the model's output
-// is one or more Hermes-style blocks, the format output/tool_parser.h (HermesToolParser) reads and
-// Qwen3's chat template teaches:
-//   <tool_call>\n{"name": "<name>", "arguments": <JSON valid for the tool's parameters>}\n</tool_call>
-// with "\n" between blocks.
+// is one or more calls in the format of a tool-call parser (output/tool_parser.h), each with
+// arguments valid for the tool's parameters:
+//   hermes       <tool_call>\n{"name": "<name>", "arguments": <JSON>}\n</tool_call>, "\n" between
+//                blocks (Qwen3's chat template teaches it);
+//   llama3_json  {"name": "<name>", "parameters": <JSON>}, "; " between calls (Llama 3.x's).
 #pragma once
 #include <string>
 #include <vector>
@@ -21,9 +22,16 @@ struct ToolSpec {
   nlohmann::ordered_json parameters;
 };
 
-// exactly_one: one block (a named tool_choice, `tools` holding that tool); otherwise one or more
-// blocks, each calling any of `tools`. Throws GrammarError when `tools` is empty, a name is empty or
+enum class ToolCallFormat { Hermes, Llama3Json };
+
+// exactly_one: one call (a named tool_choice, `tools` holding that tool); otherwise one or more
+// calls, each of any of `tools`. Throws GrammarError when `tools` is empty, a name is empty or
 // repeated, or a parameters schema is refused (the message names the tool).
-Grammar hermes_tool_calls_grammar(const std::vector<ToolSpec>& tools, bool exactly_one, const JsonSchemaOptions& opt);
+Grammar tool_calls_grammar(ToolCallFormat format, const std::vector<ToolSpec>& tools, bool exactly_one,
+                           const JsonSchemaOptions& opt);
+inline Grammar hermes_tool_calls_grammar(const std::vector<ToolSpec>& tools, bool exactly_one,
+                                         const JsonSchemaOptions& opt) {
+  return tool_calls_grammar(ToolCallFormat::Hermes, tools, exactly_one, opt);
+}
 
 }  // namespace nanovllm::structured

