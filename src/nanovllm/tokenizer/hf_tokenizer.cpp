@@ -1,7 +1,6 @@
 // Encode/decode pipeline of HfTokenizer (component parsing lives in the component files).
 #include "nanovllm/tokenizer/hf_tokenizer.h"
 
-
 #include <algorithm>
 #include <cstdio>
 
