@@ -73,6 +73,7 @@ py::dict output_dict(const RequestOutput& o, const Tokenizer* tok, bool with_log
   d["token_ids"] = o.token_ids;
   d["text"] = o.text;
   d["finish_reason"] = finish_reason_str(o.finish_reason);
+  d["stop_reason"] = o.stop_reason;  // None, a stop token id or a stop string (pybind11 converts the variant)
   d["num_cached_tokens"] = o.num_cached_prompt_tokens;
   d["logprobs"] = with_logprobs ? logprobs_list(o.logprobs, o.token_ids, 0, tok) : py::none();
   d["prompt_logprobs"] =

@@ -88,9 +88,15 @@ class OutputsTest(unittest.TestCase):
         stop = full.token_ids[4]
         c = self.llm.generate([p], SamplingParams(max_tokens=12, stop_token_ids=[stop], **GREEDY),
                               use_tqdm=False)[0].outputs[0]
-        self.assertEqual(c.finish_reason, "stop")
+        self.assertEqual((c.finish_reason, c.stop_reason), ("stop", stop))  # vLLM: the stop token id
         self.assertEqual(c.token_ids[-1], stop)
-        self.assertEqual(full.finish_reason, "length")
+        self.assertEqual((full.finish_reason, full.stop_reason), ("length", None))
+        word = full.text[len(full.text) // 2:][:2]
+        if word:
+            s = self.llm.generate([p], SamplingParams(max_tokens=12, stop=["\x00no", word], **GREEDY),
+                                  use_tqdm=False)[0].outputs[0]
+            self.assertEqual((s.finish_reason, s.stop_reason), ("stop", word))  # the stop string
+            self.assertNotIn(word, s.text)
 
     def test_detokenize_false(self):
         p = reference_prompts()[2]
