@@ -42,16 +42,6 @@ class CompletionOutput:
 
 
 @dataclass
-class RequestMetrics:
-    """When the request went through its phases (time.time() seconds; None until reached)."""
-    arrival_time: float | None = None
-    first_token_time: float | None = None
-    last_token_time: float | None = None
-    finished_time: float | None = None
-    num_generation_tokens: int = 0
-
-
-@dataclass
 class RequestOutput:
     """vllm.outputs.RequestOutput: a request's prompt and its samples (`outputs`, by index)."""
     request_id: str
@@ -60,7 +50,7 @@ class RequestOutput:
     prompt_logprobs: list[dict[int, Logprob] | None] | None
     outputs: list[CompletionOutput]
     finished: bool
-    metrics: RequestMetrics | None = None
+    metrics: object = None  # vLLM's offline mode (no stats logging) gives None too
     num_cached_tokens: int | None = None
     encoder_prompt: str | None = None
     encoder_prompt_token_ids: list[int] | None = None
