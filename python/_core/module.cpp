@@ -16,6 +16,7 @@
 #include "nanovllm/config/request_json.h"
 #include "nanovllm/config/settings.h"
 #include "nanovllm/config/structured_request.h"
+#include "nanovllm/frontend/chat_messages.h"
 #include "nanovllm/frontend/llm.h"
 #include "nanovllm/frontend/tensor_parallel_start.h"
 #include "nanovllm/models/hf_config.h"
@@ -341,16 +342,10 @@ void bind_llm(py::module_& m) {
           [](const PyLLM& llm, const std::string& messages, const std::string& tools, bool add_generation_prompt,
              const std::string& kwargs, const std::string& source) {
             ChatTemplateInputs in;
-            in.messages = nlohmann::ordered_json::parse(messages);
+            in.messages = chat_template_messages(nlohmann::ordered_json::parse(messages));
             if (!tools.empty()) in.tools = nlohmann::ordered_json::parse(tools);
             in.add_generation_prompt = add_generation_prompt;
-            const auto vars = nlohmann::ordered_json::parse(kwargs.empty() ? "{}" : kwargs);
-            for (auto& [k, v] : vars.items()) {
-              if (k == "enable_thinking" && v.is_boolean())
-                in.enable_thinking = v.get<bool>();
-              else
-                in.extra[k] = v;
-            }
+            if (!kwargs.empty()) apply_chat_template_kwargs(nlohmann::ordered_json::parse(kwargs), in);
             if (source.empty()) return llm.apply_chat_template(in);
             const Tokenizer& tok = llm.require_tokenizer();
             in.bos_token = tok.bos_token();

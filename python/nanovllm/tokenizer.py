@@ -111,12 +111,12 @@ def render_chat(core_llm, conversation, tools, add_generation_prompt, continue_f
                          "add_generation_prompt starts a new message, continue_final_message extends the last one")
     if not isinstance(conversation, (list, tuple)) or not all(isinstance(m, dict) for m in conversation):
         raise TypeError("a conversation must be a list of message dicts ({'role': ..., 'content': ...})")
-    messages = [_message(m, i) for i, m in enumerate(conversation)]
-    text = core_llm.apply_chat_template(json.dumps(messages), json.dumps(tools) if tools else "",
+    # Content parts joined, null content "", tool-call arguments parsed: as the server (frontend/chat_messages.h).
+    text = core_llm.apply_chat_template(json.dumps(conversation), json.dumps(tools) if tools else "",
                                         add_generation_prompt and not continue_final_message,
                                         json.dumps(kwargs or {}), chat_template or "")
     if continue_final_message:
-        final = messages[-1]["content"] if messages else ""
+        final = _text_of(conversation[-1].get("content")) if conversation else ""
         stripped = final.strip()
         if not stripped or stripped not in text:
             raise ValueError("continue_final_message is set but the final message does not appear in the chat "
@@ -127,22 +127,8 @@ def render_chat(core_llm, conversation, tools, add_generation_prompt, continue_f
     return text
 
 
-def _message(m, i):
-    """A message as the template sees it: text content parts joined (as vLLM), null content as ""."""
-    if "role" not in m or not isinstance(m["role"], str):
-        raise ValueError(f"messages[{i}] needs a string 'role'")
-    m = dict(m)
-    c = m.get("content")
-    if isinstance(c, list):
-        parts = []
-        for p in c:
-            if not isinstance(p, dict) or p.get("type") != "text" or not isinstance(p.get("text"), str):
-                raise ValueError(f"messages[{i}].content: only text parts ({{'type': 'text', 'text': ...}}) "
-                                 "are supported")
-            parts.append(p["text"])
-        m["content"] = "\n".join(parts)
-    elif c is None:
-        m["content"] = ""
-    elif not isinstance(c, str):
-        raise TypeError(f"messages[{i}].content must be a string, a list of text parts or None")
-    return m
+def _text_of(content):
+    """A message's content as the template saw it (text parts joined, as the engine joins them)."""
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content or ""

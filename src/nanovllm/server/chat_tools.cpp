@@ -12,29 +12,6 @@ namespace {
 
 }  // namespace
 
-void prepare_tool_calls(ojson& message, const std::string& where) {
-  auto it = message.find("tool_calls");
-  if (it == message.end() || it->is_null()) return;
-  if (!it->is_array()) bad(where + ".tool_calls", where + ".tool_calls must be a list", "invalid_type");
-  for (size_t j = 0; j < it->size(); ++j) {
-    ojson& call = (*it)[j];
-    const std::string at = where + ".tool_calls[" + std::to_string(j) + "]";
-    if (!call.is_object() || !call.contains("function") || !call["function"].is_object())
-      bad(at, at + " must be {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}",
-          "invalid_type");
-    ojson& fn = call["function"];
-    if (!fn.contains("name") || !fn["name"].is_string())
-      bad(at + ".function.name", at + ".function needs a string 'name'", "missing_field");
-    auto args = fn.find("arguments");
-    if (args == fn.end() || !args->is_string()) continue;  // already an object: kept as given
-    try {
-      *args = parse_request_json<ojson>(args->get<std::string>());
-    } catch (const InvalidRequest& e) {
-      bad(at + ".function.arguments", at + ".function.arguments is not valid JSON: " + e.what());
-    }
-  }
-}
-
 output::OutputParsers chat_output_parsers(const ojson& body, const ModelInfo& m, bool has_tools,
                                           std::optional<bool> enable_thinking, StructuredOutputs* forced) {
   output::OutputParsers p;

@@ -9,10 +9,6 @@
 
 namespace nanovllm::server {
 
-// An assistant message's tool_calls: checked, and each function.arguments given as a JSON string
-// parsed to an object (the chat template writes it with tojson). `where` names the message.
-void prepare_tool_calls(ojson& message, const std::string& where);
-
 // tool_choice: "none" (no parsing), "auto" (the default with tools; needs --enable-auto-tool-choice
 // and --tool-call-parser), "required" (one or more calls) and a named function (exactly one call of
 // it, which must be in `tools`): these two need --tool-call-parser hermes or llama3_json (not the

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "nanovllm/config/request_json.h"
+#include "nanovllm/frontend/chat_messages.h"
 #include "nanovllm/server/chat_tools.h"
 #include "nanovllm/server/openai_logprobs.h"
 #include "nanovllm/server/openai_protocol.h"
@@ -120,39 +121,12 @@ void read_common(const ojson& body, GenerationRequest& r, const ModelInfo& m, co
   if (!has_max) r.params.max_tokens = int(max_default);
 }
 
-// messages -> the template's input: content parts flattened to text, key order kept.
+// messages -> the template's input (frontend/chat_messages.h, shared with the Python package).
 ChatTemplateInputs chat_inputs(const ojson& body, const ModelInfo& m) {
   const ojson* msgs = field(body, "messages");
   if (!msgs) bad("messages", "'messages' is required", "missing_field");
-  if (!msgs->is_array() || msgs->empty()) wrong_type("messages", "a non-empty list of messages");
   ChatTemplateInputs in;
-  for (size_t i = 0; i < msgs->size(); ++i) {
-    const std::string where = "messages[" + std::to_string(i) + "]";
-    ojson msg = (*msgs)[i];
-    if (!msg.is_object()) wrong_type(where, "an object");
-    if (!msg.contains("role") || !msg["role"].is_string())
-      bad(where + ".role", where + " needs a string 'role'", "missing_field");
-    ojson& c = msg["content"];
-    if (c.is_array()) {  // [{"type": "text", "text": ...}] -> one string, as vLLM joins them
-      std::string text;
-      for (auto& part : c) {
-        const ojson* type = part.is_object() ? field(part, "type") : nullptr;
-        const ojson* part_text = part.is_object() ? field(part, "text") : nullptr;
-        if (!type || !type->is_string() || *type != "text" || !part_text || !part_text->is_string())
-          bad(where + ".content",
-              where + ".content: only text parts ({\"type\": \"text\", \"text\": ...}) are supported");
-        if (!text.empty()) text += "\n";
-        text += part_text->get<std::string>();
-      }
-      c = text;
-    } else if (c.is_null()) {  // vLLM gives templates "" for a missing or null content (a tool-call turn)
-      c = "";
-    } else if (!c.is_string()) {
-      wrong_type(where + ".content", "a string, a list of text parts or null");
-    }
-    prepare_tool_calls(msg, where);
-    in.messages.push_back(std::move(msg));
-  }
+  in.messages = chat_template_messages(*msgs);
   if (const ojson* t = field(body, "tools")) {
     if (!t->is_array()) wrong_type("tools", "a list of tools");
     if (!t->empty()) in.tools = *t;
@@ -164,14 +138,7 @@ ChatTemplateInputs chat_inputs(const ojson& body, const ModelInfo& m) {
     if (!kw->is_object()) wrong_type("chat_template_kwargs", "an object");
     for (auto& [k, v] : kw->items()) kwargs[k] = v;
   }
-  for (auto& [k, v] : kwargs.items()) {
-    if (k == "enable_thinking") {
-      if (!v.is_boolean()) wrong_type("chat_template_kwargs.enable_thinking", "a boolean");
-      in.enable_thinking = v.get<bool>();
-    } else {
-      in.extra[k] = v;
-    }
-  }
+  apply_chat_template_kwargs(kwargs, in);
   return in;
 }
 

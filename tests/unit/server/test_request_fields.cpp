@@ -18,6 +18,8 @@ std::string refused_param(F f) {
   } catch (const ApiError& e) {
     EXPECT_EQ(e.status, 400);
     return e.param;
+  } catch (const InvalidRequest& e) {  // a 400 naming e.param (server/api_error.h)
+    return e.param;
   }
   return "";
 }
@@ -110,17 +112,3 @@ TEST(ChatTools, ToolChoiceRules) {
   EXPECT_EQ(chat_output_parsers(ojson::object(), plain, false, std::nullopt).reasoning, "");
 }
 
-TEST(ChatTools, ToolCallArgumentsGivenAsStringsAreParsed) {
-  ojson msg = ojson::parse(R"({"role": "assistant", "content": null, "tool_calls": [
-      {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{\"x\": [1, 2]}"}},
-      {"id": "b", "type": "function", "function": {"name": "g", "arguments": {"y": 1}}}]})");
-  prepare_tool_calls(msg, "messages[1]");
-  EXPECT_EQ(msg["tool_calls"][0]["function"]["arguments"], ojson::parse(R"({"x": [1, 2]})"));
-  EXPECT_EQ(msg["tool_calls"][1]["function"]["arguments"], ojson::parse(R"({"y": 1})"));
-  ojson bad = ojson::parse(R"({"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{x"}}]})");
-  EXPECT_EQ(refused_param([&] { prepare_tool_calls(bad, "messages[1]"); }),
-            "messages[1].tool_calls[0].function.arguments");
-  ojson no_name = ojson::parse(R"({"role": "assistant", "tool_calls": [{"function": {"arguments": "{}"}}]})");
-  EXPECT_EQ(refused_param([&] { prepare_tool_calls(no_name, "messages[0]"); }),
-            "messages[0].tool_calls[0].function.name");
-}
