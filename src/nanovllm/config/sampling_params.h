@@ -11,6 +11,10 @@
 
 namespace nanovllm {
 
+// Temperatures in (0, kMinTemperature) are raised to it, as vLLM does (its _MAX_TEMP): dividing the
+// logits by ~1e-38 turns them into inf and the sample into garbage.
+inline constexpr float kMinTemperature = 1e-2f;
+
 struct SamplingParams {
   float temperature = 1.0f;      // 0 = greedy
   int top_k = 0;                 // 0 or -1 = off

@@ -93,6 +93,7 @@ int64_t LLMEngine::add_request(std::vector<int32_t> prompt, const SamplingParams
   const int64_t id = next_id_++;
   const uint64_t seed = params.seed ? *params.seed : seed_rng_();
   auto seq = std::make_unique<Sequence>(id, std::move(prompt), params, cfg_.block_size, seed);
+  if (seq->params.temperature > 0.0f) seq->params.temperature = std::max(seq->params.temperature, kMinTemperature);
   seq->grammar = std::move(grammar);
   seq->restrictions = std::move(restrictions);
   scheduler_->add(seq.get());

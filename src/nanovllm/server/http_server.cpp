@@ -134,6 +134,29 @@ std::optional<ApiError> read_error(const beast::error_code& ec, int64_t max_body
   return std::nullopt;  // the connection closed or failed
 }
 
+// Framing the headers leave ambiguous, refused before any body is read (RFC 9112): a
+// Transfer-Encoding other than exactly "chunked" (Beast would read gzip or xchunked as "no body",
+// and the body's bytes would run as the next request: 6.3 asks for 400 and close), and an HTTP/1.1
+// request without one Host, or any request with several (3.2).
+template <class Fields>
+std::optional<ApiError> framing_error(const http::request_header<Fields>& req) {
+  int encodings = 0;
+  for (auto it = req.find(http::field::transfer_encoding);
+       it != req.end() && it->name() == http::field::transfer_encoding; ++it) {
+    ++encodings;
+    if (!beast::iequals(it->value(), "chunked"))
+      return ApiError(
+          400, "Transfer-Encoding '" + std::string(it->value().substr(0, 64)) + "' is not supported (only chunked)", "",
+          "bad_http");
+  }
+  if (encodings > 1) return ApiError(400, "Transfer-Encoding is given more than once", "", "bad_http");
+  const size_t hosts = req.count(http::field::host);
+  if (hosts > 1) return ApiError(400, "the Host header is given more than once", "", "bad_http");
+  if (hosts == 0 && req.version() >= 11)
+    return ApiError(400, "an HTTP/1.1 request needs a Host header", "", "bad_http");
+  return std::nullopt;
+}
+
 // Completion of a connection's (or the acceptor's) coroutine: an exception that escaped it (out of
 // memory, say) ends that connection only, never the I/O thread and with it the server.
 void log_escaped(const char* what, std::exception_ptr e) {
@@ -268,6 +291,15 @@ struct HttpServer::Impl {
       apply_request_limits(parser, st.opts.max_body_bytes);
       c.stream().expires_after(timeout);
       auto [ec, n] = co_await http::async_read_header(c.stream(), c.buffer(), parser, use_tuple);
+      if (!ec) {
+        if (auto e = framing_error(parser.get())) {
+          c.stream().expires_never();
+          c.begin_response(11, false);
+          co_await send_error(c, *e);
+          co_await c.close_after_error(std::chrono::seconds(2));
+          break;
+        }
+      }
       if (!ec && beast::iequals(parser.get()[http::field::expect], "100-continue") && !parser.is_done()) {
         static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
         std::tie(ec, n) = co_await net::async_write(c.stream(), net::buffer(kContinue), use_tuple);

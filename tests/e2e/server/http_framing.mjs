@@ -65,6 +65,21 @@ run(async () => {
     // Content-Length together with chunked: 400.
     r = await exchange(s.port, [`POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`]);
     eq(statuses(r.text), [400], 'Content-Length with Transfer-Encoding');
+    // A Transfer-Encoding other than chunked (read as "no body", its bytes would run as a second
+    // request), or given twice: 400 and close (RFC 9112 6.3). The bytes after it never run.
+    for (const te of ['gzip', 'identity', 'xchunked', 'chunked, gzip']) {
+      r = await exchange(s.port, [`POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: ${te}\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n`]);
+      eq(statuses(r.text), [400], `Transfer-Encoding: ${te}`);
+      check(r.closed && r.text.includes('only chunked'), `Transfer-Encoding: ${te} closes and names chunked`);
+    }
+    r = await exchange(s.port, [`POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`]);
+    eq(statuses(r.text), [400], 'Transfer-Encoding twice');
+    // Host: exactly one for HTTP/1.1 (RFC 9112 3.2); several are refused for any version.
+    r = await exchange(s.port, ['GET /health HTTP/1.1\r\n\r\n']);
+    eq(statuses(r.text), [400], 'HTTP/1.1 without Host');
+    check(r.text.includes('Host'), 'missing Host named');
+    r = await exchange(s.port, ['GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n']);
+    eq(statuses(r.text), [400], 'two Host headers');
     // A negative Content-Length is malformed (400), not too large (413).
     r = await exchange(s.port, [post('/tokenize', TOK, { 'content-length': -1 })]);
     eq(statuses(r.text), [400], 'Content-Length -1');

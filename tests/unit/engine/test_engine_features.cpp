@@ -196,3 +196,32 @@ TEST(EngineFeatures, MaxModelLenLargerThanTheKvCacheIsRefused) {
         << err.what();
   }
 }
+
+namespace nanovllm {
+namespace {
+
+// A temperature of 1e-30 divides the logits into inf: it is raised to kMinTemperature, as vLLM
+// does, so it samples as 0.01 does (same seed, same tokens) with finite logprobs.
+TEST(Sampling, TinyTemperaturesAreRaisedToTheMinimum) {
+  auto run = [](float temperature) {
+    LLMEngine e(test::tiny_cfg());
+    SamplingParams sp;
+    sp.temperature = temperature;
+    sp.seed = 5;
+    sp.max_tokens = 12;
+    sp.ignore_eos = true;
+    sp.logprobs = 1;
+    e.add_request(test::random_tokens(9, 3), sp);
+    std::vector<int32_t> toks;
+    while (e.has_unfinished())
+      for (auto& [id, t] : e.step().new_tokens) toks.push_back(t);
+    return toks;
+  };
+  const auto at_min = run(kMinTemperature);
+  EXPECT_EQ(run(1e-30f), at_min);
+  EXPECT_EQ(run(1e-38f), at_min);
+  EXPECT_EQ(at_min.size(), 12u);
+}
+
+}  // namespace
+}  // namespace nanovllm
