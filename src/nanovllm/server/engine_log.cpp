@@ -14,6 +14,25 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
+// A client's string in a log line: control characters (a newline would forge a line) as \xNN,
+// at most `max` bytes of it, the rest counted.
+// `escape` false: cut only (for text the JSON dump escapes anyway).
+std::string loggable(const std::string& s, bool escape = true, size_t max = kMaxLoggedBytes) {
+  std::string out;
+  for (size_t i = 0; i < s.size() && i < max; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (escape && (c < 0x20 || c == 0x7f)) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  if (s.size() > max) out += "...(" + std::to_string(s.size()) + " bytes)";
+  return out;
+}
+
 }  // namespace
 
 std::string request_received_line(const std::string& id, int64_t prompt_tokens, const SamplingParams& sp) {
@@ -23,15 +42,18 @@ std::string request_received_line(const std::string& id, int64_t prompt_tokens, 
                       {"min_p", sp.min_p},
                       {"max_tokens", sp.max_tokens},
                       {"ignore_eos", sp.ignore_eos},
-                      {"stop", sp.stop},
-                      {"stop_token_ids", sp.stop_token_ids}};
+                      {"stop", nlohmann::json::array()},
+                      {"stop_token_ids", sp.stop_token_ids.size()}};
+  // Bounded whatever the request holds: the first stop strings, each cut (the JSON escapes them).
+  for (size_t i = 0; i < sp.stop.size() && i < kMaxLoggedStops; ++i) p["stop"].push_back(loggable(sp.stop[i], false));
+  if (sp.stop.size() > kMaxLoggedStops) p["stop_count"] = sp.stop.size();
   p["seed"] = sp.seed ? nlohmann::json(*sp.seed) : nlohmann::json(nullptr);
-  return "Received request " + id + ": prompt tokens " + std::to_string(prompt_tokens) +
+  return "Received request " + loggable(id) + ": prompt tokens " + std::to_string(prompt_tokens) +
          ", params: " + p.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string request_finished_line(const std::string& id, const FinishedRequest& r) {
-  return "Finished request " + id + ": finish_reason " + finish_reason_str(r.why) + ", prompt tokens " +
+  return "Finished request " + loggable(id) + ": finish_reason " + finish_reason_str(r.why) + ", prompt tokens " +
          std::to_string(r.prompt_tokens) + ", generation tokens " + std::to_string(r.generation_tokens) + ", queue " +
          fixed(r.queue_s, 3) + " s, prefill " + fixed(r.prefill_s, 3) + " s, decode " + fixed(r.decode_s, 3) +
          " s, e2e " + fixed(r.e2e_s, 3) + " s";

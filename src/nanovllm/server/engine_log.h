@@ -21,6 +21,12 @@ struct EngineLogOptions {
   double interval_s = 10;
 };
 
+// A client's strings in these lines (the request id, stop strings) have their control characters
+// escaped and are cut to kMaxLoggedBytes; at most kMaxLoggedStops stop strings are shown (and
+// their count): a request cannot forge or flood log lines.
+inline constexpr size_t kMaxLoggedBytes = 256;
+inline constexpr size_t kMaxLoggedStops = 8;
+
 // "Received request ID: prompt tokens N, params: {...}"
 std::string request_received_line(const std::string& id, int64_t prompt_tokens, const SamplingParams& sp);
 // "Finished request ID: finish_reason stop, prompt tokens N, generation tokens M, queue ... s, ..."

@@ -47,6 +47,24 @@ TEST(EngineLog, RequestLines) {
             "prefill 0.125 s, decode 1.000 s, e2e 1.500 s");
 }
 
+// A client cannot forge log lines (a newline in its request id) or flood them (huge ids, many or
+// long stop strings): control characters are escaped, strings cut, stop strings counted.
+TEST(EngineLog, ClientStringsCannotForgeOrFloodLines) {
+  SamplingParams sp;
+  sp.stop.assign(1000, std::string(5000, 's'));
+  const std::string id = "req\nINFO Finished request x" + std::string(100000, 'i');
+  const std::string got = request_received_line(id, 3, sp);
+  EXPECT_EQ(got.find('\n'), std::string::npos);
+  EXPECT_NE(got.find("req\\x0aINFO"), std::string::npos) << got.substr(0, 80);
+  EXPECT_LT(got.size(), 5000u);
+  EXPECT_NE(got.find("\"stop_count\":1000"), std::string::npos);
+  EXPECT_NE(got.find("(100027 bytes)"), std::string::npos);
+  FinishedRequest r{FinishReason::Stop, 1, 1, 0, 0, 0, 0};
+  const std::string fin = request_finished_line(id, r);
+  EXPECT_EQ(fin.find('\n'), std::string::npos);
+  EXPECT_LT(fin.size(), 600u);
+}
+
 TEST(EngineLog, MetricsFromStartUp) {
   CacheInfo c;
   c.block_size = 256;
