@@ -1,5 +1,7 @@
 #include "nanovllm/output/python_calls.h"
 
+#include "nanovllm/tokenizer/utf8.h"
+
 #include <charconv>
 #include <cmath>
 
@@ -162,25 +164,10 @@ class Reader {
     return v;
   }
 
+  // A code point of an escape, refused where it is no UTF-8 text (a lone surrogate, past U+10FFFF).
   static void append_utf8(std::string& out, uint32_t cp) {
-    if (cp >= 0xD800 && cp <= 0xDFFF) throw Refused{};  // a lone surrogate is no UTF-8 text
-    if (cp < 0x80) {
-      out += char(cp);
-    } else if (cp < 0x800) {
-      out += char(0xC0 | (cp >> 6));
-      out += char(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += char(0xE0 | (cp >> 12));
-      out += char(0x80 | ((cp >> 6) & 0x3F));
-      out += char(0x80 | (cp & 0x3F));
-    } else if (cp <= 0x10FFFF) {
-      out += char(0xF0 | (cp >> 18));
-      out += char(0x80 | ((cp >> 12) & 0x3F));
-      out += char(0x80 | ((cp >> 6) & 0x3F));
-      out += char(0x80 | (cp & 0x3F));
-    } else {
-      throw Refused{};
-    }
+    if ((cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) throw Refused{};
+    utf8::append_code_point(cp, out);
   }
 
   uint32_t hex(size_t n) {

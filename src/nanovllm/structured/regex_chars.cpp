@@ -3,6 +3,8 @@
 
 #include <cstdio>
 
+#include "nanovllm/tokenizer/utf8.h"
+
 namespace nanovllm::structured::chars {
 
 size_t decode_utf8(std::string_view s, size_t i, uint32_t& cp) {
@@ -22,23 +24,7 @@ size_t decode_utf8(std::string_view s, size_t i, uint32_t& cp) {
   return n;
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xC0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += char(0xE0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  } else {
-    out += char(0xF0 | (cp >> 18));
-    out += char(0x80 | ((cp >> 12) & 0x3F));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  }
-}
+void append_utf8(std::string& out, uint32_t cp) { utf8::append_code_point(cp, out); }
 
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
