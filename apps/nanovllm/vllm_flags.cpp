@@ -66,15 +66,7 @@ void add_vllm_engine_flags(CLI::App& app, EngineFlags& f) {
 }
 
 void check_vllm_engine_flags(const EngineFlags& f, const EngineConfig& cfg) {
-  const std::string device = device_choice_name(resolved_device(cfg.device));
-  const std::string computes = device == "cuda" ? "bfloat16" : "float32";
-  const std::string& d = f.dtype;
-  const bool bf16 = d == "bfloat16", f32 = d == "float32" || d == "float", f16 = d == "float16" || d == "half";
-  if (!(d == "auto" || bf16 || f32 || f16))
-    throw UserError("--dtype " + d + ": not a dtype (auto, bfloat16, float16, float32)");
-  if (d != "auto" && !(computes == "bfloat16" ? bf16 : f32))
-    throw UserError("--dtype " + d + ": the " + device + " backend computes in " + computes +
-                    " only; use --dtype auto or " + computes);
+  check_dtype_choice(f.dtype, resolved_device(cfg.device));
   if (cfg.tp_rank != 0 || f.spawned()) return;
   if (f.trust_remote_code)
     std::fprintf(stderr, "note: --trust-remote-code accepted; nothing remote is run (the Qwen3 code is built in)\n");

@@ -317,11 +317,7 @@ void bind_llm(py::module_& m) {
           "add_stream_request",
           [](PyLLM& llm, const PromptArg& p, const SamplingParams& sp) {
             std::vector<int32_t> ids = llm.to_token_ids(to_prompt(p));
-            sp.validate();
-            if (!sp.stop.empty() || !sp.bad_words.empty()) llm.require_tokenizer();
-            RequestTracker::Options opts;
-            opts.stream = true;
-            const int64_t id = llm.tracker().add(ids, sp, opts);
+            const int64_t id = llm.add_request(Prompt::of_ids(ids), sp, /*stream=*/true);
             return py::make_tuple(id, ids);
           },
           py::arg("prompt"), py::arg("params"))
@@ -336,7 +332,8 @@ void bind_llm(py::module_& m) {
            })
       .def(
           "tokenizer", [](const PyLLM& llm) { return llm.tokenizer(); }, py::return_value_policy::reference_internal)
-      // messages (JSON text, as the server's body) -> the prompt text through the model's chat template or `source`.
+      // messages (JSON text, as the server's body) -> (the prompt text through the model's chat
+      // template or `source`, the last message's content as the template got it: text parts joined).
       .def(
           "apply_chat_template",
           [](const PyLLM& llm, const std::string& messages, const std::string& tools, bool add_generation_prompt,
@@ -346,25 +343,29 @@ void bind_llm(py::module_& m) {
             if (!tools.empty()) in.tools = nlohmann::ordered_json::parse(tools);
             in.add_generation_prompt = add_generation_prompt;
             if (!kwargs.empty()) apply_chat_template_kwargs(nlohmann::ordered_json::parse(kwargs), in);
-            if (source.empty()) return llm.apply_chat_template(in);
-            const Tokenizer& tok = llm.require_tokenizer();
-            in.bos_token = tok.bos_token();
-            in.eos_token = tok.eos_token();
-            return ChatTemplate(source).render(in);
+            const auto own = source.empty() ? nullptr : std::make_unique<ChatTemplate>(source);
+            return py::make_tuple(llm.apply_chat_template(in, own.get()),
+                                  in.messages.back()["content"].get<std::string>());
           },
           py::arg("messages"), py::arg("tools"), py::arg("add_generation_prompt"), py::arg("kwargs"),
           py::arg("chat_template"))
-      .def_property_readonly("act_dtype", [](const PyLLM& llm) { return dtype_name(llm.engine_info().act_dtype); })
+      // dtype (vLLM's keyword) against the backend this engine runs on (config/engine_choices.h).
+      .def("check_dtype",
+           [](const PyLLM& llm, const std::string& dtype) {
+             check_dtype_choice(dtype,
+                                llm.engine_info().device == Device::CUDA ? DeviceChoice::Cuda : DeviceChoice::Cpu);
+           })
       .def_property_readonly("model_dir", [](const PyLLM& llm) { return llm.config().model_dir; })
       .def_property_readonly("max_model_len", [](const PyLLM& llm) { return llm.config().max_model_len; })
       .def_property_readonly("vocab_size", [](const PyLLM& llm) { return llm.model_config().vocab_size; })
       .def("has_unfinished", [](const PyLLM& llm) { return llm.has_unfinished(); })
       .def("abort_request", [](PyLLM& llm, int64_t id) { llm.abort_request(id); })
-      .def("encode", [](const PyLLM& llm, const std::string& text) { return llm.require_tokenizer().encode(text); })
-      .def("encode_text",
-           [](const PyLLM& llm, const std::string& text, bool add_special_tokens) {
-             return llm.require_tokenizer().encode(text, add_special_tokens);
-           })
+      .def(
+          "encode",
+          [](const PyLLM& llm, const std::string& text, bool add_special_tokens) {
+            return llm.require_tokenizer().encode(text, add_special_tokens);
+          },
+          py::arg("text"), py::arg("add_special_tokens") = true)
       .def(
           "decode",
           [](const PyLLM& llm, const std::vector<int32_t>& ids, bool skip_special_tokens) {
@@ -390,6 +391,7 @@ PYBIND11_MODULE(_core, m) {
   bind_tokenizer(m);
   bind_llm(m);
   m.def("preset_names", &preset_names);
+  m.def("check_dtype_name", [](const std::string& dtype) { check_dtype_choice(dtype, DeviceChoice::Auto); });
   // The generation config's sampling defaults as a dict of vLLM's names (python: LLM's
   // generation_config / override_generation_config keywords, get_default_sampling_params()).
   m.def("generation_defaults",

@@ -10,7 +10,7 @@ import threading
 
 from nanovllm.llm import LLM
 from nanovllm.llm_engine import _prompt
-from nanovllm.outputs import CompletionOutput, RequestOutput, logprob_dicts
+from nanovllm.outputs import CompletionOutput, RequestOutput, cumulative_logprob, logprob_dicts
 from nanovllm.sampling_params import RequestOutputKind, SamplingParams
 
 
@@ -43,9 +43,9 @@ class _Request:
         for j in range(self.sp.n):
             t0, k0 = (self.sent_text[j], self.sent_tokens[j]) if delta else (0, 0)
             lps = self.logprobs[j]
-            cumulative = (sum(step[t].logprob for step, t in zip(lps, self.tokens[j])) if lps is not None else None)
             outs.append(CompletionOutput(index=j, text=self.text[j][t0:], token_ids=self.tokens[j][k0:],
-                                         cumulative_logprob=cumulative, logprobs=lps[k0:] if lps is not None else None,
+                                         cumulative_logprob=cumulative_logprob(lps, self.tokens[j]),
+                                         logprobs=lps[k0:] if lps is not None else None,
                                          finish_reason=self.finish[j], stop_reason=self.stop_reason[j]))
             if delta:
                 self.sent_text[j], self.sent_tokens[j] = len(self.text[j]), len(self.tokens[j])

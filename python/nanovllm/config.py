@@ -17,10 +17,6 @@ _KEYWORDS = {k: s for s in _SETTINGS for k in s["keywords"]}
 # Keywords that are not engine settings: vLLM's that act in the Python layer.
 _OTHER = {"tokenizer": (str, None), "skip_tokenizer_init": bool, "dtype": str, "trust_remote_code": bool,
           "generation_config": str, "override_generation_config": ({str: object}, None)}
-# vLLM's dtype names -> the activation dtype the engine reports (the CUDA backend computes in bfloat16,
-# the CPU backend in float32; "auto" takes the device's).
-_DTYPES = {"auto": None, "bfloat16": "BF16", "bf16": "BF16", "float32": "F32", "float": "F32", "float16": "F16",
-           "half": "F16"}
 # nano-vllm's Config fields that it derives itself: only their "unset" values are accepted.
 _DERIVED = {"hf_config": None, "eos": -1}
 # The engine's messages name CLI flags; keywords spelled otherwise than the flag are put back.
@@ -65,8 +61,8 @@ class EngineArgs:
             print("note: trust_remote_code accepted; nothing remote is run (the model code is built in)",
                   file=sys.stderr)
         self.dtype = kwargs.get("dtype", "auto")
-        if self.dtype not in _DTYPES:
-            raise ValueError(f"dtype {self.dtype!r}: not a dtype ({', '.join(_DTYPES)})")
+        with engine_messages():
+            _core.check_dtype_name(self.dtype)  # the name now; against the backend once it is up
         # generation_config: "auto" (the model's generation_config.json), "vllm" (none) or a directory;
         # read by generation_defaults() once the model's directory is settled.
         self.generation_config = kwargs.get("generation_config", "auto")
@@ -92,14 +88,6 @@ def generation_defaults(args, model_dir):
     with engine_messages():
         return json.loads(_core.generation_defaults(args.generation_config, model_dir,
                                                     json.dumps(override) if override else ""))
-
-
-def check_dtype(dtype, act_dtype):
-    """dtype (vLLM's keyword) against what the engine computes in: only "auto" or that one."""
-    want = _DTYPES[dtype]
-    if want is not None and want != act_dtype:
-        have = {"BF16": "bfloat16", "F32": "float32", "F16": "float16"}.get(act_dtype, act_dtype)
-        raise ValueError(f"dtype {dtype!r}: this backend computes in {have} only; use dtype='auto' or {have!r}")
 
 
 class engine_messages:

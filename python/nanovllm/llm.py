@@ -37,5 +37,5 @@ class LLM(LLMEngine):
             text = render_chat(engine, conv, tools, add_generation_prompt, continue_final_message, chat_template,
                                chat_template_kwargs)
             # The template wrote the special tokens (BOS included): none added again, as vLLM.
-            prompts.append({"prompt_token_ids": engine.encode_text(text, False), "prompt": text})
+            prompts.append({"prompt_token_ids": engine.encode(text, False), "prompt": text})
         return self.generate(prompts, sampling_params, use_tqdm=use_tqdm)

@@ -7,8 +7,8 @@ import os
 
 from nanovllm import _core
 from nanovllm._checks import check_type
-from nanovllm.config import EngineArgs, check_dtype, engine_messages, generation_defaults
-from nanovllm.outputs import CompletionOutput, RequestOutput, logprob_dicts
+from nanovllm.config import EngineArgs, engine_messages, generation_defaults
+from nanovllm.outputs import CompletionOutput, RequestOutput, cumulative_logprob, logprob_dicts
 from nanovllm.sampling_params import SamplingParams
 
 
@@ -55,7 +55,8 @@ class LLMEngine:
         self._structured_config = args.config.get("structured_outputs_config")
         with engine_messages():
             self._llm = _core.LLM(args.config, args.tokenizer_dir, args.skip_tokenizer_init, worker)
-        check_dtype(args.dtype, self._llm.act_dtype)
+        with engine_messages():
+            self._llm.check_dtype(args.dtype)
         self._generation = generation_defaults(args, self._llm.model_dir)
         self._max_model_len = self._llm.max_model_len
         self._vocab_size = self._llm.vocab_size
@@ -143,9 +144,8 @@ def _request_output(choices, prompt_text, sp):
     completions = []
     for c in choices:
         lps = logprob_dicts(c["logprobs"]) if c["logprobs"] is not None else None
-        cumulative = sum(step[t].logprob for step, t in zip(lps, c["token_ids"])) if lps is not None else None
         completions.append(CompletionOutput(index=c["index"], text=c["text"], token_ids=c["token_ids"],
-                                            cumulative_logprob=cumulative, logprobs=lps,
+                                            cumulative_logprob=cumulative_logprob(lps, c["token_ids"]), logprobs=lps,
                                             finish_reason=c["finish_reason"] or None,
                                             stop_reason=c.get("stop_reason")))
     prompt_lps = None

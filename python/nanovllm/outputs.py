@@ -26,6 +26,12 @@ def logprob_dicts(entries):
     return out
 
 
+def cumulative_logprob(logprobs, token_ids):
+    """vLLM's CompletionOutput.cumulative_logprob: the sum of the sampled tokens' logprobs (None
+    when the request asked for no logprobs)."""
+    return sum(step[t].logprob for step, t in zip(logprobs, token_ids)) if logprobs is not None else None
+
+
 @dataclass
 class CompletionOutput:
     """vllm.outputs.CompletionOutput: one sample of a request."""

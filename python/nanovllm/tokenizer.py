@@ -112,11 +112,10 @@ def render_chat(core_llm, conversation, tools, add_generation_prompt, continue_f
     if not isinstance(conversation, (list, tuple)) or not all(isinstance(m, dict) for m in conversation):
         raise TypeError("a conversation must be a list of message dicts ({'role': ..., 'content': ...})")
     # Content parts joined, null content "", tool-call arguments parsed: as the server (frontend/chat_messages.h).
-    text = core_llm.apply_chat_template(json.dumps(conversation), json.dumps(tools) if tools else "",
-                                        add_generation_prompt and not continue_final_message,
-                                        json.dumps(kwargs or {}), chat_template or "")
+    text, final = core_llm.apply_chat_template(json.dumps(conversation), json.dumps(tools) if tools else "",
+                                               add_generation_prompt and not continue_final_message,
+                                               json.dumps(kwargs or {}), chat_template or "")
     if continue_final_message:
-        final = _text_of(conversation[-1].get("content")) if conversation else ""
         stripped = final.strip()
         if not stripped or stripped not in text:
             raise ValueError("continue_final_message is set but the final message does not appear in the chat "
@@ -126,9 +125,3 @@ def render_chat(core_llm, conversation, tools, add_generation_prompt, continue_f
         text = text[:at + keep]
     return text
 
-
-def _text_of(content):
-    """A message's content as the template saw it (text parts joined, as the engine joins them)."""
-    if isinstance(content, list):
-        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return content or ""

@@ -51,4 +51,15 @@ SchedulingPolicy parse_scheduling_policy(const std::string& s, const std::string
   throw UserError(flag + " must be fcfs (got '" + s + "')");
 }
 
+void check_dtype_choice(const std::string& d, DeviceChoice device) {
+  const bool bf16 = d == "bfloat16", f32 = d == "float32" || d == "float", f16 = d == "float16" || d == "half";
+  if (!(d == "auto" || bf16 || f32 || f16))
+    throw UserError("--dtype " + d + ": not a dtype (auto, bfloat16, float16, float32)");
+  if (device == DeviceChoice::Auto || d == "auto") return;
+  const std::string computes = device == DeviceChoice::Cuda ? "bfloat16" : "float32";
+  if (!(device == DeviceChoice::Cuda ? bf16 : f32))
+    throw UserError("--dtype " + d + ": the " + device_choice_name(device) + " backend computes in " + computes +
+                    " only; use --dtype auto or " + computes);
+}
+
 }  // namespace nanovllm

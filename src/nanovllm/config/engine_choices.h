@@ -32,6 +32,10 @@ LogprobsMode parse_logprobs_mode(const std::string& s, const std::string& flag =
 const char* cpu_precision_name(CpuPrecision p);
 CpuPrecision parse_cpu_precision(const std::string& s, const std::string& flag = "--cpu-precision");
 const char* scheduling_policy_name(SchedulingPolicy p);
+// --dtype (vLLM's names: auto, bfloat16, float16 / half, float32 / float): "auto" or the dtype the
+// resolved `device`'s backend computes in (bfloat16 on cuda, float32 on cpu); with device Auto only
+// the name is checked. Throws UserError naming --dtype (the CLI and the Python keyword share it).
+void check_dtype_choice(const std::string& dtype, DeviceChoice device);
 SchedulingPolicy parse_scheduling_policy(const std::string& s, const std::string& flag = "--scheduling-policy");
 
 }  // namespace nanovllm

@@ -108,14 +108,14 @@ std::vector<int32_t> LLM::to_token_ids(const Prompt& p) const {
   return require_tokenizer().encode(p.text, p.add_special_tokens);
 }
 
-std::string LLM::apply_chat_template(const ChatTemplateInputs& in) const {
+std::string LLM::apply_chat_template(const ChatTemplateInputs& in, const ChatTemplate* own) const {
   const Tokenizer& tok = require_tokenizer();
-  if (!chat_template_)
+  if (!own && !chat_template_)
     throw UserError("the tokenizer has no chat template (tokenizer_config.json, chat_template.jinja)");
   ChatTemplateInputs x = in;
   if (x.bos_token.empty()) x.bos_token = tok.bos_token();
   if (x.eos_token.empty()) x.eos_token = tok.eos_token();
-  return chat_template_->render(x);
+  return (own ? *own : *chat_template_).render(x);
 }
 
 std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params,
@@ -123,14 +123,13 @@ std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts, con
   if (params.size() != 1 && params.size() != prompts.size())
     throw UserError("generate: " + std::to_string(params.size()) + " sampling params for " +
                     std::to_string(prompts.size()) + " prompts");
+  auto params_of = [&](size_t i) -> const SamplingParams& { return params[params.size() == 1 ? 0 : i]; };
   // Tokenize and validate everything first: a bad request fails before any work starts.
   std::vector<Prompt> checked;
   for (size_t i = 0; i < prompts.size(); ++i) {
     try {
       checked.push_back(Prompt::of_ids(to_token_ids(prompts[i])));
-      const auto& sp = params[params.size() == 1 ? 0 : i];
-      sp.validate();
-      if (!sp.stop.empty() || !sp.bad_words.empty()) require_tokenizer();
+      check_params(params_of(i));
     } catch (const InvalidRequest& e) {
       throw InvalidRequest(e.param, "request " + std::to_string(i) + ": " + e.what());
     }
@@ -139,13 +138,13 @@ std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts, con
   // has n outputs in a row, in choice order.
   std::map<int64_t, size_t> mine;
   size_t num_outputs = 0;
-  for (size_t i = 0; i < prompts.size(); ++i) num_outputs += size_t(params[params.size() == 1 ? 0 : i].n);
+  for (size_t i = 0; i < prompts.size(); ++i) num_outputs += size_t(params_of(i).n);
   std::vector<RequestOutput> outs(num_outputs);
   std::map<int64_t, int> left;  // choices still running per request
   try {
     size_t first = 0;
     for (size_t i = 0; i < prompts.size(); ++i) {
-      const SamplingParams& sp = params[params.size() == 1 ? 0 : i];
+      const SamplingParams& sp = params_of(i);
       try {
         const int64_t id = add_request(checked[i], sp);
         mine.emplace(id, first);
@@ -179,12 +178,16 @@ std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts, con
   return outs;
 }
 
-int64_t LLM::add_request(const Prompt& prompt, const SamplingParams& params) {
-  std::vector<int32_t> ids = to_token_ids(prompt);
+void LLM::check_params(const SamplingParams& params) const {
   params.validate();
-  if (!params.stop.empty() || !params.bad_words.empty()) require_tokenizer();
+  if (!params.stop.empty() || !params.bad_words.empty()) require_tokenizer();  // text is needed for these
+}
+
+int64_t LLM::add_request(const Prompt& prompt, const SamplingParams& params, bool stream) {
+  std::vector<int32_t> ids = to_token_ids(prompt);
+  check_params(params);
   RequestTracker::Options opts;
-  opts.stream = false;  // the text once at the end (token by token only where stop strings need it)
+  opts.stream = stream;  // false: the text once at the end (token by token only where stop strings need it)
   return tracker_->add(std::move(ids), params, opts);
 }
 

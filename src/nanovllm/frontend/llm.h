@@ -73,8 +73,9 @@ class LLM {
   // nano-vllm's LLMEngine loop with text: queue a request (tokenized and validated; throws
   // InvalidRequest; its n choices share the returned id), then step() while has_unfinished().
   // step() returns the choices that finished in it (text, token ids, finish reason, index, and
-  // logprobs when asked); `stats` gets the engine's StepResult.
-  int64_t add_request(const Prompt& prompt, const SamplingParams& params);
+  // logprobs when asked); `stats` gets the engine's StepResult. `stream`: the request's every token
+  // is an event of tracker().step() instead (the Python AsyncLLM's loop).
+  int64_t add_request(const Prompt& prompt, const SamplingParams& params, bool stream = false);
   std::vector<RequestOutput> step(StepResult* stats = nullptr);
   bool has_unfinished() const { return tracker_->has_unfinished(); }
   void abort_request(int64_t id) { tracker_->abort(id); }
@@ -88,8 +89,9 @@ class LLM {
   EngineInfo engine_info() const;
   SchedulerStats scheduler_stats() const { return engine_->scheduler_stats(); }
 
-  // Chat messages -> prompt text through the model's chat template.
-  std::string apply_chat_template(const ChatTemplateInputs& in) const;
+  // Chat messages -> prompt text through the model's chat template, or `own` (a request's
+  // chat_template) when given; bos_token and eos_token are the tokenizer's unless set.
+  std::string apply_chat_template(const ChatTemplateInputs& in, const ChatTemplate* own = nullptr) const;
   // Replaces the tokenizer's chat template (--chat-template); throws TokenizerError on bad syntax.
   void set_chat_template(const std::string& source) { chat_template_ = std::make_unique<ChatTemplate>(source); }
 
@@ -102,6 +104,9 @@ class LLM {
   std::vector<int32_t> to_token_ids(const Prompt& p) const;
 
  private:
+  // Validates `params`; stop strings and bad words need the tokenizer. Throws InvalidRequest / UserError.
+  void check_params(const SamplingParams& params) const;
+
   std::unique_ptr<LLMEngine> engine_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ChatTemplate> chat_template_;

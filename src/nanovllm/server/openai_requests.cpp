@@ -144,7 +144,7 @@ ChatTemplateInputs chat_inputs(const ojson& body, const ModelInfo& m) {
 
 // Through the model's chat template, or the request's own `chat_template` (vLLM's field).
 std::string render_chat(const ModelInfo& m, const ojson& body, const ChatTemplateInputs& in) {
-  const Tokenizer& tok = tokenizer_of(m);
+  tokenizer_of(m);  // a 400 when the server has none
   const ojson* source = field(body, "chat_template");
   if (source && !source->is_string()) wrong_type("chat_template", "a string (a Jinja template)");
   if (!source && !m.has_chat_template)  // vLLM refuses such a request too
@@ -158,11 +158,7 @@ std::string render_chat(const ModelInfo& m, const ojson& body, const ChatTemplat
     bad("chat_template", std::string("chat_template: ") + e.what());
   }
   try {
-    if (!own) return m.llm->apply_chat_template(in);
-    ChatTemplateInputs x = in;
-    x.bos_token = tok.bos_token();
-    x.eos_token = tok.eos_token();
-    return own->render(x);
+    return m.llm->apply_chat_template(in, own.get());
   } catch (const UserError& e) {
     bad(own ? "chat_template" : "messages", std::string("chat template: ") + e.what());
   }
