@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "engine_flags.h"
+#include "nanovllm/backends/backend.h"
 #include "nanovllm/frontend/llm.h"
 #include "nanovllm/frontend/tensor_parallel_start.h"
 #include "nanovllm/models/hf_config.h"
@@ -72,6 +73,8 @@ void run(ServeArgs& a) {
   if (a.opts.http_threads < 1) throw UserError("--http-threads must be at least 1");
   if (a.opts.keep_alive_timeout_s < 1) throw UserError("--keep-alive-timeout must be at least 1 second");
   EngineConfig cfg = a.engine.resolve();
+  // Serving keeps the streams' latency by default (--target-itl-ms; offline runs keep throughput).
+  settle_target_itl(cfg, true, resolved_device(cfg.device) == DeviceChoice::Cuda);
   // vLLM's --structured-outputs-config may name the reasoning parser too.
   if (const std::string& p = cfg.structured_outputs_config.reasoning_parser; !p.empty()) {
     if (a.opts.reasoning_parser.empty())

@@ -197,6 +197,8 @@ void bind_sampling_params(py::module_& m) {
       .def_readwrite("repetition_penalty", &SamplingParams::repetition_penalty)
       .def_readwrite("logit_bias", &SamplingParams::logit_bias)
       .def_readwrite("min_tokens", &SamplingParams::min_tokens)
+      .def_readwrite("priority", &SamplingParams::priority)
+      .def("copy", [](const SamplingParams& s) { return s; })
       .def_readwrite("structured_outputs", &SamplingParams::structured_outputs)
       .def_readwrite("n", &SamplingParams::n)
       .def_readwrite("logprobs", &SamplingParams::logprobs)

@@ -9,7 +9,7 @@ import collections
 import threading
 
 from nanovllm.llm import LLM
-from nanovllm.llm_engine import _prompt
+from nanovllm.llm_engine import _prompt, with_priority
 from nanovllm.outputs import CompletionOutput, RequestOutput, cumulative_logprob, logprob_dicts
 from nanovllm.sampling_params import RequestOutputKind, SamplingParams
 
@@ -70,7 +70,7 @@ class AsyncLLM:
         self._thread.start()
 
     async def generate(self, prompt, sampling_params: SamplingParams | None = None, request_id: str | None = None,
-                       **kwargs):
+                       priority: int = 0, **kwargs):
         """Streams the RequestOutputs of one request until it finishes (or is aborted: the last output
         then has finish_reason "abort"). Closing the generator early aborts the request."""
         for k, v in kwargs.items():
@@ -82,7 +82,7 @@ class AsyncLLM:
             raise TypeError("generate() needs a request_id (a string, unique among live requests)")
         sp = sampling_params if sampling_params is not None else self._llm.get_default_sampling_params()
         engine_prompt, text = _prompt(prompt)
-        core = self._llm._core_params(sp)  # a bad parameter raises here, in the caller
+        core = with_priority(self._llm._core_params(sp), priority)  # a bad parameter raises here, in the caller
         req = _Request(str(request_id), text, sp, asyncio.get_running_loop())
         self._send(("add", req, engine_prompt, core))
         finished = False

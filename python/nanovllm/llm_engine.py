@@ -108,11 +108,10 @@ class LLMEngine:
         engine = self._engine
         if lora_request is not None:
             raise ValueError("LoRA adapters are not supported (lora_request)")
+        priority = kwargs.pop("priority", None)
         for k, v in kwargs.items():
-            if v is not None and k not in ("priority",):
+            if v is not None:
                 raise TypeError(f"generate() got an unsupported keyword argument {k!r}")
-        if kwargs.get("priority"):
-            raise ValueError("priority scheduling is not implemented (priority)")
         ps = [_prompt(p, f"prompts[{i}]") for i, p in enumerate(_prompt_list(prompts))]
         if sampling_params is None:
             sampling_params = self.get_default_sampling_params()
@@ -125,6 +124,11 @@ class LLMEngine:
             sps = [sampling_params]
         cores = [self._core_params(sp, f"sampling_params[{i}]" if len(sps) > 1 else "sampling_params")
                  for i, sp in enumerate(sps)]
+        if priority is not None:  # vLLM's: one per prompt (--scheduling-policy priority)
+            if not isinstance(priority, (list, tuple)) or len(priority) != len(ps):
+                raise ValueError(f"priority must be a list with one int per prompt ({len(ps)} prompts)")
+            cores = [with_priority(cores[i if len(cores) > 1 else 0], pr, f"priority[{i}]")
+                     for i, pr in enumerate(priority)]
         if not ps:
             return []
         check_type("use_tqdm", use_tqdm, bool)
@@ -136,6 +140,16 @@ class LLMEngine:
             outs.append(_request_output(flat[k:k + sp.n], text, sp))
             k += sp.n
         return outs
+
+
+def with_priority(core, priority, what="priority"):
+    """A copy of the engine's params `core` with vLLM's request priority (the engine checks the policy)."""
+    check_type(what, priority, int)
+    if priority == 0:
+        return core
+    c = core.copy()
+    c.priority = priority
+    return c
 
 
 def _request_output(choices, prompt_text, sp):

@@ -30,7 +30,9 @@ class KeywordsTest(unittest.TestCase):
         for s in _core.settings():
             for k in s["keywords"]:
                 v = other_value(s)
-                cfg = EngineArgs("qwen3-0.6b", {k: v}).config
+                # valid only with a partial-prefill limit at least as large
+                extra = {"max_num_partial_prefills": v} if k == "max_long_partial_prefills" else {}
+                cfg = EngineArgs("qwen3-0.6b", {k: v, **extra}).config
                 got = cfg.get(s["name"])
                 if s["name"] == "kernel_options":
                     self.assertIn("pdl=off", got, k)
@@ -46,9 +48,10 @@ class KeywordsTest(unittest.TestCase):
                 with self.assertRaisesRegex(TypeError, k, msg=k):
                     EngineArgs("qwen3-0.6b", {k: wrong})
 
-    def test_scheduling_policy_priority_is_refused(self):
-        with self.assertRaisesRegex(ValueError, "scheduling_policy priority is not implemented"):
-            EngineArgs("qwen3-0.6b", {"scheduling_policy": "priority"})
+    def test_scheduling_policy_takes_fcfs_and_priority(self):
+        EngineArgs("qwen3-0.6b", {"scheduling_policy": "priority"})
+        with self.assertRaisesRegex(ValueError, "scheduling_policy must be fcfs or priority"):
+            EngineArgs("qwen3-0.6b", {"scheduling_policy": "lifo"})
 
 
 class PresetTokenizerTest(unittest.TestCase):

@@ -180,6 +180,19 @@ class ChatAndTokenizerTest(unittest.TestCase):
                            capture_output=True, text=True, check=True)
         return json.loads(r.stdout)["text"]
 
+    def test_priority(self):
+        p = reference_prompts()[1]
+        sp = SamplingParams(max_tokens=3, **GREEDY)
+        with self.assertRaisesRegex(ValueError, "Got priority 2 but Priority scheduling is not enabled"):
+            self.llm.generate([p], sp, priority=[2], use_tqdm=False)
+        with self.assertRaisesRegex(ValueError, "one int per prompt"):
+            self.llm.generate([p, p], sp, priority=[2], use_tqdm=False)
+        llm = LLM(self.model, scheduling_policy="priority", **CPU)
+        outs = llm.generate([p, p], sp, priority=[3, -1], use_tqdm=False)
+        self.assertEqual(outs[0].outputs[0].token_ids, outs[1].outputs[0].token_ids)
+        self.assertEqual(outs[0].outputs[0].token_ids,
+                         self.llm.generate([p], sp, use_tqdm=False)[0].outputs[0].token_ids)
+
     def test_tokenizer_against_tokenizer_json(self):
         ids = [0, 9707, 11, 1879, 151643, 151645, 220, 50000]
         self.assertEqual(self.tok.convert_ids_to_tokens(ids), [self.vocab[i] for i in ids])

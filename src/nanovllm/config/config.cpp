@@ -98,6 +98,9 @@ void EngineConfig::validate() const {
   if (max_num_batched_tokens < block_size)
     throw UserError("--max-num-batched-tokens (" + std::to_string(max_num_batched_tokens) +
                     ") must be at least one block (--block-size " + std::to_string(block_size) + ")");
+  if (max_long_partial_prefills > max_num_partial_prefills)
+    throw UserError("--max-long-partial-prefills (" + std::to_string(max_long_partial_prefills) +
+                    ") must be at most --max-num-partial-prefills (" + std::to_string(max_num_partial_prefills) + ")");
   if (tensor_parallel_size % nnodes != 0)
     throw UserError("--nnodes " + std::to_string(nnodes) + " does not divide --tensor-parallel-size " +
                     std::to_string(tensor_parallel_size) + " (every node runs the same number of ranks)");
@@ -107,6 +110,15 @@ void EngineConfig::validate() const {
   if (tp_rank < 0 || tp_rank >= tensor_parallel_size)
     throw UserError("--rank must be in [0, " + std::to_string(tensor_parallel_size) + ") (got " +
                     std::to_string(tp_rank) + ")");
+}
+
+void settle_target_itl(EngineConfig& cfg, bool serving, bool on_gpu) {
+  if (cfg.target_itl_ms < 0) cfg.target_itl_ms = serving && on_gpu ? kServeTargetItlMs : 0;
+}
+
+int64_t effective_long_prefill_threshold(const EngineConfig& cfg) {
+  if (cfg.long_prefill_token_threshold > 0) return cfg.long_prefill_token_threshold;
+  return cfg.max_num_partial_prefills > 1 ? int64_t(double(cfg.max_model_len) * 0.04) : 0;
 }
 
 }  // namespace nanovllm

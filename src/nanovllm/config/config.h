@@ -132,6 +132,18 @@ struct EngineConfig {
   // Mixed steps: running decodes share each step's token budget with chunks of waiting prompts
   // (vLLM V1). Off: nano-vllm's prefill-first steps (scheduler.h has both policies).
   bool enable_chunked_prefill = true;
+  // The latency target of mixed steps (scheduler.h): a step that decodes running streams takes
+  // only the prompt tokens its learnt cost model (step_cost_model.h) fits in this many
+  // milliseconds. 0: off (the token budget alone). Unset (-1): kServeTargetItlMs in `serve` on a
+  // GPU (settle_target_itl), off elsewhere (offline generate/bench keep throughput first).
+  double target_itl_ms = -1;
+  // vLLM's partial prefills: at most max_num_partial_prefills prompts are part-way computed at a
+  // time, at most max_long_partial_prefills of them longer than long_prefill_token_threshold
+  // tokens (shorter ones may then go ahead of a long one); a prompt takes at most that many tokens
+  // per step (vLLM V1). Threshold 0: none, or 4% of max_model_len when partial prefills > 1.
+  int64_t max_num_partial_prefills = 1;
+  int64_t max_long_partial_prefills = 1;
+  int64_t long_prefill_token_threshold = 0;
   // Async scheduling (vLLM's --async-scheduling; engine/llm_engine.h): a decode step is launched
   // before the previous step's tokens reach the host, its input ids read on the device, so the
   // GPU does not wait for the host between steps. Outputs are the same. Unset: on where the
@@ -169,6 +181,14 @@ struct EngineConfig {
 // explicit length it cannot hold is a UserError (as vLLM), an unset one is lowered to the whole
 // blocks it holds, and *note (if given) says so. Every tensor-parallel rank has the same block
 // count, hence the same length.
+// The latency target `serve` uses when --target-itl-ms is unset, chosen from measurement
+// (bench/RESULTS.md, issue 44): streams' ITL p99 under 60 ms on Qwen3-8B while a 32K prompt is read.
+inline constexpr double kServeTargetItlMs = 50;
+// Settles an unset target_itl_ms: kServeTargetItlMs when serving on a GPU, else off.
+void settle_target_itl(EngineConfig& cfg, bool serving, bool on_gpu);
+// long_prefill_token_threshold as the scheduler applies it (vLLM's rule for 0), max_model_len settled.
+int64_t effective_long_prefill_threshold(const EngineConfig& cfg);
+
 int64_t settle_max_model_len(const EngineConfig& cfg, const ModelConfig& mcfg,
                              std::optional<int64_t> kv_blocks = std::nullopt, std::string* note = nullptr);
 

@@ -40,15 +40,12 @@ CpuPrecision parse_cpu_precision(const std::string& s, const std::string& flag) 
   throw UserError(flag + " must be fast or exact (got '" + s + "')");
 }
 
-const char* scheduling_policy_name(SchedulingPolicy) { return "fcfs"; }
+const char* scheduling_policy_name(SchedulingPolicy p) { return p == SchedulingPolicy::Priority ? "priority" : "fcfs"; }
 
 SchedulingPolicy parse_scheduling_policy(const std::string& s, const std::string& flag) {
   if (s == "fcfs") return SchedulingPolicy::Fcfs;
-  if (s == "priority")
-    throw UserError(flag +
-                    " priority is not implemented: requests are served first come, first served (fcfs), "
-                    "and per-request priorities are not read");
-  throw UserError(flag + " must be fcfs (got '" + s + "')");
+  if (s == "priority") return SchedulingPolicy::Priority;
+  throw UserError(flag + " must be fcfs or priority (got '" + s + "')");
 }
 
 void check_dtype_choice(const std::string& d, DeviceChoice device) {

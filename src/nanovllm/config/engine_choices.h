@@ -20,9 +20,9 @@ enum class LogprobsMode { RawLogprobs, ProcessedLogprobs };
 // FP32 and accumulate in FP32 (AVX-512 / AVX2 / portable, chosen at run time by the CPU's features).
 enum class CpuPrecision { Fast, Exact };
 
-// --scheduling-policy (vLLM's): the scheduler serves requests first come, first served; vLLM's
-// `priority` (per-request priorities) is refused.
-enum class SchedulingPolicy { Fcfs };
+// --scheduling-policy (vLLM's): first come, first served, or by each request's `priority` (lower
+// first, then arrival; the scheduler preempts lower-priority streams first).
+enum class SchedulingPolicy { Fcfs, Priority };
 
 // Names as the CLI spells them; parse_* throw UserError naming `flag` and the accepted values.
 const char* device_choice_name(DeviceChoice d);

@@ -141,6 +141,12 @@ void read_sampling_fields(const Json& j, SamplingParams& sp) {
                            "min_tokens must be greater than or equal to 0, got " + std::to_string(m) + ".");
     sp.min_tokens = int(m);
   }
+  if (auto* v = field(j, "priority")) {  // vLLM's; the engine refuses non-zero under fcfs
+    const int64_t p = request_integer(*v, "priority");
+    if (p < std::numeric_limits<int32_t>::min() || p > std::numeric_limits<int32_t>::max())
+      throw InvalidRequest("priority", "priority " + std::to_string(p) + " is out of range");
+    sp.priority = int(p);
+  }
   if (auto* v = field(j, "logit_bias")) read_logit_bias(*v, sp);
   if (auto* v = field(j, "allowed_token_ids")) {
     if (!v->is_array()) wrong_type("allowed_token_ids", "a list of integers");

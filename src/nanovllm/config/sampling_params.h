@@ -41,6 +41,9 @@ struct SamplingParams {
   // the prefix cache.
   std::optional<int> prompt_logprobs;
   int n = 1;  // parallel samples of one prompt (the request tracker expands them into n sequences)
+  // vLLM's request priority: with --scheduling-policy priority, lower values are served first
+  // (then arrival) and preempted last; with fcfs, only 0 is accepted (as vLLM).
+  int priority = 0;
   // Only these tokens may be sampled (vLLM's allowed_token_ids); empty: all. Ids are checked
   // against the vocabulary by the engine.
   std::vector<int32_t> allowed_token_ids;

@@ -379,6 +379,52 @@ std::vector<Setting> make_settings() {
                     .off_help = "nano-vllm's prefill-first steps: a new prompt pauses every running stream until "
                                 "it is read",
                     .keywords = {"enable_chunked_prefill"}}));
+  t.push_back(bind(float_field(&C::target_itl_ms),
+                   {.name = "target_itl_ms",
+                    .type = T::Float,
+                    .help = "latency target of a step that decodes running streams: it takes only the prompt tokens "
+                            "a cost model learnt from measured steps fits in this many ms (--max-num-batched-tokens "
+                            "stays the upper bound); 0: off",
+                    .flags = {"--target-itl-ms"},
+                    .keywords = {"target_itl_ms"},
+                    .range = ">= 0",
+                    .shown_default = "unset: 50 in serve on a GPU, else off",
+                    .check = [](const Setting&, const C& c) {
+                      if (!(c.target_itl_ms >= 0 || c.target_itl_ms == -1))
+                        throw UserError("--target-itl-ms must be >= 0 (0: off) (got " +
+                                        std::to_string(c.target_itl_ms) + ")");
+                    }}));
+  t.push_back(
+      bind(int_field(&C::max_num_partial_prefills), {.name = "max_num_partial_prefills",
+                                                     .type = T::Int,
+                                                     .help = "most prompts part-way computed at a time (vLLM's)",
+                                                     .flags = {"--max-num-partial-prefills"},
+                                                     .keywords = {"max_num_partial_prefills"},
+                                                     .range = "> 0",
+                                                     .check = positive(&C::max_num_partial_prefills)}));
+  t.push_back(bind(int_field(&C::max_long_partial_prefills),
+                   {.name = "max_long_partial_prefills",
+                    .type = T::Int,
+                    .help = "most prompts longer than --long-prefill-token-threshold part-way computed at a time; "
+                            "below --max-num-partial-prefills, shorter prompts may go ahead of long ones (vLLM's)",
+                    .flags = {"--max-long-partial-prefills"},
+                    .keywords = {"max_long_partial_prefills"},
+                    .range = "> 0",
+                    .check = positive(&C::max_long_partial_prefills)}));
+  t.push_back(bind(int_field(&C::long_prefill_token_threshold),
+                   {.name = "long_prefill_token_threshold",
+                    .type = T::Int,
+                    .help = "a prompt longer than this is long, and takes at most this many tokens a step (vLLM's); "
+                            "0: none, or 4% of max_model_len when --max-num-partial-prefills > 1",
+                    .flags = {"--long-prefill-token-threshold"},
+                    .keywords = {"long_prefill_token_threshold"},
+                    .range = ">= 0",
+                    .size_suffixes = true,
+                    .check = [](const Setting&, const C& c) {
+                      if (c.long_prefill_token_threshold < 0)
+                        throw UserError("--long-prefill-token-threshold must be >= 0 (got " +
+                                        std::to_string(c.long_prefill_token_threshold) + ")");
+                    }}));
   t.push_back(bind(async_scheduling_field(),
                    {.name = "async_scheduling",
                     .type = T::OptionalBool,
@@ -391,11 +437,12 @@ std::vector<Setting> make_settings() {
   t.push_back(bind(enum_field(&C::scheduling_policy, scheduling_policy_name, parse_scheduling_policy),
                    {.name = "scheduling_policy",
                     .type = T::Choice,
-                    .help = "the order requests are served in: fcfs (first come, first served); vLLM's priority "
-                            "is refused",
+                    .help = "the order requests are served in: fcfs (first come, first served) or priority (a "
+                            "request's priority, lower first, then arrival; lower-priority streams are preempted "
+                            "first)",
                     .flags = {"--scheduling-policy"},
                     .keywords = {"scheduling_policy"},
-                    .choices = {"fcfs"}}));
+                    .choices = {"fcfs", "priority"}}));
   t.push_back(bind(int_field(&C::seed), {.name = "seed",
                                          .type = T::Int,
                                          .help = "engine seed: requests without their own seed draw theirs from it",

@@ -55,7 +55,9 @@ LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)),
   cfg_.max_model_len = runner_->max_model_len();  // settled: the scheduler, requests and server use it
   block_manager_ =
       std::make_unique<BlockManager>(runner_->num_kv_blocks(), cfg_.block_size, cfg_.enable_prefix_caching);
-  scheduler_ = std::make_unique<Scheduler>(cfg_, *block_manager_, mcfg_.eos_token_ids);
+  settle_target_itl(cfg_, false, false);  // unset: off offline (serve settles its own before)
+  scheduler_ = std::make_unique<Scheduler>(cfg_, *block_manager_, mcfg_.eos_token_ids,
+                                           StepCostModel::prior_for(mcfg_, runner_->warmup_seconds_per_token()));
   async_ = cfg_.async_scheduling.value_or(runner_->backend().runs_asynchronously());
 }
 
@@ -76,6 +78,9 @@ int64_t LLMEngine::add_request(std::vector<int32_t> prompt, const SamplingParams
       throw InvalidRequest("prompt", "token id " + std::to_string(prompt[i]) + " at position " + std::to_string(i) +
                                          " is outside the vocabulary [0, " + std::to_string(mcfg_.vocab_size) + ")");
   check_sampling_limits(params);
+  if (params.priority != 0 && cfg_.scheduling_policy != SchedulingPolicy::Priority)
+    throw InvalidRequest("priority", "Got priority " + std::to_string(params.priority) +
+                                         " but Priority scheduling is not enabled (--scheduling-policy priority)");
   const int64_t n = int64_t(prompt.size());
   if (n >= cfg_.max_model_len)
     throw InvalidRequest("prompt", "the prompt has " + std::to_string(n) + " tokens but max_model_len is " +
@@ -218,6 +223,7 @@ StepResult LLMEngine::run_step() {
   finish_step(batch, tokens, r);
   last_step_end_ = std::chrono::steady_clock::now();
   r.seconds = std::chrono::duration<double>(last_step_end_ - t0).count();
+  scheduler_->observe_step(batch, r.seconds);
   return r;
 }
 
@@ -281,6 +287,7 @@ StepResult LLMEngine::step_async(InFlight cur) {
   const auto now = std::chrono::steady_clock::now();
   r.seconds = std::chrono::duration<double>(now - std::max(cur.started, last_step_end_)).count();
   last_step_end_ = now;
+  scheduler_->observe_step(batch, r.seconds);
   return r;
 }
 

@@ -8,6 +8,7 @@
 #include "nanovllm/models/quantize_weights.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -158,9 +159,12 @@ int64_t ModelRunner::gpu_kv_blocks_after_warmup() {
       batch.num_tokens += n;
       batch.num_prefill_tokens += n;
     }
+    const auto t0 = std::chrono::steady_clock::now();
     StepInputs in = prepare(batch, bs);
     forward_and_sample(batch, in);  // on every rank alike (not sent: the workers warm up themselves)
     backend_->synchronize();
+    warmup_seconds_per_token_ =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / double(batch.num_tokens);
   }
   const int64_t peak = backend_->peak_step_bytes();
   layers_kv_.clear();

@@ -74,6 +74,9 @@ class ModelRunner {
   std::function<void(const ScheduledBatch&, const std::vector<float>&)> logits_observer;
 
   int64_t num_kv_blocks() const { return num_kv_blocks_; }
+  // The start-up warm-up step's seconds per token (a cold first step: an overestimate); 0 when
+  // none ran (the CPU, an explicit KV cache size). Seeds the scheduler's step cost model.
+  double warmup_seconds_per_token() const { return warmup_seconds_per_token_; }
   int64_t max_model_len() const { return cfg_.max_model_len; }  // settled (never 0)
   int64_t kv_bytes_per_block() const;
   DType kv_cache_dtype() const { return kv_dtype_; }           // the act dtype or F8E4M3 (--kv-cache-dtype)
@@ -115,6 +118,7 @@ class ModelRunner {
   std::vector<KVScales> kv_scales_;  // [L]: 1.0, or the checkpoint's (FP8 cache only)
   std::vector<LayerKVCache> layers_kv_;
   int64_t num_kv_blocks_ = 0;
+  double warmup_seconds_per_token_ = 0;
   std::unique_ptr<CudaGraphRunner> graphs_;                      // decode graphs (GPU, unless enforce_eager)
   std::unique_ptr<LogitsProcessingBuilder> processing_builder_;  // built on the first row that needs it
   GrammarMasks grammar_masks_;  // structured outputs: the constrained rows' masks, reused per step

@@ -6,13 +6,35 @@
 
 namespace nanovllm {
 
-Scheduler::Scheduler(const EngineConfig& cfg, BlockManager& bm, std::vector<int32_t> eos_token_ids)
+Scheduler::Scheduler(const EngineConfig& cfg, BlockManager& bm, std::vector<int32_t> eos_token_ids,
+                     const StepCostModel::Vec& cost_prior)
     : max_num_seqs_(cfg.max_num_seqs), max_num_batched_tokens_(cfg.max_num_batched_tokens),
-      max_model_len_(cfg.max_model_len), mixed_(cfg.enable_chunked_prefill), bm_(bm), eos_(std::move(eos_token_ids)) {}
+      max_model_len_(cfg.max_model_len), max_partial_(cfg.max_num_partial_prefills),
+      max_long_partial_(cfg.max_long_partial_prefills), long_threshold_(effective_long_prefill_threshold(cfg)),
+      mixed_(cfg.enable_chunked_prefill), priority_(cfg.scheduling_policy == SchedulingPolicy::Priority),
+      target_s_(std::max(0.0, cfg.target_itl_ms) / 1e3), cost_(cost_prior), bm_(bm), eos_(std::move(eos_token_ids)) {}
 
 void Scheduler::add(Sequence* seq) {
   seq->status = SequenceStatus::Waiting;
-  waiting_.push_back(seq);
+  enqueue(waiting_, seq, false);
+}
+
+void Scheduler::enqueue(std::deque<Sequence*>& q, Sequence* seq, bool preempted) {
+  if (!priority_) {
+    if (preempted)
+      q.push_front(seq);
+    else
+      q.push_back(seq);
+    return;
+  }
+  auto key = [](const Sequence* s) { return std::pair(s->params.priority, s->id); };
+  q.insert(
+      std::upper_bound(q.begin(), q.end(), seq, [&](const Sequence* a, const Sequence* b) { return key(a) < key(b); }),
+      seq);
+}
+
+void Scheduler::observe_step(const ScheduledBatch& batch, double seconds) {
+  if (target_s_ > 0 && !batch.seqs.empty()) cost_.observe(batch.shape, seconds);
 }
 
 namespace {
@@ -22,10 +44,13 @@ void take(ScheduledBatch& batch, Sequence* seq, int64_t n) {
   seq->num_scheduled_tokens = n;
   batch.seqs.push_back(seq);
   batch.num_tokens += n;
-  if (seq->is_decode_step())
+  if (seq->is_decode_step()) {
     ++batch.num_decodes;
-  else
+    batch.shape.add_decode(seq->num_tokens());
+  } else {
     batch.num_prefill_tokens += n;
+    batch.shape.add_chunk(n, seq->num_cached_tokens);
+  }
 }
 
 }  // namespace
@@ -47,6 +72,14 @@ bool Scheduler::reserve_decode_slot(Sequence* seq) {
   return true;
 }
 
+int64_t Scheduler::prompt_chunk(const ScheduledBatch& batch, int64_t start, int64_t left) const {
+  int64_t n = std::min(left, max_num_batched_tokens_ - batch.num_tokens);
+  if (long_threshold_ > 0) n = std::min(n, long_threshold_);
+  if (n <= 0 || target_s_ <= 0 || batch.num_decodes == 0) return std::max<int64_t>(n, 0);
+  const int64_t fit = cost_.max_chunk(batch.shape, start, target_s_, n);
+  return fit == 0 && batch.num_prefill_tokens == 0 ? std::min(n, kMinPrefillChunk) : fit;
+}
+
 ScheduledBatch Scheduler::schedule_mixed() {
   ScheduledBatch batch;
   // 1. Decodes, oldest first. Preemption takes the newest, which are not scheduled yet (index >= i).
@@ -61,24 +94,47 @@ ScheduledBatch Scheduler::schedule_mixed() {
     take(batch, seq, 1);
     ++i;
   }
-  // 2. The next chunk of each prompt in progress (its blocks are held since admission).
+  // 2. The next chunk of each prompt in progress (its blocks are held since admission). Those
+  // left part-way after this step count against the partial-prefill limits.
+  int64_t partial = 0, long_partial = 0;
   for (Sequence* seq : running_) {
-    const int64_t left = seq->num_tokens() - seq->num_cached_tokens,
-                  budget = max_num_batched_tokens_ - batch.num_tokens;
+    const int64_t left = seq->num_tokens() - seq->num_cached_tokens;
     if (left <= 1) continue;
-    if (budget <= 0 || int64_t(batch.seqs.size()) >= max_num_seqs_) break;
-    take(batch, seq, std::min(left, budget));
+    const int64_t n =
+        int64_t(batch.seqs.size()) < max_num_seqs_ ? prompt_chunk(batch, seq->num_cached_tokens, left) : 0;
+    if (n > 0) take(batch, seq, n);
+    if (n < left) {
+      ++partial;
+      long_partial += is_long(*seq);
+    }
   }
-  // 3. Admissions: the last one may be chunked.
-  while (!waiting_.empty() && int64_t(running_.size()) < max_num_seqs_ && int64_t(batch.seqs.size()) < max_num_seqs_ &&
-         batch.num_tokens < max_num_batched_tokens_) {
-    Sequence* seq = waiting_.front();
-    if (bm_.can_allocate(*seq) < 0) break;
+  // 3. Admissions in queue order; the ones cut by the budget are partial. A long prompt that may
+  // not start is passed over (shorter ones may go ahead); anything else that does not fit ends them.
+  for (size_t i = 0; i < waiting_.size() && int64_t(running_.size()) < max_num_seqs_ &&
+                     int64_t(batch.seqs.size()) < max_num_seqs_ && batch.num_tokens < max_num_batched_tokens_;) {
+    Sequence* seq = waiting_[i];
+    const int64_t hits = bm_.can_allocate(*seq);
+    if (hits < 0) break;
+    const int64_t start = hits * bm_.block_size();
+    const int64_t n = prompt_chunk(batch, start, seq->num_tokens() - start);
+    if (n <= 0) break;
+    if (n < seq->num_tokens() - start) {  // it would be left part-way
+      if (partial >= max_partial_) break;
+      if (is_long(*seq) && long_partial >= max_long_partial_) {
+        ++i;
+        continue;
+      }
+    }
     bm_.allocate(*seq);  // sets num_cached_tokens to the prefix-cache hits
-    waiting_.pop_front();
+    waiting_.erase(waiting_.begin() + std::ptrdiff_t(i));
     seq->status = SequenceStatus::Running;
-    running_.push_back(seq);
-    take(batch, seq, std::min(seq->num_tokens() - seq->num_cached_tokens, max_num_batched_tokens_ - batch.num_tokens));
+    enqueue(running_, seq, false);
+    const int64_t left = seq->num_tokens() - seq->num_cached_tokens;
+    take(batch, seq, std::min(n, left));
+    if (n < left) {
+      ++partial;
+      long_partial += is_long(*seq);
+    }
   }
   return batch;
 }
@@ -104,7 +160,7 @@ ScheduledBatch Scheduler::schedule_prefill_first() {
     if (seq->num_scheduled_tokens < num_new) break;  // chunked: it stays at the front of waiting
     seq->status = SequenceStatus::Running;
     waiting_.pop_front();
-    running_.push_back(seq);
+    enqueue(running_, seq, false);
   }
   if (!batch.seqs.empty()) return batch;
   // Decode, oldest first; preemption takes the newest, which are not scheduled yet (index >= i).
@@ -121,7 +177,7 @@ void Scheduler::preempt(Sequence* seq) {
   bm_.deallocate(*seq);
   ++seq->num_preemptions;
   ++num_preemptions_;
-  waiting_.push_front(seq);
+  enqueue(waiting_, seq, true);
 }
 
 void Scheduler::finish(Sequence* seq, FinishReason why) {

@@ -24,6 +24,23 @@
 //  ms for 128 decodes + a 512-token prompt on Qwen3-0.6B, and a worse ITL for Qwen3-8B, which
 //  reads its weights twice; bench/RESULTS.md, issue 18.)
 //
+// The latency target (EngineConfig::target_itl_ms, on by default in `serve` on a GPU): in a mixed
+// step that decodes running streams, a prompt chunk takes only the tokens that a cost model of the
+// step's time (step_cost_model.h, learnt online from every step's measured time) fits within the
+// target after the decodes; a step with no decodes (nobody waits on it) takes the whole token
+// budget. So the streams' inter-token latency stays near the target whatever prompt arrives, and a
+// long prompt is read in the largest chunks that allow it (chunks late in a long prompt are
+// smaller: their attention spans more context). When the decodes alone exceed the target, the
+// first prompt of the step still gets kMinPrefillChunk tokens, so prompts always progress.
+// vLLM's partial prefills: at most max_num_partial_prefills prompts part-way computed, of which at
+// most max_long_partial_prefills long ones (> the long threshold; a long prompt that may not
+// start is passed over, so shorter ones go ahead), and a prompt takes at most the threshold's
+// tokens per step.
+//
+// Priority (--scheduling-policy priority): waiting and running sequences are kept in the order
+// (priority, arrival); admissions take the first waiting, decodes run in that order, preemption
+// takes the last running (the lowest priority, newest).
+//
 // Prefill first (chunked prefill off: nano-vllm's policy, kept for comparison):
 //  - Take waiting sequences while max_num_seqs and max_num_batched_tokens allow; only the first
 //    sequence of a batch may be chunked (prefilled in parts over several steps, staying at the
@@ -42,8 +59,12 @@
 #include "nanovllm/config/config.h"
 #include "nanovllm/engine/block_manager.h"
 #include "nanovllm/engine/sequence.h"
+#include "nanovllm/engine/step_cost_model.h"
 
 namespace nanovllm {
+
+// The least prompt tokens a step with decodes takes when the decodes alone exceed the latency target.
+inline constexpr int64_t kMinPrefillChunk = 256;
 
 struct ScheduledBatch {
   std::vector<Sequence*> seqs;     // decodes first (one token each), then prefill chunks
@@ -51,11 +72,15 @@ struct ScheduledBatch {
   int64_t num_tokens = 0;          // tokens computed by this batch (sum of num_scheduled_tokens)
   int64_t num_decodes = 0;         // sequences decoding their last sampled token (Sequence::is_decode_step)
   int64_t num_prefill_tokens = 0;  // the other tokens: prompts (and recomputed outputs after preemption)
+  StepShape shape;                 // what the step cost model reads (mixed steps)
 };
 
 class Scheduler {
  public:
-  Scheduler(const EngineConfig& cfg, BlockManager& bm, std::vector<int32_t> eos_token_ids);
+  // cost_prior: the step cost model's coefficients before any step is measured (used when
+  // cfg.target_itl_ms > 0).
+  Scheduler(const EngineConfig& cfg, BlockManager& bm, std::vector<int32_t> eos_token_ids,
+            const StepCostModel::Vec& cost_prior = StepCostModel::prior_from(1e-4, 1e-4));
 
   void add(Sequence* seq);  // not owned
   ScheduledBatch schedule();
@@ -73,6 +98,10 @@ class Scheduler {
   // Removes a sequence wherever it is and frees its blocks; returns false if unknown.
   bool abort(int64_t seq_id);
   bool is_finished() const { return waiting_.empty() && running_.empty(); }
+  // A step of `batch` took `seconds` (schedule to tokens): the cost model learns from it.
+  void observe_step(const ScheduledBatch& batch, double seconds);
+  const StepCostModel& cost_model() const { return cost_; }
+  double target_itl_s() const { return target_s_; }
 
   const std::deque<Sequence*>& waiting() const { return waiting_; }
   const std::deque<Sequence*>& running() const { return running_; }
@@ -86,9 +115,18 @@ class Scheduler {
   bool reserve_decode_slot(Sequence* seq);
   void preempt(Sequence* seq);
   void finish(Sequence* seq, FinishReason why);
+  // Queues seq in policy order; fcfs: at the back, or at the front (`preempted`).
+  void enqueue(std::deque<Sequence*>& q, Sequence* seq, bool preempted);
+  // The prompt tokens seq may take now from `start`, at most `left`: the token budget, the long
+  // threshold and, when the step decodes, the latency target.
+  int64_t prompt_chunk(const ScheduledBatch& batch, int64_t start, int64_t left) const;
+  bool is_long(const Sequence& seq) const { return long_threshold_ > 0 && seq.num_tokens() > long_threshold_; }
 
   int64_t max_num_seqs_, max_num_batched_tokens_, max_model_len_;
-  bool mixed_;
+  int64_t max_partial_, max_long_partial_, long_threshold_;
+  bool mixed_, priority_;
+  double target_s_;
+  StepCostModel cost_;
   BlockManager& bm_;
   std::vector<int32_t> eos_;
   std::deque<Sequence*> waiting_, running_;

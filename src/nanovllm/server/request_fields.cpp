@@ -92,7 +92,7 @@ const FieldRule kFields[] = {
     {"structural_tag", kBoth, never, kNoStructuralTag},
     {"guided_decoding_backend", kBoth, nullptr, nullptr},
     {"guided_whitespace_pattern", kBoth, nullptr, nullptr},
-    {"priority", kBoth, is_zero, "priority scheduling is not implemented"},
+    {"priority", kBoth, nullptr, nullptr},  // read by config/request_json.h
     {"request_id", kBoth, nullptr, nullptr},
     {"logits_processors", kBoth, never, "custom logits processors are not supported"},
     {"return_tokens_as_token_ids", kBoth, is_false, "return_tokens_as_token_ids is not supported"},

@@ -100,6 +100,10 @@ async function errorShapes(s) {
   eq(Object.keys(body), ['error'], 'the body is {"error": ...}');
   eq(Object.keys(body.error), ['message', 'type', 'param', 'code'], 'ErrorInfo keys in vLLM order');
   eq([raw.status, body.error.type, body.error.code, body.error.param], [400, 'BadRequestError', 400, 'messages'], 'raw 400');
+  e = undefined;
+  try { await c.completions.create({ model: MODEL, prompt: 'x', max_tokens: 2, priority: 2 }); } catch (x) { e = x; }
+  eq([e?.status, e?.param], [400, 'priority'], 'a priority under fcfs: 400 naming priority');
+  check(e?.message.includes('Priority scheduling is not enabled'), `vLLM's message: ${e?.message}`);
   const missing = await fetch(`${s.base}/v1/nothing`);
   eq([missing.status, (await missing.json()).error.type], [404, 'NotFoundError'], 'no route: NotFoundError');
 }
@@ -175,7 +179,9 @@ async function metricsHistograms(s) {
 async function flagsServer() {
   const s = await startServer(['--swap-space', '4', '-O', '3', '--compilation-config', '{"level": 3}', '--max-log-len', '100',
     '--enable-request-id-headers', '--enable-force-include-usage', '--default-chat-template-kwargs', '{"enable_thinking": false}',
-    '--served-model-name', 'alias-a', 'alias-b', '--max-model-len', '2k', '--max-num-seqs', '3', '--max-num-seqs', '8']);
+    '--served-model-name', 'alias-a', 'alias-b', '--max-model-len', '2k', '--max-num-seqs', '3', '--max-num-seqs', '8',
+    '--scheduling-policy', 'priority', '--target-itl-ms', '20', '--max-num-partial-prefills', '2',
+    '--long-prefill-token-threshold', '64']);
   try {
     const log = s.log();
     for (const note of ['--swap-space accepted', '-O/--compilation-config accepted', '--max-log-len accepted',
@@ -187,6 +193,9 @@ async function flagsServer() {
     const models = (await s.client.models.list()).data;
     eq(models.map((m) => m.id), [MODEL, 'alias-a', 'alias-b'], 'every served name listed');
     eq(models.map((m) => m.max_model_len), [2000, 2000, 2000], '--max-model-len 2k = 2000 (k is 10^3)');
+    const urgent = await Promise.all([-5, 0, 7].map((priority) =>
+      s.client.completions.create({ model: MODEL, prompt: 'x y z', max_tokens: 3, temperature: 0, priority })));
+    eq(new Set(urgent.map((r) => r.choices[0].text)).size, 1, '--scheduling-policy priority serves every priority alike');
     const viaAlias = await s.client.completions.create({ model: 'alias-b', prompt: 'x', max_tokens: 2 });
     eq(viaAlias.model, MODEL, 'an alias answers; the first name is reported');
     eq((await s.client.models.retrieve('alias-a')).id, 'alias-a', '/v1/models/{alias}');

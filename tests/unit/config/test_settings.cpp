@@ -33,7 +33,8 @@ TEST(Settings, EveryEntryRoundTripsThroughItsText) {
     set_setting_text(s, again, setting_text(s.get(cfg)));  // what --help, the README and the wire show
     EXPECT_EQ(s.get(again), s.get(cfg)) << s.name;
     if (s.name != "scheduling_policy") EXPECT_NE(s.get(cfg), s.get(EngineConfig{})) << s.name << " = " << text;
-    if (s.name != "nnodes" && s.name != "node_rank")  // valid only with other settings (tensor parallelism)
+    // valid only with other settings (tensor parallelism; at most --max-num-partial-prefills)
+    if (s.name != "nnodes" && s.name != "node_rank" && s.name != "max_long_partial_prefills")
       EXPECT_NO_THROW(cfg.validate()) << s.name << " = " << text;
   }
 }
@@ -94,17 +95,44 @@ TEST(Settings, SizeSuffixesAsVllm) {
             "--max-num-seqs must be an integer (got '1k')");
 }
 
-// vLLM's --scheduling-policy: fcfs is what the scheduler does; priority is refused, not ignored.
-TEST(Settings, SchedulingPolicyTakesFcfsAndRefusesPriority) {
+// vLLM's --scheduling-policy: fcfs or priority.
+TEST(Settings, SchedulingPolicyTakesFcfsAndPriority) {
   EngineConfig cfg;
   const Setting& s = find_setting("scheduling_policy");
+  EXPECT_NO_THROW(set_setting_text(s, cfg, "priority"));
+  EXPECT_EQ(cfg.scheduling_policy, SchedulingPolicy::Priority);
   EXPECT_NO_THROW(set_setting_text(s, cfg, "fcfs"));
   EXPECT_EQ(cfg.scheduling_policy, SchedulingPolicy::Fcfs);
+  EXPECT_EQ(error_of([&] { set_setting_text(s, cfg, "lifo"); }),
+            "--scheduling-policy must be fcfs or priority (got 'lifo')");
+}
+
+TEST(Settings, TargetItlAndPartialPrefills) {
+  EngineConfig cfg;
+  EXPECT_EQ(cfg.target_itl_ms, -1);  // unset: settled by the front end
+  settle_target_itl(cfg, true, true);
+  EXPECT_EQ(cfg.target_itl_ms, kServeTargetItlMs);
+  EngineConfig offline;
+  settle_target_itl(offline, false, true);
+  EXPECT_EQ(offline.target_itl_ms, 0);
+  EngineConfig cpu;
+  settle_target_itl(cpu, true, false);
+  EXPECT_EQ(cpu.target_itl_ms, 0);
+  EngineConfig given;
+  set_setting_text(find_setting("target_itl_ms"), given, "25");
+  settle_target_itl(given, true, true);
+  EXPECT_EQ(given.target_itl_ms, 25);
   EXPECT_NE(error_of([&] {
-              set_setting_text(s, cfg, "priority");
-            }).find("--scheduling-policy priority is not implemented: requests are served first come, first served"),
+              set_setting_text(find_setting("target_itl_ms"), given, "-3");
+              given.validate();
+            }).find("--target-itl-ms must be >= 0"),
             std::string::npos);
-  EXPECT_EQ(error_of([&] { set_setting_text(s, cfg, "lifo"); }), "--scheduling-policy must be fcfs (got 'lifo')");
+  EngineConfig p;
+  set_setting_text(find_setting("max_num_partial_prefills"), p, "2");
+  set_setting_text(find_setting("max_long_partial_prefills"), p, "3");
+  EXPECT_NE(error_of([&] { p.validate(); }).find("--max-long-partial-prefills (3) must be at most"), std::string::npos);
+  set_setting_text(find_setting("long_prefill_token_threshold"), p, "4k");
+  EXPECT_EQ(p.long_prefill_token_threshold, 4000);
 }
 
 // cpu_precision left the kernel options for a setting of its own; --kernel-options still takes it.

@@ -5,6 +5,7 @@
 // streams get a token in every step that reads the long prompt.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 
 #include "nanovllm/engine/llm_engine.h"
@@ -26,12 +27,13 @@ struct Trace {
 
 // Three short requests start; after two steps a 700-token prompt (5.5 budgets) and two more
 // requests arrive, one sharing the long prompt's first 3 blocks.
-Trace run(bool chunked_prefill) {
+Trace run(bool chunked_prefill, const std::function<void(EngineConfig&)>& tweak = {}) {
   auto cfg = tiny_cfg();
   cfg.block_size = 16;
   cfg.max_num_batched_tokens = 128;
   cfg.max_num_seqs = 8;
   cfg.enable_chunked_prefill = chunked_prefill;
+  if (tweak) tweak(cfg);
   LLMEngine e(cfg);
   SamplingParams seeded;
   seeded.temperature = 0.8f;
@@ -86,6 +88,58 @@ TEST(MixedSteps, SameOutputsAsPrefillFirstAndNoStalls) {
   EXPECT_EQ(mixed.stalled_steps, 0);  // every running stream advanced in every such step
   EXPECT_EQ(first.mixed_steps, 0);    // prefill-first never mixes...
   EXPECT_GT(first.stalled_steps, 5);  // ...and pauses the streams while the long prompt is read
+}
+
+// The latency target (chunks sized by the measured step times, so they differ run to run), vLLM's
+// partial prefills and the priority policy change only which tokens share a step: the outputs stay.
+TEST(MixedSteps, LatencyTargetPartialPrefillsAndPriorityKeepTheOutputs) {
+  const Trace first = run(false);
+  const std::vector<std::function<void(EngineConfig&)>> tweaks = {
+      [](EngineConfig& c) {
+        c.max_num_batched_tokens = 1024;
+        c.target_itl_ms = 0.2;
+      },
+      [](EngineConfig& c) {
+        c.max_num_batched_tokens = 512;
+        c.target_itl_ms = 1e4;
+      },
+      [](EngineConfig& c) {
+        c.max_num_partial_prefills = 2;
+        c.long_prefill_token_threshold = 64;
+      },
+      [](EngineConfig& c) { c.scheduling_policy = SchedulingPolicy::Priority; },
+  };
+  for (size_t i = 0; i < tweaks.size(); ++i) {
+    const Trace t = run(true, tweaks[i]);
+    EXPECT_EQ(t.outputs, first.outputs) << "tweak " << i;
+    EXPECT_EQ(t.stalled_steps, 0) << "tweak " << i;
+  }
+}
+
+TEST(Priority, NonZeroPriorityNeedsThePriorityPolicy) {
+  auto cfg = tiny_cfg();
+  SamplingParams p = greedy(4);
+  p.priority = -1;
+  {
+    LLMEngine e(cfg);
+    try {
+      e.add_request(random_tokens(10, 1), p);
+      FAIL() << "accepted";
+    } catch (const InvalidRequest& err) {
+      EXPECT_NE(std::string(err.what()).find("Got priority -1 but Priority scheduling is not enabled"),
+                std::string::npos);
+    }
+  }
+  cfg.scheduling_policy = SchedulingPolicy::Priority;
+  LLMEngine e(cfg);
+  SamplingParams late = greedy(4);
+  late.priority = 5;
+  const int64_t low = e.add_request(random_tokens(10, 2), late);
+  const int64_t high = e.add_request(random_tokens(10, 3), p);
+  ASSERT_EQ(e.scheduler().waiting().size(), 2u);
+  EXPECT_EQ(e.scheduler().waiting()[0]->id, high);
+  EXPECT_EQ(e.scheduler().waiting()[1]->id, low);
+  while (e.has_unfinished()) e.step();
 }
 
 // The UserError an engine is refused with; "accepted" when it starts.

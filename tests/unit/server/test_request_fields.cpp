@@ -35,7 +35,6 @@ TEST(RequestFields, UnimplementedFieldsAreRefusedUnlessDefault) {
       {"structural_tag", "{}"},
       {"use_beam_search", true},
       {"length_penalty", 0.5},
-      {"priority", 2},
       {"truncate_prompt_tokens", 5},
       {"continue_final_message", true},
       {"spaces_between_special_tokens", false},
@@ -49,8 +48,8 @@ TEST(RequestFields, UnimplementedFieldsAreRefusedUnlessDefault) {
       {"guided_json", nullptr},
       {"use_beam_search", false},
       {"length_penalty", 1.0},
-      {"priority", 0},
-      {"bad_words", {"x"}},  // config/request_json.h reads these two
+      {"priority", 3},       // config/request_json.h reads these three
+      {"bad_words", {"x"}},
       {"allowed_token_ids", {1, 2}},
       {"continue_final_message", false},
       {"add_special_tokens", false},
