@@ -388,7 +388,7 @@ std::vector<Setting> make_settings() {
                     .flags = {"--target-itl-ms"},
                     .keywords = {"target_itl_ms"},
                     .range = ">= 0",
-                    .shown_default = "unset: 50 in serve on a GPU, else off",
+                    .shown_default = "unset: 55 in serve on a GPU, else off",
                     .check = [](const Setting&, const C& c) {
                       if (!(c.target_itl_ms >= 0 || c.target_itl_ms == -1))
                         throw UserError("--target-itl-ms must be >= 0 (0: off) (got " +
