@@ -45,6 +45,7 @@ constexpr auto use_tuple = net::as_tuple(net::use_awaitable);
 // Content types, named: GCC 12 miscompiles string literals inside co_await expressions.
 constexpr std::string_view kMetricsType = "text/plain; version=0.0.4", kNoType = "", kTextType = "text/plain";
 constexpr std::string_view kModelsPrefix = "/v1/models/";
+constexpr std::string_view kOutOfDescriptors = "the server is out of file descriptors; try again later";
 // Accept errors (out of descriptors) are logged at most once per this interval, with a count.
 constexpr auto kAcceptLogInterval = std::chrono::seconds(10);
 // A connection answered only with /health or a 503 (past --limit-concurrency, or through the
@@ -218,10 +219,12 @@ struct HttpServer::Impl {
       else
         st.opts.logger.info("/health: healthy again");
     }
-    if (why)
-      co_await send_error(c, ApiError(503, *why, "", "unhealthy"));
-    else
+    if (why) {
+      const ApiError e(503, *why, "", "unhealthy");  // named: no literal inside co_await (GCC 12)
+      co_await send_error(c, e);
+    } else {
       co_await c.send(http::status::ok, kNoType, std::string());
+    }
   }
 
   net::awaitable<void> send_error(Connection& c, const ApiError& e) {
@@ -381,16 +384,34 @@ struct HttpServer::Impl {
     Connection c(std::move(socket), std::chrono::seconds(1));
     http::request_parser<http::string_body> parser;
     apply_request_limits(parser, st.opts.max_body_bytes);
-    c.stream().expires_after(kShedReadWindow);
-    auto [ec, n] = co_await http::async_read_header(c.stream(), c.buffer(), parser, use_tuple);
-    c.stream().expires_never();
+    // Only a request already sent is read (a timed-out read would close the socket unanswered).
+    boost::system::error_code ec;
+    if (c.stream().socket().available(ec) == 0 && !ec) {
+      net::steady_timer t(c.stream().get_executor(), kShedReadWindow);
+      co_await t.async_wait(use_tuple);
+    }
+    if (c.stream().socket().available(ec) > 0 && !ec) {
+      c.stream().expires_after(std::chrono::seconds(1));
+      std::tie(ec, std::ignore) = co_await http::async_read_header(c.stream(), c.buffer(), parser, use_tuple);
+      c.stream().expires_never();
+    } else {
+      ec = http::error::end_of_stream;
+    }
     c.begin_response(11, false);
-    if (!ec && parser.get().method() == http::verb::get &&
-        strip_root_path(parser.get().target(), st.opts.root_path) == "/health")
+    const bool health = !ec && parser.get().method() == http::verb::get &&
+                        strip_root_path(parser.get().target(), st.opts.root_path) == "/health";
+    const ApiError refusal(503, why, "", "overloaded");  // named: no literal inside co_await (GCC 12)
+    if (health)
       co_await send_health(c);
     else
-      co_await send_error(c, ApiError(503, why, "", "overloaded"));
+      co_await send_error(c, refusal);
     c.close();
+  }
+
+  void spawn_shed(tcp::socket socket, std::string why) {
+    auto ex = socket.get_executor();
+    net::co_spawn(ex, shed(std::move(socket), std::move(why)),
+                  [](std::exception_ptr e) { log_escaped("a refused connection", e); });
   }
 
   // Out of descriptors and the like, at most one line per kAcceptLogInterval with a count.
@@ -415,23 +436,22 @@ struct HttpServer::Impl {
       if (ec) {
         log_accept_error(ec);
         const bool no_fds = ec == net::error::no_descriptors || ec.value() == ENFILE;
-        if (no_fds && spare_fd >= 0) {  // the reserve: one waiting connection gets its answer
+        if (no_fds && spare_fd >= 0) {  // the reserve: one waiting connection gets /health or a 503
           ::close(spare_fd);
-          auto [ec2, s2] = co_await acceptor.async_accept(use_tuple);
-          if (!ec2) co_await shed(std::move(s2), "the server is out of file descriptors; try again later");
-          spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-          if (!ec2) continue;
+          spare_fd = -1;
+          auto r = co_await acceptor.async_accept(net::make_strand(ioc), use_tuple);
+          if (!std::get<0>(r)) spawn_shed(std::move(std::get<1>(r)), std::string(kOutOfDescriptors));
         }
-        // No reserve to use: back off instead of spinning.
-        net::steady_timer t(ioc, std::chrono::milliseconds(100));
+        // Back off instead of spinning; meanwhile that connection is answered, and its descriptor
+        // becomes the reserve again.
+        net::steady_timer t(ioc, std::chrono::milliseconds(no_fds ? 20 : 100));
         co_await t.async_wait(use_tuple);
+        if (spare_fd < 0) spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
         continue;
       }
       if (st.opts.limit_concurrency > 0 && st.connections >= st.opts.limit_concurrency) {
-        net::co_spawn(socket.get_executor(),
-                      shed(std::move(socket), "too many connections (--limit-concurrency " +
-                                                  std::to_string(st.opts.limit_concurrency) + "); try again later"),
-                      [](std::exception_ptr e) { log_escaped("a refused connection", e); });
+        spawn_shed(std::move(socket), "too many connections (--limit-concurrency " +
+                                          std::to_string(st.opts.limit_concurrency) + "); try again later");
         continue;
       }
       ++st.connections;
