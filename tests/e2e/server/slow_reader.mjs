@@ -1,4 +1,4 @@
-// Slow readers (issue 44): a streamed request with n = 64 and an 8 KB request id whose client
+// Slow readers (issue 44): a streamed request with n = 64 and a 48 KB request id whose client
 // reads nothing for a while. Output waits merged per choice (one event per choice, not one per
 // token each repeating the id), so the server's RSS stays within a fixed bound and the stream
 // completes when the reader resumes; with a small --max-pending-output-bytes the request is
@@ -9,12 +9,13 @@ import { MODEL, check, eq, metrics, run, startServer } from './harness.mjs';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const rssMiB = (pid) => Number(fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/)[1]) / 1024;
-const N = 64, ID = 'r'.repeat(8192);
+const N = 64, ID = 'r'.repeat(49152);
+// The reader must resume within --keep-alive-timeout (the write timeout): 60 s here.
 // The bound on the server's growth while the reader stalls: what waits is one merged event per
 // choice (text, token ids, logprobs: well under 1 MiB here) and one SSE write of 64 chunks that
-// each carry the 8 KB id (~0.6 MiB), plus allocator slack. Repeating the id per token and choice
-// as before costs 64 x MAX_TOKENS x 8 KB = 200 MiB at this size.
-const GROWTH_MIB = 48, MAX_TOKENS = 400;
+// each carry the 48 KB id (~3 MiB), plus allocator slack. Repeating the id per token and choice
+// as before costs 64 x MAX_TOKENS x 48 KB = 96 MiB at this size.
+const GROWTH_MIB = 40, MAX_TOKENS = 32;
 
 // A streamed completion on a raw socket that is paused (reads nothing) from the start.
 function stalledStream(port, extra = {}) {
@@ -33,26 +34,26 @@ function stalledStream(port, extra = {}) {
 
 run(async () => {
   {
-    const s = await startServer([]);
+    const s = await startServer(['--keep-alive-timeout', '60']);
     try {
+      // Warm-up with the same shape (64 rows of logits, KV blocks touched), read at once: the
+      // engine's own memory for this batch is in the baseline.
+      await s.client.completions.create({ model: MODEL, prompt: 'Hello', n: N, max_tokens: MAX_TOKENS, ignore_eos: true });
       const base = rssMiB(s.proc.pid);
       const c = stalledStream(s.port);
       let peak = base;
       const t0 = Date.now();
-      // Reads nothing until the engine has generated every token (the gauges go idle).
-      for (;;) {
+      // Reads nothing for 6 s (tokens keep coming: the reader is too slow, not gone).
+      while (Date.now() - t0 < 6000) {
         await sleep(200);
         peak = Math.max(peak, rssMiB(s.proc.pid));
-        const m = await metrics(s.base);
-        if (Date.now() - t0 > 1000 && m['vllm:num_requests_running'] === 0 && m['vllm:num_requests_waiting'] === 0) break;
-        check(Date.now() - t0 < 60000, 'generation ends within 60 s');
       }
       c.sock.resume();
-      for (let i = 0; i < 100 && !/data: \[DONE\]/.test(c.text); i++) {
+      for (let i = 0; i < 600 && !/data: \[DONE\]/.test(c.text); i++) {
         await sleep(100);
         peak = Math.max(peak, rssMiB(s.proc.pid));
       }
-      check(/data: \[DONE\]/.test(c.text), 'the stream completes once the reader resumes');
+      check(/data: \[DONE\]/.test(c.text), `the stream completes once the reader resumes (paused ${Date.now() - t0} ms, closed ${c.closed}, ${c.bytes} bytes)`);
       const finishes = new Set([...c.text.matchAll(/"index":(\d+),[^\n]*"finish_reason":"length"/g)].map((m) => m[1]));
       eq(finishes.size, N, 'every choice finished');
       check(peak - base < GROWTH_MIB, `RSS grew ${(peak - base).toFixed(1)} MiB (bound ${GROWTH_MIB}) over ${base.toFixed(0)} MiB`);
@@ -90,4 +91,4 @@ run(async () => {
       await s.stop();
     }
   }
-}, 150000);
+}, 230000);
