@@ -1,5 +1,6 @@
 // `nanovllm serve`: an OpenAI-compatible HTTP server (a drop-in for `vllm serve`). Loads the
-// model, binds (loopback by default), prints the address, serves until SIGINT/SIGTERM.
+// model, binds (loopback by default), prints the address, serves until SIGINT/SIGTERM: the first
+// drains (in-flight requests get --shutdown-timeout seconds), a second stops at once.
 #include <unistd.h>
 #include <csignal>
 #include <cstdio>
@@ -72,6 +73,11 @@ void run(ServeArgs& a) {
   if (a.opts.max_body_bytes <= 0) throw UserError("--max-body-bytes must be positive");
   if (a.opts.http_threads < 1) throw UserError("--http-threads must be at least 1");
   if (a.opts.keep_alive_timeout_s < 1) throw UserError("--keep-alive-timeout must be at least 1 second");
+  if (!(a.opts.shutdown_timeout_s >= 0)) throw UserError("--shutdown-timeout must be >= 0 seconds");
+  if (!(a.opts.engine_stall_timeout_s >= 0)) throw UserError("--engine-stall-timeout must be >= 0 seconds");
+  if (a.opts.limit_concurrency < 0) throw UserError("--limit-concurrency must be >= 0 (0 = no limit)");
+  if (a.opts.max_pending_output_bytes < 0) throw UserError("--max-pending-output-bytes must be >= 0 (0 = no bound)");
+  if (!(a.opts.testing_stall_engine_s >= 0)) throw UserError("--testing-stall-engine must be >= 0 seconds");
   EngineConfig cfg = a.engine.resolve();
   // Serving keeps the streams' latency by default (--target-itl-ms; offline runs keep throughput).
   settle_target_itl(cfg, true, resolved_device(cfg.device) == DeviceChoice::Cuda);
@@ -130,15 +136,24 @@ void run(ServeArgs& a) {
   std::printf("nanovllm serve %s: listening on http://%s:%d (model '%s')\n", kVersion, a.opts.host.c_str(), port,
               (a.opts.served_model_names.empty() ? cfg.model : a.opts.served_model_names.front()).c_str());
   std::fflush(stdout);
+  // The first signal drains (on its own thread, so that the waiter hears a second one), the
+  // second stops at once.
+  std::thread drainer;
   std::thread waiter([&] {
     char c = 0;
-    if (read(fds[0], &c, 1) == 1 && c == 1) srv.stop();
+    if (read(fds[0], &c, 1) != 1 || c != 1) return;
+    drainer = std::thread([&] { srv.drain(a.opts.shutdown_timeout_s); });
+    if (read(fds[0], &c, 1) == 1 && c == 1) {
+      a.opts.logger.warning("serve: second signal: stopping now");
+      srv.stop();
+    }
   });
   srv.serve();
   // serve() may also return on its own: wake the waiter with a byte that does not stop anything.
   const char wake = 0;
   (void)!write(fds[1], &wake, 1);
   waiter.join();
+  if (drainer.joinable()) drainer.join();
 #endif
 }
 
@@ -164,6 +179,21 @@ void add_serve(CLI::App& app) {
                   "I/O threads serving the connections (each connection is a coroutine)");
   cmd->add_option("--keep-alive-timeout", o.keep_alive_timeout_s,
                   "seconds an idle connection, or one sending a request, may take");
+  cmd->add_option("--shutdown-timeout", o.shutdown_timeout_s,
+                  "on SIGTERM/SIGINT, seconds in-flight requests get to finish before they are cut "
+                  "(0 = cut at once; a second signal always stops at once)");
+  cmd->add_option("--engine-stall-timeout", o.engine_stall_timeout_s,
+                  "/health answers 503 when the engine has made no progress this many seconds with work pending "
+                  "(0 = never)");
+  cmd->add_option("--limit-concurrency", o.limit_concurrency,
+                  "most open connections; past it new ones get 503 and close, /health still answers (0 = none)");
+  cmd->add_option("--max-pending-output-bytes", o.max_pending_output_bytes,
+                  "output bytes a request may have waiting for a client that does not read; past it the request "
+                  "is aborted and the connection closed (0 = no bound)");
+  // Hidden test hook of /health's watchdog: never useful in production.
+  cmd->add_option("--testing-stall-engine", o.testing_stall_engine_s,
+                  "TEST HOOK: the engine thread sleeps this many seconds before its first step")
+      ->group("");
   cmd->add_option("--reasoning-parser", o.reasoning_parser,
                   "split <think> reasoning into reasoning_content (chat): " + output::reasoning_parser_names());
   cmd->add_option("--tool-call-parser", o.tool_call_parser,

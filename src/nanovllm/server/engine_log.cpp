@@ -35,6 +35,8 @@ std::string loggable(const std::string& s, bool escape = true, size_t max = kMax
 
 }  // namespace
 
+std::string logged_client_string(const std::string& s) { return loggable(s); }
+
 std::string request_received_line(const std::string& id, int64_t prompt_tokens, const SamplingParams& sp) {
   nlohmann::json p = {{"temperature", sp.temperature},
                       {"top_k", sp.top_k},

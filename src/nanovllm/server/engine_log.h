@@ -28,6 +28,8 @@ inline constexpr size_t kMaxLoggedBytes = 256;
 inline constexpr size_t kMaxLoggedStops = 8;
 
 // "Received request ID: prompt tokens N, params: {...}"
+// A client's string (a request id) as it may appear in a log line: escaped and cut as above.
+std::string logged_client_string(const std::string& s);
 std::string request_received_line(const std::string& id, int64_t prompt_tokens, const SamplingParams& sp);
 // "Finished request ID: finish_reason stop, prompt tokens N, generation tokens M, queue ... s, ..."
 std::string request_finished_line(const std::string& id, const FinishedRequest& r);

@@ -2,18 +2,27 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <thread>
 
 #include "nanovllm/server/structured_fields.h"
 
 namespace nanovllm::server {
 
-EngineLoop::EngineLoop(LLM& llm, Metrics& metrics, double request_timeout_s, EngineLogOptions log)
-    : llm_(llm), metrics_(metrics), timeout_(request_timeout_s > 0 ? request_timeout_s : 1e9), log_(log),
-      stats_(log.interval_s), thread_([this] { run(); }), compiler_([this] { compile_run(); }) {}
+namespace {
+// Steps that throw one after another before the engine counts as failed for good (a device error
+// that every step meets); one failed step only ends the requests it carried.
+constexpr int kFatalFailedSteps = 3;
+}  // namespace
+
+EngineLoop::EngineLoop(LLM& llm, Metrics& metrics, EngineLoopLimits limits, EngineLogOptions log)
+    : llm_(llm), metrics_(metrics), timeout_(limits.request_timeout_s > 0 ? limits.request_timeout_s : 1e9),
+      limits_(limits), log_(log), stats_(log.interval_s), thread_([this] { run(); }),
+      compiler_([this] { compile_run(); }) {}
 
 EngineLoop::~EngineLoop() { stop(); }
 
 void EngineLoop::stop() {
+  std::lock_guard stop_lk(stop_mu_);
   {
     std::lock_guard lk(mu_);
     stopping_ = true;
@@ -57,10 +66,14 @@ void EngineLoop::compile_run() {
 std::shared_ptr<RequestChannel> EngineLoop::submit(std::vector<std::vector<int32_t>> prompts, const SamplingParams& sp,
                                                    std::function<void()> notify, const output::OutputParsers& parsers,
                                                    std::string request_id, std::string structured_field) {
-  auto ch = std::make_shared<RequestChannel>(int(prompts.size()) * sp.n, std::move(notify));
+  auto ch =
+      std::make_shared<RequestChannel>(int(prompts.size()) * sp.n, std::move(notify), limits_.max_pending_output_bytes);
   {
     std::lock_guard lk(mu_);
     if (stopping_) throw ApiError(503, "the server is shutting down");
+    if (std::lock_guard f(fatal_mu_); !fatal_.empty()) throw ApiError(503, "the engine has failed: " + fatal_);
+    if (idle_) note_progress();  // the watchdog counts from now, not from when the loop fell idle
+    ++queued_;
     (sp.structured_outputs.active() ? compiles_ : submits_)
         .push_back(
             {std::move(prompts), sp, parsers, ch, Clock::now(), std::move(request_id), std::move(structured_field)});
@@ -76,41 +89,94 @@ void EngineLoop::cancel(RequestChannel& ch) {
 
 void EngineLoop::run() {
   RequestTracker& tracker = llm_.tracker();
-  for (;;) {
-    std::deque<Job> jobs;
-    {
-      std::unique_lock lk(mu_);
-      if (open_.empty() && !tracker.has_unfinished()) {
-        auto woken = [&] { return stopping_ || !submits_.empty(); };
-        // Idle: the stats of the last busy interval are still due (then nothing until work comes).
-        if (log_.stats && stats_.pending(metrics_.gauges()))
-          cv_.wait_for(lk, std::chrono::duration<double>(std::max(0.0, stats_.due_in(Clock::now()))), woken);
-        else
-          cv_.wait(lk, woken);
+  ApiError last_words(503, "the server is shutting down");
+  try {
+    for (;;) {
+      std::deque<Job> jobs;
+      {
+        std::unique_lock lk(mu_);
+        if (open_.empty() && !tracker.has_unfinished()) {
+          auto woken = [&] { return stopping_ || !submits_.empty(); };
+          note_progress();
+          idle_ = true;
+          // Idle: the stats of the last busy interval are still due (then nothing until work comes).
+          if (log_.stats && stats_.pending(metrics_.gauges()))
+            cv_.wait_for(lk, std::chrono::duration<double>(std::max(0.0, stats_.due_in(Clock::now()))), woken);
+          else
+            cv_.wait(lk, woken);
+          idle_ = false;
+        }
+        if (stopping_) break;
+        jobs.swap(submits_);
+        queued_ -= int64_t(jobs.size());
       }
-      if (stopping_) break;
-      jobs.swap(submits_);
+      for (auto& j : jobs) admit(j);
+      drop_cancelled_and_expired();
+      open_count_ = int64_t(open_.size());
+      if (tracker.has_unfinished()) step_once();
+      publish();
+      open_count_ = int64_t(open_.size());
+      note_progress();
     }
-    for (auto& j : jobs) admit(j);
-    drop_cancelled_and_expired();
-    if (tracker.has_unfinished()) {
-      try {
-        TrackerStep s = tracker.step();
-        metrics_.on_iteration(s.engine.num_tokens);
-        stats_.on_step(s.engine.num_prefill_tokens, int64_t(s.engine.new_tokens.size()));
-        route(s);
-      } catch (const std::exception& e) {
-        // An engine failure ends the requests in flight, not the server.
-        std::fprintf(stderr, "engine error: %s\n", e.what());
-        fail_all(ApiError(500, std::string("engine error: ") + e.what()));
-      }
-    }
-    publish();
+  } catch (const std::exception& e) {
+    // Outside a step (admission, routing, metrics): the loop's state is not to be trusted.
+    set_fatal(std::string("the engine loop failed: ") + e.what());
+    last_words = ApiError(500, "the engine has failed: " + std::string(e.what()));
   }
-  fail_all(ApiError(503, "the server is shutting down"));
+  ended_ = true;
+  try {
+    fail_all(last_words);
+  } catch (const std::exception&) {
+    open_.clear();  // the tracker is broken too: the channels still get their answer below
+  }
   std::lock_guard lk(mu_);
-  for (auto& j : submits_) j.channel->fail(ApiError(503, "the server is shutting down"));
+  for (auto& j : submits_) j.channel->fail(last_words);
   submits_.clear();
+}
+
+void EngineLoop::step_once() {
+  if (limits_.testing_stall_s > 0 && !stalled_once_) {  // test hook (--testing-stall-engine)
+    stalled_once_ = true;
+    std::this_thread::sleep_for(std::chrono::duration<double>(limits_.testing_stall_s));
+  }
+  try {
+    TrackerStep s = llm_.tracker().step();
+    failed_steps_ = 0;
+    metrics_.on_iteration(s.engine.num_tokens);
+    stats_.on_step(s.engine.num_prefill_tokens, int64_t(s.engine.new_tokens.size()));
+    route(s);
+  } catch (const std::exception& e) {
+    // An engine failure ends the requests in flight, not the server; one that every step meets
+    // (a device error) is fatal, and /health says so.
+    log_.logger.log(LogLevel::Error, std::string("engine error: ") + e.what());
+    if (++failed_steps_ >= kFatalFailedSteps)
+      set_fatal(std::to_string(failed_steps_) + " steps in a row failed, the last with: " + e.what());
+    fail_all(ApiError(500, std::string("engine error: ") + e.what()));
+  }
+}
+
+void EngineLoop::set_fatal(const std::string& why) {
+  std::lock_guard lk(fatal_mu_);
+  if (!fatal_.empty()) return;
+  fatal_ = why;
+  log_.logger.log(LogLevel::Error, "the engine has failed; /health answers 503 from now on: " + why);
+}
+
+std::optional<std::string> EngineLoop::unhealthy(double stall_bound_s) const {
+  {
+    std::lock_guard lk(fatal_mu_);
+    if (!fatal_.empty()) return "the engine has failed: " + fatal_;
+  }
+  if (ended_) return std::string("the engine loop has stopped");
+  const int64_t work = queued_.load() + open_count_.load();
+  if (stall_bound_s <= 0 || idle_ || work <= 0) return std::nullopt;
+  const auto since = Clock::now() - Clock::time_point(Clock::duration(progress_at_.load()));
+  const double s = std::chrono::duration<double>(since).count();
+  if (s <= stall_bound_s) return std::nullopt;
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "the engine has made no progress for %.1f s with %lld request(s) pending", s,
+                static_cast<long long>(work));
+  return std::string(buf) + " (--engine-stall-timeout " + std::to_string(stall_bound_s) + ")";
 }
 
 // The id of a choice in the logs: the request's, with the choice's index when it has several.
@@ -164,6 +230,10 @@ void EngineLoop::drop_cancelled_and_expired() {
       ++it;
       continue;
     }
+    if (cancelled && o.channel->too_slow())
+      log_.logger.warning("request " + logged_client_string(o.id) +
+                          " aborted: its client read too slowly (--max-pending-output-bytes " +
+                          std::to_string(limits_.max_pending_output_bytes) + ")");
     for (const ChoiceSummary& s : llm_.tracker().abort(it->first))  // frees their KV blocks
       record_finished(o, s, FinishReason::Abort, now);
     if (!cancelled)

@@ -7,7 +7,11 @@
 // A request with structured outputs first goes through a second thread that compiles its grammar
 // into the engine's cache (LLM::precompile_structured): a new schema's compile (milliseconds to
 // seconds) never stalls the engine thread, whose admission then finds it compiled.
+// Health (/health's watchdog): the loop notes when it last made progress, how much work waits and
+// whether it has failed for good, all in atomics, so the I/O threads judge it without waiting for
+// the engine thread.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -16,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,12 +32,19 @@
 
 namespace nanovllm::server {
 
+// The loop's bounds (ServerOptions).
+struct EngineLoopLimits {
+  double request_timeout_s = 600;        // a request running longer is aborted (0 = never)
+  int64_t max_pending_output_bytes = 0;  // output waiting for a reader, per request (0 = no bound)
+  double testing_stall_s = 0;            // test hook: the first step with work sleeps this long first
+};
+
 class EngineLoop {
  public:
   using Clock = std::chrono::steady_clock;
 
   // `llm` must outlive the loop; its engine is used only by the loop's thread from now on.
-  EngineLoop(LLM& llm, Metrics& metrics, double request_timeout_s, EngineLogOptions log = {});
+  EngineLoop(LLM& llm, Metrics& metrics, EngineLoopLimits limits, EngineLogOptions log = {});
   ~EngineLoop();  // stops and joins; open requests fail with 503
   EngineLoop(const EngineLoop&) = delete;
   EngineLoop& operator=(const EngineLoop&) = delete;
@@ -47,7 +59,12 @@ class EngineLoop {
                                          std::string request_id = "", std::string structured_field = "");
   // The client went away: the loop aborts the request in the engine (freeing its KV blocks).
   void cancel(RequestChannel& ch);
-  void stop();
+  void stop();  // thread-safe, idempotent
+
+  // Why the engine cannot serve, or nullopt: a fatal error (sticky), the loop stopped, or no
+  // progress for more than `stall_bound_s` (0: not checked) while work is pending (clears once it
+  // moves again). Any thread; never waits for the engine thread.
+  std::optional<std::string> unhealthy(double stall_bound_s) const;
 
  private:
   struct Job {
@@ -80,10 +97,14 @@ class EngineLoop {
   void fail_all(const ApiError& err);
   void publish();
   void record_finished(const Open& o, const ChoiceSummary& s, FinishReason why, Clock::time_point now);
+  void step_once();
+  void note_progress() { progress_at_ = Clock::now().time_since_epoch().count(); }
+  void set_fatal(const std::string& why);
 
   LLM& llm_;
   Metrics& metrics_;
   std::chrono::duration<double> timeout_;
+  EngineLoopLimits limits_;
   EngineLogOptions log_;
   StatsLog stats_;
 
@@ -93,6 +114,18 @@ class EngineLoop {
   std::deque<Job> submits_;
   std::deque<Job> compiles_;  // structured requests whose grammar compiles before they are submitted
   bool stopping_ = false;
+  std::mutex stop_mu_;  // one stop() at a time (the signal thread and the server may both call it)
+
+  // Health, written by the loop's threads, read by any.
+  std::atomic<Clock::rep> progress_at_{Clock::now().time_since_epoch().count()};
+  std::atomic<bool> idle_{true};        // waiting for work
+  std::atomic<int64_t> queued_{0};      // submitted, not admitted yet
+  std::atomic<int64_t> open_count_{0};  // prompts in the engine
+  std::atomic<bool> ended_{false};      // the engine thread has returned
+  int failed_steps_ = 0;                // consecutive steps that threw; engine thread only
+  bool stalled_once_ = false;           // the test hook has run; engine thread only
+  mutable std::mutex fatal_mu_;
+  std::string fatal_;  // why the engine failed for good ("" = it did not)
 
   std::map<int64_t, Open> open_;  // tracker request id -> prompt of a request; engine thread only
   std::thread thread_;            // the engine thread: starts after everything above exists

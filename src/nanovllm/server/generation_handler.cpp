@@ -35,30 +35,45 @@ int64_t total_prompt_tokens(const GenerationRequest& r) {
 // Wakes the connection's coroutine from the engine thread: the channel's notify callback posts a
 // cancel of this timer onto the connection's strand. The coroutine always drains the channel
 // before it waits, and the cancel runs on the same strand after the wait has begun, so no event
-// is missed.
+// is missed. A client too slow to read (RequestChannel::too_slow) has its socket's pending write
+// cancelled the same way, so the connection closes at once instead of after the write timeout.
 class Wakeup {
  public:
-  explicit Wakeup(const net::any_io_executor& ex) : timer_(std::make_shared<net::steady_timer>(ex)) {}
+  explicit Wakeup(const net::any_io_executor& ex) : s_(std::make_shared<State>(ex)) {}
 
   std::function<void()> notifier() const {
-    return [ex = timer_->get_executor(), w = std::weak_ptr<net::steady_timer>(timer_)] {
+    return [ex = s_->timer.get_executor(), w = std::weak_ptr<State>(s_)] {
       net::post(ex, [w] {
-        if (auto t = w.lock()) t->cancel();
+        auto s = w.lock();
+        if (!s) return;
+        s->timer.cancel();
+        if (s->conn && s->channel && s->channel->too_slow()) s->conn->close();
       });
     };
+  }
+  // The connection to close, and the channel that says when (once the request is submitted).
+  void watch(Connection& c, const RequestChannel& ch) {
+    s_->conn = &c;
+    s_->channel = &ch;
   }
 
   // Returns after a notification or `max`, whichever comes first; false if the client is gone.
   net::awaitable<bool> wait(Connection& c, Clock::duration max) {
-    timer_->expires_after(max);
-    co_await timer_->async_wait(net::as_tuple(net::use_awaitable));
+    s_->timer.expires_after(max);
+    co_await s_->timer.async_wait(net::as_tuple(net::use_awaitable));
     if (Clock::now() - last_check_ < kPeerCheck) co_return c.open();
     last_check_ = Clock::now();
     co_return !c.peer_closed();
   }
 
  private:
-  std::shared_ptr<net::steady_timer> timer_;
+  struct State {
+    explicit State(const net::any_io_executor& ex) : timer(ex) {}
+    net::steady_timer timer;
+    Connection* conn = nullptr;
+    const RequestChannel* channel = nullptr;
+  };
+  std::shared_ptr<State> s_;
   Clock::time_point last_check_ = Clock::now();
 };
 
@@ -152,6 +167,7 @@ net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Co
   auto ch =
       st.loop.submit(std::move(req.prompts), req.params, wake.notifier(), req.parsers, meta.id, req.structured_field);
   CancelOnExit cancel_on_exit{st.loop, *ch};
+  wake.watch(c, *ch);
 
   // No status line before the engine has taken the request: a refusal is a plain 4xx.
   while (!ch->admitted_or_ended())

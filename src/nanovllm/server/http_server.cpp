@@ -1,5 +1,6 @@
 #include "nanovllm/server/http_server.h"
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -9,8 +10,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <condition_variable>
 #include <cstdio>
 #include <ctime>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -42,6 +45,14 @@ constexpr auto use_tuple = net::as_tuple(net::use_awaitable);
 // Content types, named: GCC 12 miscompiles string literals inside co_await expressions.
 constexpr std::string_view kMetricsType = "text/plain; version=0.0.4", kNoType = "", kTextType = "text/plain";
 constexpr std::string_view kModelsPrefix = "/v1/models/";
+constexpr std::string_view kOutOfDescriptors = "the server is out of file descriptors; try again later";
+// Accept errors (out of descriptors) are logged at most once per this interval, with a count.
+constexpr auto kAcceptLogInterval = std::chrono::seconds(10);
+// A connection answered only with /health or a 503 (past --limit-concurrency, or through the
+// reserve descriptor) gets this long to send its request head: a probe sends it with the connect.
+constexpr auto kShedReadWindow = std::chrono::milliseconds(50);
+// After the grace period, the cut requests get this long to write their error and end.
+constexpr auto kCutWindow = std::chrono::seconds(5);
 
 ModelInfo model_info(LLM& llm, const ServerOptions& o) {
   ModelInfo m;
@@ -181,6 +192,40 @@ struct HttpServer::Impl {
   // After st: destroyed first, together with the connection coroutines that refer to st.
   net::io_context ioc;
   tcp::acceptor acceptor{ioc};
+  // A descriptor held back: when the process has none left, it is closed to accept one waiting
+  // connection, which gets /health or a 503, then taken again.
+  int spare_fd = -1;
+  std::chrono::steady_clock::time_point accept_logged_at{};
+  int64_t accept_errors_unlogged = 0;
+  // Shutdown: drain() waits on this for the in-flight requests, or for stop().
+  std::mutex shutdown_mu;
+  std::condition_variable shutdown_cv;
+  bool stop_now = false;
+
+  ~Impl() {
+    if (spare_fd >= 0) ::close(spare_fd);
+  }
+
+  // /health: 200 with an empty body, or 503 with the reason (and a log line when it turns).
+  net::awaitable<void> send_health(Connection& c) {
+    std::optional<std::string> why;
+    if (st.draining)
+      why = "the server is shutting down";
+    else
+      why = st.loop.unhealthy(st.opts.engine_stall_timeout_s);
+    if (st.reported_unhealthy.exchange(why.has_value()) != why.has_value()) {
+      if (why)
+        st.opts.logger.warning("/health: unhealthy: " + *why);
+      else
+        st.opts.logger.info("/health: healthy again");
+    }
+    if (why) {
+      const ApiError e(503, *why, "", "unhealthy");  // named: no literal inside co_await (GCC 12)
+      co_await send_error(c, e);
+    } else {
+      co_await c.send(http::status::ok, kNoType, std::string());
+    }
+  }
 
   net::awaitable<void> send_error(Connection& c, const ApiError& e) {
     st.metrics.on_http_error(e.status);
@@ -240,11 +285,13 @@ struct HttpServer::Impl {
     std::optional<ApiError> err;
     try {
       authorize(req, path);
+      if (st.draining && path != "/health" && path != "/metrics")
+        throw ApiError(503, "the server is shutting down", "", "shutting_down");
       if (path == "/health" || path == "/metrics" || path == "/v1/models" || path == "/version" ||
           path.rfind(kModelsPrefix, 0) == 0) {
         if (!get) throw ApiError(405, "method " + std::string(req.method_string()) + " is not allowed on " + path);
         if (path == "/health")
-          co_await c.send(http::status::ok, kNoType, std::string());
+          co_await send_health(c);
         else if (path == "/metrics")
           co_await c.send(http::status::ok, kMetricsType, st.metrics.render());
         else if (path == "/version")
@@ -317,25 +364,110 @@ struct HttpServer::Impl {
       }
       const Request& req = parser.get();
       // HTTP/1.2 and later minors are answered as HTTP/1.1 (RFC 9112 2.6); Beast refuses 2.0+.
-      c.begin_response(req.version() >= 11 ? 11 : 10, req.keep_alive());
-      co_await route(c, req);
+      // While draining, the connection closes after this answer.
+      c.begin_response(req.version() >= 11 ? 11 : 10, req.keep_alive() && !st.draining);
+      {
+        ++st.in_flight;
+        struct Done {
+          std::atomic<int64_t>& n;
+          ~Done() { --n; }
+        } done{st.in_flight};
+        co_await route(c, req);
+      }
       if (!c.keep_alive()) break;
     }
+  }
+
+  // A connection the server will not serve (past --limit-concurrency, or accepted through the
+  // reserve descriptor): /health is answered, anything else gets 503 `why`; then it closes.
+  net::awaitable<void> shed(tcp::socket socket, std::string why) {
+    Connection c(std::move(socket), std::chrono::seconds(1));
+    http::request_parser<http::string_body> parser;
+    apply_request_limits(parser, st.opts.max_body_bytes);
+    // Only a request already sent is read (a timed-out read would close the socket unanswered).
+    boost::system::error_code ec;
+    if (c.stream().socket().available(ec) == 0 && !ec) {
+      net::steady_timer t(c.stream().get_executor(), kShedReadWindow);
+      co_await t.async_wait(use_tuple);
+    }
+    if (c.stream().socket().available(ec) > 0 && !ec) {
+      c.stream().expires_after(std::chrono::seconds(1));
+      std::tie(ec, std::ignore) = co_await http::async_read_header(c.stream(), c.buffer(), parser, use_tuple);
+      c.stream().expires_never();
+    } else {
+      ec = http::error::end_of_stream;
+    }
+    c.begin_response(11, false);
+    const bool health = !ec && parser.get().method() == http::verb::get &&
+                        strip_root_path(parser.get().target(), st.opts.root_path) == "/health";
+    const ApiError refusal(503, why, "", "overloaded");  // named: no literal inside co_await (GCC 12)
+    if (health)
+      co_await send_health(c);
+    else
+      co_await send_error(c, refusal);
+    c.close();
+  }
+
+  void spawn_shed(tcp::socket socket, std::string why) {
+    auto ex = socket.get_executor();
+    net::co_spawn(ex, shed(std::move(socket), std::move(why)),
+                  [](std::exception_ptr e) { log_escaped("a refused connection", e); });
+  }
+
+  // Out of descriptors and the like, at most one line per kAcceptLogInterval with a count.
+  void log_accept_error(const beast::error_code& ec) {
+    const auto now = std::chrono::steady_clock::now();
+    if (accept_logged_at != std::chrono::steady_clock::time_point{} && now - accept_logged_at < kAcceptLogInterval) {
+      ++accept_errors_unlogged;
+      return;
+    }
+    std::string line = "serve: accept failed: " + ec.message();
+    if (accept_errors_unlogged > 0)
+      line += " (and " + std::to_string(accept_errors_unlogged) + " more times since the last such line)";
+    st.opts.logger.log(LogLevel::Error, line);
+    accept_logged_at = now;
+    accept_errors_unlogged = 0;
   }
 
   net::awaitable<void> accept_loop() {
     for (;;) {
       auto [ec, socket] = co_await acceptor.async_accept(net::make_strand(ioc), use_tuple);
       if (ec == net::error::operation_aborted || !acceptor.is_open()) co_return;
-      if (ec) {  // out of descriptors or the like: back off instead of spinning
-        std::fprintf(stderr, "serve: accept failed: %s\n", ec.message().c_str());
-        net::steady_timer t(ioc, std::chrono::milliseconds(50));
+      if (ec) {
+        log_accept_error(ec);
+        const bool no_fds = ec == net::error::no_descriptors || ec.value() == ENFILE;
+        if (no_fds && spare_fd >= 0) {  // the reserve: one waiting connection gets /health or a 503
+          ::close(spare_fd);
+          spare_fd = -1;
+          auto r = co_await acceptor.async_accept(net::make_strand(ioc), use_tuple);
+          if (!std::get<0>(r)) spawn_shed(std::move(std::get<1>(r)), std::string(kOutOfDescriptors));
+        }
+        // Back off instead of spinning; meanwhile that connection is answered, and its descriptor
+        // becomes the reserve again.
+        net::steady_timer t(ioc, std::chrono::milliseconds(no_fds ? 20 : 100));
         co_await t.async_wait(use_tuple);
+        if (spare_fd < 0) spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
         continue;
       }
-      net::co_spawn(socket.get_executor(), session(std::move(socket)),
-                    [](std::exception_ptr e) { log_escaped("a connection", e); });
+      if (st.opts.limit_concurrency > 0 && st.connections >= st.opts.limit_concurrency) {
+        spawn_shed(std::move(socket), "too many connections (--limit-concurrency " +
+                                          std::to_string(st.opts.limit_concurrency) + "); try again later");
+        continue;
+      }
+      ++st.connections;
+      net::co_spawn(socket.get_executor(), session(std::move(socket)), [this](std::exception_ptr e) {
+        --st.connections;
+        log_escaped("a connection", e);
+      });
     }
+  }
+
+  // Waits until no request is in flight, stop() is called or `until` passes; true if none is left.
+  bool wait_in_flight(std::chrono::steady_clock::time_point until) {
+    std::unique_lock lk(shutdown_mu);
+    while (!stop_now && st.in_flight > 0 && std::chrono::steady_clock::now() < until)
+      shutdown_cv.wait_for(lk, std::chrono::milliseconds(20));
+    return st.in_flight == 0;
   }
 };
 
@@ -384,6 +516,7 @@ int HttpServer::bind(int fd) {
 
 void HttpServer::serve() {
   Impl& im = *impl_;
+  if (im.spare_fd < 0) im.spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   net::co_spawn(im.ioc, im.accept_loop(), [](std::exception_ptr e) { log_escaped("the acceptor", e); });
   std::vector<std::thread> threads;
   for (int i = 1; i < std::max(1, im.st.opts.http_threads); ++i) threads.emplace_back([&im] { im.ioc.run(); });
@@ -391,7 +524,46 @@ void HttpServer::serve() {
   for (auto& t : threads) t.join();
 }
 
+void HttpServer::drain(double grace_s) {
+  Impl& im = *impl_;
+  if (im.st.draining.exchange(true)) return;
+  net::post(im.ioc, [&im] {
+    boost::system::error_code ec;
+    im.acceptor.close(ec);  // new connections are refused from now on
+  });
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  const int64_t at_start = im.st.in_flight;
+  const Logger& log = im.st.opts.logger;
+  char grace[32];
+  std::snprintf(grace, sizeof grace, "%g", grace_s);
+  log.info("serve: shutting down: " + std::to_string(at_start) + " request(s) in flight get up to " + grace +
+           " s to finish (--shutdown-timeout); a second signal stops at once");
+  const bool drained = im.wait_in_flight(
+      t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::max(0.0, grace_s))));
+  {
+    std::lock_guard lk(im.shutdown_mu);
+    if (im.stop_now) return;
+  }
+  if (drained) {
+    char took[32];
+    std::snprintf(took, sizeof took, "%.2f", std::chrono::duration<double>(Clock::now() - t0).count());
+    log.info("serve: drained: the " + std::to_string(at_start) + " request(s) in flight finished in " + took + " s");
+  } else {
+    log.warning("serve: grace period over: cutting " + std::to_string(im.st.in_flight.load()) +
+                " request(s) (streams end with an error event and [DONE], others get 503)");
+    im.st.loop.stop();  // open requests fail with 503
+    im.wait_in_flight(Clock::now() + kCutWindow);
+  }
+  im.ioc.stop();
+}
+
 void HttpServer::stop() {
+  {
+    std::lock_guard lk(impl_->shutdown_mu);
+    impl_->stop_now = true;
+  }
+  impl_->shutdown_cv.notify_all();
   impl_->st.loop.stop();
   impl_->ioc.stop();
 }

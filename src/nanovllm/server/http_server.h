@@ -5,6 +5,9 @@
 // Transport: Boost.Beast's HTTP/1.1 parser over Boost.Asio, one C++20 coroutine per connection on
 // a few I/O threads (`http_threads`), so thousands of concurrent streams cost no thread each.
 // Requests go to the single engine thread (EngineLoop) and come back through RequestChannels.
+// Lifecycle under load and abuse: a graceful drain on shutdown, /health from the I/O threads
+// (503 with the reason when the engine stalls or fails), --limit-concurrency, and a descriptor in
+// reserve so /health is answered when the process runs out of them.
 #pragma once
 #include <memory>
 
@@ -28,6 +31,11 @@ class HttpServer {
   int bind(int fd);
   void serve();  // runs the I/O threads (this one included) until stop()
   void stop();   // thread-safe; the engine loop stops (open requests fail with 503), then the I/O
+  // Graceful shutdown (SIGTERM/SIGINT), blocking; call from a thread other than serve()'s: stops
+  // accepting at once (requests on open connections get 503), gives the requests in flight up to
+  // `grace_s` seconds to finish, then cuts the rest (streams end with an error event and [DONE],
+  // others get 503) and stops the I/O, so serve() returns. stop() meanwhile ends it at once.
+  void drain(double grace_s);
 
  private:
   struct Impl;

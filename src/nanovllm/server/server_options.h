@@ -18,10 +18,25 @@ struct ServerOptions {
   // --served-model-name: every name answers (requests' "model", /v1/models lists them all); the
   // first is the one responses report. Empty: the --model value, as vLLM does.
   std::vector<std::string> served_model_names;
-  int64_t max_body_bytes = 8 << 20;      // larger request bodies get 413, whatever their framing
-  double request_timeout_s = 600;        // a request running longer is aborted (0 = never)
-  int http_threads = 4;                  // I/O threads; connections are coroutines, not threads
-  int keep_alive_timeout_s = 30;         // an idle connection, or one sending a request this long, closes
+  int64_t max_body_bytes = 8 << 20;  // larger request bodies get 413, whatever their framing
+  double request_timeout_s = 600;    // a request running longer is aborted (0 = never)
+  int http_threads = 4;              // I/O threads; connections are coroutines, not threads
+  int keep_alive_timeout_s = 30;     // an idle connection, or one sending a request this long, closes
+  // --shutdown-timeout (vLLM's name): on SIGTERM/SIGINT, seconds in-flight requests get to finish
+  // before they are cut (streams: an error event and [DONE]; others: 503). 0 = cut at once
+  // (vLLM's default); ours drains, in time for Kubernetes' default 30 s terminationGracePeriod.
+  double shutdown_timeout_s = 25;
+  // --engine-stall-timeout: /health answers 503 when the engine has made no progress this long
+  // while work is pending (0 = never). One step is milliseconds to a few seconds (a long prefill
+  // on a slow device); 60 s is far past any legitimate step and well inside a probe's patience.
+  double engine_stall_timeout_s = 60;
+  // --limit-concurrency (uvicorn's): connections past this get 503 and close (/health is still
+  // answered); 0 = bounded only by the descriptors, one of which is kept in reserve for /health.
+  int64_t limit_concurrency = 0;
+  // --max-pending-output-bytes: output waiting for a client that does not read, per request; past
+  // it the request is aborted and the connection closed.
+  int64_t max_pending_output_bytes = 8 << 20;
+  double testing_stall_engine_s = 0;     // --testing-stall-engine: test hook of the /health watchdog
   std::string reasoning_parser;          // --reasoning-parser (qwen3): <think> -> reasoning_content
   std::string tool_call_parser;          // --tool-call-parser (hermes)
   bool enable_auto_tool_choice = false;  // --enable-auto-tool-choice: tool_choice "auto" parses tool calls

@@ -16,14 +16,19 @@ namespace nanovllm::server {
 struct ServerState {
   ServerState(LLM& llm, const ServerOptions& o, ModelInfo m, CacheInfo cache)
       : opts(o), model(std::move(m)), metrics(model.name, std::move(cache)),
-        loop(llm, metrics, o.request_timeout_s, {o.logger, o.log_requests, o.log_stats, o.log_stats_interval_s}) {}
+        loop(llm, metrics, {o.request_timeout_s, o.max_pending_output_bytes, o.testing_stall_engine_s},
+             {o.logger, o.log_requests, o.log_stats, o.log_stats_interval_s}) {}
 
   ServerOptions opts;
   ModelInfo model;
   Metrics metrics;
   EngineLoop loop;
   std::atomic<uint64_t> next_id{1};
-  int64_t started_at = 0;  // unix seconds
+  std::atomic<bool> draining{false};            // shutting down: no new requests (503), in-flight ones finish
+  std::atomic<int64_t> in_flight{0};            // requests being answered
+  std::atomic<int64_t> connections{0};          // open connections (--limit-concurrency)
+  std::atomic<bool> reported_unhealthy{false};  // /health's last answer was 503 (its log line is said once)
+  int64_t started_at = 0;                       // unix seconds
 
   std::string new_id(const char* prefix) {
     return prefix + std::to_string(started_at) + "-" + std::to_string(next_id++);

@@ -34,14 +34,15 @@ for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => { killAll(); proc
 
 // `positional`: the model as vLLM's first argument (serve DIR) instead of --model DIR; `env`: extra
 // environment variables of the server; `dummy`: random weights (false: the model's own), or
-// `loadFormat` named.
-export async function startServer(extra = [], { apiKey, modelDir, kvBytes = 200000000, dummy = true, loadFormat, positional = false, env = {} } = {}) {
+// `loadFormat` named; `wrap`: a command line the server runs under (['prlimit', '--nofile=64:64', '--']).
+export async function startServer(extra = [], { apiKey, modelDir, kvBytes = 200000000, dummy = true, loadFormat, positional = false, env = {}, wrap = [] } = {}) {
   const dir = modelDir ?? writeTinyModel();
   const format = loadFormat ?? (dummy ? 'dummy' : null);
   const args = ['serve', ...(positional ? [dir] : ['--model', dir]), ...(format ? ['--load-format', format] : []), '--device', 'cpu',
     '--kv-cache-memory', String(kvBytes), '--served-model-name', MODEL, '--port', '0', ...extra];
   if (apiKey) args.push('--api-key', apiKey);
-  const proc = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+  const [cmd, ...pre] = [...wrap, BIN];
+  const proc = spawn(cmd, [...pre, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   live.add(proc);
   let log = '';
   proc.stderr.on('data', (d) => { log += d; });
