@@ -2,7 +2,9 @@
 // prompts of randint(100, max_input_len) tokens drawn from randint(0, 10000), outputs of
 // randint(100, max_output_len) tokens, temperature 0.6, ignore_eos), a batch-1 latency mode
 // (TTFT of a 1,024-token prompt, decode tok/s at 1K context) and the long-prompt interference
-// mode (bench_interference.h). Prints one JSON object.
+// mode (bench_interference.h). Prints one JSON object. --shared-prefix-len N makes the throughput
+// workload chat-like: every prompt starts with the same N-token system prompt (also the warm-up's),
+// and the JSON gives the prefix cache's hit rate over the run.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -36,6 +38,7 @@ struct BenchArgs {
   int64_t latency_prompt_len = 1024, latency_output_len = 256;
   // Applied to every request of the throughput workload (the cost of logprobs and penalties).
   int logprobs = -1;
+  int64_t shared_prefix_len = 0;  // throughput: a system prompt of this many tokens before every prompt
   float repetition_penalty = 1.0f, frequency_penalty = 0.0f;
   // Throughput and latency: every request's output constrained by this JSON Schema (a file).
   std::string json_schema_file;
@@ -56,6 +59,10 @@ nlohmann::json throughput(LLMEngine& e, const BenchArgs& a) {
     for (auto& t : p) t = int32_t(rng.randint(0, max_token_id(e)));
     prompts.push_back(std::move(p));
   }
+  std::vector<int32_t> system(size_t(a.shared_prefix_len));
+  PythonRandom srng(4);  // its own generator: the rest of the workload stays bench.py's
+  for (auto& t : system) t = int32_t(srng.randint(0, max_token_id(e)));
+  for (auto& p : prompts) p.insert(p.begin(), system.begin(), system.end());
   std::vector<SamplingParams> params;
   int64_t prompt_tokens = 0, output_tokens = 0;
   for (int64_t i = 0; i < a.num_seqs; ++i) {
@@ -73,14 +80,19 @@ nlohmann::json throughput(LLMEngine& e, const BenchArgs& a) {
     output_tokens += sp.max_tokens;
   }
   // Warm-up, as bench.py does, but of a prefill and one decode step (its 16 tokens warm nothing
-  // more: they only added ~1 s of batch-1 decode to the CPU demo's wall time).
+  // more: they only added ~1 s of batch-1 decode to the CPU demo's wall time). With a system
+  // prompt, its prompt starts with it: as in a server's steady state, the system prompt has been
+  // seen before the requests come (all at once, most would be admitted before it is cached).
   SamplingParams warm;
   warm.max_tokens = 2;
-  e.add_request({1, 2, 3, 4}, warm);
+  std::vector<int32_t> warm_prompt = system;
+  warm_prompt.insert(warm_prompt.end(), {1, 2, 3, 4});
+  e.add_request(warm_prompt, warm);
   while (e.has_unfinished()) e.step();
+  const SchedulerStats s0 = e.scheduler_stats();
   const double t0 = now_seconds();
   for (int64_t i = 0; i < a.num_seqs; ++i) e.add_request(prompts[size_t(i)], params[size_t(i)]);
-  int64_t generated = 0;
+  int64_t generated = 0, requests_hit = 0;
   double prefill_s = 0, decode_s = 0;
   ProgressBar bar(a.num_seqs, true);  // stderr, and only when it is a terminal
   while (e.has_unfinished()) {
@@ -88,10 +100,16 @@ nlohmann::json throughput(LLMEngine& e, const BenchArgs& a) {
     generated += int64_t(r.new_tokens.size());
     (r.is_prefill ? prefill_s : decode_s) += r.seconds;
     bar.on_step(r.is_prefill, r.num_tokens, r.seconds);
-    for (size_t i = 0; i < r.finished.size(); ++i) bar.on_finished();
+    for (const RequestOutput& o : r.finished) {
+      bar.on_finished();
+      requests_hit += o.num_cached_prompt_tokens > 0;
+    }
   }
   bar.done();
   const double secs = now_seconds() - t0;
+  const SchedulerStats s1 = e.scheduler_stats();
+  const int64_t queried = s1.prefix_query_tokens - s0.prefix_query_tokens,
+                hit = s1.prefix_hit_tokens - s0.prefix_hit_tokens;
   if (generated != output_tokens)
     throw Error("bench: generated " + std::to_string(generated) + " tokens, expected " + std::to_string(output_tokens));
   return {{"mode", "throughput"},
@@ -104,6 +122,10 @@ nlohmann::json throughput(LLMEngine& e, const BenchArgs& a) {
           {"output_tok_s", double(output_tokens) / secs},
           {"total_tok_s", double(prompt_tokens + output_tokens) / secs},
           {"preemptions", e.scheduler_stats().preemptions},
+          {"shared_prefix_len", a.shared_prefix_len},
+          {"prefix_cache_hit_rate", queried > 0 ? double(hit) / double(queried) : 0.0},
+          {"prefix_cache_hit_tokens", hit},
+          {"requests_with_prefix_hits", requests_hit},
           {"logprobs", a.logprobs},
           {"repetition_penalty", a.repetition_penalty},
           {"frequency_penalty", a.frequency_penalty},
@@ -298,6 +320,10 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--logprobs", a->logprobs, "throughput: every request asks for N logprobs (default: none)");
   cmd->add_option("--repetition-penalty", a->repetition_penalty, "throughput: every request's repetition_penalty");
   cmd->add_option("--frequency-penalty", a->frequency_penalty, "throughput: every request's frequency_penalty");
+  cmd->add_option("--shared-prefix-len", a->shared_prefix_len,
+                  "throughput: every prompt starts with the same system prompt of N tokens (a chat-like workload; "
+                  "the JSON gives the prefix-cache hit rate)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--json-schema", a->json_schema_file,
                   "throughput and latency: every request's output follows this JSON Schema (file)");
   cmd->add_flag("--interference", a->interference,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nanovllm/backends/attention_metadata.h"
+#include "nanovllm/backends/kv_block_copy.h"
 #include "nanovllm/backends/logits_processing.h"
 #include "nanovllm/backends/rope_params.h"
 #include "nanovllm/backends/weight_scales.h"
@@ -150,6 +151,12 @@ class Backend {
                          int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float scale,
                          const AttentionMetadata& md, int64_t sliding_window = 0, KVScales kv_scales = {},
                          const ReadAhead& then = {}) = 0;
+  // Prefix caching's partial hits (engine/block_manager.h): for each copy c and each plane p of
+  // cache [P, num_blocks, block_size, R] (P = 2 x layers: every layer's keys, then values; R =
+  // Hkv * D), cache[p, c.dst_block, :c.num_slots] = cache[p, c.src_block, :c.num_slots]. Any dtype:
+  // FP8 codes are copied as they are (their scales are per layer, not per block). The blocks of a
+  // copy differ; no copy writes a block another copy of the list reads. Enqueued in stream order.
+  virtual void copy_kv_blocks(Tensor& cache, const std::vector<KVBlockCopy>& copies) = 0;
   // dst = src converted to dst's dtype (same shape; F32 <-> the act dtype), or copied (equal dtypes).
   virtual void cast(const Tensor& src, Tensor& dst) = 0;
   // out = silu(x[:, :I]) * x[:, I:]. x: [T, 2I]; out: [T, I].

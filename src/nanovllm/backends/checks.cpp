@@ -2,6 +2,8 @@
 
 #include <climits>
 #include <cmath>
+#include <set>
+#include <string>
 
 #include "nanovllm/backends/backend.h"
 #include "nanovllm/utils/error.h"
@@ -124,6 +126,24 @@ void check_add_rms_norm_linear(const Tensor& x, const Tensor& residual, const Te
 
 void check_cast(const Tensor& src, const Tensor& dst) {
   if (src.shape() != dst.shape()) fail("cast", shape_str(src.shape()) + " -> " + shape_str(dst.shape()));
+}
+
+void check_copy_kv_blocks(const Tensor& cache, const std::vector<KVBlockCopy>& copies) {
+  want_dim("copy_kv_blocks", "cache", cache, 4);
+  const int64_t blocks = cache.size(1), bs = cache.size(2);
+  std::set<int32_t> written, read;
+  for (const KVBlockCopy& c : copies) {
+    const std::string what = "copy of " + std::to_string(c.num_slots) + " slots from block " +
+                             std::to_string(c.src_block) + " to block " + std::to_string(c.dst_block);
+    if (c.src_block < 0 || c.src_block >= blocks || c.dst_block < 0 || c.dst_block >= blocks)
+      fail("copy_kv_blocks", what + ": a block outside the cache's " + std::to_string(blocks));
+    if (c.num_slots < 1 || c.num_slots > bs) fail("copy_kv_blocks", what + ": slots outside 1.." + std::to_string(bs));
+    if (c.src_block == c.dst_block) fail("copy_kv_blocks", what + ": the same block");
+    if (written.count(c.dst_block) || read.count(c.dst_block) || written.count(c.src_block))
+      fail("copy_kv_blocks", what + ": another copy of the step uses its blocks");
+    written.insert(c.dst_block);
+    read.insert(c.src_block);
+  }
 }
 
 void check_merge_vocab_shards(const Tensor& parts, const Tensor& out) {

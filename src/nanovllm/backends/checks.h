@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "nanovllm/backends/attention_metadata.h"
+#include "nanovllm/backends/kv_block_copy.h"
 #include "nanovllm/backends/rope_params.h"
 #include "nanovllm/config/kv_cache_dtype.h"
 #include "nanovllm/utils/tensor.h"
@@ -29,6 +30,9 @@ void check_linear_silu_mul(const Tensor& x, const Tensor& w, const Tensor& out);
 void check_add_rms_norm_linear(const Tensor& x, const Tensor& residual, const Tensor& norm_w, const Tensor& w,
                                const Tensor& out, bool silu_mul);
 void check_cast(const Tensor& src, const Tensor& dst);
+// cache [P, num_blocks, block_size, R]; every copy inside it, its blocks distinct, and no block both
+// written by one copy and read or written by another.
+void check_copy_kv_blocks(const Tensor& cache, const std::vector<KVBlockCopy>& copies);
 void check_moe_topk(const Tensor& logits, int64_t top_k, const Tensor& weights, const Tensor& ids);
 void check_moe_experts(const Tensor& x, const Tensor& w13, const Tensor& w2, const Tensor& weights, const Tensor& ids,
                        const Tensor& out);

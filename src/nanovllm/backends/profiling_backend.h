@@ -71,6 +71,9 @@ class ProfilingBackend final : public Backend {
   void cast(const Tensor& src, Tensor& dst) override {
     timed("cast", [&] { in_->cast(src, dst); });
   }
+  void copy_kv_blocks(Tensor& cache, const std::vector<KVBlockCopy>& copies) override {
+    timed("copy_kv_blocks", [&] { in_->copy_kv_blocks(cache, copies); });
+  }
   void silu_and_mul(const Tensor& x, Tensor& out) override {
     timed("silu_and_mul", [&] { in_->silu_and_mul(x, out); });
   }

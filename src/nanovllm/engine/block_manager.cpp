@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 
 #include <xxhash.h>
 
@@ -11,7 +10,9 @@
 namespace nanovllm {
 
 BlockManager::BlockManager(int64_t num_blocks, int64_t block_size, bool enable_prefix_caching)
-    : block_size_(block_size), prefix_caching_(enable_prefix_caching) {
+    : block_size_(block_size),
+      granules_per_block_(block_size > kGranule && block_size % kGranule == 0 ? block_size / kGranule : 1),
+      prefix_caching_(enable_prefix_caching) {
   if (num_blocks <= 0) throw ResourceError("the KV cache has no blocks");
   blocks_.resize(size_t(num_blocks));
   for (int64_t i = 0; i < num_blocks; ++i) {
@@ -46,8 +47,8 @@ int32_t BlockManager::lookup(const Sequence& seq, int64_t i, std::optional<uint6
   return b.id;
 }
 
-int64_t BlockManager::can_allocate(const Sequence& seq) const {
-  int64_t hits = 0, hits_in_free = 0;
+BlockManager::Plan BlockManager::plan(const Sequence& seq) const {
+  Plan p;
   if (prefix_caching_ && !seq.needs_prompt_logprobs()) {  // prompt logprobs need every prompt position computed
     const int64_t lookups = (seq.num_tokens() - 1) / block_size_;  // never the last token's block
     std::optional<uint64_t> prefix;
@@ -55,13 +56,68 @@ int64_t BlockManager::can_allocate(const Sequence& seq) const {
       uint64_t h;
       int32_t id = lookup(seq, i, prefix, h);
       if (id < 0) break;
-      ++hits;
-      if (blocks_[size_t(id)].ref_count == 0) ++hits_in_free;
+      p.hits.push_back(id);
+      if (blocks_[size_t(id)].ref_count == 0) ++p.hits_in_free;
       prefix = h;
     }
+    if (granules_per_block_ > 1) find_granules(seq, int64_t(p.hits.size()), prefix, p);
   }
-  const int64_t needed = seq.num_blocks() - hits;
-  return num_free_blocks() - hits_in_free >= needed ? hits : -1;
+  const int64_t needed = seq.num_blocks() - int64_t(p.hits.size());
+  int64_t free = num_free_blocks() - p.hits_in_free;
+  // A free source is held out of the free list until its copy runs: skip the hit where that
+  // block is wanted for the sequence itself.
+  if (p.source >= 0 && blocks_[size_t(p.source)].ref_count == 0) {
+    if (free - 1 >= needed) {
+      --free;
+    } else {
+      p.source = -1;
+      p.granules = 0;
+    }
+  }
+  p.fits = free >= needed;
+  return p;
+}
+
+void BlockManager::find_granules(const Sequence& seq, int64_t i, std::optional<uint64_t> prefix, Plan& p) const {
+  const int64_t start = i * block_size_;
+  // Never the last token; never a whole block (that would have been a block hit).
+  const int64_t most = std::min(granules_per_block_ - 1, (seq.num_tokens() - 1 - start) / kGranule);
+  const int32_t* toks = seq.token_ids.data() + start;
+  for (int64_t j = 1; j <= most; ++j) {
+    const uint64_t h = compute_hash({toks + (j - 1) * kGranule, size_t(kGranule)}, prefix);
+    prefix = h;
+    auto it = granule_to_blocks_.find(h);
+    if (it == granule_to_blocks_.end()) return;
+    int32_t found = -1;
+    for (int32_t id : it->second) {
+      const Block& b = blocks_[size_t(id)];
+      if (int64_t(b.token_ids.size()) < j * kGranule || !std::equal(toks, toks + j * kGranule, b.token_ids.begin()))
+        continue;
+      if (std::find(p.hits.begin(), p.hits.end(), id) != p.hits.end()) continue;  // (a hash collision)
+      found = id;
+      if (b.ref_count > 0) break;  // one in use costs no free block
+    }
+    if (found < 0) return;
+    p.source = found;
+    p.granules = j;
+  }
+}
+
+int64_t BlockManager::can_allocate(const Sequence& seq) const {
+  Plan p = plan(seq);
+  return p.fits ? int64_t(p.hits.size()) : -1;
+}
+
+void BlockManager::hold(int32_t id) {
+  Block& b = blocks_[size_t(id)];
+  if (b.ref_count == 0) take_block_out_of_free_list(id);
+  ++b.ref_count;
+}
+
+void BlockManager::release(int32_t id) {
+  Block& b = blocks_[size_t(id)];
+  if (b.ref_count <= 0) throw Error("block manager: double free of block " + std::to_string(b.id));
+  if (--b.ref_count == 0) free_.push_back(b.id);
 }
 
 void BlockManager::take_block_out_of_free_list(int32_t id) {
@@ -81,6 +137,13 @@ int32_t BlockManager::take_free_block() {
     if (it != hash_to_block_.end() && it->second == id) hash_to_block_.erase(it);
     b.hash.reset();
   }
+  for (uint64_t h : b.granule_hashes) {
+    auto it = granule_to_blocks_.find(h);
+    if (it == granule_to_blocks_.end()) continue;
+    std::erase(it->second, id);
+    if (it->second.empty()) granule_to_blocks_.erase(it);
+  }
+  b.granule_hashes.clear();
   b.token_ids.clear();
   b.ref_count = 1;
   return id;
@@ -89,44 +152,29 @@ int32_t BlockManager::take_free_block() {
 void BlockManager::allocate(Sequence& seq) {
   if (!seq.block_table.empty())
     throw Error("block manager: sequence " + std::to_string(seq.id) + " already has blocks");
-  if (can_allocate(seq) < 0)
-    throw ResourceError("block manager: not enough free blocks for sequence " + std::to_string(seq.id));
-  std::optional<uint64_t> prefix;
-  bool hitting = prefix_caching_ && !seq.needs_prompt_logprobs();
-  const int64_t lookups = (seq.num_tokens() - 1) / block_size_;
-  int64_t hits = 0;
-  for (int64_t i = 0; i < seq.num_blocks(); ++i) {
-    int32_t id = -1;
-    if (hitting && i < lookups) {
-      uint64_t h;
-      id = lookup(seq, i, prefix, h);
-      prefix = h;
-    }
-    if (id >= 0) {
-      Block& b = blocks_[size_t(id)];
-      if (b.ref_count == 0) take_block_out_of_free_list(id);
-      ++b.ref_count;
-      ++hits;
-    } else {
-      hitting = false;
-      id = take_free_block();
-    }
+  const Plan p = plan(seq);
+  if (!p.fits) throw ResourceError("block manager: not enough free blocks for sequence " + std::to_string(seq.id));
+  for (int32_t id : p.hits) {
+    hold(id);
     seq.block_table.push_back(id);
   }
-  seq.num_cached_tokens = hits * block_size_;
+  if (p.source >= 0) hold(p.source);  // before the fresh blocks: none of them may be the source
+  for (int64_t i = int64_t(p.hits.size()); i < seq.num_blocks(); ++i) seq.block_table.push_back(take_free_block());
+  const int64_t hits = int64_t(p.hits.size()), copied = p.granules * kGranule;
+  if (p.source >= 0) seq.kv_copy = KVBlockCopy{p.source, seq.block_table[size_t(hits)], int32_t(copied)};
+  seq.num_cached_tokens = hits * block_size_ + copied;
   seq.num_hashed_blocks = hits;
   if (prefix_caching_) {
     query_tokens_ += seq.num_tokens();
     hit_tokens_ += seq.num_cached_tokens;
+    granule_hit_tokens_ += copied;
   }
 }
 
 void BlockManager::deallocate(Sequence& seq) {
-  for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) {
-    Block& b = blocks_[size_t(*it)];
-    if (b.ref_count <= 0) throw Error("block manager: double free of block " + std::to_string(b.id));
-    if (--b.ref_count == 0) free_.push_back(b.id);
-  }
+  if (seq.kv_copy) release(seq.kv_copy->src_block);
+  seq.kv_copy.reset();
+  for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) release(*it);
   seq.block_table.clear();
   seq.num_cached_tokens = 0;
   seq.num_hashed_blocks = 0;
@@ -145,54 +193,45 @@ void BlockManager::may_append(Sequence& seq, int64_t extra_tokens) {
   for (int64_t n = blocks_to_append(seq, extra_tokens); n > 0; --n) seq.block_table.push_back(take_free_block());
 }
 
+void BlockManager::index_granules(Block& b, std::span<const int32_t> tokens, std::optional<uint64_t> prefix,
+                                  int64_t upto) {
+  upto = std::min(upto, granules_per_block_ - 1);
+  if (int64_t(b.granule_hashes.size()) >= upto) return;
+  if (int64_t(b.token_ids.size()) < upto * kGranule)
+    b.token_ids.assign(tokens.begin(), tokens.begin() + upto * kGranule);
+  for (int64_t j = int64_t(b.granule_hashes.size()) + 1; j <= upto; ++j) {
+    if (j > 1) prefix = b.granule_hashes.back();
+    const uint64_t h = compute_hash(tokens.subspan(size_t((j - 1) * kGranule), size_t(kGranule)), prefix);
+    b.granule_hashes.push_back(h);
+    granule_to_blocks_[h].push_back(b.id);
+  }
+}
+
 void BlockManager::hash_blocks(Sequence& seq) {
+  if (seq.kv_copy) release(seq.kv_copy->src_block);  // the step that ran the copy is over
+  seq.kv_copy.reset();
   if (!prefix_caching_) return;
-  const int64_t full = std::min<int64_t>(seq.num_cached_tokens / block_size_, int64_t(seq.block_table.size()));
+  const int64_t computed = std::min(seq.num_cached_tokens, int64_t(seq.block_table.size()) * block_size_);
+  const int64_t full = computed / block_size_;
+  auto prefix_of = [&](int64_t i) -> std::optional<uint64_t> {
+    if (i == 0) return std::nullopt;
+    return blocks_[size_t(seq.block_table[size_t(i - 1)])].hash;
+  };
   for (int64_t i = seq.num_hashed_blocks; i < full; ++i) {
-    std::optional<uint64_t> prefix;
-    if (i > 0) prefix = blocks_[size_t(seq.block_table[size_t(i - 1)])].hash;
+    const std::optional<uint64_t> prefix = prefix_of(i);
     Block& b = blocks_[size_t(seq.block_table[size_t(i)])];
     auto toks = seq.block(i);
     uint64_t h = compute_hash(toks, prefix);
     b.hash = h;
     b.token_ids.assign(toks.begin(), toks.end());
     hash_to_block_[h] = b.id;
+    if (granules_per_block_ > 1) index_granules(b, toks, prefix, granules_per_block_);
   }
   seq.num_hashed_blocks = std::max(seq.num_hashed_blocks, full);
-}
-
-std::string BlockManager::check_invariants(const std::vector<const Sequence*>& live) const {
-  std::map<int32_t, int32_t> refs;
-  for (auto* s : live)
-    for (int32_t id : s->block_table) ++refs[id];
-  int64_t used = 0;
-  for (auto& b : blocks_) {
-    int32_t want = refs.count(b.id) ? refs[b.id] : 0;
-    if (b.ref_count != want)
-      return "block " + std::to_string(b.id) + " has ref_count " + std::to_string(b.ref_count) + " but " +
-             std::to_string(want) + " block tables hold it";
-    if (b.ref_count > 0) ++used;
-  }
-  if (used + num_free_blocks() != num_blocks())
-    return "used (" + std::to_string(used) + ") + free (" + std::to_string(num_free_blocks()) + ") != all (" +
-           std::to_string(num_blocks()) + ")";
-  for (int32_t id : free_)
-    if (blocks_[size_t(id)].ref_count != 0) return "free block " + std::to_string(id) + " is referenced";
-  for (auto& [h, id] : hash_to_block_) {
-    const Block& b = blocks_[size_t(id)];
-    if (!b.hash || *b.hash != h) return "hash entry points at block " + std::to_string(id) + " with another hash";
-    if (int64_t(b.token_ids.size()) != block_size_) return "hashed block " + std::to_string(id) + " is not full";
-  }
-  // Every sealed block of a live sequence holds exactly that sequence's tokens.
-  for (auto* s : live)
-    for (int64_t i = 0; i < s->num_hashed_blocks; ++i) {
-      const Block& b = blocks_[size_t(s->block_table[size_t(i)])];
-      auto toks = s->block(i);
-      if (!b.hash || !std::equal(toks.begin(), toks.end(), b.token_ids.begin(), b.token_ids.end()))
-        return "sealed block " + std::to_string(b.id) + " of sequence " + std::to_string(s->id) +
-               " does not match its tokens";
-    }
-  return "";
+  // The partly computed last block (a running sequence's, or a prompt chunk's end).
+  if (granules_per_block_ > 1 && full < int64_t(seq.block_table.size()) && computed - full * block_size_ >= kGranule)
+    index_granules(blocks_[size_t(seq.block_table[size_t(full)])], seq.block(full), prefix_of(full),
+                   (computed - full * block_size_) / kGranule);
 }
 
 }  // namespace nanovllm

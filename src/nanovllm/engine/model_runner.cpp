@@ -202,6 +202,7 @@ StepInputs ModelRunner::prepare(const ScheduledBatch& batch, int64_t bs, bool ah
   md.cu_seqlens_k.push_back(0);
   for (auto* s : batch.seqs) md.max_blocks = std::max<int64_t>(md.max_blocks, int64_t(s->block_table.size()));
   for (auto* s : batch.seqs) {
+    if (s->kv_copy && !ahead) in.kv_copies.push_back(*s->kv_copy);
     // New tokens: [num_cached, num_cached + num_scheduled) (decode: just the last token; ahead:
     // the one after it, not sampled yet).
     const int64_t begin = ahead ? s->num_tokens() : s->num_cached_tokens;
@@ -230,6 +231,12 @@ Tensor ModelRunner::forward_logits(StepInputs& in, Tensor* hidden_out, const Ten
   if (trace_)
     trace("step " + std::to_string(steps_++) + (in.md.is_prefill ? " prefill " : " decode ") +
           std::to_string(in.md.num_tokens));
+  // Partial prefix hits: the copied slots must hold their K/V before any attention reads them.
+  if (!in.kv_copies.empty()) {
+    Tensor planes =
+        kv_cache_.view({2 * mcfg_.num_hidden_layers, num_kv_blocks_, cfg_.block_size, kv_heads_ * mcfg_.head_dim});
+    backend_->copy_kv_blocks(planes, in.kv_copies);
+  }
   if (graphs_ && !in.md.is_prefill && in.md.num_seqs <= graphs_->max_batch()) return graphs_->run(in, device_ids);
   backend_->begin_step();
   const int64_t T = int64_t(in.input_ids.size());

@@ -28,6 +28,8 @@ struct StepInputs {
   std::vector<int32_t> input_ids, positions;  // [T]
   std::vector<int32_t> last_rows;             // [B] row of each sequence's last token
   AttentionMetadata md;
+  // Prefix caching's partial hits (block_manager.h): KV-cache copies run before the forward.
+  std::vector<KVBlockCopy> kv_copies;
 };
 
 class ModelRunner {
@@ -68,6 +70,8 @@ class ModelRunner {
   std::vector<int32_t> wait(Backend::SampledTokens& t) { return backend_->wait_tokens(t); }
 
   // ahead: each sequence decodes the token after its last (its id unknown: 0 in input_ids).
+  // The sequences' pending KV copies (Sequence::kv_copy) go into kv_copies (not ahead: a step
+  // ahead follows the one that ran them).
   static StepInputs prepare(const ScheduledBatch& batch, int64_t block_size, bool ahead = false);
   // Optional: sees the logits [B, V] (host floats) of every step before sampling (tests,
   // debugging). Costs a device->host copy of the logits when set.

@@ -155,7 +155,10 @@ ScheduledBatch Scheduler::schedule_prefill_first() {
       num_new = seq->num_tokens() - seq->num_cached_tokens;
     }
     if (num_new > remaining && !batch.seqs.empty()) break;  // only the first may be chunked
-    if (seq->block_table.empty()) bm_.allocate(*seq);
+    if (seq->block_table.empty()) {
+      bm_.allocate(*seq);  // granule hits may cache more than the whole blocks counted above
+      num_new = seq->num_tokens() - seq->num_cached_tokens;
+    }
     take(batch, seq, std::min(num_new, remaining));
     if (seq->num_scheduled_tokens < num_new) break;  // chunked: it stays at the front of waiting
     seq->status = SequenceStatus::Running;

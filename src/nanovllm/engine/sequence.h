@@ -3,10 +3,12 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "nanovllm/backends/kv_block_copy.h"
 #include "nanovllm/backends/logits_processing.h"
 #include "nanovllm/config/sampling_params.h"
 #include "nanovllm/engine/sequence_grammar.h"
@@ -30,6 +32,10 @@ class Sequence {
   int64_t num_scheduled_tokens = 0;  // tokens this step computes
   int64_t num_hashed_blocks = 0;     // leading blocks sealed into the prefix cache
   std::vector<int32_t> block_table;  // block ids, block i holds tokens [i*bs, (i+1)*bs)
+  // A partial prefix-cache hit (block_manager.h): the leading slots of a cached block that the
+  // model runner copies into this sequence's block before its first step; the block manager holds
+  // the source until then. Counted in num_cached_tokens.
+  std::optional<KVBlockCopy> kv_copy;
   SamplingParams params;
   uint64_t seed;  // sampling noise = f(seed, position, vocab index)
   FinishReason finish_reason = FinishReason::None;

@@ -1,5 +1,7 @@
 #include "nanovllm/engine/tp_protocol.h"
 
+#include <type_traits>
+
 #include <nlohmann/json.hpp>
 
 #include "nanovllm/config/settings.h"
@@ -30,6 +32,8 @@ std::vector<uint8_t> encode_step(const StepInputs& in) {
   w.put_vec(md.context_lens);
   w.put_vec(md.block_tables);
   w.put(md.max_blocks);
+  static_assert(std::is_trivially_copyable_v<KVBlockCopy> && sizeof(KVBlockCopy) == 12);
+  w.put_vec(in.kv_copies);
   return std::move(w.bytes());
 }
 
@@ -52,6 +56,7 @@ StepInputs decode_step(const std::vector<uint8_t>& bytes) {
   md.context_lens = r.get_vec<int32_t>();
   md.block_tables = r.get_vec<int32_t>();
   md.max_blocks = r.get<int64_t>();
+  in.kv_copies = r.get_vec<KVBlockCopy>();
   return in;
 }
 

@@ -3,7 +3,8 @@
 //     sizes its KV cache, captures graphs and picks kernels (KernelOptions) identically, whatever
 //     flags or environment the worker was given), and the model's dimensions, which the worker
 //     checks against its own copy of the model;
-//  2. before every forward, the step's StepInputs;
+//  2. before every forward, the step's StepInputs (with the KV-cache copies of prefix hits, which
+//     every rank runs on its own shard of the cache);
 //  3. at the end, the empty goodbye message (TpGroup::goodbye).
 #pragma once
 #include <cstdint>

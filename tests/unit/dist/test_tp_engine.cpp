@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <map>
 #include <random>
@@ -20,12 +21,26 @@ using namespace nanovllm;
 
 namespace {
 
+std::vector<std::vector<int32_t>> random_prompts(const std::vector<int>& lens, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::vector<int32_t>> v;
+  for (int len : lens) {
+    std::vector<int32_t> prompt(static_cast<size_t>(len));
+    for (auto& t : prompt) t = int32_t(3 + rng() % uint32_t(vocab - 3));
+    v.push_back(prompt);
+  }
+  return v;
+}
+
 struct TpRun {
   std::vector<std::vector<int32_t>> tokens;  // per request
   std::vector<std::vector<float>> logits;    // per step, [B * V] flattened
+  int64_t granule_hit_tokens = 0;            // prefix-cache hits copied inside blocks
 };
 
-TpRun generate(EngineConfig cfg, int tp) {
+// prompt_of(vocab): the prompts (default: four random ones of 5, 40, 17 and 3 tokens).
+TpRun generate(EngineConfig cfg, int tp,
+               std::function<std::vector<std::vector<int32_t>>(int64_t)> prompts_of = nullptr) {
   cfg.tensor_parallel_size = tp;
   cfg.master_port = tp > 1 ? pick_free_port("127.0.0.1") : 0;
   cfg.tp_connect_timeout_s = 30;
@@ -46,17 +61,15 @@ TpRun generate(EngineConfig cfg, int tp) {
     p.temperature = 0;
     p.max_tokens = 12;
     p.ignore_eos = true;
-    std::mt19937 rng(7);
+    const int64_t V = e.model_config().vocab_size;
     std::vector<int64_t> ids;
-    for (int len : {5, 40, 17, 3}) {
-      std::vector<int32_t> prompt(static_cast<size_t>(len));
-      for (auto& t : prompt) t = int32_t(3 + rng() % uint32_t(e.model_config().vocab_size - 3));
+    for (const auto& prompt : prompts_of ? prompts_of(V) : random_prompts({5, 40, 17, 3}, V, 7))
       ids.push_back(e.add_request(prompt, p));
-    }
     std::map<int64_t, std::vector<int32_t>> outs;
     while (e.has_unfinished())
       for (auto& o : e.step().finished) outs[o.request_id] = o.token_ids;
     for (auto id : ids) run.tokens.push_back(outs.at(id));
+    run.granule_hit_tokens = e.block_manager().num_granule_hit_tokens();
   }  // goodbye: the workers return
   for (auto& w : workers) w.get();
   return run;
@@ -130,6 +143,24 @@ TEST(TensorParallelEngine, Qwen3MoeTp2MatchesTp1WithDummyWeights) {
   cfg.load_dummy = true;
   expect_same(generate(cfg, 2), generate(cfg, 1), "Qwen3-MoE dummy TP=2");
   std::filesystem::remove_all(dir);
+}
+
+TEST(TensorParallelEngine, PrefixGranuleCopiesRunOnEveryRank) {
+  // Blocks of 32 tokens: prompts sharing 80 and 50 tokens with the first, admitted once its chunks
+  // are computed, copy granules inside a block; each rank copies in its own shard of the cache.
+  auto cfg = base(test::fixture("tiny-qwen3-untied"));
+  cfg.block_size = 32;
+  auto prompts_of = [](int64_t V) {
+    auto v = random_prompts({100, 20, 10}, V, 9);
+    v[1].insert(v[1].begin(), v[0].begin(), v[0].begin() + 80);
+    v[2].insert(v[2].begin(), v[0].begin(), v[0].begin() + 50);
+    return v;
+  };
+  const TpRun two = generate(cfg, 2, prompts_of);
+  expect_same(two, generate(cfg, 1, prompts_of), "granule hits TP=2");
+  EXPECT_GT(two.granule_hit_tokens, 0);
+  cfg.enable_prefix_caching = false;
+  EXPECT_EQ(generate(cfg, 1, prompts_of).tokens, two.tokens);
 }
 
 TEST(TensorParallelEngine, IndivisibleSizesAreRefusedBeforeStarting) {

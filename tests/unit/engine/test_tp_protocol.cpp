@@ -84,4 +84,30 @@ TEST(TpProtocol, BadKernelOptionsFromRankZeroAreAnError) {
   }
 }
 
+// A step's KV-cache copies (prefix caching's granule hits) reach the workers with its inputs; a
+// message cut inside them is an error, not a short list.
+TEST(TpProtocol, StepCarriesItsKvCopies) {
+  StepInputs in;
+  in.input_ids = {5, 6, 7};
+  in.positions = {32, 33, 34};
+  in.last_rows = {2};
+  in.md.is_prefill = true;
+  in.md.num_seqs = 1;
+  in.md.slot_mapping = {96, 97, 98};
+  in.kv_copies = {{4, 3, 32}, {4, 9, 16}};
+  const auto bytes = encode_step(in);
+  const StepInputs out = decode_step(bytes);
+  EXPECT_EQ(out.input_ids, in.input_ids);
+  EXPECT_EQ(out.md.slot_mapping, in.md.slot_mapping);
+  ASSERT_EQ(out.kv_copies.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(out.kv_copies[i].src_block, in.kv_copies[i].src_block);
+    EXPECT_EQ(out.kv_copies[i].dst_block, in.kv_copies[i].dst_block);
+    EXPECT_EQ(out.kv_copies[i].num_slots, in.kv_copies[i].num_slots);
+  }
+  EXPECT_THROW(decode_step({bytes.begin(), bytes.end() - 4}), Error);
+  in.kv_copies.clear();
+  EXPECT_TRUE(decode_step(encode_step(in)).kv_copies.empty());
+}
+
 }  // namespace

@@ -1,4 +1,4 @@
-// CPU backend: memory, embedding, norms, activation, row gather, cast.
+// CPU backend: memory, embedding, norms, activation, row gather, cast, KV block copies.
 #include "nanovllm/backends/cpu/cpu_backend.h"
 
 #include <omp.h>
@@ -173,6 +173,19 @@ void CpuBackend::cast(const Tensor& src, Tensor& dst) {
     throw Error(std::string("cast: the CPU backend holds F32 activations only (got ") + dtype_name(src.dtype()) +
                 " -> " + dtype_name(dst.dtype()) + ")");
   std::copy(src.data<float>(), src.data<float>() + src.numel(), dst.data<float>());
+}
+
+// Each plane's leading slots of the source block over the destination's: memcpy of num_slots rows.
+void CpuBackend::copy_kv_blocks(Tensor& cache, const std::vector<KVBlockCopy>& copies) {
+  check_copy_kv_blocks(cache, copies);
+  const int64_t P = cache.size(0), blocks = cache.size(1);
+  const size_t slot = size_t(cache.size(3)) * dtype_size(cache.dtype()), block = slot * size_t(cache.size(2));
+  char* base = static_cast<char*>(cache.raw());
+  for (const KVBlockCopy& c : copies)
+    for (int64_t p = 0; p < P; ++p) {
+      char* plane = base + size_t(p * blocks) * block;
+      std::memcpy(plane + size_t(c.dst_block) * block, plane + size_t(c.src_block) * block, size_t(c.num_slots) * slot);
+    }
 }
 
 }  // namespace nanovllm

@@ -47,6 +47,7 @@ class CpuBackend final : public Backend {
                  int64_t num_kv_heads, int64_t head_dim, float scale, const AttentionMetadata& md,
                  int64_t sliding_window = 0, KVScales kv_scales = {}, const ReadAhead& then = {}) override;
   void cast(const Tensor& src, Tensor& dst) override;
+  void copy_kv_blocks(Tensor& cache, const std::vector<KVBlockCopy>& copies) override;
   void silu_and_mul(const Tensor& x, Tensor& out) override;
   void moe_topk(const Tensor& logits, int64_t top_k, bool renormalize, Tensor& weights, Tensor& ids) override;
   void moe_experts(const Tensor& x, const Tensor& w13, const Tensor& w2, const Tensor& weights, const Tensor& ids,

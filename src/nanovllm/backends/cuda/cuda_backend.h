@@ -77,6 +77,7 @@ class CudaBackend final : public Backend {
                  int64_t num_kv_heads, int64_t head_dim, float scale, const AttentionMetadata& md,
                  int64_t sliding_window = 0, KVScales kv_scales = {}, const ReadAhead& then = {}) override;
   void cast(const Tensor& src, Tensor& dst) override;
+  void copy_kv_blocks(Tensor& cache, const std::vector<KVBlockCopy>& copies) override;  // kv_block_copy.cu
   void silu_and_mul(const Tensor& x, Tensor& out) override;
   void qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
                           Tensor& k_cache, Tensor& v_cache, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,
