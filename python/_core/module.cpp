@@ -195,8 +195,7 @@ void def_shared(py::class_<SamplingParams>& c, const char* name, Shared<T> Sampl
 
 void bind_sampling_params(py::module_& m) {
   py::class_<SamplingParams> c(m, "SamplingParams");
-  c
-      .def(py::init<>())
+  c.def(py::init<>())
       .def_readwrite("temperature", &SamplingParams::temperature)
       .def_readwrite("top_k", &SamplingParams::top_k)
       .def_readwrite("top_p", &SamplingParams::top_p)

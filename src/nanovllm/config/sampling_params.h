@@ -34,9 +34,9 @@ struct SamplingParams {
   bool skip_special_tokens = true;
   bool include_stop_str_in_output = false;  // keep the stop string (or stop token's text) in the text
   // Logits processing before temperature, as vLLM V1 (backends/logits_processing.h has the formulas).
-  float presence_penalty = 0.0f;                      // [-2, 2], over the output tokens
-  float frequency_penalty = 0.0f;                     // [-2, 2], over the output tokens
-  float repetition_penalty = 1.0f;                    // > 0, over prompt and output tokens
+  float presence_penalty = 0.0f;                              // [-2, 2], over the output tokens
+  float frequency_penalty = 0.0f;                             // [-2, 2], over the output tokens
+  float repetition_penalty = 1.0f;                            // > 0, over prompt and output tokens
   Shared<std::vector<std::pair<int32_t, float>>> logit_bias;  // (token id, bias in [-100, 100])
   int min_tokens = 0;  // EOS and stop_token_ids are masked until this many tokens are generated
   // Logprobs of each generated token and of the top `logprobs` candidates (0: the chosen token

@@ -18,8 +18,8 @@ class Shared {
  public:
   Shared() = default;
   // Implicit, as the plain T field it replaces: `sp.stop_token_ids = ids;`, `= {1, 2};`.
-  template <class U, class = std::enable_if_t<!std::is_same_v<std::decay_t<U>, Shared> &&
-                                              std::is_convertible_v<U&&, T>>>
+  template <class U,
+            class = std::enable_if_t<!std::is_same_v<std::decay_t<U>, Shared> && std::is_convertible_v<U&&, T>>>
   Shared(U&& v) : p_(std::make_shared<const T>(std::forward<U>(v))) {}  // NOLINT
   Shared(std::initializer_list<typename T::value_type> l) : p_(std::make_shared<const T>(l)) {}
 

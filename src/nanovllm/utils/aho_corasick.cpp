@@ -30,7 +30,10 @@ std::vector<BuildNode> sorted_trie(const std::vector<std::string>& patterns) {
     const int c = patterns[a].compare(patterns[b]);
     return c != 0 ? c < 0 : a < b;
   });
+  size_t bytes = 0;
+  for (const std::string& p : patterns) bytes += p.size();
   std::vector<BuildNode> t(1);
+  t.reserve(bytes + 1);           // at most one node per byte: no regrowth
   std::vector<uint32_t> path{0};  // the nodes of the previous pattern, root first
   const std::string* prev = nullptr;
   for (uint32_t idx : order) {
@@ -66,8 +69,7 @@ AhoCorasick::AhoCorasick(const std::vector<std::string>& patterns) : num_pattern
   if (patterns.size() > size_t(std::numeric_limits<int32_t>::max()))
     throw std::length_error("Aho-Corasick: too many patterns");
   for (size_t i = 0; i < patterns.size(); ++i)
-    if (patterns[i].empty())
-      throw std::invalid_argument("Aho-Corasick: pattern " + std::to_string(i) + " is empty");
+    if (patterns[i].empty()) throw std::invalid_argument("Aho-Corasick: pattern " + std::to_string(i) + " is empty");
   const std::vector<BuildNode> t = sorted_trie(patterns);
 
   // Breadth-first numbering: node i's children get the next free ids as i is visited, so each

@@ -62,10 +62,10 @@ TEST(ChoiceSharing, EveryChoiceReadsOneCopyOfTheRequestLists) {
   for (const Sequence* s : seqs) seeds.insert(*s->params.seed);
   EXPECT_EQ(seeds.size(), size_t(n));
   const size_t automaton = sp.stop->automaton().memory_bytes();
-  std::printf("n=%d choices share one copy: %zu stop strings (%zu bytes, automaton %zu bytes), %zu logit_bias, "
-              "%zu allowed ids; a deep copy per choice would hold %zu bytes more\n",
-              n, sp.stop.size(), stop_bytes, automaton, sp.logit_bias.size(), sp.allowed_token_ids.size(),
-              size_t(n - 1) * (stop_bytes + 32 * sp.stop.size() + 8 * sp.logit_bias.size() +
-                               4 * sp.allowed_token_ids.size()));
+  std::printf(
+      "n=%d choices share one copy: %zu stop strings (%zu bytes, automaton %zu bytes), %zu logit_bias, "
+      "%zu allowed ids; a deep copy per choice would hold %zu bytes more\n",
+      n, sp.stop.size(), stop_bytes, automaton, sp.logit_bias.size(), sp.allowed_token_ids.size(),
+      size_t(n - 1) * (stop_bytes + 32 * sp.stop.size() + 8 * sp.logit_bias.size() + 4 * sp.allowed_token_ids.size()));
   while (tracker.has_unfinished()) tracker.step();
 }
