@@ -33,6 +33,8 @@ struct GenerateArgs {
   bool enable_thinking = false, no_thinking = false;  // neither: the template's default
   std::string chat_template;                          // --chat-template FILE_OR_STRING
   SamplingParams sp;
+  std::vector<std::string> stop;        // --stop, into sp.stop once unescaped
+  std::vector<int32_t> stop_token_ids;  // --stop-token-ids, into sp.stop_token_ids
   std::string generation_config = "auto", override_generation_config;
   bool json = false;
   bool no_progress = false;
@@ -171,7 +173,9 @@ std::vector<Request> read_requests(const ChatRenderer* chat, const GenerateArgs&
 }
 
 void run(GenerateArgs& a) {
-  for (auto& s : a.sp.stop) s = unescaped(s);
+  for (auto& s : a.stop) s = unescaped(s);
+  a.sp.stop = a.stop;
+  a.sp.stop_token_ids = a.stop_token_ids;
   if (a.enable_thinking && a.no_thinking) throw UserError("--enable-thinking and --no-thinking contradict each other");
   EngineConfig cfg = a.engine.resolve();
   if (cfg.tp_rank == 0) apply_generation_defaults(a, cfg.model_path());
@@ -242,9 +246,9 @@ void add_generate(CLI::App& app) {
   cmd->add_option("--min-p", a->sp.min_p, "drop tokens below min_p x the top probability");
   cmd->add_option("--max-tokens", a->sp.max_tokens, "tokens to generate per request");
   cmd->add_flag("--ignore-eos", a->sp.ignore_eos, "keep generating past EOS");
-  cmd->add_option("--stop", a->sp.stop, "stop string (repeatable); \\n, \\t and \\\\ are a newline, a tab, a backslash")
+  cmd->add_option("--stop", a->stop, "stop string (repeatable); \\n, \\t and \\\\ are a newline, a tab, a backslash")
       ->allow_extra_args(false);
-  cmd->add_option("--stop-token-ids", a->sp.stop_token_ids, "stop token ids, comma-separated or repeated")
+  cmd->add_option("--stop-token-ids", a->stop_token_ids, "stop token ids, comma-separated or repeated")
       ->delimiter(',')
       ->allow_extra_args(false);
   cmd->add_option("--generation-config", a->generation_config,

@@ -178,9 +178,24 @@ void bind_engine_config(py::module_& m) {
   });
 }
 
+// A Shared list of SamplingParams (config/shared_value.h) as a Python attribute: read as a list,
+// set whole.
+const std::vector<std::string>& as_list(const StopStrings& s) { return s.list(); }
+template <class T>
+const T& as_list(const T& v) {
+  return v;
+}
+template <class T>
+void def_shared(py::class_<SamplingParams>& c, const char* name, Shared<T> SamplingParams::*field) {
+  using List = std::decay_t<decltype(as_list(std::declval<const T&>()))>;
+  c.def_property(
+      name, [field](const SamplingParams& sp) { return as_list((sp.*field).get()); },
+      [field](SamplingParams& sp, List v) { sp.*field = std::move(v); });
+}
+
 void bind_sampling_params(py::module_& m) {
-  py::class_<SamplingParams>(m, "SamplingParams")
-      .def(py::init<>())
+  py::class_<SamplingParams> c(m, "SamplingParams");
+  c.def(py::init<>())
       .def_readwrite("temperature", &SamplingParams::temperature)
       .def_readwrite("top_k", &SamplingParams::top_k)
       .def_readwrite("top_p", &SamplingParams::top_p)
@@ -188,14 +203,11 @@ void bind_sampling_params(py::module_& m) {
       .def_readwrite("seed", &SamplingParams::seed)
       .def_readwrite("max_tokens", &SamplingParams::max_tokens)
       .def_readwrite("ignore_eos", &SamplingParams::ignore_eos)
-      .def_readwrite("stop_token_ids", &SamplingParams::stop_token_ids)
-      .def_readwrite("stop", &SamplingParams::stop)
       .def_readwrite("skip_special_tokens", &SamplingParams::skip_special_tokens)
       .def_readwrite("include_stop_str_in_output", &SamplingParams::include_stop_str_in_output)
       .def_readwrite("presence_penalty", &SamplingParams::presence_penalty)
       .def_readwrite("frequency_penalty", &SamplingParams::frequency_penalty)
       .def_readwrite("repetition_penalty", &SamplingParams::repetition_penalty)
-      .def_readwrite("logit_bias", &SamplingParams::logit_bias)
       .def_readwrite("min_tokens", &SamplingParams::min_tokens)
       .def_readwrite("priority", &SamplingParams::priority)
       .def("copy", [](const SamplingParams& s) { return s; })
@@ -203,10 +215,13 @@ void bind_sampling_params(py::module_& m) {
       .def_readwrite("n", &SamplingParams::n)
       .def_readwrite("logprobs", &SamplingParams::logprobs)
       .def_readwrite("prompt_logprobs", &SamplingParams::prompt_logprobs)
-      .def_readwrite("allowed_token_ids", &SamplingParams::allowed_token_ids)
-      .def_readwrite("bad_words", &SamplingParams::bad_words)
       .def_readwrite("detokenize", &SamplingParams::detokenize)
       .def("validate", &SamplingParams::validate);
+  def_shared(c, "stop_token_ids", &SamplingParams::stop_token_ids);
+  def_shared(c, "stop", &SamplingParams::stop);
+  def_shared(c, "logit_bias", &SamplingParams::logit_bias);
+  def_shared(c, "allowed_token_ids", &SamplingParams::allowed_token_ids);
+  def_shared(c, "bad_words", &SamplingParams::bad_words);
   py::class_<StructuredOutputs>(m, "StructuredOutputs")
       .def(py::init<>())
       .def_property_readonly("kind", [](const StructuredOutputs& s) { return structured_kind_name(s.kind); })

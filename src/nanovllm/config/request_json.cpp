@@ -31,7 +31,7 @@ double number(const Json& j, const char* name) {
 template <class Json>
 void read_logit_bias(const Json& v, SamplingParams& sp) {
   if (!v.is_object()) wrong_type("logit_bias", "an object mapping token ids to biases");
-  sp.logit_bias.clear();
+  std::vector<std::pair<int32_t, float>> biases;
   for (auto it = v.begin(); it != v.end(); ++it) {
     const std::string& key = it.key();
     size_t used = 0;
@@ -46,8 +46,9 @@ void read_logit_bias(const Json& v, SamplingParams& sp) {
                                              "` in logit_bias but token_id must be an integer or string "
                                              "representing an integer");
     const double bias = number(*it, "logit_bias");
-    sp.logit_bias.emplace_back(int32_t(id), float(std::min(100.0, std::max(-100.0, bias))));
+    biases.emplace_back(int32_t(id), float(std::min(100.0, std::max(-100.0, bias))));
   }
+  sp.logit_bias = std::move(biases);
 }
 
 }  // namespace
@@ -109,27 +110,29 @@ void read_sampling_fields(const Json& j, SamplingParams& sp) {
     sp.include_stop_str_in_output = v->template get<bool>();
   }
   if (auto* v = field(j, "stop")) {
-    sp.stop.clear();
+    std::vector<std::string> stop;
     if (v->is_string()) {
-      sp.stop.push_back(v->template get<std::string>());
+      stop.push_back(v->template get<std::string>());
     } else if (v->is_array()) {
       for (auto& s : *v) {
         if (!s.is_string()) wrong_type("stop", "a string or a list of strings");
-        sp.stop.push_back(s.template get<std::string>());
+        stop.push_back(s.template get<std::string>());
       }
     } else {
       wrong_type("stop", "a string or a list of strings");
     }
+    sp.stop = std::move(stop);  // builds the stop strings' automaton here, off the engine thread
   }
   if (auto* v = field(j, "stop_token_ids")) {
     if (!v->is_array()) wrong_type("stop_token_ids", "a list of integers");
-    sp.stop_token_ids.clear();
+    std::vector<int32_t> ids;
     for (auto& t : *v) {
       const int64_t id = request_integer(t, "stop_token_ids");
       if (id < 0 || id > std::numeric_limits<int32_t>::max())
         throw InvalidRequest("stop_token_ids", "stop_token_ids: token id " + std::to_string(id) + " is out of range");
-      sp.stop_token_ids.push_back(int32_t(id));
+      ids.push_back(int32_t(id));
     }
+    sp.stop_token_ids = std::move(ids);
   }
   if (auto* v = field(j, "presence_penalty")) sp.presence_penalty = float(number(*v, "presence_penalty"));
   if (auto* v = field(j, "frequency_penalty")) sp.frequency_penalty = float(number(*v, "frequency_penalty"));
@@ -151,21 +154,23 @@ void read_sampling_fields(const Json& j, SamplingParams& sp) {
   if (auto* v = field(j, "allowed_token_ids")) {
     if (!v->is_array()) wrong_type("allowed_token_ids", "a list of integers");
     if (v->empty()) throw InvalidRequest("allowed_token_ids", "allowed_token_ids is not None and empty!");
-    sp.allowed_token_ids.clear();
+    std::vector<int32_t> ids;
     for (auto& t : *v) {
       const int64_t id = request_integer(t, "allowed_token_ids");
       if (id < 0 || id > std::numeric_limits<int32_t>::max())
         throw InvalidRequest("allowed_token_ids", "allowed_token_ids contains out-of-vocab token id!");
-      sp.allowed_token_ids.push_back(int32_t(id));
+      ids.push_back(int32_t(id));
     }
+    sp.allowed_token_ids = std::move(ids);
   }
   if (auto* v = field(j, "bad_words")) {
     if (!v->is_array()) wrong_type("bad_words", "a list of strings");
-    sp.bad_words.clear();
+    std::vector<std::string> words;
     for (auto& w : *v) {
       if (!w.is_string()) wrong_type("bad_words", "a list of strings");
-      sp.bad_words.push_back(w.template get<std::string>());
+      words.push_back(w.template get<std::string>());
     }
+    sp.bad_words = std::move(words);
   }
   sp.validate();
 }

@@ -27,8 +27,6 @@ void SamplingParams::validate() const {
     throw InvalidRequest("top_k", "top_k must be -1, 0 (off) or positive (got " + std::to_string(top_k) + ")");
   if (max_tokens <= 0)
     throw InvalidRequest("max_tokens", "max_tokens must be at least 1 (got " + std::to_string(max_tokens) + ")");
-  for (auto& s : stop)
-    if (s.empty()) throw InvalidRequest("stop", "stop strings must not be empty");
   // vLLM's ranges and messages (vllm/sampling_params.py _verify_args).
   if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f))
     throw InvalidRequest("presence_penalty", "presence_penalty must be in [-2, 2], got " + num(presence_penalty) + ".");

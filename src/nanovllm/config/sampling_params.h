@@ -1,4 +1,8 @@
-// Per-request sampling parameters (vLLM's names and defaults).
+// Per-request sampling parameters (vLLM's names and defaults). The lists a request may make large
+// (stop strings, logit_bias, token id lists, bad words) are Shared: immutable once set, and every
+// copy (the n choices, the engine's sequences, the server's records) reads one allocation, so
+// copying SamplingParams is cheap whatever the request's size. Set such a list whole
+// (`sp.stop = {"\n"};`, `sp.logit_bias = std::move(pairs);`) and read it as a const container.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -7,6 +11,8 @@
 #include <variant>
 #include <vector>
 
+#include "nanovllm/config/shared_value.h"
+#include "nanovllm/config/stop_strings.h"
 #include "nanovllm/config/structured_outputs.h"
 
 namespace nanovllm {
@@ -23,15 +29,15 @@ struct SamplingParams {
   std::optional<uint64_t> seed;  // same seed, same output
   int max_tokens = 16;
   bool ignore_eos = false;
-  std::vector<int32_t> stop_token_ids;
-  std::vector<std::string> stop;  // stop strings (need a tokenizer)
+  Shared<std::vector<int32_t>> stop_token_ids;
+  Shared<StopStrings> stop;  // stop strings (need a tokenizer), with their automaton
   bool skip_special_tokens = true;
   bool include_stop_str_in_output = false;  // keep the stop string (or stop token's text) in the text
   // Logits processing before temperature, as vLLM V1 (backends/logits_processing.h has the formulas).
-  float presence_penalty = 0.0f;                      // [-2, 2], over the output tokens
-  float frequency_penalty = 0.0f;                     // [-2, 2], over the output tokens
-  float repetition_penalty = 1.0f;                    // > 0, over prompt and output tokens
-  std::vector<std::pair<int32_t, float>> logit_bias;  // (token id, bias in [-100, 100])
+  float presence_penalty = 0.0f;                              // [-2, 2], over the output tokens
+  float frequency_penalty = 0.0f;                             // [-2, 2], over the output tokens
+  float repetition_penalty = 1.0f;                            // > 0, over prompt and output tokens
+  Shared<std::vector<std::pair<int32_t, float>>> logit_bias;  // (token id, bias in [-100, 100])
   int min_tokens = 0;  // EOS and stop_token_ids are masked until this many tokens are generated
   // Logprobs of each generated token and of the top `logprobs` candidates (0: the chosen token
   // only); none when unset. The engine refuses more than its max_logprobs.
@@ -46,12 +52,12 @@ struct SamplingParams {
   int priority = 0;
   // Only these tokens may be sampled (vLLM's allowed_token_ids); empty: all. Ids are checked
   // against the vocabulary by the engine.
-  std::vector<int32_t> allowed_token_ids;
+  Shared<std::vector<int32_t>> allowed_token_ids;
   // Words that must not be generated (vLLM's bad_words): the front end tokenizes each, with and
   // without a leading space, into bad_words_token_ids; the engine bans a sequence's last token
   // whenever the tokens before it were just generated.
-  std::vector<std::string> bad_words;
-  std::vector<std::vector<int32_t>> bad_words_token_ids;
+  Shared<std::vector<std::string>> bad_words;
+  Shared<std::vector<std::vector<int32_t>>> bad_words_token_ids;
   bool detokenize = true;  // false: token ids only, no text (stop strings then refused)
   // The output conforms to a JSON schema, regex, choice or grammar (each step's tokens masked).
   StructuredOutputs structured_outputs;

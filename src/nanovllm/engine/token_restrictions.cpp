@@ -26,11 +26,9 @@ std::unique_ptr<TokenRestrictions> TokenRestrictions::of(const SamplingParams& p
     r->allowed_.assign(r->words_, 0u);
     for (int32_t t : params.allowed_token_ids) r->allowed_[size_t(t) >> 5] |= 1u << (t & 31);
   }
-  for (const auto& w : params.bad_words_token_ids) {
-    if (w.empty()) continue;
+  for (const auto& w : params.bad_words_token_ids)
     check_ids(w, vocab_size, "bad_words", "bad_words: a word's token ids are outside the vocabulary");
-    r->bad_words_.push_back(w);
-  }
+  r->bad_words_ = params.bad_words_token_ids;  // shared with the request's other choices
   return r;
 }
 
@@ -39,6 +37,7 @@ void TokenRestrictions::apply(uint32_t* mask, const std::vector<int32_t>& token_
     for (size_t i = 0; i < words_; ++i) mask[i] &= allowed_[i];
   const size_t generated = token_ids.size() - size_t(num_prompt_tokens);
   for (const auto& w : bad_words_) {
+    if (w.empty()) continue;
     const size_t prefix = w.size() - 1;
     if (prefix > generated) continue;  // vLLM looks at the generated tokens only
     if (!std::equal(w.begin(), w.end() - 1, token_ids.end() - std::ptrdiff_t(prefix))) continue;

@@ -24,7 +24,7 @@ class TokenRestrictions {
  private:
   size_t words_ = 0;
   std::vector<uint32_t> allowed_;  // empty: every token
-  std::vector<std::vector<int32_t>> bad_words_;
+  Shared<std::vector<std::vector<int32_t>>> bad_words_;
 };
 
 }  // namespace nanovllm

@@ -25,7 +25,7 @@ SamplingParams RequestTracker::choice_params(const SamplingParams& sp, int j) {
 void RequestTracker::tokenize_bad_words(SamplingParams& sp) const {
   if (sp.bad_words.empty()) return;
   if (!tok_) throw InvalidRequest("bad_words", "bad_words need the model's tokenizer, and this engine has none");
-  sp.bad_words_token_ids.clear();
+  std::vector<std::vector<int32_t>> words;
   for (const std::string& word : sp.bad_words) {
     const std::string bare = word.substr(std::min(word.find_first_not_of(" \t\n\r\f\v"), word.size()));
     std::vector<int32_t> alone = tok_->encode(bare, false);
@@ -34,9 +34,10 @@ void RequestTracker::tokenize_bad_words(SamplingParams& sp) const {
     // SamplingParams.update_from_tokenizer).
     std::vector<int32_t> spaced = tok_->encode(" " + bare, false);
     const bool add_spaced = !spaced.empty() && spaced[0] != alone[0] && spaced.size() == alone.size();
-    sp.bad_words_token_ids.push_back(std::move(alone));
-    if (add_spaced) sp.bad_words_token_ids.push_back(std::move(spaced));
+    words.push_back(std::move(alone));
+    if (add_spaced) words.push_back(std::move(spaced));
   }
+  sp.bad_words_token_ids = std::move(words);
 }
 
 int64_t RequestTracker::add(std::vector<int32_t> prompt, const SamplingParams& params, const Options& opts) {

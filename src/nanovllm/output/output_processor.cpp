@@ -1,13 +1,9 @@
 #include "nanovllm/output/output_processor.h"
 
-#include <algorithm>
-
-#include "nanovllm/output/text_match.h"
-
 namespace nanovllm::output {
 
 OutputProcessor::OutputProcessor(const Tokenizer* tok, const SamplingParams& sp, const OutputParsers& parsers)
-    : tok_(tok), stop_(sp.stop), include_stop_(sp.include_stop_str_in_output) {
+    : tok_(tok), stops_(sp.stop, sp.include_stop_str_in_output), include_stop_(sp.include_stop_str_in_output) {
   // A parser whose marker is a special token ([TOOL_CALLS]) needs it in the text, as vLLM's
   // MistralToolParser turns skip_special_tokens off.
   const bool skip =
@@ -33,8 +29,9 @@ OutputDelta OutputProcessor::push(int32_t id, FinishReason engine_finish) {
   if (!stop_token && id >= 0 && id < tok_->vocab_size()) raw = detok_->push(id);
   const bool final = engine_finish != FinishReason::None;
   if (final) raw += detok_->flush();
-  const std::string visible = stop_filter(std::move(raw), final);
-  if (stopped_) {
+  const std::string visible = stops_.push(raw, final);
+  text_ += visible;
+  if (stops_.stopped()) {
     d.finish = FinishReason::Stop;
     d.stopped_by_string = engine_finish == FinishReason::None;
   } else {
@@ -43,34 +40,6 @@ OutputDelta OutputProcessor::push(int32_t id, FinishReason engine_finish) {
   finished_ = d.finish != FinishReason::None;
   parse(d, visible, finished_);
   return d;
-}
-
-std::string OutputProcessor::stop_filter(std::string delta, bool final) {
-  pending_ += delta;
-  // Held-back text is always the longest suffix that could start a stop string, so a stop string
-  // can only begin inside pending_ (never in the text already shown).
-  // The earliest stop string wins (the first listed of those starting there).
-  size_t start = std::string::npos;
-  const std::string* match = nullptr;
-  for (auto& s : stop_) {
-    const size_t at = pending_.find(s);
-    if (at < start) start = at, match = &s;
-  }
-  std::string out;
-  if (match) {
-    out = pending_.substr(0, start + (include_stop_ ? match->size() : 0));
-    matched_stop_ = *match;
-    pending_.clear();
-    stopped_ = true;
-  } else {
-    size_t hold = 0;
-    if (!final)
-      for (auto& s : stop_) hold = std::max(hold, partial_marker_suffix(pending_, s));
-    out = pending_.substr(0, pending_.size() - hold);
-    pending_.erase(0, pending_.size() - hold);
-  }
-  text_ += out;
-  return out;
 }
 
 void OutputProcessor::parse(OutputDelta& d, const std::string& text, bool final) {

@@ -3,9 +3,10 @@
 //   1. incremental detokenization (never splitting a UTF-8 character); the token that ended the
 //      request in the engine (EOS or a stop_token_id) is not turned into text, as in vLLM, unless
 //      include_stop_str_in_output;
-//   2. stop strings: the text is cut before the earliest one (after it with
-//      include_stop_str_in_output) and the request ends with finish reason "stop"; a partial stop
-//      string at the end is held back until it is known;
+//   2. stop strings (output/stop_filter.h, one pass over the new text whatever their number): the
+//      text is cut before the earliest one (after it with include_stop_str_in_output) and the
+//      request ends with finish reason "stop"; a partial stop string at the end is held back
+//      until it is known;
 //   3. optionally (chat), the reasoning parser (<think>...</think> -> reasoning) and then the
 //      tool-call parser on the content (<tool_call> blocks, [TOOL_CALLS] arrays... -> structured
 //      calls; a parser whose marker is a special token detokenizes with special tokens kept).
@@ -17,6 +18,7 @@
 
 #include "nanovllm/config/sampling_params.h"
 #include "nanovllm/output/reasoning_parser.h"
+#include "nanovllm/output/stop_filter.h"
 #include "nanovllm/output/tool_parser.h"
 #include "nanovllm/tokenizer/tokenizer.h"
 
@@ -52,22 +54,18 @@ class OutputProcessor {
   bool called_tools() const { return called_tools_; }
   const std::string& text() const { return text_; }  // the visible text so far, before the parsers
   // The stop string that ended the request (vLLM's stop_reason), empty while none has.
-  const std::string& matched_stop() const { return matched_stop_; }
+  const std::string& matched_stop() const { return stops_.matched(); }
 
  private:
-  std::string stop_filter(std::string delta, bool final);
   void parse(OutputDelta& d, const std::string& text, bool final);
 
   const Tokenizer* tok_;
   std::unique_ptr<IncrementalDetokenizer> detok_;
-  std::vector<std::string> stop_;
+  StopFilter stops_;
   bool include_stop_;
   std::unique_ptr<ReasoningParser> reasoning_;
   std::unique_ptr<ToolParser> tools_;
-  std::string text_;     // emitted by the stop filter
-  std::string pending_;  // decoded but held back (a possible stop string)
-  std::string matched_stop_;
-  bool stopped_ = false;
+  std::string text_;  // emitted by the stop filter
   bool finished_ = false;
   bool called_tools_ = false;
 };

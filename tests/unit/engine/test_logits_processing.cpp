@@ -135,7 +135,9 @@ TEST(LogitsProcessing, MinTokensMasksStopTokensUntilReached) {
   SamplingParams e = test::greedy(6);
   e.ignore_eos = false;
   e.min_tokens = 3;
-  for (int32_t t : engine.model_config().eos_token_ids) e.logit_bias.emplace_back(t, 100.0f);
+  std::vector<std::pair<int32_t, float>> eos_bias;
+  for (int32_t t : engine.model_config().eos_token_ids) eos_bias.emplace_back(t, 100.0f);
+  e.logit_bias = std::move(eos_bias);
   const Traced re = run_one(engine, prompt, e);
   ASSERT_EQ(re.out.token_ids.size(), 4u);
   EXPECT_EQ(re.out.finish_reason, FinishReason::Stop);

@@ -51,7 +51,7 @@ TEST(EngineLog, RequestLines) {
 // long stop strings): control characters are escaped, strings cut, stop strings counted.
 TEST(EngineLog, ClientStringsCannotForgeOrFloodLines) {
   SamplingParams sp;
-  sp.stop.assign(1000, std::string(5000, 's'));
+  sp.stop = std::vector<std::string>(1000, std::string(5000, 's'));
   const std::string id = "req\nINFO Finished request x" + std::string(100000, 'i');
   const std::string got = request_received_line(id, 3, sp);
   EXPECT_EQ(got.find('\n'), std::string::npos);
