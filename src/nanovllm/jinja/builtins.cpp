@@ -99,6 +99,7 @@ Value string_attribute(const std::string& s, const std::string& name) {
         if (s[i] == '{' && i + 1 < s.size() && s[i + 1] == '}') {
           if (arg >= a.pos.size()) throw RuntimeError("format(): not enough arguments");
           out += a.pos[arg++].to_output();
+          check_built(out, "format");
           ++i;
         } else {
           out += s[i];

@@ -131,6 +131,16 @@ bool loose_equals(const Value& a, const Value& b);
 // `a === b` on the underlying values (used by `in`, unique, the equalto test).
 bool strict_equals(const Value& a, const Value& b);
 
+// The most bytes one string operation (tojson, join, replace, ...) builds, whatever the render's
+// limits: a list holding one list twice, nested 30 times, would otherwise print 2^30 leaves.
+// The interpreter refuses results longer than its own max_output after that.
+inline constexpr size_t kMaxBuiltString = 16u << 20;
+// Throws RuntimeError naming `what` when `built` is longer than kMaxBuiltString.
+inline void check_built(const std::string& built, const char* what) {
+  if (built.size() > kMaxBuiltString)
+    throw RuntimeError(std::string(what) + ": result longer than " + std::to_string(kMaxBuiltString) + " bytes");
+}
+
 // Nested containers deeper than this are refused (cycles through namespaces, hostile input).
 constexpr int kMaxValueDepth = 256;
 
