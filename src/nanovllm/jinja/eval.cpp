@@ -249,6 +249,7 @@ Value Interpreter::eval_call(const Node& n, const EnvPtr& env) {
     throw RuntimeError("cannot call " + what + ": not a function");
   }
   step();
+  args.max_items = (limits_.max_work - work_) / kElementWork;
   return fn.function()(args, env);
 }
 

@@ -36,6 +36,9 @@ struct Object {
 struct Args {
   std::vector<Value> pos;
   std::vector<std::pair<std::string, Value>> kw;
+  // The most container elements the callee may create: what is left of the render's work budget
+  // (the interpreter sets it), so that range(1000000) is refused before it allocates, not after.
+  int64_t max_items = INT64_MAX;
   const Value* kwarg(const std::string& name) const;
   // Positional i, else keyword `name`, else nullptr.
   const Value* get(size_t i, const std::string& name) const;

@@ -47,7 +47,7 @@ int64_t request_int(const ojson& v, const std::string& param) {
 }
 
 const Tokenizer& tokenizer_of(const ModelInfo& m) {
-  if (!m.llm->tokenizer())
+  if (!m.llm || !m.llm->tokenizer())  // no engine: unit tests of token-id requests
     bad("", "the server has no tokenizer (--skip-tokenizer-init): send prompts as token ids", "no_tokenizer");
   return *m.llm->tokenizer();
 }
