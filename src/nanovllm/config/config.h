@@ -152,6 +152,16 @@ struct EngineConfig {
   uint64_t seed = 0;  // engine seed for requests without their own
   // Most logprobs a request may ask for (vLLM's --max-logprobs; -1: the vocabulary).
   int max_logprobs = 20;
+  // Bounds on what one server request may ask (server/request_caps.cpp: a 400 naming the field and
+  // the setting), so that a small body cannot cost the server out of proportion to its size.
+  int max_stop_strings = 128;                    // stop strings per request
+  int64_t max_stop_bytes = 16 << 10;             // their bytes together
+  int max_request_id_length = 512;               // request_id / X-Request-Id bytes
+  int64_t max_prompt_logprob_entries = 1 << 20;  // prompt_logprobs: prompt tokens x (k + 1), all prompts
+  // The server's pool that renders chat templates and tokenizes prompts off the HTTP I/O threads
+  // (server/request_pool.h): threads (0: min(4, cores)) and requests waiting for one (past it: 503).
+  int request_threads = 0;
+  int max_queued_requests = 1024;
   // What logprobs are computed from (vLLM's --logprobs-mode): raw_logprobs (the model's logits) or
   // processed_logprobs (after penalties, logit_bias, min_tokens and temperature).
   LogprobsMode logprobs_mode = LogprobsMode::RawLogprobs;

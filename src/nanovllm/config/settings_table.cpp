@@ -461,6 +461,53 @@ std::vector<Setting> make_settings() {
                                                          "--max-logprobs must be -1 (the vocabulary) or >= 0 (got " +
                                                          std::to_string(c.max_logprobs) + ")");
                                                  }}));
+  t.push_back(bind(int_field(&C::max_stop_strings), {.name = "max_stop_strings",
+                                                     .type = T::Int,
+                                                     .help = "server: most stop strings a request may give",
+                                                     .flags = {"--max-stop-strings"},
+                                                     .range = "> 0",
+                                                     .check = positive(&C::max_stop_strings)}));
+  t.push_back(bind(int_field(&C::max_stop_bytes), {.name = "max_stop_bytes",
+                                                   .type = T::Int,
+                                                   .help = "server: most bytes of a request's stop strings together",
+                                                   .flags = {"--max-stop-bytes"},
+                                                   .range = "> 0",
+                                                   .size_suffixes = true,
+                                                   .check = positive(&C::max_stop_bytes)}));
+  t.push_back(bind(int_field(&C::max_request_id_length),
+                   {.name = "max_request_id_length",
+                    .type = T::Int,
+                    .help = "server: most bytes of a request id (the request_id field or X-Request-Id header)",
+                    .flags = {"--max-request-id-length"},
+                    .range = "> 0",
+                    .check = positive(&C::max_request_id_length)}));
+  t.push_back(bind(int_field(&C::max_prompt_logprob_entries),
+                   {.name = "max_prompt_logprob_entries",
+                    .type = T::Int,
+                    .help = "server: most prompt logprobs one request may return: prompt tokens x (prompt_logprobs "
+                            "+ 1), over all its prompts",
+                    .flags = {"--max-prompt-logprob-entries"},
+                    .range = "> 0",
+                    .size_suffixes = true,
+                    .check = positive(&C::max_prompt_logprob_entries)}));
+  t.push_back(bind(int_field(&C::request_threads),
+                   {.name = "request_threads",
+                    .type = T::Int,
+                    .help = "server: threads that render chat templates and tokenize prompts, off the HTTP I/O "
+                            "threads; 0: min(4, cores)",
+                    .flags = {"--request-threads"},
+                    .range = ">= 0",
+                    .check = [](const Setting& s, const C& c) {
+                      if (c.request_threads < 0)
+                        throw UserError(s.flag() + " must be >= 0 (got " + std::to_string(c.request_threads) + ")");
+                    }}));
+  t.push_back(bind(int_field(&C::max_queued_requests),
+                   {.name = "max_queued_requests",
+                    .type = T::Int,
+                    .help = "server: requests waiting for a --request-threads thread; past it, 503",
+                    .flags = {"--max-queued-requests"},
+                    .range = "> 0",
+                    .check = positive(&C::max_queued_requests)}));
   t.push_back(bind(enum_field(&C::logprobs_mode, logprobs_mode_name, parse_logprobs_mode),
                    {.name = "logprobs_mode",
                     .type = T::Choice,

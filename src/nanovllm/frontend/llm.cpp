@@ -108,14 +108,14 @@ std::vector<int32_t> LLM::to_token_ids(const Prompt& p) const {
   return require_tokenizer().encode(p.text, p.add_special_tokens);
 }
 
-std::string LLM::apply_chat_template(const ChatTemplateInputs& in, const ChatTemplate* own) const {
+std::string LLM::apply_chat_template(const ChatTemplateInputs& in, const ChatTemplate* own, size_t max_output) const {
   const Tokenizer& tok = require_tokenizer();
   if (!own && !chat_template_)
     throw UserError("the tokenizer has no chat template (tokenizer_config.json, chat_template.jinja)");
   ChatTemplateInputs x = in;
   if (x.bos_token.empty()) x.bos_token = tok.bos_token();
   if (x.eos_token.empty()) x.eos_token = tok.eos_token();
-  return (own ? *own : *chat_template_).render(x);
+  return (own ? *own : *chat_template_).render(x, max_output);
 }
 
 std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params,

@@ -90,8 +90,10 @@ class LLM {
   SchedulerStats scheduler_stats() const { return engine_->scheduler_stats(); }
 
   // Chat messages -> prompt text through the model's chat template, or `own` (a request's
-  // chat_template) when given; bos_token and eos_token are the tokenizer's unless set.
-  std::string apply_chat_template(const ChatTemplateInputs& in, const ChatTemplate* own = nullptr) const;
+  // chat_template) when given; bos_token and eos_token are the tokenizer's unless set. A render
+  // producing more than `max_output` bytes fails (TokenizerError naming the limit).
+  std::string apply_chat_template(const ChatTemplateInputs& in, const ChatTemplate* own = nullptr,
+                                  size_t max_output = kMaxChatTemplateOutput) const;
   // Replaces the tokenizer's chat template (--chat-template); throws TokenizerError on bad syntax.
   void set_chat_template(const std::string& source) { chat_template_ = std::make_unique<ChatTemplate>(source); }
 

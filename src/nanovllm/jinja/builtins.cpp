@@ -2,6 +2,7 @@
 // (range, namespace, dict, raise_exception, strftime_now). Method semantics follow
 // @huggingface/jinja, including its quirks: strip/lstrip/rstrip ignore their argument and trim
 // all whitespace.
+#include <algorithm>
 #include <ctime>
 
 #include "nanovllm/jinja/interpreter.h"
@@ -99,6 +100,7 @@ Value string_attribute(const std::string& s, const std::string& name) {
         if (s[i] == '{' && i + 1 < s.size() && s[i + 1] == '}') {
           if (arg >= a.pos.size()) throw RuntimeError("format(): not enough arguments");
           out += a.pos[arg++].to_output();
+          check_built(out, "format");
           ++i;
         } else {
           out += s[i];
@@ -174,13 +176,19 @@ void install_globals(Env& env, std::shared_ptr<std::vector<Value>> namespaces) {
             int64_t stop = a.pos.size() > 1 ? a.pos[1].as_int() : a.pos[0].as_int();
             int64_t step = a.pos.size() > 2 ? a.pos[2].as_int() : 1;
             if (step == 0) throw RuntimeError("range() step must not be zero");
+            // Its length first (in 128 bits: stop - start may not fit 64), checked before allocating.
             constexpr int64_t kMaxRange = 1'000'000;
+            const __int128 span = step > 0 ? __int128(stop) - start : __int128(start) - stop;
+            const __int128 abs_step = step > 0 ? __int128(step) : -__int128(step);
+            const __int128 count = span <= 0 ? 0 : (span + abs_step - 1) / abs_step;
+            if (count > kMaxRange) throw RuntimeError("range() longer than 1000000 items");
+            if (count > a.max_items)
+              throw RuntimeError("template exceeded its work limit: range() of " + std::to_string(int64_t(count)) +
+                                 " items is more than the " + std::to_string(std::max<int64_t>(a.max_items, 0)) +
+                                 " it has left");
             Array out;
-            for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-              if (static_cast<int64_t>(out.size()) >= kMaxRange)
-                throw RuntimeError("range() longer than 1000000 items");
-              out.emplace_back(i);
-            }
+            out.reserve(size_t(count));
+            for (int64_t i = 0; i < int64_t(count); ++i) out.emplace_back(int64_t(start + __int128(i) * step));
             return Value(std::move(out));
           }));
   env.set("namespace", method([namespaces](Args& a) {

@@ -11,44 +11,60 @@ namespace nanovllm::jinja {
 Value Interpreter::eval(const Node& n, const EnvPtr& env) {
   DepthGuard g(*this, n);
   try {
-    switch (n.kind) {
-      case NK::Literal: return n.literal;
-      case NK::Ident: return env->lookup(n.text);
+    Value v = eval_node(n, env);
+    switch (n.kind) {  // what makes a new value is charged for it (lookups are not)
       case NK::List:
-      case NK::Tuple: {
-        Array items;
-        for (const auto& e : n.a) items.push_back(eval(*e, env));
-        return Value(std::move(items));
-      }
-      case NK::Dict: {
-        Object o;
-        for (size_t i = 0; i < n.a.size(); ++i) {
-          Value k = eval(*n.a[i], env);
-          if (!k.is(Kind::String)) fail(*n.a[i], std::string("dict keys must be strings, got ") + k.type_name());
-          o.set(k.str(), eval(*n.b[i], env));
-        }
-        return Value(std::move(o));
-      }
-      case NK::Member: return eval_member(n, env);
-      case NK::Call: return eval_call(n, env);
-      case NK::Unary: return eval_unary(n, env);
-      case NK::Binary: return eval_binary(n, env);
-      case NK::Filter: {
-        Value v = eval(*n.a[0], env);
-        Args args = eval_args(n.b, env);
-        return apply_filter(n.text, v, args, n.flag);
-      }
-      case NK::Test: {
-        Value v = eval(*n.a[0], env);
-        Args args = eval_args(n.b, env);
-        return Value(apply_test(n.text, v, args) != n.flag);
-      }
-      case NK::Select: return eval(*n.a[1], env).truthy() ? eval(*n.a[0], env) : Value();
-      case NK::Ternary: return eval(*n.a[0], env).truthy() ? eval(*n.a[1], env) : eval(*n.a[2], env);
-      default: fail(n, "statement used as an expression");
+      case NK::Tuple:
+      case NK::Dict:
+      case NK::Call:
+      case NK::Binary:
+      case NK::Filter: charge_created(v); break;
+      default: break;
     }
+    return v;
   } catch (const RuntimeError& e) {
     fail(n, e.what());
+  }
+}
+
+Value Interpreter::eval_node(const Node& n, const EnvPtr& env) {
+  switch (n.kind) {
+    case NK::Literal: return n.literal;
+    case NK::Ident: return env->lookup(n.text);
+    case NK::List:
+    case NK::Tuple: {
+      Array items;
+      for (const auto& e : n.a) items.push_back(eval(*e, env));
+      return Value(std::move(items));
+    }
+    case NK::Dict: {
+      Object o;
+      for (size_t i = 0; i < n.a.size(); ++i) {
+        Value k = eval(*n.a[i], env);
+        if (!k.is(Kind::String)) fail(*n.a[i], std::string("dict keys must be strings, got ") + k.type_name());
+        o.set(k.str(), eval(*n.b[i], env));
+      }
+      return Value(std::move(o));
+    }
+    case NK::Member: return eval_member(n, env);
+    case NK::Call: return eval_call(n, env);
+    case NK::Unary: return eval_unary(n, env);
+    case NK::Binary: return eval_binary(n, env);
+    case NK::Filter: {  // filters and tests read their whole input
+      Value v = eval(*n.a[0], env);
+      Args args = eval_args(n.b, env);
+      spend(work_of(v));
+      return apply_filter(n.text, v, args, n.flag);
+    }
+    case NK::Test: {
+      Value v = eval(*n.a[0], env);
+      Args args = eval_args(n.b, env);
+      spend(work_of(v));
+      return Value(apply_test(n.text, v, args) != n.flag);
+    }
+    case NK::Select: return eval(*n.a[1], env).truthy() ? eval(*n.a[0], env) : Value();
+    case NK::Ternary: return eval(*n.a[0], env).truthy() ? eval(*n.a[1], env) : eval(*n.a[2], env);
+    default: fail(n, "statement used as an expression");
   }
 }
 
@@ -116,6 +132,7 @@ Value Interpreter::eval_binary(const Node& n, const EnvPtr& env) {
   if (op == "and") return l.truthy() ? eval(*n.a[1], env) : l;
   if (op == "or") return l.truthy() ? l : eval(*n.a[1], env);
   Value r = eval(*n.a[1], env);
+  spend(work_of(l) + work_of(r));  // compared, searched or copied
   if (op == "==") return Value(loose_equals(l, r));
   if (op == "!=") return Value(!loose_equals(l, r));
   if (l.is_undefined() || r.is_undefined()) {
@@ -123,12 +140,7 @@ Value Interpreter::eval_binary(const Node& n, const EnvPtr& env) {
     throw RuntimeError("cannot apply '" + op + "' to an undefined value");
   }
   if (l.is_none() || r.is_none()) throw RuntimeError("cannot apply '" + op + "' to none");
-  auto checked = [&](std::string s) {
-    if (s.size() > limits_.max_output)
-      throw RuntimeError("string longer than " + std::to_string(limits_.max_output) + " bytes");
-    return Value(std::move(s));
-  };
-  if (op == "~") return checked(l.to_js_string() + r.to_js_string());
+  if (op == "~") return Value(l.to_js_string() + r.to_js_string());
   if (op == "in" || op == "not in") return Value(contains(r, l) == (op == "in"));
   bool l_num = l.is_number() || l.is(Kind::Bool), r_num = r.is_number() || r.is(Kind::Bool);
   if (op == "**" && l_num && r_num) {
@@ -144,7 +156,7 @@ Value Interpreter::eval_binary(const Node& n, const EnvPtr& env) {
     out.insert(out.end(), r.array().begin(), r.array().end());
     return Value(std::move(out));
   }
-  if ((l.is(Kind::String) || r.is(Kind::String)) && op == "+") return checked(l.to_js_string() + r.to_js_string());
+  if ((l.is(Kind::String) || r.is(Kind::String)) && op == "+") return Value(l.to_js_string() + r.to_js_string());
   if (l.is(Kind::String) && r.is(Kind::String) && (op == "<" || op == ">" || op == "<=" || op == ">=")) {
     int c = l.str().compare(r.str());
     return Value(op == "<" ? c < 0 : op == ">" ? c > 0 : op == "<=" ? c <= 0 : c >= 0);
@@ -154,8 +166,13 @@ Value Interpreter::eval_binary(const Node& n, const EnvPtr& env) {
 
 Value Interpreter::eval_member(const Node& n, const EnvPtr& env) {
   Value obj = eval(*n.a[0], env);
+  if (obj.is(Kind::String)) spend(work_of(obj));  // indexing splits it, a method copies it
   const Node& prop = *n.a[1];
-  if (prop.kind == NK::Slice) return eval_slice(obj, prop, env);
+  if (prop.kind == NK::Slice) {
+    Value v = eval_slice(obj, prop, env);
+    charge_created(v);
+    return v;
+  }
   Value key = !n.flag ? (prop.kind == NK::Ident ? Value(prop.text) : prop.literal) : eval(prop, env);
   return get_attribute(obj, key);
 }
@@ -232,6 +249,7 @@ Value Interpreter::eval_call(const Node& n, const EnvPtr& env) {
     throw RuntimeError("cannot call " + what + ": not a function");
   }
   step();
+  args.max_items = (limits_.max_work - work_) / kElementWork;
   return fn.function()(args, env);
 }
 

@@ -104,6 +104,7 @@ Value js_replace(const std::string& s, const Args& a) {
         --remaining;
       }
       if (i < chars.size()) out += chars[i];
+      check_built(out, "replace");
     }
     return Value(out);
   }
@@ -112,6 +113,7 @@ Value js_replace(const std::string& s, const Args& a) {
     size_t j = s.find(from, i);
     if (j == std::string::npos) break;
     out.append(s, i, j - i).append(to);
+    check_built(out, "replace");
     i = j + from.size();
     --remaining;
   }
@@ -168,7 +170,10 @@ Value array_filter(const std::string& name, const Value& v, const Args& a) {
     const Value* sep = a.get(0, "separator");
     if (sep && !sep->is(Kind::String)) throw RuntimeError("join: separator must be a string");
     std::string out;
-    for (size_t i = 0; i < xs.size(); ++i) out += (i && sep ? sep->str() : "") + join_item(xs[i]);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      out += (i && sep ? sep->str() : "") + join_item(xs[i]);
+      check_built(out, "join");
+    }
     return Value(out);
   }
   if (name == "unique") {
@@ -261,7 +266,10 @@ Value string_filter(const std::string& name, const Value& v, const Args& a, bool
     if (sep && !sep->is(Kind::String)) throw RuntimeError("join: separator must be a string");
     auto chars = split_code_points(s);
     std::string out;
-    for (size_t i = 0; i < chars.size(); ++i) out += (i && sep ? sep->str() : "") + chars[i];
+    for (size_t i = 0; i < chars.size(); ++i) {
+      out += (i && sep ? sep->str() : "") + chars[i];
+      check_built(out, "join");
+    }
     return Value(out);
   }
   if (name == "indent") {
@@ -280,6 +288,7 @@ Value string_filter(const std::string& name, const Value& v, const Args& a, bool
       if (n) out += '\n';
       if (!((!first && n == 0) || (!blank && line.empty()))) out += pad;
       out += line;
+      check_built(out, "indent");
       ++n;
       if (j == std::string::npos) break;
       i = j + 1;

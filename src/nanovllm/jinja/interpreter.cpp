@@ -32,6 +32,33 @@ void Interpreter::fail(const Node& n, const std::string& what) const {
 void Interpreter::step() {
   if (++steps_ > limits_.max_steps)
     throw RuntimeError("template exceeded " + std::to_string(limits_.max_steps) + " loop iterations and calls");
+  spend(kStepWork);
+}
+
+void Interpreter::spend(int64_t work) {
+  work_ += work;
+  if (work_ > limits_.max_work)
+    throw RuntimeError("template exceeded its work limit (" + std::to_string(limits_.max_work) +
+                       " units: steps, and bytes of strings and lists made or read); it loops or copies too much");
+}
+
+void Interpreter::charge_created(const Value& v) {
+  if (v.is(Kind::String) && v.str().size() > limits_.max_output)
+    throw RuntimeError("string longer than " + std::to_string(limits_.max_output) + " bytes");
+  spend(work_of(v));
+}
+
+int64_t work_of(const Value& v) {
+  auto direct = [](const Value& e) { return kElementWork + (e.is(Kind::String) ? int64_t(e.str().size()) : 0); };
+  int64_t w = 0;
+  if (v.is(Kind::String)) {
+    w = int64_t(v.str().size());
+  } else if (v.is(Kind::Array)) {
+    for (const auto& e : v.array()) w += direct(e);
+  } else if (v.is_mapping_like()) {
+    for (const auto& [k, e] : v.object().items) w += int64_t(k.size()) + direct(e);
+  }
+  return w;
 }
 
 void Interpreter::emit(std::string& out, const std::string& s) {
@@ -43,7 +70,7 @@ void Interpreter::emit(std::string& out, const std::string& s) {
 std::string Interpreter::render(const NodeList& program, const EnvPtr& globals) {
   std::string out;
   depth_ = call_depth_ = 0;
-  steps_ = 0;
+  steps_ = work_ = 0;
   for (const auto& n : program) {
     if (exec(*n, globals, out) != Flow::Normal) fail(*n, "'break' or 'continue' outside of a loop");
   }
@@ -107,6 +134,7 @@ void assign_target(const Node& target, const Value& v, Env& scope) {
 void Interpreter::exec_for(const Node& n, const EnvPtr& env, std::string& out) {
   auto scope = std::make_shared<Env>(env);
   Value iterable = eval(*n.a[1], scope);
+  spend(work_of(iterable));  // copied or split below
   Array items;
   if (iterable.is(Kind::Array)) {
     items = iterable.array();  // copy: the body may not see a list change under it

@@ -4,7 +4,9 @@
 //
 // Resource bounds (a template is user input to a server): evaluation depth, macro call depth,
 // total loop iterations + calls, range() length and output size are all capped; going past a cap
-// is a TokenizerError, never a crash.
+// is a TokenizerError, never a crash. Loops that print nothing are bounded too: every step, every
+// value an expression creates and every string or list an operation reads is charged to a work
+// budget (see Limits::max_work), so a short template cannot spend seconds copying or scanning.
 #pragma once
 #include <memory>
 #include <string>
@@ -32,7 +34,19 @@ struct Limits {
   int max_call_depth = 64;        // nested macro calls
   int64_t max_steps = 1'000'000;  // loop iterations + calls, over the whole render
   size_t max_output = 64u << 20;  // bytes of output, also the cap on any one string
+  // Work units over the whole render, about one per byte of memory an operation touches: each
+  // step costs kStepWork, each created or read string its bytes, each container element its size.
+  int64_t max_work = int64_t(1) << 32;
 };
+
+// The work a loop iteration or call is charged (about what it allocates: a scope, the loop object).
+inline constexpr int64_t kStepWork = 256;
+// The work of one container element: its bytes (copying a list copies them).
+inline constexpr int64_t kElementWork = int64_t(sizeof(Value));
+// Work of touching `v`: a string's bytes; a container's elements, plus the bytes of the strings
+// (and keys) it holds directly. Nested containers are not walked (the walk would cost what it
+// measures: they were charged when they were made).
+int64_t work_of(const Value& v);
 
 // Globals every template sees: true/false/none (and title-case), range, namespace, dict,
 // raise_exception, strftime_now. Every namespace() created is appended to `namespaces`, so that
@@ -70,8 +84,12 @@ class Interpreter {
   Value exec_call_block(const Node& n, const EnvPtr& env);
   void emit(std::string& out, const std::string& s);
   void step();
+  void spend(int64_t work);
+  // A value an expression made: charged, and a string longer than max_output is refused.
+  void charge_created(const Value& v);
 
   Value eval(const Node& n, const EnvPtr& env);
+  Value eval_node(const Node& n, const EnvPtr& env);
   Value eval_binary(const Node& n, const EnvPtr& env);
   Value eval_unary(const Node& n, const EnvPtr& env);
   Value eval_member(const Node& n, const EnvPtr& env);
@@ -87,6 +105,7 @@ class Interpreter {
   int depth_ = 0;
   int call_depth_ = 0;
   int64_t steps_ = 0;
+  int64_t work_ = 0;
 };
 
 }  // namespace nanovllm::jinja

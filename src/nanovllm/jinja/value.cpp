@@ -133,6 +133,7 @@ std::string Value::to_js_string() const {
       for (size_t k = 0; k < arr_->size(); ++k) {
         if (k) out += ',';
         out += runtime_to_string((*arr_)[k]);
+        check_built(out, "string of a list");
       }
       return out;
     }
@@ -174,17 +175,32 @@ Value from_json(const nlohmann::ordered_json& j, int depth) {
   }
 }
 
-std::string to_json(const Value& v, const JsonOptions& opt, int depth) {
+namespace {
+// `used`: bytes built and copied so far by the whole call (each level copies its items, and a
+// container costs kContainerWork for its allocations), so that a list holding one list many
+// times stops at kMaxBuiltString however it nests.
+constexpr size_t kContainerWork = 64;
+std::string to_json_bounded(const Value& v, const JsonOptions& opt, int depth, size_t& used) {
+  auto add = [&used](size_t n) {
+    used += n;
+    if (used > kMaxBuiltString)
+      throw RuntimeError("tojson: result too large (past " + std::to_string(kMaxBuiltString) +
+                         " bytes built and copied)");
+  };
+  auto counted = [&add](std::string s) {
+    add(s.size());
+    return s;
+  };
   if (depth > kMaxValueDepth) throw RuntimeError("tojson: value nested deeper than " + std::to_string(kMaxValueDepth));
   std::string item_sep = opt.has_separators ? opt.item_sep : opt.indent > 0 ? "," : ", ";
   std::string key_sep = opt.has_separators ? opt.key_sep : ": ";
   switch (v.kind()) {
-    case Kind::None: return "null";
-    case Kind::Undefined: return opt.undefined_as_null ? "null" : "undefined";
-    case Kind::Bool: return v.as_bool() ? "true" : "false";
-    case Kind::Int: return std::to_string(v.as_int());
-    case Kind::Float: return std::isfinite(v.as_double()) ? js_number(v.as_double()) : "null";
-    case Kind::String: return json_quote(v.str(), opt.ensure_ascii);
+    case Kind::None: return counted("null");
+    case Kind::Undefined: return counted(opt.undefined_as_null ? "null" : "undefined");
+    case Kind::Bool: return counted(v.as_bool() ? "true" : "false");
+    case Kind::Int: return counted(std::to_string(v.as_int()));
+    case Kind::Float: return counted(std::isfinite(v.as_double()) ? js_number(v.as_double()) : "null");
+    case Kind::String: return counted(json_quote(v.str(), opt.ensure_ascii));
     case Kind::Function: throw RuntimeError("Cannot convert to JSON: FunctionValue");
     default: break;
   }
@@ -195,14 +211,15 @@ std::string to_json(const Value& v, const JsonOptions& opt, int depth) {
   std::vector<std::string> core;
   bool is_array = v.is(Kind::Array);
   if (is_array) {
-    for (const auto& e : v.array()) core.push_back(to_json(e, opt, depth + 1));
+    for (const auto& e : v.array()) core.push_back(to_json_bounded(e, opt, depth + 1, used));
   } else {
     std::vector<const std::pair<std::string, Value>*> entries;
     for (const auto& kv : v.object().items) entries.push_back(&kv);
     if (opt.sort_keys)
       std::stable_sort(entries.begin(), entries.end(), [](auto* a, auto* b) { return a->first < b->first; });
     for (const auto* kv : entries) {
-      std::string s = json_quote(kv->first, opt.ensure_ascii) + key_sep + to_json(kv->second, opt, depth + 1);
+      std::string s =
+          json_quote(kv->first, opt.ensure_ascii) + key_sep + to_json_bounded(kv->second, opt, depth + 1, used);
       core.push_back(opt.indent > 0 ? child + s : s);
     }
   }
@@ -215,7 +232,14 @@ std::string to_json(const Value& v, const JsonOptions& opt, int depth) {
   }
   if (pretty) out += base;
   out += is_array ? ']' : '}';
+  add(kContainerWork + out.size());  // each level copies what it holds: the cost of deep nesting
   return out;
+}
+}  // namespace
+
+std::string to_json(const Value& v, const JsonOptions& opt, int depth) {
+  size_t used = 0;
+  return to_json_bounded(v, opt, depth, used);
 }
 
 namespace {

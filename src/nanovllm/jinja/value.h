@@ -36,6 +36,9 @@ struct Object {
 struct Args {
   std::vector<Value> pos;
   std::vector<std::pair<std::string, Value>> kw;
+  // The most container elements the callee may create: what is left of the render's work budget
+  // (the interpreter sets it), so that range(1000000) is refused before it allocates, not after.
+  int64_t max_items = INT64_MAX;
   const Value* kwarg(const std::string& name) const;
   // Positional i, else keyword `name`, else nullptr.
   const Value* get(size_t i, const std::string& name) const;
@@ -130,6 +133,16 @@ std::string to_json(const Value& v, const JsonOptions& opt, int depth = 0);
 bool loose_equals(const Value& a, const Value& b);
 // `a === b` on the underlying values (used by `in`, unique, the equalto test).
 bool strict_equals(const Value& a, const Value& b);
+
+// The most bytes one string operation (tojson, join, replace, ...) builds, whatever the render's
+// limits: a list holding one list twice, nested 30 times, would otherwise print 2^30 leaves.
+// The interpreter refuses results longer than its own max_output after that.
+inline constexpr size_t kMaxBuiltString = 16u << 20;
+// Throws RuntimeError naming `what` when `built` is longer than kMaxBuiltString.
+inline void check_built(const std::string& built, const char* what) {
+  if (built.size() > kMaxBuiltString)
+    throw RuntimeError(std::string(what) + ": result longer than " + std::to_string(kMaxBuiltString) + " bytes");
+}
 
 // Nested containers deeper than this are refused (cycles through namespaces, hostile input).
 constexpr int kMaxValueDepth = 256;

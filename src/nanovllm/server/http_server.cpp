@@ -32,6 +32,7 @@
 #include "nanovllm/server/cors.h"
 #include "nanovllm/server/generation_handler.h"
 #include "nanovllm/server/http_connection.h"
+#include "nanovllm/server/request_caps.h"
 #include "nanovllm/server/server_state.h"
 #include "nanovllm/utils/version.h"
 
@@ -71,6 +72,7 @@ ModelInfo model_info(LLM& llm, const ServerOptions& o) {
   m.force_include_usage = o.force_include_usage;
   m.has_chat_template = o.chat_template_given || (llm.tokenizer() && !llm.tokenizer()->chat_template().empty());
   m.default_chat_template_kwargs = o.default_chat_template_kwargs;
+  m.caps = request_caps(llm.config(), llm.model_config().vocab_size);
   return m;
 }
 
@@ -187,6 +189,7 @@ struct HttpServer::Impl {
   Impl(LLM& llm, const ServerOptions& o) : st(llm, o, model_info(llm, o), cache_info(llm)) {
     st.started_at = int64_t(std::time(nullptr));
   }
+  ~Impl() { st.pool.join(); }  // its last results go to ioc, which must still be there
 
   ServerState st;
   // After st: destroyed first, together with the connection coroutines that refer to st.
@@ -303,15 +306,26 @@ struct HttpServer::Impl {
       } else if (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/tokenize" ||
                  path == "/detokenize") {
         if (!post) throw ApiError(405, "method " + std::string(req.method_string()) + " is not allowed on " + path);
-        const ojson body = json_body(req);
-        if (path == "/v1/completions")
-          co_await serve_generation(st, with_request_id(parse_completion_request(body, st.model), req), c);
-        else if (path == "/v1/chat/completions")
-          co_await serve_generation(st, with_request_id(parse_chat_request(body, st.model), req), c);
-        else if (path == "/tokenize")
-          co_await send_json(c, tokenize_response(body, st.model));
-        else
-          co_await send_json(c, detokenize_response(body, st.model));
+        // Parsing, templates and tokenizing run on the request pool (503 when its queue is full).
+        if (path == "/v1/completions" || path == "/v1/chat/completions") {
+          auto parse = [&] {
+            const ojson body = json_body(req);
+            GenerationRequest g = with_request_id(path == "/v1/completions" ? parse_completion_request(body, st.model)
+                                                                            : parse_chat_request(body, st.model),
+                                                  req);
+            check_request_id(g.request_id, st.model);
+            return g;
+          };
+          GenerationRequest g = co_await st.pool.run(std::move(parse));
+          co_await serve_generation(st, std::move(g), c);
+        } else {
+          auto answer = [&] {
+            const ojson body = json_body(req);
+            return path == "/tokenize" ? tokenize_response(body, st.model) : detokenize_response(body, st.model);
+          };
+          const ojson out = co_await st.pool.run(std::move(answer));
+          co_await send_json(c, out);
+        }
       } else {
         throw ApiError(404, "no route for " + std::string(req.method_string()) + " " + path);
       }

@@ -22,6 +22,16 @@ using ojson = nlohmann::ordered_json;  // keeps the client's key order (chat tem
 // The text of a response body or stream event: compact, invalid UTF-8 replaced (never a throw).
 inline std::string json_text(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_handler_t::replace); }
 
+// What one request may ask, so that its cost stays in proportion to its size (the settings
+// --max-stop-strings ...; request_caps.h checks them).
+struct RequestCaps {
+  int64_t max_stop_strings = 128;
+  int64_t max_stop_bytes = 16 << 10;
+  int64_t max_request_id_length = 512;
+  int64_t max_prompt_logprob_entries = 1 << 20;
+  int64_t vocab_size = 0;  // logit_bias entries at most (0: unchecked)
+};
+
 // What the protocol layer needs to know about the served model. Read-only after start-up, so
 // HTTP threads may use it concurrently (tokenizer and chat template are thread-safe for reads).
 struct ModelInfo {
@@ -44,6 +54,7 @@ struct ModelInfo {
   bool force_include_usage = false;         // --enable-force-include-usage: streams end with usage
   bool has_chat_template = true;            // the tokenizer's or --chat-template (else chat needs the request's)
   ojson default_chat_template_kwargs = ojson::object();  // --default-chat-template-kwargs
+  RequestCaps caps;                                      // bounds on one request (request_caps.h)
 };
 
 enum class Endpoint { Completions, ChatCompletions };

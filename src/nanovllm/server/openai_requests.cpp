@@ -9,6 +9,7 @@
 #include "nanovllm/server/chat_tools.h"
 #include "nanovllm/server/openai_logprobs.h"
 #include "nanovllm/server/openai_protocol.h"
+#include "nanovllm/server/request_caps.h"
 #include "nanovllm/server/request_fields.h"
 #include "nanovllm/server/structured_fields.h"
 #include "nanovllm/tokenizer/utf8.h"
@@ -46,15 +47,17 @@ int64_t request_int(const ojson& v, const std::string& param) {
 }
 
 const Tokenizer& tokenizer_of(const ModelInfo& m) {
-  if (!m.llm->tokenizer())
+  if (!m.llm || !m.llm->tokenizer())  // no engine: unit tests of token-id requests
     bad("", "the server has no tokenizer (--skip-tokenizer-init): send prompts as token ids", "no_tokenizer");
   return *m.llm->tokenizer();
 }
 
 std::vector<int32_t> encode(const ModelInfo& m, const std::string& text, const std::string& param,
                             bool add_special_tokens) {
+  const Tokenizer& tok = tokenizer_of(m);
+  check_text_bytes(int64_t(text.size()), param, m);  // tokenizing costs in proportion to the bytes
   try {
-    return tokenizer_of(m).encode(text, add_special_tokens);
+    return tok.encode(text, add_special_tokens);
   } catch (const UserError& e) {
     bad(param, param + ": " + e.what());
   }
@@ -97,6 +100,7 @@ void read_common(const ojson& body, GenerationRequest& r, const ModelInfo& m, co
   } catch (const InvalidRequest& e) {
     bad(e.param, e.what());
   }
+  check_request_caps(r, m);
   if (!r.params.stop.empty()) tokenizer_of(m);
   // The context: every prompt must leave room for at least one token, and for max_tokens.
   int64_t max_default = std::numeric_limits<int64_t>::max();
@@ -157,10 +161,17 @@ std::string render_chat(const ModelInfo& m, const ojson& body, const ChatTemplat
   } catch (const UserError& e) {
     bad("chat_template", std::string("chat_template: ") + e.what());
   }
+  // Rendering stops past the text that could be tokenized at all (request_caps.h), and the
+  // interpreter bounds the work of loops that print nothing.
+  const int64_t limit = max_text_bytes(m);
   try {
-    return m.llm->apply_chat_template(in, own.get());
+    return m.llm->apply_chat_template(in, own.get(), size_t(limit));
   } catch (const UserError& e) {
-    bad(own ? "chat_template" : "messages", std::string("chat template: ") + e.what());
+    std::string msg = std::string("chat template: ") + e.what();
+    if (msg.find("output exceeds") != std::string::npos)
+      msg += " (the limit is " + std::to_string(kMaxBytesPerToken) + " bytes per token x max_model_len " +
+             std::to_string(m.max_model_len) + ")";
+    bad(own ? "chat_template" : "messages", msg);
   }
 }
 

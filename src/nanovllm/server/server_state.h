@@ -9,6 +9,7 @@
 #include "nanovllm/server/engine_loop.h"
 #include "nanovllm/server/metrics.h"
 #include "nanovllm/server/openai_protocol.h"
+#include "nanovllm/server/request_pool.h"
 #include "nanovllm/server/server_options.h"
 
 namespace nanovllm::server {
@@ -17,12 +18,16 @@ struct ServerState {
   ServerState(LLM& llm, const ServerOptions& o, ModelInfo m, CacheInfo cache)
       : opts(o), model(std::move(m)), metrics(model.name, std::move(cache)),
         loop(llm, metrics, {o.request_timeout_s, o.max_pending_output_bytes, o.testing_stall_engine_s},
-             {o.logger, o.log_requests, o.log_stats, o.log_stats_interval_s}) {}
+             {o.logger, o.log_requests, o.log_stats, o.log_stats_interval_s}),
+        pool(llm.config().request_threads, llm.config().max_queued_requests) {}
 
   ServerOptions opts;
   ModelInfo model;
   Metrics metrics;
   EngineLoop loop;
+  // Parsing, chat templates and tokenizing, off the I/O threads. After the members its jobs use;
+  // HttpServer joins it before its I/O context goes.
+  RequestPool pool;
   std::atomic<uint64_t> next_id{1};
   std::atomic<bool> draining{false};            // shutting down: no new requests (503), in-flight ones finish
   std::atomic<int64_t> in_flight{0};            // requests being answered

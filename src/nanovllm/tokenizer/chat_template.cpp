@@ -21,7 +21,7 @@ ChatTemplate::ChatTemplate(const std::string& source) : impl_(std::make_unique<I
 ChatTemplate::~ChatTemplate() = default;
 ChatTemplate::ChatTemplate(ChatTemplate&&) noexcept = default;
 
-std::string ChatTemplate::render(const ChatTemplateInputs& in) const {
+std::string ChatTemplate::render(const ChatTemplateInputs& in, size_t max_output) const {
   using jinja::Value;
   auto globals = std::make_shared<jinja::Env>();
   auto namespaces = std::make_shared<std::vector<Value>>();
@@ -50,7 +50,15 @@ std::string ChatTemplate::render(const ChatTemplateInputs& in) const {
   } catch (const jinja::RuntimeError& e) {
     throw TokenizerError(std::string("chat template inputs: ") + e.what());
   }
-  jinja::Interpreter interp(impl_->source);
+  jinja::Limits limits;
+  limits.max_output = max_output;
+  auto bytes = [](const nlohmann::ordered_json& j) {
+    return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).size();
+  };
+  const size_t input_bytes = bytes(in.messages) + bytes(in.tools) + bytes(in.extra);
+  limits.max_work = kRenderWorkPerInputByte * int64_t(input_bytes) + kRenderWorkPerOutputByte * int64_t(max_output) +
+                    kRenderWorkFloor;
+  jinja::Interpreter interp(impl_->source, limits);
   return interp.render(impl_->program, globals);
 }
 

@@ -1,6 +1,8 @@
 // Chat templates: a Jinja subset interpreter written in this project, enough for the templates
 // of Qwen3, Qwen2.5 and Llama 3.x. Implementation: the engine in jinja/, this facade in chat_template.cpp.
 #pragma once
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,14 +23,26 @@ struct ChatTemplateInputs {
   nlohmann::ordered_json extra = nlohmann::ordered_json::object();  // more variables for the template
 };
 
+// A render's work budget, about one unit per byte of memory touched (jinja/interpreter.h):
+// templates read each message a few times (64 per byte of input leaves room), write their output
+// once (4 per byte of max_output), and the floor covers small inputs (~64 MB: tens of ms).
+inline constexpr int64_t kRenderWorkPerInputByte = 64;
+inline constexpr int64_t kRenderWorkPerOutputByte = 4;
+inline constexpr int64_t kRenderWorkFloor = int64_t(64) << 20;
+// The most text a render may produce unless the caller asks for less (the server asks for a
+// bound relative to the model's context: server/openai_requests.cpp).
+inline constexpr size_t kMaxChatTemplateOutput = 64u << 20;
+
 class ChatTemplate {
  public:
   // Parses once; throws TokenizerError naming the construct and position (line:col).
   explicit ChatTemplate(const std::string& source);
   ~ChatTemplate();
   ChatTemplate(ChatTemplate&&) noexcept;
-  // Renders; raise_exception and runtime errors throw TokenizerError.
-  std::string render(const ChatTemplateInputs& in) const;
+  // Renders; raise_exception and runtime errors throw TokenizerError, and so does a render that
+  // would produce more than `max_output` bytes or do more work than its inputs justify (loops,
+  // copies: the budget above).
+  std::string render(const ChatTemplateInputs& in, size_t max_output = kMaxChatTemplateOutput) const;
 
  private:
   struct Impl;

@@ -1,4 +1,5 @@
-// Slow readers (issue 44): a streamed request with n = 64 and a 48 KB request id whose client
+// Slow readers (issue 44): a streamed request with n = 64 and a 48 KB request id (above the default
+// --max-request-id-length, raised here to show the bound holds for long ids) whose client
 // reads nothing for a while. Output waits merged per choice (one event per choice, not one per
 // token each repeating the id), so the server's RSS stays within a fixed bound and the stream
 // completes when the reader resumes; with a small --max-pending-output-bytes the request is
@@ -34,7 +35,7 @@ function stalledStream(port, extra = {}) {
 
 run(async () => {
   {
-    const s = await startServer(['--keep-alive-timeout', '60']);
+    const s = await startServer(['--keep-alive-timeout', '60', '--max-request-id-length', '65536']);
     try {
       // Warm-up with the same shape (64 rows of logits, KV blocks touched), read at once: the
       // engine's own memory for this batch is in the baseline.
@@ -65,7 +66,7 @@ run(async () => {
     }
   }
   {
-    const s = await startServer(['--max-pending-output-bytes', '65536']);
+    const s = await startServer(['--max-pending-output-bytes', '65536', '--max-request-id-length', '65536']);
     try {
       const before = await metrics(s.base);
       const c = stalledStream(s.port, { logprobs: 5, max_tokens: 4000 });

@@ -3,6 +3,7 @@
 // runs away (recursion, nesting, loops and output are bounded).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <random>
 
 #include "nanovllm/utils/error.h"
@@ -134,11 +135,85 @@ TEST(TemplateErrors, DeeplyNestedValuesRender) {
 }
 
 TEST(TemplateErrors, HugeLoopsAndOutputsAreBounded) {
-  EXPECT_ERROR_HAS("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
-                   "loop iterations");
+  // A million steps, or the work budget first (each range() is a list to make and copy).
+  EXPECT_ERROR_HAS("{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}", "template exceeded");
+  EXPECT_ERROR_HAS("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "work limit");
   EXPECT_ERROR_HAS("{{ range(100000000) | length }}", "range()");
   EXPECT_ERROR_HAS("{% set ns = namespace(s='xx') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
-                   "longer than");
+                   "work limit");
+}
+
+// A short template is a server's input (a request's own chat_template): whatever it does, its
+// cost stays bounded by the caller's output limit and a work budget, even when it prints nothing.
+std::string bounded_error(const std::string& source, size_t max_output) {
+  try {
+    ChatTemplate(source).render(ChatTemplateInputs{}, max_output);
+  } catch (const TokenizerError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TemplateErrors, OutputStopsAtTheCallersLimit) {
+  const std::string bomb = "{% for i in range(20000) %}0123456789{% endfor %}";
+  EXPECT_NE(bounded_error(bomb, 100000).find("output exceeds 100000 bytes"), std::string::npos);
+  EXPECT_EQ(ChatTemplate("{% for i in range(100) %}0123456789{% endfor %}").render({}, 1000).size(), 1000u);
+  // A string built past the limit is refused as it is made, before it is printed.
+  EXPECT_NE(bounded_error("{% set ns = namespace(s='x') %}{% for i in range(20) %}{% set ns.s = ns.s ~ ns.s %}"
+                          "{% endfor %}",
+                          100000)
+                .find("longer than 100000"),
+            std::string::npos);
+}
+
+TEST(TemplateErrors, WorkWithoutOutputIsBounded) {
+  const auto start = std::chrono::steady_clock::now();
+  // Reads a 64 KB string 100,000 times (6.4 GB of scanning), printing nothing.
+  EXPECT_NE(bounded_error("{% set ns = namespace(s='x') %}{% for i in range(16) %}{% set ns.s = ns.s ~ ns.s %}"
+                          "{% endfor %}{% for i in range(100000) %}{% if ns.s|length > 1 %}{% endif %}{% endfor %}",
+                          100000)
+                .find("work limit"),
+            std::string::npos);
+  // Doubles a list 40 times (2^40 elements), printing nothing.
+  EXPECT_NE(bounded_error("{% set ns = namespace(l=['abc']) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}"
+                          "{% endfor %}",
+                          100000)
+                .find("work limit"),
+            std::string::npos);
+  // Copies a big range over and over; a range past what is left is refused before it is made.
+  EXPECT_NE(
+      bounded_error("{% for i in range(1000) %}{% set r = range(100000) %}{% endfor %}", 100000).find("work limit"),
+      std::string::npos);
+  EXPECT_NE(bounded_error("{% for i in range(1000000) %}x{% endfor %}", 100000).find("work limit: range() of 1000000"),
+            std::string::npos);
+  // A list holding one list twice, nested 40 times: 2^40 leaves to print.
+  const std::string nested =
+      "{% set ns = namespace(x=[1]) %}{% for i in range(40) %}{% set ns.x = [ns.x, ns.x] %}{% endfor %}";
+  EXPECT_NE(bounded_error(nested + "{{ ns.x|tojson|length }}", 100000).find("tojson: result too large"),
+            std::string::npos);
+  EXPECT_NE(bounded_error(nested + "{{ ns.x|join(',')|length }}", 100000).find("too large"), std::string::npos);
+  EXPECT_NE(bounded_error(nested + "{{ ns.x }}", 100000).find("too large"), std::string::npos);
+  // replace('', big) multiplies a string by another.
+  EXPECT_NE(bounded_error("{% set ns = namespace(s='x') %}{% for i in range(16) %}{% set ns.s = ns.s ~ ns.s %}"
+                          "{% endfor %}{{ (ns.s|replace('', ns.s))|length }}",
+                          100000)
+                .find("replace: result longer than"),
+            std::string::npos);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 5.0) << "the bounds took too long to stop these templates";
+}
+
+TEST(TemplateErrors, RealTemplatesFitTheBudget) {
+  // Long conversations through a template that reads each message several times still render
+  // under the server's limits: the budget grows with the input.
+  const std::string source =
+      "{% for m in messages %}{% if m.content is string and '<tool>' not in m.content %}"
+      "{{ m.role ~ ': ' ~ m.content.strip()|trim }}\n{% endif %}{% endfor %}";
+  ChatTemplateInputs in;
+  const std::string text(2000, 'a');
+  for (int i = 0; i < 500; ++i)
+    in.messages.push_back(nlohmann::ordered_json{{"role", i % 2 ? "assistant" : "user"}, {"content", text}});
+  EXPECT_GT(ChatTemplate(source).render(in, 2u << 20).size(), 1000000u);
 }
 
 TEST(TemplateErrors, SelfReferencingNamespaceDoesNotCrash) {
