@@ -189,8 +189,6 @@ struct HttpServer::Impl {
   Impl(LLM& llm, const ServerOptions& o) : st(llm, o, model_info(llm, o), cache_info(llm)) {
     st.started_at = int64_t(std::time(nullptr));
   }
-  ~Impl() { st.pool.join(); }  // its last results go to ioc, which must still be there
-
   ServerState st;
   // After st: destroyed first, together with the connection coroutines that refer to st.
   net::io_context ioc;
@@ -206,6 +204,7 @@ struct HttpServer::Impl {
   bool stop_now = false;
 
   ~Impl() {
+    st.pool.join();  // its last results go to ioc, which must still be there
     if (spare_fd >= 0) ::close(spare_fd);
   }
 
