@@ -4,6 +4,10 @@
 #   bash scripts/gpu_serving.sh interference long-prompt interference, Qwen3-8B dummy (bench --interference)
 #   bash scripts/gpu_serving.sh sweep        bench-serve rate sweep, Qwen3-0.6B dummy, 512 in / 128 out
 #   bash scripts/gpu_serving.sh throughput   bench.py workload, chunked prefill on and off
+#   bash scripts/gpu_serving.sh prefix       bench.py workload behind a shared SHARED_PREFIX-token (100) system
+#                                            prompt, prefix caching on and off: hit rate and throughput
+#   bash scripts/gpu_serving.sh soak         serve (its defaults, Qwen3-0.6B dummy) under scripts/soak_server.py for
+#                                            SOAK_MINUTES (30) at SOAK_RATE (8) req/s: RSS and KV gauges
 # Several modes may be given in one call. Env: RATES ("20 50 100 inf"), NUM_PROMPTS (500), and the
 # engine configurations compared, as "label:flag,flag...;label:..." (commas become spaces):
 # INTERFERENCE_CONFIGS (default: budgets 16384, 2048, 1024, 768, 512 and prefill-first),
@@ -95,6 +99,24 @@ for mode in "$@"; do
       M=(--model qwen3-0.6b --load-format dummy --device cuda)
       $B bench "${M[@]}" | tee -a "$OUT/throughput.jsonl"
       $B bench "${M[@]}" --no-enable-chunked-prefill | tee -a "$OUT/throughput.jsonl"
+      ;;
+    prefix)
+      deps_path
+      M=(--model qwen3-0.6b --load-format dummy --device cuda --shared-prefix-len "${SHARED_PREFIX:-100}")
+      $B bench "${M[@]}" | tee -a "$OUT/prefix.jsonl"
+      $B bench "${M[@]}" --no-enable-prefix-caching | tee -a "$OUT/prefix.jsonl"
+      ;;
+    soak)
+      deps_path
+      $B serve --model qwen3-0.6b --load-format dummy --device cuda --max-model-len 16384 --port 18001 \
+        >"$OUT/serve_soak.txt" 2>&1 &
+      srv=$!
+      wait_health 18001 || { echo "server did not start"; tail -5 "$OUT/serve_soak.txt"; exit 5; }
+      python3 scripts/soak_server.py --base http://127.0.0.1:18001 --pid "$srv" --minutes "${SOAK_MINUTES:-30}" \
+        --rate "${SOAK_RATE:-8}" | tee -a "$OUT/soak.jsonl"
+      kill "$srv"
+      wait "$srv"
+      tail -3 "$OUT/serve_soak.txt"
       ;;
     *) echo "gpu_serving: unknown mode $mode"; exit 2 ;;
   esac

@@ -30,6 +30,7 @@ EngineConfig parse(std::vector<std::string> args) {
 std::vector<std::string> companions(const std::string& name) {
   if (name == "nnodes") return {"--tensor-parallel-size", "2"};
   if (name == "node_rank") return {"--tensor-parallel-size", "2", "--nnodes", "2"};
+  if (name == "max_long_partial_prefills") return {"--max-num-partial-prefills", "8"};
   return {};
 }
 
@@ -74,12 +75,13 @@ TEST(EngineFlags, UnsetFlagsKeepTheDefaults) {
       EXPECT_EQ(setting_text(s.get(got)), setting_text(s.get(defaults))) << s.name;
 }
 
-TEST(EngineFlags, SchedulingPolicyPriorityIsRefused) {
+TEST(EngineFlags, SchedulingPolicyTakesPriority) {
+  EXPECT_EQ(parse({"--scheduling-policy", "priority"}).scheduling_policy, SchedulingPolicy::Priority);
   try {
-    parse({"--scheduling-policy", "priority"});
-    ADD_FAILURE() << "priority accepted";
+    parse({"--scheduling-policy", "lifo"});
+    ADD_FAILURE() << "lifo accepted";
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("--scheduling-policy priority is not implemented"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("--scheduling-policy must be fcfs or priority"), std::string::npos);
   }
 }
 
