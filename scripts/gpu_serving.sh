@@ -6,6 +6,8 @@
 #   bash scripts/gpu_serving.sh throughput   bench.py workload, chunked prefill on and off
 #   bash scripts/gpu_serving.sh prefix       bench.py workload behind a shared SHARED_PREFIX-token (100) system
 #                                            prompt, prefix caching on and off: hit rate and throughput
+#   bash scripts/gpu_serving.sh interference_http  the interference scenario through `serve` (HTTP), Qwen3-8B dummy,
+#                                            configurations HTTP_CONFIGS (default: serve's defaults)
 #   bash scripts/gpu_serving.sh soak         serve (its defaults, Qwen3-0.6B dummy) under scripts/soak_server.py for
 #                                            SOAK_MINUTES (30) at SOAK_RATE (8) req/s: RSS and KV gauges
 # Several modes may be given in one call. Env: RATES ("20 50 100 inf"), NUM_PROMPTS (500), and the
@@ -105,6 +107,24 @@ for mode in "$@"; do
       M=(--model qwen3-0.6b --load-format dummy --device cuda --shared-prefix-len "${SHARED_PREFIX:-100}")
       $B bench "${M[@]}" | tee -a "$OUT/prefix.jsonl"
       $B bench "${M[@]}" --no-enable-prefix-caching | tee -a "$OUT/prefix.jsonl"
+      ;;
+    interference_http)
+      deps_path
+      IFS=';' read -ra configs <<< "${HTTP_CONFIGS:-serve_default:}"
+      for c in "${configs[@]}"; do
+        label=${c%%:*}
+        flags=${c#*:}
+        $B serve --model "${IMODEL:-qwen3-8b}" --load-format dummy --device cuda --max-model-len 40000 --port 18002 --shutdown-timeout 2 \
+          ${flags//,/ } >"$OUT/serve_http_$label.txt" 2>&1 &
+        srv=$!
+        wait_health 18002 || { echo "server did not start"; tail -5 "$OUT/serve_http_$label.txt"; continue; }
+        python3 scripts/interference_http.py --base http://127.0.0.1:18002 --model "${IMODEL:-qwen3-8b}" \
+          --streams "${ISTREAMS:-64}" --context "${ICONTEXT:-1024}" --prompt-len "${IPROMPT:-32000}" |
+          python3 -c "import json,sys; r=json.loads(sys.stdin.read()); r['label']='$label'; print(json.dumps(r))" |
+          tee -a "$OUT/interference_http.jsonl"
+        kill "$srv"
+        wait "$srv"
+      done
       ;;
     soak)
       deps_path
