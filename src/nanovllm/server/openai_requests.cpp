@@ -95,6 +95,7 @@ void read_common(const ojson& body, GenerationRequest& r, const ModelInfo& m, co
     r.request_id = id->get<std::string>();
   }
   const bool has_max = field(body, "max_tokens") || field(body, "max_completion_tokens");
+  check_stop_caps(field(body, "stop"), m);
   try {
     read_sampling_fields(body, r.params);
   } catch (const InvalidRequest& e) {

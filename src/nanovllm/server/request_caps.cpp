@@ -35,17 +35,24 @@ void check_request_id(const std::string& id, const ModelInfo& m) {
                            " (--max-request-id-length)");
 }
 
-void check_request_caps(const GenerationRequest& r, const ModelInfo& m) {
+void check_stop_caps(const ojson* stop, const ModelInfo& m) {
+  if (!stop || !(stop->is_string() || stop->is_array())) return;  // absent, or a type error read_sampling_fields names
   const RequestCaps& caps = m.caps;
-  const auto& stop = r.params.stop;
-  if (int64_t(stop.size()) > caps.max_stop_strings)
-    refuse("stop", "stop: " + str(int64_t(stop.size())) + " stop strings, more than the limit of " +
-                       str(caps.max_stop_strings) + " (--max-stop-strings)");
-  int64_t stop_bytes = 0;
-  for (auto& s : stop) stop_bytes += int64_t(s.size());
+  const int64_t count = stop->is_string() ? 1 : int64_t(stop->size());
+  if (count > caps.max_stop_strings)
+    refuse("stop", "stop: " + str(count) + " stop strings, more than the limit of " + str(caps.max_stop_strings) +
+                       " (--max-stop-strings)");
+  auto bytes = [](const ojson& s) { return s.is_string() ? int64_t(s.get_ref<const std::string&>().size()) : 0; };
+  int64_t stop_bytes = stop->is_string() ? bytes(*stop) : 0;
+  if (stop->is_array())
+    for (auto& s : *stop) stop_bytes += bytes(s);
   if (stop_bytes > caps.max_stop_bytes)
     refuse("stop", "stop: the stop strings have " + str(stop_bytes) + " bytes together, more than the limit of " +
                        str(caps.max_stop_bytes) + " (--max-stop-bytes)");
+}
+
+void check_request_caps(const GenerationRequest& r, const ModelInfo& m) {
+  const RequestCaps& caps = m.caps;
   const int64_t biases = int64_t(r.params.logit_bias.size());
   if (caps.vocab_size > 0 && biases > caps.vocab_size)
     refuse("logit_bias",

@@ -1,9 +1,9 @@
 // Bounds on what one request may ask, checked while it is parsed (before anything is copied per
-// choice or sent to the engine), so that a request's cost stays in proportion to its size: stop
-// strings (count and bytes), logit_bias entries (at most the vocabulary), the request id's
-// length, prompt logprobs (prompt tokens x (k + 1) entries), and the text that gets tokenized
-// (prompt strings and rendered chat templates: kMaxBytesPerToken x max_model_len). Each refusal
-// is a 400 naming the field and the limit (and the setting that raises it).
+// choice or sent to the engine; the stop strings before their automaton is built), so that a
+// request's cost stays in proportion to its size: stop strings (count and bytes), logit_bias
+// entries (at most the vocabulary), the request id's length, prompt logprobs (prompt tokens x (k + 1) entries), and the
+// text that gets tokenized (prompt strings and rendered chat templates: kMaxBytesPerToken x max_model_len). Each
+// refusal is a 400 naming the field and the limit (and the setting that raises it).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -28,7 +28,10 @@ int64_t max_text_bytes(const ModelInfo& m);
 void check_text_bytes(int64_t bytes, const std::string& param, const ModelInfo& m);
 // 400 naming request_id when the id is longer than --max-request-id-length.
 void check_request_id(const std::string& id, const ModelInfo& m);
-// Stop strings, logit_bias and prompt logprobs of a parsed request (prompts tokenized).
+// The request's `stop` field (string or list), before it is read: the stop strings' automaton is
+// built as they are read, so their count and bytes are bounded first.
+void check_stop_caps(const ojson* stop, const ModelInfo& m);
+// logit_bias and prompt logprobs of a parsed request (prompts tokenized).
 void check_request_caps(const GenerationRequest& r, const ModelInfo& m);
 
 }  // namespace nanovllm::server
