@@ -97,16 +97,17 @@ ScheduledBatch Scheduler::schedule_mixed() {
   // 2. The next chunk of each prompt in progress (its blocks are held since admission). Those
   // left part-way after this step count against the partial-prefill limits.
   int64_t partial = 0, long_partial = 0;
+  auto left_partway = [&](const Sequence& s) {
+    ++partial;
+    long_partial += is_long(s);
+  };
   for (Sequence* seq : running_) {
     const int64_t left = seq->num_tokens() - seq->num_cached_tokens;
     if (left <= 1) continue;
     const int64_t n =
         int64_t(batch.seqs.size()) < max_num_seqs_ ? prompt_chunk(batch, seq->num_cached_tokens, left) : 0;
     if (n > 0) take(batch, seq, n);
-    if (n < left) {
-      ++partial;
-      long_partial += is_long(*seq);
-    }
+    if (n < left) left_partway(*seq);
   }
   // 3. Admissions in queue order; the ones cut by the budget are partial. A long prompt that may
   // not start is passed over (shorter ones may go ahead); anything else that does not fit ends them.
@@ -131,10 +132,7 @@ ScheduledBatch Scheduler::schedule_mixed() {
     enqueue(running_, seq, false);
     const int64_t left = seq->num_tokens() - seq->num_cached_tokens;
     take(batch, seq, std::min(n, left));
-    if (n < left) {
-      ++partial;
-      long_partial += is_long(*seq);
-    }
+    if (n < left) left_partway(*seq);
   }
   return batch;
 }
