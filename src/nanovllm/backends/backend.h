@@ -122,6 +122,15 @@ class Backend {
   // and w [N, K] (weight dtype) -> codes [N, K] with their scales, as linear_quantized reads them.
   virtual bool supports_quantization(Quantization q) const { return q == Quantization::None; }
   virtual void quantize_weight(const Tensor& w, Quantization q, Tensor& codes, WeightScales& scales);
+  // Group-quantized integer weights (backends/int_weights.h): once every checkpoint tensor of one
+  // linear layer is in place in the canonical layout (codes U4/U8 [N, K] row-major, F32 scale and
+  // zero [N, K / block_k], optional I32 perm [K]), the backend may rewrite codes and scales in
+  // place into its kernels' private layout; afterwards only linear_quantized and
+  // linear_silu_mul_quantized read them. Default: the canonical layout is the kernels' layout.
+  virtual void prepare_int_weight(Tensor& codes, WeightScales& scales) {
+    (void)codes;
+    (void)scales;
+  }
   // x[t, :] += bias for every row t. x: [T, N] (act dtype); bias: [N] (weight dtype). (Qwen2's
   // q/k/v biases.)
   virtual void add_bias(Tensor& x, const Tensor& bias) = 0;

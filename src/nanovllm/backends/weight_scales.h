@@ -15,6 +15,9 @@ struct WeightScales {
   Tensor scale;         // F32 [ceil(N / block_n), block_k ? ceil(K / block_k) : 1]; undefined: not quantized
   int64_t block_n = 1;  // output rows sharing one scale
   int64_t block_k = 0;  // input columns sharing one scale; 0: the whole row
+  Tensor zero;          // U4/U8 codes only: F32 zero points in code units, shaped as scale; undefined: the
+                        // codes' midpoint (8 for U4, 128 for U8), i.e. symmetric quantization
+  Tensor perm;          // U4/U8 codes only: I32 [K] act order (x's columns gathered by it); undefined: identity
 
   bool defined() const { return scale.defined(); }
 };

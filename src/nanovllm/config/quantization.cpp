@@ -16,6 +16,9 @@ const char* quantization_name(Quantization q) {
     case Quantization::None: return "none";
     case Quantization::FP8: return "fp8";
     case Quantization::INT8: return "int8";
+    case Quantization::AWQ: return "awq";
+    case Quantization::GPTQ: return "gptq";
+    case Quantization::CompressedTensors: return "compressed-tensors";
   }
   return "?";
 }

@@ -9,8 +9,14 @@
 namespace nanovllm {
 
 // F8E4M3: one byte per element (the FP8 KV cache; utils/fp8.h converts). I8: signed 8-bit codes
-// (--quantization int8 weights; their values need the scales beside them).
-enum class DType : uint8_t { F32, BF16, F16, I32, I64, F8E4M3, I8 };
+// (--quantization int8 weights; their values need the scales beside them). U8 and U4: unsigned
+// 8-bit and 4-bit codes of group-quantized integer weights (AWQ, GPTQ, compressed-tensors:
+// backends/int_weights.h); U4 packs two codes per byte, element i in byte i / 2, the even element
+// in the low nibble, so a U4 tensor's bytes are dtype_bytes(U4, numel) = ceil(numel / 2) and its
+// rows (the last dimension) hold an even number of elements.
+enum class DType : uint8_t { F32, BF16, F16, I32, I64, F8E4M3, I8, U8, U4 };
+
+// Bytes of one element; 0 for U4 (half a byte: use dtype_bytes).
 
 inline size_t dtype_size(DType t) {
   switch (t) {
@@ -20,10 +26,15 @@ inline size_t dtype_size(DType t) {
     case DType::F16: return 2;
     case DType::I64: return 8;
     case DType::F8E4M3:
-    case DType::I8: return 1;
+    case DType::I8:
+    case DType::U8: return 1;
+    case DType::U4: return 0;
   }
   return 0;
 }
+
+// Bytes of n elements of t (U4: two per byte, rounded up).
+inline size_t dtype_bytes(DType t, size_t n) { return t == DType::U4 ? (n + 1) / 2 : n * dtype_size(t); }
 
 inline const char* dtype_name(DType t) {
   switch (t) {
@@ -34,6 +45,8 @@ inline const char* dtype_name(DType t) {
     case DType::I64: return "I64";
     case DType::F8E4M3: return "F8_E4M3";
     case DType::I8: return "I8";
+    case DType::U8: return "U8";
+    case DType::U4: return "U4";
   }
   return "?";
 }

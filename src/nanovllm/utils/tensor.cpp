@@ -25,7 +25,7 @@ Tensor::Tensor(std::shared_ptr<Buffer> buf, DType dtype, Shape shape, size_t off
 Tensor Tensor::host(const Shape& shape, DType dtype) {
   int64_t n = 1;
   for (auto d : shape) n *= d;
-  size_t bytes = size_t(n) * dtype_size(dtype);
+  size_t bytes = dtype_bytes(dtype, size_t(n));
   auto buf = std::make_shared<Buffer>();
   buf->bytes = bytes;
   buf->device = Device::CPU;
@@ -65,7 +65,7 @@ Tensor Tensor::rows(int64_t begin, int64_t end) const {
   Tensor t = *this;
   int64_t row = numel() / (shape_[0] ? shape_[0] : 1);
   t.shape_[0] = end - begin;
-  t.offset_ = offset_ + size_t(begin * row) * dtype_size(dtype_);
+  t.offset_ = offset_ + dtype_bytes(dtype_, size_t(begin * row));  // U4: rows of an even length
   return t;
 }
 

@@ -42,7 +42,7 @@ class Tensor {
   int64_t dim() const { return int64_t(shape_.size()); }
   int64_t size(int64_t i) const { return shape_.at(size_t(i < 0 ? i + dim() : i)); }
   int64_t numel() const;
-  size_t nbytes() const { return size_t(numel()) * dtype_size(dtype_); }
+  size_t nbytes() const { return dtype_bytes(dtype_, size_t(numel())); }
 
   void* raw() const { return static_cast<char*>(buf_->ptr) + offset_; }
   template <class T>

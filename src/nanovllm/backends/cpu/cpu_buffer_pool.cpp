@@ -30,7 +30,7 @@ size_t HostBufferPool::cached_bytes() {
 Tensor HostBufferPool::take(const Shape& shape, DType dtype) {
   int64_t n = 1;
   for (auto d : shape) n *= d;
-  const size_t bytes = size_t(n) * dtype_size(dtype);
+  const size_t bytes = dtype_bytes(dtype, size_t(n));
   if (bytes < kMinPooled || bytes > kMaxPooled) return Tensor::host(shape, dtype);
   const size_t mapped = (bytes + kGranule - 1) / kGranule * kGranule;
   void* p = nullptr;

@@ -135,16 +135,14 @@ std::vector<int64_t> CudaBackend::decode_context_breaks(int64_t batch) const {
 }
 
 cuda::DecodeAttentionPlan CudaBackend::plan_decode_attention(const cuda::DecodeAttentionProblem& p) const {
-  return cuda::plan_decode_attention(p, num_sms_, device_cluster_limit_, options_,
-                                     [&](int64_t head_dim, int64_t group, int warps, bool fp8) {
-                                       const auto key = std::make_tuple(head_dim, group, warps, fp8);
-                                       auto it = decode_resident_.find(key);
-                                       if (it == decode_resident_.end())
-                                         it = decode_resident_
-                                                  .emplace(key, cuda::decode_resident_ctas(int(head_dim), int(group), warps, fp8))
-                                                  .first;
-                                       return it->second;
-                                     });
+  return cuda::plan_decode_attention(
+      p, num_sms_, device_cluster_limit_, options_, [&](int64_t head_dim, int64_t group, int warps, bool fp8) {
+        const auto key = std::make_tuple(head_dim, group, warps, fp8);
+        auto it = decode_resident_.find(key);
+        if (it == decode_resident_.end())
+          it = decode_resident_.emplace(key, cuda::decode_resident_ctas(int(head_dim), int(group), warps, fp8)).first;
+        return it->second;
+      });
 }
 
 CudaBackend::~CudaBackend() {
@@ -201,7 +199,7 @@ Tensor CudaBackend::empty(const Shape& shape, DType dtype) {
     if (d < 0) throw Error("cuda backend: negative dimension in shape " + shape_str(shape));
     n *= d;
   }
-  const size_t bytes = size_t(n) * dtype_size(dtype);
+  const size_t bytes = dtype_bytes(dtype, size_t(n));
   auto buf = std::make_shared<Buffer>();
   buf->bytes = bytes;
   buf->device = Device::CUDA;
@@ -314,6 +312,13 @@ std::vector<float> CudaBackend::to_host_f32(const Tensor& t) {
       break;
     case DType::I8:
       for (size_t i = 0; i < n; ++i) out[i] = float(reinterpret_cast<int8_t*>(raw.data())[i]);
+      break;
+    case DType::U8:
+      for (size_t i = 0; i < n; ++i) out[i] = float(reinterpret_cast<uint8_t*>(raw.data())[i]);
+      break;
+    case DType::U4:
+      for (size_t i = 0; i < n; ++i)
+        out[i] = float((reinterpret_cast<uint8_t*>(raw.data())[i / 2] >> (4 * (i % 2))) & 15);
       break;
   }
   return out;
