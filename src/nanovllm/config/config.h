@@ -64,8 +64,10 @@ struct ModelConfig {
   int64_t decoder_sparse_step = 1;       // layer i is sparse when (i + 1) % decoder_sparse_step == 0 ...
   std::vector<int64_t> mlp_only_layers;  // ... and i is not listed here
   // The checkpoint's weights: FP8 for config.json's quantization_config of Qwen's FP8 checkpoints
-  // (models/fp8_checkpoint.h), else None.
+  // (models/fp8_checkpoint.h), AWQ, GPTQ or CompressedTensors for group-quantized integer weights
+  // (described by int_checkpoint: models/int_config.h), else None.
   Quantization checkpoint_quantization = Quantization::None;
+  IntCheckpointFormat int_checkpoint;
 
   // Whether layer i's MLP is the sparse MoE block (transformers' Qwen3MoeDecoderLayer).
   bool is_moe_layer(int64_t i) const {

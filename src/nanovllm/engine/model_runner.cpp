@@ -5,6 +5,7 @@
 #include "nanovllm/engine/kv_cache_scales.h"
 #include "nanovllm/engine/tp_protocol.h"
 #include "nanovllm/models/fp8_checkpoint.h"
+#include "nanovllm/models/int_checkpoint.h"
 #include "nanovllm/models/quantize_weights.h"
 
 #include <algorithm>
@@ -58,9 +59,13 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
   // An FP8 checkpoint loads its codes and block scales as they are (dummy weights: quantized below).
   const bool fp8_checkpoint = mcfg_.checkpoint_quantization == Quantization::FP8 && !cfg_.load_dummy;
   if (fp8_checkpoint) add_fp8_checkpoint_specs(*backend_, *model_, mcfg_.architecture, specs);
+  // AWQ / GPTQ / compressed-tensors: the quantized layers are read and repacked first
+  // (int_checkpoint.h), load_weights then loads the rest.
+  const bool int_checkpoint = is_int_weight_only(mcfg_.checkpoint_quantization) && !cfg_.load_dummy;
+  if (int_checkpoint) load_int_checkpoint(*backend_, *model_, mcfg_.int_checkpoint, mcfg_.architecture, *ckpt, specs);
   // --quantization: each layer is quantized as soon as it is loaded (quantize_weights.h).
   std::optional<WeightQuantizer> quantizer;
-  if (quantization_ != Quantization::None && !fp8_checkpoint)
+  if (quantization_ != Quantization::None && !fp8_checkpoint && !int_checkpoint)
     quantizer.emplace(*backend_, *model_, quantization_, mcfg_.architecture, specs);
   const WeightLoaded loaded = quantizer ? WeightLoaded([&](const WeightSpec& s) { quantizer->loaded(s); }) : nullptr;
   if (cfg_.load_dummy)

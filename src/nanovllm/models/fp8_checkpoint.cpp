@@ -6,6 +6,7 @@
 
 #include "nanovllm/backends/fp8_weights.h"
 #include "nanovllm/models/causal_lm.h"
+#include "nanovllm/models/int_config.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {
@@ -23,7 +24,8 @@ bool is_quantizable_module(const std::string& m) {
 
 }  // namespace
 
-Quantization parse_quantization_config(const nlohmann::json& q, const std::string& where) {
+Quantization parse_quantization_config(const nlohmann::json& q, const std::string& where,
+                                       IntCheckpointFormat& int_format) {
   auto fail = [&](const std::string& what) -> void { throw LoadError(where + " " + what); };
   if (!q.is_object()) fail("must be an object (got " + q.dump() + ")");
   auto str = [&](const char* key, const char* def) {
@@ -36,9 +38,14 @@ Quantization parse_quantization_config(const nlohmann::json& q, const std::strin
     return it->get<std::string>();
   };
   const std::string method = str("quant_method", nullptr);
+  if (is_int_quant_method(method)) {
+    int_format = parse_int_quantization_config(q, where);
+    return int_format.method;
+  }
   if (method != "fp8")
     fail("has quant_method '" + method +
-         "': quantized checkpoints are not implemented except fine-grained FP8 (quant_method fp8)");
+         "': quantized checkpoints are not implemented except fine-grained FP8 (quant_method fp8), awq, gptq "
+         "and compressed-tensors");
   for (const auto& [key, v] : q.items())
     if (key != "quant_method" && key != "fmt" && key != "weight_block_size" && key != "activation_scheme" &&
         key != "modules_to_not_convert" && key != "ignored_layers" && key != "dequantize" &&

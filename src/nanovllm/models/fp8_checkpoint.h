@@ -9,7 +9,7 @@
 // WeightScales{block_n 128, block_k 128} (backends/weight_scales.h); packed q/k/v and gate/up parts and
 // tensor-parallel slices must fall on 128-row (column) block boundaries, refused otherwise naming the
 // tensor. Any other quant_method (awq, gptq, compressed-tensors, bitsandbytes, ...), format, block
-// size or activation scheme is refused by name, as is a module we would quantize in the ignored list.
+// size or activation scheme is refused by name (awq, gptq and compressed-tensors go to models/int_config.h), as is a module we would quantize in the ignored list.
 #pragma once
 #include <string>
 #include <vector>
@@ -23,12 +23,14 @@ namespace nanovllm {
 
 class CausalLM;
 
-// config.json's quantization_config -> Quantization::FP8; throws LoadError naming `where` and the
-// field otherwise.
-Quantization parse_quantization_config(const nlohmann::json& q, const std::string& where);
+// config.json's quantization_config -> Quantization::FP8, or AWQ / GPTQ / CompressedTensors with
+// `int_format` filled (models/int_config.h); throws LoadError naming `where` and the field otherwise.
+Quantization parse_quantization_config(const nlohmann::json& q, const std::string& where,
+                                       IntCheckpointFormat& int_format);
 
-// The engine's weight scheme from --quantization and the checkpoint's: an FP8 checkpoint runs FP8
-// whether --quantization is none or fp8; any other flag with it is refused (UserError).
+// The engine's weight scheme from --quantization and the checkpoint's: a quantized checkpoint runs
+// its scheme whether --quantization is none or names it; any other flag with it is refused
+// (UserError naming both).
 Quantization resolve_quantization(Quantization flag, Quantization checkpoint);
 
 // The weight_scale_inv spec of an FP8 weight spec `w` (its rows/columns and shard in 128-blocks),

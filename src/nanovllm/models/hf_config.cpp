@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nanovllm/models/fp8_checkpoint.h"
+#include "nanovllm/models/int_config.h"
 #include "nanovllm/models/hf_config.h"
 #include "nanovllm/utils/checked_math.h"
 #include "nanovllm/utils/error.h"
@@ -347,7 +348,8 @@ ModelConfig parse_model_config(const std::string& text, const std::string& where
   read_moe(r, c);
   refuse_unimplemented(r, c.architecture);
   if (const json* q = r.find("quantization_config"))
-    c.checkpoint_quantization = parse_quantization_config(*q, r.where() + ": 'quantization_config'");
+    c.checkpoint_quantization =
+        parse_quantization_config(*q, r.where() + ": 'quantization_config'", c.int_checkpoint);
   c.eos_token_ids = r.token_ids("eos_token_id", c.vocab_size);
   if (r.has("bos_token_id")) c.bos_token_id = int32_t(r.integer("bos_token_id", 0, c.vocab_size - 1));
   const auto params = c.checked_num_parameters();
@@ -374,6 +376,14 @@ ModelConfig load_model_config(const std::string& dir) {
     const json g = parse_object(read_regular_file(gen.string(), kMaxModelJsonBytes), gen.string());
     auto ids = Reader(g, gen.string()).token_ids("eos_token_id", c.vocab_size);
     if (!ids.empty()) c.eos_token_ids = ids;  // generation_config.json wins
+  }
+  // AutoGPTQ and AutoAWQ describe their checkpoints in quantize_config.json (config.json's
+  // quantization_config, where both exist, is the one transformers and vLLM read).
+  const fs::path qc = fs::path(dir) / "quantize_config.json";
+  if (c.checkpoint_quantization == Quantization::None && (fs::exists(qc, ec) || fs::is_symlink(qc, ec))) {
+    const json q = parse_object(read_regular_file(qc.string(), kMaxModelJsonBytes), qc.string());
+    c.int_checkpoint = parse_quantize_config_file(q, qc.string());
+    c.checkpoint_quantization = c.int_checkpoint.method;
   }
   return c;
 }

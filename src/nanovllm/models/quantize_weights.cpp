@@ -19,6 +19,7 @@ void WeightQuantizer::quantize(Tensor& weight, WeightScales& weight_scales) {
   Tensor codes;
   WeightScales scales;
   be_.quantize_weight(weight, q_, codes, scales);
+  if (is_int_weight_only(q_)) be_.prepare_int_weight(codes, scales);  // the backend's layout (int_weights.h)
   weight = codes;  // the unquantized weight is freed here (unless the embedding shares it)
   weight_scales = scales;
 }

@@ -3,7 +3,8 @@
 // (Backend::quantize_weight) as soon as the last checkpoint tensor that fills it is loaded, so the
 // unquantized model never exists whole: the peak is the quantized model, one unquantized layer and
 // the unquantized embedding. Biases stay as they are. int8 converts the LM head too
-// (CausalLM::lm_head, once finalize_weights has tied it).
+// (CausalLM::lm_head, once finalize_weights has tied it). awq, gptq and compressed-tensors quantize to
+// their usual checkpoints' scheme (usual_int_weight_scheme), then Backend::prepare_int_weight.
 #pragma once
 #include <map>
 #include <string>

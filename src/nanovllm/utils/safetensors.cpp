@@ -42,8 +42,10 @@ DType parse_dtype(const json& v, const std::string& path, const std::string& nam
   if (s == "I32") return DType::I32;
   if (s == "I64") return DType::I64;
   if (s == "F8_E4M3") return DType::F8E4M3;
+  if (s == "I8") return DType::I8;  // e.g. compressed-tensors' unpacked zero points
+  if (s == "U8") return DType::U8;
   throw LoadError(path + ": tensor '" + name + "' has unsupported dtype " + s +
-                  " (supported: F32, BF16, F16, I32, I64, F8_E4M3)");
+                  " (supported: F32, BF16, F16, I32, I64, F8_E4M3, I8, U8)");
 }
 
 std::vector<int64_t> parse_shape(const json& v, const std::string& path, const std::string& name) {

@@ -47,6 +47,11 @@ void CpuBackend::upload(const void* src, DType src_dtype, Tensor& dst) {
   const char* in = static_cast<const char*>(src);
   const size_t in_es = dtype_size(src_dtype), out_es = dtype_size(dst.dtype());
   char* out = static_cast<char*>(dst.raw());
+  if (dst.dtype() == DType::U4) {  // packed codes (two a byte): copied as they are
+    if (src_dtype != DType::U4) throw Error(std::string("cpu upload: cannot convert ") + dtype_name(src_dtype) + " to U4");
+    std::memcpy(out, in, dst.nbytes());
+    return;
+  }
   const bool to_bf16 = dst.dtype() == DType::BF16 && (src_dtype == DType::F32 || src_dtype == DType::F16);
   if (dst.dtype() != src_dtype && dst.dtype() != DType::F32 && !to_bf16)
     throw Error(std::string("cpu upload: cannot convert ") + dtype_name(src_dtype) + " to " + dtype_name(dst.dtype()));

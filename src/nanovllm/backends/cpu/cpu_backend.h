@@ -31,8 +31,9 @@ class CpuBackend final : public Backend {
   void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
   // Quantized weights (--quantization): F8E4M3 codes (backends/fp8_weights.h: the F32 GEMM of the dequantized
-  // weights, weight-only; cpu_linear.cpp) or I8 codes (cpu_int8.cpp: Q8_0-like codes and dynamic INT8
-  // activations); dispatched by cpu_quantize.cpp.
+  // weights, weight-only; cpu_linear.cpp), I8 codes (cpu_int8.cpp: Q8_0-like codes and dynamic INT8
+  // activations) or U4 / U8 group-quantized codes (cpu_int_weights.cpp: the F32 GEMM of the dequantized
+  // weights); dispatched by cpu_quantize.cpp.
   void linear_quantized(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) override;
   bool supports_quantization(Quantization q) const override;
   void quantize_weight(const Tensor& w, Quantization q, Tensor& codes, WeightScales& scales) override;
@@ -62,8 +63,10 @@ class CpuBackend final : public Backend {
  private:
   void linear_fp8(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out);
   void linear_int8(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out);
+  void linear_int(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out);  // U4 / U8 codes
   void quantize_weight_fp8(const Tensor& w, Tensor& codes, WeightScales& scales);
   void quantize_weight_int8(const Tensor& w, Tensor& codes, WeightScales& scales);
+  void quantize_weight_int(const Tensor& w, Quantization q, Tensor& codes, WeightScales& scales);
   CpuPrecision precision_;
   // Activations and logits, reused from step to step (256 MiB held at most).
   std::shared_ptr<cpu::HostBufferPool> pool_ = cpu::HostBufferPool::create(size_t(256) << 20);

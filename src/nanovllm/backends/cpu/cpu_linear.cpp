@@ -65,16 +65,12 @@ void CpuBackend::linear_fp8(const Tensor& x, const Tensor& w, const WeightScales
   if (x.dtype() != DType::F32 || out.dtype() != DType::F32) throw Error("cpu linear: x and out must be F32");
   const float* xp = x.data<float>();
   float* op = out.data<float>();
-  split_rows(N, T * N * K, [&](int64_t n0, int64_t n1) {
-    constexpr int64_t kRows = 64;
-    std::vector<float> deq(size_t(kRows * K));
-    for (int64_t b = n0; b < n1; b += kRows) {
-      const int64_t e = std::min(n1, b + kRows);
-      for (int64_t n = b; n < e; ++n) fp8_dequantize_row(w, scales, n, 0, K, deq.data() + (n - b) * K);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(T), int(e - b), int(K), 1.0f, xp, int(K), deq.data(),
-                  int(K), 0.0f, op + b, int(N));
-    }
-  });
+  cpu::split_rows_dequantized(
+      N, T * N * K, K, [&](int64_t n, float* row) { fp8_dequantize_row(w, scales, n, 0, K, row); },
+      [&](int64_t b, int64_t e, const float* deq) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(T), int(e - b), int(K), 1.0f, xp, int(K), deq, int(K),
+                    0.0f, op + b, int(N));
+      });
 }
 
 }  // namespace nanovllm

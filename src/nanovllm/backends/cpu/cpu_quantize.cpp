@@ -1,6 +1,7 @@
 // CPU weight quantization at load (--quantization, models/quantize_weights.*) and the quantized
 // linear's dispatch: fp8 gives per-output-channel E4M3 codes (backends/fp8_weights.h), the format the CUDA
-// backend's FP8 kernels read too; int8 the Q8_0-like codes of cpu_int8.cpp.
+// backend's FP8 kernels read too; int8 the Q8_0-like codes of cpu_int8.cpp; awq, gptq and
+// compressed-tensors the U4/U8 group-quantized codes of cpu_int_weights.cpp.
 
 #include "nanovllm/backends/checks.h"
 #include "nanovllm/backends/cpu/cpu_backend.h"
@@ -11,13 +12,16 @@
 namespace nanovllm {
 
 bool CpuBackend::supports_quantization(Quantization q) const {
-  return q == Quantization::None || q == Quantization::FP8 || q == Quantization::INT8;
+  return q == Quantization::None || q == Quantization::FP8 || q == Quantization::INT8 || is_int_weight_only(q);
 }
 
 void CpuBackend::quantize_weight(const Tensor& w, Quantization q, Tensor& codes, WeightScales& scales) {
   switch (q) {
     case Quantization::FP8: return quantize_weight_fp8(w, codes, scales);
     case Quantization::INT8: return quantize_weight_int8(w, codes, scales);
+    case Quantization::AWQ:
+    case Quantization::GPTQ:
+    case Quantization::CompressedTensors: return quantize_weight_int(w, q, codes, scales);
     case Quantization::None: break;
   }
   Backend::quantize_weight(w, q, codes, scales);
@@ -27,6 +31,7 @@ void CpuBackend::linear_quantized(const Tensor& x, const Tensor& w, const Weight
   check_linear(x, w, out);
   if (w.dtype() == DType::F8E4M3) return linear_fp8(x, w, scales, out);
   if (w.dtype() == DType::I8) return linear_int8(x, w, scales, out);
+  if (w.dtype() == DType::U4 || w.dtype() == DType::U8) return linear_int(x, w, scales, out);
   Backend::linear_quantized(x, w, scales, out);
 }
 

@@ -73,4 +73,20 @@ void for_each_row_f32(const Tensor& w, const F& fn) {
   });
 }
 
+// The F32 GEMM of quantized weights, dequantized a block of 64 rows at a time in each thread's
+// share of the N rows: dequant(n, row) writes row n's K values, gemm(b, e, rows) multiplies rows
+// [b, e) (FP8 and group-quantized integer weights).
+template <class D, class G>
+void split_rows_dequantized(int64_t N, int64_t work, int64_t K, const D& dequant, const G& gemm) {
+  split_rows(N, work, [&](int64_t n0, int64_t n1) {
+    constexpr int64_t kRows = 64;
+    std::vector<float> deq(size_t(std::min(kRows, n1 - n0) * K));
+    for (int64_t b = n0; b < n1; b += kRows) {
+      const int64_t e = std::min(n1, b + kRows);
+      for (int64_t n = b; n < e; ++n) dequant(n, deq.data() + (n - b) * K);
+      gemm(b, e, deq.data());
+    }
+  });
+}
+
 }  // namespace nanovllm::cpu
