@@ -33,11 +33,12 @@ void check_int_weight(const Tensor& codes, const WeightScales& scales, const cha
 // order, i.e. before perm).
 void int_dequantize_row(const Tensor& codes, const WeightScales& scales, int64_t n, int64_t k0, int64_t k1, float* out);
 
-// Quantizes w [N, K] (host F32) in groups of G columns into the canonical layout, as checkpoint
-// makers do: with zero points (AWQ), scale = (max - min) / (2^bits - 1), zero = round(-min / scale)
-// clamped to the code range; symmetric (GPTQ sym, compressed-tensors), scale = amax / (2^(bits-1) - 1)
-// ... (the implementation states the exact rule). Codes are round-to-nearest, clamped. An all-zero
-// group gets scale 1. Returns host codes and scales (zero defined iff zero_points).
+// Quantizes w [N, K] (host F32) in groups of G columns (group <= 0: one group per row) into the
+// canonical layout, as checkpoint makers do (codes round half to even, clamped to [0, 2^bits - 1]):
+//   zero points (AutoAWQ): scale = (max - min) / (2^bits - 1), zero = round(-min / scale);
+//   symmetric (GPTQ sym): scale = 2 amax / (2^bits - 1), zero = the midpoint (left undefined).
+// A constant group gets scale 1 (zero points) or an all-zero one scale 1 (symmetric).
+// bits 4 -> U4 codes, 8 -> U8; throws Error for other bits or a group that does not fit K.
 void int_quantize_weight(const Tensor& w, int bits, int64_t group, bool zero_points, Tensor& codes,
                          WeightScales& scales);
 
