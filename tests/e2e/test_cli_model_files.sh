@@ -90,7 +90,7 @@ CASE="config.json: YaRN runs"; check 0 "" "${G[@]}" --model "$M" --input "$TMP/i
 CASE="config.json: YaRN, --max-model-len past factor * original"
 check 2 "--max-model-len 1025 is larger than the model's 1024 (YaRN factor 4 * original_max_position_embeddings 256)" \
   "${G[@]}" --model "$M" --input "$TMP/in.jsonl" --max-model-len 1025
-config "j['quantization_config'] = {'quant_method': 'awq'}"
+config "j['quantization_config'] = {'quant_method': 'bitsandbytes'}"
 expect "quantized checkpoints are not implemented"
 config "j['use_sliding_window'] = True; j['sliding_window'] = 16; j['layer_types'][1] = 'sliding_attention'"
 CASE="config.json: sliding window (implemented), --max-model-len past it"; check 0 "" "${G[@]}" --model "$M" --input "$TMP/in.jsonl" --max-model-len 17

@@ -44,7 +44,7 @@ expect_error "--dtype float16: the cpu backend computes in float32 only" generat
 expect_error "--dtype bfloat16: the cpu backend computes in float32 only" serve "$FIX" --device cpu --dtype bfloat16
 expect_error "--dtype int4: not a dtype" serve "$FIX" --device cpu --dtype int4
 expect_error "--kv-cache-dtype fp8_e5m2: not implemented (use auto, bf16, fp8 or fp8_e4m3" serve "$FIX" --device cpu --kv-cache-dtype fp8_e5m2
-expect_error "--quantization awq: not implemented (use none, fp8 or int8)" generate "$FIX" --device cpu --quantization awq -p hi
+expect_error "--quantization bitsandbytes: not implemented (use none, fp8, int8, awq, gptq or compressed-tensors" generate "$FIX" --device cpu --quantization bitsandbytes -p hi
 # Server flags checked before the model loads.
 expect_error "--allowed-origins *: must be a JSON list of strings" serve "$FIX" --device cpu --allowed-origins '*'
 expect_error "--override-generation-config: not valid JSON" serve "$FIX" --device cpu --override-generation-config '{temp'

@@ -44,8 +44,8 @@ class ConstructionErrorsTest(unittest.TestCase):
             LLM(FIXTURE, kv_cache_dtype="fp8_e5m2", **CPU)
         with self.assertRaisesRegex(TypeError, "kv_cache_dtype must be a str"):
             LLM(FIXTURE, kv_cache_dtype=8, **CPU)
-        with self.assertRaisesRegex(ValueError, "quantization awq: not implemented"):
-            LLM(FIXTURE, quantization="awq", **CPU)
+        with self.assertRaisesRegex(ValueError, "quantization bitsandbytes: not implemented"):
+            LLM(FIXTURE, quantization="bitsandbytes", **CPU)
         with self.assertRaisesRegex(TypeError, "quantization must be"):
             LLM(FIXTURE, quantization=8, **CPU)
 

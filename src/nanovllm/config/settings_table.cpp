@@ -317,17 +317,18 @@ std::vector<Setting> make_settings() {
                     .keywords = {"kv_cache_dtype"},
                     .choices = {"auto", "bf16", "fp8", "fp8_e4m3"},
                     .travels = true}));
-  t.push_back(bind(named_enum_field(&C::quantization, quantization_name, parse_quantization),
-                   {.name = "quantization",
-                    .type = T::Choice,
-                    .help = "weights: none (as loaded), fp8 (E4M3, quantized at load or an FP8 checkpoint's), int8, "
-                            "or awq, gptq, compressed-tensors (4/8-bit group-quantized: the checkpoint's, else "
-                            "quantized at load); an AWQ/GPTQ/compressed-tensors checkpoint is detected without it",
-                    .flags = {"--quantization", "-q"},
-                    .keywords = {"quantization"},
-                    .python_none = true,
-                    .choices = {"none", "fp8", "int8", "awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors"},
-                    .travels = true}));
+  t.push_back(
+      bind(named_enum_field(&C::quantization, quantization_name, parse_quantization),
+           {.name = "quantization",
+            .type = T::Choice,
+            .help = "weights: none (as loaded), fp8 (E4M3, quantized at load or an FP8 checkpoint's), int8, "
+                    "or awq, gptq, compressed-tensors (4/8-bit group-quantized: the checkpoint's, else "
+                    "quantized at load); an AWQ/GPTQ/compressed-tensors checkpoint is detected without it",
+            .flags = {"--quantization", "-q"},
+            .keywords = {"quantization"},
+            .python_none = true,
+            .choices = {"none", "fp8", "int8", "awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors"},
+            .travels = true}));
   t.push_back(bind(bool_field(&C::enforce_eager), {.name = "enforce_eager",
                                                    .type = T::Bool,
                                                    .help = "no CUDA graphs",

@@ -9,7 +9,8 @@
 // WeightScales{block_n 128, block_k 128} (backends/weight_scales.h); packed q/k/v and gate/up parts and
 // tensor-parallel slices must fall on 128-row (column) block boundaries, refused otherwise naming the
 // tensor. Any other quant_method (awq, gptq, compressed-tensors, bitsandbytes, ...), format, block
-// size or activation scheme is refused by name (awq, gptq and compressed-tensors go to models/int_config.h), as is a module we would quantize in the ignored list.
+// size or activation scheme is refused by name (awq, gptq and compressed-tensors go to models/int_config.h), as is a
+// module we would quantize in the ignored list.
 #pragma once
 #include <string>
 #include <vector>

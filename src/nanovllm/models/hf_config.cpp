@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "nanovllm/models/fp8_checkpoint.h"
-#include "nanovllm/models/int_config.h"
 #include "nanovllm/models/hf_config.h"
+#include "nanovllm/models/int_config.h"
 #include "nanovllm/utils/checked_math.h"
 #include "nanovllm/utils/error.h"
 #include "nanovllm/utils/file_io.h"
@@ -348,8 +348,7 @@ ModelConfig parse_model_config(const std::string& text, const std::string& where
   read_moe(r, c);
   refuse_unimplemented(r, c.architecture);
   if (const json* q = r.find("quantization_config"))
-    c.checkpoint_quantization =
-        parse_quantization_config(*q, r.where() + ": 'quantization_config'", c.int_checkpoint);
+    c.checkpoint_quantization = parse_quantization_config(*q, r.where() + ": 'quantization_config'", c.int_checkpoint);
   c.eos_token_ids = r.token_ids("eos_token_id", c.vocab_size);
   if (r.has("bos_token_id")) c.bos_token_id = int32_t(r.integer("bos_token_id", 0, c.vocab_size - 1));
   const auto params = c.checked_num_parameters();

@@ -47,8 +47,13 @@ struct Slice {
 
 Slice slice_of(const WeightSpec& s, int64_t G) {
   const Shape local = s.local_shape();
-  Slice sl{s.shard_dim == 0 ? s.shard_rank * local[0] : 0, local[0], s.shard_dim == 1 ? s.shard_rank * local[1] : 0,
-           local[1], G, 0, 0};
+  Slice sl{s.shard_dim == 0 ? s.shard_rank * local[0] : 0,
+           local[0],
+           s.shard_dim == 1 ? s.shard_rank * local[1] : 0,
+           local[1],
+           G,
+           0,
+           0};
   if (sl.cols % G != 0) {
     if (G % sl.cols != 0)
       throw LoadError("'" + s.name + "' " + shape_str(s.shape) + " split in " + std::to_string(s.num_shards) +
@@ -98,13 +103,16 @@ void load_part(Backend& be, const IntCheckpointFormat& fmt, const SafetensorsChe
                     "its layer (" + std::to_string(layer.scales.block_k) + ")");
   // Act order: the columns sorted on g_idx (the same for every part of the layer).
   std::vector<int32_t> perm;
-  if (std::vector<int32_t> g = r.g_idx(); !g.empty()) perm = int_act_order_perm(g, r.group(), "'" + r.codes_name() + "'");
+  if (std::vector<int32_t> g = r.g_idx(); !g.empty())
+    perm = int_act_order_perm(g, r.group(), "'" + r.codes_name() + "'");
   if (!perm.empty() && s.shard_dim == 1 && s.num_shards > 1)
-    throw LoadError("'" + s.name + "' has act order (g_idx reorders its groups) and is split along its input columns "
+    throw LoadError("'" + s.name +
+                    "' has act order (g_idx reorders its groups) and is split along its input columns "
                     "by tensor parallelism: not implemented (use tensor_parallel_size 1, or a checkpoint without "
                     "desc_act / actorder)");
   if (layer.perm && *layer.perm != perm)
-    throw LoadError("'" + s.name + "': its g_idx differs from the other parts of its layer (one column order a layer "
+    throw LoadError("'" + s.name +
+                    "': its g_idx differs from the other parts of its layer (one column order a layer "
                     "is implemented)");
   layer.perm = perm;
   std::vector<uint8_t> codes(size_t(sl.rows * sl.cols)), packed;
@@ -114,7 +122,8 @@ void load_part(Backend& be, const IntCheckpointFormat& fmt, const SafetensorsChe
     std::vector<uint8_t> natural(codes.size());
     r.codes(sl.r0, sl.r0 + sl.rows, 0, sl.cols, natural.data());
     for (int64_t n = 0; n < sl.rows; ++n)
-      for (int64_t j = 0; j < sl.cols; ++j) codes[size_t(n * sl.cols + j)] = natural[size_t(n * sl.cols + perm[size_t(j)])];
+      for (int64_t j = 0; j < sl.cols; ++j)
+        codes[size_t(n * sl.cols + j)] = natural[size_t(n * sl.cols + perm[size_t(j)])];
   }
   pack_codes(codes, d, packed);
   upload_rows(be, packed.data(), d, layer.codes, s.row_offset, sl.rows);
@@ -159,15 +168,18 @@ void load_int_checkpoint(Backend& be, CausalLM& model, const IntCheckpointFormat
   std::map<const Tensor*, IntLayer> layers;
   for (Linear* l : linears) layers[&l->weight].linear = l;
   std::vector<WeightSpec> rest;
+  std::vector<IntLayer*> order;  // the model's order, so that errors name the first layer at fault
   for (const WeightSpec& s : specs) {
     auto it = layers.find(s.dst);
-    if (it != layers.end())
-      it->second.parts.push_back(s);
-    else
+    if (it == layers.end()) {
       rest.push_back(s);
+      continue;
+    }
+    if (it->second.parts.empty()) order.push_back(&it->second);
+    it->second.parts.push_back(s);
   }
-  for (auto& [w, layer] : layers) {
-    if (layer.parts.empty()) continue;
+  for (IntLayer* lp : order) {
+    IntLayer& layer = *lp;
     const std::string first = module_of(layer.parts[0].name);
     const bool quantized = int_format_quantizes(fmt, first);
     for (const WeightSpec& s : layer.parts) {

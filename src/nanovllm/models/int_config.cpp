@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <climits>
 
 #include <nlohmann/json.hpp>
 
@@ -27,10 +28,13 @@ struct Fields {
       if (auto it = q.find(k); it != q.end() && !it->is_null()) return &*it;
     return nullptr;
   }
+  static constexpr int64_t kRequired = INT64_MIN;
   int64_t integer(std::initializer_list<const char*> keys, int64_t def) const {
     const json* v = find(keys);
+    if (!v && def == kRequired) fail("lacks '" + std::string(*keys.begin()) + "'");
     if (!v) return def;
-    if (!v->is_number_integer()) fail("'" + std::string(*keys.begin()) + "' must be an integer (got " + v->dump() + ")");
+    if (!v->is_number_integer())
+      fail("'" + std::string(*keys.begin()) + "' must be an integer (got " + v->dump() + ")");
     return v->get<int64_t>();
   }
   bool boolean(std::initializer_list<const char*> keys, bool def) const {
@@ -73,9 +77,9 @@ void check_group(const Fields& f, int64_t g, bool allow_row) {
 IntCheckpointFormat parse_awq(const Fields& f) {
   IntCheckpointFormat fmt;
   fmt.method = Quantization::AWQ;
-  fmt.bits = int(f.integer({"bits", "w_bit"}, 4));
+  fmt.bits = int(f.integer({"bits", "w_bit"}, Fields::kRequired));
   if (fmt.bits != 4) f.fail("has bits " + std::to_string(fmt.bits) + ": AWQ checkpoints of 4 bits are implemented");
-  fmt.group_size = f.integer({"group_size", "q_group_size"}, 128);
+  fmt.group_size = f.integer({"group_size", "q_group_size"}, Fields::kRequired);
   check_group(f, fmt.group_size, false);
   if (!f.boolean({"zero_point"}, true))
     f.fail("has zero_point false: AWQ checkpoints with zero points are implemented");
@@ -90,10 +94,10 @@ IntCheckpointFormat parse_awq(const Fields& f) {
 IntCheckpointFormat parse_gptq(const Fields& f) {
   IntCheckpointFormat fmt;
   fmt.method = Quantization::GPTQ;
-  fmt.bits = int(f.integer({"bits"}, 4));
+  fmt.bits = int(f.integer({"bits"}, Fields::kRequired));
   if (fmt.bits != 4 && fmt.bits != 8)
     f.fail("has bits " + std::to_string(fmt.bits) + ": GPTQ checkpoints of 4 or 8 bits are implemented");
-  fmt.group_size = f.integer({"group_size"}, 128);
+  fmt.group_size = f.integer({"group_size"}, Fields::kRequired);
   check_group(f, fmt.group_size, true);
   fmt.zero_points = !f.boolean({"sym"}, true);
   // desc_act only says whether g_idx reorders the groups; the g_idx tensors themselves are read.
@@ -161,7 +165,8 @@ IntCheckpointFormat parse_compressed_tensors(const Fields& f) {
                ": activation quantization is not implemented for integer weights (W4A16 / W8A16 only)");
     const IntWeightScheme s = ct_weights(gf, name);
     if (!first && (s.bits != fmt.bits || s.group_size != fmt.group_size || s.zero_points != fmt.zero_points))
-      f.fail("config_groups." + name + " differs from the other groups' weights: one scheme for every layer is "
+      f.fail("config_groups." + name +
+             " differs from the other groups' weights: one scheme for every layer is "
              "implemented");
     first = false;
     fmt.bits = s.bits, fmt.group_size = s.group_size, fmt.zero_points = s.zero_points;

@@ -124,13 +124,15 @@ void IntLayerReader::codes(int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8
     case Quantization::GPTQ:  // [K/pf, N], along K
       for (int64_t k = c0; k < c1; ++k)
         for (int64_t n = r0; n < r1; ++n)
-          out[(n - r0) * cols + (k - c0)] = uint8_t((uint32_t(word(t, (k / pf_) * N_ + n)) >> (bits * (k % pf_))) & mask);
+          out[(n - r0) * cols + (k - c0)] =
+              uint8_t((uint32_t(word(t, (k / pf_) * N_ + n)) >> (bits * (k % pf_))) & mask);
       break;
     default: {  // compressed-tensors: [N, ceil(K/pf)], along K
       const int64_t words = (K_ + pf_ - 1) / pf_;
       for (int64_t n = r0; n < r1; ++n)
         for (int64_t k = c0; k < c1; ++k)
-          out[(n - r0) * cols + (k - c0)] = uint8_t((uint32_t(word(t, n * words + k / pf_)) >> (bits * (k % pf_))) & mask);
+          out[(n - r0) * cols + (k - c0)] =
+              uint8_t((uint32_t(word(t, n * words + k / pf_)) >> (bits * (k % pf_))) & mask);
     }
   }
 }
@@ -186,7 +188,7 @@ std::vector<int32_t> int_act_order_perm(const std::vector<int32_t>& g_idx, int64
     if (count[g] != G)
       throw LoadError(what + ": g_idx gives group " + std::to_string(g) + " " + std::to_string(count[g]) +
                       " columns, not group_size " + std::to_string(G));
-  std::vector<int32_t> perm(size_t(K));
+  std::vector<int32_t> perm(static_cast<size_t>(K));
   std::iota(perm.begin(), perm.end(), 0);
   std::stable_sort(perm.begin(), perm.end(), [&](int32_t a, int32_t b) { return g_idx[size_t(a)] < g_idx[size_t(b)]; });
   bool identity = true;

@@ -24,6 +24,7 @@
 
 #include "nanovllm/config/quantization.h"
 #include "nanovllm/utils/safetensors.h"
+#include "nanovllm/utils/tensor.h"
 
 namespace nanovllm {
 

@@ -11,10 +11,12 @@
 #include <map>
 #include <random>
 
+#include "int_checkpoint_writer.h"
 #include "nanovllm/dist/socket.h"
 #include "nanovllm/engine/llm_engine.h"
 #include "nanovllm/engine/tensor_parallel.h"
 #include "nanovllm/utils/error.h"
+#include "temp_dir.h"
 #include "test_paths.h"
 
 using namespace nanovllm;
@@ -111,6 +113,19 @@ TEST(TensorParallelEngine, Tp2MatchesTp1OnTheFixtures) {
                             "tiny-qwen3-moe-nonorm"}) {
     const auto cfg = base(test::fixture(model));
     expect_same(generate(cfg, 2), generate(cfg, 1), model + " TP=2");
+  }
+}
+
+TEST(TensorParallelEngine, IntCheckpointsTp2MatchTp1) {
+  // Column-parallel layers take whole rows; o_proj's 64 columns a rank are one group of 64, or the
+  // half of one group of 128; down_proj's 128 two groups of 64 or one of 128; channel-wise rows split.
+  using test::IntFormat;
+  for (const test::IntSpec& s :
+       {test::IntSpec{IntFormat::AWQ, 4, 64, true}, test::IntSpec{IntFormat::GPTQv2, 8, 128, true},
+        test::IntSpec{IntFormat::CT, 4, -1, false, true}}) {
+    test::TempDir d;
+    const auto cfg = base(test::write_int_checkpoints(d.dir.string(), s).q);
+    expect_same(generate(cfg, 2), generate(cfg, 1), "int checkpoint TP=2, bits " + std::to_string(s.bits));
   }
 }
 

@@ -149,7 +149,7 @@ TEST(ConfigValidation, UnimplementedFeaturesAreRefused) {
                       "'attention_bias' is true (biases in the q/k/v/o projections), which is not implemented");
   EXPECT_CONFIG_ERROR(json({{"mlp_bias", true}}), "'mlp_bias' is true");
   EXPECT_CONFIG_ERROR(json({{"hidden_act", "gelu"}}), "'hidden_act' is 'gelu', which is not implemented (only silu)");
-  EXPECT_CONFIG_ERROR(json({{"quantization_config", {{"quant_method", "awq"}}}}),
+  EXPECT_CONFIG_ERROR(json({{"quantization_config", {{"quant_method", "bitsandbytes"}}}}),
                       "quantized checkpoints are not implemented");
   EXPECT_CONFIG_ERROR(
       json({{"rope_scaling", {{"type", "linear"}, {"factor", 4.0}}}}),

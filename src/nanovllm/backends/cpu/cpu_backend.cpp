@@ -48,7 +48,8 @@ void CpuBackend::upload(const void* src, DType src_dtype, Tensor& dst) {
   const size_t in_es = dtype_size(src_dtype), out_es = dtype_size(dst.dtype());
   char* out = static_cast<char*>(dst.raw());
   if (dst.dtype() == DType::U4) {  // packed codes (two a byte): copied as they are
-    if (src_dtype != DType::U4) throw Error(std::string("cpu upload: cannot convert ") + dtype_name(src_dtype) + " to U4");
+    if (src_dtype != DType::U4)
+      throw Error(std::string("cpu upload: cannot convert ") + dtype_name(src_dtype) + " to U4");
     std::memcpy(out, in, dst.nbytes());
     return;
   }

@@ -35,11 +35,12 @@ void CpuBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScales
     xp = gathered.data();
   }
   float* op = out.data<float>();
-  cpu::split_rows_dequantized(N, T * N * K, K, [&](int64_t n, float* row) { int_dequantize_row(w, scales, n, 0, K, row); },
-                         [&](int64_t b, int64_t e, const float* deq) {
-                           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(T), int(e - b), int(K), 1.0f, xp,
-                                       int(K), deq, int(K), 0.0f, op + b, int(N));
-                         });
+  cpu::split_rows_dequantized(
+      N, T * N * K, K, [&](int64_t n, float* row) { int_dequantize_row(w, scales, n, 0, K, row); },
+      [&](int64_t b, int64_t e, const float* deq) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(T), int(e - b), int(K), 1.0f, xp, int(K), deq, int(K),
+                    0.0f, op + b, int(N));
+      });
 }
 
 void CpuBackend::quantize_weight_int(const Tensor& w, Quantization q, Tensor& codes, WeightScales& scales) {
