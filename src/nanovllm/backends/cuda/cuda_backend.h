@@ -51,6 +51,7 @@ class CudaBackend final : public Backend {
   void upload(const void* src, DType src_dtype, Tensor& dst) override;
   void download(const Tensor& src, void* dst) override;
   void synchronize() override;
+  std::vector<int64_t> plan_row_counts(int64_t max_rows) const override;
   void begin_step() override;
   int64_t free_memory_bytes() override;
   int64_t total_memory_bytes() override;
@@ -174,7 +175,7 @@ class CudaBackend final : public Backend {
   // quantized per token and 128 columns), cuBLASLt's VEC128 scale mode.
   enum class GemmOperands { BF16, Fp8RowScaled, Fp8Block128 };
   using GemmKey = std::tuple<int64_t, int64_t, int64_t, bool, GemmOperands>;  // (T, N, K, F32 out, operands)
-  std::map<GemmKey, GemmPlan*> gemm_plans_;                                    // owned
+  std::map<GemmKey, GemmPlan*> gemm_plans_;                                   // owned
   // (gemm_heuristic_rows(T), N, K, F32 out, operands) -> the heuristic's algorithm for that bucket, owned
   std::map<GemmKey, GemmPlan*> gemm_bucket_plans_;
   GemmPlan* make_gemm_plan(const GemmKey& k);  // descriptors only
