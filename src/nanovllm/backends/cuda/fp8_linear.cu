@@ -20,6 +20,7 @@
 // per-channel weights, per-token-and-128-column ones for 128 x 128 block weights; the rest (odd
 // shapes, fp8_gemm=dequantize): dequantize_fp8_kernel writes the BF16 weight (value rounded to
 // BF16) into the step arena and cuBLASLt's BF16 GEMM multiplies it.
+// U4/U8 codes (group-quantized integer weights) are sent on to int_linear.cu / int_prepare.cu.
 // quantize_weight: quantize_rows_fp8_kernel, one CTA per row: scale = amax / 448 (1 for a zero
 // row), code = rn_satfinite(w / scale): bit-equal to the CPU's codes from the same BF16 weight.
 #include <string>
