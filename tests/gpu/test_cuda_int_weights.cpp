@@ -138,10 +138,10 @@ void check_linear(test::Backends& b, const Shape3& s, int64_t T, bool zero, bool
 TEST(CudaIntWeights, LinearAwkwardShapesAgainstTheReference) {
   REQUIRE_GPU();
   test::Backends b;
-  // N past a 16-row block; K past a 64-column tile (160, 208); groups of 16..K, one not a power of
-  // two (48); U8 with its 32-column tile.
+  // N past a 16-row block; K past a 64-column tile (160, 208, 288); groups of 16..K, some not powers
+  // of two (48, 96: tiles straddle groups); U8 with its 32-column tile.
   const Shape3 shapes[] = {{4, 200, 192, 32}, {4, 72, 384, 128}, {4, 24, 160, 160}, {4, 40, 208, 16},
-                           {8, 40, 96, 48},   {8, 56, 256, 64},  {8, 33, 160, 32}};
+                           {4, 40, 288, 96},  {8, 40, 96, 48},   {8, 56, 256, 64},  {8, 33, 160, 32}};
   for (const Shape3& s : shapes)
     for (int64_t T : {1, 3, 8, 9, 17, 300})
       for (bool zero : {true, false}) check_linear(b, s, T, zero, /*perm=*/T % 2 == 1, false);

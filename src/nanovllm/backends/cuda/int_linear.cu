@@ -43,8 +43,8 @@ constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 
 // x: [M <= 8, K] BF16 (rows past M: row M - 1); codes / sz: int_layout.cuh; out: [M, N] with N the
-// outputs (kSilu: I; the gate block of CTA b is b, its up block b + up_block). kStepGroups: G < TK
-// (a scale per k-step, not per tile).
+// outputs (kSilu: I; the gate block of CTA b is b, its up block b + up_block). kStepGroups: G is not
+// a multiple of TK, so a tile may span groups (a scale per k-step, not per tile).
 template <int kBits, bool kSilu, bool kStepGroups, class OutT>
 __global__ void __launch_bounds__(kThreads)
     int_gemv_kernel(const bf16* __restrict__ x, const uint4* __restrict__ codes, const uint32_t* __restrict__ sz,
@@ -239,7 +239,7 @@ void launch_int_gemv(const Tensor& x, const Tensor& codes, const Tensor& sz, Ten
 // One GEMV pass over x [M <= 8, K].
 void int_gemv(const Tensor& x, const Tensor& codes, const WeightScales& scales, Tensor& out, bool silu, Stream st) {
   const bool u4 = codes.dtype() == DType::U4;
-  const bool step_groups = scales.block_k < int_tile_k(u4 ? 4 : 8);
+  const bool step_groups = scales.block_k % int_tile_k(u4 ? 4 : 8) != 0;  // a tile may straddle two groups
   const Tensor& sz = scales.scale;
   const int64_t G = scales.block_k;
   // kSilu with F32 out is never asked (linear_int checks).

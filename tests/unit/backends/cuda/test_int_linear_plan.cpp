@@ -8,7 +8,7 @@ namespace nanovllm {
 namespace {
 
 TEST(IntLinearPlan, GemvInPassesOfEightRowsUpToTheLimitThenDequantize) {
-  for (int64_t T : {1, 3, 8, 9, 17, int64_t(cuda::kIntGemvMaxT)})
+  for (int64_t T : {int64_t(1), int64_t(3), int64_t(8), int64_t(9), int64_t(17), int64_t(cuda::kIntGemvMaxT)})
     EXPECT_EQ(cuda::plan_int_linear({T, 4096, false}), cuda::IntLinearKernel::Gemv) << T;
   for (int64_t T : {int64_t(cuda::kIntGemvMaxT) + 1, int64_t(300), int64_t(8192)})
     EXPECT_EQ(cuda::plan_int_linear({T, 4096, false}), cuda::IntLinearKernel::DequantizeGemm) << T;
