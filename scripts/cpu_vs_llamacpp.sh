@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Side by side on the CPU: llama.cpp (node-llama-cpp's prebuilt CPU library, bench/llamacpp) on a
-# random-weight GGUF of Qwen3-0.6B's shape (F16 and Q8_0, written by bench/llamacpp/make_gguf.mjs)
+# random-weight GGUF of Qwen3-0.6B's shape (F16, Q8_0 and Q4_0, written by bench/llamacpp/make_gguf.mjs)
 # and `nanovllm bench --latency` on the qwen3-0.6b preset with dummy weights (BF16, the fast path;
-# and --quantization int8 against Q8_0), alternately A B A B, batch 1, THREADS threads. Each run prints one line: prompt and decode tok/s
+# and --quantization int8 against Q8_0, --quantization awq (INT4, group 128) against Q4_0), alternately A B A B, batch 1, THREADS threads. Each run prints one line: prompt and decode tok/s
 # and peak RSS. Every timed run holds /tmp/heavy.lock (no build on a shared machine meanwhile).
 #   scripts/cpu_vs_llamacpp.sh [ROUNDS]    env: THREADS (2), BIN (build/nanovllm), GGUF_DIR, SHAPES,
 #   RUNS (which runs, in order: "f16 fast q8_0 int8"), OURS_FLAGS (more flags for our runs)
@@ -13,7 +13,7 @@ THREADS=${THREADS:-2}
 BIN=${BIN:-build/nanovllm}
 GGUF_DIR=${GGUF_DIR:-bench/llamacpp/models}
 SHAPES=${SHAPES:-"32:64 512:16"}  # prompt:output tokens
-RUNS=${RUNS:-"f16 fast q8_0 int8"}  # llama.cpp f16 / q8_0; ours fast (BF16 weights) / int8 (-q int8)
+RUNS=${RUNS:-"f16 fast q8_0 int8"}  # llama.cpp f16 / q8_0 / q4_0; ours fast (BF16 weights) / int8 / awq (-q)
 OURS_FLAGS=${OURS_FLAGS:-}
 LOCK=/tmp/heavy.lock
 
@@ -27,7 +27,7 @@ LOCK=/tmp/heavy.lock
   (cd bench/llamacpp && { npm ci --omit=optional --ignore-scripts --no-audit --no-fund >/dev/null 2>&1 ||
     npm install --omit=optional --ignore-scripts --no-audit --no-fund >/dev/null; })
 mkdir -p "$GGUF_DIR"
-for q in f16 q8_0; do
+for q in f16 q8_0 q4_0; do
   [ -s "$GGUF_DIR/qwen3-0.6b-$q.gguf" ] || node bench/llamacpp/make_gguf.mjs "$GGUF_DIR/qwen3-0.6b-$q.gguf" $q
 done
 
@@ -40,7 +40,7 @@ llama() {  # gguf-type prompt output
 
 ours() {  # fast|int8 prompt output
   local out q=none
-  [ "$1" = int8 ] && q=int8
+  [ "$1" = int8 ] || [ "$1" = awq ] && q=$1
   # shellcheck disable=SC2086
   out=$(flock "$LOCK" /usr/bin/time -f 'peak_kib %M' "$BIN" bench --model qwen3-0.6b --load-format dummy --latency \
     --latency-prompt-len "$2" --latency-output-len "$3" --threads "$THREADS" --kernel-options cpu_precision=fast \
@@ -59,9 +59,9 @@ for shape in $SHAPES; do
   for r in $(seq "$ROUNDS"); do
     for run in $RUNS; do
       case $run in
-        f16 | q8_0) llama "$run" "$p" "$o" ;;
-        fast | int8) ours "$run" "$p" "$o" ;;
-        *) echo "unknown run $run (f16, q8_0, fast, int8)" >&2; exit 1 ;;
+        f16 | q8_0 | q4_0) llama "$run" "$p" "$o" ;;
+        fast | int8 | awq) ours "$run" "$p" "$o" ;;
+        *) echo "unknown run $run (f16, q8_0, q4_0, fast, int8, awq)" >&2; exit 1 ;;
       esac
     done
   done

@@ -5,7 +5,9 @@
 # carried (see scripts/gpu_build_test.sh):   bash scripts/gpu_session.sh [quick]
 # The fixtures the GPU tests read are made here, while the build runs: the Qwen3-0.6B-size random
 # model with transformers' reference (NANOVLLM_HF06B_DIR), then transformers' FP8 checkpoint of it
-# (NANOVLLM_FP8_DIR); the tests that read them run once they exist. The Python package is built
+# (NANOVLLM_FP8_DIR) and its AWQ / GPTQ / compressed-tensors checkpoints with transformers'
+# reference on their dequantized weights (scripts/make_quantized_checkpoint.py, one per scheme below,
+# NANOVLLM_INT_CKPT_DIRS); the tests that read them run once they exist. The Python package is built
 # too (python_test_gpu imports it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -13,21 +15,36 @@ OUT=${OUT:-/tmp/gpu-out}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0
 export NANOVLLM_HF06B_DIR=/tmp/hf06b NANOVLLM_FP8_DIR=/tmp/fp8-06b
+# name: make_quantized_checkpoint.py flags (the formats' usual schemes, act order, 8 bits, channel).
+INT_CKPTS=("awq-g128:--format awq --group-size 128"
+           "gptq-g128-actorder:--format gptq --group-size 128 --desc-act"
+           "gptq8-channel-asym:--format gptq --bits 8 --group-size -1 --asym"
+           "ct-w4a16-g128:--format compressed-tensors --group-size 128"
+           "ct-w8a16-channel:--format compressed-tensors --bits 8 --group-size -1"
+           "ct-fp8:--format compressed-tensors --fp8")
+NANOVLLM_INT_CKPT_DIRS=$(printf '/tmp/int-06b-%s:' "${INT_CKPTS[@]%%:*}")
+export NANOVLLM_INT_CKPT_DIRS=${NANOVLLM_INT_CKPT_DIRS%:}
 (export PYTHONUNBUFFERED=1
  python3 scripts/make_qwen3_06b_reference.py --out "$NANOVLLM_HF06B_DIR" > "$OUT/hf06b.txt" 2>&1; echo "rc=$?" >> "$OUT/hf06b.txt"
  python3 scripts/make_fp8_checkpoint.py --src "$NANOVLLM_HF06B_DIR" --out "$NANOVLLM_FP8_DIR" >> "$OUT/hf06b.txt" 2>&1
- echo "fp8 rc=$?" >> "$OUT/hf06b.txt") &
+ echo "fp8 rc=$?" >> "$OUT/hf06b.txt"
+ for c in "${INT_CKPTS[@]}"; do
+   # shellcheck disable=SC2086  # the flags split into words
+   python3 scripts/make_quantized_checkpoint.py --src "$NANOVLLM_HF06B_DIR" --out "/tmp/int-06b-${c%%:*}" ${c#*:} \
+     >> "$OUT/hf06b.txt" 2>&1
+   echo "${c%%:*} rc=$?" >> "$OUT/hf06b.txt"
+ done) &
 ref_pid=$!
-FIXTURE_TESTS="HFQwen3|CudaEngineModes|Fp8CheckpointFromTransformers"
+FIXTURE_TESTS="HFQwen3|CudaEngineModes|Fp8CheckpointFromTransformers|IntCheckpointsFromTransformers"
 TARGETS="gpu_tests nanovllm_cli nanovllm_python_package" bash scripts/gpu_build_test.sh -E "$FIXTURE_TESTS"
 wait $ref_pid
-tail -3 "$OUT/hf06b.txt"
+tail -9 "$OUT/hf06b.txt"
 # The carried dev packages (openblas, ...) for the binaries built above.
 if [ -d /tmp/deps ]; then
   export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:/tmp/deps/usr/lib/x86_64-linux-gnu/openblas-pthread:${LD_LIBRARY_PATH:-}
 fi
 ctest --test-dir build-gpu -R "$FIXTURE_TESTS" --output-on-failure --timeout 600 2>&1 | tee "$OUT/ctest_hf.txt" | tail -30
-grep -h "cosine\|identical across" build-gpu/Testing/Temporary/LastTest.log | head
+grep -h "cosine\|identical across" build-gpu/Testing/Temporary/LastTest.log | head -20
 [ "${1:-}" = quick ] && exit 0
 B=build-gpu/nanovllm
 M=(--model qwen3-0.6b --load-format dummy --device cuda)

@@ -41,58 +41,10 @@ def quantize_blocks(w):
     return codes.to(torch.float8_e4m3fn).contiguous(), scale.contiguous()
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--size", default="8b", choices=sorted(SIZES))
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
-    hidden, inter, layers, heads, kv_heads, tied = SIZES[args.size]
-    os.makedirs(args.out, exist_ok=True)
-    gen = torch.Generator(device=args.device).manual_seed(args.seed)
-
-    def normal(*shape, std=0.02):
-        return (torch.randn(*shape, generator=gen, device=args.device) * std).to(torch.bfloat16)
-
-    weight_map = {}
-
-    def save(tensors, name):
-        save_file({k: v.cpu() for k, v in tensors.items()}, os.path.join(args.out, name))
-        weight_map.update({k: name for k in tensors})
-
-    projections = {
-        "self_attn.q_proj": (heads * HEAD_DIM, hidden),
-        "self_attn.k_proj": (kv_heads * HEAD_DIM, hidden),
-        "self_attn.v_proj": (kv_heads * HEAD_DIM, hidden),
-        "self_attn.o_proj": (hidden, heads * HEAD_DIM),
-        "mlp.gate_proj": (inter, hidden),
-        "mlp.up_proj": (inter, hidden),
-        "mlp.down_proj": (hidden, inter),
-    }
-    for i in range(layers):
-        p = f"model.layers.{i}."
-        t = {
-            p + "input_layernorm.weight": torch.ones(hidden, dtype=torch.bfloat16),
-            p + "post_attention_layernorm.weight": torch.ones(hidden, dtype=torch.bfloat16),
-            p + "self_attn.q_norm.weight": torch.ones(HEAD_DIM, dtype=torch.bfloat16),
-            p + "self_attn.k_norm.weight": torch.ones(HEAD_DIM, dtype=torch.bfloat16),
-        }
-        for name, shape in projections.items():
-            codes, scale = quantize_blocks(normal(*shape))
-            t[p + name + ".weight"] = codes
-            t[p + name + ".weight_scale_inv"] = scale
-        save(t, f"model-layer-{i:03d}.safetensors")
-    rest = {
-        "model.embed_tokens.weight": normal(VOCAB, hidden),
-        "model.norm.weight": torch.ones(hidden, dtype=torch.bfloat16),
-    }
-    if not tied:
-        rest["lm_head.weight"] = normal(VOCAB, hidden)
-    save(rest, "model-rest.safetensors")
-    with open(os.path.join(args.out, "model.safetensors.index.json"), "w") as f:
-        json.dump({"metadata": {}, "weight_map": weight_map}, f, indent=1)
-    config = {
+def preset_config(size):
+    """config.json of a Qwen3 preset's shape (no quantization_config)."""
+    hidden, inter, layers, heads, kv_heads, tied = SIZES[size]
+    return {
         "architectures": ["Qwen3ForCausalLM"],
         "model_type": "qwen3",
         "hidden_size": hidden,
@@ -109,16 +61,77 @@ def main():
         "bos_token_id": 151643,
         "eos_token_id": 151645,
         "torch_dtype": "bfloat16",
-        "quantization_config": {
-            "quant_method": "fp8",
-            "fmt": "e4m3",
-            "activation_scheme": "dynamic",
-            "weight_block_size": [BLOCK, BLOCK],
-        },
     }
-    with open(os.path.join(args.out, "config.json"), "w") as f:
-        json.dump(config, f, indent=1)
-    print(f"wrote {args.out}: Qwen3-{args.size} shape, {layers} layers, FP8 128 x 128 blocks")
+
+
+def write_dummy(out, config, quantize, quantization_config, device, seed=0):
+    """Streams a random checkpoint of config's shape (a Qwen3 or Llama config.json) into out, one
+    decoder layer at a time: each projection drawn as N(0, 0.02) in BF16 on `device` and turned into
+    its stored tensors by quantize(w) -> {suffix: tensor} (e.g. {"weight": codes, "weight_scale_inv":
+    scales}); norms ones, embeddings (and an untied lm_head) N(0, 0.02) in BF16. Also used by
+    make_quantized_checkpoint.py --dummy-config."""
+    hidden, inter = config["hidden_size"], config["intermediate_size"]
+    heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
+    head_dim = config.get("head_dim") or hidden // heads
+    os.makedirs(out, exist_ok=True)
+    gen = torch.Generator(device=device).manual_seed(seed)
+
+    def normal(*shape, std=0.02):
+        return (torch.randn(*shape, generator=gen, device=device) * std).to(torch.bfloat16)
+
+    weight_map = {}
+
+    def save(tensors, name):
+        save_file({k: v.cpu() for k, v in tensors.items()}, os.path.join(out, name))
+        weight_map.update({k: name for k in tensors})
+
+    projections = {
+        "self_attn.q_proj": (heads * head_dim, hidden),
+        "self_attn.k_proj": (kv_heads * head_dim, hidden),
+        "self_attn.v_proj": (kv_heads * head_dim, hidden),
+        "self_attn.o_proj": (hidden, heads * head_dim),
+        "mlp.gate_proj": (inter, hidden),
+        "mlp.up_proj": (inter, hidden),
+        "mlp.down_proj": (hidden, inter),
+    }
+    norms = {"input_layernorm": hidden, "post_attention_layernorm": hidden}
+    if config["model_type"] == "qwen3":
+        norms.update({"self_attn.q_norm": head_dim, "self_attn.k_norm": head_dim})
+    for i in range(config["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        t = {p + n + ".weight": torch.ones(size, dtype=torch.bfloat16) for n, size in norms.items()}
+        for name, shape in projections.items():
+            t.update({f"{p}{name}.{k}": v for k, v in quantize(normal(*shape)).items()})
+        save(t, f"model-layer-{i:03d}.safetensors")
+    vocab = config["vocab_size"]
+    rest = {
+        "model.embed_tokens.weight": normal(vocab, hidden),
+        "model.norm.weight": torch.ones(hidden, dtype=torch.bfloat16),
+    }
+    if not config.get("tie_word_embeddings", False):
+        rest["lm_head.weight"] = normal(vocab, hidden)
+    save(rest, "model-rest.safetensors")
+    with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": weight_map}, f, indent=1)
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(dict(config, quantization_config=quantization_config), f, indent=1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--size", default="8b", choices=sorted(SIZES))
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    def fp8(w):
+        codes, scale = quantize_blocks(w)
+        return {"weight": codes, "weight_scale_inv": scale}
+
+    qc = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [BLOCK, BLOCK]}
+    write_dummy(args.out, preset_config(args.size), fp8, qc, args.device, args.seed)
+    print(f"wrote {args.out}: Qwen3-{args.size} shape, {SIZES[args.size][2]} layers, FP8 128 x 128 blocks")
 
 
 if __name__ == "__main__":

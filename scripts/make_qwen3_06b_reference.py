@@ -75,12 +75,12 @@ def dump_layers(model, prompt, path):
     got.numpy().tofile(path)
 
 
-def load(path, dtype):
+def load(path, dtype, device="cuda"):
     """The checkpoint as transformers' users run it, with RoPE frequencies in float32 (those of a
     rotary module built afresh in float32 from the config, whatever the load did to the buffer)."""
-    model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=dtype).cuda().eval()
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
     rot = model.model.rotary_emb
-    fresh = type(rot)(config=model.config, device="cuda")
+    fresh = type(rot)(config=model.config, device=device)
     rot.inv_freq = fresh.inv_freq.float()
     rot.original_inv_freq = rot.inv_freq
     return model

@@ -296,6 +296,7 @@ void run(BenchArgs a) {
   out["chunked_prefill"] = cfg.enable_chunked_prefill;
   out["async_scheduling"] = e.async_scheduling();
   out["kv_cache_dtype"] = kv_cache_dtype_name(cfg.kv_cache_dtype);
+  out["kv_cache_blocks"] = e.model_runner().num_kv_blocks();  // the KV capacity (quantized weights free memory)
   out["max_num_batched_tokens"] = cfg.max_num_batched_tokens;
   if (e.model_runner().backend().device() == Device::CUDA) out["kernel_options"] = cfg.kernels.to_string();
   std::cout << out.dump() << std::endl;

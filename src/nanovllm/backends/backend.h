@@ -75,6 +75,14 @@ class Backend {
   virtual int64_t free_memory_bytes() { return -1; }
   virtual int64_t total_memory_bytes() { return -1; }
   virtual int64_t peak_step_bytes() { return 0; }  // largest arena use of any step so far
+  // Row counts (tokens of a step) at which this backend's per-shape plans change, up to max_rows,
+  // one per class (CUDA: the top of each cuBLASLt heuristic bucket, kernel_plan.h gemm_heuristic_rows).
+  // A plan met first mid-serving costs its step milliseconds; ModelRunner::warm_up_mixed_steps runs a
+  // step at each. Default: none (nothing is planned per shape).
+  virtual std::vector<int64_t> plan_row_counts(int64_t max_rows) const {
+    (void)max_rows;
+    return {};
+  }
   // CUDA graphs (decode): work enqueued between capture_begin and capture_end is recorded, not
   // run; replay runs it again on the same buffers. Unsupported by default.
   virtual bool supports_graphs() const { return false; }

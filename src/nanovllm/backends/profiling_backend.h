@@ -99,6 +99,7 @@ class ProfilingBackend final : public Backend {
   void quantize_weight(const Tensor& w, Quantization q, Tensor& codes, WeightScales& s) override {
     in_->quantize_weight(w, q, codes, s);
   }
+  void prepare_int_weight(Tensor& codes, WeightScales& s) override { in_->prepare_int_weight(codes, s); }
   void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) override {
     timed("gemm+silu N=" + std::to_string(w.size(0)) + " K=" + std::to_string(w.size(1)),
           [&] { in_->linear_silu_mul(x, w, out); });

@@ -107,6 +107,7 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
     trace("graph capture");
     graphs_->capture();
   }
+  if (cfg_.target_itl_ms > 0) warm_up_mixed_steps();
   trace("ready");
 }
 

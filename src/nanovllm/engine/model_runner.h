@@ -102,6 +102,10 @@ class ModelRunner {
   std::vector<int32_t> forward_and_sample(const ScheduledBatch& batch, StepInputs& in);
   void allocate_kv_cache();
   int64_t gpu_kv_blocks_after_warmup();
+  // Serving (cfg_.target_itl_ms > 0) on a backend with per-shape plans: one mixed step (decode rows +
+  // a prompt chunk after cached context) at each of Backend::plan_row_counts, up to the steps the
+  // latency target allows (model_runner_warmup.cpp).
+  void warm_up_mixed_steps();
 
   EngineConfig cfg_;                 // max_model_len settled (never 0)
   bool auto_max_model_len_ = false;  // the user left it unset: the KV cache may lower it

@@ -51,6 +51,7 @@ class CudaBackend final : public Backend {
   void upload(const void* src, DType src_dtype, Tensor& dst) override;
   void download(const Tensor& src, void* dst) override;
   void synchronize() override;
+  std::vector<int64_t> plan_row_counts(int64_t max_rows) const override;
   void begin_step() override;
   int64_t free_memory_bytes() override;
   int64_t total_memory_bytes() override;
@@ -62,10 +63,16 @@ class CudaBackend final : public Backend {
   void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) override;
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override;
   // FP8 weights (fp8_linear.cu; backends/fp8_weights.h): sm_89+ (FP8 conversions in hardware).
+  // Group-quantized U4/U8 weights (AWQ, GPTQ, compressed-tensors; backends/int_weights.h): sm_80+,
+  // prepared at load into int_layout.cuh's layout (int_prepare.cu), multiplied by int_linear.cu.
   void linear_quantized(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) override;
   void linear_silu_mul_quantized(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) override;
   bool supports_quantization(Quantization q) const override;
   void quantize_weight(const Tensor& w, Quantization q, Tensor& codes, WeightScales& scales) override;
+  void prepare_int_weight(Tensor& codes, WeightScales& scales) override;
+  // Whether codes and scales are in the layout prepare_int_weight writes (its scales are F16
+  // [NB, NG, 16, 2]; canonical ones F32 [N, NG]).
+  static bool int_weight_prepared(const Tensor& codes, const WeightScales& scales);
   void add_bias(Tensor& x, const Tensor& bias) override;
   void qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
                     int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps,
@@ -174,7 +181,7 @@ class CudaBackend final : public Backend {
   // quantized per token and 128 columns), cuBLASLt's VEC128 scale mode.
   enum class GemmOperands { BF16, Fp8RowScaled, Fp8Block128 };
   using GemmKey = std::tuple<int64_t, int64_t, int64_t, bool, GemmOperands>;  // (T, N, K, F32 out, operands)
-  std::map<GemmKey, GemmPlan*> gemm_plans_;                                    // owned
+  std::map<GemmKey, GemmPlan*> gemm_plans_;                                   // owned
   // (gemm_heuristic_rows(T), N, K, F32 out, operands) -> the heuristic's algorithm for that bucket, owned
   std::map<GemmKey, GemmPlan*> gemm_bucket_plans_;
   GemmPlan* make_gemm_plan(const GemmKey& k);  // descriptors only
@@ -191,6 +198,13 @@ class CudaBackend final : public Backend {
   // The same for 128 x 128 block-scaled weights (FP8 checkpoints), activations quantized per token
   // and 128-column group.
   bool linear_fp8_block_cublaslt(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out);
+  // Group-quantized weights: --load-format dummy's quantization (int_prepare.cu), and the linear
+  // (int_linear.cu; silu: out = silu(gate) * up of a [2I, K] weight).
+  void quantize_int_weight(const Tensor& w, Quantization q, Tensor& codes, WeightScales& scales);
+  void linear_int(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out, bool silu);
+  // The dequantize path's BF16 weight: persistent, grown by prepare_int_weight to the largest layer
+  // (never allocated during a step, so graph-safe), shared by all layers (one stream).
+  Tensor int_scratch_;
 
   std::shared_ptr<StepArena> arena_;  // the step's activations (tensors hold weak references)
   std::map<int64_t, std::vector<std::pair<void*, size_t>>> graph_outputs_;  // graph -> arena blocks it writes

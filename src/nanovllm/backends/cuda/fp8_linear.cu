@@ -20,14 +20,15 @@
 // per-channel weights, per-token-and-128-column ones for 128 x 128 block weights; the rest (odd
 // shapes, fp8_gemm=dequantize): dequantize_fp8_kernel writes the BF16 weight (value rounded to
 // BF16) into the step arena and cuBLASLt's BF16 GEMM multiplies it.
+// U4/U8 codes (group-quantized integer weights) are sent on to int_linear.cu / int_prepare.cu.
 // quantize_weight: quantize_rows_fp8_kernel, one CTA per row: scale = amax / 448 (1 for a zero
 // row), code = rn_satfinite(w / scale): bit-equal to the CPU's codes from the same BF16 weight.
 #include <string>
 
+#include "nanovllm/backends/checks.h"
 #include "nanovllm/backends/cuda/cuda_backend.h"
 #include "nanovllm/backends/cuda/cuda_common.cuh"
 #include "nanovllm/backends/cuda/fp8.cuh"
-#include "nanovllm/backends/checks.h"
 #include "nanovllm/backends/fp8_weights.h"
 
 namespace nanovllm {
@@ -204,8 +205,10 @@ __global__ void quantize_rows_fp8_kernel(const bf16* __restrict__ w, uint8_t* __
 }  // namespace
 }  // namespace cuda
 
+// FP8 on sm_89+; group-quantized integer weights (int_prepare.cu, int_linear.cu) on sm_80+ (mma.sync
+// with BF16 operands).
 bool CudaBackend::supports_quantization(Quantization q) const {
-  return q == Quantization::None || (q == Quantization::FP8 && sm_ >= 89);
+  return q == Quantization::None || (q == Quantization::FP8 && sm_ >= 89) || (is_int_weight_only(q) && sm_ >= 80);
 }
 
 static void require_fp8(int sm) {
@@ -216,6 +219,7 @@ static void require_fp8(int sm) {
 }
 
 void CudaBackend::quantize_weight(const Tensor& w, Quantization q, Tensor& codes, WeightScales& scales) {
+  if (is_int_weight_only(q) && sm_ >= 80) return quantize_int_weight(w, q, codes, scales);
   if (q != Quantization::FP8) return Backend::quantize_weight(w, q, codes, scales);
   require_fp8(sm_);
   if (w.dim() != 2 || w.dtype() != DType::BF16)
@@ -289,6 +293,7 @@ void check_fp8_operands(const Tensor& x, const Tensor& w, const WeightScales& sc
 
 void CudaBackend::linear_quantized(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) {
   check_linear(x, w, out);
+  if (w.dtype() == DType::U4 || w.dtype() == DType::U8) return linear_int(x, w, scales, out, false);
   if (w.dtype() != DType::F8E4M3) return Backend::linear_quantized(x, w, scales, out);
   check_fp8_operands(x, w, scales, out, sm_);
   const int64_t T = x.size(0), K = x.size(1), N = w.size(0);
@@ -321,9 +326,9 @@ void CudaBackend::linear_quantized(const Tensor& x, const Tensor& w, const Weigh
 
 // Decode rows (the FP8 GEMV's plan): the gated activation in the GEMV's epilogue, one kernel and
 // no [T, 2I] intermediate; otherwise the default (the GEMM, then silu_and_mul).
-void CudaBackend::linear_silu_mul_quantized(const Tensor& x, const Tensor& w, const WeightScales& scales,
-                                            Tensor& out) {
+void CudaBackend::linear_silu_mul_quantized(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) {
   check_linear_silu_mul(x, w, out);
+  if (w.dtype() == DType::U4 || w.dtype() == DType::U8) return linear_int(x, w, scales, out, true);
   if (w.dtype() != DType::F8E4M3 || out.dtype() != DType::BF16 || x.size(0) == 0)
     return Backend::linear_silu_mul_quantized(x, w, scales, out);
   check_fp8_operands(x, w, scales, out, sm_);

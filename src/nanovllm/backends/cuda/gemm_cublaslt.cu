@@ -10,9 +10,9 @@
 
 #include <cstdint>
 
+#include "nanovllm/backends/checks.h"
 #include "nanovllm/backends/cuda/cuda_backend.h"
 #include "nanovllm/backends/cuda/cuda_common.cuh"
-#include "nanovllm/backends/checks.h"
 
 namespace nanovllm {
 
@@ -93,8 +93,8 @@ bool CudaBackend::gemm_heuristic(GemmPlan& p) {
   // (the INPLACE / OUTPUT_TYPE schemes): each of those extra BF16 roundings adds error to every
   // output of the GEMM, and over 28 layers that showed (cosine against a float32 reference).
   const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-  cublasStatus_t st =
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction, sizeof(reduction));
+  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction,
+                                                           sizeof(reduction));
   cublasLtMatmulHeuristicResult_t res{};
   int found = 0;
   if (st == CUBLAS_STATUS_SUCCESS)
@@ -116,6 +116,16 @@ void CudaBackend::destroy_gemm() {
   workspace_ = nullptr;
   if (cublaslt_) cublasLtDestroy(static_cast<cublasLtHandle_t>(cublaslt_));
   cublaslt_ = nullptr;
+}
+
+std::vector<int64_t> CudaBackend::plan_row_counts(int64_t max_rows) const {
+  std::vector<int64_t> rows;
+  for (int64_t T = 1; T <= max_rows; ++T) {
+    const int64_t top = std::min(cuda::gemm_heuristic_rows(T), max_rows);
+    if (rows.empty() || rows.back() != top) rows.push_back(top);
+    T = std::max(T, top);
+  }
+  return rows;
 }
 
 const CudaBackend::GemmPlan* CudaBackend::gemm_plan(const GemmKey& k) {

@@ -147,4 +147,9 @@ Fp8LinearKernel plan_fp8_linear(const Fp8LinearProblem& p) {
   return Fp8LinearKernel::DequantizeGemm;
 }
 
+IntLinearKernel plan_int_linear(const IntLinearProblem& p) {
+  const bool gemv = p.T >= 1 && p.T <= kIntGemvMaxT && p.N >= 1 && (!p.silu_mul || p.N % kIntRowBlock == 0);
+  return gemv ? IntLinearKernel::Gemv : IntLinearKernel::DequantizeGemm;
+}
+
 }  // namespace nanovllm::cuda

@@ -186,6 +186,35 @@ struct Fp8LinearProblem {
 };
 Fp8LinearKernel plan_fp8_linear(const Fp8LinearProblem& p);
 
+// ---- group-quantized integer weights (linear_quantized with U4/U8 codes; int_linear.cu, layout in
+// int_layout.cuh, semantics in backends/int_weights.h)
+//  * The layout prepare_int_weight writes covers groups of a multiple of 16 columns (one tensor-core
+//    k-step never straddles a group; K is then a multiple of 16 and the last tile of 64 (U4) or 32
+//    (U8) columns is padded); anything else is refused at load (int_layout_supports). Real
+//    checkpoints (G 32/64/128 or channel-wise, K a multiple of 128) fit.
+//  * The INT GEMV (int_gemv_kernel) takes 1 <= T <= kIntGemvMaxT rows in slices of kIntGemvSlice
+//    (the mma's n = 8: one pass over the packed weights per slice, dequantized in registers, the
+//    zero subtracted exactly in BF16 pairs and the group scale applied to the F32 partial sums).
+//    A U4 pass reads about 0.53 bytes per weight (half a byte of code, 4 bytes of scale and zero
+//    per row and group of 128), the dequantize path about 4.5 (codes in, BF16 out and back through
+//    the GEMM): four passes stay below it. A first estimate, to be measured (bench/RESULTS.md).
+//  * Otherwise, and for the gated MLP with I not a multiple of 16: the codes are dequantized into
+//    a BF16 scratch (static, sized at load from the largest layer: graph-safe) and multiplied by
+//    cuBLASLt's BF16 GEMM (then silu_and_mul).
+constexpr int kIntGemvSlice = 8;      // rows of x per GEMV pass (the mma's n)
+constexpr int kIntGemvMaxT = 32;      // rows of x the GEMV takes (in passes of kIntGemvSlice)
+constexpr int64_t kIntRowBlock = 16;  // weight rows of a tile (the mma's m)
+constexpr int64_t int_tile_k(int bits) { return bits == 4 ? 64 : 32; }
+constexpr bool int_layout_supports(int bits, int64_t K, int64_t group) {
+  return (bits == 4 || bits == 8) && K > 0 && group >= 16 && group % 16 == 0 && K % group == 0 && K <= kGemvMaxDim;
+}
+enum class IntLinearKernel { Gemv, DequantizeGemm };
+struct IntLinearProblem {
+  int64_t T = 0, N = 0;   // rows of x; outputs (silu_mul: I, the weight having 2I rows)
+  bool silu_mul = false;  // linear_silu_mul_quantized
+};
+IntLinearKernel plan_int_linear(const IntLinearProblem& p);
+
 // ---- attention: which kernel
 
 constexpr int64_t kPrefillTcMaxGroup = 64;  // attention_prefill*.cu: 64 packed query rows per warpgroup

@@ -1,0 +1,99 @@
+// INT4 linear micro-benchmark (a program, not a test): CudaBackend's linear with group-quantized U4
+// weights (AWQ-style: 4 bits, groups of 128, zero points; int_linear.cu) against the BF16 linear of
+// the same shape, at Qwen3-8B's layer shapes (qkv, o, gate_up with the fused SiLU, down) for T rows
+// of x: the decode GEMV (T <= 32, passes of 8 rows) and the dequantize + cuBLASLt path beyond.
+// Prints one JSON line per (layer, T): microseconds per call (the mean of `reps` back-to-back
+// calls inside one step, as the engine issues them), the weight bytes one call reads (codes + the
+// 4-byte scale/zero pair per row and group) and the GB/s that makes, and the BF16 linear's time.
+// The GEMV's target: its GB/s near the device's DRAM bandwidth at T = 1.
+//
+// Usage: int_linear_bench [T ...]   (default 1 2 4 8 16 32 64 256 2048)
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "nanovllm/backends/cuda/cuda_backend.h"
+
+using namespace nanovllm;
+
+namespace {
+
+// Mean seconds of one call of op over `reps` back-to-back calls in one step (after a warm-up step).
+double seconds_per_call(CudaBackend& be, int reps, const std::function<void()>& op) {
+  for (int pass = 0; pass < 2; ++pass) {
+    be.begin_step();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < (pass ? reps : 2); ++i) op();
+    be.synchronize();
+    if (pass) return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+  }
+  return 0;
+}
+
+Tensor random_bf16(CudaBackend& be, const Shape& shape, uint32_t seed) {
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  std::vector<float> v(static_cast<size_t>(n));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.f, 0.05f);
+  for (auto& x : v) x = d(rng);
+  Tensor t = be.empty(shape, DType::BF16);
+  be.upload(v.data(), DType::F32, t);
+  return t;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int64_t> Ts;
+  for (int i = 1; i < argc; ++i) Ts.push_back(std::atoll(argv[i]));
+  if (Ts.empty()) Ts = {1, 2, 4, 8, 16, 32, 64, 256, 2048};
+  CudaBackend be(0);
+  Backend& base = be;  // the quantized overloads (CudaBackend's own hide them)
+  struct Layer {
+    const char* name;
+    int64_t n, k;
+    bool silu;
+  };
+  const Layer layers[] = {{"qkv", 6144, 4096, false},
+                          {"o", 4096, 4096, false},
+                          {"gate_up", 24576, 4096, true},
+                          {"down", 4096, 12288, false}};
+  for (const Layer& l : layers) {
+    const Tensor w = random_bf16(be, {l.n, l.k}, 1);
+    Tensor codes;
+    WeightScales scales;
+    be.quantize_weight(w, Quantization::AWQ, codes, scales);
+    const double bytes = double(l.n) * double(l.k) / 2 + double(l.n) * double(l.k / 128) * 4;
+    for (int64_t T : Ts) {
+      const Tensor x = random_bf16(be, {T, l.k}, 2);
+      const int64_t outs = l.silu ? l.n / 2 : l.n;
+      const int reps = T <= 64 ? 200 : 20;
+      auto run = [&](bool quantized) {
+        return seconds_per_call(be, reps, [&] {
+          Tensor out = be.empty({T, outs}, DType::BF16);
+          if (quantized && l.silu)
+            base.linear_silu_mul(x, codes, scales, out);
+          else if (quantized)
+            base.linear(x, codes, scales, out);
+          else if (l.silu)
+            be.linear_silu_mul(x, w, out);
+          else
+            be.linear(x, w, out);
+        });
+      };
+      const double q = run(true), b = run(false);
+      std::printf(
+          "{\"layer\": \"%s\", \"n\": %lld, \"k\": %lld, \"T\": %lld, \"int4_us\": %.2f, \"int4_weight_bytes\": %.0f, "
+          "\"int4_GB_s\": %.1f, \"bf16_us\": %.2f, \"bf16_GB_s\": %.1f, \"speedup\": %.2f}\n",
+          l.name, (long long)l.n, (long long)l.k, (long long)T, q * 1e6, bytes, bytes / q / 1e9, b * 1e6,
+          double(l.n) * double(l.k) * 2 / b / 1e9, b / q);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,91 @@
+// The CUDA backend's private layout of group-quantized integer weights (W4A16 / W8A16; the canonical
+// layout and the semantics are backends/int_weights.h), written once at load by
+// CudaBackend::prepare_int_weight (int_prepare.cu) and read by the GEMV and the dequantize kernel of
+// int_linear.cu. Shapes: N output rows, K input columns, G the group size, bits 4 (U4) or 8 (U8);
+// TK = int_tile_k(bits) (64 for U4, 32 for U8), NB = ceil(N / 16) row blocks, KT = ceil(K / TK)
+// tiles, NG = K / G groups (kernel_plan.h: int_layout_supports states the shapes it covers: G % 16
+// == 0, so K % 16 == 0 and a k-step is wholly inside K or wholly past it).
+//
+// Why: the GEMV multiplies on the tensor cores (mma.sync m16n8k16, BF16 in, F32 accumulation): a
+// 16-row block of the weight is the mma's A and up to 8 rows of x its B. Dequantizing on the CUDA
+// cores into F32 and multiplying there costs ~3.5 instructions per weight at batch 1, which is the
+// whole issue rate of an SM at H200 bandwidth; feeding the mma costs ~1.1 (a shift, a LOP3 and an
+// HSUB2 per BF16 pair, amortized over 8 columns of x). The codes are arranged so that one 16-byte
+// load per lane is exactly its A fragments for TK / 16 k-steps, with no shuffles:
+//
+// codes: uint4 [NB][KT][32 lanes]. Lane l = 4g + t of tile (b, kt) holds, for each k-step j < TK/16,
+//   the codes of rows r0 = 16b + g and r1 = r0 + 8 at columns k_e = kt*TK + 16j + 4t + e, e = 0..3.
+//   The mma's k index within the step maps to these columns (PTX's fragment columns 2t, 2t+1, 2t+8,
+//   2t+9 -> e 0, 1, 2, 3), for A and B alike, so x's B fragment for step j is the 8 bytes
+//   x[m][kt*TK + 16j + 4t .. +3]: one aligned load, no conversion, and every step lies in one group.
+//   U4: 32-bit word j; nibble i holds (r0,e0) (r1,e0) (r0,e2) (r1,e2) (r0,e1) (r1,e1) (r0,e3) (r1,e3)
+//       for i = 0..7, so (w >> 4s) & 0x000F000F | 0x43004300 is the BF16 pair 128 + code of the A
+//       register s (a0: r0 e0/e1, a1: r1 e0/e1, a2: r0 e2/e3, a3: r1 e2/e3): the magic-number trick
+//       (BF16 128.0 has ulp 1, so 128 + q is exact) in one LOP3.
+//   U8: words 2j (row r0, bytes e = 0..3) and 2j + 1 (row r1); a byte becomes F32 2^23 + q with one
+//       PRMT (2^23 has ulp 1), the zero is subtracted in F32 and the pair rounded (exactly) to BF16.
+//   Rows r >= N (the last block's padding) hold code 0 and scale 0: value 0. Columns k >= K (the
+//   last tile's padding) hold code 0; the GEMV multiplies them with zeros instead of x.
+// scale: uint32 [NB][NG][16]: row 16b + i of group gi as the F16 pair {scale, zero} (low, high); the
+//   zero in code units (the midpoint for symmetric weights). The zero is subtracted from the code in
+//   the dequantization (exact: (128 + q) - (128 + z) is an integer of at most 8 bits, exact in BF16),
+//   so the mma multiplies x by q - z exactly and the F32 partial sum of a group is multiplied by the
+//   F32 scale: the weight is never rounded. F16 for the scale: AWQ and GPTQ checkpoints store F16
+//   scales (exact); others lose at most 2^-11 relative (subnormal scales, below 6.1e-5, lose more,
+//   but their contribution is then as small). Zero points must be integers of the code range
+//   (prepare_int_weight refuses others; every format's are). 4 bytes per row and group: 6% of the U4
+//   codes' bytes at G = 128.
+// The tensors after prepare_int_weight: codes keep dtype and shape [N, K] (a view of the first N * K
+// codes of the NB * 16 * KT * TK the storage holds); scales.scale is F16 [NB, NG, 16, 2] (the mark of this layout:
+// canonical scales are F32 [N, NG]), scales.zero undefined (folded in), block_k G, perm unchanged (on the device).
+#pragma once
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "nanovllm/backends/cuda/cuda_common.cuh"
+
+namespace nanovllm::cuda {
+
+constexpr int kIntStepK = 16;  // columns of one mma k-step
+
+// The canonical (row r, column k) of lane l's word j, element `slot` (U4: nibble; U8: byte of word
+// 2j / 2j + 1 chosen by `row8`) in tile (b, kt): the inverse map prepare and the tests use.
+__host__ __device__ constexpr int int_u4_slot_row8(int nibble) { return nibble & 1; }  // 0: r0, 1: r1
+__host__ __device__ constexpr int int_u4_slot_e(int nibble) { return ((nibble >> 1) & 1) * 2 + (nibble >> 2); }
+
+// The four A registers of one k-step from U4 word w: BF16 pairs q - z (z2_r0 / z2_r1: 128 + z of
+// rows r0 and r1 as BF16 pairs).
+__device__ __forceinline__ void int4_fragment(uint32_t w, bf162 z2_r0, bf162 z2_r1, uint32_t (&a)[4]) {
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    const uint32_t v = ((w >> (4 * s)) & 0x000F000Fu) | 0x43004300u;
+    const bf162 d = __hsub2(*reinterpret_cast<const bf162*>(&v), (s & 1) ? z2_r1 : z2_r0);
+    a[s] = *reinterpret_cast<const uint32_t*>(&d);
+  }
+}
+
+// Byte i of w as F32 minus zf (zf = 2^23 + z): q - z, exact.
+__device__ __forceinline__ float int8_code(uint32_t w, int i, float zf) {
+  return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540u | unsigned(i))) - zf;
+}
+
+// The four A registers of one k-step from U8 words w0 (row r0) and w1 (row r1).
+__device__ __forceinline__ void int8_fragment(uint32_t w0, uint32_t w1, float zf_r0, float zf_r1, uint32_t (&a)[4]) {
+  auto pair = [](float lo, float hi) {
+    const bf162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  };
+  a[0] = pair(int8_code(w0, 0, zf_r0), int8_code(w0, 1, zf_r0));
+  a[1] = pair(int8_code(w1, 0, zf_r1), int8_code(w1, 1, zf_r1));
+  a[2] = pair(int8_code(w0, 2, zf_r0), int8_code(w0, 3, zf_r0));
+  a[3] = pair(int8_code(w1, 2, zf_r1), int8_code(w1, 3, zf_r1));
+}
+
+// Scale and zero of one {scale, zero} F16 pair.
+__device__ __forceinline__ float2 int_scale_zero(uint32_t word) {
+  const __half2 h = *reinterpret_cast<const __half2*>(&word);
+  return __half22float2(h);
+}
+
+}  // namespace nanovllm::cuda

@@ -1,0 +1,326 @@
+// Group-quantized U4/U8 weights on CUDA (backends/cuda/int_prepare.cu, int_linear.cu; semantics in
+// backends/int_weights.h): the linear against a double reference computed here from the canonical
+// layout (int_dequantize_row) at awkward shapes (T 1..300: the GEMV in passes of 8 rows and the
+// dequantize + GEMM path; N not a multiple of the 16-row block, K not a multiple of the 64-column
+// tile, groups of 16..K columns, U4 and U8, zero points and symmetric, act order), the gated-MLP
+// fusion, F32 partial sums, dummy quantization against int_quantize_weight, refusals, a CUDA graph
+// of a decode-sized product, and the engine with --quantization awq on CUDA against the CPU.
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "engine_compare.h"
+#include "gpu_test_util.h"
+#include "nanovllm/backends/cuda/kernel_plan.h"
+#include "nanovllm/backends/int_weights.h"
+#include "test_paths.h"
+
+using namespace nanovllm;
+
+namespace {
+
+struct IntWeightRef {
+  const Tensor& codes;
+  const WeightScales& scales;
+};
+
+// A canonical weight on the host (codes, F32 scale and zero, perm) and its prepared copy on the GPU.
+struct IntWeight {
+  Tensor codes;  // host, canonical
+  WeightScales scales;
+  Tensor gcodes;  // GPU, prepared
+  WeightScales gscales;
+};
+
+// The quantized forms through Backend (CudaBackend's own overloads hide them).
+void qlinear(Backend& be, const Tensor& x, const IntWeightRef& w, Tensor& out) { be.linear(x, w.codes, w.scales, out); }
+void qsilu(Backend& be, const Tensor& x, const IntWeightRef& w, Tensor& out) {
+  be.linear_silu_mul(x, w.codes, w.scales, out);
+}
+
+Tensor to_gpu(CudaBackend& gpu, const Tensor& host) {
+  if (!host.defined()) return host;
+  Tensor t = gpu.empty(host.shape(), host.dtype());
+  gpu.upload(host.raw(), host.dtype(), t);
+  return t;
+}
+
+// Random weights [N, K] quantized by the host reference in groups of G (bits 4 or 8), with a random
+// act-order permutation when `perm`; uploaded and prepared.
+IntWeight make_weight(CudaBackend& gpu, int bits, int64_t N, int64_t K, int64_t G, bool zero, bool perm,
+                      uint32_t seed) {
+  IntWeight w;
+  Tensor f = Tensor::host({N, K}, DType::F32);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.f, 0.05f);
+  for (int64_t i = 0; i < N * K; ++i) f.data<float>()[i] = d(rng) + (zero ? 0.01f : 0.f);
+  int_quantize_weight(f, bits, G, zero, w.codes, w.scales);
+  if (perm) {
+    w.scales.perm = Tensor::host({K}, DType::I32);
+    int32_t* p = w.scales.perm.data<int32_t>();
+    std::iota(p, p + K, 0);
+    std::shuffle(p, p + K, rng);
+  }
+  w.gcodes = to_gpu(gpu, w.codes);
+  w.gscales = w.scales;
+  w.gscales.scale = to_gpu(gpu, w.scales.scale);
+  w.gscales.zero = to_gpu(gpu, w.scales.zero);
+  w.gscales.perm = to_gpu(gpu, w.scales.perm);
+  gpu.prepare_int_weight(w.gcodes, w.gscales);
+  EXPECT_TRUE(CudaBackend::int_weight_prepared(w.gcodes, w.gscales));
+  EXPECT_EQ(w.gcodes.shape(), (Shape{N, K}));
+  return w;
+}
+
+// out[t][n] = sum_k x[t][perm[k]] value[n][k], in double.
+std::vector<double> reference(const IntWeight& w, const std::vector<float>& x, int64_t T) {
+  const int64_t N = w.codes.size(0), K = w.codes.size(1);
+  const int32_t* p = w.scales.perm.defined() ? w.scales.perm.data<int32_t>() : nullptr;
+  std::vector<float> row(size_t(K), 0.f);
+  std::vector<double> out(size_t(T * N), 0.0);
+  for (int64_t n = 0; n < N; ++n) {
+    int_dequantize_row(w.codes, w.scales, n, 0, K, row.data());
+    for (int64_t t = 0; t < T; ++t) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) s += double(x[size_t(t * K + (p ? p[k] : k))]) * row[size_t(k)];
+      out[size_t(t * N + n)] = s;
+    }
+  }
+  return out;
+}
+
+// got within tolerance of want: |got - want| <= rel * |want| + abs_tol for every element, where
+// abs_tol = floor * rms(want) (an output near zero carries the absolute error of its terms).
+void expect_close(const std::vector<float>& got, const std::vector<double>& want, double rel, double floor,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double ss = 0;
+  for (double v : want) ss += v * v;
+  const double rms = std::sqrt(ss / double(std::max<size_t>(want.size(), 1)));
+  size_t bad = 0;
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double err = std::abs(double(got[i]) - want[i]), tol = rel * std::abs(want[i]) + floor * rms;
+    if (!(err <= tol)) ++bad;
+    worst = std::max(worst, err / (rms > 0 ? rms : 1));
+  }
+  EXPECT_EQ(bad, 0u) << what << ": worst error " << worst << " x rms " << rms;
+}
+
+struct Shape3 {
+  int bits;
+  int64_t N, K, G;
+};
+
+// The linear at T rows (BF16 or F32 out) against the reference.
+// Tolerance: the GEMV multiplies x by the exact integers q - z in F32 and scales each group's sum in
+// F32 by an F16 copy of the scale (2^-11 relative); the dequantize path rounds each weight value to
+// BF16 (2^-9 relative, independent per weight) before an F32-accumulating GEMM. A BF16 output rounds
+// once more (2^-9 of the value). So: 2^-8 of the value plus 2^-7 of the outputs' rms (the rounding
+// of the weights, summed over K terms of both signs, relative to a typical output); F32 outputs of
+// the GEMV: 2^-10 and 2^-10.
+void check_linear(test::Backends& b, const Shape3& s, int64_t T, bool zero, bool perm, bool f32_out) {
+  const IntWeight w = make_weight(b.gpu, s.bits, s.N, s.K, s.G, zero, perm, uint32_t(s.N * 7 + s.K + T));
+  const std::vector<float> x = test::rand_bf16(size_t(T * s.K), uint32_t(T + s.K), -1.f, 1.f);
+  Tensor gx = b.gpu.empty({T, s.K}, DType::BF16);
+  b.gpu.upload(x.data(), DType::F32, gx);
+  Tensor out = b.gpu.empty({T, s.N}, f32_out ? DType::F32 : DType::BF16);
+  qlinear(b.gpu, gx, {w.gcodes, w.gscales}, out);
+  const bool gemv = cuda::plan_int_linear({T, s.N, false}) == cuda::IntLinearKernel::Gemv;
+  const std::string what = "U" + std::to_string(s.bits) + " T " + std::to_string(T) + " N " + std::to_string(s.N) +
+                           " K " + std::to_string(s.K) + " G " + std::to_string(s.G) + (zero ? " zero" : " sym") +
+                           (perm ? " perm" : "") + (f32_out ? " f32" : "") + (gemv ? " (gemv)" : " (dequantize)");
+  const bool tight = f32_out && gemv;
+  expect_close(b.gpu.to_host_f32(out), reference(w, x, T), tight ? 1.0 / 1024 : 1.0 / 256,
+               tight ? 1.0 / 1024 : 1.0 / 128, what);
+}
+
+TEST(CudaIntWeights, LinearAwkwardShapesAgainstTheReference) {
+  REQUIRE_GPU();
+  test::Backends b;
+  // N past a 16-row block; K past a 64-column tile (160, 208, 288); groups of 16..K, some not powers
+  // of two (48, 96: tiles straddle groups); U8 with its 32-column tile.
+  const Shape3 shapes[] = {{4, 200, 192, 32}, {4, 72, 384, 128}, {4, 24, 160, 160}, {4, 40, 208, 16},
+                           {4, 40, 288, 96},  {8, 40, 96, 48},   {8, 56, 256, 64},  {8, 33, 160, 32}};
+  for (const Shape3& s : shapes)
+    for (int64_t T : {1, 3, 8, 9, 17, 300})
+      for (bool zero : {true, false}) check_linear(b, s, T, zero, /*perm=*/T % 2 == 1, false);
+  for (int64_t T : {1, 5, 40}) check_linear(b, {4, 96, 256, 64}, T, true, false, true);  // F32 partial sums
+  for (int64_t T : {2, 8, 33}) check_linear(b, {8, 96, 256, 128}, T, false, true, true);
+}
+
+// linear_silu_mul: silu(gate) * up with the rounding of silu_and_mul after a BF16 product (BF16
+// gate, up, silu and output): the tolerance of the BF16 outputs above, doubled for the product.
+TEST(CudaIntWeights, GatedMlpFusionAgainstTheReference) {
+  REQUIRE_GPU();
+  test::Backends b;
+  auto bf = [](double v) { return double(test::bf16_round(float(v))); };
+  // I 48: the GEMV's fused epilogue (I % 16 == 0); I 40: the GEMM path (then silu_and_mul).
+  for (int64_t I : {48, 40})
+    for (int bits : {4, 8})
+      for (int64_t T : {1, 5, 8, 20, 70}) {
+        const int64_t K = 192, G = 64;
+        const IntWeight w = make_weight(b.gpu, bits, 2 * I, K, G, bits == 4, T == 5, uint32_t(I + T + bits));
+        const std::vector<float> x = test::rand_bf16(size_t(T * K), uint32_t(T), -1.f, 1.f);
+        Tensor gx = b.gpu.empty({T, K}, DType::BF16);
+        b.gpu.upload(x.data(), DType::F32, gx);
+        Tensor out = b.gpu.empty({T, I}, DType::BF16);
+        qsilu(b.gpu, gx, {w.gcodes, w.gscales}, out);
+        const std::vector<double> gu = reference(w, x, T);
+        std::vector<double> want(size_t(T * I));
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t n = 0; n < I; ++n) {
+            const double g = bf(gu[size_t(t * 2 * I + n)]), u = bf(gu[size_t(t * 2 * I + I + n)]);
+            want[size_t(t * I + n)] = bf(g / (1 + std::exp(-g))) * u;
+          }
+        expect_close(b.gpu.to_host_f32(out), want, 1.0 / 128, 1.0 / 64,
+                     "silu U" + std::to_string(bits) + " I " + std::to_string(I) + " T " + std::to_string(T));
+      }
+}
+
+// quantize_weight (--load-format dummy): int_quantize_weight's codes and scales from the same BF16
+// weight, seen through the dequantize path with x = the identity (out[t][n] = value[n][t] rounded to
+// BF16; the scale is F16 on the GPU: 2^-11 relative). A code one step off would be off by a whole
+// scale, at least 1/15 of the value: far outside 2^-7.
+TEST(CudaIntWeights, DummyQuantizationMatchesTheHostReference) {
+  REQUIRE_GPU();
+  test::Backends b;
+  for (Quantization q : {Quantization::AWQ, Quantization::GPTQ, Quantization::CompressedTensors}) {
+    EXPECT_TRUE(b.gpu.supports_quantization(q));
+    const int64_t N = 40, K = 256;  // two groups of 128
+    const std::vector<float> v = test::rand_bf16(size_t(N * K), 7, -0.1f, 0.12f);
+    Tensor w = b.gpu.empty({N, K}, DType::BF16);
+    b.gpu.upload(v.data(), DType::F32, w);
+    Tensor codes;
+    WeightScales scales;
+    b.gpu.quantize_weight(w, q, codes, scales);
+    EXPECT_EQ(codes.dtype(), DType::U4);
+    EXPECT_EQ(scales.block_k, 128);
+    IntWeight host;
+    Tensor f = Tensor::host({N, K}, DType::F32);
+    std::copy(v.begin(), v.end(), f.data<float>());
+    int_quantize_weight(f, 4, 128, q == Quantization::AWQ, host.codes, host.scales);
+    std::vector<float> eye(size_t(K * K), 0.f);
+    for (int64_t k = 0; k < K; ++k) eye[size_t(k * K + k)] = 1.f;
+    Tensor gx = b.gpu.empty({K, K}, DType::BF16);
+    b.gpu.upload(eye.data(), DType::F32, gx);
+    Tensor out = b.gpu.empty({K, N}, DType::BF16);
+    qlinear(b.gpu, gx, {codes, scales}, out);
+    const std::vector<float> got = b.gpu.to_host_f32(out);
+    std::vector<float> row(static_cast<size_t>(K));
+    size_t bad = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      int_dequantize_row(host.codes, host.scales, n, 0, K, row.data());
+      for (int64_t k = 0; k < K; ++k) {
+        const float want = row[size_t(k)], g = got[size_t(k * N + n)];
+        if (!(std::abs(g - want) <= std::abs(want) / 128)) ++bad;
+      }
+    }
+    EXPECT_EQ(bad, 0u) << quantization_name(q);
+  }
+}
+
+TEST(CudaIntWeights, Refusals) {
+  REQUIRE_GPU();
+  CudaBackend gpu(0);
+  auto expect_user_error = [](auto&& f, const std::string& want) {
+    try {
+      f();
+      ADD_FAILURE() << "accepted; wanted: " << want;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  // Groups of 8 columns: no k-step of the layout fits.
+  Tensor codes = gpu.empty({16, 64}, DType::U4);
+  WeightScales s;
+  s.block_k = 8;
+  s.scale = gpu.empty({16, 8}, DType::F32);
+  expect_user_error([&] { gpu.prepare_int_weight(codes, s); }, "group size that is a multiple of 16");
+  // A zero point that is not an integer of the code range.
+  Tensor c2 = gpu.empty({16, 64}, DType::U4);
+  WeightScales s2;
+  s2.block_k = 32;
+  std::vector<float> ones(32, 1.f), zeros(32, 3.5f);
+  s2.scale = gpu.empty({16, 2}, DType::F32);
+  s2.zero = gpu.empty({16, 2}, DType::F32);
+  gpu.upload(ones.data(), DType::F32, s2.scale);
+  gpu.upload(zeros.data(), DType::F32, s2.zero);
+  expect_user_error([&] { gpu.prepare_int_weight(c2, s2); }, "zero point is not an integer");
+  // A canonical (unprepared) weight reaching the linear.
+  Tensor c3 = gpu.empty({16, 64}, DType::U4), x = gpu.empty({1, 64}, DType::BF16),
+         out = gpu.empty({1, 16}, DType::BF16);
+  WeightScales s3;
+  s3.block_k = 32;
+  s3.scale = gpu.empty({16, 2}, DType::F32);
+  EXPECT_THROW(qlinear(gpu, x, {c3, s3}, out), Error);
+}
+
+// A decode-sized product (T 1 and 4, act order, with the gated MLP) captured into a CUDA graph:
+// replays equal the eager run, and follow new inputs written into the same buffer.
+TEST(CudaIntWeights, CudaGraphOfDecodeProducts) {
+  REQUIRE_GPU();
+  test::Backends b;
+  CudaBackend& gpu = b.gpu;
+  for (int64_t T : {1, 4}) {
+    const int64_t K = 512, N = 256, I = 128;
+    const IntWeight wo = make_weight(gpu, 4, N, K, 128, true, true, 11);
+    const IntWeight wgu = make_weight(gpu, 4, 2 * I, N, 128, true, false, 12);
+    Tensor x = gpu.empty({T, K}, DType::BF16);
+    gpu.upload(test::rand_bf16(size_t(T * K), 1).data(), DType::F32, x);
+    auto chain = [&] {
+      Tensor y = gpu.empty({T, N}, DType::BF16);
+      qlinear(gpu, x, {wo.gcodes, wo.gscales}, y);
+      Tensor h = gpu.empty({T, I}, DType::BF16);
+      qsilu(gpu, y, {wgu.gcodes, wgu.gscales}, h);
+      return h;
+    };
+    gpu.begin_step();
+    const std::vector<float> eager1 = gpu.to_host_f32(chain());
+    gpu.synchronize();
+    gpu.begin_step();
+    gpu.graph_capture_begin();
+    Tensor h = chain();
+    const int64_t exec = gpu.graph_capture_end();
+    gpu.graph_replay(exec);
+    gpu.synchronize();
+    EXPECT_EQ(gpu.to_host_f32(h), eager1) << T;
+    gpu.upload(test::rand_bf16(size_t(T * K), 2).data(), DType::F32, x);
+    gpu.graph_replay(exec);
+    gpu.synchronize();
+    const std::vector<float> replayed = gpu.to_host_f32(h);
+    gpu.begin_step();
+    const std::vector<float> eager2 = gpu.to_host_f32(chain());
+    gpu.synchronize();
+    EXPECT_EQ(replayed, eager2) << T;
+    EXPECT_NE(eager1, eager2) << T;
+    gpu.graph_destroy(exec);
+  }
+}
+
+// The engine with --load-format dummy-like quantization at load (--quantization awq: 4 bits, zero
+// points, groups of 128 or the whole row) on the tiny fixtures, CUDA (GEMV at decode, dequantize +
+// GEMM for the prompts, CUDA graphs) against the CPU backend's exact reference: the same codes from
+// the same BF16 weights, so the logits differ by BF16 activation rounding only (the bound of the FP8
+// weight-only comparison, 0.995).
+TEST(CudaIntWeights, EngineQuantizedAtLoadAgainstTheCpu) {
+  REQUIRE_GPU();
+  for (Quantization q : {Quantization::AWQ, Quantization::GPTQ})
+    for (const char* fx : {"tiny-qwen3-tied", "tiny-llama3"}) {
+      EngineConfig cfg = test::tiny_cfg(test::fixture(fx));
+      cfg.quantization = q;
+      LLMEngine cpu(cfg);
+      cfg.device = DeviceChoice::Cuda;
+      cfg.kv_cache_memory = 64 << 20;
+      LLMEngine gpu(cfg);
+      EXPECT_EQ(gpu.model_runner().quantization(), q);
+      const test::Agreement g = test::compare_greedy(cpu, gpu, 6, 16);
+      std::printf("[gpu] %s %s weights: cuda vs cpu: %zu/%zu greedy tokens, worst logits cosine %.6f over %zu steps\n",
+                  fx, quantization_name(q), g.same, g.total, g.worst_cosine, g.compared);
+      EXPECT_EQ(g.total, 96u);
+      EXPECT_GE(g.worst_cosine, 0.995) << fx;
+      EXPECT_GE(g.compared, 12u) << fx;
+    }
+}
+
+}  // namespace

@@ -1,0 +1,88 @@
+// The CPU's fast INT4 kernel (cpu_int4_kernels.h): the VNNI variant equals the portable recipe bit for
+// bit, and both are within the activations' INT8 rounding of the exact product with the dequantized
+// weights (backends/int_weights.h).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "nanovllm/backends/cpu/cpu_int4_kernels.h"
+#include "nanovllm/backends/cpu/cpu_int8_kernels.h"
+#include "nanovllm/backends/int_weights.h"
+#include "nanovllm/utils/error.h"
+
+using namespace nanovllm;
+
+namespace {
+
+struct Case {
+  int64_t T, N, K, G;
+  bool zero_points;
+};
+
+void check(const Case& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  Tensor w = Tensor::host({c.N, c.K}, DType::F32), codes;
+  for (int64_t i = 0; i < c.N * c.K; ++i) w.data<float>()[i] = 0.02f * nd(rng);
+  WeightScales s;
+  int_quantize_weight(w, 4, c.G, c.zero_points, codes, s);
+  std::vector<float> x(size_t(c.T * c.K));
+  for (auto& v : x) v = nd(rng);
+  std::vector<cpu::Q4Activations> a(size_t(c.T));
+  for (int64_t t = 0; t < c.T; ++t) cpu::quantize_q4_activations(x.data() + t * c.K, c.K, a[size_t(t)]);
+  const float* zero = c.zero_points ? s.zero.data<float>() : nullptr;
+  std::vector<float> portable(size_t(c.T * c.N)), vnni(size_t(c.T * c.N));
+  cpu::gemm_q4(a.data(), c.T, codes.data<uint8_t>(), s.scale.data<float>(), zero, c.K, c.G, 0, c.N, portable.data(),
+               c.N, false);
+  const bool has_vnni = cpu::detected_int8_isa() == cpu::Int8Isa::Avx512Vnni;
+  if (has_vnni) {
+    // Two calls splitting the rows, as the backend's threads do.
+    cpu::gemm_q4(a.data(), c.T, codes.data<uint8_t>(), s.scale.data<float>(), zero, c.K, c.G, 0, c.N / 2, vnni.data(),
+                 c.N, true);
+    cpu::gemm_q4(a.data(), c.T, codes.data<uint8_t>(), s.scale.data<float>(), zero, c.K, c.G, c.N / 2, c.N, vnni.data(),
+                 c.N, true);
+  }
+  std::vector<float> row(size_t(c.K)), xq(size_t(c.K)), xs(size_t(cpu::q8_blocks(c.K)));
+  std::vector<int8_t> q(size_t(c.K));
+  for (int64_t t = 0; t < c.T; ++t) {
+    cpu::quantize_q8_row(x.data() + t * c.K, c.K, q.data(), xs.data());
+    for (int64_t n = 0; n < c.N; ++n) {
+      int_dequantize_row(codes, s, n, 0, c.K, row.data());
+      // exact: the dequantized weights times the INT8-rounded activations, in double; bound: float
+      // accumulation of K terms.
+      double exact = 0, mag = 0;
+      for (int64_t k = 0; k < c.K; ++k) {
+        const double xv = double(q[size_t(k)]) * xs[size_t(k / 32)];
+        exact += xv * row[size_t(k)];
+        mag += std::fabs(xv * row[size_t(k)]);
+      }
+      const float got = portable[size_t(t * c.N + n)];
+      EXPECT_NEAR(got, exact, 1e-5 * mag + 1e-6)
+          << "T " << c.T << " N " << c.N << " K " << c.K << " G " << c.G << " t " << t << " n " << n;
+      if (has_vnni) {
+        EXPECT_EQ(got, vnni[size_t(t * c.N + n)]) << "t " << t << " n " << n << " G " << c.G;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST(CpuInt4, VnniEqualsPortableAndBothMatchTheDequantizedProduct) {
+  const Case cases[] = {{1, 9, 128, 32, true},   {3, 8, 128, 64, false}, {5, 7, 256, 128, true},
+                        {2, 5, 96, 32, true},    {1, 6, 160, 32, false}, {4, 12, 512, 512, true},
+                        {6, 4, 384, 128, false}, {1, 3, 192, 64, true}};
+  uint32_t seed = 1;
+  for (const Case& c : cases) check(c, seed++);
+}
+
+TEST(CpuInt4, ShapesOutsideTheRecipeAreRefused) {
+  EXPECT_TRUE(cpu::q4_kernel_fits(4096, 128));
+  EXPECT_TRUE(cpu::q4_kernel_fits(96, 32));
+  EXPECT_FALSE(cpu::q4_kernel_fits(96, 96));  // a lane -> group pattern that changes per chunk
+  EXPECT_FALSE(cpu::q4_kernel_fits(100, 4));
+  cpu::Q4Activations a;
+  float out = 0;
+  EXPECT_THROW(cpu::gemm_q4(&a, 1, nullptr, nullptr, nullptr, 96, 96, 0, 1, &out, 1, false), Error);
+}
