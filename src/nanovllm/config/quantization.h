@@ -35,6 +35,9 @@ struct IntCheckpointFormat {
   int64_t group_size = 128;                  // columns sharing a scale; -1: the whole row (channel-wise)
   bool zero_points = false;                  // asymmetric: the checkpoint stores zero points
   bool gptq_v2 = false;                      // GPTQ: qzeros hold z (gptq_v2), not z - 1 (v1)
+  // compressed-tensors float-quantized: F8_E4M3 weights with per-channel weight_scale [N, 1] and
+  // dynamic per-token activations, which run the fp8 scheme (the checkpoint's quantization is FP8)
+  bool float8 = false;
   // The modules quantized: every linear layer when empty, else those matching one entry (compressed-
   // tensors' targets: "Linear", "re:<regex>" or a module name) ...
   std::vector<std::string> targets;

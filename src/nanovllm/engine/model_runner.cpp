@@ -58,7 +58,10 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
   auto specs = model_->weight_specs();
   // An FP8 checkpoint loads its codes and block scales as they are (dummy weights: quantized below).
   const bool fp8_checkpoint = mcfg_.checkpoint_quantization == Quantization::FP8 && !cfg_.load_dummy;
-  if (fp8_checkpoint) add_fp8_checkpoint_specs(*backend_, *model_, mcfg_.architecture, specs);
+  if (fp8_checkpoint && mcfg_.int_checkpoint.float8)  // compressed-tensors float-quantized: per-channel scales
+    add_float8_checkpoint_specs(*backend_, *model_, mcfg_.int_checkpoint, mcfg_.architecture, specs);
+  else if (fp8_checkpoint)
+    add_fp8_checkpoint_specs(*backend_, *model_, mcfg_.architecture, specs);
   // AWQ / GPTQ / compressed-tensors: the quantized layers are read and repacked first
   // (int_checkpoint.h), load_weights then loads the rest.
   const bool int_checkpoint = is_int_weight_only(mcfg_.checkpoint_quantization) && !cfg_.load_dummy;

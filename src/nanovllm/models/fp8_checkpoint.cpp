@@ -6,6 +6,7 @@
 
 #include "nanovllm/backends/fp8_weights.h"
 #include "nanovllm/models/causal_lm.h"
+#include "nanovllm/models/int_checkpoint.h"
 #include "nanovllm/models/int_config.h"
 #include "nanovllm/utils/error.h"
 
@@ -40,7 +41,7 @@ Quantization parse_quantization_config(const nlohmann::json& q, const std::strin
   const std::string method = str("quant_method", nullptr);
   if (is_int_quant_method(method)) {
     int_format = parse_int_quantization_config(q, where);
-    return int_format.method;
+    return int_format.float8 ? Quantization::FP8 : int_format.method;
   }
   if (method != "fp8")
     fail("has quant_method '" + method +
@@ -129,6 +130,33 @@ void add_fp8_checkpoint_specs(Backend& be, CausalLM& model, const std::string& a
   for (size_t i = 0; i < n; ++i)
     if (auto it = by_weight.find(specs[i].dst); it != by_weight.end())
       specs.push_back(fp8_scale_spec(specs[i], &it->second->weight_scales.scale));
+}
+
+void add_float8_checkpoint_specs(Backend& be, CausalLM& model, const IntCheckpointFormat& fmt,
+                                 const std::string& architecture, std::vector<WeightSpec>& specs) {
+  const std::vector<Linear*> linears = model.quantizable_linears();
+  if (linears.empty()) throw UserError("FP8 checkpoints: not implemented for " + architecture);
+  std::map<const Tensor*, Linear*> by_weight;
+  for (Linear* l : linears) by_weight[&l->weight] = l;
+  const size_t n = specs.size();
+  for (size_t i = 0; i < n; ++i) {
+    auto it = by_weight.find(specs[i].dst);
+    if (it == by_weight.end()) continue;
+    const std::string module = specs[i].name.substr(0, specs[i].name.size() - 7);  // "<module>.weight"
+    if (!int_format_quantizes(fmt, module)) continue;                              // ignored: loads unquantized
+    Linear* l = it->second;
+    if (l->weight.dtype() != DType::F8E4M3) {
+      const int64_t N = l->weight.size(0), K = l->weight.size(1);
+      l->weight = be.empty({N, K}, DType::F8E4M3);
+      l->weight_scales = WeightScales{be.empty({N, 1}, DType::F32), 1, 0};
+    }
+    WeightSpec s = specs[i];  // weight_scale [N, 1]: the rows of a column-parallel slice, whole otherwise
+    s.name = module + ".weight_scale";
+    s.shape = {specs[i].shape[0], 1};
+    s.dst = &l->weight_scales.scale;
+    if (s.shard_dim == 1) s.shard_dim = -1, s.num_shards = 1, s.shard_rank = 0;
+    specs.push_back(s);
+  }
 }
 
 }  // namespace nanovllm

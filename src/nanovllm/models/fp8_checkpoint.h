@@ -45,4 +45,11 @@ WeightSpec fp8_scale_spec(const WeightSpec& w, Tensor* scale);
 void add_fp8_checkpoint_specs(Backend& be, CausalLM& model, const std::string& architecture,
                               std::vector<WeightSpec>& specs);
 
+// The same for compressed-tensors' float-quantized checkpoints (fmt.float8, models/int_config.h):
+// the layers its targets / ignore quantize get F8E4M3 codes and one F32 scale per output channel
+// (WeightScales block_n 1, block_k 0: vLLM's per-channel FP8) read from "<module>.weight_scale" [N, 1]
+// (F32, BF16 or F16); a mixed packed layer is refused by load_weights' dtype check, naming the tensor.
+void add_float8_checkpoint_specs(Backend& be, CausalLM& model, const IntCheckpointFormat& fmt,
+                                 const std::string& architecture, std::vector<WeightSpec>& specs);
+
 }  // namespace nanovllm

@@ -143,6 +143,26 @@ IntWeightScheme ct_weights(const Fields& group, const std::string& name) {
   return s;
 }
 
+// float-quantized (FP8 W8A8 with dynamic per-token activations, per-channel weight scales): the
+// group's weights and activations checked; the format then runs as our fp8.
+void ct_float8(const Fields& group, const std::string& name) {
+  const json* w = group.find({"weights"});
+  if (!w || !w->is_object()) group.fail("config_groups." + name + " lacks 'weights'");
+  const Fields f{*w, group.where + " config_groups." + name + ".weights"};
+  if (f.string({"type"}, "") != "float" || f.integer({"num_bits"}, 0) != 8 || !f.boolean({"symmetric"}, true))
+    f.fail("is " + w->dump() + ": float-quantized weights of type float, num_bits 8, symmetric are implemented");
+  if (const std::string st = f.string({"strategy"}, ""); st != "channel")
+    f.fail("has strategy '" + st + "': float-quantized weights with per-channel scales are implemented");
+  if (const json* a = group.find({"input_activations"})) {
+    const Fields af{*a, group.where + " config_groups." + name + ".input_activations"};
+    if (!a->is_object() || !af.boolean({"dynamic"}, false) || af.string({"strategy"}, "") != "token" ||
+        af.string({"type"}, "") != "float" || af.integer({"num_bits"}, 0) != 8)
+      af.fail("is " + a->dump() + ": dynamic per-token FP8 activations are implemented (no static input_scale)");
+  }
+  if (const json* o = group.find({"output_activations"}))
+    group.fail("config_groups." + name + " has output_activations " + o->dump() + ": not implemented");
+}
+
 IntCheckpointFormat parse_compressed_tensors(const Fields& f) {
   IntCheckpointFormat fmt;
   fmt.method = Quantization::CompressedTensors;
@@ -155,9 +175,22 @@ IntCheckpointFormat parse_compressed_tensors(const Fields& f) {
     if (!g.is_object()) f.fail("config_groups." + name + " must be an object (got " + g.dump() + ")");
     const Fields gf{g, f.where};
     const std::string format = gf.string({"format"}, top);
+    if (format == "float-quantized" && (first || fmt.float8)) {
+      ct_float8(gf, name);
+      fmt.float8 = true, fmt.bits = 8, fmt.group_size = -1, first = false;
+    } else if (fmt.float8) {
+      f.fail("config_groups." + name + " has format '" + format +
+             "' beside float-quantized groups: one format is "
+             "implemented");
+    }
+    if (fmt.float8) {
+      const std::vector<std::string> t = Fields{g, f.where + " config_groups." + name}.strings("targets");
+      fmt.targets.insert(fmt.targets.end(), t.begin(), t.end());
+      continue;
+    }
     if (format != "pack-quantized")
       f.fail("config_groups." + name + " has format '" + format +
-             "': pack-quantized integer weights (W4A16 / W8A16) are implemented, not float-quantized, "
+             "': pack-quantized integer weights (W4A16 / W8A16) and float-quantized FP8 are implemented, not "
              "int-quantized, naive-quantized or others");
     for (const char* act : {"input_activations", "output_activations"})
       if (const json* a = gf.find({act}))

@@ -91,7 +91,7 @@ TEST(IntCheckpointConfig, RefusesUnsupportedVariantsByName) {
       {with(gptq, "group_size", 0), "group_size 0"},
       {with(ct, "format", "naive-quantized"), "format 'naive-quantized'"},
       {with(ct, "format", "int-quantized"), "format 'int-quantized'"},
-      {config_with(float_ct), "format 'float-quantized'"},
+      {config_with(float_ct), "float-quantized weights of type float, num_bits 8"},
       {config_with(w8a8), "input_activations"},
       {config_with(tensor_ct), "strategy 'tensor'"},
       {config_with(two_bit_ct), "num_bits 2"},

@@ -5,8 +5,7 @@
 //     them with sgemm, so out is the F32 GEMM of the dequantized weights, as the FP8 path does.
 //   quantize_weight_int: --quantization awq|gptq|compressed-tensors on unquantized weights (dummy or
 //     BF16 checkpoints): int_quantize_weight in the format's usual scheme (4 bits, groups of 128;
-//     where 128 does not divide K, the largest power of two that does, at least 2: the tiny test
-//     models' 96 and 200 take 32 and 8).
+//     where 128 does not divide K, one group a row, as the CUDA backend does).
 #include <cblas.h>
 
 #include <algorithm>
@@ -47,9 +46,8 @@ void CpuBackend::quantize_weight_int(const Tensor& w, Quantization q, Tensor& co
   if (w.dim() != 2) throw Error("cpu quantize_weight: w must be [N, K] (got " + shape_str(w.shape()) + ")");
   const int64_t N = w.size(0), K = w.size(1);
   const IntWeightScheme s = usual_int_weight_scheme(q);
-  int64_t G = s.group_size;
-  while (G > 2 && K % G != 0) G /= 2;
-  if (K % G != 0)
+  const int64_t G = K % s.group_size == 0 ? s.group_size : K;  // as the CUDA backend's (int_prepare.cu)
+  if (K % 2 != 0)
     throw UserError(std::string("--quantization ") + quantization_name(q) + ": a weight with " + std::to_string(K) +
                     " input columns has no even group size (K must be even)");
   Tensor f32 = Tensor::host({N, K}, DType::F32);

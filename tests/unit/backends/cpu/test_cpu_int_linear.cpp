@@ -1,7 +1,7 @@
 // The CPU backend's group-quantized integer weights (cpu_int_weights.cpp): linear_quantized with U4
 // and U8 codes, zero points and act order against a reference computed here from the codes, the
 // fused SiLU path, quantize_weight's usual schemes (awq with zero points, gptq and
-// compressed-tensors symmetric, groups of 128 or the largest power of two dividing K), and whole
+// compressed-tensors symmetric, groups of 128 or one a row where 128 does not divide K), and whole
 // engines with --quantization awq|gptq|compressed-tensors (dummy weights too) near the unquantized
 // ones; Qwen3-MoE refused by name.
 #include <gtest/gtest.h>
@@ -80,7 +80,7 @@ std::vector<double> reference(const Layer& l, const std::vector<float>& x, int64
 
 TEST(CpuIntLinear, MatchesTheReference) {
   CpuBackend cpu(2);
-  Backend& be = cpu;  // the dispatching linear(x, w, scales, out)
+  Backend& be = cpu;                    // the dispatching linear(x, w, scales, out)
   const int64_t T = 3, N = 80, K = 96;  // N above one 64-row block of the kernel
   for (auto [d, G, zeros, act] : {std::tuple{DType::U4, int64_t(32), true, false},
                                   {DType::U4, int64_t(16), false, true},
@@ -125,9 +125,9 @@ TEST(CpuIntLinear, QuantizeWeightUsesTheFormatsUsualScheme) {
   EXPECT_EQ(awq_s.block_k, 128);
   EXPECT_TRUE(awq_s.zero.defined());
   auto [gptq, gptq_s] = quantize(Quantization::GPTQ, 96);
-  EXPECT_EQ(gptq_s.block_k, 32);  // 128 does not divide 96
+  EXPECT_EQ(gptq_s.block_k, 96);  // 128 does not divide 96: one group a row
   EXPECT_FALSE(gptq_s.zero.defined());
-  EXPECT_EQ(quantize(Quantization::CompressedTensors, 200).second.block_k, 8);
+  EXPECT_EQ(quantize(Quantization::CompressedTensors, 200).second.block_k, 200);
   try {
     quantize(Quantization::GPTQ, 7);
     ADD_FAILURE() << "odd K accepted";
@@ -137,7 +137,7 @@ TEST(CpuIntLinear, QuantizeWeightUsesTheFormatsUsualScheme) {
   }
 }
 
-// Round to nearest in 4 bits on the fixtures' random weights (groups of 32 and 8): logits cosine
+// Round to nearest in 4 bits on the fixtures' random weights (one group a row): logits cosine
 // 0.88-0.97 over the greedy steps (exactness is test_int_checkpoint.cpp's: checkpoint vs its values).
 TEST(CpuIntLinear, EnginesNearTheUnquantizedOnes) {
   test::expect_quantized_engine_near_unquantized(Quantization::GPTQ, 0.85);
