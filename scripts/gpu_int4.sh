@@ -53,8 +53,8 @@ run() {  # run QUANT KIND
   timeout 600 $B bench "${M[@]}" --quantization "$1" "${args[@]}" 2> "$OUT/int4_$1_$2.err" | python3 /tmp/int4_fmt.py "$1" "$2"
 }
 for round in $(seq 1 "${ROUNDS:-2}"); do
-  for kind in decode ttft throughput; do
-    for q in none awq gptq; do
+  for kind in ${KINDS:-decode ttft throughput}; do
+    for q in ${QUANTS:-none awq gptq}; do
       echo "round $round: qwen3-8b $q $kind: $(run $q $kind)"
     done
   done

@@ -37,6 +37,7 @@ import re
 import shutil
 import sys
 import tempfile
+import zlib
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -85,11 +86,15 @@ def convert(src, out, scheme, seed=0, plain_dtype=None):
         config = json.load(f)
     config.pop("quantization_config", None)
     dtype = model_dtype(config)
-    gen = torch.Generator().manual_seed(seed)
     tensors, n = {}, 0
     for name, t in sorted(read_tensors(src).items()):
         if LINEAR.match(name):
             prefix = name[: -len(".weight")]
+            # One act order per layer input, as GPTQ's (its Hessian is the input's): q/k/v share
+            # theirs, gate/up theirs, so a packed qkv_proj / gate_up_proj has one g_idx.
+            shared_input = re.sub(r"\.([qkv]_proj|gate_proj|up_proj)$",
+                                  lambda m: ".qkv" if m.group(1)[0] in "qkv" else ".gate_up", prefix)
+            gen = torch.Generator().manual_seed(seed * 1000003 + zlib.crc32(shared_input.encode()))
             tensors.update({f"{prefix}.{k}": v.cpu() for k, v in writers.pack_linear(t, scheme, dtype, gen).items()})
             n += 1
         else:

@@ -3,21 +3,41 @@
 //   linear_int: the exact reference. x [T, K] is gathered by perm (act order) once, each thread
 //     dequantizes 64 rows of codes at a time to F32 (value = (code - zero) * scale) and multiplies
 //     them with sgemm, so out is the F32 GEMM of the dequantized weights, as the FP8 path does.
+//     With --cpu-precision fast, U4 codes whose shape the INT4 x INT8 kernel takes (cpu_int4_kernels.h:
+//     K % 32 == 0, groups of 32, 64 or a multiple of 128, integral zero points) go there instead:
+//     the activations quantized per 32-block to INT8, integer products (llama.cpp's Q4_0 x Q8_0).
 //   quantize_weight_int: --quantization awq|gptq|compressed-tensors on unquantized weights (dummy or
 //     BF16 checkpoints): int_quantize_weight in the format's usual scheme (4 bits, groups of 128;
 //     where 128 does not divide K, one group a row, as the CUDA backend does).
 #include <cblas.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "nanovllm/backends/checks.h"
 #include "nanovllm/backends/cpu/cpu_backend.h"
+#include "nanovllm/backends/cpu/cpu_int4_kernels.h"
+#include "nanovllm/backends/cpu/cpu_int8_kernels.h"
 #include "nanovllm/backends/cpu/cpu_split.h"
 #include "nanovllm/backends/int_weights.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {
+
+namespace {
+
+// Whether every zero point is an integer (the INT4 x INT8 kernel folds them in integer arithmetic).
+bool integral_zeros(const WeightScales& s) {
+  if (!s.zero.defined()) return true;
+  const float* z = s.zero.data<float>();
+  const int64_t n = s.zero.numel();
+  bool ok = true;
+  for (int64_t i = 0; i < n; ++i) ok &= z[i] == std::nearbyint(z[i]);
+  return ok;
+}
+
+}  // namespace
 
 void CpuBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) {
   check_int_weight(w, scales, "cpu linear");
@@ -34,6 +54,18 @@ void CpuBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScales
     xp = gathered.data();
   }
   float* op = out.data<float>();
+  if (precision_ == CpuPrecision::Fast && w.dtype() == DType::U4 && cpu::q4_kernel_fits(K, scales.block_k) &&
+      integral_zeros(scales)) {
+    std::vector<cpu::Q4Activations> a(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) cpu::quantize_q4_activations(xp + t * K, K, a[size_t(t)]);
+    const bool vnni = cpu::detected_int8_isa() == cpu::Int8Isa::Avx512Vnni;
+    const float* zero = scales.zero.defined() ? scales.zero.data<float>() : nullptr;
+    cpu::split_rows(N, T * N * K, [&](int64_t n0, int64_t n1) {
+      cpu::gemm_q4(a.data(), T, w.data<uint8_t>(), scales.scale.data<float>(), zero, K, scales.block_k, n0, n1, op, N,
+                   vnni);
+    });
+    return;
+  }
   cpu::split_rows_dequantized(
       N, T * N * K, K, [&](int64_t n, float* row) { int_dequantize_row(w, scales, n, 0, K, row); },
       [&](int64_t b, int64_t e, const float* deq) {
