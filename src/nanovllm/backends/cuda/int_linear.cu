@@ -291,6 +291,19 @@ void CudaBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScale
                  scales.perm.data<int32_t>(), xs.data<cuda::bf16>(), int(K), total);
     NV_LAUNCH_CHECK();
   }
+  if (silu && T <= cuda::kIntGemvMaxT && cuda::plan_int_linear({T, outs, silu}) != cuda::IntLinearKernel::Gemv) {
+    // The gated MLP at decode sizes whose I the fused epilogue cannot split (I % 16 != 0): the plain
+    // GEMV into [T, 2I], then silu_and_mul. (Not the dequantize path: a BF16 GEMV of <= 4 rows reads
+    // its weight before griddepcontrol.wait, so it must not read a scratch its predecessor writes.)
+    Tensor gate_up = empty({T, N}, DType::BF16);
+    for (int64_t t0 = 0; t0 < T; t0 += cuda::kIntGemvSlice) {
+      const int64_t t1 = std::min(T, t0 + cuda::kIntGemvSlice);
+      Tensor o = gate_up.rows(t0, t1);
+      cuda::int_gemv(xs.rows(t0, t1), w, scales, o, false, st);
+    }
+    silu_and_mul(gate_up, out);
+    return;
+  }
   if (cuda::plan_int_linear({T, outs, silu}) == cuda::IntLinearKernel::Gemv) {
     for (int64_t t0 = 0; t0 < T; t0 += cuda::kIntGemvSlice) {
       const int64_t t1 = std::min(T, t0 + cuda::kIntGemvSlice);
@@ -316,8 +329,8 @@ void CudaBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScale
     cuda::launch(cuda::dequantize_int_kernel<8>, dim3(cuda::ceil_div(chunks, 256)), dim3(256), 0, st, cw, sz, o, int(N),
                  int(K), int(G), chunks);
   NV_LAUNCH_CHECK();
-  if (silu)
-    Backend::linear_silu_mul(xs, wb, out);  // the GEMM, then silu_and_mul
+  if (silu)  // T > kIntGemvMaxT: cuBLASLt (which waits for the dequantization), then silu_and_mul
+    Backend::linear_silu_mul(xs, wb, out);
   else
     linear(xs, wb, out);
 }
