@@ -101,9 +101,9 @@ inline IntCheckpointResult check_int_checkpoint(const std::string& dir, EngineCo
       noise.resize(n, 0.0);
       for (double& v : noise) v = std::max(v, ulp);
     }
-    const GreedyWalk w = expect_greedy_up_to_near_ties(run.tokens, head(ref["tokens"][i], int32_t(0)),
-                                                       head(ref["margins"][i], 0.0), noise,
-                                                       dir + " prompt " + std::to_string(i));
+    const GreedyWalk w =
+        expect_greedy_up_to_near_ties(run.tokens, head(ref["tokens"][i], int32_t(0)), head(ref["margins"][i], 0.0),
+                                      noise, dir + " prompt " + std::to_string(i));
     res.compared += w.compared;
     res.diverged += w.diverged;
     ++res.prompts;
