@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "nanovllm/backends/cpu/cpu_backend.h"
 #include "nanovllm/backends/cpu/cpu_int4_kernels.h"
 #include "nanovllm/backends/cpu/cpu_int8_kernels.h"
 #include "nanovllm/backends/int_weights.h"
@@ -85,4 +86,40 @@ TEST(CpuInt4, ShapesOutsideTheRecipeAreRefused) {
   cpu::Q4Activations a;
   float out = 0;
   EXPECT_THROW(cpu::gemm_q4(&a, 1, nullptr, nullptr, nullptr, 96, 96, 0, 1, &out, 1, false), Error);
+}
+
+// The CPU backend's linear on U4 weights: --cpu-precision fast takes this kernel where the shape fits
+// (bit for bit), exact keeps the F32 reference, and a shape outside the recipe stays on the reference
+// in fast mode too.
+TEST(CpuInt4, FastPrecisionLinearTakesTheKernelWhereItFits) {
+  for (const Case& c : {Case{3, 10, 256, 64, true}, Case{2, 6, 96, 96, true}}) {
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    Tensor w = Tensor::host({c.N, c.K}, DType::F32), codes;
+    for (int64_t i = 0; i < c.N * c.K; ++i) w.data<float>()[i] = 0.02f * nd(rng);
+    WeightScales s;
+    int_quantize_weight(w, 4, c.G, c.zero_points, codes, s);
+    Tensor x = Tensor::host({c.T, c.K}, DType::F32);
+    for (int64_t i = 0; i < c.T * c.K; ++i) x.data<float>()[i] = nd(rng);
+    CpuBackend fast(1, CpuPrecision::Fast), exact(1, CpuPrecision::Exact);
+    Tensor of = Tensor::host({c.T, c.N}, DType::F32), oe = Tensor::host({c.T, c.N}, DType::F32);
+    static_cast<Backend&>(fast).linear(x, codes, s, of);
+    static_cast<Backend&>(exact).linear(x, codes, s, oe);
+    std::vector<cpu::Q4Activations> a(size_t(c.T));
+    for (int64_t t = 0; t < c.T; ++t) cpu::quantize_q4_activations(x.data<float>() + t * c.K, c.K, a[size_t(t)]);
+    std::vector<float> kernel(size_t(c.T * c.N));
+    const bool fits = cpu::q4_kernel_fits(c.K, c.G);
+    if (fits)
+      cpu::gemm_q4(a.data(), c.T, codes.data<uint8_t>(), s.scale.data<float>(), s.zero.data<float>(), c.K, c.G, 0, c.N,
+                   kernel.data(), c.N, cpu::detected_int8_isa() == cpu::Int8Isa::Avx512Vnni);
+    size_t differ = 0;
+    for (int64_t i = 0; i < c.T * c.N; ++i) {
+      if (fits)
+        EXPECT_EQ(of.data<float>()[i], kernel[size_t(i)]) << "K " << c.K << " i " << i;
+      else
+        EXPECT_EQ(of.data<float>()[i], oe.data<float>()[i]) << "K " << c.K << " i " << i;
+      differ += of.data<float>()[i] != oe.data<float>()[i];
+    }
+    if (fits) EXPECT_GT(differ, 0u) << "fast and exact agree everywhere: was the INT8 kernel taken?";
+  }
 }
