@@ -1,11 +1,13 @@
 // INT4 linear micro-benchmark (a program, not a test): CudaBackend's linear with group-quantized U4
 // weights (AWQ-style: 4 bits, groups of 128, zero points; int_linear.cu) against the BF16 linear of
 // the same shape, at Qwen3-8B's layer shapes (qkv, o, gate_up with the fused SiLU, down) for T rows
-// of x: the decode GEMV (T <= 32, passes of 8 rows) and the dequantize + cuBLASLt path beyond.
-// Prints one JSON line per (layer, T): microseconds per call (the mean of `reps` back-to-back
-// calls inside one step, as the engine issues them), the weight bytes one call reads (codes + the
-// 4-byte scale/zero pair per row and group) and the GB/s that makes, and the BF16 linear's time.
-// The GEMV's target: its GB/s near the device's DRAM bandwidth at T = 1.
+// of x: the decode GEMV (T <= 32) under both KernelOptions::int_gemv values (v1: passes of 8 rows;
+// v2: int_gemv_v2.cu, one pass), and the dequantize + cuBLASLt path beyond (the same for both).
+// Prints one JSON line per (layer, T): microseconds per call of v1 and v2 (the mean of `reps`
+// back-to-back calls inside one step, as the engine issues them), the weight bytes one call reads
+// (codes + the 4-byte scale/zero pair per row and group) and the GB/s each makes, and the BF16
+// linear's time. The GEMV's target: its GB/s near the device's DRAM bandwidth at T = 1. Each
+// variant runs on its own backend (the option is fixed at construction), on the same weights.
 //
 // Usage: int_linear_bench [T ...]   (default 1 2 4 8 16 32 64 256 2048)
 #include <chrono>
@@ -52,8 +54,10 @@ int main(int argc, char** argv) {
   std::vector<int64_t> Ts;
   for (int i = 1; i < argc; ++i) Ts.push_back(std::atoll(argv[i]));
   if (Ts.empty()) Ts = {1, 2, 4, 8, 16, 32, 64, 256, 2048};
-  CudaBackend be(0);
-  Backend& base = be;  // the quantized overloads (CudaBackend's own hide them)
+  KernelOptions o1, o2;
+  o1.int_gemv = IntGemv::V1;
+  o2.int_gemv = IntGemv::V2;
+  CudaBackend be(0, o1), be2(0, o2);
   struct Layer {
     const char* name;
     int64_t n, k;
@@ -64,34 +68,39 @@ int main(int argc, char** argv) {
                           {"gate_up", 24576, 4096, true},
                           {"down", 4096, 12288, false}};
   for (const Layer& l : layers) {
-    const Tensor w = random_bf16(be, {l.n, l.k}, 1);
-    Tensor codes;
-    WeightScales scales;
+    const Tensor w = random_bf16(be, {l.n, l.k}, 1), w2 = random_bf16(be2, {l.n, l.k}, 1);
+    Tensor codes, codes2;
+    WeightScales scales, scales2;
     be.quantize_weight(w, Quantization::AWQ, codes, scales);
+    be2.quantize_weight(w2, Quantization::AWQ, codes2, scales2);
     const double bytes = double(l.n) * double(l.k) / 2 + double(l.n) * double(l.k / 128) * 4;
     for (int64_t T : Ts) {
-      const Tensor x = random_bf16(be, {T, l.k}, 2);
+      const Tensor x = random_bf16(be, {T, l.k}, 2), x2 = random_bf16(be2, {T, l.k}, 2);
       const int64_t outs = l.silu ? l.n / 2 : l.n;
       const int reps = T <= 64 ? 200 : 20;
-      auto run = [&](bool quantized) {
-        return seconds_per_call(be, reps, [&] {
-          Tensor out = be.empty({T, outs}, DType::BF16);
+      // quantized: on `on`'s weights (the quantized overloads through Backend: CudaBackend's own hide them).
+      auto run = [&](CudaBackend& on, const Tensor& xv, const Tensor& cv, const WeightScales& sv, bool quantized) {
+        Backend& base = on;
+        return seconds_per_call(on, reps, [&] {
+          Tensor out = on.empty({T, outs}, DType::BF16);
           if (quantized && l.silu)
-            base.linear_silu_mul(x, codes, scales, out);
+            base.linear_silu_mul(xv, cv, sv, out);
           else if (quantized)
-            base.linear(x, codes, scales, out);
+            base.linear(xv, cv, sv, out);
           else if (l.silu)
-            be.linear_silu_mul(x, w, out);
+            on.linear_silu_mul(xv, w, out);
           else
-            be.linear(x, w, out);
+            on.linear(xv, w, out);
         });
       };
-      const double q = run(true), b = run(false);
+      const double q1 = run(be, x, codes, scales, true), q2 = run(be2, x2, codes2, scales2, true);
+      const double b = run(be, x, codes, scales, false);
       std::printf(
-          "{\"layer\": \"%s\", \"n\": %lld, \"k\": %lld, \"T\": %lld, \"int4_us\": %.2f, \"int4_weight_bytes\": %.0f, "
-          "\"int4_GB_s\": %.1f, \"bf16_us\": %.2f, \"bf16_GB_s\": %.1f, \"speedup\": %.2f}\n",
-          l.name, (long long)l.n, (long long)l.k, (long long)T, q * 1e6, bytes, bytes / q / 1e9, b * 1e6,
-          double(l.n) * double(l.k) * 2 / b / 1e9, b / q);
+          "{\"layer\": \"%s\", \"n\": %lld, \"k\": %lld, \"T\": %lld, \"int4_weight_bytes\": %.0f, "
+          "\"v1_us\": %.2f, \"v1_GB_s\": %.1f, \"v2_us\": %.2f, \"v2_GB_s\": %.1f, \"bf16_us\": %.2f, "
+          "\"bf16_GB_s\": %.1f, \"v1_speedup\": %.2f, \"v2_speedup\": %.2f, \"v2_over_v1\": %.2f}\n",
+          l.name, (long long)l.n, (long long)l.k, (long long)T, bytes, q1 * 1e6, bytes / q1 / 1e9, q2 * 1e6,
+          bytes / q2 / 1e9, b * 1e6, double(l.n) * double(l.k) * 2 / b / 1e9, b / q1, b / q2, q1 / q2);
       std::fflush(stdout);
     }
   }

@@ -4,7 +4,9 @@
 // dequantize + GEMM path; N not a multiple of the 16-row block, K not a multiple of the 64-column
 // tile, groups of 16..K columns, U4 and U8, zero points and symmetric, act order), the gated-MLP
 // fusion, F32 partial sums, dummy quantization against int_quantize_weight, refusals, a CUDA graph
-// of a decode-sized product, and the engine with --quantization awq on CUDA against the CPU.
+// of a decode-sized product, and the engine with --quantization awq on CUDA against the CPU. The
+// linear, fusion and graph tests run both GEMVs (KernelOptions::int_gemv v1: passes of 8 rows; v2:
+// int_gemv_v2.cu, one pass of 1, 2 or 4 n-tiles).
 #include <algorithm>
 #include <numeric>
 #include <random>
@@ -18,6 +20,15 @@
 using namespace nanovllm;
 
 namespace {
+
+const IntGemv kGemvs[] = {IntGemv::V1, IntGemv::V2};
+
+KernelOptions with_gemv(IntGemv v) {
+  KernelOptions o;
+  o.int_gemv = v;
+  return o;
+}
+std::string gemv_name(IntGemv v) { return v == IntGemv::V1 ? "v1" : "v2"; }
 
 struct IntWeightRef {
   const Tensor& codes;
@@ -127,9 +138,10 @@ void check_linear(test::Backends& b, const Shape3& s, int64_t T, bool zero, bool
   Tensor out = b.gpu.empty({T, s.N}, f32_out ? DType::F32 : DType::BF16);
   qlinear(b.gpu, gx, {w.gcodes, w.gscales}, out);
   const bool gemv = cuda::plan_int_linear({T, s.N, false}) == cuda::IntLinearKernel::Gemv;
-  const std::string what = "U" + std::to_string(s.bits) + " T " + std::to_string(T) + " N " + std::to_string(s.N) +
-                           " K " + std::to_string(s.K) + " G " + std::to_string(s.G) + (zero ? " zero" : " sym") +
-                           (perm ? " perm" : "") + (f32_out ? " f32" : "") + (gemv ? " (gemv)" : " (dequantize)");
+  const std::string what = gemv_name(b.gpu.kernel_options().int_gemv) + " U" + std::to_string(s.bits) + " T " +
+                           std::to_string(T) + " N " + std::to_string(s.N) + " K " + std::to_string(s.K) + " G " +
+                           std::to_string(s.G) + (zero ? " zero" : " sym") + (perm ? " perm" : "") +
+                           (f32_out ? " f32" : "") + (gemv ? " (gemv)" : " (dequantize)");
   const bool tight = f32_out && gemv;
   expect_close(b.gpu.to_host_f32(out), reference(w, x, T), tight ? 1.0 / 1024 : 1.0 / 256,
                tight ? 1.0 / 1024 : 1.0 / 128, what);
@@ -137,63 +149,69 @@ void check_linear(test::Backends& b, const Shape3& s, int64_t T, bool zero, bool
 
 TEST(CudaIntWeights, LinearAwkwardShapesAgainstTheReference) {
   REQUIRE_GPU();
-  test::Backends b;
   // N past a 16-row block; K past a 64-column tile (160, 208, 288); groups of 16..K, some not powers
-  // of two (48, 96: tiles straddle groups); U8 with its 32-column tile.
+  // of two (48, 96: tiles straddle groups); U8 with its 32-column tile. T: v2's 1, 2 and 4 n-tiles
+  // (1..8, 9..16, 17..32), the dequantize path past 32.
   const Shape3 shapes[] = {{4, 200, 192, 32}, {4, 72, 384, 128}, {4, 24, 160, 160}, {4, 40, 208, 16},
                            {4, 40, 288, 96},  {8, 40, 96, 48},   {8, 56, 256, 64},  {8, 33, 160, 32}};
-  for (const Shape3& s : shapes)
-    for (int64_t T : {1, 3, 8, 9, 17, 300})
-      for (bool zero : {true, false}) check_linear(b, s, T, zero, /*perm=*/T % 2 == 1, false);
-  for (int64_t T : {1, 5, 40}) check_linear(b, {4, 96, 256, 64}, T, true, false, true);  // F32 partial sums
-  for (int64_t T : {2, 8, 33}) check_linear(b, {8, 96, 256, 128}, T, false, true, true);
+  for (IntGemv v : kGemvs) {
+    test::Backends b(with_gemv(v));
+    for (const Shape3& s : shapes)
+      for (int64_t T : {1, 3, 8, 9, 17, 32, 300})
+        for (bool zero : {true, false}) check_linear(b, s, T, zero, /*perm=*/T % 2 == 1, false);
+    for (int64_t T : {1, 5, 12, 40}) check_linear(b, {4, 96, 256, 64}, T, true, false, true);  // F32 partial sums
+    for (int64_t T : {2, 8, 24, 33}) check_linear(b, {8, 96, 256, 128}, T, false, true, true);
+  }
 }
 
 // linear_silu_mul: silu(gate) * up with the rounding of silu_and_mul after a BF16 product (BF16
 // gate, up, silu and output): the tolerance of the BF16 outputs above, doubled for the product.
 TEST(CudaIntWeights, GatedMlpFusionAgainstTheReference) {
   REQUIRE_GPU();
-  test::Backends b;
   auto bf = [](double v) { return double(test::bf16_round(float(v))); };
-  // I 48: the GEMV's fused epilogue (I % 16 == 0); I 40: the GEMM path (then silu_and_mul).
-  for (int64_t I : {48, 40})
-    for (int bits : {4, 8})
-      for (int64_t T : {1, 5, 8, 20, 70}) {
-        const int64_t K = 192, G = 64;
-        const IntWeight w = make_weight(b.gpu, bits, 2 * I, K, G, bits == 4, T == 5, uint32_t(I + T + bits));
-        const std::vector<float> x = test::rand_bf16(size_t(T * K), uint32_t(T), -1.f, 1.f);
-        Tensor gx = b.gpu.empty({T, K}, DType::BF16);
-        b.gpu.upload(x.data(), DType::F32, gx);
-        Tensor out = b.gpu.empty({T, I}, DType::BF16);
-        qsilu(b.gpu, gx, {w.gcodes, w.gscales}, out);
-        const std::vector<double> gu = reference(w, x, T);
-        double sg = 0, su = 0;  // rms of gate and up
-        for (int64_t t = 0; t < T; ++t)
-          for (int64_t n = 0; n < I; ++n) {
-            sg += gu[size_t(t * 2 * I + n)] * gu[size_t(t * 2 * I + n)];
-            su += gu[size_t(t * 2 * I + I + n)] * gu[size_t(t * 2 * I + I + n)];
-          }
-        sg = std::sqrt(sg / double(T * I)), su = std::sqrt(su / double(T * I));
-        // Each factor's error reaches the product times the other factor: the dequantize path's BF16
-        // weights summed over K (2^-9 of the factor's rms per weight: 2^-7 of its rms bounds the
-        // tail) and a BF16 rounding of the factor that lands on the neighbouring value (one ulp,
-        // at most 2^-7 of it); plus 2^-7 of the value (silu's and the output's BF16 rounding).
-        const std::vector<float> got = b.gpu.to_host_f32(out);
-        size_t bad = 0;
-        double worst = 0;
-        for (int64_t t = 0; t < T; ++t)
-          for (int64_t n = 0; n < I; ++n) {
-            const double g = bf(gu[size_t(t * 2 * I + n)]), u = bf(gu[size_t(t * 2 * I + I + n)]);
-            const double silu = bf(g / (1 + std::exp(-g))), want = silu * u;
-            const double tol =
-                std::abs(want) / 128 + (std::abs(u) * (sg + std::abs(g)) + std::abs(silu) * (su + std::abs(u))) / 128;
-            const double err = std::abs(double(got[size_t(t * I + n)]) - want);
-            bad += !(err <= tol);
-            worst = std::max(worst, err / tol);
-          }
-        EXPECT_EQ(bad, 0u) << "silu U" << bits << " I " << I << " T " << T << ": worst error " << worst
-                           << " x its tolerance";
-      }
+  // I 48: the GEMV's fused epilogue (I % 16 == 0); I 40: the plain GEMV then silu_and_mul (T <= 32),
+  // or the GEMM path.
+  for (IntGemv v : kGemvs) {
+    test::Backends b(with_gemv(v));
+    for (int64_t I : {48, 40})
+      for (int bits : {4, 8})
+        for (int64_t T : {1, 5, 8, 12, 20, 70}) {
+          const int64_t K = 192, G = 64;
+          const IntWeight w = make_weight(b.gpu, bits, 2 * I, K, G, bits == 4, T == 5, uint32_t(I + T + bits));
+          const std::vector<float> x = test::rand_bf16(size_t(T * K), uint32_t(T), -1.f, 1.f);
+          Tensor gx = b.gpu.empty({T, K}, DType::BF16);
+          b.gpu.upload(x.data(), DType::F32, gx);
+          Tensor out = b.gpu.empty({T, I}, DType::BF16);
+          qsilu(b.gpu, gx, {w.gcodes, w.gscales}, out);
+          const std::vector<double> gu = reference(w, x, T);
+          double sg = 0, su = 0;  // rms of gate and up
+          for (int64_t t = 0; t < T; ++t)
+            for (int64_t n = 0; n < I; ++n) {
+              sg += gu[size_t(t * 2 * I + n)] * gu[size_t(t * 2 * I + n)];
+              su += gu[size_t(t * 2 * I + I + n)] * gu[size_t(t * 2 * I + I + n)];
+            }
+          sg = std::sqrt(sg / double(T * I)), su = std::sqrt(su / double(T * I));
+          // Each factor's error reaches the product times the other factor: the dequantize path's BF16
+          // weights summed over K (2^-9 of the factor's rms per weight: 2^-7 of its rms bounds the
+          // tail) and a BF16 rounding of the factor that lands on the neighbouring value (one ulp,
+          // at most 2^-7 of it); plus 2^-7 of the value (silu's and the output's BF16 rounding).
+          const std::vector<float> got = b.gpu.to_host_f32(out);
+          size_t bad = 0;
+          double worst = 0;
+          for (int64_t t = 0; t < T; ++t)
+            for (int64_t n = 0; n < I; ++n) {
+              const double g = bf(gu[size_t(t * 2 * I + n)]), u = bf(gu[size_t(t * 2 * I + I + n)]);
+              const double silu = bf(g / (1 + std::exp(-g))), want = silu * u;
+              const double tol =
+                  std::abs(want) / 128 + (std::abs(u) * (sg + std::abs(g)) + std::abs(silu) * (su + std::abs(u))) / 128;
+              const double err = std::abs(double(got[size_t(t * I + n)]) - want);
+              bad += !(err <= tol);
+              worst = std::max(worst, err / tol);
+            }
+          EXPECT_EQ(bad, 0u) << gemv_name(v) << " silu U" << bits << " I " << I << " T " << T << ": worst error "
+                             << worst << " x its tolerance";
+        }
+  }
 }
 
 // quantize_weight (--load-format dummy): int_quantize_weight's codes and scales from the same BF16
@@ -274,45 +292,47 @@ TEST(CudaIntWeights, Refusals) {
   EXPECT_THROW(qlinear(gpu, x, {c3, s3}, out), Error);
 }
 
-// A decode-sized product (T 1 and 4, act order, with the gated MLP) captured into a CUDA graph:
+// A decode-sized product (T 1, 4 and 20, act order, with the gated MLP) captured into a CUDA graph:
 // replays equal the eager run, and follow new inputs written into the same buffer.
 TEST(CudaIntWeights, CudaGraphOfDecodeProducts) {
   REQUIRE_GPU();
-  test::Backends b;
-  CudaBackend& gpu = b.gpu;
-  for (int64_t T : {1, 4}) {
-    const int64_t K = 512, N = 256, I = 128;
-    const IntWeight wo = make_weight(gpu, 4, N, K, 128, true, true, 11);
-    const IntWeight wgu = make_weight(gpu, 4, 2 * I, N, 128, true, false, 12);
-    Tensor x = gpu.empty({T, K}, DType::BF16);
-    gpu.upload(test::rand_bf16(size_t(T * K), 1).data(), DType::F32, x);
-    auto chain = [&] {
-      Tensor y = gpu.empty({T, N}, DType::BF16);
-      qlinear(gpu, x, {wo.gcodes, wo.gscales}, y);
-      Tensor h = gpu.empty({T, I}, DType::BF16);
-      qsilu(gpu, y, {wgu.gcodes, wgu.gscales}, h);
-      return h;
-    };
-    gpu.begin_step();
-    const std::vector<float> eager1 = gpu.to_host_f32(chain());
-    gpu.synchronize();
-    gpu.begin_step();
-    gpu.graph_capture_begin();
-    Tensor h = chain();
-    const int64_t exec = gpu.graph_capture_end();
-    gpu.graph_replay(exec);
-    gpu.synchronize();
-    EXPECT_EQ(gpu.to_host_f32(h), eager1) << T;
-    gpu.upload(test::rand_bf16(size_t(T * K), 2).data(), DType::F32, x);
-    gpu.graph_replay(exec);
-    gpu.synchronize();
-    const std::vector<float> replayed = gpu.to_host_f32(h);
-    gpu.begin_step();
-    const std::vector<float> eager2 = gpu.to_host_f32(chain());
-    gpu.synchronize();
-    EXPECT_EQ(replayed, eager2) << T;
-    EXPECT_NE(eager1, eager2) << T;
-    gpu.graph_destroy(exec);
+  for (IntGemv v : kGemvs) {
+    test::Backends b(with_gemv(v));
+    CudaBackend& gpu = b.gpu;
+    for (int64_t T : {1, 4, 20}) {
+      const int64_t K = 512, N = 256, I = 128;
+      const IntWeight wo = make_weight(gpu, 4, N, K, 128, true, true, 11);
+      const IntWeight wgu = make_weight(gpu, 4, 2 * I, N, 128, true, false, 12);
+      Tensor x = gpu.empty({T, K}, DType::BF16);
+      gpu.upload(test::rand_bf16(size_t(T * K), 1).data(), DType::F32, x);
+      auto chain = [&] {
+        Tensor y = gpu.empty({T, N}, DType::BF16);
+        qlinear(gpu, x, {wo.gcodes, wo.gscales}, y);
+        Tensor h = gpu.empty({T, I}, DType::BF16);
+        qsilu(gpu, y, {wgu.gcodes, wgu.gscales}, h);
+        return h;
+      };
+      gpu.begin_step();
+      const std::vector<float> eager1 = gpu.to_host_f32(chain());
+      gpu.synchronize();
+      gpu.begin_step();
+      gpu.graph_capture_begin();
+      Tensor h = chain();
+      const int64_t exec = gpu.graph_capture_end();
+      gpu.graph_replay(exec);
+      gpu.synchronize();
+      EXPECT_EQ(gpu.to_host_f32(h), eager1) << T;
+      gpu.upload(test::rand_bf16(size_t(T * K), 2).data(), DType::F32, x);
+      gpu.graph_replay(exec);
+      gpu.synchronize();
+      const std::vector<float> replayed = gpu.to_host_f32(h);
+      gpu.begin_step();
+      const std::vector<float> eager2 = gpu.to_host_f32(chain());
+      gpu.synchronize();
+      EXPECT_EQ(replayed, eager2) << T;
+      EXPECT_NE(eager1, eager2) << T;
+      gpu.graph_destroy(exec);
+    }
   }
 }
 

@@ -132,6 +132,13 @@ const std::vector<Option>& options() {
          return true;
        },
        [](const KernelOptions& o) { return std::string(o.fp8_gemm == Fp8Gemm::Auto ? "auto" : "dequantize"); }},
+      {"int_gemv", "NANOVLLM_INT_GEMV", "v1 or v2",
+       [](KernelOptions& o, const std::string& v) {
+         if (v != "v1" && v != "v2") return false;
+         o.int_gemv = v == "v1" ? IntGemv::V1 : IntGemv::V2;
+         return true;
+       },
+       [](const KernelOptions& o) { return std::string(o.int_gemv == IntGemv::V1 ? "v1" : "v2"); }},
   };
   return table;
 }
@@ -160,7 +167,7 @@ bool operator==(const KernelOptions& a, const KernelOptions& b) {
   auto fields = [](const KernelOptions& o) {
     return std::tie(o.pdl, o.gemv_norm, o.max_decode_splits, o.long_decode_context, o.long_decode_splits,
                     o.decode_cluster, o.decode_warps, o.decode_read_ahead, o.p2p_all_reduce, o.all_reduce_norm,
-                    o.prefill_attention, o.fp8_gemm);
+                    o.prefill_attention, o.fp8_gemm, o.int_gemv);
   };
   return fields(a) == fields(b);
 }
@@ -183,6 +190,8 @@ void KernelOptions::validate() const {
                     ")");
   if (fp8_gemm != Fp8Gemm::Auto && fp8_gemm != Fp8Gemm::Dequantize)
     throw UserError("kernel option fp8_gemm must be auto or dequantize (got " + std::to_string(int(fp8_gemm)) + ")");
+  if (int_gemv != IntGemv::V1 && int_gemv != IntGemv::V2)
+    throw UserError("kernel option int_gemv must be v1 or v2 (got " + std::to_string(int(int_gemv)) + ")");
   if (int(prefill_attention) < 0 || int(prefill_attention) > 4)
     throw UserError("kernel option prefill_attention must be auto, wgmma_tma, wgmma, mma or tiled (got " +
                     std::to_string(int(prefill_attention)) + ")");

@@ -27,6 +27,7 @@
 //   all_reduce_norm    NANOVLLM_ALLREDUCE_NORM      on | off
 //   prefill_attention  NANOVLLM_PREFILL_ATTENTION   auto | wgmma_tma | wgmma | mma | tiled
 //   fp8_gemm           NANOVLLM_FP8_GEMM            auto | dequantize
+//   int_gemv           NANOVLLM_INT_GEMV            v1 | v2
 // The CPU backend's precision is an engine setting (EngineConfig::cpu_precision, --cpu-precision);
 // --kernel-options still takes cpu_precision=fast|exact as its alias (settings.cpp).
 #pragma once
@@ -63,6 +64,13 @@ enum class Fp8Gemm {
                // FP8 checkpoints): prefill well ahead of the dequantized path (bench/RESULTS.md)
   Dequantize,  // weight-only: codes dequantized to BF16, then the BF16 GEMM (slower; closer to BF16:
                // FP8 activations cost accuracy on random-weight models, bench/RESULTS.md)
+};
+
+// The INT4/INT8 GEMV (group-quantized weights at decode batches; backends/cuda/kernel_plan.h,
+// plan_int_linear) that multiplies T <= 32 rows of x.
+enum class IntGemv {
+  V1,  // int_linear.cu: one row block per CTA, passes of 8 rows of x, 4 tiles in flight per warp
+  V2,  // int_gemv_v2.cu: all T <= 32 rows in one pass, a ring of up to 8 tiles in flight per warp
 };
 
 struct KernelOptions {
@@ -104,6 +112,8 @@ struct KernelOptions {
   PrefillAttention prefill_attention = PrefillAttention::Auto;
   // See Fp8Gemm.
   Fp8Gemm fp8_gemm = Fp8Gemm::Auto;
+  // See IntGemv. v1 until v2 is measured (bench/int_linear_bench.cpp prints both).
+  IntGemv int_gemv = IntGemv::V1;
 
   // Throws UserError naming the field when a value is out of range.
   void validate() const;

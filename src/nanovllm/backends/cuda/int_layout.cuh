@@ -82,6 +82,22 @@ __device__ __forceinline__ void int8_fragment(uint32_t w0, uint32_t w1, float zf
   a[3] = pair(int8_code(w1, 2, zf_r1), int8_code(w1, 3, zf_r1));
 }
 
+// One GEMV call over this layout: out[M, outs] from x[M, K] (BF16, 16-byte aligned) and the
+// prepared codes / {scale, zero} words of a weight of group G; silu: the weight has 2 * outs rows
+// [gate; up] and out = silu(gate) * up (BF16 out only); f32_out: out is F32, else BF16.
+struct IntGemvArgs {
+  const bf16* x = nullptr;
+  const uint4* codes = nullptr;
+  const uint32_t* sz = nullptr;
+  void* out = nullptr;
+  int64_t M = 0, outs = 0, K = 0, G = 0;
+  int bits = 4;
+  bool silu = false, f32_out = false;
+};
+// KernelOptions::int_gemv=v2 (int_gemv_v2.cu): all M <= kIntGemvMaxT rows in one pass. Throws
+// Error outside the kernel's limits (plan_int_linear's to respect).
+void int_gemv_v2(const IntGemvArgs& a, Stream st);
+
 // Scale and zero of one {scale, zero} F16 pair.
 __device__ __forceinline__ float2 int_scale_zero(uint32_t word) {
   const __half2 h = *reinterpret_cast<const __half2*>(&word);

@@ -3,7 +3,8 @@
 // out[T, N] = x[T, K][:, perm] @ value[N, K]^T, BF16 x and out (or F32 out), F32 accumulation.
 // plan_int_linear (kernel_plan.h) picks the kernel by T.
 //
-// Decode (T <= kIntGemvMaxT, in passes of 8 rows): int_gemv_kernel. A CTA of 8 warps owns one
+// Decode (T <= kIntGemvMaxT), KernelOptions::int_gemv=v2: int_gemv_v2.cu (one pass for all T).
+// v1 (the default until v2 is measured), in passes of 8 rows: int_gemv_kernel. A CTA of 8 warps owns one
 // 16-row block of the weight (with silu: the gate block and the up block I / 16 blocks further, so
 // silu(gate) * up is its epilogue, gemv.cu's rounding); its warps take its K tiles round-robin, and
 // a lane's one 16-byte load per tile (all of a warp's 512 bytes contiguous) is its A fragments for
@@ -291,25 +292,37 @@ void CudaBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScale
                  scales.perm.data<int32_t>(), xs.data<cuda::bf16>(), int(K), total);
     NV_LAUNCH_CHECK();
   }
+  // The GEMV (KernelOptions::int_gemv: v1 in passes of 8 rows, v2 in one pass) into o [T, outs of o].
+  auto gemv = [&](Tensor& o, bool fused_silu) {
+    const int64_t slice = cuda::int_gemv_slice(options_.int_gemv);
+    for (int64_t t0 = 0; t0 < T; t0 += slice) {
+      const int64_t t1 = std::min(T, t0 + slice);
+      Tensor ot = o.rows(t0, t1);
+      if (options_.int_gemv == IntGemv::V1) {
+        cuda::int_gemv(xs.rows(t0, t1), w, scales, ot, fused_silu, st);
+        continue;
+      }
+      cuda::IntGemvArgs a;
+      a.x = xs.rows(t0, t1).data<cuda::bf16>();
+      a.codes = static_cast<const uint4*>(w.raw());
+      a.sz = scales.scale.data<uint32_t>();
+      a.out = ot.raw();
+      a.M = t1 - t0, a.outs = ot.size(1), a.K = K, a.G = G, a.bits = bits;
+      a.silu = fused_silu, a.f32_out = ot.dtype() == DType::F32;
+      cuda::int_gemv_v2(a, st);
+    }
+  };
   if (silu && T <= cuda::kIntGemvMaxT && cuda::plan_int_linear({T, outs, silu}) != cuda::IntLinearKernel::Gemv) {
     // The gated MLP at decode sizes whose I the fused epilogue cannot split (I % 16 != 0): the plain
     // GEMV into [T, 2I], then silu_and_mul. (Not the dequantize path: a BF16 GEMV of <= 4 rows reads
     // its weight before griddepcontrol.wait, so it must not read a scratch its predecessor writes.)
     Tensor gate_up = empty({T, N}, DType::BF16);
-    for (int64_t t0 = 0; t0 < T; t0 += cuda::kIntGemvSlice) {
-      const int64_t t1 = std::min(T, t0 + cuda::kIntGemvSlice);
-      Tensor o = gate_up.rows(t0, t1);
-      cuda::int_gemv(xs.rows(t0, t1), w, scales, o, false, st);
-    }
+    gemv(gate_up, false);
     silu_and_mul(gate_up, out);
     return;
   }
   if (cuda::plan_int_linear({T, outs, silu}) == cuda::IntLinearKernel::Gemv) {
-    for (int64_t t0 = 0; t0 < T; t0 += cuda::kIntGemvSlice) {
-      const int64_t t1 = std::min(T, t0 + cuda::kIntGemvSlice);
-      Tensor o = out.rows(t0, t1);
-      cuda::int_gemv(xs.rows(t0, t1), w, scales, o, silu, st);
-    }
+    gemv(out, silu);
     return;
   }
   const int64_t need = N * K;

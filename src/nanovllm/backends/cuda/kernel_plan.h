@@ -198,6 +198,9 @@ Fp8LinearKernel plan_fp8_linear(const Fp8LinearProblem& p);
 //    A U4 pass reads about 0.53 bytes per weight (half a byte of code, 4 bytes of scale and zero
 //    per row and group of 128), the dequantize path about 4.5 (codes in, BF16 out and back through
 //    the GEMM): four passes stay below it. A first estimate, to be measured (bench/RESULTS.md).
+//    KernelOptions::int_gemv picks the GEMV: v1 (int_linear.cu, the passes above) or v2
+//    (int_gemv_v2.cu: every T <= kIntGemvMaxT in one pass, int_gemv_ntiles(T) mma n-tiles of 8
+//    rows of x sharing each dequantized A fragment, so the codes are read once whatever T is).
 //  * Otherwise, and for the gated MLP with I not a multiple of 16: the codes are dequantized into
 //    a BF16 scratch (static, sized at load from the largest layer: graph-safe) and multiplied by
 //    cuBLASLt's BF16 GEMM (then silu_and_mul).
@@ -208,6 +211,11 @@ constexpr int64_t int_tile_k(int bits) { return bits == 4 ? 64 : 32; }
 constexpr bool int_layout_supports(int bits, int64_t K, int64_t group) {
   return (bits == 4 || bits == 8) && K > 0 && group >= 16 && group % 16 == 0 && K % group == 0 && K <= kGemvMaxDim;
 }
+// Rows of x per GEMV call (one pass over the codes each) under the option.
+constexpr int64_t int_gemv_slice(IntGemv v) { return v == IntGemv::V2 ? kIntGemvMaxT : kIntGemvSlice; }
+// v2's mma n-tiles (8 rows of x each) for a pass of T rows: 1, 2 or 4 (T 17..24 pay a fourth tile
+// of repeated rows rather than a fourth instantiation of the kernel).
+constexpr int int_gemv_ntiles(int64_t T) { return T <= 8 ? 1 : T <= 16 ? 2 : 4; }
 enum class IntLinearKernel { Gemv, DequantizeGemm };
 struct IntLinearProblem {
   int64_t T = 0, N = 0;   // rows of x; outputs (silu_mul: I, the weight having 2I rows)

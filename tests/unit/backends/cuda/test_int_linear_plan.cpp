@@ -2,6 +2,8 @@
 // group-quantized U4/U8 weights on CUDA, and which shapes the prepared layout covers.
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "nanovllm/backends/cuda/kernel_plan.h"
 
 namespace nanovllm {
@@ -17,6 +19,18 @@ TEST(IntLinearPlan, GemvInPassesOfEightRowsUpToTheLimitThenDequantize) {
   EXPECT_EQ(cuda::plan_int_linear({1, 12288, true}), cuda::IntLinearKernel::Gemv);
   EXPECT_EQ(cuda::plan_int_linear({1, 40, true}), cuda::IntLinearKernel::DequantizeGemm);
   EXPECT_EQ(cuda::plan_int_linear({1, 40, false}), cuda::IntLinearKernel::Gemv);  // padded row block
+}
+
+// v1 runs passes of 8 rows of x; v2 one pass of up to 32 rows in 1, 2 or 4 n-tiles of 8 rows.
+TEST(IntLinearPlan, GemvPassesAndNTilesByVariant) {
+  EXPECT_EQ(cuda::int_gemv_slice(IntGemv::V1), 8);
+  EXPECT_EQ(cuda::int_gemv_slice(IntGemv::V2), cuda::kIntGemvMaxT);
+  EXPECT_EQ(KernelOptions().int_gemv, IntGemv::V1);  // until v2 is measured
+  const std::pair<int64_t, int> cases[] = {{1, 1}, {8, 1}, {9, 2}, {16, 2}, {17, 4}, {24, 4}, {32, 4}};
+  for (const auto& [T, nt] : cases) {
+    EXPECT_EQ(cuda::int_gemv_ntiles(T), nt) << T;
+    EXPECT_GE(cuda::int_gemv_ntiles(T) * cuda::kIntGemvSlice, T) << T;  // every row in the pass
+  }
 }
 
 TEST(IntLinearPlan, LayoutCoversGroupsOfSixteenColumns) {
