@@ -76,11 +76,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   const uint4* cb[RB];
   const uint32_t* sb[RB];
 #pragma unroll
-  for (int r = 0; r < RB; ++r) {
-    const int64_t blk = int64_t(blockIdx.x) + (r ? up_block : 0);
-    cb[r] = codes + blk * KT * 32 + lane;
-    sb[r] = sz + blk * NG * 16 + g;
-  }
+  for (int r = 0; r < RB; ++r)
+    int_block_ptrs(codes, sz, int64_t(blockIdx.x) + (r ? up_block : 0), KT, NG, lane, cb[r], sb[r]);
 
   uint4 wq[P][RB];
   uint32_t ws[P][RB][SG][2];  // {scale, zero} words of rows g and g + 8
@@ -90,12 +87,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int r = 0; r < RB; ++r) {
       wq[u][r] = ok ? load_codes(cb[r] + int64_t(kt) * 32) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-      for (int s = 0; s < SG; ++s) {
-        const int gi = ok ? min((kt * TK + s * kIntStepK) / G, NG - 1) : 0;
-        ws[u][r][s][0] = ok ? __ldg(sb[r] + gi * 16) : 0u;
-        ws[u][r][s][1] = ok ? __ldg(sb[r] + gi * 16 + 8) : 0u;
-      }
+      int_tile_scales<TK, SG>(sb[r], kt, ok, G, NG, ws[u][r]);
     }
   };
 #pragma unroll
@@ -139,22 +131,12 @@ __global__ void __launch_bounds__(kThreads, 2)
           for (int n = 0; n < NT; ++n)
             xb[n] = k < K ? __ldg(reinterpret_cast<const uint2*>(xr[n] + k)) : make_uint2(0, 0);
           uint32_t a[4];
-          if constexpr (kBits == 4)
-            int4_fragment(wv[j], __float2bfloat162_rn(128.f + sz0.y), __float2bfloat162_rn(128.f + sz1.y), a);
-          else
-            int8_fragment(wv[2 * j], wv[2 * j + 1], 8388608.f + sz0.y, 8388608.f + sz1.y, a);
+          int_fragment<kBits>(wv, j, sz0, sz1, a);
 #pragma unroll
           for (int n = 0; n < NT; ++n) mma_bf16_16816(part[n], a, xb[n].x, xb[n].y);
           if (kStepGroups || j == S - 1) {  // the group's partial sums, scaled per row (c0, c1: row g)
 #pragma unroll
-            for (int n = 0; n < NT; ++n) {
-              acc[r][n][0] = fmaf(sz0.x, part[n][0], acc[r][n][0]);
-              acc[r][n][1] = fmaf(sz0.x, part[n][1], acc[r][n][1]);
-              acc[r][n][2] = fmaf(sz1.x, part[n][2], acc[r][n][2]);
-              acc[r][n][3] = fmaf(sz1.x, part[n][3], acc[r][n][3]);
-#pragma unroll
-              for (int c = 0; c < 4; ++c) part[n][c] = 0.f;
-            }
+            for (int n = 0; n < NT; ++n) int_scale_partials(acc[r][n], part[n], sz0.x, sz1.x);
           }
         }
       }
@@ -165,12 +147,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
   for (int r = 0; r < RB; ++r)
 #pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      red[warp][r][g][8 * n + 2 * t] = acc[r][n][0];
-      red[warp][r][g][8 * n + 2 * t + 1] = acc[r][n][1];
-      red[warp][r][g + 8][8 * n + 2 * t] = acc[r][n][2];
-      red[warp][r][g + 8][8 * n + 2 * t + 1] = acc[r][n][3];
-    }
+    for (int n = 0; n < NT; ++n)  // n-tile n: columns 8n ..
+      int_store_fragment<C>(reinterpret_cast<float(*)[C]>(&red[warp][r][0][8 * n]), lane, acc[r][n]);
   __syncthreads();
   for (int e = threadIdx.x; e < 16 * C; e += kThreads) {
     const int i = e & 15, m = e >> 4;  // 16 adjacent outputs of one row of x per 16 threads
@@ -182,14 +160,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       s += red[wi][0][i][m];
       if constexpr (kSilu) u += red[wi][RB - 1][i][m];
     }
-    if constexpr (kSilu) {
-      const float gt = bf16_round(s);
-      s = bf16_round(gt / (1.0f + expf(-gt))) * bf16_round(u);
-    }
-    if constexpr (std::is_same_v<OutT, float>)
-      out[int64_t(m) * N + n] = s;
-    else
-      out[int64_t(m) * N + n] = __float2bfloat16(s);
+    int_gemv_store<kSilu>(s, u, out + int64_t(m) * N + n);
   }
 }
 

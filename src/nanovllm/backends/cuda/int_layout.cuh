@@ -42,6 +42,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "nanovllm/backends/cuda/cuda_common.cuh"
 
@@ -102,6 +103,72 @@ void int_gemv_v2(const IntGemvArgs& a, Stream st);
 __device__ __forceinline__ float2 int_scale_zero(uint32_t word) {
   const __half2 h = *reinterpret_cast<const __half2*>(&word);
   return __half22float2(h);
+}
+
+// Where lane (g = lane / 4) of row block blk reads: its codes (tile kt at cb + 32 kt) and its
+// rows' {scale, zero} words (group gi of row g at sb + 16 gi, of row g + 8 at sb + 16 gi + 8).
+__device__ __forceinline__ void int_block_ptrs(const uint4* codes, const uint32_t* sz, int64_t blk, int KT, int NG,
+                                               int lane, const uint4*& cb, const uint32_t*& sb) {
+  cb = codes + blk * KT * 32 + lane;
+  sb = sz + blk * NG * 16 + (lane >> 2);
+}
+
+// The {scale, zero} words of rows g and g + 8 for tile kt: SG == 1, the tile's group (G a multiple
+// of the tile's TK columns); else one per k-step. Zeros when !ok (no tile: nothing is read).
+template <int TK, int SG>
+__device__ __forceinline__ void int_tile_scales(const uint32_t* sb, int kt, bool ok, int G, int NG,
+                                                uint32_t (&w)[SG][2]) {
+#pragma unroll
+  for (int s = 0; s < SG; ++s) {
+    const int gi = ok ? min((kt * TK + s * kIntStepK) / G, NG - 1) : 0;  // past K: any group
+    w[s][0] = ok ? __ldg(sb + gi * 16) : 0u;
+    w[s][1] = ok ? __ldg(sb + gi * 16 + 8) : 0u;
+  }
+}
+
+// An F32 C fragment (c0, c1: row g, columns 2t, 2t + 1; c2, c3: row g + 8) into red [16][cols].
+template <int kCols>
+__device__ __forceinline__ void int_store_fragment(float (*red)[kCols], int lane, const float (&c)[4]) {
+  const int g = lane >> 2, t = lane & 3;
+  red[g][2 * t] = c[0];
+  red[g][2 * t + 1] = c[1];
+  red[g + 8][2 * t] = c[2];
+  red[g + 8][2 * t + 1] = c[3];
+}
+
+// The four A registers of k-step j of a tile from its lane's code words wv (U4: word j; U8: words
+// 2j and 2j + 1), sz0 / sz1 the {scale, zero} of rows r0 and r1.
+template <int kBits>
+__device__ __forceinline__ void int_fragment(const uint32_t (&wv)[4], int j, float2 sz0, float2 sz1, uint32_t (&a)[4]) {
+  if constexpr (kBits == 4)
+    int4_fragment(wv[j], __float2bfloat162_rn(128.f + sz0.y), __float2bfloat162_rn(128.f + sz1.y), a);
+  else
+    int8_fragment(wv[2 * j], wv[2 * j + 1], 8388608.f + sz0.y, 8388608.f + sz1.y, a);
+}
+
+// A group's partial sums (an mma C fragment: c0, c1 row r0, c2, c3 row r1) scaled by the rows'
+// scales s0, s1 into acc; part is zeroed for the next group.
+__device__ __forceinline__ void int_scale_partials(float (&acc)[4], float (&part)[4], float s0, float s1) {
+  acc[0] = fmaf(s0, part[0], acc[0]);
+  acc[1] = fmaf(s0, part[1], acc[1]);
+  acc[2] = fmaf(s1, part[2], acc[2]);
+  acc[3] = fmaf(s1, part[3], acc[3]);
+#pragma unroll
+  for (int c = 0; c < 4; ++c) part[c] = 0.f;
+}
+
+// A GEMV output from the F32 sum s of its row (kSilu: s of the gate row, u of the up row; the
+// rounding of silu_and_mul after a BF16 product, as gemv.cu).
+template <bool kSilu, class OutT>
+__device__ __forceinline__ void int_gemv_store(float s, float u, OutT* o) {
+  if constexpr (kSilu) {
+    const float gt = bf16_round(s);
+    s = bf16_round(gt / (1.0f + expf(-gt))) * bf16_round(u);
+  }
+  if constexpr (std::is_same_v<OutT, float>)
+    *o = s;
+  else
+    *o = __float2bfloat16(s);
 }
 
 }  // namespace nanovllm::cuda

@@ -60,11 +60,8 @@ __global__ void __launch_bounds__(kThreads)
   const uint4* cb[RB];
   const uint32_t* sb[RB];
 #pragma unroll
-  for (int r = 0; r < RB; ++r) {
-    const int64_t blk = int64_t(blockIdx.x) + (r ? up_block : 0);
-    cb[r] = codes + blk * KT * 32 + lane;
-    sb[r] = sz + blk * NG * 16 + g;
-  }
+  for (int r = 0; r < RB; ++r)
+    int_block_ptrs(codes, sz, int64_t(blockIdx.x) + (r ? up_block : 0), KT, NG, lane, cb[r], sb[r]);
 
   uint4 wq[U][RB];
   uint32_t ws[U][RB][SG][2];  // {scale, zero} words of rows g and g + 8
@@ -76,12 +73,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int r = 0; r < RB; ++r) {
         wq[u][r] = ok ? __ldg(cb[r] + int64_t(kt) * 32) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-        for (int s = 0; s < SG; ++s) {
-          const int gi = ok ? min((kt * TK + s * kIntStepK) / G, NG - 1) : 0;  // past K: any group
-          ws[u][r][s][0] = ok ? __ldg(sb[r] + gi * 16) : 0u;
-          ws[u][r][s][1] = ok ? __ldg(sb[r] + gi * 16 + 8) : 0u;
-        }
+        int_tile_scales<TK, SG>(sb[r], kt, ok, G, NG, ws[u][r]);
       }
     }
   };
@@ -118,18 +110,10 @@ __global__ void __launch_bounds__(kThreads)
             sz1 = int_scale_zero(ws[u][r][j][1]);
           }
           uint32_t a[4];
-          if constexpr (kBits == 4)
-            int4_fragment(wv[j], __float2bfloat162_rn(128.f + sz0.y), __float2bfloat162_rn(128.f + sz1.y), a);
-          else
-            int8_fragment(wv[2 * j], wv[2 * j + 1], 8388608.f + sz0.y, 8388608.f + sz1.y, a);
+          int_fragment<kBits>(wv, j, sz0, sz1, a);
           mma_bf16_16816(part, a, xb[j].x, xb[j].y);
           if (kStepGroups || j == S - 1) {  // the group's partial sums, scaled per row (c0, c1: row g)
-            acc[r][0] = fmaf(sz0.x, part[0], acc[r][0]);
-            acc[r][1] = fmaf(sz0.x, part[1], acc[r][1]);
-            acc[r][2] = fmaf(sz1.x, part[2], acc[r][2]);
-            acc[r][3] = fmaf(sz1.x, part[3], acc[r][3]);
-#pragma unroll
-            for (int c = 0; c < 4; ++c) part[c] = 0.f;
+            int_scale_partials(acc[r], part, sz0.x, sz1.x);
           }
         }
       }
@@ -137,12 +121,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   // C fragment: c0, c1 = (row g, x rows 2t, 2t + 1); c2, c3 = (row g + 8, the same).
 #pragma unroll
-  for (int r = 0; r < RB; ++r) {
-    red[warp][r][g][2 * t] = acc[r][0];
-    red[warp][r][g][2 * t + 1] = acc[r][1];
-    red[warp][r][g + 8][2 * t] = acc[r][2];
-    red[warp][r][g + 8][2 * t + 1] = acc[r][3];
-  }
+  for (int r = 0; r < RB; ++r) int_store_fragment<8>(red[warp][r], lane, acc[r]);
   __syncthreads();
   if (threadIdx.x < 16 * 8) {
     const int i = threadIdx.x >> 3, m = threadIdx.x & 7;
@@ -154,14 +133,7 @@ __global__ void __launch_bounds__(kThreads)
         s += red[wi][0][i][m];
         if constexpr (kSilu) u += red[wi][RB - 1][i][m];
       }
-      if constexpr (kSilu) {
-        const float gt = bf16_round(s);
-        s = bf16_round(gt / (1.0f + expf(-gt))) * bf16_round(u);
-      }
-      if constexpr (std::is_same_v<OutT, float>)
-        out[int64_t(m) * N + n] = s;
-      else
-        out[int64_t(m) * N + n] = __float2bfloat16(s);
+      int_gemv_store<kSilu>(s, u, out + int64_t(m) * N + n);
     }
   }
 }
