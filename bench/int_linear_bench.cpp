@@ -10,7 +10,9 @@
 // variant runs on its own backend (the option is fixed at construction), on the same weights.
 //
 // Usage: int_linear_bench [T ...]   (default 1 2 4 8 16 32 64 256 2048)
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -95,12 +97,29 @@ int main(int argc, char** argv) {
       };
       const double q1 = run(be, x, codes, scales, true), q2 = run(be2, x2, codes2, scales2, true);
       const double b = run(be, x, codes, scales, false);
+      // v2 against v1 on the same codes and x (same seeds): the largest difference relative to v1's largest
+      // output (both BF16 outputs of F32 sums: a few BF16 ulps; a wrong fragment would be O(1)).
+      auto once = [&](CudaBackend& on, const Tensor& xv, const Tensor& cv, const WeightScales& sv) {
+        Backend& base = on;
+        Tensor out = on.empty({T, outs}, DType::BF16);
+        if (l.silu)
+          base.linear_silu_mul(xv, cv, sv, out);
+        else
+          base.linear(xv, cv, sv, out);
+        return on.to_host_f32(out);
+      };
+      const std::vector<float> o1 = once(be, x, codes, scales), o2 = once(be2, x2, codes2, scales2);
+      double big = 0, diff = 0;
+      for (size_t i = 0; i < o1.size(); ++i)
+        big = std::max(big, double(std::fabs(o1[i]))), diff = std::max(diff, double(std::fabs(o1[i] - o2[i])));
       std::printf(
           "{\"layer\": \"%s\", \"n\": %lld, \"k\": %lld, \"T\": %lld, \"int4_weight_bytes\": %.0f, "
           "\"v1_us\": %.2f, \"v1_GB_s\": %.1f, \"v2_us\": %.2f, \"v2_GB_s\": %.1f, \"bf16_us\": %.2f, "
-          "\"bf16_GB_s\": %.1f, \"v1_speedup\": %.2f, \"v2_speedup\": %.2f, \"v2_over_v1\": %.2f}\n",
+          "\"bf16_GB_s\": %.1f, \"v1_speedup\": %.2f, \"v2_speedup\": %.2f, \"v2_over_v1\": %.2f, "
+          "\"v2_v1_max_rel_diff\": %.2e}\n",
           l.name, (long long)l.n, (long long)l.k, (long long)T, bytes, q1 * 1e6, bytes / q1 / 1e9, q2 * 1e6,
-          bytes / q2 / 1e9, b * 1e6, double(l.n) * double(l.k) * 2 / b / 1e9, b / q1, b / q2, q1 / q2);
+          bytes / q2 / 1e9, b * 1e6, double(l.n) * double(l.k) * 2 / b / 1e9, b / q1, b / q2, q1 / q2,
+          big > 0 ? diff / big : diff);
       std::fflush(stdout);
     }
   }
