@@ -48,7 +48,7 @@ TEST(KernelOptions, DefaultsAreTheMeasuredBest) {
   EXPECT_EQ(o.to_string(),
             "pdl=on gemv_norm=auto max_decode_splits=16 long_decode_context=8192 long_decode_splits=64 "
             "decode_cluster=off decode_warps=8 decode_read_ahead=on p2p_all_reduce=on all_reduce_norm=on "
-            "prefill_attention=auto fp8_gemm=auto int_gemv=v1");
+            "prefill_attention=auto fp8_gemm=auto int_gemv=v2");
   EXPECT_NO_THROW(o.validate());
   EXPECT_EQ(from_env({}), o);  // no variables set: nothing changes
 }
@@ -66,7 +66,7 @@ TEST(KernelOptions, EnvironmentOverridesEveryField) {
                                     {"NANOVLLM_ALLREDUCE_NORM", "off"},
                                     {"NANOVLLM_PREFILL_ATTENTION", "tiled"},
                                     {"NANOVLLM_FP8_GEMM", "dequantize"},
-                                    {"NANOVLLM_INT_GEMV", "v2"}});
+                                    {"NANOVLLM_INT_GEMV", "v1"}});
   EXPECT_FALSE(o.pdl);
   EXPECT_EQ(o.gemv_norm, GemvNormFusion::Always);
   EXPECT_EQ(o.max_decode_splits, 4);
@@ -79,7 +79,7 @@ TEST(KernelOptions, EnvironmentOverridesEveryField) {
   EXPECT_FALSE(o.all_reduce_norm);
   EXPECT_EQ(o.prefill_attention, PrefillAttention::Tiled);
   EXPECT_EQ(o.fp8_gemm, Fp8Gemm::Dequantize);
-  EXPECT_EQ(o.int_gemv, IntGemv::V2);
+  EXPECT_EQ(o.int_gemv, IntGemv::V1);
   // The numeric forms of the old variables and the names are the same values.
   EXPECT_EQ(from_env({{"NANOVLLM_GEMV_NORM", "0"}}).gemv_norm, GemvNormFusion::Never);
   EXPECT_EQ(from_env({{"NANOVLLM_GEMV_NORM", "never"}}).gemv_norm, GemvNormFusion::Never);
@@ -117,9 +117,9 @@ TEST(KernelOptions, BadEnvironmentValuesAreRefusedByName) {
 
 TEST(KernelOptions, CliSpecParsesAndRoundTrips) {
   KernelOptions o;
-  apply_kernel_options(o, "pdl=off,max_decode_splits=8,prefill_attention=mma,fp8_gemm=dequantize,int_gemv=v2");
+  apply_kernel_options(o, "pdl=off,max_decode_splits=8,prefill_attention=mma,fp8_gemm=dequantize,int_gemv=v1");
   EXPECT_EQ(o.fp8_gemm, Fp8Gemm::Dequantize);
-  EXPECT_EQ(o.int_gemv, IntGemv::V2);
+  EXPECT_EQ(o.int_gemv, IntGemv::V1);
   EXPECT_NE(spec_error("int_gemv=v3").find("int_gemv must be v1 or v2"), std::string::npos);
   EXPECT_NE(spec_error("fp8_gemm=cublas").find("fp8_gemm must be auto or dequantize"), std::string::npos);
   EXPECT_FALSE(o.pdl);
