@@ -46,10 +46,11 @@ declare -A below=(
   [dist]="backends backends/cuda config utils"
   [layers]="backends config utils"
   [models]="layers dist backends backends/cuda config utils"
-  [engine]="models layers dist backends backends/cpu backends/cuda structured config utils"
-  [output]="engine models layers dist backends backends/cpu backends/cuda structured config utils tokenizer jinja"
-  [frontend]="output engine models layers dist backends backends/cpu backends/cuda structured config utils tokenizer jinja"
-  [server]="frontend output engine models layers dist backends backends/cpu backends/cuda structured config utils tokenizer jinja"
+  [spec]="config utils"
+  [engine]="spec models layers dist backends backends/cpu backends/cuda structured config utils"
+  [output]="engine spec models layers dist backends backends/cpu backends/cuda structured config utils tokenizer jinja"
+  [frontend]="output engine spec models layers dist backends backends/cpu backends/cuda structured config utils tokenizer jinja"
+  [server]="frontend output engine spec models layers dist backends backends/cpu backends/cuda structured config utils tokenizer jinja"
 )
 for f in $(find src/nanovllm -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \) | sort); do
   rel=${f#src/nanovllm/}

@@ -20,6 +20,7 @@ inline std::string other_value_text(const Setting& s) {
     case SettingType::Text:
       if (s.name == "kernel_options") return "pdl=off,decode_warps=4";
       if (s.name == "structured_outputs_config") return R"({"backend": "xgrammar", "disable_any_whitespace": false})";
+      if (s.name == "speculative_config") return R"({"method":"ngram","num_speculative_tokens":3,"prompt_lookup_min":2,"prompt_lookup_max":4})";
       return "host.example";
     case SettingType::Choice:
       for (auto it = s.choices.rbegin(); it != s.choices.rend(); ++it)

@@ -130,6 +130,13 @@ nlohmann::json throughput(LLMEngine& e, const BenchArgs& a) {
           {"repetition_penalty", a.repetition_penalty},
           {"frequency_penalty", a.frequency_penalty},
           {"json_schema", a.json_schema_file},
+          {"spec_draft_tokens", s1.spec.num_draft_tokens - s0.spec.num_draft_tokens},
+          {"spec_accepted_tokens", s1.spec.num_accepted_tokens - s0.spec.num_accepted_tokens},
+          // Drafts that stood / drafts verified (0 without speculative decoding).
+          {"spec_acceptance_rate", s1.spec.num_draft_tokens > s0.spec.num_draft_tokens
+                                       ? double(s1.spec.num_accepted_tokens - s0.spec.num_accepted_tokens) /
+                                             double(s1.spec.num_draft_tokens - s0.spec.num_draft_tokens)
+                                       : 0.0},
           {"roofline_fraction_h100_qwen3_0_6b", double(output_tokens) / secs / kRooflineTokS}};
 }
 

@@ -45,6 +45,8 @@ class EngineArgs:
                                  f"it cannot be set (leave it at {unset!r})")
         if isinstance(kwargs.get("structured_outputs_config"), dict):  # vLLM takes a dict: the setting's JSON
             kwargs = dict(kwargs, structured_outputs_config=json.dumps(kwargs["structured_outputs_config"]))
+        if isinstance(kwargs.get("speculative_config"), dict):  # vLLM takes a dict: the setting's JSON
+            kwargs = dict(kwargs, speculative_config=json.dumps(kwargs["speculative_config"]))
         for k, v in kwargs.items():
             if k not in _DERIVED:
                 check_type(k, v, _type_of(_KEYWORDS[k]) if k in _KEYWORDS else _OTHER[k])

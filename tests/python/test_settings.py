@@ -21,6 +21,8 @@ def other_value(s):
         return next((c for c in reversed(s["choices"]) if c != d), d)
     if s["name"] == "structured_outputs_config":
         return {"backend": "xgrammar", "disable_any_whitespace": False}  # vLLM's dict (the setting's JSON)
+    if s["name"] == "speculative_config":
+        return {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
     return "pdl=off" if s["name"] == "kernel_options" else "x"
 
 
@@ -38,6 +40,8 @@ class KeywordsTest(unittest.TestCase):
                     self.assertIn("pdl=off", got, k)
                 elif s["name"] == "structured_outputs_config":
                     self.assertEqual({a: b for a, b in json.loads(got).items() if a in v}, v, k)
+                elif s["name"] == "speculative_config":
+                    self.assertEqual(json.loads(got), v, k)
                 else:
                     self.assertEqual(got, v, k)
 

@@ -13,6 +13,7 @@
 #include "nanovllm/config/kernel_options.h"
 #include "nanovllm/config/kv_cache_dtype.h"
 #include "nanovllm/config/quantization.h"
+#include "nanovllm/config/speculative_config.h"
 #include "nanovllm/config/structured_outputs_config.h"
 
 namespace nanovllm {
@@ -175,6 +176,8 @@ struct EngineConfig {
   // --structured-outputs-config (structured_outputs_config.h): read by the front ends (request
   // defaults, the reasoning start); rank 0 only.
   StructuredOutputsConfig structured_outputs_config;
+  // --speculative-config (speculative_config.h): the drafter and its tokens per step; off when unset.
+  SpeculativeConfig speculative_config;
 
   // Throws UserError naming the bad field: each setting's own range (settings.cpp), then the rules
   // between settings. Run once, where the settings are parsed (the CLI, the Python keywords) or

@@ -159,6 +159,14 @@ Access structured_outputs_config_field() {
           }};
 }
 
+// The JSON object of vLLM's --speculative-config ("" when off).
+Access speculative_config_field() {
+  return {[](const EngineConfig& c) { return SettingValue(c.speculative_config.to_json()); },
+          [](const Setting& s, EngineConfig& c, const SettingValue& v) {
+            c.speculative_config = SpeculativeConfig::parse(as_text(s, v), s.flag());
+          }};
+}
+
 // vLLM's older --guided-decoding-backend: the backend of --structured-outputs-config.
 Access guided_decoding_backend_field() {
   return {[](const EngineConfig& c) { return SettingValue(c.structured_outputs_config.backend); },
@@ -557,6 +565,16 @@ std::vector<Setting> make_settings() {
                     .flags = {"--structured-outputs-config"},
                     .keywords = {"structured_outputs_config"},
                     .shown_default = "backend auto, disable_any_whitespace true (vLLM: false)"}));
+  t.push_back(bind(speculative_config_field(),
+                   {.name = "speculative_config",
+                    .type = T::Text,
+                    .help = "speculative decoding, vLLM's JSON object: method ngram (prompt lookup: the longest "
+                            "suffix of prompt_lookup_min..prompt_lookup_max tokens seen before proposes the tokens "
+                            "that followed it) and num_speculative_tokens; the target verifies them in one step, "
+                            "outputs unchanged. CPU backend only for now; draft_model and eagle3: not yet",
+                    .flags = {"--speculative-config"},
+                    .keywords = {"speculative_config"},
+                    .shown_default = "off"}));
   t.push_back(bind(guided_decoding_backend_field(),
                    {.name = "guided_decoding_backend",
                     .type = T::Choice,

@@ -193,6 +193,14 @@ void BlockManager::may_append(Sequence& seq, int64_t extra_tokens) {
   for (int64_t n = blocks_to_append(seq, extra_tokens); n > 0; --n) seq.block_table.push_back(take_free_block());
 }
 
+void BlockManager::trim(Sequence& seq, int64_t tokens) {
+  const int64_t keep = std::max<int64_t>(seq.num_hashed_blocks, (tokens + block_size_ - 1) / block_size_);
+  while (int64_t(seq.block_table.size()) > keep) {
+    release(seq.block_table.back());
+    seq.block_table.pop_back();
+  }
+}
+
 void BlockManager::index_granules(Block& b, std::span<const int32_t> tokens, std::optional<uint64_t> prefix,
                                   int64_t upto) {
   upto = std::min(upto, granules_per_block_ - 1);

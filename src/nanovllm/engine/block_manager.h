@@ -65,6 +65,10 @@ class BlockManager {
   // scheduling reserves the slot of a token not sampled yet)?
   bool can_append(const Sequence& seq, int64_t extra_tokens = 0) const;
   void may_append(Sequence& seq, int64_t extra_tokens = 0);
+  // Speculative decoding's rollback: releases seq's trailing blocks beyond those holding its
+  // first `tokens` slots (a verify step reserved slots for drafts that were rejected). Those blocks
+  // hold no computed token the prefix cache knows.
+  void trim(Sequence& seq, int64_t tokens);
   // Blocks may_append would take.
   int64_t blocks_to_append(const Sequence& seq, int64_t extra_tokens = 0) const;
   // After a step that computed seq's scheduled tokens: releases the source of its copy (the step

@@ -3,6 +3,7 @@
 #include "nanovllm/structured/compiler.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "nanovllm/backends/profiling_backend.h"
 #include "nanovllm/config/hf_hub.h"
@@ -59,6 +60,23 @@ LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)),
   scheduler_ = std::make_unique<Scheduler>(cfg_, *block_manager_, mcfg_.eos_token_ids,
                                            StepCostModel::prior_for(mcfg_, runner_->warmup_seconds_per_token()));
   async_ = cfg_.async_scheduling.value_or(runner_->backend().runs_asynchronously());
+  settle_speculation();
+}
+
+void LLMEngine::settle_speculation() {
+  if (!cfg_.speculative_config.enabled()) return;
+  std::string why;
+  if (runner_->backend().device() != Device::CPU)
+    why = "runs on the CPU backend only for now (the GPU verify step and its CUDA graphs are not done)";
+  else if (tp_)
+    why = "does not run with tensor parallelism yet";
+  else if (async_)
+    why = "does not combine with async scheduling yet (--no-async-scheduling turns that off)";
+  if (!why.empty()) {
+    std::fprintf(stderr, "--speculative-config: speculative decoding %s; decoding without it\n", why.c_str());
+    return;
+  }
+  drafter_ = make_drafter(cfg_.speculative_config);
 }
 
 LLMEngine::~LLMEngine() {
@@ -199,6 +217,7 @@ SchedulerStats LLMEngine::scheduler_stats() const {
   s.prefix_query_tokens = block_manager_->num_query_tokens();
   s.prefix_hit_tokens = block_manager_->num_hit_tokens();
   s.preemptions = scheduler_->num_preemptions();
+  s.spec = scheduler_->spec_stats();
   return s;
 }
 
@@ -292,10 +311,10 @@ StepResult LLMEngine::step_async(InFlight cur) {
 }
 
 void LLMEngine::finish_step(const ScheduledBatch& batch, const std::vector<int32_t>& tokens, StepResult& r) {
-  r.is_prefill = batch.is_prefill;
+  r.is_prefill = batch.num_prefill_tokens > 0;
   r.num_tokens = batch.num_tokens;
   r.num_prefill_tokens = batch.num_prefill_tokens;
-  if (batch.is_prefill) {
+  if (batch.num_prefill_tokens > 0) {
     prefill_tokens_ += batch.num_prefill_tokens;
     for (auto* s : batch.seqs)
       if (s->num_completion_tokens() == 0 && !cached_prompt_tokens_.count(s->id)) {
@@ -303,9 +322,16 @@ void LLMEngine::finish_step(const ScheduledBatch& batch, const std::vector<int32
         r.first_scheduled.push_back(s->id);
       }
   }
-  // Remember which sequences complete their prefill (or decode) this step: they get a token.
+  // Remember which sequences complete their prefill (or decode) this step: they get tokens, from
+  // their first sampled row on (a verify row has 1 + drafts).
   std::vector<bool> gets_token;
-  for (auto* s : batch.seqs) gets_token.push_back(s->num_cached_tokens + s->num_scheduled_tokens >= s->num_tokens());
+  std::vector<size_t> first_row;
+  size_t rows = 0;
+  for (auto* s : batch.seqs) {
+    gets_token.push_back(s->num_cached_tokens + s->num_scheduled_tokens >= s->num_tokens());
+    first_row.push_back(rows);
+    rows += size_t(s->num_sampled_rows());
+  }
   for (auto& [i, plps] : runner_->last_prompt_logprobs()) {
     auto& dst = batch.seqs[i]->prompt_logprobs;
     dst.insert(dst.end(), plps.begin(), plps.end());
@@ -314,23 +340,50 @@ void LLMEngine::finish_step(const ScheduledBatch& batch, const std::vector<int32
     if (gets_token[i] && batch.seqs[i]->params.prompt_logprobs && batch.seqs[i]->num_completion_tokens() == 0)
       r.prompt_logprobs.emplace_back(batch.seqs[i]->id, batch.seqs[i]->prompt_logprobs);
   const std::vector<TokenLogprobs>& lps = runner_->last_logprobs();
-  for (size_t i = 0; i < lps.size(); ++i)
-    if (gets_token[i] && batch.seqs[i]->params.logprobs) batch.seqs[i]->logprobs.push_back(lps[i]);
-  auto finished = scheduler_->postprocess(batch, tokens);
+  std::vector<int64_t> emitted;
+  auto finished = scheduler_->postprocess(batch, tokens, &emitted);
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     if (!gets_token[i]) continue;
-    r.new_tokens.emplace_back(batch.seqs[i]->id, tokens[i]);
-    if (!lps.empty()) r.new_logprobs.push_back(lps[i]);
+    Sequence* s = batch.seqs[i];
+    for (size_t j = first_row[i]; j < first_row[i] + size_t(emitted[i]); ++j) {
+      r.new_tokens.emplace_back(s->id, tokens[j]);
+      if (lps.empty()) continue;
+      r.new_logprobs.push_back(lps[j]);
+      if (s->params.logprobs) s->logprobs.push_back(lps[j]);
+    }
   }
+  if (drafter_) propose_drafts(batch);
   for (auto* s : finished) {
     r.finished.push_back(output_of(*s));
     cached_prompt_tokens_.erase(s->id);
+    if (drafter_) drafter_->release(s->id);
     seqs_.erase(s->id);
   }
 }
 
+void LLMEngine::propose_drafts(const ScheduledBatch& batch) {
+  std::vector<DraftQuery> queries;
+  std::vector<Sequence*> of;
+  for (Sequence* s : batch.seqs) {
+    // Decoding next (its prompt is computed), unconstrained (a mask per draft position: not yet).
+    if (s->status != SequenceStatus::Running || s->num_cached_tokens + 1 != s->num_tokens() || s->grammar ||
+        s->restrictions)
+      continue;
+    const int64_t room =
+        std::min(s->params.max_tokens - s->num_completion_tokens(), cfg_.max_model_len - s->num_tokens()) - 1;
+    if (room <= 0) continue;
+    queries.push_back({s->id, s->token_ids, std::min(room, drafter_->num_speculative_tokens())});
+    of.push_back(s);
+  }
+  if (queries.empty()) return;
+  std::vector<std::vector<int32_t>> drafts;
+  drafter_->propose(queries, drafts);
+  for (size_t i = 0; i < of.size(); ++i) of[i]->draft_ids = std::move(drafts[i]);
+}
+
 bool LLMEngine::abort(int64_t id) {
   if (!scheduler_->abort(id)) return false;
+  if (drafter_) drafter_->release(id);
   seqs_.erase(id);
   cached_prompt_tokens_.erase(id);
   return true;

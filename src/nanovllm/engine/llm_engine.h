@@ -14,6 +14,7 @@
 #include "nanovllm/engine/model_runner.h"
 #include "nanovllm/engine/scheduler.h"
 #include "nanovllm/engine/sequence.h"
+#include "nanovllm/spec/drafter.h"
 
 namespace nanovllm {
 
@@ -43,6 +44,7 @@ struct SchedulerStats {
   int64_t kv_blocks_used = 0, kv_blocks_total = 0;
   int64_t prefix_query_tokens = 0, prefix_hit_tokens = 0;  // prompt tokens looked up / found in the prefix cache
   int64_t preemptions = 0;
+  SpecDecodeStats spec;  // speculative decoding's counters (zero when it is off)
 };
 
 // What one step did: which sequences got a new token, which finished, and the scheduler's state
@@ -64,6 +66,15 @@ struct StepResult {
   SchedulerStats stats;
 };
 
+// Speculative decoding (EngineConfig::speculative_config; spec/): after each step the drafter
+// proposes tokens to follow every decoding sequence (none for constrained ones: structured outputs,
+// allowed_token_ids, bad_words), the scheduler schedules them with the sequence's last token (a
+// verify row, Scheduler::schedule_decode), the model runner samples the target's token at each
+// position, and the scheduler keeps the drafts that equal them (Scheduler::postprocess). Outputs
+// are those of decoding without it, greedy or seeded (spec/verification.h). A step lists each
+// token a request got (several per request in a verify step) in new_tokens, in order. For now on
+// the CPU backend, one rank, without async scheduling: elsewhere it is turned off with a note.
+//
 // Async scheduling (EngineConfig::async_scheduling, on for CUDA by default). A decode step that
 // can (ModelRunner::can_run_async) is launched without waiting for its tokens; before waiting, the
 // engine launches the step after it where the scheduler can tell that step already
@@ -96,6 +107,7 @@ class LLMEngine {
   bool async_scheduling() const { return async_; }          // as settled for this backend
   int64_t num_steps_ahead() const { return steps_ahead_; }  // steps launched before the last one's tokens came
   bool abort(int64_t request_id);
+  bool speculating() const { return drafter_ != nullptr; }  // as settled for this backend
 
   // The engine's settings, max_model_len settled (the model's, or lowered to the KV cache).
   const EngineConfig& config() const { return cfg_; }
@@ -119,8 +131,12 @@ class LLMEngine {
   StepResult step_async(InFlight cur);
   // The running sequences among ids (aborted and finished ones are gone), and their rows in ids.
   std::vector<Sequence*> running_of(const std::vector<int64_t>& ids, std::vector<size_t>* rows = nullptr);
-  // Applies a computed step's tokens (one per sequence of batch) and fills r.
+  // Applies a computed step's tokens (Sequence::num_sampled_rows() per sequence of batch) and fills r.
   void finish_step(const ScheduledBatch& batch, const std::vector<int32_t>& tokens, StepResult& r);
+  // The drafts of the batch's sequences that decode next (speculative decoding).
+  void propose_drafts(const ScheduledBatch& batch);
+  // Settles speculation for this engine: the drafter, or off with a note where it cannot run yet.
+  void settle_speculation();
   RequestOutput output_of(const Sequence& s) const;
   StopReason stop_reason_of(const Sequence& s) const;
   void check_sampling_limits(const SamplingParams& params) const;
@@ -144,6 +160,7 @@ class LLMEngine {
   bool async_ = false;
   int64_t steps_ahead_ = 0;
   std::optional<InFlight> in_flight_;
+  std::unique_ptr<Drafter> drafter_;                       // speculative decoding; null: off
   std::chrono::steady_clock::time_point last_step_end_{};  // when the last step's tokens were taken
 };
 

@@ -214,12 +214,16 @@ StepInputs ModelRunner::prepare(const ScheduledBatch& batch, int64_t bs, bool ah
     if (s->kv_copy && !ahead) in.kv_copies.push_back(*s->kv_copy);
     // New tokens: [num_cached, num_cached + num_scheduled) (decode: just the last token; ahead:
     // the one after it, not sampled yet).
+    // A verify step: the last token then its drafts (positions num_tokens()..).
     const int64_t begin = ahead ? s->num_tokens() : s->num_cached_tokens;
     const int64_t end = ahead ? begin + 1 : begin + s->num_scheduled_tokens;
-    if (end > s->num_tokens() + (ahead ? 1 : 0) || int64_t(s->block_table.size()) * bs < end)
+    const int64_t drafts = ahead ? 0 : int64_t(s->draft_ids.size());
+    if (end > s->num_tokens() + (ahead ? 1 : drafts) || int64_t(s->block_table.size()) * bs < end ||
+        s->num_sampled_rows() > end - begin)
       throw Error("model runner: sequence " + std::to_string(s->id) + " is scheduled past its tokens or blocks");
     for (int64_t p = begin; p < end; ++p) {
-      in.input_ids.push_back(ahead ? 0 : s->token_ids[size_t(p)]);
+      const int64_t n = s->num_tokens();
+      in.input_ids.push_back(ahead ? 0 : p < n ? s->token_ids[size_t(p)] : s->draft_ids[size_t(p - n)]);
       in.positions.push_back(int32_t(p));
       md.slot_mapping.push_back(int32_t(s->block_table[size_t(p / bs)] * bs + p % bs));
     }
@@ -228,7 +232,7 @@ StepInputs ModelRunner::prepare(const ScheduledBatch& batch, int64_t bs, bool ah
     md.max_seqlen_q = std::max(md.max_seqlen_q, int32_t(end - begin));
     md.max_seqlen_k = std::max(md.max_seqlen_k, int32_t(end));
     md.context_lens.push_back(int32_t(end));
-    in.last_rows.push_back(md.cu_seqlens_q.back() - 1);
+    for (int64_t r = drafts; r >= 0; --r) in.last_rows.push_back(md.cu_seqlens_q.back() - 1 - int32_t(r));
     for (int64_t i = 0; i < md.max_blocks; ++i)
       md.block_tables.push_back(i < int64_t(s->block_table.size()) ? s->block_table[size_t(i)] : -1);
   }
@@ -299,27 +303,39 @@ std::vector<int32_t> ModelRunner::forward_and_sample(const ScheduledBatch& batch
   if (any_prompt_logprobs) compute_prompt_logprobs(batch, in, hidden);
   if (logits_observer) logits_observer(batch, backend_->to_host_f32(logits));
   std::vector<SamplingRow> rows = plain_rows(batch, false);
+  std::vector<Sequence*> row_seqs;  // the sequence of each sampled row
+  for (Sequence* s : batch.seqs) row_seqs.insert(row_seqs.end(), size_t(s->num_sampled_rows()), s);
   std::vector<LogitsProcessing> processing;  // rows point into it: reserved before the first push
   bool any_logprobs = false;
   const bool processed = cfg_.logprobs_mode == LogprobsMode::ProcessedLogprobs;
-  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+  std::vector<int32_t> context;  // a verify row's tokens before position j: the sequence's, then drafts
+  for (size_t i = 0, r = 0; i < batch.seqs.size(); r += size_t(batch.seqs[i++]->num_sampled_rows())) {
     const Sequence* s = batch.seqs[i];
     const auto& p = s->params;
     // A prompt chunk that does not reach the end gets no token: nothing to process or report.
     if (s->num_cached_tokens + s->num_scheduled_tokens < s->num_tokens()) continue;
-    if (p.processes_logits()) {
-      if (!processing_builder_) processing_builder_ = std::make_unique<LogitsProcessingBuilder>(mcfg_.vocab_size);
-      if (processing.empty()) processing.reserve(batch.seqs.size());
-      processing.push_back(processing_builder_->build(p, s->token_ids, s->num_prompt_tokens, mcfg_.eos_token_ids));
-      rows[i].processing = &processing.back();
-    }
-    if (p.logprobs) {
-      rows[i].num_logprobs = *p.logprobs;
-      rows[i].processed_logprobs = processed;
-      any_logprobs = true;
+    for (int64_t j = 0; j < s->num_sampled_rows(); ++j) {
+      SamplingRow& row = rows[r + size_t(j)];
+      if (p.processes_logits()) {  // penalties, logit_bias, min_tokens as at that position
+        if (!processing_builder_) processing_builder_ = std::make_unique<LogitsProcessingBuilder>(mcfg_.vocab_size);
+        if (processing.empty()) processing.reserve(rows.size());
+        const std::vector<int32_t>* toks = &s->token_ids;
+        if (j > 0) {
+          context.assign(s->token_ids.begin(), s->token_ids.end());
+          context.insert(context.end(), s->draft_ids.begin(), s->draft_ids.begin() + j);
+          toks = &context;
+        }
+        processing.push_back(processing_builder_->build(p, *toks, s->num_prompt_tokens, mcfg_.eos_token_ids));
+        row.processing = &processing.back();
+      }
+      if (p.logprobs) {
+        row.num_logprobs = *p.logprobs;
+        row.processed_logprobs = processed;
+        any_logprobs = true;
+      }
     }
   }
-  grammar_masks_.fill(batch, rows);  // on the host while the device runs the forward
+  grammar_masks_.fill(row_seqs, rows, false);  // on the host while the device runs the forward
   logprobs_.clear();
   return backend_->sample(logits, rows, any_logprobs ? &logprobs_ : nullptr);
 }
@@ -348,7 +364,11 @@ SamplingRow ModelRunner::plain_row(const Sequence& s, int64_t position) {
 
 std::vector<SamplingRow> ModelRunner::plain_rows(const ScheduledBatch& batch, bool ahead) {
   std::vector<SamplingRow> rows;
-  for (const Sequence* s : batch.seqs) rows.push_back(plain_row(*s, s->num_tokens() + (ahead ? 1 : 0)));
+  for (const Sequence* s : batch.seqs) {
+    rows.push_back(plain_row(*s, s->num_tokens() + (ahead ? 1 : 0)));
+    // A verify row samples the target's token after the last token and after each draft.
+    for (int64_t j = 1; !ahead && j < s->num_sampled_rows(); ++j) rows.push_back(plain_row(*s, s->num_tokens() + j));
+  }
   return rows;
 }
 

@@ -26,7 +26,9 @@ class TpGroup;
 
 struct StepInputs {
   std::vector<int32_t> input_ids, positions;  // [T]
-  std::vector<int32_t> last_rows;             // [B] row of each sequence's last token
+  // [R] the rows whose logits are sampled: each sequence's last token (a verify row: its last
+  // 1 + drafts tokens), in batch order.
+  std::vector<int32_t> last_rows;
   AttentionMetadata md;
   // Prefix caching's partial hits (block_manager.h): KV-cache copies run before the forward.
   std::vector<KVBlockCopy> kv_copies;
@@ -40,9 +42,12 @@ class ModelRunner {
               TpGroup* tp = nullptr);
   ~ModelRunner();
 
-  // Rank 0 (or the only rank): one step, one token per sequence.
+  // Rank 0 (or the only rank): one step, Sequence::num_sampled_rows() tokens per sequence in
+  // batch order: one, or for a verify row the target's token at each of its 1 + drafts positions
+  // (each sampled as non-speculative decoding would sample it there: logits processing with the
+  // drafts before it as context, the noise of its position).
   std::vector<int32_t> run(const ScheduledBatch& batch);
-  // The logprobs of the last run's tokens, one entry per sequence of its batch (filled for those
+  // The logprobs of the last run's tokens, one entry per token it returned (filled for those
   // whose request asked and that got a token); empty when none asked.
   const std::vector<TokenLogprobs>& last_logprobs() const { return logprobs_; }
   // Prompt logprobs the last run computed: (index in its batch, logprobs of the next prompt
@@ -73,7 +78,7 @@ class ModelRunner {
   // The sequences' pending KV copies (Sequence::kv_copy) go into kv_copies (not ahead: a step
   // ahead follows the one that ran them).
   static StepInputs prepare(const ScheduledBatch& batch, int64_t block_size, bool ahead = false);
-  // Optional: sees the logits [B, V] (host floats) of every step before sampling (tests,
+  // Optional: sees the logits [R, V] (host floats; R: sampled rows) of every step before sampling (tests,
   // debugging). Costs a device->host copy of the logits when set.
   std::function<void(const ScheduledBatch&, const std::vector<float>&)> logits_observer;
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "nanovllm/spec/verification.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {
@@ -42,11 +43,16 @@ namespace {
 // Puts seq into the batch for n tokens.
 void take(ScheduledBatch& batch, Sequence* seq, int64_t n) {
   seq->num_scheduled_tokens = n;
+  if (!seq->is_verify_step()) seq->draft_ids.clear();  // drafts go only with their verify step
   batch.seqs.push_back(seq);
   batch.num_tokens += n;
   if (seq->is_decode_step()) {
     ++batch.num_decodes;
     batch.shape.add_decode(seq->num_tokens());
+  } else if (seq->is_verify_step()) {  // a short chunk after the cached context
+    ++batch.num_verify_rows;
+    batch.num_draft_tokens += n - 1;
+    batch.shape.add_chunk(n, seq->num_cached_tokens);
   } else {
     batch.num_prefill_tokens += n;
     batch.shape.add_chunk(n, seq->num_cached_tokens);
@@ -57,8 +63,25 @@ void take(ScheduledBatch& batch, Sequence* seq, int64_t n) {
 
 ScheduledBatch Scheduler::schedule() {
   ScheduledBatch batch = mixed_ ? schedule_mixed() : schedule_prefill_first();
-  batch.is_prefill = batch.num_prefill_tokens > 0;
+  batch.is_prefill = batch.num_prefill_tokens > 0 || batch.num_verify_rows > 0;
   return batch;
+}
+
+bool Scheduler::schedule_decode(ScheduledBatch& batch, Sequence* seq) {
+  // After the step: up to k + 1 new tokens, within max_tokens and max_model_len.
+  const int64_t k =
+      std::min({int64_t(seq->draft_ids.size()), max_num_batched_tokens_ - batch.num_tokens - 1,
+                seq->params.max_tokens - seq->num_completion_tokens() - 1, max_model_len_ - seq->num_tokens() - 1});
+  if (k > 0 && bm_.can_append(*seq, k)) {
+    bm_.may_append(*seq, k);
+    seq->draft_ids.resize(size_t(k));
+    take(batch, seq, 1 + k);
+    return true;
+  }
+  seq->draft_ids.clear();
+  if (!reserve_decode_slot(seq)) return false;
+  take(batch, seq, 1);
+  return true;
 }
 
 bool Scheduler::reserve_decode_slot(Sequence* seq) {
@@ -90,8 +113,7 @@ ScheduledBatch Scheduler::schedule_mixed() {
       continue;
     }
     if (batch.num_tokens >= max_num_batched_tokens_) break;  // only with a budget below max_num_seqs
-    if (!reserve_decode_slot(seq)) continue;                 // seq was the newest and had to go
-    take(batch, seq, 1);
+    if (!schedule_decode(batch, seq)) continue;              // seq was the newest and had to go
     ++i;
   }
   // 2. The next chunk of each prompt in progress (its blocks are held since admission). Those
@@ -166,8 +188,7 @@ ScheduledBatch Scheduler::schedule_prefill_first() {
   if (!batch.seqs.empty()) return batch;
   // Decode, oldest first; preemption takes the newest, which are not scheduled yet (index >= i).
   for (size_t i = 0; i < running_.size() && int64_t(batch.seqs.size()) < max_num_seqs_;) {
-    if (!reserve_decode_slot(running_[i])) continue;  // it was the newest and had to go
-    take(batch, running_[i], 1);
+    if (!schedule_decode(batch, running_[i])) continue;  // it was the newest and had to go
     ++i;
   }
   return batch;
@@ -175,6 +196,7 @@ ScheduledBatch Scheduler::schedule_prefill_first() {
 
 void Scheduler::preempt(Sequence* seq) {
   seq->status = SequenceStatus::Waiting;
+  seq->draft_ids.clear();
   bm_.deallocate(*seq);
   ++seq->num_preemptions;
   ++num_preemptions_;
@@ -191,37 +213,74 @@ void Scheduler::finish(Sequence* seq, FinishReason why) {
   if (it != waiting_.end()) waiting_.erase(it);
 }
 
-std::vector<Sequence*> Scheduler::postprocess(const ScheduledBatch& batch, const std::vector<int32_t>& token_ids) {
-  if (token_ids.size() != batch.seqs.size())
-    throw Error("scheduler: " + std::to_string(token_ids.size()) + " tokens for a batch of " +
-                std::to_string(batch.seqs.size()));
+bool Scheduler::append_token(Sequence* seq, int32_t tok) {
+  seq->token_ids.push_back(tok);
+  if (seq->grammar && !advance_grammar(*seq->grammar, tok)) {  // only if a backend ignored the mask
+    finish(seq, FinishReason::Abort);
+    return true;
+  }
+  const auto& p = seq->params;
+  // Before min_tokens the sampler masks the stop ids; a stop is never taken there (as vLLM).
+  const bool stop = seq->num_completion_tokens() >= p.min_tokens &&
+                    ((!p.ignore_eos && std::find(eos_.begin(), eos_.end(), tok) != eos_.end()) ||
+                     std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), tok) != p.stop_token_ids.end());
+  if (stop) {
+    finish(seq, FinishReason::Stop);
+  } else if (seq->num_completion_tokens() >= p.max_tokens || seq->num_tokens() >= max_model_len_) {
+    finish(seq, FinishReason::Length);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+std::vector<Sequence*> Scheduler::postprocess(const ScheduledBatch& batch, const std::vector<int32_t>& token_ids,
+                                              std::vector<int64_t>* emitted) {
+  size_t rows = 0;
+  for (const Sequence* s : batch.seqs) rows += size_t(s->num_sampled_rows());
+  if (token_ids.size() != rows)
+    throw Error("scheduler: " + std::to_string(token_ids.size()) + " tokens for a batch of " + std::to_string(rows) +
+                " sampled rows (" + std::to_string(batch.seqs.size()) + " sequences)");
+  if (emitted) emitted->assign(batch.seqs.size(), 0);
   std::vector<Sequence*> finished;
+  size_t off = 0;
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     Sequence* seq = batch.seqs[i];
-    seq->num_cached_tokens += seq->num_scheduled_tokens;
+    const std::vector<int32_t> drafts = std::move(seq->draft_ids);
+    seq->draft_ids.clear();
+    const std::span<const int32_t> targets(token_ids.data() + off, drafts.size() + 1);
+    off += drafts.size() + 1;
+    const int64_t scheduled = seq->num_scheduled_tokens;
     seq->num_scheduled_tokens = 0;
-    bm_.hash_blocks(*seq);
-    if (seq->num_cached_tokens < seq->num_tokens()) continue;  // a prefill chunk: no token yet
-    const int32_t tok = token_ids[i];
-    seq->token_ids.push_back(tok);
-    if (seq->grammar && !advance_grammar(*seq->grammar, tok)) {  // only if a backend ignored the mask
-      finish(seq, FinishReason::Abort);
+    if (seq->num_cached_tokens + scheduled < seq->num_tokens()) {  // a prefill chunk: no token yet
+      seq->num_cached_tokens += scheduled;
+      bm_.hash_blocks(*seq);
+      continue;
+    }
+    const int64_t a = accepted_prefix(drafts, targets);
+    if (!drafts.empty()) {
+      ++spec_.num_drafts;
+      spec_.num_draft_tokens += int64_t(drafts.size());
+      spec_.num_accepted_tokens += a;
+      if (spec_.accepted_per_pos.size() < drafts.size()) spec_.accepted_per_pos.resize(drafts.size(), 0);
+      for (int64_t j = 0; j < a; ++j) ++spec_.accepted_per_pos[size_t(j)];
+    }
+    // t_0..t_a, up to the first stop. Before each, the slots of every token so far hold computed
+    // K/V: the last token, then the drafts that stood (equal to the targets appended before). The
+    // blocks they fill are sealed before a stop frees them (prefix caching keeps them).
+    int64_t n = 0;
+    for (bool done = false; n <= a && !done;) {
+      const int32_t tok = targets[size_t(n++)];
+      seq->num_cached_tokens = seq->num_tokens();
+      bm_.hash_blocks(*seq);
+      done = append_token(seq, tok);
+    }
+    if (emitted) (*emitted)[i] = n;
+    if (seq->status == SequenceStatus::Finished) {
       finished.push_back(seq);
       continue;
     }
-    const auto& p = seq->params;
-    // Before min_tokens the sampler masks the stop ids; a stop is never taken there (as vLLM).
-    bool stop = seq->num_completion_tokens() >= p.min_tokens &&
-                ((!p.ignore_eos && std::find(eos_.begin(), eos_.end(), tok) != eos_.end()) ||
-                 std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), tok) != p.stop_token_ids.end());
-    if (stop) {
-      finish(seq, FinishReason::Stop);
-    } else if (seq->num_completion_tokens() >= p.max_tokens || seq->num_tokens() >= max_model_len_) {
-      finish(seq, FinishReason::Length);
-    } else {
-      continue;
-    }
-    finished.push_back(seq);
+    if (!drafts.empty()) bm_.trim(*seq, seq->num_cached_tokens);  // the rejected drafts' slots
   }
   return finished;
 }

@@ -67,12 +67,22 @@ namespace nanovllm {
 inline constexpr int64_t kMinPrefillChunk = 256;
 
 struct ScheduledBatch {
-  std::vector<Sequence*> seqs;     // decodes first (one token each), then prefill chunks
-  bool is_prefill = false;         // num_prefill_tokens > 0: a prefill or mixed step
+  std::vector<Sequence*> seqs;     // decodes and verify rows first, then prefill chunks
+  bool is_prefill = false;         // some row computes more than one token: a prefill, mixed or verify step
   int64_t num_tokens = 0;          // tokens computed by this batch (sum of num_scheduled_tokens)
   int64_t num_decodes = 0;         // sequences decoding their last sampled token (Sequence::is_decode_step)
-  int64_t num_prefill_tokens = 0;  // the other tokens: prompts (and recomputed outputs after preemption)
+  int64_t num_prefill_tokens = 0;  // prompt tokens (and recomputed outputs after preemption)
+  int64_t num_verify_rows = 0;     // sequences verifying drafts (Sequence::is_verify_step)
+  int64_t num_draft_tokens = 0;    // their drafts
   StepShape shape;                 // what the step cost model reads (mixed steps)
+};
+
+// Speculative decoding's counters, cumulative (vLLM's vllm:spec_decode_* metrics).
+struct SpecDecodeStats {
+  int64_t num_drafts = 0;                 // verify rows: a sequence's drafts verified in a step
+  int64_t num_draft_tokens = 0;           // drafts verified
+  int64_t num_accepted_tokens = 0;        // drafts that stood
+  std::vector<int64_t> accepted_per_pos;  // [j]: drafts that stood at draft position j
 };
 
 class Scheduler {
@@ -84,8 +94,14 @@ class Scheduler {
 
   void add(Sequence* seq);  // not owned
   ScheduledBatch schedule();
-  // Applies one step's sampled tokens (one per sequence). Returns the sequences that finished.
-  std::vector<Sequence*> postprocess(const ScheduledBatch& batch, const std::vector<int32_t>& token_ids);
+  // Applies one step's sampled tokens: Sequence::num_sampled_rows() per sequence, in batch order
+  // (one, or a verify row's target tokens t_0..t_k). A verify row keeps its drafts while they equal
+  // the targets (spec/verification.h), appends t_0..t_a, and releases the slots of the rest
+  // (BlockManager::trim). Stops (EOS, stop ids, max_tokens, max_model_len) are checked at every
+  // appended token: the first ends the sequence there. emitted (if given): per sequence, how many
+  // tokens it appended (0: a prompt chunk). Returns the sequences that finished.
+  std::vector<Sequence*> postprocess(const ScheduledBatch& batch, const std::vector<int32_t>& token_ids,
+                                     std::vector<int64_t>* emitted = nullptr);
   // Async scheduling (llm_engine.h). reserve_ahead: `batch` was scheduled and runs, its tokens not
   // known yet; reserves the slots of the decode step after it where that step is certain to be the
   // one schedule() would make after postprocess(batch): every running sequence decodes in `batch`
@@ -106,6 +122,7 @@ class Scheduler {
   const std::deque<Sequence*>& waiting() const { return waiting_; }
   const std::deque<Sequence*>& running() const { return running_; }
   int64_t num_preemptions() const { return num_preemptions_; }
+  const SpecDecodeStats& spec_stats() const { return spec_; }
 
  private:
   ScheduledBatch schedule_mixed();
@@ -113,6 +130,12 @@ class Scheduler {
   // Makes room for seq's next token, preempting the newest running sequences; false when seq
   // itself had to go.
   bool reserve_decode_slot(Sequence* seq);
+  // Puts a running sequence's next decode into the batch: with its drafts (as many as the token
+  // budget, max_tokens, max_model_len and the free blocks allow: drafts never preempt), else as a
+  // one-token decode (reserve_decode_slot). False when seq itself was preempted.
+  bool schedule_decode(ScheduledBatch& batch, Sequence* seq);
+  // Appends tok to seq and checks its stops; true when seq finished (then finish() has run).
+  bool append_token(Sequence* seq, int32_t tok);
   void preempt(Sequence* seq);
   void finish(Sequence* seq, FinishReason why);
   // Queues seq in policy order; fcfs: at the back, or at the front (`preempted`).
@@ -131,6 +154,7 @@ class Scheduler {
   std::vector<int32_t> eos_;
   std::deque<Sequence*> waiting_, running_;
   int64_t num_preemptions_ = 0;
+  SpecDecodeStats spec_;
 };
 
 }  // namespace nanovllm

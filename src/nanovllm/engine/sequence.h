@@ -46,6 +46,13 @@ class Sequence {
   std::vector<TokenLogprobs> prompt_logprobs;
   std::unique_ptr<SequenceGrammar> grammar;         // structured outputs: null when unconstrained
   std::unique_ptr<TokenRestrictions> restrictions;  // allowed_token_ids, bad_words: null when none
+  // Speculative decoding: tokens a drafter proposed to follow token_ids (the engine proposes them
+  // after each step of a decoding sequence; any change of token_ids clears them). The scheduler
+  // keeps those it schedules: a verify step computes the last token then these, and samples the
+  // target's token at each of their 1 + drafts positions (spec/verification.h).
+  std::vector<int32_t> draft_ids;
+  // Rows of logits this step samples: 1, or 1 + drafts in a verify step.
+  int64_t num_sampled_rows() const { return 1 + int64_t(draft_ids.size()); }
   // The next token is masked (by the grammar, the restrictions or both).
   bool masks_next() const { return (grammar && grammar->constrains_next()) || restrictions; }
   bool needs_prompt_logprobs() const {
@@ -60,6 +67,10 @@ class Sequence {
   // prompt tokens, or recomputes outputs after a preemption).
   bool is_decode_step() const {
     return num_scheduled_tokens == 1 && num_cached_tokens + 1 == num_tokens() && num_completion_tokens() > 0;
+  }
+  // This step verifies drafts: the last token and its drafts, after the cached context.
+  bool is_verify_step() const {
+    return !draft_ids.empty() && num_scheduled_tokens == num_sampled_rows() && num_cached_tokens + 1 == num_tokens();
   }
   // Tokens of block i (the last block may be partial).
   std::span<const int32_t> block(int64_t i) const {

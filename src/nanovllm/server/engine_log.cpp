@@ -75,6 +75,15 @@ std::string StatsLog::maybe_line(Clock::time_point now, const EngineGauges& g) {
                      " tokens/s, Running: " + std::to_string(g.running) +
                      " reqs, Waiting: " + std::to_string(g.waiting) + " reqs, GPU KV cache usage: " + fixed(usage, 1) +
                      "%, Prefix cache hit rate: " + fixed(dq ? 100.0 * double(dh) / double(dq) : 0.0, 1) + "%";
+  if (g.speculative) {  // vLLM's SpecDecoding line, over the same interval
+    const int64_t drafted = g.spec_draft_tokens - last_draft_tokens_,
+                  accepted = g.spec_accepted_tokens - last_accepted_tokens_;
+    line +=
+        ", Spec decode draft acceptance rate: " + fixed(drafted ? 100.0 * double(accepted) / double(drafted) : 0.0, 1) +
+        "%, Drafted: " + std::to_string(drafted) + " tokens, Accepted: " + std::to_string(accepted) + " tokens";
+    last_draft_tokens_ = g.spec_draft_tokens;
+    last_accepted_tokens_ = g.spec_accepted_tokens;
+  }
   last_ = now;
   prompt_tokens_ = generation_tokens_ = 0;
   last_queries_ = g.prefix_queries;

@@ -57,6 +57,7 @@ class StatsLog {
   Clock::time_point last_;
   int64_t prompt_tokens_ = 0, generation_tokens_ = 0;
   int64_t last_queries_ = 0, last_hits_ = 0;
+  int64_t last_draft_tokens_ = 0, last_accepted_tokens_ = 0;
 };
 
 }  // namespace nanovllm::server

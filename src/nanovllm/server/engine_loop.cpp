@@ -301,6 +301,11 @@ void EngineLoop::publish() {
   g.prefix_queries = s.prefix_query_tokens;
   g.prefix_hits = s.prefix_hit_tokens;
   g.preemptions = s.preemptions;
+  g.speculative = llm_.config().speculative_config.enabled();
+  g.spec_drafts = s.spec.num_drafts;
+  g.spec_draft_tokens = s.spec.num_draft_tokens;
+  g.spec_accepted_tokens = s.spec.num_accepted_tokens;
+  g.spec_accepted_per_pos = s.spec.accepted_per_pos;
   metrics_.set_gauges(g);
   if (log_.stats)
     if (const std::string line = stats_.maybe_line(Clock::now(), g); !line.empty()) log_.logger.info(line);

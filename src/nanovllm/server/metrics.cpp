@@ -149,6 +149,15 @@ std::string Metrics::render() const {
   gauge("nanovllm:prefix_cache_hit_rate", "Prefix-cache hits / queries over the server's life.",
         g.prefix_queries ? double(g.prefix_hits) / double(g.prefix_queries) : 0.0);
   counter("vllm:num_preemptions_total", "Cumulative number of preemptions.", double(g.preemptions));
+  if (g.speculative) {  // vLLM's spec-decode counters
+    counter("vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.", double(g.spec_drafts));
+    counter("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.", double(g.spec_draft_tokens));
+    counter("vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.", double(g.spec_accepted_tokens));
+    header(o, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter", "Accepted tokens per draft position.");
+    for (size_t j = 0; j < g.spec_accepted_per_pos.size(); ++j)
+      sample(o, "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+             labels_ + ",position=\"" + std::to_string(j) + "\"", double(g.spec_accepted_per_pos[j]));
+  }
   counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", double(prompt_tokens_));
   counter("vllm:generation_tokens_total", "Number of generation tokens processed.", double(generation_tokens_));
   header(o, "vllm:request_success_total", "counter", "Count of finished requests by finish reason.");

@@ -34,6 +34,10 @@ struct EngineGauges {
   int64_t kv_blocks_used = 0, kv_blocks_total = 0;
   int64_t prefix_queries = 0, prefix_hits = 0;  // prompt tokens looked up / found in the prefix cache
   int64_t preemptions = 0;
+  // Speculative decoding (shown when it is configured): SpecDecodeStats's counters.
+  bool speculative = false;
+  int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_pos;
 };
 
 // The KV cache as vllm:cache_config_info describes it (known from start-up).

@@ -90,3 +90,29 @@ TEST(EngineLog, MetricsFromStartUp) {
                         "vllm:iteration_tokens_total_bucket{model_name=\"m\",le=\"16\"} 0\n"})
     EXPECT_NE(after.find(s), std::string::npos) << s;
 }
+
+TEST(EngineLog, SpeculativeDecodingCounters) {
+  Metrics m("m", CacheInfo{});
+  EngineGauges g;
+  m.set_gauges(g);
+  EXPECT_EQ(m.render().find("spec_decode"), std::string::npos) << "not shown without speculative decoding";
+  g.speculative = true;
+  g.spec_drafts = 5;
+  g.spec_draft_tokens = 15;
+  g.spec_accepted_tokens = 9;
+  g.spec_accepted_per_pos = {5, 3, 1};
+  m.set_gauges(g);
+  const std::string text = m.render();
+  for (const char* s : {"vllm:spec_decode_num_drafts_total{model_name=\"m\"} 5\n",
+                        "vllm:spec_decode_num_draft_tokens_total{model_name=\"m\"} 15\n",
+                        "vllm:spec_decode_num_accepted_tokens_total{model_name=\"m\"} 9\n",
+                        "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"m\",position=\"2\"} 1\n"})
+    EXPECT_NE(text.find(s), std::string::npos) << s << text;
+  StatsLog s(10);
+  const auto t0 = StatsLog::Clock::now();
+  g.running = 1;
+  const std::string line = s.maybe_line(t0 + std::chrono::seconds(11), g);
+  EXPECT_NE(line.find("Spec decode draft acceptance rate: 60.0%, Drafted: 15 tokens, Accepted: 9 tokens"),
+            std::string::npos)
+      << line;
+}

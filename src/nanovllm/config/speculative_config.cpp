@@ -1,0 +1,91 @@
+// --speculative-config JSON <-> SpeculativeConfig (speculative_config.h).
+#include "nanovllm/config/speculative_config.h"
+
+#include <nlohmann/json.hpp>
+
+#include "nanovllm/utils/error.h"
+
+namespace nanovllm {
+
+namespace {
+
+// vLLM's methods we do not have yet: refused by name rather than as unknown.
+bool is_unimplemented_method(const std::string& m) {
+  return m == "draft_model" || m == "eagle" || m == "eagle3" || m == "medusa" || m == "mlp_speculator" ||
+         m == "deepseek_mtp" || m == "mtp" || m == "suffix";
+}
+
+}  // namespace
+
+SpeculativeConfig SpeculativeConfig::parse(const std::string& text, const std::string& flag) {
+  if (text.empty()) return {};
+  nlohmann::ordered_json j;
+  try {
+    j = nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(flag + " must be a JSON object: " + e.what());
+  }
+  if (j.is_null()) return {};
+  if (!j.is_object()) throw UserError(flag + " must be a JSON object (got " + j.dump() + ")");
+  if (j.empty()) return {};
+  SpeculativeConfig c;
+  auto int_of = [&](const std::string& key, const nlohmann::ordered_json& v) {
+    if (!v.is_number_integer()) throw UserError(flag + ": '" + key + "' must be an integer (got " + v.dump() + ")");
+    return v.get<int64_t>();
+  };
+  bool has_min = false, has_max = false, has_k = false;
+  for (auto& [key, v] : j.items()) {
+    if (v.is_null()) continue;  // vLLM's None: the default
+    if (key == "method") {
+      if (!v.is_string()) throw UserError(flag + ": 'method' must be a string (got " + v.dump() + ")");
+      c.method = v.get<std::string>();
+      if (c.method == "[ngram]") c.method = "ngram";  // vLLM's older spelling
+      if (is_unimplemented_method(c.method))
+        throw UserError(flag + ": method '" + c.method + "' is not implemented yet (available: ngram)");
+      if (c.method != "ngram") throw UserError(flag + ": unknown method '" + c.method + "' (available: ngram)");
+    } else if (key == "num_speculative_tokens") {
+      c.num_speculative_tokens = int_of(key, v);
+      has_k = true;
+    } else if (key == "prompt_lookup_min") {
+      c.prompt_lookup_min = int_of(key, v);
+      has_min = true;
+    } else if (key == "prompt_lookup_max") {
+      c.prompt_lookup_max = int_of(key, v);
+      has_max = true;
+    } else if (key == "model") {
+      throw UserError(flag + ": 'model' (a draft model) is not implemented yet (available: method ngram)");
+    } else {
+      throw UserError(flag + ": unknown key '" + key +
+                      "' (known: method, num_speculative_tokens, prompt_lookup_min, prompt_lookup_max)");
+    }
+  }
+  if (c.method.empty()) throw UserError(flag + ": 'method' is required (available: ngram)");
+  if (!has_k) throw UserError(flag + ": 'num_speculative_tokens' is required");
+  if (c.num_speculative_tokens < 1 || c.num_speculative_tokens > 64)
+    throw UserError(flag + ": 'num_speculative_tokens' must be in [1, 64] (got " +
+                    std::to_string(c.num_speculative_tokens) + ")");
+  if (!has_min && !has_max) c.prompt_lookup_min = c.prompt_lookup_max = 5;
+  if (!has_min) c.prompt_lookup_min = c.prompt_lookup_max;
+  if (!has_max) c.prompt_lookup_max = c.prompt_lookup_min;
+  if (c.prompt_lookup_min < 1)
+    throw UserError(flag + ": 'prompt_lookup_min' must be at least 1 (got " + std::to_string(c.prompt_lookup_min) +
+                    ")");
+  if (c.prompt_lookup_max > 1024)
+    throw UserError(flag + ": 'prompt_lookup_max' must be at most 1024 (got " + std::to_string(c.prompt_lookup_max) +
+                    ")");
+  if (c.prompt_lookup_min > c.prompt_lookup_max)
+    throw UserError(flag + ": 'prompt_lookup_min' (" + std::to_string(c.prompt_lookup_min) +
+                    ") must not exceed 'prompt_lookup_max' (" + std::to_string(c.prompt_lookup_max) + ")");
+  return c;
+}
+
+std::string SpeculativeConfig::to_json() const {
+  if (!enabled()) return "";
+  nlohmann::ordered_json j = {{"method", method},
+                              {"num_speculative_tokens", num_speculative_tokens},
+                              {"prompt_lookup_min", prompt_lookup_min},
+                              {"prompt_lookup_max", prompt_lookup_max}};
+  return j.dump();
+}
+
+}  // namespace nanovllm

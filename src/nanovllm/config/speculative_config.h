@@ -1,0 +1,27 @@
+// vLLM's --speculative-config (a JSON object; Python LLM(speculative_config=dict)): which drafter
+// proposes tokens for the target model to verify, and how many per step. One setting of the table
+// (settings_table.cpp); the engine builds its drafter from it (spec/drafter.h).
+// Methods: "ngram" (prompt lookup: the longest suffix of the sequence's tokens, between
+// prompt_lookup_min and prompt_lookup_max tokens long, that occurred before proposes the tokens that
+// followed it). "draft_model", "eagle", "eagle3" and vLLM's other methods are refused by name (not
+// implemented yet), as are unknown keys.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace nanovllm {
+
+struct SpeculativeConfig {
+  std::string method;  // empty: speculation off
+  int64_t num_speculative_tokens = 0;
+  // ngram: vLLM's defaults, 5 and 5 when neither is given, the other's value when one is.
+  int64_t prompt_lookup_min = 0, prompt_lookup_max = 0;
+
+  bool enabled() const { return !method.empty() && num_speculative_tokens > 0; }
+  // `text`: a JSON object (an empty text or `{}`/null: off); unknown keys, methods and bad values
+  // throw UserError naming `flag` and the key.
+  static SpeculativeConfig parse(const std::string& text, const std::string& flag);
+  std::string to_json() const;  // "" when off, else every field, compact
+};
+
+}  // namespace nanovllm

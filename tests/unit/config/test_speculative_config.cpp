@@ -1,0 +1,68 @@
+// --speculative-config: vLLM's JSON for the n-gram method, its defaults, and refusals by name.
+#include <gtest/gtest.h>
+
+#include "nanovllm/config/settings.h"
+#include "nanovllm/config/speculative_config.h"
+#include "nanovllm/utils/error.h"
+
+using namespace nanovllm;
+
+namespace {
+
+std::string error_of(const std::string& json) {
+  try {
+    SpeculativeConfig::parse(json, "--speculative-config");
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(SpeculativeConfig, NgramAndDefaults) {
+  auto c = SpeculativeConfig::parse(
+      R"({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3, "prompt_lookup_min": 2})", "f");
+  EXPECT_TRUE(c.enabled());
+  EXPECT_EQ(c.num_speculative_tokens, 4);
+  EXPECT_EQ(c.prompt_lookup_min, 2);
+  EXPECT_EQ(c.prompt_lookup_max, 3);
+  c = SpeculativeConfig::parse(R"({"method": "ngram", "num_speculative_tokens": 2})", "f");
+  EXPECT_EQ(c.prompt_lookup_min, 5);  // vLLM's defaults
+  EXPECT_EQ(c.prompt_lookup_max, 5);
+  c = SpeculativeConfig::parse(R"({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 4})", "f");
+  EXPECT_EQ(c.prompt_lookup_min, 4);
+  EXPECT_EQ(SpeculativeConfig::parse(c.to_json(), "f").to_json(), c.to_json());
+  EXPECT_FALSE(SpeculativeConfig::parse("", "f").enabled());
+  EXPECT_FALSE(SpeculativeConfig::parse("{}", "f").enabled());
+  EXPECT_EQ(SpeculativeConfig{}.to_json(), "");
+}
+
+TEST(SpeculativeConfig, RefusalsNameTheProblem) {
+  EXPECT_NE(error_of(R"({"method": "eagle3", "num_speculative_tokens": 2})").find("'eagle3' is not implemented yet"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"method": "draft_model", "num_speculative_tokens": 2})").find("not implemented yet"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"model": "/x", "num_speculative_tokens": 2})").find("'model'"), std::string::npos);
+  EXPECT_NE(error_of(R"({"method": "ngram", "num_speculative_tokens": 2, "foo": 1})").find("unknown key 'foo'"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"method": "ngram"})").find("'num_speculative_tokens' is required"), std::string::npos);
+  EXPECT_NE(error_of(R"({"method": "ngram", "num_speculative_tokens": 0})").find("[1, 64]"), std::string::npos);
+  EXPECT_NE(error_of(R"({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 4,
+                         "prompt_lookup_max": 3})")
+                .find("must not exceed"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"method": "nope", "num_speculative_tokens": 2})").find("unknown method 'nope'"),
+            std::string::npos);
+  EXPECT_NE(error_of("[1]").find("JSON object"), std::string::npos);
+  EXPECT_NE(error_of("{bad").find("JSON object"), std::string::npos);
+}
+
+TEST(SpeculativeConfig, IsASetting) {
+  EngineConfig c;
+  const Setting& s = find_setting("speculative_config");
+  EXPECT_EQ(s.flags.at(0), "--speculative-config");
+  set_setting_text(s, c, R"({"method": "ngram", "num_speculative_tokens": 3})");
+  EXPECT_EQ(c.speculative_config.num_speculative_tokens, 3);
+  EXPECT_THROW(set_setting_text(s, c, R"({"method": "eagle3"})"), UserError);
+}
