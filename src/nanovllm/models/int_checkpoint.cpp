@@ -2,12 +2,14 @@
 // a time, this rank's slice only (int_checkpoint.h).
 #include "nanovllm/models/int_checkpoint.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <regex>
 
 #include "nanovllm/backends/int_weights.h"
 #include "nanovllm/models/causal_lm.h"
+#include "nanovllm/models/int_experts.h"
 #include "nanovllm/models/int_formats.h"
 #include "nanovllm/utils/error.h"
 #include "nanovllm/utils/safetensors.h"
@@ -163,13 +165,18 @@ void load_int_checkpoint(Backend& be, CausalLM& model, const IntCheckpointFormat
   const char* method = quantization_name(fmt.method);
   const std::vector<Linear*> linears = model.quantizable_linears();
   if (linears.empty())
-    throw UserError(std::string("--quantization ") + method + ": not implemented for " + architecture +
-                    " (its MoE experts have no quantized path yet)");
+    throw UserError(std::string("--quantization ") + method + ": not implemented for " + architecture);
   std::map<const Tensor*, IntLayer> layers;
   for (Linear* l : linears) layers[&l->weight].linear = l;
+  const std::vector<const Tensor*> experts = model.moe_expert_weights();
   std::vector<WeightSpec> rest;
   std::vector<IntLayer*> order;  // the model's order, so that errors name the first layer at fault
   for (const WeightSpec& s : specs) {
+    if (std::find(experts.begin(), experts.end(), s.dst) != experts.end() &&
+        int_format_quantizes(fmt, module_of(s.name))) {
+      load_int_expert(be, fmt, ckpt, s);  // dequantized into the stacked experts (int_experts.h)
+      continue;
+    }
     auto it = layers.find(s.dst);
     if (it == layers.end()) {
       rest.push_back(s);
@@ -202,9 +209,10 @@ void load_int_checkpoint(Backend& be, CausalLM& model, const IntCheckpointFormat
   for (const WeightSpec& s : rest) {
     const std::string m = module_of(s.name);
     if (!ckpt.find(s.name) && (ckpt.find(m + ".qweight") || ckpt.find(m + ".weight_packed")))
-      throw LoadError("'" + m + "' is quantized in the " + std::string(method) +
-                      " checkpoint: only the decoder's projections are implemented quantized (refused, not "
-                      "dequantized)");
+      throw LoadError("'" + m + "' " + (m.ends_with(".mlp.gate") ? "(the MoE router) " : "") + "is quantized in the " +
+                      std::string(method) +
+                      " checkpoint: only the decoder's projections and MoE experts are implemented quantized "
+                      "(refused, not dequantized)");
   }
   specs = std::move(rest);
 }
