@@ -69,6 +69,15 @@ Slice slice_of(const WeightSpec& s, int64_t G) {
   return sl;
 }
 
+// The name an expert's projection is matched under: AWQ's substrings against the experts' prefix
+// ("model.layers.0.mlp.experts", as vLLM's fused MoE layer matches them), so that the usual
+// modules_to_not_convert ["gate"] (the router) leaves the experts' gate_proj quantized; the other
+// formats' names and regexes against the projection's own name.
+std::string expert_rule_name(const IntCheckpointFormat& fmt, const std::string& module) {
+  const size_t e = module.rfind(".experts.");
+  return fmt.unconverted_substrings && e != std::string::npos ? module.substr(0, e + 8) : module;
+}
+
 void pack_codes(const std::vector<uint8_t>& codes, DType d, std::vector<uint8_t>& out) {
   if (d == DType::U8) {
     out = codes;
@@ -173,7 +182,7 @@ void load_int_checkpoint(Backend& be, CausalLM& model, const IntCheckpointFormat
   std::vector<IntLayer*> order;  // the model's order, so that errors name the first layer at fault
   for (const WeightSpec& s : specs) {
     if (std::find(experts.begin(), experts.end(), s.dst) != experts.end() &&
-        int_format_quantizes(fmt, module_of(s.name))) {
+        int_format_quantizes(fmt, expert_rule_name(fmt, module_of(s.name)))) {
       load_int_expert(be, fmt, ckpt, s);  // dequantized into the stacked experts (int_experts.h)
       continue;
     }

@@ -7,7 +7,9 @@
 // mmapped files (int_formats.h) for this rank's slice only and uploaded; once a layer's last part is
 // in, Backend::prepare_int_weight may re-layout it. A layer the format leaves unquantized loads its
 // "<module>.weight" as usual (its spec stays in `specs`). MoE experts (CausalLM::moe_expert_weights)
-// that the format quantizes are dequantized into the model's stacked expert tensors (int_experts.h);
+// that the format quantizes (AWQ's modules_to_not_convert matched against the experts' prefix
+// "model.layers.L.mlp.experts", as vLLM) are dequantized into the model's stacked expert tensors
+// (int_experts.h);
 // a MoE router the checkpoint holds quantized is refused by name (the formats leave it unquantized:
 // its "<module>.weight" loads even where the quantization_config's targets would include it).
 // Tensor parallelism: column-parallel layers take whole rows; a row-parallel layer (o_proj,

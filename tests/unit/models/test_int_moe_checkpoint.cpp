@@ -45,7 +45,6 @@ std::string engine_error(const EngineConfig& cfg) {
 TEST(IntMoeCheckpoint, EngineEqualsTheDequantizedModel) {
   const std::vector<std::pair<IntSpec, const char*>> specs = {
       {moe({IntFormat::AWQ, 4, 64, true}), "awq g64"},
-      {moe({IntFormat::AWQ, 4, 128, true, false, "experts.5."}), "awq g128, expert 5 unconverted"},
       {moe({IntFormat::GPTQv1, 4, 64, false, true}), "gptq v1 sym desc_act g64"},
       {moe({IntFormat::GPTQv2, 8, -1, true, true}), "gptq v2 8-bit asym per-row desc_act"},
       // targets Linear, ignore lm_head: the router too by the config, but stored unquantized.
@@ -124,16 +123,18 @@ struct OneExpertModel : CausalLM {
 
 TEST(IntMoeCheckpoint, ExpertSlicesOfTensorParallelism) {
   // Row-parallel slices that cut groups and have act order (refused for dense layers) and
-  // column-parallel ones, each value against the layer's.
+  // column-parallel ones, each value against the layer's. AWQ's modules_to_not_convert ["gate"]
+  // (the router) leaves the experts' gate_proj quantized: matched against "...mlp.experts", as vLLM.
+  const std::string e = "model.layers.0.mlp.experts.3.gate_proj";
   for (const IntSpec& s : {IntSpec{IntFormat::GPTQv2, 4, 32, true, true}, IntSpec{IntFormat::CT, 8, 64, false, true},
-                           IntSpec{IntFormat::AWQ, 4, 64, true}}) {
+                           IntSpec{IntFormat::AWQ, 4, 64, true, false, "gate"}}) {
     const int64_t N = 16, K = 128;
     test::TempDir d;
     std::mt19937 rng(5);
     const test::IntLayer layer =
         test::random_int_layer(N, K, s, test::default_g_idx(K, s.group, s.act_order ? &rng : nullptr), rng);
     std::map<std::string, test::StTensor> t;
-    test::write_int_layer(layer, s, "e", t);
+    test::write_int_layer(layer, s, e, t);
     test::write_safetensors(d.path("model.safetensors"), t);
     SafetensorsCheckpoint ckpt(d.dir.string());
     const IntCheckpointFormat f = parse_int_quantization_config(test::int_quantization_config(s), "test");
@@ -141,7 +142,7 @@ TEST(IntMoeCheckpoint, ExpertSlicesOfTensorParallelism) {
          {std::tuple{-1, 0, 1}, std::tuple{1, 1, 4}, std::tuple{1, 0, 2}, std::tuple{0, 1, 2}}) {
       CpuBackend be(1);
       OneExpertModel m;
-      WeightSpec w{"e.weight", {N, K}, &m.experts};
+      WeightSpec w{e + ".weight", {N, K}, &m.experts};
       w.shard_dim = dim, w.shard_rank = rank, w.num_shards = shards;
       const Shape local = w.local_shape();
       m.experts = be.empty({2 * local[0], local[1]}, DType::F32);
@@ -159,6 +160,18 @@ TEST(IntMoeCheckpoint, ExpertSlicesOfTensorParallelism) {
         }
     }
   }
+  // AWQ's ["experts"]: all of them unquantized, left to load_weights' "<module>.weight".
+  IntCheckpointFormat f = parse_int_quantization_config(test::int_quantization_config({}), "test");
+  f.unconverted = {"mlp.experts"};
+  test::TempDir d;
+  test::write_safetensors(d.path("model.safetensors"), {{"x", {"F32", {1}, std::string(4, '\0')}}});
+  SafetensorsCheckpoint ckpt(d.dir.string());
+  CpuBackend be(1);
+  OneExpertModel m;
+  m.experts = be.empty({8, 4}, DType::F32);
+  std::vector<WeightSpec> specs{{e + ".weight", {8, 4}, &m.experts}};
+  load_int_checkpoint(be, m, f, "Test", ckpt, specs);
+  EXPECT_EQ(specs.size(), 1u);
 }
 
 // --load-format dummy --quantization awq|gptq|compressed-tensors: every group of an expert's rows
