@@ -217,11 +217,15 @@ void load_int_checkpoint(Backend& be, CausalLM& model, const IntCheckpointFormat
   // A quantized tensor where the model wants an unquantized one (the LM head, an embedding).
   for (const WeightSpec& s : rest) {
     const std::string m = module_of(s.name);
-    if (!ckpt.find(s.name) && (ckpt.find(m + ".qweight") || ckpt.find(m + ".weight_packed")))
-      throw LoadError("'" + m + "' " + (m.ends_with(".mlp.gate") ? "(the MoE router) " : "") + "is quantized in the " +
-                      std::string(method) +
-                      " checkpoint: only the decoder's projections and MoE experts are implemented quantized "
-                      "(refused, not dequantized)");
+    if (ckpt.find(s.name) || (!ckpt.find(m + ".qweight") && !ckpt.find(m + ".weight_packed"))) continue;
+    if (std::find(experts.begin(), experts.end(), s.dst) != experts.end())
+      throw LoadError("'" + m + "' is quantized in the " + std::string(method) +
+                      " checkpoint, but its quantization_config (targets, ignore or modules_to_not_convert) "
+                      "leaves it unquantized");
+    throw LoadError("'" + m + "' " + (m.ends_with(".mlp.gate") ? "(the MoE router) " : "") + "is quantized in the " +
+                    std::string(method) +
+                    " checkpoint: only the decoder's projections and MoE experts are implemented quantized "
+                    "(refused, not dequantized)");
   }
   specs = std::move(rest);
 }

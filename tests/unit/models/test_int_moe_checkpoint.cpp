@@ -121,7 +121,7 @@ struct OneExpertModel : CausalLM {
   Tensor compute_logits(const Tensor&, const std::vector<int32_t>&) override { return {}; }
 };
 
-TEST(IntMoeCheckpoint, ExpertSlicesOfTensorParallelism) {
+TEST(IntMoeCheckpoint, ExpertSlicesAndModulesToNotConvert) {
   // Row-parallel slices that cut groups and have act order (refused for dense layers) and
   // column-parallel ones, each value against the layer's. AWQ's modules_to_not_convert ["gate"]
   // (the router) leaves the experts' gate_proj quantized: matched against "...mlp.experts", as vLLM.
@@ -160,18 +160,35 @@ TEST(IntMoeCheckpoint, ExpertSlicesOfTensorParallelism) {
         }
     }
   }
-  // AWQ's ["experts"]: all of them unquantized, left to load_weights' "<module>.weight".
+  // AWQ's ["mlp.experts"]: all of them unquantized, left to load_weights' "<module>.weight"; refused
+  // where the checkpoint holds them quantized.
   IntCheckpointFormat f = parse_int_quantization_config(test::int_quantization_config({}), "test");
   f.unconverted = {"mlp.experts"};
-  test::TempDir d;
-  test::write_safetensors(d.path("model.safetensors"), {{"x", {"F32", {1}, std::string(4, '\0')}}});
-  SafetensorsCheckpoint ckpt(d.dir.string());
-  CpuBackend be(1);
-  OneExpertModel m;
-  m.experts = be.empty({8, 4}, DType::F32);
-  std::vector<WeightSpec> specs{{e + ".weight", {8, 4}, &m.experts}};
-  load_int_checkpoint(be, m, f, "Test", ckpt, specs);
-  EXPECT_EQ(specs.size(), 1u);
+  for (bool quantized : {false, true}) {
+    test::TempDir d;
+    std::mt19937 rng(5);
+    std::map<std::string, test::StTensor> t{{"x", {"F32", {1}, std::string(4, '\0')}}};
+    if (quantized)
+      test::write_int_layer(test::random_int_layer(8, 64, {}, test::default_g_idx(64, 64, nullptr), rng), {}, e, t);
+    test::write_safetensors(d.path("model.safetensors"), t);
+    SafetensorsCheckpoint ckpt(d.dir.string());
+    CpuBackend be(1);
+    OneExpertModel m;
+    m.experts = be.empty({8, 64}, DType::F32);
+    std::vector<WeightSpec> specs{{e + ".weight", {8, 64}, &m.experts}};
+    try {
+      load_int_checkpoint(be, m, f, "Test", ckpt, specs);
+      EXPECT_FALSE(quantized);
+      EXPECT_EQ(specs.size(), 1u);
+    } catch (const LoadError& x) {
+      EXPECT_TRUE(quantized) << x.what();
+      EXPECT_NE(std::string(x.what()).find("'" + e +
+                                           "' is quantized in the awq checkpoint, but its quantization_config "
+                                           "(targets, ignore or modules_to_not_convert) leaves it unquantized"),
+                std::string::npos)
+          << x.what();
+    }
+  }
 }
 
 // --load-format dummy --quantization awq|gptq|compressed-tensors: every group of an expert's rows
