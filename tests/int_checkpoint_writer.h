@@ -11,7 +11,8 @@
 // Each layer is random codes, zeros and scales (exactly representable in F16 and BF16), and the same
 // model is also written with its dequantized values (code - zero) * scale in F32: what an engine on
 // the quantized checkpoint must compute. Qwen3 sizes: hidden 256, intermediate 256, 4 heads of 32
-// (q 128), 2 KV heads (k, v 64 rows), 2 layers, vocabulary 320.
+// (q 128), 2 KV heads (k, v 64 rows), 2 layers, vocabulary 320; or Qwen3-MoE (IntSpec::moe), whose
+// experts are packed as dense Linears ("mlp.experts.E.gate_proj.qweight", ...).
 #pragma once
 #include <bit>
 #include <cmath>
@@ -30,10 +31,12 @@ enum class IntFormat { AWQ, GPTQv1, GPTQv2, CT };
 struct IntSpec {
   IntFormat format = IntFormat::AWQ;
   int bits = 4;
-  int64_t group = 64;       // -1: one group a row
-  bool zero_points = true;  // asymmetric
-  bool act_order = false;   // g_idx a permutation of the default k / G
-  std::string unconverted;  // modules whose name contains it are written unquantized (AWQ's rule)
+  int64_t group = 64;             // -1: one group a row
+  bool zero_points = true;        // asymmetric
+  bool act_order = false;         // g_idx a permutation of the default k / G
+  std::string unconverted;        // modules whose name contains it are written unquantized (AWQ's rule)
+  bool moe = false;               // Qwen3-MoE (int_moe_fixture_config): layer 0's MLP 8 experts and a router
+  bool quantized_router = false;  // the router written in the format too (engines refuse it)
 };
 
 // One quantized linear W [N, K] in the canonical sense: value = (q - zero[g]) * scale[g], g = g_idx[k].
@@ -214,12 +217,27 @@ inline nlohmann::json int_fixture_config() {
           {"torch_dtype", "float16"}};
 }
 
+// The same decoder as Qwen3-MoE: layer 0 sparse (a router to 8 experts of intermediate 128, top 2
+// renormalized), layer 1 a dense MLP (mlp_only_layers).
+inline nlohmann::json int_moe_fixture_config() {
+  nlohmann::json c = int_fixture_config();
+  c["architectures"] = {"Qwen3MoeForCausalLM"};
+  c["model_type"] = "qwen3_moe";
+  c["num_experts"] = 8;
+  c["num_experts_per_tok"] = 2;
+  c["moe_intermediate_size"] = 128;
+  c["norm_topk_prob"] = true;
+  c["decoder_sparse_step"] = 1;
+  c["mlp_only_layers"] = {1};
+  return c;
+}
+
 struct IntCheckpoints {
   std::string q, deq;  // directories: the format's, and its dequantized values in F32
 };
 
 inline IntCheckpoints write_int_checkpoints(const std::string& dir, const IntSpec& s, uint32_t seed = 11) {
-  const nlohmann::json cfg = int_fixture_config();
+  const nlohmann::json cfg = s.moe ? int_moe_fixture_config() : int_fixture_config();
   const int64_t H = cfg["hidden_size"], I = cfg["intermediate_size"], V = cfg["vocab_size"], D = cfg["head_dim"];
   const int64_t q = int64_t(cfg["num_attention_heads"]) * D, kv = int64_t(cfg["num_key_value_heads"]) * D;
   std::mt19937 rng(seed);
@@ -254,9 +272,24 @@ inline IntCheckpoints write_int_checkpoints(const std::string& dir, const IntSpe
     proj(p + "self_attn.o_proj", H, q, g_idx_for(q));
     plain(p + "self_attn.q_norm.weight", {D}, 1, 0.1f);
     plain(p + "self_attn.k_norm.weight", {D}, 1, 0.1f);
-    proj(p + "mlp.gate_proj", I, H, mlp_in);
-    proj(p + "mlp.up_proj", I, H, mlp_in);
-    proj(p + "mlp.down_proj", H, I, g_idx_for(I));
+    if (s.moe && i == 0) {  // each expert packed as a dense MLP; the router usually left unquantized
+      const int64_t E = cfg["num_experts"], Im = cfg["moe_intermediate_size"];
+      if (s.quantized_router)
+        proj(p + "mlp.gate", E, H, mlp_in);
+      else
+        plain(p + "mlp.gate.weight", {E, H}, 0, 0.3f);
+      for (int64_t e = 0; e < E; ++e) {
+        const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+        const auto in = g_idx_for(H);
+        proj(x + "gate_proj", Im, H, in);
+        proj(x + "up_proj", Im, H, in);
+        proj(x + "down_proj", H, Im, g_idx_for(Im));
+      }
+    } else {
+      proj(p + "mlp.gate_proj", I, H, mlp_in);
+      proj(p + "mlp.up_proj", I, H, mlp_in);
+      proj(p + "mlp.down_proj", H, I, g_idx_for(I));
+    }
     plain(p + "input_layernorm.weight", {H}, 1, 0.1f);
     plain(p + "post_attention_layernorm.weight", {H}, 1, 0.1f);
   }

@@ -1,6 +1,6 @@
 // Checks every --quantization scheme shares on the CPU engine: greedy generation against the
-// unquantized engine on the tiny fixtures, and the refusal for Qwen3-MoE (its experts are not
-// quantized, so a partial quantization is refused rather than silently done).
+// unquantized engine on the tiny fixtures, and the refusal of fp8 and int8 for Qwen3-MoE (they have
+// no path for its experts, so a partial quantization is refused rather than silently done).
 #pragma once
 #include <gtest/gtest.h>
 

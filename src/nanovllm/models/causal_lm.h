@@ -33,6 +33,10 @@ class CausalLM {
   // The linear layers --quantization converts after loading (quantize_weights.h): the decoder's
   // dense projections, not the embedding, the LM head or MoE experts. Empty: no quantized path.
   virtual std::vector<Linear*> quantizable_linears() { return {}; }
+  // The stacked weights of MoE experts that weight_specs fills, one checkpoint expert tensor a row
+  // range (Qwen3-MoE's w13 [E * 2I, H] and w2 [E * H, I]). awq, gptq and compressed-tensors hold
+  // them dequantized (models/int_experts.h); fp8 and int8 refuse a model that has any.
+  virtual std::vector<const Tensor*> moe_expert_weights() { return {}; }
   // The LM head, which --quantization int8 converts too (as llama.cpp's Q8_0 does its output
   // matrix: a third of a Qwen3-0.6B decode step's bytes); null: none to convert.
   virtual LMHead* lm_head() { return nullptr; }

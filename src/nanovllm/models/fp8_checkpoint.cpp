@@ -118,7 +118,8 @@ WeightSpec fp8_scale_spec(const WeightSpec& w, Tensor* scale) {
 void add_fp8_checkpoint_specs(Backend& be, CausalLM& model, const std::string& architecture,
                               std::vector<WeightSpec>& specs) {
   const std::vector<Linear*> linears = model.quantizable_linears();
-  if (linears.empty()) throw UserError("FP8 checkpoints: not implemented for " + architecture);
+  if (linears.empty() || !model.moe_expert_weights().empty())
+    throw UserError("FP8 checkpoints: not implemented for " + architecture);
   std::map<const Tensor*, Linear*> by_weight;
   for (Linear* l : linears) {
     const int64_t N = l->weight.size(0), K = l->weight.size(1), B = kFp8BlockSize;
@@ -135,7 +136,8 @@ void add_fp8_checkpoint_specs(Backend& be, CausalLM& model, const std::string& a
 void add_float8_checkpoint_specs(Backend& be, CausalLM& model, const IntCheckpointFormat& fmt,
                                  const std::string& architecture, std::vector<WeightSpec>& specs) {
   const std::vector<Linear*> linears = model.quantizable_linears();
-  if (linears.empty()) throw UserError("FP8 checkpoints: not implemented for " + architecture);
+  if (linears.empty() || !model.moe_expert_weights().empty())
+    throw UserError("FP8 checkpoints: not implemented for " + architecture);
   std::map<const Tensor*, Linear*> by_weight;
   for (Linear* l : linears) by_weight[&l->weight] = l;
   const size_t n = specs.size();

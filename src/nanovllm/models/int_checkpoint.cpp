@@ -2,12 +2,14 @@
 // a time, this rank's slice only (int_checkpoint.h).
 #include "nanovllm/models/int_checkpoint.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <regex>
 
 #include "nanovllm/backends/int_weights.h"
 #include "nanovllm/models/causal_lm.h"
+#include "nanovllm/models/int_experts.h"
 #include "nanovllm/models/int_formats.h"
 #include "nanovllm/utils/error.h"
 #include "nanovllm/utils/safetensors.h"
@@ -65,6 +67,15 @@ Slice slice_of(const WeightSpec& s, int64_t G) {
   sl.g0 = sl.c0 / G;
   sl.groups = sl.cols / sl.group;
   return sl;
+}
+
+// The name an expert's projection is matched under: AWQ's substrings against the experts' prefix
+// ("model.layers.0.mlp.experts", as vLLM's fused MoE layer matches them), so that the usual
+// modules_to_not_convert ["gate"] (the router) leaves the experts' gate_proj quantized; the other
+// formats' names and regexes against the projection's own name.
+std::string expert_rule_name(const IntCheckpointFormat& fmt, const std::string& module) {
+  const size_t e = module.rfind(".experts.");
+  return fmt.unconverted_substrings && e != std::string::npos ? module.substr(0, e + 8) : module;
 }
 
 void pack_codes(const std::vector<uint8_t>& codes, DType d, std::vector<uint8_t>& out) {
@@ -163,13 +174,18 @@ void load_int_checkpoint(Backend& be, CausalLM& model, const IntCheckpointFormat
   const char* method = quantization_name(fmt.method);
   const std::vector<Linear*> linears = model.quantizable_linears();
   if (linears.empty())
-    throw UserError(std::string("--quantization ") + method + ": not implemented for " + architecture +
-                    " (its MoE experts have no quantized path yet)");
+    throw UserError(std::string("--quantization ") + method + ": not implemented for " + architecture);
   std::map<const Tensor*, IntLayer> layers;
   for (Linear* l : linears) layers[&l->weight].linear = l;
+  const std::vector<const Tensor*> experts = model.moe_expert_weights();
   std::vector<WeightSpec> rest;
   std::vector<IntLayer*> order;  // the model's order, so that errors name the first layer at fault
   for (const WeightSpec& s : specs) {
+    if (std::find(experts.begin(), experts.end(), s.dst) != experts.end() &&
+        int_format_quantizes(fmt, expert_rule_name(fmt, module_of(s.name)))) {
+      load_int_expert(be, fmt, ckpt, s);  // dequantized into the stacked experts (int_experts.h)
+      continue;
+    }
     auto it = layers.find(s.dst);
     if (it == layers.end()) {
       rest.push_back(s);
@@ -201,10 +217,15 @@ void load_int_checkpoint(Backend& be, CausalLM& model, const IntCheckpointFormat
   // A quantized tensor where the model wants an unquantized one (the LM head, an embedding).
   for (const WeightSpec& s : rest) {
     const std::string m = module_of(s.name);
-    if (!ckpt.find(s.name) && (ckpt.find(m + ".qweight") || ckpt.find(m + ".weight_packed")))
+    if (ckpt.find(s.name) || (!ckpt.find(m + ".qweight") && !ckpt.find(m + ".weight_packed"))) continue;
+    if (std::find(experts.begin(), experts.end(), s.dst) != experts.end())
       throw LoadError("'" + m + "' is quantized in the " + std::string(method) +
-                      " checkpoint: only the decoder's projections are implemented quantized (refused, not "
-                      "dequantized)");
+                      " checkpoint, but its quantization_config (targets, ignore or modules_to_not_convert) "
+                      "leaves it unquantized");
+    throw LoadError("'" + m + "' " + (m.ends_with(".mlp.gate") ? "(the MoE router) " : "") + "is quantized in the " +
+                    std::string(method) +
+                    " checkpoint: only the decoder's projections and MoE experts are implemented quantized "
+                    "(refused, not dequantized)");
   }
   specs = std::move(rest);
 }

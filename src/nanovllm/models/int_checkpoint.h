@@ -6,7 +6,12 @@
 // and must agree on quantized or not (and on g_idx). Each part is unpacked on the host from the
 // mmapped files (int_formats.h) for this rank's slice only and uploaded; once a layer's last part is
 // in, Backend::prepare_int_weight may re-layout it. A layer the format leaves unquantized loads its
-// "<module>.weight" as usual (its spec stays in `specs`).
+// "<module>.weight" as usual (its spec stays in `specs`). MoE experts (CausalLM::moe_expert_weights)
+// that the format quantizes (AWQ's modules_to_not_convert matched against the experts' prefix
+// "model.layers.L.mlp.experts", as vLLM) are dequantized into the model's stacked expert tensors
+// (int_experts.h);
+// a MoE router the checkpoint holds quantized is refused by name (the formats leave it unquantized:
+// its "<module>.weight" loads even where the quantization_config's targets would include it).
 // Tensor parallelism: column-parallel layers take whole rows; a row-parallel layer (o_proj,
 // down_proj) takes K / tp columns, which must be whole groups, and cannot have act order (g_idx
 // that reorders the groups) with tp > 1: both refused naming the tensor.
@@ -22,8 +27,8 @@ namespace nanovllm {
 class CausalLM;
 
 // Loads the quantized layers of `specs` from the checkpoint and removes their specs (the caller
-// loads the rest with load_weights). Throws UserError for an architecture without a quantized path
-// (Qwen3-MoE), LoadError naming the tensor for anything the checkpoint gets wrong.
+// loads the rest with load_weights). Throws UserError for an architecture without a quantized path,
+// LoadError naming the tensor for anything the checkpoint gets wrong.
 void load_int_checkpoint(Backend& be, CausalLM& model, const IntCheckpointFormat& fmt, const std::string& architecture,
                          const SafetensorsCheckpoint& ckpt, std::vector<WeightSpec>& specs);
 

@@ -1,5 +1,8 @@
 #include "nanovllm/models/quantize_weights.h"
 
+#include <algorithm>
+
+#include "nanovllm/models/int_experts.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {
@@ -10,6 +13,10 @@ WeightQuantizer::WeightQuantizer(Backend& be, CausalLM& model, Quantization q, c
   const std::vector<Linear*> linears = model.quantizable_linears();
   if (linears.empty())
     throw UserError(std::string("--quantization ") + quantization_name(q) + ": not implemented for " + architecture);
+  experts_ = model.moe_expert_weights();
+  if (!experts_.empty() && !is_int_weight_only(q))
+    throw UserError(std::string("--quantization ") + quantization_name(q) + ": not implemented for " + architecture +
+                    " (its MoE experts have no " + quantization_name(q) + " path)");
   for (Linear* l : linears) pending_[&l->weight] = {l, 0};
   for (const WeightSpec& s : specs)
     if (auto it = pending_.find(s.dst); it != pending_.end()) ++it->second.specs_left;
@@ -25,6 +32,10 @@ void WeightQuantizer::quantize(Tensor& weight, WeightScales& weight_scales) {
 }
 
 void WeightQuantizer::loaded(const WeightSpec& s) {
+  if (std::find(experts_.begin(), experts_.end(), s.dst) != experts_.end()) {
+    round_trip_int_expert(be_, q_, s);  // held dequantized (int_experts.h)
+    return;
+  }
   auto it = pending_.find(s.dst);
   if (it == pending_.end() || --it->second.specs_left > 0) return;
   Linear* l = it->second.linear;

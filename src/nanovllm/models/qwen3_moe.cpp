@@ -65,4 +65,11 @@ std::vector<WeightSpec> Qwen3MoeForCausalLM::weight_specs() {
   return s;
 }
 
+std::vector<const Tensor*> Qwen3MoeForCausalLM::moe_expert_weights() {
+  std::vector<const Tensor*> out;
+  for (const auto& m : moe_)
+    if (m) out.insert(out.end(), {&m->w13_rows, &m->w2_rows});
+  return out;
+}
+
 }  // namespace nanovllm

@@ -31,8 +31,8 @@ class Qwen3MoeForCausalLM final : public LlamaForCausalLM {
  public:
   Qwen3MoeForCausalLM(const ModelConfig& cfg, Backend& be, Communicator* comm);
   std::vector<WeightSpec> weight_specs() override;
-  // None: quantizing the dense projections but not the experts would be a partial --quantization.
-  std::vector<Linear*> quantizable_linears() override { return {}; }
+  // quantizable_linears (Llama's): the attention projections and the dense layers' MLPs.
+  std::vector<const Tensor*> moe_expert_weights() override;
 
  private:
   std::vector<std::unique_ptr<Qwen3MoeSparseMoeBlock>> moe_;  // [num_hidden_layers]; null in dense layers

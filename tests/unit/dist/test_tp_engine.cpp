@@ -119,10 +119,13 @@ TEST(TensorParallelEngine, Tp2MatchesTp1OnTheFixtures) {
 TEST(TensorParallelEngine, IntCheckpointsTp2MatchTp1) {
   // Column-parallel layers take whole rows; o_proj's 64 columns a rank are one group of 64, or the
   // half of one group of 128; down_proj's 128 two groups of 64 or one of 128; channel-wise rows split.
+  // Qwen3-MoE: each expert's gate/up rows and down columns split (64 of a group of 128), dequantized.
   using test::IntFormat;
+  test::IntSpec moe{IntFormat::AWQ, 4, 128, true};
+  moe.moe = true;
   for (const test::IntSpec& s :
        {test::IntSpec{IntFormat::AWQ, 4, 64, true}, test::IntSpec{IntFormat::GPTQv2, 8, 128, true},
-        test::IntSpec{IntFormat::CT, 4, -1, false, true}}) {
+        test::IntSpec{IntFormat::CT, 4, -1, false, true}, moe}) {
     test::TempDir d;
     const auto cfg = base(test::write_int_checkpoints(d.dir.string(), s).q);
     expect_same(generate(cfg, 2), generate(cfg, 1), "int checkpoint TP=2, bits " + std::to_string(s.bits));

@@ -336,7 +336,7 @@ TEST(IntCheckpoint, LoadErrorsNameTheTensor) {
       << load_error(cfg);
 }
 
-TEST(IntCheckpoint, QuantizedLmHeadAndMoeAreRefused) {
+TEST(IntCheckpoint, QuantizedLmHeadIsRefused) {
   test::TempDir d;
   const test::IntCheckpoints c = test::write_int_checkpoints(d.dir.string(), {IntFormat::CT, 4, 64, false});
   // The LM head quantized too (llm-compressor without ignore: lm_head).

@@ -143,26 +143,26 @@ TEST(CpuIntLinear, EnginesNearTheUnquantizedOnes) {
   test::expect_quantized_engine_near_unquantized(Quantization::GPTQ, 0.85);
 }
 
-// --load-format dummy --quantization compressed-tensors: the random weights quantized at load.
+// --load-format dummy --quantization awq|compressed-tensors: the random weights quantized at load;
+// Qwen3-MoE (dummy or its checkpoint) with the attention projections and the dense layer's MLP as
+// codes, the experts rounded to the scheme and kept dequantized (models/int_experts.h).
 TEST(CpuIntLinear, DummyWeightsQuantizedAtLoad) {
-  for (Quantization q : {Quantization::AWQ, Quantization::CompressedTensors}) {
-    EngineConfig cfg = test::tiny_cfg();
-    cfg.load_dummy = true;
+  for (auto [fx, dummy, q] : {std::tuple{"tiny-qwen3-untied", true, Quantization::AWQ},
+                              std::tuple{"tiny-qwen3-untied", true, Quantization::CompressedTensors},
+                              std::tuple{"tiny-qwen3-moe", true, Quantization::AWQ},
+                              std::tuple{"tiny-qwen3-moe", false, Quantization::GPTQ}}) {
+    EngineConfig cfg = test::tiny_cfg(test::fixture(fx));
+    cfg.load_dummy = dummy;
     LLMEngine ref(cfg);
     cfg.quantization = q;
     LLMEngine quantized(cfg);
     EXPECT_EQ(quantized.model_runner().quantization(), q);
     const test::Agreement a = test::compare_greedy(ref, quantized, 2, 8);
-    std::printf("dummy weights, %s vs unquantized: %zu/%zu tokens, worst cosine %.6f\n", quantization_name(q), a.same,
-                a.total, a.worst_cosine);
-    EXPECT_GE(a.worst_cosine, 0.85);
-    EXPECT_LT(a.worst_cosine, 1.0);
+    std::printf("%s%s, %s vs unquantized: %zu/%zu tokens, worst cosine %.6f\n", fx, dummy ? " (dummy weights)" : "",
+                quantization_name(q), a.same, a.total, a.worst_cosine);
+    EXPECT_GE(a.worst_cosine, 0.85) << fx;
+    EXPECT_LT(a.worst_cosine, 1.0) << fx;
   }
-}
-
-TEST(CpuIntLinear, RefusedForQwen3MoE) {
-  test::expect_quantization_refused_for_moe(Quantization::AWQ);
-  test::expect_quantization_refused_for_moe(Quantization::GPTQ);
 }
 
 }  // namespace
