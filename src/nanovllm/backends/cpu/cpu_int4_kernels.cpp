@@ -12,6 +12,7 @@
 #include <string>
 
 #include "nanovllm/backends/cpu/cpu_int8_kernels.h"
+#include "nanovllm/backends/cpu/cpu_lane_sums.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm::cpu {
@@ -22,15 +23,6 @@ namespace {
 #define NANOVLLM_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 
 constexpr int kLanes = 16, kLaneK = 8;
-
-// The 16 lanes summed 8 + 8, 4 + 4, 2 + 2, 1 + 1 (what reduce512 does).
-float reduce16(const float* a) {
-  float h[8], q[4];
-  for (int i = 0; i < 8; ++i) h[i] = a[i] + a[i + 8];
-  for (int i = 0; i < 4; ++i) q[i] = h[i] + h[i + 4];
-  const float d0 = q[0] + q[2], d1 = q[1] + q[3];
-  return d0 + d1;
-}
 
 // ---- portable: the recipe, element by element ----
 float dot_portable(const Q4Activations& a, const uint8_t* w, const float* ws, const float* wz, int64_t K, int64_t G) {
@@ -50,18 +42,10 @@ float dot_portable(const Q4Activations& a, const uint8_t* w, const float* ws, co
       const int32_t v = d - z * a.sums[size_t(c * kLanes + l)];
       acc[l] = std::fma(float(v), a.scale[size_t(c * kLanes + l)] * ws[g], acc[l]);
     }
-  return reduce16(acc);
+  return lane_sum16(acc);
 }
 
 // ---- AVX-512 VNNI ----
-NANOVLLM_VNNI inline float reduce512(__m512 a) {
-  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));
-  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(a), hi);
-  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  const __m128 d = _mm_add_ps(q, _mm_movehl_ps(q, q));
-  return _mm_cvtss_f32(_mm_add_ss(d, _mm_movehdup_ps(d)));
-}
-
 // The lanes' group values of chunk c: G % 128 == 0 -> one broadcast; G 32 / 64 -> 4 / 2 groups
 // spread over the lanes (lane l takes group 8l / G of the chunk's), 0 past the row's groups.
 struct GroupSpread {
@@ -117,7 +101,7 @@ NANOVLLM_VNNI void tile_vnni(const Q4Activations* x, const uint8_t* w, const flo
     }
   }
   NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) NANOVLLM_UNROLL for (int r = 0; r < NR; ++r) out[t * ldo + r] =
-      reduce512(acc[t][r]);
+      lane_sum512(acc[t][r]);
 }
 
 using TileFn = void (*)(const Q4Activations*, const uint8_t*, const float*, const float*, int64_t, int64_t, float*,

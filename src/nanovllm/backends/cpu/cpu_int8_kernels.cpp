@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string>
 
+#include "nanovllm/backends/cpu/cpu_lane_sums.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm::cpu {
@@ -31,15 +32,6 @@ inline float pair_scale(const float* xs, const float* ws, int64_t b, int64_t nb)
 }
 
 // ---- portable ----
-// The 16 lanes summed 8 + 8, 4 + 4, 2 + 2, 1 + 1 (what the vector variants' reductions do).
-float reduce16(const float* a) {
-  float h[8], q[4];
-  for (int i = 0; i < 8; ++i) h[i] = a[i] + a[i + 8];
-  for (int i = 0; i < 4; ++i) q[i] = h[i] + h[i + 4];
-  const float d0 = q[0] + q[2], d1 = q[1] + q[3];
-  return d0 + d1;
-}
-
 float dot_portable(const int8_t* x, const float* xs, const int8_t* w, const float* ws, int64_t K) {
   const int64_t nb = q8_blocks(K);
   float acc[16] = {};
@@ -49,7 +41,7 @@ float dot_portable(const int8_t* x, const float* xs, const int8_t* w, const floa
       for (int64_t i = k + 4 * l; i < std::min(K, k + 4 * l + 4); ++i) s += int32_t(x[i]) * int32_t(w[i]);
       acc[l] = std::fma(float(s), pair_scale(xs, ws, k / 32 + l / 8, nb), acc[l]);
     }
-  return reduce16(acc);
+  return lane_sum16(acc);
 }
 
 // ---- AVX2 ----
@@ -88,14 +80,6 @@ NANOVLLM_AVX2 float dot_avx2(const int8_t* x, const float* xs, const int8_t* w, 
 }
 
 // ---- AVX-512 VNNI ----
-NANOVLLM_VNNI inline float reduce512(__m512 a) {
-  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));
-  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(a), hi);
-  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  const __m128 d = _mm_add_ps(q, _mm_movehl_ps(q, q));
-  return _mm_cvtss_f32(_mm_add_ss(d, _mm_movehdup_ps(d)));
-}
-
 // NT rows of x against NR weight rows. vpdpbusd multiplies unsigned by signed bytes: x + 128 (u8)
 // times w, started from -128 x (sum of w) per lane, is the exact signed sum.
 template <int NT, int NR>
@@ -129,7 +113,7 @@ NANOVLLM_VNNI void tile_vnni(const int8_t* x, const float* xs, const int8_t* w, 
     }
   }
   NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) NANOVLLM_UNROLL for (int r = 0; r < NR; ++r) out[t * ldo + r] =
-      reduce512(acc[t][r]);
+      lane_sum512(acc[t][r]);
 }
 
 using TileFn = void (*)(const int8_t*, const float*, const int8_t*, const float*, int64_t, float*, int64_t);
