@@ -10,7 +10,8 @@
 #     libpcre2-posix3 libutf8proc-dev libutf8proc2 pkgconf pkgconf-bin libpkgconf3 libquadmath0 \
 #     libboost1.81-dev
 # They are unpacked into /tmp/deps (never into /) and CMake/pkg-config are pointed there.
-# Env: BUILD_DIR (build-gpu), CUDA_ARCH (90a), OUT (where logs go; the device tool sets it).
+# Env: BUILD_DIR (build-gpu), CUDA_ARCH (90a), OUT (where logs go; the device tool sets it),
+# GPU_TEST_JOBS (3: tests run side by side on the one GPU; their time is mostly CPU references).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu-out}
@@ -48,7 +49,7 @@ py=(); python3 -m pybind11 --cmakedir >/dev/null 2>&1 && py=(-DPython_EXECUTABLE
 cmake -S . -B "$BUILD_DIR" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH" \
   -DNANOVLLM_CUDA=ON -DNANOVLLM_BUILD_TESTS=ON "${py[@]}" >"$OUT/configure.txt" 2>&1 || { tail -40 "$OUT/configure.txt"; exit 3; }
 cmake --build "$BUILD_DIR" -j"$(nproc)" --target ${TARGETS:-gpu_tests} >"$OUT/build.txt" 2>&1 || { grep -E "error|Error" -A3 "$OUT/build.txt" | head -80; exit 4; }
-ctest --test-dir "$BUILD_DIR" -L gpu --output-on-failure --timeout 600 "$@" 2>&1 | tee "$OUT/ctest.txt" | \
+ctest --test-dir "$BUILD_DIR" -L gpu --output-on-failure --timeout 600 -j"${GPU_TEST_JOBS:-3}" "$@" 2>&1 | tee "$OUT/ctest.txt" | \
   grep -vE "^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed" | tail -150
 rc=${PIPESTATUS[0]}
 cp "$BUILD_DIR"/Testing/Temporary/LastTest.log "$OUT/" 2>/dev/null

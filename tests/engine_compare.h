@@ -50,6 +50,7 @@ inline std::vector<int32_t> prompt_tokens(size_t n, int64_t V, uint32_t seed) {
 struct Agreement {
   size_t same = 0, total = 0, compared = 0;  // greedy tokens equal / generated; logits rows compared
   double worst_cosine = 1;
+  std::vector<double> cosines;  // of every compared row
 };
 
 // `prompts` prompts of lengths 5, 28, 51, ... (seeded), `n` greedy tokens each, in both engines.
@@ -61,7 +62,8 @@ inline Agreement compare_greedy(LLMEngine& ref, LLMEngine& other, uint32_t promp
     for (size_t i = 0; i < a.tokens.size() && i < b.tokens.size(); ++i) g.same += a.tokens[i] == b.tokens[i];
     g.total += a.tokens.size();
     for (size_t i = 0; i < a.logits.size() && i < b.logits.size(); ++i) {
-      g.worst_cosine = std::min(g.worst_cosine, cosine(a.logits[i], b.logits[i]));
+      g.cosines.push_back(cosine(a.logits[i], b.logits[i]));
+      g.worst_cosine = std::min(g.worst_cosine, g.cosines.back());
       ++g.compared;
       if (a.tokens[i] != b.tokens[i]) break;
     }
