@@ -102,14 +102,14 @@ __device__ __forceinline__ uint4 load_codes(const uint4* p) {
   return v;
 }
 
-// The outputs of tile (rt, ct) from get(m, i): the F32 sum of local x row m and local weight row i
-// (i < BM; with silu the gate rows are i < BM / 2 and their up rows i + BM / 2). Threads tid of
-// nthreads stride the outputs, adjacent threads adjacent outputs of one row of x.
+// The outputs of rows m0 .. m0 + rows - 1 of x of tile (rt, ct) from get(m, i): the F32 sum of
+// local x row m and local weight row i (i < BM; with silu the gate rows are i < BM / 2 and their up
+// rows i + BM / 2). The CTA's threads stride the outputs, adjacent threads adjacent outputs of a row.
 template <class Get>
-__device__ __forceinline__ void gemm_epilogue(const GemmParams& p, int rt, int ct, Get get) {
+__device__ __forceinline__ void gemm_epilogue(const GemmParams& p, int rt, int ct, int m0, int rows, Get get) {
   const int per = p.silu ? BM / 2 : BM;  // outputs of the tile per row of x
-  for (int e = threadIdx.x; e < BN * per; e += blockDim.x) {
-    const int m = e / per, i = e % per;
+  for (int e = threadIdx.x; e < rows * per; e += blockDim.x) {
+    const int m = m0 + e / per, i = e % per;
     const int row = ct * BN + m;
     const int64_t n = int64_t(rt) * per + i;
     if (row >= p.M || n >= p.N) continue;
@@ -263,18 +263,23 @@ __global__ void __launch_bounds__(kThreads, kIntGemmCtasPerSm) int_gemm_kernel(c
     }
     return;
   }
-  gemm_epilogue(p, rt, ct, [&](int m, int i) { return red[m * kRedPitch + i]; });
+  gemm_epilogue(p, rt, ct, 0, BN, [&](int m, int i) { return red[m * kRedPitch + i]; });
 }
 
-// out of tile (rt, ct) = blockIdx.x as in the GEMM: the sum of its splits' partials, split 0 first.
+// out of tile (rt, ct) = blockIdx.x as in the GEMM, rows kReduceRows * blockIdx.y .. of x: the sum of
+// its splits' partials, split 0 first. Small CTAs, many of them: a tile's 8192 sums spread over 16
+// CTAs, so that enough loads of the partials (L2 hits) are in flight.
+constexpr int kReduceRows = 4;
+static_assert(BN % kReduceRows == 0, "whole row groups");
 __global__ void __launch_bounds__(256) int_gemm_reduce_kernel(const GemmParams p) {
   pdl_begin();
   const int ct = int(blockIdx.x % unsigned(p.CT)), rt = int(blockIdx.x / unsigned(p.CT));
   const int64_t stride = int64_t(p.RT) * p.CT * (BN * BM);  // between splits
   const float* base = p.ws + (int64_t(rt) * p.CT + ct) * (BN * BM);
-  gemm_epilogue(p, rt, ct, [&](int m, int i) {
+  gemm_epilogue(p, rt, ct, kReduceRows * int(blockIdx.y), kReduceRows, [&](int m, int i) {
     float s = 0.f;
-    for (int sp = 0; sp < p.splits; ++sp) s += base[sp * stride + m * BM + i];
+#pragma unroll 4
+    for (int sp = 0; sp < p.splits; ++sp) s += __ldg(base + sp * stride + m * BM + i);
     return s;
   });
 }
@@ -310,7 +315,7 @@ void int_gemm(const IntGemmArgs& a, Stream st) {
     launch(step_groups ? int_gemm_kernel<8, true> : int_gemm_kernel<8, false>, grid, dim3(kThreads), 0, st, p);
   NV_LAUNCH_CHECK();
   if (a.splits > 1) {
-    launch(int_gemm_reduce_kernel, dim3(unsigned(RT * CT)), dim3(256), 0, st, p);
+    launch(int_gemm_reduce_kernel, dim3(unsigned(RT * CT), BN / kReduceRows), dim3(256), 0, st, p);
     NV_LAUNCH_CHECK();
   }
 }
