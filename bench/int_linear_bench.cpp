@@ -8,8 +8,14 @@
 // (codes + the 4-byte scale/zero pair per row and group) and the GB/s each makes, and the BF16
 // linear's time. The GEMV's target: its GB/s near the device's DRAM bandwidth at T = 1. Each
 // variant runs on its own backend (the option is fixed at construction), on the same weights.
+// T > 32: one JSON line of the tensor-core GEMM (int_gemm.cu, KernelOptions::int_gemm=auto, T <=
+// 256; beyond, the same dequantize path), the dequantize + cuBLASLt path (int_gemm=dequantize) and
+// the BF16 linear: microseconds and TFLOP/s (2 T N K) of each, the GEMM's K splits, and the largest
+// difference between the GEMM's and the dequantize path's outputs relative to the largest output
+// (BF16 weights against exact ones: ~1e-2 at most; a wrong fragment would be O(1)). The issue's
+// target: the GEMM at or above BF16 at T 64..256.
 //
-// Usage: int_linear_bench [T ...]   (default 1 2 4 8 16 32 64 256 2048)
+// Usage: int_linear_bench [T ...]   (default 1 2 4 8 16 32 64 128 256 2048)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -19,6 +25,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <cuda_runtime.h>
 
 #include "nanovllm/backends/cuda/cuda_backend.h"
 
@@ -55,11 +63,14 @@ Tensor random_bf16(CudaBackend& be, const Shape& shape, uint32_t seed) {
 int main(int argc, char** argv) {
   std::vector<int64_t> Ts;
   for (int i = 1; i < argc; ++i) Ts.push_back(std::atoll(argv[i]));
-  if (Ts.empty()) Ts = {1, 2, 4, 8, 16, 32, 64, 256, 2048};
-  KernelOptions o1, o2;
+  if (Ts.empty()) Ts = {1, 2, 4, 8, 16, 32, 64, 128, 256, 2048};
+  KernelOptions o1, o2, o3;
   o1.int_gemv = IntGemv::V1;
   o2.int_gemv = IntGemv::V2;
-  CudaBackend be(0, o1), be2(0, o2);
+  o3.int_gemm = IntGemm::Dequantize;
+  CudaBackend be(0, o1), be2(0, o2), be3(0, o3);
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
   struct Layer {
     const char* name;
     int64_t n, k;
@@ -75,6 +86,10 @@ int main(int argc, char** argv) {
     WeightScales scales, scales2;
     be.quantize_weight(w, Quantization::AWQ, codes, scales);
     be2.quantize_weight(w2, Quantization::AWQ, codes2, scales2);
+    const Tensor w3 = random_bf16(be3, {l.n, l.k}, 1);
+    Tensor codes3;
+    WeightScales scales3;
+    be3.quantize_weight(w3, Quantization::AWQ, codes3, scales3);
     const double bytes = double(l.n) * double(l.k) / 2 + double(l.n) * double(l.k / 128) * 4;
     for (int64_t T : Ts) {
       const Tensor x = random_bf16(be, {T, l.k}, 2), x2 = random_bf16(be2, {T, l.k}, 2);
@@ -95,10 +110,7 @@ int main(int argc, char** argv) {
             on.linear(xv, w, out);
         });
       };
-      const double q1 = run(be, x, codes, scales, true), q2 = run(be2, x2, codes2, scales2, true);
-      const double b = run(be, x, codes, scales, false);
-      // v2 against v1 on the same codes and x (same seeds): the largest difference relative to v1's largest
-      // output (both BF16 outputs of F32 sums: a few BF16 ulps; a wrong fragment would be O(1)).
+      // One call's outputs on the host.
       auto once = [&](CudaBackend& on, const Tensor& xv, const Tensor& cv, const WeightScales& sv) {
         Backend& base = on;
         Tensor out = on.empty({T, outs}, DType::BF16);
@@ -108,6 +120,34 @@ int main(int argc, char** argv) {
           base.linear(xv, cv, sv, out);
         return on.to_host_f32(out);
       };
+      if (T > 32) {  // the GEMM (be: int_gemm auto) against dequantize + cuBLASLt (be3) and BF16
+        const Tensor x3 = random_bf16(be3, {T, l.k}, 2);
+        const double qg = run(be, x, codes, scales, true), qd = run(be3, x3, codes3, scales3, true);
+        const double b = run(be, x, codes, scales, false);
+        const std::vector<float> og = once(be, x, codes, scales), od = once(be3, x3, codes3, scales3);
+        double big = 0, diff = 0;
+        for (size_t i = 0; i < og.size(); ++i)
+          big = std::max(big, double(std::fabs(od[i]))), diff = std::max(diff, double(std::fabs(og[i] - od[i])));
+        const double flop = 2.0 * double(T) * double(l.n) * double(l.k);
+        const bool gemm = cuda::plan_int_linear({T, outs, l.silu}) == cuda::IntLinearKernel::Gemm;
+        std::printf(
+            "{\"layer\": \"%s\", \"n\": %lld, \"k\": %lld, \"T\": %lld, \"path\": \"%s\", \"splits\": %d, "
+            "\"gemm_us\": %.2f, \"gemm_TFLOP_s\": %.1f, \"dequant_us\": %.2f, \"dequant_TFLOP_s\": %.1f, "
+            "\"bf16_us\": %.2f, \"bf16_TFLOP_s\": %.1f, \"gemm_over_bf16\": %.2f, \"gemm_over_dequant\": %.2f, "
+            "\"gemm_dequant_max_rel_diff\": %.2e}\n",
+            l.name, (long long)l.n, (long long)l.k, (long long)T, gemm ? "gemm" : "dequantize",
+            gemm ? cuda::int_gemm_splits(T, outs, l.silu && cuda::int_gemm_fuses_silu(outs), l.k,
+                                         prop.multiProcessorCount)
+                 : 0,
+            qg * 1e6, flop / qg / 1e12, qd * 1e6, flop / qd / 1e12, b * 1e6, flop / b / 1e12, b / qg, qd / qg,
+            big > 0 ? diff / big : diff);
+        std::fflush(stdout);
+        continue;
+      }
+      const double q1 = run(be, x, codes, scales, true), q2 = run(be2, x2, codes2, scales2, true);
+      const double b = run(be, x, codes, scales, false);
+      // v2 against v1 on the same codes and x (same seeds): the largest difference relative to v1's largest
+      // output (both BF16 outputs of F32 sums: a few BF16 ulps; a wrong fragment would be O(1)).
       const std::vector<float> o1 = once(be, x, codes, scales), o2 = once(be2, x2, codes2, scales2);
       double big = 0, diff = 0;
       for (size_t i = 0; i < o1.size(); ++i)

@@ -1,12 +1,13 @@
 // Group-quantized U4/U8 weights on CUDA (backends/cuda/int_prepare.cu, int_linear.cu; semantics in
 // backends/int_weights.h): the linear against a double reference computed here from the canonical
-// layout (int_dequantize_row) at awkward shapes (T 1..300: the GEMV in passes of 8 rows and the
+// layout (int_dequantize_row) at awkward shapes (T 1..300: the GEMVs, the tensor-core GEMM and the
 // dequantize + GEMM path; N not a multiple of the 16-row block, K not a multiple of the 64-column
 // tile, groups of 16..K columns, U4 and U8, zero points and symmetric, act order), the gated-MLP
 // fusion, F32 partial sums, dummy quantization against int_quantize_weight, refusals, a CUDA graph
 // of a decode-sized product, and the engine with --quantization awq on CUDA against the CPU. The
 // linear, fusion and graph tests run both GEMVs (KernelOptions::int_gemv v1: passes of 8 rows; v2:
-// int_gemv_v2.cu, one pass of 1, 2 or 4 n-tiles).
+// int_gemv_v2.cu, one pass of 1, 2 or 4 n-tiles); T 33..256 the tensor-core GEMM (int_gemm.cu:
+// its own sweep of shapes, splits of K and the fused gated MLP).
 #include <algorithm>
 #include <numeric>
 #include <random>
@@ -29,6 +30,9 @@ KernelOptions with_gemv(IntGemv v) {
   return o;
 }
 std::string gemv_name(IntGemv v) { return v == IntGemv::V1 ? "v1" : "v2"; }
+std::string kernel_name(cuda::IntLinearKernel k) {
+  return k == cuda::IntLinearKernel::Gemv ? "gemv" : k == cuda::IntLinearKernel::Gemm ? "gemm" : "dequantize";
+}
 
 struct IntWeightRef {
   const Tensor& codes;
@@ -124,7 +128,7 @@ struct Shape3 {
 };
 
 // The linear at T rows (BF16 or F32 out) against the reference.
-// Tolerance: the GEMV multiplies x by the exact integers q - z in F32 and scales each group's sum in
+// Tolerance: the GEMV and the GEMM multiply x by the exact integers q - z in F32 and scale each group's sum in
 // F32 by an F16 copy of the scale (2^-11 relative); the dequantize path rounds each weight value to
 // BF16 (2^-9 relative, independent per weight) before an F32-accumulating GEMM. A BF16 output rounds
 // once more (2^-9 of the value). So: 2^-8 of the value plus 2^-7 of the outputs' rms (the rounding
@@ -137,12 +141,12 @@ void check_linear(test::Backends& b, const Shape3& s, int64_t T, bool zero, bool
   b.gpu.upload(x.data(), DType::F32, gx);
   Tensor out = b.gpu.empty({T, s.N}, f32_out ? DType::F32 : DType::BF16);
   qlinear(b.gpu, gx, {w.gcodes, w.gscales}, out);
-  const bool gemv = cuda::plan_int_linear({T, s.N, false}) == cuda::IntLinearKernel::Gemv;
+  const cuda::IntLinearKernel plan = cuda::plan_int_linear({T, s.N, false, b.gpu.kernel_options().int_gemm});
   const std::string what = gemv_name(b.gpu.kernel_options().int_gemv) + " U" + std::to_string(s.bits) + " T " +
                            std::to_string(T) + " N " + std::to_string(s.N) + " K " + std::to_string(s.K) + " G " +
                            std::to_string(s.G) + (zero ? " zero" : " sym") + (perm ? " perm" : "") +
-                           (f32_out ? " f32" : "") + (gemv ? " (gemv)" : " (dequantize)");
-  const bool tight = f32_out && gemv;
+                           (f32_out ? " f32" : "") + " (" + kernel_name(plan) + ")";
+  const bool tight = f32_out && plan != cuda::IntLinearKernel::DequantizeGemm;  // the weights never rounded
   expect_close(b.gpu.to_host_f32(out), reference(w, x, T), tight ? 1.0 / 1024 : 1.0 / 256,
                tight ? 1.0 / 1024 : 1.0 / 128, what);
 }
@@ -164,59 +168,91 @@ TEST(CudaIntWeights, LinearAwkwardShapesAgainstTheReference) {
   }
 }
 
-// linear_silu_mul: silu(gate) * up with the rounding of silu_and_mul after a BF16 product (BF16
-// gate, up, silu and output): the tolerance of the BF16 outputs above, doubled for the product.
+// The tensor-core GEMM (int_gemm.cu, T 33..256) at awkward shapes: T 33 / 57 / 100 / 256 (one to
+// four column tiles of 64, rows past T), N past a 128-row tile and past a 16-row block, K past a
+// 64-column tile, groups of 16..K columns incl. ones that split a tile (48, 32) and split-K ranges
+// that end inside a group (K 1056 in groups of 48, 4 splits), U4 and U8, zero points and
+// symmetric, act order; F32 out at the GEMV's tight tolerance (the weights are never rounded).
+// K >= 512 splits K (kernel_plan.h: int_gemm_splits, 256 columns a split at least) on any GPU of
+// 8+ SMs.
+TEST(CudaIntWeights, TensorCoreGemmAwkwardShapesAgainstTheReference) {
+  REQUIRE_GPU();
+  test::Backends b;
+  ASSERT_EQ(b.gpu.kernel_options().int_gemm, IntGemm::Auto);
+  const Shape3 shapes[] = {{4, 200, 1024, 128}, {4, 40, 1056, 48}, {4, 136, 512, 32}, {4, 24, 160, 160},
+                           {4, 72, 384, 128},   {8, 56, 1024, 64}, {8, 40, 96, 48},   {8, 33, 160, 32}};
+  for (const Shape3& s : shapes)
+    for (int64_t T : {33, 57, 100, 256}) {
+      ASSERT_EQ(cuda::plan_int_linear({T, s.N, false}), cuda::IntLinearKernel::Gemm) << T;
+      for (bool zero : {true, false}) check_linear(b, s, T, zero, /*perm=*/T % 2 == 1, false);
+    }
+  for (int64_t T : {40, 200}) check_linear(b, {4, 96, 512, 64}, T, true, false, true);
+  for (int64_t T : {33, 128}) check_linear(b, {8, 130, 256, 128}, T, false, true, true);
+}
+
+// linear_silu_mul at T rows for I outputs (a [2I, K] weight in groups of G) against the reference:
+// silu(gate) * up with the rounding of silu_and_mul after a BF16 product (BF16 gate, up, silu and
+// output): the tolerance of the BF16 outputs above, doubled for the product.
+void check_silu(test::Backends& b, int bits, int64_t I, int64_t K, int64_t G, int64_t T, bool perm) {
+  auto bf = [](double v) { return double(test::bf16_round(float(v))); };
+  const IntWeight w = make_weight(b.gpu, bits, 2 * I, K, G, bits == 4, perm, uint32_t(I + T + bits));
+  const std::vector<float> x = test::rand_bf16(size_t(T * K), uint32_t(T), -1.f, 1.f);
+  Tensor gx = b.gpu.empty({T, K}, DType::BF16);
+  b.gpu.upload(x.data(), DType::F32, gx);
+  Tensor out = b.gpu.empty({T, I}, DType::BF16);
+  qsilu(b.gpu, gx, {w.gcodes, w.gscales}, out);
+  const std::vector<double> gu = reference(w, x, T);
+  double sg = 0, su = 0;  // rms of gate and up
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t n = 0; n < I; ++n) {
+      sg += gu[size_t(t * 2 * I + n)] * gu[size_t(t * 2 * I + n)];
+      su += gu[size_t(t * 2 * I + I + n)] * gu[size_t(t * 2 * I + I + n)];
+    }
+  sg = std::sqrt(sg / double(T * I)), su = std::sqrt(su / double(T * I));
+  // Each factor's error reaches the product times the other factor: the dequantize path's BF16
+  // weights summed over K (2^-9 of the factor's rms per weight: 2^-7 of its rms bounds the
+  // tail) and a BF16 rounding of the factor that lands on the neighbouring value (one ulp,
+  // at most 2^-7 of it); plus 2^-7 of the value (silu's and the output's BF16 rounding).
+  const std::vector<float> got = b.gpu.to_host_f32(out);
+  size_t bad = 0;
+  double worst = 0;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t n = 0; n < I; ++n) {
+      const double g = bf(gu[size_t(t * 2 * I + n)]), u = bf(gu[size_t(t * 2 * I + I + n)]);
+      const double silu = bf(g / (1 + std::exp(-g))), want = silu * u;
+      const double tol =
+          std::abs(want) / 128 + (std::abs(u) * (sg + std::abs(g)) + std::abs(silu) * (su + std::abs(u))) / 128;
+      const double err = std::abs(double(got[size_t(t * I + n)]) - want);
+      bad += !(err <= tol);
+      worst = std::max(worst, err / tol);
+    }
+  EXPECT_EQ(bad, 0u) << gemv_name(b.gpu.kernel_options().int_gemv) << " silu U" << bits << " I " << I << " K " << K
+                     << " T " << T << ": worst error " << worst << " x its tolerance";
+}
+
 TEST(CudaIntWeights, GatedMlpFusionAgainstTheReference) {
   REQUIRE_GPU();
-  auto bf = [](double v) { return double(test::bf16_round(float(v))); };
   // I 48: the GEMV's fused epilogue (I % 16 == 0); I 40: the plain GEMV then silu_and_mul (T <= 32),
-  // or the GEMM path.
+  // or the GEMM then silu_and_mul (T 33..256; neither is a multiple of the GEMM's 64), or the
+  // dequantize path (T 300).
   for (IntGemv v : kGemvs) {
     test::Backends b(with_gemv(v));
     for (int64_t I : {48, 40})
       for (int bits : {4, 8})
-        for (int64_t T : {1, 5, 8, 12, 20, 70}) {
-          const int64_t K = 192, G = 64;
-          const IntWeight w = make_weight(b.gpu, bits, 2 * I, K, G, bits == 4, T == 5, uint32_t(I + T + bits));
-          const std::vector<float> x = test::rand_bf16(size_t(T * K), uint32_t(T), -1.f, 1.f);
-          Tensor gx = b.gpu.empty({T, K}, DType::BF16);
-          b.gpu.upload(x.data(), DType::F32, gx);
-          Tensor out = b.gpu.empty({T, I}, DType::BF16);
-          qsilu(b.gpu, gx, {w.gcodes, w.gscales}, out);
-          const std::vector<double> gu = reference(w, x, T);
-          double sg = 0, su = 0;  // rms of gate and up
-          for (int64_t t = 0; t < T; ++t)
-            for (int64_t n = 0; n < I; ++n) {
-              sg += gu[size_t(t * 2 * I + n)] * gu[size_t(t * 2 * I + n)];
-              su += gu[size_t(t * 2 * I + I + n)] * gu[size_t(t * 2 * I + I + n)];
-            }
-          sg = std::sqrt(sg / double(T * I)), su = std::sqrt(su / double(T * I));
-          // Each factor's error reaches the product times the other factor: the dequantize path's BF16
-          // weights summed over K (2^-9 of the factor's rms per weight: 2^-7 of its rms bounds the
-          // tail) and a BF16 rounding of the factor that lands on the neighbouring value (one ulp,
-          // at most 2^-7 of it); plus 2^-7 of the value (silu's and the output's BF16 rounding).
-          const std::vector<float> got = b.gpu.to_host_f32(out);
-          size_t bad = 0;
-          double worst = 0;
-          for (int64_t t = 0; t < T; ++t)
-            for (int64_t n = 0; n < I; ++n) {
-              const double g = bf(gu[size_t(t * 2 * I + n)]), u = bf(gu[size_t(t * 2 * I + I + n)]);
-              const double silu = bf(g / (1 + std::exp(-g))), want = silu * u;
-              const double tol =
-                  std::abs(want) / 128 + (std::abs(u) * (sg + std::abs(g)) + std::abs(silu) * (su + std::abs(u))) / 128;
-              const double err = std::abs(double(got[size_t(t * I + n)]) - want);
-              bad += !(err <= tol);
-              worst = std::max(worst, err / tol);
-            }
-          EXPECT_EQ(bad, 0u) << gemv_name(v) << " silu U" << bits << " I " << I << " T " << T << ": worst error "
-                             << worst << " x its tolerance";
-        }
+        for (int64_t T : {1, 5, 8, 12, 20, 70, 300}) check_silu(b, bits, I, 192, 64, T, T == 5 || T == 70);
   }
+  // The GEMM's fused epilogue (I a multiple of 64: gate and up halves of a CTA tile), one split (K
+  // 192) and several (K 1024), one and several column tiles.
+  test::Backends b;
+  for (int64_t I : {64, 192})
+    for (int bits : {4, 8})
+      for (int64_t K : {192, 1024})
+        for (int64_t T : {33, 130}) check_silu(b, bits, I, K, 64, T, T == 33);
 }
 
 // quantize_weight (--load-format dummy): int_quantize_weight's codes and scales from the same BF16
-// weight, seen through the dequantize path with x = the identity (out[t][n] = value[n][t] rounded to
-// BF16; the scale is F16 on the GPU: 2^-11 relative). A code one step off would be off by a whole
+// weight, seen through the tensor-core GEMM with x = the identity (T = K = 256: out[t][n] = value[n][t]
+// rounded to BF16; the scale is F16 on the GPU: 2^-11 relative). A code one step off would be off by a whole
 // scale, at least 1/15 of the value: far outside 2^-7.
 TEST(CudaIntWeights, DummyQuantizationMatchesTheHostReference) {
   REQUIRE_GPU();
@@ -292,14 +328,16 @@ TEST(CudaIntWeights, Refusals) {
   EXPECT_THROW(qlinear(gpu, x, {c3, s3}, out), Error);
 }
 
-// A decode-sized product (T 1, 4 and 20, act order, with the gated MLP) captured into a CUDA graph:
-// replays equal the eager run, and follow new inputs written into the same buffer.
+// A decode-sized product (T 1, 4 and 20: the GEMV; 100: the tensor-core GEMM, K split in two for
+// the first linear, its partials summed by a second kernel; act order, with the gated MLP) captured
+// into a CUDA graph: replays equal the eager run bit for bit, and follow new inputs written into the
+// same buffer.
 TEST(CudaIntWeights, CudaGraphOfDecodeProducts) {
   REQUIRE_GPU();
   for (IntGemv v : kGemvs) {
     test::Backends b(with_gemv(v));
     CudaBackend& gpu = b.gpu;
-    for (int64_t T : {1, 4, 20}) {
+    for (int64_t T : {1, 4, 20, 100}) {
       const int64_t K = 512, N = 256, I = 128;
       const IntWeight wo = make_weight(gpu, 4, N, K, 128, true, true, 11);
       const IntWeight wgu = make_weight(gpu, 4, 2 * I, N, 128, true, false, 12);

@@ -139,6 +139,13 @@ const std::vector<Option>& options() {
          return true;
        },
        [](const KernelOptions& o) { return std::string(o.int_gemv == IntGemv::V1 ? "v1" : "v2"); }},
+      {"int_gemm", "NANOVLLM_INT_GEMM", "auto or dequantize",
+       [](KernelOptions& o, const std::string& v) {
+         if (v != "auto" && v != "dequantize") return false;
+         o.int_gemm = v == "auto" ? IntGemm::Auto : IntGemm::Dequantize;
+         return true;
+       },
+       [](const KernelOptions& o) { return std::string(o.int_gemm == IntGemm::Auto ? "auto" : "dequantize"); }},
   };
   return table;
 }
@@ -167,7 +174,7 @@ bool operator==(const KernelOptions& a, const KernelOptions& b) {
   auto fields = [](const KernelOptions& o) {
     return std::tie(o.pdl, o.gemv_norm, o.max_decode_splits, o.long_decode_context, o.long_decode_splits,
                     o.decode_cluster, o.decode_warps, o.decode_read_ahead, o.p2p_all_reduce, o.all_reduce_norm,
-                    o.prefill_attention, o.fp8_gemm, o.int_gemv);
+                    o.prefill_attention, o.fp8_gemm, o.int_gemv, o.int_gemm);
   };
   return fields(a) == fields(b);
 }
@@ -192,6 +199,8 @@ void KernelOptions::validate() const {
     throw UserError("kernel option fp8_gemm must be auto or dequantize (got " + std::to_string(int(fp8_gemm)) + ")");
   if (int_gemv != IntGemv::V1 && int_gemv != IntGemv::V2)
     throw UserError("kernel option int_gemv must be v1 or v2 (got " + std::to_string(int(int_gemv)) + ")");
+  if (int_gemm != IntGemm::Auto && int_gemm != IntGemm::Dequantize)
+    throw UserError("kernel option int_gemm must be auto or dequantize (got " + std::to_string(int(int_gemm)) + ")");
   if (int(prefill_attention) < 0 || int(prefill_attention) > 4)
     throw UserError("kernel option prefill_attention must be auto, wgmma_tma, wgmma, mma or tiled (got " +
                     std::to_string(int(prefill_attention)) + ")");

@@ -28,6 +28,7 @@
 //   prefill_attention  NANOVLLM_PREFILL_ATTENTION   auto | wgmma_tma | wgmma | mma | tiled
 //   fp8_gemm           NANOVLLM_FP8_GEMM            auto | dequantize
 //   int_gemv           NANOVLLM_INT_GEMV            v1 | v2
+//   int_gemm           NANOVLLM_INT_GEMM            auto | dequantize
 // The CPU backend's precision is an engine setting (EngineConfig::cpu_precision, --cpu-precision);
 // --kernel-options still takes cpu_precision=fast|exact as its alias (settings.cpp).
 #pragma once
@@ -73,6 +74,12 @@ enum class IntGemv {
   V2,  // int_gemv_v2.cu: all T <= 32 rows in one pass, a ring of up to 8 tiles in flight per warp
 };
 
+// Group-quantized weights at 33..256 rows of x (backends/cuda/kernel_plan.h, plan_int_linear).
+enum class IntGemm {
+  Auto,        // int_gemm.cu: the tensor-core W4A16/W8A16 GEMM, codes dequantized in registers
+  Dequantize,  // the codes dequantized into a BF16 scratch, then cuBLASLt's BF16 GEMM
+};
+
 struct KernelOptions {
   // Programmatic dependent launch of every kernel (sm_90+; ignored before): a kernel's launch and
   // set-up overlap its predecessor's tail (faster batch-1 decode). off: plain stream order.
@@ -115,6 +122,8 @@ struct KernelOptions {
   // See IntGemv. v2: the same outputs as v1 bit for bit, 1.5x faster at T = 1 on o/down, 1.2-3.2x at
   // T 16-32, within 10% on qkv/gate_up at T <= 8 (H200, bench/RESULTS.md).
   IntGemv int_gemv = IntGemv::V2;
+  // See IntGemm. dequantize exists for A/B timing against the GEMM (and is what T > 256 always runs).
+  IntGemm int_gemm = IntGemm::Auto;
 
   // Throws UserError naming the field when a value is out of range.
   void validate() const;

@@ -48,7 +48,7 @@ TEST(KernelOptions, DefaultsAreTheMeasuredBest) {
   EXPECT_EQ(o.to_string(),
             "pdl=on gemv_norm=auto max_decode_splits=16 long_decode_context=8192 long_decode_splits=64 "
             "decode_cluster=off decode_warps=8 decode_read_ahead=on p2p_all_reduce=on all_reduce_norm=on "
-            "prefill_attention=auto fp8_gemm=auto int_gemv=v2");
+            "prefill_attention=auto fp8_gemm=auto int_gemv=v2 int_gemm=auto");
   EXPECT_NO_THROW(o.validate());
   EXPECT_EQ(from_env({}), o);  // no variables set: nothing changes
 }
@@ -66,7 +66,8 @@ TEST(KernelOptions, EnvironmentOverridesEveryField) {
                                     {"NANOVLLM_ALLREDUCE_NORM", "off"},
                                     {"NANOVLLM_PREFILL_ATTENTION", "tiled"},
                                     {"NANOVLLM_FP8_GEMM", "dequantize"},
-                                    {"NANOVLLM_INT_GEMV", "v1"}});
+                                    {"NANOVLLM_INT_GEMV", "v1"},
+                                    {"NANOVLLM_INT_GEMM", "dequantize"}});
   EXPECT_FALSE(o.pdl);
   EXPECT_EQ(o.gemv_norm, GemvNormFusion::Always);
   EXPECT_EQ(o.max_decode_splits, 4);
@@ -80,6 +81,7 @@ TEST(KernelOptions, EnvironmentOverridesEveryField) {
   EXPECT_EQ(o.prefill_attention, PrefillAttention::Tiled);
   EXPECT_EQ(o.fp8_gemm, Fp8Gemm::Dequantize);
   EXPECT_EQ(o.int_gemv, IntGemv::V1);
+  EXPECT_EQ(o.int_gemm, IntGemm::Dequantize);
   // The numeric forms of the old variables and the names are the same values.
   EXPECT_EQ(from_env({{"NANOVLLM_GEMV_NORM", "0"}}).gemv_norm, GemvNormFusion::Never);
   EXPECT_EQ(from_env({{"NANOVLLM_GEMV_NORM", "never"}}).gemv_norm, GemvNormFusion::Never);
@@ -121,6 +123,11 @@ TEST(KernelOptions, CliSpecParsesAndRoundTrips) {
   EXPECT_EQ(o.fp8_gemm, Fp8Gemm::Dequantize);
   EXPECT_EQ(o.int_gemv, IntGemv::V1);
   EXPECT_NE(spec_error("int_gemv=v3").find("int_gemv must be v1 or v2"), std::string::npos);
+  EXPECT_NE(spec_error("int_gemm=marlin").find("int_gemm must be auto or dequantize"), std::string::npos);
+  apply_kernel_options(o, "int_gemm=dequantize");
+  EXPECT_EQ(o.int_gemm, IntGemm::Dequantize);
+  apply_kernel_options(o, "int_gemm=auto");
+  EXPECT_EQ(o.int_gemm, IntGemm::Auto);
   EXPECT_NE(spec_error("fp8_gemm=cublas").find("fp8_gemm must be auto or dequantize"), std::string::npos);
   EXPECT_FALSE(o.pdl);
   EXPECT_EQ(o.max_decode_splits, 8);

@@ -1,9 +1,10 @@
 // The CUDA backend's private layout of group-quantized integer weights (W4A16 / W8A16; the canonical
 // layout and the semantics are backends/int_weights.h), written once at load by
-// CudaBackend::prepare_int_weight (int_prepare.cu) and read by the GEMV and the dequantize kernel of
-// int_linear.cu. Shapes: N output rows, K input columns, G the group size, bits 4 (U4) or 8 (U8);
-// TK = int_tile_k(bits) (64 for U4, 32 for U8), NB = ceil(N / 16) row blocks, KT = ceil(K / TK)
-// tiles, NG = K / G groups (kernel_plan.h: int_layout_supports states the shapes it covers: G % 16
+// CudaBackend::prepare_int_weight (int_prepare.cu) and read by the GEMVs (int_linear.cu,
+// int_gemv_v2.cu), the tensor-core GEMM (int_gemm.cu) and the dequantize kernel of int_linear.cu. Shapes: N output
+// rows, K input columns, G the group size, bits 4 (U4) or 8 (U8); TK = int_tile_k(bits) (64 for U4, 32 for U8), NB =
+// ceil(N / 16) row blocks, KT = ceil(K / TK) tiles, NG = K / G groups (kernel_plan.h: int_layout_supports states the
+// shapes it covers: G % 16
 // == 0, so K % 16 == 0 and a k-step is wholly inside K or wholly past it).
 //
 // Why: the GEMV multiplies on the tensor cores (mma.sync m16n8k16, BF16 in, F32 accumulation): a
@@ -98,6 +99,24 @@ struct IntGemvArgs {
 // KernelOptions::int_gemv=v2 (int_gemv_v2.cu): all M <= kIntGemvMaxT rows in one pass. Throws
 // Error outside the kernel's limits (plan_int_linear's to respect).
 void int_gemv_v2(const IntGemvArgs& a, Stream st);
+
+// One call of the tensor-core GEMM (int_gemm.cu) for kIntGemvMaxT < M <= kIntGemmMaxT rows of x:
+// the fields of IntGemvArgs (silu: outs = I % (kIntGemmRows / 2) == 0, BF16 out), and `splits` of K
+// (kernel_plan.h: int_gemm_splits) whose F32 partials go to `workspace` (at least splits x its CTA
+// tiles x kIntGemmRows x kIntGemmCols floats, workspace_floats; unused for 1 split). Throws Error
+// outside the kernel's limits.
+struct IntGemmArgs {
+  const bf16* x = nullptr;
+  const uint4* codes = nullptr;
+  const uint32_t* sz = nullptr;
+  void* out = nullptr;
+  float* workspace = nullptr;
+  int64_t workspace_floats = 0;
+  int64_t M = 0, outs = 0, K = 0, G = 0;
+  int bits = 4, splits = 1;
+  bool silu = false, f32_out = false;
+};
+void int_gemm(const IntGemmArgs& a, Stream st);
 
 // Scale and zero of one {scale, zero} F16 pair.
 __device__ __forceinline__ float2 int_scale_zero(uint32_t word) {

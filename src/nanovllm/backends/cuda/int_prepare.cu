@@ -7,12 +7,14 @@
 //    and group: the F16 {scale, zero} pair, checking that the zero is an integer of the code range
 //    and the scale finite and within F16's range: a flag read back once per layer, at load). It
 //    also grows the BF16 scratch of the dequantize path (int_linear.cu) to the largest layer: a
-//    persistent buffer, so the path is graph-safe and allocates nothing during a step.
+//    persistent buffer, so the path is graph-safe and allocates nothing during a step; the
+//    tensor-core GEMM (int_gemm.cu) keeps its split-K partials there, so it is at least that large.
 //  * quantize_weight (--load-format dummy with --quantization awq|gptq|compressed-tensors): the
 //    formats' usual checkpoints, 4 bits in groups of 128 columns (K when 128 does not divide K),
 //    AWQ with zero points, the others symmetric; quantize_int_groups_kernel applies
 //    int_quantize_weight's rules (one thread per row and group, the same F32 arithmetic), then
 //    prepare_int_weight. A device kernel: Qwen3-8B's 7 G weights quantize in well under a second.
+#include <algorithm>
 #include <string>
 
 #include "nanovllm/backends/cuda/cuda_backend.h"
@@ -193,8 +195,9 @@ void CudaBackend::prepare_int_weight(Tensor& codes, WeightScales& scales) {
   scales.scale = sz;
   scales.zero = Tensor();
   scales.perm = on_device(scales.perm);
-  // The dequantize path's BF16 weight (int_linear.cu): one buffer for all layers, as large as the largest.
-  const int64_t need = N * K;
+  // The dequantize path's BF16 weight (int_linear.cu): one buffer for all layers, as large as the
+  // largest; at least the tensor-core GEMM's split-K partials (a wave of F32 tiles, 2 BF16 each).
+  const int64_t need = std::max(N * K, 2 * cuda::int_gemm_workspace_floats(num_sms_));
   if (!int_scratch_.defined() || int_scratch_.numel() < need) {
     int_scratch_ = Tensor();
     int_scratch_ = empty({need}, DType::BF16);

@@ -149,7 +149,17 @@ Fp8LinearKernel plan_fp8_linear(const Fp8LinearProblem& p) {
 
 IntLinearKernel plan_int_linear(const IntLinearProblem& p) {
   const bool gemv = p.T >= 1 && p.T <= kIntGemvMaxT && p.N >= 1 && (!p.silu_mul || p.N % kIntRowBlock == 0);
-  return gemv ? IntLinearKernel::Gemv : IntLinearKernel::DequantizeGemm;
+  if (gemv) return IntLinearKernel::Gemv;
+  const bool gemm = p.gemm == IntGemm::Auto && p.T > kIntGemvMaxT && p.T <= kIntGemmMaxT && p.N >= 1;
+  return gemm ? IntLinearKernel::Gemm : IntLinearKernel::DequantizeGemm;
+}
+
+int int_gemm_splits(int64_t T, int64_t outs, bool silu, int64_t K, int num_sms) {
+  const int64_t tiles = int_gemm_row_tiles(outs, silu) * ((T + kIntGemmCols - 1) / kIntGemmCols);
+  const int64_t slots = int64_t(kIntGemmCtasPerSm) * std::max(num_sms, 1);
+  if (tiles <= 0) return 1;
+  const int64_t s = std::min({slots / tiles, int64_t(kIntGemmMaxSplits), K / kIntGemmSplitK});
+  return int(std::max<int64_t>(s, 1));
 }
 
 }  // namespace nanovllm::cuda

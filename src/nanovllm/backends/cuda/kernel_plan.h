@@ -201,8 +201,16 @@ Fp8LinearKernel plan_fp8_linear(const Fp8LinearProblem& p);
 //    KernelOptions::int_gemv picks the GEMV: v1 (int_linear.cu, the passes above) or v2
 //    (int_gemv_v2.cu: every T <= kIntGemvMaxT in one pass, int_gemv_ntiles(T) mma n-tiles of 8
 //    rows of x sharing each dequantized A fragment, so the codes are read once whatever T is).
-//  * Otherwise, and for the gated MLP with I not a multiple of 16: the codes are dequantized into
-//    a BF16 scratch (static, sized at load from the largest layer: graph-safe) and multiplied by
+//  * kIntGemvMaxT < T <= kIntGemmMaxT with KernelOptions::int_gemm auto: the tensor-core GEMM
+//    (int_gemm.cu): CTA tiles of kIntGemmRows weight rows x kIntGemmCols rows of x, the codes read
+//    once per tile and dequantized in registers; int_gemm_splits(...) splits K across CTAs when the
+//    tiles alone leave SMs idle (F32 partials in the backend's persistent scratch, summed in a fixed
+//    order by a second kernel: deterministic, graph-safe). The gated MLP's silu(gate) * up is its
+//    epilogue when I is a multiple of kIntGemmRows / 2 (a CTA holds the gate and up halves of its
+//    outputs), else the plain GEMM into [T, 2I] and silu_and_mul.
+//  * Otherwise (prefill: compute-bound, where cuBLASLt's wgmma GEMM beats mma.sync), and for the
+//    gated MLP at GEMV sizes with I not a multiple of 16: the codes are dequantized into a BF16
+//    scratch (static, sized at load from the largest layer: graph-safe) and multiplied by
 //    cuBLASLt's BF16 GEMM (then silu_and_mul).
 constexpr int kIntGemvSlice = 8;      // rows of x per GEMV pass (the mma's n)
 constexpr int kIntGemvMaxT = 32;      // rows of x the GEMV takes (in passes of kIntGemvSlice)
@@ -216,12 +224,35 @@ constexpr int64_t int_gemv_slice(IntGemv v) { return v == IntGemv::V2 ? kIntGemv
 // v2's mma n-tiles (8 rows of x each) for a pass of T rows: 1, 2 or 4 (T 17..24 pay a fourth tile
 // of repeated rows rather than a fourth instantiation of the kernel).
 constexpr int int_gemv_ntiles(int64_t T) { return T <= 8 ? 1 : T <= 16 ? 2 : 4; }
-enum class IntLinearKernel { Gemv, DequantizeGemm };
+enum class IntLinearKernel { Gemv, Gemm, DequantizeGemm };
 struct IntLinearProblem {
-  int64_t T = 0, N = 0;   // rows of x; outputs (silu_mul: I, the weight having 2I rows)
-  bool silu_mul = false;  // linear_silu_mul_quantized
+  int64_t T = 0, N = 0;          // rows of x; outputs (silu_mul: I, the weight having 2I rows)
+  bool silu_mul = false;         // linear_silu_mul_quantized
+  IntGemm gemm = IntGemm::Auto;  // KernelOptions::int_gemm
 };
 IntLinearKernel plan_int_linear(const IntLinearProblem& p);
+
+constexpr int64_t kIntGemmMaxT = 256;    // rows of x the tensor-core GEMM takes (above: dequantize + cuBLASLt)
+constexpr int64_t kIntGemmRows = 128;    // weight rows (outputs) of a GEMM CTA tile: 4 warps x 32
+constexpr int64_t kIntGemmCols = 64;     // rows of x of a CTA tile (8 mma n-tiles per warp)
+constexpr int kIntGemmCtasPerSm = 2;     // resident GEMM CTAs per SM (__launch_bounds__ of the kernel)
+constexpr int kIntGemmMaxSplits = 16;    // K splits of one tile
+constexpr int64_t kIntGemmSplitK = 256;  // fewest columns of K a split takes
+// The gated MLP's silu(gate) * up as the GEMM's epilogue: whole half tiles of gate rows.
+constexpr bool int_gemm_fuses_silu(int64_t I) { return I > 0 && I % (kIntGemmRows / 2) == 0; }
+// The GEMM's CTA tiles of weight rows for `outs` outputs (silu: fused, `outs` = I).
+constexpr int64_t int_gemm_row_tiles(int64_t outs, bool silu) {
+  return silu ? outs / (kIntGemmRows / 2) : (outs + kIntGemmRows - 1) / kIntGemmRows;
+}
+// K splits of the GEMM for T rows of x and `outs` outputs (silu: fused) over K columns on num_sms
+// SMs: as many as keep every tile's splits within one wave of kIntGemmCtasPerSm CTAs per SM (so
+// the F32 partials never exceed int_gemm_workspace_floats), at most kIntGemmMaxSplits and at least
+// kIntGemmSplitK columns each; 1 when the tiles fill the wave.
+int int_gemm_splits(int64_t T, int64_t outs, bool silu, int64_t K, int num_sms);
+// F32 partials the split GEMM may write (one full wave of CTA tiles).
+constexpr int64_t int_gemm_workspace_floats(int num_sms) {
+  return int64_t(kIntGemmCtasPerSm) * num_sms * kIntGemmRows * kIntGemmCols;
+}
 
 // ---- attention: which kernel
 

@@ -1,7 +1,9 @@
-// plan_int_linear and int_layout_supports (backends/cuda/kernel_plan.h): which kernel multiplies
-// group-quantized U4/U8 weights on CUDA, and which shapes the prepared layout covers.
+// plan_int_linear, int_gemm_splits and int_layout_supports (backends/cuda/kernel_plan.h): which
+// kernel multiplies group-quantized U4/U8 weights on CUDA, how the tensor-core GEMM splits K, and
+// which shapes the prepared layout covers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "nanovllm/backends/cuda/kernel_plan.h"
@@ -9,10 +11,15 @@
 namespace nanovllm {
 namespace {
 
-TEST(IntLinearPlan, GemvInPassesOfEightRowsUpToTheLimitThenDequantize) {
+TEST(IntLinearPlan, GemvThenTensorCoreGemmThenDequantize) {
   for (int64_t T : {int64_t(1), int64_t(3), int64_t(8), int64_t(9), int64_t(17), int64_t(cuda::kIntGemvMaxT)})
     EXPECT_EQ(cuda::plan_int_linear({T, 4096, false}), cuda::IntLinearKernel::Gemv) << T;
-  for (int64_t T : {int64_t(cuda::kIntGemvMaxT) + 1, int64_t(300), int64_t(8192)})
+  for (int64_t T : {int64_t(cuda::kIntGemvMaxT) + 1, int64_t(100), int64_t(cuda::kIntGemmMaxT)}) {
+    EXPECT_EQ(cuda::plan_int_linear({T, 4096, false}), cuda::IntLinearKernel::Gemm) << T;
+    EXPECT_EQ(cuda::plan_int_linear({T, 40, true}), cuda::IntLinearKernel::Gemm) << T;  // unfused: GEMM + silu
+    EXPECT_EQ(cuda::plan_int_linear({T, 4096, false, IntGemm::Dequantize}), cuda::IntLinearKernel::DequantizeGemm) << T;
+  }
+  for (int64_t T : {int64_t(cuda::kIntGemmMaxT) + 1, int64_t(300), int64_t(8192)})
     EXPECT_EQ(cuda::plan_int_linear({T, 4096, false}), cuda::IntLinearKernel::DequantizeGemm) << T;
   EXPECT_EQ(cuda::plan_int_linear({0, 4096, false}), cuda::IntLinearKernel::DequantizeGemm);
   // The fused gated MLP needs whole 16-row blocks of gate rows (the up block starts at row I).
@@ -31,6 +38,38 @@ TEST(IntLinearPlan, GemvPassesAndNTilesByVariant) {
     EXPECT_EQ(cuda::int_gemv_ntiles(T), nt) << T;
     EXPECT_GE(cuda::int_gemv_ntiles(T) * cuda::kIntGemvSlice, T) << T;  // every row in the pass
   }
+}
+
+// K splits of the tensor-core GEMM: one wave of CTA tiles at most (so the partials fit
+// int_gemm_workspace_floats), at least kIntGemmSplitK columns each, one when the tiles fill a wave.
+TEST(IntLinearPlan, GemmSplitsFillOneWave) {
+  const int sms = 132;
+  const int64_t slots = int64_t(cuda::kIntGemmCtasPerSm) * sms;
+  // Qwen3-8B o (4096 x 4096) at T 64: 32 tiles -> 8 splits; at T 256: 128 tiles -> 2.
+  EXPECT_EQ(cuda::int_gemm_splits(64, 4096, false, 4096, sms), 8);
+  EXPECT_EQ(cuda::int_gemm_splits(256, 4096, false, 4096, sms), 2);
+  // gate_up fused (I 12288: 192 row tiles) at T 128: 384 tiles, more than a wave -> 1.
+  EXPECT_EQ(cuda::int_gemm_row_tiles(12288, true), 192);
+  EXPECT_EQ(cuda::int_gemm_splits(128, 12288, true, 4096, sms), 1);
+  // Few tiles: capped by kIntGemmMaxSplits, and by K (256 columns a split).
+  EXPECT_EQ(cuda::int_gemm_splits(40, 200, false, 1 << 16, sms), cuda::kIntGemmMaxSplits);
+  EXPECT_EQ(cuda::int_gemm_splits(40, 200, false, 1024, sms), 4);
+  EXPECT_EQ(cuda::int_gemm_splits(40, 200, false, 192, sms), 1);
+  for (int64_t T : {33, 64, 100, 256})
+    for (int64_t N : {40, 1024, 4096, 6144, 24576})
+      for (int64_t K : {512, 4096, 12288}) {
+        const int64_t tiles = cuda::int_gemm_row_tiles(N, false) * ((T + 63) / 64);
+        const int s = cuda::int_gemm_splits(T, N, false, K, sms);
+        EXPECT_GE(s, 1);
+        EXPECT_TRUE(s == 1 || s * tiles <= slots) << T << " " << N << " " << K;
+        EXPECT_LE(s * tiles * cuda::kIntGemmRows * cuda::kIntGemmCols,
+                  std::max(cuda::int_gemm_workspace_floats(sms), tiles * cuda::kIntGemmRows * cuda::kIntGemmCols));
+      }
+  EXPECT_TRUE(cuda::int_gemm_fuses_silu(12288));
+  EXPECT_TRUE(cuda::int_gemm_fuses_silu(64));
+  EXPECT_FALSE(cuda::int_gemm_fuses_silu(48));
+  EXPECT_EQ(cuda::int_gemm_row_tiles(200, false), 2);
+  EXPECT_EQ(KernelOptions().int_gemm, IntGemm::Auto);
 }
 
 TEST(IntLinearPlan, LayoutCoversGroupsOfSixteenColumns) {
