@@ -66,12 +66,13 @@ LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)),
 void LLMEngine::settle_speculation() {
   if (!cfg_.speculative_config.enabled()) return;
   std::string why;
-  if (runner_->backend().device() != Device::CPU)
-    why = "runs on the CPU backend only for now (the GPU verify step and its CUDA graphs are not done)";
-  else if (tp_)
+  if (tp_)
     why = "does not run with tensor parallelism yet";
-  else if (async_)
+  else if (async_ && cfg_.async_scheduling.value_or(false))
     why = "does not combine with async scheduling yet (--no-async-scheduling turns that off)";
+  // Async scheduling by default (CUDA) gives way: a step's drafts depend on the tokens of the step
+  // before, which async scheduling does not wait for.
+  if (why.empty()) async_ = false;
   if (!why.empty()) {
     std::fprintf(stderr, "--speculative-config: speculative decoding %s; decoding without it\n", why.c_str());
     return;

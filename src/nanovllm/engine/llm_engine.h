@@ -72,8 +72,10 @@ struct StepResult {
 // verify row, Scheduler::schedule_decode), the model runner samples the target's token at each
 // position, and the scheduler keeps the drafts that equal them (Scheduler::postprocess). Outputs
 // are those of decoding without it, greedy or seeded (spec/verification.h). A step lists each
-// token a request got (several per request in a verify step) in new_tokens, in order. For now on
-// the CPU backend, one rank, without async scheduling: elsewhere it is turned off with a note.
+// token a request got (several per request in a verify step) in new_tokens, in order. One rank
+// only, and without async scheduling (on by default for CUDA, it gives way; asked for explicitly,
+// speculation is turned off with a note). On CUDA a verify step runs as a mixed step (no CUDA
+// graph); steps without drafts keep their graphs.
 //
 // Async scheduling (EngineConfig::async_scheduling, on for CUDA by default). A decode step that
 // can (ModelRunner::can_run_async) is launched without waiting for its tokens; before waiting, the
