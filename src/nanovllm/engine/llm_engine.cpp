@@ -66,9 +66,7 @@ LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)),
 void LLMEngine::settle_speculation() {
   if (!cfg_.speculative_config.enabled()) return;
   std::string why;
-  if (tp_)
-    why = "does not run with tensor parallelism yet";
-  else if (async_ && cfg_.async_scheduling.value_or(false))
+  if (async_ && cfg_.async_scheduling.value_or(false))
     why = "does not combine with async scheduling yet (--no-async-scheduling turns that off)";
   // Async scheduling by default (CUDA) gives way: a step's drafts depend on the tokens of the step
   // before, which async scheduling does not wait for.

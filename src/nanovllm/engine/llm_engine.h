@@ -72,8 +72,9 @@ struct StepResult {
 // verify row, Scheduler::schedule_decode), the model runner samples the target's token at each
 // position, and the scheduler keeps the drafts that equal them (Scheduler::postprocess). Outputs
 // are those of decoding without it, greedy or seeded (spec/verification.h). A step lists each
-// token a request got (several per request in a verify step) in new_tokens, in order. One rank
-// only, and without async scheduling (on by default for CUDA, it gives way; asked for explicitly,
+// token a request got (several per request in a verify step) in new_tokens, in order. Rank 0
+// drafts and samples; tensor-parallel workers run the verify rows' forward from the step message.
+// Not with async scheduling (on by default for CUDA, it gives way; asked for explicitly,
 // speculation is turned off with a note). On CUDA a verify step runs as a mixed step (no CUDA
 // graph); steps without drafts keep their graphs.
 //

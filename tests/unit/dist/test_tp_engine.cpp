@@ -181,6 +181,26 @@ TEST(TensorParallelEngine, PrefixGranuleCopiesRunOnEveryRank) {
   EXPECT_EQ(generate(cfg, 1, prompts_of).tokens, two.tokens);
 }
 
+TEST(TensorParallelEngine, SpeculativeVerifyStepsRunOnEveryRank) {
+  // Prompts that repeat themselves, so n-gram drafts are proposed from the first step: rank 0
+  // drafts and samples, the workers run the verify rows' forward from the step message.
+  auto cfg = base(test::fixture("tiny-qwen3-untied"));
+  auto prompts_of = [](int64_t V) {
+    auto v = random_prompts({7, 9, 5}, V, 11);
+    for (auto& p : v) {
+      const auto unit = p;
+      for (int i = 0; i < 4; ++i) p.insert(p.end(), unit.begin(), unit.end());
+    }
+    return v;
+  };
+  const TpRun plain = generate(cfg, 1, prompts_of);
+  cfg.speculative_config = SpeculativeConfig::parse(R"({"method": "ngram", "num_speculative_tokens": 3})", "test");
+  const TpRun two = generate(cfg, 2, prompts_of);
+  expect_same(two, generate(cfg, 1, prompts_of), "speculative TP=2");
+  EXPECT_EQ(two.tokens, plain.tokens) << "speculation leaves the outputs as they were";
+  EXPECT_LT(two.logits.size(), plain.logits.size()) << "accepted drafts save steps";
+}
+
 TEST(TensorParallelEngine, IndivisibleSizesAreRefusedBeforeStarting) {
   auto cfg = base(test::fixture("tiny-qwen3-untied"));  // 6 heads, 2 KV heads
   for (int tp : {3, 4}) {
