@@ -364,10 +364,9 @@ void LLMEngine::propose_drafts(const ScheduledBatch& batch) {
   std::vector<DraftQuery> queries;
   std::vector<Sequence*> of;
   for (Sequence* s : batch.seqs) {
-    // Decoding next (its prompt is computed), unconstrained (a mask per draft position: not yet).
-    if (s->status != SequenceStatus::Running || s->num_cached_tokens + 1 != s->num_tokens() || s->grammar ||
-        s->restrictions)
-      continue;
+    // Decoding next (its prompt is computed). Constrained ones too: each draft position gets the
+    // mask after the drafts before it (GrammarMasks::fill).
+    if (s->status != SequenceStatus::Running || s->num_cached_tokens + 1 != s->num_tokens()) continue;
     const int64_t room =
         std::min(s->params.max_tokens - s->num_completion_tokens(), cfg_.max_model_len - s->num_tokens()) - 1;
     if (room <= 0) continue;

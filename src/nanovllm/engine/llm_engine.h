@@ -67,9 +67,10 @@ struct StepResult {
 };
 
 // Speculative decoding (EngineConfig::speculative_config; spec/): after each step the drafter
-// proposes tokens to follow every decoding sequence (none for constrained ones: structured outputs,
-// allowed_token_ids, bad_words), the scheduler schedules them with the sequence's last token (a
-// verify row, Scheduler::schedule_decode), the model runner samples the target's token at each
+// proposes tokens to follow every decoding sequence (constrained ones too: each position is
+// sampled under the mask after the drafts before it, GrammarMasks::fill), the scheduler schedules
+// them with the sequence's last token (a verify row, Scheduler::schedule_decode), the model runner
+// samples the target's token at each
 // position, and the scheduler keeps the drafts that equal them (Scheduler::postprocess). Outputs
 // are those of decoding without it, greedy or seeded (spec/verification.h). A step lists each
 // token a request got (several per request in a verify step) in new_tokens, in order. Rank 0

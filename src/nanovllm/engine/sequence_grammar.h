@@ -38,7 +38,9 @@ class GrammarMasks {
   // its TokenRestrictions, or both combined), points rows[i].allowed at its mask; other rows keep
   // null. The masks live until the next fill.
   void fill(const ScheduledBatch& batch, std::vector<SamplingRow>& rows, bool all_rows_sample = false);
-  // The same over sequences row by row; a null sequence's row keeps no mask.
+  // The same over sequences row by row; a null sequence's row keeps no mask. Consecutive rows of
+  // one sequence are a verify row's positions: row j's mask is the one after the sequence's first
+  // j drafts (its grammar forked and advanced by them, its restrictions over them as context).
   void fill(const std::vector<Sequence*>& seqs, std::vector<SamplingRow>& rows, bool all_rows_sample);
 
  private:
