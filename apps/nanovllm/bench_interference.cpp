@@ -40,9 +40,8 @@ double time_to_first_token(LLMEngine& e, int64_t id, double t0, const std::funct
 
 nlohmann::json interference(LLMEngine& e, const InterferenceArgs& a) {
   if (a.streams < 1 || a.context < 1 || a.prompt_len < 1)
-    throw UserError(
-        "bench --interference: --interference-streams, --interference-context and "
-        "--interference-prompt-len must be positive");
+    throw UserError("bench --interference: --interference-streams, --interference-context and "
+                    "--interference-prompt-len must be positive");
   const int64_t need = a.prompt_len + 1;
   if (need > e.config().max_model_len)
     throw UserError("bench --interference: a prompt of " + std::to_string(a.prompt_len) +

@@ -9,9 +9,9 @@
 namespace nanovllm::cli {
 
 struct InterferenceArgs {
-  int64_t streams = 64;        // requests decoding when the long prompt arrives
-  int64_t context = 1024;      // their prompt tokens
-  int64_t prompt_len = 32000;  // the long prompt
+  int64_t streams = 64;         // requests decoding when the long prompt arrives
+  int64_t context = 1024;       // their prompt tokens
+  int64_t prompt_len = 32000;   // the long prompt
 };
 
 // 1. The long prompt alone (after a warm-up one): its TTFT.
