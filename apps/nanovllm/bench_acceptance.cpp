@@ -2,6 +2,7 @@
 #include "bench_acceptance.h"
 
 #include <cstdio>
+#include <cstring>
 #include <map>
 
 #include "latency_stats.h"
@@ -76,10 +77,13 @@ nlohmann::json acceptance_controlled(LLMEngine& e, BenchWorkload w, const Accept
   // Seeded requests: the pass with speculation emits the recorded tokens (outputs do not depend on
   // speculation for a given seed, spec/verification.h).
   for (size_t i = 0; i < w.params.size(); ++i) w.params[i].seed = int64_t(i);
-  auto owned = std::make_unique<AcceptanceControlledDrafter>(a.num_speculative_tokens, a.alpha,
-                                                             e.model_config().vocab_size, a.seed);
+  // A draft model of --speculative-config runs for its cost; its proposals are replaced.
+  std::unique_ptr<Drafter> draft_model = e.take_drafter();
+  const int64_t k = draft_model ? draft_model->num_speculative_tokens() : a.num_speculative_tokens;
+  const bool with_draft_model = draft_model != nullptr;
+  auto owned = std::make_unique<AcceptanceControlledDrafter>(k, a.alpha, e.model_config().vocab_size, a.seed,
+                                                             std::move(draft_model));
   AcceptanceControlledDrafter* drafter = owned.get();
-  e.set_drafter(nullptr);
   warm_up(e, w);
   const Pass base = run_pass(e, w, nullptr, nullptr);
   e.set_drafter(std::move(owned));  // refused (UserError) where speculation cannot run
@@ -88,11 +92,13 @@ nlohmann::json acceptance_controlled(LLMEngine& e, BenchWorkload w, const Accept
   e.set_drafter(nullptr);
   int64_t mismatched = 0;
   for (size_t i = 0; i < w.prompts.size(); ++i) mismatched += base.outputs[i] != spec.outputs[i];
-  char label[200];
+  char label[256];
   std::snprintf(label, sizeof label,
                 "acceptance-controlled, alpha=%.2f, k=%lld: drafts are the target's own recorded continuation, "
                 "each token corrupted with probability %.2f",
-                a.alpha, static_cast<long long>(a.num_speculative_tokens), 1.0 - a.alpha);
+                a.alpha, static_cast<long long>(k), 1.0 - a.alpha);
+  if (with_draft_model)
+    std::snprintf(label + std::strlen(label), sizeof label - std::strlen(label), "; the draft model runs for its cost");
   const SpecDecodeStats& st = spec.spec;
   const double per_token = ratio(double(st.num_accepted_tokens), double(st.num_accepted_tokens + st.num_rejections));
   const double mean_len = 1.0 + ratio(double(st.num_accepted_tokens), double(st.num_drafts));
@@ -105,7 +111,8 @@ nlohmann::json acceptance_controlled(LLMEngine& e, BenchWorkload w, const Accept
   return {{"mode", "acceptance_controlled"},
           {"label", label},
           {"alpha", a.alpha},
-          {"num_speculative_tokens", a.num_speculative_tokens},
+          {"num_speculative_tokens", k},
+          {"draft_model", with_draft_model ? e.config().speculative_config.model : ""},
           {"num_seqs", int64_t(w.prompts.size())},
           {"prompt_tokens", w.prompt_tokens},
           {"output_tokens", w.output_tokens},

@@ -19,8 +19,9 @@ uint64_t splitmix(uint64_t x) {
 
 }  // namespace
 
-AcceptanceControlledDrafter::AcceptanceControlledDrafter(int64_t k, double alpha, int64_t vocab_size, uint64_t seed)
-    : k_(k), alpha_(alpha), vocab_(vocab_size), seed_(seed) {
+AcceptanceControlledDrafter::AcceptanceControlledDrafter(int64_t k, double alpha, int64_t vocab_size, uint64_t seed,
+                                                         std::unique_ptr<Drafter> cost_of)
+    : k_(k), alpha_(alpha), vocab_(vocab_size), seed_(seed), cost_of_(std::move(cost_of)) {
   if (k < 1 || !(alpha >= 0.0 && alpha <= 1.0) || vocab_size < 2)
     throw UserError(
         "acceptance-controlled drafter: needs num_speculative_tokens >= 1, alpha in [0, 1] and a "
@@ -33,6 +34,7 @@ void AcceptanceControlledDrafter::expect(int64_t seq_id, std::vector<int32_t> re
 }
 
 void AcceptanceControlledDrafter::propose(std::span<const DraftQuery> queries, std::vector<std::vector<int32_t>>& out) {
+  if (cost_of_) cost_of_->propose(queries, discarded_);
   out.assign(queries.size(), {});
   for (size_t i = 0; i < queries.size(); ++i) {
     const DraftQuery& q = queries[i];

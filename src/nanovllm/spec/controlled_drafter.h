@@ -9,7 +9,9 @@
 // noise on a GPU) gets no drafts from then on (counted: num_diverged()).
 //
 // Corruption is a function of (seed, sequence id, position) only, so a run is reproducible
-// whatever shares its steps.
+// whatever shares its steps. With a `cost_of` drafter (a draft model), that one runs every step as
+// it would (its passes, its KV cache kept in step) and its proposals are replaced: the speed-up of
+// a draft model at a chosen acceptance rate.
 #pragma once
 #include <unordered_map>
 
@@ -20,11 +22,18 @@ namespace nanovllm {
 class AcceptanceControlledDrafter : public Drafter {
  public:
   // alpha in [0, 1]; vocab_size >= 2 (a corrupted token is another id in [0, vocab_size)).
-  AcceptanceControlledDrafter(int64_t num_speculative_tokens, double alpha, int64_t vocab_size, uint64_t seed);
+  AcceptanceControlledDrafter(int64_t num_speculative_tokens, double alpha, int64_t vocab_size, uint64_t seed,
+                              std::unique_ptr<Drafter> cost_of = nullptr);
   // The recorded tokens of sequence seq_id: its prompt then the target's output without speculation.
   void expect(int64_t seq_id, std::vector<int32_t> reference);
   void propose(std::span<const DraftQuery> queries, std::vector<std::vector<int32_t>>& out) override;
-  void release(int64_t seq_id) override { refs_.erase(seq_id); }
+  void observe_prefill(std::span<const DraftQuery> queries) override {
+    if (cost_of_) cost_of_->observe_prefill(queries);
+  }
+  void release(int64_t seq_id) override {
+    refs_.erase(seq_id);
+    if (cost_of_) cost_of_->release(seq_id);
+  }
   int64_t num_speculative_tokens() const override { return k_; }
   int64_t num_diverged() const { return diverged_; }
   double alpha() const { return alpha_; }
@@ -40,6 +49,8 @@ class AcceptanceControlledDrafter : public Drafter {
   uint64_t seed_;
   int64_t diverged_ = 0;
   std::unordered_map<int64_t, Ref> refs_;  // by sequence id
+  std::unique_ptr<Drafter> cost_of_;
+  std::vector<std::vector<int32_t>> discarded_;  // cost_of_'s proposals
 };
 
 }  // namespace nanovllm
