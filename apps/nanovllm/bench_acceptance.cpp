@@ -77,12 +77,13 @@ nlohmann::json acceptance_controlled(LLMEngine& e, BenchWorkload w, const Accept
   // Seeded requests: the pass with speculation emits the recorded tokens (outputs do not depend on
   // speculation for a given seed, spec/verification.h).
   for (size_t i = 0; i < w.params.size(); ++i) w.params[i].seed = int64_t(i);
-  // A draft model of --speculative-config runs for its cost; its proposals are replaced.
-  std::unique_ptr<Drafter> draft_model = e.take_drafter();
-  const int64_t k = draft_model ? draft_model->num_speculative_tokens() : a.num_speculative_tokens;
-  const bool with_draft_model = draft_model != nullptr;
+  // The drafter of --speculative-config (a draft model, n-gram) runs for its cost; its proposals
+  // are replaced (its disable_by_batch_size applies).
+  std::unique_ptr<Drafter> configured = e.take_drafter();
+  const int64_t k = configured ? configured->num_speculative_tokens() : a.num_speculative_tokens;
+  const bool with_config_drafter = configured != nullptr;
   auto owned = std::make_unique<AcceptanceControlledDrafter>(k, a.alpha, e.model_config().vocab_size, a.seed,
-                                                             std::move(draft_model));
+                                                             std::move(configured));
   AcceptanceControlledDrafter* drafter = owned.get();
   warm_up(e, w);
   const Pass base = run_pass(e, w, nullptr, nullptr);
@@ -97,8 +98,9 @@ nlohmann::json acceptance_controlled(LLMEngine& e, BenchWorkload w, const Accept
                 "acceptance-controlled, alpha=%.2f, k=%lld: drafts are the target's own recorded continuation, "
                 "each token corrupted with probability %.2f",
                 a.alpha, static_cast<long long>(k), 1.0 - a.alpha);
-  if (with_draft_model)
-    std::snprintf(label + std::strlen(label), sizeof label - std::strlen(label), "; the draft model runs for its cost");
+  if (with_config_drafter)
+    std::snprintf(label + std::strlen(label), sizeof label - std::strlen(label), "; the %s drafter runs for its cost",
+                  e.config().speculative_config.method.c_str());
   const SpecDecodeStats& st = spec.spec;
   const double per_token = ratio(double(st.num_accepted_tokens), double(st.num_accepted_tokens + st.num_rejections));
   const double mean_len = 1.0 + ratio(double(st.num_accepted_tokens), double(st.num_drafts));
@@ -112,7 +114,7 @@ nlohmann::json acceptance_controlled(LLMEngine& e, BenchWorkload w, const Accept
           {"label", label},
           {"alpha", a.alpha},
           {"num_speculative_tokens", k},
-          {"draft_model", with_draft_model ? e.config().speculative_config.model : ""},
+          {"drafter_for_cost", with_config_drafter ? e.config().speculative_config.to_json() : ""},
           {"num_seqs", int64_t(w.prompts.size())},
           {"prompt_tokens", w.prompt_tokens},
           {"output_tokens", w.output_tokens},

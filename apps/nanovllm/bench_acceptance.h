@@ -9,9 +9,9 @@
 // (accepted + rejections), which estimates ALPHA), the mean accepted length (tokens a verify row
 // emits: 1 + accepted drafts), and whether the outputs of the two passes are identical (they must
 // be: speculation is lossless; a GPU's multi-row GEMMs may flip a near-tie). Prefix caching is
-// off in this mode (the second pass would find the first's prompts cached). With a draft model in
-// --speculative-config, the draft runs every step for its cost and its proposals are replaced
-// (k: its num_speculative_tokens).
+// off in this mode (the second pass would find the first's prompts cached). With a
+// --speculative-config (a draft model, say), its drafter runs every step for its cost, its
+// proposals replaced (k: its num_speculative_tokens; its disable_by_batch_size applies).
 #pragma once
 #include <cstdint>
 

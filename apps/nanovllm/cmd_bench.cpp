@@ -251,10 +251,6 @@ void run(BenchArgs a) {
     if (a.acceptance.alpha > 1) throw UserError("bench: --spec-acceptance must be in [0, 1]");
     if (a.acceptance.num_speculative_tokens < 1 || a.acceptance.num_speculative_tokens > 64)
       throw UserError("bench: --spec-tokens must be in [1, 64]");
-    if (cfg.speculative_config.enabled() && cfg.speculative_config.method != "draft_model")
-      throw UserError(
-          "bench: --spec-acceptance brings its own drafter; --speculative-config may only name a draft "
-          "model (it then runs for its cost, its proposals replaced)");
     if (a.latency || a.interference || a.profile_decode > 0 || a.profile_prefill > 0 || !a.json_schema_file.empty() ||
         a.logprobs >= 0)
       throw UserError(
@@ -337,8 +333,8 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--spec-acceptance", a->acceptance.alpha,
                   "acceptance-controlled speculative decoding: a pass without speculation records every output, then "
                   "a pass drafts them with each token corrupted with probability 1 - ALPHA; prints both (bench.py's "
-                  "workload, seeded; -n 1 for batch-1 decode; with a draft model's --speculative-config the draft "
-                  "runs for its cost; CPU backend for now)")
+                  "workload, seeded; -n 1 for batch-1 decode; a --speculative-config drafter, a draft model say, runs "
+                  "for its cost and its disable_by_batch_size applies; CPU backend for now)")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--spec-tokens", a->acceptance.num_speculative_tokens,
                   "--spec-acceptance: drafts per step (num_speculative_tokens, default 4)");
