@@ -2,7 +2,8 @@
 // prompts of randint(100, max_input_len) tokens drawn from randint(0, 10000), outputs of
 // randint(100, max_output_len) tokens, temperature 0.6, ignore_eos), a batch-1 latency mode
 // (TTFT of a 1,024-token prompt, decode tok/s at 1K context) and the long-prompt interference
-// mode (bench_interference.h). Prints one JSON object. --shared-prefix-len N makes the throughput
+// mode (bench_interference.h) and speculative decoding's acceptance-controlled mode
+// (bench_acceptance.h). Prints one JSON object. --shared-prefix-len N makes the throughput
 // workload chat-like: every prompt starts with the same N-token system prompt (also the warm-up's),
 // and the JSON gives the prefix cache's hit rate over the run.
 #include <algorithm>
@@ -13,7 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_acceptance.h"
 #include "bench_interference.h"
+#include "bench_workload.h"
 #include "commands.h"
 #include "engine_flags.h"
 #include "latency_stats.h"
@@ -33,6 +36,7 @@ struct BenchArgs {
   bool latency = false;
   bool interference = false;
   InterferenceArgs interference_args;
+  AcceptanceArgs acceptance;    // --spec-acceptance
   int64_t profile_decode = 0;   // batch size for the per-op decode breakdown (0 = off)
   int64_t profile_prefill = 0;  // prompt length for the per-op prefill breakdown (0 = off)
   int64_t latency_prompt_len = 1024, latency_output_len = 256;
@@ -52,43 +56,18 @@ int64_t max_token_id(const LLMEngine& e) { return std::min<int64_t>(10000, e.mod
 constexpr double kRooflineTokS = 24600;
 
 nlohmann::json throughput(LLMEngine& e, const BenchArgs& a) {
-  PythonRandom rng(0);
-  std::vector<std::vector<int32_t>> prompts;
-  for (int64_t i = 0; i < a.num_seqs; ++i) {
-    std::vector<int32_t> p(size_t(rng.randint(100, a.max_input_len)));
-    for (auto& t : p) t = int32_t(rng.randint(0, max_token_id(e)));
-    prompts.push_back(std::move(p));
-  }
-  std::vector<int32_t> system(size_t(a.shared_prefix_len));
-  PythonRandom srng(4);  // its own generator: the rest of the workload stays bench.py's
-  for (auto& t : system) t = int32_t(srng.randint(0, max_token_id(e)));
-  for (auto& p : prompts) p.insert(p.begin(), system.begin(), system.end());
-  std::vector<SamplingParams> params;
-  int64_t prompt_tokens = 0, output_tokens = 0;
-  for (int64_t i = 0; i < a.num_seqs; ++i) {
-    SamplingParams sp;
-    sp.temperature = 0.6f;
-    sp.ignore_eos = true;
-    sp.max_tokens = int(rng.randint(100, a.max_output_len));
+  BenchWorkload w = bench_py_workload(e, a.num_seqs, a.max_input_len, a.max_output_len, a.shared_prefix_len);
+  for (SamplingParams& sp : w.params) {
     if (a.logprobs >= 0) sp.logprobs = a.logprobs;
     sp.repetition_penalty = a.repetition_penalty;
     sp.frequency_penalty = a.frequency_penalty;
     sp.structured_outputs = a.structured;
     sp.validate();
-    params.push_back(sp);
-    prompt_tokens += int64_t(prompts[size_t(i)].size());
-    output_tokens += sp.max_tokens;
   }
-  // Warm-up, as bench.py does, but of a prefill and one decode step (its 16 tokens warm nothing
-  // more: they only added ~1 s of batch-1 decode to the CPU demo's wall time). With a system
-  // prompt, its prompt starts with it: as in a server's steady state, the system prompt has been
-  // seen before the requests come (all at once, most would be admitted before it is cached).
-  SamplingParams warm;
-  warm.max_tokens = 2;
-  std::vector<int32_t> warm_prompt = system;
-  warm_prompt.insert(warm_prompt.end(), {1, 2, 3, 4});
-  e.add_request(warm_prompt, warm);
-  while (e.has_unfinished()) e.step();
+  const auto& prompts = w.prompts;
+  const auto& params = w.params;
+  const int64_t prompt_tokens = w.prompt_tokens, output_tokens = w.output_tokens;
+  warm_up(e, w);
   const SchedulerStats s0 = e.scheduler_stats();
   const double t0 = now_seconds();
   for (int64_t i = 0; i < a.num_seqs; ++i) e.add_request(prompts[size_t(i)], params[size_t(i)]);
@@ -267,6 +246,18 @@ void run(BenchArgs a) {
     throw UserError(
         "bench: --num-seqs must be >= 1 and --max-input-len/--max-output-len >= 100 (lengths are randint(100, max))");
   EngineConfig cfg = a.engine.resolve();
+  const bool controlled = a.acceptance.alpha >= 0;
+  if (controlled) {
+    if (a.acceptance.alpha > 1) throw UserError("bench: --spec-acceptance must be in [0, 1]");
+    if (a.acceptance.num_speculative_tokens < 1 || a.acceptance.num_speculative_tokens > 64)
+      throw UserError("bench: --spec-tokens must be in [1, 64]");
+    if (a.latency || a.interference || a.profile_decode > 0 || a.profile_prefill > 0 || !a.json_schema_file.empty() ||
+        a.logprobs >= 0)
+      throw UserError(
+          "bench: --spec-acceptance runs on the throughput workload (-n 1 for batch-1 decode); it does "
+          "not combine with --latency, --interference, --profile-*, --json-schema or --logprobs");
+    cfg.enable_prefix_caching = false;  // the second pass would find the first's prompts cached
+  }
   // bench.py runs its workload with LLM(max_model_len=4096); the latency modes take the model's.
   if (!a.latency && !a.interference && a.profile_decode == 0 && a.profile_prefill == 0 && cfg.max_model_len_is_auto())
     cfg.max_model_len = 4096;
@@ -292,15 +283,20 @@ void run(BenchArgs a) {
     tokenizer = Tokenizer::from_dir(dir);
     e.enable_structured_outputs(tokenizer.get());
   }
-  nlohmann::json out = a.profile_decode > 0    ? profile_decode(e, a)
-                       : a.profile_prefill > 0 ? profile_prefill(e, a)
-                       : a.interference        ? interference(e, a.interference_args)
-                       : a.latency             ? latency(e, a)
-                                               : throughput(e, a);
+  nlohmann::json out =
+      controlled ? acceptance_controlled(
+                       e, bench_py_workload(e, a.num_seqs, a.max_input_len, a.max_output_len, a.shared_prefix_len),
+                       a.acceptance)
+      : a.profile_decode > 0  ? profile_decode(e, a)
+      : a.profile_prefill > 0 ? profile_prefill(e, a)
+      : a.interference        ? interference(e, a.interference_args)
+      : a.latency             ? latency(e, a)
+                              : throughput(e, a);
   out["model"] = cfg.model;
   out["device"] = e.model_runner().backend().name();
   out["enforce_eager"] = cfg.enforce_eager;
   out["chunked_prefill"] = cfg.enable_chunked_prefill;
+  out["prefix_caching"] = cfg.enable_prefix_caching;
   out["async_scheduling"] = e.async_scheduling();
   out["kv_cache_dtype"] = kv_cache_dtype_name(cfg.kv_cache_dtype);
   out["kv_cache_blocks"] = e.model_runner().num_kv_blocks();  // the KV capacity (quantized weights free memory)
@@ -315,7 +311,7 @@ void add_bench(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand("bench", "benchmark throughput (bench.py workload) or batch-1 latency");
   a->engine.add_to(*cmd);
-  cmd->add_option("--num-seqs", a->num_seqs, "requests in the throughput workload (bench.py: 256)");
+  cmd->add_option("-n,--num-seqs", a->num_seqs, "requests in the throughput workload (bench.py: 256)");
   cmd->add_option("--max-input-len", a->max_input_len, "longest prompt (bench.py: 1024)");
   cmd->add_option("--max-output-len", a->max_output_len, "longest output (bench.py: 1024)");
   cmd->add_flag("--latency", a->latency, "batch-1 latency mode instead of throughput");
@@ -334,6 +330,14 @@ void add_bench(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--json-schema", a->json_schema_file,
                   "throughput and latency: every request's output follows this JSON Schema (file)");
+  cmd->add_option("--spec-acceptance", a->acceptance.alpha,
+                  "acceptance-controlled speculative decoding: a pass without speculation records every output, then "
+                  "a pass drafts them with each token corrupted with probability 1 - ALPHA; prints both (bench.py's "
+                  "workload, seeded; -n 1 for batch-1 decode; a --speculative-config drafter, a draft model say, runs "
+                  "for its cost and its disable_by_batch_size applies; CPU backend for now)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--spec-tokens", a->acceptance.num_speculative_tokens,
+                  "--spec-acceptance: drafts per step (num_speculative_tokens, default 4)");
   cmd->add_flag("--interference", a->interference,
                 "interference mode: inter-token latency of running streams while a long prompt is read");
   cmd->add_option("--interference-streams", a->interference_args.streams, "interference mode: running streams");

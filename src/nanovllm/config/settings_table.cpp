@@ -570,8 +570,10 @@ std::vector<Setting> make_settings() {
                     .type = T::Text,
                     .help = "speculative decoding, vLLM's JSON object: method ngram (prompt lookup: the longest "
                             "suffix of prompt_lookup_min..prompt_lookup_max tokens seen before proposes the tokens "
-                            "that followed it) and num_speculative_tokens; the target verifies them in one step, "
-                            "outputs unchanged. CPU backend only for now; draft_model and eagle3: not yet",
+                            "that followed it) or draft_model (model: a smaller model of the same vocabulary decodes "
+                            "the drafts; model alone implies it), num_speculative_tokens, disable_by_batch_size (no "
+                            "drafts while more sequences run); the target verifies them in one step, outputs "
+                            "unchanged. A draft model on the CPU backend only for now; eagle3: not yet",
                     .flags = {"--speculative-config"},
                     .keywords = {"speculative_config"},
                     .shown_default = "off"}));

@@ -11,8 +11,8 @@ namespace {
 
 // vLLM's methods we do not have yet: refused by name rather than as unknown.
 bool is_unimplemented_method(const std::string& m) {
-  return m == "draft_model" || m == "eagle" || m == "eagle3" || m == "medusa" || m == "mlp_speculator" ||
-         m == "deepseek_mtp" || m == "mtp" || m == "suffix";
+  return m == "eagle" || m == "eagle3" || m == "medusa" || m == "mlp_speculator" || m == "deepseek_mtp" || m == "mtp" ||
+         m == "suffix";
 }
 
 }  // namespace
@@ -41,8 +41,9 @@ SpeculativeConfig SpeculativeConfig::parse(const std::string& text, const std::s
       c.method = v.get<std::string>();
       if (c.method == "[ngram]") c.method = "ngram";  // vLLM's older spelling
       if (is_unimplemented_method(c.method))
-        throw UserError(flag + ": method '" + c.method + "' is not implemented yet (available: ngram)");
-      if (c.method != "ngram") throw UserError(flag + ": unknown method '" + c.method + "' (available: ngram)");
+        throw UserError(flag + ": method '" + c.method + "' is not implemented yet (available: ngram, draft_model)");
+      if (c.method != "ngram" && c.method != "draft_model")
+        throw UserError(flag + ": unknown method '" + c.method + "' (available: ngram, draft_model)");
     } else if (key == "num_speculative_tokens") {
       c.num_speculative_tokens = int_of(key, v);
       has_k = true;
@@ -53,17 +54,35 @@ SpeculativeConfig SpeculativeConfig::parse(const std::string& text, const std::s
       c.prompt_lookup_max = int_of(key, v);
       has_max = true;
     } else if (key == "model") {
-      throw UserError(flag + ": 'model' (a draft model) is not implemented yet (available: method ngram)");
+      if (!v.is_string() || v.get<std::string>().empty())
+        throw UserError(flag + ": 'model' must be a non-empty string, the draft model's directory (got " + v.dump() +
+                        ")");
+      c.model = v.get<std::string>();
+    } else if (key == "disable_by_batch_size") {
+      c.disable_by_batch_size = int_of(key, v);
+      if (c.disable_by_batch_size < 2)
+        throw UserError(flag + ": 'disable_by_batch_size' must be at least 2 (got " +
+                        std::to_string(c.disable_by_batch_size) + ")");
     } else {
       throw UserError(flag + ": unknown key '" + key +
-                      "' (known: method, num_speculative_tokens, prompt_lookup_min, prompt_lookup_max)");
+                      "' (known: method, model, num_speculative_tokens, prompt_lookup_min, prompt_lookup_max, "
+                      "disable_by_batch_size)");
     }
   }
-  if (c.method.empty()) throw UserError(flag + ": 'method' is required (available: ngram)");
+  if (c.method.empty() && !c.model.empty()) c.method = "draft_model";  // vLLM: a model without a method
+  if (c.method.empty()) throw UserError(flag + ": 'method' is required (available: ngram, draft_model)");
+  if (c.method == "draft_model" && c.model.empty())
+    throw UserError(flag + ": method 'draft_model' needs 'model', the draft model's directory");
+  if (c.method == "ngram" && !c.model.empty())
+    throw UserError(flag + ": method 'ngram' takes no 'model' (a draft model is method 'draft_model')");
+  if (c.method != "ngram" && (has_min || has_max))
+    throw UserError(flag + ": 'prompt_lookup_min' / 'prompt_lookup_max' belong to method 'ngram', not '" + c.method +
+                    "'");
   if (!has_k) throw UserError(flag + ": 'num_speculative_tokens' is required");
   if (c.num_speculative_tokens < 1 || c.num_speculative_tokens > 64)
     throw UserError(flag + ": 'num_speculative_tokens' must be in [1, 64] (got " +
                     std::to_string(c.num_speculative_tokens) + ")");
+  if (c.method != "ngram") return c;
   if (!has_min && !has_max) c.prompt_lookup_min = c.prompt_lookup_max = 5;
   if (!has_min) c.prompt_lookup_min = c.prompt_lookup_max;
   if (!has_max) c.prompt_lookup_max = c.prompt_lookup_min;
@@ -81,10 +100,13 @@ SpeculativeConfig SpeculativeConfig::parse(const std::string& text, const std::s
 
 std::string SpeculativeConfig::to_json() const {
   if (!enabled()) return "";
-  nlohmann::ordered_json j = {{"method", method},
-                              {"num_speculative_tokens", num_speculative_tokens},
-                              {"prompt_lookup_min", prompt_lookup_min},
-                              {"prompt_lookup_max", prompt_lookup_max}};
+  nlohmann::ordered_json j = {{"method", method}, {"num_speculative_tokens", num_speculative_tokens}};
+  if (method == "ngram") {
+    j["prompt_lookup_min"] = prompt_lookup_min;
+    j["prompt_lookup_max"] = prompt_lookup_max;
+  }
+  if (!model.empty()) j["model"] = model;
+  if (disable_by_batch_size > 0) j["disable_by_batch_size"] = disable_by_batch_size;
   return j.dump();
 }
 

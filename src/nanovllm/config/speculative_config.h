@@ -3,8 +3,12 @@
 // (settings_table.cpp); the engine builds its drafter from it (spec/drafter.h).
 // Methods: "ngram" (prompt lookup: the longest suffix of the sequence's tokens, between
 // prompt_lookup_min and prompt_lookup_max tokens long, that occurred before proposes the tokens that
-// followed it). "draft_model", "eagle", "eagle3" and vLLM's other methods are refused by name (not
-// implemented yet), as are unknown keys.
+// followed it) and "draft_model" ("model": a smaller model of the same vocabulary proposes by
+// decoding; vLLM's "model" without a method means it too). "eagle", "eagle3" and vLLM's other
+// methods are refused by name (not implemented yet), as are unknown keys.
+// disable_by_batch_size (vLLM's key, >= 2): no row speculates in a step whose running batch holds
+// more sequences than this (at large batch a step is compute-bound and drafts cost more than
+// they save).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -16,6 +20,8 @@ struct SpeculativeConfig {
   int64_t num_speculative_tokens = 0;
   // ngram: vLLM's defaults, 5 and 5 when neither is given, the other's value when one is.
   int64_t prompt_lookup_min = 0, prompt_lookup_max = 0;
+  std::string model;                  // draft_model: the draft's directory (or Hugging Face id)
+  int64_t disable_by_batch_size = 0;  // 0: speculate at any batch size
 
   bool enabled() const { return !method.empty() && num_speculative_tokens > 0; }
   // `text`: a JSON object (an empty text or `{}`/null: off); unknown keys, methods and bad values

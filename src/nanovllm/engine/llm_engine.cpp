@@ -8,6 +8,7 @@
 #include "nanovllm/backends/profiling_backend.h"
 #include "nanovllm/config/hf_hub.h"
 #include "nanovllm/dist/tp_group.h"
+#include "nanovllm/engine/draft_model_drafter.h"
 #include "nanovllm/engine/tensor_parallel.h"
 #include "nanovllm/engine/tp_protocol.h"
 #include "nanovllm/models/hf_config.h"
@@ -36,6 +37,34 @@ std::unique_ptr<Backend> make_backend(const EngineConfig& cfg) {
   return be;
 }
 
+EngineConfig draft_engine_config(const EngineConfig& cfg) {
+  EngineConfig d = cfg;
+  d.model = cfg.speculative_config.model;
+  d.model_dir.clear();
+  d.speculative_config = {};
+  d.target_itl_ms = 0;
+  d.kv_cache_memory = 0;
+  d.max_model_len = 0;                           // the draft's own (rows past it get no drafts)
+  d.quantization = EngineConfig{}.quantization;  // the draft checkpoint's own
+  d.profile_ops = false;
+  settle_model_dir(d);
+  return d;
+}
+
+ModelConfig check_draft_model(const EngineConfig& cfg, const ModelConfig& target) {
+  const EngineConfig d = draft_engine_config(cfg);
+  const ModelConfig m = resolve_model_config(d);
+  const std::string flag = "--speculative-config: the draft model '" + d.model + "'";
+  if (m.vocab_size != target.vocab_size)
+    throw UserError(flag + " has a vocabulary of " + std::to_string(m.vocab_size) + " tokens, the target '" +
+                    cfg.model + "' " + std::to_string(target.vocab_size) +
+                    ": a draft must share the target's tokenizer");
+  if (m.eos_token_ids != target.eos_token_ids)
+    throw UserError(flag + " has other end-of-sequence ids than the target '" + cfg.model +
+                    "': a draft must share the target's tokenizer");
+  return m;
+}
+
 LLMEngine::LLMEngine(EngineConfig cfg) : LLMEngine(cfg, resolve_model_config(cfg)) {}
 
 LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)), mcfg_(std::move(mcfg)) {
@@ -51,8 +80,15 @@ LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)),
     tp_->broadcast(encode_settings(cfg_, mcfg_));
     tp_->start_watchdog(cfg_.on_tp_peer_lost);
   }
+  // A draft model's KV cache shares the budget: as many blocks as the target's (plus lookahead).
+  int64_t draft_kv_elements = 0;
+  if (cfg_.speculative_config.enabled() && cfg_.speculative_config.method == "draft_model") {
+    draft_mcfg_ = std::make_unique<ModelConfig>(check_draft_model(cfg_, mcfg_));
+    if (resolved_device(cfg_.device) == DeviceChoice::Cpu && !tp_)
+      draft_kv_elements = kv_elements_per_block(*draft_mcfg_, cfg_.block_size);
+  }
   // The workers get max_model_len as given (0: unset) and settle it as rank 0's runner does.
-  runner_ = std::make_unique<ModelRunner>(cfg_, mcfg_, make_backend(cfg_), tp_.get());
+  runner_ = std::make_unique<ModelRunner>(cfg_, mcfg_, make_backend(cfg_), tp_.get(), draft_kv_elements);
   cfg_.max_model_len = runner_->max_model_len();  // settled: the scheduler, requests and server use it
   block_manager_ =
       std::make_unique<BlockManager>(runner_->num_kv_blocks(), cfg_.block_size, cfg_.enable_prefix_caching);
@@ -63,19 +99,49 @@ LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)),
   settle_speculation();
 }
 
+std::string LLMEngine::speculation_unavailable(bool draft_model) const {
+  if (draft_model && runner_->backend().device() != Device::CPU)
+    return "with a draft model runs on the CPU backend only for now (its KV cache is not yet paid from the GPU's "
+           "budget)";
+  if (draft_model && tp_) return "with a draft model does not run with tensor parallelism yet";
+  if (async_ && cfg_.async_scheduling.value_or(false))
+    return "does not combine with async scheduling yet (--no-async-scheduling turns that off)";
+  return "";
+}
+
+void LLMEngine::set_drafter(std::unique_ptr<Drafter> drafter) {
+  if (drafter) {
+    const std::string why = speculation_unavailable(false);
+    if (!why.empty()) throw UserError("speculative decoding " + why);
+    async_ = false;
+  }
+  for (auto& [id, s] : seqs_) s->draft_ids.clear();
+  drafter_ = std::move(drafter);
+}
+
+std::unique_ptr<Drafter> LLMEngine::take_drafter() {
+  for (auto& [id, s] : seqs_) s->draft_ids.clear();
+  return std::move(drafter_);
+}
+
 void LLMEngine::settle_speculation() {
   if (!cfg_.speculative_config.enabled()) return;
-  std::string why;
-  if (async_ && cfg_.async_scheduling.value_or(false))
-    why = "does not combine with async scheduling yet (--no-async-scheduling turns that off)";
-  // Async scheduling by default (CUDA) gives way: a step's drafts depend on the tokens of the step
-  // before, which async scheduling does not wait for.
-  if (why.empty()) async_ = false;
+  const std::string why = speculation_unavailable(cfg_.speculative_config.method == "draft_model");
   if (!why.empty()) {
     std::fprintf(stderr, "--speculative-config: speculative decoding %s; decoding without it\n", why.c_str());
     return;
   }
-  drafter_ = make_drafter(cfg_.speculative_config);
+  async_ = false;  // async scheduling by default (CUDA) gives way: a step's drafts need the tokens before
+  if (cfg_.speculative_config.method != "draft_model") {
+    drafter_ = make_drafter(cfg_.speculative_config);
+    return;
+  }
+  const int64_t k = cfg_.speculative_config.num_speculative_tokens, bs = cfg_.block_size;
+  EngineConfig dcfg = draft_engine_config(cfg_);
+  // The target's blocks, and room for every running sequence's drafts beyond its verified tokens.
+  dcfg.num_kvcache_blocks = runner_->num_kv_blocks() + cfg_.max_num_seqs * ((k + bs - 1) / bs);
+  drafter_ =
+      std::make_unique<DraftModelDrafter>(std::make_unique<ModelRunner>(dcfg, *draft_mcfg_, make_backend(dcfg)), k, bs);
 }
 
 LLMEngine::~LLMEngine() {
@@ -361,6 +427,25 @@ void LLMEngine::finish_step(const ScheduledBatch& batch, const std::vector<int32
 }
 
 void LLMEngine::propose_drafts(const ScheduledBatch& batch) {
+  // Preempted sequences lost their KV: a drafter with its own cache lets theirs go too.
+  if (scheduler_->num_preemptions() != preemptions_seen_) {
+    preemptions_seen_ = scheduler_->num_preemptions();
+    for (auto& [id, s] : seqs_)
+      if (s->status == SequenceStatus::Waiting && s->block_table.empty()) drafter_->release(id);
+  }
+  auto query = [](const Sequence& s, std::span<const int32_t> tokens, int64_t max_drafts) {
+    return DraftQuery{s.id, tokens, max_drafts, &s.params, s.seed, s.num_prompt_tokens};
+  };
+  // Prompt chunks the target read this step (their sequences are still reading): drafters with a
+  // KV cache read them alongside.
+  std::vector<DraftQuery> chunks;
+  for (Sequence* s : batch.seqs)
+    if (s->status == SequenceStatus::Running && s->num_cached_tokens + 1 < s->num_tokens())
+      chunks.push_back(query(*s, std::span<const int32_t>(s->token_ids).first(size_t(s->num_cached_tokens)), 0));
+  if (!chunks.empty()) drafter_->observe_prefill(chunks);
+  // vLLM's disable_by_batch_size: past it, a step is compute-bound and drafts cost more than they save.
+  const int64_t off_above = cfg_.speculative_config.disable_by_batch_size;
+  if (off_above > 0 && int64_t(scheduler_->running().size()) > off_above) return;
   std::vector<DraftQuery> queries;
   std::vector<Sequence*> of;
   for (Sequence* s : batch.seqs) {
@@ -370,7 +455,7 @@ void LLMEngine::propose_drafts(const ScheduledBatch& batch) {
     const int64_t room =
         std::min(s->params.max_tokens - s->num_completion_tokens(), cfg_.max_model_len - s->num_tokens()) - 1;
     if (room <= 0) continue;
-    queries.push_back({s->id, s->token_ids, std::min(room, drafter_->num_speculative_tokens())});
+    queries.push_back(query(*s, s->token_ids, std::min(room, drafter_->num_speculative_tokens())));
     of.push_back(s);
   }
   if (queries.empty()) return;

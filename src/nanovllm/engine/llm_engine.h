@@ -7,6 +7,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "nanovllm/config/config.h"
@@ -112,6 +113,17 @@ class LLMEngine {
   int64_t num_steps_ahead() const { return steps_ahead_; }  // steps launched before the last one's tokens came
   bool abort(int64_t request_id);
   bool speculating() const { return drafter_ != nullptr; }  // as settled for this backend
+  // Replaces the drafter (null: speculation off) from the next step on; drafts already proposed
+  // are dropped. Throws UserError where speculation cannot run (speculation_unavailable()); async
+  // scheduling by default gives way. For the benchmark's acceptance-controlled drafter
+  // (spec/controlled_drafter.h).
+  void set_drafter(std::unique_ptr<Drafter> drafter);
+  const Drafter* drafter() const { return drafter_.get(); }  // null: no speculation
+  // Takes the engine's drafter out (speculation off from the next step on); null when none.
+  std::unique_ptr<Drafter> take_drafter();
+  // Why speculative decoding (with a draft model, or another drafter) cannot run on this engine
+  // ("" when it can): a draft model on CUDA or with tensor parallelism, async scheduling asked for.
+  std::string speculation_unavailable(bool draft_model) const;
 
   // The engine's settings, max_model_len settled (the model's, or lowered to the KV cache).
   const EngineConfig& config() const { return cfg_; }
@@ -165,12 +177,18 @@ class LLMEngine {
   int64_t steps_ahead_ = 0;
   std::optional<InFlight> in_flight_;
   std::unique_ptr<Drafter> drafter_;                       // speculative decoding; null: off
+  std::unique_ptr<ModelConfig> draft_mcfg_;                // draft_model: the draft's config, checked
+  int64_t preemptions_seen_ = 0;                           // the drafter releases preempted sequences
   std::chrono::steady_clock::time_point last_step_end_{};  // when the last step's tokens were taken
 };
 
 // Resolves cfg.model to a ModelConfig: a directory, a Hugging Face id in the local cache
 // (config/hf_hub.h), or a built-in preset with --load-format dummy.
 ModelConfig resolve_model_config(const EngineConfig& cfg);
+// The settings of a --speculative-config draft model's engine (its model, no speculation).
+EngineConfig draft_engine_config(const EngineConfig& cfg);
+// The draft model's config; throws UserError when it cannot draft for `target` (another vocabulary).
+ModelConfig check_draft_model(const EngineConfig& cfg, const ModelConfig& target);
 // The backend of this rank (CUDA: GPU cfg.local_rank()).
 std::unique_ptr<Backend> make_backend(const EngineConfig& cfg);
 

@@ -21,9 +21,9 @@
 namespace nanovllm {
 
 ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::unique_ptr<Backend> backend,
-                         TpGroup* tp)
-    : cfg_(cfg), auto_max_model_len_(cfg.max_model_len_is_auto()), mcfg_(mcfg), backend_(std::move(backend)),
-      tp_(tp && tp->world() > 1 ? tp : nullptr) {
+                         TpGroup* tp, int64_t shared_kv_elements_per_block)
+    : cfg_(cfg), shared_kv_elements_(shared_kv_elements_per_block), auto_max_model_len_(cfg.max_model_len_is_auto()),
+      mcfg_(mcfg), backend_(std::move(backend)), tp_(tp && tp->world() > 1 ? tp : nullptr) {
   validate_tensor_parallel(mcfg_, tp_ ? tp_->world() : 1);
   cfg_.max_model_len = settle_max_model_len(cfg, mcfg_);  // the model's; the KV cache may lower it below
   kv_heads_ = mcfg_.num_key_value_heads / (tp_ ? tp_->world() : 1);
@@ -199,7 +199,8 @@ int64_t ModelRunner::gpu_kv_blocks_after_warmup() {
 int64_t ModelRunner::num_cuda_graphs() const { return graphs_ ? graphs_->num_graphs() : 0; }
 
 int64_t ModelRunner::kv_bytes_per_block() const {
-  return 2 * mcfg_.num_hidden_layers * cfg_.block_size * kv_heads_ * mcfg_.head_dim * int64_t(dtype_size(kv_dtype_));
+  return (2 * mcfg_.num_hidden_layers * cfg_.block_size * kv_heads_ * mcfg_.head_dim + shared_kv_elements_) *
+         int64_t(dtype_size(kv_dtype_));
 }
 
 StepInputs ModelRunner::prepare(const ScheduledBatch& batch, int64_t bs, bool ahead) {

@@ -38,8 +38,10 @@ class ModelRunner {
  public:
   // Loads the model (weights from cfg.model, or dummy ones) and allocates the KV cache.
   // tp: this rank's tensor-parallel group (outlives the runner), nullptr for one rank.
-  ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::unique_ptr<Backend> backend,
-              TpGroup* tp = nullptr);
+  // shared_kv_elements_per_block: K/V elements another cache holds for each block of this one (a
+  // draft model's, draft_model_drafter.h), paid from the same KV budget.
+  ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::unique_ptr<Backend> backend, TpGroup* tp = nullptr,
+              int64_t shared_kv_elements_per_block = 0);
   ~ModelRunner();
 
   // Rank 0 (or the only rank): one step, Sequence::num_sampled_rows() tokens per sequence in
@@ -87,7 +89,8 @@ class ModelRunner {
   // none ran (the CPU, an explicit KV cache size). Seeds the scheduler's step cost model.
   double warmup_seconds_per_token() const { return warmup_seconds_per_token_; }
   int64_t max_model_len() const { return cfg_.max_model_len; }  // settled (never 0)
-  int64_t kv_bytes_per_block() const;
+  int64_t kv_bytes_per_block() const;                           // this cache's, plus the shared elements' of another
+
   DType kv_cache_dtype() const { return kv_dtype_; }           // the act dtype or F8E4M3 (--kv-cache-dtype)
   Quantization quantization() const { return quantization_; }  // --quantization or the checkpoint's
   Backend& backend() { return *backend_; }
@@ -113,6 +116,7 @@ class ModelRunner {
   void warm_up_mixed_steps();
 
   EngineConfig cfg_;                 // max_model_len settled (never 0)
+  int64_t shared_kv_elements_ = 0;   // another cache's K/V elements per block of this one (a draft's)
   bool auto_max_model_len_ = false;  // the user left it unset: the KV cache may lower it
   ModelConfig mcfg_;
   std::unique_ptr<Backend> backend_;

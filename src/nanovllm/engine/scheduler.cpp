@@ -262,6 +262,7 @@ std::vector<Sequence*> Scheduler::postprocess(const ScheduledBatch& batch, const
       ++spec_.num_drafts;
       spec_.num_draft_tokens += int64_t(drafts.size());
       spec_.num_accepted_tokens += a;
+      spec_.num_rejections += a < int64_t(drafts.size());
       if (spec_.accepted_per_pos.size() < drafts.size()) spec_.accepted_per_pos.resize(drafts.size(), 0);
       for (int64_t j = 0; j < a; ++j) ++spec_.accepted_per_pos[size_t(j)];
     }

@@ -79,9 +79,12 @@ struct ScheduledBatch {
 
 // Speculative decoding's counters, cumulative (vLLM's vllm:spec_decode_* metrics).
 struct SpecDecodeStats {
-  int64_t num_drafts = 0;                 // verify rows: a sequence's drafts verified in a step
-  int64_t num_draft_tokens = 0;           // drafts verified
-  int64_t num_accepted_tokens = 0;        // drafts that stood
+  int64_t num_drafts = 0;           // verify rows: a sequence's drafts verified in a step
+  int64_t num_draft_tokens = 0;     // drafts verified
+  int64_t num_accepted_tokens = 0;  // drafts that stood
+  // Verify rows where a draft was rejected: accepted / (accepted + rejections) estimates the
+  // per-token acceptance probability (the drafts after the first rejected one are never judged).
+  int64_t num_rejections = 0;
   std::vector<int64_t> accepted_per_pos;  // [j]: drafts that stood at draft position j
 };
 

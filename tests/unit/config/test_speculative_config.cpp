@@ -41,9 +41,18 @@ TEST(SpeculativeConfig, NgramAndDefaults) {
 TEST(SpeculativeConfig, RefusalsNameTheProblem) {
   EXPECT_NE(error_of(R"({"method": "eagle3", "num_speculative_tokens": 2})").find("'eagle3' is not implemented yet"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"method": "draft_model", "num_speculative_tokens": 2})").find("not implemented yet"),
+  EXPECT_NE(error_of(R"({"method": "draft_model", "num_speculative_tokens": 2})").find("needs 'model'"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"model": "/x", "num_speculative_tokens": 2})").find("'model'"), std::string::npos);
+  EXPECT_NE(error_of(R"({"method": "ngram", "model": "/x", "num_speculative_tokens": 2})").find("takes no 'model'"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"model": "/x", "num_speculative_tokens": 2, "prompt_lookup_max": 3})")
+                .find("belong to method 'ngram'"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"model": 3, "num_speculative_tokens": 2})").find("'model' must be a non-empty string"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"method": "ngram", "num_speculative_tokens": 2, "disable_by_batch_size": 1})")
+                .find("'disable_by_batch_size' must be at least 2"),
+            std::string::npos);
   EXPECT_NE(error_of(R"({"method": "ngram", "num_speculative_tokens": 2, "foo": 1})").find("unknown key 'foo'"),
             std::string::npos);
   EXPECT_NE(error_of(R"({"method": "ngram"})").find("'num_speculative_tokens' is required"), std::string::npos);
@@ -56,6 +65,21 @@ TEST(SpeculativeConfig, RefusalsNameTheProblem) {
             std::string::npos);
   EXPECT_NE(error_of("[1]").find("JSON object"), std::string::npos);
   EXPECT_NE(error_of("{bad").find("JSON object"), std::string::npos);
+}
+
+TEST(SpeculativeConfig, DraftModelAndDisableByBatchSize) {
+  // vLLM: "model" without a method means a draft model.
+  auto c = SpeculativeConfig::parse(R"({"model": "/d", "num_speculative_tokens": 3, "disable_by_batch_size": 8})", "f");
+  EXPECT_TRUE(c.enabled());
+  EXPECT_EQ(c.method, "draft_model");
+  EXPECT_EQ(c.model, "/d");
+  EXPECT_EQ(c.disable_by_batch_size, 8);
+  EXPECT_EQ(c.prompt_lookup_min, 0) << "n-gram keys stay unset for a draft model";
+  EXPECT_EQ(SpeculativeConfig::parse(c.to_json(), "f").to_json(), c.to_json());
+  EXPECT_EQ(c.to_json().find("prompt_lookup"), std::string::npos);
+  c = SpeculativeConfig::parse(R"({"method": "ngram", "num_speculative_tokens": 2})", "f");
+  EXPECT_EQ(c.disable_by_batch_size, 0);
+  EXPECT_EQ(c.to_json().find("disable_by_batch_size"), std::string::npos);
 }
 
 TEST(SpeculativeConfig, IsASetting) {

@@ -1,0 +1,137 @@
+// The acceptance-controlled benchmark mode (bench_acceptance.h).
+#include "bench_acceptance.h"
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "latency_stats.h"
+#include "nanovllm/spec/controlled_drafter.h"
+#include "nanovllm/utils/error.h"
+#include "nanovllm/utils/progress.h"
+
+namespace nanovllm::cli {
+namespace {
+
+struct Pass {
+  double seconds = 0, decode_seconds = 0;
+  int64_t decode_tokens = 0, generated = 0;
+  std::vector<std::vector<int32_t>> outputs;  // by request index
+  SpecDecodeStats spec;                       // this pass's counters
+  nlohmann::json json(const BenchWorkload& w) const {
+    return {{"seconds", seconds},
+            {"output_tok_s", double(w.output_tokens) / seconds},
+            {"decode_seconds", decode_seconds},
+            {"decode_tok_s", decode_seconds > 0 ? double(decode_tokens) / decode_seconds : 0.0}};
+  }
+};
+
+// drafter: null for the baseline; else each request's record (prompt + reference output) is
+// registered with it under the engine's id.
+Pass run_pass(LLMEngine& e, const BenchWorkload& w, AcceptanceControlledDrafter* drafter, const Pass* reference) {
+  Pass p;
+  p.outputs.resize(w.prompts.size());
+  const SpecDecodeStats s0 = e.scheduler_stats().spec;
+  const double t0 = now_seconds();
+  std::map<int64_t, size_t> index_of;
+  for (size_t i = 0; i < w.prompts.size(); ++i) {
+    const int64_t id = e.add_request(w.prompts[i], w.params[i]);
+    index_of[id] = i;
+    if (!drafter) continue;
+    std::vector<int32_t> record = w.prompts[i];
+    record.insert(record.end(), reference->outputs[i].begin(), reference->outputs[i].end());
+    drafter->expect(id, std::move(record));
+  }
+  ProgressBar bar(int64_t(w.prompts.size()), true);
+  while (e.has_unfinished()) {
+    const StepResult r = e.step();
+    p.generated += int64_t(r.new_tokens.size());
+    if (r.num_prefill_tokens == 0) {
+      p.decode_seconds += r.seconds;
+      p.decode_tokens += int64_t(r.new_tokens.size());
+    }
+    bar.on_step(r.is_prefill, r.num_tokens, r.seconds);
+    for (const RequestOutput& o : r.finished) {
+      bar.on_finished();
+      p.outputs[index_of.at(o.request_id)] = o.token_ids;
+    }
+  }
+  bar.done();
+  p.seconds = now_seconds() - t0;
+  const SpecDecodeStats s1 = e.scheduler_stats().spec;
+  p.spec.num_drafts = s1.num_drafts - s0.num_drafts;
+  p.spec.num_draft_tokens = s1.num_draft_tokens - s0.num_draft_tokens;
+  p.spec.num_accepted_tokens = s1.num_accepted_tokens - s0.num_accepted_tokens;
+  p.spec.num_rejections = s1.num_rejections - s0.num_rejections;
+  if (p.generated != w.output_tokens)
+    throw Error("bench: generated " + std::to_string(p.generated) + " tokens, expected " +
+                std::to_string(w.output_tokens));
+  return p;
+}
+
+double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
+
+}  // namespace
+
+nlohmann::json acceptance_controlled(LLMEngine& e, BenchWorkload w, const AcceptanceArgs& a) {
+  // Seeded requests: the pass with speculation emits the recorded tokens (outputs do not depend on
+  // speculation for a given seed, spec/verification.h).
+  for (size_t i = 0; i < w.params.size(); ++i) w.params[i].seed = int64_t(i);
+  // The drafter of --speculative-config (a draft model, n-gram) runs for its cost; its proposals
+  // are replaced (its disable_by_batch_size applies).
+  std::unique_ptr<Drafter> configured = e.take_drafter();
+  const int64_t k = configured ? configured->num_speculative_tokens() : a.num_speculative_tokens;
+  const bool with_config_drafter = configured != nullptr;
+  auto owned = std::make_unique<AcceptanceControlledDrafter>(k, a.alpha, e.model_config().vocab_size, a.seed,
+                                                             std::move(configured));
+  AcceptanceControlledDrafter* drafter = owned.get();
+  warm_up(e, w);
+  const Pass base = run_pass(e, w, nullptr, nullptr);
+  e.set_drafter(std::move(owned));  // refused (UserError) where speculation cannot run
+  const Pass spec = run_pass(e, w, drafter, &base);
+  const int64_t diverged = drafter->num_diverged();
+  e.set_drafter(nullptr);
+  int64_t mismatched = 0;
+  for (size_t i = 0; i < w.prompts.size(); ++i) mismatched += base.outputs[i] != spec.outputs[i];
+  char label[256];
+  std::snprintf(label, sizeof label,
+                "acceptance-controlled, alpha=%.2f, k=%lld: drafts are the target's own recorded continuation, "
+                "each token corrupted with probability %.2f",
+                a.alpha, static_cast<long long>(k), 1.0 - a.alpha);
+  if (with_config_drafter)
+    std::snprintf(label + std::strlen(label), sizeof label - std::strlen(label), "; the %s drafter runs for its cost",
+                  e.config().speculative_config.method.c_str());
+  const SpecDecodeStats& st = spec.spec;
+  const double per_token = ratio(double(st.num_accepted_tokens), double(st.num_accepted_tokens + st.num_rejections));
+  const double mean_len = 1.0 + ratio(double(st.num_accepted_tokens), double(st.num_drafts));
+  const nlohmann::json bj = base.json(w), sj = spec.json(w);
+  const double speedup = ratio(sj["decode_tok_s"].get<double>(), bj["decode_tok_s"].get<double>());
+  std::fprintf(stderr,
+               "%s\n  decode %.1f tok/s with speculation vs %.1f without (%.2fx); acceptance %.3f per token, "
+               "mean accepted length %.2f\n",
+               label, sj["decode_tok_s"].get<double>(), bj["decode_tok_s"].get<double>(), speedup, per_token, mean_len);
+  return {{"mode", "acceptance_controlled"},
+          {"label", label},
+          {"alpha", a.alpha},
+          {"num_speculative_tokens", k},
+          {"drafter_for_cost", with_config_drafter ? e.config().speculative_config.to_json() : ""},
+          {"num_seqs", int64_t(w.prompts.size())},
+          {"prompt_tokens", w.prompt_tokens},
+          {"output_tokens", w.output_tokens},
+          {"without_speculation", bj},
+          {"with_speculation", sj},
+          {"decode_speedup", speedup},
+          {"output_speedup", ratio(sj["output_tok_s"].get<double>(), bj["output_tok_s"].get<double>())},
+          {"spec_verify_rows", st.num_drafts},
+          {"spec_draft_tokens", st.num_draft_tokens},
+          {"spec_accepted_tokens", st.num_accepted_tokens},
+          // vLLM's acceptance rate (accepted / drafted) and the per-token one (estimates alpha).
+          {"spec_acceptance_rate", ratio(double(st.num_accepted_tokens), double(st.num_draft_tokens))},
+          {"spec_per_token_acceptance", per_token},
+          {"spec_mean_accepted_length", mean_len},
+          {"diverged_sequences", diverged},
+          {"outputs_identical", mismatched == 0},
+          {"mismatched_outputs", mismatched}};
+}
+
+}  // namespace nanovllm::cli

@@ -1,0 +1,199 @@
+// Speculative decoding with a draft model, and the engine's other speculation controls, on the
+// tiny fixtures (CPU): outputs byte-identical with and without a draft (the target itself as its
+// draft: every draft stands; another tiny model of the same vocabulary: drafts decided both ways),
+// greedy and seeded, with preemption (a small KV cache) and prefix caching; the target's and the
+// draft's KV blocks all back after runs, rejections and aborts; the draft's cache shares the KV
+// budget; a draft of another vocabulary refused; disable_by_batch_size honoured; the
+// acceptance-controlled drafter through the engine.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "nanovllm/engine/draft_model_drafter.h"
+#include "nanovllm/engine/llm_engine.h"
+#include "nanovllm/spec/controlled_drafter.h"
+#include "nanovllm/utils/error.h"
+#include "tiny_engine.h"
+
+using namespace nanovllm;
+using test::greedy;
+using test::tiny_cfg;
+
+namespace {
+
+const std::string kTarget = test::fixture("tiny-qwen3-tied");  // vocabulary 512
+const std::string kOther = test::fixture("tiny-qwen3-yarn");   // another model, the same vocabulary
+
+std::vector<int32_t> prompt(size_t n, uint32_t seed) {
+  std::vector<int32_t> t = test::random_tokens(n, seed);
+  for (auto& x : t) x = 3 + x % 500;
+  return t;
+}
+
+struct Request {
+  std::vector<int32_t> prompt;
+  SamplingParams params;
+};
+
+std::vector<Request> workload() {
+  std::vector<Request> rs;
+  rs.push_back({prompt(40, 1), greedy(30)});
+  SamplingParams seeded = greedy(30);
+  seeded.temperature = 0.8f;
+  seeded.seed = 5;
+  rs.push_back({prompt(25, 2), seeded});
+  SamplingParams processed = greedy(24);
+  processed.repetition_penalty = 1.3f;
+  processed.min_tokens = 4;
+  rs.push_back({prompt(33, 3), processed});
+  std::vector<int32_t> shared = prompt(40, 1);  // the first's first 32 tokens: a prefix-cache hit
+  shared.resize(32);
+  const auto tail = prompt(6, 4);
+  shared.insert(shared.end(), tail.begin(), tail.end());
+  rs.push_back({shared, greedy(20)});
+  return rs;
+}
+
+EngineConfig cfg_with(const std::string& draft, int64_t kv_blocks) {
+  EngineConfig cfg = tiny_cfg(kTarget);
+  cfg.block_size = 16;
+  cfg.enable_prefix_caching = true;
+  cfg.max_num_batched_tokens = 64;  // prompts are read in chunks
+  cfg.max_num_seqs = 8;
+  if (kv_blocks > 0) cfg.num_kvcache_blocks = kv_blocks;
+  if (!draft.empty())
+    cfg.speculative_config =
+        SpeculativeConfig::parse(R"({"model": ")" + draft + R"(", "num_speculative_tokens": 3})", "t");
+  return cfg;
+}
+
+struct DraftRun {
+  std::map<int64_t, std::vector<int32_t>> outputs;
+  SchedulerStats stats;
+  int64_t steps = 0;
+};
+
+const DraftModelDrafter* draft_of(const LLMEngine& e) { return dynamic_cast<const DraftModelDrafter*>(e.drafter()); }
+
+DraftRun run(const EngineConfig& cfg, const std::vector<Request>& reqs) {
+  LLMEngine e(cfg);
+  DraftRun out;
+  std::map<int64_t, int64_t> index;
+  for (size_t i = 0; i < reqs.size(); ++i) index[e.add_request(reqs[i].prompt, reqs[i].params)] = int64_t(i);
+  while (e.has_unfinished() && out.steps < 1000) {
+    const StepResult r = e.step();
+    ++out.steps;
+    for (const RequestOutput& o : r.finished) out.outputs[index.at(o.request_id)] = o.token_ids;
+    EXPECT_EQ(e.block_manager().check_invariants(e.live_sequences()), "") << "after step " << out.steps;
+  }
+  EXPECT_FALSE(e.has_unfinished());
+  out.stats = e.scheduler_stats();
+  EXPECT_EQ(out.stats.kv_blocks_used, 0) << "every target block back";
+  if (const DraftModelDrafter* d = draft_of(e)) {
+    EXPECT_EQ(d->block_manager().num_free_blocks(), d->block_manager().num_blocks()) << "every draft block back";
+    EXPECT_EQ(d->num_sequences(), 0);
+  }
+  return out;
+}
+
+TEST(DraftModel, TheTargetAsItsOwnDraftAcceptsEveryDraft) {
+  const DraftRun base = run(cfg_with("", 0), workload()), spec = run(cfg_with(kTarget, 0), workload());
+  EXPECT_EQ(base.outputs, spec.outputs);
+  const SpecDecodeStats& st = spec.stats.spec;
+  EXPECT_GT(st.num_drafts, 10);
+  // The same weights and the same sampling noise: each draft is the target's own token (up to a
+  // near-tie between a decode's and a verify row's float rounding).
+  EXPECT_GE(double(st.num_accepted_tokens), 0.95 * double(st.num_draft_tokens));
+  EXPECT_LT(spec.steps, base.steps);
+  EXPECT_GT(spec.stats.prefix_hit_tokens, 0) << "prefix caching in play";
+}
+
+TEST(DraftModel, AnotherDraftIsLosslessUnderPreemption) {
+  // 10 blocks of 16 slots for four sequences of up to ~70 tokens: preemptions.
+  const DraftRun base = run(cfg_with("", 10), workload()), spec = run(cfg_with(kOther, 10), workload());
+  EXPECT_EQ(base.outputs, spec.outputs);
+  EXPECT_GT(spec.stats.preemptions, 0);
+  const SpecDecodeStats& st = spec.stats.spec;
+  EXPECT_GT(st.num_drafts, 0);
+  EXPECT_GT(st.num_rejections, 0) << "a different model's drafts are rejected at times";
+}
+
+TEST(DraftModel, AbortReleasesBothCaches) {
+  LLMEngine e(cfg_with(kOther, 0));
+  const int64_t id = e.add_request(prompt(50, 8), greedy(100));
+  e.add_request(prompt(20, 9), greedy(5));
+  for (int i = 0; i < 6; ++i) e.step();
+  const DraftModelDrafter* d = draft_of(e);
+  ASSERT_NE(d, nullptr);
+  EXPECT_LT(d->block_manager().num_free_blocks(), d->block_manager().num_blocks());
+  EXPECT_TRUE(e.abort(id));
+  while (e.has_unfinished()) e.step();
+  EXPECT_EQ(e.scheduler_stats().kv_blocks_used, 0);
+  EXPECT_EQ(d->block_manager().num_free_blocks(), d->block_manager().num_blocks());
+}
+
+TEST(DraftModel, SharesTheKvBudgetAndRefusesAnotherVocabulary) {
+  EngineConfig plain = tiny_cfg(kTarget), with = cfg_with(kTarget, 0);
+  plain.kv_cache_memory = with.kv_cache_memory = 4 << 20;
+  plain.block_size = 16;
+  LLMEngine a(plain), b(with);
+  // The draft (the same model) takes as much per block as the target: about half the blocks each.
+  EXPECT_NEAR(double(b.model_runner().num_kv_blocks()), double(a.model_runner().num_kv_blocks()) / 2, 1.0);
+  try {
+    LLMEngine bad(cfg_with(test::fixture("tiny-qwen3-untied"), 0));  // vocabulary 700
+    ADD_FAILURE() << "a draft of another vocabulary was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("vocabulary of 700 tokens"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Speculation, DisableByBatchSizeIsHonoured) {
+  EngineConfig cfg = cfg_with(kTarget, 0);
+  cfg.speculative_config = SpeculativeConfig::parse(
+      R"({"model": ")" + kTarget + R"(", "num_speculative_tokens": 3, "disable_by_batch_size": 2})", "t");
+  LLMEngine e(cfg);
+  for (int i = 0; i < 4; ++i) e.add_request(prompt(20, 20 + uint32_t(i)), greedy(10 + 12 * i));
+  int64_t running_before = 0, drafts_before = 0, verified_alone = 0;
+  while (e.has_unfinished()) {
+    const StepResult r = e.step();
+    const int64_t verified = r.stats.spec.num_drafts - drafts_before;
+    if (running_before > 2) EXPECT_EQ(verified, 0) << "drafts proposed while " << running_before << " ran";
+    if (running_before <= 2) verified_alone += verified;
+    running_before = r.stats.running;
+    drafts_before = r.stats.spec.num_drafts;
+  }
+  EXPECT_GT(verified_alone, 0) << "drafts once the batch is small enough";
+}
+
+TEST(Speculation, ControlledDrafterThroughTheEngine) {
+  EngineConfig cfg = tiny_cfg(kTarget);
+  LLMEngine e(cfg);
+  std::vector<std::vector<int32_t>> prompts, outs;
+  for (uint32_t i = 0; i < 4; ++i) prompts.push_back(prompt(20, 40 + i));
+  SamplingParams sp = greedy(150);
+  sp.temperature = 0.7f;
+  sp.seed = 3;
+  for (auto& p : prompts) e.add_request(p, sp);
+  outs.resize(4);
+  while (e.has_unfinished())
+    for (const RequestOutput& o : e.step().finished) outs[size_t(o.request_id)] = o.token_ids;
+  auto owned = std::make_unique<AcceptanceControlledDrafter>(4, 0.6, 512, 1);
+  AcceptanceControlledDrafter* d = owned.get();
+  e.set_drafter(std::move(owned));
+  std::map<int64_t, size_t> index;
+  for (size_t i = 0; i < 4; ++i) {
+    const int64_t id = e.add_request(prompts[i], sp);
+    index[id] = i;
+    std::vector<int32_t> rec = prompts[i];
+    rec.insert(rec.end(), outs[i].begin(), outs[i].end());
+    d->expect(id, rec);
+  }
+  while (e.has_unfinished())
+    for (const RequestOutput& o : e.step().finished) EXPECT_EQ(o.token_ids, outs[index.at(o.request_id)]);
+  const SpecDecodeStats& st = e.scheduler_stats().spec;
+  const double per_token = double(st.num_accepted_tokens) / double(st.num_accepted_tokens + st.num_rejections);
+  EXPECT_NEAR(per_token, 0.6, 0.1) << st.num_accepted_tokens << " accepted, " << st.num_rejections << " rejected";
+  EXPECT_EQ(d->num_diverged(), 0);
+}
+
+}  // namespace
