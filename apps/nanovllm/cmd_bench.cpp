@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_embed.h"
 #include "bench_interference.h"
 #include "commands.h"
 #include "engine_flags.h"
@@ -33,6 +34,8 @@ struct BenchArgs {
   bool latency = false;
   bool interference = false;
   InterferenceArgs interference_args;
+  bool embed = false;  // embeddings throughput of a pooling model (bench_embed.h)
+  EmbedBenchArgs embed_args;
   int64_t profile_decode = 0;   // batch size for the per-op decode breakdown (0 = off)
   int64_t profile_prefill = 0;  // prompt length for the per-op prefill breakdown (0 = off)
   int64_t latency_prompt_len = 1024, latency_output_len = 256;
@@ -270,6 +273,7 @@ void run(BenchArgs a) {
   // bench.py runs its workload with LLM(max_model_len=4096); the latency modes take the model's.
   if (!a.latency && !a.interference && a.profile_decode == 0 && a.profile_prefill == 0 && cfg.max_model_len_is_auto())
     cfg.max_model_len = 4096;
+  if (a.embed && cfg.runner == RunnerChoice::Auto) cfg.runner = RunnerChoice::Pooling;
   if (a.profile_prefill > 0) cfg.profile_ops = true;
   if (a.profile_decode > 0) {
     cfg.profile_ops = true;
@@ -292,7 +296,8 @@ void run(BenchArgs a) {
     tokenizer = Tokenizer::from_dir(dir);
     e.enable_structured_outputs(tokenizer.get());
   }
-  nlohmann::json out = a.profile_decode > 0    ? profile_decode(e, a)
+  nlohmann::json out = a.embed                 ? embed_throughput(e, a.embed_args)
+                       : a.profile_decode > 0  ? profile_decode(e, a)
                        : a.profile_prefill > 0 ? profile_prefill(e, a)
                        : a.interference        ? interference(e, a.interference_args)
                        : a.latency             ? latency(e, a)
@@ -340,6 +345,10 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--interference-context", a->interference_args.context, "interference mode: their prompt tokens");
   cmd->add_option("--interference-prompt-len", a->interference_args.prompt_len,
                   "interference mode: the long prompt's tokens");
+  cmd->add_flag("--embed", a->embed,
+                "embeddings throughput of a pooling model (--runner pooling implied): inputs/s and tokens/s");
+  cmd->add_option("--embed-inputs", a->embed_args.inputs, "embed mode: inputs (default 1000)");
+  cmd->add_option("--embed-len", a->embed_args.input_len, "embed mode: tokens per input (default 512)");
   cmd->callback([a] { run(*a); });
 }
 
