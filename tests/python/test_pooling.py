@@ -64,6 +64,17 @@ class PoolingTest(unittest.TestCase):
             self.llm.generate([[5, 6]], SamplingParams(max_tokens=2), use_tqdm=False)
 
 
+    def test_pooler_config_as_a_dict(self):
+        mean = LLM(self.model, runner="pooling", pooler_config={"pooling_type": "MEAN", "normalize": False}, **CPU)
+        ids = [[5, 6, 7], [5], [5, 6]]
+        firsts = [self.llm.embed([p], PoolingParams(normalize=False), use_tqdm=False)[0].outputs.embedding
+                  for p in ids]  # LAST of each prefix: the rows MEAN averages
+        got = mean.embed([ids[0]], use_tqdm=False)[0].outputs.embedding
+        for k in range(len(got)):
+            self.assertAlmostEqual(got[k], sum(f[k] for f in firsts) / 3, places=5)
+        del mean
+
+
 class GenerativeModelTest(unittest.TestCase):
 
     def test_embed_refused(self):
