@@ -627,7 +627,7 @@ std::vector<Setting> make_settings() {
                                           "classify (score)",
                                   .flags = {"--task"},
                                   .keywords = {"task"},
-                                  .choices = {"auto", "generate", "embed", "embedding", "classify", "score"}}));
+                                  .choices = {"auto", "generate", "embedding", "score", "embed", "classify"}}));
   t.push_back(bind(json_field(&C::pooler_config),
                    {.name = "pooler_config",
                     .type = T::Text,
