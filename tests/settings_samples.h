@@ -21,6 +21,8 @@ inline std::string other_value_text(const Setting& s) {
       if (s.name == "kernel_options") return "pdl=off,decode_warps=4";
       if (s.name == "structured_outputs_config") return R"({"backend": "xgrammar", "disable_any_whitespace": false})";
       if (s.name == "speculative_config") return R"({"method":"ngram","num_speculative_tokens":3,"prompt_lookup_min":2,"prompt_lookup_max":4})";
+      if (s.name == "pooler_config") return R"({"pooling_type":"MEAN","normalize":false,"activation":false})";
+      if (s.name == "hf_overrides") return R"({"classifier_from_token":["no","yes"],"method":"from_2_way_softmax"})";
       return "host.example";
     case SettingType::Choice:
       for (auto it = s.choices.rbegin(); it != s.choices.rend(); ++it)

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_acceptance.h"
+#include "bench_embed.h"
 #include "bench_interference.h"
 #include "bench_workload.h"
 #include "commands.h"
@@ -36,7 +37,9 @@ struct BenchArgs {
   bool latency = false;
   bool interference = false;
   InterferenceArgs interference_args;
-  AcceptanceArgs acceptance;    // --spec-acceptance
+  AcceptanceArgs acceptance;  // --spec-acceptance
+  bool embed = false;         // embeddings throughput of a pooling model (bench_embed.h)
+  EmbedBenchArgs embed_args;
   int64_t profile_decode = 0;   // batch size for the per-op decode breakdown (0 = off)
   int64_t profile_prefill = 0;  // prompt length for the per-op prefill breakdown (0 = off)
   int64_t latency_prompt_len = 1024, latency_output_len = 256;
@@ -261,6 +264,7 @@ void run(BenchArgs a) {
   // bench.py runs its workload with LLM(max_model_len=4096); the latency modes take the model's.
   if (!a.latency && !a.interference && a.profile_decode == 0 && a.profile_prefill == 0 && cfg.max_model_len_is_auto())
     cfg.max_model_len = 4096;
+  if (a.embed && cfg.runner == RunnerChoice::Auto) cfg.runner = RunnerChoice::Pooling;
   if (a.profile_prefill > 0) cfg.profile_ops = true;
   if (a.profile_decode > 0) {
     cfg.profile_ops = true;
@@ -287,6 +291,7 @@ void run(BenchArgs a) {
       controlled ? acceptance_controlled(
                        e, bench_py_workload(e, a.num_seqs, a.max_input_len, a.max_output_len, a.shared_prefix_len),
                        a.acceptance)
+      : a.embed               ? embed_throughput(e, a.embed_args)
       : a.profile_decode > 0  ? profile_decode(e, a)
       : a.profile_prefill > 0 ? profile_prefill(e, a)
       : a.interference        ? interference(e, a.interference_args)
@@ -344,6 +349,10 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--interference-context", a->interference_args.context, "interference mode: their prompt tokens");
   cmd->add_option("--interference-prompt-len", a->interference_args.prompt_len,
                   "interference mode: the long prompt's tokens");
+  cmd->add_flag("--embed", a->embed,
+                "embeddings throughput of a pooling model (--runner pooling implied): inputs/s and tokens/s");
+  cmd->add_option("--embed-inputs", a->embed_args.inputs, "embed mode: inputs (default 1000)");
+  cmd->add_option("--embed-len", a->embed_args.input_len, "embed mode: tokens per input (default 512)");
   cmd->callback([a] { run(*a); });
 }
 

@@ -310,6 +310,51 @@ void bind_llm(py::module_& m) {
             return l;
           },
           py::arg("prompts"), py::arg("params"), py::arg("progress"))
+      // Pooling models (LLM::encode / LLM::score): [(request id, prompt ids, pooled floats)] per prompt.
+      .def(
+          "encode_pooling",
+          [](PyLLM& llm, const std::vector<PromptArg>& prompts, const std::string& task,
+             std::optional<int64_t> dimensions, std::optional<bool> normalize, std::optional<bool> activation,
+             bool progress) {
+            std::vector<Prompt> ps;
+            for (auto& p : prompts) ps.push_back(to_prompt(p));
+            PoolingParams pp;
+            if (task == "classify")
+              pp.task = PoolingTask::Classify;
+            else if (task == "score")
+              pp.task = PoolingTask::Score;
+            else if (task != "embed")
+              throw InvalidRequest("pooling_task", "unknown pooling task '" + task + "'");
+            pp.dimensions = dimensions;
+            pp.normalize = normalize;
+            pp.activation = activation;
+            std::vector<RequestOutput> outs;
+            {
+              py::gil_scoped_release nogil;
+              outs = llm.encode(ps, pp, progress, check_signals);
+            }
+            py::list l;
+            for (auto& o : outs) l.append(py::make_tuple(o.request_id, o.prompt_token_ids, o.pooled));
+            return l;
+          },
+          py::arg("prompts"), py::arg("task"), py::arg("dimensions"), py::arg("normalize"), py::arg("activation"),
+          py::arg("progress"))
+      .def(
+          "score",
+          [](PyLLM& llm, const std::vector<PromptArg>& queries, const std::vector<PromptArg>& documents,
+             std::optional<bool> activation) {
+            std::vector<Prompt> qs, ds;
+            for (auto& p : queries) qs.push_back(to_prompt(p));
+            for (auto& p : documents) ds.push_back(to_prompt(p));
+            py::gil_scoped_release nogil;
+            return llm.score(qs, ds, activation, check_signals);
+          },
+          py::arg("queries"), py::arg("documents"), py::arg("activation"))
+      .def_property_readonly("pooling_tasks",
+                             [](const PyLLM& llm) {
+                               return llm.pooling_model() ? llm.pooling_model()->supported_tasks()
+                                                          : std::vector<std::string>{};
+                             })
       .def(
           "add_request",
           [](PyLLM& llm, const PromptArg& p, const SamplingParams& sp) { return llm.add_request(to_prompt(p), sp); },

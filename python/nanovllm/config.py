@@ -47,6 +47,9 @@ class EngineArgs:
             kwargs = dict(kwargs, structured_outputs_config=json.dumps(kwargs["structured_outputs_config"]))
         if isinstance(kwargs.get("speculative_config"), dict):  # vLLM takes a dict: the setting's JSON
             kwargs = dict(kwargs, speculative_config=json.dumps(kwargs["speculative_config"]))
+        for key in ("hf_overrides", "pooler_config", "override_pooler_config"):  # dicts too (pooling)
+            if isinstance(kwargs.get(key), dict):
+                kwargs = dict(kwargs, **{key: json.dumps(kwargs[key])})
         for k, v in kwargs.items():
             if k not in _DERIVED:
                 check_type(k, v, _type_of(_KEYWORDS[k]) if k in _KEYWORDS else _OTHER[k])

@@ -1,10 +1,12 @@
 """vLLM's LLM (vllm.LLM): nano-vllm's LLM (``class LLM(LLMEngine)``) with vLLM's chat() and
-get_tokenizer() on top of LLMEngine's generate()."""
+get_tokenizer() on top of LLMEngine's generate(), and the pooling calls (embed, classify, encode,
+score: pooling.py)."""
 from nanovllm.llm_engine import LLMEngine
+from nanovllm.pooling import PoolingMixin
 from nanovllm.tokenizer import Tokenizer, render_chat
 
 
-class LLM(LLMEngine):
+class LLM(PoolingMixin, LLMEngine):
 
     def get_tokenizer(self) -> Tokenizer:
         """The model's tokenizer with Hugging Face's interface (encode, decode, apply_chat_template,

@@ -23,6 +23,10 @@ def other_value(s):
         return {"backend": "xgrammar", "disable_any_whitespace": False}  # vLLM's dict (the setting's JSON)
     if s["name"] == "speculative_config":
         return {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
+    if s["name"] == "pooler_config":
+        return {"pooling_type": "MEAN", "normalize": False}
+    if s["name"] == "hf_overrides":
+        return {"classifier_from_token": ["no", "yes"], "method": "from_2_way_softmax"}
     return "pdl=off" if s["name"] == "kernel_options" else "x"
 
 
@@ -40,7 +44,7 @@ class KeywordsTest(unittest.TestCase):
                     self.assertIn("pdl=off", got, k)
                 elif s["name"] == "structured_outputs_config":
                     self.assertEqual({a: b for a, b in json.loads(got).items() if a in v}, v, k)
-                elif s["name"] == "speculative_config":
+                elif s["name"] in ("speculative_config", "pooler_config", "hf_overrides"):
                     self.assertEqual(json.loads(got), v, k)
                 else:
                     self.assertEqual(got, v, k)

@@ -12,6 +12,7 @@
 #include "nanovllm/config/engine_choices.h"
 #include "nanovllm/config/kernel_options.h"
 #include "nanovllm/config/kv_cache_dtype.h"
+#include "nanovllm/config/pooling_config.h"
 #include "nanovllm/config/quantization.h"
 #include "nanovllm/config/speculative_config.h"
 #include "nanovllm/config/structured_outputs_config.h"
@@ -69,6 +70,13 @@ struct ModelConfig {
   // (described by int_checkpoint: models/int_config.h), else None.
   Quantization checkpoint_quantization = Quantization::None;
   IntCheckpointFormat int_checkpoint;
+  // Pooling (models/pooling_model.h). A *ForSequenceClassification checkpoint runs as the causal LM
+  // of its family (architecture) with a classification head score.weight [num_labels, H] instead of
+  // the LM head: declared_architecture keeps config.json's name, num_labels its labels (else 0).
+  std::string declared_architecture;
+  int64_t num_labels = 0;
+  bool is_matryoshka = false;                  // embeddings may be cut to `dimensions`
+  std::vector<int64_t> matryoshka_dimensions;  // the cuts it was trained for (empty: any)
 
   // Whether layer i's MLP is the sparse MoE block (transformers' Qwen3MoeDecoderLayer).
   bool is_moe_layer(int64_t i) const {
@@ -178,6 +186,16 @@ struct EngineConfig {
   StructuredOutputsConfig structured_outputs_config;
   // --speculative-config (speculative_config.h): the drafter and its tokens per step; off when unset.
   SpeculativeConfig speculative_config;
+  // Pooling models (config/pooling_config.h, models/pooling_model.h): the runner (pooling: prefill-
+  // only steps whose final hidden states go to a pooler, no sampler), how a causal LM is converted,
+  // the pooler's settings and the config overrides pooling reads.
+  RunnerChoice runner = RunnerChoice::Auto;
+  ConvertChoice convert = ConvertChoice::Auto;
+  PoolerConfig pooler_config;
+  HfOverrides hf_overrides;
+  // hf_overrides.classifier_from_token as token ids (the front end resolves them with the
+  // tokenizer, which the engine does not link); tests may set them directly.
+  std::vector<int32_t> classifier_token_ids;
 
   // Throws UserError naming the bad field: each setting's own range (settings.cpp), then the rules
   // between settings. Run once, where the settings are parsed (the CLI, the Python keywords) or

@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "nanovllm/config/pooling_config.h"
 #include "nanovllm/config/shared_value.h"
 #include "nanovllm/config/stop_strings.h"
 #include "nanovllm/config/structured_outputs.h"
@@ -61,6 +62,9 @@ struct SamplingParams {
   bool detokenize = true;  // false: token ids only, no text (stop strings then refused)
   // The output conforms to a JSON schema, regex, choice or grammar (each step's tokens masked).
   StructuredOutputs structured_outputs;
+  // Set: a pooling request (embed / classify / score) to a pooling engine: its prompt is computed and
+  // pooled, nothing is generated (the sampling fields above are not read).
+  std::optional<PoolingParams> pooling;
 
   // Throws InvalidRequest naming the field.
   void validate() const;

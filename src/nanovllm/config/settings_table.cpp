@@ -177,6 +177,26 @@ Access guided_decoding_backend_field() {
           }};
 }
 
+// vLLM's older --task: sets --runner and --convert (pooling_config.h); read back from them.
+Access task_field() {
+  return {[](const EngineConfig& c) {
+            if (c.runner == RunnerChoice::Generate) return SettingValue(std::string("generate"));
+            if (c.runner != RunnerChoice::Pooling) return SettingValue(std::string("auto"));
+            return SettingValue(std::string(c.convert == ConvertChoice::Classify ? "classify" : "embed"));
+          },
+          [](const Setting& s, EngineConfig& c, const SettingValue& v) {
+            const TaskChoice t = parse_task(as_text(s, v), s.flag());
+            c.runner = t.runner;
+            c.convert = t.convert;
+          }};
+}
+
+template <class T>
+Access json_field(T EngineConfig::*m) {
+  return {[m](const EngineConfig& c) { return SettingValue((c.*m).to_json()); },
+          [m](const Setting& s, EngineConfig& c, const SettingValue& v) { c.*m = T::parse(as_text(s, v), s.flag()); }};
+}
+
 Setting bind(Access a, Setting s) {
   s.get = std::move(a.get);
   s.assign = std::move(a.assign);
@@ -585,6 +605,48 @@ std::vector<Setting> make_settings() {
                     .flags = {"--guided-decoding-backend"},
                     .keywords = {"guided_decoding_backend"},
                     .choices = {"auto", "xgrammar", "guidance", "outlines", "nanovllm"}}));
+  t.push_back(bind(enum_field(&C::runner, runner_choice_name, parse_runner_choice),
+                   {.name = "runner",
+                    .type = T::Choice,
+                    .help = "generate (text) or pooling (embeddings, classification, scores: prefill only, no "
+                            "sampler); auto: pooling for a Sentence-Transformers layout or a "
+                            "*ForSequenceClassification checkpoint, else generate",
+                    .flags = {"--runner"},
+                    .keywords = {"runner"},
+                    .choices = {"auto", "generate", "pooling"}}));
+  t.push_back(bind(enum_field(&C::convert, convert_choice_name, parse_convert_choice),
+                   {.name = "convert",
+                    .type = T::Choice,
+                    .help = "what a pooling runner makes of the model: embed (pooled hidden states) or classify (a "
+                            "classification head: score.weight, or --hf-overrides classifier_from_token); auto: "
+                            "classify for *ForSequenceClassification or classifier_from_token, else embed",
+                    .flags = {"--convert"},
+                    .keywords = {"convert"},
+                    .choices = {"auto", "none", "embed", "classify"}}));
+  t.push_back(bind(task_field(), {.name = "task",
+                                  .type = T::Choice,
+                                  .help = "vLLM's older spelling of --runner/--convert: generate, embed (embedding), "
+                                          "classify (score)",
+                                  .flags = {"--task"},
+                                  .keywords = {"task"},
+                                  .choices = {"auto", "generate", "embedding", "score", "embed", "classify"}}));
+  t.push_back(bind(json_field(&C::pooler_config),
+                   {.name = "pooler_config",
+                    .type = T::Text,
+                    .help = "vLLM's PoolerConfig JSON: pooling_type (LAST, MEAN, CLS), normalize, activation; unset: "
+                            "the model's (1_Pooling/config.json and modules.json), else LAST and normalized",
+                    .flags = {"--pooler-config", "--override-pooler-config"},
+                    .keywords = {"pooler_config", "override_pooler_config"},
+                    .shown_default = "the model's"}));
+  t.push_back(bind(json_field(&C::hf_overrides),
+                   {.name = "hf_overrides",
+                    .type = T::Text,
+                    .help = "config.json overrides for pooling (JSON): architectures, classifier_from_token (a "
+                            "score head from these tokens' LM-head rows), is_original_qwen3_reranker (Qwen3-Reranker "
+                            "as vLLM converts it), method; other keys refused",
+                    .flags = {"--hf-overrides"},
+                    .keywords = {"hf_overrides"},
+                    .shown_default = "none"}));
   t.push_back(bind(bool_field(&C::profile_ops),
                    {.name = "profile_ops",
                     .type = T::Bool,

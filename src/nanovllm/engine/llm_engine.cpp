@@ -90,6 +90,10 @@ LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)),
   // The workers get max_model_len as given (0: unset) and settle it as rank 0's runner does.
   runner_ = std::make_unique<ModelRunner>(cfg_, mcfg_, make_backend(cfg_), tp_.get(), draft_kv_elements);
   cfg_.max_model_len = runner_->max_model_len();  // settled: the scheduler, requests and server use it
+  if (runner_->pooling_model()) {
+    cfg_.enable_prefix_caching = false;  // pooling requests run once: nothing to share
+    cfg_.async_scheduling = false;       // no decode steps
+  }
   block_manager_ =
       std::make_unique<BlockManager>(runner_->num_kv_blocks(), cfg_.block_size, cfg_.enable_prefix_caching);
   settle_target_itl(cfg_, false, false);  // unset: off offline (serve settles its own before)
@@ -153,7 +157,27 @@ LLMEngine::~LLMEngine() {
   }
 }
 
-int64_t LLMEngine::add_request(std::vector<int32_t> prompt, const SamplingParams& params) {
+int64_t LLMEngine::add_request(std::vector<int32_t> prompt, const SamplingParams& request_params) {
+  const auto& pooling = runner_->pooling_model();
+  if (pooling && !request_params.pooling)
+    throw InvalidRequest("model",
+                         "the model runs as a pooling model (--runner pooling): it makes embeddings or "
+                         "scores, not text (generate is only supported for generative models)");
+  if (!pooling && request_params.pooling)
+    throw InvalidRequest("model", std::string("the model does not support ") +
+                                      pooling_task_name(request_params.pooling->task) +
+                                      " (a generative model: serve it with --runner pooling, or use a pooling model)");
+  SamplingParams pooled_params;
+  if (pooling) {
+    check_pooling_params(*pooling, *request_params.pooling);
+    pooled_params.pooling = request_params.pooling;  // one placeholder token ends it (model_runner_pooling.cpp)
+    pooled_params.max_tokens = 1;
+    pooled_params.temperature = 0;
+    pooled_params.ignore_eos = true;
+    pooled_params.detokenize = false;
+    pooled_params.priority = request_params.priority;
+  }
+  const SamplingParams& params = pooling ? pooled_params : request_params;
   params.validate();
   if (prompt.empty()) throw InvalidRequest("prompt", "the prompt is empty");
   for (size_t i = 0; i < prompt.size(); ++i)
@@ -165,7 +189,10 @@ int64_t LLMEngine::add_request(std::vector<int32_t> prompt, const SamplingParams
     throw InvalidRequest("priority", "Got priority " + std::to_string(params.priority) +
                                          " but Priority scheduling is not enabled (--scheduling-policy priority)");
   const int64_t n = int64_t(prompt.size());
-  if (n >= cfg_.max_model_len)
+  if (pooling && n > cfg_.max_model_len)
+    throw InvalidRequest("prompt", "the prompt has " + std::to_string(n) + " tokens but max_model_len is " +
+                                       std::to_string(cfg_.max_model_len));
+  if (!pooling && n >= cfg_.max_model_len)
     throw InvalidRequest("prompt", "the prompt has " + std::to_string(n) + " tokens but max_model_len is " +
                                        std::to_string(cfg_.max_model_len) +
                                        " (prompt plus at least one generated token)");
@@ -262,6 +289,10 @@ RequestOutput LLMEngine::output_of(const Sequence& s) const {
   o.stop_reason = stop_reason_of(s);
   o.logprobs = s.logprobs;
   o.prompt_logprobs = s.prompt_logprobs;
+  if (s.params.pooling) {
+    o.token_ids.clear();  // the placeholder that ended it
+    o.pooled = s.pooled;
+  }
   auto it = cached_prompt_tokens_.find(s.id);
   o.num_cached_prompt_tokens = it == cached_prompt_tokens_.end() ? 0 : it->second;
   return o;
@@ -408,7 +439,7 @@ void LLMEngine::finish_step(const ScheduledBatch& batch, const std::vector<int32
   std::vector<int64_t> emitted;
   auto finished = scheduler_->postprocess(batch, tokens, &emitted);
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
-    if (!gets_token[i]) continue;
+    if (!gets_token[i] || batch.seqs[i]->params.pooling) continue;
     Sequence* s = batch.seqs[i];
     for (size_t j = first_row[i]; j < first_row[i] + size_t(emitted[i]); ++j) {
       r.new_tokens.emplace_back(s->id, tokens[j]);

@@ -36,6 +36,8 @@ struct RequestOutput {
   int64_t num_cached_prompt_tokens = 0;        // prompt tokens served from the prefix cache
   std::vector<TokenLogprobs> logprobs;         // one per token of token_ids when the request asked
   std::vector<TokenLogprobs> prompt_logprobs;  // of prompt tokens 1.. when the request asked
+  // A pooling request (SamplingParams::pooling): its embedding or class scores (token_ids empty).
+  std::vector<float> pooled;
 };
 
 // The scheduler's and KV cache's state, as a server's metrics and logs show it (counters are
@@ -124,6 +126,10 @@ class LLMEngine {
   // Why speculative decoding (with a draft model, or another drafter) cannot run on this engine
   // ("" when it can): a draft model on CUDA or with tensor parallelism, async scheduling asked for.
   std::string speculation_unavailable(bool draft_model) const;
+  // Set for a pooling model (--runner pooling, or detected): requests must then carry
+  // SamplingParams::pooling; their prompts are computed in prefill-only steps (the prefix cache
+  // off) and each finishes with RequestOutput::pooled, its blocks freed at once.
+  const std::optional<PoolingModel>& pooling_model() const { return runner_->pooling_model(); }
 
   // The engine's settings, max_model_len settled (the model's, or lowered to the KV cache).
   const EngineConfig& config() const { return cfg_; }

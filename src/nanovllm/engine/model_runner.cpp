@@ -56,6 +56,8 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
     throw;
   }
   auto specs = model_->weight_specs();
+  pooling_ = resolve_pooling_model(cfg_, mcfg_, cfg_.model_path());
+  if (pooling_) adapt_weight_specs(*pooling_, ckpt.get(), specs);
   // An FP8 checkpoint loads its codes and block scales as they are (dummy weights: quantized below).
   const bool fp8_checkpoint = mcfg_.checkpoint_quantization == Quantization::FP8 && !cfg_.load_dummy;
   if (fp8_checkpoint && mcfg_.int_checkpoint.float8)  // compressed-tensors float-quantized: per-channel scales
@@ -76,9 +78,10 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
   else
     load_weights(*backend_, *ckpt, specs, loaded);
   if (ckpt && kv_dtype_ == DType::F8E4M3) kv_scales_ = load_kv_cache_scales(*ckpt, mcfg_.num_hidden_layers);
-  ckpt.reset();
   model_->finalize_weights();
   if (quantizer) quantizer->finish();
+  if (pooling_) load_pooling_head(*pooling_, cfg_, ckpt.get(), *backend_, *model_);
+  ckpt.reset();
 
   // KV cache budget: an explicit block count, else bytes (CPU default: 4 GiB, at least one
   // sequence of an explicit max_model_len), else on a GPU what gpu_memory_utilization leaves after
@@ -105,7 +108,7 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
   cfg_.max_model_len = settle_max_model_len(cfg, mcfg_, num_kv_blocks_, &lowered);
   if (!lowered.empty()) note(lowered);
   allocate_kv_cache();
-  if (backend_->supports_graphs() && !cfg_.enforce_eager) {
+  if (backend_->supports_graphs() && !cfg_.enforce_eager && !pooling_) {  // pooling: prompts only, no decode
     graphs_ = std::make_unique<CudaGraphRunner>(*backend_, *model_, layers_kv_, cfg_);
     trace("graph capture");
     graphs_->capture();
@@ -252,6 +255,12 @@ Tensor ModelRunner::forward_logits(StepInputs& in, Tensor* hidden_out, const Ten
     backend_->copy_kv_blocks(planes, in.kv_copies);
   }
   if (graphs_ && !in.md.is_prefill && in.md.num_seqs <= graphs_->max_batch()) return graphs_->run(in, device_ids);
+  Tensor hidden = forward_hidden(in, device_ids);
+  if (hidden_out) *hidden_out = hidden;
+  return model_->compute_logits(hidden, in.last_rows);
+}
+
+Tensor ModelRunner::forward_hidden(StepInputs& in, const Tensor* device_ids) {
   backend_->begin_step();
   const int64_t T = int64_t(in.input_ids.size());
   Tensor ids = backend_->empty({T}, DType::I32), pos = backend_->empty({T}, DType::I32);
@@ -261,9 +270,7 @@ Tensor ModelRunner::forward_logits(StepInputs& in, Tensor* hidden_out, const Ten
     backend_->upload(in.input_ids.data(), DType::I32, ids);
   backend_->upload(in.positions.data(), DType::I32, pos);
   backend_->prepare_metadata(in.md);
-  Tensor hidden = model_->forward(ids, pos, layers_kv_, in.md);
-  if (hidden_out) *hidden_out = hidden;
-  return model_->compute_logits(hidden, in.last_rows);
+  return model_->forward(ids, pos, layers_kv_, in.md);
 }
 
 // Prompt logprobs: the logits of a prompt position p predict token p + 1; the positions this step
@@ -343,6 +350,7 @@ std::vector<int32_t> ModelRunner::forward_and_sample(const ScheduledBatch& batch
 
 std::vector<int32_t> ModelRunner::run(const ScheduledBatch& batch) {
   StepInputs in = prepare(batch, cfg_.block_size);
+  if (pooling_) return forward_and_pool(batch, in);
   if (tp_) tp_->broadcast(encode_step(in));
   return forward_and_sample(batch, in);
 }

@@ -18,6 +18,7 @@
 #include "nanovllm/engine/scheduler.h"
 #include "nanovllm/engine/sequence_grammar.h"
 #include "nanovllm/models/causal_lm.h"
+#include "nanovllm/models/pooling_model.h"
 
 namespace nanovllm {
 
@@ -84,6 +85,13 @@ class ModelRunner {
   // debugging). Costs a device->host copy of the logits when set.
   std::function<void(const ScheduledBatch&, const std::vector<float>&)> logits_observer;
 
+  // Pooling runner (models/pooling_model.h): set when the model runs as a pooling model. Its steps
+  // compute prompts only; run() then pools each sequence's final hidden states (Sequence::pool_sum,
+  // Sequence::pooled once its prompt is complete) and returns a placeholder token per sequence.
+  const std::optional<PoolingModel>& pooling_model() const { return pooling_; }
+  // Optional (tests): sees the final hidden states [T, H] (host floats) of every pooling step.
+  std::function<void(const ScheduledBatch&, const std::vector<float>&)> hidden_observer;
+
   int64_t num_kv_blocks() const { return num_kv_blocks_; }
   // The start-up warm-up step's seconds per token (a cold first step: an overestimate); 0 when
   // none ran (the CPU, an explicit KV cache size). Seeds the scheduler's step cost model.
@@ -101,6 +109,8 @@ class ModelRunner {
  private:
   // device_ids: the input ids on the device ([T] I32) instead of in.input_ids.
   Tensor forward_logits(StepInputs& in, Tensor* hidden_out = nullptr, const Tensor* device_ids = nullptr);
+  Tensor forward_hidden(StepInputs& in, const Tensor* device_ids = nullptr);  // [T, H], eager
+  std::vector<int32_t> forward_and_pool(const ScheduledBatch& batch, StepInputs& in);
   // The sampling rows of a batch without logits processing or logprobs (async steps); `ahead`
   // samples the position after num_tokens().
   static SamplingRow plain_row(const Sequence& s, int64_t position);  // sampling settings, no extras
@@ -140,6 +150,7 @@ class ModelRunner {
   std::unique_ptr<LogitsProcessingBuilder> processing_builder_;  // built on the first row that needs it
   GrammarMasks grammar_masks_;  // structured outputs: the constrained rows' masks, reused per step
   std::vector<TokenLogprobs> logprobs_;
+  std::optional<PoolingModel> pooling_;
   std::vector<std::pair<size_t, std::vector<TokenLogprobs>>> prompt_logprobs_;
 };
 

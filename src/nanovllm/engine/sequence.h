@@ -51,6 +51,10 @@ class Sequence {
   // keeps those it schedules: a verify step computes the last token then these, and samples the
   // target's token at each of their 1 + drafts positions (spec/verification.h).
   std::vector<int32_t> draft_ids;
+  // Pooling (params.pooling set; models/pooling_model.h): the sum of the rows pooled so far (MEAN
+  // over chunks; LAST and CLS: their one row), then the request's output once its prompt is done.
+  std::vector<double> pool_sum;
+  std::vector<float> pooled;
   // Rows of logits this step samples: 1, or 1 + drafts in a verify step.
   int64_t num_sampled_rows() const { return 1 + int64_t(draft_ids.size()); }
   // The next token is masked (by the grammar, the restrictions or both).

@@ -72,9 +72,15 @@ LLM::LLM(EngineConfig cfg, const std::string& tokenizer_dir, bool skip_tokenizer
   // while the engine loads or generates the weights; its errors come out of get().
   std::future<std::unique_ptr<Tokenizer>> tokenizer;
   if (!tdir.empty()) tokenizer = std::async(std::launch::async, [tdir] { return Tokenizer::from_dir(tdir); });
+  if (!cfg.hf_overrides.classifier_from_token.empty() && cfg.classifier_token_ids.empty()) {
+    // The score head is built from these tokens' LM-head rows: their ids first (the engine has no tokenizer).
+    if (tdir.empty()) throw UserError("--hf-overrides classifier_from_token needs the model's tokenizer");
+    tokenizer_ = tokenizer.get();
+    cfg.classifier_token_ids = classifier_token_ids(*tokenizer_, cfg.hf_overrides.classifier_from_token);
+  }
   engine_ = std::make_unique<LLMEngine>(std::move(cfg));
   if (!tdir.empty()) {
-    tokenizer_ = tokenizer.get();
+    if (!tokenizer_) tokenizer_ = tokenizer.get();
     engine_->enable_structured_outputs(tokenizer_.get());
     if (!tokenizer_->chat_template().empty())
       chat_template_ = std::make_unique<ChatTemplate>(tokenizer_->chat_template());

@@ -44,6 +44,10 @@ std::string preset_tokenizer_name(const std::string& model);
 // from the npm data of scripts/setup.sh) and under its prefix (`cmake --install`).
 std::vector<std::string> preset_tokenizer_dirs(const std::string& name = "qwen3");
 
+// hf_overrides' classifier_from_token as ids (the tokenizer's convert_tokens_to_ids, as vLLM);
+// throws UserError naming a token the vocabulary lacks.
+std::vector<int32_t> classifier_token_ids(const Tokenizer& tok, const std::vector<std::string>& tokens);
+
 // What the engine settled at start-up, for start-up logs, /metrics and benchmark reports.
 struct EngineInfo {
   std::string backend;  // the backend's name ("cpu", "cuda (NVIDIA H100 ...)")
@@ -69,6 +73,21 @@ class LLM {
   // (the Python binding's Ctrl-C check): the call's unfinished requests are then aborted.
   std::vector<RequestOutput> generate(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params,
                                       bool progress = false, const std::function<void()>& after_step = {});
+
+  // Pooling models (--runner pooling or detected; models/pooling_model.h): one output per prompt,
+  // its RequestOutput::pooled the embedding (task embed) or class scores (classify, score).
+  // Throws InvalidRequest (vLLM's messages) for a generative model or options the model refuses.
+  std::vector<RequestOutput> encode(const std::vector<Prompt>& prompts, const PoolingParams& params,
+                                    bool progress = false, const std::function<void()>& after_step = {});
+  // vLLM's LLM.score: the relevance of each document to the query (queries: one for all, or one per
+  // document). A classification model (cross-encoder, Qwen3-Reranker) scores the pair's tokens
+  // joined, query then document (a decoder-only pair as vLLM joins it); an embedding model gives
+  // the cosine similarity of their embeddings. activation: the classifier's (unset: the model's).
+  std::vector<double> score(const std::vector<Prompt>& queries, const std::vector<Prompt>& documents,
+                            std::optional<bool> activation = std::nullopt,
+                            const std::function<void()>& after_step = {});
+  // Set for a pooling model.
+  const std::optional<PoolingModel>& pooling_model() const { return engine_->pooling_model(); }
 
   // nano-vllm's LLMEngine loop with text: queue a request (tokenized and validated; throws
   // InvalidRequest; its n choices share the returned id), then step() while has_unfinished().

@@ -194,6 +194,7 @@ void RequestTracker::finish_choice(Live& l, RequestEvent& ev, FinishReason why, 
     o.prompt_token_ids = engine_output->prompt_token_ids;
     o.token_ids = engine_output->token_ids;
     o.num_cached_prompt_tokens = engine_output->num_cached_prompt_tokens;
+    o.pooled = engine_output->pooled;
   } else {  // ended on a stop string
     o.prompt_token_ids = std::move(l.prompt);
     o.token_ids = std::move(l.tokens);

@@ -149,6 +149,10 @@ std::string architecture_of(const Reader& r) {
     arch = (*a)[0].get<std::string>();
   }
   if (arch.empty()) arch = "Qwen3ForCausalLM";  // (the default of ModelConfig)
+  // A sequence-classification checkpoint is its family's decoder with a score head (pooling_model.h).
+  const std::string kSeqCls = "ForSequenceClassification";
+  if (arch.size() > kSeqCls.size() && arch.ends_with(kSeqCls))
+    arch = arch.substr(0, arch.size() - kSeqCls.size()) + "ForCausalLM";
   const std::string expected_type = model_type_of(arch);
   if (expected_type.empty()) {
     std::string list;
@@ -303,6 +307,26 @@ void read_moe(const Reader& r, ModelConfig& c) {
     r.fail("shared_expert_intermediate_size", "is set: shared experts are not implemented (Qwen3-MoE has none)");
 }
 
+// What pooling reads from config.json: the declared class (a *ForSequenceClassification one has
+// num_labels, from id2label as transformers counts them, 2 when neither is given) and Matryoshka.
+void read_pooling(const Reader& r, ModelConfig& c) {
+  if (const json* a = r.find("architectures"); a && a->is_array() && a->size() == 1 && (*a)[0].is_string())
+    c.declared_architecture = (*a)[0].get<std::string>();
+  if (c.declared_architecture.ends_with("ForSequenceClassification")) {
+    const json* labels = r.find("id2label");
+    const int64_t from_labels = labels && labels->is_object() ? int64_t(labels->size()) : 2;
+    c.num_labels = r.integer_or("num_labels", 1, 1 << 20, from_labels);
+  }
+  c.is_matryoshka = r.boolean_or("is_matryoshka", false);
+  if (const json* dims = r.find("matryoshka_dimensions"); dims && !dims->is_null()) {
+    if (!dims->is_array()) r.fail("matryoshka_dimensions", "must be a list of sizes (got " + shown(*dims) + ")");
+    for (size_t i = 0; i < dims->size(); ++i)
+      c.matryoshka_dimensions.push_back(
+          r.integer_value("matryoshka_dimensions[" + std::to_string(i) + "]", (*dims)[i], 1, kMaxHidden));
+    c.is_matryoshka = true;
+  }
+}
+
 // Qwen2's q/k/v biases are part of the architecture (transformers ignores attention_bias there);
 // elsewhere attention_bias adds an o_proj bias too, which is not implemented.
 void refuse_unimplemented(const Reader& r, const std::string& architecture) {
@@ -320,6 +344,7 @@ ModelConfig parse_model_config(const std::string& text, const std::string& where
   const Reader r(j, where);
   ModelConfig c;
   c.architecture = architecture_of(r);
+  read_pooling(r, c);
   c.vocab_size = r.integer("vocab_size", 1, kMaxVocab);
   c.hidden_size = r.integer("hidden_size", 1, kMaxHidden);
   c.intermediate_size = r.integer("intermediate_size", 1, kMaxIntermediate);

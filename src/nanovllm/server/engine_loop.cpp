@@ -274,6 +274,7 @@ void EngineLoop::route(TrackerStep& s) {
       ce.finish = ev.finish;
       ce.stop_reason = std::move(ev.stop_reason);
       ce.called_tools = ev.called_tools;
+      ce.pooled = std::move(ev.output.pooled);
       if (ev.finish != FinishReason::None) record_finished(o, ev.summary, ev.finish, now);
       o.channel->push(std::move(ce));
       if (ev.finish == FinishReason::None) continue;

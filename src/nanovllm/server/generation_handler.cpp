@@ -222,4 +222,27 @@ net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Co
                        json_text(full_response(meta, choices, usage_json(prompt_tokens, completion_tokens))));
 }
 
+net::awaitable<void> serve_pooling(ServerState& st, PoolingRequest req, Connection& c) {
+  static constexpr const char* kPrefix[] = {"embd-", "pool-", "score-", "rerank-"};
+  const char* prefix = kPrefix[int(req.endpoint)];
+  const std::string id = req.request_id.empty() ? st.new_id(prefix) : prefix + req.request_id;
+  const int64_t created = int64_t(std::time(nullptr));
+  Wakeup wake(co_await net::this_coro::executor);
+  auto ch = st.loop.submit(req.prompts, req.params, wake.notifier(), {}, id);
+  CancelOnExit cancel_on_exit{st.loop, *ch};
+  wake.watch(c, *ch);
+  std::vector<std::vector<float>> outputs(req.prompts.size());
+  std::vector<ChoiceEvent> events;
+  for (;;) {
+    events.clear();
+    const bool ended = ch->take(events);
+    for (auto& e : events)
+      if (e.finish != FinishReason::None) outputs[size_t(e.index)] = std::move(e.pooled);
+    if (ended) break;
+    if (!co_await wake.wait(c, 1s)) co_return;
+  }
+  if (auto err = ch->error()) throw *err;
+  co_await c.send_json(http::status::ok, json_text(pooling_response(req, outputs, id, created, st.model.name)));
+}
+
 }  // namespace nanovllm::server

@@ -8,10 +8,14 @@
 
 #include "nanovllm/server/http_connection.h"
 #include "nanovllm/server/openai_protocol.h"
+#include "nanovllm/server/pooling_protocol.h"
 #include "nanovllm/server/server_state.h"
 
 namespace nanovllm::server {
 
 net::awaitable<void> serve_generation(ServerState& st, GenerationRequest req, Connection& c);
+// POST /v1/embeddings, /pooling, /score, /rerank (pooling_protocol.h): the request's prompts go
+// through the same engine loop; one JSON response once every output is in.
+net::awaitable<void> serve_pooling(ServerState& st, PoolingRequest req, Connection& c);
 
 }  // namespace nanovllm::server

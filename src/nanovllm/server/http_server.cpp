@@ -325,6 +325,21 @@ struct HttpServer::Impl {
           const ojson out = co_await st.pool.run(std::move(answer));
           co_await send_json(c, out);
         }
+      } else if (path == "/v1/embeddings" || path == "/pooling" || path == "/score" || path == "/v1/score" ||
+                 path == "/rerank" || path == "/v1/rerank" || path == "/v2/rerank") {
+        if (!post) throw ApiError(405, "method " + std::string(req.method_string()) + " is not allowed on " + path);
+        auto parse = [&] {
+          const ojson body = json_body(req);
+          PoolingRequest p = path == "/v1/embeddings"
+                                 ? parse_embedding_request(body, st.model, PoolingEndpoint::Embeddings)
+                             : path == "/pooling" ? parse_embedding_request(body, st.model, PoolingEndpoint::Pooling)
+                             : path.ends_with("score") ? parse_score_request(body, st.model)
+                                                       : parse_rerank_request(body, st.model);
+          check_request_id(p.request_id, st.model);
+          return p;
+        };
+        PoolingRequest p = co_await st.pool.run(std::move(parse));
+        co_await serve_pooling(st, std::move(p), c);
       } else {
         throw ApiError(404, "no route for " + std::string(req.method_string()) + " " + path);
       }

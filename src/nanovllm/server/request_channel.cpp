@@ -9,7 +9,8 @@ namespace {
 
 // What an event holds for the reader, roughly as the bytes it will take on the wire.
 int64_t event_bytes(const ChoiceEvent& e) {
-  int64_t n = int64_t(e.text.size() + e.reasoning.size() + e.token_ids.size() * sizeof(int32_t));
+  int64_t n = int64_t(e.text.size() + e.reasoning.size() + e.token_ids.size() * sizeof(int32_t) +
+                      e.pooled.size() * sizeof(float));
   for (auto& c : e.tool_calls) n += int64_t(c.name.size() + c.arguments.size() + c.id.size());
   for (auto* lps : {&e.logprobs, &e.prompt_logprobs})
     for (auto& lp : *lps) n += int64_t(sizeof(TokenLogprobs) + lp.top.size() * sizeof(lp.top[0]));
@@ -28,6 +29,7 @@ void merge_into(ChoiceEvent& b, ChoiceEvent&& ev) {
   if (b.prompt_logprobs.empty()) b.prompt_logprobs = std::move(ev.prompt_logprobs);
   b.finish = ev.finish;
   b.stop_reason = std::move(ev.stop_reason);
+  if (!ev.pooled.empty()) b.pooled = std::move(ev.pooled);
 }
 
 }  // namespace

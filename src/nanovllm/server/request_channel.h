@@ -38,6 +38,7 @@ struct ChoiceEvent {
   FinishReason finish = FinishReason::None;
   StopReason stop_reason;     // with `finish`: the stop string or stop token id (vLLM's stop_reason)
   bool called_tools = false;  // with `finish`: the choice produced tool calls (finish_reason "tool_calls")
+  std::vector<float> pooled;  // with `finish` of a pooling request: its embedding or scores
 };
 
 class RequestChannel {
