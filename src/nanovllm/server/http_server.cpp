@@ -33,6 +33,7 @@
 #include "nanovllm/server/generation_handler.h"
 #include "nanovllm/server/http_connection.h"
 #include "nanovllm/server/request_caps.h"
+#include "nanovllm/server/responses_handler.h"
 #include "nanovllm/server/server_state.h"
 #include "nanovllm/utils/version.h"
 
@@ -325,6 +326,11 @@ struct HttpServer::Impl {
           const ojson out = co_await st.pool.run(std::move(answer));
           co_await send_json(c, out);
         }
+      } else if (is_responses_route(path)) {
+        const auto id = req.find("X-Request-Id");
+        co_await serve_responses_route(
+            st, c, req.method(), path, req.target(), [&] { return json_body(req); },
+            id == req.end() ? std::string() : std::string(id->value()));
       } else {
         throw ApiError(404, "no route for " + std::string(req.method_string()) + " " + path);
       }
