@@ -327,10 +327,11 @@ struct HttpServer::Impl {
           co_await send_json(c, out);
         }
       } else if (is_responses_route(path)) {
+        // Named, not temporaries: GCC 12 destroys temporaries of a co_await expression twice.
         const auto id = req.find("X-Request-Id");
-        co_await serve_responses_route(
-            st, c, req.method(), path, req.target(), [&] { return json_body(req); },
-            id == req.end() ? std::string() : std::string(id->value()));
+        std::string header_id = id == req.end() ? std::string() : std::string(id->value());
+        std::function<ojson()> body = [&] { return json_body(req); };
+        co_await serve_responses_route(st, c, req.method(), path, req.target(), std::move(body), std::move(header_id));
       } else {
         throw ApiError(404, "no route for " + std::string(req.method_string()) + " " + path);
       }

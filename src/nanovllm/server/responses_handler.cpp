@@ -69,11 +69,14 @@ net::awaitable<void> serve_create(ServerState& st, ResponsesRequest req, Connect
       if (err && !cancelled) st.metrics.on_http_error(err->status);
       if (!g.stream) {
         if (err && !cancelled) throw *err;
-        co_await c.send_json(http::status::ok, json_text(final));
+        std::string text = json_text(final);  // named: see below
+        co_await c.send_json(http::status::ok, std::move(text));
         co_return;
       }
     }
-    if (g.stream && !co_await c.write_chunk(b.take_sse())) co_return;
+    // Named, not a temporary: GCC 12 destroys temporaries of a co_await expression twice.
+    const std::string sse = b.take_sse();
+    if (g.stream && !co_await c.write_chunk(sse)) co_return;
     if (ended) break;
     if (!co_await wake.wait(c, 1s)) co_return;
   }
@@ -140,7 +143,8 @@ net::awaitable<void> serve_responses_route(ServerState& st, Connection& c, http:
   } else {
     not_allowed(method, path);
   }
-  co_await c.send_json(http::status::ok, json_text(out));
+  std::string text = json_text(out);
+  co_await c.send_json(http::status::ok, std::move(text));
 }
 
 }  // namespace nanovllm::server
