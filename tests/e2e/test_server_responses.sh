@@ -3,4 +3,4 @@
 # scripted reasoning model and the tiny random model (tests/e2e/server/responses.mjs).
 set -euo pipefail
 : "${NANOVLLM_BINARY:?}" "${NANOVLLM_SOURCE_DIR:?}"
-exec timeout 120 node "$NANOVLLM_SOURCE_DIR/tests/e2e/server/responses.mjs"
+exec timeout 170 node "$NANOVLLM_SOURCE_DIR/tests/e2e/server/responses.mjs"

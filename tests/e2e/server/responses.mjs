@@ -81,9 +81,9 @@ run(async () => {
   const { dir, tokens } = writeScriptModel({ A: SCRIPT }, [['\n', 'A']]);
   const vocab = JSON.parse(fs.readFileSync(path.join(dir, 'tokenizer.json'), 'utf8')).added_tokens;
   tokens.thinkEnd = tokens.A.indexOf(vocab.find((t) => t.content === '</think>').id);
-  const s = await startServer(['--reasoning-parser', 'qwen3', '--enable-auto-tool-choice', '--tool-call-parser', 'hermes'],
-    { modelDir: dir, dummy: false });
-  const r = await startServer(['--tool-call-parser', 'hermes', '--responses-store-bytes', '6000']);
+  const [s, r] = await Promise.all([  // started together: loading is most of this test's time
+    startServer(['--reasoning-parser', 'qwen3', '--enable-auto-tool-choice', '--tool-call-parser', 'hermes'], { modelDir: dir, dummy: false }),
+    startServer(['--tool-call-parser', 'hermes', '--responses-store-bytes', '6000'])]);
   const types = sdkEventTypes();
   try {
     // responses.create with instructions: reasoning, message and function_call items.
@@ -192,4 +192,4 @@ run(async () => {
     await s.stop();
     await r.stop();
   }
-}, 60000);
+}, 150000);
