@@ -63,16 +63,16 @@ net::awaitable<void> serve_create(ServerState& st, ResponsesRequest req, Connect
     if (ended) {
       const auto err = ch->error();
       const bool cancelled = err && err->code == "cancelled";
-      const ojson& final = b.finish(err, cancelled);
+      const ojson& out = b.finish(err, cancelled);
       keep.done = true;
-      if (req.store) st.responses.update(req.id, final, req.conversation);
-      if (err && !cancelled) st.metrics.on_http_error(err->status);
+      if (req.store) st.responses.update(req.id, out, req.conversation);
       if (!g.stream) {
-        if (err && !cancelled) throw *err;
-        std::string text = json_text(final);  // named: see below
+        if (err && !cancelled) throw *err;  // the router answers (and counts) it
+        std::string text = json_text(out);  // named: see below
         co_await c.send_json(http::status::ok, std::move(text));
         co_return;
       }
+      if (err && !cancelled) st.metrics.on_http_error(err->status);  // a stream's: its status line said 200
     }
     // Named, not a temporary: GCC 12 destroys temporaries of a co_await expression twice.
     const std::string sse = b.take_sse();
