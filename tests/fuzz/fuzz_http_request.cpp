@@ -20,6 +20,7 @@
 #include "nanovllm/frontend/llm.h"
 #include "nanovllm/server/http_connection.h"
 #include "nanovllm/server/openai_protocol.h"
+#include "nanovllm/server/responses_protocol.h"
 
 namespace {
 
@@ -67,7 +68,7 @@ const Served& served() {
   return s;
 }
 
-const char* const kRoutes[] = {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"};
+const char* const kRoutes[] = {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize", "/v1/responses"};
 
 void validate(const std::string& path, const std::string& body) {
   const ModelInfo& m = served().info;
@@ -82,6 +83,9 @@ void validate(const std::string& path, const std::string& body) {
       tokenize_response(j, m);
     else if (path == kRoutes[3])
       detokenize_response(j, m);
+    else if (path == kRoutes[4])  // previous_response_id: none is stored
+      parse_responses_request(
+          j, m, [](const std::string& id) -> ojson { throw response_not_found(id); }, "resp_f", 0);
   } catch (const ApiError& e) {
     if (e.status >= 500) {
       std::fprintf(stderr, "a client's request got %d: %s\n", e.status, e.what());
@@ -105,7 +109,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
   const std::string rest(reinterpret_cast<const char*>(data) + 1, size - 1);
   if (data[0] & 1) {
-    validate(kRoutes[data[1] % 4], rest.substr(1));
+    validate(kRoutes[data[1] % 5], rest.substr(1));
     return 0;
   }
   http::request_parser<http::string_body> parser;

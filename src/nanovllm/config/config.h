@@ -173,6 +173,8 @@ struct EngineConfig {
   // (server/request_pool.h): threads (0: min(4, cores)) and requests waiting for one (past it: 503).
   int request_threads = 0;
   int max_queued_requests = 1024;
+  // The server's store of /v1/responses (store=true): JSON bytes kept, oldest evicted past it.
+  int64_t responses_store_bytes = 64 << 20;
   // What logprobs are computed from (vLLM's --logprobs-mode): raw_logprobs (the model's logits) or
   // processed_logprobs (after penalties, logit_bias, min_tokens and temperature).
   LogprobsMode logprobs_mode = LogprobsMode::RawLogprobs;

@@ -539,6 +539,19 @@ std::vector<Setting> make_settings() {
                     .flags = {"--max-queued-requests"},
                     .range = "> 0",
                     .check = positive(&C::max_queued_requests)}));
+  t.push_back(bind(int_field(&C::responses_store_bytes),
+                   {.name = "responses_store_bytes",
+                    .type = T::Int,
+                    .help = "server: bytes of stored /v1/responses responses and their conversations (store=true, "
+                            "for GET and previous_response_id); past it the oldest are evicted; 0: none kept",
+                    .flags = {"--responses-store-bytes"},
+                    .range = ">= 0",
+                    .size_suffixes = true,
+                    .check = [](const Setting& s, const C& c) {
+                      if (c.responses_store_bytes < 0)
+                        throw UserError(s.flag() + " must be >= 0 (got " + std::to_string(c.responses_store_bytes) +
+                                        ")");
+                    }}));
   t.push_back(bind(enum_field(&C::logprobs_mode, logprobs_mode_name, parse_logprobs_mode),
                    {.name = "logprobs_mode",
                     .type = T::Choice,

@@ -33,6 +33,7 @@
 #include "nanovllm/server/generation_handler.h"
 #include "nanovllm/server/http_connection.h"
 #include "nanovllm/server/request_caps.h"
+#include "nanovllm/server/responses_handler.h"
 #include "nanovllm/server/server_state.h"
 #include "nanovllm/utils/version.h"
 
@@ -340,6 +341,12 @@ struct HttpServer::Impl {
         };
         PoolingRequest p = co_await st.pool.run(std::move(parse));
         co_await serve_pooling(st, std::move(p), c);
+      } else if (is_responses_route(path)) {
+        // Named, not temporaries: GCC 12 destroys temporaries of a co_await expression twice.
+        const auto id = req.find("X-Request-Id");
+        std::string header_id = id == req.end() ? std::string() : std::string(id->value());
+        std::function<ojson()> body = [&] { return json_body(req); };
+        co_await serve_responses_route(st, c, req.method(), path, req.target(), std::move(body), std::move(header_id));
       } else {
         throw ApiError(404, "no route for " + std::string(req.method_string()) + " " + path);
       }

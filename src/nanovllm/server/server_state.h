@@ -10,6 +10,7 @@
 #include "nanovllm/server/metrics.h"
 #include "nanovllm/server/openai_protocol.h"
 #include "nanovllm/server/request_pool.h"
+#include "nanovllm/server/response_store.h"
 #include "nanovllm/server/server_options.h"
 
 namespace nanovllm::server {
@@ -19,7 +20,8 @@ struct ServerState {
       : opts(o), model(std::move(m)), metrics(model.name, std::move(cache)),
         loop(llm, metrics, {o.request_timeout_s, o.max_pending_output_bytes, o.testing_stall_engine_s},
              {o.logger, o.log_requests, o.log_stats, o.log_stats_interval_s}),
-        pool(llm.config().request_threads, llm.config().max_queued_requests) {}
+        pool(llm.config().request_threads, llm.config().max_queued_requests),
+        responses(llm.config().responses_store_bytes) {}
 
   ServerOptions opts;
   ModelInfo model;
@@ -28,6 +30,7 @@ struct ServerState {
   // Parsing, chat templates and tokenizing, off the I/O threads. After the members its jobs use;
   // HttpServer joins it before its I/O context goes.
   RequestPool pool;
+  ResponseStore responses;  // /v1/responses with store=true (bounded: --responses-store-bytes)
   std::atomic<uint64_t> next_id{1};
   std::atomic<bool> draining{false};            // shutting down: no new requests (503), in-flight ones finish
   std::atomic<int64_t> in_flight{0};            // requests being answered
