@@ -69,7 +69,7 @@ TEST(IntLinearPlan, GemmSplitsFillOneWave) {
   EXPECT_TRUE(cuda::int_gemm_fuses_silu(64));
   EXPECT_FALSE(cuda::int_gemm_fuses_silu(48));
   EXPECT_EQ(cuda::int_gemm_row_tiles(200, false), 2);
-  EXPECT_EQ(KernelOptions().int_gemm, IntGemm::Auto);
+  EXPECT_EQ(KernelOptions().int_gemm, IntGemm::Dequantize);
 }
 
 TEST(IntLinearPlan, LayoutCoversGroupsOfSixteenColumns) {
