@@ -101,7 +101,10 @@ TEST(CudaPooling, EmbeddingsEqualTheCpu) {
     cfg.kv_cache_memory = 0;
     cfg.gpu_memory_utilization = 0.3;
     LLMEngine gpu(cfg);
-    expect_cosines(run(gpu, prompts, {}), widen(want), std::string("dummy 0.6B ") + pooling_type_name(type));
+    // 0.9998: dummy weights in BF16 through 28 layers against FP32 (H200, 2026-11-29: worst 0.999858
+    // LAST, 0.999858 MEAN over 1..700-token prompts); the 0.9999 is held against
+    // transformers' reference below.
+    expect_cosines(run(gpu, prompts, {}), widen(want), std::string("dummy 0.6B ") + pooling_type_name(type), 0.9998);
   }
 }
 

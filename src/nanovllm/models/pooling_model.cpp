@@ -52,11 +52,25 @@ bool read_sentence_transformers(const std::string& dir, PoolingType& type, bool&
       const fs::path pc = root / m.value("path", "1_Pooling") / "config.json";
       const std::optional<json> c = read_json(pc);
       if (!c || !c->is_object()) throw LoadError(pc.string() + ": missing or not a JSON object");
+      if (!c->value("include_prompt", true)) throw LoadError(pc.string() + ": include_prompt false is not implemented");
+      if (c->contains("pooling_mode")) {  // sentence-transformers 5+: one string
+        const json& v = (*c)["pooling_mode"];
+        const std::string mode = v.is_string() ? v.get<std::string>() : "";
+        if (mode == "lasttoken")
+          type = PoolingType::Last;
+        else if (mode == "mean" || mode == "mean_tokens")
+          type = PoolingType::Mean;
+        else if (mode == "cls" || mode == "cls_token")
+          type = PoolingType::Cls;
+        else
+          throw LoadError(pc.string() + ": pooling_mode '" + (v.is_string() ? mode : v.dump()) +
+                          "' is not implemented (lasttoken, mean, cls)");
+        continue;
+      }
       for (const char* unsupported :
            {"pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens"})
         if (c->value(unsupported, false))
           throw LoadError(pc.string() + ": " + unsupported + " is not implemented (lasttoken, mean_tokens, cls_token)");
-      if (!c->value("include_prompt", true)) throw LoadError(pc.string() + ": include_prompt false is not implemented");
       const int n = int(c->value("pooling_mode_lasttoken", false)) + int(c->value("pooling_mode_mean_tokens", false)) +
                     int(c->value("pooling_mode_cls_token", false));
       if (n != 1) throw LoadError(pc.string() + ": exactly one of lasttoken, mean_tokens, cls_token must be set");
