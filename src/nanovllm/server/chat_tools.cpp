@@ -1,14 +1,13 @@
 #include "nanovllm/server/chat_tools.h"
 
 #include "nanovllm/config/request_json.h"
+#include "nanovllm/server/request_field_errors.h"
 
 namespace nanovllm::server {
 
 namespace {
 
-[[noreturn]] void bad(const std::string& param, const std::string& msg, const std::string& code = "invalid_value") {
-  throw ApiError(400, msg, param, code);
-}
+using fields::bad;
 
 }  // namespace
 

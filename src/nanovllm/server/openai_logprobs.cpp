@@ -3,17 +3,15 @@
 #include <algorithm>
 
 #include "nanovllm/config/request_json.h"
+#include "nanovllm/server/request_field_errors.h"
 
 namespace nanovllm::server {
 
 namespace {
 
-constexpr int kMaxN = 256;  // parallel samples of one prompt
+using fields::field;
 
-const ojson* field(const ojson& j, const char* name) {
-  auto it = j.find(name);
-  return it == j.end() || it->is_null() ? nullptr : &*it;
-}
+constexpr int kMaxN = 256;  // parallel samples of one prompt
 
 int64_t integer(const ojson& v, const char* name) {
   try {

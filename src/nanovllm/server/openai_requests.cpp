@@ -10,6 +10,7 @@
 #include "nanovllm/server/openai_logprobs.h"
 #include "nanovllm/server/openai_protocol.h"
 #include "nanovllm/server/request_caps.h"
+#include "nanovllm/server/request_field_errors.h"
 #include "nanovllm/server/request_fields.h"
 #include "nanovllm/server/structured_fields.h"
 #include "nanovllm/tokenizer/utf8.h"
@@ -18,18 +19,9 @@ namespace nanovllm::server {
 
 namespace {
 
-[[noreturn]] void bad(const std::string& param, const std::string& msg, const std::string& code = "invalid_value") {
-  throw ApiError(400, msg, param, code);
-}
-
-[[noreturn]] void wrong_type(const std::string& param, const std::string& want) {
-  bad(param, "'" + param + "' must be " + want, "invalid_type");
-}
-
-const ojson* field(const ojson& j, const char* name) {
-  auto it = j.find(name);
-  return it == j.end() || it->is_null() ? nullptr : &*it;
-}
+using fields::bad;
+using fields::field;
+using fields::wrong_type;
 
 bool boolean(const ojson& j, const char* name, bool dflt) {
   const ojson* v = field(j, name);

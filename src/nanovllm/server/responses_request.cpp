@@ -5,24 +5,16 @@
 #include <utility>
 
 #include "nanovllm/output/reasoning_parser.h"
+#include "nanovllm/server/request_field_errors.h"
 #include "nanovllm/server/responses_protocol.h"
 
 namespace nanovllm::server {
 
 namespace {
 
-[[noreturn]] void bad(const std::string& param, const std::string& msg, const std::string& code = "invalid_value") {
-  throw ApiError(400, msg, param, code);
-}
-
-[[noreturn]] void wrong_type(const std::string& param, const std::string& want) {
-  bad(param, "'" + param + "' must be " + want, "invalid_type");
-}
-
-const ojson* field(const ojson& j, const char* name) {
-  auto it = j.find(name);
-  return it == j.end() || it->is_null() ? nullptr : &*it;
-}
+using fields::bad;
+using fields::field;
+using fields::wrong_type;
 
 // j[name] or null (nlohmann's value() with a json default can hand back a dangling reference).
 ojson or_null(const ojson& j, const char* name) {
