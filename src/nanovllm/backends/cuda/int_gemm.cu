@@ -93,15 +93,6 @@ struct GemmParams {
   bool silu, f32_out;
 };
 
-// 16 bytes of codes, read by this CTA once: not kept in L1.
-__device__ __forceinline__ uint4 load_codes(const uint4* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
-
 // The outputs of rows m0 .. m0 + rows - 1 of x of tile (rt, ct) from get(m, i): the F32 sum of
 // local x row m and local weight row i (i < BM; with silu the gate rows are i < BM / 2 and their up
 // rows i + BM / 2). The CTA's threads stride the outputs, adjacent threads adjacent outputs of a row.

@@ -50,15 +50,6 @@ constexpr int ring_slots(int RB, int NT, bool step_groups) {
   return p < 1 ? 1 : p;
 }
 
-// 16 bytes of codes, read once: not kept in L1 (which then holds x, read by every row block).
-__device__ __forceinline__ uint4 load_codes(const uint4* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
-
 // x: [M, K] BF16; codes / sz: int_layout.cuh; out: [M, N] with N the outputs (kSilu: I; the gate
 // block of CTA b is b, its up block b + up_block).
 template <int kBits, bool kSilu, bool kStepGroups, int NT, class OutT>

@@ -67,6 +67,16 @@ __device__ __forceinline__ void int4_fragment(uint32_t w, bf162 z2_r0, bf162 z2_
   }
 }
 
+// 16 bytes of codes (one lane's tile), read once by the kernels that stream them (int_gemv_v2.cu,
+// int_gemm.cu): not kept in L1, which then holds x, read again by every row block.
+__device__ __forceinline__ uint4 load_codes(const uint4* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
 // Byte i of w as F32 minus zf (zf = 2^23 + z): q - z, exact.
 __device__ __forceinline__ float int8_code(uint32_t w, int i, float zf) {
   return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540u | unsigned(i))) - zf;
