@@ -8,15 +8,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { SRC, check, eq, run, startServer } from './harness.mjs';
-import { writeScriptModel } from './script_model.mjs';
+import { ARGS, CALL, CONTENT, REASONING, SCRIPT, writeScriptModel } from './script_model.mjs';
 
 const { Template } = await import(path.join(SRC, 'tests/oracles/node_modules/@huggingface/jinja/dist/index.js'));
-const REASONING = 'The user wants the weather in Paris.\n';
-const CONTENT = '\n\nLet me check:\n';
-const ARGS = { city: 'Paris', unit: 'celsius' };
-const CALL = `{"name":"get_weather","arguments":${JSON.stringify(ARGS)}}\n`;
-const SCRIPT = [{ special: '<think>' }, { text: REASONING }, { special: '</think>' }, { text: CONTENT },
-  { special: '<tool_call>' }, { text: CALL }, { special: '</tool_call>' }, { special: '<|im_end|>' }];
 const TOOLS = [{ type: 'function', function: { name: 'get_weather', description: 'Weather of a city',
   parameters: { type: 'object', properties: { city: { type: 'string' }, unit: { type: 'string' } } } } }];
 const USER = [{ role: 'user', content: 'What is the weather in Paris?' }];

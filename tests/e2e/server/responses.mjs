@@ -13,14 +13,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { SRC, check, eq, run, startServer } from './harness.mjs';
-import { writeScriptModel } from './script_model.mjs';
+import { ARGS, CALL, CONTENT, REASONING, SCRIPT, writeScriptModel } from './script_model.mjs';
 
-const REASONING = 'The user wants the weather in Paris.\n';
-const CONTENT = '\n\nLet me check:\n';
-const ARGS = { city: 'Paris', unit: 'celsius' };
-const CALL = `{"name":"get_weather","arguments":${JSON.stringify(ARGS)}}\n`;
-const SCRIPT = [{ special: '<think>' }, { text: REASONING }, { special: '</think>' }, { text: CONTENT },
-  { special: '<tool_call>' }, { text: CALL }, { special: '</tool_call>' }, { special: '<|im_end|>' }];
 const WEATHER = { type: 'object', properties: { city: { type: 'string', maxLength: 10 }, unit: { enum: ['c', 'f'] } },
   required: ['city', 'unit'], additionalProperties: false };
 const TOOL = { type: 'function', name: 'get_weather', description: 'Weather of a city', parameters: WEATHER, strict: true };

@@ -245,3 +245,12 @@ export function writeScriptModel(scripts, after, familyName = 'qwen3') {
   fs.writeFileSync(path.join(dir, 'tokenizer_config.json'), JSON.stringify(tcfg));
   return { dir, tokens };
 }
+
+// The scripted answer the reasoning/tool tests share (reasoning_tools.mjs, responses.mjs): a Qwen3
+// reasoning block, some content, then one Hermes tool call of get_weather.
+export const REASONING = 'The user wants the weather in Paris.\n';
+export const CONTENT = '\n\nLet me check:\n';
+export const ARGS = { city: 'Paris', unit: 'celsius' };
+export const CALL = `{"name":"get_weather","arguments":${JSON.stringify(ARGS)}}\n`;
+export const SCRIPT = [{ special: '<think>' }, { text: REASONING }, { special: '</think>' }, { text: CONTENT },
+  { special: '<tool_call>' }, { text: CALL }, { special: '</tool_call>' }, { special: '<|im_end|>' }];
