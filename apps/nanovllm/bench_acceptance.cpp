@@ -87,29 +87,43 @@ nlohmann::json acceptance_controlled(LLMEngine& e, BenchWorkload w, const Accept
   AcceptanceControlledDrafter* drafter = owned.get();
   warm_up(e, w);
   const Pass base = run_pass(e, w, nullptr, nullptr);
-  e.set_drafter(std::move(owned));  // refused (UserError) where speculation cannot run
-  const Pass spec = run_pass(e, w, drafter, &base);
+  // The record: a pass at alpha 0 that verifies k drafts every step, as the measured pass does
+  // (controlled_drafter.h, set_stop_on_divergence); it is also speculation's cost at acceptance 0.
+  auto recorder = std::make_unique<AcceptanceControlledDrafter>(k, 0.0, e.model_config().vocab_size, a.seed + 1);
+  recorder->set_stop_on_divergence(false);
+  AcceptanceControlledDrafter* rec_drafter = recorder.get();
+  e.set_drafter(std::move(recorder));  // refused (UserError) where speculation cannot run
+  const Pass rec = run_pass(e, w, rec_drafter, &base);
+  e.set_drafter(std::move(owned));
+  const Pass spec = run_pass(e, w, drafter, &rec);
   const int64_t diverged = drafter->num_diverged();
   e.set_drafter(nullptr);
   int64_t mismatched = 0;
-  for (size_t i = 0; i < w.prompts.size(); ++i) mismatched += base.outputs[i] != spec.outputs[i];
+  int64_t record_mismatched = 0;  // the record against plain decoding: kernels' rounding (GPU)
+  for (size_t i = 0; i < w.prompts.size(); ++i) {
+    mismatched += rec.outputs[i] != spec.outputs[i];
+    record_mismatched += rec.outputs[i] != base.outputs[i];
+  }
   char label[256];
-  std::snprintf(label, sizeof label,
-                "acceptance-controlled, alpha=%.2f, k=%lld: drafts are the target's own recorded continuation, "
-                "each token corrupted with probability %.2f",
-                a.alpha, static_cast<long long>(k), 1.0 - a.alpha);
+  std::snprintf(
+      label, sizeof label,
+      "acceptance-controlled, alpha=%.2f, k=%lld: drafts are the target's own continuation (recorded at alpha 0), "
+      "each token corrupted with probability %.2f",
+      a.alpha, static_cast<long long>(k), 1.0 - a.alpha);
   if (with_config_drafter)
     std::snprintf(label + std::strlen(label), sizeof label - std::strlen(label), "; the %s drafter runs for its cost",
                   e.config().speculative_config.method.c_str());
   const SpecDecodeStats& st = spec.spec;
   const double per_token = ratio(double(st.num_accepted_tokens), double(st.num_accepted_tokens + st.num_rejections));
   const double mean_len = 1.0 + ratio(double(st.num_accepted_tokens), double(st.num_drafts));
-  const nlohmann::json bj = base.json(w), sj = spec.json(w);
+  const nlohmann::json bj = base.json(w), sj = spec.json(w), zj = rec.json(w);
   const double speedup = ratio(sj["decode_tok_s"].get<double>(), bj["decode_tok_s"].get<double>());
   std::fprintf(stderr,
                "%s\n  decode %.1f tok/s with speculation vs %.1f without (%.2fx); acceptance %.3f per token, "
-               "mean accepted length %.2f\n",
-               label, sj["decode_tok_s"].get<double>(), bj["decode_tok_s"].get<double>(), speedup, per_token, mean_len);
+               "mean accepted length %.2f; at acceptance 0: %.1f tok/s (%.2fx)\n",
+               label, sj["decode_tok_s"].get<double>(), bj["decode_tok_s"].get<double>(), speedup, per_token, mean_len,
+               zj["decode_tok_s"].get<double>(),
+               ratio(zj["decode_tok_s"].get<double>(), bj["decode_tok_s"].get<double>()));
   return {{"mode", "acceptance_controlled"},
           {"label", label},
           {"alpha", a.alpha},
@@ -120,6 +134,9 @@ nlohmann::json acceptance_controlled(LLMEngine& e, BenchWorkload w, const Accept
           {"output_tokens", w.output_tokens},
           {"without_speculation", bj},
           {"with_speculation", sj},
+          // The recording pass: k drafts a step, all corrupted (no drafter for cost in it).
+          {"at_acceptance_0", zj},
+          {"decode_speedup_at_acceptance_0", ratio(zj["decode_tok_s"].get<double>(), bj["decode_tok_s"].get<double>())},
           {"decode_speedup", speedup},
           {"output_speedup", ratio(sj["output_tok_s"].get<double>(), bj["output_tok_s"].get<double>())},
           {"spec_verify_rows", st.num_drafts},
@@ -131,7 +148,9 @@ nlohmann::json acceptance_controlled(LLMEngine& e, BenchWorkload w, const Accept
           {"spec_mean_accepted_length", mean_len},
           {"diverged_sequences", diverged},
           {"outputs_identical", mismatched == 0},
-          {"mismatched_outputs", mismatched}};
+          {"mismatched_outputs", mismatched},
+          {"record_equals_plain_decoding", record_mismatched == 0},
+          {"record_mismatched_outputs", record_mismatched}};
 }
 
 }  // namespace nanovllm::cli

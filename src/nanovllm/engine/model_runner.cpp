@@ -209,8 +209,14 @@ int64_t ModelRunner::kv_bytes_per_block() const {
 StepInputs ModelRunner::prepare(const ScheduledBatch& batch, int64_t bs, bool ahead) {
   StepInputs in;
   auto& md = in.md;
-  md.is_prefill = batch.is_prefill;
-  md.num_seqs = int64_t(batch.seqs.size());
+  // A step of decodes and verify rows only lays out each verify position as a decode row of its
+  // own (context: the keys up to it; the sequence's block table repeated): decode attention, the
+  // decode GEMVs and the decode CUDA graphs score the drafts, with the arithmetic of decoding (a
+  // position's logits do not depend on how many drafts follow it). With a prompt chunk in the
+  // step, a verify row is a short prefill row of the mixed step instead.
+  const bool rows_as_decodes = !ahead && batch.num_verify_rows > 0 && batch.num_prefill_tokens == 0;
+  md.is_prefill = batch.is_prefill && !rows_as_decodes;
+  md.num_seqs = int64_t(batch.seqs.size());  // rows_as_decodes: a row per token, set below
   md.cu_seqlens_q.push_back(0);
   md.cu_seqlens_k.push_back(0);
   for (auto* s : batch.seqs) md.max_blocks = std::max<int64_t>(md.max_blocks, int64_t(s->block_table.size()));
@@ -225,22 +231,28 @@ StepInputs ModelRunner::prepare(const ScheduledBatch& batch, int64_t bs, bool ah
     if (end > s->num_tokens() + (ahead ? 1 : drafts) || int64_t(s->block_table.size()) * bs < end ||
         s->num_sampled_rows() > end - begin)
       throw Error("model runner: sequence " + std::to_string(s->id) + " is scheduled past its tokens or blocks");
+    // One attention row: new tokens [first, last), keys [0, last).
+    auto add_row = [&](int64_t first, int64_t last) {
+      md.cu_seqlens_q.push_back(md.cu_seqlens_q.back() + int32_t(last - first));
+      md.cu_seqlens_k.push_back(md.cu_seqlens_k.back() + int32_t(last));
+      md.max_seqlen_q = std::max(md.max_seqlen_q, int32_t(last - first));
+      md.max_seqlen_k = std::max(md.max_seqlen_k, int32_t(last));
+      md.context_lens.push_back(int32_t(last));
+      for (int64_t i = 0; i < md.max_blocks; ++i)
+        md.block_tables.push_back(i < int64_t(s->block_table.size()) ? s->block_table[size_t(i)] : -1);
+    };
     for (int64_t p = begin; p < end; ++p) {
       const int64_t n = s->num_tokens();
       in.input_ids.push_back(ahead ? 0 : p < n ? s->token_ids[size_t(p)] : s->draft_ids[size_t(p - n)]);
       in.positions.push_back(int32_t(p));
       md.slot_mapping.push_back(int32_t(s->block_table[size_t(p / bs)] * bs + p % bs));
+      if (rows_as_decodes) add_row(p, p + 1);
     }
-    md.cu_seqlens_q.push_back(md.cu_seqlens_q.back() + int32_t(end - begin));
-    md.cu_seqlens_k.push_back(md.cu_seqlens_k.back() + int32_t(end));
-    md.max_seqlen_q = std::max(md.max_seqlen_q, int32_t(end - begin));
-    md.max_seqlen_k = std::max(md.max_seqlen_k, int32_t(end));
-    md.context_lens.push_back(int32_t(end));
-    for (int64_t r = drafts; r >= 0; --r) in.last_rows.push_back(md.cu_seqlens_q.back() - 1 - int32_t(r));
-    for (int64_t i = 0; i < md.max_blocks; ++i)
-      md.block_tables.push_back(i < int64_t(s->block_table.size()) ? s->block_table[size_t(i)] : -1);
+    if (!rows_as_decodes) add_row(begin, end);
+    for (int64_t r = drafts; r >= 0; --r) in.last_rows.push_back(int32_t(in.input_ids.size()) - 1 - int32_t(r));
   }
   md.num_tokens = int64_t(in.input_ids.size());
+  if (rows_as_decodes) md.num_seqs = md.num_tokens;
   return in;
 }
 

@@ -39,15 +39,16 @@ void AcceptanceControlledDrafter::propose(std::span<const DraftQuery> queries, s
   for (size_t i = 0; i < queries.size(); ++i) {
     const DraftQuery& q = queries[i];
     auto it = refs_.find(q.seq_id);
-    if (it == refs_.end() || it->second.diverged) continue;
+    if (it == refs_.end() || (it->second.diverged && stop_on_divergence_)) continue;
     Ref& ref = it->second;
     const int64_t n = int64_t(q.tokens.size());
     // The verified tokens grow by what was accepted: checking the newest one suffices while they
     // follow the record (every earlier one was checked when it was newest).
-    if (n == 0 || n > int64_t(ref.tokens.size()) || q.tokens[size_t(n - 1)] != ref.tokens[size_t(n - 1)]) {
+    if (n == 0 || n > int64_t(ref.tokens.size())) continue;
+    if (!ref.diverged && q.tokens[size_t(n - 1)] != ref.tokens[size_t(n - 1)]) {
       ref.diverged = true;
       ++diverged_;
-      continue;
+      if (stop_on_divergence_) continue;
     }
     const int64_t end = std::min<int64_t>(int64_t(ref.tokens.size()), n + std::min(q.max_drafts, k_));
     for (int64_t pos = n; pos < end; ++pos) {

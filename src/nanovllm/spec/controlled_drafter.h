@@ -6,7 +6,7 @@
 // per-token acceptance probability is alpha, whatever the model's weights. So the verification
 // machinery's speed-up can be measured at a chosen acceptance rate on random-weight models (real
 // acceptance rates need real weights). A sequence whose tokens leave the recorded ones (numerical
-// noise on a GPU) gets no drafts from then on (counted: num_diverged()).
+// noise on a GPU) gets no drafts from then on (counted: num_diverged(); set_stop_on_divergence).
 //
 // Corruption is a function of (seed, sequence id, position) only, so a run is reproducible
 // whatever shares its steps. With a `cost_of` drafter (a draft model), that one runs every step as
@@ -36,6 +36,13 @@ class AcceptanceControlledDrafter : public Drafter {
   }
   int64_t num_speculative_tokens() const override { return k_; }
   int64_t num_diverged() const { return diverged_; }
+  // Off: a sequence that left its record still gets its drafts (from the record, corrupted as
+  // always). The pass that records the continuation of a GPU run uses it with alpha 0: every step
+  // then verifies the same number of drafts as the measured pass will (each verify position a
+  // decode row: the same arithmetic for a position whatever row it takes), so the measured pass
+  // emits the recorded tokens exactly, where a record of plain decoding (other kernels' rounding)
+  // is left within a few tokens on random weights.
+  void set_stop_on_divergence(bool stop) { stop_on_divergence_ = stop; }
   double alpha() const { return alpha_; }
 
  private:
@@ -48,6 +55,7 @@ class AcceptanceControlledDrafter : public Drafter {
   int64_t vocab_;
   uint64_t seed_;
   int64_t diverged_ = 0;
+  bool stop_on_divergence_ = true;
   std::unordered_map<int64_t, Ref> refs_;  // by sequence id
   std::unique_ptr<Drafter> cost_of_;
   std::vector<std::vector<int32_t>> discarded_;  // cost_of_'s proposals

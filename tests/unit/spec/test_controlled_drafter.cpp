@@ -56,6 +56,25 @@ TEST(AcceptanceControlledDrafter, AcceptsNearAlphaPerToken) {
   }
 }
 
+TEST(AcceptanceControlledDrafter, KeepsDraftingAfterDivergenceWhenAsked) {
+  // The recording pass of the bench: every step gets its k drafts, on or off the record.
+  const std::vector<int32_t> rec = record(40, 3);
+  AcceptanceControlledDrafter d(3, 0.0, 50, 7);
+  d.set_stop_on_divergence(false);
+  d.expect(1, rec);
+  std::vector<int32_t> off(rec.begin(), rec.begin() + 21);
+  off.back() = rec[20] + 1;
+  std::vector<std::vector<int32_t>> out;
+  for (int step = 0; step < 2; ++step) {
+    d.propose(std::vector<DraftQuery>{{1, off, 3}}, out);
+    ASSERT_EQ(out[0].size(), 3u) << "step " << step;
+    for (size_t j = 0; j < 3; ++j) EXPECT_NE(out[0][j], rec[21 + j]) << "alpha 0 corrupts every draft";
+  }
+  EXPECT_EQ(d.num_diverged(), 1) << "counted once";
+  d.propose(std::vector<DraftQuery>{{1, std::span<const int32_t>(rec).first(39), 3}}, out);
+  EXPECT_EQ(out[0].size(), 1u) << "no drafts past the record's end";
+}
+
 TEST(AcceptanceControlledDrafter, DeterministicAndStopsOnDivergence) {
   const std::vector<int32_t> rec = record(40, 3);
   AcceptanceControlledDrafter a(3, 0.5, 50, 7), b(3, 0.5, 50, 7);
