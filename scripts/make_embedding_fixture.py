@@ -21,7 +21,8 @@ Needs torch, transformers, safetensors and sentence-transformers (the GPU machin
 
 The models have no tokenizer: prompts are token ids (the reranker's stand in for its template).
 Reference values are computed in float32 from exactly the saved weights (bf16 rounded first for
---size 0.6b).
+--size 0.6b). For --size 0.6b, "outputs_bf16" holds the same model's outputs from transformers in
+bf16 on the GPU: the error bf16 arithmetic itself makes, the bar for ours (also bf16).
 """
 import argparse
 import json
@@ -90,6 +91,17 @@ def write_json(path, name, obj):
         json.dump(obj, f)
 
 
+def bf16_copy(model):
+    """The model as transformers runs it in bf16 on the GPU (SDPA attention): its outputs
+    ("outputs_bf16") measure how far bf16 arithmetic itself lands from the float32 reference."""
+    import copy
+    import torch
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    m = copy.deepcopy(model).to(dev, torch.bfloat16)
+    m.config._attn_implementation = "sdpa"
+    return m, dev
+
+
 def embedding_model(out, size, pooling, normalize, seed):
     import torch
     from sentence_transformers.models import Normalize, Pooling
@@ -100,18 +112,23 @@ def embedding_model(out, size, pooling, normalize, seed):
     prompts = prompts_for(size, s["vocab_size"], seed)
     pool = Pooling(s["hidden_size"], pooling_mode=pooling)
     norm = Normalize()
-    embeddings, dims = [], {str(d): [] for d in s["dims"]}
-    with torch.no_grad():
-        for p in prompts:
-            ids = torch.tensor([p])
-            mask = torch.ones_like(ids)
-            h = model(input_ids=ids, attention_mask=mask).last_hidden_state.float()
-            feats = pool({"token_embeddings": h, "attention_mask": mask})
-            raw = feats["sentence_embedding"][0]
-            emb = norm(feats)["sentence_embedding"][0] if normalize else raw
-            embeddings.append(emb.tolist())
-            for d in s["dims"]:  # Matryoshka: cut, then normalize (sentence-transformers' truncate_dim + Normalize)
-                dims[str(d)].append(torch.nn.functional.normalize(raw[:d], dim=0).tolist())
+    def run(m, dev):
+        embeddings, dims = [], {str(d): [] for d in s["dims"]}
+        with torch.no_grad():
+            for p in prompts:
+                ids = torch.tensor([p], device=dev)
+                mask = torch.ones_like(ids)
+                h = m(input_ids=ids, attention_mask=mask).last_hidden_state.float().cpu()
+                feats = pool({"token_embeddings": h, "attention_mask": mask.cpu()})
+                raw = feats["sentence_embedding"][0]
+                emb = norm(feats)["sentence_embedding"][0] if normalize else raw
+                embeddings.append(emb.tolist())
+                for d in s["dims"]:  # Matryoshka: cut, then normalize (sentence-transformers' truncate_dim + Normalize)
+                    dims[str(d)].append(torch.nn.functional.normalize(raw[:d], dim=0).tolist())
+        return embeddings, dims
+
+    embeddings, dims = run(model, "cpu")
+    extra = {"outputs_bf16": run(*bf16_copy(model))[0]} if s["dtype"] == "bfloat16" else {}
     path = save(model, out, name, s["dtype"], ["Qwen3ForCausalLM"])
     modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
                {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
@@ -126,7 +143,7 @@ def embedding_model(out, size, pooling, normalize, seed):
                                      "the query\nQuery:", "document": ""},
                 "default_prompt_name": None, "similarity_fn_name": "cosine"})
     write_json(path, "reference.json", {"kind": "embed", "pooling": pooling, "normalize": normalize,
-                                        "prompts": prompts, "outputs": embeddings, "dims": dims})
+                                        "prompts": prompts, "outputs": embeddings, "dims": dims, **extra})
 
 
 def reranker_model(out, size, seed):
@@ -135,15 +152,20 @@ def reranker_model(out, size, seed):
     s = SIZES[size]
     model = randomize(Qwen3ForCausalLM(qwen3_config(size, tie_word_embeddings=True)).float().eval(), seed, s["dtype"])
     prompts = prompts_for(size, s["vocab_size"], seed)
-    scores = []
-    with torch.no_grad():
-        for p in prompts:  # Qwen3-Reranker's model card: log_softmax over [no, yes], exp of yes
-            last = model(input_ids=torch.tensor([p])).logits[0, -1].float()
-            pair = torch.stack([last[NO_ID], last[YES_ID]])
-            scores.append([torch.nn.functional.log_softmax(pair, dim=0)[1].exp().item()])
+    def run(m, dev):
+        scores = []
+        with torch.no_grad():
+            for p in prompts:  # Qwen3-Reranker's model card: log_softmax over [no, yes], exp of yes
+                last = m(input_ids=torch.tensor([p], device=dev)).logits[0, -1].float()
+                pair = torch.stack([last[NO_ID], last[YES_ID]])
+                scores.append([torch.nn.functional.log_softmax(pair, dim=0)[1].exp().item()])
+        return scores
+
+    scores = run(model, "cpu")
+    extra = {"outputs_bf16": run(*bf16_copy(model))} if s["dtype"] == "bfloat16" else {}
     path = save(model, out, "qwen3-reranker", s["dtype"], ["Qwen3ForCausalLM"])
     write_json(path, "reference.json", {"kind": "rerank", "no_id": NO_ID, "yes_id": YES_ID, "prompts": prompts,
-                                        "outputs": scores})
+                                        "outputs": scores, **extra})
 
 
 def seqcls_model(out, size, seed):
@@ -153,13 +175,18 @@ def seqcls_model(out, size, seed):
     model = Qwen3ForSequenceClassification(qwen3_config(size, num_labels=1, pad_token_id=1)).float().eval()
     model = randomize(model, seed, s["dtype"])
     prompts = prompts_for(size, s["vocab_size"], seed)  # ids >= 3: no pad token inside
-    scores = []
-    with torch.no_grad():
-        for p in prompts:
-            logit = model(input_ids=torch.tensor([p])).logits[0, 0].float()
-            scores.append([torch.sigmoid(logit).item()])
+    def run(m, dev):
+        scores = []
+        with torch.no_grad():
+            for p in prompts:
+                logit = m(input_ids=torch.tensor([p], device=dev)).logits[0, 0].float()
+                scores.append([torch.sigmoid(logit).item()])
+        return scores
+
+    scores = run(model, "cpu")
+    extra = {"outputs_bf16": run(*bf16_copy(model))} if s["dtype"] == "bfloat16" else {}
     path = save(model, out, "qwen3-seqcls", s["dtype"], ["Qwen3ForSequenceClassification"])
-    write_json(path, "reference.json", {"kind": "classify", "prompts": prompts, "outputs": scores})
+    write_json(path, "reference.json", {"kind": "classify", "prompts": prompts, "outputs": scores, **extra})
 
 
 def main():

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "latency_stats.h"
 #include "nanovllm/spec/controlled_drafter.h"
@@ -87,6 +88,10 @@ nlohmann::json acceptance_controlled(LLMEngine& e, BenchWorkload w, const Accept
   AcceptanceControlledDrafter* drafter = owned.get();
   warm_up(e, w);
   const Pass base = run_pass(e, w, nullptr, nullptr);
+  // Every step drafts in the record and measured passes (their step shapes must match); the
+  // backoff's effect is the last pass's, at acceptance 0.
+  const bool backoff = e.draft_backoff();
+  e.set_draft_backoff(false);
   // The record: a pass at alpha 0 that verifies k drafts every step, as the measured pass does
   // (controlled_drafter.h, set_stop_on_divergence); it is also speculation's cost at acceptance 0.
   auto recorder = std::make_unique<AcceptanceControlledDrafter>(k, 0.0, e.model_config().vocab_size, a.seed + 1);
@@ -97,7 +102,18 @@ nlohmann::json acceptance_controlled(LLMEngine& e, BenchWorkload w, const Accept
   e.set_drafter(std::move(owned));
   const Pass spec = run_pass(e, w, drafter, &rec);
   const int64_t diverged = drafter->num_diverged();
+  // Acceptance 0 as a user meets it: drafts never stand, the backoff (when configured) on.
+  std::optional<Pass> zero_backoff;
+  if (backoff) {
+    auto zero = std::make_unique<AcceptanceControlledDrafter>(k, 0.0, e.model_config().vocab_size, a.seed + 2);
+    zero->set_stop_on_divergence(false);
+    AcceptanceControlledDrafter* zero_drafter = zero.get();
+    e.set_drafter(std::move(zero));
+    e.set_draft_backoff(true);
+    zero_backoff = run_pass(e, w, zero_drafter, &rec);
+  }
   e.set_drafter(nullptr);
+  e.set_draft_backoff(backoff);
   int64_t mismatched = 0;
   int64_t record_mismatched = 0;  // the record against plain decoding: kernels' rounding (GPU)
   for (size_t i = 0; i < w.prompts.size(); ++i) {
@@ -120,10 +136,15 @@ nlohmann::json acceptance_controlled(LLMEngine& e, BenchWorkload w, const Accept
   const double speedup = ratio(sj["decode_tok_s"].get<double>(), bj["decode_tok_s"].get<double>());
   std::fprintf(stderr,
                "%s\n  decode %.1f tok/s with speculation vs %.1f without (%.2fx); acceptance %.3f per token, "
-               "mean accepted length %.2f; at acceptance 0: %.1f tok/s (%.2fx)\n",
+               "mean accepted length %.2f; at acceptance 0: %.1f tok/s (%.2fx) drafting every step\n",
                label, sj["decode_tok_s"].get<double>(), bj["decode_tok_s"].get<double>(), speedup, per_token, mean_len,
                zj["decode_tok_s"].get<double>(),
                ratio(zj["decode_tok_s"].get<double>(), bj["decode_tok_s"].get<double>()));
+  const nlohmann::json kj = zero_backoff ? zero_backoff->json(w) : nlohmann::json();
+  if (zero_backoff)
+    std::fprintf(stderr, "  at acceptance 0 with the drafting backoff: %.1f tok/s (%.2fx)\n",
+                 kj["decode_tok_s"].get<double>(),
+                 ratio(kj["decode_tok_s"].get<double>(), bj["decode_tok_s"].get<double>()));
   return {{"mode", "acceptance_controlled"},
           {"label", label},
           {"alpha", a.alpha},
@@ -137,6 +158,10 @@ nlohmann::json acceptance_controlled(LLMEngine& e, BenchWorkload w, const Accept
           // The recording pass: k drafts a step, all corrupted (no drafter for cost in it).
           {"at_acceptance_0", zj},
           {"decode_speedup_at_acceptance_0", ratio(zj["decode_tok_s"].get<double>(), bj["decode_tok_s"].get<double>())},
+          // Acceptance 0 with the drafting backoff (spec/draft_backoff.h), when configured.
+          {"at_acceptance_0_with_backoff", kj},
+          {"decode_speedup_at_acceptance_0_with_backoff",
+           zero_backoff ? ratio(kj["decode_tok_s"].get<double>(), bj["decode_tok_s"].get<double>()) : 0.0},
           {"decode_speedup", speedup},
           {"output_speedup", ratio(sj["output_tok_s"].get<double>(), bj["output_tok_s"].get<double>())},
           {"spec_verify_rows", st.num_drafts},

@@ -605,7 +605,8 @@ std::vector<Setting> make_settings() {
                             "suffix of prompt_lookup_min..prompt_lookup_max tokens seen before proposes the tokens "
                             "that followed it) or draft_model (model: a smaller model of the same vocabulary decodes "
                             "the drafts; model alone implies it), num_speculative_tokens, disable_by_batch_size (no "
-                            "drafts while more sequences run); the target verifies them in one step, outputs "
+                            "drafts while more sequences run), backoff (ours, default true: rows whose drafts keep "
+                            "being rejected stop drafting for a while); the target verifies them in one step, outputs "
                             "unchanged. A draft model on the CPU backend only for now; eagle3: not yet",
                     .flags = {"--speculative-config"},
                     .keywords = {"speculative_config"},

@@ -63,10 +63,13 @@ SpeculativeConfig SpeculativeConfig::parse(const std::string& text, const std::s
       if (c.disable_by_batch_size < 2)
         throw UserError(flag + ": 'disable_by_batch_size' must be at least 2 (got " +
                         std::to_string(c.disable_by_batch_size) + ")");
+    } else if (key == "backoff") {
+      if (!v.is_boolean()) throw UserError(flag + ": 'backoff' must be true or false (got " + v.dump() + ")");
+      c.backoff = v.get<bool>();
     } else {
       throw UserError(flag + ": unknown key '" + key +
                       "' (known: method, model, num_speculative_tokens, prompt_lookup_min, prompt_lookup_max, "
-                      "disable_by_batch_size)");
+                      "disable_by_batch_size, backoff)");
     }
   }
   if (c.method.empty() && !c.model.empty()) c.method = "draft_model";  // vLLM: a model without a method
@@ -107,6 +110,7 @@ std::string SpeculativeConfig::to_json() const {
   }
   if (!model.empty()) j["model"] = model;
   if (disable_by_batch_size > 0) j["disable_by_batch_size"] = disable_by_batch_size;
+  if (!backoff) j["backoff"] = false;
   return j.dump();
 }
 

@@ -9,6 +9,7 @@
 // disable_by_batch_size (vLLM's key, >= 2): no row speculates in a step whose running batch holds
 // more sequences than this (at large batch a step is compute-bound and drafts cost more than
 // they save).
+// backoff (ours, default true): rows whose drafts keep being rejected stop drafting for a while.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -22,6 +23,9 @@ struct SpeculativeConfig {
   int64_t prompt_lookup_min = 0, prompt_lookup_max = 0;
   std::string model;                  // draft_model: the draft's directory (or Hugging Face id)
   int64_t disable_by_batch_size = 0;  // 0: speculate at any batch size
+  // Ours, not vLLM's: rows whose drafts keep being rejected stop drafting for a while
+  // (spec/draft_backoff.h); false: every decoding row drafts every step, as vLLM does.
+  bool backoff = true;
 
   bool enabled() const { return !method.empty() && num_speculative_tokens > 0; }
   // `text`: a JSON object (an empty text or `{}`/null: off); unknown keys, methods and bad values

@@ -135,6 +135,7 @@ void LLMEngine::settle_speculation() {
     std::fprintf(stderr, "--speculative-config: speculative decoding %s; decoding without it\n", why.c_str());
     return;
   }
+  draft_backoff_ = cfg_.speculative_config.backoff;
   async_ = false;  // async scheduling by default (CUDA) gives way: a step's drafts need the tokens before
   if (cfg_.speculative_config.method != "draft_model") {
     drafter_ = make_drafter(cfg_.speculative_config);
@@ -486,6 +487,7 @@ void LLMEngine::propose_drafts(const ScheduledBatch& batch) {
     const int64_t room =
         std::min(s->params.max_tokens - s->num_completion_tokens(), cfg_.max_model_len - s->num_tokens()) - 1;
     if (room <= 0) continue;
+    if (draft_backoff_ && !s->draft_backoff.should_draft()) continue;
     queries.push_back(query(*s, s->token_ids, std::min(room, drafter_->num_speculative_tokens())));
     of.push_back(s);
   }

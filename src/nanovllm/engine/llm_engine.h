@@ -123,6 +123,10 @@ class LLMEngine {
   const Drafter* drafter() const { return drafter_.get(); }  // null: no speculation
   // Takes the engine's drafter out (speculation off from the next step on); null when none.
   std::unique_ptr<Drafter> take_drafter();
+  // Drafting backoff (spec/draft_backoff.h; the speculative config's "backoff", default on): off
+  // makes every decoding row ask for drafts every step (the acceptance-controlled benchmark).
+  void set_draft_backoff(bool on) { draft_backoff_ = on; }
+  bool draft_backoff() const { return draft_backoff_; }
   // Why speculative decoding (with a draft model, or another drafter) cannot run on this engine
   // ("" when it can): a draft model on CUDA or with tensor parallelism, async scheduling asked for.
   std::string speculation_unavailable(bool draft_model) const;
@@ -183,6 +187,7 @@ class LLMEngine {
   int64_t steps_ahead_ = 0;
   std::optional<InFlight> in_flight_;
   std::unique_ptr<Drafter> drafter_;                       // speculative decoding; null: off
+  bool draft_backoff_ = true;                              // set from the speculative config
   std::unique_ptr<ModelConfig> draft_mcfg_;                // draft_model: the draft's config, checked
   int64_t preemptions_seen_ = 0;                           // the drafter releases preempted sequences
   std::chrono::steady_clock::time_point last_step_end_{};  // when the last step's tokens were taken

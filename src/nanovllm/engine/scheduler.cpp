@@ -265,6 +265,7 @@ std::vector<Sequence*> Scheduler::postprocess(const ScheduledBatch& batch, const
       spec_.num_rejections += a < int64_t(drafts.size());
       if (spec_.accepted_per_pos.size() < drafts.size()) spec_.accepted_per_pos.resize(drafts.size(), 0);
       for (int64_t j = 0; j < a; ++j) ++spec_.accepted_per_pos[size_t(j)];
+      seq->draft_backoff.observe(a, int64_t(drafts.size()));
     }
     // t_0..t_a, up to the first stop. Before each, the slots of every token so far hold computed
     // K/V: the last token, then the drafts that stood (equal to the targets appended before). The

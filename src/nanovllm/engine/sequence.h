@@ -13,6 +13,7 @@
 #include "nanovllm/config/sampling_params.h"
 #include "nanovllm/engine/sequence_grammar.h"
 #include "nanovllm/engine/token_restrictions.h"
+#include "nanovllm/spec/draft_backoff.h"
 
 namespace nanovllm {
 
@@ -51,6 +52,7 @@ class Sequence {
   // keeps those it schedules: a verify step computes the last token then these, and samples the
   // target's token at each of their 1 + drafts positions (spec/verification.h).
   std::vector<int32_t> draft_ids;
+  DraftBackoff draft_backoff;  // whether the engine asks for drafts this step (spec/draft_backoff.h)
   // Pooling (params.pooling set; models/pooling_model.h): the sum of the rows pooled so far (MEAN
   // over chunks; LAST and CLS: their one row), then the request's output once its prompt is done.
   std::vector<double> pool_sum;

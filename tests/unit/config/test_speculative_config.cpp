@@ -82,6 +82,16 @@ TEST(SpeculativeConfig, DraftModelAndDisableByBatchSize) {
   EXPECT_EQ(c.to_json().find("disable_by_batch_size"), std::string::npos);
 }
 
+TEST(SpeculativeConfig, Backoff) {
+  auto c = SpeculativeConfig::parse(R"({"method": "ngram", "num_speculative_tokens": 2})", "f");
+  EXPECT_TRUE(c.backoff) << "on by default";
+  c = SpeculativeConfig::parse(R"({"method": "ngram", "num_speculative_tokens": 2, "backoff": false})", "f");
+  EXPECT_FALSE(c.backoff);
+  EXPECT_FALSE(SpeculativeConfig::parse(c.to_json(), "f").backoff) << "round trip (the TP wire, Python)";
+  EXPECT_NE(error_of(R"({"method": "ngram", "num_speculative_tokens": 2, "backoff": 1})").find("'backoff' must be"),
+            std::string::npos);
+}
+
 TEST(SpeculativeConfig, IsASetting) {
   EngineConfig c;
   const Setting& s = find_setting("speculative_config");

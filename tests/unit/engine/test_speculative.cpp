@@ -8,6 +8,7 @@
 #include <map>
 
 #include "nanovllm/engine/llm_engine.h"
+#include "nanovllm/spec/controlled_drafter.h"
 #include "tiny_engine.h"
 
 using namespace nanovllm;
@@ -163,6 +164,42 @@ TEST(Speculative, AbortReleasesDraftSlots) {
   EXPECT_TRUE(e.abort(id));
   EXPECT_EQ(e.scheduler_stats().kv_blocks_used, 0);
   EXPECT_FALSE(e.has_unfinished());
+}
+
+// Drafts that never stand (the controlled drafter at acceptance 0): with the backoff a sequence
+// soon verifies about once per DraftBackoff::kMaxSkip steps; without it, every step. Outputs equal.
+TEST(Speculative, BackoffStopsDraftsThatNeverStand) {
+  auto cfg = tiny_cfg();
+  cfg.block_size = 16;
+  const std::vector<int32_t> prompt = random_tokens(20, 11);
+  std::vector<int32_t> plain, record = prompt;
+  {
+    LLMEngine e(cfg);
+    e.add_request(prompt, greedy(300));
+    while (e.has_unfinished())
+      for (auto& o : e.step().finished) plain = o.token_ids;
+  }
+  record.insert(record.end(), plain.begin(), plain.end());
+  int64_t verifies[2] = {0, 0};
+  for (bool backoff : {false, true}) {
+    LLMEngine e(cfg);
+    auto d = std::make_unique<AcceptanceControlledDrafter>(3, 0.0, 1000, 5);
+    d->set_stop_on_divergence(false);
+    AcceptanceControlledDrafter* drafter = d.get();
+    e.set_drafter(std::move(d));
+    e.set_draft_backoff(backoff);
+    drafter->expect(e.add_request(prompt, greedy(300)), record);
+    std::vector<int32_t> out;
+    while (e.has_unfinished())
+      for (auto& o : e.step().finished) out = o.token_ids;
+    EXPECT_EQ(out, plain) << "backoff " << backoff;
+    const SpecDecodeStats& st = e.scheduler_stats().spec;
+    EXPECT_EQ(st.num_accepted_tokens, 0);
+    verifies[backoff] = st.num_drafts;
+  }
+  EXPECT_GE(verifies[0], 290) << "without the backoff every step but the last verifies drafts";
+  EXPECT_LE(verifies[1], 20) << "with it, a handful of probes";
+  EXPECT_GE(verifies[1], 8);
 }
 
 }  // namespace
