@@ -29,9 +29,10 @@
 //
 // SASS instructions of the main loop per 512-byte tile (U4, G 128, one n-tile, no silu, BF16 out;
 // sm_90a, nvcc 13.0), counted by scripts/sass_loop_count.py (the loop found by its backward branch
-// in the cubin, its length divided by the 8 tiles of a ring round): v2 1,169 / 8 = 146, v3 735 / 8
-// = 92 (LOP3 32 -> 17, HADD2 20 -> 4, the group index's division gone; HMMA 4 -> 8, FFMA 4 -> 8).
-// Registers (-Xptxas -v): 79-128, no spills except U4 gated at four n-tiles (48 bytes).
+// in the cubin, its length divided by the 8 tiles of a ring round): v2 1,169 / 8 = 146, v3 700 / 8
+// = 88 (LOP3 32 -> 16, HADD2 20 -> 4, the group index's division gone, code and x pointers advanced
+// per tile; HMMA 4 -> 8, FFMA 4 -> 8). Registers (-Xptxas -v): 79-128; spills only in the U4 gated
+// MLP at four n-tiles (T 17..32: 64-152 bytes).
 //
 // x rows past M in the n-tiles read row M - 1 again (valid memory; their columns are dropped).
 // Columns past K (the last tile's padding: code 0, not value 0) multiply zeros instead of x.
@@ -98,7 +99,10 @@ __global__ void __launch_bounds__(kThreads, kIntGemvV3CtasPerSm)
   const uint4* cb[RB];
   const uint32_t* sb[RB];
 #pragma unroll
-  for (int r = 0; r < RB; ++r) int_block_ptrs(codes, sz, int64_t(blk) + (r ? up_block : 0), KT, NG, lane, cb[r], sb[r]);
+  for (int r = 0; r < RB; ++r) {
+    int_block_ptrs(codes, sz, int64_t(blk) + (r ? up_block : 0), KT, NG, lane, cb[r], sb[r]);
+    cb[r] += int64_t(w0) * 32;  // the next tile to load (loads go in order: advanced by one tile each)
+  }
 
   uint4 wq[P][RB];
   uint32_t ws[P][RB][SG][2];  // {scale, zero} words of rows g and g + 8
@@ -110,7 +114,8 @@ __global__ void __launch_bounds__(kThreads, kIntGemvV3CtasPerSm)
     if (i >= n) return;
 #pragma unroll
     for (int r = 0; r < RB; ++r) {
-      wq[u][r] = load_codes(cb[r] + int64_t(w0 + i) * 32);
+      wq[u][r] = load_codes(cb[r]);
+      cb[r] += 32;
       if constexpr (kGeneral) {
         int_tile_scales<TK, SG>(sb[r], w0 + i, true, G, NG, ws[u][r]);
       } else {
@@ -134,9 +139,11 @@ __global__ void __launch_bounds__(kThreads, kIntGemvV3CtasPerSm)
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int c = 0; c < 4; ++c) acc[r][nt][c] = 0.f;
-  const bf16* xr[NT];  // lane's row of x in n-tile nt (B fragment column g), at its 4 columns of a step
+  // Lane's row of x in n-tile nt (B fragment column g), at its 4 columns of the next tile's first
+  // k-step (advanced by one tile each).
+  const bf16* xr[NT];
 #pragma unroll
-  for (int nt = 0; nt < NT; ++nt) xr[nt] = x + int64_t(min(8 * nt + g, M - 1)) * K + 4 * t;
+  for (int nt = 0; nt < NT; ++nt) xr[nt] = x + int64_t(min(8 * nt + g, M - 1)) * K + 4 * t + w0 * TK;
   const uint32_t ones[4] = {kBf16Ones, kBf16Ones, kBf16Ones, kBf16Ones};
   uint32_t magic = 0x43004300u;  // BF16 pair 128.0 (int4_fragment_biased)
 
@@ -161,7 +168,8 @@ __global__ void __launch_bounds__(kThreads, kIntGemvV3CtasPerSm)
         uint2 xb[NT];  // general path: zeros past K (the last tile's padding)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
-          xb[nt] = (!kGeneral || k < K) ? __ldg(reinterpret_cast<const uint2*>(xr[nt] + k)) : make_uint2(0, 0);
+          xb[nt] =
+              (!kGeneral || k < K) ? __ldg(reinterpret_cast<const uint2*>(xr[nt] + kIntStepK * j)) : make_uint2(0, 0);
         if constexpr (kBias) {
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) mma_bf16_16816(xs[nt], ones, xb[nt].x, xb[nt].y);
@@ -191,6 +199,8 @@ __global__ void __launch_bounds__(kThreads, kIntGemvV3CtasPerSm)
             for (int c = 0; c < 4; ++c) xs[nt][c] = 0.f;
         }
       }
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) xr[nt] += TK;
       load_slot(u, i + P);  // the slot's next tile, P ahead in the warp's run
     }
   }
