@@ -1,9 +1,10 @@
 // INT4 linear micro-benchmark (a program, not a test): CudaBackend's linear with group-quantized U4
 // weights (AWQ-style: 4 bits, groups of 128, zero points; int_linear.cu) against the BF16 linear of
 // the same shape, at Qwen3-8B's layer shapes (qkv, o, gate_up with the fused SiLU, down) for T rows
-// of x: the decode GEMV (T <= 32) under both KernelOptions::int_gemv values (v1: passes of 8 rows;
-// v2: int_gemv_v2.cu, one pass), and the dequantize + cuBLASLt path beyond (the same for both).
-// Prints one JSON line per (layer, T): microseconds per call of v1 and v2 (the mean of `reps`
+// of x: the decode GEMV (T <= 32) under each KernelOptions::int_gemv value (v1: passes of 8 rows;
+// v2: int_gemv_v2.cu, one pass; v3: int_gemv_v3.cu, fewer instructions per tile, K split over a
+// cluster where kernel_plan.h's int_gemv_v3_splits says), and the dequantize + cuBLASLt path beyond.
+// Prints one JSON line per (layer, T): microseconds per call of v1, v2 and v3 (the mean of `reps`
 // back-to-back calls inside one step, as the engine issues them), the weight bytes one call reads
 // (codes + the 4-byte scale/zero pair per row and group) and the GB/s each makes, and the BF16
 // linear's time. The GEMV's target: its GB/s near the device's DRAM bandwidth at T = 1. Each
@@ -64,11 +65,12 @@ int main(int argc, char** argv) {
   std::vector<int64_t> Ts;
   for (int i = 1; i < argc; ++i) Ts.push_back(std::atoll(argv[i]));
   if (Ts.empty()) Ts = {1, 2, 4, 8, 16, 32, 64, 128, 256, 2048};
-  KernelOptions o1, o2, o3;
+  KernelOptions o1, o2, o3, o4;
   o1.int_gemv = IntGemv::V1;
   o2.int_gemv = IntGemv::V2;
   o3.int_gemm = IntGemm::Dequantize;
-  CudaBackend be(0, o1), be2(0, o2), be3(0, o3);
+  o4.int_gemv = IntGemv::V3;
+  CudaBackend be(0, o1), be2(0, o2), be3(0, o3), be4(0, o4);
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   struct Layer {
@@ -86,6 +88,10 @@ int main(int argc, char** argv) {
     WeightScales scales, scales2;
     be.quantize_weight(w, Quantization::AWQ, codes, scales);
     be2.quantize_weight(w2, Quantization::AWQ, codes2, scales2);
+    const Tensor w4 = random_bf16(be4, {l.n, l.k}, 1);
+    Tensor codes4;
+    WeightScales scales4;
+    be4.quantize_weight(w4, Quantization::AWQ, codes4, scales4);
     const Tensor w3 = random_bf16(be3, {l.n, l.k}, 1);
     Tensor codes3;
     WeightScales scales3;
@@ -144,22 +150,33 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
         continue;
       }
+      const Tensor x4 = random_bf16(be4, {T, l.k}, 2);
       const double q1 = run(be, x, codes, scales, true), q2 = run(be2, x2, codes2, scales2, true);
+      const double q3 = run(be4, x4, codes4, scales4, true);
       const double b = run(be, x, codes, scales, false);
       // v2 against v1 on the same codes and x (same seeds): the largest difference relative to v1's largest
       // output (both BF16 outputs of F32 sums: a few BF16 ulps; a wrong fragment would be O(1)).
+      // v3 against v2 likewise (v3 takes U4's zero out through sums of x: the same F32 sums up to their
+      // rounding, so BF16 outputs one ulp apart at most, ~4e-3 of the largest; a wrong fragment: O(1)).
       const std::vector<float> o1 = once(be, x, codes, scales), o2 = once(be2, x2, codes2, scales2);
-      double big = 0, diff = 0;
-      for (size_t i = 0; i < o1.size(); ++i)
+      const std::vector<float> o3 = once(be4, x4, codes4, scales4);
+      double big = 0, diff = 0, diff3 = 0;
+      for (size_t i = 0; i < o1.size(); ++i) {
         big = std::max(big, double(std::fabs(o1[i]))), diff = std::max(diff, double(std::fabs(o1[i] - o2[i])));
+        diff3 = std::max(diff3, double(std::fabs(o3[i] - o2[i])));
+      }
+      const int splits =
+          cuda::int_gemv_v3_splits(T, outs, l.silu, l.k, 128, 4, prop.multiProcessorCount, prop.major >= 9);
       std::printf(
           "{\"layer\": \"%s\", \"n\": %lld, \"k\": %lld, \"T\": %lld, \"int4_weight_bytes\": %.0f, "
           "\"v1_us\": %.2f, \"v1_GB_s\": %.1f, \"v2_us\": %.2f, \"v2_GB_s\": %.1f, \"bf16_us\": %.2f, "
           "\"bf16_GB_s\": %.1f, \"v1_speedup\": %.2f, \"v2_speedup\": %.2f, \"v2_over_v1\": %.2f, "
-          "\"v2_v1_max_rel_diff\": %.2e}\n",
+          "\"v2_v1_max_rel_diff\": %.2e, \"v3_us\": %.2f, \"v3_GB_s\": %.1f, \"v3_speedup\": %.2f, "
+          "\"v3_over_v2\": %.2f, \"v3_splits\": %d, \"v3_v2_max_rel_diff\": %.2e}\n",
           l.name, (long long)l.n, (long long)l.k, (long long)T, bytes, q1 * 1e6, bytes / q1 / 1e9, q2 * 1e6,
           bytes / q2 / 1e9, b * 1e6, double(l.n) * double(l.k) * 2 / b / 1e9, b / q1, b / q2, q1 / q2,
-          big > 0 ? diff / big : diff);
+          big > 0 ? diff / big : diff, q3 * 1e6, bytes / q3 / 1e9, b / q3, q2 / q3, splits,
+          big > 0 ? diff3 / big : diff3);
       std::fflush(stdout);
     }
   }

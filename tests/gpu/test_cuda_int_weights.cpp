@@ -5,12 +5,15 @@
 // tile, groups of 16..K columns, U4 and U8, zero points and symmetric, act order), the gated-MLP
 // fusion, F32 partial sums, dummy quantization against int_quantize_weight, refusals, a CUDA graph
 // of a decode-sized product, and the engine with --quantization awq on CUDA against the CPU. The
-// linear, fusion and graph tests run both GEMVs (KernelOptions::int_gemv v1: passes of 8 rows; v2:
-// int_gemv_v2.cu, one pass of 1, 2 or 4 n-tiles); T 33..256 the tensor-core GEMM (int_gemm.cu:
-// its own sweep of shapes, splits of K and the fused gated MLP).
+// linear, fusion and graph tests run every GEMV (KernelOptions::int_gemv v1: passes of 8 rows; v2:
+// int_gemv_v2.cu, one pass of 1, 2 or 4 n-tiles; v3: int_gemv_v3.cu, K split over a cluster where
+// the plan says, forced by the shapes of V3SplitsKAcrossAClusterAgainstTheReference); T 33..256 the
+// tensor-core GEMM (int_gemm.cu: its own sweep of shapes, splits of K and the fused gated MLP).
 #include <algorithm>
 #include <numeric>
 #include <random>
+
+#include <cuda_runtime.h>
 
 #include "engine_compare.h"
 #include "gpu_test_util.h"
@@ -22,14 +25,14 @@ using namespace nanovllm;
 
 namespace {
 
-const IntGemv kGemvs[] = {IntGemv::V1, IntGemv::V2};
+const IntGemv kGemvs[] = {IntGemv::V1, IntGemv::V2, IntGemv::V3};
 
 KernelOptions with_gemv(IntGemv v) {
   KernelOptions o;
   o.int_gemv = v;
   return o;
 }
-std::string gemv_name(IntGemv v) { return v == IntGemv::V1 ? "v1" : "v2"; }
+std::string gemv_name(IntGemv v) { return v == IntGemv::V1 ? "v1" : v == IntGemv::V2 ? "v2" : "v3"; }
 std::string kernel_name(cuda::IntLinearKernel k) {
   return k == cuda::IntLinearKernel::Gemv ? "gemv" : k == cuda::IntLinearKernel::Gemm ? "gemm" : "dequantize";
 }
@@ -249,6 +252,32 @@ TEST(CudaIntWeights, GatedMlpFusionAgainstTheReference) {
     for (int bits : {4, 8})
       for (int64_t K : {192, 1024})
         for (int64_t T : {33, 130}) check_silu(b, bits, I, K, 64, T, T == 33);
+}
+
+// v3's split of K across a cluster of CTAs (sm_90+): row counts chosen from this GPU's SM count so
+// that int_gemv_v3_splits picks S > 1 (1.125 waves of row blocks: the second wave an eighth full),
+// plain and gated, at one, two and four n-tiles, U4 and U8, against the reference; and the outputs
+// equal v2's up to BF16 rounding of the same F32 sums (v3 takes U4's zero out through sums of x).
+TEST(CudaIntWeights, V3SplitsKAcrossAClusterAgainstTheReference) {
+  REQUIRE_GPU();
+  int dev = 0, sms = 0, major = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), cudaSuccess);
+  const int64_t slots = int64_t(sms) * cuda::kIntGemvV3CtasPerSm, rows = slots + slots / 8;
+  test::Backends b(with_gemv(IntGemv::V3));
+  for (int bits : {4, 8}) {
+    const int64_t K = bits == 4 ? 4096 : 2048;  // 64 tiles a row block
+    for (int64_t T : {1, 12, 20}) {
+      const int splits = cuda::int_gemv_v3_splits(T, rows * 16, false, K, 128, bits, sms, major >= 9);
+      if (major >= 9) EXPECT_GT(splits, 1) << "U" << bits << " T " << T << " on " << sms << " SMs";
+      check_linear(b, {bits, rows * 16 - 5, K, 128}, T, bits == 4, false, T == 12);
+    }
+  }
+  const int64_t I = rows * 16;
+  if (major >= 9) EXPECT_GT(cuda::int_gemv_v3_splits(1, I, true, 4096, 128, 4, sms, true), 1);
+  check_silu(b, 4, I, 4096, 128, 1, false);
+  check_silu(b, 8, I, 2048, 128, 3, false);
 }
 
 // quantize_weight (--load-format dummy): int_quantize_weight's codes and scales from the same BF16

@@ -132,13 +132,15 @@ const std::vector<Option>& options() {
          return true;
        },
        [](const KernelOptions& o) { return std::string(o.fp8_gemm == Fp8Gemm::Auto ? "auto" : "dequantize"); }},
-      {"int_gemv", "NANOVLLM_INT_GEMV", "v1 or v2",
+      {"int_gemv", "NANOVLLM_INT_GEMV", "v1, v2 or v3",
        [](KernelOptions& o, const std::string& v) {
-         if (v != "v1" && v != "v2") return false;
-         o.int_gemv = v == "v1" ? IntGemv::V1 : IntGemv::V2;
+         if (v != "v1" && v != "v2" && v != "v3") return false;
+         o.int_gemv = v == "v1" ? IntGemv::V1 : v == "v2" ? IntGemv::V2 : IntGemv::V3;
          return true;
        },
-       [](const KernelOptions& o) { return std::string(o.int_gemv == IntGemv::V1 ? "v1" : "v2"); }},
+       [](const KernelOptions& o) {
+         return std::string(o.int_gemv == IntGemv::V1 ? "v1" : o.int_gemv == IntGemv::V2 ? "v2" : "v3");
+       }},
       {"int_gemm", "NANOVLLM_INT_GEMM", "auto or dequantize",
        [](KernelOptions& o, const std::string& v) {
          if (v != "auto" && v != "dequantize") return false;
@@ -197,8 +199,8 @@ void KernelOptions::validate() const {
                     ")");
   if (fp8_gemm != Fp8Gemm::Auto && fp8_gemm != Fp8Gemm::Dequantize)
     throw UserError("kernel option fp8_gemm must be auto or dequantize (got " + std::to_string(int(fp8_gemm)) + ")");
-  if (int_gemv != IntGemv::V1 && int_gemv != IntGemv::V2)
-    throw UserError("kernel option int_gemv must be v1 or v2 (got " + std::to_string(int(int_gemv)) + ")");
+  if (int_gemv != IntGemv::V1 && int_gemv != IntGemv::V2 && int_gemv != IntGemv::V3)
+    throw UserError("kernel option int_gemv must be v1, v2 or v3 (got " + std::to_string(int(int_gemv)) + ")");
   if (int_gemm != IntGemm::Auto && int_gemm != IntGemm::Dequantize)
     throw UserError("kernel option int_gemm must be auto or dequantize (got " + std::to_string(int(int_gemm)) + ")");
   if (int(prefill_attention) < 0 || int(prefill_attention) > 4)

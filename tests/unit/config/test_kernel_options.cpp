@@ -122,7 +122,9 @@ TEST(KernelOptions, CliSpecParsesAndRoundTrips) {
   apply_kernel_options(o, "pdl=off,max_decode_splits=8,prefill_attention=mma,fp8_gemm=dequantize,int_gemv=v1");
   EXPECT_EQ(o.fp8_gemm, Fp8Gemm::Dequantize);
   EXPECT_EQ(o.int_gemv, IntGemv::V1);
-  EXPECT_NE(spec_error("int_gemv=v3").find("int_gemv must be v1 or v2"), std::string::npos);
+  apply_kernel_options(o, "int_gemv=v3");
+  EXPECT_EQ(o.int_gemv, IntGemv::V3);
+  EXPECT_NE(spec_error("int_gemv=v4").find("int_gemv must be v1, v2 or v3"), std::string::npos);
   EXPECT_NE(spec_error("int_gemm=marlin").find("int_gemm must be auto or dequantize"), std::string::npos);
   apply_kernel_options(o, "int_gemm=dequantize");
   EXPECT_EQ(o.int_gemm, IntGemm::Dequantize);

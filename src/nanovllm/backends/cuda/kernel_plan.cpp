@@ -3,6 +3,7 @@
 #include "nanovllm/backends/cuda/kernel_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "nanovllm/utils/error.h"
@@ -160,6 +161,26 @@ int int_gemm_splits(int64_t T, int64_t outs, bool silu, int64_t K, int num_sms) 
   if (tiles <= 0) return 1;
   const int64_t s = std::min({slots / tiles, int64_t(kIntGemmMaxSplits), K / kIntGemmSplitK});
   return int(std::max<int64_t>(s, 1));
+}
+
+int int_gemv_v3_splits(int64_t T, int64_t outs, bool silu, int64_t K, int64_t G, int bits, int num_sms, bool clusters) {
+  const int64_t TK = int_tile_k(bits), KT = (K + TK - 1) / TK;
+  const int64_t rows = silu ? outs / kIntRowBlock : (outs + kIntRowBlock - 1) / kIntRowBlock;
+  if (!clusters || rows < 1 || num_sms < 1) return 1;
+  const bool general = G % TK != 0 || K % TK != 0;
+  const int ring = int_gemv_v3_ring(silu ? 2 : 1, int_gemv_ntiles(T), general);
+  const int64_t min_tiles = std::max(2, ring / 2);  // per warp
+  const double slots = double(num_sms) * kIntGemvV3CtasPerSm;
+  auto fill = [&](int64_t s) {  // the last wave's share of a full one, over all waves
+    const double waves = double(rows * s) / slots;
+    return waves / std::ceil(waves);
+  };
+  int best = 1;
+  for (int s = 2; s <= kIntGemvV3MaxSplits; ++s)
+    if (KT % (int64_t(s) * kIntGemvV3Warps) == 0 && KT / (int64_t(s) * kIntGemvV3Warps) >= min_tiles &&
+        fill(s) > fill(best) + 0.05)
+      best = s;
+  return best;
 }
 
 }  // namespace nanovllm::cuda

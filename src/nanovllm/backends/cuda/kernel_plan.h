@@ -220,10 +220,31 @@ constexpr bool int_layout_supports(int bits, int64_t K, int64_t group) {
   return (bits == 4 || bits == 8) && K > 0 && group >= 16 && group % 16 == 0 && K % group == 0 && K <= kGemvMaxDim;
 }
 // Rows of x per GEMV call (one pass over the codes each) under the option.
-constexpr int64_t int_gemv_slice(IntGemv v) { return v == IntGemv::V2 ? kIntGemvMaxT : kIntGemvSlice; }
+constexpr int64_t int_gemv_slice(IntGemv v) { return v == IntGemv::V1 ? kIntGemvSlice : kIntGemvMaxT; }
 // v2's mma n-tiles (8 rows of x each) for a pass of T rows: 1, 2 or 4 (T 17..24 pay a fourth tile
 // of repeated rows rather than a fourth instantiation of the kernel).
 constexpr int int_gemv_ntiles(int64_t T) { return T <= 8 ? 1 : T <= 16 ? 2 : 4; }
+// v3 (int_gemv_v3.cu): tiles in flight per warp and row block (its ring; register-bound at 128 per
+// thread, two CTAs per SM): 8 at one n-tile, 6 at two, 2 at four; halved for the gated MLP's two row
+// blocks and for the general path (per-k-step scales: groups that split a tile, or K not a multiple
+// of the tile).
+constexpr int int_gemv_v3_ring(int row_blocks, int ntiles, bool general) {
+  const int p = (ntiles == 1 ? 8 : ntiles == 2 ? 6 : 2) / row_blocks / (general ? 2 : 1);
+  return p < 1 ? 1 : p;
+}
+constexpr int kIntGemvV3Warps = 8;      // warps of a v3 CTA (each a contiguous run of K tiles)
+constexpr int kIntGemvV3CtasPerSm = 2;  // __launch_bounds__ of the v3 kernel
+constexpr int kIntGemvV3MaxSplits = 8;  // CTAs of a cluster (the portable limit)
+// v3's K splits for a call: T rows of x, `outs` outputs (silu: the gated MLP's I), K columns in
+// groups of G, `bits` 4 or 8, on `num_sms` SMs; `clusters`: thread-block clusters exist (sm_90+;
+// else 1). The S splits of a row block form one cluster and add their partial sums through
+// distributed shared memory (fixed order: deterministic, no workspace, graph-safe). Why split:
+// a CTA's life is about one DRAM round trip for its ring, so a grid of R row blocks runs
+// ceil(R / slots) such rounds; at Qwen3-8B's qkv (384 row blocks on 264 slots of an H200) the
+// second round is 45% full and its SMs idle (measured: 64% SM-active). S is the smallest of the
+// splits that give every warp the same whole number of tiles, at least half its ring (fewer bytes
+// in flight per CTA would starve DRAM), that fills the last wave best (by at least 5 points).
+int int_gemv_v3_splits(int64_t T, int64_t outs, bool silu, int64_t K, int64_t G, int bits, int num_sms, bool clusters);
 enum class IntLinearKernel { Gemv, Gemm, DequantizeGemm };
 struct IntLinearProblem {
   int64_t T = 0, N = 0;          // rows of x; outputs (silu_mul: I, the weight having 2I rows)

@@ -32,12 +32,39 @@ TEST(IntLinearPlan, GemvThenTensorCoreGemmThenDequantize) {
 TEST(IntLinearPlan, GemvPassesAndNTilesByVariant) {
   EXPECT_EQ(cuda::int_gemv_slice(IntGemv::V1), 8);
   EXPECT_EQ(cuda::int_gemv_slice(IntGemv::V2), cuda::kIntGemvMaxT);
+  EXPECT_EQ(cuda::int_gemv_slice(IntGemv::V3), cuda::kIntGemvMaxT);
   EXPECT_EQ(KernelOptions().int_gemv, IntGemv::V2);  // measured: bench/RESULTS.md (issue 45)
   const std::pair<int64_t, int> cases[] = {{1, 1}, {8, 1}, {9, 2}, {16, 2}, {17, 4}, {24, 4}, {32, 4}};
   for (const auto& [T, nt] : cases) {
     EXPECT_EQ(cuda::int_gemv_ntiles(T), nt) << T;
     EXPECT_GE(cuda::int_gemv_ntiles(T) * cuda::kIntGemvSlice, T) << T;  // every row in the pass
   }
+}
+
+// v3's K splits (a cluster per row block) at Qwen3-8B's shapes on an H200 (132 SMs, 264 CTA slots):
+// qkv's 384 row blocks fill 1.45 waves, split in two they fill 2.9; o, down (256 blocks: 0.97 of
+// a wave) and gate_up (768 gated blocks: 2.9) stay whole. A split always gives every warp the same
+// whole run of tiles, at least half its ring; no clusters (before sm_90), no split.
+TEST(IntLinearPlan, GemvV3SplitsFillTheLastWave) {
+  EXPECT_EQ(cuda::int_gemv_v3_splits(1, 6144, false, 4096, 128, 4, 132, true), 2);
+  EXPECT_EQ(cuda::int_gemv_v3_splits(1, 6144, false, 4096, 128, 4, 132, false), 1);
+  EXPECT_EQ(cuda::int_gemv_v3_splits(1, 4096, false, 4096, 128, 4, 132, true), 1);
+  EXPECT_EQ(cuda::int_gemv_v3_splits(1, 12288, true, 4096, 128, 4, 132, true), 1);
+  EXPECT_EQ(cuda::int_gemv_v3_splits(1, 4096, false, 12288, 128, 4, 132, true), 1);
+  for (int64_t T : {1, 8, 12, 32})
+    for (int64_t rows : {1, 7, 100, 297, 384, 2000})
+      for (int64_t K : {256, 1024, 4096, 12288})
+        for (bool silu : {false, true}) {
+          const int s = cuda::int_gemv_v3_splits(T, rows * 16, silu, K, 128, 4, 132, true);
+          ASSERT_GE(s, 1);
+          ASSERT_LE(s, cuda::kIntGemvV3MaxSplits);
+          if (s == 1) continue;
+          const int64_t KT = K / 64, per_warp = KT / (s * cuda::kIntGemvV3Warps);
+          EXPECT_EQ(KT % (s * cuda::kIntGemvV3Warps), 0) << T << " " << rows << " " << K;
+          EXPECT_GE(2 * per_warp, cuda::int_gemv_v3_ring(silu ? 2 : 1, cuda::int_gemv_ntiles(T), false));
+        }
+  // 297 row blocks on 264 slots (1.125 waves): split (the GPU test's shape).
+  EXPECT_GT(cuda::int_gemv_v3_splits(1, 297 * 16, false, 4096, 128, 4, 132, true), 1);
 }
 
 // K splits of the tensor-core GEMM: one wave of CTA tiles at most (so the partials fit
