@@ -137,8 +137,15 @@ TEST(DraftModel, SharesTheKvBudgetAndRefusesAnotherVocabulary) {
   plain.kv_cache_memory = with.kv_cache_memory = 4 << 20;
   plain.block_size = 16;
   LLMEngine a(plain), b(with);
-  // The draft (the same model) takes as much per block as the target: about half the blocks each.
-  EXPECT_NEAR(double(b.model_runner().num_kv_blocks()), double(a.model_runner().num_kv_blocks()) / 2, 1.0);
+  // The draft (the same model) takes as much per block as the target, and its lookahead blocks
+  // (drafts past the verified tokens) come off the budget first: a bit under half the blocks each.
+  const int64_t per_block = a.model_runner().kv_bytes_per_block(), lookahead = draft_lookahead_blocks(with);
+  EXPECT_EQ(b.model_runner().kv_bytes_per_block(), 2 * per_block);
+  EXPECT_GT(lookahead, 0);
+  EXPECT_EQ(b.model_runner().num_kv_blocks(), ((4 << 20) - lookahead * per_block) / (2 * per_block));
+  EXPECT_LT(b.model_runner().num_kv_blocks(), a.model_runner().num_kv_blocks() / 2);
+  ASSERT_NE(draft_of(b), nullptr);
+  EXPECT_EQ(draft_of(b)->block_manager().num_blocks(), b.model_runner().num_kv_blocks() + lookahead);
   try {
     LLMEngine bad(cfg_with(test::fixture("tiny-qwen3-untied"), 0));  // vocabulary 700
     ADD_FAILURE() << "a draft of another vocabulary was accepted";
