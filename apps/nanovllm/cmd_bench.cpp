@@ -339,7 +339,7 @@ void add_bench(CLI::App& app) {
                   "acceptance-controlled speculative decoding: a pass without speculation records every output, then "
                   "a pass drafts them with each token corrupted with probability 1 - ALPHA; prints both (bench.py's "
                   "workload, seeded; -n 1 for batch-1 decode; a --speculative-config drafter, a draft model say, runs "
-                  "for its cost and its disable_by_batch_size applies; CPU backend for now)")
+                  "for its cost and its disable_by_batch_size applies)")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--spec-tokens", a->acceptance.num_speculative_tokens,
                   "--spec-acceptance: drafts per step (num_speculative_tokens, default 4)");

@@ -115,7 +115,10 @@ void DraftModelDrafter::propose(std::span<const DraftQuery> queries, std::vector
     bool all_go_on = pending.on_device;
     for (size_t j = 0; j < rows.size() && all_go_on; ++j) all_go_on = int64_t(out[of[j]].size()) + 1 < want[j];
     Pass ahead{{}, true};
-    if (all_go_on) ahead.tokens = runner_->run_ahead(batch_of(rows), pending.tokens);  // before the wait below
+    if (all_go_on) {  // launched before the wait below
+      ahead.tokens = runner_->run_ahead(batch_of(rows), pending.tokens);
+      ++passes_ahead_;
+    }
     const std::vector<int32_t> tokens = runner_->wait(pending.tokens);
     for (size_t j = 0; j < rows.size(); ++j) {
       rows[j]->token_ids.push_back(tokens[j]);

@@ -60,7 +60,10 @@ class DraftModelDrafter : public Drafter {
 
   const BlockManager& block_manager() const { return bm_; }
   int64_t num_sequences() const { return int64_t(shadows_.size()); }
+  // Passes that read the pass before's tokens on the device (ModelRunner::run_ahead), so far.
+  int64_t num_passes_ahead() const { return passes_ahead_; }
   ModelRunner& runner() { return *runner_; }
+  const ModelRunner& runner() const { return *runner_; }
 
  private:
   // The shadow of q's sequence, cut back to its longest common prefix with q.tokens and holding
@@ -81,6 +84,7 @@ class DraftModelDrafter : public Drafter {
   int64_t k_;
   BlockManager bm_;
   std::unordered_map<int64_t, std::unique_ptr<Sequence>> shadows_;  // by sequence id
+  int64_t passes_ahead_ = 0;
 };
 
 // The number of K/V elements one KV block of block_size tokens holds for a model (both planes,

@@ -217,7 +217,9 @@ int64_t ModelRunner::gpu_kv_blocks_after_warmup() {
   // A shared cache (a draft model's): its weights and peak activations are in `used` already (it
   // was loaded and warmed up first); its extra blocks come off the budget, and each block of this
   // cache costs this model's K/V plus the draft's (kv_bytes_per_block): both caches fit the one
-  // budget and hold the same number of tokens, as the draft has to hold each sequence the target does.
+  // budget and hold the same number of tokens, as the draft has to hold each sequence the target does
+  // (vLLM gets the same split by putting the draft's layers in the KV cache spec: one block id covers
+  // both models' layers). Our draft keeps its own block manager, so its lookahead is separate.
   const int64_t used = total - free;
   const int64_t budget = int64_t(double(total) * cfg_.gpu_memory_utilization) - used - shared_extra_bytes();
   const int64_t blocks = std::max<int64_t>(budget, 0) / kv_bytes_per_block();

@@ -108,6 +108,26 @@ TEST(DraftModel, TheTargetAsItsOwnDraftAcceptsEveryDraft) {
   EXPECT_GT(spec.stats.prefix_hit_tokens, 0) << "prefix caching in play";
 }
 
+TEST(DraftModel, PassesChainedOnTheDeviceDraftTheSameTokens) {
+  // No row processes logits: every pass after the first reads the tokens of the pass before as a
+  // device tensor (run_ahead), as on a GPU; a wrong position or token there would be rejected.
+  std::vector<Request> plain = workload();
+  plain.erase(plain.begin() + 2);  // the repetition penalty's row samples on the host
+  const DraftRun base = run(cfg_with("", 0), plain);
+  LLMEngine e(cfg_with(kTarget, 0));
+  std::map<int64_t, std::vector<int32_t>> outputs;
+  std::map<int64_t, int64_t> index;
+  for (size_t i = 0; i < plain.size(); ++i) index[e.add_request(plain[i].prompt, plain[i].params)] = int64_t(i);
+  while (e.has_unfinished())
+    for (const RequestOutput& o : e.step().finished) outputs[index.at(o.request_id)] = o.token_ids;
+  EXPECT_EQ(outputs, base.outputs);
+  const SpecDecodeStats& st = e.scheduler_stats().spec;
+  EXPECT_GE(double(st.num_accepted_tokens), 0.95 * double(st.num_draft_tokens));
+  ASSERT_NE(draft_of(e), nullptr);
+  // k = 3: two passes ahead per proposal, except near a row's end (max_tokens).
+  EXPECT_GE(draft_of(e)->num_passes_ahead(), st.num_drafts / int64_t(plain.size()));
+}
+
 TEST(DraftModel, AnotherDraftIsLosslessUnderPreemption) {
   // 10 blocks of 16 slots for four sequences of up to ~70 tokens: preemptions.
   const DraftRun base = run(cfg_with("", 10), workload()), spec = run(cfg_with(kOther, 10), workload());
