@@ -34,15 +34,13 @@ EngineConfig draft_cfg(const EngineConfig& base, int k) {
   return cfg;
 }
 
-double top2_margin(const std::vector<float>& l) {
-  float a = -1e30f, b = -1e30f;
-  for (float v : l) {
-    if (v > a)
-      b = a, a = v;
-    else if (v > b)
-      b = v;
-  }
-  return double(a) - double(b);
+// The tiny target on CUDA with a 64 MiB KV cache of 16-token blocks.
+EngineConfig cuda_cfg() {
+  EngineConfig cfg = test::tiny_cfg(kTiny);
+  cfg.device = DeviceChoice::Cuda;
+  cfg.kv_cache_memory = 64 << 20;
+  cfg.block_size = 16;
+  return cfg;
 }
 
 const DraftModelDrafter& draft_of(const LLMEngine& e) {
@@ -53,10 +51,7 @@ const DraftModelDrafter& draft_of(const LLMEngine& e) {
 
 TEST(CudaDraftModel, GreedyEqualsDecodingUpToNearTies) {
   REQUIRE_GPU();
-  EngineConfig cfg = test::tiny_cfg(kTiny);
-  cfg.device = DeviceChoice::Cuda;
-  cfg.kv_cache_memory = 64 << 20;
-  cfg.block_size = 16;
+  EngineConfig cfg = cuda_cfg();
   LLMEngine base(cfg);
   LLMEngine spec(draft_cfg(cfg, 4));
   ASSERT_TRUE(spec.speculating());
@@ -66,11 +61,11 @@ TEST(CudaDraftModel, GreedyEqualsDecodingUpToNearTies) {
   EXPECT_GT(d.runner().num_cuda_graphs(), 0);
   int compared = 0;
   for (uint32_t seed = 0; seed < 6; ++seed) {
-    const std::vector<int32_t> prompt = prompt(20 + 7 * seed, 60 + seed);
-    const test::GenRun want = test::generate(base, prompt, 48);
+    const std::vector<int32_t> p = prompt(20 + 7 * seed, 60 + seed);
+    const test::GenRun want = test::generate(base, p, 48);
     std::vector<double> margins;
-    for (const auto& l : want.logits) margins.push_back(top2_margin(l));
-    const test::GenRun got = test::generate(spec, prompt, 48);
+    for (const auto& l : want.logits) margins.push_back(test::top2_margin(l));
+    const test::GenRun got = test::generate(spec, p, 48);
     compared +=
         test::expect_greedy_up_to_near_ties(got.tokens, want.tokens, margins, {}, "prompt " + std::to_string(seed))
             .compared;
@@ -95,10 +90,7 @@ TEST(CudaDraftModel, GreedyEqualsDecodingUpToNearTies) {
 // batched passes and the fallback keep every block accounted for and drafts standing.
 TEST(CudaDraftModel, BatchedRowsAndHostSampledRows) {
   REQUIRE_GPU();
-  EngineConfig cfg = test::tiny_cfg(kTiny);
-  cfg.device = DeviceChoice::Cuda;
-  cfg.kv_cache_memory = 64 << 20;
-  cfg.block_size = 16;
+  EngineConfig cfg = cuda_cfg();
   cfg.max_num_batched_tokens = 64;  // prompts read in chunks, alongside by the draft
   LLMEngine spec(draft_cfg(cfg, 3));
   for (uint32_t i = 0; i < 6; ++i) {
@@ -124,12 +116,10 @@ TEST(CudaDraftModel, BatchedRowsAndHostSampledRows) {
 
 TEST(CudaDraftModel, OneKvBudgetForBothCaches) {
   REQUIRE_GPU();
-  EngineConfig cfg = test::tiny_cfg(kTiny);
-  cfg.device = DeviceChoice::Cuda;
+  EngineConfig cfg = cuda_cfg();
   cfg.kv_cache_memory = 0;
   cfg.gpu_memory_utilization = 0.2;  // sized from the warm-up steps' peaks
   cfg.max_num_batched_tokens = 2048;
-  cfg.block_size = 16;
   const EngineConfig with = draft_cfg(cfg, 4);
   {
     LLMEngine spec(with);

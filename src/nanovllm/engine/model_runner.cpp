@@ -238,9 +238,12 @@ int64_t ModelRunner::gpu_kv_blocks_after_warmup() {
 std::string ModelRunner::shared_note() const {
   if (shared_.elements_per_block == 0) return "";
   const int64_t own = kv_bytes_per_block() - shared_.elements_per_block * int64_t(dtype_size(kv_dtype_));
-  return " (of which " + shared_.owner + " holds " + std::to_string(shared_.resident_bytes >> 20) +
-         " MiB of weights and activations; a KV block costs " + std::to_string(own) + " bytes for '" + cfg_.model +
-         "' and " + std::to_string(kv_bytes_per_block() - own) + " for " + shared_.owner + ", which needs " +
+  const std::string resident = shared_.resident_bytes > 0 ? "of which " + shared_.owner + " holds " +
+                                                                std::to_string(shared_.resident_bytes >> 20) +
+                                                                " MiB of weights and activations; "
+                                                          : "";
+  return " (" + resident + "a KV block costs " + std::to_string(own) + " bytes for '" + cfg_.model + "' and " +
+         std::to_string(kv_bytes_per_block() - own) + " for " + shared_.owner + ", which needs " +
          std::to_string(shared_extra_bytes() >> 20) + " MiB more for drafts past the verified tokens)";
 }
 

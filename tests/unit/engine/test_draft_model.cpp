@@ -166,6 +166,14 @@ TEST(DraftModel, SharesTheKvBudgetAndRefusesAnotherVocabulary) {
   EXPECT_LT(b.model_runner().num_kv_blocks(), a.model_runner().num_kv_blocks() / 2);
   ASSERT_NE(draft_of(b), nullptr);
   EXPECT_EQ(draft_of(b)->block_manager().num_blocks(), b.model_runner().num_kv_blocks() + lookahead);
+  EngineConfig lookahead_only = with;  // room for the draft's lookahead and nothing else
+  lookahead_only.kv_cache_memory = lookahead * per_block + per_block;
+  try {
+    LLMEngine none(lookahead_only);
+    ADD_FAILURE() << "a budget without one block of both caches was accepted";
+  } catch (const ResourceError& e) {
+    EXPECT_NE(std::string(e.what()).find("the draft model"), std::string::npos) << e.what();
+  }
   try {
     LLMEngine bad(cfg_with(test::fixture("tiny-qwen3-untied"), 0));  // vocabulary 700
     ADD_FAILURE() << "a draft of another vocabulary was accepted";
