@@ -607,7 +607,7 @@ std::vector<Setting> make_settings() {
                             "the drafts; model alone implies it), num_speculative_tokens, disable_by_batch_size (no "
                             "drafts while more sequences run), backoff (ours, default true: rows whose drafts keep "
                             "being rejected stop drafting for a while); the target verifies them in one step, outputs "
-                            "unchanged. A draft model on the CPU backend only for now; eagle3: not yet",
+                            "unchanged. A draft model not with tensor parallelism yet; eagle3: not yet",
                     .flags = {"--speculative-config"},
                     .keywords = {"speculative_config"},
                     .shown_default = "off"}));

@@ -39,24 +39,34 @@ Sequence* DraftModelDrafter::sync(const DraftQuery& q, int64_t slots) {
   return &s;
 }
 
-std::vector<int32_t> DraftModelDrafter::run(const std::vector<Sequence*>& seqs) {
+ScheduledBatch DraftModelDrafter::batch_of(const std::vector<Sequence*>& seqs) {
   ScheduledBatch b;
   for (Sequence* s : seqs) {
     b.seqs.push_back(s);
-    b.num_tokens += s->num_scheduled_tokens;
-    if (s->is_decode_step()) {
+    b.num_tokens += std::max<int64_t>(s->num_scheduled_tokens, 1);
+    if (s->num_scheduled_tokens <= 1) {  // a decode, or a pass ahead (its token on the device)
       ++b.num_decodes;
     } else {
       b.is_prefill = true;
       b.num_prefill_tokens += s->num_scheduled_tokens;
     }
   }
-  std::vector<int32_t> tokens = runner_->run(b);
+  return b;
+}
+
+DraftModelDrafter::Pass DraftModelDrafter::launch(const std::vector<Sequence*>& seqs) {
+  const ScheduledBatch b = batch_of(seqs);
+  Pass p;
+  p.on_device = runner_->can_sample_on_device(b);
+  if (p.on_device)
+    p.tokens = runner_->run_to_device(b);  // no host sync: the tokens stay on the device
+  else
+    p.tokens.host = runner_->run(b);  // penalties and other logits processing read the tokens on the host
   for (Sequence* s : seqs) {
     s->num_cached_tokens += s->num_scheduled_tokens;
     s->num_scheduled_tokens = 0;
   }
-  return tokens;
+  return p;
 }
 
 void DraftModelDrafter::observe_prefill(std::span<const DraftQuery> queries) {
@@ -68,9 +78,17 @@ void DraftModelDrafter::observe_prefill(std::span<const DraftQuery> queries) {
     s->num_scheduled_tokens = n - s->num_cached_tokens;
     rows.push_back(s);
   }
-  if (!rows.empty()) run(rows);  // the sampled tokens of prompt chunks are not wanted
+  // The sampled tokens of prompt chunks are not wanted: never waited for (on a GPU the pass runs
+  // on while the engine goes on; the draft's next sampling orders after it on its stream).
+  if (!rows.empty()) launch(rows);
 }
 
+// Host syncs: one per pass (k per step), but only the last leaves the device idle. While pass i's
+// tokens are on their way to the host, pass i + 1 (a decode through the draft's CUDA graph) is
+// already queued and reads them on the device (ModelRunner::run_ahead), as async scheduling does.
+// The host work of a pass (inputs, graph replay) overlaps the device's work of the pass before.
+// Passes run synchronously where a row processes logits (penalties) or the rows part ways (a row
+// wants fewer drafts than another: the batch shrinks, and its tokens must be reordered on the host).
 void DraftModelDrafter::propose(std::span<const DraftQuery> queries, std::vector<std::vector<int32_t>>& out) {
   out.assign(queries.size(), {});
   std::vector<Sequence*> rows;
@@ -90,15 +108,31 @@ void DraftModelDrafter::propose(std::span<const DraftQuery> queries, std::vector
     of.push_back(i);
     want.push_back(kk);
   }
+  if (rows.empty()) return;
   // Pass 1 samples each row's first draft after its verified tokens; passes 2..k decode one each.
-  while (!rows.empty()) {
-    const std::vector<int32_t> tokens = run(rows);
+  Pass pending = launch(rows);
+  while (true) {
+    bool all_go_on = pending.on_device;
+    for (size_t j = 0; j < rows.size() && all_go_on; ++j) all_go_on = int64_t(out[of[j]].size()) + 1 < want[j];
+    Pass ahead{{}, true};
+    if (all_go_on) {  // launched before the wait below
+      ahead.tokens = runner_->run_ahead(batch_of(rows), pending.tokens);
+      ++passes_ahead_;
+    }
+    const std::vector<int32_t> tokens = runner_->wait(pending.tokens);
+    for (size_t j = 0; j < rows.size(); ++j) {
+      rows[j]->token_ids.push_back(tokens[j]);
+      out[of[j]].push_back(tokens[j]);
+    }
+    if (all_go_on) {  // the pass ahead computed each appended token's K/V
+      for (Sequence* s : rows) s->num_cached_tokens = s->num_tokens();
+      pending = std::move(ahead);
+      continue;
+    }
     std::vector<Sequence*> next;
     std::vector<size_t> next_of;
     std::vector<int64_t> next_want;
     for (size_t j = 0; j < rows.size(); ++j) {
-      rows[j]->token_ids.push_back(tokens[j]);
-      out[of[j]].push_back(tokens[j]);
       if (int64_t(out[of[j]].size()) == want[j]) continue;
       rows[j]->num_scheduled_tokens = 1;
       next.push_back(rows[j]);
@@ -108,6 +142,8 @@ void DraftModelDrafter::propose(std::span<const DraftQuery> queries, std::vector
     rows = std::move(next);
     of = std::move(next_of);
     want = std::move(next_want);
+    if (rows.empty()) break;
+    pending = launch(rows);
   }
 }
 

@@ -15,11 +15,21 @@
 //  1. one batched pass computes every row's uncomputed verified tokens (typically the accepted
 //     drafts' successor and the target's token: 1 + a; the whole prompt's tail the first time) and
 //     samples the first draft from the last position;
-//  2. k - 1 batched single-token decode passes sample the next drafts.
+//  2. k - 1 batched single-token decode passes sample the next drafts (through the draft's CUDA
+//     graphs on a GPU; pass 1 runs eagerly), each reading the tokens of the pass before on the
+//     device (ModelRunner::run_ahead) while those go to the host (propose() says what syncs).
 // A row that finds no free block for its N + k - 1 slots gets no drafts this step (never evicts);
 // one past the draft's own max_model_len (a draft may have a shorter context) gets none either.
 // observe_prefill() computes prompt chunks the target just read, in the same engine step: the
 // draft's prefill is chunked alongside the target's.
+//
+// Memory and device: the draft's ModelRunner is loaded and warmed up before the target sizes its KV
+// cache, which pays for both (SharedKvBudget, llm_engine.cpp). On a GPU the draft has a backend of
+// its own (its stream, step arena, cuBLASLt handle, pinned staging), sharing nothing with the
+// target's but the device; the host orders the two streams: the target's step ends with its tokens
+// on the host (speculation turns async scheduling off) before propose() runs, and propose() waits
+// for its last pass before the verify step launches. observe_prefill()'s pass is not waited for: it
+// touches only the draft's cache and arena, which only the draft's stream (in order) touches next.
 //
 // Sampling: the draft samples with the request's settings and seed, at the same positions as the
 // target (ModelRunner::run on the shadow), so its draws share the target sampler's noise
@@ -50,19 +60,31 @@ class DraftModelDrafter : public Drafter {
 
   const BlockManager& block_manager() const { return bm_; }
   int64_t num_sequences() const { return int64_t(shadows_.size()); }
+  // Passes that read the pass before's tokens on the device (ModelRunner::run_ahead), so far.
+  int64_t num_passes_ahead() const { return passes_ahead_; }
   ModelRunner& runner() { return *runner_; }
+  const ModelRunner& runner() const { return *runner_; }
 
  private:
   // The shadow of q's sequence, cut back to its longest common prefix with q.tokens and holding
   // those tokens (K/V kept for the common computed prefix); null when it cannot hold `slots` slots.
   Sequence* sync(const DraftQuery& q, int64_t slots);
-  // Runs one batch of shadows (their num_scheduled_tokens set); returns a token per shadow.
-  std::vector<int32_t> run(const std::vector<Sequence*>& seqs);
+  // One pass's tokens, a token per shadow: on the device (until waited for) where the pass could
+  // sample there, else already on the host.
+  struct Pass {
+    Backend::SampledTokens tokens;
+    bool on_device = false;
+  };
+  // Launches one batch of shadows (their num_scheduled_tokens set, counted as cached after).
+  Pass launch(const std::vector<Sequence*>& seqs);
+  // The batch of shadows: a row of 0 or 1 scheduled tokens is a decode (0: a pass ahead).
+  static ScheduledBatch batch_of(const std::vector<Sequence*>& seqs);
 
   std::unique_ptr<ModelRunner> runner_;
   int64_t k_;
   BlockManager bm_;
   std::unordered_map<int64_t, std::unique_ptr<Sequence>> shadows_;  // by sequence id
+  int64_t passes_ahead_ = 0;
 };
 
 // The number of K/V elements one KV block of block_size tokens holds for a model (both planes,

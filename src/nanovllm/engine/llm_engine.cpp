@@ -80,15 +80,23 @@ LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)),
     tp_->broadcast(encode_settings(cfg_, mcfg_));
     tp_->start_watchdog(cfg_.on_tp_peer_lost);
   }
-  // A draft model's KV cache shares the budget: as many blocks as the target's (plus lookahead).
-  int64_t draft_kv_elements = 0;
+  // A draft model is loaded (and on a GPU warmed up) before the target's KV cache is sized, so the
+  // target's budget sees its weights and activations; the two caches are then paid from that one
+  // budget (SharedKvBudget: the draft's blocks beside each of the target's, plus its lookahead).
+  std::unique_ptr<ModelRunner> draft;
+  SharedKvBudget shared;
   if (cfg_.speculative_config.enabled() && cfg_.speculative_config.method == "draft_model") {
     draft_mcfg_ = std::make_unique<ModelConfig>(check_draft_model(cfg_, mcfg_));
-    if (resolved_device(cfg_.device) == DeviceChoice::Cpu && !tp_)
-      draft_kv_elements = kv_elements_per_block(*draft_mcfg_, cfg_.block_size);
+    if (speculation_unavailable(true).empty()) {
+      const EngineConfig dcfg = draft_engine_config(cfg_);
+      draft = std::make_unique<ModelRunner>(dcfg, *draft_mcfg_, make_backend(dcfg), nullptr, SharedKvBudget{},
+                                            ModelRunner::KvCacheAt::Later);
+      shared = {kv_elements_per_block(*draft_mcfg_, cfg_.block_size), draft_lookahead_blocks(cfg_),
+                draft->resident_bytes(), "the draft model '" + dcfg.model + "'"};
+    }
   }
   // The workers get max_model_len as given (0: unset) and settle it as rank 0's runner does.
-  runner_ = std::make_unique<ModelRunner>(cfg_, mcfg_, make_backend(cfg_), tp_.get(), draft_kv_elements);
+  runner_ = std::make_unique<ModelRunner>(cfg_, mcfg_, make_backend(cfg_), tp_.get(), shared);
   cfg_.max_model_len = runner_->max_model_len();  // settled: the scheduler, requests and server use it
   if (runner_->pooling_model()) {
     cfg_.enable_prefix_caching = false;  // pooling requests run once: nothing to share
@@ -100,15 +108,13 @@ LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)),
   scheduler_ = std::make_unique<Scheduler>(cfg_, *block_manager_, mcfg_.eos_token_ids,
                                            StepCostModel::prior_for(mcfg_, runner_->warmup_seconds_per_token()));
   async_ = cfg_.async_scheduling.value_or(runner_->backend().runs_asynchronously());
-  settle_speculation();
+  settle_speculation(std::move(draft));
 }
 
+// Independent of the target's runner: the engine asks before it loads a draft model.
 std::string LLMEngine::speculation_unavailable(bool draft_model) const {
-  if (draft_model && runner_->backend().device() != Device::CPU)
-    return "with a draft model runs on the CPU backend only for now (its KV cache is not yet paid from the GPU's "
-           "budget)";
   if (draft_model && tp_) return "with a draft model does not run with tensor parallelism yet";
-  if (async_ && cfg_.async_scheduling.value_or(false))
+  if (cfg_.async_scheduling.value_or(false))
     return "does not combine with async scheduling yet (--no-async-scheduling turns that off)";
   return "";
 }
@@ -128,7 +134,7 @@ std::unique_ptr<Drafter> LLMEngine::take_drafter() {
   return std::move(drafter_);
 }
 
-void LLMEngine::settle_speculation() {
+void LLMEngine::settle_speculation(std::unique_ptr<ModelRunner> draft) {
   if (!cfg_.speculative_config.enabled()) return;
   const std::string why = speculation_unavailable(cfg_.speculative_config.method == "draft_model");
   if (!why.empty()) {
@@ -141,12 +147,29 @@ void LLMEngine::settle_speculation() {
     drafter_ = make_drafter(cfg_.speculative_config);
     return;
   }
-  const int64_t k = cfg_.speculative_config.num_speculative_tokens, bs = cfg_.block_size;
-  EngineConfig dcfg = draft_engine_config(cfg_);
-  // The target's blocks, and room for every running sequence's drafts beyond its verified tokens.
-  dcfg.num_kvcache_blocks = runner_->num_kv_blocks() + cfg_.max_num_seqs * ((k + bs - 1) / bs);
-  drafter_ =
-      std::make_unique<DraftModelDrafter>(std::make_unique<ModelRunner>(dcfg, *draft_mcfg_, make_backend(dcfg)), k, bs);
+  // The target's blocks, and room for every running sequence's drafts beyond its verified tokens:
+  // the draft holds every token the target does, a draft never evicts, and the target's budget
+  // already paid for both (SharedKvBudget in the constructor).
+  if (!draft)
+    throw Error("speculative decoding: the draft model was not loaded (" + cfg_.speculative_config.model + ")");
+  const int64_t blocks = runner_->num_kv_blocks() + draft_lookahead_blocks(cfg_);
+  draft->create_kv_cache(blocks);
+  const std::string resident = draft->resident_bytes() > 0
+                                   ? std::to_string(draft->resident_bytes() >> 20) + " MiB of weights and activations, "
+                                   : "";
+  std::fprintf(stderr,
+               "--speculative-config: draft model '%s': KV cache of %lld blocks beside the target's %lld (one "
+               "budget), %s%s\n",
+               cfg_.speculative_config.model.c_str(), static_cast<long long>(blocks),
+               static_cast<long long>(runner_->num_kv_blocks()), resident.c_str(),
+               draft->uses_cuda_graphs() ? "CUDA graphs" : "eager");
+  drafter_ = std::make_unique<DraftModelDrafter>(std::move(draft), cfg_.speculative_config.num_speculative_tokens,
+                                                 cfg_.block_size);
+}
+
+int64_t draft_lookahead_blocks(const EngineConfig& cfg) {
+  const int64_t k = cfg.speculative_config.num_speculative_tokens, bs = cfg.block_size;
+  return cfg.max_num_seqs * ((k + bs - 1) / bs);
 }
 
 LLMEngine::~LLMEngine() {

@@ -128,7 +128,7 @@ class LLMEngine {
   void set_draft_backoff(bool on) { draft_backoff_ = on; }
   bool draft_backoff() const { return draft_backoff_; }
   // Why speculative decoding (with a draft model, or another drafter) cannot run on this engine
-  // ("" when it can): a draft model on CUDA or with tensor parallelism, async scheduling asked for.
+  // ("" when it can): a draft model with tensor parallelism, async scheduling asked for.
   std::string speculation_unavailable(bool draft_model) const;
   // Set for a pooling model (--runner pooling, or detected): requests must then carry
   // SamplingParams::pooling; their prompts are computed in prefill-only steps (the prefix cache
@@ -162,7 +162,8 @@ class LLMEngine {
   // The drafts of the batch's sequences that decode next (speculative decoding).
   void propose_drafts(const ScheduledBatch& batch);
   // Settles speculation for this engine: the drafter, or off with a note where it cannot run yet.
-  void settle_speculation();
+  // draft: a draft model's runner, its KV cache not yet created (null for other methods).
+  void settle_speculation(std::unique_ptr<ModelRunner> draft);
   RequestOutput output_of(const Sequence& s) const;
   StopReason stop_reason_of(const Sequence& s) const;
   void check_sampling_limits(const SamplingParams& params) const;
@@ -198,6 +199,9 @@ class LLMEngine {
 ModelConfig resolve_model_config(const EngineConfig& cfg);
 // The settings of a --speculative-config draft model's engine (its model, no speculation).
 EngineConfig draft_engine_config(const EngineConfig& cfg);
+// The draft model's KV blocks beyond the target's count: each running sequence's drafts past its
+// verified tokens (num_speculative_tokens slots, in whole blocks).
+int64_t draft_lookahead_blocks(const EngineConfig& cfg);
 // The draft model's config; throws UserError when it cannot draft for `target` (another vocabulary).
 ModelConfig check_draft_model(const EngineConfig& cfg, const ModelConfig& target);
 // The backend of this rank (CUDA: GPU cfg.local_rank()).

@@ -21,9 +21,10 @@
 namespace nanovllm {
 
 ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::unique_ptr<Backend> backend,
-                         TpGroup* tp, int64_t shared_kv_elements_per_block)
-    : cfg_(cfg), shared_kv_elements_(shared_kv_elements_per_block), auto_max_model_len_(cfg.max_model_len_is_auto()),
-      mcfg_(mcfg), backend_(std::move(backend)), tp_(tp && tp->world() > 1 ? tp : nullptr) {
+                         TpGroup* tp, SharedKvBudget shared, KvCacheAt kv_at)
+    : cfg_(cfg), shared_(std::move(shared)), auto_max_model_len_(cfg.max_model_len_is_auto()), mcfg_(mcfg),
+      backend_(std::move(backend)), tp_(tp && tp->world() > 1 ? tp : nullptr) {
+  const int64_t free_at_start = backend_->free_memory_bytes();  // -1 off a GPU
   validate_tensor_parallel(mcfg_, tp_ ? tp_->world() : 1);
   cfg_.max_model_len = settle_max_model_len(cfg, mcfg_);  // the model's; the KV cache may lower it below
   kv_heads_ = mcfg_.num_key_value_heads / (tp_ ? tp_->world() : 1);
@@ -83,9 +84,18 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
   if (pooling_) load_pooling_head(*pooling_, cfg_, ckpt.get(), *backend_, *model_);
   ckpt.reset();
 
+  if (kv_at == KvCacheAt::Later) {
+    // Another runner sizes this cache (create_kv_cache) from a budget that must already count
+    // these weights and this model's peak activations: the warm-up runs now.
+    if (backend_->total_memory_bytes() > 0) warm_up_peak_step();
+    if (free_at_start >= 0) resident_bytes_ = free_at_start - backend_->free_memory_bytes();
+    trace("ready (KV cache later)");
+    return;
+  }
   // KV cache budget: an explicit block count, else bytes (CPU default: 4 GiB, at least one
   // sequence of an explicit max_model_len), else on a GPU what gpu_memory_utilization leaves after
-  // weights and the peak activations of a warm-up step at full batch.
+  // weights and the peak activations of a warm-up step at full batch. A shared cache (a draft's)
+  // is paid from the same bytes: its extra blocks first, then a block of each per block.
   const int64_t per_block = kv_bytes_per_block();
   if (cfg_.num_kvcache_blocks > 0) {
     num_kv_blocks_ = cfg_.num_kvcache_blocks;
@@ -94,7 +104,7 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
     num_kv_blocks_ = gpu_kv_blocks_after_warmup();
   } else {
     int64_t bytes = cfg_.kv_cache_memory > 0 ? cfg_.kv_cache_memory : (int64_t(4) << 30);
-    num_kv_blocks_ = bytes / per_block;
+    num_kv_blocks_ = (bytes - shared_extra_bytes()) / per_block;
     if (cfg_.kv_cache_memory == 0 && !auto_max_model_len_)
       num_kv_blocks_ = std::max(num_kv_blocks_, (cfg_.max_model_len + cfg_.block_size - 1) / cfg_.block_size);
   }
@@ -103,9 +113,24 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
   if (tp_) num_kv_blocks_ = tp_->all_min(num_kv_blocks_);
   if (num_kv_blocks_ <= 0)
     throw ResourceError("KV cache budget of " + std::to_string(cfg_.kv_cache_memory) + " bytes holds no block of " +
-                        std::to_string(per_block) + " bytes; raise --kv-cache-memory or lower --block-size");
+                        std::to_string(per_block) + " bytes" + shared_note() +
+                        "; raise --kv-cache-memory or lower --block-size");
+  finish_kv_cache(cfg);
+}
+
+void ModelRunner::create_kv_cache(int64_t blocks) {
+  if (kv_created_) throw Error("model runner: create_kv_cache called twice");
+  if (blocks <= 0) throw ResourceError("model runner: a KV cache of " + std::to_string(blocks) + " blocks");
+  num_kv_blocks_ = blocks;
+  EngineConfig given = cfg_;  // the length as the user gave it (0: unset)
+  if (auto_max_model_len_) given.max_model_len = 0;
+  finish_kv_cache(given);
+}
+
+void ModelRunner::finish_kv_cache(const EngineConfig& given) {
+  kv_created_ = true;
   std::string lowered;
-  cfg_.max_model_len = settle_max_model_len(cfg, mcfg_, num_kv_blocks_, &lowered);
+  cfg_.max_model_len = settle_max_model_len(given, mcfg_, num_kv_blocks_, &lowered);
   if (!lowered.empty()) note(lowered);
   allocate_kv_cache();
   if (backend_->supports_graphs() && !cfg_.enforce_eager && !pooling_) {  // pooling: prompts only, no decode
@@ -146,7 +171,7 @@ void ModelRunner::allocate_kv_cache() {
 // enough for the longest (the sequences share its blocks: the values do not matter). Then read
 // the peak activation memory and give gpu_memory_utilization * total - used
 // (weights, runtime, the arena at its peak) to the KV cache.
-int64_t ModelRunner::gpu_kv_blocks_after_warmup() {
+void ModelRunner::warm_up_peak_step() {
   const int64_t bs = cfg_.block_size, tokens = cfg_.max_num_batched_tokens;
   const int64_t nseq = std::max<int64_t>(1, std::min(cfg_.max_num_seqs, tokens));
   const int64_t len = std::min(cfg_.max_model_len, tokens / nseq);  // the first tokens % nseq get one more
@@ -178,32 +203,59 @@ int64_t ModelRunner::gpu_kv_blocks_after_warmup() {
     warmup_seconds_per_token_ =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / double(batch.num_tokens);
   }
-  const int64_t peak = backend_->peak_step_bytes();
   layers_kv_.clear();
   kv_cache_ = Tensor();
+}
+
+int64_t ModelRunner::gpu_kv_blocks_after_warmup() {
+  warm_up_peak_step();
+  const int64_t bs = cfg_.block_size;
+  const int64_t peak = backend_->peak_step_bytes();
   const int64_t total = backend_->total_memory_bytes(), free = backend_->free_memory_bytes();
   // Used: weights, runtime, and the step arena, which stays allocated at its peak size (so the
   // peak is already in `used`); the warm-up KV cache was freed above.
+  // A shared cache (a draft model's): its weights and peak activations are in `used` already (it
+  // was loaded and warmed up first); its extra blocks come off the budget, and each block of this
+  // cache costs this model's K/V plus the draft's (kv_bytes_per_block): both caches fit the one
+  // budget and hold the same number of tokens, as the draft has to hold each sequence the target does
+  // (vLLM gets the same split by putting the draft's layers in the KV cache spec: one block id covers
+  // both models' layers). Our draft keeps its own block manager, so its lookahead is separate.
   const int64_t used = total - free;
-  const int64_t budget = int64_t(double(total) * cfg_.gpu_memory_utilization) - used;
-  const int64_t blocks = budget / kv_bytes_per_block();
+  const int64_t budget = int64_t(double(total) * cfg_.gpu_memory_utilization) - used - shared_extra_bytes();
+  const int64_t blocks = std::max<int64_t>(budget, 0) / kv_bytes_per_block();
   // Too little for one max_model_len sequence: refused, unless the length is unset (it is lowered
   // to what fits, settle_max_model_len) and at least a block fits.
   if (blocks < (cfg_.max_model_len + bs - 1) / bs && !(auto_max_model_len_ && blocks > 0))
     throw ResourceError("not enough GPU memory for the KV cache: " + std::to_string(total >> 20) + " MiB total, " +
                         std::to_string(used >> 20) + " MiB used by weights, runtime and " + std::to_string(peak >> 20) +
-                        " MiB peak activations; one max_model_len sequence needs " +
+                        " MiB peak activations" + shared_note() + "; one max_model_len sequence needs " +
                         std::to_string(((cfg_.max_model_len + bs - 1) / bs * kv_bytes_per_block()) >> 20) +
                         " MiB. Raise --gpu-memory-utilization, or lower --max-model-len, --max-num-seqs or "
                         "--max-num-batched-tokens");
   return blocks;
 }
 
+std::string ModelRunner::shared_note() const {
+  if (shared_.elements_per_block == 0) return "";
+  const int64_t own = kv_bytes_per_block() - shared_.elements_per_block * int64_t(dtype_size(kv_dtype_));
+  const std::string resident = shared_.resident_bytes > 0 ? "of which " + shared_.owner + " holds " +
+                                                                std::to_string(shared_.resident_bytes >> 20) +
+                                                                " MiB of weights and activations; "
+                                                          : "";
+  return " (" + resident + "a KV block costs " + std::to_string(own) + " bytes for '" + cfg_.model + "' and " +
+         std::to_string(kv_bytes_per_block() - own) + " for " + shared_.owner + ", which needs " +
+         std::to_string(shared_extra_bytes() >> 20) + " MiB more for drafts past the verified tokens)";
+}
+
 int64_t ModelRunner::num_cuda_graphs() const { return graphs_ ? graphs_->num_graphs() : 0; }
 
 int64_t ModelRunner::kv_bytes_per_block() const {
-  return (2 * mcfg_.num_hidden_layers * cfg_.block_size * kv_heads_ * mcfg_.head_dim + shared_kv_elements_) *
+  return (2 * mcfg_.num_hidden_layers * cfg_.block_size * kv_heads_ * mcfg_.head_dim + shared_.elements_per_block) *
          int64_t(dtype_size(kv_dtype_));
+}
+
+int64_t ModelRunner::shared_extra_bytes() const {
+  return shared_.extra_blocks * shared_.elements_per_block * int64_t(dtype_size(kv_dtype_));
 }
 
 StepInputs ModelRunner::prepare(const ScheduledBatch& batch, int64_t bs, bool ahead) {
@@ -393,8 +445,25 @@ std::vector<SamplingRow> ModelRunner::plain_rows(const ScheduledBatch& batch, bo
   return rows;
 }
 
+bool ModelRunner::can_sample_on_device(const ScheduledBatch& batch) const {
+  if (tp_ || logits_observer || pooling_) return false;
+  return std::all_of(batch.seqs.begin(), batch.seqs.end(), [](const Sequence* s) {
+    return s->draft_ids.empty() && s->num_cached_tokens + s->num_scheduled_tokens == s->num_tokens() &&
+           !s->params.processes_logits() && !s->params.logprobs && !s->needs_prompt_logprobs();
+  });
+}
+
+Backend::SampledTokens ModelRunner::run_to_device(const ScheduledBatch& batch) {
+  if (!can_sample_on_device(batch)) throw Error("model runner: run_to_device on a batch that must sample on the host");
+  return run_async_unchecked(batch);
+}
+
 Backend::SampledTokens ModelRunner::run_async(const ScheduledBatch& batch) {
   if (!can_run_async(batch)) throw Error("model runner: run_async on a batch that must run synchronously");
+  return run_async_unchecked(batch);
+}
+
+Backend::SampledTokens ModelRunner::run_async_unchecked(const ScheduledBatch& batch) {
   StepInputs in = prepare(batch, cfg_.block_size);
   Tensor logits = forward_logits(in);
   std::vector<SamplingRow> rows = plain_rows(batch, false);

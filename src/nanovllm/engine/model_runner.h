@@ -11,6 +11,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "nanovllm/backends/backend.h"
@@ -35,15 +36,32 @@ struct StepInputs {
   std::vector<KVBlockCopy> kv_copies;
 };
 
+// Another KV cache paid from a runner's KV budget: a draft model's (draft_model_drafter.h), which
+// holds a block for each of the runner's blocks (same block size and KV dtype) plus extra_blocks.
+struct SharedKvBudget {
+  int64_t elements_per_block = 0;  // its K/V elements per block
+  int64_t extra_blocks = 0;        // its blocks beyond the runner's count (drafts past verified tokens)
+  int64_t resident_bytes = 0;      // its weights and peak activations, already on the device (errors)
+  std::string owner;               // names it in errors: "the draft model 'X'"
+};
+
 class ModelRunner {
  public:
+  // Start: the KV cache is sized and allocated (and CUDA graphs captured) by the constructor.
+  // Later: the constructor loads the weights and, on a GPU, runs the warm-up step (its peak
+  // activations stay reserved in the step arena); create_kv_cache() sizes the cache afterwards.
+  enum class KvCacheAt { Start, Later };
   // Loads the model (weights from cfg.model, or dummy ones) and allocates the KV cache.
   // tp: this rank's tensor-parallel group (outlives the runner), nullptr for one rank.
-  // shared_kv_elements_per_block: K/V elements another cache holds for each block of this one (a
-  // draft model's, draft_model_drafter.h), paid from the same KV budget.
+  // shared: another cache paid from the same KV budget (none by default).
   ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::unique_ptr<Backend> backend, TpGroup* tp = nullptr,
-              int64_t shared_kv_elements_per_block = 0);
+              SharedKvBudget shared = {}, KvCacheAt kv_at = KvCacheAt::Start);
   ~ModelRunner();
+  // A KvCacheAt::Later runner's cache of `blocks` blocks, then its CUDA graphs; once.
+  void create_kv_cache(int64_t blocks);
+  // A KvCacheAt::Later runner's device bytes before its KV cache: weights, runtime and the
+  // warm-up's peak activations (a GPU; 0 elsewhere).
+  int64_t resident_bytes() const { return resident_bytes_; }
 
   // Rank 0 (or the only rank): one step, Sequence::num_sampled_rows() tokens per sequence in
   // batch order: one, or for a verify row the target's token at each of its 1 + drafts positions
@@ -67,6 +85,11 @@ class ModelRunner {
   // Constrained rows (structured outputs) may: their masks are filled with the tokens on the host.
   bool can_run_async(const ScheduledBatch& batch) const;
   Backend::SampledTokens run_async(const ScheduledBatch& batch);
+  // A draft model's passes (draft_model_drafter.h): any batch whose rows each sample one token at
+  // the end of their tokens (prompt tails and catch-ups too, eager), on one rank, without logits
+  // processing, logprobs or an observer; the tokens stay on the device for run_ahead.
+  bool can_sample_on_device(const ScheduledBatch& batch) const;
+  Backend::SampledTokens run_to_device(const ScheduledBatch& batch);
   // The decode step after `batch` (run, not yet postprocessed; Scheduler::reserve_ahead made its
   // slots): row i's input is the token `prev` holds for batch.seqs[i], at position num_tokens().
   Backend::SampledTokens run_ahead(const ScheduledBatch& batch, const Backend::SampledTokens& prev);
@@ -98,6 +121,7 @@ class ModelRunner {
   double warmup_seconds_per_token() const { return warmup_seconds_per_token_; }
   int64_t max_model_len() const { return cfg_.max_model_len; }  // settled (never 0)
   int64_t kv_bytes_per_block() const;                           // this cache's, plus the shared elements' of another
+  int64_t shared_extra_bytes() const;                           // the shared cache's extra blocks
 
   DType kv_cache_dtype() const { return kv_dtype_; }           // the act dtype or F8E4M3 (--kv-cache-dtype)
   Quantization quantization() const { return quantization_; }  // --quantization or the checkpoint's
@@ -116,17 +140,25 @@ class ModelRunner {
   static SamplingRow plain_row(const Sequence& s, int64_t position);  // sampling settings, no extras
   static std::vector<SamplingRow> plain_rows(const ScheduledBatch& batch, bool ahead);
   Backend::SampledTokens sample_rows_async(const Tensor& logits, std::vector<SamplingRow> rows);
+  Backend::SampledTokens run_async_unchecked(const ScheduledBatch& batch);  // run_async after its check
   void compute_prompt_logprobs(const ScheduledBatch& batch, const StepInputs& in, const Tensor& hidden);
   std::vector<int32_t> forward_and_sample(const ScheduledBatch& batch, StepInputs& in);
   void allocate_kv_cache();
+  // The KV cache of num_kv_blocks_ blocks: max_model_len settled against it, CUDA graphs captured.
+  void finish_kv_cache(const EngineConfig& given);
+  // The warm-up step at full batch (a small KV cache, freed after): the step arena keeps its peak.
+  void warm_up_peak_step();
   int64_t gpu_kv_blocks_after_warmup();
+  std::string shared_note() const;  // what the shared cache costs, for errors ("" without one)
   // Serving (cfg_.target_itl_ms > 0) on a backend with per-shape plans: one mixed step (decode rows +
   // a prompt chunk after cached context) at each of Backend::plan_row_counts, up to the steps the
   // latency target allows (model_runner_warmup.cpp).
   void warm_up_mixed_steps();
 
-  EngineConfig cfg_;                 // max_model_len settled (never 0)
-  int64_t shared_kv_elements_ = 0;   // another cache's K/V elements per block of this one (a draft's)
+  EngineConfig cfg_;       // max_model_len settled (never 0)
+  SharedKvBudget shared_;  // another cache paid from this one's budget (a draft's)
+  bool kv_created_ = false;
+  int64_t resident_bytes_ = 0;
   bool auto_max_model_len_ = false;  // the user left it unset: the KV cache may lower it
   ModelConfig mcfg_;
   std::unique_ptr<Backend> backend_;

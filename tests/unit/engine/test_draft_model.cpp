@@ -108,6 +108,26 @@ TEST(DraftModel, TheTargetAsItsOwnDraftAcceptsEveryDraft) {
   EXPECT_GT(spec.stats.prefix_hit_tokens, 0) << "prefix caching in play";
 }
 
+TEST(DraftModel, PassesChainedOnTheDeviceDraftTheSameTokens) {
+  // No row processes logits: every pass after the first reads the tokens of the pass before as a
+  // device tensor (run_ahead), as on a GPU; a wrong position or token there would be rejected.
+  std::vector<Request> plain = workload();
+  plain.erase(plain.begin() + 2);  // the repetition penalty's row samples on the host
+  const DraftRun base = run(cfg_with("", 0), plain);
+  LLMEngine e(cfg_with(kTarget, 0));
+  std::map<int64_t, std::vector<int32_t>> outputs;
+  std::map<int64_t, int64_t> index;
+  for (size_t i = 0; i < plain.size(); ++i) index[e.add_request(plain[i].prompt, plain[i].params)] = int64_t(i);
+  while (e.has_unfinished())
+    for (const RequestOutput& o : e.step().finished) outputs[index.at(o.request_id)] = o.token_ids;
+  EXPECT_EQ(outputs, base.outputs);
+  const SpecDecodeStats& st = e.scheduler_stats().spec;
+  EXPECT_GE(double(st.num_accepted_tokens), 0.95 * double(st.num_draft_tokens));
+  ASSERT_NE(draft_of(e), nullptr);
+  // k = 3: two passes ahead per proposal, except near a row's end (max_tokens).
+  EXPECT_GE(draft_of(e)->num_passes_ahead(), st.num_drafts / int64_t(plain.size()));
+}
+
 TEST(DraftModel, AnotherDraftIsLosslessUnderPreemption) {
   // 10 blocks of 16 slots for four sequences of up to ~70 tokens: preemptions.
   const DraftRun base = run(cfg_with("", 10), workload()), spec = run(cfg_with(kOther, 10), workload());
@@ -137,8 +157,23 @@ TEST(DraftModel, SharesTheKvBudgetAndRefusesAnotherVocabulary) {
   plain.kv_cache_memory = with.kv_cache_memory = 4 << 20;
   plain.block_size = 16;
   LLMEngine a(plain), b(with);
-  // The draft (the same model) takes as much per block as the target: about half the blocks each.
-  EXPECT_NEAR(double(b.model_runner().num_kv_blocks()), double(a.model_runner().num_kv_blocks()) / 2, 1.0);
+  // The draft (the same model) takes as much per block as the target, and its lookahead blocks
+  // (drafts past the verified tokens) come off the budget first: a bit under half the blocks each.
+  const int64_t per_block = a.model_runner().kv_bytes_per_block(), lookahead = draft_lookahead_blocks(with);
+  EXPECT_EQ(b.model_runner().kv_bytes_per_block(), 2 * per_block);
+  EXPECT_GT(lookahead, 0);
+  EXPECT_EQ(b.model_runner().num_kv_blocks(), ((4 << 20) - lookahead * per_block) / (2 * per_block));
+  EXPECT_LT(b.model_runner().num_kv_blocks(), a.model_runner().num_kv_blocks() / 2);
+  ASSERT_NE(draft_of(b), nullptr);
+  EXPECT_EQ(draft_of(b)->block_manager().num_blocks(), b.model_runner().num_kv_blocks() + lookahead);
+  EngineConfig lookahead_only = with;  // room for the draft's lookahead and nothing else
+  lookahead_only.kv_cache_memory = lookahead * per_block + per_block;
+  try {
+    LLMEngine none(lookahead_only);
+    ADD_FAILURE() << "a budget without one block of both caches was accepted";
+  } catch (const ResourceError& e) {
+    EXPECT_NE(std::string(e.what()).find("the draft model"), std::string::npos) << e.what();
+  }
   try {
     LLMEngine bad(cfg_with(test::fixture("tiny-qwen3-untied"), 0));  // vocabulary 700
     ADD_FAILURE() << "a draft of another vocabulary was accepted";
