@@ -136,7 +136,9 @@ struct Shape3 {
 // BF16 (2^-9 relative, independent per weight) before an F32-accumulating GEMM. A BF16 output rounds
 // once more (2^-9 of the value). So: 2^-8 of the value plus 2^-7 of the outputs' rms (the rounding
 // of the weights, summed over K terms of both signs, relative to a typical output); F32 outputs of
-// the GEMV: 2^-10 and 2^-10.
+// the GEMV: 2^-10 of the value and 2^-9 of the rms (each of the K / G groups' partial sums carries
+// its scale's F16 rounding, up to 2^-12 relative: the worst of ~10^5 outputs reached 1.07e-3 x rms,
+// U8 T 12 K 2048 on an H200; a wrong fragment is off by O(1)).
 void check_linear(test::Backends& b, const Shape3& s, int64_t T, bool zero, bool perm, bool f32_out) {
   const IntWeight w = make_weight(b.gpu, s.bits, s.N, s.K, s.G, zero, perm, uint32_t(s.N * 7 + s.K + T));
   const std::vector<float> x = test::rand_bf16(size_t(T * s.K), uint32_t(T + s.K), -1.f, 1.f);
@@ -151,7 +153,7 @@ void check_linear(test::Backends& b, const Shape3& s, int64_t T, bool zero, bool
                            (f32_out ? " f32" : "") + " (" + kernel_name(plan) + ")";
   const bool tight = f32_out && plan != cuda::IntLinearKernel::DequantizeGemm;  // the weights never rounded
   expect_close(b.gpu.to_host_f32(out), reference(w, x, T), tight ? 1.0 / 1024 : 1.0 / 256,
-               tight ? 1.0 / 1024 : 1.0 / 128, what);
+               tight ? 1.0 / 512 : 1.0 / 128, what);
 }
 
 TEST(CudaIntWeights, LinearAwkwardShapesAgainstTheReference) {
@@ -264,7 +266,8 @@ TEST(CudaIntWeights, V3SplitsKAcrossAClusterAgainstTheReference) {
   ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), cudaSuccess);
-  const int64_t slots = int64_t(sms) * cuda::kIntGemvV3CtasPerSm, rows = slots + slots / 8;
+  // A grid under half a wave unsplit: the plan splits K (kernel_plan.cpp).
+  const int64_t slots = int64_t(sms) * cuda::kIntGemvV3CtasPerSm, rows = slots / 4 + 3;
   test::Backends b(with_gemv(IntGemv::V3));
   for (int bits : {4, 8}) {
     const int64_t K = bits == 4 ? 4096 : 2048;  // 64 tiles a row block

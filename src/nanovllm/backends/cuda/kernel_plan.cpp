@@ -175,6 +175,10 @@ int int_gemv_v3_splits(int64_t T, int64_t outs, bool silu, int64_t K, int64_t G,
     const double waves = double(rows * s) / slots;
     return waves / std::ceil(waves);
   };
+  // Splitting halves (or more) each CTA's bytes in flight: on an H200 qkv (384 row blocks on 264
+  // slots) ran 12.05 us split in 2 against 9.49 unsplit (bench/RESULTS.md), so only a grid that
+  // fills less than half a wave unsplit (small N: tensor-parallel shards, small models) splits.
+  if (double(rows) >= slots / 2) return 1;
   int best = 1;
   for (int s = 2; s <= kIntGemvV3MaxSplits; ++s)
     if (KT % (int64_t(s) * kIntGemvV3Warps) == 0 && KT / (int64_t(s) * kIntGemvV3Warps) >= min_tiles &&
