@@ -9,6 +9,7 @@
 #include "nanovllm/config/hf_hub.h"
 #include "nanovllm/dist/tp_group.h"
 #include "nanovllm/engine/draft_model_drafter.h"
+#include "nanovllm/engine/eagle3_drafter.h"
 #include "nanovllm/engine/tensor_parallel.h"
 #include "nanovllm/engine/tp_protocol.h"
 #include "nanovllm/models/hf_config.h"
@@ -86,6 +87,8 @@ LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)),
     draft_mcfg_ = std::make_unique<ModelConfig>(check_draft_model(cfg_, mcfg_));
     if (resolved_device(cfg_.device) == DeviceChoice::Cpu && !tp_)
       draft_kv_elements = kv_elements_per_block(*draft_mcfg_, cfg_.block_size);
+  } else if (cfg_.speculative_config.enabled() && cfg_.speculative_config.method == "eagle3" && !tp_) {
+    draft_kv_elements = eagle3_kv_elements_per_block(eagle3_config_for(cfg_, mcfg_), cfg_.block_size);
   }
   // The workers get max_model_len as given (0: unset) and settle it as rank 0's runner does.
   runner_ = std::make_unique<ModelRunner>(cfg_, mcfg_, make_backend(cfg_), tp_.get(), draft_kv_elements);
@@ -108,6 +111,7 @@ std::string LLMEngine::speculation_unavailable(bool draft_model) const {
     return "with a draft model runs on the CPU backend only for now (its KV cache is not yet paid from the GPU's "
            "budget)";
   if (draft_model && tp_) return "with a draft model does not run with tensor parallelism yet";
+  if (tp_ && cfg_.speculative_config.method == "eagle3") return "with EAGLE-3 does not run with tensor parallelism yet";
   if (async_ && cfg_.async_scheduling.value_or(false))
     return "does not combine with async scheduling yet (--no-async-scheduling turns that off)";
   return "";
@@ -136,11 +140,16 @@ void LLMEngine::settle_speculation() {
     return;
   }
   async_ = false;  // async scheduling by default (CUDA) gives way: a step's drafts need the tokens before
+  const int64_t k = cfg_.speculative_config.num_speculative_tokens, bs = cfg_.block_size;
+  if (cfg_.speculative_config.method == "eagle3") {  // the head's cache: as the draft model's below
+    drafter_ = std::make_unique<Eagle3Drafter>(*runner_, mcfg_, cfg_,
+                                               runner_->num_kv_blocks() + cfg_.max_num_seqs * ((k + bs - 1) / bs));
+    return;
+  }
   if (cfg_.speculative_config.method != "draft_model") {
     drafter_ = make_drafter(cfg_.speculative_config);
     return;
   }
-  const int64_t k = cfg_.speculative_config.num_speculative_tokens, bs = cfg_.block_size;
   EngineConfig dcfg = draft_engine_config(cfg_);
   // The target's blocks, and room for every running sequence's drafts beyond its verified tokens.
   dcfg.num_kvcache_blocks = runner_->num_kv_blocks() + cfg_.max_num_seqs * ((k + bs - 1) / bs);
