@@ -85,7 +85,7 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
   ckpt.reset();
   // EAGLE-3: the target copies out the hidden states its head fuses (before the warm-up and any
   // CUDA graph: the buffer is static and the graphs record the copies).
-  if (cfg_.speculative_config.method == "eagle3")
+  if (cfg_.speculative_config.method == "eagle3" && !tp_)  // (refused under tensor parallelism for now)
     model_->capture_aux_hidden(eagle3_config_for(cfg_, mcfg_).aux_layer_ids, eagle3_aux_rows(cfg_));
 
   // KV cache budget: an explicit block count, else bytes (CPU default: 4 GiB, at least one
