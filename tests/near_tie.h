@@ -18,6 +18,18 @@ inline constexpr double kNearTieMargin = 0.05;
 
 inline bool decisive(double margin, double noise = 0) { return margin > std::max(kNearTieMargin, noise); }
 
+// The gap between a row of logits' largest and second largest values (the margin above).
+inline double top2_margin(const std::vector<float>& l) {
+  float a = -1e30f, b = -1e30f;
+  for (float v : l) {
+    if (v > a)
+      b = a, a = v;
+    else if (v > b)
+      b = v;
+  }
+  return double(a) - double(b);
+}
+
 struct GreedyWalk {
   size_t steps = 0;       // steps walked: up to and including the first differing token
   int compared = 0;       // decisive steps, each asserted equal

@@ -16,17 +16,6 @@ using namespace nanovllm;
 
 namespace {
 
-double margin_of(const std::vector<float>& l) {
-  float a = -1e30f, b = -1e30f;
-  for (float v : l) {
-    if (v > a)
-      b = a, a = v;
-    else if (v > b)
-      b = v;
-  }
-  return double(a) - double(b);
-}
-
 TEST(CudaEagle3, GreedyEqualsDecodingUpToNearTies) {
   REQUIRE_GPU();
   test::TempDir dir;
@@ -44,7 +33,7 @@ TEST(CudaEagle3, GreedyEqualsDecodingUpToNearTies) {
     const std::vector<int32_t> prompt = test::random_tokens(20 + 7 * seed, 60 + seed);
     const test::GenRun want = test::generate(base, prompt, 40);
     std::vector<double> margins;
-    for (const auto& l : want.logits) margins.push_back(margin_of(l));
+    for (const auto& l : want.logits) margins.push_back(test::top2_margin(l));
     const test::GenRun got = test::generate(spec, prompt, 40);
     compared +=
         test::expect_greedy_up_to_near_ties(got.tokens, want.tokens, margins, {}, "prompt " + std::to_string(seed))

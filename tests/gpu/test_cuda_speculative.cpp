@@ -22,17 +22,6 @@ std::vector<int32_t> repeating(size_t period, size_t times, uint32_t seed) {
   return p;
 }
 
-double top2_margin(const std::vector<float>& l) {
-  float a = -1e30f, b = -1e30f;
-  for (float v : l) {
-    if (v > a)
-      b = a, a = v;
-    else if (v > b)
-      b = v;
-  }
-  return double(a) - double(b);
-}
-
 TEST(CudaSpeculative, GreedyEqualsDecodingUpToNearTies) {
   REQUIRE_GPU();
   EngineConfig cfg = test::tiny_cfg();
@@ -47,7 +36,7 @@ TEST(CudaSpeculative, GreedyEqualsDecodingUpToNearTies) {
     const std::vector<int32_t> prompt = repeating(6 + seed, 6, 40 + seed);
     const test::GenRun want = test::generate(base, prompt, 48);
     std::vector<double> margins;
-    for (const auto& l : want.logits) margins.push_back(top2_margin(l));
+    for (const auto& l : want.logits) margins.push_back(test::top2_margin(l));
     const test::GenRun got = test::generate(spec, prompt, 48);
     const test::GreedyWalk w =
         test::expect_greedy_up_to_near_ties(got.tokens, want.tokens, margins, {}, "prompt " + std::to_string(seed));

@@ -11,6 +11,7 @@
 #include "nanovllm/engine/eagle3_drafter.h"
 #include "nanovllm/engine/llm_engine.h"
 #include "nanovllm/utils/error.h"
+#include "spec_engine_run.h"
 #include "temp_dir.h"
 #include "tiny_engine.h"
 
@@ -20,16 +21,10 @@ using test::tiny_cfg;
 
 namespace {
 
-std::vector<int32_t> prompt(size_t n, uint32_t seed) {
-  std::vector<int32_t> t = test::random_tokens(n, seed);
-  for (auto& x : t) x = 3 + x % 690;
-  return t;
-}
+using Request = test::SpecRequest;
+using EngineRun = test::SpecRun;
 
-struct Request {
-  std::vector<int32_t> prompt;
-  SamplingParams params;
-};
+std::vector<int32_t> prompt(size_t n, uint32_t seed) { return test::spec_prompt(n, seed, 690); }
 
 std::vector<Request> workload() {
   std::vector<Request> rs;
@@ -61,21 +56,9 @@ EngineConfig cfg_with(const std::string& head, int64_t kv_blocks) {
 
 const Eagle3Drafter* eagle_of(const LLMEngine& e) { return dynamic_cast<const Eagle3Drafter*>(e.drafter()); }
 
-struct EngineRun {
-  std::map<int64_t, std::vector<int32_t>> outputs;
-  SchedulerStats stats;
-};
-
 EngineRun run(const EngineConfig& cfg, const std::vector<Request>& reqs) {
   LLMEngine e(cfg);
-  EngineRun out;
-  std::map<int64_t, int64_t> index;
-  for (size_t i = 0; i < reqs.size(); ++i) index[e.add_request(reqs[i].prompt, reqs[i].params)] = int64_t(i);
-  for (int steps = 0; e.has_unfinished() && steps < 500; ++steps)
-    for (const RequestOutput& o : e.step().finished) out.outputs[index.at(o.request_id)] = o.token_ids;
-  EXPECT_FALSE(e.has_unfinished());
-  out.stats = e.scheduler_stats();
-  EXPECT_EQ(out.stats.kv_blocks_used, 0) << "every target block back";
+  const EngineRun out = test::run_requests(e, reqs);
   if (const Eagle3Drafter* d = eagle_of(e)) {
     EXPECT_EQ(d->block_manager().num_free_blocks(), d->block_manager().num_blocks()) << "every head block back";
     EXPECT_EQ(d->num_sequences(), 0);
