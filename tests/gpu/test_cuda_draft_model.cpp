@@ -92,6 +92,7 @@ TEST(CudaDraftModel, BatchedRowsAndHostSampledRows) {
   REQUIRE_GPU();
   EngineConfig cfg = cuda_cfg();
   cfg.max_num_batched_tokens = 64;  // prompts read in chunks, alongside by the draft
+  cfg.max_num_seqs = 16;
   LLMEngine spec(draft_cfg(cfg, 3));
   for (uint32_t i = 0; i < 6; ++i) {
     SamplingParams p = test::greedy(30 + 5 * int(i));

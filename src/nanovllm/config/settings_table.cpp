@@ -603,11 +603,13 @@ std::vector<Setting> make_settings() {
                     .type = T::Text,
                     .help = "speculative decoding, vLLM's JSON object: method ngram (prompt lookup: the longest "
                             "suffix of prompt_lookup_min..prompt_lookup_max tokens seen before proposes the tokens "
-                            "that followed it) or draft_model (model: a smaller model of the same vocabulary decodes "
-                            "the drafts; model alone implies it), num_speculative_tokens, disable_by_batch_size (no "
-                            "drafts while more sequences run), backoff (ours, default true: rows whose drafts keep "
-                            "being rejected stop drafting for a while); the target verifies them in one step, outputs "
-                            "unchanged. A draft model not with tensor parallelism yet; eagle3: not yet",
+                            "that followed it), draft_model (model: a smaller model of the same vocabulary decodes "
+                            "the drafts; model alone implies it) or eagle3 (model: an EAGLE-3 head's directory; "
+                            "with --load-format dummy none: a random head), num_speculative_tokens, "
+                            "disable_by_batch_size (no drafts while more sequences run), backoff (ours, default true: "
+                            "rows whose drafts keep being rejected stop drafting for a while); the target verifies "
+                            "them in one step, outputs unchanged. Draft models and EAGLE-3 not with tensor parallelism "
+                            "yet",
                     .flags = {"--speculative-config"},
                     .keywords = {"speculative_config"},
                     .shown_default = "off"}));

@@ -11,8 +11,7 @@ namespace {
 
 // vLLM's methods we do not have yet: refused by name rather than as unknown.
 bool is_unimplemented_method(const std::string& m) {
-  return m == "eagle" || m == "eagle3" || m == "medusa" || m == "mlp_speculator" || m == "deepseek_mtp" || m == "mtp" ||
-         m == "suffix";
+  return m == "eagle" || m == "medusa" || m == "mlp_speculator" || m == "deepseek_mtp" || m == "mtp" || m == "suffix";
 }
 
 }  // namespace
@@ -41,9 +40,10 @@ SpeculativeConfig SpeculativeConfig::parse(const std::string& text, const std::s
       c.method = v.get<std::string>();
       if (c.method == "[ngram]") c.method = "ngram";  // vLLM's older spelling
       if (is_unimplemented_method(c.method))
-        throw UserError(flag + ": method '" + c.method + "' is not implemented yet (available: ngram, draft_model)");
-      if (c.method != "ngram" && c.method != "draft_model")
-        throw UserError(flag + ": unknown method '" + c.method + "' (available: ngram, draft_model)");
+        throw UserError(flag + ": method '" + c.method +
+                        "' is not implemented yet (available: ngram, draft_model, eagle3)");
+      if (c.method != "ngram" && c.method != "draft_model" && c.method != "eagle3")
+        throw UserError(flag + ": unknown method '" + c.method + "' (available: ngram, draft_model, eagle3)");
     } else if (key == "num_speculative_tokens") {
       c.num_speculative_tokens = int_of(key, v);
       has_k = true;
@@ -73,7 +73,7 @@ SpeculativeConfig SpeculativeConfig::parse(const std::string& text, const std::s
     }
   }
   if (c.method.empty() && !c.model.empty()) c.method = "draft_model";  // vLLM: a model without a method
-  if (c.method.empty()) throw UserError(flag + ": 'method' is required (available: ngram, draft_model)");
+  if (c.method.empty()) throw UserError(flag + ": 'method' is required (available: ngram, draft_model, eagle3)");
   if (c.method == "draft_model" && c.model.empty())
     throw UserError(flag + ": method 'draft_model' needs 'model', the draft model's directory");
   if (c.method == "ngram" && !c.model.empty())

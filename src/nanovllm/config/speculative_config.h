@@ -4,8 +4,10 @@
 // Methods: "ngram" (prompt lookup: the longest suffix of the sequence's tokens, between
 // prompt_lookup_min and prompt_lookup_max tokens long, that occurred before proposes the tokens that
 // followed it) and "draft_model" ("model": a smaller model of the same vocabulary proposes by
-// decoding; vLLM's "model" without a method means it too). "eagle", "eagle3" and vLLM's other
-// methods are refused by name (not implemented yet), as are unknown keys.
+// decoding; vLLM's "model" without a method means it too) and "eagle3" ("model": an EAGLE-3 head's
+// directory, engine/eagle3_drafter.h; none with --load-format dummy: a random head shaped for the
+// target). "eagle" and vLLM's other methods are refused by name (not implemented yet), as are
+// unknown keys.
 // disable_by_batch_size (vLLM's key, >= 2): no row speculates in a step whose running batch holds
 // more sequences than this (at large batch a step is compute-bound and drafts cost more than
 // they save).
@@ -21,7 +23,7 @@ struct SpeculativeConfig {
   int64_t num_speculative_tokens = 0;
   // ngram: vLLM's defaults, 5 and 5 when neither is given, the other's value when one is.
   int64_t prompt_lookup_min = 0, prompt_lookup_max = 0;
-  std::string model;                  // draft_model: the draft's directory (or Hugging Face id)
+  std::string model;                  // draft_model: the draft's directory (or Hugging Face id); eagle3: the head's
   int64_t disable_by_batch_size = 0;  // 0: speculate at any batch size
   // Ours, not vLLM's: rows whose drafts keep being rejected stop drafting for a while
   // (spec/draft_backoff.h); false: every decoding row drafts every step, as vLLM does.

@@ -9,6 +9,7 @@
 #include "nanovllm/config/hf_hub.h"
 #include "nanovllm/dist/tp_group.h"
 #include "nanovllm/engine/draft_model_drafter.h"
+#include "nanovllm/engine/eagle3_drafter.h"
 #include "nanovllm/engine/tensor_parallel.h"
 #include "nanovllm/engine/tp_protocol.h"
 #include "nanovllm/models/hf_config.h"
@@ -94,6 +95,12 @@ LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)),
       shared = {kv_elements_per_block(*draft_mcfg_, cfg_.block_size), draft_lookahead_blocks(cfg_),
                 draft->resident_bytes(), "the draft model '" + dcfg.model + "'"};
     }
+  } else if (cfg_.speculative_config.enabled() && cfg_.speculative_config.method == "eagle3" &&
+             speculation_unavailable(false).empty()) {
+    // The head's one-layer cache: a block beside each of the target's, plus the lookahead (its
+    // weights load after the target's KV cache is sized: outside the budget, ~0.8 GB at 8B).
+    shared = {eagle3_kv_elements_per_block(eagle3_config_for(cfg_, mcfg_), cfg_.block_size),
+              draft_lookahead_blocks(cfg_), 0, "the EAGLE-3 head"};
   }
   // The workers get max_model_len as given (0: unset) and settle it as rank 0's runner does.
   runner_ = std::make_unique<ModelRunner>(cfg_, mcfg_, make_backend(cfg_), tp_.get(), shared);
@@ -114,6 +121,7 @@ LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)),
 // Independent of the target's runner: the engine asks before it loads a draft model.
 std::string LLMEngine::speculation_unavailable(bool draft_model) const {
   if (draft_model && tp_) return "with a draft model does not run with tensor parallelism yet";
+  if (tp_ && cfg_.speculative_config.method == "eagle3") return "with EAGLE-3 does not run with tensor parallelism yet";
   if (cfg_.async_scheduling.value_or(false))
     return "does not combine with async scheduling yet (--no-async-scheduling turns that off)";
   return "";
@@ -143,6 +151,11 @@ void LLMEngine::settle_speculation(std::unique_ptr<ModelRunner> draft) {
   }
   draft_backoff_ = cfg_.speculative_config.backoff;
   async_ = false;  // async scheduling by default (CUDA) gives way: a step's drafts need the tokens before
+  if (cfg_.speculative_config.method == "eagle3") {  // the head's cache: as the draft model's below
+    drafter_ = std::make_unique<Eagle3Drafter>(*runner_, mcfg_, cfg_,
+                                               runner_->num_kv_blocks() + draft_lookahead_blocks(cfg_));
+    return;
+  }
   if (cfg_.speculative_config.method != "draft_model") {
     drafter_ = make_drafter(cfg_.speculative_config);
     return;

@@ -2,6 +2,7 @@
 
 #include "nanovllm/dist/tp_group.h"
 #include "nanovllm/engine/cuda_graph_runner.h"
+#include "nanovllm/engine/eagle3_drafter.h"
 #include "nanovllm/engine/kv_cache_scales.h"
 #include "nanovllm/engine/tp_protocol.h"
 #include "nanovllm/models/fp8_checkpoint.h"
@@ -83,6 +84,10 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
   if (quantizer) quantizer->finish();
   if (pooling_) load_pooling_head(*pooling_, cfg_, ckpt.get(), *backend_, *model_);
   ckpt.reset();
+  // EAGLE-3: the target copies out the hidden states its head fuses (before the warm-up and any
+  // CUDA graph: the buffer is static and the graphs record the copies).
+  if (cfg_.speculative_config.method == "eagle3" && !tp_)  // (refused under tensor parallelism for now)
+    model_->capture_aux_hidden(eagle3_config_for(cfg_, mcfg_).aux_layer_ids, eagle3_aux_rows(cfg_));
 
   if (kv_at == KvCacheAt::Later) {
     // Another runner sizes this cache (create_kv_cache) from a budget that must already count
@@ -416,7 +421,19 @@ std::vector<int32_t> ModelRunner::run(const ScheduledBatch& batch) {
   StepInputs in = prepare(batch, cfg_.block_size);
   if (pooling_) return forward_and_pool(batch, in);
   if (tp_) tp_->broadcast(encode_step(in));
+  note_step_rows(batch, in);
   return forward_and_sample(batch, in);
+}
+
+// A step's token rows are each sequence's scheduled tokens, in batch order (prepare()).
+void ModelRunner::note_step_rows(const ScheduledBatch& batch, const StepInputs& in) {
+  step_rows_.clear();
+  if (!model_->aux_hidden_states().defined() || int64_t(in.input_ids.size()) > model_->aux_rows_per_layer()) return;
+  int64_t row = 0;
+  for (const Sequence* s : batch.seqs) {
+    step_rows_.push_back({s->id, s->num_cached_tokens, row, s->num_scheduled_tokens});
+    row += s->num_scheduled_tokens;
+  }
 }
 
 void ModelRunner::run_worker_step(StepInputs& in) { forward_logits(in); }

@@ -115,6 +115,14 @@ class ModelRunner {
   // Optional (tests): sees the final hidden states [T, H] (host floats) of every pooling step.
   std::function<void(const ScheduledBatch&, const std::vector<float>&)> hidden_observer;
 
+  // EAGLE-3 (engine/eagle3_drafter.h): where each sequence's token rows of the last run() lie in the
+  // model's aux hidden states (CausalLM::aux_hidden_states: positions first_position.. at rows
+  // first_row..); empty when the step captured none (EAGLE-3 off, or a step too large).
+  struct StepRows {
+    int64_t seq_id = 0, first_position = 0, first_row = 0, num_rows = 0;
+  };
+  const std::vector<StepRows>& last_step_rows() const { return step_rows_; }
+
   int64_t num_kv_blocks() const { return num_kv_blocks_; }
   // The start-up warm-up step's seconds per token (a cold first step: an overestimate); 0 when
   // none ran (the CPU, an explicit KV cache size). Seeds the scheduler's step cost model.
@@ -184,6 +192,8 @@ class ModelRunner {
   std::vector<TokenLogprobs> logprobs_;
   std::optional<PoolingModel> pooling_;
   std::vector<std::pair<size_t, std::vector<TokenLogprobs>>> prompt_logprobs_;
+  std::vector<StepRows> step_rows_;
+  void note_step_rows(const ScheduledBatch& batch, const StepInputs& in);
 };
 
 }  // namespace nanovllm

@@ -45,6 +45,25 @@ class CausalLM {
                          const AttentionMetadata& md) = 0;
   // hidden [T, H], rows of each sequence's last token -> logits [B, V].
   virtual Tensor compute_logits(const Tensor& hidden, const std::vector<int32_t>& last_rows) = 0;
+  // The token embedding table [V, H] (an EAGLE-3 head without its own reads it); null where the
+  // model has no whole table (a tensor-parallel shard).
+  virtual const Tensor* embedding_table() const { return nullptr; }
+
+  // EAGLE-3's target side (engine/eagle3_drafter.h). After capture_aux_hidden(layers, max_tokens),
+  // every forward of T <= max_tokens tokens (larger ones: none) copies the residual stream entering each of `layers`
+  // (ascending; 0: the embedding output) into aux_hidden_states(): rows [j * max_tokens,
+  // j * max_tokens + T) hold layer j's [T, H]. The buffer is allocated here, once, outside any step,
+  // and written by device copies inside the forward: a CUDA graph captured afterwards replays the
+  // copies into the same static buffer, so decode steps keep their graphs. Without a call (EAGLE
+  // off) forward does nothing more. Throws where the architecture cannot (its own forward).
+  virtual void capture_aux_hidden(const std::vector<int64_t>& layers, int64_t max_tokens);
+  const Tensor& aux_hidden_states() const { return aux_hidden_; }  // [n * max_tokens, H]; undefined: off
+  int64_t aux_rows_per_layer() const { return aux_max_tokens_; }
+
+ protected:
+  std::vector<int64_t> aux_layers_;
+  Tensor aux_hidden_;
+  int64_t aux_max_tokens_ = 0;
 };
 
 // comm: the rank's collectives under tensor parallelism (the model then holds this rank's shard

@@ -164,12 +164,43 @@ Tensor LlamaForCausalLM::forward(const Tensor& ids, const Tensor& positions, std
                 std::to_string(layers_.size()));
   Tensor x = embed_tokens_.forward(be_, ids);  // [T, H]
   Tensor residual;
+  // EAGLE-3: the stream entering layer id (id >= 1: the output of layer id - 1, stage 1) copied out.
+  LayerObserver aux_observer;
+  const bool capture = !aux_layers_.empty() && ids.size(0) <= aux_max_tokens_;  // larger: none (a warm-up)
+  if (capture) {
+    if (aux_layers_[0] == 0) copy_aux(0, x);
+    aux_observer = [this](int64_t layer, int stage, const Tensor& stream) {
+      if (layer_observer) layer_observer(layer, stage, stream);
+      if (stage != 1) return;
+      for (size_t j = 0; j < aux_layers_.size(); ++j)
+        if (aux_layers_[j] == layer + 1) copy_aux(j, stream);
+    };
+  }
+  const LayerObserver& obs = capture ? aux_observer : layer_observer;
   for (size_t i = 0; i < layers_.size(); ++i)
-    layers_[i].forward(be_, positions, rotary_emb_, x, residual, kv[i], md, layer_observer, int64_t(i),
+    layers_[i].forward(be_, positions, rotary_emb_, x, residual, kv[i], md, obs, int64_t(i),
                        i + 1 < layers_.size() ? &layers_[i + 1] : nullptr);
   norm_.forward_residual(be_, x, residual);
   if (layer_observer) layer_observer(int64_t(layers_.size()) - 1, 1, residual);
   return x;
+}
+
+void LlamaForCausalLM::capture_aux_hidden(const std::vector<int64_t>& layers, int64_t max_tokens) {
+  for (size_t j = 0; j < layers.size(); ++j)
+    if (layers[j] < 0 || layers[j] >= int64_t(layers_.size()) || (j > 0 && layers[j] <= layers[j - 1]))
+      throw Error(cfg_.architecture + ": EAGLE-3 hidden-state layers must be ascending ids below " +
+                  std::to_string(layers_.size()));
+  aux_layers_ = layers;
+  aux_max_tokens_ = max_tokens;
+  aux_hidden_ = Tensor();
+  if (!layers.empty())
+    aux_hidden_ = be_.empty({int64_t(layers.size()) * max_tokens, cfg_.hidden_size}, be_.act_dtype());
+}
+
+void LlamaForCausalLM::copy_aux(size_t j, const Tensor& stream) {
+  const int64_t T = stream.size(0), base = int64_t(j) * aux_max_tokens_;
+  Tensor dst = aux_hidden_.rows(base, base + T);
+  be_.cast(stream, dst);
 }
 
 Tensor LlamaForCausalLM::compute_logits(const Tensor& hidden, const std::vector<int32_t>& last_rows) {

@@ -79,6 +79,8 @@ class LlamaForCausalLM : public CausalLM {
   Tensor forward(const Tensor& ids, const Tensor& positions, std::vector<LayerKVCache>& kv,
                  const AttentionMetadata& md) override;
   Tensor compute_logits(const Tensor& hidden, const std::vector<int32_t>& last_rows) override;
+  const Tensor* embedding_table() const override { return world_ == 1 ? &embed_tokens_.weight : nullptr; }
+  void capture_aux_hidden(const std::vector<int64_t>& layers, int64_t max_tokens) override;
 
  protected:
   ModelConfig cfg_;
@@ -92,6 +94,10 @@ class LlamaForCausalLM : public CausalLM {
   RMSNorm norm_;
   LMHead lm_head_;
   Tensor lm_head_weight_;  // own weight when untied
+
+ private:
+  // Copies stream [T, H] into plane j of aux_hidden_ (capture_aux_hidden).
+  void copy_aux(size_t j, const Tensor& stream);
 };
 
 }  // namespace nanovllm

@@ -52,6 +52,10 @@ std::string model_type_of(const std::string& architecture) {
   return a ? a->model_type : "";
 }
 
+void CausalLM::capture_aux_hidden(const std::vector<int64_t>& /*layers*/, int64_t /*max_tokens*/) {
+  throw UserError("EAGLE-3: this model does not expose its hidden states to a draft head");
+}
+
 std::unique_ptr<CausalLM> create_model(const ModelConfig& cfg, Backend& be, Communicator* comm) {
   if (const Architecture* a = find_architecture(cfg.architecture)) return a->create(cfg, be, comm);
   std::string list;

@@ -44,8 +44,9 @@ DType parse_dtype(const json& v, const std::string& path, const std::string& nam
   if (s == "F8_E4M3") return DType::F8E4M3;
   if (s == "I8") return DType::I8;  // e.g. compressed-tensors' unpacked zero points
   if (s == "U8") return DType::U8;
+  if (s == "BOOL") return DType::U8;  // one byte per value (EAGLE-3 heads' t2d mask)
   throw LoadError(path + ": tensor '" + name + "' has unsupported dtype " + s +
-                  " (supported: F32, BF16, F16, I32, I64, F8_E4M3, I8, U8)");
+                  " (supported: F32, BF16, F16, I32, I64, F8_E4M3, I8, U8, BOOL)");
 }
 
 std::vector<int64_t> parse_shape(const json& v, const std::string& path, const std::string& name) {

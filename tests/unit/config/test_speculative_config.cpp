@@ -39,8 +39,13 @@ TEST(SpeculativeConfig, NgramAndDefaults) {
 }
 
 TEST(SpeculativeConfig, RefusalsNameTheProblem) {
-  EXPECT_NE(error_of(R"({"method": "eagle3", "num_speculative_tokens": 2})").find("'eagle3' is not implemented yet"),
+  EXPECT_NE(error_of(R"({"method": "eagle", "num_speculative_tokens": 2})").find("'eagle' is not implemented yet"),
             std::string::npos);
+  // eagle3 parses (the engine resolves its head, or a dummy one) and keeps its model.
+  const SpeculativeConfig e3 =
+      SpeculativeConfig::parse(R"({"method": "eagle3", "model": "/h", "num_speculative_tokens": 3})", "f");
+  EXPECT_EQ(e3.method, "eagle3");
+  EXPECT_EQ(SpeculativeConfig::parse(e3.to_json(), "f").to_json(), e3.to_json());
   EXPECT_NE(error_of(R"({"method": "draft_model", "num_speculative_tokens": 2})").find("needs 'model'"),
             std::string::npos);
   EXPECT_NE(error_of(R"({"method": "ngram", "model": "/x", "num_speculative_tokens": 2})").find("takes no 'model'"),

@@ -13,6 +13,7 @@
 #include "nanovllm/engine/llm_engine.h"
 #include "nanovllm/spec/controlled_drafter.h"
 #include "nanovllm/utils/error.h"
+#include "spec_engine_run.h"
 #include "tiny_engine.h"
 
 using namespace nanovllm;
@@ -24,16 +25,10 @@ namespace {
 const std::string kTarget = test::fixture("tiny-qwen3-tied");  // vocabulary 512
 const std::string kOther = test::fixture("tiny-qwen3-yarn");   // another model, the same vocabulary
 
-std::vector<int32_t> prompt(size_t n, uint32_t seed) {
-  std::vector<int32_t> t = test::random_tokens(n, seed);
-  for (auto& x : t) x = 3 + x % 500;
-  return t;
-}
+using Request = test::SpecRequest;
+using DraftRun = test::SpecRun;
 
-struct Request {
-  std::vector<int32_t> prompt;
-  SamplingParams params;
-};
+std::vector<int32_t> prompt(size_t n, uint32_t seed) { return test::spec_prompt(n, seed, 500); }
 
 std::vector<Request> workload() {
   std::vector<Request> rs;
@@ -67,28 +62,11 @@ EngineConfig cfg_with(const std::string& draft, int64_t kv_blocks) {
   return cfg;
 }
 
-struct DraftRun {
-  std::map<int64_t, std::vector<int32_t>> outputs;
-  SchedulerStats stats;
-  int64_t steps = 0;
-};
-
 const DraftModelDrafter* draft_of(const LLMEngine& e) { return dynamic_cast<const DraftModelDrafter*>(e.drafter()); }
 
 DraftRun run(const EngineConfig& cfg, const std::vector<Request>& reqs) {
   LLMEngine e(cfg);
-  DraftRun out;
-  std::map<int64_t, int64_t> index;
-  for (size_t i = 0; i < reqs.size(); ++i) index[e.add_request(reqs[i].prompt, reqs[i].params)] = int64_t(i);
-  while (e.has_unfinished() && out.steps < 1000) {
-    const StepResult r = e.step();
-    ++out.steps;
-    for (const RequestOutput& o : r.finished) out.outputs[index.at(o.request_id)] = o.token_ids;
-    EXPECT_EQ(e.block_manager().check_invariants(e.live_sequences()), "") << "after step " << out.steps;
-  }
-  EXPECT_FALSE(e.has_unfinished());
-  out.stats = e.scheduler_stats();
-  EXPECT_EQ(out.stats.kv_blocks_used, 0) << "every target block back";
+  const DraftRun out = test::run_requests(e, reqs);
   if (const DraftModelDrafter* d = draft_of(e)) {
     EXPECT_EQ(d->block_manager().num_free_blocks(), d->block_manager().num_blocks()) << "every draft block back";
     EXPECT_EQ(d->num_sequences(), 0);
