@@ -152,8 +152,8 @@ void LLMEngine::settle_speculation(std::unique_ptr<ModelRunner> draft) {
   draft_backoff_ = cfg_.speculative_config.backoff;
   async_ = false;  // async scheduling by default (CUDA) gives way: a step's drafts need the tokens before
   if (cfg_.speculative_config.method == "eagle3") {  // the head's cache: as the draft model's below
-    drafter_ = std::make_unique<Eagle3Drafter>(*runner_, mcfg_, cfg_,
-                                               runner_->num_kv_blocks() + draft_lookahead_blocks(cfg_));
+    drafter_ =
+        std::make_unique<Eagle3Drafter>(*runner_, mcfg_, cfg_, runner_->num_kv_blocks() + draft_lookahead_blocks(cfg_));
     return;
   }
   if (cfg_.speculative_config.method != "draft_model") {

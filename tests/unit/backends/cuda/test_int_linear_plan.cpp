@@ -48,7 +48,7 @@ TEST(IntLinearPlan, GemvPassesAndNTilesByVariant) {
 TEST(IntLinearPlan, GemvV3SplitsFillTheLastWave) {
   // qkv (384 row blocks on 264 slots) ran slower split (H200): grids of half a wave or more stay whole.
   EXPECT_EQ(cuda::int_gemv_v3_splits(1, 6144, false, 4096, 128, 4, 132, true), 1);
-  EXPECT_EQ(cuda::int_gemv_v3_splits(1, 1024, false, 4096, 128, 4, 132, true), 2);  // 64 row blocks
+  EXPECT_EQ(cuda::int_gemv_v3_splits(1, 1024, false, 4096, 128, 4, 132, true), 2);   // 64 row blocks
   EXPECT_EQ(cuda::int_gemv_v3_splits(1, 1024, false, 4096, 128, 4, 132, false), 1);  // no clusters
   EXPECT_EQ(cuda::int_gemv_v3_splits(1, 4096, false, 4096, 128, 4, 132, true), 1);
   EXPECT_EQ(cuda::int_gemv_v3_splits(1, 12288, true, 4096, 128, 4, 132, true), 1);
