@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "nanovllm/engine/llm_engine.h"
+#include "near_tie.h"
 #include "tiny_engine.h"
 
 namespace nanovllm::test {
@@ -69,6 +70,22 @@ inline Agreement compare_greedy(LLMEngine& ref, LLMEngine& other, uint32_t promp
     }
   }
   return g;
+}
+
+// `spec`'s greedy tokens against `base`'s on each prompt (n tokens each), up to near-ties
+// (near_tie.h: EXPECT_EQ at every decisive step); returns the decisive steps compared.
+inline int expect_greedy_prompts_up_to_near_ties(LLMEngine& base, LLMEngine& spec,
+                                                 const std::vector<std::vector<int32_t>>& prompts, int n) {
+  int compared = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const GenRun want = generate(base, prompts[i], n);
+    std::vector<double> margins;
+    for (const auto& l : want.logits) margins.push_back(top2_margin(l));
+    const GenRun got = generate(spec, prompts[i], n);
+    compared +=
+        expect_greedy_up_to_near_ties(got.tokens, want.tokens, margins, {}, "prompt " + std::to_string(i)).compared;
+  }
+  return compared;
 }
 
 }  // namespace nanovllm::test
