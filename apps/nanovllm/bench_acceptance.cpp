@@ -91,27 +91,25 @@ nlohmann::json acceptance_controlled(LLMEngine& e, BenchWorkload w, const Accept
   // Every step drafts in the record and measured passes (their step shapes must match); the
   // backoff's effect is the last pass's, at acceptance 0.
   const bool backoff = e.draft_backoff();
-  e.set_draft_backoff(false);
-  // The record: a pass at alpha 0 that verifies k drafts every step, as the measured pass does
-  // (controlled_drafter.h, set_stop_on_divergence); it is also speculation's cost at acceptance 0.
-  auto recorder = std::make_unique<AcceptanceControlledDrafter>(k, 0.0, e.model_config().vocab_size, a.seed + 1);
-  recorder->set_stop_on_divergence(false);
-  AcceptanceControlledDrafter* rec_drafter = recorder.get();
-  e.set_drafter(std::move(recorder));  // refused (UserError) where speculation cannot run
-  const Pass rec = run_pass(e, w, rec_drafter, &base);
+  // A pass at alpha 0 whose drafter keeps drafting off the record (controlled_drafter.h,
+  // set_stop_on_divergence), with the backoff on or off.
+  auto pass_at_zero = [&](uint64_t seed, bool with_backoff, const Pass& reference) {
+    auto zero = std::make_unique<AcceptanceControlledDrafter>(k, 0.0, e.model_config().vocab_size, seed);
+    zero->set_stop_on_divergence(false);
+    AcceptanceControlledDrafter* zero_drafter = zero.get();
+    e.set_drafter(std::move(zero));  // refused (UserError) where speculation cannot run
+    e.set_draft_backoff(with_backoff);
+    return run_pass(e, w, zero_drafter, &reference);
+  };
+  // The record: k drafts verified every step, as the measured pass does; it is also speculation's
+  // cost at acceptance 0.
+  const Pass rec = pass_at_zero(a.seed + 1, false, base);
   e.set_drafter(std::move(owned));
   const Pass spec = run_pass(e, w, drafter, &rec);
   const int64_t diverged = drafter->num_diverged();
   // Acceptance 0 as a user meets it: drafts never stand, the backoff (when configured) on.
   std::optional<Pass> zero_backoff;
-  if (backoff) {
-    auto zero = std::make_unique<AcceptanceControlledDrafter>(k, 0.0, e.model_config().vocab_size, a.seed + 2);
-    zero->set_stop_on_divergence(false);
-    AcceptanceControlledDrafter* zero_drafter = zero.get();
-    e.set_drafter(std::move(zero));
-    e.set_draft_backoff(true);
-    zero_backoff = run_pass(e, w, zero_drafter, &rec);
-  }
+  if (backoff) zero_backoff = pass_at_zero(a.seed + 2, true, rec);
   e.set_drafter(nullptr);
   e.set_draft_backoff(backoff);
   int64_t mismatched = 0;
