@@ -530,7 +530,14 @@ void LLMEngine::propose_drafts(const ScheduledBatch& batch) {
   if (queries.empty()) return;
   std::vector<std::vector<int32_t>> drafts;
   drafter_->propose(queries, drafts);
-  for (size_t i = 0; i < of.size(); ++i) of[i]->draft_ids = std::move(drafts[i]);
+  for (size_t i = 0; i < of.size(); ++i) {
+    for (int32_t d : drafts[i])  // a drafter's bug, caught before the verify step reads it
+      if (d < 0 || d >= mcfg_.vocab_size)
+        throw Error("speculative decoding: the " + cfg_.speculative_config.method + " drafter proposed token " +
+                    std::to_string(d) + " for sequence " + std::to_string(of[i]->id) + ", outside the vocabulary [0, " +
+                    std::to_string(mcfg_.vocab_size) + ")");
+    of[i]->draft_ids = std::move(drafts[i]);
+  }
 }
 
 bool LLMEngine::abort(int64_t id) {

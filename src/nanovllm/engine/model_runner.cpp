@@ -21,6 +21,17 @@
 
 namespace nanovllm {
 
+namespace {
+
+// Whether a scheduled sequence's sampled row is a token it keeps: its scheduled tokens reach the
+// end of the tokens it holds, and it holds its whole prompt (a draft model's shadow reads a prompt
+// chunk by chunk, ModelRunner never seeing the rest: its row's token is not wanted).
+bool gets_token(const Sequence& s) {
+  return s.num_cached_tokens + s.num_scheduled_tokens >= s.num_tokens() && s.num_tokens() >= s.num_prompt_tokens;
+}
+
+}  // namespace
+
 ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::unique_ptr<Backend> backend,
                          TpGroup* tp, SharedKvBudget shared, KvCacheAt kv_at)
     : cfg_(cfg), shared_(std::move(shared)), auto_max_model_len_(cfg.max_model_len_is_auto()), mcfg_(mcfg),
@@ -389,8 +400,7 @@ std::vector<int32_t> ModelRunner::forward_and_sample(const ScheduledBatch& batch
   for (size_t i = 0, r = 0; i < batch.seqs.size(); r += size_t(batch.seqs[i++]->num_sampled_rows())) {
     const Sequence* s = batch.seqs[i];
     const auto& p = s->params;
-    // A prompt chunk that does not reach the end gets no token: nothing to process or report.
-    if (s->num_cached_tokens + s->num_scheduled_tokens < s->num_tokens()) continue;
+    if (!gets_token(*s)) continue;  // nothing to process or report
     for (int64_t j = 0; j < s->num_sampled_rows(); ++j) {
       SamplingRow& row = rows[r + size_t(j)];
       if (p.processes_logits()) {  // penalties, logit_bias, min_tokens as at that position
@@ -465,8 +475,9 @@ std::vector<SamplingRow> ModelRunner::plain_rows(const ScheduledBatch& batch, bo
 bool ModelRunner::can_sample_on_device(const ScheduledBatch& batch) const {
   if (tp_ || logits_observer || pooling_) return false;
   return std::all_of(batch.seqs.begin(), batch.seqs.end(), [](const Sequence* s) {
-    return s->draft_ids.empty() && s->num_cached_tokens + s->num_scheduled_tokens == s->num_tokens() &&
-           !s->params.processes_logits() && !s->params.logprobs && !s->needs_prompt_logprobs();
+    if (!s->draft_ids.empty() || s->num_cached_tokens + s->num_scheduled_tokens != s->num_tokens()) return false;
+    // A row whose token is not wanted (a drafter's prompt chunk) needs no processing either.
+    return !gets_token(*s) || (!s->params.processes_logits() && !s->params.logprobs && !s->needs_prompt_logprobs());
   });
 }
 

@@ -99,6 +99,7 @@ class ModelRunner {
   Tensor forward_ahead(const ScheduledBatch& batch, const Backend::SampledTokens& prev);
   Backend::SampledTokens sample_ahead(const std::vector<Sequence*>& rows_of, const Tensor& logits);
   std::vector<int32_t> wait(Backend::SampledTokens& t) { return backend_->wait_tokens(t); }
+  const ModelConfig& model_config() const { return mcfg_; }
 
   // ahead: each sequence decodes the token after its last (its id unknown: 0 in input_ids).
   // The sequences' pending KV copies (Sequence::kv_copy) go into kv_copies (not ahead: a step

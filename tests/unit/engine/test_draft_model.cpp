@@ -106,6 +106,20 @@ TEST(DraftModel, PassesChainedOnTheDeviceDraftTheSameTokens) {
   EXPECT_GE(draft_of(e)->num_passes_ahead(), st.num_drafts / int64_t(plain.size()));
 }
 
+TEST(DraftModel, APenalizedPromptReadInChunks) {
+  // The draft reads a prompt chunk by chunk beside the target; its shadow then holds fewer tokens
+  // than the prompt, and the row's token is not wanted: no logits processing may read the prompt
+  // past the chunk (it read past the shadow's tokens on a GPU before: garbage token ids).
+  std::vector<Request> reqs;
+  SamplingParams penalized = greedy(12);
+  penalized.repetition_penalty = 1.2f;
+  reqs.push_back({prompt(150, 7), penalized});  // three chunks of 64
+  reqs.push_back({prompt(20, 8), greedy(12)});
+  const DraftRun base = run(cfg_with("", 0), reqs), spec = run(cfg_with(kTarget, 0), reqs);
+  EXPECT_EQ(base.outputs, spec.outputs);
+  EXPECT_GT(spec.stats.spec.num_drafts, 2);
+}
+
 TEST(DraftModel, AnotherDraftIsLosslessUnderPreemption) {
   // 10 blocks of 16 slots for four sequences of up to ~70 tokens: preemptions.
   const DraftRun base = run(cfg_with("", 10), workload()), spec = run(cfg_with(kOther, 10), workload());

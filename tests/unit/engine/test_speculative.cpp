@@ -9,6 +9,7 @@
 
 #include "nanovllm/engine/llm_engine.h"
 #include "nanovllm/spec/controlled_drafter.h"
+#include "nanovllm/utils/error.h"
 #include "tiny_engine.h"
 
 using namespace nanovllm;
@@ -183,7 +184,7 @@ TEST(Speculative, BackoffStopsDraftsThatNeverStand) {
   int64_t verifies[2] = {0, 0};
   for (bool backoff : {false, true}) {
     LLMEngine e(cfg);
-    auto d = std::make_unique<AcceptanceControlledDrafter>(3, 0.0, 1000, 5);
+    auto d = std::make_unique<AcceptanceControlledDrafter>(3, 0.0, e.model_config().vocab_size, 5);
     d->set_stop_on_divergence(false);
     AcceptanceControlledDrafter* drafter = d.get();
     e.set_drafter(std::move(d));
@@ -203,3 +204,31 @@ TEST(Speculative, BackoffStopsDraftsThatNeverStand) {
 }
 
 }  // namespace
+
+TEST(Speculative, ADraftOutsideTheVocabularyIsADrafterBug) {
+  // A drafter that proposes ids the model does not have (here: corrupting into a vocabulary larger
+  // than the model's) is stopped with an error naming the token, before a verify step embeds it.
+  auto cfg = tiny_cfg();
+  LLMEngine e(cfg);
+  const int64_t vocab = e.model_config().vocab_size;
+  auto d = std::make_unique<AcceptanceControlledDrafter>(3, 0.0, 100 * vocab, 5);
+  d->set_stop_on_divergence(false);
+  AcceptanceControlledDrafter* drafter = d.get();
+  e.set_drafter(std::move(d));
+  e.set_draft_backoff(false);
+  const std::vector<int32_t> prompt = random_tokens(20, 11);
+  std::vector<int32_t> record = prompt;
+  {
+    LLMEngine plain(cfg);
+    plain.add_request(prompt, greedy(40));
+    while (plain.has_unfinished())
+      for (auto& o : plain.step().finished) record.insert(record.end(), o.token_ids.begin(), o.token_ids.end());
+  }
+  drafter->expect(e.add_request(prompt, greedy(40)), record);
+  try {
+    while (e.has_unfinished()) e.step();
+    ADD_FAILURE() << "drafts outside the vocabulary were verified";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("outside the vocabulary"), std::string::npos) << err.what();
+  }
+}
