@@ -3,6 +3,7 @@
 // (3-layer fixtures: a head fuses three layers' hidden states) give greedy tokens equal to
 // non-speculative decoding's up to near-ties (engine_compare.h: a verify row's BF16 rounding may
 // differ from a decode's where two logits nearly tie); drafts are proposed and every block comes back.
+// Once more without CUDA graphs (--enforce-eager) on one family.
 #include <cstdio>
 
 #include "eagle3_checkpoint_writer.h"
@@ -23,15 +24,17 @@ std::vector<int32_t> repeating(size_t period, size_t times, uint32_t seed, int32
   return p;
 }
 
-void expect_families_identity(const std::string& family) {
-  SCOPED_TRACE(family);
+void expect_families_identity(const std::string& family, bool eager = false) {
+  SCOPED_TRACE(family + (eager ? " eager" : " CUDA graphs"));
   const std::string dir = test::fixture(family);
   const ModelConfig mc = load_model_config(dir);
   EngineConfig cfg = test::tiny_cfg(dir);
   cfg.device = DeviceChoice::Cuda;
   cfg.kv_cache_memory = 64 << 20;
   cfg.block_size = 16;
+  cfg.enforce_eager = eager;
   LLMEngine base(cfg);
+  EXPECT_EQ(base.model_runner().uses_cuda_graphs(), !eager);
   std::vector<std::vector<int32_t>> prompts;
   for (uint32_t seed = 0; seed < 4; ++seed)
     prompts.push_back(repeating(6 + seed, 6, 40 + seed, int32_t(std::min<int64_t>(mc.vocab_size, 700) - 4)));
@@ -80,6 +83,10 @@ TEST(CudaSpeculativeFamilies, Mistral) {
 TEST(CudaSpeculativeFamilies, Qwen3Moe) {
   REQUIRE_GPU();
   expect_families_identity("tiny-qwen3-moe");
+}
+TEST(CudaSpeculativeFamilies, MistralWithoutCudaGraphs) {
+  REQUIRE_GPU();
+  expect_families_identity("tiny-mistral", /*eager=*/true);
 }
 
 }  // namespace
