@@ -4,7 +4,9 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "nanovllm/engine/llm_engine.h"
@@ -86,6 +88,14 @@ inline int expect_greedy_prompts_up_to_near_ties(LLMEngine& base, LLMEngine& spe
         expect_greedy_up_to_near_ties(got.tokens, want.tokens, margins, {}, "prompt " + std::to_string(i)).compared;
   }
   return compared;
+}
+
+// One "[gpu]" line of a speculative run against decoding: the greedy tokens compared (as above)
+// and the run's draft counters.
+inline void print_spec_comparison(const std::string& what, int compared, const SpecDecodeStats& st) {
+  std::printf("[gpu] %s: %d greedy tokens compared; %lld drafts, %lld of %lld draft tokens accepted\n", what.c_str(),
+              compared, static_cast<long long>(st.num_drafts), static_cast<long long>(st.num_accepted_tokens),
+              static_cast<long long>(st.num_draft_tokens));
 }
 
 }  // namespace nanovllm::test

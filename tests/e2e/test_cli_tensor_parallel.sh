@@ -2,7 +2,8 @@
 # Tensor parallelism through the CLI on the CPU (the TCP communicator): `generate
 # --tensor-parallel-size 2` starts its second rank itself and gives the outputs of TP=1; two
 # ranks started by hand (--rank, --master-addr, --master-port) give the same; bad sizes exit 2
-# with one line before anything starts; a killed rank makes the others exit within seconds.
+# with one line before anything starts; a killed rank makes the others exit within seconds; a draft
+# model and an EAGLE-3 head at TP=2 give the outputs of TP=1 without them.
 set -uo pipefail
 BIN=${NANOVLLM_BINARY:?}
 SRC=${NANOVLLM_SOURCE_DIR:?}
@@ -43,8 +44,23 @@ for model in tiny-qwen3-tied tiny-qwen3-untied; do
   else fail "$model: manual start differs from the automatic start"; fi
 done
 
-# Two "nodes" on this host (--nnodes 2, one rank each, ranks from --node-rank): same outputs again.
+# Speculative decoding at TP=2 (the drafter on rank 0 only; rank 1, started by the launcher, gets
+# the same flags and ignores them): a draft model (the model itself) gives TP=1's outputs, and so
+# does a random EAGLE-3 head shaped for the target (--load-format dummy) against dummy TP=1.
 M="$SRC/tests/fixtures/tiny-qwen3-untied"
+timeout 120 "$BIN" "${G[@]}" --model "$M" --tensor-parallel-size 2 \
+  --speculative-config "{\"model\": \"$M\", \"num_speculative_tokens\": 3}" > "$TMP/draft.jsonl" 2> "$TMP/draft.err" ||
+  fail "draft model TP=2 failed: $(cat "$TMP/draft.err")"
+if grep -q "speculative-config: draft model" "$TMP/draft.err" && cmp -s "$TMP/tp1.jsonl" "$TMP/draft.jsonl"; then
+  echo "ok: draft model at TP=2 = TP=1 without it"
+else fail "draft model at TP=2: not running, or output differs from TP=1 ($(cat "$TMP/draft.err"))"; fi
+"$BIN" "${G[@]}" --model "$M" --load-format dummy > "$TMP/dummy1.jsonl" || fail "dummy TP=1 failed"
+timeout 120 "$BIN" "${G[@]}" --model "$M" --load-format dummy --tensor-parallel-size 2 \
+  --speculative-config '{"method": "eagle3", "num_speculative_tokens": 3}' > "$TMP/eagle.jsonl" || fail "EAGLE-3 TP=2 failed"
+if [ -s "$TMP/dummy1.jsonl" ] && cmp -s "$TMP/dummy1.jsonl" "$TMP/eagle.jsonl"; then echo "ok: EAGLE-3 at TP=2 = TP=1 without it"
+else fail "EAGLE-3 at TP=2: output differs from TP=1"; fi
+
+# Two "nodes" on this host (--nnodes 2, one rank each, ranks from --node-rank): same outputs again.
 port=$(free_port)
 timeout 120 "$BIN" generate --model "$M" --device cpu --threads 1 --tensor-parallel-size 2 --nnodes 2 --node-rank 1 \
   --master-addr localhost --master-port "$port" 2> "$TMP/node1.err" &

@@ -7,8 +7,6 @@
 // is back after the runs. The KV budget: under gpu_memory_utilization the target's blocks cost
 // target + draft bytes, the draft holds as many plus its lookahead, and a budget too small for the
 // two is refused naming the draft.
-#include <cstdio>
-
 #include "engine_compare.h"
 #include "gpu_test_util.h"
 #include "nanovllm/engine/draft_model_drafter.h"
@@ -63,11 +61,7 @@ TEST(CudaDraftModel, GreedyEqualsDecodingUpToNearTies) {
   for (uint32_t seed = 0; seed < 6; ++seed) prompts.push_back(prompt(20 + 7 * seed, 60 + seed));
   const int compared = test::expect_greedy_prompts_up_to_near_ties(base, spec, prompts, 48);
   const SpecDecodeStats& st = spec.scheduler_stats().spec;
-  std::printf(
-      "[gpu] draft model (the target itself) k=4: %d greedy tokens compared; %lld drafts, %lld of %lld draft "
-      "tokens accepted\n",
-      compared, static_cast<long long>(st.num_drafts), static_cast<long long>(st.num_accepted_tokens),
-      static_cast<long long>(st.num_draft_tokens));
+  test::print_spec_comparison("draft model (the target itself) k=4", compared, st);
   EXPECT_GT(compared, 100);
   EXPECT_GT(st.num_drafts, 20);
   // The same weights and sampling: drafts stand except where BF16 rounding flips a near-tie.

@@ -3,8 +3,6 @@
 // tokens equal non-speculative decoding's up to near-ties (a verify row's BF16 logits come from
 // another GEMM than decoding's, tests/near_tie.h). The head's KV blocks all come back. The head is a
 // tiny one the test writes (vLLM's layout) over tiny-qwen3-untied.
-#include <cstdio>
-
 #include "eagle3_checkpoint_writer.h"
 #include "engine_compare.h"
 #include "gpu_test_util.h"
@@ -32,9 +30,7 @@ TEST(CudaEagle3, GreedyEqualsDecodingUpToNearTies) {
   for (uint32_t seed = 0; seed < 4; ++seed) prompts.push_back(test::random_tokens(20 + 7 * seed, 60 + seed));
   const int compared = test::expect_greedy_prompts_up_to_near_ties(base, spec, prompts, 40);
   const SpecDecodeStats& st = spec.scheduler_stats().spec;
-  std::printf("[gpu] eagle3 k=3: %d greedy tokens compared; %lld drafts, %lld of %lld draft tokens accepted\n",
-              compared, static_cast<long long>(st.num_drafts), static_cast<long long>(st.num_accepted_tokens),
-              static_cast<long long>(st.num_draft_tokens));
+  test::print_spec_comparison("eagle3 k=3", compared, st);
   EXPECT_GT(compared, 80);
   EXPECT_GT(st.num_drafts, 10);
   EXPECT_EQ(spec.scheduler_stats().kv_blocks_used, 0);

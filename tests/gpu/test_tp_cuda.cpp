@@ -29,9 +29,9 @@
 
 #include "nanovllm/backends/communicator.h"
 #include "nanovllm/backends/cuda/cuda_backend.h"
-#include "nanovllm/dist/socket.h"
 #include "nanovllm/engine/llm_engine.h"
 #include "nanovllm/engine/tensor_parallel.h"
+#include "tp_engine_run.h"
 
 using namespace nanovllm;
 
@@ -79,23 +79,14 @@ Observed run(int tp, const std::vector<std::vector<int32_t>>& prompts, int max_t
     cfg.quantization = Quantization::FP8;
     cfg.kv_cache_dtype = KVCacheDtype::FP8E4M3;
   }
-  cfg.tensor_parallel_size = tp;
-  cfg.master_port = tp > 1 ? pick_free_port("127.0.0.1") : 0;
   cfg.tp_connect_timeout_s = 120;
   // A rank that fails leaves the others waiting in a collective: end the test at once instead.
   cfg.on_tp_peer_lost = [](const std::string& what) {
     std::fprintf(stderr, "tensor-parallel test: %s\n", what.c_str());
     std::_Exit(1);
   };
-  std::vector<std::future<void>> workers;
-  for (int r = 1; r < tp; ++r) {
-    EngineConfig w = cfg;
-    w.tp_rank = r;
-    workers.push_back(std::async(std::launch::async, [w] { run_tp_worker(w); }));
-  }
   Observed o;
-  {
-    LLMEngine e(cfg);
+  test::run_tp_engine(cfg, tp, [&](LLMEngine& e) {
     const int64_t V = e.model_config().vocab_size;
     e.model_runner().logits_observer = [&](const ScheduledBatch& b, const std::vector<float>& l) {
       for (size_t i = 0; i < b.seqs.size(); ++i) {
@@ -119,8 +110,7 @@ Observed run(int tp, const std::vector<std::vector<int32_t>>& prompts, int max_t
     }
     while (e.has_unfinished())
       for (auto& f : e.step().finished) o.tokens[f.request_id] = f.token_ids;
-  }
-  for (auto& w : workers) w.get();
+  });
   return o;
 }
 
@@ -195,8 +185,8 @@ void last_token_logits_match_tp1(bool fp8, double min_cosine, double min_agree) 
     std::printf(
         "[gpu] TP=%d vs TP=1, %s%s, %zu prompts: cosine min %.6f mean %.6f, top-1 agreement %d/%zu "
         "(%d more are BF16 ties)\n",
-        tp, base_config().model.c_str(), fp8 ? " (-q fp8, FP8 KV)" : "", one.prompt_logits.size(), min_cos, sum_cos / P, agree,
-        one.prompt_logits.size(), tied);
+        tp, base_config().model.c_str(), fp8 ? " (-q fp8, FP8 KV)" : "", one.prompt_logits.size(), min_cos, sum_cos / P,
+        agree, one.prompt_logits.size(), tied);
     EXPECT_EQ(one.prompt_logits.size(), 64u);
     EXPECT_GE(min_cos, min_cosine) << "TP=" << tp;
     EXPECT_GE((agree + tied) / P, min_agree) << "TP=" << tp << ": top-1 agreement, BF16 ties counted as agreeing";

@@ -608,8 +608,8 @@ std::vector<Setting> make_settings() {
                             "with --load-format dummy none: a random head), num_speculative_tokens, "
                             "disable_by_batch_size (no drafts while more sequences run), backoff (ours, default true: "
                             "rows whose drafts keep being rejected stop drafting for a while); the target verifies "
-                            "them in one step, outputs unchanged. Draft models and EAGLE-3 not with tensor parallelism "
-                            "yet",
+                            "them in one step, outputs unchanged. Under tensor parallelism a draft model or EAGLE-3 "
+                            "head runs un-sharded on rank 0 (draft_tensor_parallel_size 1 only)",
                     .flags = {"--speculative-config"},
                     .keywords = {"speculative_config"},
                     .shown_default = "off"}));

@@ -63,13 +63,18 @@ SpeculativeConfig SpeculativeConfig::parse(const std::string& text, const std::s
       if (c.disable_by_batch_size < 2)
         throw UserError(flag + ": 'disable_by_batch_size' must be at least 2 (got " +
                         std::to_string(c.disable_by_batch_size) + ")");
+    } else if (key == "draft_tensor_parallel_size") {
+      // vLLM's key: under tensor parallelism our drafter runs un-sharded on rank 0 (vLLM's 1).
+      if (const int64_t n = int_of(key, v); n != 1)
+        throw UserError(flag + ": 'draft_tensor_parallel_size' " + std::to_string(n) +
+                        " is not supported: the draft model or EAGLE-3 head runs un-sharded on rank 0 (1 only)");
     } else if (key == "backoff") {
       if (!v.is_boolean()) throw UserError(flag + ": 'backoff' must be true or false (got " + v.dump() + ")");
       c.backoff = v.get<bool>();
     } else {
       throw UserError(flag + ": unknown key '" + key +
                       "' (known: method, model, num_speculative_tokens, prompt_lookup_min, prompt_lookup_max, "
-                      "disable_by_batch_size, backoff)");
+                      "disable_by_batch_size, draft_tensor_parallel_size, backoff)");
     }
   }
   if (c.method.empty() && !c.model.empty()) c.method = "draft_model";  // vLLM: a model without a method

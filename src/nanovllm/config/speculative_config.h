@@ -12,6 +12,8 @@
 // more sequences than this (at large batch a step is compute-bound and drafts cost more than
 // they save).
 // backoff (ours, default true): rows whose drafts keep being rejected stop drafting for a while.
+// draft_tensor_parallel_size (vLLM's key): 1 only. Under tensor parallelism a draft model or EAGLE-3
+// head runs un-sharded on rank 0 (engine/llm_engine.h); a sharded drafter is refused by name.
 #pragma once
 #include <cstdint>
 #include <string>

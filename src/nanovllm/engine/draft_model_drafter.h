@@ -30,6 +30,8 @@
 // on the host (speculation turns async scheduling off) before propose() runs, and propose() waits
 // for its last pass before the verify step launches. observe_prefill()'s pass is not waited for: it
 // touches only the draft's cache and arena, which only the draft's stream (in order) touches next.
+// Under tensor parallelism the draft runs on rank 0 only, un-sharded (its runner has no TpGroup),
+// and only rank 0's budget pays for it (llm_engine.cpp).
 //
 // Sampling: the draft samples with the request's settings and seed, at the same positions as the
 // target (ModelRunner::run on the shadow), so its draws share the target sampler's noise

@@ -7,7 +7,9 @@
 #include <limits>
 
 #include "nanovllm/config/hf_hub.h"
+#include "nanovllm/models/weights.h"
 #include "nanovllm/utils/error.h"
+#include "nanovllm/utils/safetensors.h"
 
 namespace nanovllm {
 
@@ -24,6 +26,26 @@ std::string head_dir(const EngineConfig& cfg) {
   d.speculative_config = {};
   settle_model_dir(d);  // a Hugging Face id: its snapshot
   return d.model_path();
+}
+
+// The target's embedding table whole ([V, H]) on `be`, for a head without its own when the target
+// holds a tensor-parallel shard of it (rank 0: V * H weights more, outside the KV budget as the
+// head's own weights). From the target's checkpoint (the Llama family's name: EAGLE-3 targets are
+// Llama-family decoders, CausalLM::capture_aux_hidden), or its dummy values, which a shard holds
+// exactly a slice of (load_dummy_weights).
+Tensor whole_target_embedding(const EngineConfig& cfg, const ModelConfig& target, Backend& be) {
+  Tensor table = be.empty({target.vocab_size, target.hidden_size}, be.weight_dtype());
+  const std::vector<WeightSpec> spec = {{"model.embed_tokens.weight", {target.vocab_size, target.hidden_size}, &table}};
+  if (cfg.load_dummy)
+    load_dummy_weights(be, spec);
+  else
+    load_weights(be, SafetensorsCheckpoint(cfg.model_path()), spec);
+  return table;
+}
+
+// Whether the head's checkpoint brings its own embed_tokens (dummy heads: never; they take the target's).
+bool head_has_embedding(const std::string& dir) {
+  return !dir.empty() && SafetensorsCheckpoint(dir).find("embed_tokens.weight") != nullptr;
 }
 
 }  // namespace
@@ -68,7 +90,14 @@ Eagle3Drafter::Eagle3Drafter(ModelRunner& target, const ModelConfig& target_cfg,
     throw Error("eagle3: the target model captures no hidden states (its runner was built without method eagle3)");
   be_.synchronize();  // outside any step: what is allocated below stays
   head_ = std::make_unique<Eagle3Head>(hc, be_);
-  head_->load(cfg.load_dummy ? "" : head_dir(cfg), target_model_.embedding_table());
+  const std::string dir = cfg.load_dummy ? "" : head_dir(cfg);
+  const Tensor* embedding = target_model_.embedding_table();  // null: a tensor-parallel shard
+  Tensor whole;                                               // (the head keeps its own reference)
+  if (!embedding && !head_has_embedding(dir)) {
+    whole = whole_target_embedding(cfg, target_cfg, be_);
+    embedding = &whole;
+  }
+  head_->load(dir, embedding);
   const ModelConfig& m = hc.layer;
   const int64_t H = m.hidden_size, V = m.vocab_size, Vd = hc.draft_vocab_size;
   kv_cache_ = be_.empty({2, kv_blocks, cfg.block_size, m.num_key_value_heads, m.head_dim}, be_.act_dtype());

@@ -26,6 +26,11 @@
 // min-p and seed at the target's positions (greedy rows in the head's vocabulary, mapped by d2t;
 // sampled rows over the target's vocabulary, -inf outside the head's, so the noise is the
 // target's). Verification keeps drafts equal to the target's tokens: outputs are exact.
+//
+// Tensor parallelism: the head runs un-sharded on rank 0 (its target runner's backend); only rank
+// 0's target captures the hidden states, which are whole there (each layer's all-reduce completes
+// the residual stream on every rank). A head without embed_tokens reads the target's whole table,
+// loaded on rank 0 from the target's checkpoint where its runner holds a shard.
 #pragma once
 #include <memory>
 #include <unordered_map>

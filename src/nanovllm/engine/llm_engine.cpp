@@ -38,6 +38,8 @@ std::unique_ptr<Backend> make_backend(const EngineConfig& cfg) {
   return be;
 }
 
+// Under tensor parallelism the draft keeps rank 0's tp_rank, so make_backend puts it on rank 0's GPU;
+// its runner gets no TpGroup, so it holds the whole model.
 EngineConfig draft_engine_config(const EngineConfig& cfg) {
   EngineConfig d = cfg;
   d.model = cfg.speculative_config.model;
@@ -84,11 +86,15 @@ LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)),
   // A draft model is loaded (and on a GPU warmed up) before the target's KV cache is sized, so the
   // target's budget sees its weights and activations; the two caches are then paid from that one
   // budget (SharedKvBudget: the draft's blocks beside each of the target's, plus its lookahead).
+  // Under tensor parallelism the drafter (a draft model, an EAGLE-3 head) runs un-sharded on rank 0
+  // only, as vLLM's draft_tensor_parallel_size 1: its own runner and backend on rank 0's device, no
+  // communicator. Only rank 0's budget pays for it, and the ranks' KV blocks are agreed as the
+  // minimum over ranks (ModelRunner), so rank 0's smaller count holds on every rank.
   std::unique_ptr<ModelRunner> draft;
   SharedKvBudget shared;
   if (cfg_.speculative_config.enabled() && cfg_.speculative_config.method == "draft_model") {
     draft_mcfg_ = std::make_unique<ModelConfig>(check_draft_model(cfg_, mcfg_));
-    if (speculation_unavailable(true).empty()) {
+    if (speculation_unavailable().empty()) {
       const EngineConfig dcfg = draft_engine_config(cfg_);
       draft = std::make_unique<ModelRunner>(dcfg, *draft_mcfg_, make_backend(dcfg), nullptr, SharedKvBudget{},
                                             ModelRunner::KvCacheAt::Later);
@@ -96,7 +102,7 @@ LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)),
                 draft->resident_bytes(), "the draft model '" + dcfg.model + "'"};
     }
   } else if (cfg_.speculative_config.enabled() && cfg_.speculative_config.method == "eagle3" &&
-             speculation_unavailable(false).empty()) {
+             speculation_unavailable().empty()) {
     // The head's one-layer cache: a block beside each of the target's, plus the lookahead (its
     // weights load after the target's KV cache is sized: outside the budget, ~0.8 GB at 8B).
     shared = {eagle3_kv_elements_per_block(eagle3_config_for(cfg_, mcfg_), cfg_.block_size),
@@ -118,10 +124,10 @@ LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)),
   settle_speculation(std::move(draft));
 }
 
-// Independent of the target's runner: the engine asks before it loads a draft model.
-std::string LLMEngine::speculation_unavailable(bool draft_model) const {
-  if (draft_model && tp_) return "with a draft model does not run with tensor parallelism yet";
-  if (tp_ && cfg_.speculative_config.method == "eagle3") return "with EAGLE-3 does not run with tensor parallelism yet";
+// Independent of the target's runner: the engine asks before it loads a draft model. Every method
+// runs with tensor parallelism (the drafter on rank 0); draft_tensor_parallel_size other than 1 is
+// refused where the config is parsed.
+std::string LLMEngine::speculation_unavailable() const {
   if (cfg_.async_scheduling.value_or(false))
     return "does not combine with async scheduling yet (--no-async-scheduling turns that off)";
   return "";
@@ -129,7 +135,7 @@ std::string LLMEngine::speculation_unavailable(bool draft_model) const {
 
 void LLMEngine::set_drafter(std::unique_ptr<Drafter> drafter) {
   if (drafter) {
-    const std::string why = speculation_unavailable(false);
+    const std::string why = speculation_unavailable();
     if (!why.empty()) throw UserError("speculative decoding " + why);
     async_ = false;
   }
@@ -144,7 +150,7 @@ std::unique_ptr<Drafter> LLMEngine::take_drafter() {
 
 void LLMEngine::settle_speculation(std::unique_ptr<ModelRunner> draft) {
   if (!cfg_.speculative_config.enabled()) return;
-  const std::string why = speculation_unavailable(cfg_.speculative_config.method == "draft_model");
+  const std::string why = speculation_unavailable();
   if (!why.empty()) {
     std::fprintf(stderr, "--speculative-config: speculative decoding %s; decoding without it\n", why.c_str());
     return;

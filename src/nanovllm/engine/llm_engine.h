@@ -77,7 +77,10 @@ struct StepResult {
 // position, and the scheduler keeps the drafts that equal them (Scheduler::postprocess). Outputs
 // are those of decoding without it, greedy or seeded (spec/verification.h). A step lists each
 // token a request got (several per request in a verify step) in new_tokens, in order. Rank 0
-// drafts and samples; tensor-parallel workers run the verify rows' forward from the step message.
+// drafts and samples; tensor-parallel workers run the verify rows' forward from the step message
+// (StepInputs carries the drafts as input ids). A draft model or EAGLE-3 head runs on rank 0 only,
+// un-sharded (vLLM's draft_tensor_parallel_size 1); EAGLE-3 reads rank 0's copy of the target's
+// hidden states (the residual stream is whole on every rank after each all-reduce).
 // Not with async scheduling (on by default for CUDA, it gives way; asked for explicitly,
 // speculation is turned off with a note). On CUDA a verify step runs as a mixed step (no CUDA
 // graph); steps without drafts keep their graphs.
@@ -127,9 +130,9 @@ class LLMEngine {
   // makes every decoding row ask for drafts every step (the acceptance-controlled benchmark).
   void set_draft_backoff(bool on) { draft_backoff_ = on; }
   bool draft_backoff() const { return draft_backoff_; }
-  // Why speculative decoding (with a draft model, or another drafter) cannot run on this engine
-  // ("" when it can): a draft model with tensor parallelism, async scheduling asked for.
-  std::string speculation_unavailable(bool draft_model) const;
+  // Why speculative decoding cannot run on this engine ("" when it can): async scheduling asked
+  // for. (Every method runs under tensor parallelism: the drafter on rank 0, un-sharded.)
+  std::string speculation_unavailable() const;
   // Set for a pooling model (--runner pooling, or detected): requests must then carry
   // SamplingParams::pooling; their prompts are computed in prefill-only steps (the prefix cache
   // off) and each finishes with RequestOutput::pooled, its blocks freed at once.

@@ -96,8 +96,11 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
   if (pooling_) load_pooling_head(*pooling_, cfg_, ckpt.get(), *backend_, *model_);
   ckpt.reset();
   // EAGLE-3: the target copies out the hidden states its head fuses (before the warm-up and any
-  // CUDA graph: the buffer is static and the graphs record the copies).
-  if (cfg_.speculative_config.method == "eagle3" && !tp_)  // (refused under tensor parallelism for now)
+  // CUDA graph: the buffer is static and the graphs record the copies). Under tensor parallelism
+  // on rank 0 only, where the head runs: the residual stream is whole on every rank once each
+  // layer's all-reduce has added the partial sums, so rank 0's copy is the stream (device copies,
+  // no collective: the ranks' graphs still pair up).
+  if (cfg_.speculative_config.method == "eagle3" && (!tp_ || tp_->rank() == 0))
     model_->capture_aux_hidden(eagle3_config_for(cfg_, mcfg_).aux_layer_ids, eagle3_aux_rows(cfg_));
 
   if (kv_at == KvCacheAt::Later) {

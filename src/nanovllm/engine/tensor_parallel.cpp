@@ -32,7 +32,7 @@ void check_tensor_parallel(const EngineConfig& cfg, const ModelConfig& mcfg) {
   }
 }
 
-void run_tp_worker(EngineConfig cfg) {
+void run_tp_worker(EngineConfig cfg, const std::function<void(const ModelRunner&)>& on_ready) {
   if (cfg.tp_rank <= 0) throw Error("run_tp_worker: rank 0 runs the engine, not a worker");
   settle_model_dir(cfg);
   ModelConfig mcfg = resolve_model_config(cfg);
@@ -42,6 +42,7 @@ void run_tp_worker(EngineConfig cfg) {
   check_tensor_parallel(cfg, mcfg);         // rank 0's device: its GPU count
   tp.start_watchdog(cfg.on_tp_peer_lost);
   ModelRunner runner(cfg, mcfg, make_backend(cfg), &tp);
+  if (on_ready) on_ready(runner);
   // On a GPU a decode step takes a few ms and rank 0's GPU waits for this worker in the step's
   // first collective: poll for the next step for 20 ms instead of sleeping (a sleeping thread
   // wakes tens of us late); longer waits (an idle server) sleep. CPU steps need the cores.

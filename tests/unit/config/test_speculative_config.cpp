@@ -97,6 +97,21 @@ TEST(SpeculativeConfig, Backoff) {
             std::string::npos);
 }
 
+TEST(SpeculativeConfig, DraftTensorParallelSizeIsOneOnly) {
+  // vLLM's key: our drafter runs un-sharded on rank 0 under tensor parallelism.
+  const auto c =
+      SpeculativeConfig::parse(R"({"model": "/d", "num_speculative_tokens": 3, "draft_tensor_parallel_size": 1})", "f");
+  EXPECT_EQ(c.method, "draft_model");
+  EXPECT_EQ(SpeculativeConfig::parse(c.to_json(), "f").to_json(), c.to_json());
+  const std::string e =
+      error_of(R"({"method": "eagle3", "model": "/h", "num_speculative_tokens": 3, "draft_tensor_parallel_size": 2})");
+  EXPECT_NE(e.find("'draft_tensor_parallel_size' 2 is not supported"), std::string::npos) << e;
+  EXPECT_NE(e.find("un-sharded on rank 0"), std::string::npos) << e;
+  EXPECT_NE(error_of(R"({"model": "/d", "num_speculative_tokens": 3, "draft_tensor_parallel_size": "1"})")
+                .find("must be an integer"),
+            std::string::npos);
+}
+
 TEST(SpeculativeConfig, IsASetting) {
   EngineConfig c;
   const Setting& s = find_setting("speculative_config");

@@ -7,17 +7,16 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <future>
 #include <map>
 #include <random>
 
 #include "int_checkpoint_writer.h"
-#include "nanovllm/dist/socket.h"
 #include "nanovllm/engine/llm_engine.h"
 #include "nanovllm/engine/tensor_parallel.h"
 #include "nanovllm/utils/error.h"
 #include "temp_dir.h"
 #include "test_paths.h"
+#include "tp_engine_run.h"
 
 using namespace nanovllm;
 
@@ -43,19 +42,9 @@ struct TpRun {
 // prompt_of(vocab): the prompts (default: four random ones of 5, 40, 17 and 3 tokens).
 TpRun generate(EngineConfig cfg, int tp,
                std::function<std::vector<std::vector<int32_t>>(int64_t)> prompts_of = nullptr) {
-  cfg.tensor_parallel_size = tp;
-  cfg.master_port = tp > 1 ? pick_free_port("127.0.0.1") : 0;
   cfg.tp_connect_timeout_s = 30;
-  std::vector<std::future<void>> workers;
-  for (int r = 1; r < tp; ++r) {
-    EngineConfig w = cfg;
-    w.tp_rank = r;
-    w.max_num_seqs = 1;  // ignored: workers adopt rank 0's settings
-    workers.push_back(std::async(std::launch::async, [w] { run_tp_worker(w); }));
-  }
   TpRun run;
-  {
-    LLMEngine e(cfg);
+  test::run_tp_engine(cfg, tp, [&](LLMEngine& e) {
     e.model_runner().logits_observer = [&](const ScheduledBatch&, const std::vector<float>& l) {
       run.logits.push_back(l);
     };
@@ -72,8 +61,7 @@ TpRun generate(EngineConfig cfg, int tp,
       for (auto& o : e.step().finished) outs[o.request_id] = o.token_ids;
     for (auto id : ids) run.tokens.push_back(outs.at(id));
     run.granule_hit_tokens = e.block_manager().num_granule_hit_tokens();
-  }  // goodbye: the workers return
-  for (auto& w : workers) w.get();
+  });
   return run;
 }
 
