@@ -73,8 +73,9 @@ struct Observed {
 // Runs `prompts` (greedy, max_tokens each, plus 3 * i for prompt i when staggered: the batch
 // then shrinks to 4, 3, 2, 1 at the end) at tensor-parallel size tp; ranks > 0 in threads.
 Observed run(int tp, const std::vector<std::vector<int32_t>>& prompts, int max_tokens, bool keep_logits,
-             bool staggered = false, bool fp8 = false) {
+             bool staggered = false, bool fp8 = false, bool awq = false) {
   EngineConfig cfg = base_config();
+  if (awq) cfg.quantization = Quantization::AWQ;  // 4-bit groups of 128 quantized at load, sharded per rank
   if (fp8) {  // vLLM's online FP8 (per-channel weight scales of each rank's shard) and the FP8 KV cache
     cfg.quantization = Quantization::FP8;
     cfg.kv_cache_dtype = KVCacheDtype::FP8E4M3;
@@ -147,11 +148,11 @@ bool join_ranks(std::vector<std::future<R>>& ranks, std::vector<R>& got, const s
 // cover K / N), so TP=2 is a second FP8 rounding of the model, as far from TP=1 as FP8 is from BF16:
 // measured cosine min 0.9897, top-1 45/64 (2x H100, 2026-11-26; FP8 vs BF16 at this size: 0.986,
 // 43-45/64, bench/RESULTS.md). The bound catches a wrong shard (cosine far below), not the rounding.
-void last_token_logits_match_tp1(bool fp8, double min_cosine, double min_agree) {
+void last_token_logits_match_tp1(bool fp8, double min_cosine, double min_agree, bool awq = false) {
   auto prompts = random_prompts(64, 1, 2000, 11);
-  const Observed one = run(1, prompts, 1, true, false, fp8);
+  const Observed one = run(1, prompts, 1, true, false, fp8, awq);
   for (int tp : tp_sizes()) {
-    const Observed n = run(tp, prompts, 1, true, false, fp8);
+    const Observed n = run(tp, prompts, 1, true, false, fp8, awq);
     double min_cos = 1, sum_cos = 0;
     int agree = 0, tied = 0;
     for (const auto& [id, ref] : one.prompt_logits) {
@@ -185,8 +186,11 @@ void last_token_logits_match_tp1(bool fp8, double min_cosine, double min_agree) 
     std::printf(
         "[gpu] TP=%d vs TP=1, %s%s, %zu prompts: cosine min %.6f mean %.6f, top-1 agreement %d/%zu "
         "(%d more are BF16 ties)\n",
-        tp, base_config().model.c_str(), fp8 ? " (-q fp8, FP8 KV)" : "", one.prompt_logits.size(), min_cos, sum_cos / P,
-        agree, one.prompt_logits.size(), tied);
+        tp, base_config().model.c_str(),
+        fp8   ? " (-q fp8, FP8 KV)"
+        : awq ? " (-q awq, 4-bit g128)"
+              : "",
+        one.prompt_logits.size(), min_cos, sum_cos / P, agree, one.prompt_logits.size(), tied);
     EXPECT_EQ(one.prompt_logits.size(), 64u);
     EXPECT_GE(min_cos, min_cosine) << "TP=" << tp;
     EXPECT_GE((agree + tied) / P, min_agree) << "TP=" << tp << ": top-1 agreement, BF16 ties counted as agreeing";
@@ -201,6 +205,13 @@ TEST(CudaTensorParallel, LastTokenLogitsMatchTp1) {
 TEST(CudaTensorParallel, Fp8LastTokenLogitsNearTp1) {
   if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
   last_token_logits_match_tp1(true, 0.985, 0.6);
+}
+
+// INT4 weights (AWQ layout, quantized at load) sharded along their groups: TP=N equals TP=1 as BF16
+// does (the same codes and group scales on every shard; only the all-reduce's summation order differs).
+TEST(CudaTensorParallel, Int4LastTokenLogitsMatchTp1) {
+  if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  last_token_logits_match_tp1(false, 0.999, 0.99, /*awq=*/true);
 }
 
 TEST(CudaTensorParallel, GreedyDecodeMatchesTp1UpToNearTies) {
