@@ -21,6 +21,9 @@ LogitAdjust& LogitsProcessingBuilder::entry(LogitsProcessing& lp, int32_t token)
 
 LogitsProcessing LogitsProcessingBuilder::build(const SamplingParams& p, const std::vector<int32_t>& tokens,
                                                 int64_t num_prompt, const std::vector<int32_t>& eos_ids) {
+  if (num_prompt < 0 || num_prompt > int64_t(tokens.size()))
+    throw Error("logits processing: a prompt of " + std::to_string(num_prompt) + " tokens in a sequence of " +
+                std::to_string(tokens.size()));
   const auto prompt_end = tokens.begin() + num_prompt;
   if (++gen_ == 0) {  // wrapped: forget every stamp
     std::fill(stamp_.begin(), stamp_.end(), 0u);

@@ -389,8 +389,9 @@ std::vector<int32_t> ModelRunner::forward_and_sample(const ScheduledBatch& batch
   for (size_t i = 0, r = 0; i < batch.seqs.size(); r += size_t(batch.seqs[i++]->num_sampled_rows())) {
     const Sequence* s = batch.seqs[i];
     const auto& p = s->params;
-    // A prompt chunk that does not reach the end gets no token: nothing to process or report.
-    if (s->num_cached_tokens + s->num_scheduled_tokens < s->num_tokens()) continue;
+    // A prompt chunk that does not reach the end gets no token: nothing to process or report (a
+    // draft model's shadow holds the prompt tokens read so far only: fewer than num_prompt_tokens).
+    if (s->num_cached_tokens + s->num_scheduled_tokens < std::max(s->num_tokens(), s->num_prompt_tokens)) continue;
     for (int64_t j = 0; j < s->num_sampled_rows(); ++j) {
       SamplingRow& row = rows[r + size_t(j)];
       if (p.processes_logits()) {  // penalties, logit_bias, min_tokens as at that position

@@ -74,6 +74,13 @@ DraftRun run(const EngineConfig& cfg, const std::vector<Request>& reqs) {
   return out;
 }
 
+// The draft model of an engine over cfg, taken out of it to be driven by hand.
+std::unique_ptr<DraftModelDrafter> take_draft_model(LLMEngine& e) {
+  std::unique_ptr<Drafter> d = e.take_drafter();
+  if (!dynamic_cast<DraftModelDrafter*>(d.get())) throw Error("the engine runs no draft model");
+  return std::unique_ptr<DraftModelDrafter>(static_cast<DraftModelDrafter*>(d.release()));
+}
+
 TEST(DraftModel, TheTargetAsItsOwnDraftAcceptsEveryDraft) {
   const DraftRun base = run(cfg_with("", 0), workload()), spec = run(cfg_with(kTarget, 0), workload());
   EXPECT_EQ(base.outputs, spec.outputs);
@@ -84,6 +91,34 @@ TEST(DraftModel, TheTargetAsItsOwnDraftAcceptsEveryDraft) {
   EXPECT_GE(double(st.num_accepted_tokens), 0.95 * double(st.num_draft_tokens));
   EXPECT_LT(spec.steps, base.steps);
   EXPECT_GT(spec.stats.prefix_hit_tokens, 0) << "prefix caching in play";
+}
+
+// A penalised request's prompt read in chunks: the draft computes each chunk from a shadow that
+// holds the tokens read so far, fewer than the prompt's; that pass's token is not wanted, so no
+// logits processing builds on those tokens (it read past them: "token id ... outside the
+// vocabulary", CudaDraftModel.BatchedRowsAndHostSampledRows). Then the request's drafts come as
+// in a run whose prompt came at once, and an engine run with it chunked is lossless.
+TEST(DraftModel, PenalisedPromptsAreReadInChunks) {
+  SamplingParams p = greedy(12);
+  p.repetition_penalty = 1.2f;
+  const std::vector<int32_t> t = prompt(90, 21);
+  LLMEngine ea(cfg_with(kOther, 0)), eb(cfg_with(kOther, 0));
+  auto chunked = take_draft_model(ea), whole = take_draft_model(eb);
+  for (size_t n : {32, 64}) {
+    const DraftQuery chunk{7, {t.data(), n}, 0, &p, 0, 90};
+    chunked->observe_prefill({&chunk, 1});
+  }
+  const DraftQuery full{7, {t.data(), t.size()}, 3, &p, 0, 90};
+  std::vector<std::vector<int32_t>> a, b;
+  chunked->propose({&full, 1}, a);
+  whole->propose({&full, 1}, b);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].size(), 3u);
+  EXPECT_EQ(a, b);
+  const std::vector<Request> reqs{{t, p}, {prompt(70, 22), greedy(20)}};  // 160 prompt tokens, 64 a step
+  const DraftRun base = run(cfg_with("", 0), reqs), spec = run(cfg_with(kOther, 0), reqs);
+  EXPECT_EQ(base.outputs, spec.outputs);
+  EXPECT_GT(spec.stats.spec.num_drafts, 0);
 }
 
 TEST(DraftModel, PassesChainedOnTheDeviceDraftTheSameTokens) {
