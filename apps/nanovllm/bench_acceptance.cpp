@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 
+#include "bench_spec_stats.h"
 #include "latency_stats.h"
 #include "nanovllm/spec/controlled_drafter.h"
 #include "nanovllm/utils/error.h"
@@ -59,18 +60,12 @@ Pass run_pass(LLMEngine& e, const BenchWorkload& w, AcceptanceControlledDrafter*
   }
   bar.done();
   p.seconds = now_seconds() - t0;
-  const SpecDecodeStats s1 = e.scheduler_stats().spec;
-  p.spec.num_drafts = s1.num_drafts - s0.num_drafts;
-  p.spec.num_draft_tokens = s1.num_draft_tokens - s0.num_draft_tokens;
-  p.spec.num_accepted_tokens = s1.num_accepted_tokens - s0.num_accepted_tokens;
-  p.spec.num_rejections = s1.num_rejections - s0.num_rejections;
+  p.spec = spec_since(e, s0);
   if (p.generated != w.output_tokens)
     throw Error("bench: generated " + std::to_string(p.generated) + " tokens, expected " +
                 std::to_string(w.output_tokens));
   return p;
 }
-
-double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
 
 }  // namespace
 
@@ -127,9 +122,9 @@ nlohmann::json acceptance_controlled(LLMEngine& e, BenchWorkload w, const Accept
   if (with_config_drafter)
     std::snprintf(label + std::strlen(label), sizeof label - std::strlen(label), "; the %s drafter runs for its cost",
                   e.config().speculative_config.method.c_str());
-  const SpecDecodeStats& st = spec.spec;
-  const double per_token = ratio(double(st.num_accepted_tokens), double(st.num_accepted_tokens + st.num_rejections));
-  const double mean_len = 1.0 + ratio(double(st.num_accepted_tokens), double(st.num_drafts));
+  const nlohmann::json stj = spec_json(spec.spec);
+  const double per_token = stj["spec_per_token_acceptance"].get<double>();
+  const double mean_len = stj["spec_mean_accepted_length"].get<double>();
   const nlohmann::json bj = base.json(w), sj = spec.json(w), zj = rec.json(w);
   const double speedup = ratio(sj["decode_tok_s"].get<double>(), bj["decode_tok_s"].get<double>());
   std::fprintf(stderr,
@@ -143,37 +138,33 @@ nlohmann::json acceptance_controlled(LLMEngine& e, BenchWorkload w, const Accept
     std::fprintf(stderr, "  at acceptance 0 with the drafting backoff: %.1f tok/s (%.2fx)\n",
                  kj["decode_tok_s"].get<double>(),
                  ratio(kj["decode_tok_s"].get<double>(), bj["decode_tok_s"].get<double>()));
-  return {{"mode", "acceptance_controlled"},
-          {"label", label},
-          {"alpha", a.alpha},
-          {"num_speculative_tokens", k},
-          {"drafter_for_cost", with_config_drafter ? e.config().speculative_config.to_json() : ""},
-          {"num_seqs", int64_t(w.prompts.size())},
-          {"prompt_tokens", w.prompt_tokens},
-          {"output_tokens", w.output_tokens},
-          {"without_speculation", bj},
-          {"with_speculation", sj},
-          // The recording pass: k drafts a step, all corrupted (no drafter for cost in it).
-          {"at_acceptance_0", zj},
-          {"decode_speedup_at_acceptance_0", ratio(zj["decode_tok_s"].get<double>(), bj["decode_tok_s"].get<double>())},
-          // Acceptance 0 with the drafting backoff (spec/draft_backoff.h), when configured.
-          {"at_acceptance_0_with_backoff", kj},
-          {"decode_speedup_at_acceptance_0_with_backoff",
-           zero_backoff ? ratio(kj["decode_tok_s"].get<double>(), bj["decode_tok_s"].get<double>()) : 0.0},
-          {"decode_speedup", speedup},
-          {"output_speedup", ratio(sj["output_tok_s"].get<double>(), bj["output_tok_s"].get<double>())},
-          {"spec_verify_rows", st.num_drafts},
-          {"spec_draft_tokens", st.num_draft_tokens},
-          {"spec_accepted_tokens", st.num_accepted_tokens},
-          // vLLM's acceptance rate (accepted / drafted) and the per-token one (estimates alpha).
-          {"spec_acceptance_rate", ratio(double(st.num_accepted_tokens), double(st.num_draft_tokens))},
-          {"spec_per_token_acceptance", per_token},
-          {"spec_mean_accepted_length", mean_len},
-          {"diverged_sequences", diverged},
-          {"outputs_identical", mismatched == 0},
-          {"mismatched_outputs", mismatched},
-          {"record_equals_plain_decoding", record_mismatched == 0},
-          {"record_mismatched_outputs", record_mismatched}};
+  nlohmann::json out = {
+      {"mode", "acceptance_controlled"},
+      {"label", label},
+      {"alpha", a.alpha},
+      {"num_speculative_tokens", k},
+      {"drafter_for_cost", with_config_drafter ? e.config().speculative_config.to_json() : ""},
+      {"num_seqs", int64_t(w.prompts.size())},
+      {"prompt_tokens", w.prompt_tokens},
+      {"output_tokens", w.output_tokens},
+      {"without_speculation", bj},
+      {"with_speculation", sj},
+      // The recording pass: k drafts a step, all corrupted (no drafter for cost in it).
+      {"at_acceptance_0", zj},
+      {"decode_speedup_at_acceptance_0", ratio(zj["decode_tok_s"].get<double>(), bj["decode_tok_s"].get<double>())},
+      // Acceptance 0 with the drafting backoff (spec/draft_backoff.h), when configured.
+      {"at_acceptance_0_with_backoff", kj},
+      {"decode_speedup_at_acceptance_0_with_backoff",
+       zero_backoff ? ratio(kj["decode_tok_s"].get<double>(), bj["decode_tok_s"].get<double>()) : 0.0},
+      {"decode_speedup", speedup},
+      {"output_speedup", ratio(sj["output_tok_s"].get<double>(), bj["output_tok_s"].get<double>())},
+      {"diverged_sequences", diverged},
+      {"outputs_identical", mismatched == 0},
+      {"mismatched_outputs", mismatched},
+      {"record_equals_plain_decoding", record_mismatched == 0},
+      {"record_mismatched_outputs", record_mismatched}};
+  out.update(stj);  // the measured pass's; the per-token acceptance estimates alpha
+  return out;
 }
 
 }  // namespace nanovllm::cli

@@ -7,10 +7,11 @@
 
 namespace nanovllm::cli {
 
+int64_t bench_max_token_id(const LLMEngine& e) { return std::min<int64_t>(10000, e.model_config().vocab_size - 1); }
+
 BenchWorkload bench_py_workload(const LLMEngine& e, int64_t num_seqs, int64_t max_input_len, int64_t max_output_len,
                                 int64_t shared_prefix_len) {
-  // bench.py draws ids from [0, 10000]; smaller test vocabularies are clamped.
-  const int64_t max_id = std::min<int64_t>(10000, e.model_config().vocab_size - 1);
+  const int64_t max_id = bench_max_token_id(e);
   BenchWorkload w;
   PythonRandom rng(0);
   for (int64_t i = 0; i < num_seqs; ++i) {

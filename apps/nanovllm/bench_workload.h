@@ -19,6 +19,9 @@ struct BenchWorkload {
   int64_t prompt_tokens = 0, output_tokens = 0;
 };
 
+// bench.py draws ids from [0, 10000]; smaller test vocabularies are clamped: the largest id drawn.
+int64_t bench_max_token_id(const LLMEngine& e);
+
 BenchWorkload bench_py_workload(const LLMEngine& e, int64_t num_seqs, int64_t max_input_len, int64_t max_output_len,
                                 int64_t shared_prefix_len);
 

@@ -1,7 +1,8 @@
 // `nanovllm bench`: throughput on nano-vllm's bench.py workload (Python random.seed(0): num_seqs
 // prompts of randint(100, max_input_len) tokens drawn from randint(0, 10000), outputs of
 // randint(100, max_output_len) tokens, temperature 0.6, ignore_eos), a batch-1 latency mode
-// (TTFT of a 1,024-token prompt, decode tok/s at 1K context) and the long-prompt interference
+// (bench_latency.h: TTFT of a 1,024-token prompt, decode tok/s at 1K context; with and without
+// speculation when configured, on a repeating prompt with --latency-repeat) and the long-prompt interference
 // mode (bench_interference.h) and speculative decoding's acceptance-controlled mode
 // (bench_acceptance.h). Prints one JSON object. --shared-prefix-len N makes the throughput
 // workload chat-like: every prompt starts with the same N-token system prompt (also the warm-up's),
@@ -17,6 +18,7 @@
 #include "bench_acceptance.h"
 #include "bench_embed.h"
 #include "bench_interference.h"
+#include "bench_latency.h"
 #include "bench_workload.h"
 #include "commands.h"
 #include "engine_flags.h"
@@ -42,7 +44,7 @@ struct BenchArgs {
   EmbedBenchArgs embed_args;
   int64_t profile_decode = 0;   // batch size for the per-op decode breakdown (0 = off)
   int64_t profile_prefill = 0;  // prompt length for the per-op prefill breakdown (0 = off)
-  int64_t latency_prompt_len = 1024, latency_output_len = 256;
+  LatencyArgs latency_args;     // --latency-*
   // Applied to every request of the throughput workload (the cost of logprobs and penalties).
   int logprobs = -1;
   int64_t shared_prefix_len = 0;  // throughput: a system prompt of this many tokens before every prompt
@@ -51,9 +53,6 @@ struct BenchArgs {
   std::string json_schema_file;
   StructuredOutputs structured;  // read from it
 };
-
-// bench.py draws ids from [0, 10000]; smaller test vocabularies are clamped.
-int64_t max_token_id(const LLMEngine& e) { return std::min<int64_t>(10000, e.model_config().vocab_size - 1); }
 
 // Output tok/s at the DESIGN.md roofline for this workload on one H100 (Qwen3-0.6B, bf16).
 constexpr double kRooflineTokS = 24600;
@@ -122,48 +121,6 @@ nlohmann::json throughput(LLMEngine& e, const BenchArgs& a) {
           {"roofline_fraction_h100_qwen3_0_6b", double(output_tokens) / secs / kRooflineTokS}};
 }
 
-nlohmann::json latency(LLMEngine& e, const BenchArgs& a) {
-  PythonRandom rng(1);
-  std::vector<int32_t> prompt(size_t(a.latency_prompt_len));
-  for (auto& t : prompt) t = int32_t(rng.randint(0, max_token_id(e)));
-  SamplingParams sp;
-  sp.temperature = 0;
-  sp.ignore_eos = true;
-  // Warm-up.
-  sp.max_tokens = 2;
-  e.add_request({5, 6, 7}, sp);
-  while (e.has_unfinished()) e.step();
-  sp.max_tokens = int(a.latency_output_len);
-  sp.structured_outputs = a.structured;
-  std::vector<double> ttfts;
-  double decode_tok_s = 0;
-  ProgressBar bar(3, true);
-  for (int rep = 0; rep < 3; ++rep) {
-    prompt[0] = int32_t(rep);  // no prefix-cache hits between repetitions
-    const double t0 = now_seconds();
-    e.add_request(prompt, sp);
-    double first = 0;
-    int64_t tokens = 0;
-    while (e.has_unfinished()) {
-      auto r = e.step();
-      tokens += int64_t(r.new_tokens.size());
-      if (tokens == 1 && first == 0) first = now_seconds();
-      bar.on_step(r.is_prefill, r.num_tokens, r.seconds);
-    }
-    bar.on_finished();
-    const double t1 = now_seconds();
-    ttfts.push_back(first - t0);
-    decode_tok_s = std::max(decode_tok_s, double(tokens - 1) / (t1 - first));
-  }
-  bar.done();
-  std::sort(ttfts.begin(), ttfts.end());
-  return {{"mode", "latency"},
-          {"prompt_tokens", a.latency_prompt_len},
-          {"output_tokens", a.latency_output_len},
-          {"ttft_ms_median", ttfts[1] * 1e3},
-          {"decode_tok_s", decode_tok_s}};
-}
-
 // The profiled ops, slowest first, per step of `steps`.
 nlohmann::json ops_table(const ProfilingBackend& prof, int steps) {
   double total = 0;
@@ -193,7 +150,7 @@ nlohmann::json profile_prefill(LLMEngine& e, const BenchArgs& a) {
   while (e.has_unfinished()) e.step();
   PythonRandom rng(3);
   std::vector<int32_t> p(size_t(a.profile_prefill));
-  for (auto& t : p) t = int32_t(rng.randint(0, max_token_id(e)));
+  for (auto& t : p) t = int32_t(rng.randint(0, bench_max_token_id(e)));
   prof->reset();
   e.add_request(p, sp);
   double wall = 0;
@@ -221,7 +178,7 @@ nlohmann::json profile_decode(LLMEngine& e, const BenchArgs& a) {
   sp.max_tokens = 64;
   for (int64_t i = 0; i < a.profile_decode; ++i) {
     std::vector<int32_t> p(512);
-    for (auto& t : p) t = int32_t(rng.randint(0, max_token_id(e)));
+    for (auto& t : p) t = int32_t(rng.randint(0, bench_max_token_id(e)));
     e.add_request(p, sp);
   }
   while (e.scheduler_stats().waiting > 0) e.step();
@@ -261,6 +218,8 @@ void run(BenchArgs a) {
           "not combine with --latency, --interference, --profile-*, --json-schema or --logprobs");
     cfg.enable_prefix_caching = false;  // the second pass would find the first's prompts cached
   }
+  // The latency mode's pass with speculation reads the same prompts as the one without.
+  if (a.latency && cfg.speculative_config.enabled()) cfg.enable_prefix_caching = false;
   // bench.py runs its workload with LLM(max_model_len=4096); the latency modes take the model's.
   if (!a.latency && !a.interference && a.profile_decode == 0 && a.profile_prefill == 0 && cfg.max_model_len_is_auto())
     cfg.max_model_len = 4096;
@@ -282,6 +241,7 @@ void run(BenchArgs a) {
     ss << f.rdbuf();
     a.structured.kind = StructuredOutputs::Kind::JsonSchema;
     a.structured.text = ss.str();
+    a.latency_args.structured = a.structured;
     const std::string dir = find_tokenizer_dir(cfg, a.engine.tokenizer);
     if (dir.empty()) throw UserError("--json-schema needs the model's tokenizer (give --tokenizer DIR)");
     tokenizer = Tokenizer::from_dir(dir);
@@ -295,7 +255,7 @@ void run(BenchArgs a) {
       : a.profile_decode > 0  ? profile_decode(e, a)
       : a.profile_prefill > 0 ? profile_prefill(e, a)
       : a.interference        ? interference(e, a.interference_args)
-      : a.latency             ? latency(e, a)
+      : a.latency             ? latency(e, a.latency_args)
                               : throughput(e, a);
   out["model"] = cfg.model;
   out["device"] = e.model_runner().backend().name();
@@ -324,8 +284,13 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--profile-prefill", a->profile_prefill,
                   "per-op time of the prefill of one prompt of this many tokens (set --max-num-batched-tokens >= it "
                   "for one step)");
-  cmd->add_option("--latency-prompt-len", a->latency_prompt_len, "latency mode: prompt tokens");
-  cmd->add_option("--latency-output-len", a->latency_output_len, "latency mode: output tokens");
+  cmd->add_option("--latency-prompt-len", a->latency_args.prompt_len, "latency mode: prompt tokens");
+  cmd->add_option("--latency-output-len", a->latency_args.output_len, "latency mode: output tokens");
+  cmd->add_option("--latency-repeat", a->latency_args.repeat,
+                  "latency mode: the prompt is a random segment repeated R times (a repeating workload, n-gram "
+                  "speculation's case); with a --speculative-config the mode runs without then with speculation "
+                  "and prints both, the speed-up and the measured acceptance")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--logprobs", a->logprobs, "throughput: every request asks for N logprobs (default: none)");
   cmd->add_option("--repetition-penalty", a->repetition_penalty, "throughput: every request's repetition_penalty");
   cmd->add_option("--frequency-penalty", a->frequency_penalty, "throughput: every request's frequency_penalty");

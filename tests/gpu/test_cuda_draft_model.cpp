@@ -3,10 +3,12 @@
 // equal non-speculative decoding's up to near-ties (as CudaSpeculative compares: a verify row's
 // logits come from a multi-row GEMM and prefill attention, decoding's from the GEMV and decode
 // attention, so BF16 rounding differs; a reference token binds where it beats its runner-up by more
-// than tests/near_tie.h's margin); both runners keep their CUDA graphs; every block of both caches
-// is back after the runs. The KV budget: under gpu_memory_utilization the target's blocks cost
-// target + draft bytes, the draft holds as many plus its lookahead, and a budget too small for the
-// two is refused naming the draft.
+// than tests/near_tie.h's margin); both runners keep their CUDA graphs, the draft's catch-up passes
+// (decode rows) replaying them too; every block of both caches is back after the runs. The KV budget: under
+// gpu_memory_utilization the target's blocks cost target + draft bytes, the draft holds as many plus its lookahead, and
+// a budget too small for the two is refused naming the draft.
+#include <cstdio>
+
 #include "engine_compare.h"
 #include "gpu_test_util.h"
 #include "nanovllm/engine/draft_model_drafter.h"
@@ -66,6 +68,16 @@ TEST(CudaDraftModel, GreedyEqualsDecodingUpToNearTies) {
   EXPECT_GT(st.num_drafts, 20);
   // The same weights and sampling: drafts stand except where BF16 rounding flips a near-tie.
   EXPECT_GE(double(st.num_accepted_tokens), 0.75 * double(st.num_draft_tokens));
+  // A step after every draft stood starts with 2 tokens a row (the target's and the last draft):
+  // catch-up rows, laid out as decode rows and replayed through the draft's graphs as every
+  // decode pass is; only prompts run eagerly as prefill passes.
+  const ModelRunner::ForwardCounts& c = d.runner().forward_counts();
+  std::printf("[gpu] draft model passes: %lld prefill, %lld decode, %lld catch-up as decode rows, %lld graphed\n",
+              static_cast<long long>(c.prefill), static_cast<long long>(c.decode),
+              static_cast<long long>(c.rows_as_decodes), static_cast<long long>(c.graph_replays));
+  EXPECT_GT(c.rows_as_decodes, 0);
+  EXPECT_EQ(c.graph_replays, c.decode + c.rows_as_decodes);
+  EXPECT_LT(c.prefill, int64_t(prompts.size()) * 3) << "prompts (the warm-up's too), not catch-ups";
   EXPECT_EQ(spec.scheduler_stats().kv_blocks_used, 0) << "every target block back";
   EXPECT_EQ(d.block_manager().num_free_blocks(), d.block_manager().num_blocks()) << "every draft block back";
   EXPECT_EQ(d.num_sequences(), 0);

@@ -4,6 +4,7 @@
 // near-ties: a verify row's logits come from a multi-row GEMM where decoding's come from the GEMV,
 // so BF16 rounding differs, and a reference token binds where it beats its runner-up by more than
 // tests/near_tie.h's margin. Drafts are proposed, and some stand (the prompts repeat themselves).
+// Without the drafter (LLMEngine::take_drafter), async scheduling is back.
 #include <algorithm>
 #include <cstdio>
 
@@ -43,6 +44,13 @@ TEST(CudaSpeculative, GreedyEqualsDecodingUpToNearTies) {
   EXPECT_GT(st.num_accepted_tokens, 0) << "some drafts stand";
   EXPECT_LT(st.num_accepted_tokens, st.num_draft_tokens) << "some are rejected";
   EXPECT_EQ(spec.scheduler_stats().kv_blocks_used, 0) << "every block back, rejected slots included";
+  // Speculation off (bench's pass without it): async scheduling, CUDA's default, comes back.
+  EXPECT_FALSE(spec.async_scheduling());
+  std::unique_ptr<Drafter> drafter = spec.take_drafter();
+  EXPECT_TRUE(base.async_scheduling());
+  EXPECT_TRUE(spec.async_scheduling()) << "as the engine runs without speculation";
+  spec.set_drafter(std::move(drafter));
+  EXPECT_FALSE(spec.async_scheduling());
 }
 
 }  // namespace

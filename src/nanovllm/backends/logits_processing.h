@@ -51,7 +51,8 @@ class LogitsProcessingBuilder {
  public:
   explicit LogitsProcessingBuilder(int64_t vocab) : stamp_(size_t(vocab), 0), slot_(size_t(vocab), 0) {}
   // tokens: the sequence's prompt (its first num_prompt tokens) then its output; eos_ids: the
-  // model's EOS ids (masked with the stop ids until min_tokens unless ignore_eos).
+  // model's EOS ids (masked with the stop ids until min_tokens unless ignore_eos). Throws when
+  // tokens hold less than the prompt (a prompt chunk: it samples no token to process).
   LogitsProcessing build(const SamplingParams& p, const std::vector<int32_t>& tokens, int64_t num_prompt,
                          const std::vector<int32_t>& eos_ids);
 

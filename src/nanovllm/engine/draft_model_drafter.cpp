@@ -39,18 +39,28 @@ Sequence* DraftModelDrafter::sync(const DraftQuery& q, int64_t slots) {
   return &s;
 }
 
-ScheduledBatch DraftModelDrafter::batch_of(const std::vector<Sequence*>& seqs) {
+ScheduledBatch DraftModelDrafter::batch_of(const std::vector<Sequence*>& seqs) const {
   ScheduledBatch b;
+  int64_t catch_up_tokens = 0;
   for (Sequence* s : seqs) {
+    const int64_t n = s->num_scheduled_tokens;
     b.seqs.push_back(s);
-    b.num_tokens += std::max<int64_t>(s->num_scheduled_tokens, 1);
-    if (s->num_scheduled_tokens <= 1) {  // a decode, or a pass ahead (its token on the device)
+    b.num_tokens += std::max<int64_t>(n, 1);
+    if (n <= 1) {  // a decode, or a pass ahead (its token on the device)
       ++b.num_decodes;
-    } else {
-      b.is_prefill = true;
-      b.num_prefill_tokens += s->num_scheduled_tokens;
+    } else if (n <= k_ + 1) {  // the verified tokens of one step: a catch-up row
+      ++b.num_catch_up_rows;
+      catch_up_tokens += n;
+    } else {  // a prompt's tail (the target read it without observe_prefill), after preemption say
+      b.num_prefill_tokens += n;
     }
   }
+  // A decode row per position (ModelRunner::prepare) while they fit the largest CUDA graph.
+  if (b.num_tokens > runner_->max_catch_up_decode_rows()) {
+    b.num_prefill_tokens += catch_up_tokens;
+    b.num_catch_up_rows = 0;
+  }
+  b.is_prefill = b.num_catch_up_rows > 0 || b.num_prefill_tokens > 0;
   return b;
 }
 

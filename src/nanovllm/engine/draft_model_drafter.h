@@ -12,12 +12,17 @@
 //
 // propose(): for each row, the shadow's tokens are cut back to the longest common prefix with the
 // verified tokens (drafts the target rejected: their K/V is rolled back, BlockManager::trim), then
-//  1. one batched pass computes every row's uncomputed verified tokens (typically the accepted
-//     drafts' successor and the target's token: 1 + a; the whole prompt's tail the first time) and
-//     samples the first draft from the last position;
+//  1. one batched pass computes every row's uncomputed verified tokens (the target's token, and
+//     the last draft when every draft stood: its K/V was never computed; up to k + 1 tokens where
+//     the drafts were not the draft's own, as in bench's controlled mode; a prompt's tail when
+//     observe_prefill did not see it) and samples the first draft from the last position. Its
+//     rows of up to k + 1 tokens are catch-up rows (ScheduledBatch::num_catch_up_rows): each
+//     position a decode row of its own, as the target's verify rows, so that the pass runs
+//     through the draft's CUDA graphs and decode kernels, the last positions' logits gathered for
+//     the sampler (a prefill pass, eager, only with a prompt's tail or past the largest graph);
 //  2. k - 1 batched single-token decode passes sample the next drafts (through the draft's CUDA
-//     graphs on a GPU; pass 1 runs eagerly), each reading the tokens of the pass before on the
-//     device (ModelRunner::run_ahead) while those go to the host (propose() says what syncs).
+//     graphs on a GPU), each reading the tokens of the pass before on the device
+//     (ModelRunner::run_ahead) while those go to the host (propose() says what syncs).
 // A row that finds no free block for its N + k - 1 slots gets no drafts this step (never evicts);
 // one past the draft's own max_model_len (a draft may have a shorter context) gets none either.
 // observe_prefill() computes prompt chunks the target just read, in the same engine step: the
@@ -79,8 +84,10 @@ class DraftModelDrafter : public Drafter {
   };
   // Launches one batch of shadows (their num_scheduled_tokens set, counted as cached after).
   Pass launch(const std::vector<Sequence*>& seqs);
-  // The batch of shadows: a row of 0 or 1 scheduled tokens is a decode (0: a pass ahead).
-  static ScheduledBatch batch_of(const std::vector<Sequence*>& seqs);
+  // The batch of shadows: a row of 0 or 1 scheduled tokens is a decode (0: a pass ahead), one of
+  // 2..k + 1 a catch-up row (decode rows, a CUDA graph: ModelRunner::prepare), a longer one a
+  // prompt chunk (the pass runs as a prefill, as it does past max_catch_up_decode_rows rows).
+  ScheduledBatch batch_of(const std::vector<Sequence*>& seqs) const;
 
   std::unique_ptr<ModelRunner> runner_;
   int64_t k_;

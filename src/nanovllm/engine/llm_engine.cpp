@@ -120,7 +120,7 @@ LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)),
   settle_target_itl(cfg_, false, false);  // unset: off offline (serve settles its own before)
   scheduler_ = std::make_unique<Scheduler>(cfg_, *block_manager_, mcfg_.eos_token_ids,
                                            StepCostModel::prior_for(mcfg_, runner_->warmup_seconds_per_token()));
-  async_ = cfg_.async_scheduling.value_or(runner_->backend().runs_asynchronously());
+  async_ = async_without_drafter_ = cfg_.async_scheduling.value_or(runner_->backend().runs_asynchronously());
   settle_speculation(std::move(draft));
 }
 
@@ -138,6 +138,8 @@ void LLMEngine::set_drafter(std::unique_ptr<Drafter> drafter) {
     const std::string why = speculation_unavailable();
     if (!why.empty()) throw UserError("speculative decoding " + why);
     async_ = false;
+  } else {
+    async_ = async_without_drafter_;
   }
   for (auto& [id, s] : seqs_) s->draft_ids.clear();
   drafter_ = std::move(drafter);
@@ -145,6 +147,7 @@ void LLMEngine::set_drafter(std::unique_ptr<Drafter> drafter) {
 
 std::unique_ptr<Drafter> LLMEngine::take_drafter() {
   for (auto& [id, s] : seqs_) s->draft_ids.clear();
+  async_ = async_without_drafter_;
   return std::move(drafter_);
 }
 

@@ -120,11 +120,12 @@ class LLMEngine {
   bool speculating() const { return drafter_ != nullptr; }  // as settled for this backend
   // Replaces the drafter (null: speculation off) from the next step on; drafts already proposed
   // are dropped. Throws UserError where speculation cannot run (speculation_unavailable()); async
-  // scheduling by default gives way. For the benchmark's acceptance-controlled drafter
-  // (spec/controlled_drafter.h).
+  // scheduling by default gives way, and comes back with a null drafter (as the engine would run
+  // without speculation). For the benchmark's passes with and without speculation.
   void set_drafter(std::unique_ptr<Drafter> drafter);
   const Drafter* drafter() const { return drafter_.get(); }  // null: no speculation
-  // Takes the engine's drafter out (speculation off from the next step on); null when none.
+  // Takes the engine's drafter out (speculation off from the next step on, async scheduling back
+  // where it is the default); null when none.
   std::unique_ptr<Drafter> take_drafter();
   // Drafting backoff (spec/draft_backoff.h; the speculative config's "backoff", default on): off
   // makes every decoding row ask for drafts every step (the acceptance-controlled benchmark).
@@ -188,6 +189,7 @@ class LLMEngine {
   int64_t prefill_tokens_ = 0;
   std::mt19937_64 seed_rng_;
   bool async_ = false;
+  bool async_without_drafter_ = false;  // async_ as settled before speculation (set_drafter(nullptr))
   int64_t steps_ahead_ = 0;
   std::optional<InFlight> in_flight_;
   std::unique_ptr<Drafter> drafter_;                       // speculative decoding; null: off

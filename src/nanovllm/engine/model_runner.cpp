@@ -268,6 +268,8 @@ std::string ModelRunner::shared_note() const {
 
 int64_t ModelRunner::num_cuda_graphs() const { return graphs_ ? graphs_->num_graphs() : 0; }
 
+int64_t ModelRunner::max_catch_up_decode_rows() const { return graphs_ ? graphs_->max_batch() : cfg_.max_num_seqs; }
+
 int64_t ModelRunner::kv_bytes_per_block() const {
   return (2 * mcfg_.num_hidden_layers * cfg_.block_size * kv_heads_ * mcfg_.head_dim + shared_.elements_per_block) *
          int64_t(dtype_size(kv_dtype_));
@@ -280,12 +282,15 @@ int64_t ModelRunner::shared_extra_bytes() const {
 StepInputs ModelRunner::prepare(const ScheduledBatch& batch, int64_t bs, bool ahead) {
   StepInputs in;
   auto& md = in.md;
-  // A step of decodes and verify rows only lays out each verify position as a decode row of its
-  // own (context: the keys up to it; the sequence's block table repeated): decode attention, the
-  // decode GEMVs and the decode CUDA graphs score the drafts, with the arithmetic of decoding (a
-  // position's logits do not depend on how many drafts follow it). With a prompt chunk in the
-  // step, a verify row is a short prefill row of the mixed step instead.
-  const bool rows_as_decodes = !ahead && batch.num_verify_rows > 0 && batch.num_prefill_tokens == 0;
+  // A step of decodes and short multi-token rows only (verify rows; a draft model's catch-up rows)
+  // lays out each of their positions as a decode row of its own (context: the keys up to it; the
+  // sequence's block table repeated): decode attention, the decode GEMVs and the decode CUDA
+  // graphs score the drafts, with the arithmetic of decoding (a position's logits do not depend on
+  // how many drafts follow it). Only a row's sampled positions (last_rows) reach the sampler. With
+  // a prompt chunk in the step, such a row is a short prefill row of the mixed step instead.
+  const bool rows_as_decodes =
+      !ahead && batch.num_verify_rows + batch.num_catch_up_rows > 0 && batch.num_prefill_tokens == 0;
+  in.rows_as_decodes = rows_as_decodes;
   md.is_prefill = batch.is_prefill && !rows_as_decodes;
   md.num_seqs = int64_t(batch.seqs.size());  // rows_as_decodes: a row per token, set below
   md.cu_seqlens_q.push_back(0);
@@ -337,7 +342,18 @@ Tensor ModelRunner::forward_logits(StepInputs& in, Tensor* hidden_out, const Ten
         kv_cache_.view({2 * mcfg_.num_hidden_layers, num_kv_blocks_, cfg_.block_size, kv_heads_ * mcfg_.head_dim});
     backend_->copy_kv_blocks(planes, in.kv_copies);
   }
-  if (graphs_ && !in.md.is_prefill && in.md.num_seqs <= graphs_->max_batch()) return graphs_->run(in, device_ids);
+  ++(in.md.is_prefill     ? forward_counts_.prefill
+     : in.rows_as_decodes ? forward_counts_.rows_as_decodes
+                          : forward_counts_.decode);
+  if (graphs_ && !in.md.is_prefill && in.md.num_seqs <= graphs_->max_batch()) {
+    ++forward_counts_.graph_replays;
+    Tensor all = graphs_->run(in, device_ids);  // [num_seqs, V]: every row's logits
+    if (all_rows_in_order(in.last_rows, in.md.num_seqs)) return all;
+    // A catch-up row samples its last position only: the sampled rows, in order.
+    Tensor sampled = backend_->empty({int64_t(in.last_rows.size()), all.size(1)}, all.dtype());
+    backend_->gather_rows(all, in.last_rows, sampled);
+    return sampled;
+  }
   Tensor hidden = forward_hidden(in, device_ids);
   if (hidden_out) *hidden_out = hidden;
   return model_->compute_logits(hidden, in.last_rows);

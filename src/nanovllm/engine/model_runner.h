@@ -32,6 +32,8 @@ struct StepInputs {
   // 1 + drafts tokens), in batch order.
   std::vector<int32_t> last_rows;
   AttentionMetadata md;
+  // Multi-token rows (verify, a draft's catch-up) laid out as decode rows, a row per position.
+  bool rows_as_decodes = false;
   // Prefix caching's partial hits (block_manager.h): KV-cache copies run before the forward.
   std::vector<KVBlockCopy> kv_copies;
 };
@@ -138,6 +140,17 @@ class ModelRunner {
   CausalLM& model() { return *model_; }
   bool uses_cuda_graphs() const { return graphs_ != nullptr; }
   int64_t num_cuda_graphs() const;  // decode graphs captured (0: eager)
+  // The most decode rows a draft model's catch-up pass is laid out as (ScheduledBatch::
+  // num_catch_up_rows): the largest CUDA graph's batch; max_num_seqs without graphs. Past it the
+  // pass runs as prefill rows (each context read once per row, not once per position).
+  int64_t max_catch_up_decode_rows() const;
+  // The forwards so far, by how they ran (tests, benchmarks): the prefill layout (eager), one new
+  // token per sequence, multi-token rows laid out as decode rows; and those of the last two that
+  // replayed a CUDA graph.
+  struct ForwardCounts {
+    int64_t prefill = 0, decode = 0, rows_as_decodes = 0, graph_replays = 0;
+  };
+  const ForwardCounts& forward_counts() const { return forward_counts_; }
 
  private:
   // device_ids: the input ids on the device ([T] I32) instead of in.input_ids.
@@ -194,6 +207,7 @@ class ModelRunner {
   std::optional<PoolingModel> pooling_;
   std::vector<std::pair<size_t, std::vector<TokenLogprobs>>> prompt_logprobs_;
   std::vector<StepRows> step_rows_;
+  ForwardCounts forward_counts_;
   void note_step_rows(const ScheduledBatch& batch, const StepInputs& in);
 };
 

@@ -75,6 +75,9 @@ struct ScheduledBatch {
   int64_t num_verify_rows = 0;     // sequences verifying drafts (Sequence::is_verify_step)
   int64_t num_draft_tokens = 0;    // their drafts
   StepShape shape;                 // what the step cost model reads (mixed steps)
+  // A draft model's catch-up rows (draft_model_drafter.h): a few verified tokens each, sampled at
+  // the last only. Like verify rows, laid out as decode rows when no row is a prompt chunk.
+  int64_t num_catch_up_rows = 0;
 };
 
 // Speculative decoding's counters, cumulative (vLLM's vllm:spec_decode_* metrics).

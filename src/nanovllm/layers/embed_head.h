@@ -30,6 +30,13 @@ struct VocabEmbedding {
   }
 };
 
+// rows is [0, n): every row of an n-row tensor, in order (nothing to gather).
+inline bool all_rows_in_order(const std::vector<int32_t>& rows, int64_t n) {
+  bool all = int64_t(rows.size()) == n;
+  for (size_t i = 0; all && i < rows.size(); ++i) all = rows[i] == int32_t(i);
+  return all;
+}
+
 struct LMHead {
   Tensor weight;               // [V/N, H]: values, or codes with weight_scales
   WeightScales weight_scales;  // quantized (--quantization int8, models/quantize_weights.cpp); else undefined
@@ -38,10 +45,8 @@ struct LMHead {
   // hidden: [T, H]; last_rows: [B] row of each sequence's last token -> logits [B, V]
   Tensor forward(Backend& be, const Tensor& hidden, const std::vector<int32_t>& last_rows) const {
     // Decode: every row is a last token, so no gather (and nothing host-dependent to capture).
-    bool all_rows = int64_t(last_rows.size()) == hidden.size(0);
-    for (size_t i = 0; all_rows && i < last_rows.size(); ++i) all_rows = last_rows[i] == int32_t(i);
     Tensor last = hidden;
-    if (!all_rows) {
+    if (!all_rows_in_order(last_rows, hidden.size(0))) {
       last = be.empty({int64_t(last_rows.size()), hidden.size(1)}, hidden.dtype());
       be.gather_rows(hidden, last_rows, last);
     }

@@ -4,7 +4,8 @@
 // greedy and seeded, with preemption (a small KV cache) and prefix caching; the target's and the
 // draft's KV blocks all back after runs, rejections and aborts; the draft's cache shares the KV
 // budget; a draft of another vocabulary refused; disable_by_batch_size honoured; the
-// acceptance-controlled drafter through the engine.
+// acceptance-controlled drafter through the engine. The draft's catch-up passes (the verified
+// tokens it has not computed) run as decode rows and draft what a prefill over them drafts.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -64,14 +65,24 @@ EngineConfig cfg_with(const std::string& draft, int64_t kv_blocks) {
 
 const DraftModelDrafter* draft_of(const LLMEngine& e) { return dynamic_cast<const DraftModelDrafter*>(e.drafter()); }
 
-DraftRun run(const EngineConfig& cfg, const std::vector<Request>& reqs) {
+// draft_counts: where the draft runner's forward counts go (a run with a draft model).
+DraftRun run(const EngineConfig& cfg, const std::vector<Request>& reqs,
+             ModelRunner::ForwardCounts* draft_counts = nullptr) {
   LLMEngine e(cfg);
   const DraftRun out = test::run_requests(e, reqs);
   if (const DraftModelDrafter* d = draft_of(e)) {
     EXPECT_EQ(d->block_manager().num_free_blocks(), d->block_manager().num_blocks()) << "every draft block back";
     EXPECT_EQ(d->num_sequences(), 0);
+    if (draft_counts) *draft_counts = d->runner().forward_counts();
   }
   return out;
+}
+
+// The draft model of an engine over cfg, taken out of it to be driven by hand.
+std::unique_ptr<DraftModelDrafter> take_draft_model(LLMEngine& e) {
+  std::unique_ptr<Drafter> d = e.take_drafter();
+  if (!dynamic_cast<DraftModelDrafter*>(d.get())) throw Error("the engine runs no draft model");
+  return std::unique_ptr<DraftModelDrafter>(static_cast<DraftModelDrafter*>(d.release()));
 }
 
 TEST(DraftModel, TheTargetAsItsOwnDraftAcceptsEveryDraft) {
@@ -86,9 +97,104 @@ TEST(DraftModel, TheTargetAsItsOwnDraftAcceptsEveryDraft) {
   EXPECT_GT(spec.stats.prefix_hit_tokens, 0) << "prefix caching in play";
 }
 
+// A catch-up of several verified tokens a row (drafts that were not the draft's own: here the
+// sequences simply go on by 4 and 3 tokens) runs as one pass of decode rows, chained on the device
+// to the passes after it, and proposes what a drafter that reads the same tokens in one prefill
+// pass proposes, from the same logits (up to float rounding); past max_catch_up_decode_rows rows
+// the pass is a prefill, with the same drafts.
+TEST(DraftModel, CatchUpRowsDraftWhatAPrefillDrafts) {
+  const SamplingParams p = greedy(100);
+  const std::vector<int32_t> t1 = prompt(40, 11), t2 = prompt(30, 12);
+  struct Proposal {
+    std::vector<std::vector<int32_t>> drafts;
+    std::vector<float> first_logits;    // of the first pass ([2, V]), when observed
+    ModelRunner::ForwardCounts counts;  // the call's forwards
+    int64_t passes_ahead = 0;
+  };
+  auto propose = [&](DraftModelDrafter& d, size_t n1, size_t n2, bool observe) {
+    Proposal out;
+    if (observe)  // the passes sample on the host then
+      d.runner().logits_observer = [&out](const ScheduledBatch&, const std::vector<float>& l) {
+        if (out.first_logits.empty()) out.first_logits = l;
+      };
+    const std::vector<DraftQuery> q{{1, {t1.data(), n1}, 3, &p, 0, 20}, {2, {t2.data(), n2}, 3, &p, 0, 20}};
+    const ModelRunner::ForwardCounts c0 = d.runner().forward_counts();
+    const int64_t ahead0 = d.num_passes_ahead();
+    d.propose(q, out.drafts);
+    d.runner().logits_observer = nullptr;
+    const ModelRunner::ForwardCounts& c1 = d.runner().forward_counts();
+    out.counts = {c1.prefill - c0.prefill, c1.decode - c0.decode, c1.rows_as_decodes - c0.rows_as_decodes, 0};
+    out.passes_ahead = d.num_passes_ahead() - ahead0;
+    return out;
+  };
+  EngineConfig cfg = cfg_with(kOther, 0), narrow = cfg;
+  narrow.max_num_seqs = 4;  // the draft's limit of decode rows (no graphs): under the catch-up's 7
+  LLMEngine ea(cfg), eb(cfg), ec(cfg), en(narrow);
+  auto caught = take_draft_model(ea), chained = take_draft_model(eb), fresh = take_draft_model(ec),
+       fallback = take_draft_model(en);
+  for (DraftModelDrafter* d : {caught.get(), chained.get(), fallback.get()}) {
+    const Proposal first = propose(*d, 20, 15, false);  // the prompts: a prefill pass
+    EXPECT_EQ(first.counts.prefill, 1);
+    ASSERT_EQ(first.drafts.size(), 2u);
+    // The sequences go on with other tokens than the drafts: catch-ups of 4 and 3 tokens.
+    ASSERT_NE(first.drafts[0][0], t1[20]);
+    ASSERT_NE(first.drafts[1][0], t2[15]);
+  }
+  const Proposal reference = propose(*fresh, 24, 18, true);
+  EXPECT_EQ(reference.counts.prefill, 1) << "tokens read in one prefill pass";
+  const Proposal as_decodes = propose(*caught, 24, 18, true);
+  EXPECT_EQ(as_decodes.counts.rows_as_decodes, 1);
+  EXPECT_EQ(as_decodes.counts.prefill, 0);
+  EXPECT_EQ(as_decodes.counts.decode, 2) << "k - 1 decode passes after it";
+  EXPECT_EQ(as_decodes.drafts, reference.drafts);
+  ASSERT_EQ(as_decodes.first_logits.size(), reference.first_logits.size());
+  ASSERT_EQ(as_decodes.first_logits.size(), 2 * 512u) << "the last position of each row only";
+  for (size_t i = 0; i < reference.first_logits.size(); ++i)
+    ASSERT_NEAR(as_decodes.first_logits[i], reference.first_logits[i], 1e-4) << "logit " << i;
+  const Proposal on_device = propose(*chained, 24, 18, false);
+  EXPECT_EQ(on_device.counts.rows_as_decodes, 1);
+  EXPECT_EQ(on_device.passes_ahead, 2) << "the passes after the catch-up read its tokens on the device";
+  EXPECT_EQ(on_device.drafts, reference.drafts);
+  const Proposal past_limit = propose(*fallback, 24, 18, false);
+  EXPECT_EQ(past_limit.counts.rows_as_decodes, 0);
+  EXPECT_EQ(past_limit.counts.prefill, 1) << "7 rows past the limit of 4: a prefill pass";
+  EXPECT_EQ(past_limit.drafts, reference.drafts);
+}
+
+// A penalised request's prompt read in chunks: the draft computes each chunk from a shadow that
+// holds the tokens read so far, fewer than the prompt's; that pass's token is not wanted, so no
+// logits processing builds on those tokens (it read past them: "token id ... outside the
+// vocabulary", CudaDraftModel.BatchedRowsAndHostSampledRows). Then the request's drafts come as
+// in a run whose prompt came at once, and an engine run with it chunked is lossless.
+TEST(DraftModel, PenalisedPromptsAreReadInChunks) {
+  SamplingParams p = greedy(12);
+  p.repetition_penalty = 1.2f;
+  const std::vector<int32_t> t = prompt(90, 21);
+  LLMEngine ea(cfg_with(kOther, 0)), eb(cfg_with(kOther, 0));
+  auto chunked = take_draft_model(ea), whole = take_draft_model(eb);
+  for (size_t n : {32, 64}) {
+    const DraftQuery chunk{7, {t.data(), n}, 0, &p, 0, 90};
+    chunked->observe_prefill({&chunk, 1});
+  }
+  EXPECT_EQ(chunked->runner().forward_counts().prefill, 2);
+  const DraftQuery full{7, {t.data(), t.size()}, 3, &p, 0, 90};
+  std::vector<std::vector<int32_t>> a, b;
+  chunked->propose({&full, 1}, a);
+  whole->propose({&full, 1}, b);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].size(), 3u);
+  EXPECT_EQ(a, b);
+  const std::vector<Request> reqs{{t, p}, {prompt(70, 22), greedy(20)}};  // 160 prompt tokens, 64 a step
+  const DraftRun base = run(cfg_with("", 0), reqs), spec = run(cfg_with(kOther, 0), reqs);
+  EXPECT_EQ(base.outputs, spec.outputs);
+  EXPECT_GT(spec.stats.spec.num_drafts, 0);
+}
+
 TEST(DraftModel, PassesChainedOnTheDeviceDraftTheSameTokens) {
   // No row processes logits: every pass after the first reads the tokens of the pass before as a
   // device tensor (run_ahead), as on a GPU; a wrong position or token there would be rejected.
+  // Every draft standing, a step's first pass computes the target's token and the last draft (2
+  // tokens a row): catch-up rows, laid out as decode rows.
   std::vector<Request> plain = workload();
   plain.erase(plain.begin() + 2);  // the repetition penalty's row samples on the host
   const DraftRun base = run(cfg_with("", 0), plain);
@@ -96,35 +202,33 @@ TEST(DraftModel, PassesChainedOnTheDeviceDraftTheSameTokens) {
   std::map<int64_t, std::vector<int32_t>> outputs;
   std::map<int64_t, int64_t> index;
   for (size_t i = 0; i < plain.size(); ++i) index[e.add_request(plain[i].prompt, plain[i].params)] = int64_t(i);
-  while (e.has_unfinished())
-    for (const RequestOutput& o : e.step().finished) outputs[index.at(o.request_id)] = o.token_ids;
+  int64_t prompt_steps = 0;  // steps that read prompt tokens
+  while (e.has_unfinished()) {
+    const StepResult r = e.step();
+    prompt_steps += r.num_prefill_tokens > 0;
+    for (const RequestOutput& o : r.finished) outputs[index.at(o.request_id)] = o.token_ids;
+  }
   EXPECT_EQ(outputs, base.outputs);
   const SpecDecodeStats& st = e.scheduler_stats().spec;
   EXPECT_GE(double(st.num_accepted_tokens), 0.95 * double(st.num_draft_tokens));
   ASSERT_NE(draft_of(e), nullptr);
   // k = 3: two passes ahead per proposal, except near a row's end (max_tokens).
   EXPECT_GE(draft_of(e)->num_passes_ahead(), st.num_drafts / int64_t(plain.size()));
-}
-
-TEST(DraftModel, APenalizedPromptReadInChunks) {
-  // The draft reads a prompt chunk by chunk beside the target; its shadow then holds fewer tokens
-  // than the prompt, and the row's token is not wanted: no logits processing may read the prompt
-  // past the chunk (it read past the shadow's tokens on a GPU before: garbage token ids).
-  std::vector<Request> reqs;
-  SamplingParams penalized = greedy(12);
-  penalized.repetition_penalty = 1.2f;
-  reqs.push_back({prompt(150, 7), penalized});  // three chunks of 64
-  reqs.push_back({prompt(20, 8), greedy(12)});
-  const DraftRun base = run(cfg_with("", 0), reqs), spec = run(cfg_with(kTarget, 0), reqs);
-  EXPECT_EQ(base.outputs, spec.outputs);
-  EXPECT_GT(spec.stats.spec.num_drafts, 2);
+  const ModelRunner::ForwardCounts& c = draft_of(e)->runner().forward_counts();
+  EXPECT_GT(c.rows_as_decodes, st.num_drafts / int64_t(2 * plain.size())) << "catch-up passes as decode rows";
+  // The draft's prefill passes: a step's prompt chunks (observe_prefill) and prompts completed in
+  // it (a proposal's prompt tail), never a catch-up.
+  EXPECT_LE(c.prefill, 2 * prompt_steps);
+  EXPECT_EQ(c.graph_replays, 0) << "the CPU has no graphs";
 }
 
 TEST(DraftModel, AnotherDraftIsLosslessUnderPreemption) {
   // 10 blocks of 16 slots for four sequences of up to ~70 tokens: preemptions.
-  const DraftRun base = run(cfg_with("", 10), workload()), spec = run(cfg_with(kOther, 10), workload());
+  ModelRunner::ForwardCounts counts;
+  const DraftRun base = run(cfg_with("", 10), workload()), spec = run(cfg_with(kOther, 10), workload(), &counts);
   EXPECT_EQ(base.outputs, spec.outputs);
   EXPECT_GT(spec.stats.preemptions, 0);
+  EXPECT_GT(counts.rows_as_decodes, 0) << "catch-up passes (every draft stood) as decode rows";
   const SpecDecodeStats& st = spec.stats.spec;
   EXPECT_GT(st.num_drafts, 0);
   EXPECT_GT(st.num_rejections, 0) << "a different model's drafts are rejected at times";
