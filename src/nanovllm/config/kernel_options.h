@@ -126,8 +126,9 @@ struct KernelOptions {
   // 1.10x, o 1.00x at T = 1; 1.1-3.6x at T 16-32), outputs within BF16 rounding of v2's (H200,
   // bench/RESULTS.md). v2: v1's outputs bit for bit.
   IntGemv int_gemv = IntGemv::V3;
-  // See IntGemm. auto: the wgmma GEMM where it runs (bench/RESULTS.md, issue 45); mma (slower than
-  // dequantize at T >= 128 on an H200) and dequantize (what T > 256 always runs) for A/B runs.
+  // See IntGemm. auto: the wgmma GEMM where it runs (sm_90a; issue 45: to beat BF16 at bench.py's
+  // decode batches); mma (slower than dequantize at T >= 128 on an H200, bench/RESULTS.md) and
+  // dequantize (what T > 256 always runs) for A/B runs.
   IntGemm int_gemm = IntGemm::Auto;
   // The wgmma GEMM's tile (kernel_plan.h: plan_int_wgmma), for A/B runs: rows of x of a CTA (64 or
   // 128), its warpgroups (2 or 4) and K splits (1..8); 0 = the plan's choice.
