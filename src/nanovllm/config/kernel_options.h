@@ -126,11 +126,10 @@ struct KernelOptions {
   // 1.10x, o 1.00x at T = 1; 1.1-3.6x at T 16-32), outputs within BF16 rounding of v2's (H200,
   // bench/RESULTS.md). v2: v1's outputs bit for bit.
   IntGemv int_gemv = IntGemv::V3;
-  // See IntGemm. mma: the fastest at T 33..64 on an H200 (qkv 22 us against wgmma's 37 and
-  // dequantize's 36 at T 64, bench/RESULTS.md 2026-11-30); auto (the wgmma GEMM, correct but not yet
-  // faster: bench.py's workload 0.737x BF16 with it, 0.74x with mma) and dequantize (what T > 256
-  // always runs; the fastest for qkv / o / down at T 256) for A/B runs.
-  IntGemm int_gemm = IntGemm::Mma;
+  // See IntGemm. auto: the wgmma GEMM where it runs (sm_90a; issue 45: to beat BF16 at bench.py's
+  // decode batches); mma (slower than dequantize at T >= 128 on an H200, bench/RESULTS.md) and
+  // dequantize (what T > 256 always runs) for A/B runs.
+  IntGemm int_gemm = IntGemm::Auto;
   // The wgmma GEMM's tile (kernel_plan.h: plan_int_wgmma), for A/B runs: rows of x of a CTA (64 or
   // 128), its warpgroups (2 or 4) and K splits (1..8); 0 = the plan's choice.
   int int_gemm_cols = 0;
