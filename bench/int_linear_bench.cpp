@@ -9,15 +9,12 @@
 // (codes + the 4-byte scale/zero pair per row and group) and the GB/s each makes, and the BF16
 // linear's time. The GEMV's target: its GB/s near the device's DRAM bandwidth at T = 1. Each
 // variant runs on its own backend (the option is fixed at construction), on the same weights.
-// T > 32: one JSON line of the default GEMM (KernelOptions::int_gemm=auto: int_gemm_wgmma.cu on
-// sm_90a, T <= 256; beyond, the dequantize path), its tile (plan_int_wgmma: rows of x, warpgroups, K
-// splits) and each other tile of the wgmma GEMM (int_gemm_cols / _warpgroups, the plan's splits for
-// that tile), the mma.sync GEMM (int_gemm=mma, int_gemm.cu), the dequantize + cuBLASLt path
-// (int_gemm=dequantize) and the BF16 linear: microseconds and TFLOP/s (2 T N K), and the largest
-// difference between the default GEMM's and the dequantize path's outputs relative to the largest
-// output (the same BF16 weights: BF16 output rounding, ~4e-3 at most; a wrong fragment would be
-// O(1)). The target: the GEMM at or above BF16 at T 33..256. The weights stay in L2 between
-// calls where they fit (50 MB on an H200: INT4 qkv, o and down, BF16 o), as in any back-to-back loop.
+// T > 32: one JSON line of the tensor-core GEMM (int_gemm.cu, KernelOptions::int_gemm=auto, T <=
+// 256; beyond, the same dequantize path), the dequantize + cuBLASLt path (int_gemm=dequantize) and
+// the BF16 linear: microseconds and TFLOP/s (2 T N K) of each, the GEMM's K splits, and the largest
+// difference between the GEMM's and the dequantize path's outputs relative to the largest output
+// (BF16 weights against exact ones: ~1e-2 at most; a wrong fragment would be O(1)). The issue's
+// target: the GEMM at or above BF16 at T 64..256.
 //
 // Usage: int_linear_bench [T ...]   (default 1 2 4 8 16 32 64 128 256 2048)
 #include <algorithm>
@@ -26,7 +23,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -69,21 +65,12 @@ int main(int argc, char** argv) {
   std::vector<int64_t> Ts;
   for (int i = 1; i < argc; ++i) Ts.push_back(std::atoll(argv[i]));
   if (Ts.empty()) Ts = {1, 2, 4, 8, 16, 32, 64, 128, 256, 2048};
-  KernelOptions o1, o2, o3, o4, o5;
+  KernelOptions o1, o2, o3, o4;
   o1.int_gemv = IntGemv::V1;
   o2.int_gemv = IntGemv::V2;
   o3.int_gemm = IntGemm::Dequantize;
   o4.int_gemv = IntGemv::V3;
-  o5.int_gemm = IntGemm::Mma;
-  CudaBackend be(0, o1), be2(0, o2), be3(0, o3), be4(0, o4), be5(0, o5);
-  // The wgmma GEMM's tiles (rows of x x warpgroups), each on its own backend (on be's weights).
-  const int tiles[4][2] = {{64, 2}, {64, 4}, {128, 2}, {128, 4}};
-  std::vector<std::unique_ptr<CudaBackend>> tile_be;
-  for (const auto& t : tiles) {
-    KernelOptions o;
-    o.int_gemm_cols = t[0], o.int_gemm_warpgroups = t[1];
-    tile_be.push_back(std::make_unique<CudaBackend>(0, o));
-  }
+  CudaBackend be(0, o1), be2(0, o2), be3(0, o3), be4(0, o4);
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   struct Layer {
@@ -105,11 +92,10 @@ int main(int argc, char** argv) {
     Tensor codes4;
     WeightScales scales4;
     be4.quantize_weight(w4, Quantization::AWQ, codes4, scales4);
-    const Tensor w3 = random_bf16(be3, {l.n, l.k}, 1), w5 = random_bf16(be5, {l.n, l.k}, 1);
-    Tensor codes3, codes5;
-    WeightScales scales3, scales5;
+    const Tensor w3 = random_bf16(be3, {l.n, l.k}, 1);
+    Tensor codes3;
+    WeightScales scales3;
     be3.quantize_weight(w3, Quantization::AWQ, codes3, scales3);
-    be5.quantize_weight(w5, Quantization::AWQ, codes5, scales5);
     const double bytes = double(l.n) * double(l.k) / 2 + double(l.n) * double(l.k / 128) * 4;
     for (int64_t T : Ts) {
       const Tensor x = random_bf16(be, {T, l.k}, 2), x2 = random_bf16(be2, {T, l.k}, 2);
@@ -140,38 +126,27 @@ int main(int argc, char** argv) {
           base.linear(xv, cv, sv, out);
         return on.to_host_f32(out);
       };
-      if (T > 32) {  // the GEMM (be: int_gemm auto) against its other tiles, mma.sync, dequantize + cuBLASLt, BF16
-        const Tensor x3 = random_bf16(be3, {T, l.k}, 2), x5 = random_bf16(be5, {T, l.k}, 2);
+      if (T > 32) {  // the GEMM (be: int_gemm auto) against dequantize + cuBLASLt (be3) and BF16
+        const Tensor x3 = random_bf16(be3, {T, l.k}, 2);
         const double qg = run(be, x, codes, scales, true), qd = run(be3, x3, codes3, scales3, true);
-        const double qm = run(be5, x5, codes5, scales5, true);
         const double b = run(be, x, codes, scales, false);
-        std::string tile_us;
-        for (size_t i = 0; i < tile_be.size(); ++i) {
-          const bool fits = !l.silu || outs % (32 * tiles[i][1]) == 0;
-          char buf[64];
-          std::snprintf(buf, sizeof buf, "%s\"%dx%d\": %.2f", i ? ", " : "", tiles[i][0], tiles[i][1],
-                        fits ? run(*tile_be[i], x, codes, scales, true) * 1e6 : 0.0);
-          tile_us += buf;
-        }
         const std::vector<float> og = once(be, x, codes, scales), od = once(be3, x3, codes3, scales3);
         double big = 0, diff = 0;
         for (size_t i = 0; i < og.size(); ++i)
           big = std::max(big, double(std::fabs(od[i]))), diff = std::max(diff, double(std::fabs(og[i] - od[i])));
         const double flop = 2.0 * double(T) * double(l.n) * double(l.k);
-        const cuda::IntLinearKernel k = cuda::plan_int_linear({T, outs, l.silu, IntGemm::Auto, be.wgmma()});
-        const cuda::IntWgmmaPlan tile = cuda::plan_int_wgmma(
-            {T, outs, l.k, 128, 4, l.silu && cuda::int_wgmma_fuses_silu(outs), prop.multiProcessorCount});
+        const bool gemm = cuda::plan_int_linear({T, outs, l.silu}) == cuda::IntLinearKernel::Gemm;
         std::printf(
-            "{\"layer\": \"%s\", \"n\": %lld, \"k\": %lld, \"T\": %lld, \"path\": \"%s\", \"tile\": \"%dx%d\", "
-            "\"splits\": %d, \"gemm_us\": %.2f, \"gemm_TFLOP_s\": %.1f, \"tile_us\": {%s}, \"mma_us\": %.2f, "
-            "\"dequant_us\": %.2f, \"bf16_us\": %.2f, \"bf16_TFLOP_s\": %.1f, \"gemm_over_bf16\": %.2f, "
-            "\"gemm_over_mma\": %.2f, \"gemm_over_dequant\": %.2f, \"gemm_dequant_max_rel_diff\": %.2e}\n",
-            l.name, (long long)l.n, (long long)l.k, (long long)T,
-            k == cuda::IntLinearKernel::GemmWgmma ? "wgmma"
-            : k == cuda::IntLinearKernel::Gemm    ? "mma"
-                                                  : "dequantize",
-            tile.cols, tile.warpgroups, tile.splits, qg * 1e6, flop / qg / 1e12, tile_us.c_str(), qm * 1e6, qd * 1e6,
-            b * 1e6, flop / b / 1e12, b / qg, qm / qg, qd / qg, big > 0 ? diff / big : diff);
+            "{\"layer\": \"%s\", \"n\": %lld, \"k\": %lld, \"T\": %lld, \"path\": \"%s\", \"splits\": %d, "
+            "\"gemm_us\": %.2f, \"gemm_TFLOP_s\": %.1f, \"dequant_us\": %.2f, \"dequant_TFLOP_s\": %.1f, "
+            "\"bf16_us\": %.2f, \"bf16_TFLOP_s\": %.1f, \"gemm_over_bf16\": %.2f, \"gemm_over_dequant\": %.2f, "
+            "\"gemm_dequant_max_rel_diff\": %.2e}\n",
+            l.name, (long long)l.n, (long long)l.k, (long long)T, gemm ? "gemm" : "dequantize",
+            gemm ? cuda::int_gemm_splits(T, outs, l.silu && cuda::int_gemm_fuses_silu(outs), l.k,
+                                         prop.multiProcessorCount)
+                 : 0,
+            qg * 1e6, flop / qg / 1e12, qd * 1e6, flop / qd / 1e12, b * 1e6, flop / b / 1e12, b / qg, qd / qg,
+            big > 0 ? diff / big : diff);
         std::fflush(stdout);
         continue;
       }

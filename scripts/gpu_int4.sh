@@ -28,11 +28,6 @@ cat > /tmp/int4_bench_fmt.py <<'PY'
 import json, sys
 for line in sys.stdin:
     r = json.loads(line)
-    if 'gemm_us' in r:  # T > 32: the GEMMs
-        print(f"{r['layer']:8s} T {r['T']:5d}: {r['path']} {r['tile']}/{r['splits']} {r['gemm_us']:8.1f} us | "
-              f"mma {r['mma_us']:8.1f} | dequant {r['dequant_us']:8.1f} | bf16 {r['bf16_us']:8.1f} us | "
-              f"{r['gemm_over_bf16']:.2f}x bf16")
-        continue
     print(f"{r['layer']:8s} T {r['T']:5d}: v1 {r['v1_us']:8.1f} us {r['v1_GB_s']:5.0f} GB/s {r['v1_speedup']:.2f}x | "
           f"v2 {r['v2_us']:8.1f} us {r['v2_GB_s']:5.0f} GB/s {r['v2_speedup']:.2f}x | "
           f"bf16 {r['bf16_us']:8.1f} us {r['bf16_GB_s']:5.0f} GB/s | v2/v1 {r['v2_over_v1']:.2f}x")

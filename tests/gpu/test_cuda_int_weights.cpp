@@ -10,7 +10,6 @@
 // the plan says, forced by the shapes of V3SplitsKAcrossAClusterAgainstTheReference); T 33..256 the
 // tensor-core GEMM (int_gemm.cu: its own sweep of shapes, splits of K and the fused gated MLP).
 #include <algorithm>
-#include <cstring>
 #include <numeric>
 #include <random>
 
@@ -35,10 +34,7 @@ KernelOptions with_gemv(IntGemv v) {
 }
 std::string gemv_name(IntGemv v) { return v == IntGemv::V1 ? "v1" : v == IntGemv::V2 ? "v2" : "v3"; }
 std::string kernel_name(cuda::IntLinearKernel k) {
-  return k == cuda::IntLinearKernel::Gemv        ? "gemv"
-         : k == cuda::IntLinearKernel::Gemm      ? "gemm"
-         : k == cuda::IntLinearKernel::GemmWgmma ? "wgmma"
-                                                 : "dequantize";
+  return k == cuda::IntLinearKernel::Gemv ? "gemv" : k == cuda::IntLinearKernel::Gemm ? "gemm" : "dequantize";
 }
 
 struct IntWeightRef {
@@ -69,22 +65,14 @@ Tensor to_gpu(CudaBackend& gpu, const Tensor& host) {
 
 // Random weights [N, K] quantized by the host reference in groups of G (bits 4 or 8), with a random
 // act-order permutation when `perm`; uploaded and prepared.
-IntWeight make_weight(CudaBackend& gpu, int bits, int64_t N, int64_t K, int64_t G, bool zero, bool perm, uint32_t seed,
-                      bool f16_scales = false) {
+IntWeight make_weight(CudaBackend& gpu, int bits, int64_t N, int64_t K, int64_t G, bool zero, bool perm,
+                      uint32_t seed) {
   IntWeight w;
   Tensor f = Tensor::host({N, K}, DType::F32);
   std::mt19937 rng(seed);
   std::normal_distribution<float> d(0.f, 0.05f);
   for (int64_t i = 0; i < N * K; ++i) f.data<float>()[i] = d(rng) + (zero ? 0.01f : 0.f);
   int_quantize_weight(f, bits, G, zero, w.codes, w.scales);
-  if (f16_scales)  // exact in F16 (10 fraction bits; the scales are normal F16 numbers): the GPU's copy equals them
-    for (int64_t i = 0; i < w.scales.scale.numel(); ++i) {
-      float& v = w.scales.scale.data<float>()[i];
-      uint32_t u;
-      std::memcpy(&u, &v, 4);
-      u &= ~((1u << 13) - 1);
-      std::memcpy(&v, &u, 4);
-    }
   if (perm) {
     w.scales.perm = Tensor::host({K}, DType::I32);
     int32_t* p = w.scales.perm.data<int32_t>();
@@ -102,17 +90,14 @@ IntWeight make_weight(CudaBackend& gpu, int bits, int64_t N, int64_t K, int64_t 
   return w;
 }
 
-// out[t][n] = sum_k x[t][perm[k]] value[n][k], in double; bf16_weights: each value rounded to BF16
-// first (the dequantize path's and the wgmma GEMM's weights).
-std::vector<double> reference(const IntWeight& w, const std::vector<float>& x, int64_t T, bool bf16_weights = false) {
+// out[t][n] = sum_k x[t][perm[k]] value[n][k], in double.
+std::vector<double> reference(const IntWeight& w, const std::vector<float>& x, int64_t T) {
   const int64_t N = w.codes.size(0), K = w.codes.size(1);
   const int32_t* p = w.scales.perm.defined() ? w.scales.perm.data<int32_t>() : nullptr;
   std::vector<float> row(size_t(K), 0.f);
   std::vector<double> out(size_t(T * N), 0.0);
   for (int64_t n = 0; n < N; ++n) {
     int_dequantize_row(w.codes, w.scales, n, 0, K, row.data());
-    if (bf16_weights)
-      for (float& v : row) v = test::bf16_round(v);
     for (int64_t t = 0; t < T; ++t) {
       double s = 0;
       for (int64_t k = 0; k < K; ++k) s += double(x[size_t(t * K + (p ? p[k] : k))]) * row[size_t(k)];
@@ -161,15 +146,12 @@ void check_linear(test::Backends& b, const Shape3& s, int64_t T, bool zero, bool
   b.gpu.upload(x.data(), DType::F32, gx);
   Tensor out = b.gpu.empty({T, s.N}, f32_out ? DType::F32 : DType::BF16);
   qlinear(b.gpu, gx, {w.gcodes, w.gscales}, out);
-  const cuda::IntLinearKernel plan =
-      cuda::plan_int_linear({T, s.N, false, b.gpu.kernel_options().int_gemm, b.gpu.wgmma()});
+  const cuda::IntLinearKernel plan = cuda::plan_int_linear({T, s.N, false, b.gpu.kernel_options().int_gemm});
   const std::string what = gemv_name(b.gpu.kernel_options().int_gemv) + " U" + std::to_string(s.bits) + " T " +
                            std::to_string(T) + " N " + std::to_string(s.N) + " K " + std::to_string(s.K) + " G " +
                            std::to_string(s.G) + (zero ? " zero" : " sym") + (perm ? " perm" : "") +
                            (f32_out ? " f32" : "") + " (" + kernel_name(plan) + ")";
-  // The GEMVs and the mma.sync GEMM never round the weights; the dequantize path and the wgmma GEMM
-  // round each to BF16.
-  const bool tight = f32_out && (plan == cuda::IntLinearKernel::Gemv || plan == cuda::IntLinearKernel::Gemm);
+  const bool tight = f32_out && plan != cuda::IntLinearKernel::DequantizeGemm;  // the weights never rounded
   expect_close(b.gpu.to_host_f32(out), reference(w, x, T), tight ? 1.0 / 1024 : 1.0 / 256,
                tight ? 1.0 / 512 : 1.0 / 128, what);
 }
@@ -191,32 +173,27 @@ TEST(CudaIntWeights, LinearAwkwardShapesAgainstTheReference) {
   }
 }
 
-// The tensor-core GEMMs (T 33..256: int_gemm.cu under int_gemm=mma; int_gemm_wgmma.cu under auto
-// where it runs) at awkward shapes: T 33 / 57 / 100 / 256 (one to four column tiles of 64, rows past
-// T), N past a 128-row tile and past a 16-row block, K past a 64-column tile, groups of 16..K columns
-// incl. ones that split a tile (48, 32) and split-K ranges that end inside a group (K 1056 in groups
-// of 48), U4 and U8, zero points and symmetric, act order; F32 out at the GEMV's tight tolerance for
-// the mma.sync GEMM (the weights never rounded), the dequantize path's for wgmma (BF16 weights).
-// K >= 512 splits K (int_gemm_splits / plan_int_wgmma) on an H200.
+// The tensor-core GEMM (int_gemm.cu, T 33..256) at awkward shapes: T 33 / 57 / 100 / 256 (one to
+// four column tiles of 64, rows past T), N past a 128-row tile and past a 16-row block, K past a
+// 64-column tile, groups of 16..K columns incl. ones that split a tile (48, 32) and split-K ranges
+// that end inside a group (K 1056 in groups of 48, 4 splits), U4 and U8, zero points and
+// symmetric, act order; F32 out at the GEMV's tight tolerance (the weights are never rounded).
+// K >= 512 splits K (kernel_plan.h: int_gemm_splits, 256 columns a split at least) on any GPU of
+// 8+ SMs.
 TEST(CudaIntWeights, TensorCoreGemmAwkwardShapesAgainstTheReference) {
   REQUIRE_GPU();
-  for (IntGemm g : {IntGemm::Mma, IntGemm::Auto}) {
-    KernelOptions o;
-    o.int_gemm = g;
-    test::Backends b(o);
-    const cuda::IntLinearKernel want = g == IntGemm::Mma ? cuda::IntLinearKernel::Gemm
-                                       : b.gpu.wgmma()   ? cuda::IntLinearKernel::GemmWgmma
-                                                         : cuda::IntLinearKernel::DequantizeGemm;
-    const Shape3 shapes[] = {{4, 200, 1024, 128}, {4, 40, 1056, 48}, {4, 136, 512, 32}, {4, 24, 160, 160},
-                             {4, 72, 384, 128},   {8, 56, 1024, 64}, {8, 40, 96, 48},   {8, 33, 160, 32}};
-    for (const Shape3& s : shapes)
-      for (int64_t T : {33, 57, 100, 256}) {
-        ASSERT_EQ(cuda::plan_int_linear({T, s.N, false, g, b.gpu.wgmma()}), want) << T;
-        for (bool zero : {true, false}) check_linear(b, s, T, zero, /*perm=*/T % 2 == 1, false);
-      }
-    for (int64_t T : {40, 200}) check_linear(b, {4, 96, 512, 64}, T, true, false, true);
-    for (int64_t T : {33, 128}) check_linear(b, {8, 130, 256, 128}, T, false, true, true);
-  }
+  KernelOptions o;
+  o.int_gemm = IntGemm::Auto;  // opt-in (the default is dequantize)
+  test::Backends b(o);
+  const Shape3 shapes[] = {{4, 200, 1024, 128}, {4, 40, 1056, 48}, {4, 136, 512, 32}, {4, 24, 160, 160},
+                           {4, 72, 384, 128},   {8, 56, 1024, 64}, {8, 40, 96, 48},   {8, 33, 160, 32}};
+  for (const Shape3& s : shapes)
+    for (int64_t T : {33, 57, 100, 256}) {
+      ASSERT_EQ(cuda::plan_int_linear({T, s.N, false}), cuda::IntLinearKernel::Gemm) << T;
+      for (bool zero : {true, false}) check_linear(b, s, T, zero, /*perm=*/T % 2 == 1, false);
+    }
+  for (int64_t T : {40, 200}) check_linear(b, {4, 96, 512, 64}, T, true, false, true);
+  for (int64_t T : {33, 128}) check_linear(b, {8, 130, 256, 128}, T, false, true, true);
 }
 
 // linear_silu_mul at T rows for I outputs (a [2I, K] weight in groups of G) against the reference:
@@ -277,46 +254,6 @@ TEST(CudaIntWeights, GatedMlpFusionAgainstTheReference) {
     for (int bits : {4, 8})
       for (int64_t K : {192, 1024})
         for (int64_t T : {33, 130}) check_silu(b, bits, I, K, 64, T, T == 33);
-}
-
-// The wgmma GEMM (on sm_90a; elsewhere these run dequantize + cuBLASLt) under every tile (64 or 128
-// rows of x, 2 or 4 warpgroups: the U4 fast path; U8 and groups that split a stage run 64 x 2) and K
-// split 1..8 ways (a cluster per tile): with F16-exact scales its weights are the reference's values
-// rounded to BF16, so F32 outputs match a double product with those weights to F32 accumulation
-// error (2^-13 of value + rms; a scale rounded to BF16, 2^-9 off for a whole group, would be ~2^-10
-// of the rms away, a wrong fragment O(1)); each call equals the previous bit for bit.
-TEST(CudaIntWeights, WgmmaTilesAndSplitsOnBf16Weights) {
-  REQUIRE_GPU();
-  struct Tile {
-    int cols, wgs, splits;
-  };
-  const Tile tiles[] = {{64, 2, 0}, {64, 4, 1}, {128, 2, 3}, {128, 4, 8}, {64, 4, 5}, {128, 4, 0}};
-  const Shape3 shapes[] = {{4, 300, 1024, 128}, {4, 40, 1056, 48}, {8, 72, 1024, 64}, {8, 33, 352, 32}};
-  for (const Tile& tile : tiles) {
-    KernelOptions o;
-    o.int_gemm_cols = tile.cols, o.int_gemm_warpgroups = tile.wgs, o.int_gemm_splits = tile.splits;
-    test::Backends b(o);  // without sm_90a: the dequantize path, whose weights are the same
-    for (const Shape3& s : shapes)
-      for (int64_t T : {33, 100, 256}) {
-        const IntWeight w = make_weight(b.gpu, s.bits, s.N, s.K, s.G, s.bits == 4, T == 33, uint32_t(s.N + T), true);
-        const std::vector<float> x = test::rand_bf16(size_t(T * s.K), uint32_t(T * 3 + s.K), -1.f, 1.f);
-        Tensor gx = b.gpu.empty({T, s.K}, DType::BF16);
-        b.gpu.upload(x.data(), DType::F32, gx);
-        Tensor out = b.gpu.empty({T, s.N}, DType::F32);
-        qlinear(b.gpu, gx, {w.gcodes, w.gscales}, out);
-        const std::vector<float> got = b.gpu.to_host_f32(out);
-        qlinear(b.gpu, gx, {w.gcodes, w.gscales}, out);
-        const std::string what = "wgmma " + std::to_string(tile.cols) + "x" + std::to_string(tile.wgs) + " splits " +
-                                 std::to_string(tile.splits) + " U" + std::to_string(s.bits) + " T " +
-                                 std::to_string(T) + " N " + std::to_string(s.N) + " K " + std::to_string(s.K) + " G " +
-                                 std::to_string(s.G);
-        EXPECT_EQ(b.gpu.to_host_f32(out), got) << what << ": not bit-stable";
-        expect_close(got, reference(w, x, T, true), 1.0 / 8192, 1.0 / 8192, what);
-      }
-    // The fused gated MLP: I 64 (a 2-warpgroup tile's gate rows) and 256 (4 warpgroups where asked).
-    for (int64_t I : {64, 256})
-      for (int64_t T : {40, 256}) check_silu(b, 4, I, 1024, 128, T, T == 40);
-  }
 }
 
 // v3's split of K across a cluster of CTAs (sm_90+): row counts chosen from this GPU's SM count so
@@ -424,8 +361,8 @@ TEST(CudaIntWeights, Refusals) {
   EXPECT_THROW(qlinear(gpu, x, {c3, s3}, out), Error);
 }
 
-// A decode-sized product (T 1, 4 and 20: the GEMV; 100: the wgmma GEMM on sm_90a, K split over a
-// cluster, else dequantize + cuBLASLt; act order, with the gated MLP) captured
+// A decode-sized product (T 1, 4 and 20: the GEMV; 100: the tensor-core GEMM, K split in two for
+// the first linear, its partials summed by a second kernel; act order, with the gated MLP) captured
 // into a CUDA graph: replays equal the eager run bit for bit, and follow new inputs written into the
 // same buffer.
 TEST(CudaIntWeights, CudaGraphOfDecodeProducts) {

@@ -141,36 +141,13 @@ const std::vector<Option>& options() {
        [](const KernelOptions& o) {
          return std::string(o.int_gemv == IntGemv::V1 ? "v1" : o.int_gemv == IntGemv::V2 ? "v2" : "v3");
        }},
-      {"int_gemm", "NANOVLLM_INT_GEMM", "auto, mma or dequantize",
+      {"int_gemm", "NANOVLLM_INT_GEMM", "auto or dequantize",
        [](KernelOptions& o, const std::string& v) {
-         if (v != "auto" && v != "mma" && v != "dequantize") return false;
-         o.int_gemm = v == "auto" ? IntGemm::Auto : v == "mma" ? IntGemm::Mma : IntGemm::Dequantize;
+         if (v != "auto" && v != "dequantize") return false;
+         o.int_gemm = v == "auto" ? IntGemm::Auto : IntGemm::Dequantize;
          return true;
        },
-       [](const KernelOptions& o) {
-         return std::string(o.int_gemm == IntGemm::Auto ? "auto" : o.int_gemm == IntGemm::Mma ? "mma" : "dequantize");
-       }},
-      {"int_gemm_cols", nullptr, "0 (the plan's), 64 or 128",
-       [](KernelOptions& o, const std::string& v) {
-         int n = 0;
-         if (!parse_int(v, 0, 128, n) || (n != 0 && n != 64 && n != 128)) return false;
-         o.int_gemm_cols = n;
-         return true;
-       },
-       [](const KernelOptions& o) { return std::to_string(o.int_gemm_cols); }},
-      {"int_gemm_warpgroups", nullptr, "0 (the plan's), 2 or 4",
-       [](KernelOptions& o, const std::string& v) {
-         int n = 0;
-         if (!parse_int(v, 0, 4, n) || (n != 0 && n != 2 && n != 4)) return false;
-         o.int_gemm_warpgroups = n;
-         return true;
-       },
-       [](const KernelOptions& o) { return std::to_string(o.int_gemm_warpgroups); }},
-      {"int_gemm_splits", nullptr, "0 (the plan's) or an integer in [1, 8]",
-       [](KernelOptions& o, const std::string& v) {
-         return parse_int(v, 0, KernelOptions::kMaxIntGemmSplits, o.int_gemm_splits);
-       },
-       [](const KernelOptions& o) { return std::to_string(o.int_gemm_splits); }},
+       [](const KernelOptions& o) { return std::string(o.int_gemm == IntGemm::Auto ? "auto" : "dequantize"); }},
   };
   return table;
 }
@@ -199,8 +176,7 @@ bool operator==(const KernelOptions& a, const KernelOptions& b) {
   auto fields = [](const KernelOptions& o) {
     return std::tie(o.pdl, o.gemv_norm, o.max_decode_splits, o.long_decode_context, o.long_decode_splits,
                     o.decode_cluster, o.decode_warps, o.decode_read_ahead, o.p2p_all_reduce, o.all_reduce_norm,
-                    o.prefill_attention, o.fp8_gemm, o.int_gemv, o.int_gemm, o.int_gemm_cols, o.int_gemm_warpgroups,
-                    o.int_gemm_splits);
+                    o.prefill_attention, o.fp8_gemm, o.int_gemv, o.int_gemm);
   };
   return fields(a) == fields(b);
 }
@@ -225,17 +201,8 @@ void KernelOptions::validate() const {
     throw UserError("kernel option fp8_gemm must be auto or dequantize (got " + std::to_string(int(fp8_gemm)) + ")");
   if (int_gemv != IntGemv::V1 && int_gemv != IntGemv::V2 && int_gemv != IntGemv::V3)
     throw UserError("kernel option int_gemv must be v1, v2 or v3 (got " + std::to_string(int(int_gemv)) + ")");
-  if (int_gemm != IntGemm::Auto && int_gemm != IntGemm::Mma && int_gemm != IntGemm::Dequantize)
-    throw UserError("kernel option int_gemm must be auto, mma or dequantize (got " + std::to_string(int(int_gemm)) +
-                    ")");
-  if (int_gemm_cols != 0 && int_gemm_cols != 64 && int_gemm_cols != 128)
-    throw UserError("kernel option int_gemm_cols must be 0, 64 or 128 (got " + std::to_string(int_gemm_cols) + ")");
-  if (int_gemm_warpgroups != 0 && int_gemm_warpgroups != 2 && int_gemm_warpgroups != 4)
-    throw UserError("kernel option int_gemm_warpgroups must be 0, 2 or 4 (got " + std::to_string(int_gemm_warpgroups) +
-                    ")");
-  if (int_gemm_splits < 0 || int_gemm_splits > kMaxIntGemmSplits)
-    throw UserError("kernel option int_gemm_splits must be in [0, " + std::to_string(kMaxIntGemmSplits) + "] (got " +
-                    std::to_string(int_gemm_splits) + ")");
+  if (int_gemm != IntGemm::Auto && int_gemm != IntGemm::Dequantize)
+    throw UserError("kernel option int_gemm must be auto or dequantize (got " + std::to_string(int(int_gemm)) + ")");
   if (int(prefill_attention) < 0 || int(prefill_attention) > 4)
     throw UserError("kernel option prefill_attention must be auto, wgmma_tma, wgmma, mma or tiled (got " +
                     std::to_string(int(prefill_attention)) + ")");

@@ -77,10 +77,8 @@ enum class IntGemv {
 
 // Group-quantized weights at 33..256 rows of x (backends/cuda/kernel_plan.h, plan_int_linear).
 enum class IntGemm {
-  Auto,        // sm_90a: int_gemm_wgmma.cu, the warpgroup-MMA GEMM on weights dequantized in registers;
-               // other GPUs: as dequantize
-  Mma,         // int_gemm.cu: the mma.sync GEMM (sm_80+), F32 group sums (the weights never rounded)
-  Dequantize,  // the codes dequantized into a BF16 scratch, then cuBLASLt's BF16 GEMM
+  Auto,        // int_gemm.cu: the tensor-core W4A16/W8A16 GEMM, codes dequantized in registers (opt-in)
+  Dequantize,  // the codes dequantized into a BF16 scratch, then cuBLASLt's BF16 GEMM (the default)
 };
 
 struct KernelOptions {
@@ -126,16 +124,10 @@ struct KernelOptions {
   // 1.10x, o 1.00x at T = 1; 1.1-3.6x at T 16-32), outputs within BF16 rounding of v2's (H200,
   // bench/RESULTS.md). v2: v1's outputs bit for bit.
   IntGemv int_gemv = IntGemv::V3;
-  // See IntGemm. auto: the wgmma GEMM where it runs (sm_90a; issue 45: to beat BF16 at bench.py's
-  // decode batches); mma (slower than dequantize at T >= 128 on an H200, bench/RESULTS.md) and
-  // dequantize (what T > 256 always runs) for A/B runs.
-  IntGemm int_gemm = IntGemm::Auto;
-  // The wgmma GEMM's tile (kernel_plan.h: plan_int_wgmma), for A/B runs: rows of x of a CTA (64 or
-  // 128), its warpgroups (2 or 4) and K splits (1..8); 0 = the plan's choice.
-  int int_gemm_cols = 0;
-  int int_gemm_warpgroups = 0;
-  int int_gemm_splits = 0;
-  static constexpr int kMaxIntGemmSplits = 8;  // kernel_plan.h: kIntWgmmaMaxSplits
+  // See IntGemm. dequantize is the default (what T > 256 always runs): the GEMM misses the F32
+  // tolerance on one U8 act-order shape (T 128, N 130) and is slower than dequantize + cuBLASLt at
+  // T >= 128 on Qwen3-8B's layers (H200, bench/RESULTS.md); auto opts in.
+  IntGemm int_gemm = IntGemm::Dequantize;
 
   // Throws UserError naming the field when a value is out of range.
   void validate() const;

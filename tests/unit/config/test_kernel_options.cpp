@@ -48,8 +48,7 @@ TEST(KernelOptions, DefaultsAreTheMeasuredBest) {
   EXPECT_EQ(o.to_string(),
             "pdl=on gemv_norm=auto max_decode_splits=16 long_decode_context=8192 long_decode_splits=64 "
             "decode_cluster=off decode_warps=8 decode_read_ahead=on p2p_all_reduce=on all_reduce_norm=on "
-            "prefill_attention=auto fp8_gemm=auto int_gemv=v3 int_gemm=auto int_gemm_cols=0 int_gemm_warpgroups=0 "
-            "int_gemm_splits=0");
+            "prefill_attention=auto fp8_gemm=auto int_gemv=v3 int_gemm=dequantize");
   EXPECT_NO_THROW(o.validate());
   EXPECT_EQ(from_env({}), o);  // no variables set: nothing changes
 }
@@ -126,24 +125,11 @@ TEST(KernelOptions, CliSpecParsesAndRoundTrips) {
   apply_kernel_options(o, "int_gemv=v3");
   EXPECT_EQ(o.int_gemv, IntGemv::V3);
   EXPECT_NE(spec_error("int_gemv=v4").find("int_gemv must be v1, v2 or v3"), std::string::npos);
-  EXPECT_NE(spec_error("int_gemm=marlin").find("int_gemm must be auto, mma or dequantize"), std::string::npos);
+  EXPECT_NE(spec_error("int_gemm=marlin").find("int_gemm must be auto or dequantize"), std::string::npos);
   apply_kernel_options(o, "int_gemm=dequantize");
   EXPECT_EQ(o.int_gemm, IntGemm::Dequantize);
-  apply_kernel_options(o, "int_gemm=mma");
-  EXPECT_EQ(o.int_gemm, IntGemm::Mma);
   apply_kernel_options(o, "int_gemm=auto");
   EXPECT_EQ(o.int_gemm, IntGemm::Auto);
-  // The wgmma GEMM's tile for A/B runs (0: the plan's).
-  apply_kernel_options(o, "int_gemm_cols=128,int_gemm_warpgroups=2,int_gemm_splits=8");
-  EXPECT_EQ(o.int_gemm_cols, 128);
-  EXPECT_EQ(o.int_gemm_warpgroups, 2);
-  EXPECT_EQ(o.int_gemm_splits, 8);
-  EXPECT_NE(spec_error("int_gemm_cols=96").find("int_gemm_cols must be 0 (the plan's), 64 or 128"), std::string::npos);
-  EXPECT_NE(spec_error("int_gemm_warpgroups=3").find("int_gemm_warpgroups must be 0 (the plan's), 2 or 4"),
-            std::string::npos);
-  EXPECT_NE(spec_error("int_gemm_splits=9").find("int_gemm_splits must be 0 (the plan's) or an integer in [1, 8]"),
-            std::string::npos);
-  apply_kernel_options(o, "int_gemm_cols=0,int_gemm_warpgroups=0,int_gemm_splits=0");
   EXPECT_NE(spec_error("fp8_gemm=cublas").find("fp8_gemm must be auto or dequantize"), std::string::npos);
   EXPECT_FALSE(o.pdl);
   EXPECT_EQ(o.max_decode_splits, 8);
@@ -184,16 +170,6 @@ TEST(KernelOptions, EngineConfigValidatesFieldsSetFromCpp) {
   cfg.kernels.max_decode_splits = 17;
   EXPECT_THROW(cfg.validate(), UserError);
   cfg.kernels.max_decode_splits = 16;
-  EXPECT_NO_THROW(cfg.validate());
-  cfg.kernels.int_gemm_cols = 96;
-  EXPECT_THROW(cfg.validate(), UserError);
-  cfg.kernels.int_gemm_cols = 64;
-  cfg.kernels.int_gemm_warpgroups = 1;
-  EXPECT_THROW(cfg.validate(), UserError);
-  cfg.kernels.int_gemm_warpgroups = 4;
-  cfg.kernels.int_gemm_splits = 9;
-  EXPECT_THROW(cfg.validate(), UserError);
-  cfg.kernels.int_gemm_splits = 8;
   EXPECT_NO_THROW(cfg.validate());
 }
 

@@ -10,7 +10,6 @@
 #include "nanovllm/backends/cuda/attention_decode.cuh"
 #include "nanovllm/backends/cuda/attention_prefill.cuh"
 #include "nanovllm/backends/cuda/cuda_common.cuh"
-#include "nanovllm/backends/cuda/int_layout.cuh"
 
 namespace nanovllm {
 
@@ -82,7 +81,6 @@ CudaBackend::CudaBackend(int device_index, const KernelOptions& options) : devic
   cuda::prefill_attention_mma_init();
   wgmma_ = cuda::prefill_attention_wgmma_init();
   if (wgmma_) cuda::prefill_attention_wgmma_tma_init();
-  if (wgmma_) cuda::int_gemm_wgmma_init();
   if (options_.prefill_attention == PrefillAttention::Wgmma && !wgmma_)
     throw UserError(std::string("kernel option prefill_attention=wgmma: the wgmma kernel needs an sm_90 GPU and a ") +
                     "build with sm_90a code (this is " + prop.name + ", sm_" +

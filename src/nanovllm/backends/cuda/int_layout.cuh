@@ -1,11 +1,11 @@
 // The CUDA backend's private layout of group-quantized integer weights (W4A16 / W8A16; the canonical
 // layout and the semantics are backends/int_weights.h), written once at load by
 // CudaBackend::prepare_int_weight (int_prepare.cu) and read by the GEMVs (int_linear.cu,
-// int_gemv_v2.cu, int_gemv_v3.cu), the tensor-core GEMMs (int_gemm.cu, int_gemm_wgmma.cu) and the
-// dequantize kernel of int_linear.cu. Shapes: N output rows, K input columns, G the group size, bits
-// 4 (U4) or 8 (U8); TK = int_tile_k(bits) (64 for U4, 32 for U8), NB = ceil(N / 16) row blocks,
-// KT = ceil(K / TK) tiles, NG = K / G groups (kernel_plan.h: int_layout_supports states the
-// shapes it covers: G % 16 == 0, so K % 16 == 0 and a k-step is wholly inside K or wholly past it).
+// int_gemv_v2.cu), the tensor-core GEMM (int_gemm.cu) and the dequantize kernel of int_linear.cu. Shapes: N output
+// rows, K input columns, G the group size, bits 4 (U4) or 8 (U8); TK = int_tile_k(bits) (64 for U4, 32 for U8), NB =
+// ceil(N / 16) row blocks, KT = ceil(K / TK) tiles, NG = K / G groups (kernel_plan.h: int_layout_supports states the
+// shapes it covers: G % 16
+// == 0, so K % 16 == 0 and a k-step is wholly inside K or wholly past it).
 //
 // Why: the GEMV multiplies on the tensor cores (mma.sync m16n8k16, BF16 in, F32 accumulation): a
 // 16-row block of the weight is the mma's A and up to 8 rows of x its B. Dequantizing on the CUDA
@@ -46,7 +46,6 @@
 #include <type_traits>
 
 #include "nanovllm/backends/cuda/cuda_common.cuh"
-#include "nanovllm/backends/cuda/kernel_plan.h"
 
 namespace nanovllm::cuda {
 
@@ -131,12 +130,6 @@ struct IntGemmArgs {
   bool silu = false, f32_out = false;
 };
 void int_gemm(const IntGemmArgs& a, Stream st);
-// The warpgroup-MMA GEMM (int_gemm_wgmma.cu; sm_90a) with plan_int_wgmma's tile and splits (the
-// fields of IntGemmArgs but splits and the workspace; silu: outs a multiple of the tile's gate
-// rows). Throws Error outside the kernel's limits. int_gemm_wgmma_init: once per device, where the
-// sm_90a code runs (prefill_attention_wgmma_init()), before the first call.
-void int_gemm_wgmma(const IntGemmArgs& a, const IntWgmmaPlan& plan, Stream st);
-void int_gemm_wgmma_init();
 
 // Scale and zero of one {scale, zero} F16 pair.
 __device__ __forceinline__ float2 int_scale_zero(uint32_t word) {

@@ -24,16 +24,15 @@
 // Act order (perm defined): x's columns are gathered by perm into a step-arena copy first
 // (gather_columns_kernel; x is small at decode), then the plain kernels.
 //
-// kIntGemvMaxT < T <= kIntGemmMaxT, KernelOptions::int_gemm auto on sm_90a: the warpgroup-MMA GEMM
-// of int_gemm_wgmma.cu on the same prepared codes (tile and K splits by plan_int_wgmma; a cluster
-// per tile); int_gemm=mma: the mma.sync GEMM of int_gemm.cu, K split over CTAs by int_gemm_splits
-// (partials in the persistent scratch below). Either fuses the gated MLP when I is a multiple of
-// 64, else runs the GEMM into [T, 2I], then silu_and_mul.
+// kIntGemvMaxT < T <= kIntGemmMaxT (KernelOptions::int_gemm auto): the tensor-core GEMM of
+// int_gemm.cu on the same prepared codes, K split over CTAs by int_gemm_splits (partials in the
+// persistent scratch below); the gated MLP fused when I is a multiple of 64, else the GEMM into
+// [T, 2I] then silu_and_mul.
 //
-// Larger T (or int_gemm=dequantize, or auto without sm_90a): dequantize_int_kernel writes the BF16 weight (value = (q -
-// z) * s, rounded once) into the backend's persistent scratch (int_prepare.cu sizes it at load), and cuBLASLt's BF16
-// GEMM multiplies it (then silu_and_mul). Cost: the codes read once, 2 bytes per weight written and read again; against
-// a long prefill's GEMM this is a few percent (to be measured).
+// Larger T (or int_gemm=dequantize): dequantize_int_kernel writes the BF16 weight (value = (q - z) * s, rounded once)
+// into the backend's persistent scratch (int_prepare.cu sizes it at load), and cuBLASLt's BF16 GEMM multiplies it (then
+// silu_and_mul). Cost: the codes read once, 2 bytes per weight written and read again; against a long prefill's GEMM
+// this is a few percent (to be measured).
 #include <algorithm>
 #include <string>
 #include <type_traits>
@@ -303,14 +302,13 @@ void CudaBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScale
     silu_and_mul(gate_up, out);
     return;
   }
-  const cuda::IntLinearKernel plan = cuda::plan_int_linear({T, outs, silu, options_.int_gemm, wgmma_});
+  const cuda::IntLinearKernel plan = cuda::plan_int_linear({T, outs, silu, options_.int_gemm});
   if (plan == cuda::IntLinearKernel::Gemv) {
     gemv(out, silu);
     return;
   }
-  if (plan == cuda::IntLinearKernel::Gemm || plan == cuda::IntLinearKernel::GemmWgmma) {
-    const bool wg = plan == cuda::IntLinearKernel::GemmWgmma;
-    const bool fused = !silu || (wg ? cuda::int_wgmma_fuses_silu(outs) : cuda::int_gemm_fuses_silu(outs));
+  if (plan == cuda::IntLinearKernel::Gemm) {
+    const bool fused = !silu || cuda::int_gemm_fuses_silu(outs);
     Tensor o = fused ? out : empty({T, N}, DType::BF16);  // unfused silu: [T, 2I], then silu_and_mul
     cuda::IntGemmArgs a;
     a.x = xs.data<cuda::bf16>();
@@ -319,22 +317,16 @@ void CudaBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScale
     a.out = o.raw();
     a.M = T, a.outs = o.size(1), a.K = K, a.G = G, a.bits = bits;
     a.silu = silu && fused, a.f32_out = o.dtype() == DType::F32;
-    if (wg) {
-      cuda::IntWgmmaProblem p{T, a.outs, K, G, bits, a.silu, num_sms_};
-      p.cols = options_.int_gemm_cols, p.warpgroups = options_.int_gemm_warpgroups, p.splits = options_.int_gemm_splits;
-      cuda::int_gemm_wgmma(a, cuda::plan_int_wgmma(p), st);
-    } else {
-      a.splits = cuda::int_gemm_splits(T, a.outs, a.silu, K, num_sms_);
-      // The F32 partials in the dequantize path's scratch (unused by this path; prepare_int_weight
-      // sizes it for one wave of tiles). One split when it is smaller (a backend that never
-      // prepared a weight cannot get here).
-      a.workspace_floats = int_scratch_.defined() ? int_scratch_.numel() / 2 : 0;
-      a.workspace = int_scratch_.defined() ? static_cast<float*>(int_scratch_.raw()) : nullptr;
-      const int64_t tiles =
-          cuda::int_gemm_row_tiles(a.outs, a.silu) * ((T + cuda::kIntGemmCols - 1) / cuda::kIntGemmCols);
-      if (a.splits * tiles * cuda::kIntGemmRows * cuda::kIntGemmCols > a.workspace_floats) a.splits = 1;
-      cuda::int_gemm(a, st);
-    }
+    a.splits = cuda::int_gemm_splits(T, a.outs, a.silu, K, num_sms_);
+    // The F32 partials in the dequantize path's scratch (unused by this path; prepare_int_weight
+    // sizes it for one wave of tiles). One split when it is smaller (a backend that never
+    // prepared a weight cannot get here).
+    a.workspace_floats = int_scratch_.defined() ? int_scratch_.numel() / 2 : 0;
+    a.workspace = int_scratch_.defined() ? static_cast<float*>(int_scratch_.raw()) : nullptr;
+    const int64_t tiles =
+        cuda::int_gemm_row_tiles(a.outs, a.silu) * ((T + cuda::kIntGemmCols - 1) / cuda::kIntGemmCols);
+    if (a.splits * tiles * cuda::kIntGemmRows * cuda::kIntGemmCols > a.workspace_floats) a.splits = 1;
+    cuda::int_gemm(a, st);
     if (!fused) silu_and_mul(o, out);
     return;
   }

@@ -12,7 +12,6 @@ namespace nanovllm::cuda {
 
 static_assert(KernelOptions::kMaxDecodeSplits == kDecodeMaxSplits, "the option's range is the kernel's");
 static_assert(KernelOptions::kMaxLongDecodeSplits == kDecodeMaxSplitsGlobal, "the option's range is the kernel's");
-static_assert(KernelOptions::kMaxIntGemmSplits == kIntWgmmaMaxSplits, "the option's range is the kernel's");
 
 int64_t gemm_heuristic_rows(int64_t T) {
   if (T <= 64) {
@@ -152,38 +151,8 @@ Fp8LinearKernel plan_fp8_linear(const Fp8LinearProblem& p) {
 IntLinearKernel plan_int_linear(const IntLinearProblem& p) {
   const bool gemv = p.T >= 1 && p.T <= kIntGemvMaxT && p.N >= 1 && (!p.silu_mul || p.N % kIntRowBlock == 0);
   if (gemv) return IntLinearKernel::Gemv;
-  if (p.T <= kIntGemvMaxT || p.T > kIntGemmMaxT || p.N < 1) return IntLinearKernel::DequantizeGemm;
-  if (p.gemm == IntGemm::Mma) return IntLinearKernel::Gemm;
-  if (p.gemm == IntGemm::Auto && p.wgmma) return IntLinearKernel::GemmWgmma;
-  return IntLinearKernel::DequantizeGemm;
-}
-
-int int_wgmma_splits(int64_t tiles, int64_t K, int ctas_per_sm, int num_sms) {
-  const int64_t stages = (K + kIntWgmmaStageK - 1) / kIntWgmmaStageK;
-  const int64_t slots = int64_t(std::max(ctas_per_sm, 1)) * std::max(num_sms, 1);
-  if (tiles < 1) return 1;
-  const int64_t most = std::min<int64_t>(kIntWgmmaMaxSplits, std::max<int64_t>(stages / kIntWgmmaMinStages, 1));
-  int best = 1;
-  int64_t best_cost = 0;
-  for (int64_t s = 1; s <= most; ++s) {
-    const int64_t waves = (tiles * s + slots - 1) / slots;
-    const int64_t cost = waves * ((stages + s - 1) / s + kIntWgmmaSplitCost);
-    if (s == 1 || cost < best_cost) best = int(s), best_cost = cost;
-  }
-  return best;
-}
-
-IntWgmmaPlan plan_int_wgmma(const IntWgmmaProblem& p) {
-  IntWgmmaPlan plan;
-  if (int_wgmma_all_tiles(p.bits, p.G)) {
-    plan.cols = p.cols == 64 || p.cols == 128 ? p.cols : p.T <= 64 ? 64 : 128;
-    const bool four_fits = !p.silu || p.outs % (2 * kIntWgmmaRowsPerWg) == 0;  // 128 gate rows a tile
-    plan.warpgroups = p.warpgroups == 2 || !four_fits ? 2 : 4;
-  }
-  const int64_t tiles = int_wgmma_row_tiles(p.outs, p.silu, plan.warpgroups) * ((p.T + plan.cols - 1) / plan.cols);
-  plan.splits = p.splits >= 1 ? std::min(p.splits, kIntWgmmaMaxSplits)
-                              : int_wgmma_splits(tiles, p.K, 4 / plan.warpgroups, p.num_sms);
-  return plan;
+  const bool gemm = p.gemm == IntGemm::Auto && p.T > kIntGemvMaxT && p.T <= kIntGemmMaxT && p.N >= 1;
+  return gemm ? IntLinearKernel::Gemm : IntLinearKernel::DequantizeGemm;
 }
 
 int int_gemm_splits(int64_t T, int64_t outs, bool silu, int64_t K, int num_sms) {

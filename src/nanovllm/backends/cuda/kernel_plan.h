@@ -201,20 +201,13 @@ Fp8LinearKernel plan_fp8_linear(const Fp8LinearProblem& p);
 //    KernelOptions::int_gemv picks the GEMV: v1 (int_linear.cu, the passes above) or v2
 //    (int_gemv_v2.cu: every T <= kIntGemvMaxT in one pass, int_gemv_ntiles(T) mma n-tiles of 8
 //    rows of x sharing each dequantized A fragment, so the codes are read once whatever T is).
-//  * kIntGemvMaxT < T <= kIntGemmMaxT, KernelOptions::int_gemm auto on sm_90a (IntLinearProblem::
-//    wgmma): the warpgroup-MMA GEMM (int_gemm_wgmma.cu): the codes dequantized in registers into
-//    BF16 weights (value = (q - z) * s rounded once, the dequantize path's weights bit for bit) that
-//    are wgmma's A operand, x from shared memory; plan_int_wgmma picks the tile and the K splits (a
-//    thread-block cluster per tile, summed through distributed shared memory: deterministic, no
-//    workspace). The gated MLP's silu(gate) * up is its epilogue when I is a multiple of 64.
-//  * int_gemm mma (any sm_80+): the mma.sync GEMM (int_gemm.cu): CTA tiles of kIntGemmRows weight
-//    rows x kIntGemmCols rows of x, the codes read once per tile and dequantized in registers, each
-//    group's F32 partial sums scaled in F32 (the weights never rounded); int_gemm_splits(...)
-//    splits K across CTAs when the tiles alone leave SMs idle (F32 partials in the backend's
-//    persistent scratch, summed in a fixed order by a second kernel: deterministic, graph-safe).
-//    The gated MLP's silu(gate) * up is its epilogue when I is a multiple of kIntGemmRows / 2 (a
-//    CTA holds the gate and up halves of its outputs), else the plain GEMM into [T, 2I] and
-//    silu_and_mul (both GEMMs).
+//  * kIntGemvMaxT < T <= kIntGemmMaxT with KernelOptions::int_gemm auto: the tensor-core GEMM
+//    (int_gemm.cu): CTA tiles of kIntGemmRows weight rows x kIntGemmCols rows of x, the codes read
+//    once per tile and dequantized in registers; int_gemm_splits(...) splits K across CTAs when the
+//    tiles alone leave SMs idle (F32 partials in the backend's persistent scratch, summed in a fixed
+//    order by a second kernel: deterministic, graph-safe). The gated MLP's silu(gate) * up is its
+//    epilogue when I is a multiple of kIntGemmRows / 2 (a CTA holds the gate and up halves of its
+//    outputs), else the plain GEMM into [T, 2I] and silu_and_mul.
 //  * Otherwise (prefill: compute-bound, where cuBLASLt's wgmma GEMM beats mma.sync), and for the
 //    gated MLP at GEMV sizes with I not a multiple of 16: the codes are dequantized into a BF16
 //    scratch (static, sized at load from the largest layer: graph-safe) and multiplied by
@@ -252,12 +245,11 @@ constexpr int kIntGemvV3MaxSplits = 8;  // CTAs of a cluster (the portable limit
 // splits that give every warp the same whole number of tiles, at least half its ring (fewer bytes
 // in flight per CTA would starve DRAM), that fills the last wave best (by at least 5 points).
 int int_gemv_v3_splits(int64_t T, int64_t outs, bool silu, int64_t K, int64_t G, int bits, int num_sms, bool clusters);
-enum class IntLinearKernel { Gemv, Gemm, GemmWgmma, DequantizeGemm };
+enum class IntLinearKernel { Gemv, Gemm, DequantizeGemm };
 struct IntLinearProblem {
   int64_t T = 0, N = 0;          // rows of x; outputs (silu_mul: I, the weight having 2I rows)
   bool silu_mul = false;         // linear_silu_mul_quantized
   IntGemm gemm = IntGemm::Auto;  // KernelOptions::int_gemm
-  bool wgmma = false;            // int_gemm_wgmma.cu runs here (sm_90a code on an sm_90 GPU)
 };
 IntLinearKernel plan_int_linear(const IntLinearProblem& p);
 
@@ -282,49 +274,6 @@ int int_gemm_splits(int64_t T, int64_t outs, bool silu, int64_t K, int num_sms);
 constexpr int64_t int_gemm_workspace_floats(int num_sms) {
   return int64_t(kIntGemmCtasPerSm) * num_sms * kIntGemmRows * kIntGemmCols;
 }
-
-// The warpgroup-MMA GEMM (int_gemm_wgmma.cu). A CTA of W warpgroups (2 or 4; each 64 weight rows,
-// 4 row blocks of 16: wgmma's M) owns 64 W weight rows (silu: 32 W gate rows and their up rows) x
-// `cols` (64 or 128: wgmma's N) rows of x, over a range of K stages of 64 columns; the `splits` CTAs
-// of a tile (one per K range) form a thread-block cluster. Registers: at most 128 a thread (two CTAs
-// of 2 warpgroups or one of 4 per SM); the CTA's warpgroups share each stage of x in shared memory,
-// so 4 warpgroups read half the L2 -> SM bytes of x per FLOP of 2.
-constexpr int64_t kIntWgmmaRowsPerWg = 64;  // weight rows of a warpgroup (wgmma's M)
-constexpr int64_t kIntWgmmaStageK = 64;     // columns of K per stage (one 128-byte row of x)
-constexpr int kIntWgmmaMaxSplits = 8;       // CTAs of a cluster (the portable limit)
-constexpr int64_t kIntWgmmaMinStages = 2;   // fewest stages a split takes
-constexpr int kIntWgmmaSplitCost = 3;       // a CTA's fixed cost (first loads, epilogue) in stages
-struct IntWgmmaPlan {
-  int cols = 64;       // rows of x of a CTA tile
-  int warpgroups = 2;  // of a CTA
-  int splits = 1;      // of K (the cluster's CTAs)
-};
-struct IntWgmmaProblem {
-  int64_t T = 0, outs = 0, K = 0, G = 0;
-  int bits = 4;
-  bool silu = false;  // fused gated MLP (outs = I, int_wgmma_fuses_silu)
-  int num_sms = 1;
-  // KernelOptions::int_gemm_cols / _warpgroups / _splits: 0 = the plan's choice.
-  int cols = 0, warpgroups = 0, splits = 0;
-};
-// The fused gated MLP: I a multiple of a 2-warpgroup tile's 64 gate rows (4 warpgroups: of 128).
-constexpr bool int_wgmma_fuses_silu(int64_t I) { return I > 0 && I % kIntWgmmaRowsPerWg == 0; }
-// Tiles of weight rows for `outs` outputs (silu: fused, `outs` = I) at W warpgroups.
-constexpr int64_t int_wgmma_row_tiles(int64_t outs, bool silu, int warpgroups) {
-  const int64_t rows = kIntWgmmaRowsPerWg * warpgroups;
-  return silu ? outs / (rows / 2) : (outs + rows - 1) / rows;
-}
-// The shapes every tile is instantiated for (U4, groups a multiple of a stage: every real
-// checkpoint); other shapes (U8, groups that split a stage) run 64 x 2-warpgroup tiles.
-constexpr bool int_wgmma_all_tiles(int bits, int64_t G) { return bits == 4 && G % kIntWgmmaStageK == 0; }
-// K splits of `tiles` CTA tiles over K columns with `ctas_per_sm` resident CTAs on num_sms SMs: the
-// S <= kIntWgmmaMaxSplits (each of at least kIntWgmmaMinStages stages) that minimises
-// waves(S) x (stages per split + kIntWgmmaSplitCost), waves(S) = ceil(S tiles / slots); the
-// smallest such S.
-int int_wgmma_splits(int64_t tiles, int64_t K, int ctas_per_sm, int num_sms);
-// Tile and splits: cols 64 for T <= 64, else 128; 4 warpgroups unless the fused MLP's I is not a
-// multiple of 128; the options' values where given (tiles the shape has).
-IntWgmmaPlan plan_int_wgmma(const IntWgmmaProblem& p);
 
 // ---- attention: which kernel
 
