@@ -82,8 +82,9 @@ struct StepResult {
 // un-sharded (vLLM's draft_tensor_parallel_size 1); EAGLE-3 reads rank 0's copy of the target's
 // hidden states (the residual stream is whole on every rank after each all-reduce).
 // Not with async scheduling (on by default for CUDA, it gives way; asked for explicitly,
-// speculation is turned off with a note). On CUDA a verify step runs as a mixed step (no CUDA
-// graph); steps without drafts keep their graphs.
+// speculation is turned off with a note). A step of decodes and verify rows lays each verify
+// position out as a decode row (ModelRunner::prepare), so it runs the decode kernels and CUDA
+// graphs; a verify row in a step with prompt tokens is a short prefill row of the mixed step.
 //
 // Async scheduling (EngineConfig::async_scheduling, on for CUDA by default). A decode step that
 // can (ModelRunner::can_run_async) is launched without waiting for its tokens; before waiting, the
