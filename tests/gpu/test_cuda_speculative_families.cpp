@@ -6,23 +6,16 @@
 // Once more without CUDA graphs (--enforce-eager) on one family.
 #include <cstdio>
 
-#include "eagle3_checkpoint_writer.h"
 #include "engine_compare.h"
 #include "gpu_test_util.h"
 #include "nanovllm/models/hf_config.h"
 #include "near_tie.h"
+#include "spec_methods.h"
 #include "temp_dir.h"
 
 using namespace nanovllm;
 
 namespace {
-
-std::vector<int32_t> repeating(size_t period, size_t times, uint32_t seed, int32_t range) {
-  std::vector<int32_t> unit = test::random_tokens(period, seed), p;
-  for (auto& x : unit) x = 3 + x % range;
-  for (size_t i = 0; i < times; ++i) p.insert(p.end(), unit.begin(), unit.end());
-  return p;
-}
 
 void expect_families_identity(const std::string& family, bool eager = false) {
   SCOPED_TRACE(family + (eager ? " eager" : " CUDA graphs"));
@@ -37,23 +30,11 @@ void expect_families_identity(const std::string& family, bool eager = false) {
   EXPECT_EQ(base.model_runner().uses_cuda_graphs(), !eager);
   std::vector<std::vector<int32_t>> prompts;
   for (uint32_t seed = 0; seed < 4; ++seed)
-    prompts.push_back(repeating(6 + seed, 6, 40 + seed, int32_t(std::min<int64_t>(mc.vocab_size, 700) - 4)));
+    prompts.push_back(test::repeating_prompt(6 + seed, 6, 40 + seed, test::prompt_range(mc)));
   test::TempDir head;
-  test::Eagle3HeadSpec hs;
-  hs.hidden = mc.hidden_size;
-  hs.heads = mc.num_attention_heads;
-  hs.kv_heads = mc.num_key_value_heads;
-  hs.head_dim = mc.head_dim;
-  hs.vocab = mc.vocab_size;
-  hs.draft_vocab = mc.vocab_size / 2;
-  test::write_eagle3_head(head.dir.string(), hs);
-  const std::vector<std::pair<std::string, std::string>> methods = {
-      {"ngram", R"({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1})"},
-      {"draft_model", R"({"model": ")" + dir + R"(", "num_speculative_tokens": 3})"},
-      {"eagle3", R"({"method": "eagle3", "model": ")" + head.dir.string() + R"(", "num_speculative_tokens": 3})"}};
-  for (const auto& [name, json] : methods) {
+  test::write_eagle3_head_for(head.dir.string(), mc);
+  for (const auto& [name, json] : test::speculative_methods(dir, mc, head.dir.string())) {
     SCOPED_TRACE(name);
-    if (name == "eagle3" && mc.num_hidden_layers < 3) continue;
     EngineConfig sc = cfg;
     sc.speculative_config = SpeculativeConfig::parse(json, "test");
     LLMEngine spec(sc);

@@ -8,10 +8,10 @@
 
 #include <string>
 
-#include "eagle3_checkpoint_writer.h"
 #include "nanovllm/engine/llm_engine.h"
 #include "nanovllm/models/hf_config.h"
 #include "spec_engine_run.h"
+#include "spec_methods.h"
 #include "temp_dir.h"
 #include "tiny_engine.h"
 
@@ -23,10 +23,7 @@ namespace {
 // Repeating prompts (n-gram drafts find matches), a random one, and a prefix-cache hit on the first.
 std::vector<test::SpecRequest> workload(int32_t range) {
   auto repeat = [&](size_t period, size_t times, uint32_t seed) {
-    const auto unit = test::spec_prompt(period, seed, range);
-    std::vector<int32_t> p;
-    for (size_t i = 0; i < times; ++i) p.insert(p.end(), unit.begin(), unit.end());
-    return p;
+    return test::repeating_prompt(period, times, seed, range);
   };
   std::vector<test::SpecRequest> rs;
   rs.push_back({repeat(14, 5, 1), greedy(24)});  // 70 tokens: two chunks
@@ -53,7 +50,7 @@ void expect_identity(const std::string& family) {
   SCOPED_TRACE(family);
   const std::string dir = test::fixture(family);
   const ModelConfig mc = load_model_config(dir);
-  const auto reqs = workload(int32_t(std::min<int64_t>(mc.vocab_size, 700) - 4));
+  const auto reqs = workload(test::prompt_range(mc));
   const int64_t kv_blocks = 9;  // three sequences of up to ~94 tokens in 16-token blocks: preemptions
   const test::SpecRun plain = [&] {
     LLMEngine e(base_cfg(dir, kv_blocks));
@@ -62,22 +59,9 @@ void expect_identity(const std::string& family) {
   EXPECT_GT(plain.stats.preemptions, 0) << "the KV cache is small enough to preempt";
   EXPECT_GT(plain.stats.prefix_hit_tokens, 0) << "prefix caching in play";
   test::TempDir head;
-  test::Eagle3HeadSpec spec;
-  spec.hidden = mc.hidden_size;
-  spec.heads = mc.num_attention_heads;
-  spec.kv_heads = mc.num_key_value_heads;
-  spec.head_dim = mc.head_dim;
-  spec.vocab = mc.vocab_size;
-  spec.draft_vocab = mc.vocab_size / 2;
-  test::write_eagle3_head(head.dir.string(), spec);
-  const std::vector<std::pair<std::string, std::string>> methods = {
-      {"ngram", R"({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1})"},
-      {"draft_model", R"({"model": ")" + dir + R"(", "num_speculative_tokens": 3})"},
-      {"eagle3", R"({"method": "eagle3", "model": ")" + head.dir.string() + R"(", "num_speculative_tokens": 3})"}};
-  for (const auto& [name, json] : methods) {
+  test::write_eagle3_head_for(head.dir.string(), mc);
+  for (const auto& [name, json] : test::speculative_methods(dir, mc, head.dir.string())) {
     SCOPED_TRACE(name);
-    // EAGLE-3 fuses three distinct layers' hidden states: the 2-layer fixtures have too few.
-    if (name == "eagle3" && mc.num_hidden_layers < 3) continue;
     EngineConfig cfg = base_cfg(dir, kv_blocks);
     cfg.speculative_config = SpeculativeConfig::parse(json, "test");
     LLMEngine e(cfg);
