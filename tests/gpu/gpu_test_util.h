@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <numeric>
 #include <random>
 #include <string>
@@ -34,10 +35,14 @@ inline std::vector<float> rand_bf16(size_t n, uint32_t seed, float lo = -1.f, fl
 }
 
 // The oracle and the device under test, side by side (kernel options for the CUDA one).
+// `cpu_results` keeps the oracle's outputs of a case by its inputs' key within one test, so a case
+// run again on another CUDA kernel (the attention tests run one batch through every prefill kernel)
+// pays the CPU reference once.
 struct Backends {
   explicit Backends(const KernelOptions& o = {}) : gpu(0, o) {}
   CpuBackend cpu{16};
   CudaBackend gpu;
+  std::map<std::string, std::vector<std::vector<float>>> cpu_results;
 };
 
 struct Pair {
