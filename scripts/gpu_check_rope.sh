@@ -36,14 +36,23 @@ PY
 B=build-gpu/nanovllm
 EMB=(bench --embed --model qwen3-0.6b --load-format dummy --max-model-len 1024)
 echo "== nanovllm bench --embed (seconds; lower is better)"
+rm -f "$OUT/embed.txt"
 for r in $(seq "${ROUNDS:-2}"); do
   for k in head auto; do
     line=$($B "${EMB[@]}" --kernel-options rope_kernel=$k 2>>"$OUT/embed_err.txt" | tail -1)
-    echo "$k $line" >> "$OUT/embed.jsonl"
-    python3 -c 'import json,sys; d=json.loads(sys.argv[2]); print(f"round {sys.argv[3]} rope_kernel={sys.argv[1]:5s}: {d[\"seconds\"]:.3f} s, {d[\"tokens_per_s\"]:.0f} tok/s")' \
-      "$k" "$line" "$r" 2>/dev/null || echo "rope_kernel=$k: no result ($line)"
+    echo "$r $k $line" >> "$OUT/embed.txt"
   done
 done
+python3 - "$OUT/embed.txt" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    r, k, rest = line.split(" ", 2)
+    try:
+        d = json.loads(rest)
+        print(f"round {r} rope_kernel={k:5s}: {d['seconds']:.3f} s, {d['tokens_per_s']:.0f} tok/s")
+    except ValueError:
+        print(f"round {r} rope_kernel={k}: no result: {rest.strip()[:200]}")
+PY
 echo "== CUPTI timeline, one embed run per kernel (eager kernels: calls, total, mean)"
 for k in head auto; do
   rm -f /tmp/tl_rope.*
