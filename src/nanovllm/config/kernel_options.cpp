@@ -67,6 +67,15 @@ const char* prefill_attention_name(PrefillAttention p) {
   return "?";
 }
 
+const char* rope_kernel_name(RopeKernel r) {
+  switch (r) {
+    case RopeKernel::Auto: return "auto";
+    case RopeKernel::Head: return "head";
+    case RopeKernel::Token: return "token";
+  }
+  return "?";
+}
+
 const std::vector<Option>& options() {
   static const std::vector<Option> table = {
       {"pdl", "NANOVLLM_PDL", "on or off", [](KernelOptions& o, const std::string& v) { return parse_bool(v, o.pdl); },
@@ -148,6 +157,16 @@ const std::vector<Option>& options() {
          return true;
        },
        [](const KernelOptions& o) { return std::string(o.int_gemm == IntGemm::Auto ? "auto" : "dequantize"); }},
+      {"rope_kernel", "NANOVLLM_ROPE_KERNEL", "auto, head or token",
+       [](KernelOptions& o, const std::string& v) {
+         for (RopeKernel r : {RopeKernel::Auto, RopeKernel::Head, RopeKernel::Token})
+           if (v == rope_kernel_name(r)) {
+             o.rope_kernel = r;
+             return true;
+           }
+         return false;
+       },
+       [](const KernelOptions& o) { return std::string(rope_kernel_name(o.rope_kernel)); }},
   };
   return table;
 }
@@ -176,7 +195,7 @@ bool operator==(const KernelOptions& a, const KernelOptions& b) {
   auto fields = [](const KernelOptions& o) {
     return std::tie(o.pdl, o.gemv_norm, o.max_decode_splits, o.long_decode_context, o.long_decode_splits,
                     o.decode_cluster, o.decode_warps, o.decode_read_ahead, o.p2p_all_reduce, o.all_reduce_norm,
-                    o.prefill_attention, o.fp8_gemm, o.int_gemv, o.int_gemm);
+                    o.prefill_attention, o.fp8_gemm, o.int_gemv, o.int_gemm, o.rope_kernel);
   };
   return fields(a) == fields(b);
 }
@@ -203,6 +222,9 @@ void KernelOptions::validate() const {
     throw UserError("kernel option int_gemv must be v1, v2 or v3 (got " + std::to_string(int(int_gemv)) + ")");
   if (int_gemm != IntGemm::Auto && int_gemm != IntGemm::Dequantize)
     throw UserError("kernel option int_gemm must be auto or dequantize (got " + std::to_string(int(int_gemm)) + ")");
+  if (rope_kernel != RopeKernel::Auto && rope_kernel != RopeKernel::Head && rope_kernel != RopeKernel::Token)
+    throw UserError("kernel option rope_kernel must be auto, head or token (got " + std::to_string(int(rope_kernel)) +
+                    ")");
   if (int(prefill_attention) < 0 || int(prefill_attention) > 4)
     throw UserError("kernel option prefill_attention must be auto, wgmma_tma, wgmma, mma or tiled (got " +
                     std::to_string(int(prefill_attention)) + ")");

@@ -29,6 +29,7 @@
 //   fp8_gemm           NANOVLLM_FP8_GEMM            auto | dequantize
 //   int_gemv           NANOVLLM_INT_GEMV            v1 | v2 | v3
 //   int_gemm           NANOVLLM_INT_GEMM            auto | dequantize
+//   rope_kernel        NANOVLLM_ROPE_KERNEL         auto | head | token
 // The CPU backend's precision is an engine setting (EngineConfig::cpu_precision, --cpu-precision);
 // --kernel-options still takes cpu_precision=fast|exact as its alias (settings.cpp).
 #pragma once
@@ -81,6 +82,16 @@ enum class IntGemm {
   Dequantize,  // the codes dequantized into a BF16 scratch, then cuBLASLt's BF16 GEMM (the default)
 };
 
+// The fused q/k RMSNorm + RoPE (+ KV-cache store) kernel (qk_norm_rope.cu; backends/cuda/kernel_plan.h,
+// plan_qk_norm_rope). Both compute the same bits.
+enum class RopeKernel {
+  Auto,   // the token kernel where the head kernel's warps would walk more than one head each
+          // (prefills, large batches) and it applies; the head kernel otherwise (decode)
+  Head,   // qk_norm_rope_kernel: a CTA per (token, head group), a warp per head, 2-byte accesses
+  Token,  // qk_norm_rope_tokens.cu: CTAs of whole tokens, a few lanes per head with 8- or 16-byte
+          // accesses, all heads at once (where it applies: head_dim a multiple of 8; else head)
+};
+
 struct KernelOptions {
   // Programmatic dependent launch of every kernel (sm_90+; ignored before): a kernel's launch and
   // set-up overlap its predecessor's tail (faster batch-1 decode). off: plain stream order.
@@ -128,6 +139,8 @@ struct KernelOptions {
   // tolerance on one U8 act-order shape (T 128, N 130) and is slower than dequantize + cuBLASLt at
   // T >= 128 on Qwen3-8B's layers (H200, bench/RESULTS.md); auto opts in.
   IntGemm int_gemm = IntGemm::Dequantize;
+  // See RopeKernel.
+  RopeKernel rope_kernel = RopeKernel::Auto;
 
   // Throws UserError naming the field when a value is out of range.
   void validate() const;

@@ -48,7 +48,7 @@ TEST(KernelOptions, DefaultsAreTheMeasuredBest) {
   EXPECT_EQ(o.to_string(),
             "pdl=on gemv_norm=auto max_decode_splits=16 long_decode_context=8192 long_decode_splits=64 "
             "decode_cluster=off decode_warps=8 decode_read_ahead=on p2p_all_reduce=on all_reduce_norm=on "
-            "prefill_attention=auto fp8_gemm=auto int_gemv=v3 int_gemm=dequantize");
+            "prefill_attention=auto fp8_gemm=auto int_gemv=v3 int_gemm=dequantize rope_kernel=auto");
   EXPECT_NO_THROW(o.validate());
   EXPECT_EQ(from_env({}), o);  // no variables set: nothing changes
 }
@@ -67,7 +67,8 @@ TEST(KernelOptions, EnvironmentOverridesEveryField) {
                                     {"NANOVLLM_PREFILL_ATTENTION", "tiled"},
                                     {"NANOVLLM_FP8_GEMM", "dequantize"},
                                     {"NANOVLLM_INT_GEMV", "v1"},
-                                    {"NANOVLLM_INT_GEMM", "dequantize"}});
+                                    {"NANOVLLM_INT_GEMM", "dequantize"},
+                                    {"NANOVLLM_ROPE_KERNEL", "head"}});
   EXPECT_FALSE(o.pdl);
   EXPECT_EQ(o.gemv_norm, GemvNormFusion::Always);
   EXPECT_EQ(o.max_decode_splits, 4);
@@ -82,6 +83,7 @@ TEST(KernelOptions, EnvironmentOverridesEveryField) {
   EXPECT_EQ(o.fp8_gemm, Fp8Gemm::Dequantize);
   EXPECT_EQ(o.int_gemv, IntGemv::V1);
   EXPECT_EQ(o.int_gemm, IntGemm::Dequantize);
+  EXPECT_EQ(o.rope_kernel, RopeKernel::Head);
   // The numeric forms of the old variables and the names are the same values.
   EXPECT_EQ(from_env({{"NANOVLLM_GEMV_NORM", "0"}}).gemv_norm, GemvNormFusion::Never);
   EXPECT_EQ(from_env({{"NANOVLLM_GEMV_NORM", "never"}}).gemv_norm, GemvNormFusion::Never);
@@ -131,6 +133,9 @@ TEST(KernelOptions, CliSpecParsesAndRoundTrips) {
   apply_kernel_options(o, "int_gemm=auto");
   EXPECT_EQ(o.int_gemm, IntGemm::Auto);
   EXPECT_NE(spec_error("fp8_gemm=cublas").find("fp8_gemm must be auto or dequantize"), std::string::npos);
+  EXPECT_NE(spec_error("rope_kernel=warp").find("rope_kernel must be auto, head or token"), std::string::npos);
+  apply_kernel_options(o, "rope_kernel=token");
+  EXPECT_EQ(o.rope_kernel, RopeKernel::Token);
   EXPECT_FALSE(o.pdl);
   EXPECT_EQ(o.max_decode_splits, 8);
   EXPECT_EQ(o.prefill_attention, PrefillAttention::Mma);

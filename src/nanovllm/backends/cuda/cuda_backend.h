@@ -138,6 +138,12 @@ class CudaBackend final : public Backend {
   bool fp8_block_gemm_runs(int64_t T, int64_t N, int64_t K, bool f32_out);
   // Overrides options.prefill_attention (tests and bench/prefill_bench.cpp force each kernel).
   void set_prefill_attention(PrefillAttention p) { options_.prefill_attention = p; }
+  // Overrides options.rope_kernel (tests and bench/rope_bench.cpp run both q/k norm + RoPE kernels).
+  void set_rope_kernel(RopeKernel r) { options_.rope_kernel = r; }
+  // The q/k norm + RoPE plan on this device (qk_norm_rope.cu launches what it says).
+  cuda::QkNormRopePlan plan_qk_norm_rope(const cuda::QkNormRopeProblem& p) const {
+    return cuda::plan_qk_norm_rope(p, num_sms_, options_);
+  }
   // Query rows per warp of the mma.sync prefill kernel: 16 or 32 (A/B timing).
   void set_prefill_rows_per_warp(int rows) { prefill_rows_per_warp_ = rows; }
 

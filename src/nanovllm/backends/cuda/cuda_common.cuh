@@ -64,8 +64,9 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
 // Before pdl_begin() a kernel may read what the previous kernel cannot have written: weights, the
 // step's uploaded inputs (positions, slots, block tables, lengths) and KV-cache rows of earlier
 // steps. (Anything written two launches back is complete: our predecessor let us start only
-// after its own wait returned; the one exception, qk_norm_rope_kernel, triggers before its wait,
-// and its successor reads nothing of the step before its own.) The GEMV, q/k norm + RoPE and
+// after its own wait returned; the one exception, the q/k norm + RoPE kernels (qk_norm_rope.cu,
+// qk_norm_rope_tokens.cu), trigger before their wait, and their successor reads nothing of the step
+// before its own.) The GEMV, q/k norm + RoPE and
 // decode attention kernels start their DRAM loads there, so that latency overlaps the previous
 // kernel's tail.
 //

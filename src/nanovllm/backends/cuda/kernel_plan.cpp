@@ -187,4 +187,48 @@ int int_gemv_v3_splits(int64_t T, int64_t outs, bool silu, int64_t K, int64_t G,
   return best;
 }
 
+bool rope_token_applies(const QkNormRopeProblem& p) {
+  const int64_t D = p.head_dim;
+  return p.aligned16 && D >= 8 && D <= 256 && D % 8 == 0 && p.num_heads >= 1 && p.num_kv_heads >= 1;
+}
+
+QkNormRopePlan plan_qk_norm_rope(const QkNormRopeProblem& p, int num_sms, const KernelOptions& o) {
+  QkNormRopePlan plan;
+  const int64_t heads = p.num_heads + p.num_kv_heads, T = std::max<int64_t>(p.T, 1);
+  plan.threads = heads >= 8 ? kRopeHeadThreads : kRopeHeadThreads / 2;
+  const int64_t per_cta = plan.threads / 32, full_groups = (heads + per_cta - 1) / per_cta;
+  bool token = false;
+  switch (o.rope_kernel) {
+    case RopeKernel::Head: break;
+    case RopeKernel::Token: token = rope_token_applies(p); break;
+    case RopeKernel::Auto: token = rope_token_applies(p) && T * full_groups > num_sms; break;
+  }
+  if (!token) {
+    // Head groups: a warp per head while T * groups fits the SMs (batch-1 Qwen3-8B: 5 CTAs, not 1).
+    int64_t groups = full_groups;
+    while (groups > 1 && T * groups > num_sms) --groups;
+    plan.head_groups = int(groups);
+    plan.ctas = T;
+    return plan;
+  }
+  plan.kernel = QkNormRopeKernel::Token;
+  const int64_t half = p.head_dim / 2;
+  plan.vec = half % 8 == 0 ? 8 : 4;
+  const int64_t chunks = half / plan.vec;
+  plan.lanes = 1;
+  while (plan.lanes < chunks) plan.lanes *= 2;
+  const int64_t slots = heads + (p.store ? p.num_kv_heads : 0);
+  plan.slot_splits = int((slots * plan.lanes + kRopeTokenMaxThreads - 1) / kRopeTokenMaxThreads);
+  plan.slots_per_cta = int((slots + plan.slot_splits - 1) / plan.slot_splits);
+  const int row_threads = plan.slots_per_cta * plan.lanes;
+  plan.rows = plan.slot_splits == 1 ? std::clamp(kRopeTokenRowThreads / row_threads, 1, kRopeTokenMaxTokens) : 1;
+  plan.threads = (plan.rows * row_threads + 31) / 32 * 32;
+  const int64_t pairs = (T + 2 * plan.rows - 1) / (2 * plan.rows);
+  plan.tokens_per_thread =
+      2 * plan.rows <= kRopeTokenMaxTokens && pairs * plan.slot_splits >= kRopeTokenWaves * num_sms ? 2 : 1;
+  const int64_t per = int64_t(plan.rows) * plan.tokens_per_thread;
+  plan.ctas = (T + per - 1) / per;
+  return plan;
+}
+
 }  // namespace nanovllm::cuda

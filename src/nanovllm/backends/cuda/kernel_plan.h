@@ -351,4 +351,50 @@ DecodeAttentionPlan plan_decode_attention(const DecodeAttentionProblem& p, int n
 // of the range [break_i, break_{i+1}) holding c. The CUDA-graph runner captures a graph per range.
 std::vector<int64_t> decode_context_breaks(int64_t batch, const KernelOptions& o);
 
+// ---- q/k norm + RoPE (qk_norm_rope, qk_norm_rope_store; qk_norm_rope.cu)
+//  * The head kernel (qk_norm_rope_kernel): a CTA per (token, group of heads), a warp per head
+//    walking the heads of its group one after another, 2-byte loads and stores. At decode batches
+//    the groups split a token's heads over several CTAs while T x groups fits the SMs (batch-1
+//    Qwen3-8B: 5 CTAs of one head per warp), and the cos/sin table is computed before the wait on
+//    the qkv GEMV (programmatic dependent launch), so the kernel costs about one DRAM round trip.
+//    At prefill sizes each CTA computes the table, then walks 3-5 heads per warp: 194 us per
+//    16K-token Qwen3-0.6B layer (1.7 TB/s; bench/RESULTS.md).
+//  * The token kernel (qk_norm_rope_tokens.cu): CTAs of `rows` x `tokens_per_thread` whole tokens,
+//    a group of `lanes` lanes per head slot (q, k, and with the store v), each lane `vec` adjacent
+//    values of each half of the head (8- or 16-byte accesses); every head of a token at once, the
+//    loads issued before the table is computed. Applies where head_dim is a multiple of 8 (vec 8
+//    where it is a multiple of 16, else 4; lanes = half / vec rounded up to a power of two, at most
+//    32) and qkv is 16-byte aligned; slots beyond kRopeTokenMaxThreads threads go to blockIdx.y.
+//  * rope_kernel auto: the token kernel where it applies and the head kernel could not give every
+//    head a warp of its own (T x ceil(heads / 8) > SMs: its warps would walk heads one after
+//    another); the head kernel otherwise. token: the token kernel wherever it applies; head: never.
+//  * tokens_per_thread 2 (two tokens' loads in flight per lane) when that still leaves
+//    kRopeTokenWaves x SMs CTAs; else 1.
+enum class QkNormRopeKernel { Head, Token };
+constexpr int kRopeHeadThreads = 256;      // head kernel: 8 warps (128 under 8 heads)
+constexpr int kRopeTokenMaxThreads = 512;  // token kernel: threads of a CTA (its __launch_bounds__)
+constexpr int kRopeTokenRowThreads = 256;  // token kernel: rows of tokens fill a CTA up to this many threads
+constexpr int kRopeTokenMaxTokens = 16;    // token kernel: tokens of a CTA (its cos/sin tables in shared memory)
+constexpr int64_t kRopeTokenWaves = 4;     // token kernel: CTAs per SM that two tokens per thread must leave
+struct QkNormRopeProblem {
+  int64_t T = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  bool store = false;     // qk_norm_rope_store: the v heads are copied into the cache too
+  bool aligned16 = true;  // qkv 16-byte aligned
+};
+struct QkNormRopePlan {
+  QkNormRopeKernel kernel = QkNormRopeKernel::Head;
+  int threads = kRopeHeadThreads;  // per CTA
+  int head_groups = 1;             // head kernel: CTAs per token (grid.y)
+  int vec = 8;                     // token kernel: values per lane from each half of a head (8 or 4)
+  int lanes = 8;                   // token kernel: lanes per head slot (a power of two, <= 32)
+  int slots_per_cta = 0;           // token kernel: head slots a row of a CTA takes
+  int slot_splits = 1;             // token kernel: CTAs over a token's slots (grid.y)
+  int rows = 1;                    // token kernel: rows of tokens per CTA
+  int tokens_per_thread = 1;       // token kernel: 1 or 2
+  int64_t ctas = 0;                // grid.x
+};
+// Whether the token kernel takes this shape.
+bool rope_token_applies(const QkNormRopeProblem& p);
+QkNormRopePlan plan_qk_norm_rope(const QkNormRopeProblem& p, int num_sms, const KernelOptions& o);
+
 }  // namespace nanovllm::cuda

@@ -1,12 +1,15 @@
 // Fused q/k RMSNorm (Qwen3; qw == kw == nullptr: none, as Llama, Qwen2, Mistral) + rotary
 // embedding (rotate-half), in place on the packed qkv rows
-// [T, (Hq + 2 Hkv) * D]. A CTA per (token, head group); groups only at small T (decode batches,
-// where one CTA per token would walk its heads one warp round trip after another). Each CTA
-// computes the token's cos/sin table (D/2 entries) in shared memory as the CPU reference does
-// (inv_freq from the model's RopeParams, plain RoPE or YaRN, passed by value in the launch, so a
-// captured graph holds it; angle = float(pos) * inv_freq in FP32, cos/sin in double rounded to
-// float, times the attention scaling in FP32), then each warp normalises and rotates whole heads
-// (q heads then k heads; v is untouched).
+// [T, (Hq + 2 Hkv) * D]. Two kernels compute the same bits; plan_qk_norm_rope (kernel_plan.h)
+// picks one by shape and KernelOptions::rope_kernel: this file's head kernel (decode batches) and
+// the token kernel of qk_norm_rope_tokens.cu (prefills and large batches, where this one's warps
+// would walk several heads each). The head kernel: a CTA per (token, head group); groups only at
+// small T (decode batches, where one CTA per token would walk its heads one warp round trip after
+// another). Each CTA computes the token's cos/sin table (D/2 entries) in shared memory as the CPU
+// reference does (inv_freq from the model's RopeParams, plain RoPE or YaRN, passed by value in the
+// launch, so a captured graph holds it; angle = float(pos) * inv_freq in FP32, cos/sin in double
+// rounded to float, times the attention scaling in FP32: rope_cos_sin, qk_norm_rope.cuh), then each
+// warp normalises and rotates whole heads (q heads then k heads; v is untouched).
 //
 // Rounding follows the BF16 Hugging Face model step by step (Qwen3RMSNorm rounds x * inv before
 // and after the weight; Qwen3RotaryEmbedding hands out cos/sin in the activation dtype; and
@@ -16,30 +19,18 @@
 // qk_norm_rope_store also writes the token's k (after norm and RoPE) and v heads into the KV cache
 // at slot_mapping[t] (rows of Hkv * D; -1 skips), which saves store_kvcache's launch per layer.
 // With the FP8 KV cache it writes E4M3 codes of the BF16 values x 1/scale (saturating).
+#include <algorithm>
 #include <cmath>
 
+#include "nanovllm/backends/checks.h"
 #include "nanovllm/backends/cuda/cuda_backend.h"
 #include "nanovllm/backends/cuda/cuda_common.cuh"
 #include "nanovllm/backends/cuda/fp8.cuh"
-#include "nanovllm/backends/checks.h"
+#include "nanovllm/backends/cuda/qk_norm_rope.cuh"
 
 namespace nanovllm {
 
 using namespace cuda;
-
-constexpr int kMaxHeadDim = 256;
-struct InvFreq {
-  float v[kMaxHeadDim / 2];
-};
-// Where the fused form stores k/v: caches [num_blocks * block_size, Hkv, D]; k == nullptr: no store.
-// fp8: the caches hold E4M3 codes of value x inv_k (keys) / inv_v (values).
-struct KVDest {
-  void* k = nullptr;
-  void* v = nullptr;
-  const int32_t* slots = nullptr;
-  bool fp8 = false;
-  float inv_k = 1.f, inv_v = 1.f;
-};
 
 __global__ void qk_norm_rope_kernel(bf16* __restrict__ qkv, const bf16* __restrict__ qw, const bf16* __restrict__ kw,
                                     const int32_t* __restrict__ pos, const InvFreq inv_freq, float rope_scale,
@@ -56,13 +47,7 @@ __global__ void qk_norm_rope_kernel(bf16* __restrict__ qkv, const bf16* __restri
   const float p = float(pos[t]);
   const int64_t slot = kv.k ? kv.slots[t] : -1;
   const int64_t kv_row = int64_t(Hkv) * D;
-  for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    const float angle = p * inv_freq.v[i];
-    double s, c;
-    sincos(double(angle), &s, &c);
-    cs[i] = bf16_round(float(c) * rope_scale);  // cos/sin in the activation dtype, as transformers does
-    sn[i] = bf16_round(float(s) * rope_scale);
-  }
+  for (int i = threadIdx.x; i < half; i += blockDim.x) rope_cos_sin(p, inv_freq.v[i], rope_scale, cs[i], sn[i]);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   constexpr int kC = kMaxHeadDim / 64;
   float wq[2][kC], wk[2][kC];  // lane's norm weights at i and i + half, i = lane + 32 c
@@ -147,7 +132,8 @@ __global__ void qk_norm_rope_kernel(bf16* __restrict__ qkv, const bf16* __restri
 // Checks, then the launch; kv.k == nullptr: no cache store.
 static void run_qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
                              int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps,
-                             const RopeParams& rope, const KVDest& kv, Stream st, int num_sms) {
+                             const RopeParams& rope, const KVDest& kv, Stream st, int num_sms,
+                             const KernelOptions& options) {
   check_qkv(qkv, num_heads, num_kv_heads, head_dim, "qk_norm_rope");
   check_rope(rope, head_dim, "qk_norm_rope");
   check_qk_norm_weights(q_norm_w, k_norm_w, head_dim, "qk_norm_rope");
@@ -162,21 +148,27 @@ static void run_qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& 
   if (T == 0) return;
   InvFreq f{};
   for (int64_t i = 0; i < D / 2; ++i) f.v[i] = rope.inv_freq[size_t(i)];
-  const int threads = num_heads + num_kv_heads >= 8 ? 256 : 128;
-  // Head groups: a warp per head while T * groups fits the SMs (batch-1 Qwen3-8B: 5 CTAs, not 1).
-  const int64_t heads = num_heads + num_kv_heads, per_cta = threads / 32;
-  int64_t groups = (heads + per_cta - 1) / per_cta;
-  while (groups > 1 && T * groups > num_sms) --groups;
-  launch(qk_norm_rope_kernel, dim3(unsigned(T), unsigned(groups)), threads, 0, st, qkv.data<bf16>(),
-         norm ? q_norm_w.data<bf16>() : nullptr, norm ? k_norm_w.data<bf16>() : nullptr, positions.data<int32_t>(), f,
-         rope.attention_scaling, qkv.size(1), int(num_heads), int(num_kv_heads), int(D), eps, kv);
+  const QkNormRopePlan plan = plan_qk_norm_rope(
+      {T, num_heads, num_kv_heads, D, kv.k != nullptr, aligned16({qkv.raw(), kv.k, kv.v})}, num_sms, options);
+  const bf16* qw = norm ? q_norm_w.data<bf16>() : nullptr;
+  const bf16* kw = norm ? k_norm_w.data<bf16>() : nullptr;
+  if (plan.kernel == QkNormRopeKernel::Token) {
+    // The first wave: about 1024 threads per SM (the kernel takes up to 64 registers).
+    const int64_t early_ctas = int64_t(num_sms) * std::max(1, 1024 / plan.threads);
+    launch_qk_norm_rope_tokens(plan, qkv.data<bf16>(), qw, kw, positions.data<int32_t>(), f, rope.attention_scaling, T,
+                               qkv.size(1), int(num_heads), int(num_kv_heads), int(D), eps, kv, early_ctas, st);
+    return;
+  }
+  launch(qk_norm_rope_kernel, dim3(unsigned(T), unsigned(plan.head_groups)), plan.threads, 0, st, qkv.data<bf16>(), qw,
+         kw, positions.data<int32_t>(), f, rope.attention_scaling, qkv.size(1), int(num_heads), int(num_kv_heads),
+         int(D), eps, kv);
 }
 
 void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
                                int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps,
                                const RopeParams& rope) {
   run_qk_norm_rope(qkv, q_norm_w, k_norm_w, positions, num_heads, num_kv_heads, head_dim, eps, rope, KVDest{},
-                   on_stream(), num_sms_);
+                   on_stream(), num_sms_, options_);
 }
 
 void CudaBackend::qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w,
@@ -198,7 +190,7 @@ void CudaBackend::qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const 
   kv.inv_k = 1.0f / kv_scales.k;
   kv.inv_v = 1.0f / kv_scales.v;
   run_qk_norm_rope(qkv, q_norm_w, k_norm_w, positions, num_heads, num_kv_heads, head_dim, eps, rope, kv, on_stream(),
-                   num_sms_);
+                   num_sms_, options_);
 }
 
 }  // namespace nanovllm
