@@ -3,8 +3,9 @@
 // the same shape, at Qwen3-8B's layer shapes (qkv, o, gate_up with the fused SiLU, down) for T rows
 // of x: the decode GEMV (T <= 32) under each KernelOptions::int_gemv value (v1: passes of 8 rows;
 // v2: int_gemv_v2.cu, one pass; v3: int_gemv_v3.cu, fewer instructions per tile, K split over a
-// cluster where kernel_plan.h's int_gemv_v3_splits says), and the dequantize + cuBLASLt path beyond.
-// Prints one JSON line per (layer, T): microseconds per call of v1, v2 and v3 (the mean of `reps`
+// cluster where kernel_plan.h's int_gemv_v3_splits says; v4: int_gemv_v4.cu, v3's outputs from a
+// persistent grid), and the dequantize + cuBLASLt path beyond.
+// Prints one JSON line per (layer, T): microseconds per call of v1, v2, v3 and v4 (the mean of `reps`
 // back-to-back calls inside one step, as the engine issues them), the weight bytes one call reads
 // (codes + the 4-byte scale/zero pair per row and group) and the GB/s each makes, and the BF16
 // linear's time. The GEMV's target: its GB/s near the device's DRAM bandwidth at T = 1. Each
@@ -65,12 +66,13 @@ int main(int argc, char** argv) {
   std::vector<int64_t> Ts;
   for (int i = 1; i < argc; ++i) Ts.push_back(std::atoll(argv[i]));
   if (Ts.empty()) Ts = {1, 2, 4, 8, 16, 32, 64, 128, 256, 2048};
-  KernelOptions o1, o2, o3, o4;
+  KernelOptions o1, o2, o3, o4, o5;
   o1.int_gemv = IntGemv::V1;
   o2.int_gemv = IntGemv::V2;
   o3.int_gemm = IntGemm::Dequantize;
   o4.int_gemv = IntGemv::V3;
-  CudaBackend be(0, o1), be2(0, o2), be3(0, o3), be4(0, o4);
+  o5.int_gemv = IntGemv::V4;
+  CudaBackend be(0, o1), be2(0, o2), be3(0, o3), be4(0, o4), be5(0, o5);
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   struct Layer {
@@ -92,6 +94,10 @@ int main(int argc, char** argv) {
     Tensor codes4;
     WeightScales scales4;
     be4.quantize_weight(w4, Quantization::AWQ, codes4, scales4);
+    const Tensor w5 = random_bf16(be5, {l.n, l.k}, 1);
+    Tensor codes5;
+    WeightScales scales5;
+    be5.quantize_weight(w5, Quantization::AWQ, codes5, scales5);
     const Tensor w3 = random_bf16(be3, {l.n, l.k}, 1);
     Tensor codes3;
     WeightScales scales3;
@@ -150,20 +156,22 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
         continue;
       }
-      const Tensor x4 = random_bf16(be4, {T, l.k}, 2);
+      const Tensor x4 = random_bf16(be4, {T, l.k}, 2), x5 = random_bf16(be5, {T, l.k}, 2);
       const double q1 = run(be, x, codes, scales, true), q2 = run(be2, x2, codes2, scales2, true);
-      const double q3 = run(be4, x4, codes4, scales4, true);
+      const double q3 = run(be4, x4, codes4, scales4, true), q4 = run(be5, x5, codes5, scales5, true);
       const double b = run(be, x, codes, scales, false);
       // v2 against v1 on the same codes and x (same seeds): the largest difference relative to v1's largest
       // output (both BF16 outputs of F32 sums: a few BF16 ulps; a wrong fragment would be O(1)).
       // v3 against v2 likewise (v3 takes U4's zero out through sums of x: the same F32 sums up to their
       // rounding, so BF16 outputs one ulp apart at most, ~4e-3 of the largest; a wrong fragment: O(1)).
       const std::vector<float> o1 = once(be, x, codes, scales), o2 = once(be2, x2, codes2, scales2);
-      const std::vector<float> o3 = once(be4, x4, codes4, scales4);
-      double big = 0, diff = 0, diff3 = 0;
+      // v4 against v3: the same arithmetic (v3 unsplit at these shapes), so 0 (bit for bit).
+      const std::vector<float> o3 = once(be4, x4, codes4, scales4), o4 = once(be5, x5, codes5, scales5);
+      double big = 0, diff = 0, diff3 = 0, diff4 = 0;
       for (size_t i = 0; i < o1.size(); ++i) {
         big = std::max(big, double(std::fabs(o1[i]))), diff = std::max(diff, double(std::fabs(o1[i] - o2[i])));
         diff3 = std::max(diff3, double(std::fabs(o3[i] - o2[i])));
+        diff4 = std::max(diff4, double(std::fabs(o4[i] - o3[i])));
       }
       const int splits =
           cuda::int_gemv_v3_splits(T, outs, l.silu, l.k, 128, 4, prop.multiProcessorCount, prop.major >= 9);
@@ -172,11 +180,15 @@ int main(int argc, char** argv) {
           "\"v1_us\": %.2f, \"v1_GB_s\": %.1f, \"v2_us\": %.2f, \"v2_GB_s\": %.1f, \"bf16_us\": %.2f, "
           "\"bf16_GB_s\": %.1f, \"v1_speedup\": %.2f, \"v2_speedup\": %.2f, \"v2_over_v1\": %.2f, "
           "\"v2_v1_max_rel_diff\": %.2e, \"v3_us\": %.2f, \"v3_GB_s\": %.1f, \"v3_speedup\": %.2f, "
-          "\"v3_over_v2\": %.2f, \"v3_splits\": %d, \"v3_v2_max_rel_diff\": %.2e}\n",
+          "\"v3_over_v2\": %.2f, \"v3_splits\": %d, \"v3_v2_max_rel_diff\": %.2e, \"v4_us\": %.2f, "
+          "\"v4_GB_s\": %.1f, \"v4_speedup\": %.2f, \"v4_over_v3\": %.2f, \"v4_grid\": %lld, "
+          "\"v4_v3_max_rel_diff\": %.2e}\n",
           l.name, (long long)l.n, (long long)l.k, (long long)T, bytes, q1 * 1e6, bytes / q1 / 1e9, q2 * 1e6,
           bytes / q2 / 1e9, b * 1e6, double(l.n) * double(l.k) * 2 / b / 1e9, b / q1, b / q2, q1 / q2,
           big > 0 ? diff / big : diff, q3 * 1e6, bytes / q3 / 1e9, b / q3, q2 / q3, splits,
-          big > 0 ? diff3 / big : diff3);
+          big > 0 ? diff3 / big : diff3, q4 * 1e6, bytes / q4 / 1e9, b / q4, q3 / q4,
+          (long long)cuda::int_gemv_v4_grid(l.silu ? outs / 16 : (outs + 15) / 16, prop.multiProcessorCount),
+          big > 0 ? diff4 / big : diff4);
       std::fflush(stdout);
     }
   }

@@ -7,11 +7,14 @@
 // of a decode-sized product, and the engine with --quantization awq on CUDA against the CPU. The
 // linear, fusion and graph tests run every GEMV (KernelOptions::int_gemv v1: passes of 8 rows; v2:
 // int_gemv_v2.cu, one pass of 1, 2 or 4 n-tiles; v3: int_gemv_v3.cu, K split over a cluster where
-// the plan says, forced by the shapes of V3SplitsKAcrossAClusterAgainstTheReference); T 33..256 the
+// the plan says, forced by the shapes of V3SplitsKAcrossAClusterAgainstTheReference; v4:
+// int_gemv_v4.cu, persistent, held to v3 bit for bit by V4EqualsV3BitForBit); T 33..256 the
 // tensor-core GEMM (int_gemm.cu: its own sweep of shapes, splits of K and the fused gated MLP).
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <random>
+#include <tuple>
 
 #include <cuda_runtime.h>
 
@@ -25,14 +28,14 @@ using namespace nanovllm;
 
 namespace {
 
-const IntGemv kGemvs[] = {IntGemv::V1, IntGemv::V2, IntGemv::V3};
+const IntGemv kGemvs[] = {IntGemv::V1, IntGemv::V2, IntGemv::V3, IntGemv::V4};
 
 KernelOptions with_gemv(IntGemv v) {
   KernelOptions o;
   o.int_gemv = v;
   return o;
 }
-std::string gemv_name(IntGemv v) { return v == IntGemv::V1 ? "v1" : v == IntGemv::V2 ? "v2" : "v3"; }
+std::string gemv_name(IntGemv v) { return int_gemv_name(v); }
 std::string kernel_name(cuda::IntLinearKernel k) {
   return k == cuda::IntLinearKernel::Gemv ? "gemv" : k == cuda::IntLinearKernel::Gemm ? "gemm" : "dequantize";
 }
@@ -63,6 +66,18 @@ Tensor to_gpu(CudaBackend& gpu, const Tensor& host) {
   return t;
 }
 
+// w's host codes and scales uploaded to `gpu` and prepared (gcodes, gscales).
+void upload_weight(CudaBackend& gpu, IntWeight& w) {
+  w.gcodes = to_gpu(gpu, w.codes);
+  w.gscales = w.scales;
+  w.gscales.scale = to_gpu(gpu, w.scales.scale);
+  w.gscales.zero = to_gpu(gpu, w.scales.zero);
+  w.gscales.perm = to_gpu(gpu, w.scales.perm);
+  gpu.prepare_int_weight(w.gcodes, w.gscales);
+  EXPECT_TRUE(CudaBackend::int_weight_prepared(w.gcodes, w.gscales));
+  EXPECT_EQ(w.gcodes.shape(), w.codes.shape());
+}
+
 // Random weights [N, K] quantized by the host reference in groups of G (bits 4 or 8), with a random
 // act-order permutation when `perm`; uploaded and prepared.
 IntWeight make_weight(CudaBackend& gpu, int bits, int64_t N, int64_t K, int64_t G, bool zero, bool perm,
@@ -79,14 +94,7 @@ IntWeight make_weight(CudaBackend& gpu, int bits, int64_t N, int64_t K, int64_t 
     std::iota(p, p + K, 0);
     std::shuffle(p, p + K, rng);
   }
-  w.gcodes = to_gpu(gpu, w.codes);
-  w.gscales = w.scales;
-  w.gscales.scale = to_gpu(gpu, w.scales.scale);
-  w.gscales.zero = to_gpu(gpu, w.scales.zero);
-  w.gscales.perm = to_gpu(gpu, w.scales.perm);
-  gpu.prepare_int_weight(w.gcodes, w.gscales);
-  EXPECT_TRUE(CudaBackend::int_weight_prepared(w.gcodes, w.gscales));
-  EXPECT_EQ(w.gcodes.shape(), (Shape{N, K}));
+  upload_weight(gpu, w);
   return w;
 }
 
@@ -281,6 +289,103 @@ TEST(CudaIntWeights, V3SplitsKAcrossAClusterAgainstTheReference) {
   if (major >= 9) EXPECT_GT(cuda::int_gemv_v3_splits(1, I, true, 4096, 128, 4, sms, true), 1);
   check_silu(b, 4, I, 4096, 128, 1, false);
   check_silu(b, 8, I, 2048, 128, 3, false);
+}
+
+// The GEMV's outputs on `gpu` (a backend of one int_gemv variant) for x [T, K] and the prepared
+// weight: the linear into [T, outs] (BF16 or F32), or with silu the gated MLP into [T, outs].
+std::vector<float> gemv_outputs(CudaBackend& gpu, const std::vector<float>& x, int64_t T, int64_t K,
+                                const IntWeightRef& w, int64_t outs, bool silu, bool f32_out) {
+  Tensor gx = gpu.empty({T, K}, DType::BF16);
+  gpu.upload(x.data(), DType::F32, gx);
+  Tensor out = gpu.empty({T, outs}, f32_out ? DType::F32 : DType::BF16);
+  if (silu)
+    qsilu(gpu, gx, w, out);
+  else
+    qlinear(gpu, gx, w, out);
+  return gpu.to_host_f32(out);
+}
+
+// Elements of a and b that differ (bit patterns: -0 against 0 counts, as would a NaN).
+size_t bit_differences(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  size_t bad = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) bad += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+  return bad;
+}
+
+// v4 (int_gemv_v4.cu) is v3's arithmetic (unsplit) on a persistent grid, so its outputs equal v3's
+// bit for bit wherever v3 does not split K. Qwen3-8B's layers (AWQ-quantized on the GPU: qkv, o,
+// down, and the gated MLP with its fused SiLU) at T 1, 4 and 17 (one and four n-tiles); then, from
+// the host quantizer, row counts of 1.5 waves of v4 CTAs and more (each CTA walks several row
+// blocks, its rings running from one into the next) at awkward shapes: N not a multiple of 16; the
+// general path (groups of 48 that split the 64-column tiles, K 2064 past a tile); groups of 3
+// tiles (G 192) and channel-wise (G = K) on the fast path; K of 3 tiles (warps with no tiles);
+// U8 codes, fast and general; the gated MLP in U4 and U8; T 1..32 (1, 2 and 4 n-tiles), F32 out.
+TEST(CudaIntWeights, V4EqualsV3BitForBit) {
+  REQUIRE_GPU();
+  int dev = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
+  CudaBackend g3(0, with_gemv(IntGemv::V3)), g4(0, with_gemv(IntGemv::V4));
+  struct Layer {
+    const char* name;
+    int64_t n, k;
+    bool silu;
+  };
+  const Layer layers[] = {{"qkv", 6144, 4096, false},
+                          {"o", 4096, 4096, false},
+                          {"down", 4096, 12288, false},
+                          {"gate_up", 24576, 4096, true}};
+  for (const Layer& l : layers) {
+    const std::vector<float> v = test::rand_bf16(size_t(l.n * l.k), uint32_t(l.n + l.k), -0.05f, 0.05f);
+    Tensor c3, c4;
+    WeightScales s3, s4;
+    for (auto [gpu, c, s] : {std::tuple{&g3, &c3, &s3}, std::tuple{&g4, &c4, &s4}}) {
+      Tensor w = gpu->empty({l.n, l.k}, DType::BF16);
+      gpu->upload(v.data(), DType::F32, w);
+      gpu->quantize_weight(w, Quantization::AWQ, *c, *s);
+    }
+    const int64_t outs = l.silu ? l.n / 2 : l.n;
+    for (int64_t T : {1, 4, 17}) {
+      ASSERT_EQ(cuda::int_gemv_v3_splits(T, outs, l.silu, l.k, 128, 4, sms, true), 1) << l.name;
+      const std::vector<float> x = test::rand_bf16(size_t(T * l.k), uint32_t(T));
+      const std::vector<float> o3 = gemv_outputs(g3, x, T, l.k, {c3, s3}, outs, l.silu, false);
+      const std::vector<float> o4 = gemv_outputs(g4, x, T, l.k, {c4, s4}, outs, l.silu, false);
+      EXPECT_EQ(bit_differences(o3, o4), 0u) << l.name << " T " << T;
+    }
+  }
+  const int64_t slots = int64_t(sms) * cuda::kIntGemvV4CtasPerSm, rows = slots * 3 / 2 + 5;
+  struct Case {
+    int bits;
+    int64_t N, K, G;
+    bool silu, perm;
+  };
+  const Case cases[] = {
+      {4, rows * 16 - 5, 2064, 48, false, false},  // general path; N past a row block
+      {4, rows * 16 - 9, 3072, 192, false, true},  // three tiles a group; act order
+      {4, rows * 32 - 3, 192, 64, false, false},   // three tiles a row block: warps 3..7 idle
+      {4, rows * 16, 2048, 2048, false, false},    // channel-wise
+      {8, rows * 16 - 5, 2048, 128, false, false}, {8, rows * 16 - 7, 1040, 80, false, false},  // U8 general path
+      {4, rows * 16, 2048, 128, true, false},                                                   // gated MLP: N = I
+      {4, rows * 16, 2064, 48, true, false},       {8, rows * 16, 1024, 64, true, false},
+  };
+  for (const Case& c : cases) {
+    IntWeight w = make_weight(g3, c.bits, c.silu ? 2 * c.N : c.N, c.K, c.G, c.bits == 4, c.perm, uint32_t(c.N + c.K));
+    IntWeight w4 = w;
+    upload_weight(g4, w4);
+    for (int64_t T : {1, 4, 12, 17, 32})
+      for (bool f32 : {false, true}) {
+        if (f32 && (c.silu || T % 2 == 0)) continue;
+        const std::string what = "U" + std::to_string(c.bits) + " N " + std::to_string(c.N) + " K " +
+                                 std::to_string(c.K) + " G " + std::to_string(c.G) + (c.silu ? " silu" : "") + " T " +
+                                 std::to_string(T) + (f32 ? " f32" : "");
+        ASSERT_EQ(cuda::int_gemv_v3_splits(T, c.N, c.silu, c.K, c.G, c.bits, sms, true), 1) << what;
+        const std::vector<float> x = test::rand_bf16(size_t(T * c.K), uint32_t(T + c.K));
+        const std::vector<float> o3 = gemv_outputs(g3, x, T, c.K, {w.gcodes, w.gscales}, c.N, c.silu, f32);
+        const std::vector<float> o4 = gemv_outputs(g4, x, T, c.K, {w4.gcodes, w4.gscales}, c.N, c.silu, f32);
+        EXPECT_EQ(bit_differences(o3, o4), 0u) << what;
+      }
+  }
 }
 
 // quantize_weight (--load-format dummy): int_quantize_weight's codes and scales from the same BF16

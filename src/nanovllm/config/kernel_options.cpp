@@ -56,6 +56,20 @@ const char* gemv_norm_name(GemvNormFusion g) {
   return "?";
 }
 
+}  // namespace
+
+const char* int_gemv_name(IntGemv g) {
+  switch (g) {
+    case IntGemv::V1: return "v1";
+    case IntGemv::V2: return "v2";
+    case IntGemv::V3: return "v3";
+    case IntGemv::V4: return "v4";
+  }
+  return "?";
+}
+
+namespace {
+
 const char* prefill_attention_name(PrefillAttention p) {
   switch (p) {
     case PrefillAttention::Auto: return "auto";
@@ -141,15 +155,16 @@ const std::vector<Option>& options() {
          return true;
        },
        [](const KernelOptions& o) { return std::string(o.fp8_gemm == Fp8Gemm::Auto ? "auto" : "dequantize"); }},
-      {"int_gemv", "NANOVLLM_INT_GEMV", "v1, v2 or v3",
+      {"int_gemv", "NANOVLLM_INT_GEMV", "v1, v2, v3 or v4",
        [](KernelOptions& o, const std::string& v) {
-         if (v != "v1" && v != "v2" && v != "v3") return false;
-         o.int_gemv = v == "v1" ? IntGemv::V1 : v == "v2" ? IntGemv::V2 : IntGemv::V3;
-         return true;
+         for (IntGemv g : {IntGemv::V1, IntGemv::V2, IntGemv::V3, IntGemv::V4})
+           if (v == int_gemv_name(g)) {
+             o.int_gemv = g;
+             return true;
+           }
+         return false;
        },
-       [](const KernelOptions& o) {
-         return std::string(o.int_gemv == IntGemv::V1 ? "v1" : o.int_gemv == IntGemv::V2 ? "v2" : "v3");
-       }},
+       [](const KernelOptions& o) { return std::string(int_gemv_name(o.int_gemv)); }},
       {"int_gemm", "NANOVLLM_INT_GEMM", "auto or dequantize",
        [](KernelOptions& o, const std::string& v) {
          if (v != "auto" && v != "dequantize") return false;
@@ -218,8 +233,8 @@ void KernelOptions::validate() const {
                     ")");
   if (fp8_gemm != Fp8Gemm::Auto && fp8_gemm != Fp8Gemm::Dequantize)
     throw UserError("kernel option fp8_gemm must be auto or dequantize (got " + std::to_string(int(fp8_gemm)) + ")");
-  if (int_gemv != IntGemv::V1 && int_gemv != IntGemv::V2 && int_gemv != IntGemv::V3)
-    throw UserError("kernel option int_gemv must be v1, v2 or v3 (got " + std::to_string(int(int_gemv)) + ")");
+  if (int(int_gemv) < int(IntGemv::V1) || int(int_gemv) > int(IntGemv::V4))
+    throw UserError("kernel option int_gemv must be v1, v2, v3 or v4 (got " + std::to_string(int(int_gemv)) + ")");
   if (int_gemm != IntGemm::Auto && int_gemm != IntGemm::Dequantize)
     throw UserError("kernel option int_gemm must be auto or dequantize (got " + std::to_string(int(int_gemm)) + ")");
   if (rope_kernel != RopeKernel::Auto && rope_kernel != RopeKernel::Head && rope_kernel != RopeKernel::Token)

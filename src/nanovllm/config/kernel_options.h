@@ -27,7 +27,7 @@
 //   all_reduce_norm    NANOVLLM_ALLREDUCE_NORM      on | off
 //   prefill_attention  NANOVLLM_PREFILL_ATTENTION   auto | wgmma_tma | wgmma | mma | tiled
 //   fp8_gemm           NANOVLLM_FP8_GEMM            auto | dequantize
-//   int_gemv           NANOVLLM_INT_GEMV            v1 | v2 | v3
+//   int_gemv           NANOVLLM_INT_GEMV            v1 | v2 | v3 | v4
 //   int_gemm           NANOVLLM_INT_GEMM            auto | dequantize
 //   rope_kernel        NANOVLLM_ROPE_KERNEL         auto | head | token
 // The CPU backend's precision is an engine setting (EngineConfig::cpu_precision, --cpu-precision);
@@ -74,6 +74,7 @@ enum class IntGemv {
   V1,  // int_linear.cu: one row block per CTA, passes of 8 rows of x, 4 tiles in flight per warp
   V2,  // int_gemv_v2.cu: all T <= 32 rows in one pass, a ring of up to 8 tiles in flight per warp
   V3,  // int_gemv_v3.cu: v2 with fewer instructions per tile and K split over a cluster of CTAs
+  V4,  // int_gemv_v4.cu: v3's outputs (no K split) from a persistent grid, rings running across row blocks
 };
 
 // Group-quantized weights at 33..256 rows of x (backends/cuda/kernel_plan.h, plan_int_linear).
@@ -149,6 +150,8 @@ struct KernelOptions {
   std::string to_string(const std::string& sep = " ") const;
 };
 bool operator==(const KernelOptions& a, const KernelOptions& b);  // (C++17 here: nvcc includes this)
+// "v1" .. "v4": the int_gemv value as --kernel-options spells it.
+const char* int_gemv_name(IntGemv g);
 inline bool operator!=(const KernelOptions& a, const KernelOptions& b) { return !(a == b); }
 
 // Applies "KEY=VALUE[,KEY=VALUE...]" (the CLI's --kernel-options; the values of the table above);

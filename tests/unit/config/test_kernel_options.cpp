@@ -126,7 +126,14 @@ TEST(KernelOptions, CliSpecParsesAndRoundTrips) {
   EXPECT_EQ(o.int_gemv, IntGemv::V1);
   apply_kernel_options(o, "int_gemv=v3");
   EXPECT_EQ(o.int_gemv, IntGemv::V3);
-  EXPECT_NE(spec_error("int_gemv=v4").find("int_gemv must be v1, v2 or v3"), std::string::npos);
+  apply_kernel_options(o, "int_gemv=v4");
+  EXPECT_EQ(o.int_gemv, IntGemv::V4);
+  EXPECT_NE(o.to_string().find("int_gemv=v4"), std::string::npos);
+  EXPECT_EQ(from_env({{"NANOVLLM_INT_GEMV", "v4"}}).int_gemv, IntGemv::V4);
+  EXPECT_NE(spec_error("int_gemv=v5").find("int_gemv must be v1, v2, v3 or v4"), std::string::npos);
+  KernelOptions bad;
+  bad.int_gemv = static_cast<IntGemv>(7);
+  EXPECT_THROW(bad.validate(), UserError);
   EXPECT_NE(spec_error("int_gemm=marlin").find("int_gemm must be auto or dequantize"), std::string::npos);
   apply_kernel_options(o, "int_gemm=dequantize");
   EXPECT_EQ(o.int_gemm, IntGemm::Dequantize);

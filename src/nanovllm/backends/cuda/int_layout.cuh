@@ -112,6 +112,9 @@ void int_gemv_v2(const IntGemvArgs& a, Stream st);
 // KernelOptions::int_gemv=v3 (int_gemv_v3.cu): the same, K split over `splits` CTAs of a cluster
 // (kernel_plan.h: int_gemv_v3_splits; 1 before sm_90). Throws Error outside the kernel's limits.
 void int_gemv_v3(const IntGemvArgs& a, int splits, Stream st);
+// KernelOptions::int_gemv=v4 (int_gemv_v4.cu): v3's outputs (one split) from a persistent grid of
+// at most kIntGemvV4CtasPerSm x num_sms CTAs. Throws Error outside the kernel's limits.
+void int_gemv_v4(const IntGemvArgs& a, int num_sms, Stream st);
 
 // One call of the tensor-core GEMM (int_gemm.cu) for kIntGemvMaxT < M <= kIntGemmMaxT rows of x:
 // the fields of IntGemvArgs (silu: outs = I % (kIntGemmRows / 2) == 0, BF16 out), and `splits` of K

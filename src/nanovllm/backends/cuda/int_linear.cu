@@ -4,7 +4,8 @@
 // plan_int_linear (kernel_plan.h) picks the kernel by T.
 //
 // Decode (T <= kIntGemvMaxT), KernelOptions::int_gemv=v2: int_gemv_v2.cu (one pass for all T); v3:
-// int_gemv_v3.cu (the same in fewer instructions, K split over a cluster where it fills the waves).
+// int_gemv_v3.cu (the same in fewer instructions, K split over a cluster where it fills the waves);
+// v4: int_gemv_v4.cu (v3's outputs from a persistent grid of one wave).
 // v1 (the default until v2 is measured), in passes of 8 rows: int_gemv_kernel. A CTA of 8 warps owns one
 // 16-row block of the weight (with silu: the gate block and the up block I / 16 blocks further, so
 // silu(gate) * up is its epilogue, gemv.cu's rounding); its warps take its K tiles round-robin, and
@@ -270,7 +271,7 @@ void CudaBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScale
                  scales.perm.data<int32_t>(), xs.data<cuda::bf16>(), int(K), total);
     NV_LAUNCH_CHECK();
   }
-  // The GEMV (KernelOptions::int_gemv: v1 in passes of 8 rows, v2 / v3 in one pass) into o [T, outs of o].
+  // The GEMV (KernelOptions::int_gemv: v1 in passes of 8 rows, v2 / v3 / v4 in one pass) into o [T, outs of o].
   auto gemv = [&](Tensor& o, bool fused_silu) {
     const int64_t slice = cuda::int_gemv_slice(options_.int_gemv);
     for (int64_t t0 = 0; t0 < T; t0 += slice) {
@@ -287,7 +288,9 @@ void CudaBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScale
       a.out = ot.raw();
       a.M = t1 - t0, a.outs = ot.size(1), a.K = K, a.G = G, a.bits = bits;
       a.silu = fused_silu, a.f32_out = ot.dtype() == DType::F32;
-      if (options_.int_gemv == IntGemv::V3)
+      if (options_.int_gemv == IntGemv::V4)
+        cuda::int_gemv_v4(a, num_sms_, st);
+      else if (options_.int_gemv == IntGemv::V3)
         cuda::int_gemv_v3(a, cuda::int_gemv_v3_splits(a.M, a.outs, a.silu, K, G, bits, num_sms_, sm_ >= 90), st);
       else
         cuda::int_gemv_v2(a, st);

@@ -200,7 +200,9 @@ Fp8LinearKernel plan_fp8_linear(const Fp8LinearProblem& p);
 //    the GEMM): four passes stay below it. A first estimate, to be measured (bench/RESULTS.md).
 //    KernelOptions::int_gemv picks the GEMV: v1 (int_linear.cu, the passes above) or v2
 //    (int_gemv_v2.cu: every T <= kIntGemvMaxT in one pass, int_gemv_ntiles(T) mma n-tiles of 8
-//    rows of x sharing each dequantized A fragment, so the codes are read once whatever T is).
+//    rows of x sharing each dequantized A fragment, so the codes are read once whatever T is),
+//    v3 (int_gemv_v3.cu: v2 in fewer instructions, K split over a cluster for small grids) or v4
+//    (int_gemv_v4.cu: v3 on a persistent grid of one wave).
 //  * kIntGemvMaxT < T <= kIntGemmMaxT with KernelOptions::int_gemm auto: the tensor-core GEMM
 //    (int_gemm.cu): CTA tiles of kIntGemmRows weight rows x kIntGemmCols rows of x, the codes read
 //    once per tile and dequantized in registers; int_gemm_splits(...) splits K across CTAs when the
@@ -245,6 +247,20 @@ constexpr int kIntGemvV3MaxSplits = 8;  // CTAs of a cluster (the portable limit
 // splits that give every warp the same whole number of tiles, at least half its ring (fewer bytes
 // in flight per CTA would starve DRAM), that fills the last wave best (by at least 5 points).
 int int_gemv_v3_splits(int64_t T, int64_t outs, bool silu, int64_t K, int64_t G, int bits, int num_sms, bool clusters);
+// v4 (int_gemv_v4.cu): v3's arithmetic (one split) on a persistent grid: at most
+// kIntGemvV4CtasPerSm CTAs per SM (one wave), CTA c taking row blocks c, c + grid, ..., each warp's
+// ring running on from one row block into the next, so a block's reduction and stores overlap the
+// next block's loads instead of a new wave's ramp. Its ring: v3's (the same registers per slot).
+constexpr int kIntGemvV4Warps = kIntGemvV3Warps;
+constexpr int kIntGemvV4CtasPerSm = kIntGemvV3CtasPerSm;  // __launch_bounds__ of the v4 kernel
+constexpr int int_gemv_v4_ring(int row_blocks, int ntiles, bool general) {
+  return int_gemv_v3_ring(row_blocks, ntiles, general);
+}
+// v4's CTAs for `rows` row blocks (silu: gate blocks) on num_sms SMs: one wave, or one per block.
+constexpr int64_t int_gemv_v4_grid(int64_t rows, int num_sms) {
+  const int64_t slots = int64_t(kIntGemvV4CtasPerSm) * (num_sms > 0 ? num_sms : 1);
+  return rows < slots ? rows : slots;
+}
 enum class IntLinearKernel { Gemv, Gemm, DequantizeGemm };
 struct IntLinearProblem {
   int64_t T = 0, N = 0;          // rows of x; outputs (silu_mul: I, the weight having 2I rows)

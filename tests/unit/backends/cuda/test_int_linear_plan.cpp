@@ -33,6 +33,7 @@ TEST(IntLinearPlan, GemvPassesAndNTilesByVariant) {
   EXPECT_EQ(cuda::int_gemv_slice(IntGemv::V1), 8);
   EXPECT_EQ(cuda::int_gemv_slice(IntGemv::V2), cuda::kIntGemvMaxT);
   EXPECT_EQ(cuda::int_gemv_slice(IntGemv::V3), cuda::kIntGemvMaxT);
+  EXPECT_EQ(cuda::int_gemv_slice(IntGemv::V4), cuda::kIntGemvMaxT);
   EXPECT_EQ(KernelOptions().int_gemv, IntGemv::V3);  // measured: bench/RESULTS.md (issue 45)
   const std::pair<int64_t, int> cases[] = {{1, 1}, {8, 1}, {9, 2}, {16, 2}, {17, 4}, {24, 4}, {32, 4}};
   for (const auto& [T, nt] : cases) {
@@ -68,6 +69,18 @@ TEST(IntLinearPlan, GemvV3SplitsFillTheLastWave) {
   // 69 row blocks on 264 slots (a quarter wave): split (the GPU test's shape).
   EXPECT_GT(cuda::int_gemv_v3_splits(1, 69 * 16, false, 4096, 128, 4, 132, true), 1);
   EXPECT_EQ(cuda::int_gemv_v3_splits(1, 297 * 16, false, 4096, 128, 4, 132, true), 1);
+}
+
+// v4's persistent grid: one wave of kIntGemvV4CtasPerSm CTAs per SM, or one CTA per row block when
+// there are fewer (Qwen3-8B on an H200's 132 SMs: qkv 384, o and down 256, gate_up 768 gated blocks).
+TEST(IntLinearPlan, GemvV4GridIsOneWave) {
+  EXPECT_EQ(cuda::kIntGemvV4CtasPerSm, 2);
+  EXPECT_EQ(cuda::int_gemv_v4_grid(384, 132), 264);
+  EXPECT_EQ(cuda::int_gemv_v4_grid(768, 132), 264);
+  EXPECT_EQ(cuda::int_gemv_v4_grid(256, 132), 256);
+  EXPECT_EQ(cuda::int_gemv_v4_grid(1, 132), 1);
+  EXPECT_EQ(cuda::int_gemv_v4_grid(100, 0), 2);  // no SM count: one SM's worth
+  EXPECT_EQ(cuda::int_gemv_v4_ring(1, 1, false), cuda::int_gemv_v3_ring(1, 1, false));
 }
 
 // K splits of the tensor-core GEMM: one wave of CTA tiles at most (so the partials fit

@@ -1,0 +1,315 @@
+// The fourth INT4/INT8 GEMV (KernelOptions::int_gemv=v4): v3's product (int_gemv_v3.cu: out[M, N] =
+// x[M, K] @ value[N, K]^T for 1 <= M <= 32 rows of BF16 x, group-quantized U4/U8 weights in
+// int_layout.cuh's layout, BF16 or F32 out, the gated MLP's silu(gate) * up as its epilogue) on a
+// persistent grid. Semantics: backends/int_weights.h.
+//
+// Arithmetic: v3's with one split, step for step (the same fragments, U4's bias of 128 taken out
+// through sums of x, the same group scaling, each warp's tiles in the same order, the warps' sums
+// added in the same order), so the outputs equal v3's (splits = 1) bit for bit.
+//
+// Mapping. A grid of R = int_gemv_v4_grid(row blocks, SMs) CTAs (kernel_plan.h: at most
+// kIntGemvV4CtasPerSm per SM, one wave): CTA c owns row blocks c, c + R, c + 2R, ... (with silu:
+// gate block b and up block b + I / 16 each). Strided rather than contiguous ranges: the counts
+// are the same (they differ by at most one), and CTAs c and c + SMs, which usually share an SM,
+// then get ceil and floor counts, so the SMs' loads differ by at most one block. Within a row
+// block the 8 warps split K as v3 does (warp w: a contiguous run of n <= ceil(KT / 8) tiles).
+//
+// Why: v3 gives each CTA one row block, so at K = 4096 a warp walks 8 tiles: it fills its ring,
+// waits one DRAM round trip, computes, the CTA reduces, stores and exits, and the grid runs 2-3
+// such waves (Qwen3-8B gate_up: 768 CTAs on 264 slots) with DRAM idle in each wave's ramp. Here
+// each warp's ring of P tiles runs on across its CTA's row blocks: ring slot u holds tiles u,
+// u + P, u + 2P, ... of the warp's run, and once it has given the run's last of them it is
+// refilled with tile u of the CTA's next row block. So when the warps reach a row block's end,
+// all P slots already hold (or are loading) the next block's first tiles, and the reduction,
+// __syncthreads and stores overlap those loads instead of an empty ring.
+//
+// Per row block the warps' sums go through shared memory (red, double-buffered where two fit in
+// 48 KiB, so one __syncthreads per block; the gated MLP at four n-tiles keeps one buffer and a
+// second barrier), then 16 x M threads add them in warp order and store; the warp that starts that
+// reduction rotates with the block so no warp falls behind every time.
+//
+// Weights and scales of the first P tiles are loaded before griddepcontrol.wait (the previous
+// kernel cannot write them); x after it.
+//
+// Registers (-Xptxas -v, sm_90a, nvcc 13.0; 128 a thread at most: two CTAs an SM): 95-128, U4 at
+// one n-tile 110 (v3 95), its gated MLP 120 (v3 110); spills only in the U4 gated MLP at four
+// n-tiles (T 17..32: 160 bytes, v3 152; general path 80, v3 64). The fast path's group index in
+// F32 (below) instead of a cursor per refill stream saved the 18-33 registers that spilled at one
+// n-tile. SASS of the main loop (U4, G 128, one n-tile, no silu; scripts/sass_loop_count.py): 754
+// instructions a round of 8 tiles against v3's 700, both refill paths counted (one runs a tile).
+#include <type_traits>
+
+#include "nanovllm/backends/cuda/int_layout.cuh"
+#include "nanovllm/backends/cuda/kernel_plan.h"
+#include "nanovllm/backends/cuda/mma.cuh"
+
+namespace nanovllm::cuda {
+namespace {
+
+constexpr int kWarps = kIntGemvV4Warps;
+constexpr int kThreads = kWarps * 32;
+constexpr uint32_t kBf16Ones = 0x3F803F80u;  // a BF16 pair of 1.0
+
+// The four A registers of one k-step from U4 word w: BF16 pairs 128 + q (int_gemv_v3.cu).
+__device__ __forceinline__ void int4_fragment_biased(uint32_t w, uint32_t magic, uint32_t (&a)[4]) {
+#pragma unroll
+  for (int s = 0; s < 4; ++s)
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(a[s]) : "r"(w >> (4 * s)), "n"(0x000F000F), "r"(magic));
+}
+
+// acc += s * (part - zz * xs) per C element, then part is zeroed (int_gemv_v3.cu).
+__device__ __forceinline__ void scale_partials(float (&acc)[4], float (&part)[4], const float (&xs)[4], float s0,
+                                               float zz0, float s1, float zz1) {
+  acc[0] = fmaf(s0, fmaf(-zz0, xs[0], part[0]), acc[0]);
+  acc[1] = fmaf(s0, fmaf(-zz0, xs[1], part[1]), acc[1]);
+  acc[2] = fmaf(s1, fmaf(-zz1, xs[2], part[2]), acc[2]);
+  acc[3] = fmaf(s1, fmaf(-zz1, xs[3], part[3]), acc[3]);
+#pragma unroll
+  for (int c = 0; c < 4; ++c) part[c] = 0.f;
+}
+
+// x: [M, K] BF16; codes / sz: int_layout.cuh; out: [M, N] (kSilu: N = I; gate block b, up block
+// b + up_block); rows: the row blocks (kSilu: gate blocks). kGeneral: per-k-step scales and bounds.
+template <int kBits, bool kSilu, bool kGeneral, int NT, class OutT>
+__global__ void __launch_bounds__(kThreads, kIntGemvV4CtasPerSm)
+    int_gemv_v4_kernel(const bf16* __restrict__ x, const uint4* __restrict__ codes, const uint32_t* __restrict__ sz,
+                       OutT* __restrict__ out, int M, int N, int K, int G, int up_block, int rows) {
+  constexpr int TK = int_tile_k(kBits), S = TK / kIntStepK;  // columns and k-steps of a tile
+  constexpr int RB = kSilu ? 2 : 1;                          // row blocks of a step
+  constexpr int SG = kGeneral ? S : 1;                       // scale words per tile and row
+  constexpr int P = int_gemv_v4_ring(RB, NT, kGeneral);      // the ring: tiles in flight per warp
+  constexpr int C = 8 * NT;                                  // rows of x (output columns)
+  constexpr bool kBias = kBits == 4;                         // codes as 128 + q (int_gemv_v3.cu)
+  constexpr int kRedBytes = kWarps * RB * C * 17 * 4;
+  constexpr int kRedBufs = 2 * kRedBytes <= 48 * 1024 ? 2 : 1;
+  __shared__ float red[kRedBufs][kWarps][RB][C][17];  // [buffer][warp][block][x row][weight row], padded
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int KT = (K + TK - 1) / TK, NG = K / G;
+  const int per_warp = (KT + kWarps - 1) / kWarps;
+  const int w0 = warp * per_warp;  // the warp's run in every row block: tiles w0 .. w0 + n - 1
+  const int n = max(0, min(per_warp, KT - w0));
+  const int stride = gridDim.x;
+  int blk = blockIdx.x;
+  // The warp's run in the current row block (cw: tile i at cw + 32 i; sw: its scale words) and the
+  // step to the CTA's next one.
+  const uint4* cw[RB];
+  const uint32_t* sw[RB];
+#pragma unroll
+  for (int r = 0; r < RB; ++r) {
+    int_block_ptrs(codes, sz, int64_t(blk) + (r ? up_block : 0), KT, NG, lane, cw[r], sw[r]);
+    cw[r] += int64_t(w0) * 32;
+  }
+  const int64_t cstep = int64_t(stride) * KT * 32, sstep = int64_t(stride) * NG * 16;
+
+  uint4 wq[P][RB];
+  uint32_t ws[P][RB][SG][2];  // {scale, zero} words of rows g and g + 8
+  // Fast path (G a multiple of TK, TPG = G / TK tiles a group): sw is moved to the group of the
+  // run's first tile, whose place in its group is c0; tile i of the run is then in group
+  // floor((c0 + i + 1/2) / TPG) after it, computed in F32 as trunc(i * inv + fb) (inv = 1 / TPG,
+  // fb = (c0 + 1/2) inv, rounded): the exact quotient is at least 1 / (2 TPG) from an integer and
+  // the F32 one within 2^-22 of it relatively, which holds while KT < 2^20 (int_gemv_v4 checks).
+  // Two registers instead of a group cursor per refill stream: slot u's refills jump from the
+  // block's tile u + kP back to the next block's tile u.
+  float inv = 0.f, fb = 0.f;
+  if constexpr (!kGeneral) {
+    const int tpg = G / TK, gl0 = w0 / tpg;
+    inv = __frcp_rn(float(tpg));
+    fb = (float(w0 - gl0 * tpg) + 0.5f) * inv;
+#pragma unroll
+    for (int r = 0; r < RB; ++r) sw[r] += gl0 * 16;
+  }
+  // The word offset of tile i's group (fast path): base = fb + i0 inv for tile i0 + d.
+  auto group_words = [&](float base, int d) { return __float2int_rz(fmaf(float(d), inv, base)) * 16; };
+  // Slot u <- tile i of the run whose codes start at c and scale words at s (fast path: the
+  // group's words at s + so).
+  auto load = [&](int u, const uint4* const(&c)[RB], const uint32_t* const(&s)[RB], int i, int so) {
+#pragma unroll
+    for (int r = 0; r < RB; ++r) {
+      wq[u][r] = load_codes(c[r] + i * 32);
+      if constexpr (kGeneral) {
+        int_tile_scales<TK, SG>(s[r], w0 + i, true, G, NG, ws[u][r]);
+      } else {
+        ws[u][r][0][0] = __ldg(s[r] + so);
+        ws[u][r][0][1] = __ldg(s[r] + so + 8);
+      }
+    }
+  };
+#pragma unroll
+  for (int u = 0; u < P; ++u)
+    if (u < n) load(u, cw, sw, u, kGeneral ? 0 : group_words(fb, u));
+  pdl_begin();  // x is the previous kernel's output
+
+  float acc[RB][NT][4];
+#pragma unroll
+  for (int r = 0; r < RB; ++r)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[r][nt][c] = 0.f;
+  // Lane's row of x in n-tile nt (B fragment column g) at its 4 columns of the run's first k-step.
+  const bf16* xr[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) xr[nt] = x + int64_t(min(8 * nt + g, M - 1)) * K + 4 * t + w0 * TK;
+  const uint32_t ones[4] = {kBf16Ones, kBf16Ones, kBf16Ones, kBf16Ones};
+  uint32_t magic = 0x43004300u;  // BF16 pair 128.0 (int4_fragment_biased)
+
+  for (int jb = 0; blk < rows; ++jb, blk += stride) {
+    const bool more = blk + stride < rows;
+    const uint4* cn[RB];  // the next row block's run
+    const uint32_t* sn[RB];
+#pragma unroll
+    for (int r = 0; r < RB; ++r) cn[r] = cw[r] + cstep, sn[r] = sw[r] + sstep;
+    for (int i0 = 0; i0 < n; i0 += P) {
+      // Per round, so the compiler cannot keep the P next-block offsets live across the loop.
+      float fbr = fb;
+      asm volatile("" : "+f"(fbr));
+      const float fi = fmaf(float(i0), inv, fbr);  // tile i0's base for group_words
+#pragma unroll
+      for (int u = 0; u < P; ++u) {
+        const int i = i0 + u;
+        if (i >= n) break;  // warp-uniform: the run's last round
+        const int k0 = (w0 + i) * TK;
+        float part[RB][NT][4], xs[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            xs[nt][c] = 0.f;
+#pragma unroll
+            for (int r = 0; r < RB; ++r) part[r][nt][c] = 0.f;
+          }
+#pragma unroll
+        for (int j = 0; j < S; ++j) {
+          const int k = k0 + kIntStepK * j;
+          uint2 xb[NT];  // general path: zeros past K (the last tile's padding)
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+            xb[nt] = (!kGeneral || k < K) ? __ldg(reinterpret_cast<const uint2*>(xr[nt] + i * TK + kIntStepK * j))
+                                          : make_uint2(0, 0);
+          if constexpr (kBias) {
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) mma_bf16_16816(xs[nt], ones, xb[nt].x, xb[nt].y);
+          }
+#pragma unroll
+          for (int r = 0; r < RB; ++r) {
+            const uint32_t wv[4] = {wq[u][r].x, wq[u][r].y, wq[u][r].z, wq[u][r].w};
+            const int sj = kGeneral ? j : 0;
+            const float2 sz0 = int_scale_zero(ws[u][r][sj][0]), sz1 = int_scale_zero(ws[u][r][sj][1]);
+            uint32_t a[4];
+            if constexpr (kBias)
+              int4_fragment_biased(wv[j], magic, a);
+            else
+              int8_fragment(wv[2 * j], wv[2 * j + 1], 8388608.f + sz0.y, 8388608.f + sz1.y, a);
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) mma_bf16_16816(part[r][nt], a, xb[nt].x, xb[nt].y);
+            if (kGeneral || j == S - 1) {  // the group's sums, scaled per row (c0, c1: row g; c2, c3: g + 8)
+              const float zz0 = kBias ? 128.f + sz0.y : 0.f, zz1 = kBias ? 128.f + sz1.y : 0.f;
+#pragma unroll
+              for (int nt = 0; nt < NT; ++nt) scale_partials(acc[r][nt], part[r][nt], xs[nt], sz0.x, zz0, sz1.x, zz1);
+            }
+          }
+          if (kGeneral || j == S - 1) {
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+              for (int c = 0; c < 4; ++c) xs[nt][c] = 0.f;
+          }
+        }
+        // Refill slot u: its next tile in this block, else tile u of the CTA's next block.
+        if (i + P < n)
+          load(u, cw, sw, i + P, kGeneral ? 0 : group_words(fi, u + P));
+        else if (more)
+          load(u, cn, sn, u, kGeneral ? 0 : group_words(fbr, u));
+      }
+    }
+
+    // The row block's sums: C fragment of n-tile nt: c0, c1 = (row g, x rows 8nt + 2t, + 1);
+    // c2, c3 = (row g + 8, the same).
+    if (kRedBufs == 1 && jb > 0) __syncthreads();  // every thread done reading the previous block's
+    auto& rd = red[kRedBufs == 1 ? 0 : jb & 1];
+#pragma unroll
+    for (int r = 0; r < RB; ++r)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        rd[warp][r][8 * nt + 2 * t][g] = acc[r][nt][0];
+        rd[warp][r][8 * nt + 2 * t + 1][g] = acc[r][nt][1];
+        rd[warp][r][8 * nt + 2 * t][g + 8] = acc[r][nt][2];
+        rd[warp][r][8 * nt + 2 * t + 1][g + 8] = acc[r][nt][3];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) acc[r][nt][c] = 0.f;
+      }
+    __syncthreads();
+    // Output e: weight row i = e % 16 of x row m = e / 16, the warps' sums added in warp order
+    // (v3's order). Warp jb % 8 starts (the others continue with the next block's tiles).
+    for (int e = (threadIdx.x + kThreads - 32 * (jb % kWarps)) % kThreads; e < 16 * M; e += kThreads) {
+      const int m = e / 16, i = e % 16, nrow = blk * 16 + i;
+      if (nrow >= N) continue;
+      float s = 0.f, v = 0.f;
+#pragma unroll
+      for (int wi = 0; wi < kWarps; ++wi) {
+        s += rd[wi][0][m][i];
+        if constexpr (kSilu) v += rd[wi][RB - 1][m][i];
+      }
+      int_gemv_store<kSilu>(s, v, out + int64_t(m) * N + nrow);
+    }
+#pragma unroll
+    for (int r = 0; r < RB; ++r) cw[r] = cn[r], sw[r] = sn[r];
+  }
+}
+
+template <int kBits, bool kSilu, bool kGeneral, int NT>
+void launch_v4(const IntGemvArgs& a, int num_sms, Stream st) {
+  const int64_t rows = kSilu ? a.outs / kIntRowBlock : (a.outs + kIntRowBlock - 1) / kIntRowBlock;
+  const int up_block = kSilu ? int(a.outs / kIntRowBlock) : 0;
+  const int M = int(a.M), N = int(a.outs), K = int(a.K), G = int(a.G);
+  const dim3 grid{unsigned(int_gemv_v4_grid(rows, num_sms)), 1u, 1u};
+  if constexpr (!kSilu) {
+    if (a.f32_out) {
+      launch(int_gemv_v4_kernel<kBits, kSilu, kGeneral, NT, float>, grid, dim3(kThreads), 0, st, a.x, a.codes, a.sz,
+             static_cast<float*>(a.out), M, N, K, G, up_block, int(rows));
+      NV_LAUNCH_CHECK();
+      return;
+    }
+  }
+  launch(int_gemv_v4_kernel<kBits, kSilu, kGeneral, NT, bf16>, grid, dim3(kThreads), 0, st, a.x, a.codes, a.sz,
+         static_cast<bf16*>(a.out), M, N, K, G, up_block, int(rows));
+  NV_LAUNCH_CHECK();
+}
+
+template <int kBits, bool kSilu, bool kGeneral>
+void dispatch_ntiles(const IntGemvArgs& a, int num_sms, Stream st) {
+  switch (int_gemv_ntiles(a.M)) {
+    case 1: return launch_v4<kBits, kSilu, kGeneral, 1>(a, num_sms, st);
+    case 2: return launch_v4<kBits, kSilu, kGeneral, 2>(a, num_sms, st);
+    default: return launch_v4<kBits, kSilu, kGeneral, 4>(a, num_sms, st);
+  }
+}
+
+template <int kBits>
+void dispatch_bits(const IntGemvArgs& a, int num_sms, Stream st) {
+  const bool general = a.G % int_tile_k(kBits) != 0 || a.K % int_tile_k(kBits) != 0;
+  if (a.silu)
+    general ? dispatch_ntiles<kBits, true, true>(a, num_sms, st) : dispatch_ntiles<kBits, true, false>(a, num_sms, st);
+  else
+    general ? dispatch_ntiles<kBits, false, true>(a, num_sms, st)
+            : dispatch_ntiles<kBits, false, false>(a, num_sms, st);
+}
+
+}  // namespace
+
+void int_gemv_v4(const IntGemvArgs& a, int num_sms, Stream st) {
+  const int64_t rows = a.silu ? a.outs / kIntRowBlock : (a.outs + kIntRowBlock - 1) / kIntRowBlock;
+  if (a.M < 1 || a.M > kIntGemvMaxT || a.outs < 1 || (a.silu && (a.f32_out || a.outs % kIntRowBlock != 0)) ||
+      (a.bits != 4 && a.bits != 8) || !int_layout_supports(a.bits, a.K, a.G) || num_sms < 1 ||
+      rows > (int64_t(1) << 26) || a.K / int_tile_k(a.bits) >= (int64_t(1) << 20))
+    throw Error("int_gemv_v4: M " + std::to_string(a.M) + ", outputs " + std::to_string(a.outs) + ", K " +
+                std::to_string(a.K) + ", group " + std::to_string(a.G) + ", " + std::to_string(a.bits) + " bits" +
+                (a.silu ? ", silu" : "") + (a.f32_out ? ", F32 out" : "") + " on " + std::to_string(num_sms) +
+                " SMs is outside the kernel's limits (kernel_plan.h: plan_int_linear)");
+  if (a.bits == 4)
+    dispatch_bits<4>(a, num_sms, st);
+  else
+    dispatch_bits<8>(a, num_sms, st);
+}
+
+}  // namespace nanovllm::cuda
