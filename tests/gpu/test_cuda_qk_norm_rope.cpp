@@ -146,8 +146,12 @@ void expect_same_bits(CudaBackend& gpu, const RopeCase& c) {
     const uint16_t h = f32_to_bf16(r.qkv[i]);
     std::memcpy(&input[2 * i], &h, 2);
   }
-  // q and k heads change (v stays): at least half of the bytes.
-  EXPECT_GT(differing(tok.qkv, input), input.size() / 2) << "the kernels computed nothing";
+  // q and k heads change (v stays): at least a quarter of the q/k values (BF16 pairs of bytes; a
+  // value's high byte often survives the norm: a byte count fell under half at T = 1).
+  size_t changed = 0;
+  for (size_t i = 0; i + 1 < input.size(); i += 2) changed += tok.qkv[i] != input[i] || tok.qkv[i + 1] != input[i + 1];
+  const size_t qk_values = size_t(c.T * (c.hq + c.hkv) * c.d);
+  EXPECT_GT(changed, qk_values / 4) << "the kernels computed nothing";
 }
 
 }  // namespace

@@ -74,7 +74,8 @@ enum class IntGemv {
   V1,  // int_linear.cu: one row block per CTA, passes of 8 rows of x, 4 tiles in flight per warp
   V2,  // int_gemv_v2.cu: all T <= 32 rows in one pass, a ring of up to 8 tiles in flight per warp
   V3,  // int_gemv_v3.cu: v2 with fewer instructions per tile and K split over a cluster of CTAs
-  V4,  // int_gemv_v4.cu: v3's outputs (no K split) from a persistent grid, rings running across row blocks
+  V4,  // int_gemv_v4.cu: v3's outputs (no K split) from a persistent grid, rings running across row
+       // blocks, where the row blocks exceed one wave; v3 on the grids of one wave or less
 };
 
 // Group-quantized weights at 33..256 rows of x (backends/cuda/kernel_plan.h, plan_int_linear).
@@ -135,7 +136,7 @@ struct KernelOptions {
   // See IntGemv. v3: Qwen3-8B AWQ batch-1 decode 367 tok/s against v2's 326 (gate_up 1.38x, down
   // 1.10x, o 1.00x at T = 1; 1.1-3.6x at T 16-32), outputs within BF16 rounding of v2's (H200,
   // bench/RESULTS.md). v2: v1's outputs bit for bit.
-  IntGemv int_gemv = IntGemv::V3;
+  IntGemv int_gemv = IntGemv::V4;  // measured: bench/RESULTS.md (issue 45, 2026-11-30)
   // See IntGemm. dequantize is the default (what T > 256 always runs): the GEMM misses the F32
   // tolerance on one U8 act-order shape (T 128, N 130) and is slower than dequantize + cuBLASLt at
   // T >= 128 on Qwen3-8B's layers (H200, bench/RESULTS.md); auto opts in.

@@ -202,7 +202,8 @@ Fp8LinearKernel plan_fp8_linear(const Fp8LinearProblem& p);
 //    (int_gemv_v2.cu: every T <= kIntGemvMaxT in one pass, int_gemv_ntiles(T) mma n-tiles of 8
 //    rows of x sharing each dequantized A fragment, so the codes are read once whatever T is),
 //    v3 (int_gemv_v3.cu: v2 in fewer instructions, K split over a cluster for small grids) or v4
-//    (int_gemv_v4.cu: v3 on a persistent grid of one wave).
+//    (int_gemv_v4.cu: v3 on a persistent grid of one wave, where the row blocks exceed one wave;
+//    v3 on smaller grids: int_linear.cu).
 //  * kIntGemvMaxT < T <= kIntGemmMaxT with KernelOptions::int_gemm auto: the tensor-core GEMM
 //    (int_gemm.cu): CTA tiles of kIntGemmRows weight rows x kIntGemmCols rows of x, the codes read
 //    once per tile and dequantized in registers; int_gemm_splits(...) splits K across CTAs when the

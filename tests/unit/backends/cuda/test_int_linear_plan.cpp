@@ -34,7 +34,7 @@ TEST(IntLinearPlan, GemvPassesAndNTilesByVariant) {
   EXPECT_EQ(cuda::int_gemv_slice(IntGemv::V2), cuda::kIntGemvMaxT);
   EXPECT_EQ(cuda::int_gemv_slice(IntGemv::V3), cuda::kIntGemvMaxT);
   EXPECT_EQ(cuda::int_gemv_slice(IntGemv::V4), cuda::kIntGemvMaxT);
-  EXPECT_EQ(KernelOptions().int_gemv, IntGemv::V3);  // measured: bench/RESULTS.md (issue 45)
+  EXPECT_EQ(KernelOptions().int_gemv, IntGemv::V4);  // measured: bench/RESULTS.md (issue 45)
   const std::pair<int64_t, int> cases[] = {{1, 1}, {8, 1}, {9, 2}, {16, 2}, {17, 4}, {24, 4}, {32, 4}};
   for (const auto& [T, nt] : cases) {
     EXPECT_EQ(cuda::int_gemv_ntiles(T), nt) << T;
