@@ -60,19 +60,30 @@ void run_fp8_case(Backends& be, const std::string& name, const std::vector<SeqSp
   auto qkv = make_pair(be.cpu, be.gpu, {T, W}, rand_bf16(size_t(T * W), seed + 3, -2, 2));
   be.gpu.prepare_metadata(md);
   const float scale = float(1.0 / std::sqrt(double(D)));
-  be.cpu.store_kvcache(qkv.cpu, k.cpu, v.cpu, hq, hkv, D, md, scales);
   be.gpu.store_kvcache(qkv.gpu, k.gpu, v.gpu, hq, hkv, D, md, scales);
-  // The same BF16 inputs times the same 1/scale: the same codes.
-  EXPECT_EQ(be.gpu.to_host_f32(k.gpu), be.cpu.to_host_f32(k.cpu)) << name << ": k cache codes";
-  EXPECT_EQ(be.gpu.to_host_f32(v.gpu), be.cpu.to_host_f32(v.cpu)) << name << ": v cache codes";
   Pair out{be.cpu.empty({T, hq * D}, DType::F32), be.gpu.empty({T, hq * D}, DType::BF16)};
-  be.cpu.attention(qkv.cpu, k.cpu, v.cpu, out.cpu, hq, hkv, D, scale, md, 0, scales);
   be.gpu.attention(qkv.gpu, k.gpu, v.gpu, out.gpu, hq, hkv, D, scale, md, 0, scales);
+  // The CPU reference of these inputs (k codes, v codes, output), once per test (Backends::cpu_results).
+  std::string key = "fp8/" + std::to_string(hq) + "/" + std::to_string(hkv) + "/" + std::to_string(D) + "/" +
+                    std::to_string(bs) + "/" + std::to_string(is_prefill) + "/" + std::to_string(seed) + "/" +
+                    std::to_string(scales.k) + "/" + std::to_string(scales.v);
+  for (const SeqSpec& s : seqs) key += "/" + std::to_string(s.ctx) + ":" + std::to_string(s.qlen);
+  auto ref = be.cpu_results.find(key);
+  if (ref == be.cpu_results.end()) {
+    be.cpu.store_kvcache(qkv.cpu, k.cpu, v.cpu, hq, hkv, D, md, scales);
+    be.cpu.attention(qkv.cpu, k.cpu, v.cpu, out.cpu, hq, hkv, D, scale, md, 0, scales);
+    ref = be.cpu_results
+              .emplace(key, std::vector<std::vector<float>>{be.cpu.to_host_f32(k.cpu), be.cpu.to_host_f32(v.cpu),
+                                                            be.cpu.to_host_f32(out.cpu)})
+              .first;
+  }
+  // The same BF16 inputs times the same 1/scale: the same codes.
+  EXPECT_EQ(be.gpu.to_host_f32(k.gpu), ref->second[0]) << name << ": k cache codes";
+  EXPECT_EQ(be.gpu.to_host_f32(v.gpu), ref->second[1]) << name << ": v cache codes";
   // As the BF16 cases (test_cuda_ops.cpp): BF16 output rounding and accumulation order; prefill
   // also rounds code x scale to BF16 for the tensor cores (exact for power-of-two scales).
   // Values reach 2 x v_scale: the absolute bound of the BF16 cases (values up to 1) scales with them.
-  expect_close(name, be.gpu.to_host_f32(out.gpu), be.cpu.to_host_f32(out.cpu), 1e-2,
-               3e-2 * std::max(1.0f, 2 * scales.v));
+  expect_close(name, be.gpu.to_host_f32(out.gpu), ref->second[2], 1e-2, 3e-2 * std::max(1.0f, 2 * scales.v));
 }
 
 struct HeadCfg {
@@ -95,10 +106,12 @@ TEST(CudaFp8KV, DecodeAwkwardShapes) {
   const int32_t ctxs[] = {1, 97, 255, 256, 257, 4097, 2, 63, 64, 65, 300, 511, 512, 513, 1000, 17, 129};
   std::vector<SeqSpec> batch;
   for (int32_t c : ctxs) batch.push_back({c, 1});
+  std::map<std::string, std::vector<std::vector<float>>> refs;  // the CPU references, shared by both
   for (bool cluster : {true, false}) {
     KernelOptions o;
     o.decode_cluster = cluster;
     Backends be(o);
+    be.cpu_results = std::move(refs);
     for (auto& h : kHeads)
       for (int64_t bs : {16, 256})
         for (const KVScales& s : kScales) {
@@ -106,6 +119,7 @@ TEST(CudaFp8KV, DecodeAwkwardShapes) {
           run_fp8_case(be, cfg_name(tag.c_str(), h, bs, s), batch, h.hq, h.hkv, h.d, bs, false, 7, s);
           run_fp8_case(be, cfg_name((tag + "-b1").c_str(), h, bs, s), {{4097, 1}}, h.hq, h.hkv, h.d, bs, false, 9, s);
         }
+    refs = std::move(be.cpu_results);
   }
 }
 
@@ -113,10 +127,8 @@ TEST(CudaFp8KV, DecodeAwkwardShapes) {
 // mid-block, plus one-token rows leading a mixed step (decode kernel + a prefill kernel in one
 // call), on a prefill kernel: mma.sync reads the codes, the TMA, wgmma and CUDA-core kernels a
 // BF16 scratch copy of the blocks (kv_fp8_scratch.cu); auto is the TMA kernel on an H100.
-void run_prefill_cases(PrefillAttention kernel, const char* tag, bool all_scales) {
-  KernelOptions o;
-  o.prefill_attention = kernel;
-  Backends be(o);
+void run_prefill_cases(Backends& be, PrefillAttention kernel, const char* tag, bool all_scales) {
+  be.gpu.set_prefill_attention(kernel);
   for (auto& h : kHeads)
     for (int64_t bs : {16, 256})
       for (const KVScales& s : kScales) {
@@ -128,13 +140,14 @@ void run_prefill_cases(PrefillAttention kernel, const char* tag, bool all_scales
                                          {64, 63}, {77, 1}, {300, 44},    {65, 64}};
         run_fp8_case(be, cfg_name(tag, h, bs, s) + " mixed", mixed, h.hq, h.hkv, h.d, bs, true, 31, s);
       }
+  be.gpu.set_prefill_attention(PrefillAttention::Auto);
 }
 
 TEST(CudaFp8KV, PrefillAwkwardShapes) {
   REQUIRE_GPU();
-  run_prefill_cases(PrefillAttention::Auto, "prefill[auto]", true);
-  // Head dims only the CUDA-core kernel takes (the tiny fixtures' kind), through the scratch.
   Backends be;
+  run_prefill_cases(be, PrefillAttention::Auto, "prefill[auto]", true);
+  // Head dims only the CUDA-core kernel takes (the tiny fixtures' kind), through the scratch.
   for (const HeadCfg h : {HeadCfg{4, 2, 32}, HeadCfg{6, 2, 96}, HeadCfg{8, 8, 16}})
     for (int64_t bs : {16, 256}) {
       const KVScales s{0.37f, 1.3f};
@@ -146,9 +159,10 @@ TEST(CudaFp8KV, PrefillAwkwardShapes) {
 // The other prefill kernels forced (fewer scales).
 TEST(CudaFp8KV, PrefillAwkwardShapesForcedKernels) {
   REQUIRE_GPU();
-  run_prefill_cases(PrefillAttention::Wgmma, "prefill[wgmma]", false);
-  run_prefill_cases(PrefillAttention::Mma, "prefill[mma]", false);
-  run_prefill_cases(PrefillAttention::Tiled, "prefill[tiled]", false);
+  Backends be;  // one oracle for the three kernels: each case's CPU reference computed once
+  run_prefill_cases(be, PrefillAttention::Wgmma, "prefill[wgmma]", false);
+  run_prefill_cases(be, PrefillAttention::Mma, "prefill[mma]", false);
+  run_prefill_cases(be, PrefillAttention::Tiled, "prefill[tiled]", false);
 }
 
 // mma.sync's rows per warp (16 or 32) on the FP8 codes.
