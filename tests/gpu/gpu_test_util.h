@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <random>
@@ -44,6 +45,14 @@ struct Backends {
   CudaBackend gpu;
   std::map<std::string, std::vector<std::vector<float>>> cpu_results;
 };
+
+// The oracle's outputs of the case named `key`: computed by `compute` the first time a test asks.
+inline const std::vector<std::vector<float>>& cpu_reference(
+    Backends& be, const std::string& key, const std::function<std::vector<std::vector<float>>()>& compute) {
+  auto it = be.cpu_results.find(key);
+  if (it == be.cpu_results.end()) it = be.cpu_results.emplace(key, compute()).first;
+  return it->second;
+}
 
 struct Pair {
   Tensor cpu, gpu;

@@ -68,22 +68,19 @@ void run_fp8_case(Backends& be, const std::string& name, const std::vector<SeqSp
                     std::to_string(bs) + "/" + std::to_string(is_prefill) + "/" + std::to_string(seed) + "/" +
                     std::to_string(scales.k) + "/" + std::to_string(scales.v);
   for (const SeqSpec& s : seqs) key += "/" + std::to_string(s.ctx) + ":" + std::to_string(s.qlen);
-  auto ref = be.cpu_results.find(key);
-  if (ref == be.cpu_results.end()) {
+  const auto& ref = cpu_reference(be, key, [&] {
     be.cpu.store_kvcache(qkv.cpu, k.cpu, v.cpu, hq, hkv, D, md, scales);
     be.cpu.attention(qkv.cpu, k.cpu, v.cpu, out.cpu, hq, hkv, D, scale, md, 0, scales);
-    ref = be.cpu_results
-              .emplace(key, std::vector<std::vector<float>>{be.cpu.to_host_f32(k.cpu), be.cpu.to_host_f32(v.cpu),
-                                                            be.cpu.to_host_f32(out.cpu)})
-              .first;
-  }
+    return std::vector<std::vector<float>>{be.cpu.to_host_f32(k.cpu), be.cpu.to_host_f32(v.cpu),
+                                           be.cpu.to_host_f32(out.cpu)};
+  });
   // The same BF16 inputs times the same 1/scale: the same codes.
-  EXPECT_EQ(be.gpu.to_host_f32(k.gpu), ref->second[0]) << name << ": k cache codes";
-  EXPECT_EQ(be.gpu.to_host_f32(v.gpu), ref->second[1]) << name << ": v cache codes";
+  EXPECT_EQ(be.gpu.to_host_f32(k.gpu), ref[0]) << name << ": k cache codes";
+  EXPECT_EQ(be.gpu.to_host_f32(v.gpu), ref[1]) << name << ": v cache codes";
   // As the BF16 cases (test_cuda_ops.cpp): BF16 output rounding and accumulation order; prefill
   // also rounds code x scale to BF16 for the tensor cores (exact for power-of-two scales).
   // Values reach 2 x v_scale: the absolute bound of the BF16 cases (values up to 1) scales with them.
-  expect_close(name, be.gpu.to_host_f32(out.gpu), ref->second[2], 1e-2, 3e-2 * std::max(1.0f, 2 * scales.v));
+  expect_close(name, be.gpu.to_host_f32(out.gpu), ref[2], 1e-2, 3e-2 * std::max(1.0f, 2 * scales.v));
 }
 
 struct HeadCfg {

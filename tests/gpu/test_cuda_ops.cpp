@@ -204,18 +204,15 @@ void run_attention_case(Backends& be, const std::string& name, const std::vector
                     std::to_string(bs) + "/" + std::to_string(is_prefill) + "/" + std::to_string(seed) + "/" +
                     std::to_string(window);
   for (const SeqSpec& s : seqs) key += "/" + std::to_string(s.ctx) + ":" + std::to_string(s.qlen);
-  auto ref = be.cpu_results.find(key);
-  if (ref == be.cpu_results.end()) {
+  const auto& ref = cpu_reference(be, key, [&] {
     be.cpu.store_kvcache(qkv.cpu, k.cpu, v.cpu, hq, hkv, D, md);
     be.cpu.attention(qkv.cpu, k.cpu, v.cpu, out.cpu, hq, hkv, D, scale, md, window);
-    ref = be.cpu_results
-              .emplace(key, std::vector<std::vector<float>>{be.cpu.to_host_f32(k.cpu), be.cpu.to_host_f32(v.cpu),
-                                                            be.cpu.to_host_f32(out.cpu)})
-              .first;
-  }
-  EXPECT_EQ(be.gpu.to_host_f32(k.gpu), ref->second[0]) << name << ": k cache";
-  EXPECT_EQ(be.gpu.to_host_f32(v.gpu), ref->second[1]) << name << ": v cache";
-  expect_close(name, be.gpu.to_host_f32(out.gpu), ref->second[2], 1e-2, 3e-2);
+    return std::vector<std::vector<float>>{be.cpu.to_host_f32(k.cpu), be.cpu.to_host_f32(v.cpu),
+                                           be.cpu.to_host_f32(out.cpu)};
+  });
+  EXPECT_EQ(be.gpu.to_host_f32(k.gpu), ref[0]) << name << ": k cache";
+  EXPECT_EQ(be.gpu.to_host_f32(v.gpu), ref[1]) << name << ": v cache";
+  expect_close(name, be.gpu.to_host_f32(out.gpu), ref[2], 1e-2, 3e-2);
   if (!is_prefill) {  // the read-ahead hint (at batch <= 4, the merge kernel prefetches it) changes nothing
     ReadAhead then;
     then.tensors = {&k.gpu, &qkv.gpu, &v.gpu, nullptr};

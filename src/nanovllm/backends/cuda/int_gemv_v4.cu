@@ -48,26 +48,6 @@ namespace {
 
 constexpr int kWarps = kIntGemvV4Warps;
 constexpr int kThreads = kWarps * 32;
-constexpr uint32_t kBf16Ones = 0x3F803F80u;  // a BF16 pair of 1.0
-
-// The four A registers of one k-step from U4 word w: BF16 pairs 128 + q (int_gemv_v3.cu).
-__device__ __forceinline__ void int4_fragment_biased(uint32_t w, uint32_t magic, uint32_t (&a)[4]) {
-#pragma unroll
-  for (int s = 0; s < 4; ++s)
-    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(a[s]) : "r"(w >> (4 * s)), "n"(0x000F000F), "r"(magic));
-}
-
-// acc += s * (part - zz * xs) per C element, then part is zeroed (int_gemv_v3.cu).
-__device__ __forceinline__ void scale_partials(float (&acc)[4], float (&part)[4], const float (&xs)[4], float s0,
-                                               float zz0, float s1, float zz1) {
-  acc[0] = fmaf(s0, fmaf(-zz0, xs[0], part[0]), acc[0]);
-  acc[1] = fmaf(s0, fmaf(-zz0, xs[1], part[1]), acc[1]);
-  acc[2] = fmaf(s1, fmaf(-zz1, xs[2], part[2]), acc[2]);
-  acc[3] = fmaf(s1, fmaf(-zz1, xs[3], part[3]), acc[3]);
-#pragma unroll
-  for (int c = 0; c < 4; ++c) part[c] = 0.f;
-}
-
 // x: [M, K] BF16; codes / sz: int_layout.cuh; out: [M, N] (kSilu: N = I; gate block b, up block
 // b + up_block); rows: the row blocks (kSilu: gate blocks). kGeneral: per-k-step scales and bounds.
 template <int kBits, bool kSilu, bool kGeneral, int NT, class OutT>
@@ -205,7 +185,8 @@ __global__ void __launch_bounds__(kThreads, kIntGemvV4CtasPerSm)
             if (kGeneral || j == S - 1) {  // the group's sums, scaled per row (c0, c1: row g; c2, c3: g + 8)
               const float zz0 = kBias ? 128.f + sz0.y : 0.f, zz1 = kBias ? 128.f + sz1.y : 0.f;
 #pragma unroll
-              for (int nt = 0; nt < NT; ++nt) scale_partials(acc[r][nt], part[r][nt], xs[nt], sz0.x, zz0, sz1.x, zz1);
+              for (int nt = 0; nt < NT; ++nt)
+                int_scale_partials_biased(acc[r][nt], part[r][nt], xs[nt], sz0.x, zz0, sz1.x, zz1);
             }
           }
           if (kGeneral || j == S - 1) {

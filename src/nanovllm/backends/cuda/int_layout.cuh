@@ -206,4 +206,28 @@ __device__ __forceinline__ void int_gemv_store(float s, float u, OutT* o) {
     *o = __float2bfloat16(s);
 }
 
+// The U4 GEMVs' shared pieces (int_gemv_v3.cu, int_gemv_v4.cu).
+constexpr uint32_t kBf16Ones = 0x3F803F80u;  // a BF16 pair of 1.0
+
+// The four A registers of one k-step from U4 word w: BF16 pairs 128 + q (exact: BF16 128 has ulp 1),
+// (w >> 4s) & 0x000F000F | magic as one LOP3 each (written out: given two immediates, the compiler
+// emits two), magic = 0x43004300 held in a register.
+__device__ __forceinline__ void int4_fragment_biased(uint32_t w, uint32_t magic, uint32_t (&a)[4]) {
+#pragma unroll
+  for (int s = 0; s < 4; ++s)
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(a[s]) : "r"(w >> (4 * s)), "n"(0x000F000F), "r"(magic));
+}
+
+// acc += s * (part - zz * xs) per C element (zz = 128 + z: U4's bias; U8 subtracts its zero in the
+// fragment and passes xs = 0), then part and xs are zeroed for the next group.
+__device__ __forceinline__ void int_scale_partials_biased(float (&acc)[4], float (&part)[4], const float (&xs)[4],
+                                                          float s0, float zz0, float s1, float zz1) {
+  acc[0] = fmaf(s0, fmaf(-zz0, xs[0], part[0]), acc[0]);
+  acc[1] = fmaf(s0, fmaf(-zz0, xs[1], part[1]), acc[1]);
+  acc[2] = fmaf(s1, fmaf(-zz1, xs[2], part[2]), acc[2]);
+  acc[3] = fmaf(s1, fmaf(-zz1, xs[3], part[3]), acc[3]);
+#pragma unroll
+  for (int c = 0; c < 4; ++c) part[c] = 0.f;
+}
+
 }  // namespace nanovllm::cuda
