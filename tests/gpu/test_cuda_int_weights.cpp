@@ -35,7 +35,6 @@ KernelOptions with_gemv(IntGemv v) {
   o.int_gemv = v;
   return o;
 }
-std::string gemv_name(IntGemv v) { return int_gemv_name(v); }
 std::string kernel_name(cuda::IntLinearKernel k) {
   return k == cuda::IntLinearKernel::Gemv ? "gemv" : k == cuda::IntLinearKernel::Gemm ? "gemm" : "dequantize";
 }
@@ -155,9 +154,9 @@ void check_linear(test::Backends& b, const Shape3& s, int64_t T, bool zero, bool
   Tensor out = b.gpu.empty({T, s.N}, f32_out ? DType::F32 : DType::BF16);
   qlinear(b.gpu, gx, {w.gcodes, w.gscales}, out);
   const cuda::IntLinearKernel plan = cuda::plan_int_linear({T, s.N, false, b.gpu.kernel_options().int_gemm});
-  const std::string what = gemv_name(b.gpu.kernel_options().int_gemv) + " U" + std::to_string(s.bits) + " T " +
-                           std::to_string(T) + " N " + std::to_string(s.N) + " K " + std::to_string(s.K) + " G " +
-                           std::to_string(s.G) + (zero ? " zero" : " sym") + (perm ? " perm" : "") +
+  const std::string what = std::string(int_gemv_name(b.gpu.kernel_options().int_gemv)) + " U" + std::to_string(s.bits) +
+                           " T " + std::to_string(T) + " N " + std::to_string(s.N) + " K " + std::to_string(s.K) +
+                           " G " + std::to_string(s.G) + (zero ? " zero" : " sym") + (perm ? " perm" : "") +
                            (f32_out ? " f32" : "") + " (" + kernel_name(plan) + ")";
   const bool tight = f32_out && plan != cuda::IntLinearKernel::DequantizeGemm;  // the weights never rounded
   expect_close(b.gpu.to_host_f32(out), reference(w, x, T), tight ? 1.0 / 1024 : 1.0 / 256,
@@ -240,8 +239,8 @@ void check_silu(test::Backends& b, int bits, int64_t I, int64_t K, int64_t G, in
       bad += !(err <= tol);
       worst = std::max(worst, err / tol);
     }
-  EXPECT_EQ(bad, 0u) << gemv_name(b.gpu.kernel_options().int_gemv) << " silu U" << bits << " I " << I << " K " << K
-                     << " T " << T << ": worst error " << worst << " x its tolerance";
+  EXPECT_EQ(bad, 0u) << std::string(int_gemv_name(b.gpu.kernel_options().int_gemv)) << " silu U" << bits << " I " << I
+                     << " K " << K << " T " << T << ": worst error " << worst << " x its tolerance";
 }
 
 TEST(CudaIntWeights, GatedMlpFusionAgainstTheReference) {

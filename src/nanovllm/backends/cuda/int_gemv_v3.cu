@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(kThreads, kIntGemvV3CtasPerSm)
 template <int kBits, bool kSilu, bool kGeneral, int NT>
 void launch_v3(const IntGemvArgs& a, int splits, Stream st) {
   const int64_t TK = int_tile_k(kBits), KT = (a.K + TK - 1) / TK;
-  const int64_t rows = kSilu ? a.outs / kIntRowBlock : (a.outs + kIntRowBlock - 1) / kIntRowBlock;
+  const int64_t rows = int_gemv_row_blocks(a.outs, kSilu);
   const int up_block = kSilu ? int(a.outs / kIntRowBlock) : 0;
   const int M = int(a.M), N = int(a.outs), K = int(a.K), G = int(a.G), per_split = int((KT + splits - 1) / splits);
   const dim3 grid{unsigned(splits), unsigned(rows), 1u}, cluster{unsigned(splits), 1u, 1u};
@@ -265,7 +265,7 @@ void dispatch_bits(const IntGemvArgs& a, int splits, Stream st) {
 }  // namespace
 
 void int_gemv_v3(const IntGemvArgs& a, int splits, Stream st) {
-  const int64_t rows = a.silu ? a.outs / kIntRowBlock : (a.outs + kIntRowBlock - 1) / kIntRowBlock;
+  const int64_t rows = int_gemv_row_blocks(a.outs, a.silu);
   if (a.M < 1 || a.M > kIntGemvMaxT || a.outs < 1 || (a.silu && (a.f32_out || a.outs % kIntRowBlock != 0)) ||
       (a.bits != 4 && a.bits != 8) || !int_layout_supports(a.bits, a.K, a.G) || splits < 1 ||
       splits > kIntGemvV3MaxSplits || rows > 65535)

@@ -240,7 +240,7 @@ __global__ void __launch_bounds__(kThreads, kIntGemvV4CtasPerSm)
 
 template <int kBits, bool kSilu, bool kGeneral, int NT>
 void launch_v4(const IntGemvArgs& a, int num_sms, Stream st) {
-  const int64_t rows = kSilu ? a.outs / kIntRowBlock : (a.outs + kIntRowBlock - 1) / kIntRowBlock;
+  const int64_t rows = int_gemv_row_blocks(a.outs, kSilu);
   const int up_block = kSilu ? int(a.outs / kIntRowBlock) : 0;
   const int M = int(a.M), N = int(a.outs), K = int(a.K), G = int(a.G);
   const dim3 grid{unsigned(int_gemv_v4_grid(rows, num_sms)), 1u, 1u};
@@ -279,7 +279,7 @@ void dispatch_bits(const IntGemvArgs& a, int num_sms, Stream st) {
 }  // namespace
 
 void int_gemv_v4(const IntGemvArgs& a, int num_sms, Stream st) {
-  const int64_t rows = a.silu ? a.outs / kIntRowBlock : (a.outs + kIntRowBlock - 1) / kIntRowBlock;
+  const int64_t rows = int_gemv_row_blocks(a.outs, a.silu);
   if (a.M < 1 || a.M > kIntGemvMaxT || a.outs < 1 || (a.silu && (a.f32_out || a.outs % kIntRowBlock != 0)) ||
       (a.bits != 4 && a.bits != 8) || !int_layout_supports(a.bits, a.K, a.G) || num_sms < 1 ||
       rows > (int64_t(1) << 26) || a.K / int_tile_k(a.bits) >= (int64_t(1) << 20))

@@ -257,6 +257,11 @@ constexpr int kIntGemvV4CtasPerSm = kIntGemvV3CtasPerSm;  // __launch_bounds__ o
 constexpr int int_gemv_v4_ring(int row_blocks, int ntiles, bool general) {
   return int_gemv_v3_ring(row_blocks, ntiles, general);
 }
+// The row blocks of a v3 / v4 GEMV with `outs` outputs (silu: the gated MLP's I, whose gate blocks
+// are the CTAs' units; else outputs rounded up to whole blocks).
+constexpr int64_t int_gemv_row_blocks(int64_t outs, bool silu) {
+  return silu ? outs / kIntRowBlock : (outs + kIntRowBlock - 1) / kIntRowBlock;
+}
 // v4's CTAs for `rows` row blocks (silu: gate blocks) on num_sms SMs: one wave, or one per block.
 constexpr int64_t int_gemv_v4_grid(int64_t rows, int num_sms) {
   const int64_t slots = int64_t(kIntGemvV4CtasPerSm) * (num_sms > 0 ? num_sms : 1);

@@ -80,6 +80,11 @@ TEST(IntLinearPlan, GemvV4GridIsOneWave) {
   EXPECT_EQ(cuda::int_gemv_v4_grid(256, 132), 256);
   EXPECT_EQ(cuda::int_gemv_v4_grid(1, 132), 1);
   EXPECT_EQ(cuda::int_gemv_v4_grid(100, 0), 2);  // no SM count: one SM's worth
+  // Row blocks: Qwen3-8B's gated MLP (I 12,288: 768 gate blocks), qkv (6,144 outputs: 384), and
+  // outputs past a whole block (130: 9).
+  EXPECT_EQ(cuda::int_gemv_row_blocks(12288, true), 768);
+  EXPECT_EQ(cuda::int_gemv_row_blocks(6144, false), 384);
+  EXPECT_EQ(cuda::int_gemv_row_blocks(130, false), 9);
   EXPECT_EQ(cuda::int_gemv_v4_ring(1, 1, false), cuda::int_gemv_v3_ring(1, 1, false));
 }
 
