@@ -108,7 +108,6 @@ __global__ void __launch_bounds__(kThreads, kIntGemvV3CtasPerSm)
 #pragma unroll
   for (int u = 0; u < P; ++u) load_slot(u, u);
   pdl_begin();  // x is the previous kernel's output
-  int_prefetch_x_run<TK>(x, M, K, w0, n, lane);
 
   float acc[RB][NT][4];
 #pragma unroll

@@ -118,7 +118,6 @@ __global__ void __launch_bounds__(kThreads, kIntGemvV4CtasPerSm)
   for (int u = 0; u < P; ++u)
     if (u < n) load(u, cw, sw, u, kGeneral ? 0 : group_words(fb, u));
   pdl_begin();  // x is the previous kernel's output
-  int_prefetch_x_run<TK>(x, M, K, w0, n, lane);
 
   float acc[RB][NT][4];
 #pragma unroll

@@ -230,21 +230,4 @@ __device__ __forceinline__ void int_scale_partials_biased(float (&acc)[4], float
   for (int c = 0; c < 4; ++c) part[c] = 0.f;
 }
 
-// Rows 0..M-1 of x at a warp's run of tiles w0 .. w0 + n - 1 (columns w0 TK .. (w0 + n) TK, cut
-// at K) into L1, one prefetch per 128-byte line spread over the warp's lanes. Issued once after
-// the GEMV's griddepcontrol.wait: each tile's x loads then hit L1 instead of each waiting for an
-// L2 round trip at the start of its tile (v4's later row blocks reuse the same run, so there the
-// loads hit L1 already; v3's one block and v4's first paid one round trip a tile).
-template <int TK>
-__device__ __forceinline__ void int_prefetch_x_run(const bf16* x, int M, int K, int w0, int n, int lane) {
-  constexpr int kLineCols = 64;  // BF16 columns of a 128-byte line
-  const int c0 = w0 * TK, c1 = min(K, (w0 + n) * TK);
-  if (c1 <= c0) return;
-  const int lines = (c1 - c0 + kLineCols - 1) / kLineCols;
-  for (int e = lane; e < M * lines; e += 32) {
-    const int m = e / lines, l = e - m * lines;
-    asm volatile("prefetch.global.L1 [%0];" ::"l"(x + int64_t(m) * K + c0 + l * kLineCols));
-  }
-}
-
 }  // namespace nanovllm::cuda
