@@ -4,7 +4,8 @@
 // of x: the decode GEMV (T <= 32) under each KernelOptions::int_gemv value (v1: passes of 8 rows;
 // v2: int_gemv_v2.cu, one pass; v3: int_gemv_v3.cu, fewer instructions per tile, K split over a
 // cluster where kernel_plan.h's int_gemv_v3_splits says; v4: int_gemv_v4.cu, v3's outputs from a
-// persistent grid), and the dequantize + cuBLASLt path beyond.
+// persistent grid; v5: int_gemv_v5.cu, v4 with its rings in shared memory and twice the warps), and the
+// dequantize + cuBLASLt path beyond.
 // Prints one JSON line per (layer, T): microseconds per call of v1, v2, v3 and v4 (the mean of `reps`
 // back-to-back calls inside one step, as the engine issues them), the weight bytes one call reads
 // (codes + the 4-byte scale/zero pair per row and group) and the GB/s each makes, and the BF16
@@ -66,13 +67,14 @@ int main(int argc, char** argv) {
   std::vector<int64_t> Ts;
   for (int i = 1; i < argc; ++i) Ts.push_back(std::atoll(argv[i]));
   if (Ts.empty()) Ts = {1, 2, 4, 8, 16, 32, 64, 128, 256, 2048};
-  KernelOptions o1, o2, o3, o4, o5;
+  KernelOptions o1, o2, o3, o4, o5, o6;
   o1.int_gemv = IntGemv::V1;
   o2.int_gemv = IntGemv::V2;
   o3.int_gemm = IntGemm::Dequantize;
   o4.int_gemv = IntGemv::V3;
   o5.int_gemv = IntGemv::V4;
-  CudaBackend be(0, o1), be2(0, o2), be3(0, o3), be4(0, o4), be5(0, o5);
+  o6.int_gemv = IntGemv::V5;
+  CudaBackend be(0, o1), be2(0, o2), be3(0, o3), be4(0, o4), be5(0, o5), be6(0, o6);
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   struct Layer {
@@ -98,6 +100,10 @@ int main(int argc, char** argv) {
     Tensor codes5;
     WeightScales scales5;
     be5.quantize_weight(w5, Quantization::AWQ, codes5, scales5);
+    const Tensor w6 = random_bf16(be6, {l.n, l.k}, 1);
+    Tensor codes6;
+    WeightScales scales6;
+    be6.quantize_weight(w6, Quantization::AWQ, codes6, scales6);
     const Tensor w3 = random_bf16(be3, {l.n, l.k}, 1);
     Tensor codes3;
     WeightScales scales3;
@@ -157,8 +163,10 @@ int main(int argc, char** argv) {
         continue;
       }
       const Tensor x4 = random_bf16(be4, {T, l.k}, 2), x5 = random_bf16(be5, {T, l.k}, 2);
+      const Tensor x6 = random_bf16(be6, {T, l.k}, 2);
       const double q1 = run(be, x, codes, scales, true), q2 = run(be2, x2, codes2, scales2, true);
       const double q3 = run(be4, x4, codes4, scales4, true), q4 = run(be5, x5, codes5, scales5, true);
+      const double q5 = run(be6, x6, codes6, scales6, true);
       const double b = run(be, x, codes, scales, false);
       // v2 against v1 on the same codes and x (same seeds): the largest difference relative to v1's largest
       // output (both BF16 outputs of F32 sums: a few BF16 ulps; a wrong fragment would be O(1)).
@@ -167,11 +175,14 @@ int main(int argc, char** argv) {
       const std::vector<float> o1 = once(be, x, codes, scales), o2 = once(be2, x2, codes2, scales2);
       // v4 against v3: the same arithmetic (v3 unsplit at these shapes), so 0 (bit for bit).
       const std::vector<float> o3 = once(be4, x4, codes4, scales4), o4 = once(be5, x5, codes5, scales5);
-      double big = 0, diff = 0, diff3 = 0, diff4 = 0;
+      // v5 against v3: other F32 summation orders at 16 warps a CTA, so BF16 outputs a rounding flip apart.
+      const std::vector<float> o5 = once(be6, x6, codes6, scales6);
+      double big = 0, diff = 0, diff3 = 0, diff4 = 0, diff5 = 0;
       for (size_t i = 0; i < o1.size(); ++i) {
         big = std::max(big, double(std::fabs(o1[i]))), diff = std::max(diff, double(std::fabs(o1[i] - o2[i])));
         diff3 = std::max(diff3, double(std::fabs(o3[i] - o2[i])));
         diff4 = std::max(diff4, double(std::fabs(o4[i] - o3[i])));
+        diff5 = std::max(diff5, double(std::fabs(o5[i] - o3[i])));
       }
       const int splits =
           cuda::int_gemv_v3_splits(T, outs, l.silu, l.k, 128, 4, prop.multiProcessorCount, prop.major >= 9);
@@ -182,13 +193,14 @@ int main(int argc, char** argv) {
           "\"v2_v1_max_rel_diff\": %.2e, \"v3_us\": %.2f, \"v3_GB_s\": %.1f, \"v3_speedup\": %.2f, "
           "\"v3_over_v2\": %.2f, \"v3_splits\": %d, \"v3_v2_max_rel_diff\": %.2e, \"v4_us\": %.2f, "
           "\"v4_GB_s\": %.1f, \"v4_speedup\": %.2f, \"v4_over_v3\": %.2f, \"v4_grid\": %lld, "
-          "\"v4_v3_max_rel_diff\": %.2e}\n",
+          "\"v4_v3_max_rel_diff\": %.2e, \"v5_us\": %.2f, \"v5_GB_s\": %.1f, \"v5_over_v4\": %.2f, "
+          "\"v5_v3_max_rel_diff\": %.2e}\n",
           l.name, (long long)l.n, (long long)l.k, (long long)T, bytes, q1 * 1e6, bytes / q1 / 1e9, q2 * 1e6,
           bytes / q2 / 1e9, b * 1e6, double(l.n) * double(l.k) * 2 / b / 1e9, b / q1, b / q2, q1 / q2,
           big > 0 ? diff / big : diff, q3 * 1e6, bytes / q3 / 1e9, b / q3, q2 / q3, splits,
           big > 0 ? diff3 / big : diff3, q4 * 1e6, bytes / q4 / 1e9, b / q4, q3 / q4,
           (long long)cuda::int_gemv_v4_grid(l.silu ? outs / 16 : (outs + 15) / 16, prop.multiProcessorCount),
-          big > 0 ? diff4 / big : diff4);
+          big > 0 ? diff4 / big : diff4, q5 * 1e6, bytes / q5 / 1e9, q4 / q5, big > 0 ? diff5 / big : diff5);
       std::fflush(stdout);
     }
   }

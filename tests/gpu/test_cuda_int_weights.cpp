@@ -12,6 +12,7 @@
 // tensor-core GEMM (int_gemm.cu: its own sweep of shapes, splits of K and the fused gated MLP).
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <tuple>
@@ -28,7 +29,7 @@ using namespace nanovllm;
 
 namespace {
 
-const IntGemv kGemvs[] = {IntGemv::V1, IntGemv::V2, IntGemv::V3, IntGemv::V4};
+const IntGemv kGemvs[] = {IntGemv::V1, IntGemv::V2, IntGemv::V3, IntGemv::V4, IntGemv::V5};
 
 KernelOptions with_gemv(IntGemv v) {
   KernelOptions o;
@@ -320,22 +321,43 @@ size_t bit_differences(const std::vector<float>& a, const std::vector<float>& b)
 // general path (groups of 48 that split the 64-column tiles, K 2064 past a tile); groups of 3
 // tiles (G 192) and channel-wise (G = K) on the fast path; K of 3 tiles (warps with no tiles);
 // U8 codes, fast and general; the gated MLP in U4 and U8; T 1..32 (1, 2 and 4 n-tiles), F32 out.
-TEST(CudaIntWeights, V4EqualsV3BitForBit) {
-  REQUIRE_GPU();
+// Qwen3-8B's layers, and awkward shapes of about 1.5 waves of persistent CTAs (`slots` per wave), on
+// which the persistent GEMVs (v4, v5) walk more than one row block per CTA.
+struct GemvLayer {
+  const char* name;
+  int64_t n, k;
+  bool silu;
+};
+const GemvLayer kQwen3_8bLayers[] = {
+    {"qkv", 6144, 4096, false}, {"o", 4096, 4096, false}, {"down", 4096, 12288, false}, {"gate_up", 24576, 4096, true}};
+struct GemvCase {
+  int bits;
+  int64_t N, K, G;
+  bool silu, perm;
+};
+std::vector<GemvCase> persistent_cases(int64_t slots) {
+  const int64_t rows = slots * 3 / 2 + 5;
+  return {
+      {4, rows * 16 - 5, 2064, 48, false, false},  // general path; N past a row block
+      {4, rows * 16 - 9, 3072, 192, false, true},  // three tiles a group; act order
+      {4, rows * 32 - 3, 192, 64, false, false},   // three tiles a row block: warps 3..7 idle
+      {4, rows * 16, 2048, 2048, false, false},    // channel-wise
+      {8, rows * 16 - 5, 2048, 128, false, false}, {8, rows * 16 - 7, 1040, 80, false, false},  // U8 general path
+      {4, rows * 16, 2048, 128, true, false},                                                   // gated MLP: N = I
+      {4, rows * 16, 2064, 48, true, false},       {8, rows * 16, 1024, 64, true, false},
+  };
+}
+
+// Runs `check(what, v3 outputs, other outputs)` for GEMV `other` against v3 (one split) on
+// kQwen3_8bLayers at T 1, 4, 17 and on persistent_cases at T 1..32 (BF16 and F32 out).
+void compare_with_v3(
+    IntGemv other, int64_t slots,
+    const std::function<void(const std::string&, const std::vector<float>&, const std::vector<float>&)>& check) {
   int dev = 0, sms = 0;
   ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
-  CudaBackend g3(0, with_gemv(IntGemv::V3)), g4(0, with_gemv(IntGemv::V4));
-  struct Layer {
-    const char* name;
-    int64_t n, k;
-    bool silu;
-  };
-  const Layer layers[] = {{"qkv", 6144, 4096, false},
-                          {"o", 4096, 4096, false},
-                          {"down", 4096, 12288, false},
-                          {"gate_up", 24576, 4096, true}};
-  for (const Layer& l : layers) {
+  CudaBackend g3(0, with_gemv(IntGemv::V3)), g4(0, with_gemv(other));
+  for (const GemvLayer& l : kQwen3_8bLayers) {
     const std::vector<float> v = test::rand_bf16(size_t(l.n * l.k), uint32_t(l.n + l.k), -0.05f, 0.05f);
     Tensor c3, c4;
     WeightScales s3, s4;
@@ -350,25 +372,10 @@ TEST(CudaIntWeights, V4EqualsV3BitForBit) {
       const std::vector<float> x = test::rand_bf16(size_t(T * l.k), uint32_t(T));
       const std::vector<float> o3 = gemv_outputs(g3, x, T, l.k, {c3, s3}, outs, l.silu, false);
       const std::vector<float> o4 = gemv_outputs(g4, x, T, l.k, {c4, s4}, outs, l.silu, false);
-      EXPECT_EQ(bit_differences(o3, o4), 0u) << l.name << " T " << T;
+      check(std::string(l.name) + " T " + std::to_string(T), o3, o4);
     }
   }
-  const int64_t slots = int64_t(sms) * cuda::kIntGemvV4CtasPerSm, rows = slots * 3 / 2 + 5;
-  struct Case {
-    int bits;
-    int64_t N, K, G;
-    bool silu, perm;
-  };
-  const Case cases[] = {
-      {4, rows * 16 - 5, 2064, 48, false, false},  // general path; N past a row block
-      {4, rows * 16 - 9, 3072, 192, false, true},  // three tiles a group; act order
-      {4, rows * 32 - 3, 192, 64, false, false},   // three tiles a row block: warps 3..7 idle
-      {4, rows * 16, 2048, 2048, false, false},    // channel-wise
-      {8, rows * 16 - 5, 2048, 128, false, false}, {8, rows * 16 - 7, 1040, 80, false, false},  // U8 general path
-      {4, rows * 16, 2048, 128, true, false},                                                   // gated MLP: N = I
-      {4, rows * 16, 2064, 48, true, false},       {8, rows * 16, 1024, 64, true, false},
-  };
-  for (const Case& c : cases) {
+  for (const GemvCase& c : persistent_cases(slots)) {
     IntWeight w = make_weight(g3, c.bits, c.silu ? 2 * c.N : c.N, c.K, c.G, c.bits == 4, c.perm, uint32_t(c.N + c.K));
     IntWeight w4 = w;
     upload_weight(g4, w4);
@@ -382,9 +389,41 @@ TEST(CudaIntWeights, V4EqualsV3BitForBit) {
         const std::vector<float> x = test::rand_bf16(size_t(T * c.K), uint32_t(T + c.K));
         const std::vector<float> o3 = gemv_outputs(g3, x, T, c.K, {w.gcodes, w.gscales}, c.N, c.silu, f32);
         const std::vector<float> o4 = gemv_outputs(g4, x, T, c.K, {w4.gcodes, w4.gscales}, c.N, c.silu, f32);
-        EXPECT_EQ(bit_differences(o3, o4), 0u) << what;
+        check(what, o3, o4);
       }
   }
+}
+
+int sm_count() {
+  int dev = 0, sms = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  return sms;
+}
+
+TEST(CudaIntWeights, V4EqualsV3BitForBit) {
+  REQUIRE_GPU();
+  compare_with_v3(IntGemv::V4, int64_t(sm_count()) * cuda::kIntGemvV4CtasPerSm,
+                  [](const std::string& what, const std::vector<float>& o3, const std::vector<float>& o4) {
+                    EXPECT_EQ(bit_differences(o3, o4), 0u) << what;
+                  });
+}
+
+// v5 (rings in shared memory, 16-warp CTAs at T <= 8) sums each row's F32 terms in another order
+// than v3 (other K runs per warp): F32 outputs differ by that rounding (~1e-6 relative; bound
+// 2^-10 of the value and 2^-9 of the rms, check_linear's), BF16 outputs by a rounding flip (one
+// BF16 ulp: at most 2^-7 of the value; with the gated MLP a flip of the gate's rounding goes
+// through SiLU and the product: bound 2^-6 of the value and 2^-7 of the rms). A wrong fragment or
+// a tile summed twice is off by O(1). Where v5 runs 8-warp CTAs (T > 8 with the gated MLP, T > 16)
+// its arithmetic is v3's (equal bits; not asserted).
+TEST(CudaIntWeights, V5MatchesV3OnPersistentGrids) {
+  REQUIRE_GPU();
+  compare_with_v3(IntGemv::V5, int64_t(sm_count()) * cuda::kIntGemvV5CtasPerSm,
+                  [](const std::string& what, const std::vector<float>& o3, const std::vector<float>& o5) {
+                    const bool f32 = what.size() > 4 && what.compare(what.size() - 4, 4, " f32") == 0;
+                    expect_close(o5, std::vector<double>(o3.begin(), o3.end()), f32 ? 1.0 / 1024 : 1.0 / 64,
+                                 f32 ? 1.0 / 512 : 1.0 / 128, "v5 against v3: " + what);
+                  });
 }
 
 // quantize_weight (--load-format dummy): int_quantize_weight's codes and scales from the same BF16

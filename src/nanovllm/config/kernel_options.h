@@ -27,7 +27,7 @@
 //   all_reduce_norm    NANOVLLM_ALLREDUCE_NORM      on | off
 //   prefill_attention  NANOVLLM_PREFILL_ATTENTION   auto | wgmma_tma | wgmma | mma | tiled
 //   fp8_gemm           NANOVLLM_FP8_GEMM            auto | dequantize
-//   int_gemv           NANOVLLM_INT_GEMV            v1 | v2 | v3 | v4
+//   int_gemv           NANOVLLM_INT_GEMV            v1 | v2 | v3 | v4 | v5
 //   int_gemm           NANOVLLM_INT_GEMM            auto | dequantize
 //   rope_kernel        NANOVLLM_ROPE_KERNEL         auto | head | token
 // The CPU backend's precision is an engine setting (EngineConfig::cpu_precision, --cpu-precision);
@@ -76,6 +76,8 @@ enum class IntGemv {
   V3,  // int_gemv_v3.cu: v2 with fewer instructions per tile and K split over a cluster of CTAs
   V4,  // int_gemv_v4.cu: v3's outputs (no K split) from a persistent grid, rings running across row
        // blocks, where the row blocks exceed one wave; v3 on the grids of one wave or less
+  V5,  // int_gemv_v5.cu: v4's persistent grid with the rings in shared memory (cp.async), twice
+       // the warps an SM (every grid)
 };
 
 // Group-quantized weights at 33..256 rows of x (backends/cuda/kernel_plan.h, plan_int_linear).
@@ -151,7 +153,7 @@ struct KernelOptions {
   std::string to_string(const std::string& sep = " ") const;
 };
 bool operator==(const KernelOptions& a, const KernelOptions& b);  // (C++17 here: nvcc includes this)
-// "v1" .. "v4": the int_gemv value as --kernel-options spells it.
+// "v1" .. "v5": the int_gemv value as --kernel-options spells it.
 const char* int_gemv_name(IntGemv g);
 inline bool operator!=(const KernelOptions& a, const KernelOptions& b) { return !(a == b); }
 

@@ -10,6 +10,7 @@
 #include "nanovllm/backends/cuda/attention_decode.cuh"
 #include "nanovllm/backends/cuda/attention_prefill.cuh"
 #include "nanovllm/backends/cuda/cuda_common.cuh"
+#include "nanovllm/backends/cuda/int_layout.cuh"
 
 namespace nanovllm {
 
@@ -79,6 +80,7 @@ CudaBackend::CudaBackend(int device_index, const KernelOptions& options) : devic
   NV_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&staging_), 2 * staging_bytes_));
   device_cluster_limit_ = cuda::decode_cluster_limit();
   cuda::prefill_attention_mma_init();
+  cuda::int_gemv_v5_init();
   wgmma_ = cuda::prefill_attention_wgmma_init();
   if (wgmma_) cuda::prefill_attention_wgmma_tma_init();
   if (options_.prefill_attention == PrefillAttention::Wgmma && !wgmma_)

@@ -115,6 +115,11 @@ void int_gemv_v3(const IntGemvArgs& a, int splits, Stream st);
 // KernelOptions::int_gemv=v4 (int_gemv_v4.cu): v3's outputs (one split) from a persistent grid of
 // at most kIntGemvV4CtasPerSm x num_sms CTAs. Throws Error outside the kernel's limits.
 void int_gemv_v4(const IntGemvArgs& a, int num_sms, Stream st);
+// KernelOptions::int_gemv=v5 (int_gemv_v5.cu): v4's grid with the rings in shared memory (cp.async)
+// and twice the warps an SM. Throws Error outside the kernel's limits.
+void int_gemv_v5(const IntGemvArgs& a, int num_sms, Stream st);
+// Sets v5's shared-memory limits (once, by the backend's constructor).
+void int_gemv_v5_init();
 
 // One call of the tensor-core GEMM (int_gemm.cu) for kIntGemvMaxT < M <= kIntGemmMaxT rows of x:
 // the fields of IntGemvArgs (silu: outs = I % (kIntGemmRows / 2) == 0, BF16 out), and `splits` of K

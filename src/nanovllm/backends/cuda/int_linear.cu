@@ -291,7 +291,9 @@ void CudaBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScale
       // v4 where its persistent grid walks more than one row block per CTA; else v3, whose outputs
       // it equals bit for bit (and whose K splits fill small grids, which v4 lacks).
       const int64_t row_blocks = cuda::int_gemv_row_blocks(a.outs, a.silu);
-      if (options_.int_gemv == IntGemv::V4 && cuda::int_gemv_v4_grid(row_blocks, num_sms_) < row_blocks)
+      if (options_.int_gemv == IntGemv::V5)
+        cuda::int_gemv_v5(a, num_sms_, st);
+      else if (options_.int_gemv == IntGemv::V4 && cuda::int_gemv_v4_grid(row_blocks, num_sms_) < row_blocks)
         cuda::int_gemv_v4(a, num_sms_, st);
       else if (options_.int_gemv == IntGemv::V3 || options_.int_gemv == IntGemv::V4)
         cuda::int_gemv_v3(a, cuda::int_gemv_v3_splits(a.M, a.outs, a.silu, K, G, bits, num_sms_, sm_ >= 90), st);

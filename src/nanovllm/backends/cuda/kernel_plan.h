@@ -257,6 +257,40 @@ constexpr int kIntGemvV4CtasPerSm = kIntGemvV3CtasPerSm;  // __launch_bounds__ o
 constexpr int int_gemv_v4_ring(int row_blocks, int ntiles, bool general) {
   return int_gemv_v3_ring(row_blocks, ntiles, general);
 }
+// v5 (int_gemv_v5.cu): v4's persistent grid with each warp's ring of tiles in shared memory
+// (cp.async) instead of registers, so a thread needs ~64 registers and an SM holds twice the
+// warps: 16-warp CTAs where the accumulators allow (one n-tile, or two without the gated MLP),
+// else 8, two CTAs an SM. The ring takes up to kIntGemvV5RingBytes of a CTA's shared memory
+// (tiles of 512 code bytes and 8 x SG scale bytes per lane and row block, SG = 1, or a word pair
+// per k-step where groups split a tile), at most 8 tiles a warp.
+constexpr int kIntGemvV5CtasPerSm = 2;
+constexpr int kIntGemvV5RingBytes = 72 * 1024;
+constexpr int int_gemv_v5_warps(int row_blocks, int ntiles) { return row_blocks * ntiles <= 2 ? 16 : 8; }
+// Shared-memory bytes of one ring slot of a warp (all its lanes, all row blocks); sg: scale word
+// pairs per tile and lane (1 on the fast path, the tile's k-steps on the general one).
+constexpr int int_gemv_v5_slot_bytes(int row_blocks, int sg) { return row_blocks * 32 * (16 + 8 * sg); }
+constexpr int int_gemv_v5_ring(int row_blocks, int ntiles, int sg) {
+  const int p = kIntGemvV5RingBytes / (int_gemv_v5_warps(row_blocks, ntiles) * int_gemv_v5_slot_bytes(row_blocks, sg));
+  return p < 1 ? 1 : p > 8 ? 8 : p;
+}
+// The reduction's buffers: [bufs][warps][row blocks][8 ntiles x rows][17] floats, double-buffered
+// where two take at most 40 KiB.
+constexpr int int_gemv_v5_red_bytes(int row_blocks, int ntiles) {
+  return int_gemv_v5_warps(row_blocks, ntiles) * row_blocks * 8 * ntiles * 17 * 4;
+}
+constexpr int int_gemv_v5_red_bufs(int row_blocks, int ntiles) {
+  return 2 * int_gemv_v5_red_bytes(row_blocks, ntiles) <= 40 * 1024 ? 2 : 1;
+}
+constexpr int int_gemv_v5_smem(int row_blocks, int ntiles, int sg) {
+  return int_gemv_v5_warps(row_blocks, ntiles) * int_gemv_v5_ring(row_blocks, ntiles, sg) *
+             int_gemv_v5_slot_bytes(row_blocks, sg) +
+         int_gemv_v5_red_bufs(row_blocks, ntiles) * int_gemv_v5_red_bytes(row_blocks, ntiles);
+}
+// v5's CTAs for `rows` row blocks (silu: gate blocks): one wave, or one per block.
+constexpr int64_t int_gemv_v5_grid(int64_t rows, int num_sms) {
+  const int64_t slots = int64_t(kIntGemvV5CtasPerSm) * (num_sms > 0 ? num_sms : 1);
+  return rows < slots ? rows : slots;
+}
 // The row blocks of a v3 / v4 GEMV with `outs` outputs (silu: the gated MLP's I, whose gate blocks
 // are the CTAs' units; else outputs rounded up to whole blocks).
 constexpr int64_t int_gemv_row_blocks(int64_t outs, bool silu) {
