@@ -40,6 +40,7 @@
 
 #include <type_traits>
 
+#include "nanovllm/backends/cuda/int_gemv_tile.cuh"
 #include "nanovllm/backends/cuda/int_layout.cuh"
 #include "nanovllm/backends/cuda/kernel_plan.h"
 #include "nanovllm/backends/cuda/mma.cuh"
@@ -63,7 +64,6 @@ __global__ void __launch_bounds__(kThreads, kIntGemvV3CtasPerSm)
   constexpr int SG = kGeneral ? S : 1;                       // scale words per tile and row
   constexpr int P = int_gemv_v3_ring(RB, NT, kGeneral);      // tiles in flight per warp and row block
   constexpr int C = 8 * NT;                                  // rows of x (output columns) of the CTA
-  constexpr bool kBias = kBits == 4;                         // codes as 128 + q, zero taken out by x sums
   __shared__ float red[kWarps][RB][C][17];                   // [warp][block][x row][weight row], padded
   __shared__ float csum[RB][C][16];                          // the CTA's sums (read by its cluster)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
@@ -121,62 +121,14 @@ __global__ void __launch_bounds__(kThreads, kIntGemvV3CtasPerSm)
   const bf16* xr[NT];
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) xr[nt] = x + int64_t(min(8 * nt + g, M - 1)) * K + 4 * t + w0 * TK;
-  const uint32_t ones[4] = {kBf16Ones, kBf16Ones, kBf16Ones, kBf16Ones};
-  uint32_t magic = 0x43004300u;  // BF16 pair 128.0 (int4_fragment_biased)
 
   for (int i0 = 0; i0 < n; i0 += P) {
 #pragma unroll
     for (int u = 0; u < P; ++u) {
       const int i = i0 + u;
       if (i >= n) break;  // warp-uniform: the run's last round
-      const int k0 = (w0 + i) * TK;
-      float part[RB][NT][4], xs[NT][4];
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          xs[nt][c] = 0.f;
-#pragma unroll
-          for (int r = 0; r < RB; ++r) part[r][nt][c] = 0.f;
-        }
-#pragma unroll
-      for (int j = 0; j < S; ++j) {
-        const int k = k0 + kIntStepK * j;
-        uint2 xb[NT];  // general path: zeros past K (the last tile's padding)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-          xb[nt] =
-              (!kGeneral || k < K) ? __ldg(reinterpret_cast<const uint2*>(xr[nt] + kIntStepK * j)) : make_uint2(0, 0);
-        if constexpr (kBias) {
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt) mma_bf16_16816(xs[nt], ones, xb[nt].x, xb[nt].y);
-        }
-#pragma unroll
-        for (int r = 0; r < RB; ++r) {
-          const uint32_t wv[4] = {wq[u][r].x, wq[u][r].y, wq[u][r].z, wq[u][r].w};
-          const int sj = kGeneral ? j : 0;
-          const float2 sz0 = int_scale_zero(ws[u][r][sj][0]), sz1 = int_scale_zero(ws[u][r][sj][1]);
-          uint32_t a[4];
-          if constexpr (kBias)
-            int4_fragment_biased(wv[j], magic, a);
-          else
-            int8_fragment(wv[2 * j], wv[2 * j + 1], 8388608.f + sz0.y, 8388608.f + sz1.y, a);
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt) mma_bf16_16816(part[r][nt], a, xb[nt].x, xb[nt].y);
-          if (kGeneral || j == S - 1) {  // the group's sums, scaled per row (c0, c1: row g; c2, c3: g + 8)
-            const float zz0 = kBias ? 128.f + sz0.y : 0.f, zz1 = kBias ? 128.f + sz1.y : 0.f;
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
-              int_scale_partials_biased(acc[r][nt], part[r][nt], xs[nt], sz0.x, zz0, sz1.x, zz1);
-          }
-        }
-        if (kGeneral || j == S - 1) {
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) xs[nt][c] = 0.f;
-        }
-      }
+      // Tile i (xr points at it: it = 0), then x moved on to the next one.
+      int_gemv_tile<kBits, kGeneral, NT, RB, SG>(xr, 0, (w0 + i) * TK, K, wq[u], ws[u], acc);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) xr[nt] += TK;
       load_slot(u, i + P);  // the slot's next tile, P ahead in the warp's run

@@ -3,9 +3,10 @@
 // int_layout.cuh's layout, BF16 or F32 out, the gated MLP's silu(gate) * up as its epilogue) on a
 // persistent grid. Semantics: backends/int_weights.h.
 //
-// Arithmetic: v3's with one split, step for step (the same fragments, U4's bias of 128 taken out
-// through sums of x, the same group scaling, each warp's tiles in the same order, the warps' sums
-// added in the same order), so the outputs equal v3's (splits = 1) bit for bit.
+// Arithmetic: v3's with one split, step for step: every tile is v3's code (int_gemv_tile.cuh: the
+// same fragments, U4's bias of 128 taken out through sums of x, the same group scaling), each warp's
+// tiles in the same order, the warps' sums added in the same order, so the outputs equal v3's
+// (splits = 1) bit for bit.
 //
 // Mapping. A grid of R = int_gemv_v4_grid(row blocks, SMs) CTAs (kernel_plan.h: at most
 // kIntGemvV4CtasPerSm per SM, one wave): CTA c owns row blocks c, c + R, c + 2R, ... (with silu:
@@ -35,10 +36,11 @@
 // one n-tile 110 (v3 95), its gated MLP 120 (v3 110); spills only in the U4 gated MLP at four
 // n-tiles (T 17..32: 160 bytes, v3 152; general path 80, v3 64). The fast path's group index in
 // F32 (below) instead of a cursor per refill stream saved the 18-33 registers that spilled at one
-// n-tile. SASS of the main loop (U4, G 128, one n-tile, no silu; scripts/sass_loop_count.py): 754
+// n-tile. SASS of the main loop (U4, G 128, one n-tile, no silu; scripts/sass_loop_count.py): 737
 // instructions a round of 8 tiles against v3's 700, both refill paths counted (one runs a tile).
 #include <type_traits>
 
+#include "nanovllm/backends/cuda/int_gemv_tile.cuh"
 #include "nanovllm/backends/cuda/int_layout.cuh"
 #include "nanovllm/backends/cuda/kernel_plan.h"
 #include "nanovllm/backends/cuda/mma.cuh"
@@ -59,7 +61,6 @@ __global__ void __launch_bounds__(kThreads, kIntGemvV4CtasPerSm)
   constexpr int SG = kGeneral ? S : 1;                       // scale words per tile and row
   constexpr int P = int_gemv_v4_ring(RB, NT, kGeneral);      // the ring: tiles in flight per warp
   constexpr int C = 8 * NT;                                  // rows of x (output columns)
-  constexpr bool kBias = kBits == 4;                         // codes as 128 + q (int_gemv_v3.cu)
   constexpr int kRedBytes = kWarps * RB * C * 17 * 4;
   constexpr int kRedBufs = 2 * kRedBytes <= 48 * 1024 ? 2 : 1;
   __shared__ float red[kRedBufs][kWarps][RB][C][17];  // [buffer][warp][block][x row][weight row], padded
@@ -130,8 +131,6 @@ __global__ void __launch_bounds__(kThreads, kIntGemvV4CtasPerSm)
   const bf16* xr[NT];
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) xr[nt] = x + int64_t(min(8 * nt + g, M - 1)) * K + 4 * t + w0 * TK;
-  const uint32_t ones[4] = {kBf16Ones, kBf16Ones, kBf16Ones, kBf16Ones};
-  uint32_t magic = 0x43004300u;  // BF16 pair 128.0 (int4_fragment_biased)
 
   for (int jb = 0; blk < rows; ++jb, blk += stride) {
     const bool more = blk + stride < rows;
@@ -148,54 +147,7 @@ __global__ void __launch_bounds__(kThreads, kIntGemvV4CtasPerSm)
       for (int u = 0; u < P; ++u) {
         const int i = i0 + u;
         if (i >= n) break;  // warp-uniform: the run's last round
-        const int k0 = (w0 + i) * TK;
-        float part[RB][NT][4], xs[NT][4];
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            xs[nt][c] = 0.f;
-#pragma unroll
-            for (int r = 0; r < RB; ++r) part[r][nt][c] = 0.f;
-          }
-#pragma unroll
-        for (int j = 0; j < S; ++j) {
-          const int k = k0 + kIntStepK * j;
-          uint2 xb[NT];  // general path: zeros past K (the last tile's padding)
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-            xb[nt] = (!kGeneral || k < K) ? __ldg(reinterpret_cast<const uint2*>(xr[nt] + i * TK + kIntStepK * j))
-                                          : make_uint2(0, 0);
-          if constexpr (kBias) {
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) mma_bf16_16816(xs[nt], ones, xb[nt].x, xb[nt].y);
-          }
-#pragma unroll
-          for (int r = 0; r < RB; ++r) {
-            const uint32_t wv[4] = {wq[u][r].x, wq[u][r].y, wq[u][r].z, wq[u][r].w};
-            const int sj = kGeneral ? j : 0;
-            const float2 sz0 = int_scale_zero(ws[u][r][sj][0]), sz1 = int_scale_zero(ws[u][r][sj][1]);
-            uint32_t a[4];
-            if constexpr (kBias)
-              int4_fragment_biased(wv[j], magic, a);
-            else
-              int8_fragment(wv[2 * j], wv[2 * j + 1], 8388608.f + sz0.y, 8388608.f + sz1.y, a);
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) mma_bf16_16816(part[r][nt], a, xb[nt].x, xb[nt].y);
-            if (kGeneral || j == S - 1) {  // the group's sums, scaled per row (c0, c1: row g; c2, c3: g + 8)
-              const float zz0 = kBias ? 128.f + sz0.y : 0.f, zz1 = kBias ? 128.f + sz1.y : 0.f;
-#pragma unroll
-              for (int nt = 0; nt < NT; ++nt)
-                int_scale_partials_biased(acc[r][nt], part[r][nt], xs[nt], sz0.x, zz0, sz1.x, zz1);
-            }
-          }
-          if (kGeneral || j == S - 1) {
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-              for (int c = 0; c < 4; ++c) xs[nt][c] = 0.f;
-          }
-        }
+        int_gemv_tile<kBits, kGeneral, NT, RB, SG>(xr, i, (w0 + i) * TK, K, wq[u], ws[u], acc);  // tile i of the run
         // Refill slot u: its next tile in this block, else tile u of the CTA's next block.
         if (i + P < n)
           load(u, cw, sw, i + P, kGeneral ? 0 : group_words(fi, u + P));
