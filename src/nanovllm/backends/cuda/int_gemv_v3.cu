@@ -56,7 +56,7 @@ constexpr int kThreads = kWarps * 32;
 // block of row CTA b is b, its up block b + up_block). kGeneral: per-k-step scales and bounds.
 // tiles_per_warp: the length of each warp's run of K tiles (the split's tiles / 8, rounded up).
 template <int kBits, bool kSilu, bool kGeneral, int NT, class OutT>
-__global__ void __launch_bounds__(kThreads, kIntGemvV3CtasPerSm)
+__global__ void __launch_bounds__(kThreads, int_gemv_v3_ctas_per_sm(kSilu ? 2 : 1, NT))
     int_gemv_v3_kernel(const bf16* __restrict__ x, const uint4* __restrict__ codes, const uint32_t* __restrict__ sz,
                        OutT* __restrict__ out, int M, int N, int K, int G, int up_block, int tiles_per_split) {
   constexpr int TK = int_tile_k(kBits), S = TK / kIntStepK;  // columns and k-steps of a tile

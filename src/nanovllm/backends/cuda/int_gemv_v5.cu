@@ -22,8 +22,8 @@
 // after tile k's mma read it (its data dependence orders the shared-memory read first). So the
 // loads run on through a block's reduction and __syncthreads into the next block.
 //
-// Arithmetic per tile: v3's (int_gemv_v3.cu: U4 codes as BF16 128 + q with one LOP3, the bias taken
-// out through sums of x from an mma with an A of ones, F32 group scaling). Each warp's sums go
+// Arithmetic per tile: v3's and v4's (int_gemv_tile.cuh: U4 codes as BF16 128 + q with one LOP3, the
+// bias taken out through sums of x from an mma with an A of ones, F32 group scaling). Each warp's sums go
 // through shared memory per row block (double-buffered where two fit), then 16 x M threads add the
 // W warps' sums in warp order and store. Not bit-equal to v3 / v4 at 16 warps (other K runs per
 // warp, so other F32 summation orders); at 8 warps (T > 8 with the gated MLP, T > 16) it is.
@@ -32,6 +32,7 @@
 // kernel cannot write them); x after it (x comes straight from global memory, as in v4).
 #include <type_traits>
 
+#include "nanovllm/backends/cuda/int_gemv_tile.cuh"
 #include "nanovllm/backends/cuda/int_layout.cuh"
 #include "nanovllm/backends/cuda/kernel_plan.h"
 #include "nanovllm/backends/cuda/mma.cuh"
@@ -62,7 +63,6 @@ __global__ void __launch_bounds__(int_gemv_v5_warps(kSilu ? 2 : 1, NT) * 32, kIn
   constexpr int P = int_gemv_v5_ring(RB, NT, SG);  // ring slots per warp
   constexpr int C = 8 * NT;                        // rows of x (output columns)
   constexpr int kRedBufs = int_gemv_v5_red_bufs(RB, NT);
-  constexpr bool kBias = kBits == 4;  // codes as 128 + q (int_gemv_v3.cu)
   extern __shared__ uint4 smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   // The ring: codes [W][P][RB][32 lanes] uint4, then scale words [W][P][RB][SG][2][32] uint32, then
@@ -143,9 +143,6 @@ __global__ void __launch_bounds__(int_gemv_v5_warps(kSilu ? 2 : 1, NT) * 32, kIn
   const bf16* xr[NT];
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) xr[nt] = x + int64_t(min(8 * nt + g, M - 1)) * K + 4 * t + w0 * TK;
-  const uint32_t ones[4] = {kBf16Ones, kBf16Ones, kBf16Ones, kBf16Ones};
-  uint32_t magic = 0x43004300u;  // BF16 pair 128.0 (int4_fragment_biased)
-
   int u = 0;  // the ring slot of the stream's next tile
   for (int jb = 0, blk = blockIdx.x; blk < rows; ++jb, blk += stride) {
     for (int i = 0; i < n; ++i) {
@@ -160,53 +157,7 @@ __global__ void __launch_bounds__(int_gemv_v5_warps(kSilu ? 2 : 1, NT) * 32, kIn
 #pragma unroll
         for (int q = 0; q < SG; ++q) ws[r][q][0] = s[(2 * q) * 32], ws[r][q][1] = s[(2 * q + 1) * 32];
       }
-      float part[RB][NT][4], xs[NT][4];
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          xs[nt][c] = 0.f;
-#pragma unroll
-          for (int r = 0; r < RB; ++r) part[r][nt][c] = 0.f;
-        }
-#pragma unroll
-      for (int j = 0; j < S; ++j) {
-        const int k = k0 + kIntStepK * j;
-        uint2 xb[NT];  // general path: zeros past K (the last tile's padding)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-          xb[nt] = (!kGeneral || k < K) ? __ldg(reinterpret_cast<const uint2*>(xr[nt] + i * TK + kIntStepK * j))
-                                        : make_uint2(0, 0);
-        if constexpr (kBias) {
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt) mma_bf16_16816(xs[nt], ones, xb[nt].x, xb[nt].y);
-        }
-#pragma unroll
-        for (int r = 0; r < RB; ++r) {
-          const uint32_t wv[4] = {wq[r].x, wq[r].y, wq[r].z, wq[r].w};
-          const int sj = kGeneral ? j : 0;
-          const float2 sz0 = int_scale_zero(ws[r][sj][0]), sz1 = int_scale_zero(ws[r][sj][1]);
-          uint32_t a[4];
-          if constexpr (kBias)
-            int4_fragment_biased(wv[j], magic, a);
-          else
-            int8_fragment(wv[2 * j], wv[2 * j + 1], 8388608.f + sz0.y, 8388608.f + sz1.y, a);
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt) mma_bf16_16816(part[r][nt], a, xb[nt].x, xb[nt].y);
-          if (kGeneral || j == S - 1) {  // the group's sums, scaled per row (c0, c1: row g; c2, c3: g + 8)
-            const float zz0 = kBias ? 128.f + sz0.y : 0.f, zz1 = kBias ? 128.f + sz1.y : 0.f;
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
-              int_scale_partials_biased(acc[r][nt], part[r][nt], xs[nt], sz0.x, zz0, sz1.x, zz1);
-          }
-        }
-        if (kGeneral || j == S - 1) {
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) xs[nt][c] = 0.f;
-        }
-      }
+      int_gemv_tile<kBits, kGeneral, NT, RB, SG>(xr, i, k0, K, wq, ws, acc);
       load_next(u);  // slot u <- the stream's tile P ahead (wq and ws were read above)
       if (++u == P) u = 0;
     }

@@ -288,12 +288,11 @@ void CudaBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScale
       a.out = ot.raw();
       a.M = t1 - t0, a.outs = ot.size(1), a.K = K, a.G = G, a.bits = bits;
       a.silu = fused_silu, a.f32_out = ot.dtype() == DType::F32;
-      // v4 where its persistent grid walks more than one row block per CTA; else v3, whose outputs
-      // it equals bit for bit (and whose K splits fill small grids, which v4 lacks).
+      // v4 where v3's grid would take more than one wave (kernel_plan.h: int_gemv_v4_applies).
       const int64_t row_blocks = cuda::int_gemv_row_blocks(a.outs, a.silu);
       if (options_.int_gemv == IntGemv::V5)
         cuda::int_gemv_v5(a, num_sms_, st);
-      else if (options_.int_gemv == IntGemv::V4 && cuda::int_gemv_v4_grid(row_blocks, num_sms_) < row_blocks)
+      else if (options_.int_gemv == IntGemv::V4 && cuda::int_gemv_v4_applies(row_blocks, a.silu, a.M, num_sms_))
         cuda::int_gemv_v4(a, num_sms_, st);
       else if (options_.int_gemv == IntGemv::V3 || options_.int_gemv == IntGemv::V4)
         cuda::int_gemv_v3(a, cuda::int_gemv_v3_splits(a.M, a.outs, a.silu, K, G, bits, num_sms_, sm_ >= 90), st);

@@ -227,16 +227,19 @@ constexpr int64_t int_gemv_slice(IntGemv v) { return v == IntGemv::V1 ? kIntGemv
 // v2's mma n-tiles (8 rows of x each) for a pass of T rows: 1, 2 or 4 (T 17..24 pay a fourth tile
 // of repeated rows rather than a fourth instantiation of the kernel).
 constexpr int int_gemv_ntiles(int64_t T) { return T <= 8 ? 1 : T <= 16 ? 2 : 4; }
-// v3 (int_gemv_v3.cu): tiles in flight per warp and row block (its ring; register-bound at 128 per
-// thread, two CTAs per SM): 8 at one n-tile, 6 at two, 2 at four; halved for the gated MLP's two row
-// blocks and for the general path (per-k-step scales: groups that split a tile, or K not a multiple
-// of the tile).
+// v3's CTAs an SM (its __launch_bounds__): three for the plain product at one n-tile (T <= 8, one
+// row block a CTA: 85 registers with a ring of 6, so Qwen3-8B's qkv, 384 row blocks, runs in one
+// wave of 24 warps an SM instead of v4's 2 + 1 blocks on two CTAs), else two (128 registers).
+constexpr int int_gemv_v3_ctas_per_sm(int row_blocks, int ntiles) { return row_blocks == 1 && ntiles == 1 ? 3 : 2; }
+// v3 (int_gemv_v3.cu): tiles in flight per warp and row block (its ring; register-bound): 6 at one
+// n-tile (three CTAs an SM), 8 for the gated MLP's two blocks at one n-tile, 6 at two n-tiles, 2 at
+// four; halved for the gated MLP's two row blocks and for the general path (per-k-step scales:
+// groups that split a tile, or K not a multiple of the tile).
 constexpr int int_gemv_v3_ring(int row_blocks, int ntiles, bool general) {
-  const int p = (ntiles == 1 ? 8 : ntiles == 2 ? 6 : 2) / row_blocks / (general ? 2 : 1);
+  const int p = (ntiles == 1 ? (row_blocks == 1 ? 6 : 8) : ntiles == 2 ? 6 : 2) / row_blocks / (general ? 2 : 1);
   return p < 1 ? 1 : p;
 }
 constexpr int kIntGemvV3Warps = 8;      // warps of a v3 CTA (each a contiguous run of K tiles)
-constexpr int kIntGemvV3CtasPerSm = 2;  // __launch_bounds__ of the v3 kernel
 constexpr int kIntGemvV3MaxSplits = 8;  // CTAs of a cluster (the portable limit)
 // v3's K splits for a call: T rows of x, `outs` outputs (silu: the gated MLP's I), K columns in
 // groups of G, `bits` 4 or 8, on `num_sms` SMs; `clusters`: thread-block clusters exist (sm_90+;
@@ -251,11 +254,13 @@ int int_gemv_v3_splits(int64_t T, int64_t outs, bool silu, int64_t K, int64_t G,
 // v4 (int_gemv_v4.cu): v3's arithmetic (one split) on a persistent grid: at most
 // kIntGemvV4CtasPerSm CTAs per SM (one wave), CTA c taking row blocks c, c + grid, ..., each warp's
 // ring running on from one row block into the next, so a block's reduction and stores overlap the
-// next block's loads instead of a new wave's ramp. Its ring: v3's (the same registers per slot).
+// next block's loads instead of a new wave's ramp. Its ring: 8 tiles at one n-tile, 6 at two, 2 at
+// four, halved for two row blocks and for the general path (two CTAs an SM, 128 registers).
 constexpr int kIntGemvV4Warps = kIntGemvV3Warps;
-constexpr int kIntGemvV4CtasPerSm = kIntGemvV3CtasPerSm;  // __launch_bounds__ of the v4 kernel
+constexpr int kIntGemvV4CtasPerSm = 2;  // __launch_bounds__ of the v4 kernel
 constexpr int int_gemv_v4_ring(int row_blocks, int ntiles, bool general) {
-  return int_gemv_v3_ring(row_blocks, ntiles, general);
+  const int p = (ntiles == 1 ? 8 : ntiles == 2 ? 6 : 2) / row_blocks / (general ? 2 : 1);
+  return p < 1 ? 1 : p;
 }
 // v5 (int_gemv_v5.cu): v4's persistent grid with each warp's ring of tiles in shared memory
 // (cp.async) instead of registers, so a thread needs ~64 registers and an SM holds twice the
@@ -295,6 +300,13 @@ constexpr int64_t int_gemv_v5_grid(int64_t rows, int num_sms) {
 // are the CTAs' units; else outputs rounded up to whole blocks).
 constexpr int64_t int_gemv_row_blocks(int64_t outs, bool silu) {
   return silu ? outs / kIntRowBlock : (outs + kIntRowBlock - 1) / kIntRowBlock;
+}
+// Under int_gemv=v4: whether v4 runs a call of `rows` row blocks (silu: gate blocks) at T rows of
+// x, or v3 (whose outputs it equals bit for bit): v4 where the row blocks exceed one wave of v3
+// CTAs, so that its CTAs walk more than one block each; v3 on grids of one wave or less (its K
+// splits fill small ones, which v4 lacks).
+constexpr bool int_gemv_v4_applies(int64_t rows, bool silu, int64_t T, int num_sms) {
+  return rows > int64_t(int_gemv_v3_ctas_per_sm(silu ? 2 : 1, int_gemv_ntiles(T))) * (num_sms > 0 ? num_sms : 1);
 }
 // v4's CTAs for `rows` row blocks (silu: gate blocks) on num_sms SMs: one wave, or one per block.
 constexpr int64_t int_gemv_v4_grid(int64_t rows, int num_sms) {

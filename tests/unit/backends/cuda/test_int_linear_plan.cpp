@@ -85,7 +85,17 @@ TEST(IntLinearPlan, GemvV4GridIsOneWave) {
   EXPECT_EQ(cuda::int_gemv_row_blocks(12288, true), 768);
   EXPECT_EQ(cuda::int_gemv_row_blocks(6144, false), 384);
   EXPECT_EQ(cuda::int_gemv_row_blocks(130, false), 9);
-  EXPECT_EQ(cuda::int_gemv_v4_ring(1, 1, false), cuda::int_gemv_v3_ring(1, 1, false));
+  EXPECT_EQ(cuda::int_gemv_v4_ring(1, 1, false), 8);
+  // v4 past one wave of v3 CTAs (Qwen3-8B, 132 SMs): qkv at T 1 (384 row blocks on 396 three-CTA
+  // slots) and o / down run v3; gate_up (768 on 264) and qkv at T 9 (384 on 264) run v4.
+  EXPECT_FALSE(cuda::int_gemv_v4_applies(384, false, 1, 132));
+  EXPECT_FALSE(cuda::int_gemv_v4_applies(256, false, 8, 132));
+  EXPECT_TRUE(cuda::int_gemv_v4_applies(384, false, 9, 132));
+  EXPECT_TRUE(cuda::int_gemv_v4_applies(768, true, 1, 132));
+  EXPECT_TRUE(cuda::int_gemv_v4_applies(397, false, 1, 132));
+  EXPECT_EQ(cuda::int_gemv_v3_ring(1, 1, false), 6);  // three CTAs an SM
+  EXPECT_EQ(cuda::int_gemv_v3_ctas_per_sm(1, 1), 3);
+  EXPECT_EQ(cuda::int_gemv_v3_ctas_per_sm(2, 1), 2);
 }
 
 // K splits of the tensor-core GEMM: one wave of CTA tiles at most (so the partials fit
