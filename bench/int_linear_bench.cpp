@@ -4,7 +4,8 @@
 // of x: the decode GEMV (T <= 32) under each KernelOptions::int_gemv value (v1: passes of 8 rows;
 // v2: int_gemv_v2.cu, one pass; v3: int_gemv_v3.cu, fewer instructions per tile, K split over a
 // cluster where kernel_plan.h's int_gemv_v3_splits says; v4: int_gemv_v4.cu, v3's outputs from a
-// persistent grid; v5: int_gemv_v5.cu, v4 with its rings in shared memory and twice the warps), and the
+// persistent grid; v5: int_gemv_v5.cu, v4 with its rings in shared memory and twice the warps; auto: the
+// default, per layer the one kernel_plan.h picks), and the
 // dequantize + cuBLASLt path beyond.
 // Prints one JSON line per (layer, T): microseconds per call of v1, v2, v3 and v4 (the mean of `reps`
 // back-to-back calls inside one step, as the engine issues them), the weight bytes one call reads
@@ -67,14 +68,15 @@ int main(int argc, char** argv) {
   std::vector<int64_t> Ts;
   for (int i = 1; i < argc; ++i) Ts.push_back(std::atoll(argv[i]));
   if (Ts.empty()) Ts = {1, 2, 4, 8, 16, 32, 64, 128, 256, 2048};
-  KernelOptions o1, o2, o3, o4, o5, o6;
+  KernelOptions o1, o2, o3, o4, o5, o6, o7;
   o1.int_gemv = IntGemv::V1;
   o2.int_gemv = IntGemv::V2;
   o3.int_gemm = IntGemm::Dequantize;
   o4.int_gemv = IntGemv::V3;
   o5.int_gemv = IntGemv::V4;
   o6.int_gemv = IntGemv::V5;
-  CudaBackend be(0, o1), be2(0, o2), be3(0, o3), be4(0, o4), be5(0, o5), be6(0, o6);
+  o7.int_gemv = IntGemv::Auto;
+  CudaBackend be(0, o1), be2(0, o2), be3(0, o3), be4(0, o4), be5(0, o5), be6(0, o6), be7(0, o7);
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   struct Layer {
@@ -104,6 +106,10 @@ int main(int argc, char** argv) {
     Tensor codes6;
     WeightScales scales6;
     be6.quantize_weight(w6, Quantization::AWQ, codes6, scales6);
+    const Tensor w7 = random_bf16(be7, {l.n, l.k}, 1);
+    Tensor codes7;
+    WeightScales scales7;
+    be7.quantize_weight(w7, Quantization::AWQ, codes7, scales7);
     const Tensor w3 = random_bf16(be3, {l.n, l.k}, 1);
     Tensor codes3;
     WeightScales scales3;
@@ -163,10 +169,10 @@ int main(int argc, char** argv) {
         continue;
       }
       const Tensor x4 = random_bf16(be4, {T, l.k}, 2), x5 = random_bf16(be5, {T, l.k}, 2);
-      const Tensor x6 = random_bf16(be6, {T, l.k}, 2);
+      const Tensor x6 = random_bf16(be6, {T, l.k}, 2), x7 = random_bf16(be7, {T, l.k}, 2);
       const double q1 = run(be, x, codes, scales, true), q2 = run(be2, x2, codes2, scales2, true);
       const double q3 = run(be4, x4, codes4, scales4, true), q4 = run(be5, x5, codes5, scales5, true);
-      const double q5 = run(be6, x6, codes6, scales6, true);
+      const double q5 = run(be6, x6, codes6, scales6, true), q6 = run(be7, x7, codes7, scales7, true);
       const double b = run(be, x, codes, scales, false);
       // v2 against v1 on the same codes and x (same seeds): the largest difference relative to v1's largest
       // output (both BF16 outputs of F32 sums: a few BF16 ulps; a wrong fragment would be O(1)).
@@ -194,13 +200,14 @@ int main(int argc, char** argv) {
           "\"v3_over_v2\": %.2f, \"v3_splits\": %d, \"v3_v2_max_rel_diff\": %.2e, \"v4_us\": %.2f, "
           "\"v4_GB_s\": %.1f, \"v4_speedup\": %.2f, \"v4_over_v3\": %.2f, \"v4_grid\": %lld, "
           "\"v4_v3_max_rel_diff\": %.2e, \"v5_us\": %.2f, \"v5_GB_s\": %.1f, \"v5_over_v4\": %.2f, "
-          "\"v5_v3_max_rel_diff\": %.2e}\n",
+          "\"v5_v3_max_rel_diff\": %.2e, \"auto_us\": %.2f, \"auto_GB_s\": %.1f, \"auto_speedup\": %.2f}\n",
           l.name, (long long)l.n, (long long)l.k, (long long)T, bytes, q1 * 1e6, bytes / q1 / 1e9, q2 * 1e6,
           bytes / q2 / 1e9, b * 1e6, double(l.n) * double(l.k) * 2 / b / 1e9, b / q1, b / q2, q1 / q2,
           big > 0 ? diff / big : diff, q3 * 1e6, bytes / q3 / 1e9, b / q3, q2 / q3, splits,
           big > 0 ? diff3 / big : diff3, q4 * 1e6, bytes / q4 / 1e9, b / q4, q3 / q4,
           (long long)cuda::int_gemv_v4_grid(l.silu ? outs / 16 : (outs + 15) / 16, prop.multiProcessorCount),
-          big > 0 ? diff4 / big : diff4, q5 * 1e6, bytes / q5 / 1e9, q4 / q5, big > 0 ? diff5 / big : diff5);
+          big > 0 ? diff4 / big : diff4, q5 * 1e6, bytes / q5 / 1e9, q4 / q5, big > 0 ? diff5 / big : diff5, q6 * 1e6,
+          bytes / q6 / 1e9, b / q6);
       std::fflush(stdout);
     }
   }

@@ -29,7 +29,7 @@ using namespace nanovllm;
 
 namespace {
 
-const IntGemv kGemvs[] = {IntGemv::V1, IntGemv::V2, IntGemv::V3, IntGemv::V4, IntGemv::V5};
+const IntGemv kGemvs[] = {IntGemv::V1, IntGemv::V2, IntGemv::V3, IntGemv::V4, IntGemv::V5, IntGemv::Auto};
 
 KernelOptions with_gemv(IntGemv v) {
   KernelOptions o;
@@ -275,7 +275,7 @@ TEST(CudaIntWeights, V3SplitsKAcrossAClusterAgainstTheReference) {
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), cudaSuccess);
   // A grid under half a wave unsplit: the plan splits K (kernel_plan.cpp).
-  const int64_t slots = int64_t(sms) * cuda::int_gemv_v3_ctas_per_sm(2, 1), rows = slots / 4 + 3;
+  const int64_t slots = int64_t(sms) * cuda::kIntGemvV3CtasPerSm, rows = slots / 4 + 3;
   test::Backends b(with_gemv(IntGemv::V3));
   for (int bits : {4, 8}) {
     const int64_t K = bits == 4 ? 4096 : 2048;  // 64 tiles a row block

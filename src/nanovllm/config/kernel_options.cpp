@@ -65,6 +65,7 @@ const char* int_gemv_name(IntGemv g) {
     case IntGemv::V3: return "v3";
     case IntGemv::V4: return "v4";
     case IntGemv::V5: return "v5";
+    case IntGemv::Auto: return "auto";
   }
   return "?";
 }
@@ -156,9 +157,9 @@ const std::vector<Option>& options() {
          return true;
        },
        [](const KernelOptions& o) { return std::string(o.fp8_gemm == Fp8Gemm::Auto ? "auto" : "dequantize"); }},
-      {"int_gemv", "NANOVLLM_INT_GEMV", "v1, v2, v3, v4 or v5",
+      {"int_gemv", "NANOVLLM_INT_GEMV", "auto, v1, v2, v3, v4 or v5",
        [](KernelOptions& o, const std::string& v) {
-         for (IntGemv g : {IntGemv::V1, IntGemv::V2, IntGemv::V3, IntGemv::V4, IntGemv::V5})
+         for (IntGemv g : {IntGemv::V1, IntGemv::V2, IntGemv::V3, IntGemv::V4, IntGemv::V5, IntGemv::Auto})
            if (v == int_gemv_name(g)) {
              o.int_gemv = g;
              return true;
@@ -234,8 +235,9 @@ void KernelOptions::validate() const {
                     ")");
   if (fp8_gemm != Fp8Gemm::Auto && fp8_gemm != Fp8Gemm::Dequantize)
     throw UserError("kernel option fp8_gemm must be auto or dequantize (got " + std::to_string(int(fp8_gemm)) + ")");
-  if (int(int_gemv) < int(IntGemv::V1) || int(int_gemv) > int(IntGemv::V5))
-    throw UserError("kernel option int_gemv must be v1, v2, v3, v4 or v5 (got " + std::to_string(int(int_gemv)) + ")");
+  if (int(int_gemv) < int(IntGemv::V1) || int(int_gemv) > int(IntGemv::Auto))
+    throw UserError("kernel option int_gemv must be auto, v1, v2, v3, v4 or v5 (got " + std::to_string(int(int_gemv)) +
+                    ")");
   if (int_gemm != IntGemm::Auto && int_gemm != IntGemm::Dequantize)
     throw UserError("kernel option int_gemm must be auto or dequantize (got " + std::to_string(int(int_gemm)) + ")");
   if (rope_kernel != RopeKernel::Auto && rope_kernel != RopeKernel::Head && rope_kernel != RopeKernel::Token)

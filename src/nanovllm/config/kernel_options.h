@@ -27,7 +27,7 @@
 //   all_reduce_norm    NANOVLLM_ALLREDUCE_NORM      on | off
 //   prefill_attention  NANOVLLM_PREFILL_ATTENTION   auto | wgmma_tma | wgmma | mma | tiled
 //   fp8_gemm           NANOVLLM_FP8_GEMM            auto | dequantize
-//   int_gemv           NANOVLLM_INT_GEMV            v1 | v2 | v3 | v4 | v5
+//   int_gemv           NANOVLLM_INT_GEMV            auto | v1 | v2 | v3 | v4 | v5
 //   int_gemm           NANOVLLM_INT_GEMM            auto | dequantize
 //   rope_kernel        NANOVLLM_ROPE_KERNEL         auto | head | token
 // The CPU backend's precision is an engine setting (EngineConfig::cpu_precision, --cpu-precision);
@@ -71,13 +71,15 @@ enum class Fp8Gemm {
 // The INT4/INT8 GEMV (group-quantized weights at decode batches; backends/cuda/kernel_plan.h,
 // plan_int_linear) that multiplies T <= 32 rows of x.
 enum class IntGemv {
-  V1,  // int_linear.cu: one row block per CTA, passes of 8 rows of x, 4 tiles in flight per warp
-  V2,  // int_gemv_v2.cu: all T <= 32 rows in one pass, a ring of up to 8 tiles in flight per warp
-  V3,  // int_gemv_v3.cu: v2 with fewer instructions per tile and K split over a cluster of CTAs
-  V4,  // int_gemv_v4.cu: v3's outputs (no K split) from a persistent grid, rings running across row
-       // blocks, where the row blocks exceed one wave; v3 on the grids of one wave or less
-  V5,  // int_gemv_v5.cu: v4's persistent grid with the rings in shared memory (cp.async), twice
-       // the warps an SM (every grid)
+  V1,    // int_linear.cu: one row block per CTA, passes of 8 rows of x, 4 tiles in flight per warp
+  V2,    // int_gemv_v2.cu: all T <= 32 rows in one pass, a ring of up to 8 tiles in flight per warp
+  V3,    // int_gemv_v3.cu: v2 with fewer instructions per tile and K split over a cluster of CTAs
+  V4,    // int_gemv_v4.cu: v3's outputs (no K split) from a persistent grid, rings running across row
+         // blocks, where the row blocks exceed one wave; v3 on the grids of one wave or less
+  V5,    // int_gemv_v5.cu: v4's persistent grid with the rings in shared memory (cp.async), twice
+         // the warps an SM (every grid)
+  Auto,  // per call, the fastest measured (backends/cuda/kernel_plan.h: int_gemv_v5_applies,
+         // int_gemv_v4_applies, int_gemv_v3_wide): v5 for long K runs, v4 past one wave of v3, else v3
 };
 
 // Group-quantized weights at 33..256 rows of x (backends/cuda/kernel_plan.h, plan_int_linear).
@@ -138,7 +140,7 @@ struct KernelOptions {
   // See IntGemv. v3: Qwen3-8B AWQ batch-1 decode 367 tok/s against v2's 326 (gate_up 1.38x, down
   // 1.10x, o 1.00x at T = 1; 1.1-3.6x at T 16-32), outputs within BF16 rounding of v2's (H200,
   // bench/RESULTS.md). v2: v1's outputs bit for bit.
-  IntGemv int_gemv = IntGemv::V4;  // measured: bench/RESULTS.md (issue 45, 2026-11-30)
+  IntGemv int_gemv = IntGemv::Auto;  // measured: bench/RESULTS.md (issue 45, 2026-11-30)
   // See IntGemm. dequantize is the default (what T > 256 always runs): the GEMM misses the F32
   // tolerance on one U8 act-order shape (T 128, N 130) and is slower than dequantize + cuBLASLt at
   // T >= 128 on Qwen3-8B's layers (H200, bench/RESULTS.md); auto opts in.
@@ -153,7 +155,7 @@ struct KernelOptions {
   std::string to_string(const std::string& sep = " ") const;
 };
 bool operator==(const KernelOptions& a, const KernelOptions& b);  // (C++17 here: nvcc includes this)
-// "v1" .. "v5": the int_gemv value as --kernel-options spells it.
+// "v1" .. "v5", "auto": the int_gemv value as --kernel-options spells it.
 const char* int_gemv_name(IntGemv g);
 inline bool operator!=(const KernelOptions& a, const KernelOptions& b) { return !(a == b); }
 

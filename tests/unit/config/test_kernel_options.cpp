@@ -48,7 +48,7 @@ TEST(KernelOptions, DefaultsAreTheMeasuredBest) {
   EXPECT_EQ(o.to_string(),
             "pdl=on gemv_norm=auto max_decode_splits=16 long_decode_context=8192 long_decode_splits=64 "
             "decode_cluster=off decode_warps=8 decode_read_ahead=on p2p_all_reduce=on all_reduce_norm=on "
-            "prefill_attention=auto fp8_gemm=auto int_gemv=v4 int_gemm=dequantize rope_kernel=auto");
+            "prefill_attention=auto fp8_gemm=auto int_gemv=auto int_gemm=dequantize rope_kernel=auto");
   EXPECT_NO_THROW(o.validate());
   EXPECT_EQ(from_env({}), o);  // no variables set: nothing changes
 }
@@ -130,7 +130,7 @@ TEST(KernelOptions, CliSpecParsesAndRoundTrips) {
   EXPECT_EQ(o.int_gemv, IntGemv::V4);
   EXPECT_NE(o.to_string().find("int_gemv=v4"), std::string::npos);
   EXPECT_EQ(from_env({{"NANOVLLM_INT_GEMV", "v4"}}).int_gemv, IntGemv::V4);
-  EXPECT_NE(spec_error("int_gemv=v6").find("int_gemv must be v1, v2, v3, v4 or v5"), std::string::npos);
+  EXPECT_NE(spec_error("int_gemv=v6").find("int_gemv must be auto, v1, v2, v3, v4 or v5"), std::string::npos);
   KernelOptions bad;
   bad.int_gemv = static_cast<IntGemv>(7);
   EXPECT_THROW(bad.validate(), UserError);

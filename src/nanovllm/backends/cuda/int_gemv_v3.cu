@@ -55,17 +55,17 @@ constexpr int kThreads = kWarps * 32;
 // x: [M, K] BF16; codes / sz: int_layout.cuh; out: [M, N] with N the outputs (kSilu: I; the gate
 // block of row CTA b is b, its up block b + up_block). kGeneral: per-k-step scales and bounds.
 // tiles_per_warp: the length of each warp's run of K tiles (the split's tiles / 8, rounded up).
-template <int kBits, bool kSilu, bool kGeneral, int NT, class OutT>
-__global__ void __launch_bounds__(kThreads, int_gemv_v3_ctas_per_sm(kSilu ? 2 : 1, NT))
+template <int kBits, bool kSilu, bool kGeneral, int NT, bool kWide, class OutT>
+__global__ void __launch_bounds__(kThreads, int_gemv_v3_ctas_per_sm(kWide))
     int_gemv_v3_kernel(const bf16* __restrict__ x, const uint4* __restrict__ codes, const uint32_t* __restrict__ sz,
                        OutT* __restrict__ out, int M, int N, int K, int G, int up_block, int tiles_per_split) {
-  constexpr int TK = int_tile_k(kBits), S = TK / kIntStepK;  // columns and k-steps of a tile
-  constexpr int RB = kSilu ? 2 : 1;                          // row blocks of the CTA
-  constexpr int SG = kGeneral ? S : 1;                       // scale words per tile and row
-  constexpr int P = int_gemv_v3_ring(RB, NT, kGeneral);      // tiles in flight per warp and row block
-  constexpr int C = 8 * NT;                                  // rows of x (output columns) of the CTA
-  __shared__ float red[kWarps][RB][C][17];                   // [warp][block][x row][weight row], padded
-  __shared__ float csum[RB][C][16];                          // the CTA's sums (read by its cluster)
+  constexpr int TK = int_tile_k(kBits), S = TK / kIntStepK;     // columns and k-steps of a tile
+  constexpr int RB = kSilu ? 2 : 1;                             // row blocks of the CTA
+  constexpr int SG = kGeneral ? S : 1;                          // scale words per tile and row
+  constexpr int P = int_gemv_v3_ring(RB, NT, kGeneral, kWide);  // tiles in flight per warp and row block
+  constexpr int C = 8 * NT;                                     // rows of x (output columns) of the CTA
+  __shared__ float red[kWarps][RB][C][17];                      // [warp][block][x row][weight row], padded
+  __shared__ float csum[RB][C][16];                             // the CTA's sums (read by its cluster)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int KT = (K + TK - 1) / TK, NG = K / G;
   const int split = blockIdx.x, splits = gridDim.x, blk = blockIdx.y;
@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(kThreads, int_gemv_v3_ctas_per_sm(kSilu ? 2 : 
 #endif
 }
 
-template <int kBits, bool kSilu, bool kGeneral, int NT>
+template <int kBits, bool kSilu, bool kGeneral, int NT, bool kWide>
 void launch_v3(const IntGemvArgs& a, int splits, Stream st) {
   const int64_t TK = int_tile_k(kBits), KT = (a.K + TK - 1) / TK;
   const int64_t rows = int_gemv_row_blocks(a.outs, kSilu);
@@ -188,35 +188,41 @@ void launch_v3(const IntGemvArgs& a, int splits, Stream st) {
   const int M = int(a.M), N = int(a.outs), K = int(a.K), G = int(a.G), per_split = int((KT + splits - 1) / splits);
   const dim3 grid{unsigned(splits), unsigned(rows), 1u}, cluster{unsigned(splits), 1u, 1u};
   if (a.f32_out)
-    launch_clustered(int_gemv_v3_kernel<kBits, kSilu, kGeneral, NT, float>, grid, dim3(kThreads), 0, st, cluster, a.x,
-                     a.codes, a.sz, static_cast<float*>(a.out), M, N, K, G, up_block, per_split);
+    launch_clustered(int_gemv_v3_kernel<kBits, kSilu, kGeneral, NT, kWide, float>, grid, dim3(kThreads), 0, st, cluster,
+                     a.x, a.codes, a.sz, static_cast<float*>(a.out), M, N, K, G, up_block, per_split);
   else
-    launch_clustered(int_gemv_v3_kernel<kBits, kSilu, kGeneral, NT, bf16>, grid, dim3(kThreads), 0, st, cluster, a.x,
-                     a.codes, a.sz, static_cast<bf16*>(a.out), M, N, K, G, up_block, per_split);
+    launch_clustered(int_gemv_v3_kernel<kBits, kSilu, kGeneral, NT, kWide, bf16>, grid, dim3(kThreads), 0, st, cluster,
+                     a.x, a.codes, a.sz, static_cast<bf16*>(a.out), M, N, K, G, up_block, per_split);
   NV_LAUNCH_CHECK();
 }
 
 template <int kBits, bool kSilu, bool kGeneral>
-void dispatch_ntiles(const IntGemvArgs& a, int splits, Stream st) {
+void dispatch_ntiles(const IntGemvArgs& a, int splits, bool wide, Stream st) {
   switch (int_gemv_ntiles(a.M)) {
-    case 1: return launch_v3<kBits, kSilu, kGeneral, 1>(a, splits, st);
-    case 2: return launch_v3<kBits, kSilu, kGeneral, 2>(a, splits, st);
-    default: return launch_v3<kBits, kSilu, kGeneral, 4>(a, splits, st);
+    case 1:
+      if constexpr (!kSilu) {
+        if (wide) return launch_v3<kBits, kSilu, kGeneral, 1, true>(a, splits, st);
+      }
+      return launch_v3<kBits, kSilu, kGeneral, 1, false>(a, splits, st);
+    case 2: return launch_v3<kBits, kSilu, kGeneral, 2, false>(a, splits, st);
+    default: return launch_v3<kBits, kSilu, kGeneral, 4, false>(a, splits, st);
   }
 }
 
 template <int kBits>
-void dispatch_bits(const IntGemvArgs& a, int splits, Stream st) {
+void dispatch_bits(const IntGemvArgs& a, int splits, bool wide, Stream st) {
   const bool general = a.G % int_tile_k(kBits) != 0 || a.K % int_tile_k(kBits) != 0;
   if (a.silu)
-    general ? dispatch_ntiles<kBits, true, true>(a, splits, st) : dispatch_ntiles<kBits, true, false>(a, splits, st);
+    general ? dispatch_ntiles<kBits, true, true>(a, splits, wide, st)
+            : dispatch_ntiles<kBits, true, false>(a, splits, wide, st);
   else
-    general ? dispatch_ntiles<kBits, false, true>(a, splits, st) : dispatch_ntiles<kBits, false, false>(a, splits, st);
+    general ? dispatch_ntiles<kBits, false, true>(a, splits, wide, st)
+            : dispatch_ntiles<kBits, false, false>(a, splits, wide, st);
 }
 
 }  // namespace
 
-void int_gemv_v3(const IntGemvArgs& a, int splits, Stream st) {
+void int_gemv_v3(const IntGemvArgs& a, int splits, bool wide, Stream st) {
   const int64_t rows = int_gemv_row_blocks(a.outs, a.silu);
   if (a.M < 1 || a.M > kIntGemvMaxT || a.outs < 1 || (a.silu && (a.f32_out || a.outs % kIntRowBlock != 0)) ||
       (a.bits != 4 && a.bits != 8) || !int_layout_supports(a.bits, a.K, a.G) || splits < 1 ||
@@ -226,9 +232,9 @@ void int_gemv_v3(const IntGemvArgs& a, int splits, Stream st) {
                 std::to_string(splits) + " splits" + (a.silu ? ", silu" : "") + (a.f32_out ? ", F32 out" : "") +
                 " is outside the kernel's limits (kernel_plan.h: plan_int_linear, int_gemv_v3_splits)");
   if (a.bits == 4)
-    dispatch_bits<4>(a, splits, st);
+    dispatch_bits<4>(a, splits, wide, st);
   else
-    dispatch_bits<8>(a, splits, st);
+    dispatch_bits<8>(a, splits, wide, st);
 }
 
 }  // namespace nanovllm::cuda

@@ -56,7 +56,7 @@ template <int kBits, bool kSilu, bool kGeneral, int NT, class OutT>
 __global__ void __launch_bounds__(int_gemv_v5_warps(kSilu ? 2 : 1, NT) * 32, kIntGemvV5CtasPerSm)
     int_gemv_v5_kernel(const bf16* __restrict__ x, const uint4* __restrict__ codes, const uint32_t* __restrict__ sz,
                        OutT* __restrict__ out, int M, int N, int K, int G, int up_block, int rows) {
-  constexpr int TK = int_tile_k(kBits), S = TK / kIntStepK;  // columns and k-steps of a tile
+  constexpr int TK = int_tile_k(kBits);  // columns of a tile
   constexpr int RB = kSilu ? 2 : 1;                          // row blocks of a step
   constexpr int SG = v5_sg<kBits, kGeneral>();               // scale word pairs per tile and row
   constexpr int W = int_gemv_v5_warps(RB, NT), kThreads = W * 32;

@@ -110,8 +110,10 @@ struct IntGemvArgs {
 // Error outside the kernel's limits (plan_int_linear's to respect).
 void int_gemv_v2(const IntGemvArgs& a, Stream st);
 // KernelOptions::int_gemv=v3 (int_gemv_v3.cu): the same, K split over `splits` CTAs of a cluster
-// (kernel_plan.h: int_gemv_v3_splits; 1 before sm_90). Throws Error outside the kernel's limits.
-void int_gemv_v3(const IntGemvArgs& a, int splits, Stream st);
+// (kernel_plan.h: int_gemv_v3_splits; 1 before sm_90); wide: three CTAs an SM (kernel_plan.h:
+// int_gemv_v3_wide; only the plain product at one n-tile has that form, others ignore it). Throws
+// Error outside the kernel's limits.
+void int_gemv_v3(const IntGemvArgs& a, int splits, bool wide, Stream st);
 // KernelOptions::int_gemv=v4 (int_gemv_v4.cu): v3's outputs (one split) from a persistent grid of
 // at most kIntGemvV4CtasPerSm x num_sms CTAs. Throws Error outside the kernel's limits.
 void int_gemv_v4(const IntGemvArgs& a, int num_sms, Stream st);

@@ -288,14 +288,19 @@ void CudaBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScale
       a.out = ot.raw();
       a.M = t1 - t0, a.outs = ot.size(1), a.K = K, a.G = G, a.bits = bits;
       a.silu = fused_silu, a.f32_out = ot.dtype() == DType::F32;
-      // v4 where v3's grid would take more than one wave (kernel_plan.h: int_gemv_v4_applies).
+      // auto: v5 where its long K runs pay (int_gemv_v5_applies); auto and v4: v4 where v3's grid
+      // would take more than one wave (int_gemv_v4_applies); else v3, wide where its row blocks
+      // exceed two CTAs an SM (int_gemv_v3_wide; kernel_plan.h).
       const int64_t row_blocks = cuda::int_gemv_row_blocks(a.outs, a.silu);
-      if (options_.int_gemv == IntGemv::V5)
+      const IntGemv v = options_.int_gemv;
+      const bool automatic = v == IntGemv::Auto;
+      if (v == IntGemv::V5 || (automatic && cuda::int_gemv_v5_applies(a.silu, a.M, K, bits)))
         cuda::int_gemv_v5(a, num_sms_, st);
-      else if (options_.int_gemv == IntGemv::V4 && cuda::int_gemv_v4_applies(row_blocks, a.silu, a.M, num_sms_))
+      else if ((v == IntGemv::V4 || automatic) && cuda::int_gemv_v4_applies(row_blocks, a.silu, a.M, num_sms_))
         cuda::int_gemv_v4(a, num_sms_, st);
-      else if (options_.int_gemv == IntGemv::V3 || options_.int_gemv == IntGemv::V4)
-        cuda::int_gemv_v3(a, cuda::int_gemv_v3_splits(a.M, a.outs, a.silu, K, G, bits, num_sms_, sm_ >= 90), st);
+      else if (v == IntGemv::V3 || v == IntGemv::V4 || automatic)
+        cuda::int_gemv_v3(a, cuda::int_gemv_v3_splits(a.M, a.outs, a.silu, K, G, bits, num_sms_, sm_ >= 90),
+                          cuda::int_gemv_v3_wide(row_blocks, a.silu, a.M, num_sms_), st);
       else
         cuda::int_gemv_v2(a, st);
     }

@@ -170,7 +170,7 @@ int int_gemv_v3_splits(int64_t T, int64_t outs, bool silu, int64_t K, int64_t G,
   const bool general = G % TK != 0 || K % TK != 0;
   const int ring = int_gemv_v3_ring(silu ? 2 : 1, int_gemv_ntiles(T), general);
   const int64_t min_tiles = std::max(2, ring / 2);  // per warp
-  const double slots = double(num_sms) * int_gemv_v3_ctas_per_sm(silu ? 2 : 1, int_gemv_ntiles(T));
+  const double slots = double(num_sms) * kIntGemvV3CtasPerSm;  // splits only below half of it: never wide
   auto fill = [&](int64_t s) {  // the last wave's share of a full one, over all waves
     const double waves = double(rows * s) / slots;
     return waves / std::ceil(waves);

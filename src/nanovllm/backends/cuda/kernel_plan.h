@@ -227,16 +227,22 @@ constexpr int64_t int_gemv_slice(IntGemv v) { return v == IntGemv::V1 ? kIntGemv
 // v2's mma n-tiles (8 rows of x each) for a pass of T rows: 1, 2 or 4 (T 17..24 pay a fourth tile
 // of repeated rows rather than a fourth instantiation of the kernel).
 constexpr int int_gemv_ntiles(int64_t T) { return T <= 8 ? 1 : T <= 16 ? 2 : 4; }
-// v3's CTAs an SM (its __launch_bounds__): three for the plain product at one n-tile (T <= 8, one
-// row block a CTA: 85 registers with a ring of 6, so Qwen3-8B's qkv, 384 row blocks, runs in one
-// wave of 24 warps an SM instead of v4's 2 + 1 blocks on two CTAs), else two (128 registers).
-constexpr int int_gemv_v3_ctas_per_sm(int row_blocks, int ntiles) { return row_blocks == 1 && ntiles == 1 ? 3 : 2; }
-// v3 (int_gemv_v3.cu): tiles in flight per warp and row block (its ring; register-bound): 6 at one
-// n-tile (three CTAs an SM), 8 for the gated MLP's two blocks at one n-tile, 6 at two n-tiles, 2 at
-// four; halved for the gated MLP's two row blocks and for the general path (per-k-step scales:
-// groups that split a tile, or K not a multiple of the tile).
-constexpr int int_gemv_v3_ring(int row_blocks, int ntiles, bool general) {
-  const int p = (ntiles == 1 ? (row_blocks == 1 ? 6 : 8) : ntiles == 2 ? 6 : 2) / row_blocks / (general ? 2 : 1);
+// v3's "wide" form: three CTAs an SM instead of two (its __launch_bounds__; a ring of 6 instead of
+// 8: 79 registers), for the plain product at one n-tile (T <= 8) when the row blocks exceed two
+// CTAs an SM: Qwen3-8B's qkv (384 row blocks on 132 SMs) then runs in one wave of 24 warps an SM,
+// 8.76 -> 6.00 us on an H200 (v4's persistent grid: 8.61); o and down (256 row blocks) are faster
+// with two (4.65 / 13.45 us against 5.12 / 14.25; bench/RESULTS.md, issue 45).
+constexpr bool int_gemv_v3_wide(int64_t rows, bool silu, int64_t T, int num_sms) {
+  return !silu && T <= kIntGemvSlice && rows > 2 * int64_t(num_sms > 0 ? num_sms : 1);
+}
+constexpr int kIntGemvV3CtasPerSm = 2;  // __launch_bounds__ of the v3 kernel (wide: 3)
+constexpr int int_gemv_v3_ctas_per_sm(bool wide) { return wide ? 3 : kIntGemvV3CtasPerSm; }
+// v3 (int_gemv_v3.cu): tiles in flight per warp and row block (its ring; register-bound at 128 per
+// thread, two CTAs per SM): 8 at one n-tile (wide: 6), 6 at two, 2 at four; halved for the gated
+// MLP's two row blocks and for the general path (per-k-step scales: groups that split a tile, or K
+// not a multiple of the tile).
+constexpr int int_gemv_v3_ring(int row_blocks, int ntiles, bool general, bool wide = false) {
+  const int p = (ntiles == 1 ? (wide ? 6 : 8) : ntiles == 2 ? 6 : 2) / row_blocks / (general ? 2 : 1);
   return p < 1 ? 1 : p;
 }
 constexpr int kIntGemvV3Warps = 8;      // warps of a v3 CTA (each a contiguous run of K tiles)
@@ -291,6 +297,14 @@ constexpr int int_gemv_v5_smem(int row_blocks, int ntiles, int sg) {
              int_gemv_v5_slot_bytes(row_blocks, sg) +
          int_gemv_v5_red_bufs(row_blocks, ntiles) * int_gemv_v5_red_bytes(row_blocks, ntiles);
 }
+// Under int_gemv=auto: whether v5 runs a call: the plain U4 product at one n-tile (T <= 8) with
+// K >= 8192, where each of its 16 warps walks at least 8 tiles of a row block. Measured on an H200
+// (bench/RESULTS.md, issue 45): Qwen3-8B's down (K 12,288) 10.56 us against v3's 13.45-14.25; at
+// K = 4096 v5 loses (qkv 7.63 against v3 wide 6.00, gate_up 21.28 against v4 17.99, o 4.89 against
+// v3 4.65).
+constexpr bool int_gemv_v5_applies(bool silu, int64_t T, int64_t K, int bits) {
+  return !silu && T <= kIntGemvSlice && bits == 4 && K >= 8192;
+}
 // v5's CTAs for `rows` row blocks (silu: gate blocks): one wave, or one per block.
 constexpr int64_t int_gemv_v5_grid(int64_t rows, int num_sms) {
   const int64_t slots = int64_t(kIntGemvV5CtasPerSm) * (num_sms > 0 ? num_sms : 1);
@@ -301,12 +315,13 @@ constexpr int64_t int_gemv_v5_grid(int64_t rows, int num_sms) {
 constexpr int64_t int_gemv_row_blocks(int64_t outs, bool silu) {
   return silu ? outs / kIntRowBlock : (outs + kIntRowBlock - 1) / kIntRowBlock;
 }
-// Under int_gemv=v4: whether v4 runs a call of `rows` row blocks (silu: gate blocks) at T rows of
-// x, or v3 (whose outputs it equals bit for bit): v4 where the row blocks exceed one wave of v3
-// CTAs, so that its CTAs walk more than one block each; v3 on grids of one wave or less (its K
-// splits fill small ones, which v4 lacks).
+// Under int_gemv=v4 and auto: whether v4 runs a call of `rows` row blocks (silu: gate blocks) at T
+// rows of x, or v3 (whose outputs it equals bit for bit): v4 where the row blocks exceed one wave
+// of v3 CTAs (three an SM where v3 can go wide), so that its CTAs walk more than one block each; v3
+// on grids of one wave or less (its K splits fill small ones, which v4 lacks).
 constexpr bool int_gemv_v4_applies(int64_t rows, bool silu, int64_t T, int num_sms) {
-  return rows > int64_t(int_gemv_v3_ctas_per_sm(silu ? 2 : 1, int_gemv_ntiles(T))) * (num_sms > 0 ? num_sms : 1);
+  const bool can_widen = !silu && T <= kIntGemvSlice;
+  return rows > int64_t(int_gemv_v3_ctas_per_sm(can_widen)) * (num_sms > 0 ? num_sms : 1);
 }
 // v4's CTAs for `rows` row blocks (silu: gate blocks) on num_sms SMs: one wave, or one per block.
 constexpr int64_t int_gemv_v4_grid(int64_t rows, int num_sms) {

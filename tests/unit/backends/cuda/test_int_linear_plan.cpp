@@ -34,7 +34,7 @@ TEST(IntLinearPlan, GemvPassesAndNTilesByVariant) {
   EXPECT_EQ(cuda::int_gemv_slice(IntGemv::V2), cuda::kIntGemvMaxT);
   EXPECT_EQ(cuda::int_gemv_slice(IntGemv::V3), cuda::kIntGemvMaxT);
   EXPECT_EQ(cuda::int_gemv_slice(IntGemv::V4), cuda::kIntGemvMaxT);
-  EXPECT_EQ(KernelOptions().int_gemv, IntGemv::V4);  // measured: bench/RESULTS.md (issue 45)
+  EXPECT_EQ(KernelOptions().int_gemv, IntGemv::Auto);  // measured: bench/RESULTS.md (issue 45)
   const std::pair<int64_t, int> cases[] = {{1, 1}, {8, 1}, {9, 2}, {16, 2}, {17, 4}, {24, 4}, {32, 4}};
   for (const auto& [T, nt] : cases) {
     EXPECT_EQ(cuda::int_gemv_ntiles(T), nt) << T;
@@ -93,9 +93,22 @@ TEST(IntLinearPlan, GemvV4GridIsOneWave) {
   EXPECT_TRUE(cuda::int_gemv_v4_applies(384, false, 9, 132));
   EXPECT_TRUE(cuda::int_gemv_v4_applies(768, true, 1, 132));
   EXPECT_TRUE(cuda::int_gemv_v4_applies(397, false, 1, 132));
-  EXPECT_EQ(cuda::int_gemv_v3_ring(1, 1, false), 6);  // three CTAs an SM
-  EXPECT_EQ(cuda::int_gemv_v3_ctas_per_sm(1, 1), 3);
-  EXPECT_EQ(cuda::int_gemv_v3_ctas_per_sm(2, 1), 2);
+  EXPECT_EQ(cuda::int_gemv_v3_ring(1, 1, false), 8);
+  EXPECT_EQ(cuda::int_gemv_v3_ring(1, 1, false, /*wide=*/true), 6);  // three CTAs an SM
+  EXPECT_EQ(cuda::int_gemv_v3_ctas_per_sm(true), 3);
+  EXPECT_EQ(cuda::int_gemv_v3_ctas_per_sm(false), 2);
+  // v3 goes wide past two CTAs an SM, plain products at one n-tile only: qkv (384 row blocks) at
+  // T 1..8, not o / down (256), not the gated MLP, not T 9.
+  EXPECT_TRUE(cuda::int_gemv_v3_wide(384, false, 8, 132));
+  EXPECT_FALSE(cuda::int_gemv_v3_wide(256, false, 1, 132));
+  EXPECT_FALSE(cuda::int_gemv_v3_wide(384, true, 1, 132));
+  EXPECT_FALSE(cuda::int_gemv_v3_wide(384, false, 9, 132));
+  // v5 under auto: Qwen3-8B's down (K 12,288) at T 1..8; not K 4096, not U8, not the gated MLP.
+  EXPECT_TRUE(cuda::int_gemv_v5_applies(false, 1, 12288, 4));
+  EXPECT_FALSE(cuda::int_gemv_v5_applies(false, 9, 12288, 4));
+  EXPECT_FALSE(cuda::int_gemv_v5_applies(false, 1, 4096, 4));
+  EXPECT_FALSE(cuda::int_gemv_v5_applies(false, 1, 12288, 8));
+  EXPECT_FALSE(cuda::int_gemv_v5_applies(true, 1, 12288, 4));
 }
 
 // K splits of the tensor-core GEMM: one wave of CTA tiles at most (so the partials fit
