@@ -26,16 +26,20 @@ INT_CKPTS=("awq-g128:--format awq --group-size 128"
            "ct-fp8:--format compressed-tensors --fp8")
 NANOVLLM_INT_CKPT_DIRS=$(printf '/tmp/int-06b-%s:' "${INT_CKPTS[@]%%:*}")
 export NANOVLLM_INT_CKPT_DIRS=${NANOVLLM_INT_CKPT_DIRS%:}
+# The checkpoints derive from the reference model, each on its own (side by side: one after another
+# they took most of a 600 s call, 2026-11-30).
 (export PYTHONUNBUFFERED=1
  python3 scripts/make_qwen3_06b_reference.py --out "$NANOVLLM_HF06B_DIR" > "$OUT/hf06b.txt" 2>&1; echo "rc=$?" >> "$OUT/hf06b.txt"
- python3 scripts/make_fp8_checkpoint.py --src "$NANOVLLM_HF06B_DIR" --out "$NANOVLLM_FP8_DIR" >> "$OUT/hf06b.txt" 2>&1
- echo "fp8 rc=$?" >> "$OUT/hf06b.txt"
+ (python3 scripts/make_fp8_checkpoint.py --src "$NANOVLLM_HF06B_DIR" --out "$NANOVLLM_FP8_DIR" > /tmp/ckpt-fp8.log 2>&1
+  echo "fp8 rc=$?" >> /tmp/ckpt-fp8.log) &
  for c in "${INT_CKPTS[@]}"; do
    # shellcheck disable=SC2086  # the flags split into words
-   python3 scripts/make_quantized_checkpoint.py --src "$NANOVLLM_HF06B_DIR" --out "/tmp/int-06b-${c%%:*}" ${c#*:} \
-     >> "$OUT/hf06b.txt" 2>&1
-   echo "${c%%:*} rc=$?" >> "$OUT/hf06b.txt"
- done) &
+   (python3 scripts/make_quantized_checkpoint.py --src "$NANOVLLM_HF06B_DIR" --out "/tmp/int-06b-${c%%:*}" ${c#*:} \
+      > "/tmp/ckpt-${c%%:*}.log" 2>&1
+    echo "${c%%:*} rc=$?" >> "/tmp/ckpt-${c%%:*}.log") &
+ done
+ wait
+ for c in fp8 "${INT_CKPTS[@]%%:*}"; do cat "/tmp/ckpt-$c.log" >> "$OUT/hf06b.txt"; done) &
 ref_pid=$!
 FIXTURE_TESTS="HFQwen3|CudaEngineModes|Fp8CheckpointFromTransformers|IntCheckpointsFromTransformers"
 # quick leaves out the op-level sweeps whose time is their CPU references (awkward-shape attention

@@ -3,7 +3,7 @@
 // logits on the checkpoint's weights dequantized from the format's specification), ref_tokens.json
 // ({max_new_tokens, tokens, margins, noise} per prompt)}. Each prompt alone, greedy: the first
 // step's logits against ref_logits (cosine, max |difference|), the tokens against the reference's
-// up to near-ties (near_tie.h). Also checks that the engine took the checkpoint's format
+// up to near-ties (near_tie.h; a margin under twice the prompt's measured max |difference| is one). Also checks that the engine took the checkpoint's format
 // (model_runner().quantization()). Shared by the CPU fixtures test (tests/unit/models) and the CUDA
 // one (tests/gpu/test_cuda_int_checkpoints.cpp).
 #pragma once
@@ -80,10 +80,12 @@ inline IntCheckpointResult check_int_checkpoint(const std::string& dir, EngineCo
     }
     const std::vector<float> want(logits.begin() + int64_t(i) * V, logits.begin() + int64_t(i + 1) * V);
     res.worst_cosine = std::min(res.worst_cosine, cosine(run.logits[0], want));
+    double dev = 0;  // this prompt's largest |logit - reference| at its first step
     for (int64_t v = 0; v < V; ++v) {
-      res.max_abs = std::max(res.max_abs, double(std::fabs(run.logits[0][size_t(v)] - want[size_t(v)])));
+      dev = std::max(dev, double(std::fabs(run.logits[0][size_t(v)] - want[size_t(v)])));
       res.max_ref = std::max(res.max_ref, double(std::fabs(want[size_t(v)])));
     }
+    res.max_abs = std::max(res.max_abs, dev);
     auto head = [n](const nlohmann::json& j, auto zero) {
       auto v = j.get<std::vector<decltype(zero)>>();
       v.resize(std::min(v.size(), n));
@@ -93,14 +95,20 @@ inline IntCheckpointResult check_int_checkpoint(const std::string& dir, EngineCo
     // magnitude (0.0625 in [8, 16), 0.125 in [16, 32)) may come from values any closer, so such a
     // margin is a tie at the reference's precision (the engine's F32 logits differ from it by ~0.3
     // at these sizes). Later steps' top logits are taken to be of the first step's magnitude.
+    // And the engine's own distance from the reference: a greedy step flips only if the errors of
+    // its two top logits add up past the reference's margin, and each is at most what the prompt's
+    // first step measured (dev, ~0.3 for a BF16 engine through 28 random layers against cosine
+    // 0.9997): margins under 2 dev are near-ties at the engine's precision (later steps taken to
+    // err as much as the first). Exact engines (the CPU fixtures: dev ~1e-5) keep their margins.
     std::vector<double> noise = head(ref["noise"][i], 0.0);
+    noise.resize(n, 0.0);
+    double floor = 2 * dev;
     if (ref.value("dtype", std::string()) == "bfloat16") {
       double top = 0;
       for (float v : want) top = std::max(top, double(std::fabs(v)));
-      const double ulp = top > 0 ? std::ldexp(1.0, std::ilogb(top) - 7) : 0.0;
-      noise.resize(n, 0.0);
-      for (double& v : noise) v = std::max(v, ulp);
+      floor = std::max(floor, top > 0 ? std::ldexp(1.0, std::ilogb(top) - 7) : 0.0);
     }
+    for (double& v : noise) v = std::max(v, floor);
     const GreedyWalk w =
         expect_greedy_up_to_near_ties(run.tokens, head(ref["tokens"][i], int32_t(0)), head(ref["margins"][i], 0.0),
                                       noise, dir + " prompt " + std::to_string(i));

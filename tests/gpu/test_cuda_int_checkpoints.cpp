@@ -3,7 +3,8 @@
 // NANOVLLM_INT_CKPT_DIRS, separated by ':') on CUDA against transformers in BF16 running the same
 // weights dequantized from each format's specification: last-token logits cosine >= 0.999 on every
 // prompt (the bound), greedy tokens equal up to near-ties (near_tie.h: a step whose margin
-// is within 0.05 or within what float32 moves the reference's two logits is not held). The CPU
+// is within 0.05, within what float32 moves the reference's two logits, or within twice the largest
+// logit difference the prompt's first step measured is not held: int_checkpoint_check.h). The CPU
 // backend runs the first prompts of the checkpoints up to Qwen3-0.6B's hidden size as well (its F32
 // against the BF16 reference: the same bounds).
 #include <cstdlib>
