@@ -1,4 +1,4 @@
-// One tile of the INT4/INT8 GEMVs v3 and v4 (int_gemv_v3.cu, int_gemv_v4.cu): a warp's product of
+// One tile of the INT4/INT8 GEMVs v3, v4 and v5 (int_gemv_v3.cu, int_gemv_v4.cu, int_gemv_v5.cu): a warp's product of
 // one K tile (TK = int_tile_k(kBits) columns, S = TK / 16 mma k-steps) of RB 16-row weight blocks
 // (the gated MLP's gate and up blocks) with NT n-tiles of 8 rows of x, added to F32 accumulators:
 //   acc[r][nt] += sum over the tile's groups of scale * sum_k (q_k - z) x_k.
@@ -80,6 +80,43 @@ __device__ __forceinline__ void int_gemv_tile(const bf16* const (&xt)[NT], int i
 #pragma unroll
         for (int c = 0; c < 4; ++c) xs[nt][c] = 0.f;
     }
+  }
+}
+
+// A row block's outputs from the W warps' F32 accumulators (the persistent GEMVs v4 and v5, one
+// call per row block of the CTA's): each warp leaves its C fragments in rd (n-tile nt: c0, c1 =
+// (row g, x rows 8 nt + 2t, + 1); c2, c3 = (row g + 8, the same)) and zeroes them, then after a
+// barrier 16 x M threads add the W warps' sums in warp order and store out[m][blk * 16 + i]
+// (kSilu: silu(gate) * up of the block's two row blocks). Warp jb % W starts the stores, so the
+// warp that does them rotates with the block (the others go on with the next block's tiles). The
+// caller guards rd's reuse (a barrier before the writes when it is not double-buffered).
+template <int W, int RB, int NT, bool kSilu, class OutT>
+__device__ __forceinline__ void int_gemv_block_sums(float (&rd)[W][RB][8 * NT][17], float (&acc)[RB][NT][4], int jb,
+                                                    int M, int N, int blk, OutT* __restrict__ out) {
+  constexpr int kThreads = W * 32;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int r = 0; r < RB; ++r)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      rd[warp][r][8 * nt + 2 * t][g] = acc[r][nt][0];
+      rd[warp][r][8 * nt + 2 * t + 1][g] = acc[r][nt][1];
+      rd[warp][r][8 * nt + 2 * t][g + 8] = acc[r][nt][2];
+      rd[warp][r][8 * nt + 2 * t + 1][g + 8] = acc[r][nt][3];
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[r][nt][c] = 0.f;
+    }
+  __syncthreads();
+  for (int e = (threadIdx.x + kThreads - 32 * (jb % W)) % kThreads; e < 16 * M; e += kThreads) {
+    const int m = e / 16, i = e % 16, nrow = blk * 16 + i;
+    if (nrow >= N) continue;
+    float s = 0.f, v = 0.f;
+#pragma unroll
+    for (int wi = 0; wi < W; ++wi) {
+      s += rd[wi][0][m][i];
+      if constexpr (kSilu) v += rd[wi][RB - 1][m][i];
+    }
+    int_gemv_store<kSilu>(s, v, out + int64_t(m) * N + nrow);
   }
 }
 

@@ -56,10 +56,10 @@ template <int kBits, bool kSilu, bool kGeneral, int NT, class OutT>
 __global__ void __launch_bounds__(int_gemv_v5_warps(kSilu ? 2 : 1, NT) * 32, kIntGemvV5CtasPerSm)
     int_gemv_v5_kernel(const bf16* __restrict__ x, const uint4* __restrict__ codes, const uint32_t* __restrict__ sz,
                        OutT* __restrict__ out, int M, int N, int K, int G, int up_block, int rows) {
-  constexpr int TK = int_tile_k(kBits);  // columns of a tile
-  constexpr int RB = kSilu ? 2 : 1;                          // row blocks of a step
-  constexpr int SG = v5_sg<kBits, kGeneral>();               // scale word pairs per tile and row
-  constexpr int W = int_gemv_v5_warps(RB, NT), kThreads = W * 32;
+  constexpr int TK = int_tile_k(kBits);         // columns of a tile
+  constexpr int RB = kSilu ? 2 : 1;             // row blocks of a step
+  constexpr int SG = v5_sg<kBits, kGeneral>();  // scale word pairs per tile and row
+  constexpr int W = int_gemv_v5_warps(RB, NT);
   constexpr int P = int_gemv_v5_ring(RB, NT, SG);  // ring slots per warp
   constexpr int C = 8 * NT;                        // rows of x (output columns)
   constexpr int kRedBufs = int_gemv_v5_red_bufs(RB, NT);
@@ -162,35 +162,10 @@ __global__ void __launch_bounds__(int_gemv_v5_warps(kSilu ? 2 : 1, NT) * 32, kIn
       if (++u == P) u = 0;
     }
 
-    // The row block's sums: C fragment of n-tile nt: c0, c1 = (row g, x rows 8nt + 2t, + 1);
-    // c2, c3 = (row g + 8, the same).
+    // The row block's outputs (int_gemv_tile.cuh), the warps' sums added in v3's order.
     if (kRedBufs == 1 && jb > 0) __syncthreads();  // every thread done reading the previous block's
     RedBuf& rd = red[kRedBufs == 1 ? 0 : jb & 1];
-#pragma unroll
-    for (int r = 0; r < RB; ++r)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        rd[warp][r][8 * nt + 2 * t][g] = acc[r][nt][0];
-        rd[warp][r][8 * nt + 2 * t + 1][g] = acc[r][nt][1];
-        rd[warp][r][8 * nt + 2 * t][g + 8] = acc[r][nt][2];
-        rd[warp][r][8 * nt + 2 * t + 1][g + 8] = acc[r][nt][3];
-#pragma unroll
-        for (int c = 0; c < 4; ++c) acc[r][nt][c] = 0.f;
-      }
-    __syncthreads();
-    // Output e: weight row i = e % 16 of x row m = e / 16, the warps' sums added in warp order.
-    // Warp jb % W starts (the others continue with the next block's tiles).
-    for (int e = (threadIdx.x + kThreads - 32 * (jb % W)) % kThreads; e < 16 * M; e += kThreads) {
-      const int m = e / 16, i = e % 16, nrow = blk * 16 + i;
-      if (nrow >= N) continue;
-      float s = 0.f, v = 0.f;
-#pragma unroll
-      for (int wi = 0; wi < W; ++wi) {
-        s += rd[wi][0][m][i];
-        if constexpr (kSilu) v += rd[wi][RB - 1][m][i];
-      }
-      int_gemv_store<kSilu>(s, v, out + int64_t(m) * N + nrow);
-    }
+    int_gemv_block_sums<W, RB, NT, kSilu>(rd, acc, jb, M, N, blk, out);
   }
   cp_async_wait<0>();  // no copy outlives the CTA's shared memory
 }
