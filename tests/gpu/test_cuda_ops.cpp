@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <memory>
 #include <numeric>
 
 #include "nanovllm/backends/checks.h"
@@ -570,6 +571,27 @@ TEST(CudaMemory, ArenaRewindsAndPersistentSurvives) {
   EXPECT_EQ(gpu.to_host_f32(persistent), v);
   EXPECT_GT(gpu.total_memory_bytes(), 0);
   EXPECT_GT(gpu.free_memory_bytes(), 0);
+}
+
+// held_device_bytes: the backend's own tensors (outside steps) and its arena's chunks, whatever
+// other processes do on the device: a tensor adds its bytes and gives them back when freed, a step
+// that grows the arena adds the chunk.
+TEST(CudaMemory, HeldDeviceBytesCountTheBackendsOwn) {
+  REQUIRE_GPU();
+  CudaBackend gpu(0);
+  const int64_t before = gpu.held_device_bytes();
+  EXPECT_GE(before, 0);
+  Tensor t = gpu.empty({1000, 1000}, DType::BF16);
+  EXPECT_EQ(gpu.held_device_bytes(), before + 2000000);
+  {
+    Tensor u = gpu.empty({3}, DType::F32);
+    EXPECT_EQ(gpu.held_device_bytes(), before + 2000012);
+  }
+  EXPECT_EQ(gpu.held_device_bytes(), before + 2000000);
+  gpu.begin_step();
+  Tensor a = gpu.empty({int64_t(64) << 20}, DType::BF16);  // 128 MiB: past any first chunk
+  gpu.synchronize();
+  EXPECT_GE(gpu.held_device_bytes(), before + 2000000 + (int64_t(128) << 20));
 }
 
 TEST(CudaMemory, OutOfMemoryIsResourceError) {

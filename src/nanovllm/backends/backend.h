@@ -75,6 +75,10 @@ class Backend {
   virtual int64_t free_memory_bytes() { return -1; }
   virtual int64_t total_memory_bytes() { return -1; }
   virtual int64_t peak_step_bytes() { return 0; }  // largest arena use of any step so far
+  // Device bytes this backend holds itself (its tensors and its activation arena; not the CUDA
+  // context or libraries' workspaces): unlike a difference of free_memory_bytes, blind to other
+  // processes allocating or freeing on the same device meanwhile. -1 = unknown (CPU).
+  virtual int64_t held_device_bytes() { return -1; }
   // Row counts (tokens of a step) at which this backend's per-shape plans change, up to max_rows,
   // one per class (CUDA: the top of each cuBLASLt heuristic bucket, kernel_plan.h gemm_heuristic_rows).
   // A plan met first mid-serving costs its step milliseconds; ModelRunner::warm_up_mixed_steps runs a

@@ -33,6 +33,7 @@ class ProfilingBackend final : public Backend {
   void synchronize() override { in_->synchronize(); }
   void begin_step() override { in_->begin_step(); }
   int64_t free_memory_bytes() override { return in_->free_memory_bytes(); }
+  int64_t held_device_bytes() override { return in_->held_device_bytes(); }
   int64_t total_memory_bytes() override { return in_->total_memory_bytes(); }
   int64_t peak_step_bytes() override { return in_->peak_step_bytes(); }
   void prepare_metadata(AttentionMetadata& md) override {

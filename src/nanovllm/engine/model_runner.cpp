@@ -107,7 +107,12 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
     // Another runner sizes this cache (create_kv_cache) from a budget that must already count
     // these weights and this model's peak activations: the warm-up runs now.
     if (backend_->total_memory_bytes() > 0) warm_up_peak_step();
-    if (free_at_start >= 0) resident_bytes_ = free_at_start - backend_->free_memory_bytes();
+    // What this backend allocated, where it counts that (other processes on the device may
+    // allocate or free meanwhile); else what the device lost since start-up.
+    if (const int64_t held = backend_->held_device_bytes(); held >= 0)
+      resident_bytes_ = held;
+    else if (free_at_start >= 0)
+      resident_bytes_ = free_at_start - backend_->free_memory_bytes();
     trace("ready (KV cache later)");
     return;
   }

@@ -213,7 +213,11 @@ Tensor CudaBackend::empty(const Shape& shape, DType dtype) {
     };
   } else {
     buf->ptr = persistent_alloc(bytes, shape);
-    buf->release = [](void* p) { cudaFree(p); };
+    *tensor_bytes_ += int64_t(bytes);
+    buf->release = [held = tensor_bytes_, bytes](void* p) {
+      cudaFree(p);
+      *held -= int64_t(bytes);
+    };
   }
   return Tensor(std::move(buf), dtype, shape);
 }

@@ -15,6 +15,7 @@
 //
 // This header uses no CUDA types, so plain C++ (tests, the model runner) can include it.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -56,6 +57,7 @@ class CudaBackend final : public Backend {
   int64_t free_memory_bytes() override;
   int64_t total_memory_bytes() override;
   int64_t peak_step_bytes() override { return int64_t(arena_->peak()); }
+  int64_t held_device_bytes() override { return *tensor_bytes_ + int64_t(arena_->capacity()); }
   void prepare_metadata(AttentionMetadata& md) override;
 
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out, int64_t vocab_start) override;
@@ -213,6 +215,9 @@ class CudaBackend final : public Backend {
   Tensor int_scratch_;
 
   std::shared_ptr<StepArena> arena_;  // the step's activations (tensors hold weak references)
+  // Bytes of the tensors allocated outside steps and not yet freed (their buffers' release
+  // functions share it, so tensors may outlive the backend).
+  std::shared_ptr<std::atomic<int64_t>> tensor_bytes_ = std::make_shared<std::atomic<int64_t>>(0);
   std::map<int64_t, std::vector<std::pair<void*, size_t>>> graph_outputs_;  // graph -> arena blocks it writes
   bool in_step_ = false, capturing_ = false, graphs_exist_ = false;
 
