@@ -107,7 +107,7 @@ __global__ void __launch_bounds__(int_gemv_v5_warps(kSilu ? 2 : 1, NT) * 32, kIn
         if constexpr (kGeneral) {
 #pragma unroll
           for (int q = 0; q < SG; ++q) {
-            const int gi = min(((w0 + li) * TK + q * kIntStepK) / G, NG - 1);
+            const int gi = int_tile_group<TK>(w0 + li, q, G, NG);
             cp_async4(s + (2 * q) * 32, ls[r] + gi * 16);
             cp_async4(s + (2 * q + 1) * 32, ls[r] + gi * 16 + 8);
           }

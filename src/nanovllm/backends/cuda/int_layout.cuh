@@ -157,12 +157,18 @@ __device__ __forceinline__ void int_block_ptrs(const uint4* codes, const uint32_
 
 // The {scale, zero} words of rows g and g + 8 for tile kt: SG == 1, the tile's group (G a multiple
 // of the tile's TK columns); else one per k-step. Zeros when !ok (no tile: nothing is read).
+// The group of tile kt's k-step s (past K: the last group; its columns multiply zeros).
+template <int TK>
+__device__ __forceinline__ int int_tile_group(int kt, int s, int G, int NG) {
+  return min((kt * TK + s * kIntStepK) / G, NG - 1);
+}
+
 template <int TK, int SG>
 __device__ __forceinline__ void int_tile_scales(const uint32_t* sb, int kt, bool ok, int G, int NG,
                                                 uint32_t (&w)[SG][2]) {
 #pragma unroll
   for (int s = 0; s < SG; ++s) {
-    const int gi = ok ? min((kt * TK + s * kIntStepK) / G, NG - 1) : 0;  // past K: any group
+    const int gi = ok ? int_tile_group<TK>(kt, s, G, NG) : 0;
     w[s][0] = ok ? __ldg(sb + gi * 16) : 0u;
     w[s][1] = ok ? __ldg(sb + gi * 16 + 8) : 0u;
   }
@@ -213,7 +219,7 @@ __device__ __forceinline__ void int_gemv_store(float s, float u, OutT* o) {
     *o = __float2bfloat16(s);
 }
 
-// The U4 GEMVs' shared pieces (int_gemv_v3.cu, int_gemv_v4.cu).
+// The U4 GEMVs' shared pieces (int_gemv_tile.cuh: v3, v4 and v5).
 constexpr uint32_t kBf16Ones = 0x3F803F80u;  // a BF16 pair of 1.0
 
 // The four A registers of one k-step from U4 word w: BF16 pairs 128 + q (exact: BF16 128 has ulp 1),

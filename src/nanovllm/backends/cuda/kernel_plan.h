@@ -232,10 +232,12 @@ constexpr int int_gemv_ntiles(int64_t T) { return T <= 8 ? 1 : T <= 16 ? 2 : 4; 
 // CTAs an SM: Qwen3-8B's qkv (384 row blocks on 132 SMs) then runs in one wave of 24 warps an SM,
 // 8.76 -> 6.00 us on an H200 (v4's persistent grid: 8.61); o and down (256 row blocks) are faster
 // with two (4.65 / 13.45 us against 5.12 / 14.25; bench/RESULTS.md, issue 45).
-constexpr bool int_gemv_v3_wide(int64_t rows, bool silu, int64_t T, int num_sms) {
-  return !silu && T <= kIntGemvSlice && rows > 2 * int64_t(num_sms > 0 ? num_sms : 1);
-}
+// A plain product (no gated MLP) at one mma n-tile (T <= 8): the calls v3's wide form and v5 take.
+constexpr bool int_gemv_plain_one_ntile(bool silu, int64_t T) { return !silu && T <= kIntGemvSlice; }
 constexpr int kIntGemvV3CtasPerSm = 2;  // __launch_bounds__ of the v3 kernel (wide: 3)
+constexpr bool int_gemv_v3_wide(int64_t rows, bool silu, int64_t T, int num_sms) {
+  return int_gemv_plain_one_ntile(silu, T) && rows > int64_t(kIntGemvV3CtasPerSm) * (num_sms > 0 ? num_sms : 1);
+}
 constexpr int int_gemv_v3_ctas_per_sm(bool wide) { return wide ? 3 : kIntGemvV3CtasPerSm; }
 // v3 (int_gemv_v3.cu): tiles in flight per warp and row block (its ring; register-bound at 128 per
 // thread, two CTAs per SM): 8 at one n-tile (wide: 6), 6 at two, 2 at four; halved for the gated
@@ -260,13 +262,12 @@ int int_gemv_v3_splits(int64_t T, int64_t outs, bool silu, int64_t K, int64_t G,
 // v4 (int_gemv_v4.cu): v3's arithmetic (one split) on a persistent grid: at most
 // kIntGemvV4CtasPerSm CTAs per SM (one wave), CTA c taking row blocks c, c + grid, ..., each warp's
 // ring running on from one row block into the next, so a block's reduction and stores overlap the
-// next block's loads instead of a new wave's ramp. Its ring: 8 tiles at one n-tile, 6 at two, 2 at
-// four, halved for two row blocks and for the general path (two CTAs an SM, 128 registers).
+// next block's loads instead of a new wave's ramp. Its ring: that of v3's two-CTA form (the same
+// registers per slot, two CTAs an SM).
 constexpr int kIntGemvV4Warps = kIntGemvV3Warps;
-constexpr int kIntGemvV4CtasPerSm = 2;  // __launch_bounds__ of the v4 kernel
+constexpr int kIntGemvV4CtasPerSm = kIntGemvV3CtasPerSm;  // __launch_bounds__ of the v4 kernel
 constexpr int int_gemv_v4_ring(int row_blocks, int ntiles, bool general) {
-  const int p = (ntiles == 1 ? 8 : ntiles == 2 ? 6 : 2) / row_blocks / (general ? 2 : 1);
-  return p < 1 ? 1 : p;
+  return int_gemv_v3_ring(row_blocks, ntiles, general, /*wide=*/false);
 }
 // v5 (int_gemv_v5.cu): v4's persistent grid with each warp's ring of tiles in shared memory
 // (cp.async) instead of registers, so a thread needs ~64 registers and an SM holds twice the
@@ -303,7 +304,7 @@ constexpr int int_gemv_v5_smem(int row_blocks, int ntiles, int sg) {
 // K = 4096 v5 loses (qkv 7.63 against v3 wide 6.00, gate_up 21.28 against v4 17.99, o 4.89 against
 // v3 4.65).
 constexpr bool int_gemv_v5_applies(bool silu, int64_t T, int64_t K, int bits) {
-  return !silu && T <= kIntGemvSlice && bits == 4 && K >= 8192;
+  return int_gemv_plain_one_ntile(silu, T) && bits == 4 && K >= 8192;
 }
 // v5's CTAs for `rows` row blocks (silu: gate blocks): one wave, or one per block.
 constexpr int64_t int_gemv_v5_grid(int64_t rows, int num_sms) {
@@ -320,8 +321,7 @@ constexpr int64_t int_gemv_row_blocks(int64_t outs, bool silu) {
 // of v3 CTAs (three an SM where v3 can go wide), so that its CTAs walk more than one block each; v3
 // on grids of one wave or less (its K splits fill small ones, which v4 lacks).
 constexpr bool int_gemv_v4_applies(int64_t rows, bool silu, int64_t T, int num_sms) {
-  const bool can_widen = !silu && T <= kIntGemvSlice;
-  return rows > int64_t(int_gemv_v3_ctas_per_sm(can_widen)) * (num_sms > 0 ? num_sms : 1);
+  return rows > int64_t(int_gemv_v3_ctas_per_sm(int_gemv_plain_one_ntile(silu, T))) * (num_sms > 0 ? num_sms : 1);
 }
 // v4's CTAs for `rows` row blocks (silu: gate blocks) on num_sms SMs: one wave, or one per block.
 constexpr int64_t int_gemv_v4_grid(int64_t rows, int num_sms) {
