@@ -37,6 +37,8 @@ class CpuBackend final : public Backend {
   void linear_quantized(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out) override;
   bool supports_quantization(Quantization q) const override;
   void quantize_weight(const Tensor& w, Quantization q, Tensor& codes, WeightScales& scales) override;
+  // --cpu-precision fast: U4 zero points the INT4 kernel takes become its U8 bytes (cpu_int_weights.cpp).
+  void prepare_int_weight(Tensor& codes, WeightScales& scales) override;
   void add_bias(Tensor& x, const Tensor& bias) override;
   void qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
                     int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps,

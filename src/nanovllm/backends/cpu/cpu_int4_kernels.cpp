@@ -25,7 +25,7 @@ namespace {
 constexpr int kLanes = 16, kLaneK = 8;
 
 // ---- portable: the recipe, element by element ----
-float dot_portable(const Q4Activations& a, const uint8_t* w, const float* ws, const float* wz, int64_t K, int64_t G) {
+float dot_portable(const Q4Activations& a, const uint8_t* w, const float* ws, const uint8_t* wz, int64_t K, int64_t G) {
   float acc[kLanes] = {};
   for (int64_t c = 0; c < a.chunks; ++c)
     for (int l = 0; l < kLanes; ++l) {
@@ -38,7 +38,7 @@ float dot_portable(const Q4Activations& a, const uint8_t* w, const float* ws, co
         d += int32_t(a.codes[size_t(c * kQ4Chunk + 64 + 4 * l + i)]) * int32_t(b >> 4);
       }
       const int64_t g = k0 / G;
-      const int32_t z = wz ? int32_t(std::lrint(wz[g])) : 8;
+      const int32_t z = wz ? int32_t(wz[g]) : 8;
       const int32_t v = d - z * a.sums[size_t(c * kLanes + l)];
       acc[l] = std::fma(float(v), a.scale[size_t(c * kLanes + l)] * ws[g], acc[l]);
     }
@@ -62,11 +62,18 @@ struct GroupSpread {
     const int64_t n = std::min<int64_t>(kQ4Chunk / G, groups - g0);
     return _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(__mmask16((1u << n) - 1), row + g0));
   }
+  NANOVLLM_VNNI __m512i load(const uint8_t* row, int64_t c) const {  // bytes widened to 32 bits
+    const int64_t g0 = c * kQ4Chunk / G;
+    if (G >= kQ4Chunk) return _mm512_set1_epi32(row[g0]);
+    const int64_t n = std::min<int64_t>(kQ4Chunk / G, groups - g0);
+    return _mm512_permutexvar_epi32(idx,
+                                    _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(__mmask16((1u << n) - 1), row + g0)));
+  }
 };
 
 // NT activation rows against NR weight rows (row r's codes at w + r * K / 2).
 template <int NT, int NR>
-NANOVLLM_VNNI void tile_vnni(const Q4Activations* x, const uint8_t* w, const float* ws, const float* wz, int64_t K,
+NANOVLLM_VNNI void tile_vnni(const Q4Activations* x, const uint8_t* w, const float* ws, const uint8_t* wz, int64_t K,
                              int64_t G, float* out, int64_t ldo) {
   const GroupSpread spread(G, K);
   const int64_t groups = K / G, chunks = x[0].chunks;
@@ -86,7 +93,7 @@ NANOVLLM_VNNI void tile_vnni(const Q4Activations* x, const uint8_t* w, const flo
       lo[r] = _mm512_and_si512(v, nib);
       hi[r] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
       sv[r] = spread.load(ws + r * groups, c);
-      zv[r] = wz ? _mm512_cvtps_epi32(spread.load(wz + r * groups, c)) : mid;
+      zv[r] = wz ? spread.load(wz + r * groups, c) : mid;
     }
     NANOVLLM_UNROLL for (int t = 0; t < NT; ++t) {
       const int8_t* xc = x[t].codes.data() + c * kQ4Chunk;
@@ -104,13 +111,22 @@ NANOVLLM_VNNI void tile_vnni(const Q4Activations* x, const uint8_t* w, const flo
       lane_sum512(acc[t][r]);
 }
 
-using TileFn = void (*)(const Q4Activations*, const uint8_t*, const float*, const float*, int64_t, int64_t, float*,
+using TileFn = void (*)(const Q4Activations*, const uint8_t*, const float*, const uint8_t*, int64_t, int64_t, float*,
                         int64_t);
 
 }  // namespace
 
 bool q4_kernel_fits(int64_t K, int64_t G) {
   return K > 0 && K % 32 == 0 && G > 0 && K % G == 0 && (G == 32 || G == 64 || G % kQ4Chunk == 0);
+}
+
+bool q4_zero_points(const float* z, int64_t n, uint8_t* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float c = std::min(std::max(z[i], 0.0f), 255.0f);  // NaN stays NaN: unequal below
+    if (!(c == z[i] && float(int32_t(c)) == c)) return false;
+    out[i] = uint8_t(c);
+  }
+  return true;
 }
 
 void quantize_q4_activations(const float* x, int64_t K, Q4Activations& a) {
@@ -130,8 +146,8 @@ void quantize_q4_activations(const float* x, int64_t K, Q4Activations& a) {
   }
 }
 
-void gemm_q4(const Q4Activations* x, int64_t T, const uint8_t* codes, const float* scale, const float* zero, int64_t K,
-             int64_t G, int64_t n0, int64_t n1, float* out, int64_t ldo, bool vnni) {
+void gemm_q4(const Q4Activations* x, int64_t T, const uint8_t* codes, const float* scale, const uint8_t* zero,
+             int64_t K, int64_t G, int64_t n0, int64_t n1, float* out, int64_t ldo, bool vnni) {
   if (!q4_kernel_fits(K, G))
     throw Error("cpu int4 kernel: K " + std::to_string(K) + " and group " + std::to_string(G) + " do not fit");
   if (vnni && detected_int8_isa() != Int8Isa::Avx512Vnni)

@@ -14,7 +14,8 @@
 // then its 64 odd ones, so the 64 code bytes of a chunk split into low nibbles (even k) and high
 // nibbles (odd k) that meet them lane for lane without a shuffle.
 // Requirements (else the caller takes the exact path): U4 codes, K % 32 == 0, G in {32, 64} or a
-// multiple of 128 (the lane -> group pattern is then the same in every chunk), integral zero points.
+// multiple of 128 (the lane -> group pattern is then the same in every chunk), integral zero points
+// in [0, 255], read as bytes (q4_zero_points: once at load, CpuBackend::prepare_int_weight).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -33,13 +34,18 @@ struct Q4Activations {
   std::vector<float> scale;   // [chunks * 16]: lane l's activation block scale (0 past K)
   std::vector<int32_t> sums;  // [chunks * 16]: lane l's sum of codes
 };
+// The F32 zero points z[0..n) as the kernel's bytes: false (out untouched past the first misfit)
+// unless every one is an integer in [0, 255].
+bool q4_zero_points(const float* z, int64_t n, uint8_t* out);
+
 // x[0..K) -> a (resized as needed).
 void quantize_q4_activations(const float* x, int64_t K, Q4Activations& a);
 
 // out[t * ldo + n] for t < T, n in [n0, n1): T activation rows against rows of the canonical U4
-// codes [N, K] (row n at codes + n * K / 2) with F32 scale and zero [N, K / G] (zero null: the
-// midpoint 8). vnni: the AVX-512 VNNI variant (refused where the CPU lacks it), else portable.
-void gemm_q4(const Q4Activations* x, int64_t T, const uint8_t* codes, const float* scale, const float* zero, int64_t K,
-             int64_t G, int64_t n0, int64_t n1, float* out, int64_t ldo, bool vnni);
+// codes [N, K] (row n at codes + n * K / 2) with F32 scale [N, K / G] and U8 zero points [N, K / G]
+// (q4_zero_points; null: the midpoint 8). vnni: the AVX-512 VNNI variant (refused where the CPU lacks it), else
+// portable.
+void gemm_q4(const Q4Activations* x, int64_t T, const uint8_t* codes, const float* scale, const uint8_t* zero,
+             int64_t K, int64_t G, int64_t n0, int64_t n1, float* out, int64_t ldo, bool vnni);
 
 }  // namespace nanovllm::cpu

@@ -32,7 +32,9 @@ void check(const Case& c, uint32_t seed) {
   for (auto& v : x) v = nd(rng);
   std::vector<cpu::Q4Activations> a(size_t(c.T));
   for (int64_t t = 0; t < c.T; ++t) cpu::quantize_q4_activations(x.data() + t * c.K, c.K, a[size_t(t)]);
-  const float* zero = c.zero_points ? s.zero.data<float>() : nullptr;
+  std::vector<uint8_t> zbytes(size_t(c.zero_points ? s.zero.numel() : 0));
+  if (c.zero_points) ASSERT_TRUE(cpu::q4_zero_points(s.zero.data<float>(), s.zero.numel(), zbytes.data()));
+  const uint8_t* zero = c.zero_points ? zbytes.data() : nullptr;
   std::vector<float> portable(size_t(c.T * c.N)), vnni(size_t(c.T * c.N));
   cpu::gemm_q4(a.data(), c.T, codes.data<uint8_t>(), s.scale.data<float>(), zero, c.K, c.G, 0, c.N, portable.data(),
                c.N, false);
@@ -109,8 +111,10 @@ TEST(CpuInt4, FastPrecisionLinearTakesTheKernelWhereItFits) {
     for (int64_t t = 0; t < c.T; ++t) cpu::quantize_q4_activations(x.data<float>() + t * c.K, c.K, a[size_t(t)]);
     std::vector<float> kernel(size_t(c.T * c.N));
     const bool fits = cpu::q4_kernel_fits(c.K, c.G);
+    std::vector<uint8_t> zbytes(size_t(s.zero.numel()));
+    ASSERT_TRUE(cpu::q4_zero_points(s.zero.data<float>(), s.zero.numel(), zbytes.data()));
     if (fits)
-      cpu::gemm_q4(a.data(), c.T, codes.data<uint8_t>(), s.scale.data<float>(), s.zero.data<float>(), c.K, c.G, 0, c.N,
+      cpu::gemm_q4(a.data(), c.T, codes.data<uint8_t>(), s.scale.data<float>(), zbytes.data(), c.K, c.G, 0, c.N,
                    kernel.data(), c.N, cpu::detected_int8_isa() == cpu::Int8Isa::Avx512Vnni);
     size_t differ = 0;
     for (int64_t i = 0; i < c.T * c.N; ++i) {
@@ -121,5 +125,56 @@ TEST(CpuInt4, FastPrecisionLinearTakesTheKernelWhereItFits) {
       differ += of.data<float>()[i] != oe.data<float>()[i];
     }
     if (fits) EXPECT_GT(differ, 0u) << "fast and exact agree everywhere: was the INT8 kernel taken?";
+  }
+}
+
+TEST(CpuInt4, ZeroPointBytesOnlyForIntegersInRange) {
+  const float good[] = {0.0f, 7.0f, 15.0f, 255.0f};
+  uint8_t out[4] = {};
+  ASSERT_TRUE(cpu::q4_zero_points(good, 4, out));
+  EXPECT_EQ(out[0], 0);
+  EXPECT_EQ(out[1], 7);
+  EXPECT_EQ(out[2], 15);
+  EXPECT_EQ(out[3], 255);
+  for (float bad : {7.5f, -1.0f, 256.0f, std::nanf(""), -0.25f}) {
+    const float z[2] = {3.0f, bad};
+    EXPECT_FALSE(cpu::q4_zero_points(z, 2, out)) << bad;
+  }
+}
+
+// prepare_int_weight (what the loaders call): with --cpu-precision fast the zero points of weights the
+// kernel takes become its U8 bytes and the linear's output is the same bit for bit as on the
+// unprepared weights; the exact precision, a shape outside the recipe and non-integral zero points
+// keep the canonical F32 ones.
+TEST(CpuInt4, PreparedZeroPointsGiveTheSameOutputs) {
+  struct P {
+    int64_t T, N, K, G;
+    CpuPrecision precision;
+    float zero_shift;  // added to every zero point: 0.5 makes them non-integral
+    bool converted;
+  };
+  for (const P& c :
+       {P{1, 24, 256, 128, CpuPrecision::Fast, 0.0f, true}, P{3, 10, 256, 64, CpuPrecision::Fast, 0.0f, true},
+        P{2, 6, 96, 96, CpuPrecision::Fast, 0.0f, false}, P{1, 8, 256, 128, CpuPrecision::Exact, 0.0f, false},
+        P{2, 8, 256, 128, CpuPrecision::Fast, 0.5f, false}}) {
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    Tensor w = Tensor::host({c.N, c.K}, DType::F32), codes;
+    for (int64_t i = 0; i < c.N * c.K; ++i) w.data<float>()[i] = 0.02f * nd(rng);
+    WeightScales s;
+    int_quantize_weight(w, 4, c.G, true, codes, s);
+    for (int64_t i = 0; i < s.zero.numel(); ++i) s.zero.data<float>()[i] += c.zero_shift;
+    Tensor x = Tensor::host({c.T, c.K}, DType::F32);
+    for (int64_t i = 0; i < c.T * c.K; ++i) x.data<float>()[i] = nd(rng);
+    CpuBackend be(2, c.precision);
+    Backend& b = be;
+    Tensor before = Tensor::host({c.T, c.N}, DType::F32), after = Tensor::host({c.T, c.N}, DType::F32);
+    b.linear(x, codes, s, before);
+    WeightScales p = s;
+    b.prepare_int_weight(codes, p);
+    EXPECT_EQ(p.zero.dtype(), c.converted ? DType::U8 : DType::F32) << "N " << c.N << " K " << c.K;
+    b.linear(x, codes, p, after);
+    for (int64_t i = 0; i < c.T * c.N; ++i)
+      EXPECT_EQ(before.data<float>()[i], after.data<float>()[i]) << "K " << c.K << " G " << c.G << " i " << i;
   }
 }
