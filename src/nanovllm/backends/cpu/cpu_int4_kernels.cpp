@@ -71,7 +71,10 @@ struct GroupSpread {
   }
 };
 
-// NT activation rows against NR weight rows (row r's codes at w + r * K / 2).
+// NT activation rows against NR weight rows (row r's codes at w + r * K / 2). One row of x (decode)
+// takes 8 weight rows at a time with the next 8 prefetched into L2 (the GEMVs' GB/s at Qwen3-0.6B's
+// shapes, bench/cpu_int4_bench.cpp: 26-37 against 14-28 with 4 rows and L1 prefetches); the tile
+// changes loads, not sums.
 template <int NT, int NR>
 NANOVLLM_VNNI void tile_vnni(const Q4Activations* x, const uint8_t* w, const float* ws, const uint8_t* wz, int64_t K,
                              int64_t G, float* out, int64_t ldo) {
@@ -86,9 +89,16 @@ NANOVLLM_VNNI void tile_vnni(const Q4Activations* x, const uint8_t* w, const flo
     const __mmask64 m = bytes == 64 ? ~__mmask64(0) : (__mmask64(1) << bytes) - 1;
     __m512i lo[NR], hi[NR], zv[NR];
     __m512 sv[NR];
+    if constexpr (NR == 8) {
+      // One row of x (decode): the next 8 rows' codes (contiguous) into L2 as fast as these are
+      // read, as the BF16 GEMV does (cpu_bf16_kernels.cpp): more lines in flight than L1's fill
+      // buffers allow.
+      const char* next = reinterpret_cast<const char*>(w + NR * (K / 2)) + NR * 64 * c;
+      NANOVLLM_UNROLL for (int l = 0; l < NR; ++l) _mm_prefetch(next + 64 * l, _MM_HINT_T1);
+    }
     NANOVLLM_UNROLL for (int r = 0; r < NR; ++r) {
       const uint8_t* p = w + r * (K / 2) + c * 64;
-      _mm_prefetch(reinterpret_cast<const char*>(p) + 1024, _MM_HINT_T0);
+      if constexpr (NR != 8) _mm_prefetch(reinterpret_cast<const char*>(p) + 1024, _MM_HINT_T0);
       const __m512i v = _mm512_maskz_loadu_epi8(m, p);
       lo[r] = _mm512_and_si512(v, nib);
       hi[r] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
@@ -165,6 +175,9 @@ void gemm_q4(const Q4Activations* x, int64_t T, const uint8_t* codes, const floa
   for (int64_t t0 = 0; t0 < T; t0 += 4) {
     const int64_t nt = std::min<int64_t>(4, T - t0);
     int64_t n = n0;
+    if (T == 1)
+      for (; n + 8 <= n1; n += 8)
+        tile_vnni<1, 8>(x, codes + n * row, scale + n * groups, zero ? zero + n * groups : nullptr, K, G, out + n, ldo);
     for (; n + 4 <= n1; n += 4)
       rows4[nt - 1](x + t0, codes + n * row, scale + n * groups, zero ? zero + n * groups : nullptr, K, G,
                     out + t0 * ldo + n, ldo);

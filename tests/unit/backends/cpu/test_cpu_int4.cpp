@@ -73,9 +73,18 @@ void check(const Case& c, uint32_t seed) {
 }  // namespace
 
 TEST(CpuInt4, VnniEqualsPortableAndBothMatchTheDequantizedProduct) {
-  const Case cases[] = {{1, 9, 128, 32, true},   {3, 8, 128, 64, false}, {5, 7, 256, 128, true},
-                        {2, 5, 96, 32, true},    {1, 6, 160, 32, false}, {4, 12, 512, 512, true},
-                        {6, 4, 384, 128, false}, {1, 3, 192, 64, true}};
+  const Case cases[] = {{1, 9, 128, 32, true},
+                        {3, 8, 128, 64, false},
+                        {5, 7, 256, 128, true},
+                        {2, 5, 96, 32, true},
+                        {1, 6, 160, 32, false},
+                        {4, 12, 512, 512, true},
+                        {6, 4, 384, 128, false},
+                        {1, 3, 192, 64, true},
+                        // one row of x: tiles of 8 weight rows, then 4, then 1
+                        {1, 40, 256, 128, true},
+                        {1, 21, 192, 64, true},
+                        {1, 36, 384, 32, false}};
   uint32_t seed = 1;
   for (const Case& c : cases) check(c, seed++);
 }
