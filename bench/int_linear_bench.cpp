@@ -12,12 +12,13 @@
 // (codes + the 4-byte scale/zero pair per row and group) and the GB/s each makes, and the BF16
 // linear's time. The GEMV's target: its GB/s near the device's DRAM bandwidth at T = 1. Each
 // variant runs on its own backend (the option is fixed at construction), on the same weights.
-// T > 32: one JSON line of the tensor-core GEMM (int_gemm.cu, KernelOptions::int_gemm=auto, T <=
-// 256; beyond, the same dequantize path), the dequantize + cuBLASLt path (int_gemm=dequantize) and
-// the BF16 linear: microseconds and TFLOP/s (2 T N K) of each, the GEMM's K splits, and the largest
-// difference between the GEMM's and the dequantize path's outputs relative to the largest output
-// (BF16 weights against exact ones: ~1e-2 at most; a wrong fragment would be O(1)). The issue's
-// target: the GEMM at or above BF16 at T 64..256.
+// T > 32: one JSON line of the tensor-core GEMMs (KernelOptions::int_gemm=mma: int_gemm.cu;
+// wgmma: int_gemm_wgmma.cu; T <= 256, beyond both take the dequantize path), the dequantize +
+// cuBLASLt path (int_gemm=dequantize) and the BF16 linear: microseconds and TFLOP/s (2 T N K) of
+// each, the GEMMs' K splits, and the largest difference between each GEMM's and the dequantize
+// path's outputs relative to the largest output (mma: exact weights against BF16 ones, ~1e-2 at
+// most; wgmma: the same BF16 weights, F32 sums in another order; a wrong fragment would be O(1)).
+// The target: the GEMM at or above BF16 at T 64..256.
 //
 // Usage: int_linear_bench [T ...]   (default 1 2 4 8 16 32 64 128 256 2048)
 #include <algorithm>
@@ -68,7 +69,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> Ts;
   for (int i = 1; i < argc; ++i) Ts.push_back(std::atoll(argv[i]));
   if (Ts.empty()) Ts = {1, 2, 4, 8, 16, 32, 64, 128, 256, 2048};
-  KernelOptions o1, o2, o3, o4, o5, o6, o7;
+  KernelOptions o1, o2, o3, o4, o5, o6, o7, o8, o9;
   o1.int_gemv = IntGemv::V1;
   o2.int_gemv = IntGemv::V2;
   o3.int_gemm = IntGemm::Dequantize;
@@ -76,7 +77,9 @@ int main(int argc, char** argv) {
   o5.int_gemv = IntGemv::V4;
   o6.int_gemv = IntGemv::V5;
   o7.int_gemv = IntGemv::Auto;
-  CudaBackend be(0, o1), be2(0, o2), be3(0, o3), be4(0, o4), be5(0, o5), be6(0, o6), be7(0, o7);
+  o8.int_gemm = IntGemm::Mma;
+  o9.int_gemm = IntGemm::Wgmma;
+  CudaBackend be(0, o1), be2(0, o2), be3(0, o3), be4(0, o4), be5(0, o5), be6(0, o6), be7(0, o7), be8(0, o8), be9(0, o9);
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   struct Layer {
@@ -114,6 +117,11 @@ int main(int argc, char** argv) {
     Tensor codes3;
     WeightScales scales3;
     be3.quantize_weight(w3, Quantization::AWQ, codes3, scales3);
+    const Tensor w8 = random_bf16(be8, {l.n, l.k}, 1), w9 = random_bf16(be9, {l.n, l.k}, 1);
+    Tensor codes8, codes9;
+    WeightScales scales8, scales9;
+    be8.quantize_weight(w8, Quantization::AWQ, codes8, scales8);
+    be9.quantize_weight(w9, Quantization::AWQ, codes9, scales9);
     const double bytes = double(l.n) * double(l.k) / 2 + double(l.n) * double(l.k / 128) * 4;
     for (int64_t T : Ts) {
       const Tensor x = random_bf16(be, {T, l.k}, 2), x2 = random_bf16(be2, {T, l.k}, 2);
@@ -144,27 +152,30 @@ int main(int argc, char** argv) {
           base.linear(xv, cv, sv, out);
         return on.to_host_f32(out);
       };
-      if (T > 32) {  // the GEMM (be: int_gemm auto) against dequantize + cuBLASLt (be3) and BF16
-        const Tensor x3 = random_bf16(be3, {T, l.k}, 2);
-        const double qg = run(be, x, codes, scales, true), qd = run(be3, x3, codes3, scales3, true);
-        const double b = run(be, x, codes, scales, false);
-        const std::vector<float> og = once(be, x, codes, scales), od = once(be3, x3, codes3, scales3);
-        double big = 0, diff = 0;
-        for (size_t i = 0; i < og.size(); ++i)
-          big = std::max(big, double(std::fabs(od[i]))), diff = std::max(diff, double(std::fabs(og[i] - od[i])));
+      if (T > 32) {  // the mma.sync GEMM (be8), the Hopper GEMM (be9), dequantize + cuBLASLt (be3), BF16 (be)
+        const Tensor x3 = random_bf16(be3, {T, l.k}, 2), x8 = random_bf16(be8, {T, l.k}, 2);
+        const Tensor x9 = random_bf16(be9, {T, l.k}, 2);
+        const double qm = run(be8, x8, codes8, scales8, true), qw = run(be9, x9, codes9, scales9, true);
+        const double qd = run(be3, x3, codes3, scales3, true), b = run(be, x, codes, scales, false);
+        const std::vector<float> od = once(be3, x3, codes3, scales3), om = once(be8, x8, codes8, scales8);
+        const std::vector<float> ow = once(be9, x9, codes9, scales9);
+        double big = 0, diff_m = 0, diff_w = 0;
+        for (size_t i = 0; i < od.size(); ++i) {
+          big = std::max(big, double(std::fabs(od[i])));
+          diff_m = std::max(diff_m, double(std::fabs(om[i] - od[i])));
+          diff_w = std::max(diff_w, double(std::fabs(ow[i] - od[i])));
+        }
         const double flop = 2.0 * double(T) * double(l.n) * double(l.k);
-        const bool gemm = cuda::plan_int_linear({T, outs, l.silu}) == cuda::IntLinearKernel::Gemm;
+        const int splits =
+            cuda::int_gemm_splits(T, outs, l.silu && cuda::int_gemm_fuses_silu(outs), l.k, prop.multiProcessorCount);
         std::printf(
-            "{\"layer\": \"%s\", \"n\": %lld, \"k\": %lld, \"T\": %lld, \"path\": \"%s\", \"splits\": %d, "
-            "\"gemm_us\": %.2f, \"gemm_TFLOP_s\": %.1f, \"dequant_us\": %.2f, \"dequant_TFLOP_s\": %.1f, "
-            "\"bf16_us\": %.2f, \"bf16_TFLOP_s\": %.1f, \"gemm_over_bf16\": %.2f, \"gemm_over_dequant\": %.2f, "
-            "\"gemm_dequant_max_rel_diff\": %.2e}\n",
-            l.name, (long long)l.n, (long long)l.k, (long long)T, gemm ? "gemm" : "dequantize",
-            gemm ? cuda::int_gemm_splits(T, outs, l.silu && cuda::int_gemm_fuses_silu(outs), l.k,
-                                         prop.multiProcessorCount)
-                 : 0,
-            qg * 1e6, flop / qg / 1e12, qd * 1e6, flop / qd / 1e12, b * 1e6, flop / b / 1e12, b / qg, qd / qg,
-            big > 0 ? diff / big : diff);
+            "{\"layer\": \"%s\", \"n\": %lld, \"k\": %lld, \"T\": %lld, \"splits\": %d, \"mma_us\": %.2f, "
+            "\"wgmma_us\": %.2f, \"dequant_us\": %.2f, \"bf16_us\": %.2f, \"mma_TFLOP_s\": %.1f, "
+            "\"wgmma_TFLOP_s\": %.1f, \"dequant_TFLOP_s\": %.1f, \"bf16_TFLOP_s\": %.1f, \"wgmma_over_bf16\": %.2f, "
+            "\"mma_dequant_max_rel_diff\": %.2e, \"wgmma_dequant_max_rel_diff\": %.2e}\n",
+            l.name, (long long)l.n, (long long)l.k, (long long)T, splits, qm * 1e6, qw * 1e6, qd * 1e6, b * 1e6,
+            flop / qm / 1e12, flop / qw / 1e12, flop / qd / 1e12, flop / b / 1e12, b / qw,
+            big > 0 ? diff_m / big : diff_m, big > 0 ? diff_w / big : diff_w);
         std::fflush(stdout);
         continue;
       }

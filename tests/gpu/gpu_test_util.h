@@ -41,7 +41,7 @@ inline std::vector<float> rand_bf16(size_t n, uint32_t seed, float lo = -1.f, fl
 // pays the CPU reference once.
 struct Backends {
   explicit Backends(const KernelOptions& o = {}) : gpu(0, o) {}
-  CpuBackend cpu{16};
+  CpuBackend cpu{0};  // OpenMP's default: OMP_NUM_THREADS, which gpu_build_test.sh sets per test job
   CudaBackend gpu;
   std::map<std::string, std::vector<std::vector<float>>> cpu_results;
 };

@@ -37,7 +37,13 @@ KernelOptions with_gemv(IntGemv v) {
   return o;
 }
 std::string kernel_name(cuda::IntLinearKernel k) {
-  return k == cuda::IntLinearKernel::Gemv ? "gemv" : k == cuda::IntLinearKernel::Gemm ? "gemm" : "dequantize";
+  switch (k) {
+    case cuda::IntLinearKernel::Gemv: return "gemv";
+    case cuda::IntLinearKernel::Gemm: return "gemm";
+    case cuda::IntLinearKernel::GemmWgmma: return "gemm wgmma";
+    case cuda::IntLinearKernel::DequantizeGemm: break;
+  }
+  return "dequantize";
 }
 
 struct IntWeightRef {
@@ -154,12 +160,15 @@ void check_linear(test::Backends& b, const Shape3& s, int64_t T, bool zero, bool
   b.gpu.upload(x.data(), DType::F32, gx);
   Tensor out = b.gpu.empty({T, s.N}, f32_out ? DType::F32 : DType::BF16);
   qlinear(b.gpu, gx, {w.gcodes, w.gscales}, out);
-  const cuda::IntLinearKernel plan = cuda::plan_int_linear({T, s.N, false, b.gpu.kernel_options().int_gemm});
+  const bool wgmma = cuda::int_gemm_wgmma_applies(s.bits, s.K, s.G, b.gpu.wgmma());
+  const cuda::IntLinearKernel plan = cuda::plan_int_linear({T, s.N, false, b.gpu.kernel_options().int_gemm, wgmma});
   const std::string what = std::string(int_gemv_name(b.gpu.kernel_options().int_gemv)) + " U" + std::to_string(s.bits) +
                            " T " + std::to_string(T) + " N " + std::to_string(s.N) + " K " + std::to_string(s.K) +
                            " G " + std::to_string(s.G) + (zero ? " zero" : " sym") + (perm ? " perm" : "") +
                            (f32_out ? " f32" : "") + " (" + kernel_name(plan) + ")";
-  const bool tight = f32_out && plan != cuda::IntLinearKernel::DequantizeGemm;  // the weights never rounded
+  // The weights never rounded (the GEMV and the mma.sync GEMM; the others round them to BF16).
+  const bool tight =
+      f32_out && plan != cuda::IntLinearKernel::DequantizeGemm && plan != cuda::IntLinearKernel::GemmWgmma;
   expect_close(b.gpu.to_host_f32(out), reference(w, x, T), tight ? 1.0 / 1024 : 1.0 / 256,
                tight ? 1.0 / 512 : 1.0 / 128, what);
 }
@@ -191,13 +200,13 @@ TEST(CudaIntWeights, LinearAwkwardShapesAgainstTheReference) {
 TEST(CudaIntWeights, TensorCoreGemmAwkwardShapesAgainstTheReference) {
   REQUIRE_GPU();
   KernelOptions o;
-  o.int_gemm = IntGemm::Auto;  // opt-in (the default is dequantize)
+  o.int_gemm = IntGemm::Mma;  // opt-in (the default is dequantize)
   test::Backends b(o);
   const Shape3 shapes[] = {{4, 200, 1024, 128}, {4, 40, 1056, 48}, {4, 136, 512, 32}, {4, 24, 160, 160},
                            {4, 72, 384, 128},   {8, 56, 1024, 64}, {8, 40, 96, 48},   {8, 33, 160, 32}};
   for (const Shape3& s : shapes)
     for (int64_t T : {33, 57, 100, 256}) {
-      ASSERT_EQ(cuda::plan_int_linear({T, s.N, false}), cuda::IntLinearKernel::Gemm) << T;
+      ASSERT_EQ(cuda::plan_int_linear({T, s.N, false, IntGemm::Mma}), cuda::IntLinearKernel::Gemm) << T;
       for (bool zero : {true, false}) check_linear(b, s, T, zero, /*perm=*/T % 2 == 1, false);
     }
   for (int64_t T : {40, 200}) check_linear(b, {4, 96, 512, 64}, T, true, false, true);
@@ -262,6 +271,55 @@ TEST(CudaIntWeights, GatedMlpFusionAgainstTheReference) {
     for (int bits : {4, 8})
       for (int64_t K : {192, 1024})
         for (int64_t T : {33, 130}) check_silu(b, bits, I, K, 64, T, T == 33);
+}
+
+// The Hopper GEMM (int_gemm_wgmma.cu: U4, K and G multiples of 64) at awkward shapes: T 33 / 57 /
+// 100 / 256 (one to four column tiles, rows past T read as TMA zeros), N past a 128-row tile and a
+// 16-row block (row blocks past the weight's end are not copied), groups of 64 / 128 / K, split-K
+// (K >= 512), act order (x gathered, then put in the mma's k order), F32 out; the gated MLP fused
+// (I a multiple of 64) at one and several splits. The weights are rounded to BF16 as on the
+// dequantize path, so the tolerances are that path's.
+TEST(CudaIntWeights, WgmmaGemmAwkwardShapesAgainstTheReference) {
+  REQUIRE_GPU();
+  KernelOptions o;
+  o.int_gemm = IntGemm::Wgmma;
+  test::Backends b(o);
+  ASSERT_TRUE(b.gpu.wgmma()) << "the H100 / H200 this suite runs on has sm_90a code";
+  const Shape3 shapes[] = {
+      {4, 200, 1024, 128}, {4, 136, 512, 64}, {4, 72, 384, 128}, {4, 40, 2048, 64}, {4, 1000, 4096, 128}};
+  for (const Shape3& s : shapes)
+    for (int64_t T : {33, 57, 100, 256}) {
+      ASSERT_EQ(cuda::plan_int_linear({T, s.N, false, IntGemm::Wgmma, true}), cuda::IntLinearKernel::GemmWgmma);
+      for (bool zero : {true, false}) check_linear(b, s, T, zero, /*perm=*/T % 2 == 1, false);
+    }
+  for (int64_t T : {40, 200}) check_linear(b, {4, 96, 512, 64}, T, true, false, true);
+  for (int64_t I : {64, 192})
+    for (int64_t K : {256, 1024})
+      for (int64_t T : {33, 130, 256}) check_silu(b, 4, I, K, 64, T, T == 33);
+  // Channel-wise groups (G = K: one {scale, zero} per row; the reference's tolerance does not hold
+  // for BF16-rounded weights whose rounding errors share one scale): the dequantize path's outputs
+  // (the same BF16 weights, F32 sums in another order), within a BF16 rounding of the largest.
+  KernelOptions od;
+  od.int_gemm = IntGemm::Dequantize;
+  test::Backends bd(od);
+  for (int64_t T : {57, 256}) {
+    const int64_t N = 24, K = 640;
+    const IntWeight w = make_weight(b.gpu, 4, N, K, K, true, false, 11),
+                    wd = make_weight(bd.gpu, 4, N, K, K, true, false, 11);
+    const std::vector<float> x = test::rand_bf16(size_t(T * K), uint32_t(T), -1.f, 1.f);
+    Tensor gx = b.gpu.empty({T, K}, DType::BF16), gxd = bd.gpu.empty({T, K}, DType::BF16);
+    b.gpu.upload(x.data(), DType::F32, gx);
+    bd.gpu.upload(x.data(), DType::F32, gxd);
+    Tensor out = b.gpu.empty({T, N}, DType::BF16), outd = bd.gpu.empty({T, N}, DType::BF16);
+    qlinear(b.gpu, gx, {w.gcodes, w.gscales}, out);
+    qlinear(bd.gpu, gxd, {wd.gcodes, wd.gscales}, outd);
+    const std::vector<float> o = b.gpu.to_host_f32(out), od2 = bd.gpu.to_host_f32(outd);
+    float big = 0, diff = 0;
+    for (size_t i = 0; i < o.size(); ++i)
+      big = std::max(big, std::fabs(od2[i])), diff = std::max(diff, std::fabs(o[i] - od2[i]));
+    EXPECT_LE(diff, big / 128) << "channel-wise T " << T;
+    EXPECT_GT(big, 0.f);
+  }
 }
 
 // v3's split of K across a cluster of CTAs (sm_90+): row counts chosen from this GPU's SM count so

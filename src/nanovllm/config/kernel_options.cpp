@@ -70,6 +70,16 @@ const char* int_gemv_name(IntGemv g) {
   return "?";
 }
 
+const char* int_gemm_name(IntGemm g) {
+  switch (g) {
+    case IntGemm::Auto: return "auto";
+    case IntGemm::Mma: return "mma";
+    case IntGemm::Wgmma: return "wgmma";
+    case IntGemm::Dequantize: return "dequantize";
+  }
+  return "?";
+}
+
 namespace {
 
 const char* prefill_attention_name(PrefillAttention p) {
@@ -167,13 +177,16 @@ const std::vector<Option>& options() {
          return false;
        },
        [](const KernelOptions& o) { return std::string(int_gemv_name(o.int_gemv)); }},
-      {"int_gemm", "NANOVLLM_INT_GEMM", "auto or dequantize",
+      {"int_gemm", "NANOVLLM_INT_GEMM", "auto, mma, wgmma or dequantize",
        [](KernelOptions& o, const std::string& v) {
-         if (v != "auto" && v != "dequantize") return false;
-         o.int_gemm = v == "auto" ? IntGemm::Auto : IntGemm::Dequantize;
-         return true;
+         for (IntGemm g : {IntGemm::Auto, IntGemm::Mma, IntGemm::Wgmma, IntGemm::Dequantize})
+           if (v == int_gemm_name(g)) {
+             o.int_gemm = g;
+             return true;
+           }
+         return false;
        },
-       [](const KernelOptions& o) { return std::string(o.int_gemm == IntGemm::Auto ? "auto" : "dequantize"); }},
+       [](const KernelOptions& o) { return std::string(int_gemm_name(o.int_gemm)); }},
       {"rope_kernel", "NANOVLLM_ROPE_KERNEL", "auto, head or token",
        [](KernelOptions& o, const std::string& v) {
          for (RopeKernel r : {RopeKernel::Auto, RopeKernel::Head, RopeKernel::Token})
@@ -238,8 +251,10 @@ void KernelOptions::validate() const {
   if (int(int_gemv) < int(IntGemv::V1) || int(int_gemv) > int(IntGemv::Auto))
     throw UserError("kernel option int_gemv must be auto, v1, v2, v3, v4 or v5 (got " + std::to_string(int(int_gemv)) +
                     ")");
-  if (int_gemm != IntGemm::Auto && int_gemm != IntGemm::Dequantize)
-    throw UserError("kernel option int_gemm must be auto or dequantize (got " + std::to_string(int(int_gemm)) + ")");
+  if (int_gemm != IntGemm::Auto && int_gemm != IntGemm::Mma && int_gemm != IntGemm::Wgmma &&
+      int_gemm != IntGemm::Dequantize)
+    throw UserError("kernel option int_gemm must be auto, mma, wgmma or dequantize (got " +
+                    std::to_string(int(int_gemm)) + ")");
   if (rope_kernel != RopeKernel::Auto && rope_kernel != RopeKernel::Head && rope_kernel != RopeKernel::Token)
     throw UserError("kernel option rope_kernel must be auto, head or token (got " + std::to_string(int(rope_kernel)) +
                     ")");

@@ -28,7 +28,7 @@
 //   prefill_attention  NANOVLLM_PREFILL_ATTENTION   auto | wgmma_tma | wgmma | mma | tiled
 //   fp8_gemm           NANOVLLM_FP8_GEMM            auto | dequantize
 //   int_gemv           NANOVLLM_INT_GEMV            auto | v1 | v2 | v3 | v4 | v5
-//   int_gemm           NANOVLLM_INT_GEMM            auto | dequantize
+//   int_gemm           NANOVLLM_INT_GEMM            auto | mma | wgmma | dequantize
 //   rope_kernel        NANOVLLM_ROPE_KERNEL         auto | head | token
 // The CPU backend's precision is an engine setting (EngineConfig::cpu_precision, --cpu-precision);
 // --kernel-options still takes cpu_precision=fast|exact as its alias (settings.cpp).
@@ -84,8 +84,11 @@ enum class IntGemv {
 
 // Group-quantized weights at 33..256 rows of x (backends/cuda/kernel_plan.h, plan_int_linear).
 enum class IntGemm {
-  Auto,        // int_gemm.cu: the tensor-core W4A16/W8A16 GEMM, codes dequantized in registers (opt-in)
-  Dequantize,  // the codes dequantized into a BF16 scratch, then cuBLASLt's BF16 GEMM (the default)
+  Auto,        // per call (kernel_plan.h: plan_int_linear): wgmma where it applies, else mma at T <=
+               // kIntGemmMmaMaxT, else dequantize (the default)
+  Mma,         // int_gemm.cu: the mma.sync W4A16/W8A16 GEMM, codes dequantized in registers
+  Wgmma,       // int_gemm_wgmma.cu: the Hopper W4A16 GEMM (U4, K and G multiples of 64; else mma)
+  Dequantize,  // the codes dequantized into a BF16 scratch, then cuBLASLt's BF16 GEMM
 };
 
 // The fused q/k RMSNorm + RoPE (+ KV-cache store) kernel (qk_norm_rope.cu; backends/cuda/kernel_plan.h,
@@ -141,10 +144,9 @@ struct KernelOptions {
   // 1.10x, o 1.00x at T = 1; 1.1-3.6x at T 16-32), outputs within BF16 rounding of v2's (H200,
   // bench/RESULTS.md). v2: v1's outputs bit for bit.
   IntGemv int_gemv = IntGemv::Auto;  // measured: bench/RESULTS.md (issue 45, 2026-11-30)
-  // See IntGemm. dequantize is the default (what T > 256 always runs): the GEMM misses the F32
-  // tolerance on one U8 act-order shape (T 128, N 130) and is slower than dequantize + cuBLASLt at
-  // T >= 128 on Qwen3-8B's layers (H200, bench/RESULTS.md); auto opts in.
-  IntGemm int_gemm = IntGemm::Dequantize;
+  // See IntGemm. auto: bench.py's workload on Qwen3-8B AWQ decodes in 18.3 s with the Hopper GEMM
+  // against 20.0 s with mma / dequantize by T (BF16: 16.0 s; H200, bench/RESULTS.md, issue 45).
+  IntGemm int_gemm = IntGemm::Auto;
   // See RopeKernel.
   RopeKernel rope_kernel = RopeKernel::Auto;
 
@@ -157,6 +159,7 @@ struct KernelOptions {
 bool operator==(const KernelOptions& a, const KernelOptions& b);  // (C++17 here: nvcc includes this)
 // "v1" .. "v5", "auto": the int_gemv value as --kernel-options spells it.
 const char* int_gemv_name(IntGemv g);
+const char* int_gemm_name(IntGemm g);
 inline bool operator!=(const KernelOptions& a, const KernelOptions& b) { return !(a == b); }
 
 // Applies "KEY=VALUE[,KEY=VALUE...]" (the CLI's --kernel-options; the values of the table above);

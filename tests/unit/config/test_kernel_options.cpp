@@ -48,7 +48,7 @@ TEST(KernelOptions, DefaultsAreTheMeasuredBest) {
   EXPECT_EQ(o.to_string(),
             "pdl=on gemv_norm=auto max_decode_splits=16 long_decode_context=8192 long_decode_splits=64 "
             "decode_cluster=off decode_warps=8 decode_read_ahead=on p2p_all_reduce=on all_reduce_norm=on "
-            "prefill_attention=auto fp8_gemm=auto int_gemv=auto int_gemm=dequantize rope_kernel=auto");
+            "prefill_attention=auto fp8_gemm=auto int_gemv=auto int_gemm=auto rope_kernel=auto");
   EXPECT_NO_THROW(o.validate());
   EXPECT_EQ(from_env({}), o);  // no variables set: nothing changes
 }
@@ -134,11 +134,15 @@ TEST(KernelOptions, CliSpecParsesAndRoundTrips) {
   KernelOptions bad;
   bad.int_gemv = static_cast<IntGemv>(7);
   EXPECT_THROW(bad.validate(), UserError);
-  EXPECT_NE(spec_error("int_gemm=marlin").find("int_gemm must be auto or dequantize"), std::string::npos);
+  EXPECT_NE(spec_error("int_gemm=marlin").find("int_gemm must be auto, mma, wgmma or dequantize"), std::string::npos);
   apply_kernel_options(o, "int_gemm=dequantize");
   EXPECT_EQ(o.int_gemm, IntGemm::Dequantize);
   apply_kernel_options(o, "int_gemm=auto");
   EXPECT_EQ(o.int_gemm, IntGemm::Auto);
+  apply_kernel_options(o, "int_gemm=mma");
+  EXPECT_EQ(o.int_gemm, IntGemm::Mma);
+  apply_kernel_options(o, "int_gemm=wgmma");
+  EXPECT_EQ(o.int_gemm, IntGemm::Wgmma);
   EXPECT_NE(spec_error("fp8_gemm=cublas").find("fp8_gemm must be auto or dequantize"), std::string::npos);
   EXPECT_NE(spec_error("rope_kernel=warp").find("rope_kernel must be auto, head or token"), std::string::npos);
   apply_kernel_options(o, "rope_kernel=token");

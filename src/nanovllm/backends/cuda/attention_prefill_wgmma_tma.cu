@@ -272,33 +272,8 @@ void launch_tma(const PrefillAttnArgs& a, const TmaDesc& k, const TmaDesc& v, St
 }  // namespace
 
 TmaDesc make_cache_tma(const void* cache, int64_t slots, int64_t row_elems, int64_t block_size) {
-  static_assert(sizeof(TmaDesc) == sizeof(CUtensorMap), "TmaDesc holds a CUtensorMap");
-  using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                              const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-  // The driver's entry point, looked up once (immutable afterwards): the FP8 cache's scratch gets
-  // new descriptors every layer, and a lookup per descriptor made short prefills much slower
-  // (bench/RESULTS.md: "From attention_prefill_wgmma_tma.cu").
-  static void* const fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    NV_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
-    return q == cudaDriverEntryPointSuccess ? f : nullptr;
-  }();
-  if (!fn) throw Error("prefill attention: cuTensorMapEncodeTiled is unavailable");
-  TmaDesc d{};
-  const cuuint64_t dims[2] = {cuuint64_t(row_elems), cuuint64_t(slots)};
-  const cuuint64_t strides[1] = {cuuint64_t(row_elems) * sizeof(bf16)};
-  const cuuint32_t box[2] = {64, cuuint32_t(tma_box_rows(block_size))};
-  const cuuint32_t estr[2] = {1, 1};
-  const CUresult r = reinterpret_cast<Encode>(fn)(
-      reinterpret_cast<CUtensorMap*>(d.bytes), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(cache), dims,
-      strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    throw Error("prefill attention: cuTensorMapEncodeTiled failed (" + std::to_string(int(r)) + ") for a cache of " +
-                std::to_string(slots) + " slots x " + std::to_string(row_elems) + " elements");
-  return d;
+  return make_tma_2d(cache, true, row_elems, slots, row_elems * int64_t(sizeof(bf16)), 64,
+                     unsigned(tma_box_rows(block_size)), true, "prefill attention's cache");
 }
 
 void prefill_attention_wgmma_tma(const PrefillAttnArgs& a, const TmaDesc& k, const TmaDesc& v, Stream st) {

@@ -10,6 +10,7 @@
 #include "nanovllm/backends/cuda/attention_decode.cuh"
 #include "nanovllm/backends/cuda/attention_prefill.cuh"
 #include "nanovllm/backends/cuda/cuda_common.cuh"
+#include "nanovllm/backends/cuda/int_gemm.cuh"
 #include "nanovllm/backends/cuda/int_layout.cuh"
 
 namespace nanovllm {
@@ -82,6 +83,7 @@ CudaBackend::CudaBackend(int device_index, const KernelOptions& options) : devic
   cuda::prefill_attention_mma_init();
   cuda::int_gemv_v5_init();
   wgmma_ = cuda::prefill_attention_wgmma_init();
+  if (wgmma_) cuda::int_gemm_wgmma_init();
   if (wgmma_) cuda::prefill_attention_wgmma_tma_init();
   if (options_.prefill_attention == PrefillAttention::Wgmma && !wgmma_)
     throw UserError(std::string("kernel option prefill_attention=wgmma: the wgmma kernel needs an sm_90 GPU and a ") +

@@ -46,6 +46,7 @@
 // not written by the previous kernel); x and the workspace only after it.
 #include <string>
 
+#include "nanovllm/backends/cuda/int_gemm.cuh"
 #include "nanovllm/backends/cuda/int_layout.cuh"
 #include "nanovllm/backends/cuda/kernel_plan.h"
 #include "nanovllm/backends/cuda/mma.cuh"
@@ -53,15 +54,14 @@
 namespace nanovllm::cuda {
 namespace {
 
+using namespace intgemm;
+
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int BM = int(kIntGemmRows);      // weight rows of a CTA tile
-constexpr int BN = int(kIntGemmCols);      // rows of x of a CTA tile
 constexpr int kMTiles = BM / kWarps / 16;  // m16 tiles (row blocks) per warp: 2
 constexpr int kNTiles = BN / 8;            // n8 tiles per warp: 8
 constexpr int kStages = 4;                 // x stages in shared memory
 constexpr int kRing = 2;                   // code tiles in flight per warp (registers)
-constexpr int kRedPitch = BM + 4;          // floats per row of the epilogue tile (2t * 132 % 32 = 8t: no conflicts)
 static_assert(kMTiles == 2 && kNTiles == 8, "the warp tile is 32 weight rows x 64 rows of x");
 static_assert(kIntGemmCtasPerSm == 2, "__launch_bounds__ below");
 
@@ -79,40 +79,6 @@ struct GemmSmem {
   static_assert(kBytes <= 48 * 1024, "static shared memory");
   static_assert((kRedPitch * 4) % 16 == 0, "float4 rows of the epilogue tile");
 };
-
-struct GemmParams {
-  const bf16* x;       // [M, K]
-  const uint4* codes;  // int_layout.cuh
-  const uint32_t* sz;  // int_layout.cuh
-  void* out;           // [M, N] BF16 (or F32: f32_out)
-  float* ws;           // splits > 1: [splits][RT][CT][BN][BM] F32 partials
-  int M, N, K, G;      // N: outputs (silu: I)
-  int NB;              // row blocks of the weight (silu: 2I / 16)
-  int up_block;        // silu: I / 16, the first up block
-  int RT, CT, splits;  // row tiles, column tiles (of x), K splits
-  bool silu, f32_out;
-};
-
-// The outputs of rows m0 .. m0 + rows - 1 of x of tile (rt, ct) from get(m, i): the F32 sum of
-// local x row m and local weight row i (i < BM; with silu the gate rows are i < BM / 2 and their up
-// rows i + BM / 2). The CTA's threads stride the outputs, adjacent threads adjacent outputs of a row.
-template <class Get>
-__device__ __forceinline__ void gemm_epilogue(const GemmParams& p, int rt, int ct, int m0, int rows, Get get) {
-  const int per = p.silu ? BM / 2 : BM;  // outputs of the tile per row of x
-  for (int e = threadIdx.x; e < rows * per; e += blockDim.x) {
-    const int m = m0 + e / per, i = e % per;
-    const int row = ct * BN + m;
-    const int64_t n = int64_t(rt) * per + i;
-    if (row >= p.M || n >= p.N) continue;
-    const int64_t o = int64_t(row) * p.N + n;
-    if (p.silu)
-      int_gemv_store<true>(get(m, i), get(m, i + BM / 2), static_cast<bf16*>(p.out) + o);
-    else if (p.f32_out)
-      int_gemv_store<false>(get(m, i), 0.f, static_cast<float*>(p.out) + o);
-    else
-      int_gemv_store<false>(get(m, i), 0.f, static_cast<bf16*>(p.out) + o);
-  }
-}
 
 // Grid: (CT * RT, 1, splits); blockIdx.x = rt * CT + ct (the column tiles of a row tile adjacent:
 // they read the same codes). kStepGroups: G is not a multiple of the tile's TK columns (a scale per
@@ -246,15 +212,7 @@ __global__ void __launch_bounds__(kThreads, kIntGemmCtasPerSm) int_gemm_kernel(c
       red[(col + 1) * kRedPitch + row + 8] = acc[mi][n][3];
     }
   __syncthreads();
-  if (p.splits > 1) {  // the tile's partial sums into the split's slice, [BN][BM]
-    float4* dst = reinterpret_cast<float4*>(p.ws + ((int64_t(split) * p.RT + rt) * p.CT + ct) * (BN * BM));
-    for (int e = threadIdx.x; e < BN * BM / 4; e += kThreads) {
-      const int m = e / (BM / 4), i4 = e % (BM / 4);
-      dst[e] = *reinterpret_cast<const float4*>(red + m * kRedPitch + 4 * i4);
-    }
-    return;
-  }
-  gemm_epilogue(p, rt, ct, 0, BN, [&](int m, int i) { return red[m * kRedPitch + i]; });
+  gemm_finish(p, red, rt, ct, split);
 }
 
 // out of tile (rt, ct) = blockIdx.x as in the GEMM, rows kReduceRows * blockIdx.y .. of x: the sum of
@@ -275,6 +233,18 @@ __global__ void __launch_bounds__(256) int_gemm_reduce_kernel(const GemmParams p
   });
 }
 
+// The mma.sync kernel over p's grid: (RT * CT, 1, splits).
+void launch_mma(const GemmParams& p, int bits, Stream st) {
+  const dim3 grid(unsigned(p.RT * p.CT), 1, unsigned(p.splits));
+  const bool step_groups = p.G % int_tile_k(4) != 0;  // a tile may straddle groups (U4; U8 below)
+  if (bits == 4)
+    launch(step_groups ? int_gemm_kernel<4, true> : int_gemm_kernel<4, false>, grid, dim3(kThreads), 0, st, p);
+  else
+    launch(p.G % int_tile_k(8) != 0 ? int_gemm_kernel<8, true> : int_gemm_kernel<8, false>, grid, dim3(kThreads), 0, st,
+           p);
+  NV_LAUNCH_CHECK();
+}
+
 }  // namespace
 
 void int_gemm(const IntGemmArgs& a, Stream st) {
@@ -284,11 +254,13 @@ void int_gemm(const IntGemmArgs& a, Stream st) {
   const bool bad_split =
       a.splits < 1 || a.splits > kIntGemmMaxSplits || a.splits > KT ||
       (a.splits > 1 && (!a.workspace || a.splits * RT * CT * kIntGemmRows * kIntGemmCols > a.workspace_floats));
+  const bool bad_wgmma = a.wgmma && (!int_gemm_wgmma_applies(a.bits, a.K, a.G, true) || !a.x_perm);
   if (a.M < 1 || a.M > kIntGemmMaxT || a.outs < 1 || bad_silu || (a.bits != 4 && a.bits != 8) ||
-      !int_layout_supports(a.bits, a.K, a.G) || bad_split || RT * CT > (int64_t(1) << 31) - 1)
+      !int_layout_supports(a.bits, a.K, a.G) || bad_split || bad_wgmma || RT * CT > (int64_t(1) << 31) - 1)
     throw Error("int_gemm: M " + std::to_string(a.M) + ", outputs " + std::to_string(a.outs) + ", K " +
                 std::to_string(a.K) + ", group " + std::to_string(a.G) + ", " + std::to_string(a.bits) + " bits, " +
                 std::to_string(a.splits) + " splits" + (a.silu ? ", silu" : "") + (a.f32_out ? ", F32 out" : "") +
+                (a.wgmma ? ", wgmma" : "") +
                 " is outside the kernel's limits (kernel_plan.h: plan_int_linear, int_gemm_splits)");
   GemmParams p;
   p.x = a.x, p.codes = a.codes, p.sz = a.sz, p.out = a.out, p.ws = a.workspace;
@@ -298,13 +270,13 @@ void int_gemm(const IntGemmArgs& a, Stream st) {
   p.up_block = a.silu ? int(a.outs / kIntRowBlock) : 0;
   p.RT = int(RT), p.CT = int(CT), p.splits = a.splits;
   p.silu = a.silu, p.f32_out = a.f32_out;
-  const dim3 grid(unsigned(RT * CT), 1, unsigned(a.splits));
-  const bool step_groups = a.G % TK != 0;  // a tile may straddle groups
-  if (a.bits == 4)
-    launch(step_groups ? int_gemm_kernel<4, true> : int_gemm_kernel<4, false>, grid, dim3(kThreads), 0, st, p);
-  else
-    launch(step_groups ? int_gemm_kernel<8, true> : int_gemm_kernel<8, false>, grid, dim3(kThreads), 0, st, p);
-  NV_LAUNCH_CHECK();
+  if (a.wgmma) {
+    int_gemm_permute_x(a.x, a.x_perm, a.M, a.K, st);
+    p.x = a.x_perm;
+    int_gemm_wgmma_launch(p, make_int_gemm_x_tma(a.x_perm, a.M, a.K), st);
+  } else {
+    launch_mma(p, a.bits, st);
+  }
   if (a.splits > 1) {
     launch(int_gemm_reduce_kernel, dim3(unsigned(RT * CT), BN / kReduceRows), dim3(256), 0, st, p);
     NV_LAUNCH_CHECK();

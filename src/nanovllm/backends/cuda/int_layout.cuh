@@ -127,7 +127,8 @@ void int_gemv_v5_init();
 // the fields of IntGemvArgs (silu: outs = I % (kIntGemmRows / 2) == 0, BF16 out), and `splits` of K
 // (kernel_plan.h: int_gemm_splits) whose F32 partials go to `workspace` (at least splits x its CTA
 // tiles x kIntGemmRows x kIntGemmCols floats, workspace_floats; unused for 1 split). Throws Error
-// outside the kernel's limits.
+// outside the kernel's limits. wgmma: the Hopper kernel (int_gemm_wgmma.cu: U4, K and G multiples of
+// 64, sm_90a), which first copies x into `x_perm` ([M, K], the caller's scratch) in the mma's k order.
 struct IntGemmArgs {
   const bf16* x = nullptr;
   const uint4* codes = nullptr;
@@ -138,6 +139,8 @@ struct IntGemmArgs {
   int64_t M = 0, outs = 0, K = 0, G = 0;
   int bits = 4, splits = 1;
   bool silu = false, f32_out = false;
+  bool wgmma = false;
+  bf16* x_perm = nullptr;
 };
 void int_gemm(const IntGemmArgs& a, Stream st);
 

@@ -25,9 +25,10 @@
 // Act order (perm defined): x's columns are gathered by perm into a step-arena copy first
 // (gather_columns_kernel; x is small at decode), then the plain kernels.
 //
-// kIntGemvMaxT < T <= kIntGemmMaxT (KernelOptions::int_gemm auto): the tensor-core GEMM of
-// int_gemm.cu on the same prepared codes, K split over CTAs by int_gemm_splits (partials in the
-// persistent scratch below); the gated MLP fused when I is a multiple of 64, else the GEMM into
+// kIntGemvMaxT < T <= kIntGemmMaxT (KernelOptions::int_gemm; plan_int_linear): a tensor-core GEMM
+// on the same prepared codes, the mma.sync one of int_gemm.cu or the Hopper one of
+// int_gemm_wgmma.cu (U4, K and G multiples of 64), K split over CTAs by int_gemm_splits (partials in
+// the persistent scratch below); the gated MLP fused when I is a multiple of 64, else the GEMM into
 // [T, 2I] then silu_and_mul.
 //
 // Larger T (or int_gemm=dequantize): dequantize_int_kernel writes the BF16 weight (value = (q - z) * s, rounded once)
@@ -314,12 +315,13 @@ void CudaBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScale
     silu_and_mul(gate_up, out);
     return;
   }
-  const cuda::IntLinearKernel plan = cuda::plan_int_linear({T, outs, silu, options_.int_gemm});
+  const bool wgmma_ok = cuda::int_gemm_wgmma_applies(bits, K, G, wgmma_);
+  const cuda::IntLinearKernel plan = cuda::plan_int_linear({T, outs, silu, options_.int_gemm, wgmma_ok});
   if (plan == cuda::IntLinearKernel::Gemv) {
     gemv(out, silu);
     return;
   }
-  if (plan == cuda::IntLinearKernel::Gemm) {
+  if (plan == cuda::IntLinearKernel::Gemm || plan == cuda::IntLinearKernel::GemmWgmma) {
     const bool fused = !silu || cuda::int_gemm_fuses_silu(outs);
     Tensor o = fused ? out : empty({T, N}, DType::BF16);  // unfused silu: [T, 2I], then silu_and_mul
     cuda::IntGemmArgs a;
@@ -338,6 +340,11 @@ void CudaBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScale
     const int64_t tiles =
         cuda::int_gemm_row_tiles(a.outs, a.silu) * ((T + cuda::kIntGemmCols - 1) / cuda::kIntGemmCols);
     if (a.splits * tiles * cuda::kIntGemmRows * cuda::kIntGemmCols > a.workspace_floats) a.splits = 1;
+    Tensor x_perm;  // the Hopper kernel's x in the mma's k order
+    if (plan == cuda::IntLinearKernel::GemmWgmma) {
+      x_perm = empty({T, K}, DType::BF16);
+      a.wgmma = true, a.x_perm = x_perm.data<cuda::bf16>();
+    }
     cuda::int_gemm(a, st);
     if (!fused) silu_and_mul(o, out);
     return;

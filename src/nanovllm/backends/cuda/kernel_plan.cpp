@@ -151,8 +151,16 @@ Fp8LinearKernel plan_fp8_linear(const Fp8LinearProblem& p) {
 IntLinearKernel plan_int_linear(const IntLinearProblem& p) {
   const bool gemv = p.T >= 1 && p.T <= kIntGemvMaxT && p.N >= 1 && (!p.silu_mul || p.N % kIntRowBlock == 0);
   if (gemv) return IntLinearKernel::Gemv;
-  const bool gemm = p.gemm == IntGemm::Auto && p.T > kIntGemvMaxT && p.T <= kIntGemmMaxT && p.N >= 1;
-  return gemm ? IntLinearKernel::Gemm : IntLinearKernel::DequantizeGemm;
+  if (p.T <= kIntGemvMaxT || p.T > kIntGemmMaxT || p.N < 1) return IntLinearKernel::DequantizeGemm;
+  switch (p.gemm) {
+    case IntGemm::Mma: return IntLinearKernel::Gemm;
+    case IntGemm::Wgmma: return p.wgmma ? IntLinearKernel::GemmWgmma : IntLinearKernel::Gemm;
+    case IntGemm::Auto:
+      if (p.wgmma) return IntLinearKernel::GemmWgmma;
+      return p.T <= kIntGemmMmaMaxT ? IntLinearKernel::Gemm : IntLinearKernel::DequantizeGemm;
+    case IntGemm::Dequantize: break;
+  }
+  return IntLinearKernel::DequantizeGemm;
 }
 
 int int_gemm_splits(int64_t T, int64_t outs, bool silu, int64_t K, int num_sms) {
@@ -169,9 +177,9 @@ int int_gemv_v3_splits(int64_t T, int64_t outs, bool silu, int64_t K, int64_t G,
   if (!clusters || rows < 1 || num_sms < 1) return 1;
   const bool general = G % TK != 0 || K % TK != 0;
   const int ring = int_gemv_v3_ring(silu ? 2 : 1, int_gemv_ntiles(T), general);
-  const int64_t min_tiles = std::max(2, ring / 2);  // per warp
+  const int64_t min_tiles = std::max(2, ring / 2);             // per warp
   const double slots = double(num_sms) * kIntGemvV3CtasPerSm;  // splits only below half of it: never wide
-  auto fill = [&](int64_t s) {  // the last wave's share of a full one, over all waves
+  auto fill = [&](int64_t s) {                                 // the last wave's share of a full one, over all waves
     const double waves = double(rows * s) / slots;
     return waves / std::ceil(waves);
   };

@@ -204,8 +204,9 @@ Fp8LinearKernel plan_fp8_linear(const Fp8LinearProblem& p);
 //    v3 (int_gemv_v3.cu: v2 in fewer instructions, K split over a cluster for small grids) or v4
 //    (int_gemv_v4.cu: v3 on a persistent grid of one wave, where the row blocks exceed one wave;
 //    v3 on smaller grids: int_linear.cu).
-//  * kIntGemvMaxT < T <= kIntGemmMaxT with KernelOptions::int_gemm auto: the tensor-core GEMM
-//    (int_gemm.cu): CTA tiles of kIntGemmRows weight rows x kIntGemmCols rows of x, the codes read
+//  * kIntGemvMaxT < T <= kIntGemmMaxT with KernelOptions::int_gemm auto: the Hopper GEMM
+//    (int_gemm_wgmma.cu) where int_gemm_wgmma_applies, else up to kIntGemmMmaMaxT the mma.sync GEMM
+//    (int_gemm.cu). Both: CTA tiles of kIntGemmRows weight rows x kIntGemmCols rows of x, the codes read
 //    once per tile and dequantized in registers; int_gemm_splits(...) splits K across CTAs when the
 //    tiles alone leave SMs idle (F32 partials in the backend's persistent scratch, summed in a fixed
 //    order by a second kernel: deterministic, graph-safe). The gated MLP's silu(gate) * up is its
@@ -328,15 +329,27 @@ constexpr int64_t int_gemv_v4_grid(int64_t rows, int num_sms) {
   const int64_t slots = int64_t(kIntGemvV4CtasPerSm) * (num_sms > 0 ? num_sms : 1);
   return rows < slots ? rows : slots;
 }
-enum class IntLinearKernel { Gemv, Gemm, DequantizeGemm };
+enum class IntLinearKernel { Gemv, Gemm, GemmWgmma, DequantizeGemm };
 struct IntLinearProblem {
   int64_t T = 0, N = 0;          // rows of x; outputs (silu_mul: I, the weight having 2I rows)
   bool silu_mul = false;         // linear_silu_mul_quantized
   IntGemm gemm = IntGemm::Auto;  // KernelOptions::int_gemm
+  bool wgmma = false;            // int_gemm_wgmma_applies: the Hopper GEMM takes this weight here
 };
 IntLinearKernel plan_int_linear(const IntLinearProblem& p);
 
-constexpr int64_t kIntGemmMaxT = 256;    // rows of x the tensor-core GEMM takes (above: dequantize + cuBLASLt)
+constexpr int64_t kIntGemmMaxT = 256;  // rows of x the tensor-core GEMM takes (above: dequantize + cuBLASLt)
+// int_gemm auto: the Hopper GEMM wherever it applies (int_gemm_wgmma_applies); else the mma.sync
+// GEMM up to this many rows of x, dequantize + cuBLASLt above. A Qwen3-8B layer's four linears on
+// an H200 (bench/RESULTS.md, issue 45, 2026-11-30), wgmma / mma / dequantize / BF16 us: T 64 103.3 /
+// 151.7 / 270.5 / 115.1, 128 165.7 / 263.0 / 282.8 / 129.6, 192 263.2 / 448.1 / 317.9 / 166.8, 256
+// 291.8 / 479.9 / 312.6 / 166.0 (the GEMMs' time steps with their 64-row column tiles).
+constexpr int64_t kIntGemmMmaMaxT = 128;
+// The Hopper GEMM (int_gemm_wgmma.cu) takes U4 codes on sm_90a with K a multiple of its 128-column
+// stage and each stage in one group (G a multiple of 128) or two (G = 64).
+constexpr bool int_gemm_wgmma_applies(int bits, int64_t K, int64_t G, bool sm90a) {
+  return sm90a && bits == 4 && K > 0 && K % 128 == 0 && G > 0 && (G == 64 || G % 128 == 0) && K % G == 0;
+}
 constexpr int64_t kIntGemmRows = 128;    // weight rows (outputs) of a GEMM CTA tile: 4 warps x 32
 constexpr int64_t kIntGemmCols = 64;     // rows of x of a CTA tile (8 mma n-tiles per warp)
 constexpr int kIntGemmCtasPerSm = 2;     // resident GEMM CTAs per SM (__launch_bounds__ of the kernel)

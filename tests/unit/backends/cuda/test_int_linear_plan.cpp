@@ -15,10 +15,27 @@ TEST(IntLinearPlan, GemvThenTensorCoreGemmThenDequantize) {
   for (int64_t T : {int64_t(1), int64_t(3), int64_t(8), int64_t(9), int64_t(17), int64_t(cuda::kIntGemvMaxT)})
     EXPECT_EQ(cuda::plan_int_linear({T, 4096, false}), cuda::IntLinearKernel::Gemv) << T;
   for (int64_t T : {int64_t(cuda::kIntGemvMaxT) + 1, int64_t(100), int64_t(cuda::kIntGemmMaxT)}) {
-    EXPECT_EQ(cuda::plan_int_linear({T, 4096, false}), cuda::IntLinearKernel::Gemm) << T;
-    EXPECT_EQ(cuda::plan_int_linear({T, 40, true}), cuda::IntLinearKernel::Gemm) << T;  // unfused: GEMM + silu
+    EXPECT_EQ(cuda::plan_int_linear({T, 4096, false, IntGemm::Mma}), cuda::IntLinearKernel::Gemm) << T;
+    EXPECT_EQ(cuda::plan_int_linear({T, 40, true, IntGemm::Mma}), cuda::IntLinearKernel::Gemm) << T;  // GEMM + silu
     EXPECT_EQ(cuda::plan_int_linear({T, 4096, false, IntGemm::Dequantize}), cuda::IntLinearKernel::DequantizeGemm) << T;
+    // wgmma where the Hopper kernel takes the weight, else the mma.sync GEMM.
+    EXPECT_EQ(cuda::plan_int_linear({T, 4096, false, IntGemm::Wgmma, true}), cuda::IntLinearKernel::GemmWgmma) << T;
+    EXPECT_EQ(cuda::plan_int_linear({T, 4096, false, IntGemm::Wgmma, false}), cuda::IntLinearKernel::Gemm) << T;
+    // auto: the Hopper kernel where it applies; else mma.sync up to kIntGemmMmaMaxT, dequantize above.
+    EXPECT_EQ(cuda::plan_int_linear({T, 4096, true, IntGemm::Auto, true}), cuda::IntLinearKernel::GemmWgmma) << T;
+    EXPECT_EQ(cuda::plan_int_linear({T, 4096, false}),
+              T <= cuda::kIntGemmMmaMaxT ? cuda::IntLinearKernel::Gemm : cuda::IntLinearKernel::DequantizeGemm)
+        << T;
   }
+  EXPECT_TRUE(cuda::int_gemm_wgmma_applies(4, 4096, 128, true));
+  EXPECT_TRUE(cuda::int_gemm_wgmma_applies(4, 4096, 4096, true));   // channel-wise
+  EXPECT_FALSE(cuda::int_gemm_wgmma_applies(4, 4096, 128, false));  // not sm_90a
+  EXPECT_FALSE(cuda::int_gemm_wgmma_applies(8, 4096, 128, true));
+  EXPECT_FALSE(cuda::int_gemm_wgmma_applies(4, 4096, 32, true));
+  EXPECT_FALSE(cuda::int_gemm_wgmma_applies(4, 4112, 16, true));
+  EXPECT_TRUE(cuda::int_gemm_wgmma_applies(4, 4096, 64, true));
+  EXPECT_FALSE(cuda::int_gemm_wgmma_applies(4, 4160, 64, true));   // K not a multiple of 128
+  EXPECT_FALSE(cuda::int_gemm_wgmma_applies(4, 4608, 192, true));  // a 128-column stage in two groups of 192
   for (int64_t T : {int64_t(cuda::kIntGemmMaxT) + 1, int64_t(300), int64_t(8192)})
     EXPECT_EQ(cuda::plan_int_linear({T, 4096, false}), cuda::IntLinearKernel::DequantizeGemm) << T;
   EXPECT_EQ(cuda::plan_int_linear({0, 4096, false}), cuda::IntLinearKernel::DequantizeGemm);
@@ -140,7 +157,7 @@ TEST(IntLinearPlan, GemmSplitsFillOneWave) {
   EXPECT_TRUE(cuda::int_gemm_fuses_silu(64));
   EXPECT_FALSE(cuda::int_gemm_fuses_silu(48));
   EXPECT_EQ(cuda::int_gemm_row_tiles(200, false), 2);
-  EXPECT_EQ(KernelOptions().int_gemm, IntGemm::Dequantize);
+  EXPECT_EQ(KernelOptions().int_gemm, IntGemm::Auto);
 }
 
 TEST(IntLinearPlan, LayoutCoversGroupsOfSixteenColumns) {
