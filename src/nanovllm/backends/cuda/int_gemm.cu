@@ -1,7 +1,9 @@
-// The tensor-core W4A16 / W8A16 GEMM (KernelOptions::int_gemm=auto) for kIntGemvMaxT < T <=
-// kIntGemmMaxT rows of BF16 x: out[T, N] = x[T, K] @ value[N, K]^T over group-quantized U4/U8
-// codes in int_layout.cuh's prepared layout (the GEMV's: nothing is re-laid out), F32 accumulation,
-// BF16 or F32 out, the gated MLP's silu(gate) * up as an epilogue. Semantics: backends/int_weights.h.
+// The mma.sync W4A16 / W8A16 GEMM (KernelOptions::int_gemm=mma, or auto where the Hopper kernel of
+// int_gemm_wgmma.cu does not apply, up to kIntGemmMmaMaxT rows) for kIntGemvMaxT < T <= kIntGemmMaxT
+// rows of BF16 x, and the entry point of both GEMMs (int_gemm): out[T, N] = x[T, K] @ value[N, K]^T
+// over group-quantized U4/U8 codes in int_layout.cuh's prepared layout (the GEMV's: nothing is
+// re-laid out), F32 accumulation, BF16 or F32 out, the gated MLP's silu(gate) * up as an epilogue.
+// Semantics: backends/int_weights.h.
 //
 // Mapping. The weight is the mma's M side and x its N side, as in the GEMV: a CTA of 4 warps owns
 // a tile of kIntGemmRows = 128 weight rows (8 row blocks of 16; with silu 4 gate blocks and the 4
