@@ -3,11 +3,32 @@
 // flight finish normally within --shutdown-timeout and the process exits 0; past the grace
 // period a stream ends with an error event and [DONE] and a non-streamed request gets 503; a
 // second signal stops at once.
+import http from 'node:http';
 import net from 'node:net';
 import { MODEL, check, eq, run, startServer } from './harness.mjs';
 
 const exited = (proc) => new Promise((r) => (proc.exitCode !== null ? r(proc.exitCode) : proc.on('exit', (code) => r(code))));
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+// Until the engine holds n requests (running or waiting): the stream's first token says nothing
+// of the other request, which on a loaded machine may not have reached the server yet. Asked on a
+// connection of its own that closes (fetch would keep it open, and the checks below need the
+// server's only other connection to be the kept-alive one).
+function runningAndWaiting(port) {
+  return new Promise((resolve, reject) => {
+    http.get({ host: '127.0.0.1', port, path: '/metrics', agent: false, headers: { connection: 'close' } }, (res) => {
+      let text = '';
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => {
+        const v = (name) => Number(text.match(new RegExp(`^${name}\\{[^}]*\\} ([0-9.e+-]+)$`, 'm'))?.[1] ?? 0);
+        resolve(v('vllm:num_requests_running') + v('vllm:num_requests_waiting'));
+      });
+    }).on('error', reject);
+  });
+}
+async function inFlight(port, n) {
+  for (const t0 = Date.now(); Date.now() - t0 < 10000; await sleep(10)) if ((await runningAndWaiting(port)) >= n) return;
+  throw new Error(`the server never held ${n} requests`);
+}
 
 // A streamed completion read raw: resolves with the SSE data lines once the body ends; `first`
 // resolves at the first chunk.
@@ -75,6 +96,7 @@ run(async () => {
     const stream = rawStream(s.base, body(400));
     const whole = post(s.base, body(400));
     await stream.first;
+    await inFlight(s.port, 2);
     const t0 = Date.now();
     s.proc.kill('SIGTERM');
     await sleep(200);
@@ -103,6 +125,7 @@ run(async () => {
     const stream = rawStream(s.base, body(4000));
     const whole = post(s.base, body(4000));
     await stream.first;
+    await inFlight(s.port, 2);
     await sleep(100);
     const t0 = Date.now();
     s.proc.kill('SIGTERM');
