@@ -238,12 +238,11 @@ __global__ void __launch_bounds__(256) int_gemm_reduce_kernel(const GemmParams p
 // The mma.sync kernel over p's grid: (RT * CT, 1, splits).
 void launch_mma(const GemmParams& p, int bits, Stream st) {
   const dim3 grid(unsigned(p.RT * p.CT), 1, unsigned(p.splits));
-  const bool step_groups = p.G % int_tile_k(4) != 0;  // a tile may straddle groups (U4; U8 below)
+  const bool step_groups = p.G % int_tile_k(bits) != 0;  // a tile may straddle groups
   if (bits == 4)
     launch(step_groups ? int_gemm_kernel<4, true> : int_gemm_kernel<4, false>, grid, dim3(kThreads), 0, st, p);
   else
-    launch(p.G % int_tile_k(8) != 0 ? int_gemm_kernel<8, true> : int_gemm_kernel<8, false>, grid, dim3(kThreads), 0, st,
-           p);
+    launch(step_groups ? int_gemm_kernel<8, true> : int_gemm_kernel<8, false>, grid, dim3(kThreads), 0, st, p);
   NV_LAUNCH_CHECK();
 }
 

@@ -65,7 +65,7 @@ __device__ __forceinline__ void gemm_finish(const GemmParams& p, const float* re
 
 }  // namespace intgemm
 
-// The Hopper kernel (int_gemm_wgmma.cu) for U4 codes with K and G multiples of 64: p as the
+// The Hopper kernel (int_gemm_wgmma.cu) where kernel_plan.h's int_gemm_wgmma_applies: p as the
 // mma.sync kernel's, except that p.x is x with each 16-column step's columns in the mma's k order
 // (int_gemm_permute_x) and xmap its TMA descriptor (make_int_gemm_x_tma). Needs sm_90a.
 void int_gemm_wgmma_launch(const intgemm::GemmParams& p, const TmaDesc& xmap, Stream st);

@@ -127,8 +127,9 @@ void int_gemv_v5_init();
 // the fields of IntGemvArgs (silu: outs = I % (kIntGemmRows / 2) == 0, BF16 out), and `splits` of K
 // (kernel_plan.h: int_gemm_splits) whose F32 partials go to `workspace` (at least splits x its CTA
 // tiles x kIntGemmRows x kIntGemmCols floats, workspace_floats; unused for 1 split). Throws Error
-// outside the kernel's limits. wgmma: the Hopper kernel (int_gemm_wgmma.cu: U4, K and G multiples of
-// 64, sm_90a), which first copies x into `x_perm` ([M, K], the caller's scratch) in the mma's k order.
+// outside the kernel's limits. wgmma: the Hopper kernel (int_gemm_wgmma.cu, where kernel_plan.h's
+// int_gemm_wgmma_applies), which first copies x into `x_perm` ([M, K], the caller's scratch) in the
+// mma's k order.
 struct IntGemmArgs {
   const bf16* x = nullptr;
   const uint4* codes = nullptr;

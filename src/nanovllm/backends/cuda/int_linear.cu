@@ -27,7 +27,7 @@
 //
 // kIntGemvMaxT < T <= kIntGemmMaxT (KernelOptions::int_gemm; plan_int_linear): a tensor-core GEMM
 // on the same prepared codes, the mma.sync one of int_gemm.cu or the Hopper one of
-// int_gemm_wgmma.cu (U4, K and G multiples of 64), K split over CTAs by int_gemm_splits (partials in
+// int_gemm_wgmma.cu (int_gemm_wgmma_applies), K split over CTAs by int_gemm_splits (partials in
 // the persistent scratch below); the gated MLP fused when I is a multiple of 64, else the GEMM into
 // [T, 2I] then silu_and_mul.
 //
