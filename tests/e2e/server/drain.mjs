@@ -5,7 +5,7 @@
 // second signal stops at once.
 import http from 'node:http';
 import net from 'node:net';
-import { MODEL, check, eq, run, startServer } from './harness.mjs';
+import { MODEL, check, eq, parseMetrics, run, startServer } from './harness.mjs';
 
 const exited = (proc) => new Promise((r) => (proc.exitCode !== null ? r(proc.exitCode) : proc.on('exit', (code) => r(code))));
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -19,8 +19,8 @@ function runningAndWaiting(port) {
       let text = '';
       res.on('data', (d) => { text += d; });
       res.on('end', () => {
-        const v = (name) => Number(text.match(new RegExp(`^${name}\\{[^}]*\\} ([0-9.e+-]+)$`, 'm'))?.[1] ?? 0);
-        resolve(v('vllm:num_requests_running') + v('vllm:num_requests_waiting'));
+        const m = parseMetrics(text);
+        resolve(m['vllm:num_requests_running'] + m['vllm:num_requests_waiting']);
       });
     }).on('error', reject);
   });

@@ -79,7 +79,11 @@ export async function startServer(extra = [], { apiKey, modelDir, kvBytes = 2000
 
 // /metrics as {name: value} for unlabelled-by-extra series (model_name label only).
 export async function metrics(base) {
-  const text = await (await fetch(`${base}/metrics`)).text();
+  return parseMetrics(await (await fetch(`${base}/metrics`)).text());
+}
+
+// The per-model gauges and counters of a /metrics answer by name.
+export function parseMetrics(text) {
   const m = {};
   for (const line of text.split('\n')) {
     const r = line.match(/^([a-z0-9_:]+)\{model_name="[^"]*"\} ([0-9.e+-]+)$/);
