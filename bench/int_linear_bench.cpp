@@ -18,7 +18,9 @@
 // each, the GEMMs' K splits, and the largest difference between each GEMM's and the dequantize
 // path's outputs relative to the largest output (mma: exact weights against BF16 ones, ~1e-2 at
 // most; wgmma: the same BF16 weights, F32 sums in another order; a wrong fragment would be O(1)).
-// The target: the GEMM at or above BF16 at T 64..256.
+// The Hopper GEMM also runs in thread-block clusters (KernelOptions::int_gemm_cluster; TMA multicast):
+// 4 row tiles sharing x (wgmma_4x1), and by 2 column tiles sharing the codes (wgmma_4x2). The target: the GEMM
+// at or above BF16 at T 64..256.
 //
 // Usage: int_linear_bench [T ...]   (default 1 2 4 8 16 32 64 128 256 2048)
 #include <algorithm>
@@ -79,7 +81,12 @@ int main(int argc, char** argv) {
   o7.int_gemv = IntGemv::Auto;
   o8.int_gemm = IntGemm::Mma;
   o9.int_gemm = IntGemm::Wgmma;
+  KernelOptions o10 = o9, o11 = o9;  // the Hopper GEMM in clusters: 4 row tiles sharing x; and by 2 column
+  o10.int_gemm_cluster_rows = 4;     // tiles sharing the codes (the plan takes fewer where the tiles
+  o11.int_gemm_cluster_rows = 4;     // do not fill them)
+  o11.int_gemm_cluster_cols = 2;
   CudaBackend be(0, o1), be2(0, o2), be3(0, o3), be4(0, o4), be5(0, o5), be6(0, o6), be7(0, o7), be8(0, o8), be9(0, o9);
+  CudaBackend be10(0, o10), be11(0, o11);
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   struct Layer {
@@ -122,6 +129,11 @@ int main(int argc, char** argv) {
     WeightScales scales8, scales9;
     be8.quantize_weight(w8, Quantization::AWQ, codes8, scales8);
     be9.quantize_weight(w9, Quantization::AWQ, codes9, scales9);
+    const Tensor w10 = random_bf16(be10, {l.n, l.k}, 1), w11 = random_bf16(be11, {l.n, l.k}, 1);
+    Tensor codes10, codes11;
+    WeightScales scales10, scales11;
+    be10.quantize_weight(w10, Quantization::AWQ, codes10, scales10);
+    be11.quantize_weight(w11, Quantization::AWQ, codes11, scales11);
     const double bytes = double(l.n) * double(l.k) / 2 + double(l.n) * double(l.k / 128) * 4;
     for (int64_t T : Ts) {
       const Tensor x = random_bf16(be, {T, l.k}, 2), x2 = random_bf16(be2, {T, l.k}, 2);
@@ -154,17 +166,23 @@ int main(int argc, char** argv) {
       };
       if (T > 32) {  // the mma.sync GEMM (be8), the Hopper GEMM (be9), dequantize + cuBLASLt (be3), BF16 (be)
         const Tensor x3 = random_bf16(be3, {T, l.k}, 2), x8 = random_bf16(be8, {T, l.k}, 2);
-        const Tensor x9 = random_bf16(be9, {T, l.k}, 2);
+        const Tensor x9 = random_bf16(be9, {T, l.k}, 2), x10 = random_bf16(be10, {T, l.k}, 2);
+        const Tensor x11 = random_bf16(be11, {T, l.k}, 2);
         const double qm = run(be8, x8, codes8, scales8, true), qw = run(be9, x9, codes9, scales9, true);
+        const double qw2 = run(be10, x10, codes10, scales10, true), qw4 = run(be11, x11, codes11, scales11, true);
         const double qd = run(be3, x3, codes3, scales3, true), b = run(be, x, codes, scales, false);
         const std::vector<float> od = once(be3, x3, codes3, scales3), om = once(be8, x8, codes8, scales8);
-        const std::vector<float> ow = once(be9, x9, codes9, scales9);
-        double big = 0, diff_m = 0, diff_w = 0;
+        const std::vector<float> ow = once(be9, x9, codes9, scales9), ow2 = once(be10, x10, codes10, scales10);
+        const std::vector<float> ow4 = once(be11, x11, codes11, scales11);
+        double big = 0, diff_m = 0, diff_w = 0, diff_w2 = 0, diff_w4 = 0;
         for (size_t i = 0; i < od.size(); ++i) {
           big = std::max(big, double(std::fabs(od[i])));
           diff_m = std::max(diff_m, double(std::fabs(om[i] - od[i])));
           diff_w = std::max(diff_w, double(std::fabs(ow[i] - od[i])));
+          diff_w2 = std::max(diff_w2, double(std::fabs(ow2[i] - od[i])));
+          diff_w4 = std::max(diff_w4, double(std::fabs(ow4[i] - od[i])));
         }
+        const double rel = big > 0 ? 1 / big : 1;
         const double flop = 2.0 * double(T) * double(l.n) * double(l.k);
         const int splits =
             cuda::int_gemm_splits(T, outs, l.silu && cuda::int_gemm_fuses_silu(outs), l.k, prop.multiProcessorCount);
@@ -172,10 +190,12 @@ int main(int argc, char** argv) {
             "{\"layer\": \"%s\", \"n\": %lld, \"k\": %lld, \"T\": %lld, \"splits\": %d, \"mma_us\": %.2f, "
             "\"wgmma_us\": %.2f, \"dequant_us\": %.2f, \"bf16_us\": %.2f, \"mma_TFLOP_s\": %.1f, "
             "\"wgmma_TFLOP_s\": %.1f, \"dequant_TFLOP_s\": %.1f, \"bf16_TFLOP_s\": %.1f, \"wgmma_over_bf16\": %.2f, "
-            "\"mma_dequant_max_rel_diff\": %.2e, \"wgmma_dequant_max_rel_diff\": %.2e}\n",
+            "\"mma_dequant_max_rel_diff\": %.2e, \"wgmma_dequant_max_rel_diff\": %.2e, \"wgmma_4x1_us\": %.2f, "
+            "\"wgmma_4x2_us\": %.2f, \"wgmma_4x1_dequant_max_rel_diff\": %.2e, \"wgmma_4x2_dequant_max_rel_diff\": "
+            "%.2e}\n",
             l.name, (long long)l.n, (long long)l.k, (long long)T, splits, qm * 1e6, qw * 1e6, qd * 1e6, b * 1e6,
-            flop / qm / 1e12, flop / qw / 1e12, flop / qd / 1e12, flop / b / 1e12, b / qw,
-            big > 0 ? diff_m / big : diff_m, big > 0 ? diff_w / big : diff_w);
+            flop / qm / 1e12, flop / qw / 1e12, flop / qd / 1e12, flop / b / 1e12, b / qw, diff_m * rel, diff_w * rel,
+            qw2 * 1e6, qw4 * 1e6, diff_w2 * rel, diff_w4 * rel);
         std::fflush(stdout);
         continue;
       }

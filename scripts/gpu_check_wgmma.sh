@@ -4,8 +4,11 @@
 #   1. build gpu_tests, nanovllm_cli, int_linear_bench; the INT GEMM tests (TESTS);
 #   2. int_linear_bench at T 33..256 (BENCH_T): us of the mma.sync GEMM, the Hopper GEMM, dequantize +
 #      cuBLASLt and BF16 per Qwen3-8B layer, and each GEMM's largest difference from dequantize;
+#      and the Hopper GEMM in clusters of 4 row tiles sharing x (int_gemm_cluster=4x1) and by 2 column
+#      tiles sharing the codes (4x2); with NCU=1, ncu's L2 and tensor-pipe counters of both forms;
 #   3. with THROUGHPUT=1: bench.py's workload on Qwen3-8B (dummy), AWQ under each int_gemm of GEMMS
-#      (default "auto dequantize"), then BF16; with WGMMA_TP=1 and the tests passed, int_gemm=wgmma.
+#      (default "auto dequantize") and each int_gemm_cluster of CLUSTERS with auto (default "2x1 4x1 4x2";
+#      only where the tests passed), then BF16; with WGMMA_TP=1 and the tests passed, int_gemm=wgmma.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu-out}
@@ -29,15 +32,31 @@ for line in open(sys.argv[1]):
         continue
     if "wgmma_us" not in r:
         continue
-    t = tot.setdefault(r["T"], [0.0] * 4)
-    for i, k in enumerate(["mma_us", "wgmma_us", "dequant_us", "bf16_us"]):
+    t = tot.setdefault(r["T"], [0.0] * 6)
+    for i, k in enumerate(["mma_us", "wgmma_us", "wgmma_4x1_us", "wgmma_4x2_us", "dequant_us", "bf16_us"]):
         t[i] += r[k]
     print(f"{r['layer']:7s} T {r['T']:3d}: mma {r['mma_us']:7.2f}  wgmma {r['wgmma_us']:7.2f} "
-          f"({r['wgmma_TFLOP_s']:5.0f} TF/s)  dequant {r['dequant_us']:7.2f}  bf16 {r['bf16_us']:7.2f}  "
-          f"splits {r['splits']}  diff mma {r['mma_dequant_max_rel_diff']:.1e} wgmma {r['wgmma_dequant_max_rel_diff']:.1e}")
-for T, (a, b, c, d) in sorted(tot.items()):
-    print(f"layer sum T {T:3d}: mma {a:7.2f}  wgmma {b:7.2f}  dequant {c:7.2f}  bf16 {d:7.2f} us  (bf16/wgmma {d / b:.2f}x)")
+          f"({r['wgmma_TFLOP_s']:5.0f} TF/s) 4x1 {r['wgmma_4x1_us']:7.2f} 4x2 {r['wgmma_4x2_us']:7.2f}  "
+          f"dequant {r['dequant_us']:7.2f}  bf16 {r['bf16_us']:7.2f}  splits {r['splits']}  "
+          f"diff mma {r['mma_dequant_max_rel_diff']:.1e} wgmma {r['wgmma_dequant_max_rel_diff']:.1e} "
+          f"4x1 {r['wgmma_4x1_dequant_max_rel_diff']:.1e} 4x2 {r['wgmma_4x2_dequant_max_rel_diff']:.1e}")
+for T, (a, b, b2, b4, c, d) in sorted(tot.items()):
+    print(f"layer sum T {T:3d}: mma {a:7.2f}  wgmma {b:7.2f} 4x1 {b2:7.2f} 4x2 {b4:7.2f}  dequant {c:7.2f}  "
+          f"bf16 {d:7.2f} us  (bf16/wgmma {d / b:.2f}x, 4x1 {d / b2:.2f}x, 4x2 {d / b4:.2f}x)")
 PY
+# NCU=1: one launch each of the Hopper GEMM without clusters and in 4x2 clusters (qkv at T 256, the
+# 6th launch: after the warm-up), L2 / tensor-pipe / DRAM counters: is the kernel bound by L2?
+if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null; then
+  for k in "1, 1" "4, 2"; do
+    timeout 150 ncu --clock-control none --kernel-name-base demangled -k "regex:int_gemm_wgmma_kernel<$k>" \
+      --launch-skip 5 --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+      --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,lts__t_bytes.sum.per_second \
+      build-gpu/tests/int_linear_bench 256 > "$OUT/ncu_${k/, /x}.txt" 2>&1
+    echo "== ncu int_gemm_wgmma_kernel<$k> qkv T 256 (rc $?)"
+    grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|DRAM Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|L2 Hit|hmma_cycles|lts__t_bytes|Max Bandwidth|Mem Busy" \
+      "$OUT/ncu_${k/, /x}.txt" | head -14
+  done
+fi
 [ "${THROUGHPUT:-0}" = 1 ] || exit "$ok"
 echo "== bench.py workload, Qwen3-8B (dummy)"
 tp() {  # NAME ARGS...
@@ -58,6 +77,9 @@ except (OSError, ValueError, KeyError, IndexError) as e:
 PY
 }
 for g in ${GEMMS:-auto dequantize}; do tp "awq_$g" --quantization awq --kernel-options "int_gemm=$g"; done
+if [ "$ok" = 0 ]; then
+  for c in ${CLUSTERS:-2x1 4x1 4x2}; do tp "awq_auto_c$c" --quantization awq --kernel-options "int_gemm=auto,int_gemm_cluster=$c"; done
+fi
 tp bf16 --quantization none
 # The Hopper kernel only where its tests passed.
 [ "$ok" = 0 ] && [ -n "${WGMMA_TP:-}" ] && tp awq_wgmma --quantization awq --kernel-options int_gemm=wgmma

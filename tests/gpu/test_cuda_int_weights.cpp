@@ -15,7 +15,9 @@
 #include <functional>
 #include <numeric>
 #include <random>
+#include <string>
 #include <tuple>
+#include <utility>
 
 #include <cuda_runtime.h>
 
@@ -296,6 +298,21 @@ TEST(CudaIntWeights, WgmmaGemmAwkwardShapesAgainstTheReference) {
   for (int64_t I : {64, 192})
     for (int64_t K : {256, 1024})
       for (int64_t T : {33, 130, 256}) check_silu(b, 4, I, K, 64, T, T == 33);
+  // Clusters (TMA multicast): row tiles sharing x, column tiles sharing codes and scales, the plan
+  // taking fewer where the tiles do not fill them; row tiles short of a whole cluster (N 200: 2
+  // tiles; N 1000: 8; the gated MLP's I 192: 3), column tiles short of one (T 130: 3), split K (N
+  // 1000, K 4096), groups of 64 (two a stage).
+  const std::pair<int, int> clusters[] = {{2, 1}, {4, 1}, {2, 2}, {4, 2}, {2, 4}, {1, 4}};
+  for (const auto& [rows, cols] : clusters) {
+    KernelOptions oc = o;
+    oc.int_gemm_cluster_rows = rows, oc.int_gemm_cluster_cols = cols;
+    test::Backends bc(oc);
+    SCOPED_TRACE("int_gemm_cluster " + std::to_string(rows) + "x" + std::to_string(cols));
+    for (const Shape3& s : {Shape3{4, 200, 1024, 128}, Shape3{4, 136, 512, 64}})
+      for (int64_t T : {33, 100, 256}) check_linear(bc, s, T, T != 100, /*perm=*/T == 33, T == 100);
+    check_linear(bc, {4, 1000, 4096, 128}, 256, true, false, false);  // 32 tiles: K in 8 splits
+    for (int64_t T : {57, 130, 256}) check_silu(bc, 4, 192, 1024, 64, T, T == 57);
+  }
   // Channel-wise groups (G = K: one {scale, zero} per row; the reference's tolerance does not hold
   // for BF16-rounded weights whose rounding errors share one scale): the dequantize path's outputs
   // (the same BF16 weights, F32 sums in another order), within a BF16 rounding of the largest.

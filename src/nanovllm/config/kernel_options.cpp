@@ -33,6 +33,8 @@ bool parse_bool(const std::string& v, bool& out) {
 }
 
 // A whole decimal int in [lo, hi] (no sign, no trailing text).
+bool int_gemm_cluster_side(int v) { return v == 1 || v == 2 || v == 4; }
+
 bool parse_int(const std::string& v, int lo, int hi, int& out) {
   if (v.empty() || v.size() > 6) return false;
   int n = 0;
@@ -187,6 +189,18 @@ const std::vector<Option>& options() {
          return false;
        },
        [](const KernelOptions& o) { return std::string(int_gemm_name(o.int_gemm)); }},
+      {"int_gemm_cluster", "NANOVLLM_INT_GEMM_CLUSTER", "RxC with R and C 1, 2 or 4 and R x C at most 8",
+       [](KernelOptions& o, const std::string& v) {
+         if (v.size() != 3 || v[1] != 'x' || !int_gemm_cluster_side(v[0] - '0') || !int_gemm_cluster_side(v[2] - '0') ||
+             (v[0] - '0') * (v[2] - '0') > 8)
+           return false;
+         o.int_gemm_cluster_rows = v[0] - '0';
+         o.int_gemm_cluster_cols = v[2] - '0';
+         return true;
+       },
+       [](const KernelOptions& o) {
+         return std::to_string(o.int_gemm_cluster_rows) + "x" + std::to_string(o.int_gemm_cluster_cols);
+       }},
       {"rope_kernel", "NANOVLLM_ROPE_KERNEL", "auto, head or token",
        [](KernelOptions& o, const std::string& v) {
          for (RopeKernel r : {RopeKernel::Auto, RopeKernel::Head, RopeKernel::Token})
@@ -225,7 +239,8 @@ bool operator==(const KernelOptions& a, const KernelOptions& b) {
   auto fields = [](const KernelOptions& o) {
     return std::tie(o.pdl, o.gemv_norm, o.max_decode_splits, o.long_decode_context, o.long_decode_splits,
                     o.decode_cluster, o.decode_warps, o.decode_read_ahead, o.p2p_all_reduce, o.all_reduce_norm,
-                    o.prefill_attention, o.fp8_gemm, o.int_gemv, o.int_gemm, o.rope_kernel);
+                    o.prefill_attention, o.fp8_gemm, o.int_gemv, o.int_gemm, o.int_gemm_cluster_rows,
+                    o.int_gemm_cluster_cols, o.rope_kernel);
   };
   return fields(a) == fields(b);
 }
@@ -255,6 +270,10 @@ void KernelOptions::validate() const {
       int_gemm != IntGemm::Dequantize)
     throw UserError("kernel option int_gemm must be auto, mma, wgmma or dequantize (got " +
                     std::to_string(int(int_gemm)) + ")");
+  if (!int_gemm_cluster_side(int_gemm_cluster_rows) || !int_gemm_cluster_side(int_gemm_cluster_cols) ||
+      int_gemm_cluster_rows * int_gemm_cluster_cols > 8)
+    throw UserError("kernel option int_gemm_cluster must be RxC with R and C 1, 2 or 4 and R x C at most 8 (got " +
+                    std::to_string(int_gemm_cluster_rows) + "x" + std::to_string(int_gemm_cluster_cols) + ")");
   if (rope_kernel != RopeKernel::Auto && rope_kernel != RopeKernel::Head && rope_kernel != RopeKernel::Token)
     throw UserError("kernel option rope_kernel must be auto, head or token (got " + std::to_string(int(rope_kernel)) +
                     ")");

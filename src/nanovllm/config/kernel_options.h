@@ -147,6 +147,13 @@ struct KernelOptions {
   // See IntGemm. auto: bench.py's workload on Qwen3-8B AWQ decodes in 18.3 s with the Hopper GEMM
   // against 20.0 s with mma / dequantize by T (BF16: 16.0 s; H200, bench/RESULTS.md, issue 45).
   IntGemm int_gemm = IntGemm::Auto;
+  // The Hopper INT GEMM's thread-block clusters, at most ROWSxCOLS (int_gemm_cluster=RxC; each 1, 2
+  // or 4, at most 8 CTAs): row tiles of a cluster share each tile of x and column tiles share each
+  // tile of codes, each CTA copying its share into all of them by TMA multicast, so the bytes into
+  // shared memory (x, BF16, is two thirds of them) fall. The plan takes fewer where the tiles do not
+  // fill them (kernel_plan.h: plan_int_gemm_cluster). 1x1: no clusters.
+  int int_gemm_cluster_rows = 1;
+  int int_gemm_cluster_cols = 1;
   // See RopeKernel.
   RopeKernel rope_kernel = RopeKernel::Auto;
 

@@ -48,7 +48,7 @@ TEST(KernelOptions, DefaultsAreTheMeasuredBest) {
   EXPECT_EQ(o.to_string(),
             "pdl=on gemv_norm=auto max_decode_splits=16 long_decode_context=8192 long_decode_splits=64 "
             "decode_cluster=off decode_warps=8 decode_read_ahead=on p2p_all_reduce=on all_reduce_norm=on "
-            "prefill_attention=auto fp8_gemm=auto int_gemv=auto int_gemm=auto rope_kernel=auto");
+            "prefill_attention=auto fp8_gemm=auto int_gemv=auto int_gemm=auto int_gemm_cluster=1x1 rope_kernel=auto");
   EXPECT_NO_THROW(o.validate());
   EXPECT_EQ(from_env({}), o);  // no variables set: nothing changes
 }
@@ -68,6 +68,7 @@ TEST(KernelOptions, EnvironmentOverridesEveryField) {
                                     {"NANOVLLM_FP8_GEMM", "dequantize"},
                                     {"NANOVLLM_INT_GEMV", "v1"},
                                     {"NANOVLLM_INT_GEMM", "dequantize"},
+                                    {"NANOVLLM_INT_GEMM_CLUSTER", "4x2"},
                                     {"NANOVLLM_ROPE_KERNEL", "head"}});
   EXPECT_FALSE(o.pdl);
   EXPECT_EQ(o.gemv_norm, GemvNormFusion::Always);
@@ -83,6 +84,8 @@ TEST(KernelOptions, EnvironmentOverridesEveryField) {
   EXPECT_EQ(o.fp8_gemm, Fp8Gemm::Dequantize);
   EXPECT_EQ(o.int_gemv, IntGemv::V1);
   EXPECT_EQ(o.int_gemm, IntGemm::Dequantize);
+  EXPECT_EQ(o.int_gemm_cluster_rows, 4);
+  EXPECT_EQ(o.int_gemm_cluster_cols, 2);
   EXPECT_EQ(o.rope_kernel, RopeKernel::Head);
   // The numeric forms of the old variables and the names are the same values.
   EXPECT_EQ(from_env({{"NANOVLLM_GEMV_NORM", "0"}}).gemv_norm, GemvNormFusion::Never);
@@ -143,6 +146,20 @@ TEST(KernelOptions, CliSpecParsesAndRoundTrips) {
   EXPECT_EQ(o.int_gemm, IntGemm::Mma);
   apply_kernel_options(o, "int_gemm=wgmma");
   EXPECT_EQ(o.int_gemm, IntGemm::Wgmma);
+  apply_kernel_options(o, "int_gemm_cluster=2x4");
+  EXPECT_EQ(o.int_gemm_cluster_rows, 2);
+  EXPECT_EQ(o.int_gemm_cluster_cols, 4);
+  EXPECT_NE(o.to_string().find("int_gemm_cluster=2x4"), std::string::npos);
+  EXPECT_EQ(from_env({{"NANOVLLM_INT_GEMM_CLUSTER", "1x4"}}).int_gemm_cluster_cols, 4);
+  for (const char* bad_cluster : {"int_gemm_cluster=3x1", "int_gemm_cluster=4x4", "int_gemm_cluster=0x1",
+                                  "int_gemm_cluster=2", "int_gemm_cluster=2x", "int_gemm_cluster=2*2"})
+    EXPECT_NE(spec_error(bad_cluster).find("int_gemm_cluster must be RxC"), std::string::npos) << bad_cluster;
+  KernelOptions bad_c;
+  bad_c.int_gemm_cluster_cols = 3;
+  EXPECT_THROW(bad_c.validate(), UserError);
+  bad_c.int_gemm_cluster_cols = 4;
+  bad_c.int_gemm_cluster_rows = 4;
+  EXPECT_THROW(bad_c.validate(), UserError);
   EXPECT_NE(spec_error("fp8_gemm=cublas").find("fp8_gemm must be auto or dequantize"), std::string::npos);
   EXPECT_NE(spec_error("rope_kernel=warp").find("rope_kernel must be auto, head or token"), std::string::npos);
   apply_kernel_options(o, "rope_kernel=token");

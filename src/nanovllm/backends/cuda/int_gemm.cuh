@@ -52,6 +52,7 @@ __device__ __forceinline__ void gemm_epilogue(const GemmParams& p, int rt, int c
 // follows the last write to red): with splits, the whole tile as F32 into the split's slice of the
 // workspace ([BN][BM]; int_gemm_reduce_kernel adds them), else the outputs.
 __device__ __forceinline__ void gemm_finish(const GemmParams& p, const float* red, int rt, int ct, int split) {
+  if (rt >= p.RT || ct >= p.CT) return;  // a cluster's padding tile (int_gemm_wgmma.cu)
   if (p.splits > 1) {
     float4* dst = reinterpret_cast<float4*>(p.ws + ((int64_t(split) * p.RT + rt) * p.CT + ct) * (BN * BM));
     for (int e = threadIdx.x; e < BN * BM / 4; e += blockDim.x) {
@@ -67,14 +68,16 @@ __device__ __forceinline__ void gemm_finish(const GemmParams& p, const float* re
 
 // The Hopper kernel (int_gemm_wgmma.cu) where kernel_plan.h's int_gemm_wgmma_applies: p as the
 // mma.sync kernel's, except that p.x is x with each 16-column step's columns in the mma's k order
-// (int_gemm_permute_x) and xmap its TMA descriptor (make_int_gemm_x_tma). Needs sm_90a.
-void int_gemm_wgmma_launch(const intgemm::GemmParams& p, const TmaDesc& xmap, Stream st);
+// (int_gemm_permute_x) and xmap its TMA descriptor (make_int_gemm_x_tma with the cluster's rows), in
+// thread-block clusters of `cluster` (int_gemm_cluster_ok). Needs sm_90a.
+void int_gemm_wgmma_launch(const intgemm::GemmParams& p, IntGemmCluster cluster, const TmaDesc& xmap, Stream st);
 // Its shared-memory limit (once, by the backend's constructor, where sm_90a code exists).
 void int_gemm_wgmma_init();
 // out[m][16j + kk] = x[m][16j + c(kk)] with c the layout's column of mma k index kk (int_layout.cuh:
 // BF16 pairs 0, 2, 4, 6, 1, 3, 5, 7 of each 16-column step); x, out [M, K], K % 16 == 0.
 void int_gemm_permute_x(const bf16* x, bf16* out, int64_t M, int64_t K, Stream st);
-// The TMA descriptor of a permuted x [M, K]: boxes of 64 columns x kIntGemmCols rows, 128-byte swizzle.
-TmaDesc make_int_gemm_x_tma(const bf16* x, int64_t M, int64_t K);
+// The TMA descriptor of a permuted x [M, K] for clusters of `cluster_rows` row tiles: boxes of 64
+// columns x kIntGemmCols / cluster_rows rows, 128-byte swizzle.
+TmaDesc make_int_gemm_x_tma(const bf16* x, int64_t M, int64_t K, int cluster_rows);
 
 }  // namespace nanovllm::cuda

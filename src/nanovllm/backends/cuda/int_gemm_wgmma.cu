@@ -14,6 +14,17 @@
 //    zero} rows of the stage's one or two groups. Blocks past the weight's end read as zeros. An
 //    mbarrier per stage counts the bytes in ("full"); the consumers' warps arrive on another when
 //    done with it ("empty").
+//  * clusters (KernelOptions::int_gemm_cluster CR x CC, kernel_plan.h: plan_int_gemm_cluster): a
+//    cluster's CTAs own CR consecutive row tiles by CC consecutive column tiles. The CR CTAs of a
+//    column tile need the same x: each copies its BN / CR rows of both x boxes into all of them by
+//    TMA multicast; the CC CTAs of a row tile need the same codes and scales: each copies its share
+//    of the row blocks into all of them. Each "full" barrier still counts the whole stage, and every
+//    consumer warp frees a stage in every CTA of the cluster (each "empty" barrier counts CR CC x 8
+//    arrivals), since a producer may refill a stage only once no CTA it copies into reads it. The
+//    stages come from L2, whose bandwidth bounds the kernel at T > 64 by our estimate (a 64-row
+//    column tile moves ~290 MB of a Qwen3-8B layer into shared memory in ~63 us: ~4.6 TB/s), and x
+//    is two thirds of a stage's bytes (BF16 against 4-bit codes) while the codes are read once per
+//    column tile: so CR first, then CC at the larger T.
 //  * two consumer warpgroups: warpgroup w owns weight rows 64w .. 64w + 63 (row blocks 4w ..
 //    4w + 3; warp i of all 8 owns block i). Per code tile a lane reads its 16 bytes (exactly its
 //    wgmma A fragments for the tile's 4 k-steps: the mma.sync A fragment, int_layout.cuh) and its
@@ -117,19 +128,37 @@ __device__ __forceinline__ void tile_weights(const uint4& c, const uint32_t* sw,
   u4_weights(c.w, r0, r1, a[3]);
 }
 
-// Grid: (RT * CT, 1, splits), blockIdx.x = rt * CT + ct as the mma.sync kernel's. cmap: the codes as
-// 32-bit words [NB][KT * 128], boxes of 256 words (two tiles) x 8 row blocks (silu: 4); smap: the
-// {scale, zero} words [NB][NG * 16], boxes of 16 words per group of the stage (1, or 2 when G = 64)
-// x 8 (silu: 4) row blocks.
+// A box into this CTA's shared memory, or with kMulticast into every CTA of `mask` at the same offset.
+template <bool kMulticast>
+__device__ __forceinline__ void tma_copy(void* dst, const CUtensorMap* map, int x, int y, uint64_t* bar,
+                                         uint16_t mask) {
+  if constexpr (kMulticast)
+    tma_load_2d_multicast(dst, map, x, y, bar, mask);
+  else
+    tma_load_2d(dst, map, x, y, bar);
+}
+
+// Grid: (RTc * CTc, 1, splits) with RTc, CTc = RT, CT rounded up to CR, CC; clusters of CR x CC CTAs
+// along x (none for 1 x 1): CR consecutive row tiles by CC consecutive column tiles, cluster rank
+// cr + CR cc, the clusters in row-tile-major order (1 x 1: blockIdx.x = rt * CT + ct as the mma.sync
+// kernel's). The padded tiles read zeros and write nothing. xmap: boxes of 64 columns x BN / CR rows
+// of x. cmap: the codes as 32-bit words [NB][KT * 128], boxes of 256 words (two tiles) x 8 / CC row
+// blocks (silu: 4 / CC); smap: the {scale, zero} words [NB][NG * 16], boxes of 16 words per group of
+// the stage (1, or 2 when G = 64) x 8 / CC (silu: 4 / CC) row blocks.
+template <int CR, int CC>
 __global__ void __launch_bounds__(kThreads, kIntGemmCtasPerSm)
     int_gemm_wgmma_kernel(const GemmParams p, const __grid_constant__ CUtensorMap xmap,
                           const __grid_constant__ CUtensorMap cmap, const __grid_constant__ CUtensorMap smap) {
+  constexpr int kCluster = CR * CC;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - smem_addr(smem_raw) % 1024) % 1024);
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + kBarOff);
   uint64_t* empty = full + kStages;
   const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
-  const int ct = int(blockIdx.x % unsigned(p.CT)), rt = int(blockIdx.x / unsigned(p.CT)), split = int(blockIdx.z);
+  // rank: %cluster_ctarank, the grid being whole clusters along x
+  const int rank = int(blockIdx.x % unsigned(kCluster)), q = int(blockIdx.x / unsigned(kCluster));
+  const int cr = rank % CR, cc = rank / CR, CQ = (p.CT + CC - 1) / CC;  // CQ: clusters along the column tiles
+  const int rt = (q / CQ) * CR + cr, ct = (q % CQ) * CC + cc, split = int(blockIdx.z);
   const int KS = p.K / kSK;
   const int ks_begin = int(int64_t(split) * KS / p.splits), ks_end = int(int64_t(split + 1) * KS / p.splits);
   const int n = ks_end - ks_begin;
@@ -138,31 +167,45 @@ __global__ void __launch_bounds__(kThreads, kIntGemmCtasPerSm)
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], kConsumerWarps);
+      mbar_init(&empty[s], kCluster * kConsumerWarps);  // every CTA of the cluster frees each stage
     }
     mbar_fence_init();
   }
-  __syncthreads();
+  if constexpr (kCluster > 1) {  // the peers' barriers exist before any copy or arrival reaches them
+    cluster_arrive();
+    cluster_wait();
+  } else {
+    __syncthreads();
+  }
   pdl_begin();  // x is the previous kernel's output; the workspace and out may be read by it
 
   if (warp == kConsumerWarps) {  // the producer
     if (lane == 0) {
       const uint32_t bytes = uint32_t(kXStageBytes + kCodeStageBytes + 8 * gw * 4);
       const int r0 = p.silu ? 4 * rt : 8 * rt, r1 = p.up_block + 4 * rt;  // first row block (silu: gate, up)
+      // x: this CTA's BN / CR rows of both boxes (whole 1024-byte swizzle atoms), into the CR CTAs of
+      // its column tile (ranks CR cc ..); codes and scales: its share of the row blocks, into the CC
+      // CTAs of its row tile (ranks cr + CR c).
+      constexpr int xrows = BN / CR;
+      const int y = ct * BN + cr * xrows, xoff = cr * xrows * kTK * 2;
+      const uint16_t xmask = uint16_t(((1u << CR) - 1) << (CR * cc));
+      uint16_t cmask = 0;
+      for (int c = 0; c < CC; ++c) cmask = uint16_t(cmask | (1u << (cr + CR * c)));
+      const int cb = (p.silu ? 4 : 8) / CC, b0 = cc * cb;  // row blocks copied (per half with silu), first
       for (int i = 0; i < n; ++i) {
         const int s = i % kStages, kt = 2 * (ks_begin + i), gi = kt * kTK / p.G;
         if (i >= kStages) mbar_wait(&empty[s], uint32_t((i / kStages) - 1) & 1u);
-        mbar_arrive_expect_tx(&full[s], bytes);
+        mbar_arrive_expect_tx(&full[s], bytes);  // the whole stage, whichever CTA copies it
         unsigned char* xs = smem + s * kXStageBytes;
-        tma_load_2d(xs, &xmap, kt * kTK, ct * BN, &full[s]);
-        tma_load_2d(xs + kXBox, &xmap, kt * kTK + kTK, ct * BN, &full[s]);
+        tma_copy<(CR > 1)>(xs + xoff, &xmap, kt * kTK, y, &full[s], xmask);
+        tma_copy<(CR > 1)>(xs + kXBox + xoff, &xmap, kt * kTK + kTK, y, &full[s], xmask);
         unsigned char* cs = smem + kCodeOff + s * kCodeStageBytes;
         unsigned char* ss = smem + kScaleOff + s * kScaleStageBytes;
-        tma_load_2d(cs, &cmap, kt * 128, r0, &full[s]);
-        tma_load_2d(ss, &smap, gi * 16, r0, &full[s]);
+        tma_copy<(CC > 1)>(cs + b0 * kCodeRow, &cmap, kt * 128, r0 + b0, &full[s], cmask);
+        tma_copy<(CC > 1)>(ss + b0 * gw * 4, &smap, gi * 16, r0 + b0, &full[s], cmask);
         if (p.silu) {
-          tma_load_2d(cs + 4 * kCodeRow, &cmap, kt * 128, r1, &full[s]);
-          tma_load_2d(ss + 4 * gw * 4, &smap, gi * 16, r1, &full[s]);
+          tma_copy<(CC > 1)>(cs + (4 + b0) * kCodeRow, &cmap, kt * 128, r1 + b0, &full[s], cmask);
+          tma_copy<(CC > 1)>(ss + (4 + b0) * gw * 4, &smap, gi * 16, r1 + b0, &full[s], cmask);
         }
       }
     }
@@ -189,14 +232,17 @@ __global__ void __launch_bounds__(kThreads, kIntGemmCtasPerSm)
       tile_weights(*reinterpret_cast<const uint4*>(cs + 512), sw + (gw == 32 ? 16 : 0), g, a1);
       wgmma_fence();
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
-        wgmma_m64n64k16_rs<0>(acc, a1[j], wgmma_desc_sw128(xs + kXBox + 32 * j, 16, 1024));
+      for (int j = 0; j < 4; ++j) wgmma_m64n64k16_rs<0>(acc, a1[j], wgmma_desc_sw128(xs + kXBox + 32 * j, 16, 1024));
       wgmma_commit();
       wgmma_wait<0>();
       keep(a0);
       keep(a1);
       __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[s]);
+      if constexpr (kCluster == 1) {
+        if (lane == 0) mbar_arrive(&empty[s]);
+      } else if (lane < kCluster) {  // the stage came from the cluster's CTAs: free it in each
+        mbar_arrive_cluster(&empty[s], uint32_t(lane));
+      }
     }
     // Into red[x row][weight row] once every warp is done with the stages (the barrier below).
     named_sync(1, kConsumerWarps * 32);
@@ -211,8 +257,12 @@ __global__ void __launch_bounds__(kThreads, kIntGemmCtasPerSm)
       red[(col + 1) * kRedPitch + row + 8] = acc[j][3];
     }
   }
+  // Clusters: the peers may still arrive on this CTA's barriers (never on the stages, whose copies
+  // have all landed), so no CTA leaves before every CTA is past its loop.
+  if constexpr (kCluster > 1) cluster_arrive();
   __syncthreads();
   gemm_finish(p, reinterpret_cast<const float*>(smem), rt, ct, split);
+  if constexpr (kCluster > 1) cluster_wait();
 }
 
 __global__ void __launch_bounds__(256)
@@ -225,25 +275,41 @@ __global__ void __launch_bounds__(256)
   out[2 * i + 1] = make_uint4(a.y, a.w, b.y, b.w);
 }
 
+// The kernel of each cluster shape int_gemm_cluster_ok takes.
+using WgmmaKernel = void (*)(const GemmParams, const CUtensorMap, const CUtensorMap, const CUtensorMap);
+constexpr struct {
+  int rows, cols;
+  WgmmaKernel kernel;
+} kKernels[] = {{1, 1, int_gemm_wgmma_kernel<1, 1>}, {2, 1, int_gemm_wgmma_kernel<2, 1>},
+                {4, 1, int_gemm_wgmma_kernel<4, 1>}, {1, 2, int_gemm_wgmma_kernel<1, 2>},
+                {2, 2, int_gemm_wgmma_kernel<2, 2>}, {4, 2, int_gemm_wgmma_kernel<4, 2>},
+                {1, 4, int_gemm_wgmma_kernel<1, 4>}, {2, 4, int_gemm_wgmma_kernel<2, 4>}};
+
 }  // namespace
 
 void int_gemm_wgmma_init() {
-  NV_CUDA_CHECK(cudaFuncSetAttribute(int_gemm_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  for (const auto& k : kKernels)
+    NV_CUDA_CHECK(cudaFuncSetAttribute(k.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
 }
 
-void int_gemm_wgmma_launch(const GemmParams& p, const TmaDesc& xmap, Stream st) {
-  if (!int_gemm_wgmma_applies(4, p.K, p.G, true) || p.K / kSK < p.splits)
+void int_gemm_wgmma_launch(const GemmParams& p, IntGemmCluster cl, const TmaDesc& xmap, Stream st) {
+  if (!int_gemm_wgmma_applies(4, p.K, p.G, true) || p.K / kSK < p.splits || !int_gemm_cluster_ok(cl, p.silu))
     throw Error("int_gemm_wgmma: K " + std::to_string(p.K) + ", group " + std::to_string(p.G) + ", " +
-                std::to_string(p.splits) +
-                " splits is outside the kernel's limits (kernel_plan.h: "
-                "int_gemm_wgmma_applies)");
+                std::to_string(p.splits) + " splits, clusters of " + std::to_string(cl.rows) + " x " +
+                std::to_string(cl.cols) + (p.silu ? " (silu)" : "") +
+                " is outside the kernel's limits (kernel_plan.h: int_gemm_wgmma_applies, int_gemm_cluster_ok)");
   const int64_t KT = p.K / kTK, NG = p.K / p.G;
-  const unsigned rows = p.silu ? 4 : 8, gw = p.G == kTK ? 32 : 16;
+  const unsigned rows = unsigned((p.silu ? 4 : 8) / cl.cols), gw = p.G == kTK ? 32 : 16;
   const TmaDesc cmap = make_tma_2d(p.codes, false, KT * 128, p.NB, KT * 512, 256, rows, false, "int_gemm_wgmma codes");
   const TmaDesc smap = make_tma_2d(p.sz, false, NG * 16, p.NB, NG * 64, gw, rows, false, "int_gemm_wgmma scales");
-  launch(int_gemm_wgmma_kernel, dim3(unsigned(p.RT * p.CT), 1, unsigned(p.splits)), dim3(kThreads), kSmemBytes, st, p,
-         *reinterpret_cast<const CUtensorMap*>(xmap.bytes), *reinterpret_cast<const CUtensorMap*>(cmap.bytes),
-         *reinterpret_cast<const CUtensorMap*>(smap.bytes));
+  const int64_t RTc = (p.RT + cl.rows - 1) / cl.rows * cl.rows, CTc = (p.CT + cl.cols - 1) / cl.cols * cl.cols;
+  WgmmaKernel kernel = nullptr;
+  for (const auto& k : kKernels)
+    if (k.rows == cl.rows && k.cols == cl.cols) kernel = k.kernel;
+  launch_clustered(kernel, dim3(unsigned(RTc * CTc), 1, unsigned(p.splits)), dim3(kThreads), kSmemBytes, st,
+                   dim3(unsigned(cl.rows * cl.cols), 1, 1), p, *reinterpret_cast<const CUtensorMap*>(xmap.bytes),
+                   *reinterpret_cast<const CUtensorMap*>(cmap.bytes),
+                   *reinterpret_cast<const CUtensorMap*>(smap.bytes));
   NV_LAUNCH_CHECK();
 }
 
@@ -257,10 +323,12 @@ void int_gemm_permute_x(const bf16* x, bf16* out, int64_t M, int64_t K, Stream s
   NV_LAUNCH_CHECK();
 }
 
-TmaDesc make_int_gemm_x_tma(const bf16* x, int64_t M, int64_t K) {
-  // make_cache_tma's descriptor (attention_prefill.cuh) is this one: rows of `K` BF16, boxes of 64
-  // columns x tma_box_rows(64) = 64 rows, 128-byte swizzle.
-  return make_tma_2d(x, true, K, M, K * int64_t(sizeof(bf16)), kTK, BN, true, "int_gemm_wgmma x");
+TmaDesc make_int_gemm_x_tma(const bf16* x, int64_t M, int64_t K, int cluster_rows) {
+  // Rows of `K` BF16, boxes of 64 columns x BN / cluster_rows rows (each CTA of a cluster's column
+  // tile copies its share of the tile to all), 128-byte swizzle; with one CTA make_cache_tma's
+  // descriptor (attention_prefill.cuh).
+  return make_tma_2d(x, true, K, M, K * int64_t(sizeof(bf16)), kTK, unsigned(BN / cluster_rows), true,
+                     "int_gemm_wgmma x");
 }
 
 }  // namespace nanovllm::cuda

@@ -46,6 +46,7 @@
 #include <type_traits>
 
 #include "nanovllm/backends/cuda/cuda_common.cuh"
+#include "nanovllm/backends/cuda/kernel_plan.h"
 
 namespace nanovllm::cuda {
 
@@ -142,6 +143,7 @@ struct IntGemmArgs {
   bool silu = false, f32_out = false;
   bool wgmma = false;
   bf16* x_perm = nullptr;
+  IntGemmCluster cluster;  // wgmma: its thread-block clusters (kernel_plan.h: plan_int_gemm_cluster)
 };
 void int_gemm(const IntGemmArgs& a, Stream st);
 

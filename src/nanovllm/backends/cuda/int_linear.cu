@@ -344,6 +344,9 @@ void CudaBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScale
     if (plan == cuda::IntLinearKernel::GemmWgmma) {
       x_perm = empty({T, K}, DType::BF16);
       a.wgmma = true, a.x_perm = x_perm.data<cuda::bf16>();
+      a.cluster = cuda::plan_int_gemm_cluster({options_.int_gemm_cluster_rows, options_.int_gemm_cluster_cols},
+                                              cuda::int_gemm_row_tiles(a.outs, a.silu),
+                                              (T + cuda::kIntGemmCols - 1) / cuda::kIntGemmCols, a.silu);
     }
     cuda::int_gemm(a, st);
     if (!fused) silu_and_mul(o, out);

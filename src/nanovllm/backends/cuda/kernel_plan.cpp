@@ -171,6 +171,17 @@ int int_gemm_splits(int64_t T, int64_t outs, bool silu, int64_t K, int num_sms) 
   return int(std::max<int64_t>(s, 1));
 }
 
+IntGemmCluster plan_int_gemm_cluster(IntGemmCluster most, int64_t RT, int64_t CT, bool silu) {
+  auto side = [](int limit, int64_t tiles) {
+    int v = 1;
+    while (v * 2 <= limit && v * 2 <= tiles) v *= 2;
+    return v;
+  };
+  IntGemmCluster c{side(most.rows, RT), side(silu ? std::min(most.cols, 2) : most.cols, CT)};
+  while (!int_gemm_cluster_ok(c, silu)) c.cols /= 2;  // a 4 x 4 option: 4 x 2
+  return c;
+}
+
 int int_gemv_v3_splits(int64_t T, int64_t outs, bool silu, int64_t K, int64_t G, int bits, int num_sms, bool clusters) {
   const int64_t TK = int_tile_k(bits), KT = (K + TK - 1) / TK;
   const int64_t rows = silu ? outs / kIntRowBlock : (outs + kIntRowBlock - 1) / kIntRowBlock;

@@ -350,6 +350,22 @@ constexpr int64_t kIntGemmMmaMaxT = 128;
 constexpr bool int_gemm_wgmma_applies(int bits, int64_t K, int64_t G, bool sm90a) {
   return sm90a && bits == 4 && K > 0 && K % 128 == 0 && G > 0 && (G == 64 || G % 128 == 0) && K % G == 0;
 }
+// The Hopper GEMM's thread-block clusters (KernelOptions::int_gemm_cluster): `rows` consecutive row
+// tiles of a column tile share its x (each CTA copies kIntGemmCols / rows rows of it into all of them
+// by TMA multicast) and `cols` consecutive column tiles of a row tile share its codes and scales
+// (each copies 8 / cols of its row blocks, with silu 4 / cols of each half, into all of them).
+struct IntGemmCluster {
+  int rows = 1, cols = 1;
+};
+// rows and cols 1, 2 or 4, at most 8 CTAs (the portable cluster size), with silu cols <= 2 (the
+// scale rows of one row block are 64 bytes: shared-memory copies stay 128-byte aligned).
+constexpr bool int_gemm_cluster_ok(IntGemmCluster c, bool silu) {
+  auto pow2 = [](int v) { return v == 1 || v == 2 || v == 4; };
+  return pow2(c.rows) && pow2(c.cols) && c.rows * c.cols <= 8 && (!silu || c.cols <= 2);
+}
+// The cluster for RT row tiles and CT column tiles (silu: fused) within `most` (the kernel
+// option): each side the largest of 1, 2, 4 that the tiles fill and int_gemm_cluster_ok allows.
+IntGemmCluster plan_int_gemm_cluster(IntGemmCluster most, int64_t RT, int64_t CT, bool silu);
 constexpr int64_t kIntGemmRows = 128;    // weight rows (outputs) of a GEMM CTA tile: 4 warps x 32
 constexpr int64_t kIntGemmCols = 64;     // rows of x of a CTA tile (8 mma n-tiles per warp)
 constexpr int kIntGemmCtasPerSm = 2;     // resident GEMM CTAs per SM (__launch_bounds__ of the kernel)

@@ -37,8 +37,7 @@ __device__ __forceinline__ void mbar_fence_init() {
 // One arrival that also expects `bytes` more transaction bytes in this phase.
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
 #ifdef NANOVLLM_WGMMA
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
-               : "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
 #endif
 }
 
@@ -73,6 +72,43 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
           smem_addr(dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(smem_addr(bar))
       : "memory");
+#endif
+}
+
+// The same box into shared memory at dst of every CTA in `mask` (bit i: CTA rank i of the cluster),
+// each copy completing a transaction on the mbarrier at bar's offset in its own CTA (TMA multicast:
+// one read of global memory, or of L2, for the whole cluster).
+__device__ __forceinline__ void tma_load_2d_multicast(void* dst, const CUtensorMap* map, int x, int y, uint64_t* bar,
+                                                      uint16_t mask) {
+#ifdef NANOVLLM_WGMMA
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
+      "%3}], [%4], %5;\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(smem_addr(bar)), "h"(mask)
+      : "memory");
+#endif
+}
+
+// One arrival on the mbarrier at bar's offset in the shared memory of cluster CTA `cta` (this CTA
+// included), released to the cluster.
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t cta) {
+#ifdef NANOVLLM_WGMMA
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(bar)), "r"(cta));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+#endif
+}
+
+// The cluster barrier, split: every thread of every CTA arrives (release), then waits (acquire) for
+// all of them. Between the two a thread may go on with work that no other CTA waits for.
+__device__ __forceinline__ void cluster_arrive() {
+#ifdef NANOVLLM_WGMMA
+  asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_wait() {
+#ifdef NANOVLLM_WGMMA
+  asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
 #endif
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
 #include "nanovllm/backends/cuda/kernel_plan.h"
@@ -158,6 +159,37 @@ TEST(IntLinearPlan, GemmSplitsFillOneWave) {
   EXPECT_FALSE(cuda::int_gemm_fuses_silu(48));
   EXPECT_EQ(cuda::int_gemm_row_tiles(200, false), 2);
   EXPECT_EQ(KernelOptions().int_gemm, IntGemm::Auto);
+}
+
+// The Hopper GEMM's clusters: within the option, each side the largest power of two its tiles fill,
+// at most 8 CTAs, with silu at most 2 column tiles (128-byte aligned scale copies).
+TEST(IntLinearPlan, GemmClustersFitTheTiles) {
+  auto plan = [](int rows, int cols, int64_t RT, int64_t CT, bool silu) {
+    const cuda::IntGemmCluster c = cuda::plan_int_gemm_cluster({rows, cols}, RT, CT, silu);
+    return std::to_string(c.rows) + "x" + std::to_string(c.cols);
+  };
+  EXPECT_EQ(plan(1, 1, 48, 4, false), "1x1");
+  EXPECT_EQ(plan(4, 2, 48, 4, false), "4x2");  // Qwen3-8B qkv at T 256
+  EXPECT_EQ(plan(4, 2, 48, 1, false), "4x1");  // T <= 64: one column tile
+  EXPECT_EQ(plan(2, 4, 32, 3, false), "2x2");  // T 130: 3 column tiles
+  EXPECT_EQ(plan(4, 4, 192, 4, true), "4x2");  // silu: at most 2 column tiles
+  EXPECT_EQ(plan(4, 1, 3, 1, false), "2x1");   // 3 row tiles: 2 (one padded cluster tile)
+  EXPECT_EQ(plan(4, 1, 1, 1, false), "1x1");
+  EXPECT_EQ(plan(1, 4, 1, 4, true), "1x2");
+  for (int r : {1, 2, 4})
+    for (int c : {1, 2, 4})
+      for (bool silu : {false, true})
+        for (int64_t RT : {1, 2, 3, 7, 48})
+          for (int64_t CT : {1, 2, 3, 4}) {
+            const cuda::IntGemmCluster got = cuda::plan_int_gemm_cluster({r, c}, RT, CT, silu);
+            EXPECT_TRUE(cuda::int_gemm_cluster_ok(got, silu)) << r << "x" << c << " " << RT << " " << CT;
+            EXPECT_LE(got.rows, std::max<int64_t>(RT, 1));
+            EXPECT_LE(got.cols, std::max<int64_t>(CT, 1));
+          }
+  EXPECT_FALSE(cuda::int_gemm_cluster_ok({4, 4}, false));
+  EXPECT_FALSE(cuda::int_gemm_cluster_ok({1, 4}, true));
+  EXPECT_FALSE(cuda::int_gemm_cluster_ok({3, 1}, false));
+  EXPECT_TRUE(cuda::int_gemm_cluster_ok({2, 4}, false));
 }
 
 TEST(IntLinearPlan, LayoutCoversGroupsOfSixteenColumns) {
