@@ -155,10 +155,8 @@ __global__ void __launch_bounds__(kThreads, kIntGemmCtasPerSm)
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + kBarOff);
   uint64_t* empty = full + kStages;
   const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
-  // rank: %cluster_ctarank, the grid being whole clusters along x
-  const int rank = int(blockIdx.x % unsigned(kCluster)), q = int(blockIdx.x / unsigned(kCluster));
-  const int cr = rank % CR, cc = rank / CR, CQ = (p.CT + CC - 1) / CC;  // CQ: clusters along the column tiles
-  const int rt = (q / CQ) * CR + cr, ct = (q % CQ) * CC + cc, split = int(blockIdx.z);
+  const IntGemmClusterTile tile = int_gemm_cluster_tile(int(blockIdx.x), {CR, CC}, p.CT, p.silu);
+  const int rt = tile.rt, ct = tile.ct, split = int(blockIdx.z);
   const int KS = p.K / kSK;
   const int ks_begin = int(int64_t(split) * KS / p.splits), ks_end = int(int64_t(split + 1) * KS / p.splits);
   const int n = ks_end - ks_begin;
@@ -183,15 +181,10 @@ __global__ void __launch_bounds__(kThreads, kIntGemmCtasPerSm)
     if (lane == 0) {
       const uint32_t bytes = uint32_t(kXStageBytes + kCodeStageBytes + 8 * gw * 4);
       const int r0 = p.silu ? 4 * rt : 8 * rt, r1 = p.up_block + 4 * rt;  // first row block (silu: gate, up)
-      // x: this CTA's BN / CR rows of both boxes (whole 1024-byte swizzle atoms), into the CR CTAs of
-      // its column tile (ranks CR cc ..); codes and scales: its share of the row blocks, into the CC
-      // CTAs of its row tile (ranks cr + CR c).
-      constexpr int xrows = BN / CR;
-      const int y = ct * BN + cr * xrows, xoff = cr * xrows * kTK * 2;
-      const uint16_t xmask = uint16_t(((1u << CR) - 1) << (CR * cc));
-      uint16_t cmask = 0;
-      for (int c = 0; c < CC; ++c) cmask = uint16_t(cmask | (1u << (cr + CR * c)));
-      const int cb = (p.silu ? 4 : 8) / CC, b0 = cc * cb;  // row blocks copied (per half with silu), first
+      // x: this CTA's share of the rows of both boxes (whole 1024-byte swizzle atoms), into the CTAs
+      // of its column tile; codes and scales: its share of the row blocks, into those of its row tile.
+      const int y = ct * BN + tile.x_row0, xoff = tile.x_row0 * kTK * 2, b0 = tile.block0;
+      const uint16_t xmask = uint16_t(tile.xmask), cmask = uint16_t(tile.cmask);
       for (int i = 0; i < n; ++i) {
         const int s = i % kStages, kt = 2 * (ks_begin + i), gi = kt * kTK / p.G;
         if (i >= kStages) mbar_wait(&empty[s], uint32_t((i / kStages) - 1) & 1u);

@@ -366,9 +366,37 @@ constexpr bool int_gemm_cluster_ok(IntGemmCluster c, bool silu) {
 // The cluster for RT row tiles and CT column tiles (silu: fused) within `most` (the kernel
 // option): each side the largest of 1, 2, 4 that the tiles fill and int_gemm_cluster_ok allows.
 IntGemmCluster plan_int_gemm_cluster(IntGemmCluster most, int64_t RT, int64_t CT, bool silu);
-constexpr int64_t kIntGemmRows = 128;    // weight rows (outputs) of a GEMM CTA tile: 4 warps x 32
-constexpr int64_t kIntGemmCols = 64;     // rows of x of a CTA tile (8 mma n-tiles per warp)
-constexpr int kIntGemmCtasPerSm = 2;     // resident GEMM CTAs per SM (__launch_bounds__ of the kernel)
+constexpr int64_t kIntGemmRows = 128;  // weight rows (outputs) of a GEMM CTA tile: 4 warps x 32
+constexpr int64_t kIntGemmCols = 64;   // rows of x of a CTA tile (8 mma n-tiles per warp)
+constexpr int kIntGemmCtasPerSm = 2;   // resident GEMM CTAs per SM (__launch_bounds__ of the kernel)
+// What CTA `bx` (blockIdx.x) of the Hopper GEMM's grid of (RT, CT rounded up to the cluster's sides)
+// tiles in clusters `c` owns and copies (the kernel and the plan's tests share it): its tile (rt, ct);
+// its cluster rank cr + rows cc (%cluster_ctarank: the grid is whole clusters along x); the CTAs
+// that share its x (its column tile: xmask, bit = rank) and its codes (its row tile: cmask); its
+// share of x's kIntGemmCols rows (from x_row0, x_rows of them) and of the row blocks (from block0,
+// blocks of them; of each half with silu: 4 blocks a half, else 8).
+struct IntGemmClusterTile {
+  int rt, ct, cr, cc;
+  unsigned xmask, cmask;
+  int x_row0, x_rows, block0, blocks;
+};
+constexpr IntGemmClusterTile int_gemm_cluster_tile(int bx, IntGemmCluster c, int CT, bool silu) {
+  const int n = c.rows * c.cols, rank = bx % n, q = bx / n;
+  const int cr = rank % c.rows, cc = rank / c.rows, CQ = (CT + c.cols - 1) / c.cols;  // CQ: clusters along ct
+  unsigned cmask = 0;
+  for (int j = 0; j < c.cols; ++j) cmask |= 1u << (cr + c.rows * j);
+  const int x_rows = int(kIntGemmCols) / c.rows, blocks = (silu ? 4 : 8) / c.cols;
+  return {(q / CQ) * c.rows + cr,
+          (q % CQ) * c.cols + cc,
+          cr,
+          cc,
+          ((1u << c.rows) - 1) << (c.rows * cc),
+          cmask,
+          cr * x_rows,
+          x_rows,
+          cc * blocks,
+          blocks};
+}
 constexpr int kIntGemmMaxSplits = 16;    // K splits of one tile
 constexpr int64_t kIntGemmSplitK = 256;  // fewest columns of K a split takes
 // The gated MLP's silu(gate) * up as the GEMM's epilogue: whole half tiles of gate rows.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "nanovllm/backends/cuda/kernel_plan.h"
 
@@ -190,6 +191,59 @@ TEST(IntLinearPlan, GemmClustersFitTheTiles) {
   EXPECT_FALSE(cuda::int_gemm_cluster_ok({1, 4}, true));
   EXPECT_FALSE(cuda::int_gemm_cluster_ok({3, 1}, false));
   EXPECT_TRUE(cuda::int_gemm_cluster_ok({2, 4}, false));
+}
+
+// The Hopper GEMM's grid in clusters (int_gemm_cluster_tile, which the kernel runs): every tile of
+// the padded grid exactly once; a cluster's CTAs in one block of RT x CT tiles; xmask the CTAs of the
+// cluster in the same column tile (they need the same x), cmask those in the same row tile (the
+// same codes); their shares of x's rows and of the row blocks cover each exactly once.
+TEST(IntLinearPlan, GemmClusterTilesCoverTheGridOnce) {
+  for (const cuda::IntGemmCluster c :
+       {cuda::IntGemmCluster{1, 1}, {2, 1}, {4, 1}, {1, 2}, {2, 2}, {4, 2}, {1, 4}, {2, 4}})
+    for (bool silu : {false, true}) {
+      if (!cuda::int_gemm_cluster_ok(c, silu)) continue;
+      for (int RT : {1, 3, 8})
+        for (int CT : {1, 3, 4}) {
+          const int n = c.rows * c.cols;
+          const int RTc = (RT + c.rows - 1) / c.rows * c.rows, CTc = (CT + c.cols - 1) / c.cols * c.cols;
+          std::vector<int> seen(size_t(RTc * CTc), 0);
+          const std::string at = std::to_string(c.rows) + "x" + std::to_string(c.cols) + " RT " + std::to_string(RT) +
+                                 " CT " + std::to_string(CT) + (silu ? " silu" : "");
+          for (int q = 0; q < RTc * CTc / n; ++q) {  // one cluster
+            std::vector<cuda::IntGemmClusterTile> t;
+            for (int r = 0; r < n; ++r) t.push_back(cuda::int_gemm_cluster_tile(q * n + r, c, CT, silu));
+            std::vector<int> x_rows(size_t(n), 0), blocks(size_t(n), 0);  // per rank: covered rows / blocks
+            for (int r = 0; r < n; ++r) {
+              ASSERT_GE(t[size_t(r)].rt, 0) << at;
+              ASSERT_LT(t[size_t(r)].rt, RTc) << at;
+              ASSERT_LT(t[size_t(r)].ct, CTc) << at;
+              ++seen[size_t(t[size_t(r)].rt * CTc + t[size_t(r)].ct)];
+              EXPECT_EQ(t[size_t(r)].rt / c.rows, t[0].rt / c.rows) << at;  // one block of tiles
+              EXPECT_EQ(t[size_t(r)].ct / c.cols, t[0].ct / c.cols) << at;
+              for (int o = 0; o < n; ++o) {
+                const bool same_ct = t[size_t(o)].ct == t[size_t(r)].ct, same_rt = t[size_t(o)].rt == t[size_t(r)].rt;
+                EXPECT_EQ(((t[size_t(r)].xmask >> o) & 1u) != 0, same_ct) << at << " rank " << r << " peer " << o;
+                EXPECT_EQ(((t[size_t(r)].cmask >> o) & 1u) != 0, same_rt) << at << " rank " << r << " peer " << o;
+                // What rank r copies lands in o when o shares r's column (x) or row (codes) tile.
+                if (same_ct) x_rows[size_t(o)] += t[size_t(r)].x_rows;
+                if (same_rt) blocks[size_t(o)] += t[size_t(r)].blocks;
+              }
+              EXPECT_EQ(t[size_t(r)].x_row0 % 8, 0) << at;  // whole 1024-byte swizzle atoms (8 rows of 128 bytes)
+            }
+            for (int o = 0; o < n; ++o) {
+              EXPECT_EQ(x_rows[size_t(o)], cuda::kIntGemmCols) << at << " rank " << o;
+              EXPECT_EQ(blocks[size_t(o)], silu ? 4 : 8) << at << " rank " << o;
+            }
+            // Distinct shares: the x rows of a column tile's CTAs and the blocks of a row tile's.
+            for (int r = 0; r < n; ++r)
+              for (int o = r + 1; o < n; ++o) {
+                if (t[size_t(o)].ct == t[size_t(r)].ct) EXPECT_NE(t[size_t(o)].x_row0, t[size_t(r)].x_row0) << at;
+                if (t[size_t(o)].rt == t[size_t(r)].rt) EXPECT_NE(t[size_t(o)].block0, t[size_t(r)].block0) << at;
+              }
+          }
+          for (int v : seen) EXPECT_EQ(v, 1) << at;
+        }
+    }
 }
 
 TEST(IntLinearPlan, LayoutCoversGroupsOfSixteenColumns) {
