@@ -169,6 +169,13 @@ __global__ void __launch_bounds__(kThreads, kIntGemmCtasPerSm)
     }
     mbar_fence_init();
   }
+  // Clusters wait on barriers other CTAs complete: a protocol error fails the launch, not hangs it.
+  auto wait = [](uint64_t* bar, uint32_t parity) {
+    if constexpr (kCluster > 1)
+      mbar_wait_or_trap(bar, parity);
+    else
+      mbar_wait(bar, parity);
+  };
   if constexpr (kCluster > 1) {  // the peers' barriers exist before any copy or arrival reaches them
     cluster_arrive();
     cluster_wait();
@@ -187,7 +194,7 @@ __global__ void __launch_bounds__(kThreads, kIntGemmCtasPerSm)
       const uint16_t xmask = uint16_t(tile.xmask), cmask = uint16_t(tile.cmask);
       for (int i = 0; i < n; ++i) {
         const int s = i % kStages, kt = 2 * (ks_begin + i), gi = kt * kTK / p.G;
-        if (i >= kStages) mbar_wait(&empty[s], uint32_t((i / kStages) - 1) & 1u);
+        if (i >= kStages) wait(&empty[s], uint32_t((i / kStages) - 1) & 1u);
         mbar_arrive_expect_tx(&full[s], bytes);  // the whole stage, whichever CTA copies it
         unsigned char* xs = smem + s * kXStageBytes;
         tma_copy<(CR > 1)>(xs + xoff, &xmap, kt * kTK, y, &full[s], xmask);
@@ -211,7 +218,7 @@ __global__ void __launch_bounds__(kThreads, kIntGemmCtasPerSm)
       for (int c = 0; c < 4; ++c) acc[j][c] = 0.f;
     for (int i = 0; i < n; ++i) {
       const int s = i % kStages;
-      mbar_wait(&full[s], uint32_t(i / kStages) & 1u);
+      wait(&full[s], uint32_t(i / kStages) & 1u);
       const unsigned char* cs = smem + kCodeOff + s * kCodeStageBytes + warp * kCodeRow + lane * 16;
       const uint32_t* sw = reinterpret_cast<const uint32_t*>(smem + kScaleOff + s * kScaleStageBytes) + warp * gw;
       const unsigned char* xs = smem + s * kXStageBytes;

@@ -62,6 +62,28 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
 #endif
 }
 
+// mbar_wait that traps (the launch fails: cudaErrorLaunchFailure) after ~2^24 polls, seconds of
+// waiting: for new cross-CTA protocols, so that a barrier nobody completes fails a test instead of
+// hanging it.
+__device__ __forceinline__ void mbar_wait_or_trap(uint64_t* bar, uint32_t parity) {
+#ifdef NANOVLLM_WGMMA
+  for (uint32_t polls = 0;; ++polls) {
+    uint32_t done;
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+    if (done) return;
+    if (polls == (1u << 24)) __trap();
+  }
+#endif
+}
+
 // Box at (x = column, y = row) of the 2D tensor `map` into shared memory at dst (1024-byte aligned
 // for the 128-byte swizzle); its bytes complete a transaction on `bar`. Coordinates outside the
 // tensor read as zeros.
