@@ -143,7 +143,8 @@ run(async () => {
     check(/shutting down/.test(wr.json.error.message), 'cut non-streamed request says why');
     eq(code, 0, 'exit code after cutting');
     check(took >= 400 && took < 5000, `cut after the grace period (${took} ms)`);
-    check(/grace period over: cutting 2 request\(s\)/.test(s.log()), `cut logged:\n${s.log()}`);
+    // 2, or 3 with the last /metrics probe not yet answered (as above).
+    check(/grace period over: cutting [23] request\(s\)/.test(s.log()), `cut logged:\n${s.log()}`);
   }
   // 3. A second signal stops at once.
   {
