@@ -32,9 +32,13 @@ bool parse_bool(const std::string& v, bool& out) {
   return false;
 }
 
-// A whole decimal int in [lo, hi] (no sign, no trailing text).
-bool int_gemm_cluster_side(int v) { return v == 1 || v == 2 || v == 4; }
+// int_gemm_cluster's rows x cols: each 1, 2 or 4, at most 8 CTAs (kernel_plan.h: int_gemm_cluster_ok).
+bool int_gemm_cluster_valid(int rows, int cols) {
+  auto side = [](int v) { return v == 1 || v == 2 || v == 4; };
+  return side(rows) && side(cols) && rows * cols <= 8;
+}
 
+// A whole decimal int in [lo, hi] (no sign, no trailing text).
 bool parse_int(const std::string& v, int lo, int hi, int& out) {
   if (v.empty() || v.size() > 6) return false;
   int n = 0;
@@ -191,9 +195,7 @@ const std::vector<Option>& options() {
        [](const KernelOptions& o) { return std::string(int_gemm_name(o.int_gemm)); }},
       {"int_gemm_cluster", "NANOVLLM_INT_GEMM_CLUSTER", "RxC with R and C 1, 2 or 4 and R x C at most 8",
        [](KernelOptions& o, const std::string& v) {
-         if (v.size() != 3 || v[1] != 'x' || !int_gemm_cluster_side(v[0] - '0') || !int_gemm_cluster_side(v[2] - '0') ||
-             (v[0] - '0') * (v[2] - '0') > 8)
-           return false;
+         if (v.size() != 3 || v[1] != 'x' || !int_gemm_cluster_valid(v[0] - '0', v[2] - '0')) return false;
          o.int_gemm_cluster_rows = v[0] - '0';
          o.int_gemm_cluster_cols = v[2] - '0';
          return true;
@@ -270,8 +272,7 @@ void KernelOptions::validate() const {
       int_gemm != IntGemm::Dequantize)
     throw UserError("kernel option int_gemm must be auto, mma, wgmma or dequantize (got " +
                     std::to_string(int(int_gemm)) + ")");
-  if (!int_gemm_cluster_side(int_gemm_cluster_rows) || !int_gemm_cluster_side(int_gemm_cluster_cols) ||
-      int_gemm_cluster_rows * int_gemm_cluster_cols > 8)
+  if (!int_gemm_cluster_valid(int_gemm_cluster_rows, int_gemm_cluster_cols))
     throw UserError("kernel option int_gemm_cluster must be RxC with R and C 1, 2 or 4 and R x C at most 8 (got " +
                     std::to_string(int_gemm_cluster_rows) + "x" + std::to_string(int_gemm_cluster_cols) + ")");
   if (rope_kernel != RopeKernel::Auto && rope_kernel != RopeKernel::Head && rope_kernel != RopeKernel::Token)
