@@ -44,17 +44,19 @@ for T, (a, b, b2, b4, c, d) in sorted(tot.items()):
     print(f"layer sum T {T:3d}: mma {a:7.2f}  wgmma {b:7.2f} 4x1 {b2:7.2f} 4x2 {b4:7.2f}  dequant {c:7.2f}  "
           f"bf16 {d:7.2f} us  (bf16/wgmma {d / b:.2f}x, 4x1 {d / b2:.2f}x, 4x2 {d / b4:.2f}x)")
 PY
-# NCU=1: one launch each of the Hopper GEMM without clusters and in 4x2 clusters (qkv at T 256, the
-# 6th launch: after the warm-up), L2 / tensor-pipe / DRAM counters: is the kernel bound by L2?
+# NCU=1: one launch each of the Hopper GEMM without clusters and in the clusters of NCU_CLUSTERS
+# (qkv at T 256, the 6th launch: after the warm-up): speed of light, L2 / tensor-pipe counters, warp
+# stall reasons. Is the kernel bound by L2, by the tensor pipe or by latency?
 if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null; then
-  for k in "1, 1" "4, 2"; do
-    timeout 150 ncu --clock-control none --kernel-name-base demangled -k "regex:int_gemm_wgmma_kernel<$k>" \
-      --launch-skip 5 --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
-      --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,lts__t_bytes.sum.per_second \
-      build-gpu/tests/int_linear_bench 256 > "$OUT/ncu_${k/, /x}.txt" 2>&1
-    echo "== ncu int_gemm_wgmma_kernel<$k> qkv T 256 (rc $?)"
-    grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|DRAM Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|L2 Hit|hmma_cycles|lts__t_bytes|Max Bandwidth|Mem Busy" \
-      "$OUT/ncu_${k/, /x}.txt" | head -14
+  for k in 1x1 ${NCU_CLUSTERS:-4x1}; do
+    timeout 150 ncu --clock-control none --kernel-name-base demangled \
+      -k "regex:int_gemm_wgmma_kernel<.int.${k%x*}, .int.${k#*x}>" --launch-skip 5 --launch-count 1 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+      --section Occupancy --section ComputeWorkloadAnalysis \
+      build-gpu/tests/int_linear_bench 256 > "$OUT/ncu_$k.txt" 2>&1
+    echo "== ncu int_gemm_wgmma_kernel $k qkv T 256 (rc $?)"
+    grep -E "Duration|Throughput|L2 Hit|Pipe|Max Bandwidth|Mem Busy|Stall|Warp Cycles|Issued|Eligible|Active Warps|Achieved Occupancy|No Eligible" \
+      "$OUT/ncu_$k.txt" | head -40
   done
 fi
 [ "${THROUGHPUT:-0}" = 1 ] || exit "$ok"
