@@ -313,6 +313,21 @@ TEST(CudaIntWeights, WgmmaGemmAwkwardShapesAgainstTheReference) {
     check_linear(bc, {4, 1000, 4096, 128}, 256, true, false, false);  // 32 tiles: K in 8 splits
     for (int64_t T : {57, 130, 256}) check_silu(bc, 4, 192, 1024, 64, T, T == 57);
   }
+  // The wide form (int_gemm=wgmma_wide past 64 rows: two column tiles a CTA, int_gemm_wgmma_wide.cu):
+  // the second tile partly past T (T 100, 200) or wholly padding (T 130: 3 column tiles), N past a
+  // tile, groups of 64 / 128, split K (N 1000, K 4096; N 136, K 512), act order, F32 out, the gated
+  // MLP fused at one and several splits.
+  KernelOptions ow;
+  ow.int_gemm = IntGemm::WgmmaWide;
+  test::Backends bw(ow);
+  for (const Shape3& s : shapes)
+    for (int64_t T : {65, 100, 130, 200, 256}) {
+      ASSERT_TRUE(cuda::int_gemm_wgmma_wide(IntGemm::WgmmaWide, T, {1, 1}));
+      check_linear(bw, s, T, T != 100, /*perm=*/T % 2 == 1, T == 200);
+    }
+  for (int64_t I : {64, 192})
+    for (int64_t K : {256, 1024})
+      for (int64_t T : {65, 130, 256}) check_silu(bw, 4, I, K, 64, T, T == 65);
   // Channel-wise groups (G = K: one {scale, zero} per row; the reference's tolerance does not hold
   // for BF16-rounded weights whose rounding errors share one scale): the dequantize path's outputs
   // (the same BF16 weights, F32 sums in another order), within a BF16 rounding of the largest.

@@ -88,6 +88,7 @@ enum class IntGemm {
                // kIntGemmMmaMaxT, else dequantize (the default)
   Mma,         // int_gemm.cu: the mma.sync W4A16/W8A16 GEMM, codes dequantized in registers
   Wgmma,       // int_gemm_wgmma.cu: the Hopper W4A16 GEMM (U4, K and G multiples of 64; else mma)
+  WgmmaWide,   // wgmma, past 64 rows in its wide form (int_gemm_wgmma_wide.cu: 128 rows of x a CTA)
   Dequantize,  // the codes dequantized into a BF16 scratch, then cuBLASLt's BF16 GEMM
 };
 

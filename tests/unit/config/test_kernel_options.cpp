@@ -137,13 +137,16 @@ TEST(KernelOptions, CliSpecParsesAndRoundTrips) {
   KernelOptions bad;
   bad.int_gemv = static_cast<IntGemv>(7);
   EXPECT_THROW(bad.validate(), UserError);
-  EXPECT_NE(spec_error("int_gemm=marlin").find("int_gemm must be auto, mma, wgmma or dequantize"), std::string::npos);
+  EXPECT_NE(spec_error("int_gemm=marlin").find("int_gemm must be auto, mma, wgmma, wgmma_wide or dequantize"),
+            std::string::npos);
   apply_kernel_options(o, "int_gemm=dequantize");
   EXPECT_EQ(o.int_gemm, IntGemm::Dequantize);
   apply_kernel_options(o, "int_gemm=auto");
   EXPECT_EQ(o.int_gemm, IntGemm::Auto);
   apply_kernel_options(o, "int_gemm=mma");
   EXPECT_EQ(o.int_gemm, IntGemm::Mma);
+  apply_kernel_options(o, "int_gemm=wgmma_wide");
+  EXPECT_EQ(o.int_gemm, IntGemm::WgmmaWide);
   apply_kernel_options(o, "int_gemm=wgmma");
   EXPECT_EQ(o.int_gemm, IntGemm::Wgmma);
   apply_kernel_options(o, "int_gemm_cluster=2x4");

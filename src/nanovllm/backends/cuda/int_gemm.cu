@@ -227,7 +227,7 @@ __global__ void __launch_bounds__(256) int_gemm_reduce_kernel(const GemmParams p
   const int ct = int(blockIdx.x % unsigned(p.CT)), rt = int(blockIdx.x / unsigned(p.CT));
   const int64_t stride = int64_t(p.RT) * p.CT * (BN * BM);  // between splits
   const float* base = p.ws + (int64_t(rt) * p.CT + ct) * (BN * BM);
-  gemm_epilogue(p, rt, ct, kReduceRows * int(blockIdx.y), kReduceRows, [&](int m, int i) {
+  gemm_epilogue(p, rt, ct, kReduceRows * int(blockIdx.y), kReduceRows, int(threadIdx.x), int(blockDim.x), [&](int m, int i) {
     float s = 0.f;
 #pragma unroll 4
     for (int sp = 0; sp < p.splits; ++sp) s += __ldg(base + sp * stride + m * BM + i);
@@ -256,14 +256,15 @@ void int_gemm(const IntGemmArgs& a, Stream st) {
       a.splits < 1 || a.splits > kIntGemmMaxSplits || a.splits > KT ||
       (a.splits > 1 && (!a.workspace || a.splits * RT * CT * kIntGemmRows * kIntGemmCols > a.workspace_floats));
   const bool bad_wgmma =
-      a.wgmma ? !int_gemm_wgmma_applies(a.bits, a.K, a.G, true) || !a.x_perm || !int_gemm_cluster_ok(a.cluster, a.silu)
-              : a.cluster.rows * a.cluster.cols != 1;
+      a.wgmma ? !int_gemm_wgmma_applies(a.bits, a.K, a.G, true) || !a.x_perm || !int_gemm_cluster_ok(a.cluster, a.silu) ||
+                    (a.wide && a.cluster.rows * a.cluster.cols != 1)
+              : a.cluster.rows * a.cluster.cols != 1 || a.wide;
   if (a.M < 1 || a.M > kIntGemmMaxT || a.outs < 1 || bad_silu || (a.bits != 4 && a.bits != 8) ||
       !int_layout_supports(a.bits, a.K, a.G) || bad_split || bad_wgmma || RT * CT > (int64_t(1) << 31) - 1)
     throw Error("int_gemm: M " + std::to_string(a.M) + ", outputs " + std::to_string(a.outs) + ", K " +
                 std::to_string(a.K) + ", group " + std::to_string(a.G) + ", " + std::to_string(a.bits) + " bits, " +
                 std::to_string(a.splits) + " splits" + (a.silu ? ", silu" : "") + (a.f32_out ? ", F32 out" : "") +
-                (a.wgmma ? ", wgmma" : "") +
+                (a.wgmma ? ", wgmma" : "") + (a.wide ? " wide" : "") +
                 (a.cluster.rows * a.cluster.cols != 1
                      ? ", clusters of " + std::to_string(a.cluster.rows) + " x " + std::to_string(a.cluster.cols)
                      : "") +
@@ -279,7 +280,10 @@ void int_gemm(const IntGemmArgs& a, Stream st) {
   if (a.wgmma) {
     int_gemm_permute_x(a.x, a.x_perm, a.M, a.K, st);
     p.x = a.x_perm;
-    int_gemm_wgmma_launch(p, a.cluster, make_int_gemm_x_tma(a.x_perm, a.M, a.K, a.cluster.rows), st);
+    if (a.wide)
+      int_gemm_wgmma_wide_launch(p, make_int_gemm_x_tma(a.x_perm, a.M, a.K, 1), st);
+    else
+      int_gemm_wgmma_launch(p, a.cluster, make_int_gemm_x_tma(a.x_perm, a.M, a.K, a.cluster.rows), st);
   } else {
     launch_mma(p, a.bits, st);
   }

@@ -29,11 +29,13 @@ struct GemmParams {
 
 // The outputs of rows m0 .. m0 + rows - 1 of x of tile (rt, ct) from get(m, i): the F32 sum of
 // local x row m and local weight row i (i < BM; with silu the gate rows are i < BM / 2 and their up
-// rows i + BM / 2). The CTA's threads stride the outputs, adjacent threads adjacent outputs of a row.
+// rows i + BM / 2). Threads tid = 0 .. threads - 1 stride the outputs, adjacent threads adjacent
+// outputs of a row.
 template <class Get>
-__device__ __forceinline__ void gemm_epilogue(const GemmParams& p, int rt, int ct, int m0, int rows, Get get) {
+__device__ __forceinline__ void gemm_epilogue(const GemmParams& p, int rt, int ct, int m0, int rows, int tid,
+                                              int threads, Get get) {
   const int per = p.silu ? BM / 2 : BM;  // outputs of the tile per row of x
-  for (int e = threadIdx.x; e < rows * per; e += blockDim.x) {
+  for (int e = tid; e < rows * per; e += threads) {
     const int m = m0 + e / per, i = e % per;
     const int row = ct * BN + m;
     const int64_t n = int64_t(rt) * per + i;
@@ -48,20 +50,25 @@ __device__ __forceinline__ void gemm_epilogue(const GemmParams& p, int rt, int c
   }
 }
 
-// The tile's sums red[m * kRedPitch + i] (every thread of the CTA calls this after a barrier that
-// follows the last write to red): with splits, the whole tile as F32 into the split's slice of the
-// workspace ([BN][BM]; int_gemm_reduce_kernel adds them), else the outputs.
-__device__ __forceinline__ void gemm_finish(const GemmParams& p, const float* red, int rt, int ct, int split) {
-  if (rt >= p.RT || ct >= p.CT) return;  // a cluster's padding tile (int_gemm_wgmma.cu)
+// The tile's sums red[m * kRedPitch + i] (threads tid = 0 .. threads - 1 call this after a barrier
+// that follows the last write to red; by default every thread of the CTA): with splits, the whole
+// tile as F32 into the split's slice of the workspace ([BN][BM]; int_gemm_reduce_kernel adds them),
+// else the outputs.
+__device__ __forceinline__ void gemm_finish(const GemmParams& p, const float* red, int rt, int ct, int split, int tid,
+                                            int threads) {
+  if (rt >= p.RT || ct >= p.CT) return;  // a padding tile (int_gemm_wgmma.cu's clusters, the wide form's)
   if (p.splits > 1) {
     float4* dst = reinterpret_cast<float4*>(p.ws + ((int64_t(split) * p.RT + rt) * p.CT + ct) * (BN * BM));
-    for (int e = threadIdx.x; e < BN * BM / 4; e += blockDim.x) {
+    for (int e = tid; e < BN * BM / 4; e += threads) {
       const int m = e / (BM / 4), i4 = e % (BM / 4);
       dst[e] = *reinterpret_cast<const float4*>(red + m * kRedPitch + 4 * i4);
     }
     return;
   }
-  gemm_epilogue(p, rt, ct, 0, BN, [&](int m, int i) { return red[m * kRedPitch + i]; });
+  gemm_epilogue(p, rt, ct, 0, BN, tid, threads, [&](int m, int i) { return red[m * kRedPitch + i]; });
+}
+__device__ __forceinline__ void gemm_finish(const GemmParams& p, const float* red, int rt, int ct, int split) {
+  gemm_finish(p, red, rt, ct, split, int(threadIdx.x), int(blockDim.x));
 }
 
 }  // namespace intgemm
@@ -71,8 +78,12 @@ __device__ __forceinline__ void gemm_finish(const GemmParams& p, const float* re
 // (int_gemm_permute_x) and xmap its TMA descriptor (make_int_gemm_x_tma with the cluster's rows), in
 // thread-block clusters of `cluster` (int_gemm_cluster_ok). Needs sm_90a.
 void int_gemm_wgmma_launch(const intgemm::GemmParams& p, IntGemmCluster cluster, const TmaDesc& xmap, Stream st);
-// Its shared-memory limit (once, by the backend's constructor, where sm_90a code exists).
+// Its wide form (int_gemm_wgmma_wide.cu: two column tiles a CTA, no clusters), p and xmap as above
+// with one CTA a cluster.
+void int_gemm_wgmma_wide_launch(const intgemm::GemmParams& p, const TmaDesc& xmap, Stream st);
+// Their shared-memory limits (once, by the backend's constructor, where sm_90a code exists).
 void int_gemm_wgmma_init();
+void int_gemm_wgmma_wide_init();
 // out[m][16j + kk] = x[m][16j + c(kk)] with c the layout's column of mma k index kk (int_layout.cuh:
 // BF16 pairs 0, 2, 4, 6, 1, 3, 5, 7 of each 16-column step); x, out [M, K], K % 16 == 0.
 void int_gemm_permute_x(const bf16* x, bf16* out, int64_t M, int64_t K, Stream st);

@@ -34,9 +34,7 @@
 //    the stage. The second tile's dequantization overlaps the first tile's products; then the
 //    warpgroup waits for both (their A registers are kept until then) and frees the stage. Both
 //    warpgroups, and the second CTA of the SM, keep the tensor cores busy meanwhile.
-//  * Dequantization per BF16 pair: one LOP3 (128 + q, BF16's exact magic-number form), HSUB2 minus
-//    128 + z (exact), then with s = hi + lo split into BF16 halves (F16 s has 11 significant bits:
-//    lo has at most 4, so (q - z) lo is exact) HMUL2 and HFMA2: (q - z) hi + (q - z) lo rounded once.
+//  * Dequantization: int_gemm_wgmma.cuh (shared with the wide form, int_gemm_wgmma_wide.cu).
 //  * x's k order: the layout's A fragments hold, at mma k indices 2t, 2t + 1, 2t + 8, 2t + 9 of a
 //    step, the columns 4t .. 4t + 3 (mma.sync's GEMV loads x's B fragment as one 8-byte load so).
 //    wgmma reads B in its own k order from shared memory, so x is copied first with each step's
@@ -57,6 +55,7 @@
 #include <string>
 
 #include "nanovllm/backends/cuda/int_gemm.cuh"
+#include "nanovllm/backends/cuda/int_gemm_wgmma.cuh"
 #include "nanovllm/backends/cuda/tma.cuh"
 
 namespace nanovllm::cuda {
@@ -82,51 +81,6 @@ constexpr int kSmemBytes = kBarOff + 2 * kStages * 8 + 1024;  // + slack to alig
 static_assert(BM == 128 && BN == 64, "two warpgroups of 64 weight rows x 64 rows of x");
 static_assert(BN * kRedPitch * 4 <= kCodeOff, "the epilogue tile fits the x stages");
 static_assert(kIntGemmCtasPerSm == 2 && 2 * (kSmemBytes + 1024) <= 228 * 1024, "two CTAs an SM");
-
-// One row's dequantization constants: 128 + z and the scale as hi + lo, BF16 pairs.
-struct U4Scale {
-  uint32_t z2, hi2, lo2;
-};
-__device__ __forceinline__ U4Scale u4_scale(uint32_t word) {
-  const float2 sz = int_scale_zero(word);  // {scale, zero}
-  const bf16 hi = __float2bfloat16_rn(sz.x);
-  const bf162 z2 = __float2bfloat162_rn(128.f + sz.y);
-  const bf162 hi2 = __halves2bfloat162(hi, hi);
-  const bf162 lo2 = __float2bfloat162_rn(sz.x - __bfloat162float(hi));
-  return {*reinterpret_cast<const uint32_t*>(&z2), *reinterpret_cast<const uint32_t*>(&hi2),
-          *reinterpret_cast<const uint32_t*>(&lo2)};
-}
-
-// The A registers of k-step word w (int_layout.cuh: register s holds rows r0 (s even) / r1 (odd)):
-// BF16 pairs (q - z) * s, each rounded once.
-__device__ __forceinline__ void u4_weights(uint32_t w, const U4Scale& r0, const U4Scale& r1, uint32_t (&a)[4]) {
-  uint32_t v[4];
-  int4_fragment_biased(w, 0x43004300u, v);
-#pragma unroll
-  for (int s = 0; s < 4; ++s) {
-    const U4Scale& r = (s & 1) ? r1 : r0;
-    const bf162 d = __hsub2(*reinterpret_cast<const bf162*>(&v[s]), *reinterpret_cast<const bf162*>(&r.z2));
-    const bf162 lo = __hmul2(d, *reinterpret_cast<const bf162*>(&r.lo2));
-    const bf162 o = __hfma2(d, *reinterpret_cast<const bf162*>(&r.hi2), lo);
-    a[s] = *reinterpret_cast<const uint32_t*>(&o);
-  }
-}
-
-// Keeps the A registers of a wgmma group allocated (the compiler cannot see the asynchronous read)
-// until the group has been waited for.
-__device__ __forceinline__ void keep(const uint32_t (&a)[4][4]) {
-#pragma unroll
-  for (int j = 0; j < 4; ++j) asm volatile("" ::"r"(a[j][0]), "r"(a[j][1]), "r"(a[j][2]), "r"(a[j][3]));
-}
-
-// The warp's A registers of code tile `c` (its 16 bytes) with the {scale, zero} words sw[g], sw[g + 8].
-__device__ __forceinline__ void tile_weights(const uint4& c, const uint32_t* sw, int g, uint32_t (&a)[4][4]) {
-  const U4Scale r0 = u4_scale(sw[g]), r1 = u4_scale(sw[g + 8]);
-  u4_weights(c.x, r0, r1, a[0]);
-  u4_weights(c.y, r0, r1, a[1]);
-  u4_weights(c.z, r0, r1, a[2]);
-  u4_weights(c.w, r0, r1, a[3]);
-}
 
 // A box into this CTA's shared memory, or with kMulticast into every CTA of `mask` at the same offset.
 template <bool kMulticast>
@@ -246,16 +200,7 @@ __global__ void __launch_bounds__(kThreads, kIntGemmCtasPerSm)
     }
     // Into red[x row][weight row] once every warp is done with the stages (the barrier below).
     named_sync(1, kConsumerWarps * 32);
-    float* red = reinterpret_cast<float*>(smem);
-    const int t = lane & 3;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int row = 16 * warp + g, col = 8 * j + 2 * t;
-      red[col * kRedPitch + row] = acc[j][0];
-      red[(col + 1) * kRedPitch + row] = acc[j][1];
-      red[col * kRedPitch + row + 8] = acc[j][2];
-      red[(col + 1) * kRedPitch + row + 8] = acc[j][3];
-    }
+    store_acc(reinterpret_cast<float*>(smem), acc, warp, lane);
   }
   // Clusters: the peers may still arrive on this CTA's barriers (never on the stages, whose copies
   // have all landed), so no CTA leaves before every CTA is past its loop.

@@ -331,7 +331,13 @@ void CudaBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScale
     a.out = o.raw();
     a.M = T, a.outs = o.size(1), a.K = K, a.G = G, a.bits = bits;
     a.silu = silu && fused, a.f32_out = o.dtype() == DType::F32;
-    a.splits = cuda::int_gemm_splits(T, a.outs, a.silu, K, num_sms_);
+    cuda::IntGemmCluster cluster;  // the Hopper GEMM's: clusters, or its wide form (kernel_plan.h)
+    if (plan == cuda::IntLinearKernel::GemmWgmma)
+      cluster = cuda::plan_int_gemm_cluster({options_.int_gemm_cluster_rows, options_.int_gemm_cluster_cols},
+                                            cuda::int_gemm_row_tiles(a.outs, a.silu),
+                                            (T + cuda::kIntGemmCols - 1) / cuda::kIntGemmCols, a.silu);
+    a.wide = plan == cuda::IntLinearKernel::GemmWgmma && cuda::int_gemm_wgmma_wide(options_.int_gemm, T, cluster);
+    a.splits = cuda::int_gemm_splits(T, a.outs, a.silu, K, num_sms_, (a.wide ? 2 : 1) * cuda::kIntGemmCols);
     // The F32 partials in the dequantize path's scratch (unused by this path; prepare_int_weight
     // sizes it for one wave of tiles). One split when it is smaller (a backend that never
     // prepared a weight cannot get here).
@@ -343,10 +349,7 @@ void CudaBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScale
     Tensor x_perm;  // the Hopper kernel's x in the mma's k order
     if (plan == cuda::IntLinearKernel::GemmWgmma) {
       x_perm = empty({T, K}, DType::BF16);
-      a.wgmma = true, a.x_perm = x_perm.data<cuda::bf16>();
-      a.cluster = cuda::plan_int_gemm_cluster({options_.int_gemm_cluster_rows, options_.int_gemm_cluster_cols},
-                                              cuda::int_gemm_row_tiles(a.outs, a.silu),
-                                              (T + cuda::kIntGemmCols - 1) / cuda::kIntGemmCols, a.silu);
+      a.wgmma = true, a.x_perm = x_perm.data<cuda::bf16>(), a.cluster = cluster;
     }
     cuda::int_gemm(a, st);
     if (!fused) silu_and_mul(o, out);

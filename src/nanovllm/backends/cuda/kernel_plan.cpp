@@ -154,7 +154,8 @@ IntLinearKernel plan_int_linear(const IntLinearProblem& p) {
   if (p.T <= kIntGemvMaxT || p.T > kIntGemmMaxT || p.N < 1) return IntLinearKernel::DequantizeGemm;
   switch (p.gemm) {
     case IntGemm::Mma: return IntLinearKernel::Gemm;
-    case IntGemm::Wgmma: return p.wgmma ? IntLinearKernel::GemmWgmma : IntLinearKernel::Gemm;
+    case IntGemm::Wgmma:
+    case IntGemm::WgmmaWide: return p.wgmma ? IntLinearKernel::GemmWgmma : IntLinearKernel::Gemm;
     case IntGemm::Auto:
       if (p.wgmma) return IntLinearKernel::GemmWgmma;
       return p.T <= kIntGemmMmaMaxT ? IntLinearKernel::Gemm : IntLinearKernel::DequantizeGemm;
@@ -163,8 +164,8 @@ IntLinearKernel plan_int_linear(const IntLinearProblem& p) {
   return IntLinearKernel::DequantizeGemm;
 }
 
-int int_gemm_splits(int64_t T, int64_t outs, bool silu, int64_t K, int num_sms) {
-  const int64_t tiles = int_gemm_row_tiles(outs, silu) * ((T + kIntGemmCols - 1) / kIntGemmCols);
+int int_gemm_splits(int64_t T, int64_t outs, bool silu, int64_t K, int num_sms, int64_t cols) {
+  const int64_t tiles = int_gemm_row_tiles(outs, silu) * ((T + cols - 1) / std::max<int64_t>(cols, 1));
   const int64_t slots = int64_t(kIntGemmCtasPerSm) * std::max(num_sms, 1);
   if (tiles <= 0) return 1;
   const int64_t s = std::min({slots / tiles, int64_t(kIntGemmMaxSplits), K / kIntGemmSplitK});

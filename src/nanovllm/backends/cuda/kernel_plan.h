@@ -406,13 +406,21 @@ constexpr int64_t int_gemm_row_tiles(int64_t outs, bool silu) {
   return silu ? outs / (kIntGemmRows / 2) : (outs + kIntGemmRows - 1) / kIntGemmRows;
 }
 // K splits of the GEMM for T rows of x and `outs` outputs (silu: fused) over K columns on num_sms
-// SMs: as many as keep every tile's splits within one wave of kIntGemmCtasPerSm CTAs per SM (so
-// the F32 partials never exceed int_gemm_workspace_floats), at most kIntGemmMaxSplits and at least
-// kIntGemmSplitK columns each; 1 when the tiles fill the wave.
-int int_gemm_splits(int64_t T, int64_t outs, bool silu, int64_t K, int num_sms);
-// F32 partials the split GEMM may write (one full wave of CTA tiles).
+// SMs: as many as keep every CTA's splits within one wave of kIntGemmCtasPerSm CTAs per SM, at most
+// kIntGemmMaxSplits and at least kIntGemmSplitK columns each; 1 when the CTAs fill the wave. A CTA
+// covers `cols` rows of x (the wide Hopper GEMM: 2 kIntGemmCols); with kIntGemmCols the F32
+// partials never exceed int_gemm_workspace_floats.
+int int_gemm_splits(int64_t T, int64_t outs, bool silu, int64_t K, int num_sms, int64_t cols = kIntGemmCols);
+// The Hopper GEMM's wide form (int_gemm_wgmma_wide.cu: a CTA takes two column tiles, 128 rows of
+// x, so each dequantized A fragment feeds twice the products): under int_gemm wgmma_wide past one
+// column tile, without clusters (KernelOptions::int_gemm_cluster 1x1). Opt-in until measured
+// against the 64-row form (bench/RESULTS.md, issue 45).
+constexpr bool int_gemm_wgmma_wide(IntGemm gemm, int64_t T, IntGemmCluster cluster) {
+  return gemm == IntGemm::WgmmaWide && T > kIntGemmCols && cluster.rows * cluster.cols == 1;
+}
+// F32 partials the split GEMM may write (one full wave of CTAs of the wide form: two column tiles each).
 constexpr int64_t int_gemm_workspace_floats(int num_sms) {
-  return int64_t(kIntGemmCtasPerSm) * num_sms * kIntGemmRows * kIntGemmCols;
+  return int64_t(kIntGemmCtasPerSm) * num_sms * kIntGemmRows * 2 * kIntGemmCols;
 }
 
 // ---- attention: which kernel

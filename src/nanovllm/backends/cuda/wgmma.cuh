@@ -99,7 +99,8 @@ __device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[16][4], uint64_t 
 }
 
 // d (64 x N, FP32; per thread [N/8][4]) += A (64 x 16, registers: the mma.sync A fragment of the
-// warp's 16 rows) * B (16 x N, smem: kTransB 1 MN-major, 0 K-major). N = 64 or 128.
+// warp's 16 rows) * B (16 x N, smem: kTransB 1 MN-major, 0 K-major). N = 64 (wgmma_m64n64k16_rs)
+// or 128 (wgmma_m64n128k16_rs); the _t forms are kTransB = 1.
 template <int kTransB>
 __device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[8][4], const uint32_t (&a)[4], uint64_t db) {
 #ifdef NANOVLLM_WGMMA
@@ -121,7 +122,8 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs_t(float (&d)[8][4], const uin
   wgmma_m64n64k16_rs<1>(d, a, db);
 }
 
-__device__ __forceinline__ void wgmma_m64n128k16_rs_t(float (&d)[16][4], const uint32_t (&a)[4], uint64_t db) {
+template <int kTransB>
+__device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[16][4], const uint32_t (&a)[4], uint64_t db) {
 #ifdef NANOVLLM_WGMMA
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
@@ -130,7 +132,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_t(float (&d)[16][4], const u
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
       "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
       "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-      "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+      "{%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
       : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
         "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
         "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),
@@ -141,8 +143,11 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_t(float (&d)[16][4], const u
         "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
         "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]),
         "+f"(d[15][3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1), "n"(kTransB));
 #endif
+}
+__device__ __forceinline__ void wgmma_m64n128k16_rs_t(float (&d)[16][4], const uint32_t (&a)[4], uint64_t db) {
+  wgmma_m64n128k16_rs<1>(d, a, db);
 }
 
 }  // namespace nanovllm::cuda

@@ -155,11 +155,39 @@ TEST(IntLinearPlan, GemmSplitsFillOneWave) {
         EXPECT_LE(s * tiles * cuda::kIntGemmRows * cuda::kIntGemmCols,
                   std::max(cuda::int_gemm_workspace_floats(sms), tiles * cuda::kIntGemmRows * cuda::kIntGemmCols));
       }
+  // The wide Hopper GEMM (two column tiles a CTA): the splits fill one wave of its CTAs, and their
+  // partials (narrow tiles: workspace layout [splits][RT][CT]) still fit the workspace.
+  EXPECT_EQ(cuda::int_gemm_splits(256, 6144, false, 4096, sms, 2 * cuda::kIntGemmCols), 2);  // qkv: 96 CTAs
+  EXPECT_EQ(cuda::int_gemm_splits(256, 4096, false, 4096, sms, 2 * cuda::kIntGemmCols), 4);  // o: 64 CTAs
+  for (int64_t T : {65, 100, 130, 200, 256})
+    for (int64_t N : {40, 1000, 4096, 6144, 24576})
+      for (int64_t K : {512, 4096, 12288}) {
+        const int64_t ctas = cuda::int_gemm_row_tiles(N, false) * ((T + 127) / 128);
+        const int64_t tiles = cuda::int_gemm_row_tiles(N, false) * ((T + 63) / 64);
+        const int s = cuda::int_gemm_splits(T, N, false, K, sms, 2 * cuda::kIntGemmCols);
+        EXPECT_TRUE(s == 1 || s * ctas <= slots) << T << " " << N << " " << K;
+        EXPECT_LE(s * tiles * cuda::kIntGemmRows * cuda::kIntGemmCols,
+                  std::max(cuda::int_gemm_workspace_floats(sms), tiles * cuda::kIntGemmRows * cuda::kIntGemmCols));
+      }
   EXPECT_TRUE(cuda::int_gemm_fuses_silu(12288));
   EXPECT_TRUE(cuda::int_gemm_fuses_silu(64));
   EXPECT_FALSE(cuda::int_gemm_fuses_silu(48));
   EXPECT_EQ(cuda::int_gemm_row_tiles(200, false), 2);
   EXPECT_EQ(KernelOptions().int_gemm, IntGemm::Auto);
+}
+
+// The Hopper GEMM's wide form: int_gemm wgmma_wide past one column tile (the Hopper GEMM's plan,
+// its 64-row form up to 64 rows), never in clusters, never under the other values.
+TEST(IntLinearPlan, GemmWideFormUnderItsOptionPastOneColumnTile) {
+  EXPECT_EQ(cuda::plan_int_linear({256, 4096, false, IntGemm::WgmmaWide, true}), cuda::IntLinearKernel::GemmWgmma);
+  EXPECT_EQ(cuda::plan_int_linear({256, 4096, false, IntGemm::WgmmaWide, false}), cuda::IntLinearKernel::Gemm);
+  EXPECT_FALSE(cuda::int_gemm_wgmma_wide(IntGemm::WgmmaWide, 64, {1, 1}));
+  EXPECT_TRUE(cuda::int_gemm_wgmma_wide(IntGemm::WgmmaWide, 65, {1, 1}));
+  EXPECT_TRUE(cuda::int_gemm_wgmma_wide(IntGemm::WgmmaWide, 256, {1, 1}));
+  EXPECT_FALSE(cuda::int_gemm_wgmma_wide(IntGemm::WgmmaWide, 256, {2, 1}));
+  EXPECT_FALSE(cuda::int_gemm_wgmma_wide(IntGemm::WgmmaWide, 256, {1, 2}));
+  for (IntGemm g : {IntGemm::Auto, IntGemm::Wgmma, IntGemm::Mma, IntGemm::Dequantize})
+    EXPECT_FALSE(cuda::int_gemm_wgmma_wide(g, 256, {1, 1}));
 }
 
 // The Hopper GEMM's clusters: within the option, each side the largest power of two its tiles fill,
