@@ -32,11 +32,6 @@ bool parse_bool(const std::string& v, bool& out) {
   return false;
 }
 
-// int_gemm_cluster's rows x cols: each 1, 2 or 4, at most 8 CTAs (kernel_plan.h: int_gemm_cluster_ok).
-bool int_gemm_cluster_valid(int rows, int cols) {
-  auto side = [](int v) { return v == 1 || v == 2 || v == 4; };
-  return side(rows) && side(cols) && rows * cols <= 8;
-}
 
 // A whole decimal int in [lo, hi] (no sign, no trailing text).
 bool parse_int(const std::string& v, int lo, int hi, int& out) {

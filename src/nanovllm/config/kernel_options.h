@@ -168,6 +168,12 @@ bool operator==(const KernelOptions& a, const KernelOptions& b);  // (C++17 here
 // "v1" .. "v5", "auto": the int_gemv value as --kernel-options spells it.
 const char* int_gemv_name(IntGemv g);
 const char* int_gemm_name(IntGemm g);
+// int_gemm_cluster's rows x cols: each 1, 2 or 4, at most 8 CTAs (the portable cluster size; the
+// kernel's further rule: backends/cuda/kernel_plan.h, int_gemm_cluster_ok).
+constexpr bool int_gemm_cluster_valid(int rows, int cols) {
+  auto side = [](int v) { return v == 1 || v == 2 || v == 4; };
+  return side(rows) && side(cols) && rows * cols <= 8;
+}
 inline bool operator!=(const KernelOptions& a, const KernelOptions& b) { return !(a == b); }
 
 // Applies "KEY=VALUE[,KEY=VALUE...]" (the CLI's --kernel-options; the values of the table above);

@@ -89,11 +89,12 @@ __global__ void __launch_bounds__(kThreads, kIntGemmCtasPerSm)
   pdl_begin();  // x is the previous kernel's output; the workspace and out may be read by it
 
   // Thread 0 loads stage j of the run into slot j % kStages once every warp freed the slot's
-  // previous stage (j - kStages).
+  // previous stage (j - kStages). The waits trap after seconds (tma.cuh: mbar_wait_or_trap): until
+  // this ring has run on a GPU, a protocol error fails a test instead of hanging it.
   const int r0 = p.silu ? 4 * rt : 8 * rt, r1 = p.up_block + 4 * rt;  // first row block (silu: gate, up)
   auto load = [&](int j) {
     const int s = j % kStages, kt = ks_begin + j, gi = kt * kTK / p.G;
-    if (j >= kStages) mbar_wait(&empty[s], uint32_t((j / kStages) - 1) & 1u);
+    if (j >= kStages) mbar_wait_or_trap(&empty[s], uint32_t((j / kStages) - 1) & 1u);
     mbar_arrive_expect_tx(&full[s], uint32_t(kXStageBytes + kCodeStageBytes + kScaleStageBytes));
     unsigned char* xs = smem + s * kXStageBytes;
     tma_load_2d(xs, &xmap, kt * kTK, 2 * cw * BN, &full[s]);
@@ -122,7 +123,7 @@ __global__ void __launch_bounds__(kThreads, kIntGemmCtasPerSm)
       if (threadIdx.x == 0 && i + kAhead - 1 < n) load(i + kAhead - 1);
       __syncwarp();
       const int s = i % kStages;
-      mbar_wait(&full[s], uint32_t(i / kStages) & 1u);
+      mbar_wait_or_trap(&full[s], uint32_t(i / kStages) & 1u);
       const uint4 c =
           *reinterpret_cast<const uint4*>(smem + kCodeOff + s * kCodeStageBytes + warp * kCodeRow + lane * 16);
       const uint32_t* sw =

@@ -357,11 +357,10 @@ constexpr bool int_gemm_wgmma_applies(int bits, int64_t K, int64_t G, bool sm90a
 struct IntGemmCluster {
   int rows = 1, cols = 1;
 };
-// rows and cols 1, 2 or 4, at most 8 CTAs (the portable cluster size), with silu cols <= 2 (the
+// The option's shapes (config/kernel_options.h: int_gemm_cluster_valid), with silu cols <= 2 (the
 // scale rows of one row block are 64 bytes: shared-memory copies stay 128-byte aligned).
 constexpr bool int_gemm_cluster_ok(IntGemmCluster c, bool silu) {
-  auto pow2 = [](int v) { return v == 1 || v == 2 || v == 4; };
-  return pow2(c.rows) && pow2(c.cols) && c.rows * c.cols <= 8 && (!silu || c.cols <= 2);
+  return int_gemm_cluster_valid(c.rows, c.cols) && (!silu || c.cols <= 2);
 }
 // The cluster for RT row tiles and CT column tiles (silu: fused) within `most` (the kernel
 // option): each side the largest of 1, 2, 4 that the tiles fill and int_gemm_cluster_ok allows.
