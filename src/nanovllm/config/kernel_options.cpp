@@ -32,7 +32,6 @@ bool parse_bool(const std::string& v, bool& out) {
   return false;
 }
 
-
 // A whole decimal int in [lo, hi] (no sign, no trailing text).
 bool parse_int(const std::string& v, int lo, int hi, int& out) {
   if (v.empty() || v.size() > 6) return false;
