@@ -227,7 +227,7 @@ __global__ void __launch_bounds__(256) int_gemm_reduce_kernel(const GemmParams p
   const int ct = int(blockIdx.x % unsigned(p.CT)), rt = int(blockIdx.x / unsigned(p.CT));
   const int64_t stride = int64_t(p.RT) * p.CT * (BN * BM);  // between splits
   const float* base = p.ws + (int64_t(rt) * p.CT + ct) * (BN * BM);
-  gemm_epilogue(p, rt, ct, kReduceRows * int(blockIdx.y), kReduceRows, int(threadIdx.x), int(blockDim.x), [&](int m, int i) {
+  gemm_epilogue(p, rt, ct, kReduceRows * int(blockIdx.y), kReduceRows, [&](int m, int i) {
     float s = 0.f;
 #pragma unroll 4
     for (int sp = 0; sp < p.splits; ++sp) s += __ldg(base + sp * stride + m * BM + i);

@@ -29,13 +29,11 @@ struct GemmParams {
 
 // The outputs of rows m0 .. m0 + rows - 1 of x of tile (rt, ct) from get(m, i): the F32 sum of
 // local x row m and local weight row i (i < BM; with silu the gate rows are i < BM / 2 and their up
-// rows i + BM / 2). Threads tid = 0 .. threads - 1 stride the outputs, adjacent threads adjacent
-// outputs of a row.
+// rows i + BM / 2). The CTA's threads stride the outputs, adjacent threads adjacent outputs of a row.
 template <class Get>
-__device__ __forceinline__ void gemm_epilogue(const GemmParams& p, int rt, int ct, int m0, int rows, int tid,
-                                              int threads, Get get) {
+__device__ __forceinline__ void gemm_epilogue(const GemmParams& p, int rt, int ct, int m0, int rows, Get get) {
   const int per = p.silu ? BM / 2 : BM;  // outputs of the tile per row of x
-  for (int e = tid; e < rows * per; e += threads) {
+  for (int e = threadIdx.x; e < rows * per; e += blockDim.x) {
     const int m = m0 + e / per, i = e % per;
     const int row = ct * BN + m;
     const int64_t n = int64_t(rt) * per + i;
@@ -50,25 +48,20 @@ __device__ __forceinline__ void gemm_epilogue(const GemmParams& p, int rt, int c
   }
 }
 
-// The tile's sums red[m * kRedPitch + i] (threads tid = 0 .. threads - 1 call this after a barrier
-// that follows the last write to red; by default every thread of the CTA): with splits, the whole
-// tile as F32 into the split's slice of the workspace ([BN][BM]; int_gemm_reduce_kernel adds them),
-// else the outputs.
-__device__ __forceinline__ void gemm_finish(const GemmParams& p, const float* red, int rt, int ct, int split, int tid,
-                                            int threads) {
+// The tile's sums red[m * kRedPitch + i] (every thread of the CTA calls this after a barrier that
+// follows the last write to red): with splits, the whole tile as F32 into the split's slice of the
+// workspace ([BN][BM]; int_gemm_reduce_kernel adds them), else the outputs.
+__device__ __forceinline__ void gemm_finish(const GemmParams& p, const float* red, int rt, int ct, int split) {
   if (rt >= p.RT || ct >= p.CT) return;  // a padding tile (int_gemm_wgmma.cu's clusters, the wide form's)
   if (p.splits > 1) {
     float4* dst = reinterpret_cast<float4*>(p.ws + ((int64_t(split) * p.RT + rt) * p.CT + ct) * (BN * BM));
-    for (int e = tid; e < BN * BM / 4; e += threads) {
+    for (int e = threadIdx.x; e < BN * BM / 4; e += blockDim.x) {
       const int m = e / (BM / 4), i4 = e % (BM / 4);
       dst[e] = *reinterpret_cast<const float4*>(red + m * kRedPitch + 4 * i4);
     }
     return;
   }
-  gemm_epilogue(p, rt, ct, 0, BN, tid, threads, [&](int m, int i) { return red[m * kRedPitch + i]; });
-}
-__device__ __forceinline__ void gemm_finish(const GemmParams& p, const float* red, int rt, int ct, int split) {
-  gemm_finish(p, red, rt, ct, split, int(threadIdx.x), int(blockDim.x));
+  gemm_epilogue(p, rt, ct, 0, BN, [&](int m, int i) { return red[m * kRedPitch + i]; });
 }
 
 }  // namespace intgemm

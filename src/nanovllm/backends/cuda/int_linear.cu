@@ -331,11 +331,12 @@ void CudaBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScale
     a.out = o.raw();
     a.M = T, a.outs = o.size(1), a.K = K, a.G = G, a.bits = bits;
     a.silu = silu && fused, a.f32_out = o.dtype() == DType::F32;
+    const int64_t row_tiles = cuda::int_gemm_row_tiles(a.outs, a.silu);
+    const int64_t col_tiles = (T + cuda::kIntGemmCols - 1) / cuda::kIntGemmCols;
     cuda::IntGemmCluster cluster;  // the Hopper GEMM's: clusters, or its wide form (kernel_plan.h)
     if (plan == cuda::IntLinearKernel::GemmWgmma)
-      cluster = cuda::plan_int_gemm_cluster({options_.int_gemm_cluster_rows, options_.int_gemm_cluster_cols},
-                                            cuda::int_gemm_row_tiles(a.outs, a.silu),
-                                            (T + cuda::kIntGemmCols - 1) / cuda::kIntGemmCols, a.silu);
+      cluster = cuda::plan_int_gemm_cluster({options_.int_gemm_cluster_rows, options_.int_gemm_cluster_cols}, row_tiles,
+                                            col_tiles, a.silu);
     a.wide = plan == cuda::IntLinearKernel::GemmWgmma && cuda::int_gemm_wgmma_wide(options_.int_gemm, T, cluster);
     a.splits = cuda::int_gemm_splits(T, a.outs, a.silu, K, num_sms_, (a.wide ? 2 : 1) * cuda::kIntGemmCols);
     // The F32 partials in the dequantize path's scratch (unused by this path; prepare_int_weight
@@ -343,9 +344,7 @@ void CudaBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScale
     // prepared a weight cannot get here).
     a.workspace_floats = int_scratch_.defined() ? int_scratch_.numel() / 2 : 0;
     a.workspace = int_scratch_.defined() ? static_cast<float*>(int_scratch_.raw()) : nullptr;
-    const int64_t tiles =
-        cuda::int_gemm_row_tiles(a.outs, a.silu) * ((T + cuda::kIntGemmCols - 1) / cuda::kIntGemmCols);
-    if (a.splits * tiles * cuda::kIntGemmRows * cuda::kIntGemmCols > a.workspace_floats) a.splits = 1;
+    if (a.splits * row_tiles * col_tiles * cuda::kIntGemmRows * cuda::kIntGemmCols > a.workspace_floats) a.splits = 1;
     Tensor x_perm;  // the Hopper kernel's x in the mma's k order
     if (plan == cuda::IntLinearKernel::GemmWgmma) {
       x_perm = empty({T, K}, DType::BF16);
