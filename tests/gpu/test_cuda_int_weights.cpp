@@ -322,7 +322,7 @@ TEST(CudaIntWeights, WgmmaGemmAwkwardShapesAgainstTheReference) {
   test::Backends bw(ow);
   for (const Shape3& s : shapes)
     for (int64_t T : {65, 100, 130, 200, 256}) {
-      ASSERT_TRUE(cuda::int_gemm_wgmma_wide(IntGemm::WgmmaWide, T, {1, 1}));
+      ASSERT_TRUE(cuda::int_gemm_wgmma_wide(IntGemm::WgmmaWide, T, {1, 1}, false));
       check_linear(bw, s, T, T != 100, /*perm=*/T % 2 == 1, T == 200);
     }
   for (int64_t I : {64, 192})
@@ -592,6 +592,69 @@ TEST(CudaIntWeights, Refusals) {
   s3.block_k = 32;
   s3.scale = gpu.empty({16, 2}, DType::F32);
   EXPECT_THROW(qlinear(gpu, x, {c3, s3}, out), Error);
+}
+
+// add_rms_norm_linear_quantized with the norm as the GEMV's prologue (int_gemv_norm.cuh: gemv_norm
+// auto) against add_rms_norm + the same GEMV (gemv_norm never), under int_gemv auto / v3 / v4:
+// Qwen3-8B's qkv at T 1 (v3 wide), a gated MLP past a wave of v3 (v4), a small grid (v3, K split
+// over a cluster), U8, a gated MLP whose I the epilogue cannot split (the plain GEMV then
+// silu_and_mul), T 1..8 (rows of x past T in the n-tile), and the calls it must not fuse (act order,
+// groups that split a tile, T 9). The new residual (bf16(x + residual)) equals the separate kernel's
+// bit for bit and lands in a new buffer exactly where fused; the outputs differ only where 1 / rms,
+// summed in another order, rounds a normalized value the other way (one BF16 ulp of one term; a
+// wrong row or chunk is off by O(1)): v5's bounds against v3.
+TEST(CudaIntWeights, NormPrologueEqualsAddRmsNormThenTheGemv) {
+  REQUIRE_GPU();
+  struct Case {
+    int bits;
+    int64_t N, K, G, T;
+    bool silu, perm, fused;
+  };
+  const std::vector<Case> cases = {
+      {4, 6144, 4096, 128, 1, false, false, true}, {4, 9600, 2048, 128, 1, true, false, true},
+      {4, 9600, 1024, 128, 8, true, false, true},  {4, 1000, 1024, 64, 3, false, false, true},
+      {8, 2048, 2048, 128, 2, false, false, true}, {4, 2 * 1000, 1024, 128, 5, true, false, true},
+      {4, 512, 1024, 128, 1, false, true, false},  {4, 500, 1056, 48, 1, false, false, false},
+      {4, 512, 1024, 128, 9, false, false, false},
+  };
+  for (IntGemv v : {IntGemv::Auto, IntGemv::V3, IntGemv::V4}) {
+    KernelOptions on = with_gemv(v), off = with_gemv(v);
+    off.gemv_norm = GemvNormFusion::Never;
+    CudaBackend gf(0, on), gn(0, off);
+    for (const Case& c : cases) {
+      IntWeight w = make_weight(gf, c.bits, c.N, c.K, c.G, true, c.perm, uint32_t(c.N + c.K));
+      IntWeight wn = w;
+      upload_weight(gn, wn);
+      const int64_t outs = c.silu ? c.N / 2 : c.N;
+      const std::string what = std::string(int_gemv_name(v)) + " U" + std::to_string(c.bits) + " N " +
+                               std::to_string(c.N) + " K " + std::to_string(c.K) + " G " + std::to_string(c.G) + " T " +
+                               std::to_string(c.T) + (c.silu ? " silu" : "") + (c.perm ? " perm" : "");
+      const std::vector<float> x = test::rand_bf16(size_t(c.T * c.K), uint32_t(c.K + 1), -2.f, 2.f);
+      const std::vector<float> r = test::rand_bf16(size_t(c.T * c.K), uint32_t(c.K + 2), -4.f, 4.f);
+      const std::vector<float> nw = test::rand_bf16(size_t(c.K), uint32_t(c.K + 3), 0.5f, 1.5f);
+      std::vector<float> outs_of[2], res_of[2];
+      bool moved[2] = {false, false};
+      for (int i = 0; i < 2; ++i) {
+        CudaBackend& gpu = i == 0 ? gf : gn;
+        const IntWeight& wi = i == 0 ? w : wn;
+        Tensor gx = gpu.empty({c.T, c.K}, DType::BF16), gr = gpu.empty({c.T, c.K}, DType::BF16);
+        Tensor gw = gpu.empty({c.K}, DType::BF16), out = gpu.empty({c.T, outs}, DType::BF16);
+        gpu.upload(x.data(), DType::F32, gx);
+        gpu.upload(r.data(), DType::F32, gr);
+        gpu.upload(nw.data(), DType::F32, gw);
+        const void* before = gr.raw();
+        static_cast<Backend&>(gpu).add_rms_norm_linear_quantized(gx, gr, gw, 1e-6f, wi.gcodes, wi.gscales, out, c.silu);
+        moved[i] = gr.raw() != before;
+        outs_of[i] = gpu.to_host_f32(out);
+        res_of[i] = gpu.to_host_f32(gr);
+      }
+      EXPECT_EQ(moved[0], c.fused) << what << ": the norm " << (c.fused ? "was not" : "was") << " fused";
+      EXPECT_FALSE(moved[1]) << what << ": fused under gemv_norm never";
+      EXPECT_EQ(bit_differences(res_of[0], res_of[1]), 0u) << what << ": the new residual";
+      expect_close(outs_of[0], std::vector<double>(outs_of[1].begin(), outs_of[1].end()), 1.0 / 64, 1.0 / 128,
+                   "fused against add_rms_norm + GEMV: " + what);
+    }
+  }
 }
 
 // A decode-sized product (T 1, 4 and 20: the GEMV; 100: the tensor-core GEMM, K split in two for

@@ -222,6 +222,11 @@ class Backend {
   // overwrite it); x's contents are unspecified afterwards (the default normalizes it in place).
   virtual void add_rms_norm_linear(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps, const Tensor& w,
                                    Tensor& out, bool silu_mul);
+  // The same with a quantized w (codes [N, K] or [2I, K] and their scales; layernorm.h calls it
+  // without tensor parallelism). Default: add_rms_norm, then linear_quantized or
+  // linear_silu_mul_quantized. The CUDA backend folds the norm into its INT GEMV at decode sizes.
+  virtual void add_rms_norm_linear_quantized(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps,
+                                             const Tensor& w, const WeightScales& scales, Tensor& out, bool silu_mul);
   // Tensor parallelism's LM head: out[b, r * Vl + j] = parts[r, b, j]. parts: [N, B, Vl] (the
   // all-gathered vocabulary shards); out: [B, N * Vl]. Same dtype; no host sync (graph-safe).
   virtual void merge_vocab_shards(const Tensor& parts, Tensor& out) = 0;

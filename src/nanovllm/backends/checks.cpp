@@ -236,6 +236,16 @@ void Backend::add_rms_norm_linear(Tensor& x, Tensor& residual, const Tensor& nor
     linear(x, w, out);
 }
 
+void Backend::add_rms_norm_linear_quantized(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps,
+                                            const Tensor& w, const WeightScales& scales, Tensor& out, bool silu_mul) {
+  check_add_rms_norm_linear(x, residual, norm_w, w, out, silu_mul);
+  add_rms_norm(x, residual, norm_w, eps);
+  if (silu_mul)
+    linear_silu_mul_quantized(x, w, scales, out);
+  else
+    linear_quantized(x, w, scales, out);
+}
+
 Backend::SampledTokens Backend::sample_async(const Tensor& logits, const std::vector<SamplingRow>& rows,
                                              const Tensor* device_out) {
   for (const auto& r : rows)

@@ -38,12 +38,14 @@
 
 namespace nanovllm {
 
-// add_rms_norm_linear at decode batches (<= 4 rows): whether the decoder layer's residual add +
-// RMSNorm runs as the prologue of the GEMV that follows it instead of as a kernel of its own.
+// add_rms_norm_linear at decode batches (BF16 weights: <= 4 rows; INT4/INT8 codes: <= 8): whether
+// the decoder layer's residual add + RMSNorm runs as the prologue of the GEMV that follows it
+// instead of as a kernel of its own.
 enum class GemvNormFusion {
   Never = 0,   // always a separate add_rms_norm kernel
-  Auto = 1,    // fused for K <= 2048 while the GEMV's grid fits one wave (the measured rule)
-  Always = 2,  // fused wherever the GEMV can hold the rows of x in 48 KiB of shared memory
+  Auto = 1,    // BF16: fused for K <= 2048 while the GEMV's grid fits one wave (the measured rule);
+               // INT codes: wherever the v3 / v4 GEMV runs it (kernel_plan.h: int_gemv_norm_fuses)
+  Always = 2,  // BF16: fused wherever the GEMV can hold the rows of x in 48 KiB of shared memory; INT: as auto
 };
 
 // Which kernel computes prefill (and chunked-prefill / mixed-step) attention; decode steps use the

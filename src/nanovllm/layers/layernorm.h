@@ -32,13 +32,18 @@ struct RMSNorm {
   // residual += x, then the projection that follows the norm: norm(residual) @ w^T ([T, N] for w
   // [N, K]), or with silu_mul the gated activation of w = [gate; up] ([T, I] for w [2I, K]). One
   // op, so a backend can fold the norm into the GEMM (x is spent: its contents are unspecified after).
-  // Quantized weights (proj.weight_scales): the norm, then the GEMM (with the activation where the
+  // Quantized weights (proj.weight_scales): add_rms_norm_linear_quantized (the backend may fold the
+  // norm into its GEMV); under TP the all-reduce norm, then the GEMM (with the activation where the
   // backend fuses it: linear_silu_mul_quantized).
   Tensor forward_residual_linear(Backend& be, Tensor& x, Tensor& residual, const Linear& proj,
                                  bool silu_mul = false) const {
     const Tensor& w = proj.weight;
     Tensor out = be.empty({x.size(0), silu_mul ? w.size(0) / 2 : w.size(0)}, be.act_dtype());
     if (proj.weight_scales.defined()) {
+      if (!comm) {
+        be.add_rms_norm_linear_quantized(x, residual, weight, eps, w, proj.weight_scales, out, silu_mul);
+        return out;
+      }
       forward_residual(be, x, residual);
       if (!silu_mul) {
         be.linear(x, w, proj.weight_scales, out);

@@ -32,7 +32,8 @@
 namespace nanovllm {
 
 namespace cuda {
-struct Stream;  // cuda_common.cuh
+struct Stream;    // cuda_common.cuh
+struct GemvNorm;  // cuda_common.cuh
 }
 
 class CudaBackend final : public Backend {
@@ -95,6 +96,9 @@ class CudaBackend final : public Backend {
   void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out) override;
   void add_rms_norm_linear(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out,
                            bool silu_mul) override;
+  // INT codes at decode sizes: the norm as the INT GEMV's prologue (int_linear.cu).
+  void add_rms_norm_linear_quantized(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps, const Tensor& w,
+                                     const WeightScales& scales, Tensor& out, bool silu_mul) override;
   void moe_topk(const Tensor& logits, int64_t top_k, bool renormalize, Tensor& weights, Tensor& ids) override;
   void moe_experts(const Tensor& x, const Tensor& w13, const Tensor& w2, const Tensor& weights, const Tensor& ids,
                    Tensor& out) override;  // moe_gemm.cu (routing: moe_routing.cu)
@@ -209,7 +213,15 @@ class CudaBackend final : public Backend {
   // Group-quantized weights: --load-format dummy's quantization (int_prepare.cu), and the linear
   // (int_linear.cu; silu: out = silu(gate) * up of a [2I, K] weight).
   void quantize_int_weight(const Tensor& w, Quantization q, Tensor& codes, WeightScales& scales);
-  void linear_int(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out, bool silu);
+  // norm: the decoder layer's add + RMSNorm as the GEMV's prologue (add_rms_norm_linear_quantized
+  // planned it: int_gemv_norm_fuses).
+  void linear_int(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out, bool silu,
+                  const cuda::GemvNorm* norm = nullptr);
+  // The GEMV a decode call of T rows runs (kernel_plan.h: int_gemv_pick under the int_gemv option).
+  IntGemv int_gemv_version(int64_t T, int64_t outs, bool silu, int64_t K, int bits) const;
+  // Whether the gated MLP at T rows runs as the plain GEMV into [T, 2I], then silu_and_mul (its I
+  // not split by the fused epilogue).
+  bool int_gemv_splits_silu(int64_t T, int64_t outs, bool silu) const;
   // The dequantize path's BF16 weight: persistent, grown by prepare_int_weight to the largest layer
   // (never allocated during a step, so graph-safe), shared by all layers (one stream).
   Tensor int_scratch_;

@@ -195,6 +195,29 @@ __device__ __forceinline__ uint4 pack8(const float* f) {
   return u;
 }
 
+// The add + RMSNorm prologues of the GEMVs (gemv.cu, int_gemv_norm.cuh) on 8 values a 16-byte word,
+// with add_rms_norm's rounding: h = bf16(x + r), ss += h^2 (F32, in element order), h returned
+// (exact: already BF16); then bf16(bf16(h * inv) * w).
+__device__ __forceinline__ uint4 add8_sumsq(const uint4& x, const uint4& r, float& ss) {
+  float a[8], b[8];
+  unpack8(x, a);
+  unpack8(r, b);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    a[e] = bf16_round(a[e] + b[e]);
+    ss += a[e] * a[e];
+  }
+  return pack8(a);
+}
+__device__ __forceinline__ uint4 rms_scale8(const uint4& h, const uint4& w, float inv) {
+  float a[8], g[8];
+  unpack8(h, a);
+  unpack8(w, g);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) a[e] = bf16_round(a[e] * inv) * g[e];
+  return pack8(a);
+}
+
 // The add + RMSNorm prologue of a GEMV (gemv.cu): residual_out = residual + x, and the GEMV
 // multiplies rms_norm(residual_out) * norm_w instead of x. residual, residual_out: [M, K]
 // (distinct buffers); norm_w: [K].

@@ -86,15 +86,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const bf16* __restri
     for (int m = 0; m < M; ++m) {
       ss[m] = 0.f;
       for (int c = threadIdx.x; c < KC; c += kStride) {
-        float a[8], r[8];
-        unpack8(xv[int64_t(m) * KC + c], a);
-        unpack8(rv[int64_t(m) * KC + c], r);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          a[e] = bf16_round(a[e] + r[e]);
-          ss[m] += a[e] * a[e];
-        }
-        const uint4 h = pack8(a);  // exact: a is already BF16
+        const uint4 h = add8_sumsq(xv[int64_t(m) * KC + c], rv[int64_t(m) * KC + c], ss[m]);
         xs[m * KC + c] = h;
         if ((m * KC + c) % int(gridDim.x) == int(blockIdx.x)) ro[int64_t(m) * KC + c] = h;
       }
@@ -108,14 +100,8 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const bf16* __restri
 #pragma unroll
       for (int wi = 0; wi < kGemvWarps; ++wi) t += red[wi][m][0];
       const float inv = 1.0f / sqrtf(t / float(K) + nrm.eps);
-      for (int c = threadIdx.x; c < KC; c += kStride) {  // the chunks this thread wrote above
-        float a[8], g[8];
-        unpack8(xs[m * KC + c], a);
-        unpack8(c == int(threadIdx.x) ? g0 : __ldg(nv + c), g);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) a[e] = bf16_round(a[e] * inv) * g[e];
-        xs[m * KC + c] = pack8(a);
-      }
+      for (int c = threadIdx.x; c < KC; c += kStride)  // the chunks this thread wrote above
+        xs[m * KC + c] = rms_scale8(xs[m * KC + c], c == int(threadIdx.x) ? g0 : __ldg(nv + c), inv);
     }
     __syncthreads();  // xs complete; red free again
   }

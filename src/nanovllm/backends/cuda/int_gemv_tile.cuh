@@ -8,7 +8,8 @@
 //    ws[r][s]: the {scale, zero} words of rows g and g + 8 (SG = 1: the tile's one group; kGeneral:
 //    SG = S, one per k-step).
 //  * xt[nt] + it * TK: the lane's row of x in n-tile nt (B fragment column g) at its 4 columns of the
-//    tile's first k-step; step j's B fragment is the 8 bytes 16 j columns on. v3 advances its
+//    tile's first k-step; step j's B fragment is the 8 bytes 16 j columns on. kSharedX: x is the
+//    normalized copy in shared memory (int_gemv_norm.cuh), else global memory read through __ldg. v3 advances its
 //    pointers per tile (it = 0), v4 keeps the run's first and passes the tile's index in the run.
 //  * acc[r][nt]: an mma C fragment (c0, c1: row g, x rows 8 nt + 2t, + 1; c2, c3: row g + 8).
 // U4 codes become the BF16 integers 128 + q and the zero comes out through sum_k x_k (one more mma
@@ -26,7 +27,7 @@
 
 namespace nanovllm::cuda {
 
-template <int kBits, bool kGeneral, int NT, int RB, int SG>
+template <int kBits, bool kGeneral, int NT, int RB, int SG, bool kSharedX = false>
 __device__ __forceinline__ void int_gemv_tile(const bf16* const (&xt)[NT], int it, int k0, int K, const uint4 (&wq)[RB],
                                               const uint32_t (&ws)[RB][SG][2], float (&acc)[RB][NT][4]) {
   constexpr int TK = int_tile_k(kBits), S = TK / kIntStepK;  // columns and k-steps of a tile
@@ -48,9 +49,10 @@ __device__ __forceinline__ void int_gemv_tile(const bf16* const (&xt)[NT], int i
     const int k = k0 + kIntStepK * j;
     uint2 xb[NT];  // general path: zeros past K (the last tile's padding)
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-      xb[nt] = (!kGeneral || k < K) ? __ldg(reinterpret_cast<const uint2*>(xt[nt] + it * TK + kIntStepK * j))
-                                    : make_uint2(0, 0);
+    for (int nt = 0; nt < NT; ++nt) {
+      const uint2* xp = reinterpret_cast<const uint2*>(xt[nt] + it * TK + kIntStepK * j);
+      xb[nt] = (!kGeneral || k < K) ? (kSharedX ? *xp : __ldg(xp)) : make_uint2(0, 0);
+    }
     if constexpr (kBias) {
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) mma_bf16_16816(xs[nt], ones, xb[nt].x, xb[nt].y);

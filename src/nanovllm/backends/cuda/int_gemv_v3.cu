@@ -40,6 +40,7 @@
 
 #include <type_traits>
 
+#include "nanovllm/backends/cuda/int_gemv_norm.cuh"
 #include "nanovllm/backends/cuda/int_gemv_tile.cuh"
 #include "nanovllm/backends/cuda/int_layout.cuh"
 #include "nanovllm/backends/cuda/kernel_plan.h"
@@ -55,10 +56,13 @@ constexpr int kThreads = kWarps * 32;
 // x: [M, K] BF16; codes / sz: int_layout.cuh; out: [M, N] with N the outputs (kSilu: I; the gate
 // block of row CTA b is b, its up block b + up_block). kGeneral: per-k-step scales and bounds.
 // tiles_per_warp: the length of each warp's run of K tiles (the split's tiles / 8, rounded up).
-template <int kBits, bool kSilu, bool kGeneral, int NT, bool kWide, class OutT>
+// kNorm: x is the layer's output and the product takes rms_norm(x + residual) from the CTA's shared
+// memory (int_gemv_norm.cuh; nrm).
+template <int kBits, bool kSilu, bool kGeneral, int NT, bool kWide, bool kNorm, class OutT>
 __global__ void __launch_bounds__(kThreads, int_gemv_v3_ctas_per_sm(kWide))
     int_gemv_v3_kernel(const bf16* __restrict__ x, const uint4* __restrict__ codes, const uint32_t* __restrict__ sz,
-                       OutT* __restrict__ out, int M, int N, int K, int G, int up_block, int tiles_per_split) {
+                       OutT* __restrict__ out, int M, int N, int K, int G, int up_block, int tiles_per_split,
+                       GemvNorm nrm) {
   constexpr int TK = int_tile_k(kBits), S = TK / kIntStepK;     // columns and k-steps of a tile
   constexpr int RB = kSilu ? 2 : 1;                             // row blocks of the CTA
   constexpr int SG = kGeneral ? S : 1;                          // scale words per tile and row
@@ -108,6 +112,12 @@ __global__ void __launch_bounds__(kThreads, int_gemv_v3_ctas_per_sm(kWide))
 #pragma unroll
   for (int u = 0; u < P; ++u) load_slot(u, u);
   pdl_begin();  // x is the previous kernel's output
+  extern __shared__ uint4 norm_smem[];  // kNorm: the normalized x, M x int_gemv_norm_ld(K) BF16
+  if constexpr (kNorm)
+    int_gemv_norm_prologue<kThreads>(x, nrm, M, K, reinterpret_cast<bf16*>(norm_smem), blk * splits + split,
+                                     splits * int(gridDim.y));
+  const bf16* xbase = kNorm ? reinterpret_cast<const bf16*>(norm_smem) : x;
+  const int ldx = kNorm ? int(int_gemv_norm_ld(K)) : K;
 
   float acc[RB][NT][4];
 #pragma unroll
@@ -120,7 +130,7 @@ __global__ void __launch_bounds__(kThreads, int_gemv_v3_ctas_per_sm(kWide))
   // k-step (advanced by one tile each).
   const bf16* xr[NT];
 #pragma unroll
-  for (int nt = 0; nt < NT; ++nt) xr[nt] = x + int64_t(min(8 * nt + g, M - 1)) * K + 4 * t + w0 * TK;
+  for (int nt = 0; nt < NT; ++nt) xr[nt] = xbase + int64_t(min(8 * nt + g, M - 1)) * ldx + 4 * t + w0 * TK;
 
   for (int i0 = 0; i0 < n; i0 += P) {
 #pragma unroll
@@ -128,7 +138,7 @@ __global__ void __launch_bounds__(kThreads, int_gemv_v3_ctas_per_sm(kWide))
       const int i = i0 + u;
       if (i >= n) break;  // warp-uniform: the run's last round
       // Tile i (xr points at it: it = 0), then x moved on to the next one.
-      int_gemv_tile<kBits, kGeneral, NT, RB, SG>(xr, 0, (w0 + i) * TK, K, wq[u], ws[u], acc);
+      int_gemv_tile<kBits, kGeneral, NT, RB, SG, kNorm>(xr, 0, (w0 + i) * TK, K, wq[u], ws[u], acc);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) xr[nt] += TK;
       load_slot(u, i + P);  // the slot's next tile, P ahead in the warp's run
@@ -180,19 +190,21 @@ __global__ void __launch_bounds__(kThreads, int_gemv_v3_ctas_per_sm(kWide))
 #endif
 }
 
-template <int kBits, bool kSilu, bool kGeneral, int NT, bool kWide>
+template <int kBits, bool kSilu, bool kGeneral, int NT, bool kWide, bool kNorm = false>
 void launch_v3(const IntGemvArgs& a, int splits, Stream st) {
   const int64_t TK = int_tile_k(kBits), KT = (a.K + TK - 1) / TK;
   const int64_t rows = int_gemv_row_blocks(a.outs, kSilu);
   const int up_block = kSilu ? int(a.outs / kIntRowBlock) : 0;
   const int M = int(a.M), N = int(a.outs), K = int(a.K), G = int(a.G), per_split = int((KT + splits - 1) / splits);
   const dim3 grid{unsigned(splits), unsigned(rows), 1u}, cluster{unsigned(splits), 1u, 1u};
+  const size_t smem = kNorm ? size_t(M * int_gemv_norm_ld(K) * 2) : 0;
   if (a.f32_out)
-    launch_clustered(int_gemv_v3_kernel<kBits, kSilu, kGeneral, NT, kWide, float>, grid, dim3(kThreads), 0, st, cluster,
-                     a.x, a.codes, a.sz, static_cast<float*>(a.out), M, N, K, G, up_block, per_split);
+    launch_clustered(int_gemv_v3_kernel<kBits, kSilu, kGeneral, NT, kWide, kNorm, float>, grid, dim3(kThreads), smem,
+                     st, cluster, a.x, a.codes, a.sz, static_cast<float*>(a.out), M, N, K, G, up_block, per_split,
+                     a.norm);
   else
-    launch_clustered(int_gemv_v3_kernel<kBits, kSilu, kGeneral, NT, kWide, bf16>, grid, dim3(kThreads), 0, st, cluster,
-                     a.x, a.codes, a.sz, static_cast<bf16*>(a.out), M, N, K, G, up_block, per_split);
+    launch_clustered(int_gemv_v3_kernel<kBits, kSilu, kGeneral, NT, kWide, kNorm, bf16>, grid, dim3(kThreads), smem, st,
+                     cluster, a.x, a.codes, a.sz, static_cast<bf16*>(a.out), M, N, K, G, up_block, per_split, a.norm);
   NV_LAUNCH_CHECK();
 }
 
@@ -200,6 +212,14 @@ template <int kBits, bool kSilu, bool kGeneral>
 void dispatch_ntiles(const IntGemvArgs& a, int splits, bool wide, Stream st) {
   switch (int_gemv_ntiles(a.M)) {
     case 1:
+      if constexpr (!kGeneral) {  // the norm prologue: one n-tile, the fast path (int_gemv_v3 checks)
+        if (a.norm.residual) {
+          if constexpr (!kSilu) {
+            if (wide) return launch_v3<kBits, kSilu, kGeneral, 1, true, true>(a, splits, st);
+          }
+          return launch_v3<kBits, kSilu, kGeneral, 1, false, true>(a, splits, st);
+        }
+      }
       if constexpr (!kSilu) {
         if (wide) return launch_v3<kBits, kSilu, kGeneral, 1, true>(a, splits, st);
       }
@@ -226,10 +246,11 @@ void int_gemv_v3(const IntGemvArgs& a, int splits, bool wide, Stream st) {
   const int64_t rows = int_gemv_row_blocks(a.outs, a.silu);
   if (a.M < 1 || a.M > kIntGemvMaxT || a.outs < 1 || (a.silu && (a.f32_out || a.outs % kIntRowBlock != 0)) ||
       (a.bits != 4 && a.bits != 8) || !int_layout_supports(a.bits, a.K, a.G) || splits < 1 ||
-      splits > kIntGemvV3MaxSplits || rows > 65535)
+      splits > kIntGemvV3MaxSplits || rows > 65535 || (a.norm.residual && !int_gemv_norm_ok(a)))
     throw Error("int_gemv_v3: M " + std::to_string(a.M) + ", outputs " + std::to_string(a.outs) + ", K " +
                 std::to_string(a.K) + ", group " + std::to_string(a.G) + ", " + std::to_string(a.bits) + " bits, " +
                 std::to_string(splits) + " splits" + (a.silu ? ", silu" : "") + (a.f32_out ? ", F32 out" : "") +
+                (a.norm.residual ? ", the norm prologue" : "") +
                 " is outside the kernel's limits (kernel_plan.h: plan_int_linear, int_gemv_v3_splits)");
   if (a.bits == 4)
     dispatch_bits<4>(a, splits, wide, st);

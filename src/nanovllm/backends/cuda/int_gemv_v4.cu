@@ -40,6 +40,7 @@
 // instructions a round of 8 tiles against v3's 700, both refill paths counted (one runs a tile).
 #include <type_traits>
 
+#include "nanovllm/backends/cuda/int_gemv_norm.cuh"
 #include "nanovllm/backends/cuda/int_gemv_tile.cuh"
 #include "nanovllm/backends/cuda/int_layout.cuh"
 #include "nanovllm/backends/cuda/kernel_plan.h"
@@ -52,10 +53,12 @@ constexpr int kWarps = kIntGemvV4Warps;
 constexpr int kThreads = kWarps * 32;
 // x: [M, K] BF16; codes / sz: int_layout.cuh; out: [M, N] (kSilu: N = I; gate block b, up block
 // b + up_block); rows: the row blocks (kSilu: gate blocks). kGeneral: per-k-step scales and bounds.
-template <int kBits, bool kSilu, bool kGeneral, int NT, class OutT>
+// kNorm: x is the layer's output and the product takes rms_norm(x + residual) from the CTA's shared
+// memory (int_gemv_norm.cuh; nrm).
+template <int kBits, bool kSilu, bool kGeneral, int NT, bool kNorm, class OutT>
 __global__ void __launch_bounds__(kThreads, kIntGemvV4CtasPerSm)
     int_gemv_v4_kernel(const bf16* __restrict__ x, const uint4* __restrict__ codes, const uint32_t* __restrict__ sz,
-                       OutT* __restrict__ out, int M, int N, int K, int G, int up_block, int rows) {
+                       OutT* __restrict__ out, int M, int N, int K, int G, int up_block, int rows, GemvNorm nrm) {
   constexpr int TK = int_tile_k(kBits), S = TK / kIntStepK;  // columns and k-steps of a tile
   constexpr int RB = kSilu ? 2 : 1;                          // row blocks of a step
   constexpr int SG = kGeneral ? S : 1;                       // scale words per tile and row
@@ -119,6 +122,11 @@ __global__ void __launch_bounds__(kThreads, kIntGemvV4CtasPerSm)
   for (int u = 0; u < P; ++u)
     if (u < n) load(u, cw, sw, u, kGeneral ? 0 : group_words(fb, u));
   pdl_begin();  // x is the previous kernel's output
+  extern __shared__ uint4 norm_smem[];  // kNorm: the normalized x, M x int_gemv_norm_ld(K) BF16
+  if constexpr (kNorm)
+    int_gemv_norm_prologue<kThreads>(x, nrm, M, K, reinterpret_cast<bf16*>(norm_smem), blockIdx.x, stride);
+  const bf16* xbase = kNorm ? reinterpret_cast<const bf16*>(norm_smem) : x;
+  const int ldx = kNorm ? int(int_gemv_norm_ld(K)) : K;
 
   float acc[RB][NT][4];
 #pragma unroll
@@ -130,7 +138,7 @@ __global__ void __launch_bounds__(kThreads, kIntGemvV4CtasPerSm)
   // Lane's row of x in n-tile nt (B fragment column g) at its 4 columns of the run's first k-step.
   const bf16* xr[NT];
 #pragma unroll
-  for (int nt = 0; nt < NT; ++nt) xr[nt] = x + int64_t(min(8 * nt + g, M - 1)) * K + 4 * t + w0 * TK;
+  for (int nt = 0; nt < NT; ++nt) xr[nt] = xbase + int64_t(min(8 * nt + g, M - 1)) * ldx + 4 * t + w0 * TK;
 
   for (int jb = 0; blk < rows; ++jb, blk += stride) {
     const bool more = blk + stride < rows;
@@ -147,7 +155,7 @@ __global__ void __launch_bounds__(kThreads, kIntGemvV4CtasPerSm)
       for (int u = 0; u < P; ++u) {
         const int i = i0 + u;
         if (i >= n) break;  // warp-uniform: the run's last round
-        int_gemv_tile<kBits, kGeneral, NT, RB, SG>(xr, i, (w0 + i) * TK, K, wq[u], ws[u], acc);  // tile i of the run
+        int_gemv_tile<kBits, kGeneral, NT, RB, SG, kNorm>(xr, i, (w0 + i) * TK, K, wq[u], ws[u], acc);  // tile i
         // Refill slot u: its next tile in this block, else tile u of the CTA's next block.
         if (i + P < n)
           load(u, cw, sw, i + P, kGeneral ? 0 : group_words(fi, u + P));
@@ -165,29 +173,34 @@ __global__ void __launch_bounds__(kThreads, kIntGemvV4CtasPerSm)
   }
 }
 
-template <int kBits, bool kSilu, bool kGeneral, int NT>
+template <int kBits, bool kSilu, bool kGeneral, int NT, bool kNorm = false>
 void launch_v4(const IntGemvArgs& a, int num_sms, Stream st) {
   const int64_t rows = int_gemv_row_blocks(a.outs, kSilu);
   const int up_block = kSilu ? int(a.outs / kIntRowBlock) : 0;
   const int M = int(a.M), N = int(a.outs), K = int(a.K), G = int(a.G);
   const dim3 grid{unsigned(int_gemv_v4_grid(rows, num_sms)), 1u, 1u};
+  const size_t smem = kNorm ? size_t(M * int_gemv_norm_ld(K) * 2) : 0;
   if constexpr (!kSilu) {
     if (a.f32_out) {
-      launch(int_gemv_v4_kernel<kBits, kSilu, kGeneral, NT, float>, grid, dim3(kThreads), 0, st, a.x, a.codes, a.sz,
-             static_cast<float*>(a.out), M, N, K, G, up_block, int(rows));
+      launch(int_gemv_v4_kernel<kBits, kSilu, kGeneral, NT, kNorm, float>, grid, dim3(kThreads), smem, st, a.x, a.codes,
+             a.sz, static_cast<float*>(a.out), M, N, K, G, up_block, int(rows), a.norm);
       NV_LAUNCH_CHECK();
       return;
     }
   }
-  launch(int_gemv_v4_kernel<kBits, kSilu, kGeneral, NT, bf16>, grid, dim3(kThreads), 0, st, a.x, a.codes, a.sz,
-         static_cast<bf16*>(a.out), M, N, K, G, up_block, int(rows));
+  launch(int_gemv_v4_kernel<kBits, kSilu, kGeneral, NT, kNorm, bf16>, grid, dim3(kThreads), smem, st, a.x, a.codes,
+         a.sz, static_cast<bf16*>(a.out), M, N, K, G, up_block, int(rows), a.norm);
   NV_LAUNCH_CHECK();
 }
 
 template <int kBits, bool kSilu, bool kGeneral>
 void dispatch_ntiles(const IntGemvArgs& a, int num_sms, Stream st) {
   switch (int_gemv_ntiles(a.M)) {
-    case 1: return launch_v4<kBits, kSilu, kGeneral, 1>(a, num_sms, st);
+    case 1:
+      if constexpr (!kGeneral) {  // the norm prologue: one n-tile, the fast path (int_gemv_v4 checks)
+        if (a.norm.residual) return launch_v4<kBits, kSilu, kGeneral, 1, true>(a, num_sms, st);
+      }
+      return launch_v4<kBits, kSilu, kGeneral, 1>(a, num_sms, st);
     case 2: return launch_v4<kBits, kSilu, kGeneral, 2>(a, num_sms, st);
     default: return launch_v4<kBits, kSilu, kGeneral, 4>(a, num_sms, st);
   }
@@ -209,10 +222,12 @@ void int_gemv_v4(const IntGemvArgs& a, int num_sms, Stream st) {
   const int64_t rows = int_gemv_row_blocks(a.outs, a.silu);
   if (a.M < 1 || a.M > kIntGemvMaxT || a.outs < 1 || (a.silu && (a.f32_out || a.outs % kIntRowBlock != 0)) ||
       (a.bits != 4 && a.bits != 8) || !int_layout_supports(a.bits, a.K, a.G) || num_sms < 1 ||
-      rows > (int64_t(1) << 26) || a.K / int_tile_k(a.bits) >= (int64_t(1) << 20))
+      rows > (int64_t(1) << 26) || a.K / int_tile_k(a.bits) >= (int64_t(1) << 20) ||
+      (a.norm.residual && !int_gemv_norm_ok(a)))
     throw Error("int_gemv_v4: M " + std::to_string(a.M) + ", outputs " + std::to_string(a.outs) + ", K " +
                 std::to_string(a.K) + ", group " + std::to_string(a.G) + ", " + std::to_string(a.bits) + " bits" +
-                (a.silu ? ", silu" : "") + (a.f32_out ? ", F32 out" : "") + " on " + std::to_string(num_sms) +
+                (a.silu ? ", silu" : "") + (a.f32_out ? ", F32 out" : "") +
+                (a.norm.residual ? ", the norm prologue" : "") + " on " + std::to_string(num_sms) +
                 " SMs is outside the kernel's limits (kernel_plan.h: plan_int_linear)");
   if (a.bits == 4)
     dispatch_bits<4>(a, num_sms, st);

@@ -106,6 +106,10 @@ struct IntGemvArgs {
   int64_t M = 0, outs = 0, K = 0, G = 0;
   int bits = 4;
   bool silu = false, f32_out = false;
+  // With norm.residual set (v3 / v4; kernel_plan.h: int_gemv_norm_fuses): x is the layer's output,
+  // and the product multiplies rms_norm(x + residual) * norm_w instead (int_gemv_norm.cuh); the
+  // sum goes to norm.residual_out.
+  GemvNorm norm;
 };
 // KernelOptions::int_gemv=v2 (int_gemv_v2.cu): all M <= kIntGemvMaxT rows in one pass. Throws
 // Error outside the kernel's limits (plan_int_linear's to respect).

@@ -244,7 +244,8 @@ void int_gemv(const Tensor& x, const Tensor& codes, const WeightScales& scales, 
 }  // namespace
 }  // namespace cuda
 
-void CudaBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out, bool silu) {
+void CudaBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out, bool silu,
+                             const cuda::GemvNorm* norm) {
   if (!int_weight_prepared(w, scales))
     throw Error("cuda linear: the " + std::string(dtype_name(w.dtype())) + " weight " + shape_str(w.shape()) +
                 " was not prepared (Backend::prepare_int_weight must run once its checkpoint tensors are loaded)");
@@ -289,24 +290,28 @@ void CudaBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScale
       a.out = ot.raw();
       a.M = t1 - t0, a.outs = ot.size(1), a.K = K, a.G = G, a.bits = bits;
       a.silu = fused_silu, a.f32_out = ot.dtype() == DType::F32;
-      // auto: v5 where its long K runs pay (int_gemv_v5_applies); auto and v4: v4 where v3's grid
-      // would take more than one wave (int_gemv_v4_applies); else v3, wide where its row blocks
-      // exceed two CTAs an SM (int_gemv_v3_wide; kernel_plan.h).
+      // kernel_plan.h, int_gemv_pick: v5 where its long K runs pay, v4 where v3's grid would take
+      // more than one wave, else v3, wide where its row blocks exceed two CTAs an SM (int_gemv_v3_wide).
       const int64_t row_blocks = cuda::int_gemv_row_blocks(a.outs, a.silu);
-      const IntGemv v = options_.int_gemv;
-      const bool automatic = v == IntGemv::Auto;
-      if (v == IntGemv::V5 || (automatic && cuda::int_gemv_v5_applies(a.silu, a.M, K, bits)))
+      const IntGemv v = int_gemv_version(a.M, a.outs, a.silu, K, bits);
+      if (norm) {  // add_rms_norm_linear_quantized chose the prologue for this call (int_gemv_norm_fuses)
+        if (v != IntGemv::V3 && v != IntGemv::V4)
+          throw Error("cuda linear: the norm prologue was planned for a GEMV without one");
+        a.norm = *norm;
+      }
+      if (v == IntGemv::V5)
         cuda::int_gemv_v5(a, num_sms_, st);
-      else if ((v == IntGemv::V4 || automatic) && cuda::int_gemv_v4_applies(row_blocks, a.silu, a.M, num_sms_))
+      else if (v == IntGemv::V4)
         cuda::int_gemv_v4(a, num_sms_, st);
-      else if (v == IntGemv::V3 || v == IntGemv::V4 || automatic)
+      else if (v == IntGemv::V3)
         cuda::int_gemv_v3(a, cuda::int_gemv_v3_splits(a.M, a.outs, a.silu, K, G, bits, num_sms_, sm_ >= 90),
                           cuda::int_gemv_v3_wide(row_blocks, a.silu, a.M, num_sms_), st);
       else
         cuda::int_gemv_v2(a, st);
     }
   };
-  if (silu && T <= cuda::kIntGemvMaxT && cuda::plan_int_linear({T, outs, silu}) != cuda::IntLinearKernel::Gemv) {
+  if (norm && T > cuda::kIntGemvNormMaxT) throw Error("cuda linear: the norm prologue was planned past a GEMV's rows");
+  if (int_gemv_splits_silu(T, outs, silu)) {
     // The gated MLP at decode sizes whose I the fused epilogue cannot split (I % 16 != 0): the plain
     // GEMV into [T, 2I], then silu_and_mul. (Not the dequantize path: a BF16 GEMV of <= 4 rows reads
     // its weight before griddepcontrol.wait, so it must not read a scratch its predecessor writes.)
@@ -337,7 +342,8 @@ void CudaBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScale
     if (plan == cuda::IntLinearKernel::GemmWgmma)
       cluster = cuda::plan_int_gemm_cluster({options_.int_gemm_cluster_rows, options_.int_gemm_cluster_cols}, row_tiles,
                                             col_tiles, a.silu);
-    a.wide = plan == cuda::IntLinearKernel::GemmWgmma && cuda::int_gemm_wgmma_wide(options_.int_gemm, T, cluster);
+    a.wide =
+        plan == cuda::IntLinearKernel::GemmWgmma && cuda::int_gemm_wgmma_wide(options_.int_gemm, T, cluster, a.silu);
     a.splits = cuda::int_gemm_splits(T, a.outs, a.silu, K, num_sms_, (a.wide ? 2 : 1) * cuda::kIntGemmCols);
     // The F32 partials in the dequantize path's scratch (unused by this path; prepare_int_weight
     // sizes it for one wave of tiles). One split when it is smaller (a backend that never
@@ -375,6 +381,47 @@ void CudaBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScale
     Backend::linear_silu_mul(xs, wb, out);
   else
     linear(xs, wb, out);
+}
+
+IntGemv CudaBackend::int_gemv_version(int64_t T, int64_t outs, bool silu, int64_t K, int bits) const {
+  return cuda::int_gemv_pick(options_.int_gemv, cuda::int_gemv_row_blocks(outs, silu), silu, T, K, bits, num_sms_);
+}
+
+bool CudaBackend::int_gemv_splits_silu(int64_t T, int64_t outs, bool silu) const {
+  return silu && T <= cuda::kIntGemvMaxT && cuda::plan_int_linear({T, outs, silu}) != cuda::IntLinearKernel::Gemv;
+}
+
+void CudaBackend::add_rms_norm_linear_quantized(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps,
+                                                const Tensor& w, const WeightScales& scales, Tensor& out,
+                                                bool silu_mul) {
+  check_add_rms_norm_linear(x, residual, norm_w, w, out, silu_mul);
+  const bool int_codes = w.dtype() == DType::U4 || w.dtype() == DType::U8;
+  const bool bf16 = x.dtype() == DType::BF16 && residual.dtype() == DType::BF16 && norm_w.dtype() == DType::BF16 &&
+                    out.dtype() == DType::BF16;
+  bool fuse = false;
+  if (int_codes && bf16 && sm_ >= 80 && int_weight_prepared(w, scales)) {
+    const int bits = w.dtype() == DType::U4 ? 4 : 8;
+    const int64_t T = x.size(0), K = x.size(1), outs = out.size(1);
+    // The GEMV call linear_int makes: the gated MLP whose I the epilogue cannot split runs the plain
+    // product into [T, 2I].
+    const bool split = int_gemv_splits_silu(T, outs, silu_mul);
+    const int64_t gemv_outs = split ? w.size(0) : outs;
+    const bool gemv_silu = silu_mul && !split;
+    fuse = T <= cuda::kIntGemvMaxT &&
+           cuda::int_gemv_norm_fuses(options_.gemv_norm, int_gemv_version(T, gemv_outs, gemv_silu, K, bits), T, K,
+                                     scales.block_k, bits, scales.perm.defined()) &&
+           cuda::aligned16({x.raw(), residual.raw(), norm_w.raw()});
+  }
+  if (!fuse) {
+    Backend::add_rms_norm_linear_quantized(x, residual, norm_w, eps, w, scales, out, silu_mul);
+    return;
+  }
+  // The norm runs as the GEMV's prologue (int_gemv_norm.cuh). Every CTA reads the residual, so the
+  // sum goes to a new buffer that residual becomes.
+  Tensor sum = empty(residual.shape(), residual.dtype());
+  const cuda::GemvNorm nrm{residual.data<cuda::bf16>(), sum.data<cuda::bf16>(), norm_w.data<cuda::bf16>(), eps};
+  linear_int(x, w, scales, out, silu_mul, &nrm);
+  residual = sum;
 }
 
 }  // namespace nanovllm

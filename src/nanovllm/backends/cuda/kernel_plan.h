@@ -329,6 +329,33 @@ constexpr int64_t int_gemv_v4_grid(int64_t rows, int num_sms) {
   const int64_t slots = int64_t(kIntGemvV4CtasPerSm) * (num_sms > 0 ? num_sms : 1);
   return rows < slots ? rows : slots;
 }
+// Which GEMV runs a decode call (V1 .. V5, never Auto): v1, v2, v3 and v5 as the int_gemv option
+// says; under auto v5 where its long K runs pay; under auto and v4, v4 where v3's grid would take
+// more than one wave, else v3.
+constexpr IntGemv int_gemv_pick(IntGemv v, int64_t rows, bool silu, int64_t T, int64_t K, int bits, int num_sms) {
+  if (v != IntGemv::V4 && v != IntGemv::Auto) return v;
+  if (v == IntGemv::Auto && int_gemv_v5_applies(silu, T, K, bits)) return IntGemv::V5;
+  if (int_gemv_v4_applies(rows, silu, T, num_sms)) return IntGemv::V4;
+  return IntGemv::V3;
+}
+// The decoder layer's add + RMSNorm as the prologue of the INT GEMV after it (int_gemv_norm.cuh;
+// CudaBackend::add_rms_norm_linear_quantized): every CTA adds x to the residual and normalizes its
+// T rows into shared memory (T x int_gemv_norm_ld(K) BF16), and the tiles read x from there. One
+// kernel instead of two per norm at batch-1 decode, where the separate add_rms_norm costs ~3 us a
+// call (bench/RESULTS.md: "add + RMSNorm 3.1 us x 72"). The v3 / v4 GEMVs' grids are one wave of
+// CTAs whose rings of codes are loaded before the prologue, so its L2 reads (2TK bytes a CTA)
+// overlap their DRAM traffic. Fused under KernelOptions::gemv_norm auto / always, for v3 / v4 on the
+// fast path (K and G multiples of the tile), one mma n-tile of x rows, no act order.
+constexpr int64_t kIntGemvNormMaxT = 8;  // one mma n-tile
+// The normalized rows' shared memory, at most (with v4's 17.7 KiB of static shared memory, under 48 KiB).
+constexpr int64_t kIntGemvNormSmem = 28 << 10;
+constexpr int64_t int_gemv_norm_ld(int64_t K) { return K + 16; }  // row stride: B fragments without bank conflicts
+constexpr bool int_gemv_norm_fuses(GemvNormFusion f, IntGemv picked, int64_t T, int64_t K, int64_t G, int bits,
+                                   bool act_order) {
+  return f != GemvNormFusion::Never && (picked == IntGemv::V3 || picked == IntGemv::V4) && T >= 1 &&
+         T <= kIntGemvNormMaxT && T * int_gemv_norm_ld(K) * 2 <= kIntGemvNormSmem && K > 0 && G > 0 &&
+         K % int_tile_k(bits) == 0 && G % int_tile_k(bits) == 0 && !act_order;
+}
 enum class IntLinearKernel { Gemv, Gemm, GemmWgmma, DequantizeGemm };
 struct IntLinearProblem {
   int64_t T = 0, N = 0;          // rows of x; outputs (silu_mul: I, the weight having 2I rows)
@@ -411,11 +438,15 @@ constexpr int64_t int_gemm_row_tiles(int64_t outs, bool silu) {
 // partials never exceed int_gemm_workspace_floats.
 int int_gemm_splits(int64_t T, int64_t outs, bool silu, int64_t K, int num_sms, int64_t cols = kIntGemmCols);
 // The Hopper GEMM's wide form (int_gemm_wgmma_wide.cu: a CTA takes two column tiles, 128 rows of
-// x, so each dequantized A fragment feeds twice the products): under int_gemm wgmma_wide past one
-// column tile, without clusters (KernelOptions::int_gemm_cluster 1x1). Opt-in until measured
-// against the 64-row form (bench/RESULTS.md, issue 45).
-constexpr bool int_gemm_wgmma_wide(IntGemm gemm, int64_t T, IntGemmCluster cluster) {
-  return gemm == IntGemm::WgmmaWide && T > kIntGemmCols && cluster.rows * cluster.cols == 1;
+// x, so each dequantized A fragment feeds twice the products), never in clusters (KernelOptions::
+// int_gemm_cluster 1x1), past one column tile: under int_gemm wgmma_wide for every product; under
+// auto for the plain ones (silu false). A Qwen3-8B layer on an H200 (bench/RESULTS.md, issue 45,
+// 2026-11-30), 64-row / wide us: qkv T 128 29.96 / 25.05, T 256 48.49 / 46.95; o 20.62 / 20.82,
+// 31.86 / 29.31; down 40.67 / 38.40, 74.49 / 63.88; but the gated MLP (N 24,576) 73.96 / 76.45,
+// 136.74 / 147.87: at T 192 it pays a whole second column pair (114.05 / 147.31).
+constexpr bool int_gemm_wgmma_wide(IntGemm gemm, int64_t T, IntGemmCluster cluster, bool silu) {
+  const bool asked = gemm == IntGemm::WgmmaWide || (gemm == IntGemm::Auto && !silu);
+  return asked && T > kIntGemmCols && cluster.rows * cluster.cols == 1;
 }
 // F32 partials the split GEMM may write (one full wave of CTAs of the wide form: two column tiles each).
 constexpr int64_t int_gemm_workspace_floats(int num_sms) {

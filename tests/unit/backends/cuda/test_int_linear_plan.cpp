@@ -176,18 +176,66 @@ TEST(IntLinearPlan, GemmSplitsFillOneWave) {
   EXPECT_EQ(KernelOptions().int_gemm, IntGemm::Auto);
 }
 
-// The Hopper GEMM's wide form: int_gemm wgmma_wide past one column tile (the Hopper GEMM's plan,
-// its 64-row form up to 64 rows), never in clusters, never under the other values.
-TEST(IntLinearPlan, GemmWideFormUnderItsOptionPastOneColumnTile) {
+// The Hopper GEMM's wide form past one column tile (the Hopper GEMM's plan, its 64-row form up to
+// 64 rows), never in clusters: under int_gemm wgmma_wide for every product, under auto for the
+// plain ones (the gated MLP measured slower wide), never under the other values.
+TEST(IntLinearPlan, GemmWideFormPastOneColumnTile) {
   EXPECT_EQ(cuda::plan_int_linear({256, 4096, false, IntGemm::WgmmaWide, true}), cuda::IntLinearKernel::GemmWgmma);
   EXPECT_EQ(cuda::plan_int_linear({256, 4096, false, IntGemm::WgmmaWide, false}), cuda::IntLinearKernel::Gemm);
-  EXPECT_FALSE(cuda::int_gemm_wgmma_wide(IntGemm::WgmmaWide, 64, {1, 1}));
-  EXPECT_TRUE(cuda::int_gemm_wgmma_wide(IntGemm::WgmmaWide, 65, {1, 1}));
-  EXPECT_TRUE(cuda::int_gemm_wgmma_wide(IntGemm::WgmmaWide, 256, {1, 1}));
-  EXPECT_FALSE(cuda::int_gemm_wgmma_wide(IntGemm::WgmmaWide, 256, {2, 1}));
-  EXPECT_FALSE(cuda::int_gemm_wgmma_wide(IntGemm::WgmmaWide, 256, {1, 2}));
-  for (IntGemm g : {IntGemm::Auto, IntGemm::Wgmma, IntGemm::Mma, IntGemm::Dequantize})
-    EXPECT_FALSE(cuda::int_gemm_wgmma_wide(g, 256, {1, 1}));
+  for (bool silu : {false, true}) {
+    EXPECT_FALSE(cuda::int_gemm_wgmma_wide(IntGemm::WgmmaWide, 64, {1, 1}, silu));
+    EXPECT_TRUE(cuda::int_gemm_wgmma_wide(IntGemm::WgmmaWide, 65, {1, 1}, silu));
+    EXPECT_TRUE(cuda::int_gemm_wgmma_wide(IntGemm::WgmmaWide, 256, {1, 1}, silu));
+    EXPECT_FALSE(cuda::int_gemm_wgmma_wide(IntGemm::WgmmaWide, 256, {2, 1}, silu));
+    EXPECT_FALSE(cuda::int_gemm_wgmma_wide(IntGemm::WgmmaWide, 256, {1, 2}, silu));
+    EXPECT_FALSE(cuda::int_gemm_wgmma_wide(IntGemm::Auto, 64, {1, 1}, silu));
+    EXPECT_FALSE(cuda::int_gemm_wgmma_wide(IntGemm::Auto, 256, {4, 1}, silu));
+    for (IntGemm g : {IntGemm::Wgmma, IntGemm::Mma, IntGemm::Dequantize})
+      EXPECT_FALSE(cuda::int_gemm_wgmma_wide(g, 256, {1, 1}, silu));
+  }
+  EXPECT_TRUE(cuda::int_gemm_wgmma_wide(IntGemm::Auto, 65, {1, 1}, false));
+  EXPECT_TRUE(cuda::int_gemm_wgmma_wide(IntGemm::Auto, 256, {1, 1}, false));
+  EXPECT_FALSE(cuda::int_gemm_wgmma_wide(IntGemm::Auto, 256, {1, 1}, true));
+}
+
+// Which GEMV a decode call runs: options other than v4 and auto as they are; auto: v5 for the plain
+// U4 product at K >= 8192, then (auto and v4) v4 past one wave of v3, else v3.
+TEST(IntLinearPlan, GemvPick) {
+  for (IntGemv v : {IntGemv::V1, IntGemv::V2, IntGemv::V3, IntGemv::V5})
+    EXPECT_EQ(cuda::int_gemv_pick(v, 768, true, 1, 4096, 4, 132), v);
+  EXPECT_EQ(cuda::int_gemv_pick(IntGemv::Auto, 256, false, 1, 12288, 4, 132), IntGemv::V5);  // down
+  EXPECT_EQ(cuda::int_gemv_pick(IntGemv::V4, 256, false, 1, 12288, 4, 132), IntGemv::V3);    // v5 only under auto
+  EXPECT_EQ(cuda::int_gemv_pick(IntGemv::Auto, 256, false, 1, 12288, 8, 132), IntGemv::V3);  // U8
+  EXPECT_EQ(cuda::int_gemv_pick(IntGemv::Auto, 384, false, 1, 4096, 4, 132), IntGemv::V3);   // qkv: v3 wide
+  EXPECT_EQ(cuda::int_gemv_pick(IntGemv::Auto, 768, true, 1, 4096, 4, 132), IntGemv::V4);    // gate_up
+  EXPECT_EQ(cuda::int_gemv_pick(IntGemv::V4, 768, true, 1, 4096, 4, 132), IntGemv::V4);
+  EXPECT_EQ(cuda::int_gemv_pick(IntGemv::Auto, 256, false, 4, 4096, 4, 132), IntGemv::V3);  // o
+}
+
+// The norm as the INT GEMV's prologue: under gemv_norm auto / always, for v3 / v4, 1..8 rows within
+// kIntGemvNormSmem, the fast path (K and G multiples of the tile: 64 for U4, 32 for U8), no act order.
+TEST(IntLinearPlan, NormPrologueWhereTheGemvHasOne) {
+  using cuda::int_gemv_norm_fuses;
+  const auto A = GemvNormFusion::Auto;
+  for (GemvNormFusion f : {GemvNormFusion::Auto, GemvNormFusion::Always})
+    for (IntGemv v : {IntGemv::V3, IntGemv::V4}) {
+      EXPECT_TRUE(int_gemv_norm_fuses(f, v, 1, 4096, 128, 4, false));
+      EXPECT_TRUE(int_gemv_norm_fuses(f, v, 3, 4096, 128, 4, false));  // 3 x 4112 x 2 bytes
+      EXPECT_TRUE(int_gemv_norm_fuses(f, v, 8, 1024, 64, 4, false));
+      EXPECT_TRUE(int_gemv_norm_fuses(f, v, 2, 2048, 32, 8, false));
+    }
+  EXPECT_FALSE(int_gemv_norm_fuses(GemvNormFusion::Never, IntGemv::V3, 1, 4096, 128, 4, false));
+  for (IntGemv v : {IntGemv::V1, IntGemv::V2, IntGemv::V5})
+    EXPECT_FALSE(int_gemv_norm_fuses(A, v, 1, 4096, 128, 4, false));
+  EXPECT_FALSE(int_gemv_norm_fuses(A, IntGemv::V3, 4, 4096, 128, 4, false));  // 32.9 KB of rows
+  EXPECT_FALSE(int_gemv_norm_fuses(A, IntGemv::V3, 9, 1024, 128, 4, false));  // two n-tiles
+  EXPECT_FALSE(int_gemv_norm_fuses(A, IntGemv::V3, 0, 1024, 128, 4, false));
+  EXPECT_FALSE(int_gemv_norm_fuses(A, IntGemv::V3, 1, 1056, 48, 4, false));  // groups split a tile
+  EXPECT_FALSE(int_gemv_norm_fuses(A, IntGemv::V3, 1, 1040, 80, 8, false));  // U8: K past a tile
+  EXPECT_FALSE(int_gemv_norm_fuses(A, IntGemv::V4, 1, 4096, 128, 4, true));  // act order
+  EXPECT_LE(cuda::kIntGemvNormMaxT * cuda::int_gemv_norm_ld(1024) * 2, cuda::kIntGemvNormSmem);
+  EXPECT_EQ(cuda::int_gemv_norm_ld(4096) % 16, 0);      // 16-byte rows
+  EXPECT_EQ(cuda::int_gemv_norm_ld(4096) / 2 % 32, 8);  // 8-row B fragments: distinct banks a half warp
 }
 
 // The Hopper GEMM's clusters: within the option, each side the largest power of two its tiles fill,
