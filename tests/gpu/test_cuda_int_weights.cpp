@@ -322,12 +322,26 @@ TEST(CudaIntWeights, WgmmaGemmAwkwardShapesAgainstTheReference) {
   test::Backends bw(ow);
   for (const Shape3& s : shapes)
     for (int64_t T : {65, 100, 130, 200, 256}) {
-      ASSERT_TRUE(cuda::int_gemm_wgmma_wide(IntGemm::WgmmaWide, T, {1, 1}, false));
+      ASSERT_EQ(cuda::int_gemm_wgmma_cols(IntGemm::WgmmaWide, T, {1, 1}, false), 2);
       check_linear(bw, s, T, T != 100, /*perm=*/T % 2 == 1, T == 200);
     }
   for (int64_t I : {64, 192})
     for (int64_t K : {256, 1024})
       for (int64_t T : {65, 130, 256}) check_silu(bw, 4, I, K, 64, T, T == 65);
+  // Four column tiles a CTA (int_gemm=wgmma_wide4 past 128 rows: m64n256k16, one CTA an SM): the
+  // third and fourth tiles wholly padding (T 130) or partly past T (T 200), all four full (T 256),
+  // split K where the row tiles leave SMs (N 200: 2 row tiles; N 1000, K 4096), the gated MLP.
+  KernelOptions o4;
+  o4.int_gemm = IntGemm::WgmmaWide4;
+  test::Backends b4(o4);
+  for (const Shape3& s : shapes)
+    for (int64_t T : {130, 200, 256}) {
+      ASSERT_EQ(cuda::int_gemm_wgmma_cols(IntGemm::WgmmaWide4, T, {1, 1}, false), 4);
+      check_linear(b4, s, T, T != 200, /*perm=*/T == 200, T == 130);
+    }
+  for (int64_t I : {64, 192})
+    for (int64_t K : {256, 1024})
+      for (int64_t T : {130, 256}) check_silu(b4, 4, I, K, 64, T, T == 130);
   // Channel-wise groups (G = K: one {scale, zero} per row; the reference's tolerance does not hold
   // for BF16-rounded weights whose rounding errors share one scale): the dequantize path's outputs
   // (the same BF16 weights, F32 sums in another order), within a BF16 rounding of the largest.
