@@ -25,6 +25,10 @@
 // Act order (perm defined): x's columns are gathered by perm into a step-arena copy first
 // (gather_columns_kernel; x is small at decode), then the plain kernels.
 //
+// add_rms_norm_linear_quantized (the decoder layer's add + RMSNorm, then this product): at 1..8 rows
+// the v3 / v4 GEMV runs the norm as its prologue where kernel_plan.h's int_gemv_norm_fuses allows
+// (int_gemv_norm.cuh: one kernel instead of two); otherwise add_rms_norm, then the product.
+//
 // kIntGemvMaxT < T <= kIntGemmMaxT (KernelOptions::int_gemm; plan_int_linear): a tensor-core GEMM
 // on the same prepared codes, the mma.sync one of int_gemm.cu or the Hopper one of
 // int_gemm_wgmma.cu (int_gemm_wgmma_applies), K split over CTAs by int_gemm_splits (partials in
