@@ -21,13 +21,16 @@
 
 namespace nanovllm::cuda {
 
+// The dynamic shared memory of the prologue's normalized rows: M x int_gemv_norm_ld(K) BF16.
+inline size_t int_gemv_norm_smem(int64_t M, int64_t K) { return size_t(M * int_gemv_norm_ld(K) * 2); }
+
 // Whether a v3 / v4 call can run the prologue (the kernels' check; the plan's rule is
 // int_gemv_norm_fuses): one n-tile of rows, the fast path, the rows within kIntGemvNormSmem, every
 // operand 16-byte aligned.
 inline bool int_gemv_norm_ok(const IntGemvArgs& a) {
   const int64_t TK = int_tile_k(a.bits);
   return a.M >= 1 && a.M <= kIntGemvNormMaxT && a.K % TK == 0 && a.G % TK == 0 &&
-         a.M * int_gemv_norm_ld(a.K) * 2 <= kIntGemvNormSmem && a.norm.residual_out && a.norm.norm_w &&
+         int_gemv_norm_smem(a.M, a.K) <= size_t(kIntGemvNormSmem) && a.norm.residual_out && a.norm.norm_w &&
          aligned16({a.x, a.norm.residual, a.norm.residual_out, a.norm.norm_w});
 }
 

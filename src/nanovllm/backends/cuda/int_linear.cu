@@ -412,8 +412,7 @@ void CudaBackend::add_rms_norm_linear_quantized(Tensor& x, Tensor& residual, con
     const bool split = int_gemv_splits_silu(T, outs, silu_mul);
     const int64_t gemv_outs = split ? w.size(0) : outs;
     const bool gemv_silu = silu_mul && !split;
-    fuse = T <= cuda::kIntGemvMaxT &&
-           cuda::int_gemv_norm_fuses(options_.gemv_norm, int_gemv_version(T, gemv_outs, gemv_silu, K, bits), T, K,
+    fuse = cuda::int_gemv_norm_fuses(options_.gemv_norm, int_gemv_version(T, gemv_outs, gemv_silu, K, bits), T, K,
                                      scales.block_k, bits, scales.perm.defined()) &&
            cuda::aligned16({x.raw(), residual.raw(), norm_w.raw()});
   }
