@@ -137,9 +137,8 @@ TEST(KernelOptions, CliSpecParsesAndRoundTrips) {
   KernelOptions bad;
   bad.int_gemv = static_cast<IntGemv>(7);
   EXPECT_THROW(bad.validate(), UserError);
-  EXPECT_NE(
-      spec_error("int_gemm=marlin").find("int_gemm must be auto, mma, wgmma, wgmma_wide, wgmma_wide4 or dequantize"),
-      std::string::npos);
+  EXPECT_NE(spec_error("int_gemm=marlin").find("int_gemm must be auto, mma, wgmma, wgmma_wide or dequantize"),
+            std::string::npos);
   apply_kernel_options(o, "int_gemm=dequantize");
   EXPECT_EQ(o.int_gemm, IntGemm::Dequantize);
   apply_kernel_options(o, "int_gemm=auto");
@@ -148,9 +147,6 @@ TEST(KernelOptions, CliSpecParsesAndRoundTrips) {
   EXPECT_EQ(o.int_gemm, IntGemm::Mma);
   apply_kernel_options(o, "int_gemm=wgmma_wide");
   EXPECT_EQ(o.int_gemm, IntGemm::WgmmaWide);
-  apply_kernel_options(o, "int_gemm=wgmma_wide4");
-  EXPECT_EQ(o.int_gemm, IntGemm::WgmmaWide4);
-  EXPECT_NE(o.to_string().find("int_gemm=wgmma_wide4"), std::string::npos);
   apply_kernel_options(o, "int_gemm=wgmma");
   EXPECT_EQ(o.int_gemm, IntGemm::Wgmma);
   apply_kernel_options(o, "int_gemm_cluster=2x4");

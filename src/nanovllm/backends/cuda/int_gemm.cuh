@@ -71,9 +71,9 @@ __device__ __forceinline__ void gemm_finish(const GemmParams& p, const float* re
 // (int_gemm_permute_x) and xmap its TMA descriptor (make_int_gemm_x_tma with the cluster's rows), in
 // thread-block clusters of `cluster` (int_gemm_cluster_ok). Needs sm_90a.
 void int_gemm_wgmma_launch(const intgemm::GemmParams& p, IntGemmCluster cluster, const TmaDesc& xmap, Stream st);
-// Its wide forms (int_gemm_wgmma_wide.cu: `cols` = 2 or 4 column tiles a CTA, no clusters), p and
-// xmap as above with one CTA a cluster.
-void int_gemm_wgmma_wide_launch(const intgemm::GemmParams& p, int cols, const TmaDesc& xmap, Stream st);
+// Its wide form (int_gemm_wgmma_wide.cu: two column tiles a CTA, no clusters), p and xmap as above
+// with one CTA a cluster.
+void int_gemm_wgmma_wide_launch(const intgemm::GemmParams& p, const TmaDesc& xmap, Stream st);
 // Their shared-memory limits (once, by the backend's constructor, where sm_90a code exists).
 void int_gemm_wgmma_init();
 void int_gemm_wgmma_wide_init();

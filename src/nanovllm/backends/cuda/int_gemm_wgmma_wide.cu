@@ -1,7 +1,7 @@
-// The Hopper W4A16 GEMM's wide forms (kernel_plan.h: int_gemm_wgmma_cols): int_gemm_wgmma.cu's
-// product, semantics and epilogue, but a CTA owns NC = 2 (or 4) column tiles, BM = 128 weight rows x
-// NC BN = 128 (256) rows of x, so each dequantized A fragment feeds an m64n128k16 (m64n256k16)
-// product instead of an m64n64k16.
+// The Hopper W4A16 GEMM's wide form (KernelOptions::int_gemm wgmma_wide past one column tile;
+// kernel_plan.h: int_gemm_wgmma_wide): int_gemm_wgmma.cu's product, semantics and epilogue, but a CTA owns two column
+// tiles, BM = 128 weight rows x 2 BN = 128 rows of x, so each dequantized A fragment feeds an
+// m64n128k16 product instead of an m64n64k16.
 //
 // Why. ncu on the 64-row form (qkv of Qwen3-8B at T 256, bench/RESULTS.md, issue 45, 2026-11-30):
 // tensor pipe 27% of peak, issue slots 40%, L2 23%: latency- and issue-bound, the in-register
@@ -10,28 +10,25 @@
 // row blocks x 64 columns are dequantized once for twice the products: ~100 warp instructions per
 // 256 tensor cycles instead of ~200.
 //
-// Mapping. Grid (RT * CW, 1, splits), CW = ceil(CT / NC); CTA (rt, cw) owns column tiles NC cw ..
-// NC cw + NC - 1 (those past CT are padding: x rows read as zeros, nothing written), over one of
+// Mapping. Grid (RT * CW, 1, splits), CW = ceil(CT / 2); CTA (rt, cw) owns column tiles 2cw and
+// 2cw + 1 (the second past CT is padding: x rows read as zeros, nothing written), over one of
 // `splits` ranges of stages of 64 columns (one code tile). Two warpgroups, no producer warp:
-//  * thread 0 fills a ring of kStages stages by TMA, kAhead stages ahead, NC + 2 boxes a stage (NC +
-//    4 with silu): x's NC 64 x 64 boxes of the tile's columns (rows 64 NC cw .. 64 NC cw + 64 NC - 1:
-//    8 NC KB, one K-major B operand with 128-byte swizzle), the 8 row blocks' 512-byte code tiles (4
-//    KB; silu: 4 gate and 4 up blocks) and their {scale, zero} rows of the stage's group. It refills
+//  * thread 0 fills a ring of kStages stages by TMA, kAhead stages ahead, 4 boxes a stage (6 with
+//    silu): x's two 64 x 64 boxes of the tile's columns (rows 128 cw .. 128 cw + 127: 16 KB, one
+//    128-row K-major B operand with 128-byte swizzle), the 8 row blocks' 512-byte code tiles (4 KB;
+//    silu: 4 gate and 4 up blocks) and their {scale, zero} rows of the stage's group. It refills
 //    the slot of the stage two behind the one it consumes, so warp 0 waits only for warps a stage
 //    behind it.
 //  * warpgroup w owns weight rows 64w .. 64w + 63 (warp i, row block i). Per stage a warp
 //    dequantizes its 16 bytes of codes into A registers (int_gemm_wgmma.cuh), issues 4
-//    wgmma.m64n(64 NC)k16 (32 NC accumulators a thread), waits for them and frees the stage. Two
-//    sets of A registers (k-steps alternate between them): a step's dequantization overlaps the
-//    previous step's product; the SM's other warpgroups fill the rest.
-// NC = 4 (int_gemm=wgmma_wide4, past two column tiles): 128 accumulators a thread, so one CTA an
-// SM (two warpgroups, each product four times the 64-row form's per dequantized fragment); the
-// split-K plan counts one CTA an SM (kernel_plan.h: int_gemm_ctas_per_sm). Not yet measured.
-// Registers (NC = 2): 2 CTAs of 8 warps put 4 warps on each SM sub-partition: 128 registers a thread. (A
+//    wgmma.m64n128k16 (64 accumulators a thread), waits for them and frees the stage. Two sets of
+//    A registers (k-steps alternate between them): a step's dequantization overlaps the previous
+//    step's product; the SM's other three warpgroups fill the rest.
+// Registers: 2 CTAs of 8 warps put 4 warps on each SM sub-partition: 128 registers a thread. (A
 // ninth, producer warp, as int_gemm_wgmma.cu has, puts 5 on one: 96 registers, under which ptxas
 // serializes the products (C7512: the loop needs 102); a first form with 16 A registers ran at 112
 // registers, one CTA an SM, no faster than the 64-row form: bench/RESULTS.md.)
-// The epilogue: the accumulators into the free x stages as NC [64][kRedPitch] F32 tiles
+// The epilogue: the accumulators into the free x stages as two [64][kRedPitch] F32 tiles
 // (int_gemm.cuh: gemm_finish, once per column tile).
 #include <cuda.h>
 
@@ -51,50 +48,32 @@ constexpr int kStages = 5;           // ring stages
 constexpr int kAhead = kStages - 1;  // stages in flight ahead of consumption, the consumed one included
 constexpr int kWarps = 8;            // two warpgroups
 constexpr int kThreads = kWarps * 32;
-constexpr int kXBox = BN * kTK * 2;  // one TMA box of x: 64 rows x 128 bytes
-constexpr int kCodeRow = 512;        // a row block's code tile
+constexpr int kXBox = BN * kTK * 2;      // one TMA box of x: 64 rows x 128 bytes
+constexpr int kXStageBytes = 2 * kXBox;  // 128 rows
+constexpr int kCodeRow = 512;            // a row block's code tile
 constexpr int kCodeStageBytes = 8 * kCodeRow;
 constexpr int kScaleRow = 16 * 4;  // a row block's {scale, zero} row of the stage's group
 constexpr int kScaleStageBytes = 8 * kScaleRow;
-// The shared-memory layout of the form with NC column tiles: x stages first (1024-byte aligned each).
-template <int NC>
-struct Layout {
-  static constexpr int kXStageBytes = NC * kXBox;  // 64 NC rows
-  static constexpr int kCodeOff = kStages * kXStageBytes;
-  static constexpr int kScaleOff = kCodeOff + kStages * kCodeStageBytes;
-  static constexpr int kBarOff = kScaleOff + kStages * kScaleStageBytes;
-  static constexpr int kSmemBytes = kBarOff + 2 * kStages * 8 + 1024;  // + slack to align the base to 1024
-  static constexpr int kCtasPerSm = int_gemm_ctas_per_sm(NC);
-  static_assert(NC * BN * kRedPitch * 4 <= kCodeOff, "the epilogue tiles fit the x stages");
-  static_assert(kCtasPerSm * (kSmemBytes + 1024) <= 228 * 1024, "the CTAs an SM fit its shared memory");
-};
-static_assert(BM == 128 && BN == 64, "two warpgroups of 64 weight rows x NC BN rows of x");
-static_assert(Layout<2>::kCtasPerSm == 2 && Layout<4>::kCtasPerSm == 1, "the plan's CTAs an SM");
-
-// One k-step's product: acc (64 x 64 NC per warpgroup) += A (registers) x the stage's B.
-template <int NC>
-__device__ __forceinline__ void wide_product(float (&acc)[8 * NC][4], const uint32_t (&a)[4], uint64_t db) {
-  if constexpr (NC == 2)
-    wgmma_m64n128k16_rs<0>(acc, a, db);
-  else
-    wgmma_m64n256k16_rs<0>(acc, a, db);
-}
+constexpr int kCodeOff = kStages * kXStageBytes;  // x stages first (1024-byte aligned each)
+constexpr int kScaleOff = kCodeOff + kStages * kCodeStageBytes;
+constexpr int kBarOff = kScaleOff + kStages * kScaleStageBytes;
+constexpr int kSmemBytes = kBarOff + 2 * kStages * 8 + 1024;  // + slack to align the base to 1024
+static_assert(BM == 128 && BN == 64, "two warpgroups of 64 weight rows x 2 BN rows of x");
+static_assert(2 * BN * kRedPitch * 4 <= kCodeOff, "the two epilogue tiles fit the x stages");
+static_assert(kIntGemmCtasPerSm == 2 && 2 * (kSmemBytes + 1024) <= 228 * 1024, "two CTAs an SM");
 
 // xmap: make_int_gemm_x_tma(x, M, K, 1) (boxes of 64 columns x 64 rows); cmap: the codes as
 // 32-bit words [NB][KT * 128], boxes of 128 words x 8 row blocks (silu: 4); smap: the {scale, zero}
 // words [NB][NG * 16], boxes of 16 words x 8 row blocks (silu: 4).
-template <int NC>
-__global__ void __launch_bounds__(kThreads, Layout<NC>::kCtasPerSm)
+__global__ void __launch_bounds__(kThreads, kIntGemmCtasPerSm)
     int_gemm_wgmma_wide_kernel(const GemmParams p, const __grid_constant__ CUtensorMap xmap,
                                const __grid_constant__ CUtensorMap cmap, const __grid_constant__ CUtensorMap smap) {
-  using L = Layout<NC>;
-  constexpr int kXStageBytes = L::kXStageBytes, kCodeOff = L::kCodeOff, kScaleOff = L::kScaleOff;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - smem_addr(smem_raw) % 1024) % 1024);
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + L::kBarOff);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kBarOff);
   uint64_t* empty = full + kStages;
   const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
-  const int CW = (p.CT + NC - 1) / NC, rt = int(blockIdx.x) / CW, cw = int(blockIdx.x) % CW, split = int(blockIdx.z);
+  const int CW = (p.CT + 1) / 2, rt = int(blockIdx.x) / CW, cw = int(blockIdx.x) % CW, split = int(blockIdx.z);
   const int KS = p.K / kTK;
   const int ks_begin = int(int64_t(split) * KS / p.splits), ks_end = int(int64_t(split + 1) * KS / p.splits);
   const int n = ks_end - ks_begin;
@@ -118,8 +97,8 @@ __global__ void __launch_bounds__(kThreads, Layout<NC>::kCtasPerSm)
     if (j >= kStages) mbar_wait_or_trap(&empty[s], uint32_t((j / kStages) - 1) & 1u);
     mbar_arrive_expect_tx(&full[s], uint32_t(kXStageBytes + kCodeStageBytes + kScaleStageBytes));
     unsigned char* xs = smem + s * kXStageBytes;
-#pragma unroll
-    for (int c = 0; c < NC; ++c) tma_load_2d(xs + c * kXBox, &xmap, kt * kTK, (NC * cw + c) * BN, &full[s]);
+    tma_load_2d(xs, &xmap, kt * kTK, 2 * cw * BN, &full[s]);
+    tma_load_2d(xs + kXBox, &xmap, kt * kTK, 2 * cw * BN + BN, &full[s]);
     unsigned char* cs = smem + kCodeOff + s * kCodeStageBytes;
     unsigned char* ss = smem + kScaleOff + s * kScaleStageBytes;
     tma_load_2d(cs, &cmap, kt * 128, r0, &full[s]);
@@ -133,9 +112,9 @@ __global__ void __launch_bounds__(kThreads, Layout<NC>::kCtasPerSm)
     for (int j = 0; j < kAhead - 1 && j < n; ++j) load(j);
   {  // warp w owns local row block w
     const int g = lane >> 2;
-    float acc[8 * NC][4];
+    float acc[16][4];
 #pragma unroll
-    for (int j = 0; j < 8 * NC; ++j)
+    for (int j = 0; j < 16; ++j)
 #pragma unroll
       for (int c = 0; c < 4; ++c) acc[j][c] = 0.f;
     for (int i = 0; i < n; ++i) {
@@ -164,7 +143,7 @@ __global__ void __launch_bounds__(kThreads, Layout<NC>::kCtasPerSm)
         }
         u4_weights(words[j], q0, q1, a[j % 2]);
         wgmma_fence();
-        wide_product<NC>(acc, a[j % 2], wgmma_desc_sw128(xs + 32 * j, 16, 1024));
+        wgmma_m64n128k16_rs<0>(acc, a[j % 2], wgmma_desc_sw128(xs + 32 * j, 16, 1024));
         wgmma_commit();
       }
       wgmma_wait<0>();
@@ -173,46 +152,39 @@ __global__ void __launch_bounds__(kThreads, Layout<NC>::kCtasPerSm)
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[s]);
     }
-    // Into red[x row][weight row] (x rows 0 .. 64 NC - 1: the NC column tiles) once every warp is
-    // done with the stages (the barrier below).
+    // Into red[x row][weight row] (x rows 0..127: both column tiles) once every warp is done with
+    // the stages (the barrier below).
     __syncthreads();
     store_acc(reinterpret_cast<float*>(smem), acc, warp, lane);
   }
   __syncthreads();
   const float* red = reinterpret_cast<const float*>(smem);
-#pragma unroll
-  for (int c = 0; c < NC; ++c) gemm_finish(p, red + c * BN * kRedPitch, rt, NC * cw + c, split);  // skipped past CT
+  gemm_finish(p, red, rt, 2 * cw, split);
+  gemm_finish(p, red + BN * kRedPitch, rt, 2 * cw + 1, split);  // skipped past CT
 }
 
 }  // namespace
 
 void int_gemm_wgmma_wide_init() {
-  NV_CUDA_CHECK(cudaFuncSetAttribute(int_gemm_wgmma_wide_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     Layout<2>::kSmemBytes));
-  NV_CUDA_CHECK(cudaFuncSetAttribute(int_gemm_wgmma_wide_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     Layout<4>::kSmemBytes));
+  NV_CUDA_CHECK(
+      cudaFuncSetAttribute(int_gemm_wgmma_wide_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
 }
 
-void int_gemm_wgmma_wide_launch(const GemmParams& p, int cols, const TmaDesc& xmap, Stream st) {
-  if (!int_gemm_wgmma_applies(4, p.K, p.G, true) || p.K / kTK < p.splits || (cols != 2 && cols != 4))
+void int_gemm_wgmma_wide_launch(const GemmParams& p, const TmaDesc& xmap, Stream st) {
+  if (!int_gemm_wgmma_applies(4, p.K, p.G, true) || p.K / kTK < p.splits)
     throw Error("int_gemm_wgmma_wide: K " + std::to_string(p.K) + ", group " + std::to_string(p.G) + ", " +
-                std::to_string(p.splits) + " splits, " + std::to_string(cols) +
-                " column tiles a CTA is outside the kernel's limits (kernel_plan.h: "
-                "int_gemm_wgmma_applies, int_gemm_wgmma_cols)");
+                std::to_string(p.splits) +
+                " splits is outside the kernel's limits (kernel_plan.h: "
+                "int_gemm_wgmma_applies)");
   const int64_t KT = p.K / kTK, NG = p.K / p.G;
   const unsigned rows = p.silu ? 4 : 8;
   const TmaDesc cmap =
       make_tma_2d(p.codes, false, KT * 128, p.NB, KT * 512, 128, rows, false, "int_gemm_wgmma_wide codes");
   const TmaDesc smap = make_tma_2d(p.sz, false, NG * 16, p.NB, NG * 64, 16, rows, false, "int_gemm_wgmma_wide scales");
-  const int64_t CW = (p.CT + cols - 1) / cols;
-  const dim3 grid(unsigned(p.RT * CW), 1, unsigned(p.splits));
-  const auto& xm = *reinterpret_cast<const CUtensorMap*>(xmap.bytes);
-  const auto& cm = *reinterpret_cast<const CUtensorMap*>(cmap.bytes);
-  const auto& sm = *reinterpret_cast<const CUtensorMap*>(smap.bytes);
-  if (cols == 2)
-    launch(int_gemm_wgmma_wide_kernel<2>, grid, dim3(kThreads), Layout<2>::kSmemBytes, st, p, xm, cm, sm);
-  else
-    launch(int_gemm_wgmma_wide_kernel<4>, grid, dim3(kThreads), Layout<4>::kSmemBytes, st, p, xm, cm, sm);
+  const int64_t CW = (p.CT + 1) / 2;
+  launch(int_gemm_wgmma_wide_kernel, dim3(unsigned(p.RT * CW), 1, unsigned(p.splits)), dim3(kThreads), kSmemBytes, st,
+         p, *reinterpret_cast<const CUtensorMap*>(xmap.bytes), *reinterpret_cast<const CUtensorMap*>(cmap.bytes),
+         *reinterpret_cast<const CUtensorMap*>(smap.bytes));
   NV_LAUNCH_CHECK();
 }
 

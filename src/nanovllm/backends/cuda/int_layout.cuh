@@ -148,7 +148,7 @@ struct IntGemmArgs {
   bool wgmma = false;
   bf16* x_perm = nullptr;
   IntGemmCluster cluster;  // wgmma: its thread-block clusters (kernel_plan.h: plan_int_gemm_cluster)
-  int col_tiles = 1;  // wgmma: column tiles a CTA, 1, 2 or 4 (kernel_plan.h: int_gemm_wgmma_cols; 2, 4: no clusters)
+  bool wide = false;       // wgmma: the wide form (kernel_plan.h: int_gemm_wgmma_wide; no clusters)
 };
 void int_gemm(const IntGemmArgs& a, Stream st);
 

@@ -346,10 +346,9 @@ void CudaBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScale
     if (plan == cuda::IntLinearKernel::GemmWgmma)
       cluster = cuda::plan_int_gemm_cluster({options_.int_gemm_cluster_rows, options_.int_gemm_cluster_cols}, row_tiles,
                                             col_tiles, a.silu);
-    a.col_tiles =
-        plan == cuda::IntLinearKernel::GemmWgmma ? cuda::int_gemm_wgmma_cols(options_.int_gemm, T, cluster, a.silu) : 1;
-    a.splits = cuda::int_gemm_splits(T, a.outs, a.silu, K, num_sms_, a.col_tiles * cuda::kIntGemmCols,
-                                     cuda::int_gemm_ctas_per_sm(a.col_tiles));
+    a.wide =
+        plan == cuda::IntLinearKernel::GemmWgmma && cuda::int_gemm_wgmma_wide(options_.int_gemm, T, cluster, a.silu);
+    a.splits = cuda::int_gemm_splits(T, a.outs, a.silu, K, num_sms_, (a.wide ? 2 : 1) * cuda::kIntGemmCols);
     // The F32 partials in the dequantize path's scratch (unused by this path; prepare_int_weight
     // sizes it for one wave of tiles). One split when it is smaller (a backend that never
     // prepared a weight cannot get here).

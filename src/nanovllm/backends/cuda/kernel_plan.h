@@ -434,33 +434,26 @@ constexpr int64_t int_gemm_row_tiles(int64_t outs, bool silu) {
 // K splits of the GEMM for T rows of x and `outs` outputs (silu: fused) over K columns on num_sms
 // SMs: as many as keep every CTA's splits within one wave of kIntGemmCtasPerSm CTAs per SM, at most
 // kIntGemmMaxSplits and at least kIntGemmSplitK columns each; 1 when the CTAs fill the wave. A CTA
-// covers `cols` rows of x (the wide Hopper GEMMs: 2 or 4 kIntGemmCols) and an SM holds ctas_per_sm
-// of them (int_gemm_ctas_per_sm); the F32 partials never exceed int_gemm_workspace_floats.
-int int_gemm_splits(int64_t T, int64_t outs, bool silu, int64_t K, int num_sms, int64_t cols = kIntGemmCols,
-                    int ctas_per_sm = kIntGemmCtasPerSm);
-// The Hopper GEMM's wide forms (int_gemm_wgmma_wide.cu): a CTA takes 2 (or 4) column tiles, 128 (256)
-// rows of x, so each dequantized A fragment feeds an m64n128k16 (m64n256k16) product instead of an
-// m64n64k16. Column tiles a CTA takes (1: the 64-row form), never in clusters (KernelOptions::
-// int_gemm_cluster 1x1): under int_gemm wgmma_wide 2 past one column tile for every product; under
-// auto the same for the plain ones (silu false); under wgmma_wide4 4 past two column tiles (one CTA
-// an SM: its 128 accumulators a thread), else as wgmma_wide. A Qwen3-8B layer on an H200
-// (bench/RESULTS.md, issue 45, 2026-11-30), 64-row / 2 tiles us: qkv T 128 29.96 / 25.05, T 256
-// 48.49 / 46.95; o 20.62 / 20.82, 31.86 / 29.31; down 40.67 / 38.40, 74.49 / 63.88; but the gated
-// MLP (N 24,576) 73.96 / 76.45, 136.74 / 147.87: at T 192 it pays a whole second column pair
-// (114.05 / 147.31). wgmma_wide4: not yet measured.
-constexpr int int_gemm_wgmma_cols(IntGemm gemm, int64_t T, IntGemmCluster cluster, bool silu) {
-  if (cluster.rows * cluster.cols != 1 || T <= kIntGemmCols) return 1;
-  if (gemm == IntGemm::WgmmaWide4) return T > 2 * kIntGemmCols ? 4 : 2;
-  return gemm == IntGemm::WgmmaWide || (gemm == IntGemm::Auto && !silu) ? 2 : 1;
+// covers `cols` rows of x (the wide Hopper GEMM: 2 kIntGemmCols); with kIntGemmCols the F32
+// partials never exceed int_gemm_workspace_floats.
+int int_gemm_splits(int64_t T, int64_t outs, bool silu, int64_t K, int num_sms, int64_t cols = kIntGemmCols);
+// The Hopper GEMM's wide form (int_gemm_wgmma_wide.cu: a CTA takes two column tiles, 128 rows of
+// x, so each dequantized A fragment feeds twice the products), never in clusters (KernelOptions::
+// int_gemm_cluster 1x1), past one column tile: under int_gemm wgmma_wide for every product; under
+// auto for the plain ones (silu false). A Qwen3-8B layer on an H200 (bench/RESULTS.md, issue 45,
+// 2026-11-30), 64-row / wide us: qkv T 128 29.96 / 25.05, T 256 48.49 / 46.95; o 20.62 / 20.82,
+// 31.86 / 29.31; down 40.67 / 38.40, 74.49 / 63.88; but the gated MLP (N 24,576) 73.96 / 76.45,
+// 136.74 / 147.87: at T 192 it pays a whole second column pair (114.05 / 147.31). Four column
+// tiles a CTA (m64n256k16, one CTA an SM) were slower past 128 rows (a layer at T 256: 316.3 us
+// against 284.3; bench.py 6,082.5 against 6,258.7 output tok/s; 2026-12-01) and were removed.
+constexpr bool int_gemm_wgmma_wide(IntGemm gemm, int64_t T, IntGemmCluster cluster, bool silu) {
+  const bool asked = gemm == IntGemm::WgmmaWide || (gemm == IntGemm::Auto && !silu);
+  return asked && T > kIntGemmCols && cluster.rows * cluster.cols == 1;
 }
-// Resident CTAs an SM of the form taking `cols` column tiles (its __launch_bounds__).
-constexpr int int_gemm_ctas_per_sm(int cols) { return cols >= 4 ? 1 : kIntGemmCtasPerSm; }
-// F32 partials the split GEMM may write: one full wave of CTAs of the widest form (two column tiles
-// each at two CTAs an SM, or four at one).
+// F32 partials the split GEMM may write (one full wave of CTAs of the wide form: two column tiles each).
 constexpr int64_t int_gemm_workspace_floats(int num_sms) {
   return int64_t(kIntGemmCtasPerSm) * num_sms * kIntGemmRows * 2 * kIntGemmCols;
 }
-static_assert(int_gemm_ctas_per_sm(4) * 4 <= kIntGemmCtasPerSm * 2, "a wave of four-tile CTAs fits the workspace");
 
 // ---- attention: which kernel
 
