@@ -25,12 +25,10 @@ namespace nanovllm::cuda {
 inline size_t int_gemv_norm_smem(int64_t M, int64_t K) { return size_t(M * int_gemv_norm_ld(K) * 2); }
 
 // Whether a v3 / v4 call can run the prologue (the kernels' check; the plan's rule is
-// int_gemv_norm_fuses): one n-tile of rows, the fast path, the rows within kIntGemvNormSmem, every
-// operand 16-byte aligned.
+// int_gemv_norm_fuses): the shapes it takes (int_gemv_norm_fits), every operand present and
+// 16-byte aligned.
 inline bool int_gemv_norm_ok(const IntGemvArgs& a) {
-  const int64_t TK = int_tile_k(a.bits);
-  return a.M >= 1 && a.M <= kIntGemvNormMaxT && a.K % TK == 0 && a.G % TK == 0 &&
-         int_gemv_norm_smem(a.M, a.K) <= size_t(kIntGemvNormSmem) && a.norm.residual_out && a.norm.norm_w &&
+  return int_gemv_norm_fits(a.M, a.K, a.G, a.bits) && a.norm.residual_out && a.norm.norm_w &&
          aligned16({a.x, a.norm.residual, a.norm.residual_out, a.norm.norm_w});
 }
 

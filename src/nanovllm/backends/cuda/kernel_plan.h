@@ -350,11 +350,17 @@ constexpr int64_t kIntGemvNormMaxT = 8;  // one mma n-tile
 // The normalized rows' shared memory, at most (with v4's 17.7 KiB of static shared memory, under 48 KiB).
 constexpr int64_t kIntGemvNormSmem = 28 << 10;
 constexpr int64_t int_gemv_norm_ld(int64_t K) { return K + 16; }  // row stride: B fragments without bank conflicts
+// The shapes the prologue takes (the plan's rule below and the kernels' check, int_gemv_norm.cuh:
+// int_gemv_norm_ok): 1..kIntGemvNormMaxT rows, K and G multiples of the tile (the fast path), the
+// normalized rows within kIntGemvNormSmem.
+constexpr bool int_gemv_norm_fits(int64_t T, int64_t K, int64_t G, int bits) {
+  return T >= 1 && T <= kIntGemvNormMaxT && K > 0 && G > 0 && K % int_tile_k(bits) == 0 && G % int_tile_k(bits) == 0 &&
+         T * int_gemv_norm_ld(K) * 2 <= kIntGemvNormSmem;
+}
 constexpr bool int_gemv_norm_fuses(GemvNormFusion f, IntGemv picked, int64_t T, int64_t K, int64_t G, int bits,
                                    bool act_order) {
-  return f != GemvNormFusion::Never && (picked == IntGemv::V3 || picked == IntGemv::V4) && T >= 1 &&
-         T <= kIntGemvNormMaxT && T * int_gemv_norm_ld(K) * 2 <= kIntGemvNormSmem && K > 0 && G > 0 &&
-         K % int_tile_k(bits) == 0 && G % int_tile_k(bits) == 0 && !act_order;
+  return f != GemvNormFusion::Never && (picked == IntGemv::V3 || picked == IntGemv::V4) &&
+         int_gemv_norm_fits(T, K, G, bits) && !act_order;
 }
 enum class IntLinearKernel { Gemv, Gemm, GemmWgmma, DequantizeGemm };
 struct IntLinearProblem {

@@ -233,6 +233,12 @@ TEST(IntLinearPlan, NormPrologueWhereTheGemvHasOne) {
   EXPECT_FALSE(int_gemv_norm_fuses(A, IntGemv::V3, 1, 1056, 48, 4, false));  // groups split a tile
   EXPECT_FALSE(int_gemv_norm_fuses(A, IntGemv::V3, 1, 1040, 80, 8, false));  // U8: K past a tile
   EXPECT_FALSE(int_gemv_norm_fuses(A, IntGemv::V4, 1, 4096, 128, 4, true));  // act order
+  // The shapes alone (the kernels' check, int_gemv_norm_ok, shares them): the same limits.
+  EXPECT_TRUE(cuda::int_gemv_norm_fits(3, 4096, 128, 4));
+  EXPECT_FALSE(cuda::int_gemv_norm_fits(4, 4096, 128, 4));
+  EXPECT_FALSE(cuda::int_gemv_norm_fits(9, 1024, 128, 4));
+  EXPECT_FALSE(cuda::int_gemv_norm_fits(1, 1056, 48, 4));
+  EXPECT_TRUE(cuda::int_gemv_norm_fits(2, 2048, 32, 8));
   EXPECT_LE(cuda::kIntGemvNormMaxT * cuda::int_gemv_norm_ld(1024) * 2, cuda::kIntGemvNormSmem);
   EXPECT_EQ(cuda::int_gemv_norm_ld(4096) % 16, 0);      // 16-byte rows
   EXPECT_EQ(cuda::int_gemv_norm_ld(4096) / 2 % 32, 8);  // 8-row B fragments: distinct banks a half warp
