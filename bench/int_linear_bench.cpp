@@ -18,9 +18,9 @@
 // each, the GEMMs' K splits, and the largest difference between each GEMM's and the dequantize
 // path's outputs relative to the largest output (mma: exact weights against BF16 ones, ~1e-2 at
 // most; wgmma: the same BF16 weights, F32 sums in another order; a wrong fragment would be O(1)).
-// The Hopper GEMM also runs in thread-block clusters of 4 row tiles sharing x (wgmma_4x1;
-// KernelOptions::int_gemm_cluster, TMA multicast), and in its wide form (wgmma_wide:
-// int_gemm=wgmma_wide, two column tiles a CTA past 64 rows). The target: the GEMM at or
+// The Hopper GEMM also runs in its wide form (wgmma_wide: int_gemm=wgmma_wide, two column tiles a
+// CTA past 64 rows) and in that form with the weights dequantized into shared memory by a third
+// warpgroup (wgmma_ss: int_gemm=wgmma_ss, int_gemm_wgmma_ss.cu). The target: the GEMM at or
 // above BF16 at T 64..256.
 //
 // Usage: int_linear_bench [T ...]   (default 1 2 4 8 16 32 64 128 256 2048)
@@ -82,9 +82,9 @@ int main(int argc, char** argv) {
   o7.int_gemv = IntGemv::Auto;
   o8.int_gemm = IntGemm::Mma;
   o9.int_gemm = IntGemm::Wgmma;
-  KernelOptions o10 = o9, o11;        // the Hopper GEMM in clusters of 4 row tiles sharing x (the plan takes
-  o10.int_gemm_cluster_rows = 4;      // fewer where the tiles do not fill them), and in its wide form past
-  o11.int_gemm = IntGemm::WgmmaWide;  // 64 rows (kernel_plan.h: int_gemm_wgmma_wide)
+  KernelOptions o10, o11;             // the Hopper GEMM's wide form past 64 rows (kernel_plan.h:
+  o10.int_gemm = IntGemm::WgmmaSs;    // int_gemm_wgmma_wide), with the weights through shared memory
+  o11.int_gemm = IntGemm::WgmmaWide;  // (int_gemm_wgmma_ss.cu) and in registers
   CudaBackend be(0, o1), be2(0, o2), be3(0, o3), be4(0, o4), be5(0, o5), be6(0, o6), be7(0, o7), be8(0, o8), be9(0, o9);
   CudaBackend be10(0, o10), be11(0, o11);
   cudaDeviceProp prop{};
@@ -190,8 +190,8 @@ int main(int argc, char** argv) {
             "{\"layer\": \"%s\", \"n\": %lld, \"k\": %lld, \"T\": %lld, \"splits\": %d, \"mma_us\": %.2f, "
             "\"wgmma_us\": %.2f, \"dequant_us\": %.2f, \"bf16_us\": %.2f, \"mma_TFLOP_s\": %.1f, "
             "\"wgmma_TFLOP_s\": %.1f, \"dequant_TFLOP_s\": %.1f, \"bf16_TFLOP_s\": %.1f, \"wgmma_over_bf16\": %.2f, "
-            "\"mma_dequant_max_rel_diff\": %.2e, \"wgmma_dequant_max_rel_diff\": %.2e, \"wgmma_4x1_us\": %.2f, "
-            "\"wgmma_wide_us\": %.2f, \"wgmma_4x1_dequant_max_rel_diff\": %.2e, \"wgmma_wide_dequant_max_rel_diff\": "
+            "\"mma_dequant_max_rel_diff\": %.2e, \"wgmma_dequant_max_rel_diff\": %.2e, \"wgmma_ss_us\": %.2f, "
+            "\"wgmma_wide_us\": %.2f, \"wgmma_ss_dequant_max_rel_diff\": %.2e, \"wgmma_wide_dequant_max_rel_diff\": "
             "%.2e}\n",
             l.name, (long long)l.n, (long long)l.k, (long long)T, splits, qm * 1e6, qw * 1e6, qd * 1e6, b * 1e6,
             flop / qm / 1e12, flop / qw / 1e12, flop / qd / 1e12, flop / b / 1e12, b / qw, diff_m * rel, diff_w * rel,

@@ -297,15 +297,15 @@ TEST(CudaIntWeights, GatedMlpFusionAgainstTheReference) {
 // (K >= 512), act order (x gathered, then put in the mma's k order), F32 out; the gated MLP fused
 // (I a multiple of 64) at one and several splits. The weights are rounded to BF16 as on the
 // dequantize path, so the tolerances are that path's.
+const Shape3 kWgmmaShapes[] = {
+    {4, 200, 1024, 128}, {4, 136, 512, 64}, {4, 72, 384, 128}, {4, 40, 2048, 64}, {4, 1000, 4096, 128}};
 TEST(CudaIntWeights, WgmmaGemmAwkwardShapesAgainstTheReference) {
   REQUIRE_GPU();
   KernelOptions o;
   o.int_gemm = IntGemm::Wgmma;
   test::Backends b(o);
   ASSERT_TRUE(b.gpu.wgmma()) << "the H100 / H200 this suite runs on has sm_90a code";
-  const Shape3 shapes[] = {
-      {4, 200, 1024, 128}, {4, 136, 512, 64}, {4, 72, 384, 128}, {4, 40, 2048, 64}, {4, 1000, 4096, 128}};
-  for (const Shape3& s : shapes)
+  for (const Shape3& s : kWgmmaShapes)
     for (int64_t T : {33, 57, 100, 256}) {
       ASSERT_EQ(cuda::plan_int_linear({T, s.N, false, IntGemm::Wgmma, true}), cuda::IntLinearKernel::GemmWgmma);
       for (bool zero : {true, false}) check_linear(b, s, T, zero, /*perm=*/T % 2 == 1, false);
@@ -337,7 +337,7 @@ TEST(CudaIntWeights, WgmmaGemmAwkwardShapesAgainstTheReference) {
   KernelOptions ow;
   ow.int_gemm = IntGemm::WgmmaWide;
   test::Backends bw(ow);
-  for (const Shape3& s : shapes)
+  for (const Shape3& s : kWgmmaShapes)
     for (int64_t T : {65, 100, 130, 200, 256}) {
       ASSERT_TRUE(cuda::int_gemm_wgmma_wide(IntGemm::WgmmaWide, T, {1, 1}, false));
       check_linear(bw, s, T, T != 100, /*perm=*/T % 2 == 1, T == 200);
@@ -370,6 +370,27 @@ TEST(CudaIntWeights, WgmmaGemmAwkwardShapesAgainstTheReference) {
     EXPECT_LE(diff, big / 128) << "channel-wise T " << T;
     EXPECT_GT(big, 0.f);
   }
+}
+
+// The wide form's tiles with the weights dequantized into shared memory by a third warpgroup and
+// SS products (int_gemm=wgmma_ss, int_gemm_wgmma_ss.cu; one CTA an SM, so other K splits): the wide
+// form's cases above (the second column tile partly past T or wholly padding, N past a tile, groups
+// of 64 / 128, split K, act order, F32 out, the gated MLP at one and several splits).
+TEST(CudaIntWeights, WgmmaSsGemmAwkwardShapesAgainstTheReference) {
+  REQUIRE_GPU();
+  KernelOptions o;
+  o.int_gemm = IntGemm::WgmmaSs;
+  test::Backends b(o);
+  ASSERT_TRUE(b.gpu.wgmma()) << "the H100 / H200 this suite runs on has sm_90a code";
+  for (const Shape3& s : kWgmmaShapes)
+    for (int64_t T : {65, 100, 130, 200, 256}) {
+      ASSERT_TRUE(cuda::int_gemm_wgmma_ss(IntGemm::WgmmaSs, T, {1, 1}, false));
+      check_linear(b, s, T, T != 100, /*perm=*/T % 2 == 1, T == 200);
+    }
+  check_linear(b, {4, 1000, 4096, 128}, 200, false, true, false);  // K 4096, symmetric, act order
+  for (int64_t I : {64, 192})
+    for (int64_t K : {256, 1024})
+      for (int64_t T : {65, 130, 256}) check_silu(b, 4, I, K, 64, T, T == 65);
 }
 
 // v3's split of K across a cluster of CTAs (sm_90+): row counts chosen from this GPU's SM count so

@@ -76,6 +76,7 @@ const char* int_gemm_name(IntGemm g) {
     case IntGemm::Mma: return "mma";
     case IntGemm::Wgmma: return "wgmma";
     case IntGemm::WgmmaWide: return "wgmma_wide";
+    case IntGemm::WgmmaSs: return "wgmma_ss";
     case IntGemm::Dequantize: return "dequantize";
   }
   return "?";
@@ -178,9 +179,10 @@ const std::vector<Option>& options() {
          return false;
        },
        [](const KernelOptions& o) { return std::string(int_gemv_name(o.int_gemv)); }},
-      {"int_gemm", "NANOVLLM_INT_GEMM", "auto, mma, wgmma, wgmma_wide or dequantize",
+      {"int_gemm", "NANOVLLM_INT_GEMM", "auto, mma, wgmma, wgmma_wide, wgmma_ss or dequantize",
        [](KernelOptions& o, const std::string& v) {
-         for (IntGemm g : {IntGemm::Auto, IntGemm::Mma, IntGemm::Wgmma, IntGemm::WgmmaWide, IntGemm::Dequantize})
+         for (IntGemm g :
+              {IntGemm::Auto, IntGemm::Mma, IntGemm::Wgmma, IntGemm::WgmmaWide, IntGemm::WgmmaSs, IntGemm::Dequantize})
            if (v == int_gemm_name(g)) {
              o.int_gemm = g;
              return true;
@@ -264,8 +266,8 @@ void KernelOptions::validate() const {
     throw UserError("kernel option int_gemv must be auto, v1, v2, v3, v4 or v5 (got " + std::to_string(int(int_gemv)) +
                     ")");
   if (int_gemm != IntGemm::Auto && int_gemm != IntGemm::Mma && int_gemm != IntGemm::Wgmma &&
-      int_gemm != IntGemm::WgmmaWide && int_gemm != IntGemm::Dequantize)
-    throw UserError("kernel option int_gemm must be auto, mma, wgmma, wgmma_wide or dequantize (got " +
+      int_gemm != IntGemm::WgmmaWide && int_gemm != IntGemm::WgmmaSs && int_gemm != IntGemm::Dequantize)
+    throw UserError("kernel option int_gemm must be auto, mma, wgmma, wgmma_wide, wgmma_ss or dequantize (got " +
                     std::to_string(int(int_gemm)) + ")");
   if (!int_gemm_cluster_valid(int_gemm_cluster_rows, int_gemm_cluster_cols))
     throw UserError("kernel option int_gemm_cluster must be RxC with R and C 1, 2 or 4 and R x C at most 8 (got " +

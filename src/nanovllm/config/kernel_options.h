@@ -28,7 +28,7 @@
 //   prefill_attention  NANOVLLM_PREFILL_ATTENTION   auto | wgmma_tma | wgmma | mma | tiled
 //   fp8_gemm           NANOVLLM_FP8_GEMM            auto | dequantize
 //   int_gemv           NANOVLLM_INT_GEMV            auto | v1 | v2 | v3 | v4 | v5
-//   int_gemm           NANOVLLM_INT_GEMM            auto | mma | wgmma | dequantize
+//   int_gemm           NANOVLLM_INT_GEMM            auto | mma | wgmma | wgmma_wide | wgmma_ss | dequantize
 //   rope_kernel        NANOVLLM_ROPE_KERNEL         auto | head | token
 // The CPU backend's precision is an engine setting (EngineConfig::cpu_precision, --cpu-precision);
 // --kernel-options still takes cpu_precision=fast|exact as its alias (settings.cpp).
@@ -91,6 +91,8 @@ enum class IntGemm {
   Mma,         // int_gemm.cu: the mma.sync W4A16/W8A16 GEMM, codes dequantized in registers
   Wgmma,       // int_gemm_wgmma.cu: the Hopper W4A16 GEMM (U4, K and G multiples of 64; else mma)
   WgmmaWide,   // wgmma, past 64 rows in its wide form (int_gemm_wgmma_wide.cu: 128 rows of x a CTA)
+  WgmmaSs,     // wgmma_wide with the weights dequantized into shared memory by a third warpgroup and
+               // multiplied by SS wgmma (int_gemm_wgmma_ss.cu); not yet measured
   Dequantize,  // the codes dequantized into a BF16 scratch, then cuBLASLt's BF16 GEMM
 };
 

@@ -137,7 +137,7 @@ TEST(KernelOptions, CliSpecParsesAndRoundTrips) {
   KernelOptions bad;
   bad.int_gemv = static_cast<IntGemv>(7);
   EXPECT_THROW(bad.validate(), UserError);
-  EXPECT_NE(spec_error("int_gemm=marlin").find("int_gemm must be auto, mma, wgmma, wgmma_wide or dequantize"),
+  EXPECT_NE(spec_error("int_gemm=marlin").find("int_gemm must be auto, mma, wgmma, wgmma_wide, wgmma_ss or dequantize"),
             std::string::npos);
   apply_kernel_options(o, "int_gemm=dequantize");
   EXPECT_EQ(o.int_gemm, IntGemm::Dequantize);
@@ -147,6 +147,9 @@ TEST(KernelOptions, CliSpecParsesAndRoundTrips) {
   EXPECT_EQ(o.int_gemm, IntGemm::Mma);
   apply_kernel_options(o, "int_gemm=wgmma_wide");
   EXPECT_EQ(o.int_gemm, IntGemm::WgmmaWide);
+  apply_kernel_options(o, "int_gemm=wgmma_ss");
+  EXPECT_EQ(o.int_gemm, IntGemm::WgmmaSs);
+  EXPECT_NE(o.to_string().find("int_gemm=wgmma_ss"), std::string::npos);
   apply_kernel_options(o, "int_gemm=wgmma");
   EXPECT_EQ(o.int_gemm, IntGemm::Wgmma);
   apply_kernel_options(o, "int_gemm_cluster=2x4");

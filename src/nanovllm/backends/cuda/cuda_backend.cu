@@ -83,7 +83,7 @@ CudaBackend::CudaBackend(int device_index, const KernelOptions& options) : devic
   cuda::prefill_attention_mma_init();
   cuda::int_gemv_v5_init();
   wgmma_ = cuda::prefill_attention_wgmma_init();
-  if (wgmma_) cuda::int_gemm_wgmma_init(), cuda::int_gemm_wgmma_wide_init();
+  if (wgmma_) cuda::int_gemm_wgmma_init(), cuda::int_gemm_wgmma_wide_init(), cuda::int_gemm_wgmma_ss_init();
   if (wgmma_) cuda::prefill_attention_wgmma_tma_init();
   if (options_.prefill_attention == PrefillAttention::Wgmma && !wgmma_)
     throw UserError(std::string("kernel option prefill_attention=wgmma: the wgmma kernel needs an sm_90 GPU and a ") +

@@ -74,9 +74,13 @@ void int_gemm_wgmma_launch(const intgemm::GemmParams& p, IntGemmCluster cluster,
 // Its wide form (int_gemm_wgmma_wide.cu: two column tiles a CTA, no clusters), p and xmap as above
 // with one CTA a cluster.
 void int_gemm_wgmma_wide_launch(const intgemm::GemmParams& p, const TmaDesc& xmap, Stream st);
+// The wide form's tiles with the weights dequantized into shared memory by a third warpgroup and SS
+// products (int_gemm_wgmma_ss.cu; one CTA an SM), p and xmap as above.
+void int_gemm_wgmma_ss_launch(const intgemm::GemmParams& p, const TmaDesc& xmap, Stream st);
 // Their shared-memory limits (once, by the backend's constructor, where sm_90a code exists).
 void int_gemm_wgmma_init();
 void int_gemm_wgmma_wide_init();
+void int_gemm_wgmma_ss_init();
 // out[m][16j + kk] = x[m][16j + c(kk)] with c the layout's column of mma k index kk (int_layout.cuh:
 // BF16 pairs 0, 2, 4, 6, 1, 3, 5, 7 of each 16-column step); x, out [M, K], K % 16 == 0.
 void int_gemm_permute_x(const bf16* x, bf16* out, int64_t M, int64_t K, Stream st);

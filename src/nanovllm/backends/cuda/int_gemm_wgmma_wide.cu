@@ -36,6 +36,7 @@
 
 #include "nanovllm/backends/cuda/int_gemm.cuh"
 #include "nanovllm/backends/cuda/int_gemm_wgmma.cuh"
+#include "nanovllm/backends/cuda/int_gemm_wgmma_wide.cuh"
 #include "nanovllm/backends/cuda/tma.cuh"
 
 namespace nanovllm::cuda {
@@ -43,17 +44,12 @@ namespace {
 
 using namespace intgemm;
 
-constexpr int kTK = 64;              // columns of a code tile (U4) and of a stage
 constexpr int kStages = 5;           // ring stages
 constexpr int kAhead = kStages - 1;  // stages in flight ahead of consumption, the consumed one included
 constexpr int kWarps = 8;            // two warpgroups
 constexpr int kThreads = kWarps * 32;
-constexpr int kXBox = BN * kTK * 2;      // one TMA box of x: 64 rows x 128 bytes
-constexpr int kXStageBytes = 2 * kXBox;  // 128 rows
-constexpr int kCodeRow = 512;            // a row block's code tile
-constexpr int kCodeStageBytes = 8 * kCodeRow;
-constexpr int kScaleRow = 16 * 4;  // a row block's {scale, zero} row of the stage's group
-constexpr int kScaleStageBytes = 8 * kScaleRow;
+constexpr int kXStageBytes = kWideXStageBytes, kCodeRow = kWideCodeRow, kCodeStageBytes = kWideCodeStageBytes;
+constexpr int kScaleRow = kWideScaleRow, kScaleStageBytes = kWideScaleStageBytes;
 constexpr int kCodeOff = kStages * kXStageBytes;  // x stages first (1024-byte aligned each)
 constexpr int kScaleOff = kCodeOff + kStages * kCodeStageBytes;
 constexpr int kBarOff = kScaleOff + kStages * kScaleStageBytes;
@@ -62,9 +58,7 @@ static_assert(BM == 128 && BN == 64, "two warpgroups of 64 weight rows x 2 BN ro
 static_assert(2 * BN * kRedPitch * 4 <= kCodeOff, "the two epilogue tiles fit the x stages");
 static_assert(kIntGemmCtasPerSm == 2 && 2 * (kSmemBytes + 1024) <= 228 * 1024, "two CTAs an SM");
 
-// xmap: make_int_gemm_x_tma(x, M, K, 1) (boxes of 64 columns x 64 rows); cmap: the codes as
-// 32-bit words [NB][KT * 128], boxes of 128 words x 8 row blocks (silu: 4); smap: the {scale, zero}
-// words [NB][NG * 16], boxes of 16 words x 8 row blocks (silu: 4).
+// xmap: make_int_gemm_x_tma(x, M, K, 1); cmap, smap: int_gemm_wgmma_wide.cuh's wide_tmas.
 __global__ void __launch_bounds__(kThreads, kIntGemmCtasPerSm)
     int_gemm_wgmma_wide_kernel(const GemmParams p, const __grid_constant__ CUtensorMap xmap,
                                const __grid_constant__ CUtensorMap cmap, const __grid_constant__ CUtensorMap smap) {
@@ -74,7 +68,7 @@ __global__ void __launch_bounds__(kThreads, kIntGemmCtasPerSm)
   uint64_t* empty = full + kStages;
   const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
   const int CW = (p.CT + 1) / 2, rt = int(blockIdx.x) / CW, cw = int(blockIdx.x) % CW, split = int(blockIdx.z);
-  const int KS = p.K / kTK;
+  const int KS = p.K / kWideTK;
   const int ks_begin = int(int64_t(split) * KS / p.splits), ks_end = int(int64_t(split + 1) * KS / p.splits);
   const int n = ks_end - ks_begin;
 
@@ -91,22 +85,11 @@ __global__ void __launch_bounds__(kThreads, kIntGemmCtasPerSm)
   // Thread 0 loads stage j of the run into slot j % kStages once every warp freed the slot's
   // previous stage (j - kStages). The waits trap after seconds (tma.cuh: mbar_wait_or_trap): until
   // this ring has run on a GPU, a protocol error fails a test instead of hanging it.
-  const int r0 = p.silu ? 4 * rt : 8 * rt, r1 = p.up_block + 4 * rt;  // first row block (silu: gate, up)
   auto load = [&](int j) {
-    const int s = j % kStages, kt = ks_begin + j, gi = kt * kTK / p.G;
+    const int s = j % kStages;
     if (j >= kStages) mbar_wait_or_trap(&empty[s], uint32_t((j / kStages) - 1) & 1u);
-    mbar_arrive_expect_tx(&full[s], uint32_t(kXStageBytes + kCodeStageBytes + kScaleStageBytes));
-    unsigned char* xs = smem + s * kXStageBytes;
-    tma_load_2d(xs, &xmap, kt * kTK, 2 * cw * BN, &full[s]);
-    tma_load_2d(xs + kXBox, &xmap, kt * kTK, 2 * cw * BN + BN, &full[s]);
-    unsigned char* cs = smem + kCodeOff + s * kCodeStageBytes;
-    unsigned char* ss = smem + kScaleOff + s * kScaleStageBytes;
-    tma_load_2d(cs, &cmap, kt * 128, r0, &full[s]);
-    tma_load_2d(ss, &smap, gi * 16, r0, &full[s]);
-    if (p.silu) {
-      tma_load_2d(cs + 4 * kCodeRow, &cmap, kt * 128, r1, &full[s]);
-      tma_load_2d(ss + 4 * kScaleRow, &smap, gi * 16, r1, &full[s]);
-    }
+    wide_stage_copy(p, &xmap, &cmap, &smap, ks_begin + j, rt, cw, smem + s * kXStageBytes,
+                    smem + kCodeOff + s * kCodeStageBytes, smem + kScaleOff + s * kScaleStageBytes, &full[s]);
   };
   if (threadIdx.x == 0)
     for (int j = 0; j < kAhead - 1 && j < n; ++j) load(j);
@@ -158,9 +141,7 @@ __global__ void __launch_bounds__(kThreads, kIntGemmCtasPerSm)
     store_acc(reinterpret_cast<float*>(smem), acc, warp, lane);
   }
   __syncthreads();
-  const float* red = reinterpret_cast<const float*>(smem);
-  gemm_finish(p, red, rt, 2 * cw, split);
-  gemm_finish(p, red + BN * kRedPitch, rt, 2 * cw + 1, split);  // skipped past CT
+  wide_finish(p, reinterpret_cast<const float*>(smem), rt, cw, split);
 }
 
 }  // namespace
@@ -171,20 +152,11 @@ void int_gemm_wgmma_wide_init() {
 }
 
 void int_gemm_wgmma_wide_launch(const GemmParams& p, const TmaDesc& xmap, Stream st) {
-  if (!int_gemm_wgmma_applies(4, p.K, p.G, true) || p.K / kTK < p.splits)
-    throw Error("int_gemm_wgmma_wide: K " + std::to_string(p.K) + ", group " + std::to_string(p.G) + ", " +
-                std::to_string(p.splits) +
-                " splits is outside the kernel's limits (kernel_plan.h: "
-                "int_gemm_wgmma_applies)");
-  const int64_t KT = p.K / kTK, NG = p.K / p.G;
-  const unsigned rows = p.silu ? 4 : 8;
-  const TmaDesc cmap =
-      make_tma_2d(p.codes, false, KT * 128, p.NB, KT * 512, 128, rows, false, "int_gemm_wgmma_wide codes");
-  const TmaDesc smap = make_tma_2d(p.sz, false, NG * 16, p.NB, NG * 64, 16, rows, false, "int_gemm_wgmma_wide scales");
+  const WideTmas t = wide_tmas(p, "int_gemm_wgmma_wide");
   const int64_t CW = (p.CT + 1) / 2;
   launch(int_gemm_wgmma_wide_kernel, dim3(unsigned(p.RT * CW), 1, unsigned(p.splits)), dim3(kThreads), kSmemBytes, st,
-         p, *reinterpret_cast<const CUtensorMap*>(xmap.bytes), *reinterpret_cast<const CUtensorMap*>(cmap.bytes),
-         *reinterpret_cast<const CUtensorMap*>(smap.bytes));
+         p, *reinterpret_cast<const CUtensorMap*>(xmap.bytes), *reinterpret_cast<const CUtensorMap*>(t.codes.bytes),
+         *reinterpret_cast<const CUtensorMap*>(t.scales.bytes));
   NV_LAUNCH_CHECK();
 }
 

@@ -149,6 +149,7 @@ struct IntGemmArgs {
   bf16* x_perm = nullptr;
   IntGemmCluster cluster;  // wgmma: its thread-block clusters (kernel_plan.h: plan_int_gemm_cluster)
   bool wide = false;       // wgmma: the wide form (kernel_plan.h: int_gemm_wgmma_wide; no clusters)
+  bool ss = false;         // wide: as int_gemm_wgmma_ss.cu (kernel_plan.h: int_gemm_wgmma_ss)
 };
 void int_gemm(const IntGemmArgs& a, Stream st);
 

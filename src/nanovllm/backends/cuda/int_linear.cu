@@ -348,7 +348,9 @@ void CudaBackend::linear_int(const Tensor& x, const Tensor& w, const WeightScale
                                             col_tiles, a.silu);
     a.wide =
         plan == cuda::IntLinearKernel::GemmWgmma && cuda::int_gemm_wgmma_wide(options_.int_gemm, T, cluster, a.silu);
-    a.splits = cuda::int_gemm_splits(T, a.outs, a.silu, K, num_sms_, (a.wide ? 2 : 1) * cuda::kIntGemmCols);
+    a.ss = plan == cuda::IntLinearKernel::GemmWgmma && cuda::int_gemm_wgmma_ss(options_.int_gemm, T, cluster, a.silu);
+    a.splits = cuda::int_gemm_splits(T, a.outs, a.silu, K, num_sms_, (a.wide ? 2 : 1) * cuda::kIntGemmCols,
+                                     a.ss ? cuda::kIntGemmSsCtasPerSm : cuda::kIntGemmCtasPerSm);
     // The F32 partials in the dequantize path's scratch (unused by this path; prepare_int_weight
     // sizes it for one wave of tiles). One split when it is smaller (a backend that never
     // prepared a weight cannot get here).

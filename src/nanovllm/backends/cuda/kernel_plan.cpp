@@ -155,7 +155,8 @@ IntLinearKernel plan_int_linear(const IntLinearProblem& p) {
   switch (p.gemm) {
     case IntGemm::Mma: return IntLinearKernel::Gemm;
     case IntGemm::Wgmma:
-    case IntGemm::WgmmaWide: return p.wgmma ? IntLinearKernel::GemmWgmma : IntLinearKernel::Gemm;
+    case IntGemm::WgmmaWide:
+    case IntGemm::WgmmaSs: return p.wgmma ? IntLinearKernel::GemmWgmma : IntLinearKernel::Gemm;
     case IntGemm::Auto:
       if (p.wgmma) return IntLinearKernel::GemmWgmma;
       return p.T <= kIntGemmMmaMaxT ? IntLinearKernel::Gemm : IntLinearKernel::DequantizeGemm;
@@ -164,9 +165,9 @@ IntLinearKernel plan_int_linear(const IntLinearProblem& p) {
   return IntLinearKernel::DequantizeGemm;
 }
 
-int int_gemm_splits(int64_t T, int64_t outs, bool silu, int64_t K, int num_sms, int64_t cols) {
+int int_gemm_splits(int64_t T, int64_t outs, bool silu, int64_t K, int num_sms, int64_t cols, int ctas_per_sm) {
   const int64_t tiles = int_gemm_row_tiles(outs, silu) * ((T + cols - 1) / std::max<int64_t>(cols, 1));
-  const int64_t slots = int64_t(kIntGemmCtasPerSm) * std::max(num_sms, 1);
+  const int64_t slots = int64_t(std::max(ctas_per_sm, 1)) * std::max(num_sms, 1);
   if (tiles <= 0) return 1;
   const int64_t s = std::min({slots / tiles, int64_t(kIntGemmMaxSplits), K / kIntGemmSplitK});
   return int(std::max<int64_t>(s, 1));

@@ -401,6 +401,7 @@ IntGemmCluster plan_int_gemm_cluster(IntGemmCluster most, int64_t RT, int64_t CT
 constexpr int64_t kIntGemmRows = 128;  // weight rows (outputs) of a GEMM CTA tile: 4 warps x 32
 constexpr int64_t kIntGemmCols = 64;   // rows of x of a CTA tile (8 mma n-tiles per warp)
 constexpr int kIntGemmCtasPerSm = 2;   // resident GEMM CTAs per SM (__launch_bounds__ of the kernel)
+constexpr int kIntGemmSsCtasPerSm = 1;  // the SS form's (int_gemm_wgmma_ss.cu: 12 warps, 36.5 KB stages)
 // What CTA `bx` (blockIdx.x) of the Hopper GEMM's grid of (RT, CT rounded up to the cluster's sides)
 // tiles in clusters `c` owns and copies (the kernel and the plan's tests share it): its tile (rt, ct);
 // its cluster rank cr + rows cc (%cluster_ctarank: the grid is whole clusters along x); the CTAs
@@ -440,9 +441,10 @@ constexpr int64_t int_gemm_row_tiles(int64_t outs, bool silu) {
 // K splits of the GEMM for T rows of x and `outs` outputs (silu: fused) over K columns on num_sms
 // SMs: as many as keep every CTA's splits within one wave of kIntGemmCtasPerSm CTAs per SM, at most
 // kIntGemmMaxSplits and at least kIntGemmSplitK columns each; 1 when the CTAs fill the wave. A CTA
-// covers `cols` rows of x (the wide Hopper GEMM: 2 kIntGemmCols); with kIntGemmCols the F32
-// partials never exceed int_gemm_workspace_floats.
-int int_gemm_splits(int64_t T, int64_t outs, bool silu, int64_t K, int num_sms, int64_t cols = kIntGemmCols);
+// covers `cols` rows of x (the wide Hopper GEMM: 2 kIntGemmCols) and an SM holds ctas_per_sm of
+// them (the SS form: kIntGemmSsCtasPerSm); the F32 partials never exceed int_gemm_workspace_floats.
+int int_gemm_splits(int64_t T, int64_t outs, bool silu, int64_t K, int num_sms, int64_t cols = kIntGemmCols,
+                    int ctas_per_sm = kIntGemmCtasPerSm);
 // The Hopper GEMM's wide form (int_gemm_wgmma_wide.cu: a CTA takes two column tiles, 128 rows of
 // x, so each dequantized A fragment feeds twice the products), never in clusters (KernelOptions::
 // int_gemm_cluster 1x1), past one column tile: under int_gemm wgmma_wide for every product; under
@@ -452,9 +454,14 @@ int int_gemm_splits(int64_t T, int64_t outs, bool silu, int64_t K, int num_sms, 
 // 136.74 / 147.87: at T 192 it pays a whole second column pair (114.05 / 147.31). Four column
 // tiles a CTA (m64n256k16, one CTA an SM) were slower past 128 rows (a layer at T 256: 316.3 us
 // against 284.3; bench.py 6,082.5 against 6,258.7 output tok/s; 2026-12-01) and were removed.
+// Under int_gemm wgmma_ss the wide form's tiles run as int_gemm_wgmma_ss.cu (int_gemm_wgmma_ss):
+// the weights dequantized into shared memory by a third warpgroup, SS products; not yet measured.
 constexpr bool int_gemm_wgmma_wide(IntGemm gemm, int64_t T, IntGemmCluster cluster, bool silu) {
-  const bool asked = gemm == IntGemm::WgmmaWide || (gemm == IntGemm::Auto && !silu);
+  const bool asked = gemm == IntGemm::WgmmaWide || gemm == IntGemm::WgmmaSs || (gemm == IntGemm::Auto && !silu);
   return asked && T > kIntGemmCols && cluster.rows * cluster.cols == 1;
+}
+constexpr bool int_gemm_wgmma_ss(IntGemm gemm, int64_t T, IntGemmCluster cluster, bool silu) {
+  return gemm == IntGemm::WgmmaSs && int_gemm_wgmma_wide(gemm, T, cluster, silu);
 }
 // F32 partials the split GEMM may write (one full wave of CTAs of the wide form: two column tiles each).
 constexpr int64_t int_gemm_workspace_floats(int num_sms) {

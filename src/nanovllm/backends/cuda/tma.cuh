@@ -47,6 +47,17 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
 #endif
 }
 
+// mbar_arrive where `pred` holds, without a branch: a branch between warpgroup MMAs in flight makes
+// ptxas wait for them first (C7518; int_gemm_wgmma_ss.cu).
+__device__ __forceinline__ void mbar_arrive_if(uint64_t* bar, bool pred) {
+#ifdef NANOVLLM_WGMMA
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %1, 0;\n @p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(
+                   smem_addr(bar)),
+               "r"(uint32_t(pred))
+               : "memory");
+#endif
+}
+
 // Waits until the phase with parity `parity` has completed.
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
 #ifdef NANOVLLM_WGMMA

@@ -198,6 +198,28 @@ TEST(IntLinearPlan, GemmWideFormPastOneColumnTile) {
   EXPECT_FALSE(cuda::int_gemm_wgmma_wide(IntGemm::Auto, 256, {1, 1}, true));
 }
 
+// int_gemm wgmma_ss: the wide form's tiles past one column tile for every product (the Hopper
+// GEMM's plan), run by int_gemm_wgmma_ss.cu at one CTA an SM, so K splits fill one CTA an SM; no
+// other value takes it.
+TEST(IntLinearPlan, GemmSsFormWhereAsked) {
+  EXPECT_EQ(cuda::plan_int_linear({256, 4096, false, IntGemm::WgmmaSs, true}), cuda::IntLinearKernel::GemmWgmma);
+  EXPECT_EQ(cuda::plan_int_linear({256, 4096, false, IntGemm::WgmmaSs, false}), cuda::IntLinearKernel::Gemm);
+  for (bool silu : {false, true}) {
+    EXPECT_FALSE(cuda::int_gemm_wgmma_ss(IntGemm::WgmmaSs, 64, {1, 1}, silu));
+    EXPECT_TRUE(cuda::int_gemm_wgmma_ss(IntGemm::WgmmaSs, 65, {1, 1}, silu));
+    EXPECT_TRUE(cuda::int_gemm_wgmma_wide(IntGemm::WgmmaSs, 256, {1, 1}, silu));
+    EXPECT_FALSE(cuda::int_gemm_wgmma_ss(IntGemm::WgmmaSs, 256, {2, 1}, silu));
+    for (IntGemm g : {IntGemm::Auto, IntGemm::Wgmma, IntGemm::WgmmaWide, IntGemm::Mma, IntGemm::Dequantize})
+      EXPECT_FALSE(cuda::int_gemm_wgmma_ss(g, 256, {1, 1}, silu));
+  }
+  // Qwen3-8B's o at T 256 on 132 SMs: 32 row tiles x 2 CTAs of column tiles; 4 splits at two CTAs
+  // an SM (256 CTAs), 2 at one (128). qkv (96 CTAs): 2 and 1.
+  EXPECT_EQ(cuda::int_gemm_splits(256, 4096, false, 4096, 132, 2 * cuda::kIntGemmCols), 4);
+  EXPECT_EQ(cuda::int_gemm_splits(256, 4096, false, 4096, 132, 2 * cuda::kIntGemmCols, cuda::kIntGemmSsCtasPerSm), 2);
+  EXPECT_EQ(cuda::int_gemm_splits(256, 6144, false, 4096, 132, 2 * cuda::kIntGemmCols), 2);
+  EXPECT_EQ(cuda::int_gemm_splits(256, 6144, false, 4096, 132, 2 * cuda::kIntGemmCols, cuda::kIntGemmSsCtasPerSm), 1);
+}
+
 // Which GEMV a decode call runs: options other than v4 and auto as they are; auto: v5 for the plain
 // U4 product at K >= 8192, then (auto and v4) v4 past one wave of v3, else v3.
 TEST(IntLinearPlan, GemvPick) {
