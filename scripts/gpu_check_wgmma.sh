@@ -46,7 +46,7 @@ for T, (a, b, b2, b4, c, d) in sorted(tot.items()):
           f"bf16 {d:7.2f} us  (bf16/wgmma {d / b:.2f}x, ss {d / b2:.2f}x, wide {d / b4:.2f}x)")
 PY
 # NCU=1: one launch of each Hopper GEMM of NCU_KERNELS (RxC: the 64-row form in clusters of R x C;
-# wide: the wide form) on qkv at T 256 (the 6th launch: after the warm-up): speed of light, L2 /
+# wide: the wide form; ss: int_gemm_wgmma_ss.cu) on qkv at T 256 (the 6th launch: after the warm-up): speed of light, L2 /
 # tensor-pipe counters, warp state. Is the kernel bound by L2, by the tensor pipe or by latency?
 if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null; then
   for k in ${NCU_KERNELS:-1x1 wide ss}; do

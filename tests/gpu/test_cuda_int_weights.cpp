@@ -299,6 +299,23 @@ TEST(CudaIntWeights, GatedMlpFusionAgainstTheReference) {
 // dequantize path, so the tolerances are that path's.
 const Shape3 kWgmmaShapes[] = {
     {4, 200, 1024, 128}, {4, 136, 512, 64}, {4, 72, 384, 128}, {4, 40, 2048, 64}, {4, 1000, 4096, 128}};
+// The wide form's tiles (past 64 rows: two column tiles a CTA) under b's int_gemm (wgmma_wide:
+// int_gemm_wgmma_wide.cu; wgmma_ss: int_gemm_wgmma_ss.cu): the second tile partly past T (T 100,
+// 200) or wholly padding (T 130: 3 column tiles), N past a tile, groups of 64 / 128, split K (N
+// 1000, K 4096; N 136, K 512), act order, F32 out, the gated MLP fused at one and several splits.
+void check_wide_form(test::Backends& b) {
+  const IntGemm gemm = b.gpu.kernel_options().int_gemm;
+  for (const Shape3& s : kWgmmaShapes)
+    for (int64_t T : {65, 100, 130, 200, 256}) {
+      ASSERT_TRUE(cuda::int_gemm_wgmma_wide(gemm, T, {1, 1}, false));
+      ASSERT_EQ(cuda::int_gemm_wgmma_ss(gemm, T, {1, 1}, false), gemm == IntGemm::WgmmaSs);
+      check_linear(b, s, T, T != 100, /*perm=*/T % 2 == 1, T == 200);
+    }
+  check_linear(b, {4, 1000, 4096, 128}, 200, false, true, false);  // K 4096, symmetric, act order
+  for (int64_t I : {64, 192})
+    for (int64_t K : {256, 1024})
+      for (int64_t T : {65, 130, 256}) check_silu(b, 4, I, K, 64, T, T == 65);
+}
 TEST(CudaIntWeights, WgmmaGemmAwkwardShapesAgainstTheReference) {
   REQUIRE_GPU();
   KernelOptions o;
@@ -330,22 +347,10 @@ TEST(CudaIntWeights, WgmmaGemmAwkwardShapesAgainstTheReference) {
     check_linear(bc, {4, 1000, 4096, 128}, 256, true, false, false);  // 32 tiles: K in 8 splits
     for (int64_t T : {57, 130, 256}) check_silu(bc, 4, 192, 1024, 64, T, T == 57);
   }
-  // The wide form (int_gemm=wgmma_wide past 64 rows: two column tiles a CTA, int_gemm_wgmma_wide.cu):
-  // the second tile partly past T (T 100, 200) or wholly padding (T 130: 3 column tiles), N past a
-  // tile, groups of 64 / 128, split K (N 1000, K 4096; N 136, K 512), act order, F32 out, the gated
-  // MLP fused at one and several splits.
   KernelOptions ow;
   ow.int_gemm = IntGemm::WgmmaWide;
   test::Backends bw(ow);
-  for (const Shape3& s : kWgmmaShapes)
-    for (int64_t T : {65, 100, 130, 200, 256}) {
-      ASSERT_TRUE(cuda::int_gemm_wgmma_wide(IntGemm::WgmmaWide, T, {1, 1}, false));
-      check_linear(bw, s, T, T != 100, /*perm=*/T % 2 == 1, T == 200);
-    }
-  check_linear(bw, {4, 1000, 4096, 128}, 200, false, true, false);  // K 4096, symmetric, act order
-  for (int64_t I : {64, 192})
-    for (int64_t K : {256, 1024})
-      for (int64_t T : {65, 130, 256}) check_silu(bw, 4, I, K, 64, T, T == 65);
+  check_wide_form(bw);
   // Channel-wise groups (G = K: one {scale, zero} per row; the reference's tolerance does not hold
   // for BF16-rounded weights whose rounding errors share one scale): the dequantize path's outputs
   // (the same BF16 weights, F32 sums in another order), within a BF16 rounding of the largest.
@@ -374,23 +379,14 @@ TEST(CudaIntWeights, WgmmaGemmAwkwardShapesAgainstTheReference) {
 
 // The wide form's tiles with the weights dequantized into shared memory by a third warpgroup and
 // SS products (int_gemm=wgmma_ss, int_gemm_wgmma_ss.cu; one CTA an SM, so other K splits): the wide
-// form's cases above (the second column tile partly past T or wholly padding, N past a tile, groups
-// of 64 / 128, split K, act order, F32 out, the gated MLP at one and several splits).
+// form's cases (check_wide_form).
 TEST(CudaIntWeights, WgmmaSsGemmAwkwardShapesAgainstTheReference) {
   REQUIRE_GPU();
   KernelOptions o;
   o.int_gemm = IntGemm::WgmmaSs;
   test::Backends b(o);
   ASSERT_TRUE(b.gpu.wgmma()) << "the H100 / H200 this suite runs on has sm_90a code";
-  for (const Shape3& s : kWgmmaShapes)
-    for (int64_t T : {65, 100, 130, 200, 256}) {
-      ASSERT_TRUE(cuda::int_gemm_wgmma_ss(IntGemm::WgmmaSs, T, {1, 1}, false));
-      check_linear(b, s, T, T != 100, /*perm=*/T % 2 == 1, T == 200);
-    }
-  check_linear(b, {4, 1000, 4096, 128}, 200, false, true, false);  // K 4096, symmetric, act order
-  for (int64_t I : {64, 192})
-    for (int64_t K : {256, 1024})
-      for (int64_t T : {65, 130, 256}) check_silu(b, 4, I, K, 64, T, T == 65);
+  check_wide_form(b);
 }
 
 // v3's split of K across a cluster of CTAs (sm_90+): row counts chosen from this GPU's SM count so
