@@ -28,8 +28,9 @@
 #include <string>
 #include <vector>
 
-#include "nanovllm/backends/cuda/cuda_backend.h"
 #include "nanovllm/backends/attention_metadata.h"
+#include "nanovllm/backends/cuda/cuda_backend.h"
+#include "qwen3_linear_shapes.h"
 
 using namespace nanovllm;
 
@@ -56,15 +57,8 @@ double median_seconds(CudaBackend& be, int runs, const std::function<void()>& op
 }
 
 void bench_gemms(CudaBackend& be, CudaBackend& dequantize) {
-  struct Gemm {
-    const char* model;
-    const char* layer;
-    int64_t n, k;
-  };
-  const Gemm gemms[] = {{"qwen3-0.6b", "qkv", 4096, 1024},     {"qwen3-0.6b", "o", 1024, 2048},
-                        {"qwen3-0.6b", "gate_up", 6144, 1024}, {"qwen3-0.6b", "down", 1024, 3072},
-                        {"qwen3-8b", "qkv", 6144, 4096},       {"qwen3-8b", "o", 4096, 4096},
-                        {"qwen3-8b", "gate_up", 24576, 4096},  {"qwen3-8b", "down", 4096, 12288}};
+  using Gemm = bench::LinearShape;
+  const auto& gemms = bench::kQwen3LinearShapes;
   std::mt19937 rng(2);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   for (int64_t m : {4096, 16384})

@@ -74,7 +74,7 @@ void int_gemm_wgmma_launch(const intgemm::GemmParams& p, IntGemmCluster cluster,
 // Its wide form (int_gemm_wgmma_wide.cu: two column tiles a CTA, no clusters), p and xmap as above
 // with one CTA a cluster.
 void int_gemm_wgmma_wide_launch(const intgemm::GemmParams& p, const TmaDesc& xmap, Stream st);
-// The wide form's tiles with the weights dequantized into shared memory by a third warpgroup and SS
+// The wide form's tiles with the weights dequantized into shared memory by two more warpgroups and SS
 // products (int_gemm_wgmma_ss.cu; one CTA an SM), p and xmap as above.
 void int_gemm_wgmma_ss_launch(const intgemm::GemmParams& p, const TmaDesc& xmap, Stream st);
 // Their shared-memory limits (once, by the backend's constructor, where sm_90a code exists).

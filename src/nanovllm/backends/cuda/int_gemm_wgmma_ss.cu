@@ -8,28 +8,33 @@
 // ~30% busy at T 256); more products per dequantized fragment (four column tiles), clusters, a
 // producer warp and products in flight across stages were all measured slower or no faster
 // (bench/RESULTS.md, issue 45). Here, as in Hopper's BF16 GEMMs, the MMA warps only wait and issue
-// SS wgmma; a third warpgroup turns each stage's codes into the BF16 A tile they read.
+// SS wgmma; two more warpgroups turn each stage's codes into the BF16 A tile they read.
 //
 // Mapping. Grid (RT * CW, 1, splits), CW = ceil(CT / 2): CTA (rt, cw) owns column tiles 2 cw,
 // 2 cw + 1 (the second past CT is padding: x rows read as zeros, nothing written), over one of
-// `splits` ranges of stages of 64 columns (one code tile). 12 warps, one CTA an SM (its shared
+// `splits` ranges of stages of 64 columns (one code tile). 17 warps, one CTA an SM (its shared
 // memory: kStages stages of 36.5 KB):
-//  * warpgroup 2 (warps 8-11), the transform: thread 256 fills a ring of kStages stages by TMA,
-//    kAhead stages ahead (x's two 64 x 64 boxes with 128-byte swizzle, the 8 row blocks' code
-//    tiles and their {scale, zero} rows: the wide form's boxes). Per stage, warp 8 + w takes row
-//    blocks w and w + 4: each lane dequantizes its 16 bytes of codes exactly as the register forms
-//    do (int_gemm_wgmma.cuh: u4_weights, the mma A fragments of 4 k-steps) and stores the
-//    fragments where a K-major 128-byte-swizzled A tile [128 rows][64] holds them (the fragment's
-//    k order is the layout's, matched by x's permutation: the products equal the register
-//    forms'); then fence.proxy.async and an arrival on the stage's "A ready" barrier.
+//  * warp 16, the producer: its lane 0 fills a ring of kStages stages by TMA, each once the
+//    products of the slot's previous stage are done (x's two 64 x 64 boxes with 128-byte swizzle,
+//    the 8 row blocks' code tiles and their {scale, zero} rows: the wide form's boxes).
+//  * warpgroups 2 and 3 (warps 8-15), the transform: per stage, warp 8 + rb takes row block rb:
+//    each lane dequantizes its 16 bytes of codes exactly as the register forms do
+//    (int_gemm_wgmma.cuh: u4_weights, the mma A fragments of 4 k-steps) and stores the fragments
+//    where a K-major 128-byte-swizzled A tile [128 rows][64] holds them (the fragment's k order is
+//    the layout's, matched by x's permutation: the products equal the register forms'); then
+//    fence.proxy.async and an arrival on the stage's "A ready" barrier.
 //  * warpgroups 0 and 1 (warps 0-7), the products: warpgroup w waits for the stage's copies and
 //    its A tile, issues 4 wgmma.m64n128k16 with A (its 64 rows) and B (x) from shared memory, one
 //    commit group a stage, and keeps one group in flight: once the previous stage's group is done
 //    its slot is freed (predicated arrivals: no branch between products, ptxas C7518).
+// Measured (bench/RESULTS.md, issue 45, H200): correct, and slower than the register forms. With
+// one transform warpgroup and the copies issued from it, a Qwen3-8B layer's linears took 451.5 us
+// at T 256 (wide 285.6); with two and a producer warp 317.6 (wide 286.4, 64-row 292.0), bench.py
+// 0.86x BF16 (auto 0.90x). Kept opt-in as the base of a 128 x 256 tile / setmaxnreg form.
 // The A tile's stores: lanes (g, t) of a fragment register write row 16 rb + g (+ 8), 4 bytes at
 // chunk (2 j + h) ^ g of the 128-byte row: 32 distinct banks a store.
 // The epilogue: the accumulators into the free x and A stages as two [64][kRedPitch] F32 tiles
-// (int_gemm.cuh: gemm_finish, once per column tile). Not yet run on a GPU.
+// (int_gemm.cuh: gemm_finish, once per column tile).
 #include <cuda.h>
 
 #include <string>
@@ -46,11 +51,10 @@ using namespace intgemm;
 
 constexpr int kTK = kWideTK;         // columns of a code tile (U4) and of a stage
 constexpr int kStages = 5;           // ring stages
-constexpr int kAhead = kStages - 2;  // stages the copies run ahead of the transform
 constexpr int kMmaWarps = 8;         // warpgroups 0 and 1
-constexpr int kTransformWarps = 4;   // warpgroup 2
-constexpr int kThreads = (kMmaWarps + kTransformWarps) * 32;
-constexpr int kIssuer = kMmaWarps * 32;  // the thread that issues the copies
+constexpr int kTransformWarps = 8;   // warpgroups 2 and 3: one row block each
+constexpr int kProducer = kMmaWarps + kTransformWarps;  // the warp whose lane 0 issues the copies
+constexpr int kThreads = (kProducer + 1) * 32;
 constexpr int kXStageBytes = kWideXStageBytes, kCodeRow = kWideCodeRow, kCodeStageBytes = kWideCodeStageBytes;
 constexpr int kScaleRow = kWideScaleRow, kScaleStageBytes = kWideScaleStageBytes;
 constexpr int kAStageBytes = BM * kTK * 2;
@@ -96,42 +100,34 @@ __global__ void __launch_bounds__(kThreads, kIntGemmSsCtasPerSm)
   pdl_begin();  // x is the previous kernel's output; the workspace and out may be read by it
 
   float acc[16][4];
-  if (warp >= kMmaWarps) {  // the transform warpgroup
-    // Stage j into slot j % kStages once the products of its previous stage (j - kStages) are done.
-    auto load = [&](int j) {
-      const int s = j % kStages;
-      if (j >= kStages) mbar_wait(&empty[s], uint32_t((j / kStages) - 1) & 1u);
-      wide_stage_copy(p, &xmap, &cmap, &smap, ks_begin + j, rt, cw, smem + s * kXStageBytes,
-                      smem + kCodeOff + s * kCodeStageBytes, smem + kScaleOff + s * kScaleStageBytes, &full[s]);
-    };
-    if (threadIdx.x == kIssuer)
-      for (int j = 0; j < kAhead && j < n; ++j) load(j);
-    const int w = warp - kMmaWarps, g = lane >> 2, t = lane & 3;
+  if (warp == kProducer) {  // stage j into slot j % kStages once its previous stage's products are done
+    if (lane == 0)
+      for (int j = 0; j < n; ++j) {
+        const int s = j % kStages;
+        if (j >= kStages) mbar_wait(&empty[s], uint32_t((j / kStages) - 1) & 1u);
+        wide_stage_copy(p, &xmap, &cmap, &smap, ks_begin + j, rt, cw, smem + s * kXStageBytes,
+                        smem + kCodeOff + s * kCodeStageBytes, smem + kScaleOff + s * kScaleStageBytes, &full[s]);
+      }
+  } else if (warp >= kMmaWarps) {  // the transform: warp 8 + rb dequantizes row block rb
+    const int rb = warp - kMmaWarps, g = lane >> 2, t = lane & 3;
     for (int i = 0; i < n; ++i) {
-      if (threadIdx.x == kIssuer && i + kAhead < n) load(i + kAhead);
-      __syncwarp();
       const int s = i % kStages;
       mbar_wait(&full[s], uint32_t(i / kStages) & 1u);
       unsigned char* a_tile = smem + kAOff + s * kAStageBytes;
+      const uint4 c =
+          *reinterpret_cast<const uint4*>(smem + kCodeOff + s * kCodeStageBytes + rb * kCodeRow + lane * 16);
+      const uint32_t* sw = reinterpret_cast<const uint32_t*>(smem + kScaleOff + s * kScaleStageBytes + rb * kScaleRow);
+      const U4Scale q0 = u4_scale(sw[g]), q1 = u4_scale(sw[g + 8]);
+      const uint32_t words[4] = {c.x, c.y, c.z, c.w};
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {  // row blocks w and w + 4
-        const int rb = w + 4 * h;
-        const uint4 c =
-            *reinterpret_cast<const uint4*>(smem + kCodeOff + s * kCodeStageBytes + rb * kCodeRow + lane * 16);
-        const uint32_t* sw =
-            reinterpret_cast<const uint32_t*>(smem + kScaleOff + s * kScaleStageBytes + rb * kScaleRow);
-        const U4Scale q0 = u4_scale(sw[g]), q1 = u4_scale(sw[g + 8]);
-        const uint32_t words[4] = {c.x, c.y, c.z, c.w};
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {  // k-step j: 16 columns, bytes 32 j .. 32 j + 31 of a row
-          uint32_t a[4];
-          u4_weights(words[j], q0, q1, a);
-          // The mma A fragment: a[0] row g, k 2t, 2t + 1; a[1] row g + 8; a[2], a[3] k 2t + 8, 2t + 9.
-          store_a(a_tile, 16 * rb + g, 2 * j, 4 * t, a[0]);
-          store_a(a_tile, 16 * rb + g + 8, 2 * j, 4 * t, a[1]);
-          store_a(a_tile, 16 * rb + g, 2 * j + 1, 4 * t, a[2]);
-          store_a(a_tile, 16 * rb + g + 8, 2 * j + 1, 4 * t, a[3]);
-        }
+      for (int j = 0; j < 4; ++j) {  // k-step j: 16 columns, bytes 32 j .. 32 j + 31 of a row
+        uint32_t a[4];
+        u4_weights(words[j], q0, q1, a);
+        // The mma A fragment: a[0] row g, k 2t, 2t + 1; a[1] row g + 8; a[2], a[3] k 2t + 8, 2t + 9.
+        store_a(a_tile, 16 * rb + g, 2 * j, 4 * t, a[0]);
+        store_a(a_tile, 16 * rb + g + 8, 2 * j, 4 * t, a[1]);
+        store_a(a_tile, 16 * rb + g, 2 * j + 1, 4 * t, a[2]);
+        store_a(a_tile, 16 * rb + g + 8, 2 * j + 1, 4 * t, a[3]);
       }
       fence_proxy_async_smem();  // the generic-proxy stores, read next by wgmma
       __syncwarp();

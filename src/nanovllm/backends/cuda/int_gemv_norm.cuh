@@ -21,9 +21,6 @@
 
 namespace nanovllm::cuda {
 
-// The dynamic shared memory of the prologue's normalized rows: M x int_gemv_norm_ld(K) BF16.
-inline size_t int_gemv_norm_smem(int64_t M, int64_t K) { return size_t(M * int_gemv_norm_ld(K) * 2); }
-
 // Whether a v3 / v4 call can run the prologue (the kernels' check; the plan's rule is
 // int_gemv_norm_fuses): the shapes it takes (int_gemv_norm_fits), every operand present and
 // 16-byte aligned.

@@ -197,7 +197,7 @@ void launch_v3(const IntGemvArgs& a, int splits, Stream st) {
   const int up_block = kSilu ? int(a.outs / kIntRowBlock) : 0;
   const int M = int(a.M), N = int(a.outs), K = int(a.K), G = int(a.G), per_split = int((KT + splits - 1) / splits);
   const dim3 grid{unsigned(splits), unsigned(rows), 1u}, cluster{unsigned(splits), 1u, 1u};
-  const size_t smem = kNorm ? int_gemv_norm_smem(M, K) : 0;
+  const size_t smem = kNorm ? size_t(int_gemv_norm_smem(M, K)) : 0;
   if (a.f32_out)
     launch_clustered(int_gemv_v3_kernel<kBits, kSilu, kGeneral, NT, kWide, kNorm, float>, grid, dim3(kThreads), smem,
                      st, cluster, a.x, a.codes, a.sz, static_cast<float*>(a.out), M, N, K, G, up_block, per_split,

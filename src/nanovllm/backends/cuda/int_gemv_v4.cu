@@ -179,7 +179,7 @@ void launch_v4(const IntGemvArgs& a, int num_sms, Stream st) {
   const int up_block = kSilu ? int(a.outs / kIntRowBlock) : 0;
   const int M = int(a.M), N = int(a.outs), K = int(a.K), G = int(a.G);
   const dim3 grid{unsigned(int_gemv_v4_grid(rows, num_sms)), 1u, 1u};
-  const size_t smem = kNorm ? int_gemv_norm_smem(M, K) : 0;
+  const size_t smem = kNorm ? size_t(int_gemv_norm_smem(M, K)) : 0;
   if constexpr (!kSilu) {
     if (a.f32_out) {
       launch(int_gemv_v4_kernel<kBits, kSilu, kGeneral, NT, kNorm, float>, grid, dim3(kThreads), smem, st, a.x, a.codes,

@@ -350,12 +350,14 @@ constexpr int64_t kIntGemvNormMaxT = 8;  // one mma n-tile
 // The normalized rows' shared memory, at most (with v4's 17.7 KiB of static shared memory, under 48 KiB).
 constexpr int64_t kIntGemvNormSmem = 28 << 10;
 constexpr int64_t int_gemv_norm_ld(int64_t K) { return K + 16; }  // row stride: B fragments without bank conflicts
+// The dynamic shared memory of the prologue's normalized rows: T x int_gemv_norm_ld(K) BF16.
+constexpr int64_t int_gemv_norm_smem(int64_t T, int64_t K) { return T * int_gemv_norm_ld(K) * 2; }
 // The shapes the prologue takes (the plan's rule below and the kernels' check, int_gemv_norm.cuh:
 // int_gemv_norm_ok): 1..kIntGemvNormMaxT rows, K and G multiples of the tile (the fast path), the
 // normalized rows within kIntGemvNormSmem.
 constexpr bool int_gemv_norm_fits(int64_t T, int64_t K, int64_t G, int bits) {
   return T >= 1 && T <= kIntGemvNormMaxT && K > 0 && G > 0 && K % int_tile_k(bits) == 0 && G % int_tile_k(bits) == 0 &&
-         T * int_gemv_norm_ld(K) * 2 <= kIntGemvNormSmem;
+         int_gemv_norm_smem(T, K) <= kIntGemvNormSmem;
 }
 constexpr bool int_gemv_norm_fuses(GemvNormFusion f, IntGemv picked, int64_t T, int64_t K, int64_t G, int bits,
                                    bool act_order) {
@@ -455,7 +457,8 @@ int int_gemm_splits(int64_t T, int64_t outs, bool silu, int64_t K, int num_sms, 
 // tiles a CTA (m64n256k16, one CTA an SM) were slower past 128 rows (a layer at T 256: 316.3 us
 // against 284.3; bench.py 6,082.5 against 6,258.7 output tok/s; 2026-12-01) and were removed.
 // Under int_gemm wgmma_ss the wide form's tiles run as int_gemm_wgmma_ss.cu (int_gemm_wgmma_ss):
-// the weights dequantized into shared memory by a third warpgroup, SS products; not yet measured.
+// the weights dequantized into shared memory by two more warpgroups, SS products: slower (a layer
+// at T 256: 317.6 us against 286.4 wide; bench.py 0.86x BF16 against auto's 0.90x; 2026-12-01).
 constexpr bool int_gemm_wgmma_wide(IntGemm gemm, int64_t T, IntGemmCluster cluster, bool silu) {
   const bool asked = gemm == IntGemm::WgmmaWide || gemm == IntGemm::WgmmaSs || (gemm == IntGemm::Auto && !silu);
   return asked && T > kIntGemmCols && cluster.rows * cluster.cols == 1;

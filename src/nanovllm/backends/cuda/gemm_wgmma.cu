@@ -1,0 +1,216 @@
+// Our own Hopper BF16 GEMM: out[T, N] = x[T, K] @ w[N, K]^T, BF16 in and out, FP32 accumulation
+// (what CudaBackend::linear runs through cuBLASLt). gemm_wgmma.h says why it exists: an epilogue
+// we own, for the fusions cuBLASLt has no epilogue for.
+//
+// Shapes. A CTA owns 128 rows of x (t0 ..) x kCols weight rows (n0 ..), over all of K in stages of
+// 64 columns. x and w are read by TMA in boxes [64 columns][128 rows] and [64][kCols] with the
+// 128-byte swizzle (wgmma.cuh: K-major operands, 8-row groups 1024 bytes apart); coordinates past T,
+// N or K read as zeros, so tails need no code.
+//
+// Threads. 9 warps: warpgroups 0 and 1 compute (warpgroup g: x rows t0 + 64 g .. + 63 against all
+// kCols weight rows, 4 wgmma.m64n{kCols}k16 a stage with A = x and B = w from shared memory), warp 8
+// is the producer: its lane 0 fills a ring of kStages stages, each once the products of the slot's
+// previous stage are done ("empty" barrier: one arrival per compute warp), the copies completing
+// the slot's "full" barrier. The compute warps keep one stage's products in flight (wait_group 1)
+// and free the slot of the stage before.
+//
+// Epilogue. The accumulators straight to out: a thread holds rows 16 w + g and + 8 of its
+// warpgroup's 64 (g = lane / 4), weight columns 8 j + 2 (lane % 4) + {0, 1}: one BF16 pair a store,
+// a quad's four stores 16 contiguous bytes.
+//
+// Grid. Tiles are numbered in groups of kGroup weight-row tiles, the x tiles fastest within a
+// group, so that the CTAs resident at once share a few weight tiles and x tiles through L2. A CTA
+// takes one tile, or (persistent forms) one wave of CTAs walks every gridDim.x-th tile, the
+// producer's ring running on into the CTA's next tile while the compute warps store this one.
+//
+// Measured (bench/gemm_bench.cpp, H200, bench/RESULTS.md 2026-12-01), TFLOP/s of 128x256 persistent
+// against cuBLASLt's heuristic algorithm: Qwen3-8B's layers at 4,096-16,384 rows 653-780 against
+// 739-828 (88-98%); Qwen3-0.6B's (K 1,024-3,072) at 16,384 rows 548-700 against 729-786 (75-89%):
+// with one tile's products at a time, each tile's epilogue stalls the tensor cores, which short K
+// exposes. At 256 rows 128x128 is the better tile and still 0.55-0.7x cuBLASLt. Outputs equal
+// cuBLASLt's bit for bit at nearly every shape.
+#include <cuda.h>
+
+#include <algorithm>
+#include <string>
+
+#include "nanovllm/backends/cuda/cuda_common.cuh"
+#include "nanovllm/backends/cuda/gemm_wgmma.h"
+#include "nanovllm/backends/cuda/tma.cuh"
+#include "nanovllm/backends/cuda/tma_desc.h"
+#include "nanovllm/backends/cuda/wgmma.cuh"
+
+namespace nanovllm::cuda {
+namespace {
+
+constexpr int kRows = 128;  // rows of x a CTA
+constexpr int kTK = 64;     // columns of K a stage (128 bytes of BF16: one swizzle row)
+constexpr int kThreads = 9 * 32;
+constexpr int kGroup = 8;  // weight-row tiles a raster group
+
+template <int kCols, int kStages>
+struct GemmSmem {
+  static constexpr int kXBytes = kRows * kTK * 2, kWBytes = kCols * kTK * 2;
+  static constexpr int kStageBytes = kXBytes + kWBytes;
+  static constexpr int kBarOff = kStages * kStageBytes;
+  static constexpr int kBytes = kBarOff + 2 * kStages * 8 + 1024;  // + slack to align the base to 1024
+};
+
+template <int kCols>
+__device__ __forceinline__ void wgmma_tile(float (&acc)[kCols / 8][4], uint64_t da, uint64_t db) {
+  if constexpr (kCols == 256)
+    wgmma_m64n256k16_ss(acc, da, db, 1);
+  else
+    wgmma_m64n128k16_ss(acc, da, db, 1);
+}
+
+// xmap: x [T][K] in boxes of 64 x 128; wmap: w [N][K] in boxes of 64 x kCols (both 128B-swizzled).
+template <int kCols, int kStages, bool kPersistent>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemm_wgmma_kernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap,
+                      __nv_bfloat16* __restrict__ out, int T, int N, int K) {
+  using S = GemmSmem<kCols, kStages>;
+#ifndef NANOVLLM_WGMMA
+  __trap();  // no sm_90a code: fail the launch rather than write zeros (CudaBackend::wgmma())
+#endif
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - smem_addr(smem_raw) % 1024) % 1024);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::kBarOff);
+  uint64_t* empty = full + kStages;
+  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
+  const int TT = (T + kRows - 1) / kRows, NT = (N + kCols - 1) / kCols, tiles = TT * NT;
+  const int n = (K + kTK - 1) / kTK;
+  // Tile b's first x row and weight row: groups of kGroup weight-row tiles, x tiles fastest within
+  // a group.
+  auto origin = [&](int b, int& t0, int& n0) {
+    const int per_group = kGroup * TT, group = b / per_group, in_group = b % per_group;
+    const int group_size = min(kGroup, NT - group * kGroup);
+    n0 = (group * kGroup + in_group % group_size) * kCols;
+    t0 = (in_group / group_size) * kRows;
+  };
+  // A CTA's tiles: its own (one a CTA), or every gridDim.x-th from blockIdx.x (persistent).
+  const int first = int(blockIdx.x), step = kPersistent ? int(gridDim.x) : tiles;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], 8);
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();
+  pdl_begin();  // x is the previous kernel's output
+
+  if (warp == 8) {  // the producer: stage c of the CTA's sequence into slot c % kStages
+    if (lane == 0) {
+      int c = 0;
+      for (int b = first; b < tiles; b += step) {
+        int t0, n0;
+        origin(b, t0, n0);
+        for (int i = 0; i < n; ++i, ++c) {
+          const int s = c % kStages;
+          if (c >= kStages) mbar_wait(&empty[s], uint32_t(c / kStages - 1) & 1u);
+          unsigned char* xs = smem + s * S::kStageBytes;
+          mbar_arrive_expect_tx(&full[s], uint32_t(S::kStageBytes));
+          tma_load_2d(xs, &xmap, i * kTK, t0, &full[s]);
+          tma_load_2d(xs + S::kXBytes, &wmap, i * kTK, n0, &full[s]);
+        }
+      }
+    }
+    return;
+  }
+  const int wg = warp >> 2, g = lane >> 2, q = lane & 3;
+  int c = 0;
+  for (int b = first; b < tiles; b += step) {
+    int t0, n0;
+    origin(b, t0, n0);
+    float acc[kCols / 8][4];
+#pragma unroll
+    for (int j = 0; j < kCols / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[j][e] = 0.f;
+    for (int i = 0; i < n; ++i, ++c) {
+      const int s = c % kStages;
+      mbar_wait(&full[s], uint32_t(c / kStages) & 1u);
+      const unsigned char* xs = smem + s * S::kStageBytes + wg * 64 * 128;
+      const unsigned char* ws = smem + s * S::kStageBytes + S::kXBytes;
+      wgmma_fence();
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        wgmma_tile<kCols>(acc, wgmma_desc_sw128(xs + 32 * j, 16, 1024), wgmma_desc_sw128(ws + 32 * j, 16, 1024));
+      wgmma_commit();
+      wgmma_wait<1>();  // the previous stage's products are done: free its slot
+      __syncwarp();
+      mbar_arrive_if(&empty[(c + kStages - 1) % kStages], lane == 0 && i > 0);
+    }
+    wgmma_wait<0>();
+    __syncwarp();
+    mbar_arrive_if(&empty[(c + kStages - 1) % kStages], lane == 0);  // the tile's last stage
+
+    const int r0 = t0 + 64 * wg + 16 * (warp & 3) + g;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = r0 + 8 * h;
+      if (r >= T) continue;
+      __nv_bfloat16* row = out + int64_t(r) * N;
+#pragma unroll
+      for (int j = 0; j < kCols / 8; ++j) {
+        const int col = n0 + 8 * j + 2 * q;
+        const __nv_bfloat162 v = __floats2bfloat162_rn(acc[j][2 * h], acc[j][2 * h + 1]);
+        if (col + 1 < N)
+          *reinterpret_cast<__nv_bfloat162*>(row + col) = v;
+        else if (col < N)
+          row[col] = v.x;
+      }
+    }
+  }
+}
+
+template <int kCols, int kStages, bool kPersistent>
+void run_form(const void* x, const void* w, void* out, int64_t T, int64_t N, int64_t K, cudaStream_t stream) {
+  using S = GemmSmem<kCols, kStages>;
+  auto kernel = gemm_wgmma_kernel<kCols, kStages, kPersistent>;
+  NV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kBytes));
+  const TmaDesc xmap = make_tma_2d(x, true, K, T, K * 2, kTK, kRows, true, "gemm_wgmma x");
+  const TmaDesc wmap = make_tma_2d(w, true, K, N, K * 2, kTK, kCols, true, "gemm_wgmma w");
+  int64_t grid = ((T + kRows - 1) / kRows) * ((N + kCols - 1) / kCols);
+  if (kPersistent) {
+    int dev = 0, sms = 0;
+    NV_CUDA_CHECK(cudaGetDevice(&dev));
+    NV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    grid = std::min<int64_t>(grid, int64_t(sms));
+  }
+  launch(kernel, dim3(unsigned(grid)), dim3(kThreads), S::kBytes, Stream{stream, false},
+         *reinterpret_cast<const CUtensorMap*>(xmap.bytes), *reinterpret_cast<const CUtensorMap*>(wmap.bytes),
+         static_cast<__nv_bfloat16*>(out), int(T), int(N), int(K));
+  NV_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+const char* gemm_wgmma_form_name(GemmWgmmaForm form) {
+  switch (form) {
+    case GemmWgmmaForm::Cols256Stages4: return "128x256_s4";
+    case GemmWgmmaForm::Cols256Stages4Persistent: return "128x256_s4_persistent";
+    case GemmWgmmaForm::Cols128Stages6: return "128x128_s6";
+  }
+  return "?";
+}
+
+void gemm_wgmma(const void* x, const void* w, void* out, int64_t T, int64_t N, int64_t K, GemmWgmmaForm form,
+                void* stream) {
+  if (T < 1 || N < 1 || K < 8 || K % 8 != 0 || T > (int64_t(1) << 30) || N > (int64_t(1) << 30) ||
+      K > (int64_t(1) << 30))
+    throw Error("gemm_wgmma: [" + std::to_string(T) + ", " + std::to_string(K) + "] x [" + std::to_string(N) + ", " +
+                std::to_string(K) + "]^T is outside the kernel's limits (T, N >= 1; K >= 8, a multiple of 8)");
+  if (!aligned16({x, w}) || reinterpret_cast<uintptr_t>(out) % 4 != 0)
+    throw Error("gemm_wgmma: x and w must be 16-byte aligned, out 4-byte aligned");
+  const auto st = static_cast<cudaStream_t>(stream);
+  switch (form) {
+    case GemmWgmmaForm::Cols256Stages4: return run_form<256, 4, false>(x, w, out, T, N, K, st);
+    case GemmWgmmaForm::Cols256Stages4Persistent: return run_form<256, 4, true>(x, w, out, T, N, K, st);
+    case GemmWgmmaForm::Cols128Stages6: return run_form<128, 6, false>(x, w, out, T, N, K, st);
+  }
+}
+
+}  // namespace nanovllm::cuda
