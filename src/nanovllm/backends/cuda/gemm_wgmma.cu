@@ -14,9 +14,10 @@
 // the slot's "full" barrier. The compute warps keep one stage's products in flight (wait_group 1)
 // and free the slot of the stage before.
 //
-// Epilogue. The accumulators straight to out: a thread holds rows 16 w + g and + 8 of its
-// warpgroup's 64 (g = lane / 4), weight columns 8 j + 2 (lane % 4) + {0, 1}: one BF16 pair a store,
-// a quad's four stores 16 contiguous bytes.
+// Epilogue. The accumulators straight to out (store_direct): a thread holds rows 16 w + g and + 8 of
+// its warpgroup's 64 (g = lane / 4), weight columns 8 j + 2 (lane % 4) + {0, 1}: one BF16 pair a
+// store, a quad's four stores 16 contiguous bytes. Or (the TMA-store form) through two 64 x 64
+// swizzled boxes a warpgroup and TMA stores that run on under the next tile's products (store_tma).
 //
 // Grid. Tiles are numbered in groups of kGroup weight-row tiles, the x tiles fastest within a
 // group, so that the CTAs resident at once share a few weight tiles and x tiles through L2. A CTA
@@ -28,7 +29,8 @@
 // 739-828 (88-98%); Qwen3-0.6B's (K 1,024-3,072) at 16,384 rows 548-700 against 729-786 (75-89%):
 // with one tile's products at a time, each tile's epilogue stalls the tensor cores, which short K
 // exposes. At 256 rows 128x128 is the better tile and still 0.55-0.7x cuBLASLt. Outputs equal
-// cuBLASLt's bit for bit at nearly every shape.
+// cuBLASLt's bit for bit at nearly every shape. The TMA-store form is the next step for short K,
+// written after that call and not yet run on a GPU.
 #include <cuda.h>
 
 #include <algorithm>
@@ -48,13 +50,74 @@ constexpr int kTK = 64;     // columns of K a stage (128 bytes of BF16: one swiz
 constexpr int kThreads = 9 * 32;
 constexpr int kGroup = 8;  // weight-row tiles a raster group
 
-template <int kCols, int kStages>
+constexpr int kEpiBox = 64 * 64 * 2;  // one TMA-store box: 64 rows x 64 columns of out, 128B-swizzled
+
+// The ring's stages, then (TMA-store epilogue) two boxes a compute warpgroup, then the barriers.
+template <int kCols, int kStages, bool kTmaStore>
 struct GemmSmem {
   static constexpr int kXBytes = kRows * kTK * 2, kWBytes = kCols * kTK * 2;
   static constexpr int kStageBytes = kXBytes + kWBytes;
-  static constexpr int kBarOff = kStages * kStageBytes;
+  static constexpr int kEpiOff = kStages * kStageBytes;
+  static constexpr int kBarOff = kEpiOff + (kTmaStore ? 2 * 2 * kEpiBox : 0);
   static constexpr int kBytes = kBarOff + 2 * kStages * 8 + 1024;  // + slack to align the base to 1024
+  static_assert(kBytes <= 227 * 1024, "one CTA an SM");
 };
+
+// The epilogue, straight from the accumulators: rows r0 and r0 + 8 of out (r0 = the thread's first
+// row, rows past T skipped), weight columns n0 + 8 j + 2 (lane % 4) + {0, 1}.
+template <int kCols>
+__device__ __forceinline__ void store_direct(const float (&acc)[kCols / 8][4], __nv_bfloat16* out, int T, int N, int r0,
+                                             int n0, int q) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = r0 + 8 * h;
+    if (r >= T) continue;
+    __nv_bfloat16* row = out + int64_t(r) * N;
+#pragma unroll
+    for (int j = 0; j < kCols / 8; ++j) {
+      const int col = n0 + 8 * j + 2 * q;
+      const __nv_bfloat162 v = __floats2bfloat162_rn(acc[j][2 * h], acc[j][2 * h + 1]);
+      if (col + 1 < N)
+        *reinterpret_cast<__nv_bfloat162*>(row + col) = v;
+      else if (col < N)
+        row[col] = v.x;
+    }
+  }
+}
+
+// The epilogue through shared memory: warpgroup wg's 64 rows (t0 ..) x kCols columns (n0 ..) in
+// passes of 128 columns, each written as two 64 x 64 boxes of `epi` (128B-swizzled: thread (g, q)
+// writes 4 bytes at chunk jj ^ g of row 16 w + g (+ 8), 32 distinct banks a store), then one TMA
+// store a box by the warpgroup's first thread, which TMA clips to T x N. The stores run on while
+// the warpgroup starts its next tile; a pass first waits until the previous pass's stores have
+// read the boxes (named barrier 1 + wg over the warpgroup).
+template <int kCols>
+__device__ __forceinline__ void store_tma(const float (&acc)[kCols / 8][4], const CUtensorMap* omap, unsigned char* epi,
+                                          int wg, int warp, int g, int q, int t0, int n0) {
+  const bool leader = (threadIdx.x & 127) == 0;
+#pragma unroll
+  for (int p = 0; p < kCols / 128; ++p) {
+    if (leader) tma_store_wait_read<0>();
+    named_sync(1 + wg, 128);
+#pragma unroll
+    for (int hb = 0; hb < 2; ++hb)
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int j = 16 * p + 8 * hb + jj, r = 16 * (warp & 3) + g + 8 * h;
+          *reinterpret_cast<__nv_bfloat162*>(epi + hb * kEpiBox + r * 128 + ((jj ^ g) << 4) + 4 * q) =
+              __floats2bfloat162_rn(acc[j][2 * h], acc[j][2 * h + 1]);
+        }
+    fence_proxy_async_smem();  // the generic-proxy writes, read next by the TMA store
+    named_sync(1 + wg, 128);
+    if (leader) {
+      tma_store_2d(omap, epi, n0 + 128 * p, t0 + 64 * wg);
+      tma_store_2d(omap, epi + kEpiBox, n0 + 128 * p + 64, t0 + 64 * wg);
+      tma_store_commit();
+    }
+  }
+}
 
 template <int kCols>
 __device__ __forceinline__ void wgmma_tile(float (&acc)[kCols / 8][4], uint64_t da, uint64_t db) {
@@ -64,12 +127,13 @@ __device__ __forceinline__ void wgmma_tile(float (&acc)[kCols / 8][4], uint64_t 
     wgmma_m64n128k16_ss(acc, da, db, 1);
 }
 
-// xmap: x [T][K] in boxes of 64 x 128; wmap: w [N][K] in boxes of 64 x kCols (both 128B-swizzled).
-template <int kCols, int kStages, bool kPersistent>
+// xmap: x [T][K] in boxes of 64 x 128; wmap: w [N][K] in boxes of 64 x kCols; omap (kTmaStore):
+// out [T][N] in boxes of 64 x 64 (all 128B-swizzled).
+template <int kCols, int kStages, bool kPersistent, bool kTmaStore>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap,
-                      __nv_bfloat16* __restrict__ out, int T, int N, int K) {
-  using S = GemmSmem<kCols, kStages>;
+                      const __grid_constant__ CUtensorMap omap, __nv_bfloat16* __restrict__ out, int T, int N, int K) {
+  using S = GemmSmem<kCols, kStages, kTmaStore>;
 #ifndef NANOVLLM_WGMMA
   __trap();  // no sm_90a code: fail the launch rather than write zeros (CudaBackend::wgmma())
 #endif
@@ -147,32 +211,25 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncwarp();
     mbar_arrive_if(&empty[(c + kStages - 1) % kStages], lane == 0);  // the tile's last stage
 
-    const int r0 = t0 + 64 * wg + 16 * (warp & 3) + g;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = r0 + 8 * h;
-      if (r >= T) continue;
-      __nv_bfloat16* row = out + int64_t(r) * N;
-#pragma unroll
-      for (int j = 0; j < kCols / 8; ++j) {
-        const int col = n0 + 8 * j + 2 * q;
-        const __nv_bfloat162 v = __floats2bfloat162_rn(acc[j][2 * h], acc[j][2 * h + 1]);
-        if (col + 1 < N)
-          *reinterpret_cast<__nv_bfloat162*>(row + col) = v;
-        else if (col < N)
-          row[col] = v.x;
-      }
-    }
+    if constexpr (kTmaStore)
+      store_tma<kCols>(acc, &omap, smem + S::kEpiOff + wg * 2 * kEpiBox, wg, warp, g, q, t0, n0);
+    else
+      store_direct<kCols>(acc, out, T, N, t0 + 64 * wg + 16 * (warp & 3) + g, n0, q);
   }
+  if (kTmaStore && (threadIdx.x & 127) == 0) tma_store_wait<0>();  // before the CTA's shared memory goes
 }
 
-template <int kCols, int kStages, bool kPersistent>
+template <int kCols, int kStages, bool kPersistent, bool kTmaStore = false>
 void run_form(const void* x, const void* w, void* out, int64_t T, int64_t N, int64_t K, cudaStream_t stream) {
-  using S = GemmSmem<kCols, kStages>;
-  auto kernel = gemm_wgmma_kernel<kCols, kStages, kPersistent>;
+  using S = GemmSmem<kCols, kStages, kTmaStore>;
+  auto kernel = gemm_wgmma_kernel<kCols, kStages, kPersistent, kTmaStore>;
   NV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kBytes));
   const TmaDesc xmap = make_tma_2d(x, true, K, T, K * 2, kTK, kRows, true, "gemm_wgmma x");
   const TmaDesc wmap = make_tma_2d(w, true, K, N, K * 2, kTK, kCols, true, "gemm_wgmma w");
+  if (kTmaStore && (N % 8 != 0 || !aligned16({out})))
+    throw Error("gemm_wgmma: the TMA-store epilogue needs N % 8 == 0 and out 16-byte aligned (N " + std::to_string(N) +
+                ")");
+  const TmaDesc omap = kTmaStore ? make_tma_2d(out, true, N, T, N * 2, 64, 64, true, "gemm_wgmma out") : wmap;
   int64_t grid = ((T + kRows - 1) / kRows) * ((N + kCols - 1) / kCols);
   if (kPersistent) {
     int dev = 0, sms = 0;
@@ -182,7 +239,7 @@ void run_form(const void* x, const void* w, void* out, int64_t T, int64_t N, int
   }
   launch(kernel, dim3(unsigned(grid)), dim3(kThreads), S::kBytes, Stream{stream, false},
          *reinterpret_cast<const CUtensorMap*>(xmap.bytes), *reinterpret_cast<const CUtensorMap*>(wmap.bytes),
-         static_cast<__nv_bfloat16*>(out), int(T), int(N), int(K));
+         *reinterpret_cast<const CUtensorMap*>(omap.bytes), static_cast<__nv_bfloat16*>(out), int(T), int(N), int(K));
   NV_LAUNCH_CHECK();
 }
 
@@ -192,6 +249,7 @@ const char* gemm_wgmma_form_name(GemmWgmmaForm form) {
   switch (form) {
     case GemmWgmmaForm::Cols256Stages4: return "128x256_s4";
     case GemmWgmmaForm::Cols256Stages4Persistent: return "128x256_s4_persistent";
+    case GemmWgmmaForm::Cols256Stages4PersistentTmaStore: return "128x256_s4_persistent_tma_store";
     case GemmWgmmaForm::Cols128Stages6: return "128x128_s6";
   }
   return "?";
@@ -209,6 +267,7 @@ void gemm_wgmma(const void* x, const void* w, void* out, int64_t T, int64_t N, i
   switch (form) {
     case GemmWgmmaForm::Cols256Stages4: return run_form<256, 4, false>(x, w, out, T, N, K, st);
     case GemmWgmmaForm::Cols256Stages4Persistent: return run_form<256, 4, true>(x, w, out, T, N, K, st);
+    case GemmWgmmaForm::Cols256Stages4PersistentTmaStore: return run_form<256, 4, true, true>(x, w, out, T, N, K, st);
     case GemmWgmmaForm::Cols128Stages6: return run_form<128, 6, false>(x, w, out, T, N, K, st);
   }
 }

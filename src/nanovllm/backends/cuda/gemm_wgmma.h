@@ -12,9 +12,12 @@ namespace nanovllm::cuda {
 // columns of K, one CTA an SM; one tile a CTA, or persistent CTAs (one wave, each walking tiles
 // with its ring running on into the next tile) (gemm_wgmma.cu). Measured against cuBLASLt on an
 // H200 (bench/RESULTS.md, 2026-12-01): see gemm_wgmma.cu.
-enum class GemmWgmmaForm { Cols256Stages4, Cols256Stages4Persistent, Cols128Stages6 };
+// The persistent 128 x 256 form also with the epilogue through shared memory and TMA stores
+// (PersistentTmaStore; needs N % 8 == 0 and out 16-byte aligned; not yet run on a GPU).
+enum class GemmWgmmaForm { Cols256Stages4, Cols256Stages4Persistent, Cols256Stages4PersistentTmaStore, Cols128Stages6 };
 inline constexpr GemmWgmmaForm kGemmWgmmaForms[] = {
-    GemmWgmmaForm::Cols256Stages4, GemmWgmmaForm::Cols256Stages4Persistent, GemmWgmmaForm::Cols128Stages6};
+    GemmWgmmaForm::Cols256Stages4, GemmWgmmaForm::Cols256Stages4Persistent,
+    GemmWgmmaForm::Cols256Stages4PersistentTmaStore, GemmWgmmaForm::Cols128Stages6};
 const char* gemm_wgmma_form_name(GemmWgmmaForm form);
 
 // Runs the GEMM on `stream` (a cudaStream_t). x, w, out: device BF16, row-major and dense; T, N >= 1,

@@ -108,6 +108,37 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
 #endif
 }
 
+// The box at (x = column, y = row) of `map` from shared memory at src (laid out as tma_load_2d
+// would have written it); parts outside the tensor are not written. One bulk-group operation of
+// the calling thread: tma_store_commit closes a group, tma_store_wait_read<N> waits until at most N
+// groups still read their shared memory (src may then be rewritten), tma_store_wait<N> until at
+// most N are incomplete. src's generic-proxy writes need fence_proxy_async_smem first.
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* src, int x, int y) {
+#ifdef NANOVLLM_WGMMA
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(smem_addr(src)), "r"(x), "r"(y)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void tma_store_commit() {
+#ifdef NANOVLLM_WGMMA
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void tma_store_wait_read() {
+#ifdef NANOVLLM_WGMMA
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void tma_store_wait() {
+#ifdef NANOVLLM_WGMMA
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
 // The same box into shared memory at dst of every CTA in `mask` (bit i: CTA rank i of the cluster),
 // each copy completing a transaction on the mbarrier at bar's offset in its own CTA (TMA multicast:
 // one read of global memory, or of L2, for the whole cluster).
