@@ -4,7 +4,8 @@
 // back-to-back calls (as a forward replays them), timed over a few replays after a warm-up one.
 // Prints one JSON line per (model, layer, M): microseconds a call and TFLOP/s (2 M N K / time) of
 // cuBLASLt and of each tile form, and each form's largest difference from cuBLASLt's output
-// relative to its largest magnitude.
+// relative to its largest magnitude; for gate_up also cuBLASLt + silu_and_mul against the fused
+// GateUpSilu form (us, and how many outputs differ).
 //
 // Usage: gemm_bench [M ...]   (default 256 1024 4096 16384)
 #include <cuda_runtime.h>
@@ -109,6 +110,27 @@ int main(int argc, char** argv) {
         std::snprintf(buf, sizeof buf, ", \"%s_us\": %.2f, \"%s_tflops\": %.1f, \"%s_max_rel_diff\": %.1e",
                       cuda::gemm_wgmma_form_name(form), us, cuda::gemm_wgmma_form_name(form), flop / us / 1e6,
                       cuda::gemm_wgmma_form_name(form), diff / std::max(peak, 1e-30f));
+        forms += buf;
+      }
+      if (std::string(g.layer) == "gate_up") {  // the gated MLP's first half, fused or not
+        const int64_t I = g.n / 2;
+        Tensor act = be.empty({m, I}, DType::BF16), fused = be.empty({m, I}, DType::BF16);
+        const double unfused_us = us_per_call(be, reps, [&] {
+          be.linear(x, w, ref);
+          be.silu_and_mul(ref, act);
+        });
+        const double fused_us = us_per_call(be, reps, [&] {
+          cuda::gemm_wgmma(x.raw(), w.raw(), fused.raw(), m, I, g.k, cuda::GemmWgmmaForm::GateUpSilu, be.stream());
+        });
+        std::vector<uint16_t> a(size_t(m * I)), f(size_t(m * I));
+        be.download(act, a.data());
+        be.download(fused, f.data());
+        size_t differ = 0;
+        for (size_t i = 0; i < a.size(); ++i) differ += a[i] != f[i];
+        char buf[256];
+        std::snprintf(buf, sizeof buf,
+                      ", \"cublaslt_silu_and_mul_us\": %.2f, \"gate_up_silu_us\": %.2f, \"gate_up_silu_differ\": %zu",
+                      unfused_us, fused_us, differ);
         forms += buf;
       }
       std::printf(

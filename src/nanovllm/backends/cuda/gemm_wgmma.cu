@@ -18,6 +18,9 @@
 // its warpgroup's 64 (g = lane / 4), weight columns 8 j + 2 (lane % 4) + {0, 1}: one BF16 pair a
 // store, a quad's four stores 16 contiguous bytes. Or (the TMA-store form) through two 64 x 64
 // swizzled boxes a warpgroup and TMA stores that run on under the next tile's products (store_tma).
+// The GateUpSilu form is that one on the gated MLP: a tile's 256 weight rows are 128 gate rows and
+// the matching up rows (two TMA boxes a stage), so a thread holds gate and up of the same outputs
+// (acc[j], acc[j + 16]) and stores silu(gate) * up, rounded as linear + silu_and_mul round it.
 //
 // Grid. Tiles are numbered in groups of kGroup weight-row tiles, the x tiles fastest within a
 // group, so that the CTAs resident at once share a few weight tiles and x tiles through L2. A CTA
@@ -85,18 +88,19 @@ __device__ __forceinline__ void store_direct(const float (&acc)[kCols / 8][4], _
   }
 }
 
-// The epilogue through shared memory: warpgroup wg's 64 rows (t0 ..) x kCols columns (n0 ..) in
-// passes of 128 columns, each written as two 64 x 64 boxes of `epi` (128B-swizzled: thread (g, q)
-// writes 4 bytes at chunk jj ^ g of row 16 w + g (+ 8), 32 distinct banks a store), then one TMA
-// store a box by the warpgroup's first thread, which TMA clips to T x N. The stores run on while
-// the warpgroup starts its next tile; a pass first waits until the previous pass's stores have
-// read the boxes (named barrier 1 + wg over the warpgroup).
-template <int kCols>
-__device__ __forceinline__ void store_tma(const float (&acc)[kCols / 8][4], const CUtensorMap* omap, unsigned char* epi,
-                                          int wg, int warp, int g, int q, int t0, int n0) {
+// The epilogue through shared memory: warpgroup wg's 64 rows (t0 ..) x 128 kPasses columns (n0 ..)
+// in passes of 128 columns, each written as two 64 x 64 boxes of `epi` (128B-swizzled: thread
+// (g, q) writes 4 bytes at chunk jj ^ g of row 16 w + g (+ 8), 32 distinct banks a store), then one
+// TMA store a box by the warpgroup's first thread, which TMA clips to T x N. The stores run on
+// while the warpgroup starts its next tile; a pass first waits until the previous pass's stores
+// have read the boxes (named barrier 1 + wg over the warpgroup). val(j, c): the output whose
+// accumulator slot is acc[j][c] (columns 8 j + 2 (lane % 4) + c % 2, row + 8 for c >= 2).
+template <int kPasses, class Val>
+__device__ __forceinline__ void store_tma(const Val& val, const CUtensorMap* omap, unsigned char* epi, int wg, int warp,
+                                          int g, int q, int t0, int n0) {
   const bool leader = (threadIdx.x & 127) == 0;
 #pragma unroll
-  for (int p = 0; p < kCols / 128; ++p) {
+  for (int p = 0; p < kPasses; ++p) {
     if (leader) tma_store_wait_read<0>();
     named_sync(1 + wg, 128);
 #pragma unroll
@@ -107,7 +111,7 @@ __device__ __forceinline__ void store_tma(const float (&acc)[kCols / 8][4], cons
         for (int h = 0; h < 2; ++h) {
           const int j = 16 * p + 8 * hb + jj, r = 16 * (warp & 3) + g + 8 * h;
           *reinterpret_cast<__nv_bfloat162*>(epi + hb * kEpiBox + r * 128 + ((jj ^ g) << 4) + 4 * q) =
-              __floats2bfloat162_rn(acc[j][2 * h], acc[j][2 * h + 1]);
+              __floats2bfloat162_rn(val(j, 2 * h), val(j, 2 * h + 1));
         }
     fence_proxy_async_smem();  // the generic-proxy writes, read next by the TMA store
     named_sync(1 + wg, 128);
@@ -119,6 +123,13 @@ __device__ __forceinline__ void store_tma(const float (&acc)[kCols / 8][4], cons
   }
 }
 
+// silu(gate) * up as the unfused path computes it (CudaBackend::linear, then silu_and_mul): each
+// product rounded to BF16, silu(gate) rounded to BF16 before the product.
+__device__ __forceinline__ float silu_mul(float gate, float up) {
+  const float gb = bf16_round(gate);
+  return bf16_round(gb / (1.0f + expf(-gb))) * bf16_round(up);
+}
+
 template <int kCols>
 __device__ __forceinline__ void wgmma_tile(float (&acc)[kCols / 8][4], uint64_t da, uint64_t db) {
   if constexpr (kCols == 256)
@@ -127,13 +138,17 @@ __device__ __forceinline__ void wgmma_tile(float (&acc)[kCols / 8][4], uint64_t 
     wgmma_m64n128k16_ss(acc, da, db, 1);
 }
 
-// xmap: x [T][K] in boxes of 64 x 128; wmap: w [N][K] in boxes of 64 x kCols; omap (kTmaStore):
-// out [T][N] in boxes of 64 x 64 (all 128B-swizzled).
-template <int kCols, int kStages, bool kPersistent, bool kTmaStore>
+// xmap: x [T][K] in boxes of 64 x 128; wmap: w [N][K] in boxes of 64 x kCols (kSilu: w [2 N][K],
+// gate rows then up rows, in boxes of 64 x kCols / 2); omap (kTmaStore): out [T][N] in boxes of
+// 64 x 64 (all 128B-swizzled). kSilu (with kTmaStore): a tile's kCols weight rows are kCols / 2
+// gate rows and the up rows of the same outputs, and out = silu(x gate^T) * (x up^T).
+template <int kCols, int kStages, bool kPersistent, bool kTmaStore, bool kSilu>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap,
                       const __grid_constant__ CUtensorMap omap, __nv_bfloat16* __restrict__ out, int T, int N, int K) {
   using S = GemmSmem<kCols, kStages, kTmaStore>;
+  static_assert(!kSilu || (kTmaStore && kCols == 256), "the fused SiLU epilogue is the TMA-store one's");
+  constexpr int kOutCols = kSilu ? kCols / 2 : kCols;  // outputs a tile
 #ifndef NANOVLLM_WGMMA
   __trap();  // no sm_90a code: fail the launch rather than write zeros (CudaBackend::wgmma())
 #endif
@@ -142,14 +157,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::kBarOff);
   uint64_t* empty = full + kStages;
   const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
-  const int TT = (T + kRows - 1) / kRows, NT = (N + kCols - 1) / kCols, tiles = TT * NT;
+  const int TT = (T + kRows - 1) / kRows, NT = (N + kOutCols - 1) / kOutCols, tiles = TT * NT;
   const int n = (K + kTK - 1) / kTK;
   // Tile b's first x row and weight row: groups of kGroup weight-row tiles, x tiles fastest within
   // a group.
   auto origin = [&](int b, int& t0, int& n0) {
     const int per_group = kGroup * TT, group = b / per_group, in_group = b % per_group;
     const int group_size = min(kGroup, NT - group * kGroup);
-    n0 = (group * kGroup + in_group % group_size) * kCols;
+    n0 = (group * kGroup + in_group % group_size) * kOutCols;
     t0 = (in_group / group_size) * kRows;
   };
   // A CTA's tiles: its own (one a CTA), or every gridDim.x-th from blockIdx.x (persistent).
@@ -178,6 +193,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           mbar_arrive_expect_tx(&full[s], uint32_t(S::kStageBytes));
           tma_load_2d(xs, &xmap, i * kTK, t0, &full[s]);
           tma_load_2d(xs + S::kXBytes, &wmap, i * kTK, n0, &full[s]);
+          if (kSilu) tma_load_2d(xs + S::kXBytes + kOutCols * 128, &wmap, i * kTK, N + n0, &full[s]);
         }
       }
     }
@@ -211,26 +227,31 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncwarp();
     mbar_arrive_if(&empty[(c + kStages - 1) % kStages], lane == 0);  // the tile's last stage
 
-    if constexpr (kTmaStore)
-      store_tma<kCols>(acc, &omap, smem + S::kEpiOff + wg * 2 * kEpiBox, wg, warp, g, q, t0, n0);
+    unsigned char* epi = smem + S::kEpiOff + wg * 2 * kEpiBox;
+    if constexpr (kSilu)
+      store_tma<1>([&](int j, int c) { return silu_mul(acc[j][c], acc[j + 16][c]); }, &omap, epi, wg, warp, g, q, t0,
+                   n0);
+    else if constexpr (kTmaStore)
+      store_tma<kCols / 128>([&](int j, int c) { return acc[j][c]; }, &omap, epi, wg, warp, g, q, t0, n0);
     else
       store_direct<kCols>(acc, out, T, N, t0 + 64 * wg + 16 * (warp & 3) + g, n0, q);
   }
   if (kTmaStore && (threadIdx.x & 127) == 0) tma_store_wait<0>();  // before the CTA's shared memory goes
 }
 
-template <int kCols, int kStages, bool kPersistent, bool kTmaStore = false>
+template <int kCols, int kStages, bool kPersistent, bool kTmaStore = false, bool kSilu = false>
 void run_form(const void* x, const void* w, void* out, int64_t T, int64_t N, int64_t K, cudaStream_t stream) {
   using S = GemmSmem<kCols, kStages, kTmaStore>;
-  auto kernel = gemm_wgmma_kernel<kCols, kStages, kPersistent, kTmaStore>;
+  auto kernel = gemm_wgmma_kernel<kCols, kStages, kPersistent, kTmaStore, kSilu>;
+  constexpr int kOutCols = kSilu ? kCols / 2 : kCols;
   NV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kBytes));
   const TmaDesc xmap = make_tma_2d(x, true, K, T, K * 2, kTK, kRows, true, "gemm_wgmma x");
-  const TmaDesc wmap = make_tma_2d(w, true, K, N, K * 2, kTK, kCols, true, "gemm_wgmma w");
+  const TmaDesc wmap = make_tma_2d(w, true, K, kSilu ? 2 * N : N, K * 2, kTK, kOutCols, true, "gemm_wgmma w");
   if (kTmaStore && (N % 8 != 0 || !aligned16({out})))
     throw Error("gemm_wgmma: the TMA-store epilogue needs N % 8 == 0 and out 16-byte aligned (N " + std::to_string(N) +
                 ")");
   const TmaDesc omap = kTmaStore ? make_tma_2d(out, true, N, T, N * 2, 64, 64, true, "gemm_wgmma out") : wmap;
-  int64_t grid = ((T + kRows - 1) / kRows) * ((N + kCols - 1) / kCols);
+  int64_t grid = ((T + kRows - 1) / kRows) * ((N + kOutCols - 1) / kOutCols);
   if (kPersistent) {
     int dev = 0, sms = 0;
     NV_CUDA_CHECK(cudaGetDevice(&dev));
@@ -250,6 +271,7 @@ const char* gemm_wgmma_form_name(GemmWgmmaForm form) {
     case GemmWgmmaForm::Cols256Stages4: return "128x256_s4";
     case GemmWgmmaForm::Cols256Stages4Persistent: return "128x256_s4_persistent";
     case GemmWgmmaForm::Cols256Stages4PersistentTmaStore: return "128x256_s4_persistent_tma_store";
+    case GemmWgmmaForm::GateUpSilu: return "gate_up_silu";
     case GemmWgmmaForm::Cols128Stages6: return "128x128_s6";
   }
   return "?";
@@ -268,6 +290,7 @@ void gemm_wgmma(const void* x, const void* w, void* out, int64_t T, int64_t N, i
     case GemmWgmmaForm::Cols256Stages4: return run_form<256, 4, false>(x, w, out, T, N, K, st);
     case GemmWgmmaForm::Cols256Stages4Persistent: return run_form<256, 4, true>(x, w, out, T, N, K, st);
     case GemmWgmmaForm::Cols256Stages4PersistentTmaStore: return run_form<256, 4, true, true>(x, w, out, T, N, K, st);
+    case GemmWgmmaForm::GateUpSilu: return run_form<256, 4, true, true, true>(x, w, out, T, N, K, st);
     case GemmWgmmaForm::Cols128Stages6: return run_form<128, 6, false>(x, w, out, T, N, K, st);
   }
 }

@@ -13,14 +13,24 @@ namespace nanovllm::cuda {
 // with its ring running on into the next tile) (gemm_wgmma.cu). Measured against cuBLASLt on an
 // H200 (bench/RESULTS.md, 2026-12-01): see gemm_wgmma.cu.
 // The persistent 128 x 256 form also with the epilogue through shared memory and TMA stores
-// (PersistentTmaStore; needs N % 8 == 0 and out 16-byte aligned; not yet run on a GPU).
-enum class GemmWgmmaForm { Cols256Stages4, Cols256Stages4Persistent, Cols256Stages4PersistentTmaStore, Cols128Stages6 };
+// (PersistentTmaStore; needs N % 8 == 0 and out 16-byte aligned). GateUpSilu: that form on a
+// gate_up weight, w [2 N][K] (gate rows, then up rows), out [T, N] = silu(x gate^T) * (x up^T)
+// rounded as linear + silu_and_mul round it (a tile: 128 outputs, their gate and up rows). Neither
+// has run on a GPU yet. kGemmWgmmaForms: the plain forms.
+enum class GemmWgmmaForm {
+  Cols256Stages4,
+  Cols256Stages4Persistent,
+  Cols256Stages4PersistentTmaStore,
+  Cols128Stages6,
+  GateUpSilu
+};
 inline constexpr GemmWgmmaForm kGemmWgmmaForms[] = {
     GemmWgmmaForm::Cols256Stages4, GemmWgmmaForm::Cols256Stages4Persistent,
     GemmWgmmaForm::Cols256Stages4PersistentTmaStore, GemmWgmmaForm::Cols128Stages6};
 const char* gemm_wgmma_form_name(GemmWgmmaForm form);
 
-// Runs the GEMM on `stream` (a cudaStream_t). x, w, out: device BF16, row-major and dense; T, N >= 1,
+// Runs the GEMM on `stream` (a cudaStream_t). x, w, out: device BF16, row-major and dense (GateUpSilu:
+// w [2 N][K]); T, N >= 1,
 // K >= 8 with K % 8 == 0 (the TMA row pitch); the tails of T, N and K are handled (zero-filled
 // reads, guarded stores); Error for shapes outside the limits. Only where CudaBackend::wgmma()
 // (a Hopper GPU and a build with sm_90a code): elsewhere the launch fails.
