@@ -27,25 +27,23 @@ using namespace nanovllm;
 
 namespace {
 
-// Microseconds a call of `op`, captured `reps` times into one graph on the backend's stream.
+// Microseconds a call of `op`, captured `reps` times into one graph on the backend's stream
+// (CudaBackend::graph_capture_begin), each replay timed by events on that stream: the median of 5.
 double us_per_call(CudaBackend& be, int reps, const std::function<void()>& op) {
   auto st = static_cast<cudaStream_t>(be.stream());
   op();  // outside the capture: any lazy set-up (cuBLASLt plans, function attributes)
   be.synchronize();
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  if (cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) != cudaSuccess) std::abort();
+  be.graph_capture_begin();
   for (int i = 0; i < reps; ++i) op();
-  if (cudaStreamEndCapture(st, &graph) != cudaSuccess) std::abort();
-  if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) std::abort();
+  const int64_t graph = be.graph_capture_end();
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
-  cudaGraphLaunch(exec, st);  // warm-up
+  be.graph_replay(graph);  // warm-up
   std::vector<float> ms;
   for (int r = 0; r < 5; ++r) {
     cudaEventRecord(a, st);
-    cudaGraphLaunch(exec, st);
+    be.graph_replay(graph);
     cudaEventRecord(b, st);
     cudaEventSynchronize(b);
     float m = 0;
@@ -54,8 +52,7 @@ double us_per_call(CudaBackend& be, int reps, const std::function<void()>& op) {
   }
   cudaEventDestroy(a);
   cudaEventDestroy(b);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
+  be.graph_destroy(graph);
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2] * 1e3 / reps;
 }

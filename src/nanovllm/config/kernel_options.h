@@ -91,8 +91,8 @@ enum class IntGemm {
   Mma,         // int_gemm.cu: the mma.sync W4A16/W8A16 GEMM, codes dequantized in registers
   Wgmma,       // int_gemm_wgmma.cu: the Hopper W4A16 GEMM (U4, K and G multiples of 64; else mma)
   WgmmaWide,   // wgmma, past 64 rows in its wide form (int_gemm_wgmma_wide.cu: 128 rows of x a CTA)
-  WgmmaSs,     // wgmma_wide with the weights dequantized into shared memory by a third warpgroup and
-               // multiplied by SS wgmma (int_gemm_wgmma_ss.cu); not yet measured
+  WgmmaSs,     // wgmma_wide with the weights dequantized into shared memory by two more warpgroups
+               // and multiplied by SS wgmma (int_gemm_wgmma_ss.cu); measured slower than auto
   Dequantize,  // the codes dequantized into a BF16 scratch, then cuBLASLt's BF16 GEMM
 };
 

@@ -89,9 +89,10 @@ __device__ __forceinline__ void store_direct(const float (&acc)[kCols / 8][4], _
 }
 
 // The epilogue through shared memory: warpgroup wg's 64 rows (t0 ..) x 128 kPasses columns (n0 ..)
-// in passes of 128 columns, each written as two 64 x 64 boxes of `epi` (128B-swizzled: thread
-// (g, q) writes 4 bytes at chunk jj ^ g of row 16 w + g (+ 8), 32 distinct banks a store), then one
-// TMA store a box by the warpgroup's first thread, which TMA clips to T x N. The stores run on
+// in passes of 128 columns, each written as two 64 x 64 boxes of `epi` (wgmma.cuh: sw128_offset;
+// thread (g, q) writes 4 bytes at chunk jj ^ g of row r = 16 w + g (+ 8), r % 8 = g: 32 distinct
+// banks a store), then one TMA store a box by the warpgroup's first thread, which TMA clips to
+// T x N. The stores run on
 // while the warpgroup starts its next tile; a pass first waits until the previous pass's stores
 // have read the boxes (named barrier 1 + wg over the warpgroup). val(j, c): the output whose
 // accumulator slot is acc[j][c] (columns 8 j + 2 (lane % 4) + c % 2, row + 8 for c >= 2).
@@ -110,7 +111,7 @@ __device__ __forceinline__ void store_tma(const Val& val, const CUtensorMap* oma
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int j = 16 * p + 8 * hb + jj, r = 16 * (warp & 3) + g + 8 * h;
-          *reinterpret_cast<__nv_bfloat162*>(epi + hb * kEpiBox + r * 128 + ((jj ^ g) << 4) + 4 * q) =
+          *reinterpret_cast<__nv_bfloat162*>(epi + hb * kEpiBox + sw128_offset(r, jj) + 4 * q) =
               __floats2bfloat162_rn(val(j, 2 * h), val(j, 2 * h + 1));
         }
     fence_proxy_async_smem();  // the generic-proxy writes, read next by the TMA store

@@ -70,7 +70,7 @@ static_assert(kIntGemmSsCtasPerSm == 1 && kSmemBytes + 1024 <= 228 * 1024, "one 
 // A fragment register (two BF16 of row r, the 16-byte chunk `chunk` of the tile's 128-byte row r,
 // byte `off` in it) into the 128-byte-swizzled A tile.
 __device__ __forceinline__ void store_a(unsigned char* a_tile, int r, int chunk, int off, uint32_t v) {
-  *reinterpret_cast<uint32_t*>(a_tile + r * 128 + ((chunk ^ (r & 7)) << 4) + off) = v;
+  *reinterpret_cast<uint32_t*>(a_tile + sw128_offset(r, chunk) + off) = v;
 }
 
 // xmap: make_int_gemm_x_tma(x, M, K, 1); cmap, smap: int_gemm_wgmma_wide.cuh's wide_tmas.

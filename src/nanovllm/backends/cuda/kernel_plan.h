@@ -403,7 +403,7 @@ IntGemmCluster plan_int_gemm_cluster(IntGemmCluster most, int64_t RT, int64_t CT
 constexpr int64_t kIntGemmRows = 128;  // weight rows (outputs) of a GEMM CTA tile: 4 warps x 32
 constexpr int64_t kIntGemmCols = 64;   // rows of x of a CTA tile (8 mma n-tiles per warp)
 constexpr int kIntGemmCtasPerSm = 2;   // resident GEMM CTAs per SM (__launch_bounds__ of the kernel)
-constexpr int kIntGemmSsCtasPerSm = 1;  // the SS form's (int_gemm_wgmma_ss.cu: 12 warps, 36.5 KB stages)
+constexpr int kIntGemmSsCtasPerSm = 1;  // the SS form's (int_gemm_wgmma_ss.cu: 17 warps, 5 stages of 36.5 KB)
 // What CTA `bx` (blockIdx.x) of the Hopper GEMM's grid of (RT, CT rounded up to the cluster's sides)
 // tiles in clusters `c` owns and copies (the kernel and the plan's tests share it): its tile (rt, ct);
 // its cluster rank cr + rows cc (%cluster_ctarank: the grid is whole clusters along x); the CTAs

@@ -30,6 +30,10 @@ __device__ __forceinline__ uint64_t wgmma_desc_sw128(const void* smem, uint32_t 
          (uint64_t((sbo_bytes >> 4) & 0x3FFF) << 32) | (uint64_t(1) << 62);
 }
 
+// Byte offset of 16-byte chunk `chunk` of row r in a [rows][64] BF16 tile with the 128-byte
+// swizzle above (what TMA's 128-byte swizzle reads and writes, and the descriptors describe).
+__device__ __forceinline__ int sw128_offset(int r, int chunk) { return r * 128 + ((chunk ^ (r & 7)) << 4); }
+
 __device__ __forceinline__ void wgmma_fence() {
 #ifdef NANOVLLM_WGMMA
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
