@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
       for (float v : wf) peak = std::max(peak, std::abs(v));
       std::string forms;
       for (const cuda::GemmWgmmaForm form : cuda::kGemmWgmmaForms) {
-        auto run = [&] { cuda::gemm_wgmma(x.raw(), w.raw(), out.raw(), m, g.n, g.k, form, be.stream()); };
+        auto run = [&] { cuda::gemm_wgmma(x.raw(), w.raw(), out.raw(), m, g.n, g.k, form, be.num_sms(), be.stream()); };
         const double us = us_per_call(be, reps, run);
         std::vector<uint16_t> got(size_t(m * g.n));
         be.download(out, got.data());
@@ -117,7 +117,8 @@ int main(int argc, char** argv) {
           be.silu_and_mul(ref, act);
         });
         const double fused_us = us_per_call(be, reps, [&] {
-          cuda::gemm_wgmma(x.raw(), w.raw(), fused.raw(), m, I, g.k, cuda::GemmWgmmaForm::GateUpSilu, be.stream());
+          cuda::gemm_wgmma(x.raw(), w.raw(), fused.raw(), m, I, g.k, cuda::GemmWgmmaForm::GateUpSilu, be.num_sms(),
+                           be.stream());
         });
         std::vector<uint16_t> a(size_t(m * I)), f(size_t(m * I));
         be.download(act, a.data());

@@ -171,4 +171,21 @@ inline void expect_close(const std::string& name, const std::vector<float>& got,
   EXPECT_LT(s.max_abs, abs_tol) << name;
 }
 
+// One prefill sequence of T new tokens (no cached ones) whose k/v go to `slots` (T entries; -1:
+// none) in cache blocks 0 .. nblocks - 1 in order.
+inline AttentionMetadata one_prefill_metadata(int64_t T, const std::vector<int32_t>& slots, int64_t nblocks) {
+  AttentionMetadata md;
+  md.is_prefill = true;
+  md.num_seqs = 1;
+  md.num_tokens = T;
+  md.cu_seqlens_q = {0, int32_t(T)};
+  md.cu_seqlens_k = {0, int32_t(T)};
+  md.max_seqlen_q = md.max_seqlen_k = int32_t(T);
+  md.slot_mapping = slots;
+  md.context_lens = {int32_t(T)};
+  md.max_blocks = nblocks;
+  for (int64_t b = 0; b < nblocks; ++b) md.block_tables.push_back(int32_t(b));
+  return md;
+}
+
 }  // namespace nanovllm::test

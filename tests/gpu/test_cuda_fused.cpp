@@ -37,17 +37,7 @@ void check_qk_norm_rope_store(const RopeParams& rope, int32_t pos_step) {
   std::vector<float> poison(size_t(slots * row), 7.0f);
   auto kc = make_pair(cpu, gpu, {nblocks, bs, hkv, D}, poison);
   auto vc = make_pair(cpu, gpu, {nblocks, bs, hkv, D}, poison);
-  AttentionMetadata md;
-  md.is_prefill = true;
-  md.num_seqs = 1;
-  md.num_tokens = T;
-  md.cu_seqlens_q = {0, int32_t(T)};
-  md.cu_seqlens_k = {0, int32_t(T)};
-  md.max_seqlen_q = md.max_seqlen_k = int32_t(T);
-  md.slot_mapping = slot;
-  md.context_lens = {int32_t(T)};
-  md.max_blocks = nblocks;
-  md.block_tables = {0, 1, 2, 3};
+  AttentionMetadata md = one_prefill_metadata(T, slot, nblocks);
   AttentionMetadata gmd = md;
   cpu.prepare_metadata(md);
   gpu.prepare_metadata(gmd);

@@ -202,6 +202,24 @@ class Backend {
                                   Tensor& k_cache, Tensor& v_cache, int64_t num_heads, int64_t num_kv_heads,
                                   int64_t head_dim, float eps, const RopeParams& rope, const AttentionMetadata& md,
                                   KVScales kv_scales = {});
+  // The arguments of qk_norm_rope_store after qkv, for add_rms_norm_linear_rope.
+  struct QkNormRopeStore {
+    const Tensor& q_norm_w;
+    const Tensor& k_norm_w;
+    const Tensor& positions;
+    Tensor& k_cache;
+    Tensor& v_cache;
+    int64_t num_heads, num_kv_heads, head_dim;
+    float eps;
+    const RopeParams& rope;
+    const AttentionMetadata& md;
+    KVScales kv_scales;
+  };
+  // add_rms_norm_linear (no SiLU), then qk_norm_rope_store on out: the attention's input projection
+  // (w without bias). The default runs the two; CUDA fuses the product with the norm + RoPE + store
+  // in its Hopper GEMM's epilogue where the plan says (kernel_plan.h: plan_linear_rope).
+  virtual void add_rms_norm_linear_rope(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps, const Tensor& w,
+                                        Tensor& out, const QkNormRopeStore& r);
   // out = silu_and_mul(x @ w^T): the gated MLP's first half. x: [T, K]; w: [2I, K] (gate rows, then
   // up rows); out: [T, I].
   virtual void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out);

@@ -111,6 +111,11 @@ class ProfilingBackend final : public Backend {
               " K=" + std::to_string(w.size(1)),
           [&] { in_->add_rms_norm_linear(x, residual, nw, eps, w, out, silu_mul); });
   }
+  void add_rms_norm_linear_rope(Tensor& x, Tensor& residual, const Tensor& nw, float eps, const Tensor& w, Tensor& out,
+                                const QkNormRopeStore& r) override {
+    timed("add_rms_norm_linear_rope N=" + std::to_string(w.size(0)) + " K=" + std::to_string(w.size(1)),
+          [&] { in_->add_rms_norm_linear_rope(x, residual, nw, eps, w, out, r); });
+  }
   void add_rms_norm_linear_quantized(Tensor& x, Tensor& residual, const Tensor& nw, float eps, const Tensor& w,
                                      const WeightScales& scales, Tensor& out, bool silu_mul) override {
     timed(std::string(silu_mul ? "add_rms_norm+qgemm+silu" : "add_rms_norm+qgemm") + " N=" + std::to_string(w.size(0)) +

@@ -82,6 +82,15 @@ const char* int_gemm_name(IntGemm g) {
   return "?";
 }
 
+const char* gemm_name(Gemm g) {
+  switch (g) {
+    case Gemm::Auto: return "auto";
+    case Gemm::CublasLt: return "cublaslt";
+    case Gemm::Wgmma: return "wgmma";
+  }
+  return "?";
+}
+
 namespace {
 
 const char* prefill_attention_name(PrefillAttention p) {
@@ -210,6 +219,16 @@ const std::vector<Option>& options() {
          return false;
        },
        [](const KernelOptions& o) { return std::string(rope_kernel_name(o.rope_kernel)); }},
+      {"gemm", "NANOVLLM_GEMM", "auto, cublaslt or wgmma",
+       [](KernelOptions& o, const std::string& v) {
+         for (Gemm g : {Gemm::Auto, Gemm::CublasLt, Gemm::Wgmma})
+           if (v == gemm_name(g)) {
+             o.gemm = g;
+             return true;
+           }
+         return false;
+       },
+       [](const KernelOptions& o) { return std::string(gemm_name(o.gemm)); }},
   };
   return table;
 }
@@ -239,7 +258,7 @@ bool operator==(const KernelOptions& a, const KernelOptions& b) {
     return std::tie(o.pdl, o.gemv_norm, o.max_decode_splits, o.long_decode_context, o.long_decode_splits,
                     o.decode_cluster, o.decode_warps, o.decode_read_ahead, o.p2p_all_reduce, o.all_reduce_norm,
                     o.prefill_attention, o.fp8_gemm, o.int_gemv, o.int_gemm, o.int_gemm_cluster_rows,
-                    o.int_gemm_cluster_cols, o.rope_kernel);
+                    o.int_gemm_cluster_cols, o.rope_kernel, o.gemm);
   };
   return fields(a) == fields(b);
 }
@@ -275,6 +294,8 @@ void KernelOptions::validate() const {
   if (rope_kernel != RopeKernel::Auto && rope_kernel != RopeKernel::Head && rope_kernel != RopeKernel::Token)
     throw UserError("kernel option rope_kernel must be auto, head or token (got " + std::to_string(int(rope_kernel)) +
                     ")");
+  if (gemm != Gemm::Auto && gemm != Gemm::CublasLt && gemm != Gemm::Wgmma)
+    throw UserError("kernel option gemm must be auto, cublaslt or wgmma (got " + std::to_string(int(gemm)) + ")");
   if (int(prefill_attention) < 0 || int(prefill_attention) > 4)
     throw UserError("kernel option prefill_attention must be auto, wgmma_tma, wgmma, mma or tiled (got " +
                     std::to_string(int(prefill_attention)) + ")");

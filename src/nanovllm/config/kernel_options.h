@@ -30,6 +30,7 @@
 //   int_gemv           NANOVLLM_INT_GEMV            auto | v1 | v2 | v3 | v4 | v5
 //   int_gemm           NANOVLLM_INT_GEMM            auto | mma | wgmma | wgmma_wide | wgmma_ss | dequantize
 //   rope_kernel        NANOVLLM_ROPE_KERNEL         auto | head | token
+//   gemm               NANOVLLM_GEMM                auto | cublaslt | wgmma
 // The CPU backend's precision is an engine setting (EngineConfig::cpu_precision, --cpu-precision);
 // --kernel-options still takes cpu_precision=fast|exact as its alias (settings.cpp).
 #pragma once
@@ -106,6 +107,15 @@ enum class RopeKernel {
           // accesses, all heads at once (where it applies: head_dim a multiple of 8; else head)
 };
 
+// The BF16 GEMM of linear / linear_silu_mul / add_rms_norm_linear past the GEMV's rows
+// (kernel_plan.h: plan_linear).
+enum class Gemm {
+  Auto,      // the faster by the measured rule (kernel_plan.h: gemm_wgmma_applies)
+  CublasLt,  // cuBLASLt's GEMM (gemm_cublaslt.cu), then silu_and_mul for the gated MLP
+  Wgmma,     // our Hopper GEMM (gemm_wgmma.cu) where it applies, its fused gate_up + SiLU for the
+             // gated MLP; cuBLASLt elsewhere. Needs an sm_90 GPU and a build with sm_90a code
+};
+
 struct KernelOptions {
   // Programmatic dependent launch of every kernel (sm_90+; ignored before): a kernel's launch and
   // set-up overlap its predecessor's tail (faster batch-1 decode). off: plain stream order.
@@ -161,6 +171,8 @@ struct KernelOptions {
   int int_gemm_cluster_cols = 1;
   // See RopeKernel.
   RopeKernel rope_kernel = RopeKernel::Auto;
+  // See Gemm.
+  Gemm gemm = Gemm::Auto;
 
   // Throws UserError naming the field when a value is out of range.
   void validate() const;
@@ -172,6 +184,7 @@ bool operator==(const KernelOptions& a, const KernelOptions& b);  // (C++17 here
 // "v1" .. "v5", "auto": the int_gemv value as --kernel-options spells it.
 const char* int_gemv_name(IntGemv g);
 const char* int_gemm_name(IntGemm g);
+const char* gemm_name(Gemm g);
 // int_gemm_cluster's rows x cols: each 1, 2 or 4, at most 8 CTAs (the portable cluster size; the
 // kernel's further rule: backends/cuda/kernel_plan.h, int_gemm_cluster_ok).
 constexpr bool int_gemm_cluster_valid(int rows, int cols) {

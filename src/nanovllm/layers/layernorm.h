@@ -62,6 +62,21 @@ struct RMSNorm {
     }
     return out;
   }
+  // forward_residual_linear (no SiLU), then qk_norm_rope_store(r) on its output: the attention's
+  // input projection (proj without bias). One op on one rank with unquantized weights, so that a
+  // backend can fuse the norm + RoPE + KV store into the GEMM; else the two in turn.
+  Tensor forward_residual_linear_rope(Backend& be, Tensor& x, Tensor& residual, const Linear& proj,
+                                      const Backend::QkNormRopeStore& r) const {
+    if (comm || proj.weight_scales.defined()) {
+      Tensor out = forward_residual_linear(be, x, residual, proj);
+      be.qk_norm_rope_store(out, r.q_norm_w, r.k_norm_w, r.positions, r.k_cache, r.v_cache, r.num_heads, r.num_kv_heads,
+                            r.head_dim, r.eps, r.rope, r.md, r.kv_scales);
+      return out;
+    }
+    Tensor out = be.empty({x.size(0), proj.weight.size(0)}, be.act_dtype());
+    be.add_rms_norm_linear_rope(x, residual, weight, eps, proj.weight, out, r);
+    return out;
+  }
 
  private:
   // Under TP: all-reduce the partial sums in x. True: fused with the add and norm (x rebound to

@@ -7,10 +7,11 @@
 namespace nanovllm {
 
 Tensor LlamaAttention::forward(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& qkv,
-                               LayerKVCache& kv, const AttentionMetadata& md, const ReadAhead& then) {
+                               LayerKVCache& kv, const AttentionMetadata& md, const ReadAhead& then, bool roped) {
   // (q/k RMSNorm +) RoPE in place, and this step's k/v into the cache pages at md.slot_mapping.
-  be.qk_norm_rope_store(qkv, q_norm.weight, k_norm.weight, positions, kv.k, kv.v, attn.num_heads, attn.num_kv_heads,
-                        attn.head_dim, q_norm.eps, rope, md, kv.scales);
+  if (!roped)
+    be.qk_norm_rope_store(qkv, q_norm.weight, k_norm.weight, positions, kv.k, kv.v, attn.num_heads, attn.num_kv_heads,
+                          attn.head_dim, q_norm.eps, rope, md, kv.scales);
   Tensor o = attn.forward(be, qkv, kv, md, then);  // [T, Hq * D]
   return o_proj.forward(be, o);                    // [T, H]
 }
@@ -24,9 +25,15 @@ void LlamaDecoderLayer::forward(Backend& be, const Tensor& positions, const Rope
                                 Tensor& residual, LayerKVCache& kv, const AttentionMetadata& md,
                                 const LayerObserver& obs, int64_t index, const LlamaDecoderLayer* next) {
   Tensor qkv;  // input_layernorm, then qkv_proj: [T, (Hq + 2 Hkv) * D]
+  bool roped = false;
   if (!residual.defined()) {
     residual = x;
     qkv = self_attn.qkv_proj.forward(be, input_layernorm.forward(be, x));
+  } else if (!self_attn.qkv_proj.bias.defined()) {  // and the q/k norm + RoPE + KV store in the same op
+    qkv = input_layernorm.forward_residual_linear_rope(be, x, residual, self_attn.qkv_proj,
+                                                       self_attn.rope_store(positions, rope, kv, md));
+    roped = true;
+    if (obs) obs(index - 1, 1, residual);
   } else {
     qkv = input_layernorm.forward_residual_linear(be, x, residual, self_attn.qkv_proj);
     self_attn.qkv_proj.add_bias(be, qkv);  // (the fused norm + GEMM leaves the bias out)
@@ -41,7 +48,7 @@ void LlamaDecoderLayer::forward(Backend& be, const Tensor& positions, const Rope
     then.tensors[2] = &mlp.down_proj.weight;
   }
   if (next) then.tensors[3] = &next->self_attn.qkv_proj.weight;
-  x = self_attn.forward(be, positions, rope, qkv, kv, md, then);
+  x = self_attn.forward(be, positions, rope, qkv, kv, md, then, roped);
   x = other_mlp ? other_mlp->forward(be, x, residual, post_attention_layernorm)
                 : mlp.forward(be, x, residual, post_attention_layernorm);  // the post-attention norm runs inside
   if (obs) obs(index, 0, residual);

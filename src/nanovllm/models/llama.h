@@ -36,8 +36,16 @@ struct LlamaAttention {
   // qkv: [T, (Hq + 2 Hkv) * D], the output of qkv_proj (the decoder layer runs it, fused with its
   // input norm) -> [T, H] (under TP: F32 partial sums, which the next norm all-reduces).
   // rope: the model's rotary embedding (Hugging Face passes its cos/sin down as position_embeddings).
+  // roped: qkv already had its q/k norm + RoPE and KV store (the decoder layer fused them with
+  // qkv_proj: rope_store).
   Tensor forward(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& qkv, LayerKVCache& kv,
-                 const AttentionMetadata& md, const ReadAhead& then = {});
+                 const AttentionMetadata& md, const ReadAhead& then = {}, bool roped = false);
+  // The arguments of this layer's q/k norm + RoPE + KV store (Backend::qk_norm_rope_store).
+  Backend::QkNormRopeStore rope_store(const Tensor& positions, const RopeParams& rope, LayerKVCache& kv,
+                                      const AttentionMetadata& md) const {
+    return {q_norm.weight,     k_norm.weight, positions,  kv.k, kv.v, attn.num_heads,
+            attn.num_kv_heads, attn.head_dim, q_norm.eps, rope, md,   kv.scales};
+  }
 };
 
 struct LlamaMLP {

@@ -48,7 +48,8 @@ TEST(KernelOptions, DefaultsAreTheMeasuredBest) {
   EXPECT_EQ(o.to_string(),
             "pdl=on gemv_norm=auto max_decode_splits=16 long_decode_context=8192 long_decode_splits=64 "
             "decode_cluster=off decode_warps=8 decode_read_ahead=on p2p_all_reduce=on all_reduce_norm=on "
-            "prefill_attention=auto fp8_gemm=auto int_gemv=auto int_gemm=auto int_gemm_cluster=1x1 rope_kernel=auto");
+            "prefill_attention=auto fp8_gemm=auto int_gemv=auto int_gemm=auto int_gemm_cluster=1x1 rope_kernel=auto "
+            "gemm=auto");
   EXPECT_NO_THROW(o.validate());
   EXPECT_EQ(from_env({}), o);  // no variables set: nothing changes
 }
@@ -69,7 +70,8 @@ TEST(KernelOptions, EnvironmentOverridesEveryField) {
                                     {"NANOVLLM_INT_GEMV", "v1"},
                                     {"NANOVLLM_INT_GEMM", "dequantize"},
                                     {"NANOVLLM_INT_GEMM_CLUSTER", "4x2"},
-                                    {"NANOVLLM_ROPE_KERNEL", "head"}});
+                                    {"NANOVLLM_ROPE_KERNEL", "head"},
+                                    {"NANOVLLM_GEMM", "cublaslt"}});
   EXPECT_FALSE(o.pdl);
   EXPECT_EQ(o.gemv_norm, GemvNormFusion::Always);
   EXPECT_EQ(o.max_decode_splits, 4);
@@ -87,6 +89,7 @@ TEST(KernelOptions, EnvironmentOverridesEveryField) {
   EXPECT_EQ(o.int_gemm_cluster_rows, 4);
   EXPECT_EQ(o.int_gemm_cluster_cols, 2);
   EXPECT_EQ(o.rope_kernel, RopeKernel::Head);
+  EXPECT_EQ(o.gemm, Gemm::CublasLt);
   // The numeric forms of the old variables and the names are the same values.
   EXPECT_EQ(from_env({{"NANOVLLM_GEMV_NORM", "0"}}).gemv_norm, GemvNormFusion::Never);
   EXPECT_EQ(from_env({{"NANOVLLM_GEMV_NORM", "never"}}).gemv_norm, GemvNormFusion::Never);
@@ -170,6 +173,12 @@ TEST(KernelOptions, CliSpecParsesAndRoundTrips) {
   EXPECT_NE(spec_error("rope_kernel=warp").find("rope_kernel must be auto, head or token"), std::string::npos);
   apply_kernel_options(o, "rope_kernel=token");
   EXPECT_EQ(o.rope_kernel, RopeKernel::Token);
+  EXPECT_NE(spec_error("gemm=cutlass").find("gemm must be auto, cublaslt or wgmma"), std::string::npos);
+  apply_kernel_options(o, "gemm=wgmma");
+  EXPECT_EQ(o.gemm, Gemm::Wgmma);
+  KernelOptions bad_gemm;
+  bad_gemm.gemm = Gemm(7);
+  EXPECT_THROW(bad_gemm.validate(), UserError);
   EXPECT_FALSE(o.pdl);
   EXPECT_EQ(o.max_decode_splits, 8);
   EXPECT_EQ(o.prefill_attention, PrefillAttention::Mma);

@@ -10,6 +10,7 @@
 #include "nanovllm/backends/cuda/attention_decode.cuh"
 #include "nanovllm/backends/cuda/attention_prefill.cuh"
 #include "nanovllm/backends/cuda/cuda_common.cuh"
+#include "nanovllm/backends/cuda/gemm_wgmma.h"
 #include "nanovllm/backends/cuda/int_gemm.cuh"
 #include "nanovllm/backends/cuda/int_layout.cuh"
 
@@ -84,7 +85,10 @@ CudaBackend::CudaBackend(int device_index, const KernelOptions& options) : devic
   cuda::int_gemv_v5_init();
   wgmma_ = cuda::prefill_attention_wgmma_init();
   if (wgmma_) cuda::int_gemm_wgmma_init(), cuda::int_gemm_wgmma_wide_init(), cuda::int_gemm_wgmma_ss_init();
-  if (wgmma_) cuda::prefill_attention_wgmma_tma_init();
+  if (wgmma_) cuda::prefill_attention_wgmma_tma_init(), cuda::gemm_wgmma_init();
+  if (options_.gemm == Gemm::Wgmma && !wgmma_)
+    throw UserError(std::string("kernel option gemm=wgmma: our Hopper GEMM needs an sm_90 GPU and a build with ") +
+                    "sm_90a code (this is " + prop.name + ", sm_" + std::to_string(prop.major * 10 + prop.minor) + ")");
   if (options_.prefill_attention == PrefillAttention::Wgmma && !wgmma_)
     throw UserError(std::string("kernel option prefill_attention=wgmma: the wgmma kernel needs an sm_90 GPU and a ") +
                     "build with sm_90a code (this is " + prop.name + ", sm_" +
@@ -115,7 +119,9 @@ Stream CudaBackend::on_stream() const { return Stream{static_cast<cudaStream_t>(
 
 // ---------------------------------------------------------------- plans (kernel_plan.h)
 
-cuda::LinearPlan CudaBackend::plan_linear(const cuda::LinearProblem& p) {
+cuda::LinearPlan CudaBackend::plan_linear(const cuda::LinearProblem& problem) {
+  cuda::LinearProblem p = problem;
+  p.wgmma = wgmma_;
   return cuda::plan_linear(p, options_, [&] {
     const auto key = std::make_tuple(p.T, p.K, p.silu_mul);
     auto it = gemv_norm_wave_.find(key);

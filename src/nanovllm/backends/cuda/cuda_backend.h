@@ -97,6 +97,8 @@ class CudaBackend final : public Backend {
   void add_rms_norm_linear(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out,
                            bool silu_mul) override;
   // INT codes at decode sizes: the norm as the INT GEMV's prologue (int_linear.cu).
+  void add_rms_norm_linear_rope(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps, const Tensor& w,
+                                Tensor& out, const QkNormRopeStore& r) override;
   void add_rms_norm_linear_quantized(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps, const Tensor& w,
                                      const WeightScales& scales, Tensor& out, bool silu_mul) override;
   void moe_topk(const Tensor& logits, int64_t top_k, bool renormalize, Tensor& weights, Tensor& ids) override;
@@ -138,6 +140,7 @@ class CudaBackend final : public Backend {
   cuda::DecodeAttentionPlan plan_decode_attention(const cuda::DecodeAttentionProblem& p) const;
   // The sm_90a prefill kernels (wgmma, and wgmma with TMA) run on this device and build.
   bool wgmma() const { return wgmma_; }
+  int num_sms() const { return num_sms_; }
   // Whether cuBLASLt has a VEC128 FP8 algorithm for the first T - T % 4 rows of x [T, K] x 128 x
   // 128-block weights [N, K] (plan_fp8_linear's CublasLtFp8Block, the last rows on the GEMV); where
   // it has none, the codes are dequantized instead.
@@ -146,6 +149,8 @@ class CudaBackend final : public Backend {
   void set_prefill_attention(PrefillAttention p) { options_.prefill_attention = p; }
   // Overrides options.rope_kernel (tests and bench/rope_bench.cpp run both q/k norm + RoPE kernels).
   void set_rope_kernel(RopeKernel r) { options_.rope_kernel = r; }
+  // Overrides options.gemm (tests run both GEMMs on the same backend).
+  void set_gemm(Gemm g) { options_.gemm = g; }
   // The q/k norm + RoPE plan on this device (qk_norm_rope.cu launches what it says).
   cuda::QkNormRopePlan plan_qk_norm_rope(const cuda::QkNormRopeProblem& p) const {
     return cuda::plan_qk_norm_rope(p, num_sms_, options_);

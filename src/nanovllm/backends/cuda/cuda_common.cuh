@@ -177,6 +177,14 @@ void with_batch(int64_t M, F&& f) {
 // x rounded to BF16 and back: marks the points where a BF16 model rounds an intermediate.
 __device__ __forceinline__ float bf16_round(float x) { return __bfloat162float(__float2bfloat16(x)); }
 
+// silu(g) = g / (1 + e^-g) of a gate already rounded to BF16, rounded to BF16 as act_fn(gate_proj(x))
+// is in a BF16 model. Every gated-MLP path (silu_and_mul, the GEMVs' SiLU epilogues, gemm_wgmma's
+// fused gate_up) computes it with this one formula, so the fused and unfused paths agree bit for
+// bit. __expf and __fdividef (ex2.approx and rcp.approx: ~5 instructions where expf and an IEEE
+// division take ~25, which made gemm_wgmma's fused epilogue cost more than the silu_and_mul
+// kernel it removes): their ~2^-20 relative error changes the BF16 result about once in 4,000.
+__device__ __forceinline__ float silu_bf16(float g) { return bf16_round(__fdividef(g, 1.0f + __expf(-g))); }
+
 // 8 bf16 <-> 8 floats through one 16-byte word.
 __device__ __forceinline__ void unpack8(const uint4& u, float* f) {
   const bf162* h = reinterpret_cast<const bf162*>(&u);

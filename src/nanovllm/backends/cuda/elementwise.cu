@@ -201,12 +201,12 @@ __global__ void silu_and_mul_kernel(const bf16* __restrict__ x, bf16* __restrict
     unpack8(reinterpret_cast<const uint4*>(g)[i], a);
     unpack8(reinterpret_cast<const uint4*>(u)[i], b);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) a[k] = bf16_round(a[k] / (1.0f + expf(-a[k]))) * b[k];
+    for (int k = 0; k < 8; ++k) a[k] = silu_bf16(a[k]) * b[k];
     reinterpret_cast<uint4*>(o)[i] = pack8(a);
   } else {
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < I; i += int64_t(gridDim.x) * blockDim.x) {
       const float a = __bfloat162float(g[i]);
-      o[i] = __float2bfloat16(bf16_round(a / (1.0f + expf(-a))) * __bfloat162float(u[i]));
+      o[i] = __float2bfloat16(silu_bf16(a) * __bfloat162float(u[i]));
     }
   }
 }

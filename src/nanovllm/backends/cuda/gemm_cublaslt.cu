@@ -13,6 +13,7 @@
 #include "nanovllm/backends/checks.h"
 #include "nanovllm/backends/cuda/cuda_backend.h"
 #include "nanovllm/backends/cuda/cuda_common.cuh"
+#include "nanovllm/backends/cuda/gemm_wgmma.h"
 
 namespace nanovllm {
 
@@ -192,12 +193,16 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
   const int64_t T = x.size(0), K = x.size(1), N = w.size(0);
   if (T == 0 || N == 0) return;
   cuda::LinearProblem prob;
-  prob.T = T, prob.N = N, prob.K = K, prob.f32_out = f32_out, prob.aligned16 = cuda::aligned16({x.raw(), w.raw()});
+  prob.T = T, prob.N = N, prob.K = K, prob.f32_out = f32_out,
+  prob.aligned16 = cuda::aligned16({x.raw(), w.raw(), out.raw()});
   const cuda::LinearPlan plan = plan_linear(prob);
   if (plan.kernel == cuda::LinearKernel::Gemv) {
     cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, N, K, on_stream(), false, f32_out, nullptr, plan.gemv);
     return;
   }
+  if (plan.kernel == cuda::LinearKernel::Wgmma)
+    return cuda::gemm_wgmma(x.raw(), w.raw(), out.raw(), T, N, K, cuda::GemmWgmmaForm::Cols256Stages4PersistentTmaStore,
+                            num_sms_, stream_);
   const GemmPlan* p = gemm_plan({T, N, K, f32_out, GemmOperands::BF16});
   if (!p)
     throw Error("linear: cuBLASLt has no algorithm for [" + std::to_string(T) + ", " + std::to_string(K) + "] x [" +
@@ -212,10 +217,13 @@ void CudaBackend::linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out)
     throw Error("linear_silu_mul: x, w and out must be BF16");
   if (T == 0 || I == 0) return;
   cuda::LinearProblem prob;
-  prob.T = T, prob.N = I, prob.K = K, prob.silu_mul = true, prob.aligned16 = cuda::aligned16({x.raw(), w.raw()});
+  prob.T = T, prob.N = I, prob.K = K, prob.silu_mul = true,
+  prob.aligned16 = cuda::aligned16({x.raw(), w.raw(), out.raw()});
   const cuda::LinearPlan plan = plan_linear(prob);
   if (plan.kernel == cuda::LinearKernel::Gemv)  // GEMM + SiLU
     cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, I, K, on_stream(), /*silu_mul=*/true, false, nullptr, plan.gemv);
+  else if (plan.kernel == cuda::LinearKernel::Wgmma)  // GEMM + SiLU in the epilogue
+    cuda::gemm_wgmma(x.raw(), w.raw(), out.raw(), T, I, K, cuda::GemmWgmmaForm::GateUpSilu, num_sms_, stream_);
   else
     Backend::linear_silu_mul(x, w, out);  // cuBLASLt, then silu_and_mul
 }

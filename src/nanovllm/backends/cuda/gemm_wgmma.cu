@@ -20,7 +20,8 @@
 // swizzled boxes a warpgroup and TMA stores that run on under the next tile's products (store_tma).
 // The GateUpSilu form is that one on the gated MLP: a tile's 256 weight rows are 128 gate rows and
 // the matching up rows (two TMA boxes a stage), so a thread holds gate and up of the same outputs
-// (acc[j], acc[j + 16]) and stores silu(gate) * up, rounded as linear + silu_and_mul round it.
+// (acc[j], acc[j + 16]) and stores silu(gate) * up, rounded as linear + silu_and_mul round it. The
+// qkv form (gemm_wgmma_rope) does qk_norm_rope_store's work on its two heads a tile (rope_epilogue).
 //
 // Grid. Tiles are numbered in groups of kGroup weight-row tiles, the x tiles fastest within a
 // group, so that the CTAs resident at once share a few weight tiles and x tiles through L2. A CTA
@@ -32,8 +33,10 @@
 // 739-828 (88-98%); Qwen3-0.6B's (K 1,024-3,072) at 16,384 rows 548-700 against 729-786 (75-89%):
 // with one tile's products at a time, each tile's epilogue stalls the tensor cores, which short K
 // exposes. At 256 rows 128x128 is the better tile and still 0.55-0.7x cuBLASLt. Outputs equal
-// cuBLASLt's bit for bit at nearly every shape. The TMA-store form is the next step for short K,
-// written after that call and not yet run on a GPU.
+// cuBLASLt's bit for bit at nearly every shape. The TMA-store form (its stores run on under the
+// next tile's products) reaches cuBLASLt: 0.97-1.04x from 4,096 rows on both models' shapes. The
+// fused epilogues still stall the tensor cores while they run: gate_up + SiLU 1.08-1.10x cuBLASLt +
+// silu_and_mul at K 1,024, the qkv form ~1.03x cuBLASLt + the RoPE kernel (bench/RESULTS.md).
 #include <cuda.h>
 
 #include <algorithm>
@@ -126,9 +129,127 @@ __device__ __forceinline__ void store_tma(const Val& val, const CUtensorMap* oma
 
 // silu(gate) * up as the unfused path computes it (CudaBackend::linear, then silu_and_mul): each
 // product rounded to BF16, silu(gate) rounded to BF16 before the product.
-__device__ __forceinline__ float silu_mul(float gate, float up) {
-  const float gb = bf16_round(gate);
-  return bf16_round(gb / (1.0f + expf(-gb))) * bf16_round(up);
+__device__ __forceinline__ float silu_mul(float gate, float up) { return silu_bf16(bf16_round(gate)) * bf16_round(up); }
+
+// A BF16 pair (low half first) as two floats.
+__device__ __forceinline__ float2 bf16x2_to_float2(uint32_t u) {
+  return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+}
+
+// The qkv projection's epilogue (kRope): in place on a 128 x 256 tile's accumulators, which are two
+// whole heads of qkv (D = 128; acc[16 p + jj][c]: head p, value i = 8 (jj % 8) + 2 q + c % 2 of its
+// first half (jj < 8) or i + 64 of its second, row r0 + 8 (c / 2)), what qk_norm_rope_store does to
+// them after the GEMM rounds them to BF16, bit for bit (qk_norm_rope.cu gives the arithmetic):
+//  * q and k heads: RMSNorm with the head kernel's sum of squares, whose warp tree is rebuilt here
+//    (the head kernel's lane l holds i = l and l + 32, and adds fma(b, b, a a) of each in turn;
+//    here l = 8 jj + 2 q + e for jj < 4, so its two terms are this thread's jj and jj + 4, the
+//    butterfly's levels 16 and 8 are sums over jj inside the thread, 4 and 2 are xor shuffles of
+//    lanes 2 and 1 of the quad, and level 1 sums e = 0 and 1), then RoPE with the cos/sin of the
+//    row's position (rope.cos_sin: BF16 (cos, sin) pairs, rope_cos_sin's values); k heads also into
+//    the cache row;
+//  * v heads: into the cache row as they are.
+// The table rows and norm weights come from shared memory (the epilogue stalls the tensor cores, so
+// it must not wait on global loads): cs, the warpgroup's 64 table rows (256 bytes each, 16-byte
+// chunk c of row r at chunk c ^ (r % 8): a quad's 8 rows read distinct banks) copied in while the
+// tile's products ran (load_rope_table); nw, the q then k norm weights as floats. rl: the thread's
+// first row within the 64. All lanes run the shuffles; rows past T and slots -1 store nothing.
+__device__ __forceinline__ void rope_epilogue(float (&acc)[32][4], const GemmRopeEpilogue& r, const float* nw,
+                                              const unsigned char* cs_tab, int T, int r0, int rl, int n0, int q) {
+  constexpr int D = 128;
+  const int Hq = r.num_heads, Hkv = r.num_kv_heads;
+  const int64_t kv_row = int64_t(Hkv) * D;
+  const bool norm = r.q_norm != nullptr;
+  int slot[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) slot[h] = r.slots && r0 + 8 * h < T ? r.slots[r0 + 8 * h] : -1;
+#pragma unroll
+  for (int p = 0; p < 2; ++p) {
+    const int hd = n0 / D + p;
+#pragma unroll
+    for (int jj = 0; jj < 16; ++jj)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[16 * p + jj][c] = bf16_round(acc[16 * p + jj][c]);  // the GEMM's output
+    if (hd >= Hq + Hkv) {  // a v head (or past N: no slot matches, nothing is stored)
+      if (hd >= Hq + 2 * Hkv) continue;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (slot[h] < 0) continue;
+        bf16* vd = static_cast<bf16*>(r.v_cache) + slot[h] * kv_row + int64_t(hd - Hq - Hkv) * D + 2 * q;
+#pragma unroll
+        for (int jj = 0; jj < 16; ++jj)
+          *reinterpret_cast<__nv_bfloat162*>(vd + 8 * jj) =
+              __floats2bfloat162_rn(acc[16 * p + jj][2 * h], acc[16 * p + jj][2 * h + 1]);
+      }
+      continue;
+    }
+    const bool is_q = hd < Hq;
+    const float* w = nw + (is_q ? 0 : D);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int t = r0 + 8 * h;
+      const unsigned char* row = cs_tab + (rl + 8 * h) * 256;
+      float s[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float pl[4];
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+          auto term = [&](int j) {
+            const float a = acc[16 * p + j][2 * h + e], b = acc[16 * p + j + 8][2 * h + e];
+            return __fmaf_rn(b, b, __fmul_rn(a, a));
+          };
+          pl[jj] = __fadd_rn(term(jj), term(jj + 4));
+        }
+        s[e] = __fadd_rn(__fadd_rn(pl[0], pl[2]), __fadd_rn(pl[1], pl[3]));
+        s[e] = __fadd_rn(s[e], __shfl_xor_sync(0xffffffffu, s[e], 2));
+        s[e] = __fadd_rn(s[e], __shfl_xor_sync(0xffffffffu, s[e], 1));
+      }
+      const float inv = norm ? 1.0f / sqrtf(__fadd_rn(s[0], s[1]) / float(D) + r.eps) : 1.0f;
+      if (t >= T) continue;
+      bf16* kd =
+          !is_q && slot[h] >= 0 ? static_cast<bf16*>(r.k_cache) + slot[h] * kv_row + int64_t(hd - Hq) * D : nullptr;
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj) {
+        const int i = 8 * jj + 2 * q;
+        // (cos, sin) at i and i + 1: chunk 2 jj + q / 2 of the row, half q % 2 of it.
+        const uint2 cs = *reinterpret_cast<const uint2*>(row + (((2 * jj + (q >> 1)) ^ (rl & 7)) << 4) + (q & 1) * 8);
+        const float2 c0 = bf16x2_to_float2(cs.x), c1 = bf16x2_to_float2(cs.y);
+        const float co[2] = {c0.x, c1.x}, si[2] = {c0.y, c1.y};
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& a = acc[16 * p + jj][2 * h + e];
+          float& b = acc[16 * p + jj + 8][2 * h + e];
+          const float xa = bf16_round(bf16_round(a * inv) * w[i + e]);
+          const float xb = bf16_round(bf16_round(b * inv) * w[i + e + D / 2]);
+          a = bf16_round(bf16_round(xa * co[e]) - bf16_round(xb * si[e]));
+          b = bf16_round(bf16_round(xb * co[e]) + bf16_round(xa * si[e]));
+        }
+        if (kd) {
+          *reinterpret_cast<__nv_bfloat162*>(kd + i) =
+              __floats2bfloat162_rn(acc[16 * p + jj][2 * h], acc[16 * p + jj][2 * h + 1]);
+          *reinterpret_cast<__nv_bfloat162*>(kd + i + D / 2) =
+              __floats2bfloat162_rn(acc[16 * p + jj + 8][2 * h], acc[16 * p + jj + 8][2 * h + 1]);
+        }
+      }
+    }
+  }
+}
+
+// kRope: warpgroup wg's 64 rows of the cos/sin table (t0 + 64 wg ..; rows past T zeros) into its
+// two epilogue boxes (rope_epilogue's layout), by cp.async, once the previous tile's TMA stores have
+// read the boxes; the epilogue waits for the copies.
+__device__ __forceinline__ void load_rope_table(const GemmRopeEpilogue& r, unsigned char* cs_tab, int wg, int T,
+                                                int t0) {
+  const int lt = int(threadIdx.x & 127);
+  if (lt == 0) tma_store_wait_read<0>();
+  named_sync(1 + wg, 128);
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    const int idx = lt + 128 * k, row = idx >> 4, c = idx & 15, t = t0 + 64 * wg + row;
+    cp_async16(cs_tab + row * 256 + ((c ^ (row & 7)) << 4), r.cos_sin + int64_t(t < T ? t : 0) * 64 + 4 * c,
+               t < T ? 16 : 0);
+  }
+  cp_async_commit();
 }
 
 template <int kCols>
@@ -139,17 +260,23 @@ __device__ __forceinline__ void wgmma_tile(float (&acc)[kCols / 8][4], uint64_t 
     wgmma_m64n128k16_ss(acc, da, db, 1);
 }
 
+// What the epilogue computes: the product (kPlain), silu(gate) * up (kSilu), or the q/k RMSNorm +
+// RoPE + KV-cache store of the attention's qkv (kRope; rope_epilogue).
+enum Epi { kPlain, kSilu, kRope };
+
 // xmap: x [T][K] in boxes of 64 x 128; wmap: w [N][K] in boxes of 64 x kCols (kSilu: w [2 N][K],
 // gate rows then up rows, in boxes of 64 x kCols / 2); omap (kTmaStore): out [T][N] in boxes of
 // 64 x 64 (all 128B-swizzled). kSilu (with kTmaStore): a tile's kCols weight rows are kCols / 2
 // gate rows and the up rows of the same outputs, and out = silu(x gate^T) * (x up^T).
-template <int kCols, int kStages, bool kPersistent, bool kTmaStore, bool kSilu>
+template <int kCols, int kStages, bool kPersistent, bool kTmaStore, int kEpi>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap,
-                      const __grid_constant__ CUtensorMap omap, __nv_bfloat16* __restrict__ out, int T, int N, int K) {
+                      const __grid_constant__ CUtensorMap omap, __nv_bfloat16* __restrict__ out, int T, int N, int K,
+                      const GemmRopeEpilogue rope) {
   using S = GemmSmem<kCols, kStages, kTmaStore>;
-  static_assert(!kSilu || (kTmaStore && kCols == 256), "the fused SiLU epilogue is the TMA-store one's");
-  constexpr int kOutCols = kSilu ? kCols / 2 : kCols;  // outputs a tile
+  static_assert(kEpi == kPlain || (kTmaStore && kCols == 256), "the fused epilogues are the TMA-store form's");
+  constexpr bool kGated = kEpi == kSilu;
+  constexpr int kOutCols = kGated ? kCols / 2 : kCols;  // outputs a tile
 #ifndef NANOVLLM_WGMMA
   __trap();  // no sm_90a code: fail the launch rather than write zeros (CudaBackend::wgmma())
 #endif
@@ -171,6 +298,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   // A CTA's tiles: its own (one a CTA), or every gridDim.x-th from blockIdx.x (persistent).
   const int first = int(blockIdx.x), step = kPersistent ? int(gridDim.x) : tiles;
 
+  // kRope: the q and k norm weights as floats (1 where there is no norm), read by the epilogue.
+  __shared__ float norm_w[kEpi == kRope ? 256 : 1];
+  if constexpr (kEpi == kRope)
+    for (int i = int(threadIdx.x); i < 256; i += kThreads) {
+      const bf16* src = static_cast<const bf16*>(i < 128 ? rope.q_norm : rope.k_norm);
+      norm_w[i] = src ? __bfloat162float(src[i & 127]) : 1.f;
+    }
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(&full[s], 1);
@@ -194,7 +328,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           mbar_arrive_expect_tx(&full[s], uint32_t(S::kStageBytes));
           tma_load_2d(xs, &xmap, i * kTK, t0, &full[s]);
           tma_load_2d(xs + S::kXBytes, &wmap, i * kTK, n0, &full[s]);
-          if (kSilu) tma_load_2d(xs + S::kXBytes + kOutCols * 128, &wmap, i * kTK, N + n0, &full[s]);
+          if (kGated) tma_load_2d(xs + S::kXBytes + kOutCols * 128, &wmap, i * kTK, N + n0, &full[s]);
         }
       }
     }
@@ -205,6 +339,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int b = first; b < tiles; b += step) {
     int t0, n0;
     origin(b, t0, n0);
+    unsigned char* epi = smem + S::kEpiOff + wg * 2 * kEpiBox;
+    if constexpr (kEpi == kRope) load_rope_table(rope, epi, wg, T, t0);
     float acc[kCols / 8][4];
 #pragma unroll
     for (int j = 0; j < kCols / 8; ++j)
@@ -228,8 +364,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncwarp();
     mbar_arrive_if(&empty[(c + kStages - 1) % kStages], lane == 0);  // the tile's last stage
 
-    unsigned char* epi = smem + S::kEpiOff + wg * 2 * kEpiBox;
-    if constexpr (kSilu)
+    if constexpr (kEpi == kRope) {
+      cp_async_wait<0>();
+      named_sync(1 + wg, 128);  // every thread's table copies have landed
+      const int rl = 16 * (warp & 3) + g;
+      rope_epilogue(acc, rope, norm_w, epi, T, t0 + 64 * wg + rl, rl, n0, q);
+      store_tma<2>([&](int j, int c) { return acc[j][c]; }, &omap, epi, wg, warp, g, q, t0, n0);
+    } else if constexpr (kGated)
       store_tma<1>([&](int j, int c) { return silu_mul(acc[j][c], acc[j + 16][c]); }, &omap, epi, wg, warp, g, q, t0,
                    n0);
     else if constexpr (kTmaStore)
@@ -240,28 +381,34 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (kTmaStore && (threadIdx.x & 127) == 0) tma_store_wait<0>();  // before the CTA's shared memory goes
 }
 
-template <int kCols, int kStages, bool kPersistent, bool kTmaStore = false, bool kSilu = false>
-void run_form(const void* x, const void* w, void* out, int64_t T, int64_t N, int64_t K, cudaStream_t stream) {
+template <int kCols, int kStages, bool kPersistent, bool kTmaStore = false, int kEpi = kPlain>
+constexpr auto kernel_of = gemm_wgmma_kernel<kCols, kStages, kPersistent, kTmaStore, kEpi>;
+
+template <int kCols, int kStages, bool kPersistent, bool kTmaStore = false, int kEpi = kPlain>
+void allow_smem() {
+  NV_CUDA_CHECK(cudaFuncSetAttribute(kernel_of<kCols, kStages, kPersistent, kTmaStore, kEpi>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     GemmSmem<kCols, kStages, kTmaStore>::kBytes));
+}
+
+template <int kCols, int kStages, bool kPersistent, bool kTmaStore = false, int kEpi = kPlain>
+void run_form(const void* x, const void* w, void* out, int64_t T, int64_t N, int64_t K, int num_sms,
+              cudaStream_t stream, const GemmRopeEpilogue& rope = {}) {
   using S = GemmSmem<kCols, kStages, kTmaStore>;
-  auto kernel = gemm_wgmma_kernel<kCols, kStages, kPersistent, kTmaStore, kSilu>;
-  constexpr int kOutCols = kSilu ? kCols / 2 : kCols;
-  NV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kBytes));
+  constexpr bool kGated = kEpi == kSilu;
+  constexpr int kOutCols = kGated ? kCols / 2 : kCols;
   const TmaDesc xmap = make_tma_2d(x, true, K, T, K * 2, kTK, kRows, true, "gemm_wgmma x");
-  const TmaDesc wmap = make_tma_2d(w, true, K, kSilu ? 2 * N : N, K * 2, kTK, kOutCols, true, "gemm_wgmma w");
+  const TmaDesc wmap = make_tma_2d(w, true, K, kGated ? 2 * N : N, K * 2, kTK, kOutCols, true, "gemm_wgmma w");
   if (kTmaStore && (N % 8 != 0 || !aligned16({out})))
     throw Error("gemm_wgmma: the TMA-store epilogue needs N % 8 == 0 and out 16-byte aligned (N " + std::to_string(N) +
                 ")");
   const TmaDesc omap = kTmaStore ? make_tma_2d(out, true, N, T, N * 2, 64, 64, true, "gemm_wgmma out") : wmap;
   int64_t grid = ((T + kRows - 1) / kRows) * ((N + kOutCols - 1) / kOutCols);
-  if (kPersistent) {
-    int dev = 0, sms = 0;
-    NV_CUDA_CHECK(cudaGetDevice(&dev));
-    NV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    grid = std::min<int64_t>(grid, int64_t(sms));
-  }
-  launch(kernel, dim3(unsigned(grid)), dim3(kThreads), S::kBytes, Stream{stream, false},
-         *reinterpret_cast<const CUtensorMap*>(xmap.bytes), *reinterpret_cast<const CUtensorMap*>(wmap.bytes),
-         *reinterpret_cast<const CUtensorMap*>(omap.bytes), static_cast<__nv_bfloat16*>(out), int(T), int(N), int(K));
+  if (kPersistent) grid = std::min<int64_t>(grid, int64_t(num_sms));
+  launch(kernel_of<kCols, kStages, kPersistent, kTmaStore, kEpi>, dim3(unsigned(grid)), dim3(kThreads), S::kBytes,
+         Stream{stream, false}, *reinterpret_cast<const CUtensorMap*>(xmap.bytes),
+         *reinterpret_cast<const CUtensorMap*>(wmap.bytes), *reinterpret_cast<const CUtensorMap*>(omap.bytes),
+         static_cast<__nv_bfloat16*>(out), int(T), int(N), int(K), rope);
   NV_LAUNCH_CHECK();
 }
 
@@ -278,8 +425,17 @@ const char* gemm_wgmma_form_name(GemmWgmmaForm form) {
   return "?";
 }
 
+void gemm_wgmma_init() {
+  allow_smem<256, 4, false>();
+  allow_smem<256, 4, true>();
+  allow_smem<256, 4, true, true>();
+  allow_smem<256, 4, true, true, kSilu>();
+  allow_smem<256, 4, true, true, kRope>();
+  allow_smem<128, 6, false>();
+}
+
 void gemm_wgmma(const void* x, const void* w, void* out, int64_t T, int64_t N, int64_t K, GemmWgmmaForm form,
-                void* stream) {
+                int num_sms, void* stream) {
   if (T < 1 || N < 1 || K < 8 || K % 8 != 0 || T > (int64_t(1) << 30) || N > (int64_t(1) << 30) ||
       K > (int64_t(1) << 30))
     throw Error("gemm_wgmma: [" + std::to_string(T) + ", " + std::to_string(K) + "] x [" + std::to_string(N) + ", " +
@@ -288,12 +444,29 @@ void gemm_wgmma(const void* x, const void* w, void* out, int64_t T, int64_t N, i
     throw Error("gemm_wgmma: x and w must be 16-byte aligned, out 4-byte aligned");
   const auto st = static_cast<cudaStream_t>(stream);
   switch (form) {
-    case GemmWgmmaForm::Cols256Stages4: return run_form<256, 4, false>(x, w, out, T, N, K, st);
-    case GemmWgmmaForm::Cols256Stages4Persistent: return run_form<256, 4, true>(x, w, out, T, N, K, st);
-    case GemmWgmmaForm::Cols256Stages4PersistentTmaStore: return run_form<256, 4, true, true>(x, w, out, T, N, K, st);
-    case GemmWgmmaForm::GateUpSilu: return run_form<256, 4, true, true, true>(x, w, out, T, N, K, st);
-    case GemmWgmmaForm::Cols128Stages6: return run_form<128, 6, false>(x, w, out, T, N, K, st);
+    case GemmWgmmaForm::Cols256Stages4: return run_form<256, 4, false>(x, w, out, T, N, K, num_sms, st);
+    case GemmWgmmaForm::Cols256Stages4Persistent: return run_form<256, 4, true>(x, w, out, T, N, K, num_sms, st);
+    case GemmWgmmaForm::Cols256Stages4PersistentTmaStore:
+      return run_form<256, 4, true, true>(x, w, out, T, N, K, num_sms, st);
+    case GemmWgmmaForm::GateUpSilu: return run_form<256, 4, true, true, kSilu>(x, w, out, T, N, K, num_sms, st);
+    case GemmWgmmaForm::Cols128Stages6: return run_form<128, 6, false>(x, w, out, T, N, K, num_sms, st);
   }
+}
+
+void gemm_wgmma_rope(const void* x, const void* w, void* qkv, int64_t T, int64_t K, const GemmRopeEpilogue& rope,
+                     int num_sms, void* stream) {
+  const int64_t N = (int64_t(rope.num_heads) + 2 * rope.num_kv_heads) * 128;
+  if (T < 1 || K < 8 || K % 8 != 0 || T > (int64_t(1) << 30) || K > (int64_t(1) << 30) || rope.num_heads < 1 ||
+      rope.num_kv_heads < 1 || N % 256 != 0 || !rope.cos_sin || (!rope.q_norm) != (!rope.k_norm) ||
+      (rope.slots && (!rope.k_cache || !rope.v_cache)))
+    throw Error("gemm_wgmma_rope: [" + std::to_string(T) + ", " + std::to_string(K) + "] x " +
+                std::to_string(rope.num_heads) + " + 2 x " + std::to_string(rope.num_kv_heads) +
+                " heads of 128 is outside the kernel's limits (T >= 1; K >= 8, a multiple of 8; an even count of "
+                "heads; a cos/sin table; both norm weights or neither; both caches with slots)");
+  if (!aligned16({x, w, qkv, rope.cos_sin, rope.k_cache, rope.v_cache}) ||
+      reinterpret_cast<uintptr_t>(rope.q_norm) % 4 != 0 || reinterpret_cast<uintptr_t>(rope.k_norm) % 4 != 0)
+    throw Error("gemm_wgmma_rope: x, w, qkv, the table and the caches must be 16-byte aligned, the weights 4-byte");
+  run_form<256, 4, true, true, kRope>(x, w, qkv, T, N, K, num_sms, static_cast<cudaStream_t>(stream), rope);
 }
 
 }  // namespace nanovllm::cuda

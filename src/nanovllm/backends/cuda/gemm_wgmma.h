@@ -1,8 +1,8 @@
 // Our own Hopper BF16 GEMM (gemm_wgmma.cu), host side: out[T, N] = x[T, K] @ w[N, K]^T, BF16
-// operands and output, FP32 accumulation, as CudaBackend::linear's cuBLASLt GEMM computes it. The
-// first step of a GEMM whose epilogue can take the ops cuBLASLt cannot fuse (SiLU-and-mul, the q/k
-// norm + RoPE, residual adds); for now a program (bench/gemm_bench.cpp) measures it against
-// cuBLASLt and a GPU test checks it, and no op runs it.
+// operands and output, FP32 accumulation, as CudaBackend::linear's cuBLASLt GEMM computes it. Its
+// epilogue takes the ops cuBLASLt has no epilogue for: SiLU-and-mul (GateUpSilu) and the q/k norm +
+// RoPE + KV store (gemm_wgmma_rope). The backend's linear ops run it under KernelOptions::gemm
+// (kernel_plan.h: plan_linear, linear_rope_fuses); bench/gemm_bench.cpp measures it against cuBLASLt.
 #pragma once
 #include <cstdint>
 
@@ -15,8 +15,8 @@ namespace nanovllm::cuda {
 // The persistent 128 x 256 form also with the epilogue through shared memory and TMA stores
 // (PersistentTmaStore; needs N % 8 == 0 and out 16-byte aligned). GateUpSilu: that form on a
 // gate_up weight, w [2 N][K] (gate rows, then up rows), out [T, N] = silu(x gate^T) * (x up^T)
-// rounded as linear + silu_and_mul round it (a tile: 128 outputs, their gate and up rows). Neither
-// has run on a GPU yet. kGemmWgmmaForms: the plain forms.
+// rounded as linear + silu_and_mul round it (a tile: 128 outputs, their gate and up rows).
+// kGemmWgmmaForms: the plain forms.
 enum class GemmWgmmaForm {
   Cols256Stages4,
   Cols256Stages4Persistent,
@@ -29,12 +29,37 @@ inline constexpr GemmWgmmaForm kGemmWgmmaForms[] = {
     GemmWgmmaForm::Cols256Stages4PersistentTmaStore, GemmWgmmaForm::Cols128Stages6};
 const char* gemm_wgmma_form_name(GemmWgmmaForm form);
 
+// Lets every form's kernel use its shared memory: once per device, before any gemm_wgmma there
+// (CudaBackend's constructor, where wgmma() holds).
+void gemm_wgmma_init();
+
 // Runs the GEMM on `stream` (a cudaStream_t). x, w, out: device BF16, row-major and dense (GateUpSilu:
-// w [2 N][K]); T, N >= 1,
-// K >= 8 with K % 8 == 0 (the TMA row pitch); the tails of T, N and K are handled (zero-filled
-// reads, guarded stores); Error for shapes outside the limits. Only where CudaBackend::wgmma()
-// (a Hopper GPU and a build with sm_90a code): elsewhere the launch fails.
+// w [2 N][K]); T, N >= 1, K >= 8 with K % 8 == 0 (the TMA row pitch); the tails of T, N and K are
+// handled (zero-filled reads, guarded stores); Error for shapes outside the limits. num_sms: the
+// device's SMs (the persistent forms' grid). Only where CudaBackend::wgmma() (a Hopper GPU and a
+// build with sm_90a code) and after gemm_wgmma_init(): elsewhere the launch fails.
 void gemm_wgmma(const void* x, const void* w, void* out, int64_t T, int64_t N, int64_t K, GemmWgmmaForm form,
-                void* stream);
+                int num_sms, void* stream);
+
+// The attention's qkv projection with qk_norm_rope_store in its epilogue (the persistent TMA-store
+// form): qkv [T, (Hq + 2 Hkv) 128] = x w^T rounded to BF16, then, bit for bit as
+// CudaBackend::qk_norm_rope_store computes it on that output, the q and k heads RMS-normalised
+// (q_norm / k_norm [128] BF16; both null: no norm) and rotated (rotate-half) with cos_sin [T][64]
+// (BF16 pairs, cos in the low half, sin: row t's position, rope_cos_sin's values, qk_norm_rope.cuh),
+// and the k (after RoPE) and
+// v heads of row t written into the caches [slots][Hkv][128] BF16 at slots[t] (-1: not; slots null:
+// no store). Head dim 128 and Hq + 2 Hkv even: a 256-column tile is two whole heads.
+struct GemmRopeEpilogue {
+  const uint32_t* cos_sin = nullptr;
+  const void* q_norm = nullptr;
+  const void* k_norm = nullptr;
+  float eps = 1e-6f;
+  int num_heads = 0, num_kv_heads = 0;
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+  const int32_t* slots = nullptr;
+};
+void gemm_wgmma_rope(const void* x, const void* w, void* qkv, int64_t T, int64_t K, const GemmRopeEpilogue& rope,
+                     int num_sms, void* stream);
 
 }  // namespace nanovllm::cuda

@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const bf16* __restri
       }
       if constexpr (kSilu) {
         const float g = bf16_round(s);
-        s = bf16_round(g / (1.0f + expf(-g))) * bf16_round(u);
+        s = silu_bf16(g) * bf16_round(u);
       }
       if constexpr (std::is_same_v<OutT, float>)
         out[int64_t(m) * N + n0 + r] = s;

@@ -223,7 +223,7 @@ template <bool kSilu, class OutT>
 __device__ __forceinline__ void int_gemv_store(float s, float u, OutT* o) {
   if constexpr (kSilu) {
     const float gt = bf16_round(s);
-    s = bf16_round(gt / (1.0f + expf(-gt))) * bf16_round(u);
+    s = silu_bf16(gt) * bf16_round(u);
   }
   if constexpr (std::is_same_v<OutT, float>)
     *o = s;

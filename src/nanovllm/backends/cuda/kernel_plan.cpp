@@ -34,11 +34,31 @@ GemvShape gemv_shape(int64_t T, bool norm) {
   return s;
 }
 
+bool gemm_wgmma_applies(const LinearProblem& p, const KernelOptions& o) {
+  if (o.gemm == Gemm::CublasLt || !p.wgmma || !p.bf16 || p.f32_out || !p.aligned16 || p.T < kGemmWgmmaMinRows ||
+      p.N % 8 != 0 || p.K % 8 != 0 || p.N > kGemvMaxDim || p.K > kGemvMaxDim || p.T > kGemvMaxDim)
+    return false;
+  if (o.gemm == Gemm::Wgmma) return true;
+  // auto: only where the epilogue takes a kernel's work (SiLU-and-mul, or the q/k norm + RoPE + KV
+  // store), at the sizes where that measured faster than cuBLASLt and the separate kernel.
+  return (p.silu_mul || p.rope) && p.T >= kGemmWgmmaAutoRows && p.K <= kGemmWgmmaAutoMaxK;
+}
+
+bool linear_rope_fuses(const LinearProblem& p, int64_t head_dim, int64_t heads, bool kv_bf16, const KernelOptions& o) {
+  LinearProblem q = p;
+  q.rope = true;
+  return !p.silu_mul && head_dim == 128 && heads % 2 == 0 && p.N == heads * head_dim && kv_bf16 &&
+         gemm_wgmma_applies(q, o);
+}
+
 LinearPlan plan_linear(const LinearProblem& p, const KernelOptions& o, const std::function<int64_t()>& norm_wave) {
   LinearPlan plan;
   const bool gemv = p.bf16 && p.aligned16 && p.T >= 1 && p.T <= kGemvMaxM && p.N >= 1 && p.K % 8 == 0 &&
                     p.N <= kGemvMaxDim && p.K <= kGemvMaxDim && !(p.f32_out && p.silu_mul);
-  if (!gemv) return plan;
+  if (!gemv) {
+    if (gemm_wgmma_applies(p, o)) plan.kernel = LinearKernel::Wgmma;
+    return plan;
+  }
   plan.kernel = LinearKernel::Gemv;
   if (p.norm && !p.f32_out && p.T * p.K * 2 <= kGemvNormSmem) {
     switch (o.gemv_norm) {

@@ -20,6 +20,19 @@
 //    faster at K = 4096 (Qwen3-8B) in one wave and slower beyond it
 //    (bench/RESULTS.md: "in one wave only 206.2"); hence K <= 2048 and one wave. Not fused:
 //    add_rms_norm, then the product as plan_linear chooses for it without the norm.
+//  * Past the GEMV, KernelOptions::gemm picks cuBLASLt or our Hopper GEMM (gemm_wgmma.cu): its
+//    persistent 128 x 256 form with the TMA-store epilogue, and for silu_mul its fused gate_up +
+//    SiLU form (no [T, 2I] intermediate, no silu_and_mul kernel). It applies (gemm_wgmma_applies)
+//    on an sm_90 GPU with a build carrying sm_90a, BF16 x, w and out (not the F32 partial sums of
+//    row-parallel layers), 16-byte aligned, N % 8 == 0 (the TMA store's row pitch), K % 8 == 0, and
+//    at least kGemmWgmmaMinRows rows (gemm=wgmma). gemm=auto (default) takes it only where the
+//    epilogue takes a kernel's work (the gated MLP's SiLU, the qkv projection's q/k norm + RoPE + KV
+//    store: add_rms_norm_linear_rope) from kGemmWgmmaAutoRows rows at K <= kGemmWgmmaAutoMaxK.
+//    Measured on an H200 (bench/RESULTS.md, "gemm=auto"): the plain TMA-store form at 0.97-1.04x
+//    cuBLASLt's TFLOP/s from 4,096 rows on Qwen3-0.6B and -8B shapes, so no gain alone (and 0.3-0.8x
+//    at 512-1,024 rows); gate_up + SiLU 1.08-1.10x cuBLASLt + silu_and_mul on Qwen3-0.6B at 4,096 and
+//    16,384 rows, 0.91-1.00x on Qwen3-8B's (K 4,096); embeddings (Qwen3-0.6B, 16,384-token steps)
+//    1.4% faster with both fusions than on cuBLASLt, 3.4-4.5% slower with every product on ours.
 //
 // plan_attention (attention; attention.cu): which kernels compute a batch's attention.
 //  * The split-KV decode kernel (attention_decode.cu) takes the leading sequences that have exactly
@@ -110,7 +123,11 @@ constexpr bool decode_eight_warps_fit(int64_t head_dim, int64_t group) { return 
 enum class LinearKernel {
   Gemv,      // gemv.cu (SiLU and the norm prologue fused as the plan says)
   CublasLt,  // gemm_cublaslt.cu (then silu_and_mul for silu_mul)
+  Wgmma,     // gemm_wgmma.cu (its fused gate_up + SiLU form for silu_mul)
 };
+constexpr int64_t kGemmWgmmaMinRows = 512;    // gemm=wgmma: fewer rows stay on cuBLASLt
+constexpr int64_t kGemmWgmmaAutoRows = 4096;  // gemm=auto: the fused epilogues from this many rows
+constexpr int64_t kGemmWgmmaAutoMaxK = 2048;  // gemm=auto: and at most this K
 
 // out[T, N] = x[T, K] @ w[N, K]^T; with silu_mul, w has 2N rows [gate; up] and out = silu(gate) * up.
 struct LinearProblem {
@@ -120,6 +137,8 @@ struct LinearProblem {
   bool norm = false;      // add_rms_norm_linear: x is first added to the residual and normalized
   bool bf16 = true;       // every operand BF16
   bool aligned16 = true;  // every pointer 16-byte aligned
+  bool wgmma = false;     // gemm_wgmma runs on this device and build (CudaBackend::wgmma())
+  bool rope = false;      // add_rms_norm_linear_rope: the q/k norm + RoPE + KV store may join the product
 };
 
 // The GEMV's CTA shape: weight rows per CTA (SiLU: half gate, half up rows).
@@ -154,6 +173,13 @@ int64_t gemv_grid(const LinearProblem& p);
 // norm_wave(): CTAs of the norm-prologue GEMV for (T, K, silu_mul) that the GPU holds at once;
 // called only where the rule needs it (gemv_norm auto, K <= 2048).
 LinearPlan plan_linear(const LinearProblem& p, const KernelOptions& o, const std::function<int64_t()>& norm_wave);
+// Whether gemm_wgmma takes p (past the GEMV) under o.gemm: the rule above.
+bool gemm_wgmma_applies(const LinearProblem& p, const KernelOptions& o);
+// add_rms_norm_linear_rope (qk_norm_rope.cu): add_rms_norm, then gemm_wgmma_rope, the qkv product
+// with qk_norm_rope_store in its epilogue, where gemm_wgmma takes the product (p: N the qkv width,
+// no SiLU) and the epilogue can: head_dim 128 and an even count of q + k + v heads (a 256-column
+// tile is two whole heads), a BF16 KV cache. Else add_rms_norm_linear, then qk_norm_rope_store.
+bool linear_rope_fuses(const LinearProblem& p, int64_t head_dim, int64_t heads, bool kv_bf16, const KernelOptions& o);
 
 // ---- FP8 weights (linear_quantized; fp8_linear.cu, semantics in backends/fp8_weights.h)
 //  * The FP8 GEMV for 1 <= T <= kFp8GemvMaxM rows of BF16 x, K % 16 == 0 (16 codes per 16-byte

@@ -26,6 +26,7 @@
 #include "nanovllm/backends/cuda/cuda_backend.h"
 #include "nanovllm/backends/cuda/cuda_common.cuh"
 #include "nanovllm/backends/cuda/fp8.cuh"
+#include "nanovllm/backends/cuda/gemm_wgmma.h"
 #include "nanovllm/backends/cuda/qk_norm_rope.cuh"
 
 namespace nanovllm {
@@ -129,6 +130,26 @@ __global__ void qk_norm_rope_kernel(bf16* __restrict__ qkv, const bf16* __restri
   }
 }
 
+__global__ void rope_table_kernel(const int32_t* __restrict__ pos, const InvFreq inv_freq, float rope_scale, int64_t T,
+                                  int half, __nv_bfloat162* __restrict__ out) {
+  pdl_begin();
+  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= T * half) return;
+  const int64_t t = e / half;
+  const int i = int(e - t * half);
+  float c, s;
+  rope_cos_sin(float(pos[t]), inv_freq.v[i], rope_scale, c, s);
+  out[e] = __floats2bfloat162_rn(c, s);
+}
+
+void cuda::launch_rope_cos_sin_table(const int32_t* pos, const InvFreq& inv_freq, float rope_scale, int64_t T, int half,
+                                     uint32_t* out, Stream st) {
+  if (T == 0) return;
+  launch(rope_table_kernel, dim3(unsigned(ceil_div(T * half, 256))), dim3(256), 0, st, pos, inv_freq, rope_scale, T,
+         half, reinterpret_cast<__nv_bfloat162*>(out));
+  NV_LAUNCH_CHECK();
+}
+
 // Checks, then the launch; kv.k == nullptr: no cache store.
 static void run_qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
                              int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps,
@@ -191,6 +212,53 @@ void CudaBackend::qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const 
   kv.inv_v = 1.0f / kv_scales.v;
   run_qk_norm_rope(qkv, q_norm_w, k_norm_w, positions, num_heads, num_kv_heads, head_dim, eps, rope, kv, on_stream(),
                    num_sms_, options_);
+}
+
+// The qkv product with the q/k norm + RoPE + KV store in its epilogue where the plan says
+// (kernel_plan.h: linear_rope_fuses): add_rms_norm, the cos/sin table of this step's positions,
+// then gemm_wgmma_rope; else the two ops.
+void CudaBackend::add_rms_norm_linear_rope(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps,
+                                           const Tensor& w, Tensor& out, const QkNormRopeStore& r) {
+  check_add_rms_norm_linear(x, residual, norm_w, w, out, false);
+  const int64_t T = x.size(0), K = x.size(1), N = out.size(1), D = r.head_dim;
+  LinearProblem prob;
+  prob.T = T, prob.N = N, prob.K = K;
+  prob.bf16 = x.dtype() == DType::BF16 && residual.dtype() == DType::BF16 && norm_w.dtype() == DType::BF16 &&
+              w.dtype() == DType::BF16 && out.dtype() == DType::BF16;
+  prob.aligned16 = aligned16({x.raw(), w.raw(), out.raw(), residual.raw(), norm_w.raw()});
+  prob.wgmma = wgmma_;
+  const bool kv_bf16 = r.k_cache.defined() && r.v_cache.defined() && r.k_cache.dtype() == DType::BF16 &&
+                       r.v_cache.dtype() == DType::BF16 && aligned16({r.k_cache.raw(), r.v_cache.raw()});
+  if (!linear_rope_fuses(prob, D, r.num_heads + 2 * r.num_kv_heads, kv_bf16, options_))
+    return Backend::add_rms_norm_linear_rope(x, residual, norm_w, eps, w, out, r);
+  check_qkv(out, r.num_heads, r.num_kv_heads, D, "add_rms_norm_linear_rope");
+  check_rope(r.rope, D, "add_rms_norm_linear_rope");
+  check_qk_norm_weights(r.q_norm_w, r.k_norm_w, D, "add_rms_norm_linear_rope");
+  check_kv_cache(r.k_cache, r.v_cache, r.num_kv_heads, D);
+  check_metadata(r.md, T, r.k_cache.size(0) * r.k_cache.size(1));
+  if (r.positions.numel() != T || r.positions.dtype() != DType::I32)
+    throw Error("add_rms_norm_linear_rope: positions must be [T] I32");
+  const bool norm = r.q_norm_w.defined();
+  if (norm && (r.q_norm_w.dtype() != DType::BF16 || r.k_norm_w.dtype() != DType::BF16))
+    throw Error("add_rms_norm_linear_rope: the q/k norm weights must be BF16");
+  if (!r.md.d_slot_mapping.defined())
+    throw Error("add_rms_norm_linear_rope: prepare_metadata() was not called for this batch");
+  if (T == 0) return;
+  add_rms_norm(x, residual, norm_w, eps);
+  InvFreq f{};
+  for (int64_t i = 0; i < D / 2; ++i) f.v[i] = r.rope.inv_freq[size_t(i)];
+  Tensor table = empty({T, D / 2}, DType::I32);  // [T][D/2] (cos, sin) BF16 pairs
+  launch_rope_cos_sin_table(r.positions.data<int32_t>(), f, r.rope.attention_scaling, T, int(D / 2),
+                            reinterpret_cast<uint32_t*>(table.data<int32_t>()), on_stream());
+  GemmRopeEpilogue e;
+  e.cos_sin = reinterpret_cast<const uint32_t*>(table.data<int32_t>());
+  e.q_norm = norm ? r.q_norm_w.raw() : nullptr;
+  e.k_norm = norm ? r.k_norm_w.raw() : nullptr;
+  e.eps = r.eps;
+  e.num_heads = int(r.num_heads), e.num_kv_heads = int(r.num_kv_heads);
+  e.k_cache = r.k_cache.raw(), e.v_cache = r.v_cache.raw();
+  e.slots = r.md.d_slot_mapping.data<int32_t>();
+  gemm_wgmma_rope(x.raw(), w.raw(), out.raw(), T, K, e, num_sms_, stream_);
 }
 
 }  // namespace nanovllm

@@ -35,6 +35,11 @@ __device__ __forceinline__ void rope_cos_sin(float p, float f, float rope_scale,
   s_out = bf16_round(float(s) * rope_scale);
 }
 
+// out [T][D/2]: (cos, sin) of row t's position at each inverse frequency, rope_cos_sin's values
+// (BF16, exact) as a BF16 pair, cos in the low half: the table of gemm_wgmma_rope's epilogue.
+void launch_rope_cos_sin_table(const int32_t* pos, const InvFreq& inv_freq, float rope_scale, int64_t T, int half,
+                               uint32_t* out, Stream st);
+
 // The token kernel on `st` with `plan` (kernel Token). qkv [T, W] in place; qw/kw null: no norm.
 // CTAs whose linear index is below early_ctas (the first wave, which may start while the qkv GEMM
 // still runs) compute their cos/sin table before the wait on it; the others after issuing their loads.

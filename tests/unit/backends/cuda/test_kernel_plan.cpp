@@ -136,6 +136,71 @@ TEST(KernelPlan, LinearMeasuredCases) {
   EXPECT_EQ(gemv_grid(q), 512);  // SiLU CTAs take 2 outputs
 }
 
+// gemm=wgmma: our Hopper GEMM past the GEMV wherever its limits hold, cuBLASLt elsewhere.
+TEST(KernelPlan, LinearOurHopperGemmWhereItApplies) {
+  KernelOptions wg, lt;
+  wg.gemm = Gemm::Wgmma, lt.gemm = Gemm::CublasLt;
+  auto wave = [] { return int64_t(264); };
+  LinearProblem p;  // Qwen3-0.6B's gate_up at a 16,384-token prefill step
+  p.T = 16384, p.N = 3072, p.K = 1024, p.silu_mul = true, p.wgmma = true;
+  EXPECT_EQ(plan_linear(p, wg, wave).kernel, LinearKernel::Wgmma);
+  EXPECT_TRUE(gemm_wgmma_applies(p, wg));
+  EXPECT_EQ(plan_linear(p, lt, wave).kernel, LinearKernel::CublasLt);
+  p.norm = true;  // add_rms_norm_linear: the norm first, then this product
+  EXPECT_EQ(plan_linear(p, wg, wave).kernel, LinearKernel::Wgmma);
+  EXPECT_FALSE(plan_linear(p, wg, wave).fused_norm);
+  auto kernel_with = [&](auto change) {
+    LinearProblem q = p;
+    change(q);
+    return plan_linear(q, wg, wave).kernel;
+  };
+  EXPECT_EQ(kernel_with([](LinearProblem& q) { q.T = kGemmWgmmaMinRows; }), LinearKernel::Wgmma);
+  EXPECT_EQ(kernel_with([](LinearProblem& q) { q.T = kGemmWgmmaMinRows - 1; }), LinearKernel::CublasLt);
+  EXPECT_EQ(kernel_with([](LinearProblem& q) { q.T = 4; }), LinearKernel::Gemv);
+  EXPECT_EQ(kernel_with([](LinearProblem& q) { q.wgmma = false; }), LinearKernel::CublasLt);  // not sm_90a
+  EXPECT_EQ(kernel_with([](LinearProblem& q) { q.silu_mul = false, q.f32_out = true; }), LinearKernel::CublasLt);
+  EXPECT_EQ(kernel_with([](LinearProblem& q) { q.N = 3076; }), LinearKernel::CublasLt);  // N % 8
+  EXPECT_EQ(kernel_with([](LinearProblem& q) { q.K = 1028; }), LinearKernel::CublasLt);  // K % 8
+  EXPECT_EQ(kernel_with([](LinearProblem& q) { q.aligned16 = false; }), LinearKernel::CublasLt);
+  EXPECT_EQ(kernel_with([](LinearProblem& q) { q.bf16 = false; }), LinearKernel::CublasLt);
+  EXPECT_EQ(kernel_with([](LinearProblem& q) { q.silu_mul = false; }), LinearKernel::Wgmma);
+}
+
+// gemm=auto (the default): our GEMM only where its epilogue takes a kernel's work, from
+// kGemmWgmmaAutoRows rows at K <= kGemmWgmmaAutoMaxK (measured: bench/RESULTS.md, "fused epilogues").
+TEST(KernelPlan, LinearAutoTakesTheFusedEpiloguesWhereMeasuredFaster) {
+  const KernelOptions def;
+  auto wave = [] { return int64_t(264); };
+  LinearProblem p;  // Qwen3-0.6B's gate_up at a 16,384-token step
+  p.T = 16384, p.N = 3072, p.K = 1024, p.silu_mul = true, p.wgmma = true;
+  EXPECT_EQ(plan_linear(p, def, wave).kernel, LinearKernel::Wgmma);
+  LinearProblem q = p;
+  q.T = kGemmWgmmaAutoRows - 1;
+  EXPECT_EQ(plan_linear(q, def, wave).kernel, LinearKernel::CublasLt);
+  q = p, q.K = 4096;  // Qwen3-8B's hidden size
+  EXPECT_EQ(plan_linear(q, def, wave).kernel, LinearKernel::CublasLt);
+  q = p, q.silu_mul = false;  // a plain product: cuBLASLt
+  EXPECT_EQ(plan_linear(q, def, wave).kernel, LinearKernel::CublasLt);
+  q = p, q.wgmma = false;
+  EXPECT_EQ(plan_linear(q, def, wave).kernel, LinearKernel::CublasLt);
+  // The qkv product with the q/k norm + RoPE + KV store: 16 q + 8 + 8 kv heads of 128.
+  LinearProblem r;
+  r.T = 16384, r.N = 4096, r.K = 1024, r.wgmma = true;
+  EXPECT_TRUE(linear_rope_fuses(r, 128, 32, true, def));
+  EXPECT_FALSE(linear_rope_fuses(r, 128, 32, false, def));  // an FP8 KV cache
+  EXPECT_FALSE(linear_rope_fuses(r, 64, 64, true, def));    // head_dim 64
+  LinearProblem odd = r;
+  odd.N = 33 * 128;  // an odd count of heads: a tile would split one
+  EXPECT_FALSE(linear_rope_fuses(odd, 128, 33, true, def));
+  LinearProblem few = r;
+  few.T = kGemmWgmmaAutoRows - 1;
+  EXPECT_FALSE(linear_rope_fuses(few, 128, 32, true, def));
+  KernelOptions wg, lt;
+  wg.gemm = Gemm::Wgmma, lt.gemm = Gemm::CublasLt;
+  EXPECT_TRUE(linear_rope_fuses(few, 128, 32, true, wg));
+  EXPECT_FALSE(linear_rope_fuses(r, 128, 32, true, lt));
+}
+
 // The GEMV's CTA shape (gemv_shape): 2 weight rows per CTA at one row of x, else 4; the norm
 // prologue keeps 4 (its wave rule counts CTAs of 4 rows).
 TEST(KernelPlan, GemvShapeTwoRowsAtBatchOne) {
