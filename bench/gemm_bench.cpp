@@ -116,20 +116,23 @@ int main(int argc, char** argv) {
           be.linear(x, w, ref);
           be.silu_and_mul(ref, act);
         });
-        const double fused_us = us_per_call(be, reps, [&] {
-          cuda::gemm_wgmma(x.raw(), w.raw(), fused.raw(), m, I, g.k, cuda::GemmWgmmaForm::GateUpSilu, be.num_sms(),
-                           be.stream());
-        });
+        char buf[256];
+        std::snprintf(buf, sizeof buf, ", \"cublaslt_silu_and_mul_us\": %.2f", unfused_us);
+        forms += buf;
         std::vector<uint16_t> a(size_t(m * I)), f(size_t(m * I));
         be.download(act, a.data());
-        be.download(fused, f.data());
-        size_t differ = 0;
-        for (size_t i = 0; i < a.size(); ++i) differ += a[i] != f[i];
-        char buf[256];
-        std::snprintf(buf, sizeof buf,
-                      ", \"cublaslt_silu_and_mul_us\": %.2f, \"gate_up_silu_us\": %.2f, \"gate_up_silu_differ\": %zu",
-                      unfused_us, fused_us, differ);
-        forms += buf;
+        for (const cuda::GemmWgmmaForm form :
+             {cuda::GemmWgmmaForm::GateUpSilu, cuda::GemmWgmmaForm::GateUpSiluEpiWarps}) {
+          const double fused_us = us_per_call(be, reps, [&] {
+            cuda::gemm_wgmma(x.raw(), w.raw(), fused.raw(), m, I, g.k, form, be.num_sms(), be.stream());
+          });
+          be.download(fused, f.data());
+          size_t differ = 0;
+          for (size_t i = 0; i < a.size(); ++i) differ += a[i] != f[i];
+          const char* name = cuda::gemm_wgmma_form_name(form);
+          std::snprintf(buf, sizeof buf, ", \"%s_us\": %.2f, \"%s_differ\": %zu", name, fused_us, name, differ);
+          forms += buf;
+        }
       }
       std::printf(
           "{\"bench\": \"gemm\", \"model\": \"%s\", \"layer\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, "

@@ -28,13 +28,15 @@ for line in open(sys.argv[1]):
         r = json.loads(line)
     except ValueError:
         continue
-    forms = [k[:-3] for k in r if k.endswith("_us") and k not in ("cublaslt_us", "cublaslt_silu_and_mul_us", "gate_up_silu_us")]
+    silu = [k[:-3] for k in r if k.startswith("gate_up_silu") and k.endswith("_us")]
+    forms = [k[:-3] for k in r if k.endswith("_us") and k not in ("cublaslt_us", "cublaslt_silu_and_mul_us") and k[:-3] not in silu]
     cells = " | ".join(f"{f} {r[f + '_tflops']:.0f} ({r[f + '_tflops'] / r['cublaslt_tflops']:.2f}x, d {r[f + '_max_rel_diff']:.0e})" for f in forms)
     line = f"{r['model'][6:]} {r['layer']} M {r['m']}: cublaslt {r['cublaslt_tflops']:.0f} TF/s | {cells}"
-    if "gate_up_silu_us" in r:
-        line += (f" || gate_up + silu: cublaslt+silu_and_mul {r['cublaslt_silu_and_mul_us']:.1f} us, fused "
-                 f"{r['gate_up_silu_us']:.1f} us ({r['cublaslt_silu_and_mul_us'] / r['gate_up_silu_us']:.2f}x), "
-                 f"{r['gate_up_silu_differ']} outputs differ")
+    if silu:
+        line += f" || gate_up + silu: cublaslt+silu_and_mul {r['cublaslt_silu_and_mul_us']:.1f} us"
+        for f in silu:
+            line += (f", {f} {r[f + '_us']:.1f} us ({r['cublaslt_silu_and_mul_us'] / r[f + '_us']:.2f}x, "
+                     f"{r[f + '_differ']} differ)")
     print(line)
 PY
 for r in $(seq "${ROUNDS:-2}"); do

@@ -84,10 +84,7 @@ TEST(CudaGemmWgmma, GateUpSiluEqualsTheGemmThenSiluAndMul) {
     cuda::gemm_wgmma(x.raw(), w.raw(), gate_up.raw(), T, 2 * I, K,
                      cuda::GemmWgmmaForm::Cols256Stages4PersistentTmaStore, be.num_sms(), be.stream());
     be.silu_and_mul(gate_up, unfused);
-    cuda::gemm_wgmma(x.raw(), w.raw(), fused.raw(), T, I, K, cuda::GemmWgmmaForm::GateUpSilu, be.num_sms(),
-                     be.stream());
-    std::vector<uint16_t> got(size_t(T * I)), want(size_t(T * I));
-    be.download(fused, got.data());
+    std::vector<uint16_t> want(size_t(T * I));
     be.download(unfused, want.data());
     // And both against a double product: silu(g) * u with g, u, silu(g) rounded to BF16 as the model does.
     std::vector<double> ref(size_t(T * I));
@@ -105,17 +102,25 @@ TEST(CudaGemmWgmma, GateUpSiluEqualsTheGemmThenSiluAndMul) {
         ss += v * v;
       }
     const double rms = std::sqrt(ss / double(ref.size()));
-    size_t differ = 0, bad = 0;
-    for (size_t e = 0; e < ref.size(); ++e) {
-      differ += got[e] != want[e];
-      const double err = std::abs(double(bf16_to_f32(got[e])) - ref[e]);
-      if (!(err <= std::abs(ref[e]) / 64 + rms / 1024)) ++bad;
+    for (const cuda::GemmWgmmaForm form : {cuda::GemmWgmmaForm::GateUpSilu, cuda::GemmWgmmaForm::GateUpSiluEpiWarps}) {
+      std::vector<uint16_t> sentinel(size_t(T * I), 0x7FC0);  // NaN: every output must be written
+      be.upload(sentinel.data(), DType::BF16, fused);
+      cuda::gemm_wgmma(x.raw(), w.raw(), fused.raw(), T, I, K, form, be.num_sms(), be.stream());
+      std::vector<uint16_t> got(size_t(T * I));
+      be.download(fused, got.data());
+      size_t differ = 0, bad = 0;
+      for (size_t e = 0; e < ref.size(); ++e) {
+        differ += got[e] != want[e];
+        const double err = std::abs(double(bf16_to_f32(got[e])) - ref[e]);
+        if (!(err <= std::abs(ref[e]) / 64 + rms / 1024)) ++bad;
+      }
+      const std::string name = std::string(cuda::gemm_wgmma_form_name(form)) + " T " + std::to_string(T) + " I " +
+                               std::to_string(I) + " K " + std::to_string(K);
+      std::printf("[gpu] gemm_wgmma %s: %zu of %zu differ from the unfused path, %zu outside\n", name.c_str(), differ,
+                  ref.size(), bad);
+      EXPECT_EQ(differ, 0u) << name;
+      EXPECT_EQ(bad, 0u) << name;
     }
-    const std::string name = "T " + std::to_string(T) + " I " + std::to_string(I) + " K " + std::to_string(K);
-    std::printf("[gpu] gemm_wgmma gate_up_silu %s: %zu of %zu differ from the unfused path, %zu outside\n",
-                name.c_str(), differ, ref.size(), bad);
-    EXPECT_EQ(differ, 0u) << name;
-    EXPECT_EQ(bad, 0u) << name;
   }
 }
 

@@ -223,7 +223,7 @@ void CudaBackend::linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out)
   if (plan.kernel == cuda::LinearKernel::Gemv)  // GEMM + SiLU
     cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, I, K, on_stream(), /*silu_mul=*/true, false, nullptr, plan.gemv);
   else if (plan.kernel == cuda::LinearKernel::Wgmma)  // GEMM + SiLU in the epilogue
-    cuda::gemm_wgmma(x.raw(), w.raw(), out.raw(), T, I, K, cuda::GemmWgmmaForm::GateUpSilu, num_sms_, stream_);
+    cuda::gemm_wgmma(x.raw(), w.raw(), out.raw(), T, I, K, cuda::GemmWgmmaForm::GateUpSiluEpiWarps, num_sms_, stream_);
   else
     Backend::linear_silu_mul(x, w, out);  // cuBLASLt, then silu_and_mul
 }

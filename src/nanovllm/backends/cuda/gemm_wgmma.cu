@@ -22,6 +22,11 @@
 // the matching up rows (two TMA boxes a stage), so a thread holds gate and up of the same outputs
 // (acc[j], acc[j + 16]) and stores silu(gate) * up, rounded as linear + silu_and_mul round it. The
 // qkv form (gemm_wgmma_rope) does qk_norm_rope_store's work on its two heads a tile (rope_epilogue).
+// Or (the epilogue-warp forms) the compute warps stage the whole tile's BF16 outputs in shared memory
+// and go on to the next tile at once, and a tenth warp issues its TMA stores and frees the staging
+// boxes ("staged" / "drained" barriers): the compute warps no longer wait for the stores' reads of
+// their boxes. The staging takes 64 KiB for 256 outputs a tile (a ring of 3 stages), 32 KiB for the
+// gated form's 128 (4 stages).
 //
 // Grid. Tiles are numbered in groups of kGroup weight-row tiles, the x tiles fastest within a
 // group, so that the CTAs resident at once share a few weight tiles and x tiles through L2. A CTA
@@ -36,7 +41,10 @@
 // cuBLASLt's bit for bit at nearly every shape. The TMA-store form (its stores run on under the
 // next tile's products) reaches cuBLASLt: 0.97-1.04x from 4,096 rows on both models' shapes. The
 // fused epilogues still stall the tensor cores while they run: gate_up + SiLU 1.08-1.10x cuBLASLt +
-// silu_and_mul at K 1,024, the qkv form ~1.03x cuBLASLt + the RoPE kernel (bench/RESULTS.md).
+// silu_and_mul at K 1,024 (1.10x with the epilogue warp, which the backend runs), the qkv form ~1.03x
+// cuBLASLt + the RoPE kernel. The plain epilogue-warp form loses 3-9% to its 3-stage ring; the qkv
+// form's norm + RoPE on three epilogue warps (a warp a row and head) took 38 us a tile against the
+// compute warps' 12 us of products: measured, not kept (bench/RESULTS.md, "epilogue warps").
 #include <cuda.h>
 
 #include <algorithm>
@@ -53,20 +61,23 @@ namespace {
 
 constexpr int kRows = 128;  // rows of x a CTA
 constexpr int kTK = 64;     // columns of K a stage (128 bytes of BF16: one swizzle row)
-constexpr int kThreads = 9 * 32;
+constexpr int kThreads = 9 * 32;      // 2 compute warpgroups + the producer warp
+constexpr int kThreadsEpi = 10 * 32;  // + the epilogue warp (a warp scheduler holds 3 warps either way)
 constexpr int kGroup = 8;  // weight-row tiles a raster group
 
 constexpr int kEpiBox = 64 * 64 * 2;  // one TMA-store box: 64 rows x 64 columns of out, 128B-swizzled
 
-// The ring's stages, then (TMA-store epilogue) two boxes a compute warpgroup, then the barriers.
-template <int kCols, int kStages, bool kTmaStore>
+// The ring's stages, then the epilogue's boxes (kEpiBoxes of kEpiBox: two a compute warpgroup for
+// the TMA-store epilogue, or a whole tile's outputs staged for the epilogue warps), then the
+// barriers (full and empty a stage, staged and drained).
+template <int kCols, int kStages, int kEpiBoxes>
 struct GemmSmem {
   static constexpr int kXBytes = kRows * kTK * 2, kWBytes = kCols * kTK * 2;
   static constexpr int kStageBytes = kXBytes + kWBytes;
   static constexpr int kEpiOff = kStages * kStageBytes;
-  static constexpr int kBarOff = kEpiOff + (kTmaStore ? 2 * 2 * kEpiBox : 0);
-  static constexpr int kBytes = kBarOff + 2 * kStages * 8 + 1024;  // + slack to align the base to 1024
-  static_assert(kBytes <= 227 * 1024, "one CTA an SM");
+  static constexpr int kBarOff = kEpiOff + kEpiBoxes * kEpiBox;
+  static constexpr int kBytes = kBarOff + (2 * kStages + 2) * 8 + 1024;  // + slack to align the base to 1024
+  static_assert(kBytes + 1024 <= 227 * 1024, "one CTA an SM (and 1 KiB of static shared memory)");
 };
 
 // The epilogue, straight from the accumulators: rows r0 and r0 + 8 of out (r0 = the thread's first
@@ -99,6 +110,21 @@ __device__ __forceinline__ void store_direct(const float (&acc)[kCols / 8][4], _
 // while the warpgroup starts its next tile; a pass first waits until the previous pass's stores
 // have read the boxes (named barrier 1 + wg over the warpgroup). val(j, c): the output whose
 // accumulator slot is acc[j][c] (columns 8 j + 2 (lane % 4) + c % 2, row + 8 for c >= 2).
+// Pass p's 128 columns of the warpgroup's 64 rows into two swizzled 64 x 64 boxes at `boxes`.
+template <class Val>
+__device__ __forceinline__ void write_pass(const Val& val, int p, unsigned char* boxes, int warp, int g, int q) {
+#pragma unroll
+  for (int hb = 0; hb < 2; ++hb)
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int j = 16 * p + 8 * hb + jj, r = 16 * (warp & 3) + g + 8 * h;
+        *reinterpret_cast<__nv_bfloat162*>(boxes + hb * kEpiBox + sw128_offset(r, jj) + 4 * q) =
+            __floats2bfloat162_rn(val(j, 2 * h), val(j, 2 * h + 1));
+      }
+}
+
 template <int kPasses, class Val>
 __device__ __forceinline__ void store_tma(const Val& val, const CUtensorMap* omap, unsigned char* epi, int wg, int warp,
                                           int g, int q, int t0, int n0) {
@@ -107,16 +133,7 @@ __device__ __forceinline__ void store_tma(const Val& val, const CUtensorMap* oma
   for (int p = 0; p < kPasses; ++p) {
     if (leader) tma_store_wait_read<0>();
     named_sync(1 + wg, 128);
-#pragma unroll
-    for (int hb = 0; hb < 2; ++hb)
-#pragma unroll
-      for (int jj = 0; jj < 8; ++jj)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int j = 16 * p + 8 * hb + jj, r = 16 * (warp & 3) + g + 8 * h;
-          *reinterpret_cast<__nv_bfloat162*>(epi + hb * kEpiBox + sw128_offset(r, jj) + 4 * q) =
-              __floats2bfloat162_rn(val(j, 2 * h), val(j, 2 * h + 1));
-        }
+    write_pass(val, p, epi, warp, g, q);
     fence_proxy_async_smem();  // the generic-proxy writes, read next by the TMA store
     named_sync(1 + wg, 128);
     if (leader) {
@@ -268,15 +285,26 @@ enum Epi { kPlain, kSilu, kRope };
 // gate rows then up rows, in boxes of 64 x kCols / 2); omap (kTmaStore): out [T][N] in boxes of
 // 64 x 64 (all 128B-swizzled). kSilu (with kTmaStore): a tile's kCols weight rows are kCols / 2
 // gate rows and the up rows of the same outputs, and out = silu(x gate^T) * (x up^T).
-template <int kCols, int kStages, bool kPersistent, bool kTmaStore, int kEpi>
-__global__ void __launch_bounds__(kThreads, 1)
+// The shared-memory boxes of the epilogue: two a compute warpgroup (TMA-store), a whole tile's
+// outputs (epilogue warps: 2 x kOutCols / 64), or none (direct stores).
+template <int kOutCols, bool kTmaStore, bool kWarpEpi>
+constexpr int epi_boxes() {
+  return kWarpEpi ? 2 * (kOutCols / 64) : kTmaStore ? 4 : 0;
+}
+
+template <int kCols, int kStages, bool kPersistent, bool kTmaStore, int kEpi, bool kWarpEpi>
+__global__ void __launch_bounds__(kWarpEpi ? kThreadsEpi : kThreads, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap,
                       const __grid_constant__ CUtensorMap omap, __nv_bfloat16* __restrict__ out, int T, int N, int K,
                       const GemmRopeEpilogue rope) {
-  using S = GemmSmem<kCols, kStages, kTmaStore>;
-  static_assert(kEpi == kPlain || (kTmaStore && kCols == 256), "the fused epilogues are the TMA-store form's");
   constexpr bool kGated = kEpi == kSilu;
   constexpr int kOutCols = kGated ? kCols / 2 : kCols;  // outputs a tile
+  constexpr int kPasses = kOutCols / 128;               // 128-column passes of a warpgroup's epilogue
+  using S = GemmSmem<kCols, kStages, epi_boxes<kOutCols, kTmaStore, kWarpEpi>()>;
+  static_assert(kEpi == kPlain || (kTmaStore && kCols == 256), "the fused epilogues are the TMA-store form's");
+  static_assert(kEpi != kRope || !kWarpEpi, "the qkv form's epilogue runs on the compute warps");
+  static_assert(!kWarpEpi || (kTmaStore && kPersistent), "the epilogue warps store by TMA, tile after tile");
+  constexpr int kAll = kWarpEpi ? kThreadsEpi : kThreads;
 #ifndef NANOVLLM_WGMMA
   __trap();  // no sm_90a code: fail the launch rather than write zeros (CudaBackend::wgmma())
 #endif
@@ -284,6 +312,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* smem = smem_raw + ((1024 - smem_addr(smem_raw) % 1024) % 1024);
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::kBarOff);
   uint64_t* empty = full + kStages;
+  uint64_t* staged = empty + kStages;  // kWarpEpi: the compute warps staged a tile (8 arrivals)
+  uint64_t* drained = staged + 1;      // kWarpEpi: the staging boxes are free again (the TMA stores read them)
+  unsigned char* stage = smem + S::kEpiOff;
   const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
   const int TT = (T + kRows - 1) / kRows, NT = (N + kOutCols - 1) / kOutCols, tiles = TT * NT;
   const int n = (K + kTK - 1) / kTK;
@@ -301,7 +332,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // kRope: the q and k norm weights as floats (1 where there is no norm), read by the epilogue.
   __shared__ float norm_w[kEpi == kRope ? 256 : 1];
   if constexpr (kEpi == kRope)
-    for (int i = int(threadIdx.x); i < 256; i += kThreads) {
+    for (int i = int(threadIdx.x); i < 256; i += kAll) {
       const bf16* src = static_cast<const bf16*>(i < 128 ? rope.q_norm : rope.k_norm);
       norm_w[i] = src ? __bfloat162float(src[i & 127]) : 1.f;
     }
@@ -310,6 +341,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_init(&full[s], 1);
       mbar_init(&empty[s], 8);
     }
+    mbar_init(staged, 8);
+    mbar_init(drained, 1);
     mbar_fence_init();
   }
   __syncthreads();
@@ -334,9 +367,28 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     return;
   }
+  if (kWarpEpi && warp == 9) {  // the epilogue warp: tile k's TMA stores once the compute warps staged it
+    if (lane != 0) return;
+    int k = 0;
+    for (int b = first; b < tiles; b += step, ++k) {
+      int t0, n0;
+      origin(b, t0, n0);
+      mbar_wait(staged, uint32_t(k) & 1u);
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr)
+#pragma unroll
+        for (int cb = 0; cb < kOutCols / 64; ++cb)
+          tma_store_2d(&omap, stage + (hr * (kOutCols / 64) + cb) * kEpiBox, n0 + 64 * cb, t0 + 64 * hr);
+      tma_store_commit();
+      tma_store_wait_read<0>();
+      mbar_arrive(drained);
+    }
+    tma_store_wait<0>();  // before the CTA's shared memory goes
+    return;
+  }
   const int wg = warp >> 2, g = lane >> 2, q = lane & 3;
-  int c = 0;
-  for (int b = first; b < tiles; b += step) {
+  int c = 0, k = 0;
+  for (int b = first; b < tiles; b += step, ++k) {
     int t0, n0;
     origin(b, t0, n0);
     unsigned char* epi = smem + S::kEpiOff + wg * 2 * kEpiBox;
@@ -364,7 +416,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncwarp();
     mbar_arrive_if(&empty[(c + kStages - 1) % kStages], lane == 0);  // the tile's last stage
 
-    if constexpr (kEpi == kRope) {
+    if constexpr (kWarpEpi) {  // stage the tile's BF16 outputs for the epilogue warps
+      auto val = [&](int j, int c) { return kGated ? silu_mul(acc[j][c], acc[j + 16][c]) : acc[j][c]; };
+      if (k > 0) mbar_wait(drained, uint32_t(k - 1) & 1u);
+#pragma unroll
+      for (int p = 0; p < kPasses; ++p) write_pass(val, p, stage + (wg * 2 * kPasses + 2 * p) * kEpiBox, warp, g, q);
+      fence_proxy_async_smem();  // the generic-proxy writes, read by the TMA stores
+      __syncwarp();
+      mbar_arrive_if(staged, lane == 0);
+    } else if constexpr (kEpi == kRope) {
       cp_async_wait<0>();
       named_sync(1 + wg, 128);  // every thread's table copies have landed
       const int rl = 16 * (warp & 3) + g;
@@ -378,23 +438,28 @@ __global__ void __launch_bounds__(kThreads, 1)
     else
       store_direct<kCols>(acc, out, T, N, t0 + 64 * wg + 16 * (warp & 3) + g, n0, q);
   }
-  if (kTmaStore && (threadIdx.x & 127) == 0) tma_store_wait<0>();  // before the CTA's shared memory goes
+  if (kTmaStore && !kWarpEpi && (threadIdx.x & 127) == 0) tma_store_wait<0>();  // before the smem goes
 }
 
-template <int kCols, int kStages, bool kPersistent, bool kTmaStore = false, int kEpi = kPlain>
-constexpr auto kernel_of = gemm_wgmma_kernel<kCols, kStages, kPersistent, kTmaStore, kEpi>;
+template <int kCols, int kStages, bool kPersistent, bool kTmaStore = false, int kEpi = kPlain, bool kWarpEpi = false>
+constexpr auto kernel_of = gemm_wgmma_kernel<kCols, kStages, kPersistent, kTmaStore, kEpi, kWarpEpi>;
 
-template <int kCols, int kStages, bool kPersistent, bool kTmaStore = false, int kEpi = kPlain>
+template <int kCols, int kStages, bool kPersistent, bool kTmaStore = false, int kEpi = kPlain, bool kWarpEpi = false>
+constexpr int smem_bytes() {
+  constexpr int out_cols = kEpi == kSilu ? kCols / 2 : kCols;
+  return GemmSmem<kCols, kStages, epi_boxes<out_cols, kTmaStore, kWarpEpi>()>::kBytes;
+}
+
+template <int kCols, int kStages, bool kPersistent, bool kTmaStore = false, int kEpi = kPlain, bool kWarpEpi = false>
 void allow_smem() {
-  NV_CUDA_CHECK(cudaFuncSetAttribute(kernel_of<kCols, kStages, kPersistent, kTmaStore, kEpi>,
+  NV_CUDA_CHECK(cudaFuncSetAttribute(kernel_of<kCols, kStages, kPersistent, kTmaStore, kEpi, kWarpEpi>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     GemmSmem<kCols, kStages, kTmaStore>::kBytes));
+                                     smem_bytes<kCols, kStages, kPersistent, kTmaStore, kEpi, kWarpEpi>()));
 }
 
-template <int kCols, int kStages, bool kPersistent, bool kTmaStore = false, int kEpi = kPlain>
+template <int kCols, int kStages, bool kPersistent, bool kTmaStore = false, int kEpi = kPlain, bool kWarpEpi = false>
 void run_form(const void* x, const void* w, void* out, int64_t T, int64_t N, int64_t K, int num_sms,
               cudaStream_t stream, const GemmRopeEpilogue& rope = {}) {
-  using S = GemmSmem<kCols, kStages, kTmaStore>;
   constexpr bool kGated = kEpi == kSilu;
   constexpr int kOutCols = kGated ? kCols / 2 : kCols;
   const TmaDesc xmap = make_tma_2d(x, true, K, T, K * 2, kTK, kRows, true, "gemm_wgmma x");
@@ -405,7 +470,8 @@ void run_form(const void* x, const void* w, void* out, int64_t T, int64_t N, int
   const TmaDesc omap = kTmaStore ? make_tma_2d(out, true, N, T, N * 2, 64, 64, true, "gemm_wgmma out") : wmap;
   int64_t grid = ((T + kRows - 1) / kRows) * ((N + kOutCols - 1) / kOutCols);
   if (kPersistent) grid = std::min<int64_t>(grid, int64_t(num_sms));
-  launch(kernel_of<kCols, kStages, kPersistent, kTmaStore, kEpi>, dim3(unsigned(grid)), dim3(kThreads), S::kBytes,
+  launch(kernel_of<kCols, kStages, kPersistent, kTmaStore, kEpi, kWarpEpi>, dim3(unsigned(grid)),
+         dim3(kWarpEpi ? kThreadsEpi : kThreads), smem_bytes<kCols, kStages, kPersistent, kTmaStore, kEpi, kWarpEpi>(),
          Stream{stream, false}, *reinterpret_cast<const CUtensorMap*>(xmap.bytes),
          *reinterpret_cast<const CUtensorMap*>(wmap.bytes), *reinterpret_cast<const CUtensorMap*>(omap.bytes),
          static_cast<__nv_bfloat16*>(out), int(T), int(N), int(K), rope);
@@ -420,6 +486,8 @@ const char* gemm_wgmma_form_name(GemmWgmmaForm form) {
     case GemmWgmmaForm::Cols256Stages4Persistent: return "128x256_s4_persistent";
     case GemmWgmmaForm::Cols256Stages4PersistentTmaStore: return "128x256_s4_persistent_tma_store";
     case GemmWgmmaForm::GateUpSilu: return "gate_up_silu";
+    case GemmWgmmaForm::Cols256Stages3EpiWarps: return "128x256_s3_epilogue_warps";
+    case GemmWgmmaForm::GateUpSiluEpiWarps: return "gate_up_silu_epilogue_warps";
     case GemmWgmmaForm::Cols128Stages6: return "128x128_s6";
   }
   return "?";
@@ -430,6 +498,8 @@ void gemm_wgmma_init() {
   allow_smem<256, 4, true>();
   allow_smem<256, 4, true, true>();
   allow_smem<256, 4, true, true, kSilu>();
+  allow_smem<256, 3, true, true, kPlain, true>();
+  allow_smem<256, 4, true, true, kSilu, true>();
   allow_smem<256, 4, true, true, kRope>();
   allow_smem<128, 6, false>();
 }
@@ -449,6 +519,10 @@ void gemm_wgmma(const void* x, const void* w, void* out, int64_t T, int64_t N, i
     case GemmWgmmaForm::Cols256Stages4PersistentTmaStore:
       return run_form<256, 4, true, true>(x, w, out, T, N, K, num_sms, st);
     case GemmWgmmaForm::GateUpSilu: return run_form<256, 4, true, true, kSilu>(x, w, out, T, N, K, num_sms, st);
+    case GemmWgmmaForm::Cols256Stages3EpiWarps:
+      return run_form<256, 3, true, true, kPlain, true>(x, w, out, T, N, K, num_sms, st);
+    case GemmWgmmaForm::GateUpSiluEpiWarps:
+      return run_form<256, 4, true, true, kSilu, true>(x, w, out, T, N, K, num_sms, st);
     case GemmWgmmaForm::Cols128Stages6: return run_form<128, 6, false>(x, w, out, T, N, K, num_sms, st);
   }
 }

@@ -16,17 +16,21 @@ namespace nanovllm::cuda {
 // (PersistentTmaStore; needs N % 8 == 0 and out 16-byte aligned). GateUpSilu: that form on a
 // gate_up weight, w [2 N][K] (gate rows, then up rows), out [T, N] = silu(x gate^T) * (x up^T)
 // rounded as linear + silu_and_mul round it (a tile: 128 outputs, their gate and up rows).
-// kGemmWgmmaForms: the plain forms.
+// Cols256Stages3EpiWarps, GateUpSiluEpiWarps: those two with the outputs staged for an epilogue warp
+// that stores them (3 and 4 ring stages). kGemmWgmmaForms: the plain forms.
 enum class GemmWgmmaForm {
   Cols256Stages4,
   Cols256Stages4Persistent,
   Cols256Stages4PersistentTmaStore,
   Cols128Stages6,
-  GateUpSilu
+  GateUpSilu,
+  Cols256Stages3EpiWarps,
+  GateUpSiluEpiWarps
 };
 inline constexpr GemmWgmmaForm kGemmWgmmaForms[] = {
     GemmWgmmaForm::Cols256Stages4, GemmWgmmaForm::Cols256Stages4Persistent,
-    GemmWgmmaForm::Cols256Stages4PersistentTmaStore, GemmWgmmaForm::Cols128Stages6};
+    GemmWgmmaForm::Cols256Stages4PersistentTmaStore, GemmWgmmaForm::Cols128Stages6,
+    GemmWgmmaForm::Cols256Stages3EpiWarps};
 const char* gemm_wgmma_form_name(GemmWgmmaForm form);
 
 // Lets every form's kernel use its shared memory: once per device, before any gemm_wgmma there
