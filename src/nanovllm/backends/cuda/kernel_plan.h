@@ -32,7 +32,7 @@
 //    cuBLASLt's TFLOP/s from 4,096 rows on Qwen3-0.6B and -8B shapes, so no gain alone (and 0.3-0.8x
 //    at 512-1,024 rows); gate_up + SiLU 1.08-1.10x cuBLASLt + silu_and_mul on Qwen3-0.6B at 4,096 and
 //    16,384 rows, 0.91-1.00x on Qwen3-8B's (K 4,096); embeddings (Qwen3-0.6B, 16,384-token steps)
-//    1.4% faster with both fusions than on cuBLASLt, 3.4-4.5% slower with every product on ours.
+//    2.6% faster with both fusions than on cuBLASLt.
 //
 // plan_attention (attention; attention.cu): which kernels compute a batch's attention.
 //  * The split-KV decode kernel (attention_decode.cu) takes the leading sequences that have exactly

@@ -167,7 +167,7 @@ TEST(KernelPlan, LinearOurHopperGemmWhereItApplies) {
 }
 
 // gemm=auto (the default): our GEMM only where its epilogue takes a kernel's work, from
-// kGemmWgmmaAutoRows rows at K <= kGemmWgmmaAutoMaxK (measured: bench/RESULTS.md, "fused epilogues").
+// kGemmWgmmaAutoRows rows at K <= kGemmWgmmaAutoMaxK (measured: bench/RESULTS.md, "gemm=auto").
 TEST(KernelPlan, LinearAutoTakesTheFusedEpiloguesWhereMeasuredFaster) {
   const KernelOptions def;
   auto wave = [] { return int64_t(264); };
