@@ -102,14 +102,6 @@ __device__ __forceinline__ void store_direct(const float (&acc)[kCols / 8][4], _
   }
 }
 
-// The epilogue through shared memory: warpgroup wg's 64 rows (t0 ..) x 128 kPasses columns (n0 ..)
-// in passes of 128 columns, each written as two 64 x 64 boxes of `epi` (wgmma.cuh: sw128_offset;
-// thread (g, q) writes 4 bytes at chunk jj ^ g of row r = 16 w + g (+ 8), r % 8 = g: 32 distinct
-// banks a store), then one TMA store a box by the warpgroup's first thread, which TMA clips to
-// T x N. The stores run on
-// while the warpgroup starts its next tile; a pass first waits until the previous pass's stores
-// have read the boxes (named barrier 1 + wg over the warpgroup). val(j, c): the output whose
-// accumulator slot is acc[j][c] (columns 8 j + 2 (lane % 4) + c % 2, row + 8 for c >= 2).
 // Pass p's 128 columns of the warpgroup's 64 rows into two swizzled 64 x 64 boxes at `boxes`.
 template <class Val>
 __device__ __forceinline__ void write_pass(const Val& val, int p, unsigned char* boxes, int warp, int g, int q) {
@@ -125,6 +117,13 @@ __device__ __forceinline__ void write_pass(const Val& val, int p, unsigned char*
       }
 }
 
+// The epilogue through shared memory: warpgroup wg's 64 rows (t0 ..) x 128 kPasses columns (n0 ..)
+// in passes of 128 columns, each written as two 64 x 64 boxes of `epi` (wgmma.cuh: sw128_offset;
+// thread (g, q) writes 4 bytes at chunk jj ^ g of row r = 16 w + g (+ 8), r % 8 = g: 32 distinct
+// banks a store; write_pass), then one TMA store a box by the warpgroup's first thread, which TMA
+// clips to T x N. The stores run on while the warpgroup starts its next tile; a pass first waits
+// until the previous pass's stores have read the boxes (named barrier 1 + wg over the warpgroup). val(j, c): the output
+// whose accumulator slot is acc[j][c] (columns 8 j + 2 (lane % 4) + c % 2, row + 8 for c >= 2).
 template <int kPasses, class Val>
 __device__ __forceinline__ void store_tma(const Val& val, const CUtensorMap* omap, unsigned char* epi, int wg, int warp,
                                           int g, int q, int t0, int n0) {
