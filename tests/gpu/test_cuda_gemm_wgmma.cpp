@@ -185,7 +185,9 @@ TEST(CudaGemmWgmma, BackendOpsRunItUnderTheGemmOption) {
 // its epilogue: gemm_wgmma_rope) against the unfused path on the same GEMM (Backend's default:
 // add_rms_norm_linear, then qk_norm_rope_store): qkv, both caches and the residual equal bit for
 // bit. Qwen3-0.6B's heads (16 q, 8 kv), and 6 q + 1 kv heads (a tile holding a k and a v head);
-// without the q/k norm (Llama); rows with a tail past 128 and padded slots (-1).
+// without the q/k norm (Llama); rows with a tail past 128 and padded slots (-1). The step's cos/sin
+// table, kept in the metadata by the first fused call, serves a second call on the same positions
+// and is rebuilt for other positions.
 TEST(CudaGemmWgmma, RopeEpilogueEqualsTheGemmThenQkNormRopeStore) {
   REQUIRE_GPU();
   CudaBackend be(0);
@@ -214,13 +216,15 @@ TEST(CudaGemmWgmma, RopeEpilogueEqualsTheGemmThenQkNormRopeStore) {
     std::shuffle(slot.begin(), slot.end(), std::mt19937(37));
     slot.resize(size_t(T));
     slot[7] = slot[T - 1] = -1;
-    Tensor positions = be.empty({T}, DType::I32);
+    Tensor positions = be.empty({T}, DType::I32), other_positions = be.empty({T}, DType::I32);
     be.upload(pos.data(), DType::I32, positions);
+    for (auto& p : pos) p = 2 * p + 1;
+    be.upload(pos.data(), DType::I32, other_positions);
     AttentionMetadata md = one_prefill_metadata(T, slot, nblocks);
     be.prepare_metadata(md);
     const RopeParams rope = RopeParams::plain(D, 1e6);
     // One run: qkv, k cache, v cache, residual as floats.
-    auto run = [&](bool fused) {
+    auto run = [&](bool fused, const Tensor& positions) {
       Tensor x = upload(xv, {T, K}), res = upload(rv, {T, K});
       const std::vector<float> poison(size_t(slots * c.hkv * D), 1e30f);  // no k or v comes near it
       Tensor kc = be.empty({nblocks, bs, c.hkv, D}, DType::BF16), vc = be.empty({nblocks, bs, c.hkv, D}, DType::BF16);
@@ -235,17 +239,26 @@ TEST(CudaGemmWgmma, RopeEpilogueEqualsTheGemmThenQkNormRopeStore) {
       return std::vector<std::vector<float>>{be.to_host_f32(qkv), be.to_host_f32(kc), be.to_host_f32(vc),
                                              be.to_host_f32(res)};
     };
-    const auto got = run(true), want = run(false);
-    const char* names[] = {"qkv", "k cache", "v cache", "residual"};
-    for (size_t k = 0; k < got.size(); ++k) {
-      size_t differ = 0;
-      for (size_t e = 0; e < got[k].size(); ++e) differ += !(got[k][e] == want[k][e]);
-      const std::string name = std::string(names[k]) + " Hq " + std::to_string(c.hq) + " Hkv " + std::to_string(c.hkv) +
-                               " T " + std::to_string(T) + (c.norm ? "" : " (no norm)");
-      std::printf("[gpu] gemm_wgmma rope %s: %zu of %zu differ from the unfused path\n", name.c_str(), differ,
-                  got[k].size());
-      EXPECT_EQ(differ, 0u) << name;
-    }
+    const auto got = run(true, positions), want = run(false, positions);
+    ASSERT_TRUE(md.d_rope_table.defined()) << "the fused call keeps the step's table";
+    const auto again = run(true, positions);                                                      // the kept table
+    const auto got_other = run(true, other_positions), want_other = run(false, other_positions);  // rebuilt
+    auto compare = [&](const auto& got, const auto& want, const char* what) {
+      const char* names[] = {"qkv", "k cache", "v cache", "residual"};
+      for (size_t k = 0; k < got.size(); ++k) {
+        size_t differ = 0;
+        for (size_t e = 0; e < got[k].size(); ++e) differ += !(got[k][e] == want[k][e]);
+        const std::string name = std::string(names[k]) + " Hq " + std::to_string(c.hq) + " Hkv " +
+                                 std::to_string(c.hkv) + " T " + std::to_string(T) + (c.norm ? "" : " (no norm)") +
+                                 what;
+        std::printf("[gpu] gemm_wgmma rope %s: %zu of %zu differ from the unfused path\n", name.c_str(), differ,
+                    got[k].size());
+        EXPECT_EQ(differ, 0u) << name;
+      }
+    };
+    compare(got, want, "");
+    compare(again, want, " (the kept table)");
+    compare(got_other, want_other, " (other positions)");
     size_t kept = 0;  // cache rows of slots nobody writes stay poisoned
     for (float v : got[1]) kept += v > 1e29f;
     EXPECT_EQ(kept, size_t((slots - (T - 2)) * c.hkv * D));

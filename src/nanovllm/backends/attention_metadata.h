@@ -22,6 +22,10 @@ struct AttentionMetadata {
   int64_t max_blocks = 0;
   // Device copies of the vectors above (filled by backends that need them, e.g. CUDA).
   Tensor d_cu_seqlens_q, d_cu_seqlens_k, d_slot_mapping, d_context_lens, d_block_tables;
+  // Built by a backend on first use in the step and reused by the step's other layers (the CUDA
+  // backend's cos/sin table for its fused qkv GEMM); rope_table_key: what it was built from.
+  mutable Tensor d_rope_table;
+  mutable std::vector<uint32_t> rope_table_key;
 };
 
 }  // namespace nanovllm

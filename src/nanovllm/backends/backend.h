@@ -215,6 +215,11 @@ class Backend {
     const AttentionMetadata& md;
     KVScales kv_scales;
   };
+  // qk_norm_rope_store on qkv with r's arguments.
+  void qk_norm_rope_store(Tensor& qkv, const QkNormRopeStore& r) {
+    qk_norm_rope_store(qkv, r.q_norm_w, r.k_norm_w, r.positions, r.k_cache, r.v_cache, r.num_heads, r.num_kv_heads,
+                       r.head_dim, r.eps, r.rope, r.md, r.kv_scales);
+  }
   // add_rms_norm_linear (no SiLU), then qk_norm_rope_store on out: the attention's input projection
   // (w without bias). The default runs the two; CUDA fuses the product with the norm + RoPE + store
   // in its Hopper GEMM's epilogue where the plan says (kernel_plan.h: plan_linear_rope).

@@ -239,8 +239,7 @@ void Backend::add_rms_norm_linear(Tensor& x, Tensor& residual, const Tensor& nor
 void Backend::add_rms_norm_linear_rope(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps, const Tensor& w,
                                        Tensor& out, const QkNormRopeStore& r) {
   add_rms_norm_linear(x, residual, norm_w, eps, w, out, false);
-  qk_norm_rope_store(out, r.q_norm_w, r.k_norm_w, r.positions, r.k_cache, r.v_cache, r.num_heads, r.num_kv_heads,
-                     r.head_dim, r.eps, r.rope, r.md, r.kv_scales);
+  qk_norm_rope_store(out, r);
 }
 
 void Backend::add_rms_norm_linear_quantized(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps,

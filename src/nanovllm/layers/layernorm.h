@@ -69,8 +69,7 @@ struct RMSNorm {
                                       const Backend::QkNormRopeStore& r) const {
     if (comm || proj.weight_scales.defined()) {
       Tensor out = forward_residual_linear(be, x, residual, proj);
-      be.qk_norm_rope_store(out, r.q_norm_w, r.k_norm_w, r.positions, r.k_cache, r.v_cache, r.num_heads, r.num_kv_heads,
-                            r.head_dim, r.eps, r.rope, r.md, r.kv_scales);
+      be.qk_norm_rope_store(out, r);
       return out;
     }
     Tensor out = be.empty({x.size(0), proj.weight.size(0)}, be.act_dtype());

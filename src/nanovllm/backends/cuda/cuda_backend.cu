@@ -360,6 +360,8 @@ void CudaBackend::prepare_metadata(AttentionMetadata& md) {
   Tensor* outs[] = {&md.d_cu_seqlens_q, &md.d_cu_seqlens_k, &md.d_slot_mapping, &md.d_context_lens, &md.d_block_tables};
   for (int i = 0; i < 5; ++i) *outs[i] = all.rows(int64_t(offs[i]), int64_t(offs[i] + parts[i]->size()));
   if (md.max_blocks > 0) md.d_block_tables = md.d_block_tables.view({md.num_seqs, md.max_blocks});
+  md.d_rope_table = Tensor();  // built again by the forward's first fused qkv GEMM (qk_norm_rope.cu)
+  md.rope_table_key.clear();
 }
 
 // ---------------------------------------------------------------- graphs

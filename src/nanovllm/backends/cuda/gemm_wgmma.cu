@@ -102,9 +102,16 @@ __device__ __forceinline__ void store_direct(const float (&acc)[kCols / 8][4], _
   }
 }
 
+// The BF16 pair (low half first) of two floats rounded to nearest, as one 32-bit word.
+__device__ __forceinline__ uint32_t bf2_pack(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
 // Pass p's 128 columns of the warpgroup's 64 rows into two swizzled 64 x 64 boxes at `boxes`.
-template <class Val>
-__device__ __forceinline__ void write_pass(const Val& val, int p, unsigned char* boxes, int warp, int g, int q) {
+// pair(j, h): the BF16 pair word of accumulator slots acc[j][2 h] and acc[j][2 h + 1].
+template <class Pair>
+__device__ __forceinline__ void write_pass(const Pair& pair, int p, unsigned char* boxes, int warp, int g, int q) {
 #pragma unroll
   for (int hb = 0; hb < 2; ++hb)
 #pragma unroll
@@ -112,8 +119,7 @@ __device__ __forceinline__ void write_pass(const Val& val, int p, unsigned char*
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int j = 16 * p + 8 * hb + jj, r = 16 * (warp & 3) + g + 8 * h;
-        *reinterpret_cast<__nv_bfloat162*>(boxes + hb * kEpiBox + sw128_offset(r, jj) + 4 * q) =
-            __floats2bfloat162_rn(val(j, 2 * h), val(j, 2 * h + 1));
+        *reinterpret_cast<uint32_t*>(boxes + hb * kEpiBox + sw128_offset(r, jj) + 4 * q) = pair(j, h);
       }
 }
 
@@ -122,17 +128,18 @@ __device__ __forceinline__ void write_pass(const Val& val, int p, unsigned char*
 // thread (g, q) writes 4 bytes at chunk jj ^ g of row r = 16 w + g (+ 8), r % 8 = g: 32 distinct
 // banks a store; write_pass), then one TMA store a box by the warpgroup's first thread, which TMA
 // clips to T x N. The stores run on while the warpgroup starts its next tile; a pass first waits
-// until the previous pass's stores have read the boxes (named barrier 1 + wg over the warpgroup). val(j, c): the output
-// whose accumulator slot is acc[j][c] (columns 8 j + 2 (lane % 4) + c % 2, row + 8 for c >= 2).
-template <int kPasses, class Val>
-__device__ __forceinline__ void store_tma(const Val& val, const CUtensorMap* omap, unsigned char* epi, int wg, int warp,
-                                          int g, int q, int t0, int n0) {
+// until the previous pass's stores have read the boxes (named barrier 1 + wg over the warpgroup).
+// pair(j, h): the BF16 pair word of the outputs whose accumulator slots are acc[j][2 h] and
+// acc[j][2 h + 1] (columns 8 j + 2 (lane % 4) + {0, 1}, row + 8 h).
+template <int kPasses, class Pair>
+__device__ __forceinline__ void store_tma(const Pair& pair, const CUtensorMap* omap, unsigned char* epi, int wg,
+                                          int warp, int g, int q, int t0, int n0) {
   const bool leader = (threadIdx.x & 127) == 0;
 #pragma unroll
   for (int p = 0; p < kPasses; ++p) {
     if (leader) tma_store_wait_read<0>();
     named_sync(1 + wg, 128);
-    write_pass(val, p, epi, warp, g, q);
+    write_pass(pair, p, epi, warp, g, q);
     fence_proxy_async_smem();  // the generic-proxy writes, read next by the TMA store
     named_sync(1 + wg, 128);
     if (leader) {
@@ -147,29 +154,57 @@ __device__ __forceinline__ void store_tma(const Val& val, const CUtensorMap* oma
 // product rounded to BF16, silu(gate) rounded to BF16 before the product.
 __device__ __forceinline__ float silu_mul(float gate, float up) { return silu_bf16(bf16_round(gate)) * bf16_round(up); }
 
-// A BF16 pair (low half first) as two floats.
-__device__ __forceinline__ float2 bf16x2_to_float2(uint32_t u) {
-  return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+// BF16 pair arithmetic (sm_90 mul / add / sub.rn.bf16x2): two values an instruction, each result
+// rounded once to nearest. A float product, sum or difference of two BF16 values rounded to BF16
+// has the same bits (float's 24 bits hold 2 x 8 + 2, so its rounding before the one to BF16 is
+// innocuous), so these reproduce the float steps of qk_norm_rope bit for bit; the explicit .rn
+// keeps ptxas from fusing a product into the sum after it. Other targets: no code (kernel traps).
+__device__ __forceinline__ uint32_t bf2_mul(uint32_t a, uint32_t b) {
+  uint32_t d = 0;
+#ifdef NANOVLLM_WGMMA
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#endif
+  return d;
 }
+__device__ __forceinline__ uint32_t bf2_add(uint32_t a, uint32_t b) {
+  uint32_t d = 0;
+#ifdef NANOVLLM_WGMMA
+  asm("add.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#endif
+  return d;
+}
+__device__ __forceinline__ uint32_t bf2_sub(uint32_t a, uint32_t b) {
+  uint32_t d = 0;
+#ifdef NANOVLLM_WGMMA
+  asm("sub.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#endif
+  return d;
+}
+// The low / high BF16 of a pair word as a float (exact).
+__device__ __forceinline__ float bf2_lo(uint32_t u) { return __uint_as_float(u << 16); }
+__device__ __forceinline__ float bf2_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
 
-// The qkv projection's epilogue (kRope): in place on a 128 x 256 tile's accumulators, which are two
-// whole heads of qkv (D = 128; acc[16 p + jj][c]: head p, value i = 8 (jj % 8) + 2 q + c % 2 of its
-// first half (jj < 8) or i + 64 of its second, row r0 + 8 (c / 2)), what qk_norm_rope_store does to
-// them after the GEMM rounds them to BF16, bit for bit (qk_norm_rope.cu gives the arithmetic):
+// The qkv projection's epilogue (kRope): on a 128 x 256 tile's accumulators, which are two whole
+// heads of qkv (D = 128; acc[16 p + jj][c]: head p, value i = 8 (jj % 8) + 2 q + c % 2 of its first
+// half (jj < 8) or i + 64 of its second, row r0 + 8 (c / 2)), what qk_norm_rope_store does to them
+// after the GEMM rounds them to BF16, bit for bit (qk_norm_rope.cu gives the arithmetic), into y:
+// y[j][h], the BF16 pair word of acc[j][2 h] and acc[j][2 h + 1] after it.
 //  * q and k heads: RMSNorm with the head kernel's sum of squares, whose warp tree is rebuilt here
 //    (the head kernel's lane l holds i = l and l + 32, and adds fma(b, b, a a) of each in turn;
 //    here l = 8 jj + 2 q + e for jj < 4, so its two terms are this thread's jj and jj + 4, the
 //    butterfly's levels 16 and 8 are sums over jj inside the thread, 4 and 2 are xor shuffles of
 //    lanes 2 and 1 of the quad, and level 1 sums e = 0 and 1), then RoPE with the cos/sin of the
-//    row's position (rope.cos_sin: BF16 (cos, sin) pairs, rope_cos_sin's values); k heads also into
-//    the cache row;
+//    row's position (rope.cos_sin: BF16 (cos, sin) pairs, rope_cos_sin's values): x inv in float,
+//    the rest on BF16 pairs (bf2_mul ...); k heads also into the cache row;
 //  * v heads: into the cache row as they are.
 // The table rows and norm weights come from shared memory (the epilogue stalls the tensor cores, so
 // it must not wait on global loads): cs, the warpgroup's 64 table rows (256 bytes each, 16-byte
 // chunk c of row r at chunk c ^ (r % 8): a quad's 8 rows read distinct banks) copied in while the
-// tile's products ran (load_rope_table); nw, the q then k norm weights as floats. rl: the thread's
-// first row within the 64. All lanes run the shuffles; rows past T and slots -1 store nothing.
-__device__ __forceinline__ void rope_epilogue(float (&acc)[32][4], const GemmRopeEpilogue& r, const float* nw,
+// tile's products ran (load_rope_table); nw, the q then k norm weights as BF16 pair words (64 each:
+// word i / 2 holds i and i + 1). rl: the thread's first row within the 64. All lanes run the
+// shuffles; rows past T and slots -1 store nothing.
+__device__ __forceinline__ void rope_epilogue(const float (&acc)[32][4], uint32_t (&y)[32][2],
+                                              const GemmRopeEpilogue& r, const uint32_t* nw,
                                               const unsigned char* cs_tab, int T, int r0, int rl, int n0, int q) {
   constexpr int D = 128;
   const int Hq = r.num_heads, Hkv = r.num_kv_heads;
@@ -179,39 +214,25 @@ __device__ __forceinline__ void rope_epilogue(float (&acc)[32][4], const GemmRop
 #pragma unroll
   for (int h = 0; h < 2; ++h) slot[h] = r.slots && r0 + 8 * h < T ? r.slots[r0 + 8 * h] : -1;
 #pragma unroll
+  for (int j = 0; j < 32; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) y[j][h] = bf2_pack(acc[j][2 * h], acc[j][2 * h + 1]);  // the GEMM's output
+  // The norm's 1 / rms of head p at row + 8 h (q and k heads).
+  float inv[2][2] = {{1.f, 1.f}, {1.f, 1.f}};
+#pragma unroll
   for (int p = 0; p < 2; ++p) {
-    const int hd = n0 / D + p;
-#pragma unroll
-    for (int jj = 0; jj < 16; ++jj)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[16 * p + jj][c] = bf16_round(acc[16 * p + jj][c]);  // the GEMM's output
-    if (hd >= Hq + Hkv) {  // a v head (or past N: no slot matches, nothing is stored)
-      if (hd >= Hq + 2 * Hkv) continue;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if (slot[h] < 0) continue;
-        bf16* vd = static_cast<bf16*>(r.v_cache) + slot[h] * kv_row + int64_t(hd - Hq - Hkv) * D + 2 * q;
-#pragma unroll
-        for (int jj = 0; jj < 16; ++jj)
-          *reinterpret_cast<__nv_bfloat162*>(vd + 8 * jj) =
-              __floats2bfloat162_rn(acc[16 * p + jj][2 * h], acc[16 * p + jj][2 * h + 1]);
-      }
-      continue;
-    }
-    const bool is_q = hd < Hq;
-    const float* w = nw + (is_q ? 0 : D);
+    if (!norm || n0 / D + p >= Hq + Hkv) continue;  // warp-uniform
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int t = r0 + 8 * h;
-      const unsigned char* row = cs_tab + (rl + 8 * h) * 256;
       float s[2];
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
+        auto val = [&](int j) { return e ? bf2_hi(y[16 * p + j][h]) : bf2_lo(y[16 * p + j][h]); };
         float pl[4];
 #pragma unroll
         for (int jj = 0; jj < 4; ++jj) {
           auto term = [&](int j) {
-            const float a = acc[16 * p + j][2 * h + e], b = acc[16 * p + j + 8][2 * h + e];
+            const float a = val(j), b = val(j + 8);
             return __fmaf_rn(b, b, __fmul_rn(a, a));
           };
           pl[jj] = __fadd_rn(term(jj), term(jj + 4));
@@ -220,33 +241,49 @@ __device__ __forceinline__ void rope_epilogue(float (&acc)[32][4], const GemmRop
         s[e] = __fadd_rn(s[e], __shfl_xor_sync(0xffffffffu, s[e], 2));
         s[e] = __fadd_rn(s[e], __shfl_xor_sync(0xffffffffu, s[e], 1));
       }
-      const float inv = norm ? 1.0f / sqrtf(__fadd_rn(s[0], s[1]) / float(D) + r.eps) : 1.0f;
-      if (t >= T) continue;
-      bf16* kd =
-          !is_q && slot[h] >= 0 ? static_cast<bf16*>(r.k_cache) + slot[h] * kv_row + int64_t(hd - Hq) * D : nullptr;
+      inv[p][h] = 1.0f / sqrtf(__fadd_rn(s[0], s[1]) / float(D) + r.eps);
+    }
+  }
 #pragma unroll
-      for (int jj = 0; jj < 8; ++jj) {
-        const int i = 8 * jj + 2 * q;
-        // (cos, sin) at i and i + 1: chunk 2 jj + q / 2 of the row, half q % 2 of it.
-        const uint2 cs = *reinterpret_cast<const uint2*>(row + (((2 * jj + (q >> 1)) ^ (rl & 7)) << 4) + (q & 1) * 8);
-        const float2 c0 = bf16x2_to_float2(cs.x), c1 = bf16x2_to_float2(cs.y);
-        const float co[2] = {c0.x, c1.x}, si[2] = {c0.y, c1.y};
+  for (int h = 0; h < 2; ++h) {
+    if (r0 + 8 * h >= T) continue;
+    const unsigned char* row = cs_tab + (rl + 8 * h) * 256;
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& a = acc[16 * p + jj][2 * h + e];
-          float& b = acc[16 * p + jj + 8][2 * h + e];
-          const float xa = bf16_round(bf16_round(a * inv) * w[i + e]);
-          const float xb = bf16_round(bf16_round(b * inv) * w[i + e + D / 2]);
-          a = bf16_round(bf16_round(xa * co[e]) - bf16_round(xb * si[e]));
-          b = bf16_round(bf16_round(xb * co[e]) + bf16_round(xa * si[e]));
-        }
-        if (kd) {
-          *reinterpret_cast<__nv_bfloat162*>(kd + i) =
-              __floats2bfloat162_rn(acc[16 * p + jj][2 * h], acc[16 * p + jj][2 * h + 1]);
-          *reinterpret_cast<__nv_bfloat162*>(kd + i + D / 2) =
-              __floats2bfloat162_rn(acc[16 * p + jj + 8][2 * h], acc[16 * p + jj + 8][2 * h + 1]);
+    for (int jj = 0; jj < 8; ++jj) {
+      const int i = 8 * jj + 2 * q;
+      // (cos, sin) at i and i + 1: chunk 2 jj + q / 2 of the row, half q % 2 of it.
+      const uint2 cs = *reinterpret_cast<const uint2*>(row + (((2 * jj + (q >> 1)) ^ (rl & 7)) << 4) + (q & 1) * 8);
+      const uint32_t co = __byte_perm(cs.x, cs.y, 0x5410), si = __byte_perm(cs.x, cs.y, 0x7632);
+#pragma unroll
+      for (int p = 0; p < 2; ++p) {
+        const int hd = n0 / D + p;
+        if (hd >= Hq + Hkv) continue;  // a v head, or past N
+        const uint32_t* w = nw + (hd < Hq ? 0 : D / 2);
+        uint32_t& ya = y[16 * p + jj][h];
+        uint32_t& yb = y[16 * p + jj + 8][h];
+        const float f = inv[p][h];
+        const uint32_t xa = bf2_mul(bf2_pack(bf2_lo(ya) * f, bf2_hi(ya) * f), w[i / 2]);
+        const uint32_t xb = bf2_mul(bf2_pack(bf2_lo(yb) * f, bf2_hi(yb) * f), w[D / 4 + i / 2]);
+        ya = bf2_sub(bf2_mul(xa, co), bf2_mul(xb, si));
+        yb = bf2_add(bf2_mul(xb, co), bf2_mul(xa, si));
+        if (hd >= Hq && slot[h] >= 0) {
+          bf16* kd = static_cast<bf16*>(r.k_cache) + slot[h] * kv_row + int64_t(hd - Hq) * D;
+          *reinterpret_cast<uint32_t*>(kd + i) = ya;
+          *reinterpret_cast<uint32_t*>(kd + i + D / 2) = yb;
         }
       }
+    }
+  }
+#pragma unroll
+  for (int p = 0; p < 2; ++p) {
+    const int hd = n0 / D + p;
+    if (hd < Hq + Hkv || hd >= Hq + 2 * Hkv) continue;  // not a v head
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (slot[h] < 0) continue;
+      bf16* vd = static_cast<bf16*>(r.v_cache) + slot[h] * kv_row + int64_t(hd - Hq - Hkv) * D + 2 * q;
+#pragma unroll
+      for (int jj = 0; jj < 16; ++jj) *reinterpret_cast<uint32_t*>(vd + 8 * jj) = y[16 * p + jj][h];
     }
   }
 }
@@ -328,12 +365,13 @@ __global__ void __launch_bounds__(kWarpEpi ? kThreadsEpi : kThreads, 1)
   // A CTA's tiles: its own (one a CTA), or every gridDim.x-th from blockIdx.x (persistent).
   const int first = int(blockIdx.x), step = kPersistent ? int(gridDim.x) : tiles;
 
-  // kRope: the q and k norm weights as floats (1 where there is no norm), read by the epilogue.
-  __shared__ float norm_w[kEpi == kRope ? 256 : 1];
+  // kRope: the q then k norm weights as BF16 pair words (1 where there is no norm), read by the
+  // epilogue.
+  __shared__ uint32_t norm_w[kEpi == kRope ? 128 : 1];
   if constexpr (kEpi == kRope)
-    for (int i = int(threadIdx.x); i < 256; i += kAll) {
-      const bf16* src = static_cast<const bf16*>(i < 128 ? rope.q_norm : rope.k_norm);
-      norm_w[i] = src ? __bfloat162float(src[i & 127]) : 1.f;
+    for (int i = int(threadIdx.x); i < 128; i += kAll) {
+      const uint32_t* src = static_cast<const uint32_t*>(i < 64 ? rope.q_norm : rope.k_norm);
+      norm_w[i] = src ? src[i & 63] : 0x3f803f80u;  // BF16 1.0 twice
     }
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -417,9 +455,10 @@ __global__ void __launch_bounds__(kWarpEpi ? kThreadsEpi : kThreads, 1)
 
     if constexpr (kWarpEpi) {  // stage the tile's BF16 outputs for the epilogue warps
       auto val = [&](int j, int c) { return kGated ? silu_mul(acc[j][c], acc[j + 16][c]) : acc[j][c]; };
+      auto pair = [&](int j, int h) { return bf2_pack(val(j, 2 * h), val(j, 2 * h + 1)); };
       if (k > 0) mbar_wait(drained, uint32_t(k - 1) & 1u);
 #pragma unroll
-      for (int p = 0; p < kPasses; ++p) write_pass(val, p, stage + (wg * 2 * kPasses + 2 * p) * kEpiBox, warp, g, q);
+      for (int p = 0; p < kPasses; ++p) write_pass(pair, p, stage + (wg * 2 * kPasses + 2 * p) * kEpiBox, warp, g, q);
       fence_proxy_async_smem();  // the generic-proxy writes, read by the TMA stores
       __syncwarp();
       mbar_arrive_if(staged, lane == 0);
@@ -427,13 +466,19 @@ __global__ void __launch_bounds__(kWarpEpi ? kThreadsEpi : kThreads, 1)
       cp_async_wait<0>();
       named_sync(1 + wg, 128);  // every thread's table copies have landed
       const int rl = 16 * (warp & 3) + g;
-      rope_epilogue(acc, rope, norm_w, epi, T, t0 + 64 * wg + rl, rl, n0, q);
-      store_tma<2>([&](int j, int c) { return acc[j][c]; }, &omap, epi, wg, warp, g, q, t0, n0);
+      uint32_t y[32][2];
+      rope_epilogue(acc, y, rope, norm_w, epi, T, t0 + 64 * wg + rl, rl, n0, q);
+      store_tma<2>([&](int j, int h) { return y[j][h]; }, &omap, epi, wg, warp, g, q, t0, n0);
     } else if constexpr (kGated)
-      store_tma<1>([&](int j, int c) { return silu_mul(acc[j][c], acc[j + 16][c]); }, &omap, epi, wg, warp, g, q, t0,
-                   n0);
+      store_tma<1>(
+          [&](int j, int h) {
+            return bf2_pack(silu_mul(acc[j][2 * h], acc[j + 16][2 * h]),
+                            silu_mul(acc[j][2 * h + 1], acc[j + 16][2 * h + 1]));
+          },
+          &omap, epi, wg, warp, g, q, t0, n0);
     else if constexpr (kTmaStore)
-      store_tma<kCols / 128>([&](int j, int c) { return acc[j][c]; }, &omap, epi, wg, warp, g, q, t0, n0);
+      store_tma<kCols / 128>([&](int j, int h) { return bf2_pack(acc[j][2 * h], acc[j][2 * h + 1]); }, &omap, epi, wg,
+                             warp, g, q, t0, n0);
     else
       store_direct<kCols>(acc, out, T, N, t0 + 64 * wg + 16 * (warp & 3) + g, n0, q);
   }

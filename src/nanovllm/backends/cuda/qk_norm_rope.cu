@@ -21,6 +21,8 @@
 // With the FP8 KV cache it writes E4M3 codes of the BF16 values x 1/scale (saturating).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "nanovllm/backends/checks.h"
 #include "nanovllm/backends/cuda/cuda_backend.h"
@@ -150,25 +152,51 @@ void cuda::launch_rope_cos_sin_table(const int32_t* pos, const InvFreq& inv_freq
   NV_LAUNCH_CHECK();
 }
 
+// The checks of the q/k norm + RoPE ops' arguments (qkv [T, (Hq + 2 Hkv) D] BF16, the norm
+// weights, positions [T] I32, the RoPE parameters), named after `op`.
+static void check_rope_args(const Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
+                            int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, const RopeParams& rope,
+                            const char* op) {
+  check_qkv(qkv, num_heads, num_kv_heads, head_dim, op);
+  check_rope(rope, head_dim, op);
+  check_qk_norm_weights(q_norm_w, k_norm_w, head_dim, op);
+  if (positions.numel() != qkv.size(0)) throw Error(std::string(op) + ": positions must be [T]");
+  if (head_dim % 2 != 0 || head_dim > kMaxHeadDim)
+    throw Error(std::string(op) + ": head_dim " + std::to_string(head_dim) + " must be even and at most 256");
+  const bool norm = q_norm_w.defined();
+  if (qkv.dtype() != DType::BF16 || (norm && (q_norm_w.dtype() != DType::BF16 || k_norm_w.dtype() != DType::BF16)) ||
+      positions.dtype() != DType::I32)
+    throw Error(std::string(op) + ": qkv and norm weights must be BF16, positions I32");
+}
+
+// The checks of the KV-cache store's arguments (both caches BF16 or both F8E4M3, the step's
+// metadata with its slot mapping on the device), named after `op`.
+static void check_store_args(const Tensor& k_cache, const Tensor& v_cache, int64_t num_kv_heads, int64_t head_dim,
+                             const AttentionMetadata& md, int64_t T, const char* op) {
+  check_kv_cache(k_cache, v_cache, num_kv_heads, head_dim);
+  check_metadata(md, T, k_cache.size(0) * k_cache.size(1));
+  if (v_cache.dtype() != k_cache.dtype() || !(k_cache.dtype() == DType::F8E4M3 || k_cache.dtype() == DType::BF16))
+    throw Error(std::string(op) + ": k_cache and v_cache must both be BF16 or both F8E4M3");
+  if (!md.d_slot_mapping.defined()) throw Error(std::string(op) + ": prepare_metadata() was not called for this batch");
+}
+
+// The launches' copy of the model's inverse frequencies (D / 2 of them).
+static InvFreq inv_freq_of(const RopeParams& rope, int64_t D) {
+  InvFreq f{};
+  for (int64_t i = 0; i < D / 2; ++i) f.v[i] = rope.inv_freq[size_t(i)];
+  return f;
+}
+
 // Checks, then the launch; kv.k == nullptr: no cache store.
 static void run_qk_norm_rope(Tensor& qkv, const Tensor& q_norm_w, const Tensor& k_norm_w, const Tensor& positions,
                              int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float eps,
                              const RopeParams& rope, const KVDest& kv, Stream st, int num_sms,
                              const KernelOptions& options) {
-  check_qkv(qkv, num_heads, num_kv_heads, head_dim, "qk_norm_rope");
-  check_rope(rope, head_dim, "qk_norm_rope");
-  check_qk_norm_weights(q_norm_w, k_norm_w, head_dim, "qk_norm_rope");
-  if (positions.numel() != qkv.size(0)) throw Error("qk_norm_rope: positions must be [T]");
+  check_rope_args(qkv, q_norm_w, k_norm_w, positions, num_heads, num_kv_heads, head_dim, rope, "qk_norm_rope");
   const bool norm = q_norm_w.defined();
-  if (head_dim % 2 != 0 || head_dim > kMaxHeadDim)
-    throw Error("qk_norm_rope: head_dim " + std::to_string(head_dim) + " must be even and at most 256");
-  if (qkv.dtype() != DType::BF16 || (norm && (q_norm_w.dtype() != DType::BF16 || k_norm_w.dtype() != DType::BF16)) ||
-      positions.dtype() != DType::I32)
-    throw Error("qk_norm_rope: qkv and norm weights must be BF16, positions I32");
   const int64_t T = qkv.size(0), D = head_dim;
   if (T == 0) return;
-  InvFreq f{};
-  for (int64_t i = 0; i < D / 2; ++i) f.v[i] = rope.inv_freq[size_t(i)];
+  const InvFreq f = inv_freq_of(rope, D);
   const QkNormRopePlan plan = plan_qk_norm_rope(
       {T, num_heads, num_kv_heads, D, kv.k != nullptr, aligned16({qkv.raw(), kv.k, kv.v})}, num_sms, options);
   const bf16* qw = norm ? q_norm_w.data<bf16>() : nullptr;
@@ -196,13 +224,9 @@ void CudaBackend::qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const 
                                      const Tensor& positions, Tensor& k_cache, Tensor& v_cache, int64_t num_heads,
                                      int64_t num_kv_heads, int64_t head_dim, float eps, const RopeParams& rope,
                                      const AttentionMetadata& md, KVScales kv_scales) {
-  check_kv_cache(k_cache, v_cache, num_kv_heads, head_dim);
-  check_metadata(md, qkv.size(0), k_cache.size(0) * k_cache.size(1));
+  check_store_args(k_cache, v_cache, num_kv_heads, head_dim, md, qkv.size(0), "qk_norm_rope_store");
   const bool fp8 = k_cache.dtype() == DType::F8E4M3;
-  if (v_cache.dtype() != k_cache.dtype() || !(fp8 || k_cache.dtype() == DType::BF16))
-    throw Error("qk_norm_rope_store: k_cache and v_cache must both be BF16 or both F8E4M3");
   if (fp8) check_kv_scales(kv_scales, "qk_norm_rope_store");
-  if (!md.d_slot_mapping.defined()) throw Error("qk_norm_rope_store: prepare_metadata() was not called for this batch");
   KVDest kv;
   kv.k = k_cache.raw();
   kv.v = v_cache.raw();
@@ -214,9 +238,24 @@ void CudaBackend::qk_norm_rope_store(Tensor& qkv, const Tensor& q_norm_w, const 
                    num_sms_, options_);
 }
 
+// What a step's cos/sin table was built from (AttentionMetadata::rope_table_key): the positions
+// tensor, T, D and the RoPE parameters' bits.
+static std::vector<uint32_t> rope_table_key(const Tensor& positions, const RopeParams& rope, int64_t D) {
+  const auto p = reinterpret_cast<uintptr_t>(positions.raw());
+  const int64_t T = positions.numel();
+  std::vector<uint32_t> key = {uint32_t(p), uint32_t(uint64_t(p) >> 32), uint32_t(T), uint32_t(T >> 32), uint32_t(D)};
+  auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+  };
+  for (int64_t i = 0; i < D / 2; ++i) key.push_back(bits(rope.inv_freq[size_t(i)]));
+  key.push_back(bits(rope.attention_scaling));
+  return key;
+}
+
 // The qkv product with the q/k norm + RoPE + KV store in its epilogue where the plan says
-// (kernel_plan.h: linear_rope_fuses): add_rms_norm, the cos/sin table of this step's positions,
-// then gemm_wgmma_rope; else the two ops.
+// (kernel_plan.h: linear_rope_fuses): add_rms_norm, then gemm_wgmma_rope; else the two ops.
 void CudaBackend::add_rms_norm_linear_rope(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps,
                                            const Tensor& w, Tensor& out, const QkNormRopeStore& r) {
   check_add_rms_norm_linear(x, residual, norm_w, w, out, false);
@@ -231,27 +270,23 @@ void CudaBackend::add_rms_norm_linear_rope(Tensor& x, Tensor& residual, const Te
                        r.v_cache.dtype() == DType::BF16 && aligned16({r.k_cache.raw(), r.v_cache.raw()});
   if (!linear_rope_fuses(prob, D, r.num_heads + 2 * r.num_kv_heads, kv_bf16, options_))
     return Backend::add_rms_norm_linear_rope(x, residual, norm_w, eps, w, out, r);
-  check_qkv(out, r.num_heads, r.num_kv_heads, D, "add_rms_norm_linear_rope");
-  check_rope(r.rope, D, "add_rms_norm_linear_rope");
-  check_qk_norm_weights(r.q_norm_w, r.k_norm_w, D, "add_rms_norm_linear_rope");
-  check_kv_cache(r.k_cache, r.v_cache, r.num_kv_heads, D);
-  check_metadata(r.md, T, r.k_cache.size(0) * r.k_cache.size(1));
-  if (r.positions.numel() != T || r.positions.dtype() != DType::I32)
-    throw Error("add_rms_norm_linear_rope: positions must be [T] I32");
-  const bool norm = r.q_norm_w.defined();
-  if (norm && (r.q_norm_w.dtype() != DType::BF16 || r.k_norm_w.dtype() != DType::BF16))
-    throw Error("add_rms_norm_linear_rope: the q/k norm weights must be BF16");
-  if (!r.md.d_slot_mapping.defined())
-    throw Error("add_rms_norm_linear_rope: prepare_metadata() was not called for this batch");
+  const char* op = "add_rms_norm_linear_rope";
+  check_rope_args(out, r.q_norm_w, r.k_norm_w, r.positions, r.num_heads, r.num_kv_heads, D, r.rope, op);
+  check_store_args(r.k_cache, r.v_cache, r.num_kv_heads, D, r.md, T, op);
   if (T == 0) return;
   add_rms_norm(x, residual, norm_w, eps);
-  InvFreq f{};
-  for (int64_t i = 0; i < D / 2; ++i) f.v[i] = r.rope.inv_freq[size_t(i)];
-  Tensor table = empty({T, D / 2}, DType::I32);  // [T][D/2] (cos, sin) BF16 pairs
-  launch_rope_cos_sin_table(r.positions.data<int32_t>(), f, r.rope.attention_scaling, T, int(D / 2),
-                            reinterpret_cast<uint32_t*>(table.data<int32_t>()), on_stream());
+  const bool norm = r.q_norm_w.defined();
+  // The step's cos/sin table ([T][D/2] BF16 pairs): built by its first fused layer, kept in the
+  // metadata for the others, which share the positions and the RoPE parameters.
+  std::vector<uint32_t> key = rope_table_key(r.positions, r.rope, D);
+  if (!r.md.d_rope_table.defined() || r.md.rope_table_key != key) {
+    r.md.d_rope_table = empty({T, D / 2}, DType::I32);
+    launch_rope_cos_sin_table(r.positions.data<int32_t>(), inv_freq_of(r.rope, D), r.rope.attention_scaling, T,
+                              int(D / 2), reinterpret_cast<uint32_t*>(r.md.d_rope_table.data<int32_t>()), on_stream());
+    r.md.rope_table_key = std::move(key);
+  }
   GemmRopeEpilogue e;
-  e.cos_sin = reinterpret_cast<const uint32_t*>(table.data<int32_t>());
+  e.cos_sin = reinterpret_cast<const uint32_t*>(r.md.d_rope_table.data<int32_t>());
   e.q_norm = norm ? r.q_norm_w.raw() : nullptr;
   e.k_norm = norm ? r.k_norm_w.raw() : nullptr;
   e.eps = r.eps;
