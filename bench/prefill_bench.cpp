@@ -1,10 +1,12 @@
 // Prefill kernel benchmark (a program, not a test).
-// Attention: one causal prefill of N fresh tokens through CudaBackend::attention, each prefill
-// kernel forced in turn by its prefill_attention value (wgmma_tma, wgmma, mma with 32 and 16 rows
-// per warp: backends/cuda/attention_prefill_<value>.cu; tiled: attention_tiled.cu), at the head
-// shapes of Qwen3-0.6B (16/8 heads) and Qwen3-8B (32/8), D = 128, block size 256. Prints one JSON line per
-// (shape, N, kernel) with the median time of the runs and the achieved TFLOP/s, counting the
-// causal work 4 * D * Hq * N (N + 1) / 2 (QK^T and PV, multiply-adds as 2 FLOPs).
+// Attention: one causal prefill of N fresh tokens (or B prompts of N tokens each: "BxN") through
+// CudaBackend::attention, each prefill kernel forced in turn by its prefill_attention value
+// (wgmma_tma, also with one CTA a work item instead of its persistent grid: wgmma_tma_one_cta_an_item;
+// wgmma, mma with 32 and 16 rows per warp: backends/cuda/attention_prefill_<value>.cu; tiled:
+// attention_tiled.cu), at the head shapes of Qwen3-0.6B (16/8 heads) and Qwen3-8B (32/8), D = 128,
+// block size 256. Prints one JSON line per (shape, B, N, kernel) with the median time of the runs
+// and the achieved TFLOP/s, counting the causal work B * 4 * D * Hq * N (N + 1) / 2 (QK^T and PV,
+// multiply-adds as 2 FLOPs).
 //
 // GEMMs: CudaBackend::linear (cuBLASLt, the algorithm its heuristic picks) at the prefill shapes of
 // both models' layers (qkv, o, gate_up, down) for M = 4,096 and 16,384 tokens, in TFLOP/s
@@ -15,7 +17,7 @@
 // and the same blocks with fp8_gemm=dequantize (weight-only: BF16 weight, then the BF16 GEMM); each
 // call inside a step, as the engine runs it (its temporaries from the step arena).
 //
-// Usage: prefill_bench [N ...]   (default 1024 8192 32000); NANOVLLM_BENCH_TILED=0 skips the
+// Usage: prefill_bench [N | BxN ...]   (default 1024 8192 32000); NANOVLLM_BENCH_TILED=0 skips the
 // CUDA-core kernel (seconds per call at 32K); NANOVLLM_BENCH_KERNELS=wgmma_tma,wgmma times only those.
 #include <algorithm>
 #include <chrono>
@@ -105,9 +107,17 @@ void bench_gemms(CudaBackend& be, CudaBackend& dequantize) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<int64_t> lens;
-  for (int i = 1; i < argc; ++i) lens.push_back(std::atoll(argv[i]));
-  if (lens.empty()) lens = {1024, 8192, 32000};
+  struct Batch {
+    int64_t seqs, len;
+  };
+  std::vector<Batch> lens;  // "N" or "BxN"
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const size_t x = a.find('x');
+    lens.push_back(x == std::string::npos ? Batch{1, std::atoll(a.c_str())}
+                                          : Batch{std::atoll(a.substr(0, x).c_str()), std::atoll(a.c_str() + x + 1)});
+  }
+  if (lens.empty()) lens = {{1, 1024}, {1, 8192}, {1, 32000}};
   const char* tiled_env = std::getenv("NANOVLLM_BENCH_TILED");
   const bool tiled = !(tiled_env && std::string(tiled_env) == "0");
   const char* only = std::getenv("NANOVLLM_BENCH_KERNELS");  // e.g. "wgmma_tma,wgmma": only these
@@ -117,8 +127,9 @@ int main(int argc, char** argv) {
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-2.f, 2.f);
   for (const auto& s : shapes)
-    for (int64_t n : lens) {
-      const int64_t nb = (n + bs - 1) / bs, W = (s.hq + 2 * s.hkv) * s.d;
+    for (const Batch& batch : lens) {
+      const int64_t B = batch.seqs, len = batch.len, n = B * len;
+      const int64_t nb_seq = (len + bs - 1) / bs, nb = B * nb_seq, W = (s.hq + 2 * s.hkv) * s.d;
       std::vector<float> host(size_t(std::max(n * W, nb * bs * s.hkv * s.d) + 8));
       for (auto& x : host) x = u(rng);
       Tensor qkv = be.empty({n, W}, DType::BF16), k = be.empty({nb, bs, s.hkv, s.d}, DType::BF16),
@@ -128,36 +139,42 @@ int main(int argc, char** argv) {
       be.upload(host.data() + 7, DType::F32, v);
       AttentionMetadata md;
       md.is_prefill = true;
-      md.num_seqs = 1;
+      md.num_seqs = B;
       md.num_tokens = n;
-      md.max_blocks = nb;
-      md.cu_seqlens_q = {0, int32_t(n)};
-      md.cu_seqlens_k = {0, int32_t(n)};
-      md.max_seqlen_q = md.max_seqlen_k = int32_t(n);
-      md.context_lens = {int32_t(n)};
-      md.block_tables.resize(size_t(nb));
+      md.max_blocks = nb_seq;
+      for (int64_t b = 0; b <= B; ++b) {
+        md.cu_seqlens_q.push_back(int32_t(b * len));
+        md.cu_seqlens_k.push_back(int32_t(b * len));
+      }
+      md.max_seqlen_q = md.max_seqlen_k = int32_t(len);
+      md.context_lens.assign(size_t(B), int32_t(len));
+      md.block_tables.resize(size_t(nb));  // [B][nb_seq]
       std::iota(md.block_tables.begin(), md.block_tables.end(), 0);
       std::shuffle(md.block_tables.begin(), md.block_tables.end(), rng);
-      for (int64_t i = 0; i < n; ++i) md.slot_mapping.push_back(int32_t(md.block_tables[size_t(i / bs)] * bs + i % bs));
+      for (int64_t i = 0; i < n; ++i)
+        md.slot_mapping.push_back(int32_t(md.block_tables[size_t(i / len * nb_seq + i % len / bs)] * bs + i % bs));
       be.prepare_metadata(md);
       const float scale = 1.f / std::sqrt(float(s.d));
-      const double flops = 4.0 * double(s.d) * double(s.hq) * double(n) * double(n + 1) / 2.0;
+      const double flops = double(B) * 4.0 * double(s.d) * double(s.hq) * double(len) * double(len + 1) / 2.0;
       struct Variant {
         const char* name;
         PrefillAttention kernel;
         int rows_per_warp;
+        bool persistent;
       };
-      const Variant variants[] = {{"wgmma_tma", PrefillAttention::WgmmaTma, 32},
-                                  {"wgmma", PrefillAttention::Wgmma, 32},
-                                  {"mma_32", PrefillAttention::Mma, 32},
-                                  {"mma_16", PrefillAttention::Mma, 16},
-                                  {"tiled", PrefillAttention::Tiled, 32}};
+      const Variant variants[] = {{"wgmma_tma", PrefillAttention::WgmmaTma, 32, true},
+                                  {"wgmma_tma_one_cta_an_item", PrefillAttention::WgmmaTma, 32, false},
+                                  {"wgmma", PrefillAttention::Wgmma, 32, true},
+                                  {"mma_32", PrefillAttention::Mma, 32, true},
+                                  {"mma_16", PrefillAttention::Mma, 16, true},
+                                  {"tiled", PrefillAttention::Tiled, 32, true}};
       for (const Variant& var : variants) {
         if (var.kernel == PrefillAttention::Tiled && !tiled) continue;
         if (only && ("," + std::string(only) + ",").find("," + std::string(var.name) + ",") == std::string::npos)
           continue;
         be.set_prefill_attention(var.kernel);
         be.set_prefill_rows_per_warp(var.rows_per_warp);
+        be.set_prefill_attention_persistent(var.persistent);
         const int runs = var.kernel == PrefillAttention::Tiled ? 1 : (n <= 8192 ? 20 : 5);
         double sec = 0;
         try {
@@ -169,14 +186,14 @@ int main(int argc, char** argv) {
         }
         std::printf(
             "{\"bench\": \"prefill_attention\", \"model\": \"%s\", \"hq\": %lld, \"hkv\": %lld, \"d\": %lld, "
-            "\"tokens\": "
-            "%lld, \"kernel\": \"%s\", \"ms\": %.3f, \"tflops\": %.1f}\n",
-            s.model, (long long)s.hq, (long long)s.hkv, (long long)s.d, (long long)n, var.name, sec * 1e3,
-            flops / sec / 1e12);
+            "\"prompts\": %lld, \"tokens\": %lld, \"kernel\": \"%s\", \"ms\": %.3f, \"tflops\": %.1f}\n",
+            s.model, (long long)s.hq, (long long)s.hkv, (long long)s.d, (long long)B, (long long)len, var.name,
+            sec * 1e3, flops / sec / 1e12);
         std::fflush(stdout);
       }
       be.set_prefill_attention(PrefillAttention::Auto);
       be.set_prefill_rows_per_warp(32);
+      be.set_prefill_attention_persistent(true);
     }
   KernelOptions weight_only;
   weight_only.fp8_gemm = Fp8Gemm::Dequantize;

@@ -4,6 +4,8 @@
 #include "gpu_test_util.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <numeric>
 
@@ -299,6 +301,55 @@ TEST(CudaAttention, PrefillTensorCoreAwkwardShapes) {
     run_attention_case(be, cfg_name("prefill-tc-mixed", h, bs),
                        {{4097, 1000}, {1000, 333}, {130, 65}, {77, 1}, {300, 44}, {65, 64}}, h.hq, h.hkv, h.d, bs, true,
                        37);
+}
+
+// The TMA kernel's persistent grid (one CTA an SM walking the work items, its K/V ring and Q tile
+// running on from one item into the next) against one CTA an item: the same products in the same
+// order, so the same bits. A batch of many short prompts (the embedding workload: ~15 items a CTA,
+// causal tiles of 1-4 key tiles), and one with prefix hits and sequences shorter than the longest
+// (empty items inside a CTA's rounds), at GQA groups 2, 8 and 1, head dims 128 and 64.
+TEST(CudaAttention, PrefillPersistentGridEqualsOneCtaAnItem) {
+  REQUIRE_GPU();
+  Backends be;
+  if (!be.gpu.wgmma()) GTEST_SKIP() << "the TMA kernel needs sm_90a";
+  std::vector<SeqSpec> short_prompts;
+  for (int32_t i = 0; i < 40; ++i) short_prompts.push_back({500 + (i * 37) % 24, 500 + (i * 37) % 24});
+  std::vector<SeqSpec> mixed{{4097, 1000}, {1000, 333}, {130, 65}, {77, 1}, {300, 44}, {65, 64}};
+  for (int32_t i = 0; i < 30; ++i) mixed.push_back({64 + i * 29, 1 + (i * 53) % 64});
+  const HeadCfg heads[] = {{16, 8, 128}, {8, 1, 128}, {4, 4, 64}};
+  for (const auto& h : heads)
+    for (const auto* seqs : {&short_prompts, &mixed}) {
+      PagedBatch pb = paged_batch(*seqs, 16, true, 61);
+      AttentionMetadata& md = pb.md;
+      const int64_t T = md.num_tokens, W = (h.hq + 2 * h.hkv) * h.d;
+      const Shape cs{pb.nblocks, 16, h.hkv, h.d};
+      const size_t cache = size_t(pb.nblocks * 16 * h.hkv * h.d);
+      Tensor qkv = be.gpu.empty({T, W}, DType::BF16), k = be.gpu.empty(cs, DType::BF16),
+             v = be.gpu.empty(cs, DType::BF16);
+      be.gpu.upload(rand_bf16(size_t(T * W), 62, -2, 2).data(), DType::F32, qkv);
+      be.gpu.upload(rand_bf16(cache, 63).data(), DType::F32, k);
+      be.gpu.upload(rand_bf16(cache, 64).data(), DType::F32, v);
+      be.gpu.prepare_metadata(md);
+      const float scale = float(1.0 / std::sqrt(double(h.d)));
+      auto run = [&](bool persistent) {
+        be.gpu.set_prefill_attention_persistent(persistent);
+        Tensor out = be.gpu.empty({T, h.hq * h.d}, DType::BF16);
+        be.gpu.attention(qkv, k, v, out, h.hq, h.hkv, h.d, scale, md);
+        return be.gpu.to_host_f32(out);
+      };
+      const auto one_a_cta = run(false), persistent = run(true);
+      be.gpu.set_prefill_attention_persistent(true);
+      size_t differ = 0, nonfinite = 0;
+      for (size_t i = 0; i < persistent.size(); ++i) {
+        differ += !(persistent[i] == one_a_cta[i]);
+        nonfinite += !std::isfinite(persistent[i]);
+      }
+      const std::string name = cfg_name(seqs == &mixed ? "mixed" : "short prompts", h, 16);
+      EXPECT_EQ(differ, 0u) << name << ": " << differ << " of " << persistent.size() << " differ";
+      EXPECT_EQ(nonfinite, 0u) << name;
+      std::printf("[gpu] prefill attention persistent grid, %s: %zu of %zu differ from one CTA an item\n", name.c_str(),
+                  differ, persistent.size());
+    }
 }
 
 // Sliding-window attention (Mistral): decodes whose context is shorter, as long as and far longer

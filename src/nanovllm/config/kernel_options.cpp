@@ -171,6 +171,9 @@ const std::vector<Option>& options() {
          return false;
        },
        [](const KernelOptions& o) { return std::string(prefill_attention_name(o.prefill_attention)); }},
+      {"prefill_persistent", "NANOVLLM_PREFILL_PERSISTENT", "on or off",
+       [](KernelOptions& o, const std::string& v) { return parse_bool(v, o.prefill_persistent); },
+       [](const KernelOptions& o) { return on_off(o.prefill_persistent); }},
       {"fp8_gemm", "NANOVLLM_FP8_GEMM", "auto or dequantize",
        [](KernelOptions& o, const std::string& v) {
          if (v != "auto" && v != "dequantize") return false;
@@ -257,8 +260,8 @@ bool operator==(const KernelOptions& a, const KernelOptions& b) {
   auto fields = [](const KernelOptions& o) {
     return std::tie(o.pdl, o.gemv_norm, o.max_decode_splits, o.long_decode_context, o.long_decode_splits,
                     o.decode_cluster, o.decode_warps, o.decode_read_ahead, o.p2p_all_reduce, o.all_reduce_norm,
-                    o.prefill_attention, o.fp8_gemm, o.int_gemv, o.int_gemm, o.int_gemm_cluster_rows,
-                    o.int_gemm_cluster_cols, o.rope_kernel, o.gemm);
+                    o.prefill_attention, o.prefill_persistent, o.fp8_gemm, o.int_gemv, o.int_gemm,
+                    o.int_gemm_cluster_rows, o.int_gemm_cluster_cols, o.rope_kernel, o.gemm);
   };
   return fields(a) == fields(b);
 }

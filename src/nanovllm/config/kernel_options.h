@@ -26,6 +26,7 @@
 //   p2p_all_reduce     NANOVLLM_P2P_ALLREDUCE       on | off
 //   all_reduce_norm    NANOVLLM_ALLREDUCE_NORM      on | off
 //   prefill_attention  NANOVLLM_PREFILL_ATTENTION   auto | wgmma_tma | wgmma | mma | tiled
+//   prefill_persistent NANOVLLM_PREFILL_PERSISTENT  on | off
 //   fp8_gemm           NANOVLLM_FP8_GEMM            auto | dequantize
 //   int_gemv           NANOVLLM_INT_GEMV            auto | v1 | v2 | v3 | v4 | v5
 //   int_gemm           NANOVLLM_INT_GEMM            auto | mma | wgmma | wgmma_wide | wgmma_ss | dequantize
@@ -153,6 +154,10 @@ struct KernelOptions {
   bool all_reduce_norm = true;
   // See PrefillAttention.
   PrefillAttention prefill_attention = PrefillAttention::Auto;
+  // on: the TMA prefill attention kernel runs a persistent grid (one CTA an SM walking the work
+  // items, longest tiles first, each CTA's next Q loaded under its current item). off: one CTA an
+  // item (bench/RESULTS.md has both).
+  bool prefill_persistent = true;
   // See Fp8Gemm.
   Fp8Gemm fp8_gemm = Fp8Gemm::Auto;
   // See IntGemv. v3: Qwen3-8B AWQ batch-1 decode 367 tok/s against v2's 326 (gate_up 1.38x, down

@@ -48,7 +48,8 @@ TEST(KernelOptions, DefaultsAreTheMeasuredBest) {
   EXPECT_EQ(o.to_string(),
             "pdl=on gemv_norm=auto max_decode_splits=16 long_decode_context=8192 long_decode_splits=64 "
             "decode_cluster=off decode_warps=8 decode_read_ahead=on p2p_all_reduce=on all_reduce_norm=on "
-            "prefill_attention=auto fp8_gemm=auto int_gemv=auto int_gemm=auto int_gemm_cluster=1x1 rope_kernel=auto "
+            "prefill_attention=auto prefill_persistent=on fp8_gemm=auto int_gemv=auto int_gemm=auto "
+            "int_gemm_cluster=1x1 rope_kernel=auto "
             "gemm=auto");
   EXPECT_NO_THROW(o.validate());
   EXPECT_EQ(from_env({}), o);  // no variables set: nothing changes
@@ -66,6 +67,7 @@ TEST(KernelOptions, EnvironmentOverridesEveryField) {
                                     {"NANOVLLM_P2P_ALLREDUCE", "0"},
                                     {"NANOVLLM_ALLREDUCE_NORM", "off"},
                                     {"NANOVLLM_PREFILL_ATTENTION", "tiled"},
+                                    {"NANOVLLM_PREFILL_PERSISTENT", "off"},
                                     {"NANOVLLM_FP8_GEMM", "dequantize"},
                                     {"NANOVLLM_INT_GEMV", "v1"},
                                     {"NANOVLLM_INT_GEMM", "dequantize"},
@@ -83,6 +85,7 @@ TEST(KernelOptions, EnvironmentOverridesEveryField) {
   EXPECT_FALSE(o.p2p_all_reduce);
   EXPECT_FALSE(o.all_reduce_norm);
   EXPECT_EQ(o.prefill_attention, PrefillAttention::Tiled);
+  EXPECT_FALSE(o.prefill_persistent);
   EXPECT_EQ(o.fp8_gemm, Fp8Gemm::Dequantize);
   EXPECT_EQ(o.int_gemv, IntGemv::V1);
   EXPECT_EQ(o.int_gemm, IntGemm::Dequantize);

@@ -189,13 +189,14 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
     a.kc = scratch_k.data<bf16>(), a.vc = scratch_v.data<bf16>(), a.kc8 = nullptr, a.vc8 = nullptr;
     a.block_tables = scratch_tables.data<int32_t>();
   }
+  const int attention_ctas = options_.prefill_persistent ? num_sms_ : 0;
   if (plan.rest == AttentionKernel::PrefillWgmmaTma && scratch_k.defined()) {
     // Per call (the scratch moves between layers and steps): not kept in cache_tma_'s map.
     const int64_t slots = scratch_k.size(0) * scratch_k.size(1);
     prefill_attention_wgmma_tma(a, make_cache_tma(a.kc, slots, num_kv_heads * D, k_cache.size(1)),
-                                make_cache_tma(a.vc, slots, num_kv_heads * D, k_cache.size(1)), s);
+                                make_cache_tma(a.vc, slots, num_kv_heads * D, k_cache.size(1)), attention_ctas, s);
   } else if (plan.rest == AttentionKernel::PrefillWgmmaTma)
-    prefill_attention_wgmma_tma(a, cache_tma(k_cache), cache_tma(v_cache), s);
+    prefill_attention_wgmma_tma(a, cache_tma(k_cache), cache_tma(v_cache), attention_ctas, s);
   else if (plan.rest == AttentionKernel::PrefillWgmma)
     prefill_attention_wgmma(a, s);
   else if (plan.rest == AttentionKernel::PrefillMma)

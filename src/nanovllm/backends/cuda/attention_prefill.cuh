@@ -55,8 +55,11 @@ void prefill_attention_wgmma(const PrefillAttnArgs& a, Stream st);
 bool prefill_attention_wgmma_init();
 // Launches FlashAttention-3's structure on Hopper (TMA producer warp, wgmma consumers,
 // attention_prefill_wgmma_tma.cu) on `st`: where the wgmma kernel runs and kernel_plan.h's
-// tma_block_size_ok(block size); k and v describe this layer's caches (make_cache_tma).
-void prefill_attention_wgmma_tma(const PrefillAttnArgs& a, const TmaDesc& k, const TmaDesc& v, Stream st);
+// tma_block_size_ok(block size); k and v describe this layer's caches (make_cache_tma). A grid of at
+// most persistent_ctas CTAs (the SM count: one CTA an SM) that walk the work items in turn, or one
+// CTA an item where persistent_ctas is 0.
+void prefill_attention_wgmma_tma(const PrefillAttnArgs& a, const TmaDesc& k, const TmaDesc& v, int persistent_ctas,
+                                 Stream st);
 // The TMA descriptor of a paged cache seen as [slots][row_elems] BF16 (row_elems = Hkv x D), boxes
 // of 64 columns x tma_box_rows(block_size) slots (kernel_plan.h), 128-byte swizzle.
 TmaDesc make_cache_tma(const void* cache, int64_t slots, int64_t row_elems, int64_t block_size);

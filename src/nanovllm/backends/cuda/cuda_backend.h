@@ -157,6 +157,8 @@ class CudaBackend final : public Backend {
   }
   // Query rows per warp of the mma.sync prefill kernel: 16 or 32 (A/B timing).
   void set_prefill_rows_per_warp(int rows) { prefill_rows_per_warp_ = rows; }
+  // The TMA prefill kernel's grid (kernel option prefill_persistent; tests of both).
+  void set_prefill_attention_persistent(bool on) { options_.prefill_persistent = on; }
 
  private:
   struct GemmPlan;  // cuBLASLt descriptors + algorithm for one (M, N, K)
