@@ -222,7 +222,9 @@ class Backend {
   }
   // add_rms_norm_linear (no SiLU), then qk_norm_rope_store on out: the attention's input projection
   // (w without bias). The default runs the two; CUDA fuses the product with the norm + RoPE + store
-  // in its Hopper GEMM's epilogue where the plan says (kernel_plan.h: plan_linear_rope).
+  // in its Hopper GEMM's epilogue where the plan says (kernel_plan.h: linear_rope_fuses). Afterwards
+  // only out's q columns and the caches are defined: the fused form writes k and v into the caches
+  // alone (the attention reads them from there).
   virtual void add_rms_norm_linear_rope(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps, const Tensor& w,
                                         Tensor& out, const QkNormRopeStore& r);
   // out = silu_and_mul(x @ w^T): the gated MLP's first half. x: [T, K]; w: [2I, K] (gate rows, then

@@ -12,7 +12,8 @@
 // is the producer: its lane 0 fills a ring of kStages stages, each once the products of the slot's
 // previous stage are done ("empty" barrier: one arrival per compute warp), the copies completing
 // the slot's "full" barrier. The compute warps keep one stage's products in flight (wait_group 1)
-// and free the slot of the stage before.
+// and free the slot of the stage before. The qkv form has 12 warps: the producer's warpgroup hands
+// its registers to the compute warpgroups (setmaxnreg), whose epilogue needs more than 168.
 //
 // Epilogue. The accumulators straight to out (store_direct): a thread holds rows 16 w + g and + 8 of
 // its warpgroup's 64 (g = lane / 4), weight columns 8 j + 2 (lane % 4) + {0, 1}: one BF16 pair a
@@ -21,7 +22,8 @@
 // The GateUpSilu form is that one on the gated MLP: a tile's 256 weight rows are 128 gate rows and
 // the matching up rows (two TMA boxes a stage), so a thread holds gate and up of the same outputs
 // (acc[j], acc[j + 16]) and stores silu(gate) * up, rounded as linear + silu_and_mul round it. The
-// qkv form (gemm_wgmma_rope) does qk_norm_rope_store's work on its two heads a tile (rope_epilogue).
+// qkv form (gemm_wgmma_rope) does qk_norm_rope_store's work on its two heads a tile (rope_epilogue)
+// and stores q heads into qkv by TMA, k and v heads into the caches by 16-byte stores (store_rope).
 // Or (the epilogue-warp forms) the compute warps stage the whole tile's BF16 outputs in shared memory
 // and go on to the next tile at once, and a tenth warp issues its TMA stores and frees the staging
 // boxes ("staged" / "drained" barriers): the compute warps no longer wait for the stores' reads of
@@ -63,6 +65,11 @@ constexpr int kRows = 128;  // rows of x a CTA
 constexpr int kTK = 64;     // columns of K a stage (128 bytes of BF16: one swizzle row)
 constexpr int kThreads = 9 * 32;      // 2 compute warpgroups + the producer warp
 constexpr int kThreadsEpi = 10 * 32;  // + the epilogue warp (a warp scheduler holds 3 warps either way)
+// The qkv form: the producer warp in a warpgroup of its own, which gives its registers to the compute
+// warpgroups (setmaxnreg), whose epilogue holds more than 168 registers a thread.
+constexpr int kThreadsRope = 12 * 32;
+constexpr int kProducerRegs = 40, kComputeRegs = 232;
+static_assert(128 * kProducerRegs + 256 * kComputeRegs <= 65536, "the register file");
 constexpr int kGroup = 8;  // weight-row tiles a raster group
 
 constexpr int kEpiBox = 64 * 64 * 2;  // one TMA-store box: 64 rows x 64 columns of out, 128B-swizzled
@@ -195,24 +202,21 @@ __device__ __forceinline__ float bf2_hi(uint32_t u) { return __uint_as_float(u &
 //    butterfly's levels 16 and 8 are sums over jj inside the thread, 4 and 2 are xor shuffles of
 //    lanes 2 and 1 of the quad, and level 1 sums e = 0 and 1), then RoPE with the cos/sin of the
 //    row's position (rope.cos_sin: BF16 (cos, sin) pairs, rope_cos_sin's values): x inv in float,
-//    the rest on BF16 pairs (bf2_mul ...); k heads also into the cache row;
-//  * v heads: into the cache row as they are.
+//    the rest on BF16 pairs (bf2_mul ...);
+//  * v heads: as they are.
+// store_rope then writes q heads into qkv and k and v heads into the caches.
 // The table rows and norm weights come from shared memory (the epilogue stalls the tensor cores, so
 // it must not wait on global loads): cs, the warpgroup's 64 table rows (256 bytes each, 16-byte
 // chunk c of row r at chunk c ^ (r % 8): a quad's 8 rows read distinct banks) copied in while the
 // tile's products ran (load_rope_table); nw, the q then k norm weights as BF16 pair words (64 each:
 // word i / 2 holds i and i + 1). rl: the thread's first row within the 64. All lanes run the
-// shuffles; rows past T and slots -1 store nothing.
+// shuffles; rows past T compute what they compute and are not stored.
 __device__ __forceinline__ void rope_epilogue(const float (&acc)[32][4], uint32_t (&y)[32][2],
                                               const GemmRopeEpilogue& r, const uint32_t* nw,
                                               const unsigned char* cs_tab, int T, int r0, int rl, int n0, int q) {
   constexpr int D = 128;
   const int Hq = r.num_heads, Hkv = r.num_kv_heads;
-  const int64_t kv_row = int64_t(Hkv) * D;
   const bool norm = r.q_norm != nullptr;
-  int slot[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) slot[h] = r.slots && r0 + 8 * h < T ? r.slots[r0 + 8 * h] : -1;
 #pragma unroll
   for (int j = 0; j < 32; ++j)
 #pragma unroll
@@ -266,24 +270,56 @@ __device__ __forceinline__ void rope_epilogue(const float (&acc)[32][4], uint32_
         const uint32_t xb = bf2_mul(bf2_pack(bf2_lo(yb) * f, bf2_hi(yb) * f), w[D / 4 + i / 2]);
         ya = bf2_sub(bf2_mul(xa, co), bf2_mul(xb, si));
         yb = bf2_add(bf2_mul(xb, co), bf2_mul(xa, si));
-        if (hd >= Hq && slot[h] >= 0) {
-          bf16* kd = static_cast<bf16*>(r.k_cache) + slot[h] * kv_row + int64_t(hd - Hq) * D;
-          *reinterpret_cast<uint32_t*>(kd + i) = ya;
-          *reinterpret_cast<uint32_t*>(kd + i + D / 2) = yb;
-        }
       }
     }
   }
+}
+
+// kRope: the tile's two heads out of y, a pass each through the warpgroup's two swizzled boxes
+// (write_pass): a q head by TMA stores into qkv; a k or v head copied from the boxes into its cache
+// rows (the head's 256 contiguous bytes of the cache row at the token's slot) by 16-byte stores,
+// 16 threads a row, which write whole sectors where 4-byte stores from the accumulator layout wrote
+// halves of them (those cost ~15% of the form's time). The k and v columns of qkv are not written:
+// the attention reads k and v from the caches (Backend::add_rms_norm_linear_rope). Thread lt copies
+// chunk lt % 16 of rows lt / 16 + 8 k (k < 8), whose slots rope_slots read while the tile's products
+// ran; rows past T and slots -1 store nothing.
+__device__ __forceinline__ void rope_slots(const GemmRopeEpilogue& r, int (&slot)[8], int T, int row0) {
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    const int t = row0 + int(threadIdx.x & 127) / 16 + 8 * k;
+    slot[k] = r.slots && t < T ? r.slots[t] : -1;
+  }
+}
+
+__device__ __forceinline__ void store_rope(const uint32_t (&y)[32][2], const int (&slot)[8], const GemmRopeEpilogue& r,
+                                           const CUtensorMap* omap, unsigned char* epi, int wg, int warp, int g, int q,
+                                           int t0, int n0) {
+  constexpr int D = 128;
+  const int Hq = r.num_heads, Hkv = r.num_kv_heads, lt = int(threadIdx.x & 127), c = lt & 15;
+  const int64_t kv_row = int64_t(Hkv) * D;
 #pragma unroll
   for (int p = 0; p < 2; ++p) {
     const int hd = n0 / D + p;
-    if (hd < Hq + Hkv || hd >= Hq + 2 * Hkv) continue;  // not a v head
+    if (lt == 0) tma_store_wait_read<0>();
+    named_sync(1 + wg, 128);
+    write_pass([&](int j, int h) { return y[j][h]; }, p, epi, warp, g, q);
+    if (hd < Hq) {
+      fence_proxy_async_smem();  // the generic-proxy writes, read next by the TMA store
+      named_sync(1 + wg, 128);
+      if (lt == 0) {
+        tma_store_2d(omap, epi, n0 + D * p, t0 + 64 * wg);
+        tma_store_2d(omap, epi + kEpiBox, n0 + D * p + 64, t0 + 64 * wg);
+        tma_store_commit();
+      }
+    } else if (hd < Hq + 2 * Hkv) {
+      named_sync(1 + wg, 128);
+      const bool is_k = hd < Hq + Hkv;
+      bf16* head = static_cast<bf16*>(is_k ? r.k_cache : r.v_cache) + int64_t(hd - Hq - (is_k ? 0 : Hkv)) * D + 8 * c;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if (slot[h] < 0) continue;
-      bf16* vd = static_cast<bf16*>(r.v_cache) + slot[h] * kv_row + int64_t(hd - Hq - Hkv) * D + 2 * q;
-#pragma unroll
-      for (int jj = 0; jj < 16; ++jj) *reinterpret_cast<uint32_t*>(vd + 8 * jj) = y[16 * p + jj][h];
+      for (int k = 0; k < 8; ++k)
+        if (slot[k] >= 0)
+          *reinterpret_cast<uint4*>(head + slot[k] * kv_row) =
+              *reinterpret_cast<const uint4*>(epi + (c >> 3) * kEpiBox + sw128_offset((lt >> 4) + 8 * k, c & 7));
     }
   }
 }
@@ -328,8 +364,13 @@ constexpr int epi_boxes() {
   return kWarpEpi ? 2 * (kOutCols / 64) : kTmaStore ? 4 : 0;
 }
 
+template <int kEpi, bool kWarpEpi>
+constexpr int threads_of() {
+  return kWarpEpi ? kThreadsEpi : kEpi == kRope ? kThreadsRope : kThreads;
+}
+
 template <int kCols, int kStages, bool kPersistent, bool kTmaStore, int kEpi, bool kWarpEpi>
-__global__ void __launch_bounds__(kWarpEpi ? kThreadsEpi : kThreads, 1)
+__global__ void __launch_bounds__(threads_of<kEpi, kWarpEpi>(), 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap,
                       const __grid_constant__ CUtensorMap omap, __nv_bfloat16* __restrict__ out, int T, int N, int K,
                       const GemmRopeEpilogue rope) {
@@ -340,7 +381,7 @@ __global__ void __launch_bounds__(kWarpEpi ? kThreadsEpi : kThreads, 1)
   static_assert(kEpi == kPlain || (kTmaStore && kCols == 256), "the fused epilogues are the TMA-store form's");
   static_assert(kEpi != kRope || !kWarpEpi, "the qkv form's epilogue runs on the compute warps");
   static_assert(!kWarpEpi || (kTmaStore && kPersistent), "the epilogue warps store by TMA, tile after tile");
-  constexpr int kAll = kWarpEpi ? kThreadsEpi : kThreads;
+  constexpr int kAll = threads_of<kEpi, kWarpEpi>();
 #ifndef NANOVLLM_WGMMA
   __trap();  // no sm_90a code: fail the launch rather than write zeros (CudaBackend::wgmma())
 #endif
@@ -385,8 +426,9 @@ __global__ void __launch_bounds__(kWarpEpi ? kThreadsEpi : kThreads, 1)
   __syncthreads();
   pdl_begin();  // x is the previous kernel's output
 
-  if (warp == 8) {  // the producer: stage c of the CTA's sequence into slot c % kStages
-    if (lane == 0) {
+  if (warp == 8 || (kEpi == kRope && warp > 8)) {  // the producer: stage c of the CTA's sequence into slot c % kStages
+    if constexpr (kEpi == kRope) regs_dec<kProducerRegs>();
+    if (warp == 8 && lane == 0) {
       int c = 0;
       for (int b = first; b < tiles; b += step) {
         int t0, n0;
@@ -424,12 +466,17 @@ __global__ void __launch_bounds__(kWarpEpi ? kThreadsEpi : kThreads, 1)
     return;
   }
   const int wg = warp >> 2, g = lane >> 2, q = lane & 3;
+  if constexpr (kEpi == kRope) regs_inc<kComputeRegs>();
   int c = 0, k = 0;
   for (int b = first; b < tiles; b += step, ++k) {
     int t0, n0;
     origin(b, t0, n0);
     unsigned char* epi = smem + S::kEpiOff + wg * 2 * kEpiBox;
-    if constexpr (kEpi == kRope) load_rope_table(rope, epi, wg, T, t0);
+    int slot[kEpi == kRope ? 8 : 1];  // kRope: store_rope's rows' cache slots, read under the products
+    if constexpr (kEpi == kRope) {
+      load_rope_table(rope, epi, wg, T, t0);
+      rope_slots(rope, slot, T, t0 + 64 * wg);
+    }
     float acc[kCols / 8][4];
 #pragma unroll
     for (int j = 0; j < kCols / 8; ++j)
@@ -468,7 +515,7 @@ __global__ void __launch_bounds__(kWarpEpi ? kThreadsEpi : kThreads, 1)
       const int rl = 16 * (warp & 3) + g;
       uint32_t y[32][2];
       rope_epilogue(acc, y, rope, norm_w, epi, T, t0 + 64 * wg + rl, rl, n0, q);
-      store_tma<2>([&](int j, int h) { return y[j][h]; }, &omap, epi, wg, warp, g, q, t0, n0);
+      store_rope(y, slot, rope, &omap, epi, wg, warp, g, q, t0, n0);
     } else if constexpr (kGated)
       store_tma<1>(
           [&](int j, int h) {
@@ -515,7 +562,7 @@ void run_form(const void* x, const void* w, void* out, int64_t T, int64_t N, int
   int64_t grid = ((T + kRows - 1) / kRows) * ((N + kOutCols - 1) / kOutCols);
   if (kPersistent) grid = std::min<int64_t>(grid, int64_t(num_sms));
   launch(kernel_of<kCols, kStages, kPersistent, kTmaStore, kEpi, kWarpEpi>, dim3(unsigned(grid)),
-         dim3(kWarpEpi ? kThreadsEpi : kThreads), smem_bytes<kCols, kStages, kPersistent, kTmaStore, kEpi, kWarpEpi>(),
+         dim3(threads_of<kEpi, kWarpEpi>()), smem_bytes<kCols, kStages, kPersistent, kTmaStore, kEpi, kWarpEpi>(),
          Stream{stream, false}, *reinterpret_cast<const CUtensorMap*>(xmap.bytes),
          *reinterpret_cast<const CUtensorMap*>(wmap.bytes), *reinterpret_cast<const CUtensorMap*>(omap.bytes),
          static_cast<__nv_bfloat16*>(out), int(T), int(N), int(K), rope);

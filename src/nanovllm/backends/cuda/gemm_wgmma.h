@@ -49,10 +49,10 @@ void gemm_wgmma(const void* x, const void* w, void* out, int64_t T, int64_t N, i
 // form): qkv [T, (Hq + 2 Hkv) 128] = x w^T rounded to BF16, then, bit for bit as
 // CudaBackend::qk_norm_rope_store computes it on that output, the q and k heads RMS-normalised
 // (q_norm / k_norm [128] BF16; both null: no norm) and rotated (rotate-half) with cos_sin [T][64]
-// (BF16 pairs, cos in the low half, sin: row t's position, rope_cos_sin's values, qk_norm_rope.cuh),
-// and the k (after RoPE) and
-// v heads of row t written into the caches [slots][Hkv][128] BF16 at slots[t] (-1: not; slots null:
-// no store). Head dim 128 and Hq + 2 Hkv even: a 256-column tile is two whole heads.
+// (BF16 pairs, cos in the low half, sin: row t's position, rope_cos_sin's values, qk_norm_rope.cuh);
+// the q heads are written into qkv, the k (after RoPE) and v heads of row t only into the caches
+// [slots][Hkv][128] BF16 at slots[t] (-1: not; slots null: no store): qkv's k and v columns are left
+// as they were. Head dim 128 and Hq + 2 Hkv even: a 256-column tile is two whole heads.
 struct GemmRopeEpilogue {
   const uint32_t* cos_sin = nullptr;
   const void* q_norm = nullptr;
