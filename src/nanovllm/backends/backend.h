@@ -227,6 +227,19 @@ class Backend {
   // alone (the attention reads them from there).
   virtual void add_rms_norm_linear_rope(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps, const Tensor& w,
                                         Tensor& out, const QkNormRopeStore& r);
+  // linear, then qk_norm_rope_store on out: add_rms_norm_linear_rope for an input that is already
+  // normed (linear_add_rms_norm wrote it), with the same contract on out. The default runs the two.
+  virtual void linear_rope(const Tensor& x, const Tensor& w, Tensor& out, const QkNormRopeStore& r);
+  // A row-parallel projection and the decoder layer's norm after it: residual += linear(x, w);
+  // out = rms_norm(residual) * norm_w. x: [T, K]; w: [H, K]; residual, out: [T, H]; norm_w: [H].
+  // A backend that folds the add and the norm into the GEMM's epilogue (CUDA at prefill sizes) does
+  // so and returns true; otherwise nothing happens and it returns false (the default), and the
+  // caller runs the product, then the norm (layernorm.h: its Deferred forms).
+  virtual bool linear_add_rms_norm(const Tensor& x, const Tensor& w, Tensor& residual, const Tensor& norm_w, float eps,
+                                   Tensor& out) {
+    (void)x, (void)w, (void)residual, (void)norm_w, (void)eps, (void)out;
+    return false;
+  }
   // out = silu_and_mul(x @ w^T): the gated MLP's first half. x: [T, K]; w: [2I, K] (gate rows, then
   // up rows); out: [T, I].
   virtual void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out);

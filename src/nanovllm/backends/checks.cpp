@@ -242,6 +242,11 @@ void Backend::add_rms_norm_linear_rope(Tensor& x, Tensor& residual, const Tensor
   qk_norm_rope_store(out, r);
 }
 
+void Backend::linear_rope(const Tensor& x, const Tensor& w, Tensor& out, const QkNormRopeStore& r) {
+  linear(x, w, out);
+  qk_norm_rope_store(out, r);
+}
+
 void Backend::add_rms_norm_linear_quantized(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps,
                                             const Tensor& w, const WeightScales& scales, Tensor& out, bool silu_mul) {
   check_add_rms_norm_linear(x, residual, norm_w, w, out, silu_mul);

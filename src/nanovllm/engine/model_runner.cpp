@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <numeric>
 #include <optional>
 
 #include "nanovllm/utils/error.h"
@@ -359,12 +360,22 @@ Tensor ModelRunner::forward_logits(StepInputs& in, Tensor* hidden_out, const Ten
     backend_->gather_rows(all, in.last_rows, sampled);
     return sampled;
   }
-  Tensor hidden = forward_hidden(in, device_ids);
-  if (hidden_out) *hidden_out = hidden;
-  return model_->compute_logits(hidden, in.last_rows);
+  // Without a caller for every row's hidden state (prompt logprobs), the model's last layer runs on
+  // the sampled rows alone (ascending: each sequence's rows lie together, in batch order).
+  const bool ascending = std::is_sorted(in.last_rows.begin(), in.last_rows.end()) &&
+                         std::adjacent_find(in.last_rows.begin(), in.last_rows.end()) == in.last_rows.end();
+  if (hidden_out || !ascending) {
+    Tensor hidden = forward_hidden(in, device_ids);
+    if (hidden_out) *hidden_out = hidden;
+    return model_->compute_logits(hidden, in.last_rows);
+  }
+  Tensor hidden = forward_hidden(in, device_ids, &in.last_rows);  // [last_rows.size(), H]
+  std::vector<int32_t> rows(in.last_rows.size());
+  std::iota(rows.begin(), rows.end(), 0);
+  return model_->compute_logits(hidden, rows);
 }
 
-Tensor ModelRunner::forward_hidden(StepInputs& in, const Tensor* device_ids) {
+Tensor ModelRunner::forward_hidden(StepInputs& in, const Tensor* device_ids, const std::vector<int32_t>* rows) {
   backend_->begin_step();
   const int64_t T = int64_t(in.input_ids.size());
   Tensor ids = backend_->empty({T}, DType::I32), pos = backend_->empty({T}, DType::I32);
@@ -374,7 +385,7 @@ Tensor ModelRunner::forward_hidden(StepInputs& in, const Tensor* device_ids) {
     backend_->upload(in.input_ids.data(), DType::I32, ids);
   backend_->upload(in.positions.data(), DType::I32, pos);
   backend_->prepare_metadata(in.md);
-  return model_->forward(ids, pos, layers_kv_, in.md);
+  return model_->forward(ids, pos, layers_kv_, in.md, rows);
 }
 
 // Prompt logprobs: the logits of a prompt position p predict token p + 1; the positions this step

@@ -155,7 +155,8 @@ class ModelRunner {
  private:
   // device_ids: the input ids on the device ([T] I32) instead of in.input_ids.
   Tensor forward_logits(StepInputs& in, Tensor* hidden_out = nullptr, const Tensor* device_ids = nullptr);
-  Tensor forward_hidden(StepInputs& in, const Tensor* device_ids = nullptr);  // [T, H], eager
+  // [T, H], eager; with rows (ascending): [rows.size(), H], those rows' (CausalLM::forward).
+  Tensor forward_hidden(StepInputs& in, const Tensor* device_ids = nullptr, const std::vector<int32_t>* rows = nullptr);
   std::vector<int32_t> forward_and_pool(const ScheduledBatch& batch, StepInputs& in);
   // The sampling rows of a batch without logits processing or logprobs (async steps); `ahead`
   // samples the position after num_tokens().

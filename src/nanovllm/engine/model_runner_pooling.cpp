@@ -1,10 +1,11 @@
 // The pooling runner's step (model_runner.h, models/pooling_model.h): the forward over the step's
-// prompt chunks, then, per sequence, the rows its pooler reads from this chunk, gathered on the
-// device and read back as floats: LAST the prompt's last row (in its last chunk), CLS its first row
-// (in its first chunk), MEAN every row. They are summed in double into Sequence::pool_sum across
-// chunks; when the prompt is complete, the sum (MEAN: / prompt tokens) goes through the head
-// (pooling_output) into Sequence::pooled. No LM head, no sampler: each sequence gets token 0, a
-// placeholder that ends it (the engine gives pooling requests max_tokens 1 and drops the token).
+// prompt chunks, whose last layer runs on the rows the poolers read from this chunk alone
+// (CausalLM::forward's rows), which are read back as floats: LAST the prompt's last row (in its
+// last chunk), CLS its first row (in its first chunk), MEAN every row. They are summed in double
+// into Sequence::pool_sum across chunks; when the prompt is complete, the sum (MEAN: / prompt
+// tokens) goes through the head (pooling_output) into Sequence::pooled. No LM head, no sampler:
+// each sequence gets token 0, a placeholder that ends it (the engine gives pooling requests
+// max_tokens 1 and drops the token).
 #include <algorithm>
 
 #include "nanovllm/engine/model_runner.h"
@@ -15,8 +16,6 @@ namespace nanovllm {
 std::vector<int32_t> ModelRunner::forward_and_pool(const ScheduledBatch& batch, StepInputs& in) {
   const PoolingModel& pm = *pooling_;
   const int64_t H = mcfg_.hidden_size;
-  Tensor hidden = forward_hidden(in);
-  if (hidden_observer) hidden_observer(batch, backend_->to_host_f32(hidden));
   std::vector<int32_t> rows;
   std::vector<std::pair<size_t, size_t>> span(batch.seqs.size());  // per sequence: [first, end) in rows
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
@@ -35,11 +34,19 @@ std::vector<int32_t> ModelRunner::forward_and_pool(const ScheduledBatch& batch, 
       rows.push_back(end - 1);
     span[i].second = rows.size();
   }
+  // The forward's last layer on the pooled rows alone, unless an observer reads every row.
   std::vector<float> host;
-  if (!rows.empty()) {
-    Tensor picked = backend_->empty({int64_t(rows.size()), H}, hidden.dtype());
-    backend_->gather_rows(hidden, rows, picked);
-    host = backend_->to_host_f32(picked);
+  if (hidden_observer) {
+    Tensor hidden = forward_hidden(in);
+    hidden_observer(batch, backend_->to_host_f32(hidden));
+    if (!rows.empty()) {
+      Tensor picked = backend_->empty({int64_t(rows.size()), H}, hidden.dtype());
+      backend_->gather_rows(hidden, rows, picked);
+      host = backend_->to_host_f32(picked);
+    }
+  } else {
+    Tensor picked = forward_hidden(in, nullptr, &rows);  // [rows.size(), H]
+    if (!rows.empty()) host = backend_->to_host_f32(picked);
   }
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     Sequence* s = batch.seqs[i];

@@ -10,6 +10,15 @@
 
 namespace nanovllm {
 
+// A stream that may not be computed yet: proj(input), a row-parallel projection (o_proj, down_proj)
+// left for the norm after it, so that a backend can run the residual add and the norm in the GEMM's
+// epilogue (Backend::linear_add_rms_norm); or (proj null) input itself. run() computes it.
+struct Deferred {
+  const RowParallelLinear* proj = nullptr;
+  Tensor input;
+  Tensor run(Backend& be) const { return proj ? proj->forward(be, input) : input; }
+};
+
 struct RMSNorm {
   Tensor weight;  // [H]
   float eps = 1e-6f;
@@ -62,6 +71,48 @@ struct RMSNorm {
     }
     return out;
   }
+  // The same three forms on a deferred stream d: where the backend takes the projection with the add
+  // and the norm after it (one rank, d's weights unquantized and without bias), it runs that and the
+  // next product on the normed stream; else d.run(), then the form above.
+  Tensor forward_residual_linear(Backend& be, const Deferred& d, Tensor& residual, const Linear& proj,
+                                 bool silu_mul = false) const {
+    Tensor normed;
+    if (!fold(be, d, residual, normed)) {
+      Tensor x = d.run(be);
+      return forward_residual_linear(be, x, residual, proj, silu_mul);
+    }
+    Tensor out = be.empty({normed.size(0), silu_mul ? proj.weight.size(0) / 2 : proj.weight.size(0)}, be.act_dtype());
+    if (silu_mul)
+      be.linear_silu_mul(normed, proj.weight, proj.weight_scales, out);
+    else
+      be.linear(normed, proj.weight, proj.weight_scales, out);
+    return out;
+  }
+  Tensor forward_residual_linear_rope(Backend& be, const Deferred& d, Tensor& residual, const Linear& proj,
+                                      const Backend::QkNormRopeStore& r) const {
+    Tensor normed;
+    if (!fold(be, d, residual, normed)) {
+      Tensor x = d.run(be);
+      return forward_residual_linear_rope(be, x, residual, proj, r);
+    }
+    Tensor out = be.empty({normed.size(0), proj.weight.size(0)}, be.act_dtype());
+    if (proj.weight_scales.defined()) {
+      be.linear(normed, proj.weight, proj.weight_scales, out);
+      be.qk_norm_rope_store(out, r);
+    } else {
+      be.linear_rope(normed, proj.weight, out, r);
+    }
+    return out;
+  }
+  // residual += d; returns norm(residual).
+  Tensor forward_residual(Backend& be, const Deferred& d, Tensor& residual) const {
+    Tensor normed;
+    if (fold(be, d, residual, normed)) return normed;
+    Tensor x = d.run(be);
+    forward_residual(be, x, residual);
+    return x;
+  }
+
   // forward_residual_linear (no SiLU), then qk_norm_rope_store(r) on its output: the attention's
   // input projection (proj without bias). One op on one rank with unquantized weights, so that a
   // backend can fuse the norm + RoPE + KV store into the GEMM; else the two in turn.
@@ -78,6 +129,16 @@ struct RMSNorm {
   }
 
  private:
+  // residual += d; normed = norm(residual), in d's GEMM where the backend can (false: nothing ran).
+  bool fold(Backend& be, const Deferred& d, Tensor& residual, Tensor& normed) const {
+    if (!d.proj) return false;
+    const RowParallelLinear& p = *d.proj;
+    if (comm || p.comm || p.weight_scales.defined() || p.bias.defined()) return false;
+    Tensor out = be.empty({d.input.size(0), p.weight.size(0)}, be.act_dtype());
+    if (!be.linear_add_rms_norm(d.input, p.weight, residual, weight, eps, out)) return false;
+    normed = out;
+    return true;
+  }
   // Under TP: all-reduce the partial sums in x. True: fused with the add and norm (x rebound to
   // norm(residual)); false: x rebound to the reduced sum, for the caller's unfused add + norm.
   bool reduce_add_norm(Backend& be, Tensor& x, Tensor& residual) const {

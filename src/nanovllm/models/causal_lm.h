@@ -40,9 +40,13 @@ class CausalLM {
   // The LM head, which --quantization int8 converts too (as llama.cpp's Q8_0 does its output
   // matrix: a third of a Qwen3-0.6B decode step's bytes); null: none to convert.
   virtual LMHead* lm_head() { return nullptr; }
-  // ids, positions: [T] I32 -> final hidden states [T, H].
+  // ids, positions: [T] I32 -> final hidden states [T, H]. With rows (ascending, each in [0, T)):
+  // only those rows' final hidden states, [rows.size(), H] in their order; every row still goes
+  // through every layer's attention (its K/V into the cache), but the last layer's o_proj and MLP
+  // and the final norm may run on those rows alone (a prefill's sampled or pooled rows: 1 / L of the
+  // products of the rows nobody reads).
   virtual Tensor forward(const Tensor& ids, const Tensor& positions, std::vector<LayerKVCache>& kv,
-                         const AttentionMetadata& md) = 0;
+                         const AttentionMetadata& md, const std::vector<int32_t>* rows = nullptr) = 0;
   // hidden [T, H], rows of each sequence's last token -> logits [B, V].
   virtual Tensor compute_logits(const Tensor& hidden, const std::vector<int32_t>& last_rows) = 0;
   // The token embedding table [V, H] (an EAGLE-3 head without its own reads it); null where the

@@ -8,27 +8,42 @@ namespace nanovllm {
 
 Tensor LlamaAttention::forward(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& qkv,
                                LayerKVCache& kv, const AttentionMetadata& md, const ReadAhead& then, bool roped) {
+  Tensor o = attend(be, positions, rope, qkv, kv, md, then, roped);  // [T, Hq * D]
+  return o_proj.forward(be, o);                                      // [T, H]
+}
+
+Tensor LlamaAttention::attend(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& qkv,
+                              LayerKVCache& kv, const AttentionMetadata& md, const ReadAhead& then, bool roped) {
   // (q/k RMSNorm +) RoPE in place, and this step's k/v into the cache pages at md.slot_mapping.
   if (!roped)
     be.qk_norm_rope_store(qkv, q_norm.weight, k_norm.weight, positions, kv.k, kv.v, attn.num_heads, attn.num_kv_heads,
                           attn.head_dim, q_norm.eps, rope, md, kv.scales);
-  Tensor o = attn.forward(be, qkv, kv, md, then);  // [T, Hq * D]
-  return o_proj.forward(be, o);                    // [T, H]
+  return attn.forward(be, qkv, kv, md, then);
 }
 
-Tensor LlamaMLP::forward(Backend& be, Tensor& x, Tensor& residual, const RMSNorm& post_norm) const {
+namespace {
+// src's `rows` [rows.size(), src.size(1)].
+Tensor take_rows(Backend& be, const Tensor& src, const std::vector<int32_t>& rows) {
+  Tensor out = be.empty({int64_t(rows.size()), src.size(1)}, src.dtype());
+  if (!rows.empty()) be.gather_rows(src, rows, out);
+  return out;
+}
+}  // namespace
+
+Deferred LlamaMLP::forward(Backend& be, const Deferred& x, Tensor& residual, const RMSNorm& post_norm) const {
   Tensor act = post_norm.forward_residual_linear(be, x, residual, gate_up_proj, /*silu_mul=*/true);  // [T, I]
-  return down_proj.forward(be, act);                                                                 // [T, H]
+  return {&down_proj, act};  // [T, H], run by the next norm
 }
 
-void LlamaDecoderLayer::forward(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& x,
+void LlamaDecoderLayer::forward(Backend& be, const Tensor& positions, const RopeParams& rope, Deferred& x,
                                 Tensor& residual, LayerKVCache& kv, const AttentionMetadata& md,
-                                const LayerObserver& obs, int64_t index, const LlamaDecoderLayer* next) {
+                                const LayerObserver& obs, int64_t index, const LlamaDecoderLayer* next,
+                                const std::vector<int32_t>* rows) {
   Tensor qkv;  // input_layernorm, then qkv_proj: [T, (Hq + 2 Hkv) * D]
   bool roped = false;
   if (!residual.defined()) {
-    residual = x;
-    qkv = self_attn.qkv_proj.forward(be, input_layernorm.forward(be, x));
+    residual = x.run(be);
+    qkv = self_attn.qkv_proj.forward(be, input_layernorm.forward(be, residual));
   } else if (!self_attn.qkv_proj.bias.defined()) {  // and the q/k norm + RoPE + KV store in the same op
     qkv = input_layernorm.forward_residual_linear_rope(be, x, residual, self_attn.qkv_proj,
                                                        self_attn.rope_store(positions, rope, kv, md));
@@ -48,9 +63,24 @@ void LlamaDecoderLayer::forward(Backend& be, const Tensor& positions, const Rope
     then.tensors[2] = &mlp.down_proj.weight;
   }
   if (next) then.tensors[3] = &next->self_attn.qkv_proj.weight;
-  x = self_attn.forward(be, positions, rope, qkv, kv, md, then, roped);
-  x = other_mlp ? other_mlp->forward(be, x, residual, post_attention_layernorm)
-                : mlp.forward(be, x, residual, post_attention_layernorm);  // the post-attention norm runs inside
+  Tensor o = self_attn.attend(be, positions, rope, qkv, kv, md, then, roped);  // [T, Hq * D]
+  if (rows) {  // only these rows go on: o_proj and the MLP on them alone
+    residual = take_rows(be, residual, *rows);
+    o = take_rows(be, o, *rows);
+    if (rows->empty()) {
+      x = {nullptr, be.empty({0, residual.size(1)}, be.act_dtype())};
+      return;
+    }
+  }
+  // o_proj (run by the post-attention norm, which adds it to the residual), then the MLP, whose
+  // down_proj the next layer's input norm (or the final norm) runs.
+  const Deferred attn_out{&self_attn.o_proj, o};
+  if (other_mlp) {
+    Tensor y = attn_out.run(be);
+    x = {nullptr, other_mlp->forward(be, y, residual, post_attention_layernorm)};  // the norm runs inside
+  } else {
+    x = mlp.forward(be, attn_out, residual, post_attention_layernorm);
+  }
   if (obs) obs(index, 0, residual);
 }
 
@@ -165,17 +195,17 @@ std::vector<Linear*> LlamaForCausalLM::quantizable_linears() {
 }
 
 Tensor LlamaForCausalLM::forward(const Tensor& ids, const Tensor& positions, std::vector<LayerKVCache>& kv,
-                                 const AttentionMetadata& md) {
+                                 const AttentionMetadata& md, const std::vector<int32_t>* rows) {
   if (kv.size() != layers_.size())
     throw Error(cfg_.architecture + ": KV cache has " + std::to_string(kv.size()) + " layers, model has " +
                 std::to_string(layers_.size()));
-  Tensor x = embed_tokens_.forward(be_, ids);  // [T, H]
+  Deferred x{nullptr, embed_tokens_.forward(be_, ids)};  // [T, H]
   Tensor residual;
   // EAGLE-3: the stream entering layer id (id >= 1: the output of layer id - 1, stage 1) copied out.
   LayerObserver aux_observer;
   const bool capture = !aux_layers_.empty() && ids.size(0) <= aux_max_tokens_;  // larger: none (a warm-up)
   if (capture) {
-    if (aux_layers_[0] == 0) copy_aux(0, x);
+    if (aux_layers_[0] == 0) copy_aux(0, x.input);
     aux_observer = [this](int64_t layer, int stage, const Tensor& stream) {
       if (layer_observer) layer_observer(layer, stage, stream);
       if (stage != 1) return;
@@ -184,12 +214,19 @@ Tensor LlamaForCausalLM::forward(const Tensor& ids, const Tensor& positions, std
     };
   }
   const LayerObserver& obs = capture ? aux_observer : layer_observer;
-  for (size_t i = 0; i < layers_.size(); ++i)
+  // The last layer on `rows` alone, unless something reads every row's stream (an observer; EAGLE's
+  // copies come before the last layer, so they are not one) or the ranks would have to agree on
+  // the rows (tensor parallelism: o_proj's all-reduce): then every row, and the rows taken at the end.
+  const bool all_rows = rows && int64_t(rows->size()) == ids.size(0);  // (ascending: 0 .. T-1)
+  const std::vector<int32_t>* last_rows = rows && !all_rows && !layer_observer && !comm_ ? rows : nullptr;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const bool last = i + 1 == layers_.size();
     layers_[i].forward(be_, positions, rotary_emb_, x, residual, kv[i], md, obs, int64_t(i),
-                       i + 1 < layers_.size() ? &layers_[i + 1] : nullptr);
-  norm_.forward_residual(be_, x, residual);
+                       last ? nullptr : &layers_[i + 1], last ? last_rows : nullptr);
+  }
+  Tensor h = x.input.size(0) > 0 ? norm_.forward_residual(be_, x, residual) : x.run(be_);
   if (layer_observer) layer_observer(int64_t(layers_.size()) - 1, 1, residual);
-  return x;
+  return rows && !last_rows && !all_rows ? take_rows(be_, h, *rows) : h;
 }
 
 void LlamaForCausalLM::capture_aux_hidden(const std::vector<int64_t>& layers, int64_t max_tokens) {

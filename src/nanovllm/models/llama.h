@@ -40,6 +40,9 @@ struct LlamaAttention {
   // qkv_proj: rope_store).
   Tensor forward(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& qkv, LayerKVCache& kv,
                  const AttentionMetadata& md, const ReadAhead& then = {}, bool roped = false);
+  // forward without o_proj: the attention's output [T, Hq * D].
+  Tensor attend(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& qkv, LayerKVCache& kv,
+                const AttentionMetadata& md, const ReadAhead& then, bool roped);
   // The arguments of this layer's q/k norm + RoPE + KV store (Backend::qk_norm_rope_store).
   Backend::QkNormRopeStore rope_store(const Tensor& positions, const RopeParams& rope, LayerKVCache& kv,
                                       const AttentionMetadata& md) const {
@@ -52,12 +55,13 @@ struct LlamaMLP {
   Linear gate_up_proj;          // [2I, H] packed from gate_proj, up_proj (column-parallel)
   RowParallelLinear down_proj;  // [H, I]
   // residual += x; then down(silu(gate) * up) of post_norm(residual): the norm is fused with
-  // gate_up_proj. x: [T, H] (spent) -> [T, H] (under TP: partial sums, as LlamaAttention's).
-  Tensor forward(Backend& be, Tensor& x, Tensor& residual, const RMSNorm& post_norm) const;
+  // gate_up_proj (and with x's projection where the backend folds it: layernorm.h). x: [T, H]
+  // (spent) -> [T, H] (under TP: partial sums, as LlamaAttention's), down_proj left to the next norm.
+  Deferred forward(Backend& be, const Deferred& x, Tensor& residual, const RMSNorm& post_norm) const;
 };
 
-// A layer's MLP in place of LlamaMLP (Qwen3-MoE's sparse block, models/qwen3_moe.h), with the same
-// contract as LlamaMLP::forward.
+// A layer's MLP in place of LlamaMLP (Qwen3-MoE's sparse block, models/qwen3_moe.h): residual += x;
+// then the MLP of post_norm(residual), computed.
 struct LayerMlp {
   virtual ~LayerMlp() = default;
   virtual Tensor forward(Backend& be, Tensor& x, Tensor& residual, const RMSNorm& post_norm) const = 0;
@@ -68,13 +72,16 @@ struct LlamaDecoderLayer {
   LlamaMLP mlp;                         // undefined weights where other_mlp is set
   const LayerMlp* other_mlp = nullptr;  // set: this layer's MLP instead of `mlp` (owned by the model)
   RMSNorm input_layernorm, post_attention_layernorm;
-  // x: [T, H] in, out; residual: [T, H] running sum (undefined before the first layer).
+  // x: [T, H] in, out, deferred (layernorm.h: the previous layer's down_proj, this layer's, run by
+  // the norm after them); residual: [T, H] running sum (undefined before the first layer).
   // obs (may be empty): the stream after this layer's attention add (stage 0, as `index`) and, once
   // this layer's input norm has added it, the previous layer's output (stage 1, as index - 1).
   // next: the layer after this one (nullptr for the last), whose qkv_proj is read ahead.
-  void forward(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& x, Tensor& residual,
+  // rows (the last layer, CausalLM::forward): after the attention only these rows go on, so x and
+  // residual leave as [rows.size(), H].
+  void forward(Backend& be, const Tensor& positions, const RopeParams& rope, Deferred& x, Tensor& residual,
                LayerKVCache& kv, const AttentionMetadata& md, const LayerObserver& obs, int64_t index,
-               const LlamaDecoderLayer* next = nullptr);
+               const LlamaDecoderLayer* next = nullptr, const std::vector<int32_t>* rows = nullptr);
 };
 
 class LlamaForCausalLM : public CausalLM {
@@ -84,8 +91,8 @@ class LlamaForCausalLM : public CausalLM {
   void finalize_weights() override;
   std::vector<Linear*> quantizable_linears() override;
   LMHead* lm_head() override { return &lm_head_; }
-  Tensor forward(const Tensor& ids, const Tensor& positions, std::vector<LayerKVCache>& kv,
-                 const AttentionMetadata& md) override;
+  Tensor forward(const Tensor& ids, const Tensor& positions, std::vector<LayerKVCache>& kv, const AttentionMetadata& md,
+                 const std::vector<int32_t>* rows = nullptr) override;
   Tensor compute_logits(const Tensor& hidden, const std::vector<int32_t>& last_rows) override;
   const Tensor* embedding_table() const override { return world_ == 1 ? &embed_tokens_.weight : nullptr; }
   void capture_aux_hidden(const std::vector<int64_t>& layers, int64_t max_tokens) override;

@@ -365,7 +365,8 @@ struct OneLinearModel : CausalLM {
   std::vector<WeightSpec> weight_specs() override { return specs; }
   void finalize_weights() override {}
   std::vector<Linear*> quantizable_linears() override { return {&l}; }
-  Tensor forward(const Tensor&, const Tensor&, std::vector<LayerKVCache>&, const AttentionMetadata&) override {
+  Tensor forward(const Tensor&, const Tensor&, std::vector<LayerKVCache>&, const AttentionMetadata&,
+                 const std::vector<int32_t>*) override {
     return {};
   }
   Tensor compute_logits(const Tensor&, const std::vector<int32_t>&) override { return {}; }

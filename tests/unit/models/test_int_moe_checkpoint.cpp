@@ -115,7 +115,8 @@ struct OneExpertModel : CausalLM {
   void finalize_weights() override {}
   std::vector<Linear*> quantizable_linears() override { return {&unused}; }
   std::vector<const Tensor*> moe_expert_weights() override { return {&experts}; }
-  Tensor forward(const Tensor&, const Tensor&, std::vector<LayerKVCache>&, const AttentionMetadata&) override {
+  Tensor forward(const Tensor&, const Tensor&, std::vector<LayerKVCache>&, const AttentionMetadata&,
+                 const std::vector<int32_t>*) override {
     return {};
   }
   Tensor compute_logits(const Tensor&, const std::vector<int32_t>&) override { return {}; }
