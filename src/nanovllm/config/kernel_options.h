@@ -32,6 +32,7 @@
 //   int_gemm           NANOVLLM_INT_GEMM            auto | mma | wgmma | wgmma_wide | wgmma_ss | dequantize
 //   rope_kernel        NANOVLLM_ROPE_KERNEL         auto | head | token
 //   gemm               NANOVLLM_GEMM                auto | cublaslt | wgmma
+//   gemm_norm          NANOVLLM_GEMM_NORM           on | off
 // The CPU backend's precision is an engine setting (EngineConfig::cpu_precision, --cpu-precision);
 // --kernel-options still takes cpu_precision=fast|exact as its alias (settings.cpp).
 #pragma once
@@ -178,6 +179,11 @@ struct KernelOptions {
   RopeKernel rope_kernel = RopeKernel::Auto;
   // See Gemm.
   Gemm gemm = Gemm::Auto;
+  // on: where our Hopper GEMM may take o_proj / down_proj (gemm), the residual add + RMSNorm after
+  // them run in its epilogue (gemm_wgmma_norm.cu; kernel_plan.h: linear_add_norm_fuses). off (the
+  // default, measured faster): cuBLASLt's product, then the add_rms_norm kernel. On an H200 the fused
+  // kernel took 199.8 us a call against 118.1 + 38.1 (bench/RESULTS.md: "add + RMSNorm epilogue").
+  bool gemm_norm = false;
 
   // Throws UserError naming the field when a value is out of range.
   void validate() const;

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -99,6 +100,11 @@ class CudaBackend final : public Backend {
   // INT codes at decode sizes: the norm as the INT GEMV's prologue (int_linear.cu).
   void add_rms_norm_linear_rope(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps, const Tensor& w,
                                 Tensor& out, const QkNormRopeStore& r) override;
+  void linear_rope(const Tensor& x, const Tensor& w, Tensor& out, const QkNormRopeStore& r) override;
+  // The Hopper GEMM with the add + RMSNorm in its epilogue (gemm_wgmma_norm.cu) where the plan says
+  // (kernel_plan.h: linear_add_norm_fuses); else false.
+  bool linear_add_rms_norm(const Tensor& x, const Tensor& w, Tensor& residual, const Tensor& norm_w, float eps,
+                           Tensor& out) override;
   void add_rms_norm_linear_quantized(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps, const Tensor& w,
                                      const WeightScales& scales, Tensor& out, bool silu_mul) override;
   void moe_topk(const Tensor& logits, int64_t top_k, bool renormalize, Tensor& weights, Tensor& ids) override;
@@ -151,6 +157,7 @@ class CudaBackend final : public Backend {
   void set_rope_kernel(RopeKernel r) { options_.rope_kernel = r; }
   // Overrides options.gemm (tests run both GEMMs on the same backend).
   void set_gemm(Gemm g) { options_.gemm = g; }
+  void set_gemm_norm(bool on) { options_.gemm_norm = on; }
   // The q/k norm + RoPE plan on this device (qk_norm_rope.cu launches what it says).
   cuda::QkNormRopePlan plan_qk_norm_rope(const cuda::QkNormRopeProblem& p) const {
     return cuda::plan_qk_norm_rope(p, num_sms_, options_);
@@ -229,6 +236,11 @@ class CudaBackend final : public Backend {
   // Whether the gated MLP at T rows runs as the plain GEMV into [T, 2I], then silu_and_mul (its I
   // not split by the fused epilogue).
   bool int_gemv_splits_silu(int64_t T, int64_t outs, bool silu) const;
+  // Whether linear_rope's qkv product x w^T -> out takes the q/k norm + RoPE + KV store into its
+  // epilogue (kernel_plan.h: linear_rope_fuses); extra: other operands of the caller's op that must
+  // be BF16 and 16-byte aligned as well (qk_norm_rope.cu).
+  bool linear_rope_fused(const Tensor& x, const Tensor& w, const Tensor& out, const QkNormRopeStore& r,
+                         std::initializer_list<const Tensor*> extra) const;
   // The dequantize path's BF16 weight: persistent, grown by prepare_int_weight to the largest layer
   // (never allocated during a step, so graph-safe), shared by all layers (one stream).
   Tensor int_scratch_;
@@ -269,6 +281,8 @@ class CudaBackend final : public Backend {
   int device_cluster_limit_ = 1;
   // One wave of the norm-prologue GEMV per (M, K, silu_mul): occupancy x SMs (plan_linear).
   std::map<std::tuple<int64_t, int64_t, bool>, int64_t> gemv_norm_wave_;
+  // gemm_wgmma_add_rms_norm's resident clusters by H (an occupancy query, once per H).
+  std::map<int64_t, int> add_norm_clusters_;
   // (head_dim, group, warps) -> resident CTAs per SM of that split decode kernel (plan_decode_attention).
   mutable std::map<std::tuple<int64_t, int64_t, int, bool>, int> decode_resident_;
   // TMA descriptors of the paged caches the TMA prefill kernel read (a layer's K or V cache: base

@@ -228,6 +228,27 @@ void CudaBackend::linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out)
     Backend::linear_silu_mul(x, w, out);  // cuBLASLt, then silu_and_mul
 }
 
+bool CudaBackend::linear_add_rms_norm(const Tensor& x, const Tensor& w, Tensor& residual, const Tensor& norm_w,
+                                      float eps, Tensor& out) {
+  check_linear(x, w, out);
+  check_rms_norm(out, norm_w, residual);
+  const int64_t T = x.size(0), K = x.size(1), H = w.size(0);
+  cuda::LinearProblem prob;
+  prob.T = T, prob.N = H, prob.K = K, prob.wgmma = wgmma_;
+  prob.bf16 = x.dtype() == DType::BF16 && w.dtype() == DType::BF16 && residual.dtype() == DType::BF16 &&
+              norm_w.dtype() == DType::BF16 && out.dtype() == DType::BF16;
+  prob.aligned16 = cuda::aligned16({x.raw(), w.raw(), residual.raw(), norm_w.raw(), out.raw()});
+  if (!cuda::linear_add_norm_fuses(prob, options_)) return false;
+  auto it = add_norm_clusters_.find(H);
+  if (it == add_norm_clusters_.end())
+    it = add_norm_clusters_.emplace(H, cuda::gemm_wgmma_add_rms_norm_max_clusters(H)).first;
+  if (it->second < 1) return false;  // no cluster of H / 256 CTAs fits this device
+  if (T > 0)
+    cuda::gemm_wgmma_add_rms_norm(x.raw(), w.raw(), residual.raw(), norm_w.raw(), eps, out.raw(), T, H, K, it->second,
+                                  stream_);
+  return true;
+}
+
 void CudaBackend::add_rms_norm_linear(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps, const Tensor& w,
                                       Tensor& out, bool silu_mul) {
   check_add_rms_norm_linear(x, residual, norm_w, w, out, silu_mul);

@@ -53,6 +53,7 @@
 #include <string>
 
 #include "nanovllm/backends/cuda/cuda_common.cuh"
+#include "nanovllm/backends/cuda/gemm_wgmma.cuh"
 #include "nanovllm/backends/cuda/gemm_wgmma.h"
 #include "nanovllm/backends/cuda/tma.cuh"
 #include "nanovllm/backends/cuda/tma_desc.h"
@@ -61,8 +62,8 @@
 namespace nanovllm::cuda {
 namespace {
 
-constexpr int kRows = 128;  // rows of x a CTA
-constexpr int kTK = 64;     // columns of K a stage (128 bytes of BF16: one swizzle row)
+using namespace gemm_tile;  // kRows, kTK, kGroup, kEpiBox; the ring's loops, write_pass
+
 constexpr int kThreads = 9 * 32;      // 2 compute warpgroups + the producer warp
 constexpr int kThreadsEpi = 10 * 32;  // + the epilogue warp (a warp scheduler holds 3 warps either way)
 // The qkv form: the producer warp in a warpgroup of its own, which gives its registers to the compute
@@ -70,10 +71,6 @@ constexpr int kThreadsEpi = 10 * 32;  // + the epilogue warp (a warp scheduler h
 constexpr int kThreadsRope = 12 * 32;
 constexpr int kProducerRegs = 40, kComputeRegs = 232;
 static_assert(128 * kProducerRegs + 256 * kComputeRegs <= 65536, "the register file");
-constexpr int kGroup = 8;  // weight-row tiles a raster group
-
-constexpr int kEpiBox = 64 * 64 * 2;  // one TMA-store box: 64 rows x 64 columns of out, 128B-swizzled
-
 // The ring's stages, then the epilogue's boxes (kEpiBoxes of kEpiBox: two a compute warpgroup for
 // the TMA-store epilogue, or a whole tile's outputs staged for the epilogue warps), then the
 // barriers (full and empty a stage, staged and drained).
@@ -109,27 +106,6 @@ __device__ __forceinline__ void store_direct(const float (&acc)[kCols / 8][4], _
   }
 }
 
-// The BF16 pair (low half first) of two floats rounded to nearest, as one 32-bit word.
-__device__ __forceinline__ uint32_t bf2_pack(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-// Pass p's 128 columns of the warpgroup's 64 rows into two swizzled 64 x 64 boxes at `boxes`.
-// pair(j, h): the BF16 pair word of accumulator slots acc[j][2 h] and acc[j][2 h + 1].
-template <class Pair>
-__device__ __forceinline__ void write_pass(const Pair& pair, int p, unsigned char* boxes, int warp, int g, int q) {
-#pragma unroll
-  for (int hb = 0; hb < 2; ++hb)
-#pragma unroll
-    for (int jj = 0; jj < 8; ++jj)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int j = 16 * p + 8 * hb + jj, r = 16 * (warp & 3) + g + 8 * h;
-        *reinterpret_cast<uint32_t*>(boxes + hb * kEpiBox + sw128_offset(r, jj) + 4 * q) = pair(j, h);
-      }
-}
-
 // The epilogue through shared memory: warpgroup wg's 64 rows (t0 ..) x 128 kPasses columns (n0 ..)
 // in passes of 128 columns, each written as two 64 x 64 boxes of `epi` (wgmma.cuh: sw128_offset;
 // thread (g, q) writes 4 bytes at chunk jj ^ g of row r = 16 w + g (+ 8), r % 8 = g: 32 distinct
@@ -160,36 +136,6 @@ __device__ __forceinline__ void store_tma(const Pair& pair, const CUtensorMap* o
 // silu(gate) * up as the unfused path computes it (CudaBackend::linear, then silu_and_mul): each
 // product rounded to BF16, silu(gate) rounded to BF16 before the product.
 __device__ __forceinline__ float silu_mul(float gate, float up) { return silu_bf16(bf16_round(gate)) * bf16_round(up); }
-
-// BF16 pair arithmetic (sm_90 mul / add / sub.rn.bf16x2): two values an instruction, each result
-// rounded once to nearest. A float product, sum or difference of two BF16 values rounded to BF16
-// has the same bits (float's 24 bits hold 2 x 8 + 2, so its rounding before the one to BF16 is
-// innocuous), so these reproduce the float steps of qk_norm_rope bit for bit; the explicit .rn
-// keeps ptxas from fusing a product into the sum after it. Other targets: no code (kernel traps).
-__device__ __forceinline__ uint32_t bf2_mul(uint32_t a, uint32_t b) {
-  uint32_t d = 0;
-#ifdef NANOVLLM_WGMMA
-  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-#endif
-  return d;
-}
-__device__ __forceinline__ uint32_t bf2_add(uint32_t a, uint32_t b) {
-  uint32_t d = 0;
-#ifdef NANOVLLM_WGMMA
-  asm("add.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-#endif
-  return d;
-}
-__device__ __forceinline__ uint32_t bf2_sub(uint32_t a, uint32_t b) {
-  uint32_t d = 0;
-#ifdef NANOVLLM_WGMMA
-  asm("sub.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-#endif
-  return d;
-}
-// The low / high BF16 of a pair word as a float (exact).
-__device__ __forceinline__ float bf2_lo(uint32_t u) { return __uint_as_float(u << 16); }
-__device__ __forceinline__ float bf2_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
 
 // The qkv projection's epilogue (kRope): on a 128 x 256 tile's accumulators, which are two whole
 // heads of qkv (D = 128; acc[16 p + jj][c]: head p, value i = 8 (jj % 8) + 2 q + c % 2 of its first
@@ -341,14 +287,6 @@ __device__ __forceinline__ void load_rope_table(const GemmRopeEpilogue& r, unsig
   cp_async_commit();
 }
 
-template <int kCols>
-__device__ __forceinline__ void wgmma_tile(float (&acc)[kCols / 8][4], uint64_t da, uint64_t db) {
-  if constexpr (kCols == 256)
-    wgmma_m64n256k16_ss(acc, da, db, 1);
-  else
-    wgmma_m64n128k16_ss(acc, da, db, 1);
-}
-
 // What the epilogue computes: the product (kPlain), silu(gate) * up (kSilu), or the q/k RMSNorm +
 // RoPE + KV-cache store of the attention's qkv (kRope; rope_epilogue).
 enum Epi { kPlain, kSilu, kRope };
@@ -433,15 +371,7 @@ __global__ void __launch_bounds__(threads_of<kEpi, kWarpEpi>(), 1)
       for (int b = first; b < tiles; b += step) {
         int t0, n0;
         origin(b, t0, n0);
-        for (int i = 0; i < n; ++i, ++c) {
-          const int s = c % kStages;
-          if (c >= kStages) mbar_wait(&empty[s], uint32_t(c / kStages - 1) & 1u);
-          unsigned char* xs = smem + s * S::kStageBytes;
-          mbar_arrive_expect_tx(&full[s], uint32_t(S::kStageBytes));
-          tma_load_2d(xs, &xmap, i * kTK, t0, &full[s]);
-          tma_load_2d(xs + S::kXBytes, &wmap, i * kTK, n0, &full[s]);
-          if (kGated) tma_load_2d(xs + S::kXBytes + kOutCols * 128, &wmap, i * kTK, N + n0, &full[s]);
-        }
+        load_stages<kStages, S::kStageBytes, S::kXBytes, kGated>(&xmap, &wmap, smem, full, empty, t0, n0, N, n, c);
       }
     }
     return;
@@ -478,27 +408,7 @@ __global__ void __launch_bounds__(threads_of<kEpi, kWarpEpi>(), 1)
       rope_slots(rope, slot, T, t0 + 64 * wg);
     }
     float acc[kCols / 8][4];
-#pragma unroll
-    for (int j = 0; j < kCols / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[j][e] = 0.f;
-    for (int i = 0; i < n; ++i, ++c) {
-      const int s = c % kStages;
-      mbar_wait(&full[s], uint32_t(c / kStages) & 1u);
-      const unsigned char* xs = smem + s * S::kStageBytes + wg * 64 * 128;
-      const unsigned char* ws = smem + s * S::kStageBytes + S::kXBytes;
-      wgmma_fence();
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        wgmma_tile<kCols>(acc, wgmma_desc_sw128(xs + 32 * j, 16, 1024), wgmma_desc_sw128(ws + 32 * j, 16, 1024));
-      wgmma_commit();
-      wgmma_wait<1>();  // the previous stage's products are done: free its slot
-      __syncwarp();
-      mbar_arrive_if(&empty[(c + kStages - 1) % kStages], lane == 0 && i > 0);
-    }
-    wgmma_wait<0>();
-    __syncwarp();
-    mbar_arrive_if(&empty[(c + kStages - 1) % kStages], lane == 0);  // the tile's last stage
+    mma_stages<kCols, kStages, S::kStageBytes, S::kXBytes>(acc, smem, full, empty, wg, lane, n, c);
 
     if constexpr (kWarpEpi) {  // stage the tile's BF16 outputs for the epilogue warps
       auto val = [&](int j, int c) { return kGated ? silu_mul(acc[j][c], acc[j + 16][c]) : acc[j][c]; };

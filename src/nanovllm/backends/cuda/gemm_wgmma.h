@@ -1,7 +1,8 @@
 // Our own Hopper BF16 GEMM (gemm_wgmma.cu), host side: out[T, N] = x[T, K] @ w[N, K]^T, BF16
 // operands and output, FP32 accumulation, as CudaBackend::linear's cuBLASLt GEMM computes it. Its
 // epilogue takes the ops cuBLASLt has no epilogue for: SiLU-and-mul (GateUpSilu) and the q/k norm +
-// RoPE + KV store (gemm_wgmma_rope). The backend's linear ops run it under KernelOptions::gemm
+// RoPE + KV store (gemm_wgmma_rope), the residual add + RMSNorm after a row-parallel projection
+// (gemm_wgmma_add_rms_norm). The backend's linear ops run it under KernelOptions::gemm
 // (kernel_plan.h: plan_linear, linear_rope_fuses); bench/gemm_bench.cpp measures it against cuBLASLt.
 #pragma once
 #include <cstdint>
@@ -65,5 +66,19 @@ struct GemmRopeEpilogue {
 };
 void gemm_wgmma_rope(const void* x, const void* w, void* qkv, int64_t T, int64_t K, const GemmRopeEpilogue& rope,
                      int num_sms, void* stream);
+
+// A row-parallel projection and the decoder layer's add + RMSNorm after it, in one kernel
+// (gemm_wgmma_norm.cu): residual += x w^T (rounded to BF16, as linear then add_rms_norm round);
+// out = rms_norm(residual) * norm_w. x [T, K], w [H, K], residual and out [T, H], norm_w [H]: BF16,
+// dense, 16-byte aligned; out does not overlap the others. A thread-block cluster of H / 256 CTAs
+// owns 128 rows, so H is a multiple of 256 up to 2,048 (gemm_wgmma_add_rms_norm_fits); K % 8 == 0.
+// residual equals linear + add_rms_norm's bit for bit, out within a BF16 rounding (its sum of squares
+// is added in another order). max_clusters: gemm_wgmma_add_rms_norm_max_clusters(H), the clusters
+// resident at once (the grid). Needs gemm_wgmma_add_rms_norm_init() first, as gemm_wgmma.
+bool gemm_wgmma_add_rms_norm_fits(int64_t T, int64_t H, int64_t K);
+int gemm_wgmma_add_rms_norm_max_clusters(int64_t H);
+void gemm_wgmma_add_rms_norm_init();
+void gemm_wgmma_add_rms_norm(const void* x, const void* w, void* residual, const void* norm_w, float eps, void* out,
+                             int64_t T, int64_t H, int64_t K, int max_clusters, void* stream);
 
 }  // namespace nanovllm::cuda

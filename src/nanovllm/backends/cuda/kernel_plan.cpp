@@ -41,7 +41,13 @@ bool gemm_wgmma_applies(const LinearProblem& p, const KernelOptions& o) {
   if (o.gemm == Gemm::Wgmma) return true;
   // auto: only where the epilogue takes a kernel's work (SiLU-and-mul, or the q/k norm + RoPE + KV
   // store), at the sizes where that measured faster than cuBLASLt and the separate kernel.
-  return (p.silu_mul || p.rope) && p.T >= kGemmWgmmaAutoRows && p.K <= kGemmWgmmaAutoMaxK;
+  return (p.silu_mul || p.rope || p.add_norm) && p.T >= kGemmWgmmaAutoRows && (p.add_norm || p.K <= kGemmWgmmaAutoMaxK);
+}
+
+bool linear_add_norm_fuses(const LinearProblem& p, const KernelOptions& o) {
+  LinearProblem q = p;
+  q.add_norm = true;
+  return o.gemm_norm && !p.silu_mul && !p.f32_out && p.N % 256 == 0 && p.N <= 2048 && gemm_wgmma_applies(q, o);
 }
 
 bool linear_rope_fuses(const LinearProblem& p, int64_t head_dim, int64_t heads, bool kv_bf16, const KernelOptions& o) {

@@ -33,6 +33,12 @@
 //    at 512-1,024 rows); gate_up + SiLU 1.08-1.10x cuBLASLt + silu_and_mul on Qwen3-0.6B at 4,096 and
 //    16,384 rows, 0.91-1.00x on Qwen3-8B's (K 4,096); embeddings (Qwen3-0.6B, 16,384-token steps)
 //    2.6% faster with both fusions than on cuBLASLt.
+//    With gemm_norm=on the residual add + RMSNorm after o_proj and down_proj join their product
+//    (linear_add_norm_fuses) under gemm=auto at any K; off by default: on an H200 the fused kernel
+//    (199.8 us a call) lost to cuBLASLt + add_rms_norm (118.1 + 38.1 us), embeddings 937 against 980
+//    inputs/s: its clusters of 4 CTAs fit 30 at once (120 of 132 SMs; 128 row tiles take 5 rounds),
+//    and its 3-stage ring and epilogue (two store rounds and the cluster's exchange a tile) stall the
+//    tensor cores (bench/RESULTS.md: "add + RMSNorm epilogue").
 //
 // plan_attention (attention; attention.cu): which kernels compute a batch's attention.
 //  * The split-KV decode kernel (attention_decode.cu) takes the leading sequences that have exactly
@@ -139,6 +145,7 @@ struct LinearProblem {
   bool aligned16 = true;  // every pointer 16-byte aligned
   bool wgmma = false;     // gemm_wgmma runs on this device and build (CudaBackend::wgmma())
   bool rope = false;      // add_rms_norm_linear_rope: the q/k norm + RoPE + KV store may join the product
+  bool add_norm = false;  // linear_add_rms_norm: the residual add + RMSNorm after the product may join it
 };
 
 // The GEMV's CTA shape: weight rows per CTA (SiLU: half gate, half up rows).
@@ -180,6 +187,12 @@ bool gemm_wgmma_applies(const LinearProblem& p, const KernelOptions& o);
 // no SiLU) and the epilogue can: head_dim 128 and an even count of q + k + v heads (a 256-column
 // tile is two whole heads), a BF16 KV cache. Else add_rms_norm_linear, then qk_norm_rope_store.
 bool linear_rope_fuses(const LinearProblem& p, int64_t head_dim, int64_t heads, bool kv_bf16, const KernelOptions& o);
+// linear_add_rms_norm (gemm_cublaslt.cu): gemm_wgmma_add_rms_norm, a row-parallel projection (o_proj,
+// down_proj) with the residual add + RMSNorm after it in its epilogue, under KernelOptions::gemm_norm
+// where gemm_wgmma takes the product (p: N = H, no SiLU, BF16 out; gemm=auto: from kGemmWgmmaAutoRows
+// rows, at any K) and H is a multiple of 256 up to 2,048 (a thread-block cluster of H / 256 CTAs
+// owns whole rows). Else the product, then the add + RMSNorm (or the norm fused with the next product).
+bool linear_add_norm_fuses(const LinearProblem& p, const KernelOptions& o);
 
 // ---- FP8 weights (linear_quantized; fp8_linear.cu, semantics in backends/fp8_weights.h)
 //  * The FP8 GEMV for 1 <= T <= kFp8GemvMaxM rows of BF16 x, K % 16 == 0 (16 codes per 16-byte

@@ -254,27 +254,44 @@ static std::vector<uint32_t> rope_table_key(const Tensor& positions, const RopeP
   return key;
 }
 
-// The qkv product with the q/k norm + RoPE + KV store in its epilogue where the plan says
-// (kernel_plan.h: linear_rope_fuses): add_rms_norm, then gemm_wgmma_rope; else the two ops.
-void CudaBackend::add_rms_norm_linear_rope(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps,
-                                           const Tensor& w, Tensor& out, const QkNormRopeStore& r) {
-  check_add_rms_norm_linear(x, residual, norm_w, w, out, false);
-  const int64_t T = x.size(0), K = x.size(1), N = out.size(1), D = r.head_dim;
+// Whether the qkv product x w^T -> out takes the q/k norm + RoPE + KV store into its epilogue
+// (kernel_plan.h: linear_rope_fuses). extra: the other operands the caller's op reads (aligned, BF16).
+bool CudaBackend::linear_rope_fused(const Tensor& x, const Tensor& w, const Tensor& out, const QkNormRopeStore& r,
+                                    std::initializer_list<const Tensor*> extra) const {
   LinearProblem prob;
-  prob.T = T, prob.N = N, prob.K = K;
-  prob.bf16 = x.dtype() == DType::BF16 && residual.dtype() == DType::BF16 && norm_w.dtype() == DType::BF16 &&
-              w.dtype() == DType::BF16 && out.dtype() == DType::BF16;
-  prob.aligned16 = aligned16({x.raw(), w.raw(), out.raw(), residual.raw(), norm_w.raw()});
+  prob.T = x.size(0), prob.N = out.size(1), prob.K = x.size(1);
+  prob.bf16 = x.dtype() == DType::BF16 && w.dtype() == DType::BF16 && out.dtype() == DType::BF16;
+  prob.aligned16 = aligned16({x.raw(), w.raw(), out.raw()});
+  for (const Tensor* t : extra) {
+    prob.bf16 = prob.bf16 && t->dtype() == DType::BF16;
+    prob.aligned16 = prob.aligned16 && aligned16({t->raw()});
+  }
   prob.wgmma = wgmma_;
   const bool kv_bf16 = r.k_cache.defined() && r.v_cache.defined() && r.k_cache.dtype() == DType::BF16 &&
                        r.v_cache.dtype() == DType::BF16 && aligned16({r.k_cache.raw(), r.v_cache.raw()});
-  if (!linear_rope_fuses(prob, D, r.num_heads + 2 * r.num_kv_heads, kv_bf16, options_))
+  return linear_rope_fuses(prob, r.head_dim, r.num_heads + 2 * r.num_kv_heads, kv_bf16, options_);
+}
+
+// The qkv product with the q/k norm + RoPE + KV store in its epilogue where the plan says: add_rms_norm,
+// then gemm_wgmma_rope (linear_rope); else the two ops.
+void CudaBackend::add_rms_norm_linear_rope(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps,
+                                           const Tensor& w, Tensor& out, const QkNormRopeStore& r) {
+  check_add_rms_norm_linear(x, residual, norm_w, w, out, false);
+  if (!linear_rope_fused(x, w, out, r, {&residual, &norm_w}))
     return Backend::add_rms_norm_linear_rope(x, residual, norm_w, eps, w, out, r);
-  const char* op = "add_rms_norm_linear_rope";
+  if (x.size(0) == 0) return;
+  add_rms_norm(x, residual, norm_w, eps);
+  linear_rope(x, w, out, r);
+}
+
+void CudaBackend::linear_rope(const Tensor& x, const Tensor& w, Tensor& out, const QkNormRopeStore& r) {
+  check_linear(x, w, out);
+  if (!linear_rope_fused(x, w, out, r, {})) return Backend::linear_rope(x, w, out, r);
+  const int64_t T = x.size(0), K = x.size(1), D = r.head_dim;
+  const char* op = "linear_rope";
   check_rope_args(out, r.q_norm_w, r.k_norm_w, r.positions, r.num_heads, r.num_kv_heads, D, r.rope, op);
   check_store_args(r.k_cache, r.v_cache, r.num_kv_heads, D, r.md, T, op);
   if (T == 0) return;
-  add_rms_norm(x, residual, norm_w, eps);
   const bool norm = r.q_norm_w.defined();
   // The step's cos/sin table ([T][D/2] BF16 pairs): built by its first fused layer, kept in the
   // metadata for the others, which share the positions and the RoPE parameters.

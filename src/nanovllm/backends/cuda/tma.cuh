@@ -73,13 +73,24 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
 #endif
 }
 
-// mbar_wait that traps (the launch fails: cudaErrorLaunchFailure) after ~2^24 polls, seconds of
-// waiting: for new cross-CTA protocols, so that a barrier nobody completes fails a test instead of
-// hanging it.
-__device__ __forceinline__ void mbar_wait_or_trap(uint64_t* bar, uint32_t parity) {
+// One poll of the phase with parity `parity`: true once it has completed. kCluster: acquire at
+// cluster scope, for barriers that other CTAs of the cluster complete (mbar_arrive_cluster), so what
+// they wrote before arriving is visible after it.
+template <bool kCluster>
+__device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 1;
 #ifdef NANOVLLM_WGMMA
-  for (uint32_t polls = 0;; ++polls) {
-    uint32_t done;
+  if constexpr (kCluster)
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+  else
     asm volatile(
         "{\n"
         ".reg .pred p;\n"
@@ -89,10 +100,19 @@ __device__ __forceinline__ void mbar_wait_or_trap(uint64_t* bar, uint32_t parity
         : "=r"(done)
         : "r"(smem_addr(bar)), "r"(parity)
         : "memory");
-    if (done) return;
+#endif
+  return done != 0;
+}
+
+// mbar_wait that traps (the launch fails: cudaErrorLaunchFailure) after ~2^24 polls, seconds of
+// waiting: for new cross-CTA protocols, so that a barrier nobody completes fails a test instead of
+// hanging it. kCluster: as mbar_try_wait.
+template <bool kCluster = false>
+__device__ __forceinline__ void mbar_wait_or_trap(uint64_t* bar, uint32_t parity) {
+  for (uint32_t polls = 0;; ++polls) {
+    if (mbar_try_wait<kCluster>(bar, parity)) return;
     if (polls == (1u << 24)) __trap();
   }
-#endif
 }
 
 // Box at (x = column, y = row) of the 2D tensor `map` into shared memory at dst (1024-byte aligned
@@ -160,6 +180,16 @@ __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t cta)
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(bar)), "r"(cta));
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+#endif
+}
+
+// v into the float at p's offset in the shared memory of cluster CTA `cta` (this CTA included); a
+// later mbar_arrive_cluster by the same thread releases it to that CTA's waiters.
+__device__ __forceinline__ void st_cluster_f32(const float* p, uint32_t cta, float v) {
+#ifdef NANOVLLM_WGMMA
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(p)), "r"(cta));
+  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(remote), "f"(v) : "memory");
 #endif
 }
 

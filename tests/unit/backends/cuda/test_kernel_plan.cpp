@@ -201,6 +201,41 @@ TEST(KernelPlan, LinearAutoTakesTheFusedEpiloguesWhereMeasuredFaster) {
   EXPECT_FALSE(linear_rope_fuses(r, 128, 32, true, lt));
 }
 
+// The residual add + RMSNorm in o_proj's / down_proj's epilogue (linear_add_norm_fuses) under
+// gemm_norm=on: H a multiple of 256 up to 2,048 (a cluster of H / 256 CTAs), from kGemmWgmmaAutoRows
+// rows under gemm=auto at any K, from kGemmWgmmaMinRows under gemm=wgmma, never under cublaslt; never
+// with gemm_norm=off (the default: measured slower).
+TEST(KernelPlan, AddNormEpilogueWhereAClusterHoldsTheRow) {
+  KernelOptions def;
+  EXPECT_FALSE(def.gemm_norm);
+  def.gemm_norm = true;
+  LinearProblem p;
+  p.T = 16384, p.N = 1024, p.K = 3072, p.wgmma = true;  // Qwen3-0.6B's down_proj
+  EXPECT_TRUE(linear_add_norm_fuses(p, def));
+  LinearProblem big = p;
+  big.N = 4096;  // Qwen3-8B: 16 CTAs a cluster
+  EXPECT_FALSE(linear_add_norm_fuses(big, def));
+  LinearProblem odd = p;
+  odd.N = 1000;
+  EXPECT_FALSE(linear_add_norm_fuses(odd, def));
+  LinearProblem f32 = p;
+  f32.f32_out = true;  // tensor parallelism's partial sums
+  EXPECT_FALSE(linear_add_norm_fuses(f32, def));
+  LinearProblem no_sm90a = p;
+  no_sm90a.wgmma = false;
+  EXPECT_FALSE(linear_add_norm_fuses(no_sm90a, def));
+  LinearProblem few = p;
+  few.T = kGemmWgmmaAutoRows - 1;
+  EXPECT_FALSE(linear_add_norm_fuses(few, def));
+  KernelOptions wg = def, lt = def, off;
+  wg.gemm = Gemm::Wgmma, lt.gemm = Gemm::CublasLt;
+  EXPECT_TRUE(linear_add_norm_fuses(few, wg));
+  few.T = kGemmWgmmaMinRows - 1;
+  EXPECT_FALSE(linear_add_norm_fuses(few, wg));
+  EXPECT_FALSE(linear_add_norm_fuses(p, lt));
+  EXPECT_FALSE(linear_add_norm_fuses(p, off));
+}
+
 // The GEMV's CTA shape (gemv_shape): 2 weight rows per CTA at one row of x, else 4; the norm
 // prologue keeps 4 (its wave rule counts CTAs of 4 rows).
 TEST(KernelPlan, GemvShapeTwoRowsAtBatchOne) {
