@@ -6,12 +6,6 @@
 
 namespace nanovllm {
 
-Tensor LlamaAttention::forward(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& qkv,
-                               LayerKVCache& kv, const AttentionMetadata& md, const ReadAhead& then, bool roped) {
-  Tensor o = attend(be, positions, rope, qkv, kv, md, then, roped);  // [T, Hq * D]
-  return o_proj.forward(be, o);                                      // [T, H]
-}
-
 Tensor LlamaAttention::attend(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& qkv,
                               LayerKVCache& kv, const AttentionMetadata& md, const ReadAhead& then, bool roped) {
   // (q/k RMSNorm +) RoPE in place, and this step's k/v into the cache pages at md.slot_mapping.

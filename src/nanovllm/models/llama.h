@@ -34,15 +34,13 @@ struct LlamaAttention {
   PagedAttention attn;       // attn.sliding_window: this layer's window (0: full attention)
 
   // qkv: [T, (Hq + 2 Hkv) * D], the output of qkv_proj (the decoder layer runs it, fused with its
-  // input norm) -> [T, H] (under TP: F32 partial sums, which the next norm all-reduces).
+  // input norm) -> the attention's output [T, Hq * D], before o_proj (which the decoder layer leaves
+  // to the norm after it: layernorm.h's Deferred; under TP its F32 partial sums are all-reduced there).
   // rope: the model's rotary embedding (Hugging Face passes its cos/sin down as position_embeddings).
   // roped: qkv already had its q/k norm + RoPE and KV store (the decoder layer fused them with
   // qkv_proj: rope_store).
-  Tensor forward(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& qkv, LayerKVCache& kv,
-                 const AttentionMetadata& md, const ReadAhead& then = {}, bool roped = false);
-  // forward without o_proj: the attention's output [T, Hq * D].
   Tensor attend(Backend& be, const Tensor& positions, const RopeParams& rope, Tensor& qkv, LayerKVCache& kv,
-                const AttentionMetadata& md, const ReadAhead& then, bool roped);
+                const AttentionMetadata& md, const ReadAhead& then = {}, bool roped = false);
   // The arguments of this layer's q/k norm + RoPE + KV store (Backend::qk_norm_rope_store).
   Backend::QkNormRopeStore rope_store(const Tensor& positions, const RopeParams& rope, LayerKVCache& kv,
                                       const AttentionMetadata& md) const {
