@@ -92,6 +92,7 @@ inline float f16_to_f32(uint16_t h) {
 
 // Converts n elements of a float-like dtype (F32/BF16/F16/F8E4M3) into float.
 inline void convert_to_f32(const void* src, DType t, size_t n, float* dst) {
+  if (n == 0) return;  // (an empty tensor's buffers may be null, which memcpy must not see)
   if (t == DType::F32) {
     std::memcpy(dst, src, n * 4);
   } else if (t == DType::BF16) {
