@@ -97,7 +97,10 @@ int main(int argc, char** argv) {
       for (float v : wf) peak = std::max(peak, std::abs(v));
       std::string forms;
       for (const cuda::GemmWgmmaForm form : cuda::kGemmWgmmaForms) {
-        auto run = [&] { cuda::gemm_wgmma(x.raw(), w.raw(), out.raw(), m, g.n, g.k, form, be.num_sms(), be.stream()); };
+        auto run = [&] {
+          cuda::gemm_wgmma(x.raw(), w.raw(), out.raw(), m, g.n, g.k, form,
+                           be.gemm_resident(cuda::gemm_wgmma_form_pairs(form)), be.stream());
+        };
         const double us = us_per_call(be, reps, run);
         std::vector<uint16_t> got(size_t(m * g.n));
         be.download(out, got.data());
@@ -121,10 +124,11 @@ int main(int argc, char** argv) {
         forms += buf;
         std::vector<uint16_t> a(size_t(m * I)), f(size_t(m * I));
         be.download(act, a.data());
-        for (const cuda::GemmWgmmaForm form :
-             {cuda::GemmWgmmaForm::GateUpSilu, cuda::GemmWgmmaForm::GateUpSiluEpiWarps}) {
+        for (const cuda::GemmWgmmaForm form : {cuda::GemmWgmmaForm::GateUpSilu, cuda::GemmWgmmaForm::GateUpSiluEpiWarps,
+                                               cuda::GemmWgmmaForm::GateUpSiluEpiWarpsPair}) {
           const double fused_us = us_per_call(be, reps, [&] {
-            cuda::gemm_wgmma(x.raw(), w.raw(), fused.raw(), m, I, g.k, form, be.num_sms(), be.stream());
+            cuda::gemm_wgmma(x.raw(), w.raw(), fused.raw(), m, I, g.k, form,
+                             be.gemm_resident(cuda::gemm_wgmma_form_pairs(form)), be.stream());
           });
           be.download(fused, f.data());
           size_t differ = 0;
@@ -136,9 +140,9 @@ int main(int argc, char** argv) {
       }
       std::printf(
           "{\"bench\": \"gemm\", \"model\": \"%s\", \"layer\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, "
-          "\"cublaslt_us\": %.2f, \"cublaslt_tflops\": %.1f%s}\n",
+          "\"cublaslt_us\": %.2f, \"cublaslt_tflops\": %.1f, \"pair_ctas\": %d%s}\n",
           g.model, g.layer, (long long)m, (long long)g.n, (long long)g.k, cublas_us, flop / cublas_us / 1e6,
-          forms.c_str());
+          be.gemm_resident(true), forms.c_str());
       std::fflush(stdout);
     }
   return 0;

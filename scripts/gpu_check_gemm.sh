@@ -31,7 +31,7 @@ for line in open(sys.argv[1]):
     silu = [k[:-3] for k in r if k.startswith("gate_up_silu") and k.endswith("_us")]
     forms = [k[:-3] for k in r if k.endswith("_us") and k not in ("cublaslt_us", "cublaslt_silu_and_mul_us") and k[:-3] not in silu]
     cells = " | ".join(f"{f} {r[f + '_tflops']:.0f} ({r[f + '_tflops'] / r['cublaslt_tflops']:.2f}x, d {r[f + '_max_rel_diff']:.0e})" for f in forms)
-    line = f"{r['model'][6:]} {r['layer']} M {r['m']}: cublaslt {r['cublaslt_tflops']:.0f} TF/s | {cells}"
+    line = f"{r['model'][6:]} {r['layer']} M {r['m']} (pairs: {r.get('pair_ctas', 0)} CTAs): cublaslt {r['cublaslt_tflops']:.0f} TF/s | {cells}"
     if silu:
         line += f" || gate_up + silu: cublaslt+silu_and_mul {r['cublaslt_silu_and_mul_us']:.1f} us"
         for f in silu:

@@ -27,8 +27,8 @@ TEST(CudaGemmWgmma, EveryFormMatchesADoubleProductWithTails) {
   if (!be.wgmma()) GTEST_SKIP() << "no sm_90a code for this GPU";
   // T: one row, a partial tile, several tiles and a tail; N: below, at and past the 128 / 256
   // weight-row tiles; K: one partial stage, several stages with a tail, many stages.
-  for (const Case c :
-       {Case{1, 256, 64}, Case{37, 1000, 1000}, Case{129, 384, 136}, Case{300, 520, 4096}, Case{256, 2048, 1024}}) {
+  for (const Case c : {Case{1, 256, 64}, Case{37, 1000, 1000}, Case{129, 384, 136}, Case{300, 520, 4096},
+                       Case{256, 2048, 1024}, Case{4200, 2048, 64}}) {
     const auto xv = rand_bf16(size_t(c.T * c.K), 7), wv = rand_bf16(size_t(c.N * c.K), 8);
     std::vector<double> ref(size_t(c.T * c.N));
     double ss = 0;
@@ -47,8 +47,8 @@ TEST(CudaGemmWgmma, EveryFormMatchesADoubleProductWithTails) {
       Tensor out = be.empty({c.T, c.N}, DType::BF16);
       std::vector<uint16_t> sentinel(size_t(c.T * c.N), 0x7FC0);  // NaN: every output must be written
       be.upload(sentinel.data(), DType::BF16, out);
-      cuda::gemm_wgmma(x.data<uint16_t>(), w.data<uint16_t>(), out.data<uint16_t>(), c.T, c.N, c.K, form, be.num_sms(),
-                       be.stream());
+      cuda::gemm_wgmma(x.data<uint16_t>(), w.data<uint16_t>(), out.data<uint16_t>(), c.T, c.N, c.K, form,
+                       be.gemm_resident(cuda::gemm_wgmma_form_pairs(form)), be.stream());
       std::vector<uint16_t> got(size_t(c.T * c.N));
       be.download(out, got.data());
       const std::string name = std::string(cuda::gemm_wgmma_form_name(form)) + " T " + std::to_string(c.T) + " N " +
@@ -72,7 +72,8 @@ TEST(CudaGemmWgmma, GateUpSiluEqualsTheGemmThenSiluAndMul) {
   CudaBackend be(0);
   if (!be.wgmma()) GTEST_SKIP() << "no sm_90a code for this GPU";
   // I: below, at and past a 128-output tile; T and K with tails.
-  for (const Case c : {Case{37, 200, 1000}, Case{129, 384, 136}, Case{256, 520, 1024}}) {
+  // (T 4,200 x I 1,024: more tiles than the pairs of CTAs that fit at once, a pair's last tile all rank 0's.)
+  for (const Case c : {Case{37, 200, 1000}, Case{129, 384, 136}, Case{256, 520, 1024}, Case{4200, 1024, 64}}) {
     const int64_t T = c.T, I = c.N, K = c.K;
     const auto xv = rand_bf16(size_t(T * K), 11), wv = rand_bf16(size_t(2 * I * K), 12);
     Tensor x = be.empty({T, K}, DType::BF16), w = be.empty({2 * I, K}, DType::BF16);
@@ -102,10 +103,12 @@ TEST(CudaGemmWgmma, GateUpSiluEqualsTheGemmThenSiluAndMul) {
         ss += v * v;
       }
     const double rms = std::sqrt(ss / double(ref.size()));
-    for (const cuda::GemmWgmmaForm form : {cuda::GemmWgmmaForm::GateUpSilu, cuda::GemmWgmmaForm::GateUpSiluEpiWarps}) {
+    for (const cuda::GemmWgmmaForm form : {cuda::GemmWgmmaForm::GateUpSilu, cuda::GemmWgmmaForm::GateUpSiluEpiWarps,
+                                           cuda::GemmWgmmaForm::GateUpSiluEpiWarpsPair}) {
       std::vector<uint16_t> sentinel(size_t(T * I), 0x7FC0);  // NaN: every output must be written
       be.upload(sentinel.data(), DType::BF16, fused);
-      cuda::gemm_wgmma(x.raw(), w.raw(), fused.raw(), T, I, K, form, be.num_sms(), be.stream());
+      cuda::gemm_wgmma(x.raw(), w.raw(), fused.raw(), T, I, K, form,
+                       be.gemm_resident(cuda::gemm_wgmma_form_pairs(form)), be.stream());
       std::vector<uint16_t> got(size_t(T * I));
       be.download(fused, got.data());
       size_t differ = 0, bad = 0;
@@ -187,7 +190,7 @@ TEST(CudaGemmWgmma, BackendOpsRunItUnderTheGemmOption) {
 // bit for bit (the fused form leaves qkv's k and v columns unwritten). Qwen3-0.6B's heads (16 q, 8 kv), and 6 q + 1 kv
 // heads (a tile holding a k and a v head); without the q/k norm (Llama); rows with a tail past 128 and padded slots
 // (-1). The step's cos/sin table, kept in the metadata by the first fused call, serves a second call on the same
-// positions and is rebuilt for other positions.
+// positions and is rebuilt for other positions. Both with and without gemm_pair (clusters of two CTAs).
 TEST(CudaGemmWgmma, RopeEpilogueEqualsTheGemmThenQkNormRopeStore) {
   REQUIRE_GPU();
   CudaBackend be(0);
@@ -199,80 +202,84 @@ TEST(CudaGemmWgmma, RopeEpilogueEqualsTheGemmThenQkNormRopeStore) {
     int64_t K;
   };
   const int64_t D = 128, bs = 16;
-  // The epilogue of a CTA's tile runs under its next tile's K / 64 stages of products (the last
-  // tile's after them): one tile a CTA, several (T 1,500 .. 4,200: more tiles than SMs), and 1, 3,
-  // 16 and 32 stages.
-  for (const RopeCase c :
-       {RopeCase{16, 8, 600, true, 1024}, RopeCase{6, 1, 700, true, 1024}, RopeCase{16, 8, 530, false, 1024},
-        RopeCase{16, 8, 2100, true, 1024}, RopeCase{16, 8, 1500, true, 2048}, RopeCase{8, 4, 4200, true, 64},
-        RopeCase{8, 4, 3000, false, 192}}) {
-    const int64_t K = c.K, W = (c.hq + 2 * c.hkv) * D, T = c.T, nblocks = (T + bs - 1) / bs + 2, slots = nblocks * bs;
-    const auto xv = rand_bf16(size_t(T * K), 31), rv = rand_bf16(size_t(T * K), 32), wv = rand_bf16(size_t(W * K), 33),
-               nv = rand_bf16(size_t(K), 34, 0.5f, 1.5f), qv = rand_bf16(size_t(D), 35, 0.5f, 1.5f),
-               kv = rand_bf16(size_t(D), 36, 0.5f, 1.5f);
-    auto upload = [&](const std::vector<float>& v, const Shape& s) {
-      Tensor d = be.empty(s, DType::BF16);
-      be.upload(v.data(), DType::F32, d);
-      return d;
-    };
-    Tensor w = upload(wv, {W, K}), norm_w = upload(nv, {K}), qw, kw;
-    if (c.norm) qw = upload(qv, {D}), kw = upload(kv, {D});
-    std::vector<int32_t> pos(static_cast<size_t>(T)), slot(static_cast<size_t>(slots));
-    for (int64_t i = 0; i < T; ++i) pos[size_t(i)] = int32_t(3 * i + 5);
-    std::iota(slot.begin(), slot.end(), 0);
-    std::shuffle(slot.begin(), slot.end(), std::mt19937(37));
-    slot.resize(size_t(T));
-    slot[7] = slot[T - 1] = -1;
-    Tensor positions = be.empty({T}, DType::I32), other_positions = be.empty({T}, DType::I32);
-    be.upload(pos.data(), DType::I32, positions);
-    for (auto& p : pos) p = 2 * p + 1;
-    be.upload(pos.data(), DType::I32, other_positions);
-    AttentionMetadata md = one_prefill_metadata(T, slot, nblocks);
-    be.prepare_metadata(md);
-    const RopeParams rope = RopeParams::plain(D, 1e6);
-    // One run: qkv, k cache, v cache, residual as floats.
-    auto run = [&](bool fused, const Tensor& positions) {
-      Tensor x = upload(xv, {T, K}), res = upload(rv, {T, K});
-      const std::vector<float> poison(size_t(slots * c.hkv * D), 1e30f);  // no k or v comes near it
-      Tensor kc = be.empty({nblocks, bs, c.hkv, D}, DType::BF16), vc = be.empty({nblocks, bs, c.hkv, D}, DType::BF16);
-      be.upload(poison.data(), DType::F32, kc);
-      be.upload(poison.data(), DType::F32, vc);
-      Tensor qkv = be.empty({T, W}, DType::BF16);
-      const Backend::QkNormRopeStore r{qw, kw, positions, kc, vc, c.hq, c.hkv, D, 1e-6f, rope, md, {}};
-      if (fused)
-        be.add_rms_norm_linear_rope(x, res, norm_w, 1e-6f, w, qkv, r);
-      else
-        be.Backend::add_rms_norm_linear_rope(x, res, norm_w, 1e-6f, w, qkv, r);
-      return std::vector<std::vector<float>>{be.to_host_f32(qkv), be.to_host_f32(kc), be.to_host_f32(vc),
-                                             be.to_host_f32(res)};
-    };
-    const auto got = run(true, positions), want = run(false, positions);
-    ASSERT_TRUE(md.d_rope_table.defined()) << "the fused call keeps the step's table";
-    const auto again = run(true, positions);                                                      // the kept table
-    const auto got_other = run(true, other_positions), want_other = run(false, other_positions);  // rebuilt
-    auto compare = [&](const auto& got, const auto& want, const char* what) {
-      // qkv: the q columns (the fused form leaves k and v to the caches).
-      const char* names[] = {"qkv", "k cache", "v cache", "residual"};
-      for (size_t k = 0; k < got.size(); ++k) {
-        size_t differ = 0, compared = 0;
-        for (size_t e = 0; e < got[k].size(); ++e)
-          if (k != 0 || int64_t(e) % W < c.hq * D) differ += !(got[k][e] == want[k][e]), ++compared;
-        const std::string name = std::string(names[k]) + " Hq " + std::to_string(c.hq) + " Hkv " +
-                                 std::to_string(c.hkv) + " T " + std::to_string(T) + " K " + std::to_string(K) +
-                                 (c.norm ? "" : " (no norm)") + what;
-        std::printf("[gpu] gemm_wgmma rope %s: %zu of %zu differ from the unfused path\n", name.c_str(), differ,
-                    compared);
-        EXPECT_EQ(differ, 0u) << name;
-      }
-    };
-    compare(got, want, "");
-    compare(again, want, " (the kept table)");
-    compare(got_other, want_other, " (other positions)");
-    size_t kept = 0;  // cache rows of slots nobody writes stay poisoned
-    for (float v : got[1]) kept += v > 1e29f;
-    EXPECT_EQ(kept, size_t((slots - (T - 2)) * c.hkv * D));
+  for (const bool pair : {false, true}) {
+    be.set_gemm_pair(pair);
+    // The epilogue of a CTA's tile runs under its next tile's K / 64 stages of products (the last
+    // tile's after them): one tile a CTA, several (T 1,500 .. 4,200: more tiles than SMs), and 1, 3,
+    // 16 and 32 stages.
+    for (const RopeCase c :
+         {RopeCase{16, 8, 600, true, 1024}, RopeCase{6, 1, 700, true, 1024}, RopeCase{16, 8, 530, false, 1024},
+          RopeCase{16, 8, 2100, true, 1024}, RopeCase{16, 8, 1500, true, 2048}, RopeCase{8, 4, 4200, true, 64},
+          RopeCase{8, 4, 3000, false, 192}}) {
+      const int64_t K = c.K, W = (c.hq + 2 * c.hkv) * D, T = c.T, nblocks = (T + bs - 1) / bs + 2, slots = nblocks * bs;
+      const auto xv = rand_bf16(size_t(T * K), 31), rv = rand_bf16(size_t(T * K), 32),
+                 wv = rand_bf16(size_t(W * K), 33), nv = rand_bf16(size_t(K), 34, 0.5f, 1.5f),
+                 qv = rand_bf16(size_t(D), 35, 0.5f, 1.5f), kv = rand_bf16(size_t(D), 36, 0.5f, 1.5f);
+      auto upload = [&](const std::vector<float>& v, const Shape& s) {
+        Tensor d = be.empty(s, DType::BF16);
+        be.upload(v.data(), DType::F32, d);
+        return d;
+      };
+      Tensor w = upload(wv, {W, K}), norm_w = upload(nv, {K}), qw, kw;
+      if (c.norm) qw = upload(qv, {D}), kw = upload(kv, {D});
+      std::vector<int32_t> pos(static_cast<size_t>(T)), slot(static_cast<size_t>(slots));
+      for (int64_t i = 0; i < T; ++i) pos[size_t(i)] = int32_t(3 * i + 5);
+      std::iota(slot.begin(), slot.end(), 0);
+      std::shuffle(slot.begin(), slot.end(), std::mt19937(37));
+      slot.resize(size_t(T));
+      slot[7] = slot[T - 1] = -1;
+      Tensor positions = be.empty({T}, DType::I32), other_positions = be.empty({T}, DType::I32);
+      be.upload(pos.data(), DType::I32, positions);
+      for (auto& p : pos) p = 2 * p + 1;
+      be.upload(pos.data(), DType::I32, other_positions);
+      AttentionMetadata md = one_prefill_metadata(T, slot, nblocks);
+      be.prepare_metadata(md);
+      const RopeParams rope = RopeParams::plain(D, 1e6);
+      // One run: qkv, k cache, v cache, residual as floats.
+      auto run = [&](bool fused, const Tensor& positions) {
+        Tensor x = upload(xv, {T, K}), res = upload(rv, {T, K});
+        const std::vector<float> poison(size_t(slots * c.hkv * D), 1e30f);  // no k or v comes near it
+        Tensor kc = be.empty({nblocks, bs, c.hkv, D}, DType::BF16), vc = be.empty({nblocks, bs, c.hkv, D}, DType::BF16);
+        be.upload(poison.data(), DType::F32, kc);
+        be.upload(poison.data(), DType::F32, vc);
+        Tensor qkv = be.empty({T, W}, DType::BF16);
+        const Backend::QkNormRopeStore r{qw, kw, positions, kc, vc, c.hq, c.hkv, D, 1e-6f, rope, md, {}};
+        if (fused)
+          be.add_rms_norm_linear_rope(x, res, norm_w, 1e-6f, w, qkv, r);
+        else
+          be.Backend::add_rms_norm_linear_rope(x, res, norm_w, 1e-6f, w, qkv, r);
+        return std::vector<std::vector<float>>{be.to_host_f32(qkv), be.to_host_f32(kc), be.to_host_f32(vc),
+                                               be.to_host_f32(res)};
+      };
+      const auto got = run(true, positions), want = run(false, positions);
+      ASSERT_TRUE(md.d_rope_table.defined()) << "the fused call keeps the step's table";
+      const auto again = run(true, positions);                                                      // the kept table
+      const auto got_other = run(true, other_positions), want_other = run(false, other_positions);  // rebuilt
+      auto compare = [&](const auto& got, const auto& want, const char* what) {
+        // qkv: the q columns (the fused form leaves k and v to the caches).
+        const char* names[] = {"qkv", "k cache", "v cache", "residual"};
+        for (size_t k = 0; k < got.size(); ++k) {
+          size_t differ = 0, compared = 0;
+          for (size_t e = 0; e < got[k].size(); ++e)
+            if (k != 0 || int64_t(e) % W < c.hq * D) differ += !(got[k][e] == want[k][e]), ++compared;
+          const std::string name = std::string(names[k]) + " Hq " + std::to_string(c.hq) + " Hkv " +
+                                   std::to_string(c.hkv) + " T " + std::to_string(T) + " K " + std::to_string(K) +
+                                   (c.norm ? "" : " (no norm)") + (pair ? " (pairs)" : "") + what;
+          std::printf("[gpu] gemm_wgmma rope %s: %zu of %zu differ from the unfused path\n", name.c_str(), differ,
+                      compared);
+          EXPECT_EQ(differ, 0u) << name;
+        }
+      };
+      compare(got, want, "");
+      compare(again, want, " (the kept table)");
+      compare(got_other, want_other, " (other positions)");
+      size_t kept = 0;  // cache rows of slots nobody writes stay poisoned
+      for (float v : got[1]) kept += v > 1e29f;
+      EXPECT_EQ(kept, size_t((slots - (T - 2)) * c.hkv * D));
+    }
   }
   be.set_gemm(Gemm::Auto);
+  be.set_gemm_pair(KernelOptions{}.gemm_pair);
 }
 
 TEST(CudaGemmWgmma, RefusesShapesOutsideItsLimits) {

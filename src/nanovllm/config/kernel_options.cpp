@@ -235,6 +235,9 @@ const std::vector<Option>& options() {
       {"gemm_norm", "NANOVLLM_GEMM_NORM", "on or off",
        [](KernelOptions& o, const std::string& v) { return parse_bool(v, o.gemm_norm); },
        [](const KernelOptions& o) { return on_off(o.gemm_norm); }},
+      {"gemm_pair", "NANOVLLM_GEMM_PAIR", "on or off",
+       [](KernelOptions& o, const std::string& v) { return parse_bool(v, o.gemm_pair); },
+       [](const KernelOptions& o) { return on_off(o.gemm_pair); }},
   };
   return table;
 }
@@ -264,7 +267,7 @@ bool operator==(const KernelOptions& a, const KernelOptions& b) {
     return std::tie(o.pdl, o.gemv_norm, o.max_decode_splits, o.long_decode_context, o.long_decode_splits,
                     o.decode_cluster, o.decode_warps, o.decode_read_ahead, o.p2p_all_reduce, o.all_reduce_norm,
                     o.prefill_attention, o.prefill_persistent, o.fp8_gemm, o.int_gemv, o.int_gemm,
-                    o.int_gemm_cluster_rows, o.int_gemm_cluster_cols, o.rope_kernel, o.gemm, o.gemm_norm);
+                    o.int_gemm_cluster_rows, o.int_gemm_cluster_cols, o.rope_kernel, o.gemm, o.gemm_norm, o.gemm_pair);
   };
   return fields(a) == fields(b);
 }

@@ -33,6 +33,7 @@
 //   rope_kernel        NANOVLLM_ROPE_KERNEL         auto | head | token
 //   gemm               NANOVLLM_GEMM                auto | cublaslt | wgmma
 //   gemm_norm          NANOVLLM_GEMM_NORM           on | off
+//   gemm_pair          NANOVLLM_GEMM_PAIR           on | off
 // The CPU backend's precision is an engine setting (EngineConfig::cpu_precision, --cpu-precision);
 // --kernel-options still takes cpu_precision=fast|exact as its alias (settings.cpp).
 #pragma once
@@ -184,6 +185,12 @@ struct KernelOptions {
   // default, measured faster): cuBLASLt's product, then the add_rms_norm kernel. On an H200 the fused
   // kernel took 199.8 us a call against 118.1 + 38.1 (bench/RESULTS.md: "add + RMSNorm epilogue").
   bool gemm_norm = false;
+  // on (the default): our Hopper GEMM's persistent forms (the plain TMA-store form, gate_up + SiLU,
+  // the qkv form) run on thread-block clusters of two CTAs that share each weight stage, loaded once
+  // from L2 and multicast to both (gemm_wgmma.h: the Pair forms), where the device holds such pairs.
+  // off: one CTA a tile, each loading its own. On an H200: the forms at parity in gemm_bench,
+  // embeddings +0.4% (bench/RESULTS.md: "CTA pairs").
+  bool gemm_pair = true;
 
   // Throws UserError naming the field when a value is out of range.
   void validate() const;

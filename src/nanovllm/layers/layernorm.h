@@ -46,29 +46,17 @@ struct RMSNorm {
   // backend fuses it: linear_silu_mul_quantized).
   Tensor forward_residual_linear(Backend& be, Tensor& x, Tensor& residual, const Linear& proj,
                                  bool silu_mul = false) const {
-    const Tensor& w = proj.weight;
-    Tensor out = be.empty({x.size(0), silu_mul ? w.size(0) / 2 : w.size(0)}, be.act_dtype());
-    if (proj.weight_scales.defined()) {
-      if (!comm) {
-        be.add_rms_norm_linear_quantized(x, residual, weight, eps, w, proj.weight_scales, out, silu_mul);
-        return out;
-      }
+    if (proj.weight_scales.defined() && comm) {
       forward_residual(be, x, residual);
-      if (!silu_mul) {
-        be.linear(x, w, proj.weight_scales, out);
-        return out;
-      }
-      be.linear_silu_mul(x, w, proj.weight_scales, out);
-      return out;
+      return product(be, x, proj, silu_mul);
     }
-    if (comm && reduce_add_norm(be, x, residual)) {  // x is now the normed stream
-      if (silu_mul)
-        be.linear_silu_mul(x, w, out);
-      else
-        be.linear(x, w, out);
-    } else {
-      be.add_rms_norm_linear(x, residual, weight, eps, w, out, silu_mul);
-    }
+    if (!proj.weight_scales.defined() && comm && reduce_add_norm(be, x, residual))  // x is now the normed stream
+      return product(be, x, proj, silu_mul);
+    Tensor out = be.empty({x.size(0), out_cols(proj, silu_mul)}, be.act_dtype());
+    if (proj.weight_scales.defined())
+      be.add_rms_norm_linear_quantized(x, residual, weight, eps, proj.weight, proj.weight_scales, out, silu_mul);
+    else
+      be.add_rms_norm_linear(x, residual, weight, eps, proj.weight, out, silu_mul);
     return out;
   }
   // The same three forms on a deferred stream d: where the backend takes the projection with the add
@@ -81,12 +69,7 @@ struct RMSNorm {
       Tensor x = d.run(be);
       return forward_residual_linear(be, x, residual, proj, silu_mul);
     }
-    Tensor out = be.empty({normed.size(0), silu_mul ? proj.weight.size(0) / 2 : proj.weight.size(0)}, be.act_dtype());
-    if (silu_mul)
-      be.linear_silu_mul(normed, proj.weight, proj.weight_scales, out);
-    else
-      be.linear(normed, proj.weight, proj.weight_scales, out);
-    return out;
+    return product(be, normed, proj, silu_mul);
   }
   Tensor forward_residual_linear_rope(Backend& be, const Deferred& d, Tensor& residual, const Linear& proj,
                                       const Backend::QkNormRopeStore& r) const {
@@ -129,6 +112,19 @@ struct RMSNorm {
   }
 
  private:
+  static int64_t out_cols(const Linear& proj, bool silu_mul) {
+    return silu_mul ? proj.weight.size(0) / 2 : proj.weight.size(0);
+  }
+  // The projection on a normed stream x: x @ w^T, or with silu_mul the gated activation of
+  // w = [gate; up] (quantized or not, as proj holds it).
+  static Tensor product(Backend& be, const Tensor& x, const Linear& proj, bool silu_mul) {
+    Tensor out = be.empty({x.size(0), out_cols(proj, silu_mul)}, be.act_dtype());
+    if (silu_mul)
+      be.linear_silu_mul(x, proj.weight, proj.weight_scales, out);
+    else
+      be.linear(x, proj.weight, proj.weight_scales, out);
+    return out;
+  }
   // residual += d; normed = norm(residual), in d's GEMM where the backend can (false: nothing ran).
   bool fold(Backend& be, const Deferred& d, Tensor& residual, Tensor& normed) const {
     if (!d.proj) return false;

@@ -86,6 +86,7 @@ CudaBackend::CudaBackend(int device_index, const KernelOptions& options) : devic
   wgmma_ = cuda::prefill_attention_wgmma_init();
   if (wgmma_) cuda::int_gemm_wgmma_init(), cuda::int_gemm_wgmma_wide_init(), cuda::int_gemm_wgmma_ss_init();
   if (wgmma_) cuda::prefill_attention_wgmma_tma_init(), cuda::gemm_wgmma_init(), cuda::gemm_wgmma_add_rms_norm_init();
+  if (wgmma_) gemm_pairs_ = cuda::gemm_wgmma_max_pairs();
   if (options_.gemm == Gemm::Wgmma && !wgmma_)
     throw UserError(std::string("kernel option gemm=wgmma: our Hopper GEMM needs an sm_90 GPU and a build with ") +
                     "sm_90a code (this is " + prop.name + ", sm_" + std::to_string(prop.major * 10 + prop.minor) + ")");

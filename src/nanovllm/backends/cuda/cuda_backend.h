@@ -147,6 +147,9 @@ class CudaBackend final : public Backend {
   // The sm_90a prefill kernels (wgmma, and wgmma with TMA) run on this device and build.
   bool wgmma() const { return wgmma_; }
   int num_sms() const { return num_sms_; }
+  // The CTAs a persistent gemm_wgmma form's grid may hold at once: the SMs, or for the Pair forms
+  // twice the clusters of two that fit (gemm_wgmma_max_pairs).
+  int gemm_resident(bool pair) const { return pair ? 2 * gemm_pairs_ : num_sms_; }
   // Whether cuBLASLt has a VEC128 FP8 algorithm for the first T - T % 4 rows of x [T, K] x 128 x
   // 128-block weights [N, K] (plan_fp8_linear's CublasLtFp8Block, the last rows on the GEMV); where
   // it has none, the codes are dequantized instead.
@@ -158,6 +161,7 @@ class CudaBackend final : public Backend {
   // Overrides options.gemm (tests run both GEMMs on the same backend).
   void set_gemm(Gemm g) { options_.gemm = g; }
   void set_gemm_norm(bool on) { options_.gemm_norm = on; }
+  void set_gemm_pair(bool on) { options_.gemm_pair = on; }
   // The q/k norm + RoPE plan on this device (qk_norm_rope.cu launches what it says).
   cuda::QkNormRopePlan plan_qk_norm_rope(const cuda::QkNormRopeProblem& p) const {
     return cuda::plan_qk_norm_rope(p, num_sms_, options_);
@@ -193,6 +197,7 @@ class CudaBackend final : public Backend {
   int device_ = 0;
   KernelOptions options_;
   int num_sms_ = 0;
+  int gemm_pairs_ = 0;    // gemm_wgmma_max_pairs() where wgmma_
   int64_t l2_bytes_ = 0;  // the device's L2 cache (the decode read-ahead's budget)
   int sm_ = 0;            // compute capability, major * 10 + minor
   size_t max_smem_optin_ = 0;

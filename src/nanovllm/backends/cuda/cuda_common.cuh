@@ -159,6 +159,26 @@ void launch_clustered(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t sm
   NV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, KArgs(args)...));
 }
 
+// The thread-block clusters of `cluster` CTAs (along x) of `kernel`, with `block` threads and `smem`
+// bytes of dynamic shared memory a CTA, that the device holds at once (0: none fits).
+template <typename... KArgs>
+int max_active_clusters(void (*kernel)(KArgs...), unsigned cluster, unsigned block, size_t smem) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(cluster);
+  cfg.blockDim = dim3(block);
+  cfg.dynamicSmemBytes = smem;
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = cluster;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  int clusters = 0;
+  NV_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
+  return clusters;
+}
+
 // kernel<<<grid, block, smem, st.stream>>>(args...), with the PDL attribute when st.pdl.
 template <typename... KArgs, typename... Args>
 void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, Stream st, Args... args) {

@@ -200,9 +200,13 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
     cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, N, K, on_stream(), false, f32_out, nullptr, plan.gemv);
     return;
   }
-  if (plan.kernel == cuda::LinearKernel::Wgmma)
-    return cuda::gemm_wgmma(x.raw(), w.raw(), out.raw(), T, N, K, cuda::GemmWgmmaForm::Cols256Stages4PersistentTmaStore,
-                            num_sms_, stream_);
+  if (plan.kernel == cuda::LinearKernel::Wgmma) {
+    const bool pair = options_.gemm_pair && gemm_pairs_ > 0;
+    return cuda::gemm_wgmma(x.raw(), w.raw(), out.raw(), T, N, K,
+                            pair ? cuda::GemmWgmmaForm::Cols256Stages4PersistentTmaStorePair
+                                 : cuda::GemmWgmmaForm::Cols256Stages4PersistentTmaStore,
+                            gemm_resident(pair), stream_);
+  }
   const GemmPlan* p = gemm_plan({T, N, K, f32_out, GemmOperands::BF16});
   if (!p)
     throw Error("linear: cuBLASLt has no algorithm for [" + std::to_string(T) + ", " + std::to_string(K) + "] x [" +
@@ -223,8 +227,12 @@ void CudaBackend::linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out)
   if (plan.kernel == cuda::LinearKernel::Gemv)  // GEMM + SiLU
     cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, I, K, on_stream(), /*silu_mul=*/true, false, nullptr, plan.gemv);
   else if (plan.kernel == cuda::LinearKernel::Wgmma)  // GEMM + SiLU in the epilogue
-    cuda::gemm_wgmma(x.raw(), w.raw(), out.raw(), T, I, K, cuda::GemmWgmmaForm::GateUpSiluEpiWarps, num_sms_, stream_);
-  else
+  {
+    const bool pair = options_.gemm_pair && gemm_pairs_ > 0;
+    cuda::gemm_wgmma(x.raw(), w.raw(), out.raw(), T, I, K,
+                     pair ? cuda::GemmWgmmaForm::GateUpSiluEpiWarpsPair : cuda::GemmWgmmaForm::GateUpSiluEpiWarps,
+                     gemm_resident(pair), stream_);
+  } else
     Backend::linear_silu_mul(x, w, out);  // cuBLASLt, then silu_and_mul
 }
 

@@ -34,6 +34,12 @@
 // group, so that the CTAs resident at once share a few weight tiles and x tiles through L2. A CTA
 // takes one tile, or (persistent forms) one wave of CTAs walks every gridDim.x-th tile, the
 // producer's ring running on into the CTA's next tile while the compute warps store this one.
+// Pairs (kPair, KernelOptions::gemm_pair): thread-block clusters of two CTAs walk tiles of 256 x
+// rows together, rank r on the rows from t0 + 128 r, on the same weight rows: each CTA's producer
+// loads its own x box and half of the weight box, multicast into both CTAs' slots, and each compute
+// warp frees a slot on both CTAs' "empty" barriers (gemm_wgmma.cuh). The arrivals must release at
+// CTA scope: a cluster-scope release waited for the next stage's products in flight and cost 40%
+// (bench/RESULTS.md: "CTA pairs").
 //
 // Measured (bench/gemm_bench.cpp, H200, bench/RESULTS.md 2026-12-01), TFLOP/s of 128x256 persistent
 // against cuBLASLt's heuristic algorithm: Qwen3-8B's layers at 4,096-16,384 rows 653-780 against
@@ -307,7 +313,7 @@ constexpr int threads_of() {
   return kWarpEpi ? kThreadsEpi : kEpi == kRope ? kThreadsRope : kThreads;
 }
 
-template <int kCols, int kStages, bool kPersistent, bool kTmaStore, int kEpi, bool kWarpEpi>
+template <int kCols, int kStages, bool kPersistent, bool kTmaStore, int kEpi, bool kWarpEpi, bool kPair>
 __global__ void __launch_bounds__(threads_of<kEpi, kWarpEpi>(), 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap,
                       const __grid_constant__ CUtensorMap omap, __nv_bfloat16* __restrict__ out, int T, int N, int K,
@@ -319,6 +325,7 @@ __global__ void __launch_bounds__(threads_of<kEpi, kWarpEpi>(), 1)
   static_assert(kEpi == kPlain || (kTmaStore && kCols == 256), "the fused epilogues are the TMA-store form's");
   static_assert(kEpi != kRope || !kWarpEpi, "the qkv form's epilogue runs on the compute warps");
   static_assert(!kWarpEpi || (kTmaStore && kPersistent), "the epilogue warps store by TMA, tile after tile");
+  static_assert(!kPair || (kTmaStore && kPersistent), "pairs walk tiles together and store by TMA (clipped rows)");
   constexpr int kAll = threads_of<kEpi, kWarpEpi>();
 #ifndef NANOVLLM_WGMMA
   __trap();  // no sm_90a code: fail the launch rather than write zeros (CudaBackend::wgmma())
@@ -331,7 +338,12 @@ __global__ void __launch_bounds__(threads_of<kEpi, kWarpEpi>(), 1)
   uint64_t* drained = staged + 1;      // kWarpEpi: the staging boxes are free again (the TMA stores read them)
   unsigned char* stage = smem + S::kEpiOff;
   const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
-  const int TT = (T + kRows - 1) / kRows, NT = (N + kOutCols - 1) / kOutCols, tiles = TT * NT;
+  // kPair: the cluster's two CTAs (consecutive blockIdx.x) take the same tiles of 2 x 128 x rows,
+  // rank r the rows from t0 + 128 r; a CTA whose rows all lie past T still runs the tile (its x reads
+  // as zeros, its stores are clipped) so that both walk the same ring.
+  constexpr int kUnit = kPair ? 2 * kRows : kRows;  // x rows of a (pair's) tile
+  const int rank = kPair ? int(blockIdx.x & 1) : 0;
+  const int TT = (T + kUnit - 1) / kUnit, NT = (N + kOutCols - 1) / kOutCols, tiles = TT * NT;
   const int n = (K + kTK - 1) / kTK;
   // Tile b's first x row and weight row: groups of kGroup weight-row tiles, x tiles fastest within
   // a group.
@@ -339,10 +351,12 @@ __global__ void __launch_bounds__(threads_of<kEpi, kWarpEpi>(), 1)
     const int per_group = kGroup * TT, group = b / per_group, in_group = b % per_group;
     const int group_size = min(kGroup, NT - group * kGroup);
     n0 = (group * kGroup + in_group % group_size) * kOutCols;
-    t0 = (in_group / group_size) * kRows;
+    t0 = (in_group / group_size) * kUnit + kRows * rank;
   };
-  // A CTA's tiles: its own (one a CTA), or every gridDim.x-th from blockIdx.x (persistent).
-  const int first = int(blockIdx.x), step = kPersistent ? int(gridDim.x) : tiles;
+  // A CTA's tiles: its own (one a CTA), or every gridDim.x-th from blockIdx.x (persistent; pairs:
+  // every (gridDim.x / 2)-th from the cluster's index).
+  const int first = int(blockIdx.x) / (kPair ? 2 : 1);
+  const int step = kPersistent ? int(gridDim.x) / (kPair ? 2 : 1) : tiles;
 
   // kRope: the q then k norm weights as BF16 pair words (1 where there is no norm), read by the
   // epilogue.
@@ -355,28 +369,35 @@ __global__ void __launch_bounds__(threads_of<kEpi, kWarpEpi>(), 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], 8);
+      mbar_init(&empty[s], kPair ? 16 : 8);
     }
     mbar_init(staged, 8);
     mbar_init(drained, 1);
     mbar_fence_init();
   }
-  __syncthreads();
+  if constexpr (kPair) {
+    cluster_arrive();  // the peer's barriers exist before its multicasts and arrivals reach them
+    cluster_wait();
+  } else {
+    __syncthreads();
+  }
   pdl_begin();  // x is the previous kernel's output
 
-  if (warp == 8 || (kEpi == kRope && warp > 8)) {  // the producer: stage c of the CTA's sequence into slot c % kStages
+  // The producer: stage c of the CTA's sequence into slot c % kStages.
+  auto produce = [&] {
     if constexpr (kEpi == kRope) regs_dec<kProducerRegs>();
     if (warp == 8 && lane == 0) {
       int c = 0;
       for (int b = first; b < tiles; b += step) {
         int t0, n0;
         origin(b, t0, n0);
-        load_stages<kStages, S::kStageBytes, S::kXBytes, kGated>(&xmap, &wmap, smem, full, empty, t0, n0, N, n, c);
+        load_stages<kStages, S::kStageBytes, S::kXBytes, kGated, kPair>(&xmap, &wmap, smem, full, empty, t0, n0, N, n,
+                                                                        c, rank);
       }
     }
-    return;
-  }
-  if (kWarpEpi && warp == 9) {  // the epilogue warp: tile k's TMA stores once the compute warps staged it
+  };
+  // The epilogue warp: tile k's TMA stores once the compute warps staged it.
+  auto store_staged = [&] {
     if (lane != 0) return;
     int k = 0;
     for (int b = first; b < tiles; b += step, ++k) {
@@ -393,57 +414,70 @@ __global__ void __launch_bounds__(threads_of<kEpi, kWarpEpi>(), 1)
       mbar_arrive(drained);
     }
     tma_store_wait<0>();  // before the CTA's shared memory goes
-    return;
-  }
-  const int wg = warp >> 2, g = lane >> 2, q = lane & 3;
-  if constexpr (kEpi == kRope) regs_inc<kComputeRegs>();
-  int c = 0, k = 0;
-  for (int b = first; b < tiles; b += step, ++k) {
-    int t0, n0;
-    origin(b, t0, n0);
-    unsigned char* epi = smem + S::kEpiOff + wg * 2 * kEpiBox;
-    int slot[kEpi == kRope ? 8 : 1];  // kRope: store_rope's rows' cache slots, read under the products
-    if constexpr (kEpi == kRope) {
-      load_rope_table(rope, epi, wg, T, t0);
-      rope_slots(rope, slot, T, t0 + 64 * wg);
-    }
-    float acc[kCols / 8][4];
-    mma_stages<kCols, kStages, S::kStageBytes, S::kXBytes>(acc, smem, full, empty, wg, lane, n, c);
+  };
+  auto compute = [&] {
+    const int wg = warp >> 2, g = lane >> 2, q = lane & 3;
+    if constexpr (kEpi == kRope) regs_inc<kComputeRegs>();
+    int c = 0, k = 0;
+    for (int b = first; b < tiles; b += step, ++k) {
+      int t0, n0;
+      origin(b, t0, n0);
+      unsigned char* epi = smem + S::kEpiOff + wg * 2 * kEpiBox;
+      int slot[kEpi == kRope ? 8 : 1];  // kRope: store_rope's rows' cache slots, read under the products
+      if constexpr (kEpi == kRope) {
+        load_rope_table(rope, epi, wg, T, t0);
+        rope_slots(rope, slot, T, t0 + 64 * wg);
+      }
+      float acc[kCols / 8][4];
+      mma_stages<kCols, kStages, S::kStageBytes, S::kXBytes, kPair>(acc, smem, full, empty, wg, lane, n, c);
 
-    if constexpr (kWarpEpi) {  // stage the tile's BF16 outputs for the epilogue warps
-      auto val = [&](int j, int c) { return kGated ? silu_mul(acc[j][c], acc[j + 16][c]) : acc[j][c]; };
-      auto pair = [&](int j, int h) { return bf2_pack(val(j, 2 * h), val(j, 2 * h + 1)); };
-      if (k > 0) mbar_wait(drained, uint32_t(k - 1) & 1u);
+      if constexpr (kWarpEpi) {  // stage the tile's BF16 outputs for the epilogue warps
+        auto val = [&](int j, int c) { return kGated ? silu_mul(acc[j][c], acc[j + 16][c]) : acc[j][c]; };
+        auto pair = [&](int j, int h) { return bf2_pack(val(j, 2 * h), val(j, 2 * h + 1)); };
+        if (k > 0) mbar_wait(drained, uint32_t(k - 1) & 1u);
 #pragma unroll
-      for (int p = 0; p < kPasses; ++p) write_pass(pair, p, stage + (wg * 2 * kPasses + 2 * p) * kEpiBox, warp, g, q);
-      fence_proxy_async_smem();  // the generic-proxy writes, read by the TMA stores
-      __syncwarp();
-      mbar_arrive_if(staged, lane == 0);
-    } else if constexpr (kEpi == kRope) {
-      cp_async_wait<0>();
-      named_sync(1 + wg, 128);  // every thread's table copies have landed
-      const int rl = 16 * (warp & 3) + g;
-      uint32_t y[32][2];
-      rope_epilogue(acc, y, rope, norm_w, epi, T, t0 + 64 * wg + rl, rl, n0, q);
-      store_rope(y, slot, rope, &omap, epi, wg, warp, g, q, t0, n0);
-    } else if constexpr (kGated)
-      store_tma<1>(
-          [&](int j, int h) {
-            return bf2_pack(silu_mul(acc[j][2 * h], acc[j + 16][2 * h]),
-                            silu_mul(acc[j][2 * h + 1], acc[j + 16][2 * h + 1]));
-          },
-          &omap, epi, wg, warp, g, q, t0, n0);
-    else if constexpr (kTmaStore)
-      store_tma<kCols / 128>([&](int j, int h) { return bf2_pack(acc[j][2 * h], acc[j][2 * h + 1]); }, &omap, epi, wg,
-                             warp, g, q, t0, n0);
-    else
-      store_direct<kCols>(acc, out, T, N, t0 + 64 * wg + 16 * (warp & 3) + g, n0, q);
+        for (int p = 0; p < kPasses; ++p) write_pass(pair, p, stage + (wg * 2 * kPasses + 2 * p) * kEpiBox, warp, g, q);
+        fence_proxy_async_smem();  // the generic-proxy writes, read by the TMA stores
+        __syncwarp();
+        mbar_arrive_if(staged, lane == 0);
+      } else if constexpr (kEpi == kRope) {
+        cp_async_wait<0>();
+        named_sync(1 + wg, 128);  // every thread's table copies have landed
+        const int rl = 16 * (warp & 3) + g;
+        uint32_t y[32][2];
+        rope_epilogue(acc, y, rope, norm_w, epi, T, t0 + 64 * wg + rl, rl, n0, q);
+        store_rope(y, slot, rope, &omap, epi, wg, warp, g, q, t0, n0);
+      } else if constexpr (kGated)
+        store_tma<1>(
+            [&](int j, int h) {
+              return bf2_pack(silu_mul(acc[j][2 * h], acc[j + 16][2 * h]),
+                              silu_mul(acc[j][2 * h + 1], acc[j + 16][2 * h + 1]));
+            },
+            &omap, epi, wg, warp, g, q, t0, n0);
+      else if constexpr (kTmaStore)
+        store_tma<kCols / 128>([&](int j, int h) { return bf2_pack(acc[j][2 * h], acc[j][2 * h + 1]); }, &omap, epi, wg,
+                               warp, g, q, t0, n0);
+      else
+        store_direct<kCols>(acc, out, T, N, t0 + 64 * wg + 16 * (warp & 3) + g, n0, q);
+    }
+    if (kTmaStore && !kWarpEpi && (threadIdx.x & 127) == 0) tma_store_wait<0>();  // before the smem goes
+  };
+
+  if (warp == 8 || (kEpi == kRope && warp > 8))
+    produce();
+  else if (kWarpEpi && warp == 9)
+    store_staged();
+  else
+    compute();
+  if constexpr (kPair) {
+    cluster_arrive();  // no CTA leaves while its peer may still multicast or arrive into its shared memory
+    cluster_wait();
   }
-  if (kTmaStore && !kWarpEpi && (threadIdx.x & 127) == 0) tma_store_wait<0>();  // before the smem goes
 }
 
-template <int kCols, int kStages, bool kPersistent, bool kTmaStore = false, int kEpi = kPlain, bool kWarpEpi = false>
-constexpr auto kernel_of = gemm_wgmma_kernel<kCols, kStages, kPersistent, kTmaStore, kEpi, kWarpEpi>;
+template <int kCols, int kStages, bool kPersistent, bool kTmaStore = false, int kEpi = kPlain, bool kWarpEpi = false,
+          bool kPair = false>
+constexpr auto kernel_of = gemm_wgmma_kernel<kCols, kStages, kPersistent, kTmaStore, kEpi, kWarpEpi, kPair>;
 
 template <int kCols, int kStages, bool kPersistent, bool kTmaStore = false, int kEpi = kPlain, bool kWarpEpi = false>
 constexpr int smem_bytes() {
@@ -451,31 +485,40 @@ constexpr int smem_bytes() {
   return GemmSmem<kCols, kStages, epi_boxes<out_cols, kTmaStore, kWarpEpi>()>::kBytes;
 }
 
-template <int kCols, int kStages, bool kPersistent, bool kTmaStore = false, int kEpi = kPlain, bool kWarpEpi = false>
+template <int kCols, int kStages, bool kPersistent, bool kTmaStore = false, int kEpi = kPlain, bool kWarpEpi = false,
+          bool kPair = false>
 void allow_smem() {
-  NV_CUDA_CHECK(cudaFuncSetAttribute(kernel_of<kCols, kStages, kPersistent, kTmaStore, kEpi, kWarpEpi>,
+  NV_CUDA_CHECK(cudaFuncSetAttribute(kernel_of<kCols, kStages, kPersistent, kTmaStore, kEpi, kWarpEpi, kPair>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      smem_bytes<kCols, kStages, kPersistent, kTmaStore, kEpi, kWarpEpi>()));
 }
 
-template <int kCols, int kStages, bool kPersistent, bool kTmaStore = false, int kEpi = kPlain, bool kWarpEpi = false>
-void run_form(const void* x, const void* w, void* out, int64_t T, int64_t N, int64_t K, int num_sms,
+// resident: the CTAs the persistent grid may hold (the SMs; pairs: twice gemm_wgmma_max_pairs()).
+template <int kCols, int kStages, bool kPersistent, bool kTmaStore = false, int kEpi = kPlain, bool kWarpEpi = false,
+          bool kPair = false>
+void run_form(const void* x, const void* w, void* out, int64_t T, int64_t N, int64_t K, int resident,
               cudaStream_t stream, const GemmRopeEpilogue& rope = {}) {
   constexpr bool kGated = kEpi == kSilu;
   constexpr int kOutCols = kGated ? kCols / 2 : kCols;
+  constexpr int kUnit = kPair ? 2 * kRows : kRows;
   const TmaDesc xmap = make_tma_2d(x, true, K, T, K * 2, kTK, kRows, true, "gemm_wgmma x");
-  const TmaDesc wmap = make_tma_2d(w, true, K, kGated ? 2 * N : N, K * 2, kTK, kOutCols, true, "gemm_wgmma w");
+  // The weight box: a tile's weight rows, or half of them (the gated form's gate or up rows; a pair's
+  // CTA multicasts one half).
+  const TmaDesc wmap = make_tma_2d(w, true, K, kGated ? 2 * N : N, K * 2, kTK, kGated || kPair ? kCols / 2 : kCols,
+                                   true, "gemm_wgmma w");
   if (kTmaStore && (N % 8 != 0 || !aligned16({out})))
     throw Error("gemm_wgmma: the TMA-store epilogue needs N % 8 == 0 and out 16-byte aligned (N " + std::to_string(N) +
                 ")");
   const TmaDesc omap = kTmaStore ? make_tma_2d(out, true, N, T, N * 2, 64, 64, true, "gemm_wgmma out") : wmap;
-  int64_t grid = ((T + kRows - 1) / kRows) * ((N + kOutCols - 1) / kOutCols);
-  if (kPersistent) grid = std::min<int64_t>(grid, int64_t(num_sms));
-  launch(kernel_of<kCols, kStages, kPersistent, kTmaStore, kEpi, kWarpEpi>, dim3(unsigned(grid)),
-         dim3(threads_of<kEpi, kWarpEpi>()), smem_bytes<kCols, kStages, kPersistent, kTmaStore, kEpi, kWarpEpi>(),
-         Stream{stream, false}, *reinterpret_cast<const CUtensorMap*>(xmap.bytes),
-         *reinterpret_cast<const CUtensorMap*>(wmap.bytes), *reinterpret_cast<const CUtensorMap*>(omap.bytes),
-         static_cast<__nv_bfloat16*>(out), int(T), int(N), int(K), rope);
+  int64_t grid = ((T + kUnit - 1) / kUnit) * ((N + kOutCols - 1) / kOutCols) * (kPair ? 2 : 1);
+  if (kPersistent) grid = std::min<int64_t>(grid, int64_t(resident) / (kPair ? 2 : 1) * (kPair ? 2 : 1));
+  if (grid < 1) throw Error("gemm_wgmma: no CTA pair fits this device at once");
+  launch_clustered(kernel_of<kCols, kStages, kPersistent, kTmaStore, kEpi, kWarpEpi, kPair>, dim3(unsigned(grid)),
+                   dim3(threads_of<kEpi, kWarpEpi>()),
+                   smem_bytes<kCols, kStages, kPersistent, kTmaStore, kEpi, kWarpEpi>(), Stream{stream, false},
+                   dim3(kPair ? 2 : 1, 1, 1), *reinterpret_cast<const CUtensorMap*>(xmap.bytes),
+                   *reinterpret_cast<const CUtensorMap*>(wmap.bytes), *reinterpret_cast<const CUtensorMap*>(omap.bytes),
+                   static_cast<__nv_bfloat16*>(out), int(T), int(N), int(K), rope);
   NV_LAUNCH_CHECK();
 }
 
@@ -490,6 +533,8 @@ const char* gemm_wgmma_form_name(GemmWgmmaForm form) {
     case GemmWgmmaForm::Cols256Stages3EpiWarps: return "128x256_s3_epilogue_warps";
     case GemmWgmmaForm::GateUpSiluEpiWarps: return "gate_up_silu_epilogue_warps";
     case GemmWgmmaForm::Cols128Stages6: return "128x128_s6";
+    case GemmWgmmaForm::Cols256Stages4PersistentTmaStorePair: return "128x256_s4_persistent_tma_store_pair";
+    case GemmWgmmaForm::GateUpSiluEpiWarpsPair: return "gate_up_silu_epilogue_warps_pair";
   }
   return "?";
 }
@@ -503,6 +548,16 @@ void gemm_wgmma_init() {
   allow_smem<256, 4, true, true, kSilu, true>();
   allow_smem<256, 4, true, true, kRope>();
   allow_smem<128, 6, false>();
+  allow_smem<256, 4, true, true, kPlain, false, true>();
+  allow_smem<256, 4, true, true, kSilu, true, true>();
+  allow_smem<256, 4, true, true, kRope, false, true>();
+}
+
+int gemm_wgmma_max_pairs() {
+  // Every form runs one CTA an SM, so the pairs that fit at once depend on the device only: asked of
+  // the gated pair form.
+  return max_active_clusters(kernel_of<256, 4, true, true, kSilu, true, true>, 2, threads_of<kSilu, true>(),
+                             smem_bytes<256, 4, true, true, kSilu, true>());
 }
 
 void gemm_wgmma(const void* x, const void* w, void* out, int64_t T, int64_t N, int64_t K, GemmWgmmaForm form,
@@ -525,11 +580,15 @@ void gemm_wgmma(const void* x, const void* w, void* out, int64_t T, int64_t N, i
     case GemmWgmmaForm::GateUpSiluEpiWarps:
       return run_form<256, 4, true, true, kSilu, true>(x, w, out, T, N, K, num_sms, st);
     case GemmWgmmaForm::Cols128Stages6: return run_form<128, 6, false>(x, w, out, T, N, K, num_sms, st);
+    case GemmWgmmaForm::Cols256Stages4PersistentTmaStorePair:
+      return run_form<256, 4, true, true, kPlain, false, true>(x, w, out, T, N, K, num_sms, st);
+    case GemmWgmmaForm::GateUpSiluEpiWarpsPair:
+      return run_form<256, 4, true, true, kSilu, true, true>(x, w, out, T, N, K, num_sms, st);
   }
 }
 
 void gemm_wgmma_rope(const void* x, const void* w, void* qkv, int64_t T, int64_t K, const GemmRopeEpilogue& rope,
-                     int num_sms, void* stream) {
+                     int num_sms, void* stream, bool pair) {
   const int64_t N = (int64_t(rope.num_heads) + 2 * rope.num_kv_heads) * 128;
   if (T < 1 || K < 8 || K % 8 != 0 || T > (int64_t(1) << 30) || K > (int64_t(1) << 30) || rope.num_heads < 1 ||
       rope.num_kv_heads < 1 || N % 256 != 0 || !rope.cos_sin || (!rope.q_norm) != (!rope.k_norm) ||
@@ -541,7 +600,11 @@ void gemm_wgmma_rope(const void* x, const void* w, void* qkv, int64_t T, int64_t
   if (!aligned16({x, w, qkv, rope.cos_sin, rope.k_cache, rope.v_cache}) ||
       reinterpret_cast<uintptr_t>(rope.q_norm) % 4 != 0 || reinterpret_cast<uintptr_t>(rope.k_norm) % 4 != 0)
     throw Error("gemm_wgmma_rope: x, w, qkv, the table and the caches must be 16-byte aligned, the weights 4-byte");
-  run_form<256, 4, true, true, kRope>(x, w, qkv, T, N, K, num_sms, static_cast<cudaStream_t>(stream), rope);
+  if (pair)
+    run_form<256, 4, true, true, kRope, false, true>(x, w, qkv, T, N, K, num_sms, static_cast<cudaStream_t>(stream),
+                                                     rope);
+  else
+    run_form<256, 4, true, true, kRope>(x, w, qkv, T, N, K, num_sms, static_cast<cudaStream_t>(stream), rope);
 }
 
 }  // namespace nanovllm::cuda

@@ -86,27 +86,47 @@ __device__ __forceinline__ void wgmma_tile(float (&acc)[kCols / 8][4], uint64_t 
 // across tiles), each once the products of the slot's previous stage are done (`empty`), the
 // copies completing the slot's `full` barrier. kGated: the up rows of the same outputs are the
 // weight rows from up_row0 + n0, in the slot's second half of the weight box.
-template <int kStages, int kStageBytes, int kXBytes, bool kGated>
+// kPair (a cluster of two CTAs on the same weight rows, x rows 128 apart): each CTA loads its own x
+// box and one half of the weight box (rank 0 the first kCols / 2 rows, or the gate rows; rank 1 the
+// rest, or the up rows), multicast into both CTAs' slots, so the pair reads the weights from L2 once.
+// Both CTAs' `full` then count the whole stage's bytes, and `empty` the compute warps of both CTAs
+// (mma_stages): a slot is refilled once both CTAs are done with it.
+template <int kStages, int kStageBytes, int kXBytes, bool kGated, bool kPair = false>
 __device__ __forceinline__ void load_stages(const CUtensorMap* xmap, const CUtensorMap* wmap, unsigned char* ring,
-                                            uint64_t* full, uint64_t* empty, int t0, int n0, int up_row0, int n,
-                                            int& c) {
+                                            uint64_t* full, uint64_t* empty, int t0, int n0, int up_row0, int n, int& c,
+                                            int rank = 0) {
+  constexpr int kHalf = (kStageBytes - kXBytes) / 2;  // one half of the weight box
   for (int i = 0; i < n; ++i, ++c) {
     const int s = c % kStages;
     if (c >= kStages) mbar_wait(&empty[s], uint32_t(c / kStages - 1) & 1u);
     unsigned char* xs = ring + s * kStageBytes;
     mbar_arrive_expect_tx(&full[s], uint32_t(kStageBytes));
     tma_load_2d(xs, xmap, i * kTK, t0, &full[s]);
-    tma_load_2d(xs + kXBytes, wmap, i * kTK, n0, &full[s]);
-    if (kGated) tma_load_2d(xs + kXBytes + (kStageBytes - kXBytes) / 2, wmap, i * kTK, up_row0 + n0, &full[s]);
+    if constexpr (kPair) {
+      const int row = rank == 0 ? n0 : (kGated ? up_row0 + n0 : n0 + kHalf / (kTK * 2));
+      tma_load_2d_multicast(xs + kXBytes + rank * kHalf, wmap, i * kTK, row, &full[s], 3);
+    } else {
+      tma_load_2d(xs + kXBytes, wmap, i * kTK, n0, &full[s]);
+      if (kGated) tma_load_2d(xs + kXBytes + kHalf, wmap, i * kTK, up_row0 + n0, &full[s]);
+    }
   }
 }
 
 // A compute warpgroup's products of one tile (n stages from the ring's c-th) into acc, zeroed
 // first. It keeps one stage's products in flight (wait_group 1) and frees the slot of the stage
-// before (one arrival a warp on `empty`, whose count is the 8 compute warps).
-template <int kCols, int kStages, int kStageBytes, int kXBytes>
+// before (one arrival a warp on `empty`, whose count is the 8 compute warps; kPair: on both CTAs'
+// `empty`, whose count is the pair's 16).
+template <int kCols, int kStages, int kStageBytes, int kXBytes, bool kPair = false>
 __device__ __forceinline__ void mma_stages(float (&acc)[kCols / 8][4], const unsigned char* ring, uint64_t* full,
                                            uint64_t* empty, int wg, int lane, int n, int& c) {
+  auto release = [&](uint64_t* bar, bool pred) {
+    if constexpr (kPair) {
+      mbar_arrive_cluster_if(bar, 0, pred);
+      mbar_arrive_cluster_if(bar, 1, pred);
+    } else {
+      mbar_arrive_if(bar, pred);
+    }
+  };
 #pragma unroll
   for (int j = 0; j < kCols / 8; ++j)
 #pragma unroll
@@ -123,11 +143,11 @@ __device__ __forceinline__ void mma_stages(float (&acc)[kCols / 8][4], const uns
     wgmma_commit();
     wgmma_wait<1>();  // the previous stage's products are done: free its slot
     __syncwarp();
-    mbar_arrive_if(&empty[(c + kStages - 1) % kStages], lane == 0 && i > 0);
+    release(&empty[(c + kStages - 1) % kStages], lane == 0 && i > 0);
   }
   wgmma_wait<0>();
   __syncwarp();
-  mbar_arrive_if(&empty[(c + kStages - 1) % kStages], lane == 0);  // the tile's last stage
+  release(&empty[(c + kStages - 1) % kStages], lane == 0);  // the tile's last stage
 }
 
 }  // namespace nanovllm::cuda::gemm_tile

@@ -18,7 +18,9 @@ namespace nanovllm::cuda {
 // gate_up weight, w [2 N][K] (gate rows, then up rows), out [T, N] = silu(x gate^T) * (x up^T)
 // rounded as linear + silu_and_mul round it (a tile: 128 outputs, their gate and up rows).
 // Cols256Stages3EpiWarps, GateUpSiluEpiWarps: those two with the outputs staged for an epilogue warp
-// that stores them (3 and 4 ring stages). kGemmWgmmaForms: the plain forms.
+// that stores them (3 and 4 ring stages). The Pair forms: those on thread-block clusters of two CTAs
+// that take the same weight rows (x rows 128 apart) and read each weight stage from L2 once, each
+// loading half and multicasting it to both (KernelOptions::gemm_pair). kGemmWgmmaForms: the plain forms.
 enum class GemmWgmmaForm {
   Cols256Stages4,
   Cols256Stages4Persistent,
@@ -26,22 +28,32 @@ enum class GemmWgmmaForm {
   Cols128Stages6,
   GateUpSilu,
   Cols256Stages3EpiWarps,
-  GateUpSiluEpiWarps
+  GateUpSiluEpiWarps,
+  Cols256Stages4PersistentTmaStorePair,
+  GateUpSiluEpiWarpsPair
 };
-inline constexpr GemmWgmmaForm kGemmWgmmaForms[] = {
-    GemmWgmmaForm::Cols256Stages4, GemmWgmmaForm::Cols256Stages4Persistent,
-    GemmWgmmaForm::Cols256Stages4PersistentTmaStore, GemmWgmmaForm::Cols128Stages6,
-    GemmWgmmaForm::Cols256Stages3EpiWarps};
+inline constexpr GemmWgmmaForm kGemmWgmmaForms[] = {GemmWgmmaForm::Cols256Stages4,
+                                                    GemmWgmmaForm::Cols256Stages4Persistent,
+                                                    GemmWgmmaForm::Cols256Stages4PersistentTmaStore,
+                                                    GemmWgmmaForm::Cols128Stages6,
+                                                    GemmWgmmaForm::Cols256Stages3EpiWarps,
+                                                    GemmWgmmaForm::Cols256Stages4PersistentTmaStorePair};
 const char* gemm_wgmma_form_name(GemmWgmmaForm form);
+constexpr bool gemm_wgmma_form_pairs(GemmWgmmaForm form) {
+  return form == GemmWgmmaForm::Cols256Stages4PersistentTmaStorePair || form == GemmWgmmaForm::GateUpSiluEpiWarpsPair;
+}
 
 // Lets every form's kernel use its shared memory: once per device, before any gemm_wgmma there
 // (CudaBackend's constructor, where wgmma() holds).
 void gemm_wgmma_init();
+// The clusters of two CTAs of the Pair forms that the device holds at once (after gemm_wgmma_init()).
+int gemm_wgmma_max_pairs();
 
 // Runs the GEMM on `stream` (a cudaStream_t). x, w, out: device BF16, row-major and dense (GateUpSilu:
 // w [2 N][K]); T, N >= 1, K >= 8 with K % 8 == 0 (the TMA row pitch); the tails of T, N and K are
 // handled (zero-filled reads, guarded stores); Error for shapes outside the limits. num_sms: the
-// device's SMs (the persistent forms' grid). Only where CudaBackend::wgmma() (a Hopper GPU and a
+// CTAs the persistent forms' grid may hold at once: the device's SMs, or for the Pair forms twice
+// gemm_wgmma_max_pairs(). Only where CudaBackend::wgmma() (a Hopper GPU and a
 // build with sm_90a code) and after gemm_wgmma_init(): elsewhere the launch fails.
 void gemm_wgmma(const void* x, const void* w, void* out, int64_t T, int64_t N, int64_t K, GemmWgmmaForm form,
                 int num_sms, void* stream);
@@ -53,7 +65,8 @@ void gemm_wgmma(const void* x, const void* w, void* out, int64_t T, int64_t N, i
 // (BF16 pairs, cos in the low half, sin: row t's position, rope_cos_sin's values, qk_norm_rope.cuh);
 // the q heads are written into qkv, the k (after RoPE) and v heads of row t only into the caches
 // [slots][Hkv][128] BF16 at slots[t] (-1: not; slots null: no store): qkv's k and v columns are left
-// as they were. Head dim 128 and Hq + 2 Hkv even: a 256-column tile is two whole heads.
+// as they were. Head dim 128 and Hq + 2 Hkv even: a 256-column tile is two whole heads. pair: on
+// clusters of two CTAs as the Pair forms (num_sms then twice gemm_wgmma_max_pairs()).
 struct GemmRopeEpilogue {
   const uint32_t* cos_sin = nullptr;
   const void* q_norm = nullptr;
@@ -65,7 +78,7 @@ struct GemmRopeEpilogue {
   const int32_t* slots = nullptr;
 };
 void gemm_wgmma_rope(const void* x, const void* w, void* qkv, int64_t T, int64_t K, const GemmRopeEpilogue& rope,
-                     int num_sms, void* stream);
+                     int num_sms, void* stream, bool pair = false);
 
 // A row-parallel projection and the decoder layer's add + RMSNorm after it, in one kernel
 // (gemm_wgmma_norm.cu): residual += x w^T (rounded to BF16, as linear then add_rms_norm round);

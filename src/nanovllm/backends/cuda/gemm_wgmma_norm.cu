@@ -194,21 +194,7 @@ bool gemm_wgmma_add_rms_norm_fits(int64_t T, int64_t H, int64_t K) {
 
 int gemm_wgmma_add_rms_norm_max_clusters(int64_t H) {
   if (!gemm_wgmma_add_rms_norm_fits(1, H, 8)) return 0;
-  cudaLaunchConfig_t cfg = {};
-  const unsigned C = unsigned(H / kCols);
-  cfg.gridDim = dim3(C * 64);
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = kSmemBytes;
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = C;
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  int clusters = 0;
-  NV_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, gemm_wgmma_add_norm_kernel, &cfg));
-  return clusters;
+  return max_active_clusters(gemm_wgmma_add_norm_kernel, unsigned(H / kCols), kThreads, kSmemBytes);
 }
 
 void gemm_wgmma_add_rms_norm_init() {

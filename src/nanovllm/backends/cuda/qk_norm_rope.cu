@@ -310,7 +310,8 @@ void CudaBackend::linear_rope(const Tensor& x, const Tensor& w, Tensor& out, con
   e.num_heads = int(r.num_heads), e.num_kv_heads = int(r.num_kv_heads);
   e.k_cache = r.k_cache.raw(), e.v_cache = r.v_cache.raw();
   e.slots = r.md.d_slot_mapping.data<int32_t>();
-  gemm_wgmma_rope(x.raw(), w.raw(), out.raw(), T, K, e, num_sms_, stream_);
+  const bool pair = options_.gemm_pair && gemm_pairs_ > 0;
+  gemm_wgmma_rope(x.raw(), w.raw(), out.raw(), T, K, e, gemm_resident(pair), stream_, pair);
 }
 
 }  // namespace nanovllm

@@ -183,6 +183,22 @@ __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t cta)
 #endif
 }
 
+// One arrival on the mbarrier at bar's offset in cluster CTA `cta` where `pred` holds, without a
+// branch (as mbar_arrive_if: between warpgroup MMAs in flight), and with the default release at CTA
+// scope: it orders nothing for the peer but the arrival itself (a stage's "empty": the products that
+// read the stage are complete when it is made). A cluster-scope release (mbar_arrive_cluster) waits
+// for the thread's memory operations in flight, the products of the next stage among them.
+__device__ __forceinline__ void mbar_arrive_cluster_if(uint64_t* bar, uint32_t cta, bool pred) {
+#ifdef NANOVLLM_WGMMA
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(bar)), "r"(cta));
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %1, 0;\n @p mbarrier.arrive.shared::cluster.b64 _, [%0];\n}\n" ::"r"(remote),
+      "r"(uint32_t(pred))
+      : "memory");
+#endif
+}
+
 // v into the float at p's offset in the shared memory of cluster CTA `cta` (this CTA included); a
 // later mbar_arrive_cluster by the same thread releases it to that CTA's waiters.
 __device__ __forceinline__ void st_cluster_f32(const float* p, uint32_t cta, float v) {
