@@ -124,8 +124,10 @@ int main(int argc, char** argv) {
         forms += buf;
         std::vector<uint16_t> a(size_t(m * I)), f(size_t(m * I));
         be.download(act, a.data());
-        for (const cuda::GemmWgmmaForm form : {cuda::GemmWgmmaForm::GateUpSilu, cuda::GemmWgmmaForm::GateUpSiluEpiWarps,
-                                               cuda::GemmWgmmaForm::GateUpSiluEpiWarpsPair}) {
+        for (const cuda::GemmWgmmaForm form :
+             {cuda::GemmWgmmaForm::GateUpSilu, cuda::GemmWgmmaForm::GateUpSiluEpiWarps,
+              cuda::GemmWgmmaForm::GateUpSiluEpiWarpsPair, cuda::GemmWgmmaForm::GateUpSiluPingPong,
+              cuda::GemmWgmmaForm::GateUpSiluPingPongPair}) {
           const double fused_us = us_per_call(be, reps, [&] {
             cuda::gemm_wgmma(x.raw(), w.raw(), fused.raw(), m, I, g.k, form,
                              be.gemm_resident(cuda::gemm_wgmma_form_pairs(form)), be.stream());

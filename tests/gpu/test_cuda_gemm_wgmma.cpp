@@ -28,7 +28,7 @@ TEST(CudaGemmWgmma, EveryFormMatchesADoubleProductWithTails) {
   // T: one row, a partial tile, several tiles and a tail; N: below, at and past the 128 / 256
   // weight-row tiles; K: one partial stage, several stages with a tail, many stages.
   for (const Case c : {Case{1, 256, 64}, Case{37, 1000, 1000}, Case{129, 384, 136}, Case{300, 520, 4096},
-                       Case{256, 2048, 1024}, Case{4200, 2048, 64}}) {
+                       Case{256, 2048, 1024}, Case{4200, 1024, 512}}) {
     const auto xv = rand_bf16(size_t(c.T * c.K), 7), wv = rand_bf16(size_t(c.N * c.K), 8);
     std::vector<double> ref(size_t(c.T * c.N));
     double ss = 0;
@@ -72,8 +72,9 @@ TEST(CudaGemmWgmma, GateUpSiluEqualsTheGemmThenSiluAndMul) {
   CudaBackend be(0);
   if (!be.wgmma()) GTEST_SKIP() << "no sm_90a code for this GPU";
   // I: below, at and past a 128-output tile; T and K with tails.
-  // (T 4,200 x I 1,024: more tiles than the pairs of CTAs that fit at once, a pair's last tile all rank 0's.)
-  for (const Case c : {Case{37, 200, 1000}, Case{129, 384, 136}, Case{256, 520, 1024}, Case{4200, 1024, 64}}) {
+  // (T 4,200 x I 1,024: more tiles than the CTAs or pairs that fit at once, a pair's last tile all rank
+  // 0's, and more stages a tile than the ring holds.)
+  for (const Case c : {Case{37, 200, 1000}, Case{129, 384, 136}, Case{256, 520, 1024}, Case{4200, 1024, 256}}) {
     const int64_t T = c.T, I = c.N, K = c.K;
     const auto xv = rand_bf16(size_t(T * K), 11), wv = rand_bf16(size_t(2 * I * K), 12);
     Tensor x = be.empty({T, K}, DType::BF16), w = be.empty({2 * I, K}, DType::BF16);
@@ -103,8 +104,10 @@ TEST(CudaGemmWgmma, GateUpSiluEqualsTheGemmThenSiluAndMul) {
         ss += v * v;
       }
     const double rms = std::sqrt(ss / double(ref.size()));
-    for (const cuda::GemmWgmmaForm form : {cuda::GemmWgmmaForm::GateUpSilu, cuda::GemmWgmmaForm::GateUpSiluEpiWarps,
-                                           cuda::GemmWgmmaForm::GateUpSiluEpiWarpsPair}) {
+    for (const cuda::GemmWgmmaForm form :
+         {cuda::GemmWgmmaForm::GateUpSilu, cuda::GemmWgmmaForm::GateUpSiluEpiWarps,
+          cuda::GemmWgmmaForm::GateUpSiluEpiWarpsPair, cuda::GemmWgmmaForm::GateUpSiluPingPong,
+          cuda::GemmWgmmaForm::GateUpSiluPingPongPair}) {
       std::vector<uint16_t> sentinel(size_t(T * I), 0x7FC0);  // NaN: every output must be written
       be.upload(sentinel.data(), DType::BF16, fused);
       cuda::gemm_wgmma(x.raw(), w.raw(), fused.raw(), T, I, K, form,
@@ -190,7 +193,8 @@ TEST(CudaGemmWgmma, BackendOpsRunItUnderTheGemmOption) {
 // bit for bit (the fused form leaves qkv's k and v columns unwritten). Qwen3-0.6B's heads (16 q, 8 kv), and 6 q + 1 kv
 // heads (a tile holding a k and a v head); without the q/k norm (Llama); rows with a tail past 128 and padded slots
 // (-1). The step's cos/sin table, kept in the metadata by the first fused call, serves a second call on the same
-// positions and is rebuilt for other positions. Both with and without gemm_pair (clusters of two CTAs).
+// positions and is rebuilt for other positions. With and without gemm_pair (clusters of two CTAs) and
+// gemm_pingpong (64-row tiles, the warpgroups taking turns).
 TEST(CudaGemmWgmma, RopeEpilogueEqualsTheGemmThenQkNormRopeStore) {
   REQUIRE_GPU();
   CudaBackend be(0);
@@ -202,8 +206,10 @@ TEST(CudaGemmWgmma, RopeEpilogueEqualsTheGemmThenQkNormRopeStore) {
     int64_t K;
   };
   const int64_t D = 128, bs = 16;
-  for (const bool pair : {false, true}) {
+  for (int mode = 0; mode < 4; ++mode) {
+    const bool pair = mode & 1, ping_pong = mode & 2;
     be.set_gemm_pair(pair);
+    be.set_gemm_pingpong(ping_pong ? GemmPingPong::On : GemmPingPong::Off);
     // The epilogue of a CTA's tile runs under its next tile's K / 64 stages of products (the last
     // tile's after them): one tile a CTA, several (T 1,500 .. 4,200: more tiles than SMs), and 1, 3,
     // 16 and 32 stages.
@@ -264,7 +270,8 @@ TEST(CudaGemmWgmma, RopeEpilogueEqualsTheGemmThenQkNormRopeStore) {
             if (k != 0 || int64_t(e) % W < c.hq * D) differ += !(got[k][e] == want[k][e]), ++compared;
           const std::string name = std::string(names[k]) + " Hq " + std::to_string(c.hq) + " Hkv " +
                                    std::to_string(c.hkv) + " T " + std::to_string(T) + " K " + std::to_string(K) +
-                                   (c.norm ? "" : " (no norm)") + (pair ? " (pairs)" : "") + what;
+                                   (c.norm ? "" : " (no norm)") + (pair ? " (pairs)" : "") +
+                                   (ping_pong ? " (ping-pong)" : "") + what;
           std::printf("[gpu] gemm_wgmma rope %s: %zu of %zu differ from the unfused path\n", name.c_str(), differ,
                       compared);
           EXPECT_EQ(differ, 0u) << name;
@@ -280,6 +287,7 @@ TEST(CudaGemmWgmma, RopeEpilogueEqualsTheGemmThenQkNormRopeStore) {
   }
   be.set_gemm(Gemm::Auto);
   be.set_gemm_pair(KernelOptions{}.gemm_pair);
+  be.set_gemm_pingpong(KernelOptions{}.gemm_pingpong);
 }
 
 TEST(CudaGemmWgmma, RefusesShapesOutsideItsLimits) {

@@ -91,6 +91,15 @@ const char* gemm_name(Gemm g) {
   return "?";
 }
 
+const char* gemm_pingpong_name(GemmPingPong g) {
+  switch (g) {
+    case GemmPingPong::Auto: return "auto";
+    case GemmPingPong::On: return "on";
+    case GemmPingPong::Off: return "off";
+  }
+  return "?";
+}
+
 namespace {
 
 const char* prefill_attention_name(PrefillAttention p) {
@@ -238,6 +247,16 @@ const std::vector<Option>& options() {
       {"gemm_pair", "NANOVLLM_GEMM_PAIR", "on or off",
        [](KernelOptions& o, const std::string& v) { return parse_bool(v, o.gemm_pair); },
        [](const KernelOptions& o) { return on_off(o.gemm_pair); }},
+      {"gemm_pingpong", "NANOVLLM_GEMM_PINGPONG", "auto, on or off",
+       [](KernelOptions& o, const std::string& v) {
+         for (GemmPingPong g : {GemmPingPong::Auto, GemmPingPong::On, GemmPingPong::Off})
+           if (v == gemm_pingpong_name(g)) {
+             o.gemm_pingpong = g;
+             return true;
+           }
+         return false;
+       },
+       [](const KernelOptions& o) { return std::string(gemm_pingpong_name(o.gemm_pingpong)); }},
   };
   return table;
 }
@@ -267,7 +286,8 @@ bool operator==(const KernelOptions& a, const KernelOptions& b) {
     return std::tie(o.pdl, o.gemv_norm, o.max_decode_splits, o.long_decode_context, o.long_decode_splits,
                     o.decode_cluster, o.decode_warps, o.decode_read_ahead, o.p2p_all_reduce, o.all_reduce_norm,
                     o.prefill_attention, o.prefill_persistent, o.fp8_gemm, o.int_gemv, o.int_gemm,
-                    o.int_gemm_cluster_rows, o.int_gemm_cluster_cols, o.rope_kernel, o.gemm, o.gemm_norm, o.gemm_pair);
+                    o.int_gemm_cluster_rows, o.int_gemm_cluster_cols, o.rope_kernel, o.gemm, o.gemm_norm, o.gemm_pair,
+                    o.gemm_pingpong);
   };
   return fields(a) == fields(b);
 }

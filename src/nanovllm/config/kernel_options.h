@@ -34,6 +34,7 @@
 //   gemm               NANOVLLM_GEMM                auto | cublaslt | wgmma
 //   gemm_norm          NANOVLLM_GEMM_NORM           on | off
 //   gemm_pair          NANOVLLM_GEMM_PAIR           on | off
+//   gemm_pingpong      NANOVLLM_GEMM_PINGPONG       auto | on | off
 // The CPU backend's precision is an engine setting (EngineConfig::cpu_precision, --cpu-precision);
 // --kernel-options still takes cpu_precision=fast|exact as its alias (settings.cpp).
 #pragma once
@@ -119,6 +120,19 @@ enum class Gemm {
              // gated MLP; cuBLASLt elsewhere. Needs an sm_90 GPU and a build with sm_90a code
 };
 
+// Which of our Hopper GEMM's persistent forms run ping-pong (gemm_wgmma.h: the PingPong forms: CTA
+// tiles of 64 rows, the two compute warpgroups taking turns tile by tile, each's epilogue under the
+// other's products) instead of both warpgroups on one 128-row tile, whose epilogue stalls the tensor
+// cores. The ping-pong mainloop is slower (0.87-0.95x cuBLASLt in pairs against 0.98-1.00x), so it
+// pays only where the epilogue is long.
+enum class GemmPingPong {
+  Auto,  // the qkv form (q/k norm + RoPE + KV store in its epilogue): 231.8 vs 254.4 us a call on an
+         // H200; gate_up + SiLU keeps its epilogue warp (312.9 vs 326.0 us ping-pong), plain products one
+         // tile (bench/RESULTS.md: "ping-pong")
+  On,    // every persistent form
+  Off,   // none
+};
+
 struct KernelOptions {
   // Programmatic dependent launch of every kernel (sm_90+; ignored before): a kernel's launch and
   // set-up overlap its predecessor's tail (faster batch-1 decode). off: plain stream order.
@@ -191,6 +205,8 @@ struct KernelOptions {
   // off: one CTA a tile, each loading its own. On an H200: the forms at parity in gemm_bench,
   // embeddings +0.4% (bench/RESULTS.md: "CTA pairs").
   bool gemm_pair = true;
+  // See GemmPingPong.
+  GemmPingPong gemm_pingpong = GemmPingPong::Auto;
 
   // Throws UserError naming the field when a value is out of range.
   void validate() const;
@@ -203,6 +219,7 @@ bool operator==(const KernelOptions& a, const KernelOptions& b);  // (C++17 here
 const char* int_gemv_name(IntGemv g);
 const char* int_gemm_name(IntGemm g);
 const char* gemm_name(Gemm g);
+const char* gemm_pingpong_name(GemmPingPong g);
 // int_gemm_cluster's rows x cols: each 1, 2 or 4, at most 8 CTAs (the portable cluster size; the
 // kernel's further rule: backends/cuda/kernel_plan.h, int_gemm_cluster_ok).
 constexpr bool int_gemm_cluster_valid(int rows, int cols) {

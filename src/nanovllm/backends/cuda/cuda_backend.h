@@ -150,6 +150,8 @@ class CudaBackend final : public Backend {
   // The CTAs a persistent gemm_wgmma form's grid may hold at once: the SMs, or for the Pair forms
   // twice the clusters of two that fit (gemm_wgmma_max_pairs).
   int gemm_resident(bool pair) const { return pair ? 2 * gemm_pairs_ : num_sms_; }
+  // Whether the gemm_wgmma forms run as pairs here (KernelOptions::gemm_pair and pairs fit).
+  bool gemm_pairs() const { return options_.gemm_pair && gemm_pairs_ > 0; }
   // Whether cuBLASLt has a VEC128 FP8 algorithm for the first T - T % 4 rows of x [T, K] x 128 x
   // 128-block weights [N, K] (plan_fp8_linear's CublasLtFp8Block, the last rows on the GEMV); where
   // it has none, the codes are dequantized instead.
@@ -162,6 +164,7 @@ class CudaBackend final : public Backend {
   void set_gemm(Gemm g) { options_.gemm = g; }
   void set_gemm_norm(bool on) { options_.gemm_norm = on; }
   void set_gemm_pair(bool on) { options_.gemm_pair = on; }
+  void set_gemm_pingpong(GemmPingPong p) { options_.gemm_pingpong = p; }
   // The q/k norm + RoPE plan on this device (qk_norm_rope.cu launches what it says).
   cuda::QkNormRopePlan plan_qk_norm_rope(const cuda::QkNormRopeProblem& p) const {
     return cuda::plan_qk_norm_rope(p, num_sms_, options_);

@@ -40,6 +40,13 @@
 // warp frees a slot on both CTAs' "empty" barriers (gemm_wgmma.cuh). The arrivals must release at
 // CTA scope: a cluster-scope release waited for the next stage's products in flight and cost 40%
 // (bench/RESULTS.md: "CTA pairs").
+// Ping-pong (kPingPong, KernelOptions::gemm_pingpong): CTA tiles of 64 rows, the two compute
+// warpgroups taking the CTA's tiles in turn, each on a whole tile (a stage: x [64][64], w [256][64];
+// 4 stages), so that one warpgroup's epilogue runs while the other's products keep the tensor cores
+// busy. Turns (named barriers kBarTurn + wg) let one warpgroup at a time wait on the ring, handed on
+// once a warpgroup has issued its tile's last products. Its mainloop is slower than the two
+// warpgroups on one 128-row tile (one warpgroup's products in flight), so it pays only for the qkv
+// form's long epilogue (bench/RESULTS.md: "ping-pong").
 //
 // Measured (bench/gemm_bench.cpp, H200, bench/RESULTS.md 2026-12-01), TFLOP/s of 128x256 persistent
 // against cuBLASLt's heuristic algorithm: Qwen3-8B's layers at 4,096-16,384 rows 653-780 against
@@ -80,9 +87,9 @@ static_assert(128 * kProducerRegs + 256 * kComputeRegs <= 65536, "the register f
 // The ring's stages, then the epilogue's boxes (kEpiBoxes of kEpiBox: two a compute warpgroup for
 // the TMA-store epilogue, or a whole tile's outputs staged for the epilogue warps), then the
 // barriers (full and empty a stage, staged and drained).
-template <int kCols, int kStages, int kEpiBoxes>
+template <int kCols, int kStages, int kEpiBoxes, int kTileRows = kRows>
 struct GemmSmem {
-  static constexpr int kXBytes = kRows * kTK * 2, kWBytes = kCols * kTK * 2;
+  static constexpr int kXBytes = kTileRows * kTK * 2, kWBytes = kCols * kTK * 2;
   static constexpr int kStageBytes = kXBytes + kWBytes;
   static constexpr int kEpiOff = kStages * kStageBytes;
   static constexpr int kBarOff = kEpiOff + kEpiBoxes * kEpiBox;
@@ -112,7 +119,7 @@ __device__ __forceinline__ void store_direct(const float (&acc)[kCols / 8][4], _
   }
 }
 
-// The epilogue through shared memory: warpgroup wg's 64 rows (t0 ..) x 128 kPasses columns (n0 ..)
+// The epilogue through shared memory: warpgroup wg's 64 rows (row0 ..) x 128 kPasses columns (n0 ..)
 // in passes of 128 columns, each written as two 64 x 64 boxes of `epi` (wgmma.cuh: sw128_offset;
 // thread (g, q) writes 4 bytes at chunk jj ^ g of row r = 16 w + g (+ 8), r % 8 = g: 32 distinct
 // banks a store; write_pass), then one TMA store a box by the warpgroup's first thread, which TMA
@@ -122,7 +129,7 @@ __device__ __forceinline__ void store_direct(const float (&acc)[kCols / 8][4], _
 // acc[j][2 h + 1] (columns 8 j + 2 (lane % 4) + {0, 1}, row + 8 h).
 template <int kPasses, class Pair>
 __device__ __forceinline__ void store_tma(const Pair& pair, const CUtensorMap* omap, unsigned char* epi, int wg,
-                                          int warp, int g, int q, int t0, int n0) {
+                                          int warp, int g, int q, int row0, int n0) {
   const bool leader = (threadIdx.x & 127) == 0;
 #pragma unroll
   for (int p = 0; p < kPasses; ++p) {
@@ -132,8 +139,8 @@ __device__ __forceinline__ void store_tma(const Pair& pair, const CUtensorMap* o
     fence_proxy_async_smem();  // the generic-proxy writes, read next by the TMA store
     named_sync(1 + wg, 128);
     if (leader) {
-      tma_store_2d(omap, epi, n0 + 128 * p, t0 + 64 * wg);
-      tma_store_2d(omap, epi + kEpiBox, n0 + 128 * p + 64, t0 + 64 * wg);
+      tma_store_2d(omap, epi, n0 + 128 * p, row0);
+      tma_store_2d(omap, epi + kEpiBox, n0 + 128 * p + 64, row0);
       tma_store_commit();
     }
   }
@@ -245,7 +252,7 @@ __device__ __forceinline__ void rope_slots(const GemmRopeEpilogue& r, int (&slot
 
 __device__ __forceinline__ void store_rope(const uint32_t (&y)[32][2], const int (&slot)[8], const GemmRopeEpilogue& r,
                                            const CUtensorMap* omap, unsigned char* epi, int wg, int warp, int g, int q,
-                                           int t0, int n0) {
+                                           int row0, int n0) {
   constexpr int D = 128;
   const int Hq = r.num_heads, Hkv = r.num_kv_heads, lt = int(threadIdx.x & 127), c = lt & 15;
   const int64_t kv_row = int64_t(Hkv) * D;
@@ -259,8 +266,8 @@ __device__ __forceinline__ void store_rope(const uint32_t (&y)[32][2], const int
       fence_proxy_async_smem();  // the generic-proxy writes, read next by the TMA store
       named_sync(1 + wg, 128);
       if (lt == 0) {
-        tma_store_2d(omap, epi, n0 + D * p, t0 + 64 * wg);
-        tma_store_2d(omap, epi + kEpiBox, n0 + D * p + 64, t0 + 64 * wg);
+        tma_store_2d(omap, epi, n0 + D * p, row0);
+        tma_store_2d(omap, epi + kEpiBox, n0 + D * p + 64, row0);
         tma_store_commit();
       }
     } else if (hd < Hq + 2 * Hkv) {
@@ -276,17 +283,17 @@ __device__ __forceinline__ void store_rope(const uint32_t (&y)[32][2], const int
   }
 }
 
-// kRope: warpgroup wg's 64 rows of the cos/sin table (t0 + 64 wg ..; rows past T zeros) into its
+// kRope: warpgroup wg's 64 rows of the cos/sin table (row0 ..; rows past T zeros) into its
 // two epilogue boxes (rope_epilogue's layout), by cp.async, once the previous tile's TMA stores have
 // read the boxes; the epilogue waits for the copies.
 __device__ __forceinline__ void load_rope_table(const GemmRopeEpilogue& r, unsigned char* cs_tab, int wg, int T,
-                                                int t0) {
+                                                int row0) {
   const int lt = int(threadIdx.x & 127);
   if (lt == 0) tma_store_wait_read<0>();
   named_sync(1 + wg, 128);
 #pragma unroll
   for (int k = 0; k < 8; ++k) {
-    const int idx = lt + 128 * k, row = idx >> 4, c = idx & 15, t = t0 + 64 * wg + row;
+    const int idx = lt + 128 * k, row = idx >> 4, c = idx & 15, t = row0 + row;
     cp_async16(cs_tab + row * 256 + ((c ^ (row & 7)) << 4), r.cos_sin + int64_t(t < T ? t : 0) * 64 + 4 * c,
                t < T ? 16 : 0);
   }
@@ -313,7 +320,12 @@ constexpr int threads_of() {
   return kWarpEpi ? kThreadsEpi : kEpi == kRope ? kThreadsRope : kThreads;
 }
 
-template <int kCols, int kStages, bool kPersistent, bool kTmaStore, int kEpi, bool kWarpEpi, bool kPair>
+// Rows of x a CTA tile: 128 (the two compute warpgroups' 64 each), or 64 (ping-pong: a warpgroup's tile).
+constexpr int tile_rows(bool ping_pong) { return ping_pong ? 64 : kRows; }
+// Named barriers: 1 + wg, a compute warpgroup's epilogue; kBarTurn + wg, its turn on the ring (ping-pong).
+constexpr int kBarTurn = 3;
+
+template <int kCols, int kStages, bool kPersistent, bool kTmaStore, int kEpi, bool kWarpEpi, bool kPair, bool kPingPong>
 __global__ void __launch_bounds__(threads_of<kEpi, kWarpEpi>(), 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap,
                       const __grid_constant__ CUtensorMap omap, __nv_bfloat16* __restrict__ out, int T, int N, int K,
@@ -321,11 +333,13 @@ __global__ void __launch_bounds__(threads_of<kEpi, kWarpEpi>(), 1)
   constexpr bool kGated = kEpi == kSilu;
   constexpr int kOutCols = kGated ? kCols / 2 : kCols;  // outputs a tile
   constexpr int kPasses = kOutCols / 128;               // 128-column passes of a warpgroup's epilogue
-  using S = GemmSmem<kCols, kStages, epi_boxes<kOutCols, kTmaStore, kWarpEpi>()>;
+  constexpr int kTileRows = tile_rows(kPingPong);
+  using S = GemmSmem<kCols, kStages, epi_boxes<kOutCols, kTmaStore, kWarpEpi>(), kTileRows>;
   static_assert(kEpi == kPlain || (kTmaStore && kCols == 256), "the fused epilogues are the TMA-store form's");
   static_assert(kEpi != kRope || !kWarpEpi, "the qkv form's epilogue runs on the compute warps");
   static_assert(!kWarpEpi || (kTmaStore && kPersistent), "the epilogue warps store by TMA, tile after tile");
   static_assert(!kPair || (kTmaStore && kPersistent), "pairs walk tiles together and store by TMA (clipped rows)");
+  static_assert(!kPingPong || (kTmaStore && kPersistent && !kWarpEpi), "ping-pong: tile after tile, TMA stores");
   constexpr int kAll = threads_of<kEpi, kWarpEpi>();
 #ifndef NANOVLLM_WGMMA
   __trap();  // no sm_90a code: fail the launch rather than write zeros (CudaBackend::wgmma())
@@ -341,7 +355,7 @@ __global__ void __launch_bounds__(threads_of<kEpi, kWarpEpi>(), 1)
   // kPair: the cluster's two CTAs (consecutive blockIdx.x) take the same tiles of 2 x 128 x rows,
   // rank r the rows from t0 + 128 r; a CTA whose rows all lie past T still runs the tile (its x reads
   // as zeros, its stores are clipped) so that both walk the same ring.
-  constexpr int kUnit = kPair ? 2 * kRows : kRows;  // x rows of a (pair's) tile
+  constexpr int kUnit = kPair ? 2 * kTileRows : kTileRows;  // x rows of a (pair's) tile
   const int rank = kPair ? int(blockIdx.x & 1) : 0;
   const int TT = (T + kUnit - 1) / kUnit, NT = (N + kOutCols - 1) / kOutCols, tiles = TT * NT;
   const int n = (K + kTK - 1) / kTK;
@@ -351,7 +365,7 @@ __global__ void __launch_bounds__(threads_of<kEpi, kWarpEpi>(), 1)
     const int per_group = kGroup * TT, group = b / per_group, in_group = b % per_group;
     const int group_size = min(kGroup, NT - group * kGroup);
     n0 = (group * kGroup + in_group % group_size) * kOutCols;
-    t0 = (in_group / group_size) * kUnit + kRows * rank;
+    t0 = (in_group / group_size) * kUnit + kTileRows * rank;
   };
   // A CTA's tiles: its own (one a CTA), or every gridDim.x-th from blockIdx.x (persistent; pairs:
   // every (gridDim.x / 2)-th from the cluster's index).
@@ -369,7 +383,7 @@ __global__ void __launch_bounds__(threads_of<kEpi, kWarpEpi>(), 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], kPair ? 16 : 8);
+      mbar_init(&empty[s], (kPingPong ? 4 : 8) * (kPair ? 2 : 1));  // the warps that read a stage
     }
     mbar_init(staged, 8);
     mbar_init(drained, 1);
@@ -418,18 +432,34 @@ __global__ void __launch_bounds__(threads_of<kEpi, kWarpEpi>(), 1)
   auto compute = [&] {
     const int wg = warp >> 2, g = lane >> 2, q = lane & 3;
     if constexpr (kEpi == kRope) regs_inc<kComputeRegs>();
-    int c = 0, k = 0;
+    // Ping-pong turns: warpgroup wg waits on kBarTurn + wg before its tile's products and hands the
+    // turn on once it has waited for the tile's last stage and issued its products (mma_stages'
+    // hook), so that one warpgroup waits on the ring's stages at a time (a warpgroup that skipped the
+    // other's stages could otherwise wait on a slot two fills ahead of its barrier, whose parity
+    // reads as done) and the other's products queue behind these. Warpgroup 1 gives warpgroup 0 its
+    // first turn; every sync meets one arrival: after the CTA's last tile, the warpgroup whose turn
+    // was handed on without a tile takes it (below).
+    if (kPingPong && wg == 1 && first < tiles) named_arrive(kBarTurn, 256);
+    auto hand_on = [&] {
+      if constexpr (kPingPong) named_arrive(kBarTurn + 1 - wg, 256);
+    };
+    int k = 0;
     for (int b = first; b < tiles; b += step, ++k) {
+      if (kPingPong && (k & 1) != wg) continue;  // ping-pong: the other warpgroup's tile
       int t0, n0;
       origin(b, t0, n0);
+      const int row0 = t0 + (kPingPong ? 0 : 64 * wg);  // the warpgroup's first row
       unsigned char* epi = smem + S::kEpiOff + wg * 2 * kEpiBox;
       int slot[kEpi == kRope ? 8 : 1];  // kRope: store_rope's rows' cache slots, read under the products
       if constexpr (kEpi == kRope) {
-        load_rope_table(rope, epi, wg, T, t0);
-        rope_slots(rope, slot, T, t0 + 64 * wg);
+        load_rope_table(rope, epi, wg, T, row0);
+        rope_slots(rope, slot, T, row0);
       }
       float acc[kCols / 8][4];
-      mma_stages<kCols, kStages, S::kStageBytes, S::kXBytes, kPair>(acc, smem, full, empty, wg, lane, n, c);
+      int c = k * n;  // the tile's first stage in the ring
+      if (kPingPong) named_sync(kBarTurn + wg, 256);
+      mma_stages<kCols, kStages, S::kStageBytes, S::kXBytes, kPair>(acc, smem, full, empty, kPingPong ? 0 : wg, lane, n,
+                                                                    c, hand_on);
 
       if constexpr (kWarpEpi) {  // stage the tile's BF16 outputs for the epilogue warps
         auto val = [&](int j, int c) { return kGated ? silu_mul(acc[j][c], acc[j + 16][c]) : acc[j][c]; };
@@ -445,21 +475,22 @@ __global__ void __launch_bounds__(threads_of<kEpi, kWarpEpi>(), 1)
         named_sync(1 + wg, 128);  // every thread's table copies have landed
         const int rl = 16 * (warp & 3) + g;
         uint32_t y[32][2];
-        rope_epilogue(acc, y, rope, norm_w, epi, T, t0 + 64 * wg + rl, rl, n0, q);
-        store_rope(y, slot, rope, &omap, epi, wg, warp, g, q, t0, n0);
+        rope_epilogue(acc, y, rope, norm_w, epi, T, row0 + rl, rl, n0, q);
+        store_rope(y, slot, rope, &omap, epi, wg, warp, g, q, row0, n0);
       } else if constexpr (kGated)
         store_tma<1>(
             [&](int j, int h) {
               return bf2_pack(silu_mul(acc[j][2 * h], acc[j + 16][2 * h]),
                               silu_mul(acc[j][2 * h + 1], acc[j + 16][2 * h + 1]));
             },
-            &omap, epi, wg, warp, g, q, t0, n0);
+            &omap, epi, wg, warp, g, q, row0, n0);
       else if constexpr (kTmaStore)
         store_tma<kCols / 128>([&](int j, int h) { return bf2_pack(acc[j][2 * h], acc[j][2 * h + 1]); }, &omap, epi, wg,
-                               warp, g, q, t0, n0);
+                               warp, g, q, row0, n0);
       else
-        store_direct<kCols>(acc, out, T, N, t0 + 64 * wg + 16 * (warp & 3) + g, n0, q);
+        store_direct<kCols>(acc, out, T, N, row0 + 16 * (warp & 3) + g, n0, q);
     }
+    if (kPingPong && k > 0 && (k & 1) == wg) named_sync(kBarTurn + wg, 256);      // the last turn handed on
     if (kTmaStore && !kWarpEpi && (threadIdx.x & 127) == 0) tma_store_wait<0>();  // before the smem goes
   };
 
@@ -476,32 +507,32 @@ __global__ void __launch_bounds__(threads_of<kEpi, kWarpEpi>(), 1)
 }
 
 template <int kCols, int kStages, bool kPersistent, bool kTmaStore = false, int kEpi = kPlain, bool kWarpEpi = false,
-          bool kPair = false>
-constexpr auto kernel_of = gemm_wgmma_kernel<kCols, kStages, kPersistent, kTmaStore, kEpi, kWarpEpi, kPair>;
+          bool kPair = false, bool kPingPong = false>
+constexpr auto kernel_of = gemm_wgmma_kernel<kCols, kStages, kPersistent, kTmaStore, kEpi, kWarpEpi, kPair, kPingPong>;
 
-template <int kCols, int kStages, bool kPersistent, bool kTmaStore = false, int kEpi = kPlain, bool kWarpEpi = false>
+template <int kCols, int kStages, bool kTmaStore, int kEpi, bool kWarpEpi, bool kPingPong>
 constexpr int smem_bytes() {
   constexpr int out_cols = kEpi == kSilu ? kCols / 2 : kCols;
-  return GemmSmem<kCols, kStages, epi_boxes<out_cols, kTmaStore, kWarpEpi>()>::kBytes;
+  return GemmSmem<kCols, kStages, epi_boxes<out_cols, kTmaStore, kWarpEpi>(), tile_rows(kPingPong)>::kBytes;
 }
 
 template <int kCols, int kStages, bool kPersistent, bool kTmaStore = false, int kEpi = kPlain, bool kWarpEpi = false,
-          bool kPair = false>
+          bool kPair = false, bool kPingPong = false>
 void allow_smem() {
-  NV_CUDA_CHECK(cudaFuncSetAttribute(kernel_of<kCols, kStages, kPersistent, kTmaStore, kEpi, kWarpEpi, kPair>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     smem_bytes<kCols, kStages, kPersistent, kTmaStore, kEpi, kWarpEpi>()));
+  NV_CUDA_CHECK(cudaFuncSetAttribute(
+      kernel_of<kCols, kStages, kPersistent, kTmaStore, kEpi, kWarpEpi, kPair, kPingPong>,
+      cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes<kCols, kStages, kTmaStore, kEpi, kWarpEpi, kPingPong>()));
 }
 
 // resident: the CTAs the persistent grid may hold (the SMs; pairs: twice gemm_wgmma_max_pairs()).
 template <int kCols, int kStages, bool kPersistent, bool kTmaStore = false, int kEpi = kPlain, bool kWarpEpi = false,
-          bool kPair = false>
+          bool kPair = false, bool kPingPong = false>
 void run_form(const void* x, const void* w, void* out, int64_t T, int64_t N, int64_t K, int resident,
               cudaStream_t stream, const GemmRopeEpilogue& rope = {}) {
   constexpr bool kGated = kEpi == kSilu;
   constexpr int kOutCols = kGated ? kCols / 2 : kCols;
-  constexpr int kUnit = kPair ? 2 * kRows : kRows;
-  const TmaDesc xmap = make_tma_2d(x, true, K, T, K * 2, kTK, kRows, true, "gemm_wgmma x");
+  constexpr int kTileRows = tile_rows(kPingPong), kUnit = kPair ? 2 * kTileRows : kTileRows;
+  const TmaDesc xmap = make_tma_2d(x, true, K, T, K * 2, kTK, kTileRows, true, "gemm_wgmma x");
   // The weight box: a tile's weight rows, or half of them (the gated form's gate or up rows; a pair's
   // CTA multicasts one half).
   const TmaDesc wmap = make_tma_2d(w, true, K, kGated ? 2 * N : N, K * 2, kTK, kGated || kPair ? kCols / 2 : kCols,
@@ -513,9 +544,9 @@ void run_form(const void* x, const void* w, void* out, int64_t T, int64_t N, int
   int64_t grid = ((T + kUnit - 1) / kUnit) * ((N + kOutCols - 1) / kOutCols) * (kPair ? 2 : 1);
   if (kPersistent) grid = std::min<int64_t>(grid, int64_t(resident) / (kPair ? 2 : 1) * (kPair ? 2 : 1));
   if (grid < 1) throw Error("gemm_wgmma: no CTA pair fits this device at once");
-  launch_clustered(kernel_of<kCols, kStages, kPersistent, kTmaStore, kEpi, kWarpEpi, kPair>, dim3(unsigned(grid)),
-                   dim3(threads_of<kEpi, kWarpEpi>()),
-                   smem_bytes<kCols, kStages, kPersistent, kTmaStore, kEpi, kWarpEpi>(), Stream{stream, false},
+  launch_clustered(kernel_of<kCols, kStages, kPersistent, kTmaStore, kEpi, kWarpEpi, kPair, kPingPong>,
+                   dim3(unsigned(grid)), dim3(threads_of<kEpi, kWarpEpi>()),
+                   smem_bytes<kCols, kStages, kTmaStore, kEpi, kWarpEpi, kPingPong>(), Stream{stream, false},
                    dim3(kPair ? 2 : 1, 1, 1), *reinterpret_cast<const CUtensorMap*>(xmap.bytes),
                    *reinterpret_cast<const CUtensorMap*>(wmap.bytes), *reinterpret_cast<const CUtensorMap*>(omap.bytes),
                    static_cast<__nv_bfloat16*>(out), int(T), int(N), int(K), rope);
@@ -535,6 +566,10 @@ const char* gemm_wgmma_form_name(GemmWgmmaForm form) {
     case GemmWgmmaForm::Cols128Stages6: return "128x128_s6";
     case GemmWgmmaForm::Cols256Stages4PersistentTmaStorePair: return "128x256_s4_persistent_tma_store_pair";
     case GemmWgmmaForm::GateUpSiluEpiWarpsPair: return "gate_up_silu_epilogue_warps_pair";
+    case GemmWgmmaForm::Cols256PingPong: return "64x256_s4_ping_pong";
+    case GemmWgmmaForm::Cols256PingPongPair: return "64x256_s4_ping_pong_pair";
+    case GemmWgmmaForm::GateUpSiluPingPong: return "gate_up_silu_ping_pong";
+    case GemmWgmmaForm::GateUpSiluPingPongPair: return "gate_up_silu_ping_pong_pair";
   }
   return "?";
 }
@@ -551,13 +586,19 @@ void gemm_wgmma_init() {
   allow_smem<256, 4, true, true, kPlain, false, true>();
   allow_smem<256, 4, true, true, kSilu, true, true>();
   allow_smem<256, 4, true, true, kRope, false, true>();
+  allow_smem<256, 4, true, true, kPlain, false, false, true>();
+  allow_smem<256, 4, true, true, kPlain, false, true, true>();
+  allow_smem<256, 4, true, true, kSilu, false, false, true>();
+  allow_smem<256, 4, true, true, kSilu, false, true, true>();
+  allow_smem<256, 4, true, true, kRope, false, false, true>();
+  allow_smem<256, 4, true, true, kRope, false, true, true>();
 }
 
 int gemm_wgmma_max_pairs() {
   // Every form runs one CTA an SM, so the pairs that fit at once depend on the device only: asked of
   // the gated pair form.
   return max_active_clusters(kernel_of<256, 4, true, true, kSilu, true, true>, 2, threads_of<kSilu, true>(),
-                             smem_bytes<256, 4, true, true, kSilu, true>());
+                             smem_bytes<256, 4, true, kSilu, true, false>());
 }
 
 void gemm_wgmma(const void* x, const void* w, void* out, int64_t T, int64_t N, int64_t K, GemmWgmmaForm form,
@@ -584,11 +625,19 @@ void gemm_wgmma(const void* x, const void* w, void* out, int64_t T, int64_t N, i
       return run_form<256, 4, true, true, kPlain, false, true>(x, w, out, T, N, K, num_sms, st);
     case GemmWgmmaForm::GateUpSiluEpiWarpsPair:
       return run_form<256, 4, true, true, kSilu, true, true>(x, w, out, T, N, K, num_sms, st);
+    case GemmWgmmaForm::Cols256PingPong:
+      return run_form<256, 4, true, true, kPlain, false, false, true>(x, w, out, T, N, K, num_sms, st);
+    case GemmWgmmaForm::Cols256PingPongPair:
+      return run_form<256, 4, true, true, kPlain, false, true, true>(x, w, out, T, N, K, num_sms, st);
+    case GemmWgmmaForm::GateUpSiluPingPong:
+      return run_form<256, 4, true, true, kSilu, false, false, true>(x, w, out, T, N, K, num_sms, st);
+    case GemmWgmmaForm::GateUpSiluPingPongPair:
+      return run_form<256, 4, true, true, kSilu, false, true, true>(x, w, out, T, N, K, num_sms, st);
   }
 }
 
 void gemm_wgmma_rope(const void* x, const void* w, void* qkv, int64_t T, int64_t K, const GemmRopeEpilogue& rope,
-                     int num_sms, void* stream, bool pair) {
+                     int num_sms, void* stream, bool pair, bool ping_pong) {
   const int64_t N = (int64_t(rope.num_heads) + 2 * rope.num_kv_heads) * 128;
   if (T < 1 || K < 8 || K % 8 != 0 || T > (int64_t(1) << 30) || K > (int64_t(1) << 30) || rope.num_heads < 1 ||
       rope.num_kv_heads < 1 || N % 256 != 0 || !rope.cos_sin || (!rope.q_norm) != (!rope.k_norm) ||
@@ -600,11 +649,15 @@ void gemm_wgmma_rope(const void* x, const void* w, void* qkv, int64_t T, int64_t
   if (!aligned16({x, w, qkv, rope.cos_sin, rope.k_cache, rope.v_cache}) ||
       reinterpret_cast<uintptr_t>(rope.q_norm) % 4 != 0 || reinterpret_cast<uintptr_t>(rope.k_norm) % 4 != 0)
     throw Error("gemm_wgmma_rope: x, w, qkv, the table and the caches must be 16-byte aligned, the weights 4-byte");
-  if (pair)
-    run_form<256, 4, true, true, kRope, false, true>(x, w, qkv, T, N, K, num_sms, static_cast<cudaStream_t>(stream),
-                                                     rope);
+  const auto st = static_cast<cudaStream_t>(stream);
+  if (ping_pong && pair)
+    run_form<256, 4, true, true, kRope, false, true, true>(x, w, qkv, T, N, K, num_sms, st, rope);
+  else if (ping_pong)
+    run_form<256, 4, true, true, kRope, false, false, true>(x, w, qkv, T, N, K, num_sms, st, rope);
+  else if (pair)
+    run_form<256, 4, true, true, kRope, false, true>(x, w, qkv, T, N, K, num_sms, st, rope);
   else
-    run_form<256, 4, true, true, kRope>(x, w, qkv, T, N, K, num_sms, static_cast<cudaStream_t>(stream), rope);
+    run_form<256, 4, true, true, kRope>(x, w, qkv, T, N, K, num_sms, st, rope);
 }
 
 }  // namespace nanovllm::cuda

@@ -112,13 +112,19 @@ __device__ __forceinline__ void load_stages(const CUtensorMap* xmap, const CUten
   }
 }
 
+struct NoHook {
+  __device__ void operator()() const {}
+};
+
 // A compute warpgroup's products of one tile (n stages from the ring's c-th) into acc, zeroed
 // first. It keeps one stage's products in flight (wait_group 1) and frees the slot of the stage
 // before (one arrival a warp on `empty`, whose count is the 8 compute warps; kPair: on both CTAs'
-// `empty`, whose count is the pair's 16).
-template <int kCols, int kStages, int kStageBytes, int kXBytes, bool kPair = false>
+// `empty`, whose count is the pair's 16). issued(): once the tile's last products are issued (its
+// stages all waited for), while they run.
+template <int kCols, int kStages, int kStageBytes, int kXBytes, bool kPair = false, class Hook = NoHook>
 __device__ __forceinline__ void mma_stages(float (&acc)[kCols / 8][4], const unsigned char* ring, uint64_t* full,
-                                           uint64_t* empty, int wg, int lane, int n, int& c) {
+                                           uint64_t* empty, int wg, int lane, int n, int& c,
+                                           const Hook& issued = Hook{}) {
   auto release = [&](uint64_t* bar, bool pred) {
     if constexpr (kPair) {
       mbar_arrive_cluster_if(bar, 0, pred);
@@ -145,6 +151,7 @@ __device__ __forceinline__ void mma_stages(float (&acc)[kCols / 8][4], const uns
     __syncwarp();
     release(&empty[(c + kStages - 1) % kStages], lane == 0 && i > 0);
   }
+  issued();
   wgmma_wait<0>();
   __syncwarp();
   release(&empty[(c + kStages - 1) % kStages], lane == 0);  // the tile's last stage

@@ -20,7 +20,11 @@ namespace nanovllm::cuda {
 // Cols256Stages3EpiWarps, GateUpSiluEpiWarps: those two with the outputs staged for an epilogue warp
 // that stores them (3 and 4 ring stages). The Pair forms: those on thread-block clusters of two CTAs
 // that take the same weight rows (x rows 128 apart) and read each weight stage from L2 once, each
-// loading half and multicasting it to both (KernelOptions::gemm_pair). kGemmWgmmaForms: the plain forms.
+// loading half and multicasting it to both (KernelOptions::gemm_pair). The PingPong forms
+// (KernelOptions::gemm_pingpong): persistent TMA-store forms whose CTA tile is 64 rows, each compute
+// warpgroup taking every other tile of the CTA, so that one warpgroup's epilogue runs while the other's
+// products keep the tensor cores busy (CUTLASS's ping-pong kernel); 4 stages of 64 x 64 and 256 x 64.
+// kGemmWgmmaForms: the plain forms.
 enum class GemmWgmmaForm {
   Cols256Stages4,
   Cols256Stages4Persistent,
@@ -30,17 +34,24 @@ enum class GemmWgmmaForm {
   Cols256Stages3EpiWarps,
   GateUpSiluEpiWarps,
   Cols256Stages4PersistentTmaStorePair,
-  GateUpSiluEpiWarpsPair
+  GateUpSiluEpiWarpsPair,
+  Cols256PingPong,
+  Cols256PingPongPair,
+  GateUpSiluPingPong,
+  GateUpSiluPingPongPair
 };
 inline constexpr GemmWgmmaForm kGemmWgmmaForms[] = {GemmWgmmaForm::Cols256Stages4,
                                                     GemmWgmmaForm::Cols256Stages4Persistent,
                                                     GemmWgmmaForm::Cols256Stages4PersistentTmaStore,
                                                     GemmWgmmaForm::Cols128Stages6,
                                                     GemmWgmmaForm::Cols256Stages3EpiWarps,
-                                                    GemmWgmmaForm::Cols256Stages4PersistentTmaStorePair};
+                                                    GemmWgmmaForm::Cols256Stages4PersistentTmaStorePair,
+                                                    GemmWgmmaForm::Cols256PingPong,
+                                                    GemmWgmmaForm::Cols256PingPongPair};
 const char* gemm_wgmma_form_name(GemmWgmmaForm form);
 constexpr bool gemm_wgmma_form_pairs(GemmWgmmaForm form) {
-  return form == GemmWgmmaForm::Cols256Stages4PersistentTmaStorePair || form == GemmWgmmaForm::GateUpSiluEpiWarpsPair;
+  return form == GemmWgmmaForm::Cols256Stages4PersistentTmaStorePair || form == GemmWgmmaForm::GateUpSiluEpiWarpsPair ||
+         form == GemmWgmmaForm::Cols256PingPongPair || form == GemmWgmmaForm::GateUpSiluPingPongPair;
 }
 
 // Lets every form's kernel use its shared memory: once per device, before any gemm_wgmma there
@@ -66,7 +77,8 @@ void gemm_wgmma(const void* x, const void* w, void* out, int64_t T, int64_t N, i
 // the q heads are written into qkv, the k (after RoPE) and v heads of row t only into the caches
 // [slots][Hkv][128] BF16 at slots[t] (-1: not; slots null: no store): qkv's k and v columns are left
 // as they were. Head dim 128 and Hq + 2 Hkv even: a 256-column tile is two whole heads. pair: on
-// clusters of two CTAs as the Pair forms (num_sms then twice gemm_wgmma_max_pairs()).
+// clusters of two CTAs as the Pair forms (num_sms then twice gemm_wgmma_max_pairs()); ping_pong: as
+// the PingPong forms.
 struct GemmRopeEpilogue {
   const uint32_t* cos_sin = nullptr;
   const void* q_norm = nullptr;
@@ -78,7 +90,7 @@ struct GemmRopeEpilogue {
   const int32_t* slots = nullptr;
 };
 void gemm_wgmma_rope(const void* x, const void* w, void* qkv, int64_t T, int64_t K, const GemmRopeEpilogue& rope,
-                     int num_sms, void* stream, bool pair = false);
+                     int num_sms, void* stream, bool pair = false, bool ping_pong = false);
 
 // A row-parallel projection and the decoder layer's add + RMSNorm after it, in one kernel
 // (gemm_wgmma_norm.cu): residual += x w^T (rounded to BF16, as linear then add_rms_norm round);

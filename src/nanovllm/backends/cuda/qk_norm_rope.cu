@@ -310,8 +310,9 @@ void CudaBackend::linear_rope(const Tensor& x, const Tensor& w, Tensor& out, con
   e.num_heads = int(r.num_heads), e.num_kv_heads = int(r.num_kv_heads);
   e.k_cache = r.k_cache.raw(), e.v_cache = r.v_cache.raw();
   e.slots = r.md.d_slot_mapping.data<int32_t>();
-  const bool pair = options_.gemm_pair && gemm_pairs_ > 0;
-  gemm_wgmma_rope(x.raw(), w.raw(), out.raw(), T, K, e, gemm_resident(pair), stream_, pair);
+  const bool pair = gemm_pairs();
+  gemm_wgmma_rope(x.raw(), w.raw(), out.raw(), T, K, e, gemm_resident(pair), stream_, pair,
+                  options_.gemm_pingpong != GemmPingPong::Off);
 }
 
 }  // namespace nanovllm
