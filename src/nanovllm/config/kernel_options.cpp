@@ -2,6 +2,7 @@
 // environment overrides, --kernel-options, to_string() and the tensor-parallel settings message.
 #include "nanovllm/config/kernel_options.h"
 
+#include <initializer_list>
 #include <tuple>
 #include <vector>
 
@@ -122,6 +123,17 @@ const char* rope_kernel_name(RopeKernel r) {
   return "?";
 }
 
+// v as one of `all` by its name (name(e) == v) into out; false: none is called v.
+template <class E>
+bool parse_named(const std::string& v, std::initializer_list<E> all, const char* (*name)(E), E& out) {
+  for (E e : all)
+    if (v == name(e)) {
+      out = e;
+      return true;
+    }
+  return false;
+}
+
 const std::vector<Option>& options() {
   static const std::vector<Option> table = {
       {"pdl", "NANOVLLM_PDL", "on or off", [](KernelOptions& o, const std::string& v) { return parse_bool(v, o.pdl); },
@@ -171,13 +183,10 @@ const std::vector<Option>& options() {
        [](const KernelOptions& o) { return on_off(o.all_reduce_norm); }},
       {"prefill_attention", "NANOVLLM_PREFILL_ATTENTION", "auto, wgmma_tma, wgmma, mma or tiled",
        [](KernelOptions& o, const std::string& v) {
-         for (PrefillAttention p : {PrefillAttention::Auto, PrefillAttention::WgmmaTma, PrefillAttention::Wgmma,
-                                    PrefillAttention::Mma, PrefillAttention::Tiled})
-           if (v == prefill_attention_name(p)) {
-             o.prefill_attention = p;
-             return true;
-           }
-         return false;
+         return parse_named<PrefillAttention>(v,
+                                              {PrefillAttention::Auto, PrefillAttention::WgmmaTma,
+                                               PrefillAttention::Wgmma, PrefillAttention::Mma, PrefillAttention::Tiled},
+                                              prefill_attention_name, o.prefill_attention);
        },
        [](const KernelOptions& o) { return std::string(prefill_attention_name(o.prefill_attention)); }},
       {"prefill_persistent", "NANOVLLM_PREFILL_PERSISTENT", "on or off",
@@ -192,23 +201,17 @@ const std::vector<Option>& options() {
        [](const KernelOptions& o) { return std::string(o.fp8_gemm == Fp8Gemm::Auto ? "auto" : "dequantize"); }},
       {"int_gemv", "NANOVLLM_INT_GEMV", "auto, v1, v2, v3, v4 or v5",
        [](KernelOptions& o, const std::string& v) {
-         for (IntGemv g : {IntGemv::V1, IntGemv::V2, IntGemv::V3, IntGemv::V4, IntGemv::V5, IntGemv::Auto})
-           if (v == int_gemv_name(g)) {
-             o.int_gemv = g;
-             return true;
-           }
-         return false;
+         return parse_named<IntGemv>(v,
+                                     {IntGemv::V1, IntGemv::V2, IntGemv::V3, IntGemv::V4, IntGemv::V5, IntGemv::Auto},
+                                     int_gemv_name, o.int_gemv);
        },
        [](const KernelOptions& o) { return std::string(int_gemv_name(o.int_gemv)); }},
       {"int_gemm", "NANOVLLM_INT_GEMM", "auto, mma, wgmma, wgmma_wide, wgmma_ss or dequantize",
        [](KernelOptions& o, const std::string& v) {
-         for (IntGemm g :
-              {IntGemm::Auto, IntGemm::Mma, IntGemm::Wgmma, IntGemm::WgmmaWide, IntGemm::WgmmaSs, IntGemm::Dequantize})
-           if (v == int_gemm_name(g)) {
-             o.int_gemm = g;
-             return true;
-           }
-         return false;
+         return parse_named<IntGemm>(
+             v,
+             {IntGemm::Auto, IntGemm::Mma, IntGemm::Wgmma, IntGemm::WgmmaWide, IntGemm::WgmmaSs, IntGemm::Dequantize},
+             int_gemm_name, o.int_gemm);
        },
        [](const KernelOptions& o) { return std::string(int_gemm_name(o.int_gemm)); }},
       {"int_gemm_cluster", "NANOVLLM_INT_GEMM_CLUSTER", "RxC with R and C 1, 2 or 4 and R x C at most 8",
@@ -223,22 +226,13 @@ const std::vector<Option>& options() {
        }},
       {"rope_kernel", "NANOVLLM_ROPE_KERNEL", "auto, head or token",
        [](KernelOptions& o, const std::string& v) {
-         for (RopeKernel r : {RopeKernel::Auto, RopeKernel::Head, RopeKernel::Token})
-           if (v == rope_kernel_name(r)) {
-             o.rope_kernel = r;
-             return true;
-           }
-         return false;
+         return parse_named<RopeKernel>(v, {RopeKernel::Auto, RopeKernel::Head, RopeKernel::Token}, rope_kernel_name,
+                                        o.rope_kernel);
        },
        [](const KernelOptions& o) { return std::string(rope_kernel_name(o.rope_kernel)); }},
       {"gemm", "NANOVLLM_GEMM", "auto, cublaslt or wgmma",
        [](KernelOptions& o, const std::string& v) {
-         for (Gemm g : {Gemm::Auto, Gemm::CublasLt, Gemm::Wgmma})
-           if (v == gemm_name(g)) {
-             o.gemm = g;
-             return true;
-           }
-         return false;
+         return parse_named<Gemm>(v, {Gemm::Auto, Gemm::CublasLt, Gemm::Wgmma}, gemm_name, o.gemm);
        },
        [](const KernelOptions& o) { return std::string(gemm_name(o.gemm)); }},
       {"gemm_norm", "NANOVLLM_GEMM_NORM", "on or off",
@@ -249,12 +243,8 @@ const std::vector<Option>& options() {
        [](const KernelOptions& o) { return on_off(o.gemm_pair); }},
       {"gemm_pingpong", "NANOVLLM_GEMM_PINGPONG", "auto, on or off",
        [](KernelOptions& o, const std::string& v) {
-         for (GemmPingPong g : {GemmPingPong::Auto, GemmPingPong::On, GemmPingPong::Off})
-           if (v == gemm_pingpong_name(g)) {
-             o.gemm_pingpong = g;
-             return true;
-           }
-         return false;
+         return parse_named<GemmPingPong>(v, {GemmPingPong::Auto, GemmPingPong::On, GemmPingPong::Off},
+                                          gemm_pingpong_name, o.gemm_pingpong);
        },
        [](const KernelOptions& o) { return std::string(gemm_pingpong_name(o.gemm_pingpong)); }},
   };

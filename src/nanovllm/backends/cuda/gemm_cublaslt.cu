@@ -201,12 +201,10 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, Tensor& out) {
     return;
   }
   if (plan.kernel == cuda::LinearKernel::Wgmma) {
-    using F = cuda::GemmWgmmaForm;
     const bool pair = gemm_pairs();
-    const F form = options_.gemm_pingpong == GemmPingPong::On
-                       ? (pair ? F::Cols256PingPongPair : F::Cols256PingPong)
-                       : (pair ? F::Cols256Stages4PersistentTmaStorePair : F::Cols256Stages4PersistentTmaStore);
-    return cuda::gemm_wgmma(x.raw(), w.raw(), out.raw(), T, N, K, form, gemm_resident(pair), stream_);
+    return cuda::gemm_wgmma(x.raw(), w.raw(), out.raw(), T, N, K,
+                            cuda::gemm_wgmma_form(false, pair, options_.gemm_pingpong == GemmPingPong::On),
+                            gemm_resident(pair), stream_);
   }
   const GemmPlan* p = gemm_plan({T, N, K, f32_out, GemmOperands::BF16});
   if (!p)
@@ -229,12 +227,10 @@ void CudaBackend::linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out)
     cuda::gemv_bf16(x.raw(), w.raw(), out.raw(), T, I, K, on_stream(), /*silu_mul=*/true, false, nullptr, plan.gemv);
   else if (plan.kernel == cuda::LinearKernel::Wgmma)  // GEMM + SiLU in the epilogue
   {
-    using F = cuda::GemmWgmmaForm;
     const bool pair = gemm_pairs();
-    const F form = options_.gemm_pingpong == GemmPingPong::On
-                       ? (pair ? F::GateUpSiluPingPongPair : F::GateUpSiluPingPong)
-                       : (pair ? F::GateUpSiluEpiWarpsPair : F::GateUpSiluEpiWarps);
-    cuda::gemm_wgmma(x.raw(), w.raw(), out.raw(), T, I, K, form, gemm_resident(pair), stream_);
+    cuda::gemm_wgmma(x.raw(), w.raw(), out.raw(), T, I, K,
+                     cuda::gemm_wgmma_form(true, pair, options_.gemm_pingpong == GemmPingPong::On), gemm_resident(pair),
+                     stream_);
   } else
     Backend::linear_silu_mul(x, w, out);  // cuBLASLt, then silu_and_mul
 }

@@ -34,8 +34,9 @@
 // group, so that the CTAs resident at once share a few weight tiles and x tiles through L2. A CTA
 // takes one tile, or (persistent forms) one wave of CTAs walks every gridDim.x-th tile, the
 // producer's ring running on into the CTA's next tile while the compute warps store this one.
-// Pairs (kPair, KernelOptions::gemm_pair): thread-block clusters of two CTAs walk tiles of 256 x
-// rows together, rank r on the rows from t0 + 128 r, on the same weight rows: each CTA's producer
+// Pairs (kPair, KernelOptions::gemm_pair): thread-block clusters of two CTAs walk tiles of twice a
+// CTA tile's x rows together, rank r on the rows from t0 + r x (the CTA tile's rows), on the same
+// weight rows: each CTA's producer
 // loads its own x box and half of the weight box, multicast into both CTAs' slots, and each compute
 // warp frees a slot on both CTAs' "empty" barriers (gemm_wgmma.cuh). The arrivals must release at
 // CTA scope: a cluster-scope release waited for the next stage's products in flight and cost 40%
@@ -352,8 +353,8 @@ __global__ void __launch_bounds__(threads_of<kEpi, kWarpEpi>(), 1)
   uint64_t* drained = staged + 1;      // kWarpEpi: the staging boxes are free again (the TMA stores read them)
   unsigned char* stage = smem + S::kEpiOff;
   const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
-  // kPair: the cluster's two CTAs (consecutive blockIdx.x) take the same tiles of 2 x 128 x rows,
-  // rank r the rows from t0 + 128 r; a CTA whose rows all lie past T still runs the tile (its x reads
+  // kPair: the cluster's two CTAs (consecutive blockIdx.x) take the same tiles of 2 kTileRows x rows,
+  // rank r the rows from t0 + kTileRows r; a CTA whose rows all lie past T still runs the tile (its x reads
   // as zeros, its stores are clipped) so that both walk the same ring.
   constexpr int kUnit = kPair ? 2 * kTileRows : kTileRows;  // x rows of a (pair's) tile
   const int rank = kPair ? int(blockIdx.x & 1) : 0;

@@ -86,7 +86,7 @@ __device__ __forceinline__ void wgmma_tile(float (&acc)[kCols / 8][4], uint64_t 
 // across tiles), each once the products of the slot's previous stage are done (`empty`), the
 // copies completing the slot's `full` barrier. kGated: the up rows of the same outputs are the
 // weight rows from up_row0 + n0, in the slot's second half of the weight box.
-// kPair (a cluster of two CTAs on the same weight rows, x rows 128 apart): each CTA loads its own x
+// kPair (a cluster of two CTAs on the same weight rows, x rows a CTA tile apart): each CTA loads its own x
 // box and one half of the weight box (rank 0 the first kCols / 2 rows, or the gate rows; rank 1 the
 // rest, or the up rows), multicast into both CTAs' slots, so the pair reads the weights from L2 once.
 // Both CTAs' `full` then count the whole stage's bytes, and `empty` the compute warps of both CTAs

@@ -19,7 +19,7 @@ namespace nanovllm::cuda {
 // rounded as linear + silu_and_mul round it (a tile: 128 outputs, their gate and up rows).
 // Cols256Stages3EpiWarps, GateUpSiluEpiWarps: those two with the outputs staged for an epilogue warp
 // that stores them (3 and 4 ring stages). The Pair forms: those on thread-block clusters of two CTAs
-// that take the same weight rows (x rows 128 apart) and read each weight stage from L2 once, each
+// that take the same weight rows (x rows a CTA tile apart) and read each weight stage from L2 once, each
 // loading half and multicasting it to both (KernelOptions::gemm_pair). The PingPong forms
 // (KernelOptions::gemm_pingpong): persistent TMA-store forms whose CTA tile is 64 rows, each compute
 // warpgroup taking every other tile of the CTA, so that one warpgroup's epilogue runs while the other's
@@ -52,6 +52,16 @@ const char* gemm_wgmma_form_name(GemmWgmmaForm form);
 constexpr bool gemm_wgmma_form_pairs(GemmWgmmaForm form) {
   return form == GemmWgmmaForm::Cols256Stages4PersistentTmaStorePair || form == GemmWgmmaForm::GateUpSiluEpiWarpsPair ||
          form == GemmWgmmaForm::Cols256PingPongPair || form == GemmWgmmaForm::GateUpSiluPingPongPair;
+}
+// The form the backend runs: the plain persistent TMA-store product or (silu) the fused gate_up +
+// SiLU with its epilogue warp, in pairs and / or ping-pong as asked.
+constexpr GemmWgmmaForm gemm_wgmma_form(bool silu, bool pair, bool ping_pong) {
+  using F = GemmWgmmaForm;
+  if (silu)
+    return ping_pong ? (pair ? F::GateUpSiluPingPongPair : F::GateUpSiluPingPong)
+                     : (pair ? F::GateUpSiluEpiWarpsPair : F::GateUpSiluEpiWarps);
+  return ping_pong ? (pair ? F::Cols256PingPongPair : F::Cols256PingPong)
+                   : (pair ? F::Cols256Stages4PersistentTmaStorePair : F::Cols256Stages4PersistentTmaStore);
 }
 
 // Lets every form's kernel use its shared memory: once per device, before any gemm_wgmma there
