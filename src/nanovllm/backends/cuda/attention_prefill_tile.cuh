@@ -122,8 +122,34 @@ __device__ __forceinline__ void probs_fragments(const float (&s)[NT][4], uint32_
   for (int kk = 0; kk < NT / 2; ++kk) probs_fragment(s, kk, pf[kk]);
 }
 
+// The 4 x 4 transpose of 32-bit words across the 4 lanes of a quad: lane t's a[j] becomes lane j's
+// a[t] (two rounds of paired exchanges, 4 shuffles). store_rows uses it to turn the accumulator
+// layout's 4-byte pieces (lane t: columns 2t, 2t + 1 of each 8-column group) into 16-byte ones
+// (lane t: the 8 columns of group t of 4).
+__device__ __forceinline__ void quad_transpose(uint32_t (&a)[4], int lane) {
+  const bool b0 = lane & 1, b1 = lane & 2;
+  uint32_t y0 = __shfl_xor_sync(0xffffffffu, b0 ? a[0] : a[1], 1);
+  uint32_t y1 = __shfl_xor_sync(0xffffffffu, b0 ? a[2] : a[3], 1);
+  if (b0) {
+    a[0] = y0, a[2] = y1;
+  } else {
+    a[1] = y0, a[3] = y1;
+  }
+  y0 = __shfl_xor_sync(0xffffffffu, b1 ? a[0] : a[2], 2);
+  y1 = __shfl_xor_sync(0xffffffffu, b1 ? a[1] : a[3], 2);
+  if (b1) {
+    a[0] = y0, a[1] = y1;
+  } else {
+    a[2] = y0, a[3] = y1;
+  }
+}
+
 // Writes the warp's rows r (this lane's g and g + 8 of the 16 at row0) of O / l: row r is token
-// tok0 + r / G of query head h * G + r % G; rows >= rows are padding.
+// tok0 + r / G of query head h * G + r % G; rows >= rows are padding. Where the head has a multiple
+// of 32 dims, the quad's pieces are first regrouped (quad_transpose) so each lane stores 16 bytes
+// and a warp's store fills whole 32-byte sectors (8 stores a lane instead of 32): the output stores,
+// 4 bytes each straight from the accumulator layout, took ~16% of the TMA kernel's time on an
+// embedding step's 512-token prompts (bench/RESULTS.md: "prefill attention's output stores").
 template <int DT>
 __device__ __forceinline__ void store_rows(const float (&o)[DT][4], const float (&l)[2], int row0, int rows, int G,
                                            int h, int64_t tok_base, int64_t ostride, bf16* out, int lane) {
@@ -134,12 +160,24 @@ __device__ __forceinline__ void store_rows(const float (&o)[DT][4], const float 
     lsum += __shfl_xor_sync(0xffffffffu, lsum, 1);
     lsum += __shfl_xor_sync(0xffffffffu, lsum, 2);
     const int r = row0 + (lane >> 2) + 8 * hf;
-    if (r >= rows) continue;
     const float inv = 1.f / lsum;
-    bf16* orow = out + (tok_base + r / G) * ostride + int64_t(h * G + r % G) * D + (lane & 3) * 2;
+    bf16* orow = out + (tok_base + r / G) * ostride + int64_t(h * G + r % G) * D;
+    if constexpr (DT % 4 == 0) {
 #pragma unroll
-    for (int i = 0; i < DT; ++i)
-      *reinterpret_cast<bf162*>(orow + i * 8) = __floats2bfloat162_rn(o[i][2 * hf] * inv, o[i][2 * hf + 1] * inv);
+      for (int i0 = 0; i0 < DT; i0 += 4) {
+        uint32_t a[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) a[j] = pack_bf16x2(o[i0 + j][2 * hf] * inv, o[i0 + j][2 * hf + 1] * inv);
+        quad_transpose(a, lane);  // every lane, padding rows included (shuffles)
+        if (r < rows) *reinterpret_cast<uint4*>(orow + (i0 + (lane & 3)) * 8) = make_uint4(a[0], a[1], a[2], a[3]);
+      }
+    } else {
+      if (r >= rows) continue;
+#pragma unroll
+      for (int i = 0; i < DT; ++i)
+        *reinterpret_cast<bf162*>(orow + i * 8 + (lane & 3) * 2) =
+            __floats2bfloat162_rn(o[i][2 * hf] * inv, o[i][2 * hf + 1] * inv);
+    }
   }
 }
 
