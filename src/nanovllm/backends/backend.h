@@ -297,6 +297,17 @@ class Backend {
                                                     int n) = 0;
   // Logits to host as float (tests and fixtures).
   virtual std::vector<float> to_host_f32(const Tensor& t) = 0;
+  // Async pooling steps (engine/llm_engine.h): to_host_f32 of a float tensor without waiting. The
+  // copy is enqueued now, so t may be reused by later work in stream order; wait_host_f32 brings
+  // it to the host. At most two copies may be outstanding. The default copies synchronously.
+  struct HostCopy {
+    std::vector<float> host;  // filled by wait_host_f32 (at once by a synchronous backend)
+    int64_t ticket = -1;      // the backend's pending copy; -1: host is filled
+    DType dtype = DType::F32;
+    int64_t n = 0;
+  };
+  virtual HostCopy to_host_f32_async(const Tensor& t);
+  virtual std::vector<float> wait_host_f32(HostCopy& c);
 
  private:
   [[noreturn]] void throw_no_graphs() const;

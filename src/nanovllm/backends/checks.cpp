@@ -275,6 +275,19 @@ std::vector<int32_t> Backend::wait_tokens(SampledTokens& t) {
   return t.host;
 }
 
+Backend::HostCopy Backend::to_host_f32_async(const Tensor& t) {
+  HostCopy c;
+  c.host = to_host_f32(t);
+  c.dtype = t.dtype();
+  c.n = t.numel();
+  return c;
+}
+
+std::vector<float> Backend::wait_host_f32(HostCopy& c) {
+  if (c.ticket != -1) throw Error(name() + " backend: wait_host_f32 on a ticket it did not issue");
+  return c.host;
+}
+
 void Backend::throw_no_graphs() const { throw Error(name() + " backend: CUDA graphs are not supported"); }
 
 }  // namespace nanovllm

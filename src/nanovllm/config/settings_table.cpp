@@ -456,15 +456,17 @@ std::vector<Setting> make_settings() {
                         throw UserError("--long-prefill-token-threshold must be >= 0 (got " +
                                         std::to_string(c.long_prefill_token_threshold) + ")");
                     }}));
-  t.push_back(bind(async_scheduling_field(),
-                   {.name = "async_scheduling",
-                    .type = T::OptionalBool,
-                    .help = "launch each decode step before the last one's tokens reach the host; unset: on CUDA",
-                    .flags = {"--async-scheduling"},
-                    .off_flag = "--no-async-scheduling",
-                    .off_help = "wait for each step's tokens before the next step",
-                    .keywords = {"async_scheduling"},
-                    .python_none = true}));
+  t.push_back(
+      bind(async_scheduling_field(),
+           {.name = "async_scheduling",
+            .type = T::OptionalBool,
+            .help = "launch each decode (or pooling) step before the last one's tokens (pooled rows) reach the host; "
+                    "unset: on CUDA",
+            .flags = {"--async-scheduling"},
+            .off_flag = "--no-async-scheduling",
+            .off_help = "wait for each step's tokens before the next step",
+            .keywords = {"async_scheduling"},
+            .python_none = true}));
   t.push_back(bind(enum_field(&C::scheduling_policy, scheduling_policy_name, parse_scheduling_policy),
                    {.name = "scheduling_policy",
                     .type = T::Choice,

@@ -113,7 +113,6 @@ LLMEngine::LLMEngine(EngineConfig cfg, ModelConfig mcfg) : cfg_(std::move(cfg)),
   cfg_.max_model_len = runner_->max_model_len();  // settled: the scheduler, requests and server use it
   if (runner_->pooling_model()) {
     cfg_.enable_prefix_caching = false;  // pooling requests run once: nothing to share
-    cfg_.async_scheduling = false;       // no decode steps
   }
   block_manager_ =
       std::make_unique<BlockManager>(runner_->num_kv_blocks(), cfg_.block_size, cfg_.enable_prefix_caching);
@@ -365,6 +364,13 @@ SchedulerStats LLMEngine::scheduler_stats() const {
 
 StepResult LLMEngine::run_step() {
   const auto t0 = std::chrono::steady_clock::now();
+  if (runner_->pooling_model() && async_ && !tp_ && !runner_->hidden_observer) return pooling_step_async(t0);
+  if (pool_in_flight_) {  // async pooling turned off meanwhile (an observer attached): its outputs first
+    StepResult r;
+    complete_pool(*pool_in_flight_, nullptr, r);
+    pool_in_flight_.reset();
+    return r;
+  }
   if (in_flight_) {
     InFlight cur = std::move(*in_flight_);
     in_flight_.reset();
@@ -386,6 +392,47 @@ StepResult LLMEngine::run_step() {
   r.seconds = std::chrono::duration<double>(last_step_end_ - t0).count();
   scheduler_->observe_step(batch, r.seconds);
   return r;
+}
+
+// Async pooling: step N is launched and its bookkeeping done before step N - 1's pooled rows are
+// waited for, so the GPU runs N while the host pools N - 1 and schedules N + 1 (the steps of an
+// embedding run no longer wait on the host in between). step() returns N - 1's finished outputs.
+StepResult LLMEngine::pooling_step_async(std::chrono::steady_clock::time_point t0) {
+  StepResult r;
+  ScheduledBatch batch = scheduler_->schedule();
+  std::optional<PoolInFlight> launched;
+  if (!batch.seqs.empty()) {
+    launched.emplace();
+    launched->launch = runner_->launch_pool(batch);
+    finish_step(batch, std::vector<int32_t>(batch.seqs.size(), 0), r, &launched->finished);
+  }
+  if (pool_in_flight_) {
+    complete_pool(*pool_in_flight_, launched ? &*launched : nullptr, r);
+    pool_in_flight_.reset();
+  }
+  pool_in_flight_ = std::move(launched);
+  last_step_end_ = std::chrono::steady_clock::now();
+  r.seconds = std::chrono::duration<double>(last_step_end_ - t0).count();
+  if (!batch.seqs.empty()) scheduler_->observe_step(batch, r.seconds);
+  return r;
+}
+
+void LLMEngine::complete_pool(PoolInFlight& p, PoolInFlight* newer, StepResult& r) {
+  auto find = [&](int64_t id) -> Sequence* {
+    if (auto it = seqs_.find(id); it != seqs_.end()) return it->second.get();
+    for (auto* list : {&p.finished, newer ? &newer->finished : nullptr})
+      if (list)
+        for (auto& s : *list)
+          if (s->id == id) return s.get();
+    return nullptr;  // aborted since the launch
+  };
+  std::vector<Sequence*> seqs;
+  for (int64_t id : p.launch.ids) seqs.push_back(find(id));
+  runner_->finish_pool(p.launch, seqs);
+  for (auto& s : p.finished) {
+    r.finished.push_back(output_of(*s));
+    cached_prompt_tokens_.erase(s->id);
+  }
 }
 
 std::vector<Sequence*> LLMEngine::running_of(const std::vector<int64_t>& ids, std::vector<size_t>* rows) {
@@ -452,7 +499,8 @@ StepResult LLMEngine::step_async(InFlight cur) {
   return r;
 }
 
-void LLMEngine::finish_step(const ScheduledBatch& batch, const std::vector<int32_t>& tokens, StepResult& r) {
+void LLMEngine::finish_step(const ScheduledBatch& batch, const std::vector<int32_t>& tokens, StepResult& r,
+                            std::vector<std::unique_ptr<Sequence>>* keep) {
   r.is_prefill = batch.num_prefill_tokens > 0;
   r.num_tokens = batch.num_tokens;
   r.num_prefill_tokens = batch.num_prefill_tokens;
@@ -496,6 +544,12 @@ void LLMEngine::finish_step(const ScheduledBatch& batch, const std::vector<int32
   }
   if (drafter_) propose_drafts(batch);
   for (auto* s : finished) {
+    if (keep) {  // its output once the rows it waits for have landed (complete_pool)
+      auto it = seqs_.find(s->id);
+      keep->push_back(std::move(it->second));
+      seqs_.erase(it);
+      continue;
+    }
     r.finished.push_back(output_of(*s));
     cached_prompt_tokens_.erase(s->id);
     if (drafter_) drafter_->release(s->id);

@@ -94,7 +94,9 @@ struct StepResult {
 // returns one step's result per call: N's, with N+1 left in flight for the next call. Tokens are
 // the same as without it (a row's sampling depends on its seed and position only); a sequence that
 // stops on step N's token wastes its row of step N+1. A step in flight never blocks the others:
-// aborted or finished sequences are dropped from it when it completes.
+// aborted or finished sequences are dropped from it when it completes. A pooling model's steps
+// (prompts only; their bookkeeping does not depend on the pooled values) are launched before the
+// step before them has its rows on the host: pooling_step_async.
 class LLMEngine {
  public:
   // Loads the model; the backend is chosen by cfg.device.
@@ -114,7 +116,7 @@ class LLMEngine {
   int64_t add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& params);
   StepResult step();
   SchedulerStats scheduler_stats() const;  // now (StepResult::stats is this after the step)
-  bool has_unfinished() const { return !scheduler_->is_finished(); }
+  bool has_unfinished() const { return !scheduler_->is_finished() || pool_in_flight_.has_value(); }
   bool async_scheduling() const { return async_; }          // as settled for this backend
   int64_t num_steps_ahead() const { return steps_ahead_; }  // steps launched before the last one's tokens came
   bool abort(int64_t request_id);
@@ -158,12 +160,25 @@ class LLMEngine {
     Backend::SampledTokens tokens;  // one per row
     std::chrono::steady_clock::time_point started;
   };
+  // A pooling step launched with async scheduling: its bookkeeping done at launch (it does not
+  // depend on the pooled values), its rows still on the way to the host; the sequences it finished
+  // wait here for them, and their outputs come with the next step() (pooling_step_async).
+  struct PoolInFlight {
+    ModelRunner::PoolLaunch launch;
+    std::vector<std::unique_ptr<Sequence>> finished;
+  };
   StepResult run_step();
   StepResult step_async(InFlight cur);
+  StepResult pooling_step_async(std::chrono::steady_clock::time_point t0);
+  // Waits for p's rows, pools them into its sequences (live ones, p's finished ones, or those
+  // `newer` finished) and adds p's finished outputs to r.
+  void complete_pool(PoolInFlight& p, PoolInFlight* newer, StepResult& r);
   // The running sequences among ids (aborted and finished ones are gone), and their rows in ids.
   std::vector<Sequence*> running_of(const std::vector<int64_t>& ids, std::vector<size_t>* rows = nullptr);
   // Applies a computed step's tokens (Sequence::num_sampled_rows() per sequence of batch) and fills r.
-  void finish_step(const ScheduledBatch& batch, const std::vector<int32_t>& tokens, StepResult& r);
+  // keep: the sequences the step finished move there instead of into r.finished (async pooling).
+  void finish_step(const ScheduledBatch& batch, const std::vector<int32_t>& tokens, StepResult& r,
+                   std::vector<std::unique_ptr<Sequence>>* keep = nullptr);
   // The drafts of the batch's sequences that decode next (speculative decoding).
   void propose_drafts(const ScheduledBatch& batch);
   // Settles speculation for this engine: the drafter, or off with a note where it cannot run yet.
@@ -193,6 +208,7 @@ class LLMEngine {
   bool async_without_drafter_ = false;  // async_ as settled before speculation (set_drafter(nullptr))
   int64_t steps_ahead_ = 0;
   std::optional<InFlight> in_flight_;
+  std::optional<PoolInFlight> pool_in_flight_;
   std::unique_ptr<Drafter> drafter_;                       // speculative decoding; null: off
   bool draft_backoff_ = true;                              // set from the speculative config
   std::unique_ptr<ModelConfig> draft_mcfg_;                // draft_model: the draft's config, checked

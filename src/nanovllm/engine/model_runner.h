@@ -117,6 +117,20 @@ class ModelRunner {
   const std::optional<PoolingModel>& pooling_model() const { return pooling_; }
   // Optional (tests): sees the final hidden states [T, H] (host floats) of every pooling step.
   std::function<void(const ScheduledBatch&, const std::vector<float>&)> hidden_observer;
+  // Async pooling steps (llm_engine.h): run() of a pooling step in two halves. launch_pool runs the
+  // forward and enqueues the copy of the pooled rows; finish_pool waits for it and pools them into
+  // the sequences (seqs: the launch's sequences in its order, null where one was aborted since).
+  // The batch's bookkeeping (Scheduler::postprocess with the placeholder tokens) may run between
+  // the two: it does not depend on the pooled values. No hidden_observer (it needs every row now).
+  struct PoolLaunch {
+    std::vector<int64_t> ids;                     // the batch's sequences, in order
+    std::vector<std::pair<size_t, size_t>> span;  // per sequence: its rows [first, end)
+    std::vector<char> ends;                       // per sequence: its prompt completes
+    std::vector<int64_t> prompt_tokens;           // per sequence: its prompt's length (MEAN)
+    Backend::HostCopy rows;                       // [rows, H]
+  };
+  PoolLaunch launch_pool(const ScheduledBatch& batch);
+  void finish_pool(PoolLaunch& p, const std::vector<Sequence*>& seqs);
 
   // EAGLE-3 (engine/eagle3_drafter.h): where each sequence's token rows of the last run() lie in the
   // model's aux hidden states (CausalLM::aux_hidden_states: positions first_position.. at rows
@@ -158,6 +172,7 @@ class ModelRunner {
   // [T, H], eager; with rows (ascending): [rows.size(), H], those rows' (CausalLM::forward).
   Tensor forward_hidden(StepInputs& in, const Tensor* device_ids = nullptr, const std::vector<int32_t>* rows = nullptr);
   std::vector<int32_t> forward_and_pool(const ScheduledBatch& batch, StepInputs& in);
+  PoolLaunch launch_pool(const ScheduledBatch& batch, StepInputs& in);
   // The sampling rows of a batch without logits processing or logprobs (async steps); `ahead`
   // samples the position after num_tokens().
   static SamplingRow plain_row(const Sequence& s, int64_t position);  // sampling settings, no extras

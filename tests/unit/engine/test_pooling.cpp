@@ -2,7 +2,8 @@
 // double-precision pooling of the model's own final hidden states (ModelRunner::hidden_observer),
 // normalization and Matryoshka dimensions, batching and chunked prefill changing nothing, the
 // blocks all free afterwards, the Qwen3-Reranker conversion (classifier_from_token) equal to the
-// generate model's yes/no logits, Sentence-Transformers auto-detection, and the refusals.
+// generate model's yes/no logits, Sentence-Transformers auto-detection, the refusals, and async
+// pooling steps equal to synchronous ones.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -151,6 +152,71 @@ TEST(Pooling, BatchedAndChunkedEqualOneAtATime) {
       expect_close(parts[0], alone[0], 1e-5f);
     }
   }
+}
+
+// Async pooling steps (async scheduling on: CUDA's default): step N launched before step N - 1's
+// rows are pooled. Chunked prompts (their pool sums span steps in flight), several steps of
+// sequences, every pooling type: the outputs equal the synchronous engine's bit for bit, each
+// comes one step() later, and the blocks are all back at the end.
+TEST(Pooling, AsyncStepsEqualSynchronousOnes) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 9; ++i) prompts.push_back(random_tokens(5 + 23 * i % 101, uint32_t(20 + i)));
+  for (PoolingType type : {PoolingType::Last, PoolingType::Mean, PoolingType::Cls}) {
+    std::vector<std::vector<float>> out[2];
+    for (int async = 0; async < 2; ++async) {
+      EngineConfig cfg = pooling_cfg(type, type != PoolingType::Cls);
+      cfg.max_num_batched_tokens = 48;
+      cfg.max_num_seqs = 4;
+      cfg.block_size = 16;
+      cfg.async_scheduling = async == 1;
+      LLMEngine e(cfg);
+      ASSERT_EQ(e.async_scheduling(), async == 1);
+      out[async] = run_all(e, prompts, embed());
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      ASSERT_FALSE(out[0][i].empty());
+      EXPECT_EQ(out[1][i], out[0][i]) << pooling_type_name(type) << " prompt " << i;
+    }
+  }
+  // The first step's outputs come with the second step() (one prompt: one step).
+  EngineConfig cfg = pooling_cfg(PoolingType::Last, true);
+  cfg.async_scheduling = true;
+  LLMEngine e(cfg);
+  e.add_request(random_tokens(12, 7), embed());
+  StepResult first = e.step();
+  EXPECT_TRUE(first.finished.empty());
+  EXPECT_TRUE(e.has_unfinished());
+  StepResult second = e.step();
+  ASSERT_EQ(second.finished.size(), 1u);
+  EXPECT_FALSE(second.finished[0].pooled.empty());
+  EXPECT_FALSE(e.has_unfinished());
+}
+
+// An async pooling request aborted while its first chunk is in flight: dropped from the pooling of
+// that step, never output; the others equal the synchronous engine's; every block back.
+TEST(Pooling, AsyncStepsDropAnAbortedRequest) {
+  const std::vector<std::vector<int32_t>> prompts = {random_tokens(100, 31), random_tokens(30, 32),
+                                                     random_tokens(70, 33)};
+  EngineConfig cfg = pooling_cfg(PoolingType::Mean, true);
+  cfg.max_num_batched_tokens = 48;
+  cfg.max_num_seqs = 4;
+  cfg.block_size = 16;
+  LLMEngine sync(cfg);
+  const auto want = run_all(sync, prompts, embed());
+  cfg.async_scheduling = true;
+  LLMEngine e(cfg);
+  std::vector<int64_t> ids;
+  for (auto& p : prompts) ids.push_back(e.add_request(p, embed()));
+  EXPECT_TRUE(e.step().finished.empty());  // the first 48 tokens of prompt 0, in flight
+  EXPECT_TRUE(e.abort(ids[0]));
+  std::map<int64_t, std::vector<float>> got;
+  while (e.has_unfinished())
+    for (auto& f : e.step().finished) got[f.request_id] = f.pooled;
+  EXPECT_EQ(got.count(ids[0]), 0u);
+  ASSERT_EQ(got.size(), 2u);
+  expect_close(got[ids[1]], want[1], 1e-5f);  // other batches than the synchronous run's (prompt 0 gone)
+  expect_close(got[ids[2]], want[2], 1e-5f);
+  EXPECT_EQ(e.block_manager().num_free_blocks(), e.block_manager().num_blocks());
 }
 
 TEST(Pooling, NormalizeAndMatryoshkaDimensions) {

@@ -73,7 +73,8 @@ CudaBackend::CudaBackend(int device_index, const KernelOptions& options) : devic
   cudaStream_t s;
   NV_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   stream_ = s;
-  for (auto* ev : {&staging_done_[0], &staging_done_[1], &async_done_[0], &async_done_[1]}) {
+  for (auto* ev :
+       {&staging_done_[0], &staging_done_[1], &async_done_[0], &async_done_[1], &copy_done_[0], &copy_done_[1]}) {
     cudaEvent_t e;
     NV_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     *ev = e;
@@ -168,7 +169,9 @@ CudaBackend::~CudaBackend() {
   if (mask_dev_) cudaFree(mask_dev_);
   if (mask_copied_) cudaEventDestroy(static_cast<cudaEvent_t>(mask_copied_));
   if (sample_tickets_) cudaFree(sample_tickets_);
-  for (void* ev : {staging_done_[0], staging_done_[1], async_done_[0], async_done_[1]})
+  for (char* p : copy_pinned_)
+    if (p) cudaFreeHost(p);
+  for (void* ev : {staging_done_[0], staging_done_[1], async_done_[0], async_done_[1], copy_done_[0], copy_done_[1]})
     if (ev) cudaEventDestroy(static_cast<cudaEvent_t>(ev));
   if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
 }
@@ -337,6 +340,46 @@ std::vector<float> CudaBackend::to_host_f32(const Tensor& t) {
       break;
   }
   return out;
+}
+
+// The copy goes to pinned slot ticket % 2, its event marking the end; a slot is reused two copies
+// later, once the engine has waited for it (the event wait below only guards against a caller that
+// did not).
+Backend::HostCopy CudaBackend::to_host_f32_async(const Tensor& t) {
+  if (t.device() != Device::CUDA) throw Error("cuda to_host_f32_async: not a CUDA tensor");
+  if (capturing_) throw Error("cuda to_host_f32_async: inside a CUDA graph capture");
+  if (t.dtype() != DType::F32 && t.dtype() != DType::BF16 && t.dtype() != DType::F16)
+    throw Error("cuda to_host_f32_async: " + std::string(dtype_name(t.dtype())) + " is not a float tensor");
+  auto s = static_cast<cudaStream_t>(stream_);
+  HostCopy c;
+  c.ticket = copy_next_++;
+  c.dtype = t.dtype();
+  c.n = t.numel();
+  const size_t slot = size_t(c.ticket % 2);
+  NV_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(copy_done_[slot])));
+  if (copy_cap_[slot] < t.nbytes()) {
+    if (copy_pinned_[slot]) NV_CUDA_CHECK(cudaFreeHost(copy_pinned_[slot]));
+    copy_pinned_[slot] = nullptr;
+    copy_cap_[slot] = 0;
+    NV_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&copy_pinned_[slot]), t.nbytes()));
+    copy_cap_[slot] = t.nbytes();
+  }
+  if (t.nbytes() > 0)
+    NV_CUDA_CHECK(cudaMemcpyAsync(copy_pinned_[slot], t.raw(), t.nbytes(), cudaMemcpyDeviceToHost, s));
+  NV_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(copy_done_[slot]), s));
+  return c;
+}
+
+std::vector<float> CudaBackend::wait_host_f32(HostCopy& c) {
+  if (c.ticket == -1) return c.host;
+  if (c.ticket < copy_next_ - 2 || c.ticket >= copy_next_)
+    throw Error("wait_host_f32: ticket " + std::to_string(c.ticket) + " is not one of the last two copies");
+  const size_t slot = size_t(c.ticket % 2);
+  NV_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(copy_done_[slot])));
+  c.host.resize(size_t(c.n));
+  if (c.n > 0) convert_to_f32(copy_pinned_[slot], c.dtype, size_t(c.n), c.host.data());
+  c.ticket = -1;
+  return c.host;
 }
 
 Tensor CudaBackend::device_i32(const int32_t* host, int64_t n) {

@@ -120,6 +120,8 @@ class CudaBackend final : public Backend {
   bool runs_asynchronously() const override { return true; }
   std::vector<TokenLogprobs> token_logprobs(const Tensor& logits, const std::vector<int32_t>& tokens, int n) override;
   std::vector<float> to_host_f32(const Tensor& t) override;
+  HostCopy to_host_f32_async(const Tensor& t) override;
+  std::vector<float> wait_host_f32(HostCopy& c) override;
 
   // ---- CUDA graphs ----
   // graph_capture_begin() starts capturing everything issued on the backend's stream. Between
@@ -279,6 +281,12 @@ class CudaBackend final : public Backend {
   size_t async_cap_ = 0;
   int64_t async_next_ = 0;  // the next ticket
   void* async_done_[2] = {nullptr, nullptr};
+  // to_host_f32_async: two pinned slots (alternating tickets), each grown to the largest copy, and
+  // an event after each slot's copy.
+  char* copy_pinned_[2] = {nullptr, nullptr};
+  size_t copy_cap_[2] = {0, 0};
+  int64_t copy_next_ = 0;  // the next ticket
+  void* copy_done_[2] = {nullptr, nullptr};
   // Structured-output masks (upload_masks): pinned staging and the device copy, mask_cap_words_
   // words each, and an event after the last copy out of the staging.
   uint32_t* mask_pinned_ = nullptr;
