@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A/B timing on the GPU machine: the batch-1 latency and bench.py throughput benchmarks, each run
-# under every environment setting given (alternating, twice), e.g.
-#   bash scripts/gpu_bench_ab.sh NANOVLLM_PDL=0 NANOVLLM_PDL=1
+# under every --kernel-options value given (alternating, twice), e.g.
+#   bash scripts/gpu_bench_ab.sh pdl=on pdl=off
+# (A/B of source changes instead: scripts/gpu_ab_ref.sh.)
 # Needs build-gpu/nanovllm (scripts/gpu_build_test.sh or gpu_session.sh); prints one line per run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -12,8 +13,9 @@ B=build-gpu/nanovllm
 M=(--model "${AB_MODEL:-qwen3-0.6b}" --load-format dummy --device cuda)
 for round in 1 2; do
   for setting in "$@"; do
-    lat=$(env "$setting" $B bench "${M[@]}" --latency 2>/dev/null | tail -1)
-    thr=$(env "$setting" $B bench "${M[@]}" ${AB_THROUGHPUT_ARGS:-} 2>/dev/null | tail -1)
+    lat=$($B bench "${M[@]}" --kernel-options "$setting" --latency 2>/dev/null | tail -1)
+    # shellcheck disable=SC2086  # extra arguments split into words
+    thr=$($B bench "${M[@]}" --kernel-options "$setting" ${AB_THROUGHPUT_ARGS:-} 2>/dev/null | tail -1)
     python3 - "$setting" "$round" "$lat" "$thr" <<'PY'
 import json, sys
 s, r, lat, thr = sys.argv[1:]
