@@ -126,7 +126,6 @@ class ModelRunner {
     std::vector<int64_t> ids;                     // the batch's sequences, in order
     std::vector<std::pair<size_t, size_t>> span;  // per sequence: its rows [first, end)
     std::vector<char> ends;                       // per sequence: its prompt completes
-    std::vector<int64_t> prompt_tokens;           // per sequence: its prompt's length (MEAN)
     Backend::HostCopy rows;                       // [rows, H]
   };
   PoolLaunch launch_pool(const ScheduledBatch& batch);

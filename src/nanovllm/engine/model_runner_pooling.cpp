@@ -42,7 +42,6 @@ ModelRunner::PoolLaunch ModelRunner::launch_pool(const ScheduledBatch& batch, St
     p.ids.push_back(s->id);
     p.span.emplace_back(from, rows.size());
     p.ends.push_back(last ? 1 : 0);
-    p.prompt_tokens.push_back(s->num_prompt_tokens);
   }
   // The forward's last layer on the pooled rows alone, unless an observer reads every row.
   if (hidden_observer) {
@@ -75,7 +74,7 @@ void ModelRunner::finish_pool(PoolLaunch& p, const std::vector<Sequence*>& seqs)
       for (size_t k = 0; k < H; ++k) s->pool_sum[k] += double(host[r * H + k]);
     if (!p.ends[i]) continue;
     if (pm.type == PoolingType::Mean)
-      for (double& x : s->pool_sum) x /= double(p.prompt_tokens[i]);
+      for (double& x : s->pool_sum) x /= double(s->num_prompt_tokens);
     s->pooled = pooling_output(pm, *s->params.pooling, s->pool_sum);
     s->pool_sum = {};
   }
