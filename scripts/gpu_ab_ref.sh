@@ -12,8 +12,9 @@
 #      builds TARGETS from the working tree ("new"), swaps in ab-ref/'s files and builds again
 #      ("ref"), then runs CMD ROUNDS times per build, new first, with $AB the directory holding that
 #      build's executables (e.g. 'NANOVLLM_BENCH_TILED=0 $AB/prefill_bench 32x512'). The working
-#      tree's files are put back at the end. Executables link the project statically, so a copy of
-#      each build's binaries stays valid after the rebuild.
+#      tree's files are put back and TARGETS rebuilt from them before CMD runs, so the build
+#      directory is the working tree's again. Executables link the project statically, so a copy
+#      of each build's binaries stays valid after the rebuilds.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -60,6 +61,11 @@ case "$mode" in
     keep ref
     for f in $files $absent; do cp "/tmp/ab-src/$f" "$f"; done
     [ "$ok" = 0 ] || { echo "gpu_ab_ref: ref build failed"; grep -m10 -E "error" "$OUT/ab_build_ref.txt"; exit 4; }
+    # Rebuild from the working tree's files now: the device tool's next call copies the tree back
+    # with its own (older) times, so objects left from the ref's files would look up to date to the
+    # next build (a later gpu_session.sh on this warm machine then linked objects of both trees).
+    cmake --build "$BUILD_DIR" -j"$(nproc)" --target $TARGETS > "$OUT/ab_build_back.txt" 2>&1 ||
+      { echo "gpu_ab_ref: rebuilding the working tree failed"; exit 4; }
     echo "gpu_ab_ref: new = working tree, ref = $(cat ab-ref/REF); builds done at ${SECONDS} s"
     for round in $(seq "${ROUNDS:-2}"); do
       for side in new ref; do
