@@ -370,12 +370,18 @@ Backend::HostCopy CudaBackend::to_host_f32_async(const Tensor& t) {
   return c;
 }
 
+size_t CudaBackend::wait_ticket_slot(int64_t ticket, int64_t next, void* const (&done)[2], const char* what,
+                                     const char* of) {
+  if (ticket < next - 2 || ticket >= next)
+    throw Error(std::string(what) + ": ticket " + std::to_string(ticket) + " is not one of the last two " + of);
+  const size_t slot = size_t(ticket % 2);
+  NV_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(done[slot])));
+  return slot;
+}
+
 std::vector<float> CudaBackend::wait_host_f32(HostCopy& c) {
   if (c.ticket == -1) return c.host;
-  if (c.ticket < copy_next_ - 2 || c.ticket >= copy_next_)
-    throw Error("wait_host_f32: ticket " + std::to_string(c.ticket) + " is not one of the last two copies");
-  const size_t slot = size_t(c.ticket % 2);
-  NV_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(copy_done_[slot])));
+  const size_t slot = wait_ticket_slot(c.ticket, copy_next_, copy_done_, "wait_host_f32", "copies");
   c.host.resize(size_t(c.n));
   if (c.n > 0) convert_to_f32(copy_pinned_[slot], c.dtype, size_t(c.n), c.host.data());
   c.ticket = -1;

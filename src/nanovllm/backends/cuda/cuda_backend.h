@@ -180,6 +180,11 @@ class CudaBackend final : public Backend {
   struct GemmPlan;  // cuBLASLt descriptors + algorithm for one (M, N, K)
 
   cuda::Stream on_stream() const;  // where (and how) the ops launch their kernels
+  // The two-slot tickets of sample_async / to_host_f32_async: the slot of `ticket` (one of the last
+  // two before `next`, else an Error "<what>: ticket T is not one of the last two <of>") once its
+  // event done[slot] has fired.
+  static size_t wait_ticket_slot(int64_t ticket, int64_t next, void* const (&done)[2], const char* what,
+                                 const char* of);
   void init_gemm();
   void destroy_gemm();
   void* persistent_alloc(size_t bytes, const Shape& shape);

@@ -170,7 +170,7 @@ __global__ void __launch_bounds__(kThreads, kIntGemmCtasPerSm)
     for (int j = 0; j < 8; ++j)
 #pragma unroll
       for (int c = 0; c < 4; ++c) acc[j][c] = 0.f;
-    // A free stage i - 1's slot (once every product that read it is done).
+    // Frees stage i's slot (once every product that read it is done).
     auto release = [&](int i) {
       const int s = i % kStages;
       __syncwarp();

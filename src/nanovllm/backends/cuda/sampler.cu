@@ -497,10 +497,7 @@ Backend::SampledTokens CudaBackend::sample_async(const Tensor& logits, const std
 
 std::vector<int32_t> CudaBackend::wait_tokens(SampledTokens& t) {
   if (t.ticket == -1) return t.host;
-  if (t.ticket < async_next_ - 2 || t.ticket >= async_next_)
-    throw Error("wait_tokens: ticket " + std::to_string(t.ticket) + " is not one of the last two samplings");
-  const size_t slot = size_t(t.ticket % 2);
-  NV_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(async_done_[slot])));
+  const size_t slot = wait_ticket_slot(t.ticket, async_next_, async_done_, "wait_tokens", "samplings");
   const int32_t* p = async_pinned_ + slot * async_cap_;
   t.host.assign(p, p + t.device.numel());
   t.ticket = -1;
