@@ -31,9 +31,9 @@
 //    rows' {scale, zero}, dequantizes in registers into BF16 (q - z) * s rounded once, as the
 //    dequantize path (int_linear.cu) rounds the weight (so no per-group F32 partials: one
 //    accumulator of 32 registers), and issues 4 wgmma.m64n64k16 with A from registers and B from
-//    the stage. Each tile's dequantization overlaps the previous tile's products, across stages
-//    too (a stage is freed once its second tile's products are done, under the next stage's first
-//    tile's); both warpgroups and the second CTA of the SM keep the tensor cores busy besides.
+//    the stage. The second tile's dequantization overlaps the first tile's products; then the
+//    warpgroup waits for both (their A registers are kept until then) and frees the stage. Both
+//    warpgroups, and the second CTA of the SM, keep the tensor cores busy meanwhile.
 //  * Dequantization: int_gemm_wgmma.cuh (shared with the wide form, int_gemm_wgmma_wide.cu).
 //  * x's k order: the layout's A fragments hold, at mma k indices 2t, 2t + 1, 2t + 8, 2t + 9 of a
 //    step, the columns 4t .. 4t + 3 (mma.sync's GEMV loads x's B fragment as one 8-byte load so).
@@ -170,52 +170,34 @@ __global__ void __launch_bounds__(kThreads, kIntGemmCtasPerSm)
     for (int j = 0; j < 8; ++j)
 #pragma unroll
       for (int c = 0; c < 4; ++c) acc[j][c] = 0.f;
-    // Frees stage i's slot (once every product that read it is done).
-    auto release = [&](int i) {
-      const int s = i % kStages;
-      __syncwarp();
-      if constexpr (kCluster == 1) {
-        if (lane == 0) mbar_arrive(&empty[s]);
-      } else if (lane < kCluster) {  // the stage came from the cluster's CTAs: free it in each
-        mbar_arrive_cluster(&empty[s], uint32_t(lane));
-      }
-    };
-    // The products never drain between stages: a tile's weights are dequantized while the previous
-    // tile's products run (tile 0 of stage i under tile 1 of stage i - 1, tile 1 under tile 0), each
-    // register set rewritten once the group that read it is done (wait<1>: all but the latest), and
-    // stage i - 1 freed once its last group is.
-    uint32_t a0[4][4], a1[4][4];
     for (int i = 0; i < n; ++i) {
       const int s = i % kStages;
       wait(&full[s], uint32_t(i / kStages) & 1u);
       const unsigned char* cs = smem + kCodeOff + s * kCodeStageBytes + warp * kCodeRow + lane * 16;
       const uint32_t* sw = reinterpret_cast<const uint32_t*>(smem + kScaleOff + s * kScaleStageBytes) + warp * gw;
       const unsigned char* xs = smem + s * kXStageBytes;
-      if (i > 0) {  // stage i - 1's first group, which read a0, is done
-        wgmma_wait<1>();
-        keep(a0);
-      }
+      uint32_t a0[4][4], a1[4][4];
       tile_weights(*reinterpret_cast<const uint4*>(cs), sw, g, a0);
       wgmma_fence();
 #pragma unroll
       for (int j = 0; j < 4; ++j) wgmma_m64n64k16_rs<0>(acc, a0[j], wgmma_desc_sw128(xs + 32 * j, 16, 1024));
       wgmma_commit();
-      if (i > 0) {  // stage i - 1's second group (a1) is done, and with it the stage
-        wgmma_wait<1>();
-        keep(a1);
-        release(i - 1);
-      }
+      // The second tile's weights while the first tile's products run.
       tile_weights(*reinterpret_cast<const uint4*>(cs + 512), sw + (gw == 32 ? 16 : 0), g, a1);
       wgmma_fence();
 #pragma unroll
       for (int j = 0; j < 4; ++j) wgmma_m64n64k16_rs<0>(acc, a1[j], wgmma_desc_sw128(xs + kXBox + 32 * j, 16, 1024));
       wgmma_commit();
+      wgmma_wait<0>();
+      keep(a0);
+      keep(a1);
+      __syncwarp();
+      if constexpr (kCluster == 1) {
+        if (lane == 0) mbar_arrive(&empty[s]);
+      } else if (lane < kCluster) {  // the stage came from the cluster's CTAs: free it in each
+        mbar_arrive_cluster(&empty[s], uint32_t(lane));
+      }
     }
-    wgmma_wait<0>();
-    keep(a0);
-    keep(a1);
-    // (The last stage needs no release: the producer is done, and the epilogue below reuses the
-    // stages only past the consumers' barrier.)
     // Into red[x row][weight row] once every warp is done with the stages (the barrier below).
     named_sync(1, kConsumerWarps * 32);
     store_acc(reinterpret_cast<float*>(smem), acc, warp, lane);

@@ -17,20 +17,17 @@
 //    silu): x's two 64 x 64 boxes of the tile's columns (rows 128 cw .. 128 cw + 127: 16 KB, one
 //    128-row K-major B operand with 128-byte swizzle), the 8 row blocks' 512-byte code tiles (4 KB;
 //    silu: 4 gate and 4 up blocks) and their {scale, zero} rows of the stage's group. It refills
-//    the slot of the stage two behind the one it consumes. Every thread waits for the slot to be
-//    free and thread 0's copies are predicated instructions: no branch inside a warpgroup while its
-//    products run (ptxas serializes them around one: C7518).
+//    the slot of the stage two behind the one it consumes, so warp 0 waits only for warps a stage
+//    behind it.
 //  * warpgroup w owns weight rows 64w .. 64w + 63 (warp i, row block i). Per stage a warp
-//    dequantizes its 16 bytes of codes into A registers (int_gemm_wgmma.cuh) and issues 4
-//    wgmma.m64n128k16 (64 accumulators a thread). Two sets of A registers (k-steps alternate
-//    between them): a step's dequantization overlaps the previous step's product, across stages
-//    too (a stage is freed under the next one's first product: the products never drain); the
-//    SM's other three warpgroups fill the rest.
-// Registers: 2 CTAs of 8 warps put 4 warps on each SM sub-partition: 128 registers a thread (106
-// used). A ninth, producer warp, as int_gemm_wgmma.cu has, puts 5 on one: 96 registers, under
-// which ptxas serializes these products (C7512); a producer warpgroup with setmaxnreg does not
-// help: ptxas compiles every region under the launch bound's registers. (A first form with 16 A
-// registers ran at 112 registers, one CTA an SM, no faster than the 64-row form: bench/RESULTS.md.)
+//    dequantizes its 16 bytes of codes into A registers (int_gemm_wgmma.cuh), issues 4
+//    wgmma.m64n128k16 (64 accumulators a thread), waits for them and frees the stage. Two sets of
+//    A registers (k-steps alternate between them): a step's dequantization overlaps the previous
+//    step's product; the SM's other three warpgroups fill the rest.
+// Registers: 2 CTAs of 8 warps put 4 warps on each SM sub-partition: 128 registers a thread. (A
+// ninth, producer warp, as int_gemm_wgmma.cu has, puts 5 on one: 96 registers, under which ptxas
+// serializes the products (C7512: the loop needs 102); a first form with 16 A registers ran at 112
+// registers, one CTA an SM, no faster than the 64-row form: bench/RESULTS.md.)
 // The epilogue: the accumulators into the free x stages as two [64][kRedPitch] F32 tiles
 // (int_gemm.cuh: gemm_finish, once per column tile).
 #include <cuda.h>
@@ -85,18 +82,17 @@ __global__ void __launch_bounds__(kThreads, kIntGemmCtasPerSm)
   __syncthreads();
   pdl_begin();  // x is the previous kernel's output; the workspace and out may be read by it
 
-  // Stage j of the run into slot j % kStages once every warp freed the slot's previous stage
-  // (j - kStages). Every thread runs this (the wait), thread 0 alone issues the copies, through
-  // predicated instructions: a branch that diverges inside a warpgroup makes ptxas serialize the
-  // products in flight around it (C7518), and so does mbar_wait_or_trap's trap (C7517).
-  const bool issuer = threadIdx.x == 0;
+  // Thread 0 loads stage j of the run into slot j % kStages once every warp freed the slot's
+  // previous stage (j - kStages). The waits trap after seconds (tma.cuh: mbar_wait_or_trap): until
+  // this ring has run on a GPU, a protocol error fails a test instead of hanging it.
   auto load = [&](int j) {
     const int s = j % kStages;
-    if (j >= kStages) mbar_wait(&empty[s], uint32_t((j / kStages) - 1) & 1u);
-    wide_stage_copy_if(issuer, p, &xmap, &cmap, &smap, ks_begin + j, rt, cw, smem + s * kXStageBytes,
-                       smem + kCodeOff + s * kCodeStageBytes, smem + kScaleOff + s * kScaleStageBytes, &full[s]);
+    if (j >= kStages) mbar_wait_or_trap(&empty[s], uint32_t((j / kStages) - 1) & 1u);
+    wide_stage_copy(p, &xmap, &cmap, &smap, ks_begin + j, rt, cw, smem + s * kXStageBytes,
+                    smem + kCodeOff + s * kCodeStageBytes, smem + kScaleOff + s * kScaleStageBytes, &full[s]);
   };
-  for (int j = 0; j < kAhead - 1 && j < n; ++j) load(j);
+  if (threadIdx.x == 0)
+    for (int j = 0; j < kAhead - 1 && j < n; ++j) load(j);
   {  // warp w owns local row block w
     const int g = lane >> 2;
     float acc[16][4];
@@ -104,13 +100,13 @@ __global__ void __launch_bounds__(kThreads, kIntGemmCtasPerSm)
     for (int j = 0; j < 16; ++j)
 #pragma unroll
       for (int c = 0; c < 4; ++c) acc[j][c] = 0.f;
-    uint32_t a[2][4];
     for (int i = 0; i < n; ++i) {
-      // Stage i + kAhead - 1 into the slot of stage i - 2 (kStages = kAhead + 1), which every warp
-      // freed at its stage i - 1 (below): no warp waits for a stage ahead of its own.
-      if (i + kAhead - 1 < n) load(i + kAhead - 1);
+      // Stage i + kAhead - 1 into the slot of stage i - 2 (kStages = kAhead + 1): warp 0 waits only
+      // for warps a stage behind it, never for its own warpgroup's current stage.
+      if (threadIdx.x == 0 && i + kAhead - 1 < n) load(i + kAhead - 1);
+      __syncwarp();
       const int s = i % kStages;
-      mbar_wait(&full[s], uint32_t(i / kStages) & 1u);
+      mbar_wait_or_trap(&full[s], uint32_t(i / kStages) & 1u);
       const uint4 c =
           *reinterpret_cast<const uint4*>(smem + kCodeOff + s * kCodeStageBytes + warp * kCodeRow + lane * 16);
       const uint32_t* sw =
@@ -118,28 +114,27 @@ __global__ void __launch_bounds__(kThreads, kIntGemmCtasPerSm)
       const unsigned char* xs = smem + s * kXStageBytes;
       const U4Scale q0 = u4_scale(sw[g]), q1 = u4_scale(sw[g + 8]);
       // k-step j's A registers in a[j % 2]: each set is rewritten only once the product reading it
-      // is done (wait<1>: all but the latest), and each step's dequantization overlaps the previous
-      // step's product, across stages too: stage i - 1 is freed once its last product is done,
-      // under stage i's first.
+      // is done (wait<1>: all but the latest), and each step's dequantization overlaps the
+      // previous step's product.
+      uint32_t a[2][4];
       const uint32_t words[4] = {c.x, c.y, c.z, c.w};
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        // The product of step 4 i + j - 2, which read a[j % 2], is done (unconditional: at i = 0 it
-        // returns at once, and with a wait on every path ptxas keeps the products pipelined).
-        wgmma_wait<1>();
-        keep(a[j % 2]);
-        // With step 4 i - 1 every product that read stage i - 1 is done: free it (the warp's lanes
-        // passed the wait together; a __syncwarp here makes ptxas serialize the products: C7513).
-        if (j == 1 && i > 0 && lane == 0) mbar_arrive(&empty[(i - 1) % kStages]);
+        if (j >= 2) {  // the product of step j - 2, which read a[j % 2], is done
+          wgmma_wait<1>();
+          keep(a[j % 2]);
+        }
         u4_weights(words[j], q0, q1, a[j % 2]);
         wgmma_fence();
         wgmma_m64n128k16_rs<0>(acc, a[j % 2], wgmma_desc_sw128(xs + 32 * j, 16, 1024));
         wgmma_commit();
       }
+      wgmma_wait<0>();
+      keep(a[0]);
+      keep(a[1]);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[s]);
     }
-    wgmma_wait<0>();
-    keep(a[0]);
-    keep(a[1]);
     // Into red[x row][weight row] (x rows 0..127: both column tiles) once every warp is done with
     // the stages (the barrier below).
     __syncthreads();

@@ -23,28 +23,22 @@ constexpr int kWideScaleRow = 16 * 4;  // a row block's {scale, zero} row of the
 constexpr int kWideScaleStageBytes = 8 * kWideScaleRow;
 
 // Stage kt (columns 64 kt ..) of CTA (rt, cw) into xs (x), cs (codes), ss (scales): one arrival
-// on `bar` expecting all its bytes, whose copies complete it, where `issue` holds: every instruction
-// is predicated on it (no branch), for callers whose threads all run this with one issuing
-// (int_gemm_wgmma_wide.cu). xmap: make_int_gemm_x_tma(x, M, K, 1); cmap, smap: wide_tmas.
-__device__ __forceinline__ void wide_stage_copy_if(bool issue, const GemmParams& p, const CUtensorMap* xmap,
-                                                   const CUtensorMap* cmap, const CUtensorMap* smap, int kt, int rt,
-                                                   int cw, unsigned char* xs, unsigned char* cs, unsigned char* ss,
-                                                   uint64_t* bar) {
-  const int gi = kt * kWideTK / p.G;
-  const int r0 = p.silu ? 4 * rt : 8 * rt, r1 = p.up_block + 4 * rt;  // first row block (silu: gate, up)
-  mbar_arrive_expect_tx_if(issue, bar, uint32_t(kWideXStageBytes + kWideCodeStageBytes + kWideScaleStageBytes));
-  tma_load_2d_if(issue, xs, xmap, kt * kWideTK, 2 * cw * BN, bar);
-  tma_load_2d_if(issue, xs + kWideXBox, xmap, kt * kWideTK, 2 * cw * BN + BN, bar);
-  tma_load_2d_if(issue, cs, cmap, kt * 128, r0, bar);
-  tma_load_2d_if(issue, ss, smap, gi * 16, r0, bar);
-  tma_load_2d_if(issue && p.silu, cs + 4 * kWideCodeRow, cmap, kt * 128, r1, bar);
-  tma_load_2d_if(issue && p.silu, ss + 4 * kWideScaleRow, smap, gi * 16, r1, bar);
-}
-// The same by the calling thread alone (int_gemm_wgmma_ss.cu's producer).
+// on `bar` expecting all its bytes, whose copies complete it. xmap: make_int_gemm_x_tma(x, M, K,
+// 1); cmap, smap: wide_tmas.
 __device__ __forceinline__ void wide_stage_copy(const GemmParams& p, const CUtensorMap* xmap, const CUtensorMap* cmap,
                                                 const CUtensorMap* smap, int kt, int rt, int cw, unsigned char* xs,
                                                 unsigned char* cs, unsigned char* ss, uint64_t* bar) {
-  wide_stage_copy_if(true, p, xmap, cmap, smap, kt, rt, cw, xs, cs, ss, bar);
+  const int gi = kt * kWideTK / p.G;
+  const int r0 = p.silu ? 4 * rt : 8 * rt, r1 = p.up_block + 4 * rt;  // first row block (silu: gate, up)
+  mbar_arrive_expect_tx(bar, uint32_t(kWideXStageBytes + kWideCodeStageBytes + kWideScaleStageBytes));
+  tma_load_2d(xs, xmap, kt * kWideTK, 2 * cw * BN, bar);
+  tma_load_2d(xs + kWideXBox, xmap, kt * kWideTK, 2 * cw * BN + BN, bar);
+  tma_load_2d(cs, cmap, kt * 128, r0, bar);
+  tma_load_2d(ss, smap, gi * 16, r0, bar);
+  if (p.silu) {
+    tma_load_2d(cs + 4 * kWideCodeRow, cmap, kt * 128, r1, bar);
+    tma_load_2d(ss + 4 * kWideScaleRow, smap, gi * 16, r1, bar);
+  }
 }
 
 // The epilogue of CTA (rt, cw, split) from red[x row][weight row] (x rows 0..127: both column

@@ -41,17 +41,6 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t by
 #endif
 }
 
-// mbar_arrive_expect_tx as one predicated instruction (no branch): only where `pred` holds.
-__device__ __forceinline__ void mbar_arrive_expect_tx_if(bool pred, uint64_t* bar, uint32_t bytes) {
-#ifdef NANOVLLM_WGMMA
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.u32 p, %2, 0;\n"
-      " @p mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n}\n" ::"r"(smem_addr(bar)),
-      "r"(bytes), "r"(uint32_t(pred))
-      : "memory");
-#endif
-}
-
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
 #ifdef NANOVLLM_WGMMA
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
@@ -135,19 +124,6 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
           smem_addr(dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(smem_addr(bar))
-      : "memory");
-#endif
-}
-
-// tma_load_2d as one predicated instruction (no branch): only where `pred` holds.
-__device__ __forceinline__ void tma_load_2d_if(bool pred, void* dst, const CUtensorMap* map, int x, int y,
-                                               uint64_t* bar) {
-#ifdef NANOVLLM_WGMMA
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.u32 p, %5, 0;\n"
-      " @p cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
-      "[%4];\n}\n" ::"r"(smem_addr(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(smem_addr(bar)), "r"(uint32_t(pred))
       : "memory");
 #endif
 }
