@@ -240,6 +240,23 @@ class Backend {
     (void)x, (void)w, (void)residual, (void)norm_w, (void)eps, (void)out;
     return false;
   }
+  // KernelOptions::norm_fold: whether this backend would take linear_residual_rms_linear below, so
+  // that the model folds its decoder layers' norm weights into the projections after them at load
+  // (models/norm_fold.h). Default: no.
+  virtual bool folds_rms_norms() const { return false; }
+  // A row-parallel projection, the residual add and an RMSNorm whose weight was folded into w (one
+  // rank, unquantized weights): residual += x @ wo^T; then with r = 1 / sqrt(mean(residual^2) + eps)
+  // per row, out = r * (residual @ w^T), or silu_and_mul of that ([T, I] for w [2I, K]) with
+  // silu_mul, or with rope that product into out as add_rms_norm_linear_rope leaves it (q columns,
+  // k and v into the caches). x: [T, Ko]; wo: [K, Ko]; residual: [T, K]; w: [N, K]. A backend that
+  // scales the product's rows in its epilogue (CUDA, our Hopper GEMM) does so and returns true;
+  // otherwise nothing happens and it returns false (the default: the caller runs the usual forms,
+  // whose unit norm weight gives the same).
+  virtual bool linear_residual_rms_linear(const Tensor& x, const Tensor& wo, Tensor& residual, float eps,
+                                          const Tensor& w, Tensor& out, bool silu_mul, const QkNormRopeStore* rope) {
+    (void)x, (void)wo, (void)residual, (void)eps, (void)w, (void)out, (void)silu_mul, (void)rope;
+    return false;
+  }
   // out = silu_and_mul(x @ w^T): the gated MLP's first half. x: [T, K]; w: [2I, K] (gate rows, then
   // up rows); out: [T, I].
   virtual void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& out);

@@ -247,6 +247,9 @@ const std::vector<Option>& options() {
                                           gemm_pingpong_name, o.gemm_pingpong);
        },
        [](const KernelOptions& o) { return std::string(gemm_pingpong_name(o.gemm_pingpong)); }},
+      {"norm_fold", "NANOVLLM_NORM_FOLD", "on or off",
+       [](KernelOptions& o, const std::string& v) { return parse_bool(v, o.norm_fold); },
+       [](const KernelOptions& o) { return on_off(o.norm_fold); }},
   };
   return table;
 }
@@ -277,7 +280,7 @@ bool operator==(const KernelOptions& a, const KernelOptions& b) {
                     o.decode_cluster, o.decode_warps, o.decode_read_ahead, o.p2p_all_reduce, o.all_reduce_norm,
                     o.prefill_attention, o.prefill_persistent, o.fp8_gemm, o.int_gemv, o.int_gemm,
                     o.int_gemm_cluster_rows, o.int_gemm_cluster_cols, o.rope_kernel, o.gemm, o.gemm_norm, o.gemm_pair,
-                    o.gemm_pingpong);
+                    o.gemm_pingpong, o.norm_fold);
   };
   return fields(a) == fields(b);
 }

@@ -35,6 +35,7 @@
 //   gemm_norm          NANOVLLM_GEMM_NORM           on | off
 //   gemm_pair          NANOVLLM_GEMM_PAIR           on | off
 //   gemm_pingpong      NANOVLLM_GEMM_PINGPONG       auto | on | off
+//   norm_fold          NANOVLLM_NORM_FOLD           on | off
 // The CPU backend's precision is an engine setting (EngineConfig::cpu_precision, --cpu-precision);
 // --kernel-options still takes cpu_precision=fast|exact as its alias (settings.cpp).
 #pragma once
@@ -207,6 +208,14 @@ struct KernelOptions {
   bool gemm_pair = true;
   // See GemmPingPong.
   GemmPingPong gemm_pingpong = GemmPingPong::Auto;
+  // on: the decoder layers' input and post-attention RMSNorm weights are folded into the columns of
+  // the projection after them at load (BF16 weights, one rank, dense layers: models/norm_fold.h),
+  // so that where our Hopper GEMM takes that projection (gemm auto or wgmma, prefill sizes) the
+  // residual add joins the row-parallel product before it (cuBLASLt's C input) and the norm's
+  // 1 / rms scales the product's rows in its epilogue: no add_rms_norm kernel (two a layer). Other
+  // sizes run the usual kernels with a unit norm weight. off (the default): not yet measured on a
+  // GPU. The outputs differ from off's within a BF16 rounding (the weights are rounded once more).
+  bool norm_fold = false;
 
   // Throws UserError naming the field when a value is out of range.
   void validate() const;

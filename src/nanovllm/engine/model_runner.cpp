@@ -94,6 +94,12 @@ ModelRunner::ModelRunner(const EngineConfig& cfg, const ModelConfig& mcfg, std::
   if (ckpt && kv_dtype_ == DType::F8E4M3) kv_scales_ = load_kv_cache_scales(*ckpt, mcfg_.num_hidden_layers);
   model_->finalize_weights();
   if (quantizer) quantizer->finish();
+  // KernelOptions::norm_fold: the layers' norm weights into the projections after them, where the
+  // backend takes the folded form (models/norm_fold.h).
+  if (backend_->folds_rms_norms()) {
+    const int64_t folded = model_->fold_rms_norms();
+    trace("norm weights folded: " + std::to_string(folded));
+  }
   if (pooling_) load_pooling_head(*pooling_, cfg_, ckpt.get(), *backend_, *model_);
   ckpt.reset();
   // EAGLE-3: the target copies out the hidden states its head fuses (before the warm-up and any

@@ -23,6 +23,10 @@ struct RMSNorm {
   Tensor weight;  // [H]
   float eps = 1e-6f;
   Communicator* comm = nullptr;  // set: the residual forms' x are partial sums to all-reduce
+  // The weight was folded into the projection after this norm (models/norm_fold.h: weight is now
+  // all ones), so a backend may scale that product's rows by 1 / rms instead of normalizing its
+  // input (Backend::linear_residual_rms_linear). Every other path computes the same with the ones.
+  bool folded = false;
 
   void create(Backend& be, int64_t hidden, double eps_) {
     weight = be.empty({hidden}, be.weight_dtype());
@@ -65,6 +69,7 @@ struct RMSNorm {
   Tensor forward_residual_linear(Backend& be, const Deferred& d, Tensor& residual, const Linear& proj,
                                  bool silu_mul = false) const {
     Tensor normed;
+    if (Tensor out; folded_product(be, d, residual, proj, silu_mul, nullptr, out)) return out;
     if (!fold(be, d, residual, normed)) {
       Tensor x = d.run(be);
       return forward_residual_linear(be, x, residual, proj, silu_mul);
@@ -74,6 +79,7 @@ struct RMSNorm {
   Tensor forward_residual_linear_rope(Backend& be, const Deferred& d, Tensor& residual, const Linear& proj,
                                       const Backend::QkNormRopeStore& r) const {
     Tensor normed;
+    if (Tensor out; folded_product(be, d, residual, proj, false, &r, out)) return out;
     if (!fold(be, d, residual, normed)) {
       Tensor x = d.run(be);
       return forward_residual_linear_rope(be, x, residual, proj, r);
@@ -133,6 +139,18 @@ struct RMSNorm {
     Tensor out = be.empty({d.input.size(0), p.weight.size(0)}, be.act_dtype());
     if (!be.linear_add_rms_norm(d.input, p.weight, residual, weight, eps, out)) return false;
     normed = out;
+    return true;
+  }
+  // folded: residual += d, then out = the projection of norm(residual) (its SiLU, or with rope its
+  // q/k norm + RoPE + KV store), in the backend's op where it takes them (false: nothing ran).
+  bool folded_product(Backend& be, const Deferred& d, Tensor& residual, const Linear& proj, bool silu_mul,
+                      const Backend::QkNormRopeStore* rope, Tensor& out) const {
+    if (!folded || !d.proj || comm || proj.weight_scales.defined() || (rope && proj.bias.defined())) return false;
+    const RowParallelLinear& p = *d.proj;
+    if (p.comm || p.weight_scales.defined() || p.bias.defined()) return false;
+    Tensor o = be.empty({d.input.size(0), rope ? proj.weight.size(0) : out_cols(proj, silu_mul)}, be.act_dtype());
+    if (!be.linear_residual_rms_linear(d.input, p.weight, residual, eps, proj.weight, o, silu_mul, rope)) return false;
+    out = o;
     return true;
   }
   // Under TP: all-reduce the partial sums in x. True: fused with the add and norm (x rebound to

@@ -30,6 +30,10 @@ class CausalLM {
   virtual std::vector<WeightSpec> weight_specs() = 0;
   // Called after loading (ties the LM head to the embedding when configured).
   virtual void finalize_weights() = 0;
+  // KernelOptions::norm_fold, after loading and quantization: folds the decoder layers' norm
+  // weights into the unquantized projections after them (models/norm_fold.h). Returns how many
+  // norms it folded (0: none, the default).
+  virtual int64_t fold_rms_norms() { return 0; }
   // The linear layers --quantization converts after loading (quantize_weights.h): the decoder's
   // dense projections, not the embedding, the LM head or MoE experts. Empty: no quantized path.
   virtual std::vector<Linear*> quantizable_linears() { return {}; }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "nanovllm/models/norm_fold.h"
 #include "nanovllm/utils/error.h"
 
 namespace nanovllm {
@@ -174,6 +175,19 @@ std::vector<WeightSpec> LlamaForCausalLM::weight_specs() {
 
 void LlamaForCausalLM::finalize_weights() {
   lm_head_.weight = cfg_.tie_word_embeddings ? embed_tokens_.weight : lm_head_weight_;
+}
+
+// The input norm into qkv_proj, and in dense layers the post-attention norm into gate_up_proj (a
+// sparse MLP's router and experts read the normed stream: not folded). One rank only: under tensor
+// parallelism the norms run with the all-reduce (layernorm.h), which the fold would not spare.
+int64_t LlamaForCausalLM::fold_rms_norms() {
+  if (world_ > 1) return 0;
+  int64_t folded = 0;
+  for (auto& l : layers_) {
+    folded += fold_rms_norm(be_, l.input_layernorm, l.self_attn.qkv_proj) ? 1 : 0;
+    if (!l.other_mlp) folded += fold_rms_norm(be_, l.post_attention_layernorm, l.mlp.gate_up_proj) ? 1 : 0;
+  }
+  return folded;
 }
 
 std::vector<Linear*> LlamaForCausalLM::quantizable_linears() {

@@ -88,6 +88,7 @@ class LlamaForCausalLM : public CausalLM {
   std::vector<WeightSpec> weight_specs() override;
   void finalize_weights() override;
   std::vector<Linear*> quantizable_linears() override;
+  int64_t fold_rms_norms() override;
   LMHead* lm_head() override { return &lm_head_; }
   Tensor forward(const Tensor& ids, const Tensor& positions, std::vector<LayerKVCache>& kv, const AttentionMetadata& md,
                  const std::vector<int32_t>* rows = nullptr) override;

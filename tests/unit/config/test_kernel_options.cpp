@@ -50,7 +50,7 @@ TEST(KernelOptions, DefaultsAreTheMeasuredBest) {
             "decode_cluster=off decode_warps=8 decode_read_ahead=on p2p_all_reduce=on all_reduce_norm=on "
             "prefill_attention=auto prefill_persistent=on fp8_gemm=auto int_gemv=auto int_gemm=auto "
             "int_gemm_cluster=1x1 rope_kernel=auto "
-            "gemm=auto gemm_norm=off gemm_pair=on gemm_pingpong=auto");
+            "gemm=auto gemm_norm=off gemm_pair=on gemm_pingpong=auto norm_fold=off");
   EXPECT_NO_THROW(o.validate());
   EXPECT_EQ(from_env({}), o);  // no variables set: nothing changes
 }
@@ -71,6 +71,7 @@ TEST(KernelOptions, EnvironmentOverridesEveryField) {
                                     {"NANOVLLM_GEMM_NORM", "on"},
                                     {"NANOVLLM_GEMM_PAIR", "off"},
                                     {"NANOVLLM_GEMM_PINGPONG", "on"},
+                                    {"NANOVLLM_NORM_FOLD", "on"},
                                     {"NANOVLLM_FP8_GEMM", "dequantize"},
                                     {"NANOVLLM_INT_GEMV", "v1"},
                                     {"NANOVLLM_INT_GEMM", "dequantize"},
@@ -92,6 +93,7 @@ TEST(KernelOptions, EnvironmentOverridesEveryField) {
   EXPECT_TRUE(o.gemm_norm);
   EXPECT_FALSE(o.gemm_pair);
   EXPECT_EQ(o.gemm_pingpong, GemmPingPong::On);
+  EXPECT_TRUE(o.norm_fold);
   EXPECT_EQ(o.fp8_gemm, Fp8Gemm::Dequantize);
   EXPECT_EQ(o.int_gemv, IntGemv::V1);
   EXPECT_EQ(o.int_gemm, IntGemm::Dequantize);

@@ -107,6 +107,13 @@ class CudaBackend final : public Backend {
                            Tensor& out) override;
   void add_rms_norm_linear_quantized(Tensor& x, Tensor& residual, const Tensor& norm_w, float eps, const Tensor& w,
                                      const WeightScales& scales, Tensor& out, bool silu_mul) override;
+  // KernelOptions::norm_fold on a GPU where our Hopper GEMM runs (norm_fold.cu).
+  bool folds_rms_norms() const override;
+  // cuBLASLt's product accumulated into the residual, the rows' 1 / rms, then our Hopper GEMM with
+  // the rows scaled (the gated MLP's SiLU or the qkv form's epilogue) where plan_linear /
+  // linear_rope_fused take it; else false (norm_fold.cu).
+  bool linear_residual_rms_linear(const Tensor& x, const Tensor& wo, Tensor& residual, float eps, const Tensor& w,
+                                  Tensor& out, bool silu_mul, const QkNormRopeStore* rope) override;
   void moe_topk(const Tensor& logits, int64_t top_k, bool renormalize, Tensor& weights, Tensor& ids) override;
   void moe_experts(const Tensor& x, const Tensor& w13, const Tensor& w2, const Tensor& weights, const Tensor& ids,
                    Tensor& out) override;  // moe_gemm.cu (routing: moe_routing.cu)
@@ -165,6 +172,7 @@ class CudaBackend final : public Backend {
   // Overrides options.gemm (tests run both GEMMs on the same backend).
   void set_gemm(Gemm g) { options_.gemm = g; }
   void set_gemm_norm(bool on) { options_.gemm_norm = on; }
+  void set_norm_fold(bool on) { options_.norm_fold = on; }
   void set_gemm_pair(bool on) { options_.gemm_pair = on; }
   void set_gemm_pingpong(GemmPingPong p) { options_.gemm_pingpong = p; }
   // The q/k norm + RoPE plan on this device (qk_norm_rope.cu launches what it says).
@@ -231,8 +239,9 @@ class CudaBackend final : public Backend {
   // nullptr where cuBLASLt has no algorithm (FP8: the caller falls back; BF16 throws).
   const GemmPlan* gemm_plan(const GemmKey& k);
   // out^T = op(w^T)^T x^T with the plan's operands; w_scale / x_scale for Fp8RowScaled.
+  // accumulate: out += the product (beta 1: out is also the C input, in place).
   void run_gemm(const GemmPlan& p, const void* w, const void* x, void* out, const void* w_scale = nullptr,
-                const void* x_scale = nullptr);
+                const void* x_scale = nullptr, bool accumulate = false);
   // FP8 weights x per-token FP8 activations (fp8_gemm_cublaslt.cu): false where cuBLASLt has no
   // algorithm for the shape (the caller dequantizes instead).
   bool linear_fp8_cublaslt(const Tensor& x, const Tensor& w, const WeightScales& scales, Tensor& out);
@@ -256,6 +265,9 @@ class CudaBackend final : public Backend {
   // be BF16 and 16-byte aligned as well (qk_norm_rope.cu).
   bool linear_rope_fused(const Tensor& x, const Tensor& w, const Tensor& out, const QkNormRopeStore& r,
                          std::initializer_list<const Tensor*> extra) const;
+  // linear_rope's fused form, the product's rows scaled by row_scale (F32 [T], or null) first.
+  void linear_rope_wgmma(const Tensor& x, const Tensor& w, Tensor& out, const QkNormRopeStore& r,
+                         const float* row_scale);
   // The dequantize path's BF16 weight: persistent, grown by prepare_int_weight to the largest layer
   // (never allocated during a step, so graph-safe), shared by all layers (one stream).
   Tensor int_scratch_;

@@ -171,14 +171,14 @@ const CudaBackend::GemmPlan* CudaBackend::gemm_plan(const GemmKey& k) {
 }
 
 void CudaBackend::run_gemm(const GemmPlan& p, const void* w, const void* x, void* out, const void* w_scale,
-                           const void* x_scale) {
+                           const void* x_scale, bool accumulate) {
   if (w_scale || x_scale) {  // the descriptor is this backend's: the pointers of this call (graphs capture them)
     NV_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof(w_scale)));
     NV_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale, sizeof(x_scale)));
   }
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   NV_CUBLAS_CHECK(cublasLtMatmul(static_cast<cublasLtHandle_t>(cublaslt_), p.desc, &alpha, w, p.a, x, p.b, &beta, out,
                                  p.c, out, p.c, &p.algo, workspace_, workspace_bytes_,
                                  static_cast<cudaStream_t>(stream_)));

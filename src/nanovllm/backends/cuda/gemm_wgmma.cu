@@ -330,7 +330,7 @@ template <int kCols, int kStages, bool kPersistent, bool kTmaStore, int kEpi, bo
 __global__ void __launch_bounds__(threads_of<kEpi, kWarpEpi>(), 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap,
                       const __grid_constant__ CUtensorMap omap, __nv_bfloat16* __restrict__ out, int T, int N, int K,
-                      const GemmRopeEpilogue rope) {
+                      const GemmRopeEpilogue rope, const float* __restrict__ row_scale) {
   constexpr bool kGated = kEpi == kSilu;
   constexpr int kOutCols = kGated ? kCols / 2 : kCols;  // outputs a tile
   constexpr int kPasses = kOutCols / 128;               // 128-column passes of a warpgroup's epilogue
@@ -456,11 +456,25 @@ __global__ void __launch_bounds__(threads_of<kEpi, kWarpEpi>(), 1)
         load_rope_table(rope, epi, wg, T, row0);
         rope_slots(rope, slot, T, row0);
       }
+      // row_scale (the folded RMSNorm's 1 / rms, models/norm_fold.h): the thread's rows' factors,
+      // read while the products run (the previous kernel wrote them: after pdl_begin).
+      float rs[2] = {1.f, 1.f};
+      if (row_scale) {
+        const int r = row0 + 16 * (warp & 3) + g;
+        rs[0] = r < T ? row_scale[r] : 0.f;
+        rs[1] = r + 8 < T ? row_scale[r + 8] : 0.f;
+      }
       float acc[kCols / 8][4];
       int c = k * n;  // the tile's first stage in the ring
       if (kPingPong) named_sync(kBarTurn + wg, 256);
       mma_stages<kCols, kStages, S::kStageBytes, S::kXBytes, kPair>(acc, smem, full, empty, kPingPong ? 0 : wg, lane, n,
                                                                     c, hand_on);
+      if (row_scale) {  // before any epilogue: its outputs are those of the scaled rows
+#pragma unroll
+        for (int j = 0; j < kCols / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[j][e] *= rs[e >> 1];
+      }
 
       if constexpr (kWarpEpi) {  // stage the tile's BF16 outputs for the epilogue warps
         auto val = [&](int j, int c) { return kGated ? silu_mul(acc[j][c], acc[j + 16][c]) : acc[j][c]; };
@@ -529,7 +543,7 @@ void allow_smem() {
 template <int kCols, int kStages, bool kPersistent, bool kTmaStore = false, int kEpi = kPlain, bool kWarpEpi = false,
           bool kPair = false, bool kPingPong = false>
 void run_form(const void* x, const void* w, void* out, int64_t T, int64_t N, int64_t K, int resident,
-              cudaStream_t stream, const GemmRopeEpilogue& rope = {}) {
+              cudaStream_t stream, const GemmRopeEpilogue& rope = {}, const float* row_scale = nullptr) {
   constexpr bool kGated = kEpi == kSilu;
   constexpr int kOutCols = kGated ? kCols / 2 : kCols;
   constexpr int kTileRows = tile_rows(kPingPong), kUnit = kPair ? 2 * kTileRows : kTileRows;
@@ -550,7 +564,7 @@ void run_form(const void* x, const void* w, void* out, int64_t T, int64_t N, int
                    smem_bytes<kCols, kStages, kTmaStore, kEpi, kWarpEpi, kPingPong>(), Stream{stream, false},
                    dim3(kPair ? 2 : 1, 1, 1), *reinterpret_cast<const CUtensorMap*>(xmap.bytes),
                    *reinterpret_cast<const CUtensorMap*>(wmap.bytes), *reinterpret_cast<const CUtensorMap*>(omap.bytes),
-                   static_cast<__nv_bfloat16*>(out), int(T), int(N), int(K), rope);
+                   static_cast<__nv_bfloat16*>(out), int(T), int(N), int(K), rope, row_scale);
   NV_LAUNCH_CHECK();
 }
 
@@ -603,7 +617,7 @@ int gemm_wgmma_max_pairs() {
 }
 
 void gemm_wgmma(const void* x, const void* w, void* out, int64_t T, int64_t N, int64_t K, GemmWgmmaForm form,
-                int num_sms, void* stream) {
+                int num_sms, void* stream, const float* row_scale) {
   if (T < 1 || N < 1 || K < 8 || K % 8 != 0 || T > (int64_t(1) << 30) || N > (int64_t(1) << 30) ||
       K > (int64_t(1) << 30))
     throw Error("gemm_wgmma: [" + std::to_string(T) + ", " + std::to_string(K) + "] x [" + std::to_string(N) + ", " +
@@ -611,34 +625,38 @@ void gemm_wgmma(const void* x, const void* w, void* out, int64_t T, int64_t N, i
   if (!aligned16({x, w}) || reinterpret_cast<uintptr_t>(out) % 4 != 0)
     throw Error("gemm_wgmma: x and w must be 16-byte aligned, out 4-byte aligned");
   const auto st = static_cast<cudaStream_t>(stream);
+  const float* rs = row_scale;
+  const GemmRopeEpilogue none{};
   switch (form) {
-    case GemmWgmmaForm::Cols256Stages4: return run_form<256, 4, false>(x, w, out, T, N, K, num_sms, st);
-    case GemmWgmmaForm::Cols256Stages4Persistent: return run_form<256, 4, true>(x, w, out, T, N, K, num_sms, st);
+    case GemmWgmmaForm::Cols256Stages4: return run_form<256, 4, false>(x, w, out, T, N, K, num_sms, st, none, rs);
+    case GemmWgmmaForm::Cols256Stages4Persistent:
+      return run_form<256, 4, true>(x, w, out, T, N, K, num_sms, st, none, rs);
     case GemmWgmmaForm::Cols256Stages4PersistentTmaStore:
-      return run_form<256, 4, true, true>(x, w, out, T, N, K, num_sms, st);
-    case GemmWgmmaForm::GateUpSilu: return run_form<256, 4, true, true, kSilu>(x, w, out, T, N, K, num_sms, st);
+      return run_form<256, 4, true, true>(x, w, out, T, N, K, num_sms, st, none, rs);
+    case GemmWgmmaForm::GateUpSilu:
+      return run_form<256, 4, true, true, kSilu>(x, w, out, T, N, K, num_sms, st, none, rs);
     case GemmWgmmaForm::Cols256Stages3EpiWarps:
-      return run_form<256, 3, true, true, kPlain, true>(x, w, out, T, N, K, num_sms, st);
+      return run_form<256, 3, true, true, kPlain, true>(x, w, out, T, N, K, num_sms, st, none, rs);
     case GemmWgmmaForm::GateUpSiluEpiWarps:
-      return run_form<256, 4, true, true, kSilu, true>(x, w, out, T, N, K, num_sms, st);
-    case GemmWgmmaForm::Cols128Stages6: return run_form<128, 6, false>(x, w, out, T, N, K, num_sms, st);
+      return run_form<256, 4, true, true, kSilu, true>(x, w, out, T, N, K, num_sms, st, none, rs);
+    case GemmWgmmaForm::Cols128Stages6: return run_form<128, 6, false>(x, w, out, T, N, K, num_sms, st, none, rs);
     case GemmWgmmaForm::Cols256Stages4PersistentTmaStorePair:
-      return run_form<256, 4, true, true, kPlain, false, true>(x, w, out, T, N, K, num_sms, st);
+      return run_form<256, 4, true, true, kPlain, false, true>(x, w, out, T, N, K, num_sms, st, none, rs);
     case GemmWgmmaForm::GateUpSiluEpiWarpsPair:
-      return run_form<256, 4, true, true, kSilu, true, true>(x, w, out, T, N, K, num_sms, st);
+      return run_form<256, 4, true, true, kSilu, true, true>(x, w, out, T, N, K, num_sms, st, none, rs);
     case GemmWgmmaForm::Cols256PingPong:
-      return run_form<256, 4, true, true, kPlain, false, false, true>(x, w, out, T, N, K, num_sms, st);
+      return run_form<256, 4, true, true, kPlain, false, false, true>(x, w, out, T, N, K, num_sms, st, none, rs);
     case GemmWgmmaForm::Cols256PingPongPair:
-      return run_form<256, 4, true, true, kPlain, false, true, true>(x, w, out, T, N, K, num_sms, st);
+      return run_form<256, 4, true, true, kPlain, false, true, true>(x, w, out, T, N, K, num_sms, st, none, rs);
     case GemmWgmmaForm::GateUpSiluPingPong:
-      return run_form<256, 4, true, true, kSilu, false, false, true>(x, w, out, T, N, K, num_sms, st);
+      return run_form<256, 4, true, true, kSilu, false, false, true>(x, w, out, T, N, K, num_sms, st, none, rs);
     case GemmWgmmaForm::GateUpSiluPingPongPair:
-      return run_form<256, 4, true, true, kSilu, false, true, true>(x, w, out, T, N, K, num_sms, st);
+      return run_form<256, 4, true, true, kSilu, false, true, true>(x, w, out, T, N, K, num_sms, st, none, rs);
   }
 }
 
 void gemm_wgmma_rope(const void* x, const void* w, void* qkv, int64_t T, int64_t K, const GemmRopeEpilogue& rope,
-                     int num_sms, void* stream, bool pair, bool ping_pong) {
+                     int num_sms, void* stream, bool pair, bool ping_pong, const float* row_scale) {
   const int64_t N = (int64_t(rope.num_heads) + 2 * rope.num_kv_heads) * 128;
   if (T < 1 || K < 8 || K % 8 != 0 || T > (int64_t(1) << 30) || K > (int64_t(1) << 30) || rope.num_heads < 1 ||
       rope.num_kv_heads < 1 || N % 256 != 0 || !rope.cos_sin || (!rope.q_norm) != (!rope.k_norm) ||
@@ -652,13 +670,13 @@ void gemm_wgmma_rope(const void* x, const void* w, void* qkv, int64_t T, int64_t
     throw Error("gemm_wgmma_rope: x, w, qkv, the table and the caches must be 16-byte aligned, the weights 4-byte");
   const auto st = static_cast<cudaStream_t>(stream);
   if (ping_pong && pair)
-    run_form<256, 4, true, true, kRope, false, true, true>(x, w, qkv, T, N, K, num_sms, st, rope);
+    run_form<256, 4, true, true, kRope, false, true, true>(x, w, qkv, T, N, K, num_sms, st, rope, row_scale);
   else if (ping_pong)
-    run_form<256, 4, true, true, kRope, false, false, true>(x, w, qkv, T, N, K, num_sms, st, rope);
+    run_form<256, 4, true, true, kRope, false, false, true>(x, w, qkv, T, N, K, num_sms, st, rope, row_scale);
   else if (pair)
-    run_form<256, 4, true, true, kRope, false, true>(x, w, qkv, T, N, K, num_sms, st, rope);
+    run_form<256, 4, true, true, kRope, false, true>(x, w, qkv, T, N, K, num_sms, st, rope, row_scale);
   else
-    run_form<256, 4, true, true, kRope>(x, w, qkv, T, N, K, num_sms, st, rope);
+    run_form<256, 4, true, true, kRope>(x, w, qkv, T, N, K, num_sms, st, rope, row_scale);
 }
 
 }  // namespace nanovllm::cuda

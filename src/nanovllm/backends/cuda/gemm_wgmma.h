@@ -75,9 +75,12 @@ int gemm_wgmma_max_pairs();
 // handled (zero-filled reads, guarded stores); Error for shapes outside the limits. num_sms: the
 // CTAs the persistent forms' grid may hold at once: the device's SMs, or for the Pair forms twice
 // gemm_wgmma_max_pairs(). Only where CudaBackend::wgmma() (a Hopper GPU and a
-// build with sm_90a code) and after gemm_wgmma_init(): elsewhere the launch fails.
+// build with sm_90a code) and after gemm_wgmma_init(): elsewhere the launch fails. row_scale
+// (device F32 [T], or null): each row of the product is multiplied by its factor before the
+// epilogue (the SiLU, or gemm_wgmma_rope's norm + RoPE): the folded RMSNorm's 1 / rms
+// (models/norm_fold.h).
 void gemm_wgmma(const void* x, const void* w, void* out, int64_t T, int64_t N, int64_t K, GemmWgmmaForm form,
-                int num_sms, void* stream);
+                int num_sms, void* stream, const float* row_scale = nullptr);
 
 // The attention's qkv projection with qk_norm_rope_store in its epilogue (the persistent TMA-store
 // form): qkv [T, (Hq + 2 Hkv) 128] = x w^T rounded to BF16, then, bit for bit as
@@ -100,7 +103,8 @@ struct GemmRopeEpilogue {
   const int32_t* slots = nullptr;
 };
 void gemm_wgmma_rope(const void* x, const void* w, void* qkv, int64_t T, int64_t K, const GemmRopeEpilogue& rope,
-                     int num_sms, void* stream, bool pair = false, bool ping_pong = false);
+                     int num_sms, void* stream, bool pair = false, bool ping_pong = false,
+                     const float* row_scale = nullptr);
 
 // A row-parallel projection and the decoder layer's add + RMSNorm after it, in one kernel
 // (gemm_wgmma_norm.cu): residual += x w^T (rounded to BF16, as linear then add_rms_norm round);

@@ -287,6 +287,11 @@ void CudaBackend::add_rms_norm_linear_rope(Tensor& x, Tensor& residual, const Te
 void CudaBackend::linear_rope(const Tensor& x, const Tensor& w, Tensor& out, const QkNormRopeStore& r) {
   check_linear(x, w, out);
   if (!linear_rope_fused(x, w, out, r, {})) return Backend::linear_rope(x, w, out, r);
+  linear_rope_wgmma(x, w, out, r, nullptr);
+}
+
+void CudaBackend::linear_rope_wgmma(const Tensor& x, const Tensor& w, Tensor& out, const QkNormRopeStore& r,
+                                    const float* row_scale) {
   const int64_t T = x.size(0), K = x.size(1), D = r.head_dim;
   const char* op = "linear_rope";
   check_rope_args(out, r.q_norm_w, r.k_norm_w, r.positions, r.num_heads, r.num_kv_heads, D, r.rope, op);
@@ -312,7 +317,7 @@ void CudaBackend::linear_rope(const Tensor& x, const Tensor& w, Tensor& out, con
   e.slots = r.md.d_slot_mapping.data<int32_t>();
   const bool pair = gemm_pairs();
   gemm_wgmma_rope(x.raw(), w.raw(), out.raw(), T, K, e, gemm_resident(pair), stream_, pair,
-                  options_.gemm_pingpong != GemmPingPong::Off);
+                  options_.gemm_pingpong != GemmPingPong::Off, row_scale);
 }
 
 }  // namespace nanovllm
