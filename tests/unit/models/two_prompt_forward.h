@@ -33,7 +33,6 @@ inline Run two_prompt_forward(const std::string& fixture, CpuPrecision precision
   model->finalize_weights();
   if (loaded) loaded(*model, *be);
   const int64_t bs = 16, blocks = 4, L = cfg.num_hidden_layers, Hkv = cfg.num_key_value_heads, D = cfg.head_dim;
-  std::vector<Tensor> planes;
   std::vector<LayerKVCache> kv;
   const std::vector<float> zeros(size_t(blocks * bs * Hkv * D), 0.f);
   for (int64_t l = 0; l < L; ++l) {

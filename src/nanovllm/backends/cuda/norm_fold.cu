@@ -56,9 +56,7 @@ bool CudaBackend::linear_residual_rms_linear(const Tensor& x, const Tensor& wo, 
                                              const Tensor& w, Tensor& out, bool silu_mul, const QkNormRopeStore* rope) {
   if (!folds_rms_norms()) return false;
   check_linear(x, wo, residual);
-  if (rope)
-    check_linear(residual, w, out);
-  else if (silu_mul)
+  if (silu_mul && !rope)
     check_linear_silu_mul(residual, w, out);
   else
     check_linear(residual, w, out);
