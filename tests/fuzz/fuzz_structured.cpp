@@ -36,7 +36,8 @@ void expect_grammar_or_error(const char* what, F&& convert) {
     Grammar g = convert();
     check_round_trip(g, what);
     nanovllm::structured::AutomatonLimits limits;
-    limits.max_states = 2000;  // the fuzzer's inputs stay fast; the engine's limit is larger
+    limits.max_states = 2000;  // the fuzzer's inputs stay fast; the engine's limits are larger
+    limits.max_work = 1'000'000;
     nanovllm::structured::build_automaton(g, limits);
   } catch (const nanovllm::structured::GrammarError&) {
   } catch (const std::exception& e) {

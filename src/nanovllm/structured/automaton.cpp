@@ -206,31 +206,46 @@ struct RuleDfa {
   std::vector<uint8_t> accepting;
 };
 
+// Subset construction. `work` counts what the construction touches (each NFA state a closure adds
+// or an edge it follows, each interned set's size, each edge a DFA state's moves scan), so a
+// grammar whose DFA states are few but huge (a `.*` before a long run of `.`) is refused as soon
+// as one whose states are many: the build costs in proportion to what the limits allow.
 RuleDfa determinize(const std::vector<std::vector<NfaEdge>>& nfa, const ByteClasses& bc, const std::string& rule,
-                    int64_t& budget) {
-  auto closure = [&](std::vector<int32_t> set) {
-    std::vector<int32_t> stack = set;
-    std::vector<uint8_t> seen(nfa.size(), 0);
-    for (int32_t s : set) seen[size_t(s)] = 1;
-    while (!stack.empty()) {
-      int32_t s = stack.back();
-      stack.pop_back();
-      for (const NfaEdge& e : nfa[size_t(s)])
-        if (e.kind == EdgeKind::Eps && !seen[size_t(e.to)]) {
-          seen[size_t(e.to)] = 1;
+                    int64_t& budget, int64_t& work) {
+  auto charge = [&](int64_t units) {
+    work -= units;
+    if (work < 0)
+      throw GrammarError("the grammar's automaton takes too much work to build (in rule '" + rule +
+                         "'): an expression such as .*a.{100} makes every state track many positions; "
+                         "simplify it");
+  };
+  std::vector<int32_t> stamp(nfa.size(), -1);  // stamp[s] == gen: s is in the closure being built
+  int32_t gen = -1;
+  auto closure = [&](std::vector<int32_t>& set) {  // in place: deduplicated, closed, sorted
+    ++gen;
+    size_t kept = 0;
+    for (int32_t s : set)
+      if (stamp[size_t(s)] != gen) stamp[size_t(s)] = gen, set[kept++] = s;
+    set.resize(kept);
+    for (size_t i = 0; i < set.size(); ++i) {
+      const auto& edges = nfa[size_t(set[i])];
+      charge(int64_t(edges.size()) + 1);
+      for (const NfaEdge& e : edges)
+        if (e.kind == EdgeKind::Eps && stamp[size_t(e.to)] != gen) {
+          stamp[size_t(e.to)] = gen;
           set.push_back(e.to);
-          stack.push_back(e.to);
         }
     }
     std::sort(set.begin(), set.end());
-    return set;
   };
   RuleDfa dfa;
   std::map<std::vector<int32_t>, int32_t> ids;
   std::vector<std::vector<int32_t>> sets;
   auto intern = [&](std::vector<int32_t> set) -> int32_t {
     if (set.empty()) return -1;
-    set = closure(std::move(set));
+    charge(int64_t(set.size()));
+    closure(set);
+    charge(int64_t(set.size()));  // the map's comparisons
     auto it = ids.find(set);
     if (it != ids.end()) return it->second;
     if (--budget < 0)
@@ -243,16 +258,20 @@ RuleDfa determinize(const std::vector<std::vector<NfaEdge>>& nfa, const ByteClas
   };
   intern({0});
   for (size_t d = 0; d < sets.size(); ++d) {
+    charge(bc.n);
     std::vector<std::vector<int32_t>> by_class(size_t(bc.n));
     std::map<int32_t, std::vector<int32_t>> by_rule;
     bool acc = false;
     for (int32_t s : sets[d]) {
       if (s == 1) acc = true;
       for (const NfaEdge& e : nfa[size_t(s)]) {
-        if (e.kind == EdgeKind::Byte)
+        charge(1);
+        if (e.kind == EdgeKind::Byte) {
+          charge(int64_t(bc.of[e.hi]) - bc.of[e.lo]);
           for (int c = bc.of[e.lo]; c <= bc.of[e.hi]; ++c) by_class[size_t(c)].push_back(e.to);
-        else if (e.kind == EdgeKind::Call)
+        } else if (e.kind == EdgeKind::Call) {
           by_rule[e.rule].push_back(e.to);
+        }
       }
     }
     std::vector<int32_t> next(size_t(bc.n), -1);
@@ -422,11 +441,12 @@ Automaton build_automaton(const Grammar& g, const AutomatonLimits& limits) {
   std::copy(std::begin(bc.of), std::end(bc.of), std::begin(a.byte_class));
   a.root = g.root();
   budget = limits.max_states;
+  int64_t work = limits.max_work;
   std::vector<RuleDfa> dfas;
   for (int32_t r = 0; r < int32_t(g.num_rules()); ++r) {
     a.rule_names.push_back(g.rule(r).name);
     a.rule_start.push_back(0);
-    dfas.push_back(determinize(nfas[size_t(r)], bc, g.rule(r).name, budget));
+    dfas.push_back(determinize(nfas[size_t(r)], bc, g.rule(r).name, budget, work));
     nfas[size_t(r)].clear();
   }
   int32_t base = 0;

@@ -1,5 +1,7 @@
 // The matcher and its cached token masks: on random walks, the mask from the per-state cache equals
 // trying every token with accept_token; grammar checks (left recursion, no complete text) refuse.
+#include <chrono>
+
 #include <gtest/gtest.h>
 
 #include "structured_test_support.h"
@@ -106,6 +108,31 @@ TEST(GrammarAutomaton, RefusesLeftRecursionAndEndlessRules) {
   AutomatonLimits limits;
   limits.max_states = 100000;
   EXPECT_THROW(build_automaton(big, limits), GrammarError);
+}
+
+// .*a.{100}: the DFA's states are 2^100 subsets, each holding up to ~100 positions of the dots (and
+// their UTF-8 continuation states). Counting states alone let a 10-byte pattern run for seconds
+// before the state limit; the work budget refuses it after a bounded amount of subset construction.
+TEST(GrammarAutomaton, RefusesDfasOfFewButLargeStatesByTheirWork) {
+  Grammar g;
+  g.set_root(g.add_rule("root", g.seq({g.star(g.any_char()), g.literal("a"), g.repeat(g.any_char(), 100, 100)})));
+  AutomatonLimits limits;
+  limits.max_states = 1 << 30;  // only the work budget stands in the way
+  limits.max_work = 2'000'000;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    build_automaton(g, limits);
+    FAIL() << "a 2^100-state DFA was built";
+  } catch (const GrammarError& e) {
+    EXPECT_NE(std::string(e.what()).find("too much work"), std::string::npos) << e.what();
+  }
+  // 2M units take ~20 ms natively; the bound leaves room for sanitizers and a loaded machine.
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+  // The same pattern with a short tail fits: the budget does not refuse ordinary grammars.
+  Grammar small;
+  small.set_root(small.add_rule(
+      "root", small.seq({small.star(small.any_char()), small.literal("a"), small.repeat(small.any_char(), 4, 4)})));
+  EXPECT_GT(build_automaton(small, limits).num_states(), 16);
 }
 
 }  // namespace
