@@ -12,8 +12,9 @@ namespace nanovllm::structured {
 
 class CompiledGrammar {
  public:
-  CompiledGrammar(Automaton a, std::shared_ptr<const VocabIndex> v)
-      : automaton(std::move(a)), vocab(std::move(v)), masks(build_state_masks(automaton, *vocab)) {}
+  // max_seconds: the token-mask cache's time limit (build_state_masks).
+  CompiledGrammar(Automaton a, std::shared_ptr<const VocabIndex> v, double max_seconds)
+      : automaton(std::move(a)), vocab(std::move(v)), masks(build_state_masks(automaton, *vocab, max_seconds)) {}
   const Automaton automaton;
   const std::shared_ptr<const VocabIndex> vocab;
   const std::vector<StateMask> masks;

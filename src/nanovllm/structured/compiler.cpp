@@ -19,7 +19,8 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const Grammar& g
   AutomatonLimits al;
   al.max_states = limits_.max_states;
   al.max_rules = limits_.max_rules;
-  return std::make_shared<const CompiledGrammar>(build_automaton(grammar, al), index_vocab_);
+  return std::make_shared<const CompiledGrammar>(build_automaton(grammar, al), index_vocab_,
+                                                 limits_.max_compile_seconds);
 }
 
 std::shared_ptr<const CompiledGrammar> GrammarCompiler::cached(const std::string& key) {

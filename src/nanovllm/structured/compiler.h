@@ -24,7 +24,7 @@ struct CompileLimits {
   int max_schema_depth = 64;               // nesting of a JSON schema
   int max_rules = 20000;                   // rules after conversion
   int max_states = 200000;                 // automaton states over all rules
-  double max_compile_seconds = 10;         // refused past this
+  double max_compile_seconds = 10;         // refused past this (the token masks' build stops there)
   size_t cache_bytes = size_t(512) << 20;  // LRU bound on the cached compiled grammars
 };
 

@@ -2,7 +2,10 @@
 #include "nanovllm/structured/token_masks.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <string>
 #include <thread>
 
 namespace nanovllm::structured {
@@ -68,16 +71,27 @@ VocabIndex::VocabIndex(std::shared_ptr<const Vocabulary> v) : vocab(std::move(v)
 
 namespace {
 
-// The cache entries of states first, first + stride, ... (one thread's share).
+// The cache entries of states first, first + stride, ... (one thread's share). Past the deadline
+// (checked every 256 tokens: one state's walk can take seconds) the thread raises `late` and
+// stops; the others stop at their next check.
 void build_some_masks(const Automaton& a, const VocabIndex& vocab, int32_t first, int32_t stride,
-                      std::vector<StateMask>& masks) {
+                      std::vector<StateMask>& masks, std::chrono::steady_clock::time_point deadline,
+                      std::atomic<bool>& late) {
   const auto& bytes = vocab.vocab->bytes;
   const size_t V = bytes.size();
   FramePool pool;
   PrefixWalker walker;
   Config start;
+  uint32_t steps = 0;
+  auto past_deadline = [&] {
+    if (late.load(std::memory_order_relaxed)) return true;
+    if (std::chrono::steady_clock::now() <= deadline) return false;
+    late = true;
+    return true;
+  };
   for (int32_t s = first; s < a.num_states(); s += stride) {
     if (!a.has_bytes[size_t(s)]) continue;
+    if (past_deadline()) return;
     pool = FramePool();
     start.clear();
     close_frame(a, pool, {s, kOut}, start);
@@ -89,6 +103,10 @@ void build_some_masks(const Automaton& a, const VocabIndex& vocab, int32_t first
       if (!viable) continue;
       const int32_t end = vocab.first_begin[b + 1];
       for (int32_t i = vocab.first_begin[b]; i < end;) {
+        if (++steps % 256 == 0 && past_deadline()) {
+          walker.finish();
+          return;
+        }
         const int32_t t = vocab.sorted[size_t(i)];
         const std::string& tok = bytes[size_t(t)];
         const size_t d = walker.walk(tok, i == vocab.first_begin[b] ? 0 : size_t(vocab.lcp[size_t(i)]));
@@ -120,17 +138,26 @@ void build_some_masks(const Automaton& a, const VocabIndex& vocab, int32_t first
 
 }  // namespace
 
-std::vector<StateMask> build_state_masks(const Automaton& a, const VocabIndex& vocab) {
+std::vector<StateMask> build_state_masks(const Automaton& a, const VocabIndex& vocab, double max_seconds) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto deadline = t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                 std::chrono::duration<double>(std::max(0.0, max_seconds)));
   std::vector<StateMask> masks(size_t(a.num_states()));
   // States are independent: a few threads share them round-robin (neighbouring states cost alike).
   int32_t heavy = 0;
   for (int32_t s = 0; s < a.num_states(); ++s) heavy += a.has_bytes[size_t(s)];
   const int32_t threads = std::clamp<int32_t>(int32_t(std::thread::hardware_concurrency()), 1, 8);
   const int32_t n = std::min(threads, std::max(1, heavy / 8));
+  std::atomic<bool> late{false};
   std::vector<std::thread> pool;
-  for (int32_t t = 1; t < n; ++t) pool.emplace_back([&, t] { build_some_masks(a, vocab, t, n, masks); });
-  build_some_masks(a, vocab, 0, n, masks);
+  for (int32_t t = 1; t < n; ++t)
+    pool.emplace_back([&, t] { build_some_masks(a, vocab, t, n, masks, deadline, late); });
+  build_some_masks(a, vocab, 0, n, masks, deadline, late);
   for (auto& th : pool) th.join();
+  if (late)
+    throw GrammarError("the grammar's token masks took more than " + std::to_string(max_seconds) + " s to build (" +
+                       std::to_string(heavy) + " automaton states, each classifying the " +
+                       std::to_string(vocab.sorted.size()) + " tokens it may start with): simplify it");
   return masks;
 }
 

@@ -62,8 +62,11 @@ struct StateMask {
   size_t bytes() const { return accepted_bits.size() * 4 + accepted.size() * 4 + uncertain.size() * 4; }
 };
 
-// One entry per automaton state (empty for states without byte transitions).
-std::vector<StateMask> build_state_masks(const Automaton& a, const VocabIndex& vocab);
+// One entry per automaton state (empty for states without byte transitions). Throws GrammarError
+// once the walks have taken more than max_seconds: an automaton of many states that each start many
+// tokens, such as (a|b)*a(a|b){16}'s 131,073 against Qwen3's vocabulary, would otherwise keep the
+// compile threads busy for many minutes.
+std::vector<StateMask> build_state_masks(const Automaton& a, const VocabIndex& vocab, double max_seconds);
 
 // Sets words (vocab.vocab->mask_words() of them) to the tokens allowed after `config`; stop tokens
 // are allowed where config.at_bottom. `pool` gains no frames (scratch frames are dropped);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "nanovllm/structured/compiled_grammar.h"
 #include "structured_test_support.h"
 
 namespace nanovllm::structured {
@@ -160,6 +161,33 @@ TEST(GrammarMatcher, Qwen3VocabularyMasksEqualBruteForce) {
     ASSERT_TRUE(m.accept_token(ids[rng() % ids.size()]));
   }
   EXPECT_GT(allowed_total, 12u * 50);  // inside strings most of the vocabulary is allowed
+}
+
+// A string of at most 200 characters: 200 automaton states, each of which starts nearly the whole
+// vocabulary, so the token-mask cache classifies ~30M tokens (~2.5 s on this machine, several
+// times that under sanitizers). The compile limit stops the build at its deadline rather than
+// refusing the grammar once it is done.
+TEST(GrammarCompiler, TokenMasksStopAtTheCompileDeadline) {
+  auto vocab = test::qwen3_vocab();
+  if (!vocab) GTEST_SKIP() << "tests/oracles/node_modules missing (run scripts/setup.sh)";
+  CompileLimits limits;
+  limits.max_compile_seconds = 0.2;
+  GrammarCompiler compiler(vocab, limits);
+  StructuredOutputs so;
+  so.kind = StructuredOutputs::Kind::JsonSchema;
+  so.text = R"({"type": "string", "maxLength": 200})";
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    compiler.compile(so);
+    FAIL() << "compiled past the deadline";
+  } catch (const InvalidRequest& e) {
+    // Not the check after the build ("took N s to compile"): the build itself stopped.
+    EXPECT_NE(std::string(e.what()).find("token masks took more than"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
+  // A grammar within the limit still compiles under it.
+  so.text = R"({"type": "string", "maxLength": 2})";
+  EXPECT_GT(compiler.compile(so)->automaton.num_states(), 2);
 }
 
 }  // namespace
